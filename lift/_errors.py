@@ -1,0 +1,53 @@
+"""The library's exceptions, and the one way messages name a function."""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+__all__ = ["LeakError", "LiftError", "describe"]
+
+
+class LiftError(TypeError):
+    """Raised when `lift` cannot turn what it was given into a pytree.
+
+    The message names the function (qualified name and `file:line`), the
+    variable concerned, and what to do instead.
+    """
+
+
+class LeakError(RuntimeError):
+    """Raised when a tracer has escaped the transform that created it.
+
+    The message lists every leak found, each with the function holding it,
+    `file:line`, the captured variable, and a hint of the fix.
+    """
+
+
+LiftError.__module__ = "lift"
+LeakError.__module__ = "lift"
+
+
+def _code_of(fn: Any) -> types.CodeType | None:
+    seen = 0
+    while seen < 100:  # unwrap partials and methods without trusting depth
+        seen += 1
+        if isinstance(fn, types.MethodType):
+            fn = fn.__func__
+        elif hasattr(fn, "func") and callable(getattr(fn, "func", None)):
+            fn = fn.func
+        else:
+            break
+    code = getattr(fn, "__code__", None)
+    return code if isinstance(code, types.CodeType) else None
+
+
+def describe(fn: Any) -> str:
+    """`qualname (file:line)` for a function, method or partial; a repr otherwise."""
+    code = _code_of(fn)
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
+    if code is None:
+        return name if isinstance(name, str) else repr(fn)
+    if not isinstance(name, str):
+        name = code.co_qualname
+    return f"{name} ({code.co_filename}:{code.co_firstlineno})"
