@@ -25,7 +25,7 @@ __all__ = [
 
 # Written against jax 0.10.2: `trace_ctx.trace` is the current trace of this
 # thread (`TracingContext.trace`, backed by a thread-local config state).
-from jax._src import core as _core  # noqa: E402
+from jax._src import core as _core
 
 # Attributes through which a trace reaches the traces enclosing it. Written
 # against jax 0.10.2: `parent_trace` on DynamicJaxprTrace, JaxprTrace,
@@ -43,6 +43,15 @@ _TRACE_KINDS = {
     "RematTrace": "checkpoint",
     "ShardMapTrace": "shard_map",
     "EvalTrace": "eager evaluation",
+}
+
+# `DebugInfo.traced_for` values (jax 0.10.2) spelled as the user's API.
+_TRACED_FOR = {
+    "checkpoint / remat": "checkpoint",
+    "while_body": "while_loop",
+    "while_cond": "while_loop",
+    "custom_vjp fun": "custom_vjp",
+    "custom_jvp fun": "custom_jvp",
 }
 
 
@@ -125,7 +134,7 @@ def transform_name(tracer: Any) -> str:
                 name = debug.func_name  # type: ignore[union-attr]
             except Exception:
                 name = "<unknown>"
-            return f"{traced_for}({name})"
+            return f"{_TRACED_FOR.get(traced_for, traced_for)}({name})"
         return "jit"
     return _TRACE_KINDS.get(kind, kind)
 

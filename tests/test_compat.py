@@ -1,0 +1,198 @@
+"""Pins what `lift/_compat.py` assumes about JAX's internals.
+
+Each test stores a tracer from inside a transform, checks it is live while the
+transform runs and escaped once it has exited, and checks the name of the
+transform it reports. A JAX upgrade that breaks an assumption fails here first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from lift import _compat
+
+
+@pytest.fixture(autouse=True)
+def _jax_leak_checks_off() -> Iterator[None]:
+    # These tests leak on purpose; JAX's own checker would raise first.
+    with jax.check_tracer_leaks(False):
+        yield
+
+
+class Probe:
+    """Records a tracer and whether it was live when seen from inside."""
+
+    def __init__(self) -> None:
+        self.tracers: list[Any] = []
+        self.live_inside: list[bool] = []
+
+    def __call__(self, x: Any) -> Any:
+        self.tracers.append(x)
+        self.live_inside.append(_compat.live_traces().is_live(x))
+        return x
+
+    def check(self, n: int, transform: str) -> None:
+        assert len(self.tracers) == n
+        assert all(map(_compat.is_tracer, self.tracers))
+        assert self.live_inside == [True] * n
+        after = _compat.live_traces()
+        assert [after.is_live(t) for t in self.tracers] == [False] * n
+        assert _compat.transform_name(self.tracers[0]) == transform
+
+
+def _scan(probe: Probe) -> Callable[[Any], Any]:
+    def body(c: Any, y: Any) -> tuple[Any, Any]:
+        return probe(c) + y, y
+
+    def run(x: Any) -> Any:
+        return jax.lax.scan(body, x, jnp.arange(3.0))[0]
+
+    return run
+
+
+def _cond(probe: Probe) -> Callable[[Any], Any]:
+    def branch(y: Any) -> Any:
+        return probe(y)
+
+    return lambda x: jax.lax.cond(x > 0, branch, branch, x)
+
+
+def _while(probe: Probe) -> Callable[[Any], Any]:
+    def body(y: Any) -> Any:
+        return probe(y) + 1
+
+    return lambda x: jax.lax.while_loop(lambda y: y < 3, body, x)
+
+
+CASES: list[tuple[str, Callable[[Probe], Callable[[Any], Any]], str]] = [
+    ("jit", lambda p: jax.jit(lambda x: p(x) * 2), "jit(<lambda>)"),
+    ("vmap", lambda p: lambda x: jax.vmap(p)(jnp.stack([x, x])), "vmap"),
+    ("grad", lambda p: jax.grad(lambda x: p(x) * 2), "grad"),
+    ("jvp", lambda p: lambda x: jax.jvp(p, (x,), (x,))[0], "jvp"),
+    ("scan", _scan, "scan(body)"),
+    ("cond", _cond, "cond(branch)"),
+    ("while_loop", _while, "while_loop(body)"),
+    (
+        "eval_shape",
+        lambda p: lambda x: jax.eval_shape(lambda y: p(y), x),
+        "jit(<lambda>)",
+    ),
+    (
+        "checkpoint",
+        lambda p: jax.grad(jax.checkpoint(lambda x: p(x) * 2)),
+        "checkpoint(<lambda>)",
+    ),
+    ("jit(grad)", lambda p: jax.jit(jax.grad(lambda x: p(x) * 2)), "grad"),
+    ("grad(jit)", lambda p: jax.grad(jax.jit(lambda x: p(x) * 2)), "jit(<lambda>)"),
+    ("vmap(grad)", lambda p: lambda x: jax.vmap(jax.grad(p))(jnp.stack([x])), "grad"),
+    ("jit(scan)", lambda p: jax.jit(_scan(p)), "scan(body)"),
+    (
+        "vmap(jit)",
+        lambda p: lambda x: jax.vmap(jax.jit(lambda y: p(y)))(jnp.stack([x])),
+        "jit(<lambda>)",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "make", "transform"), CASES, ids=[c[0] for c in CASES]
+)
+def test_liveness_pinned(
+    name: str, make: Callable[[Probe], Callable[[Any], Any]], transform: str
+) -> None:
+    del name
+    probe = Probe()
+    make(probe)(jnp.float32(1.0))
+    probe.check(1, transform)
+
+
+def test_outer_tracer_live_inside_nested_transform() -> None:
+    seen: list[tuple[bool, bool]] = []
+
+    def outer(x: Any) -> Any:
+        def body(c: Any, y: Any) -> tuple[Any, Any]:
+            live = _compat.live_traces()
+            seen.append((live.is_live(x), live.is_live(c)))
+            return c + y, y
+
+        return jax.lax.scan(body, x, jnp.arange(2.0))[0]
+
+    jax.jit(jax.grad(outer))(jnp.float32(1.0))
+    assert seen == [(True, True)]
+
+
+def test_custom_vjp_under_jit() -> None:
+    fwd_probe, bwd_probe = Probe(), Probe()
+
+    @jax.custom_vjp
+    def f(x: Any) -> Any:
+        return x * 2
+
+    def fwd(x: Any) -> tuple[Any, Any]:
+        return fwd_probe(x) * 2, x
+
+    def bwd(res: Any, ct: Any) -> tuple[Any]:
+        return (bwd_probe(ct) * 2,)
+
+    f.defvjp(fwd, bwd)
+    jax.jit(jax.grad(f))(jnp.float32(1.0))
+    fwd_probe.check(1, "jit(f)")
+    bwd_probe.check(1, "jit(f)")
+
+
+def test_integer_bool_and_key_tracers() -> None:
+    probe = Probe()
+
+    @jax.jit
+    def f(i: Any, b: Any, k: Any) -> Any:
+        probe(i)
+        probe(b)
+        probe(k)
+        return i
+
+    f(jnp.int32(1), jnp.bool_(True), jax.random.key(0))
+    probe.check(3, "jit(f)")
+    assert [_compat.tracer_aval(t) for t in probe.tracers] == [
+        "int32[]",
+        "bool[]",
+        "key<fry>[]",
+    ]
+
+
+def test_concrete_values_are_not_tracers() -> None:
+    assert not _compat.is_tracer(jnp.ones(3))
+    assert not _compat.is_tracer(1.0)
+    assert len(_compat.live_traces()) == 1  # only the eager trace
+
+
+@pytest.mark.parametrize("filtering", ["off", "quiet_remove_frames"])
+def test_jax_leaked_tracers_from_report(filtering: str) -> None:
+    stash: list[Any] = []
+
+    def f(x: Any) -> Any:
+        stash.append(x)
+        return x
+
+    before = jax.config.jax_traceback_filtering
+    jax.config.update("jax_traceback_filtering", filtering)
+    try:
+        with jax.checking_leaks(), pytest.raises(Exception, match="Leaked") as info:
+            jax.jit(f)(1.0)
+    finally:
+        jax.config.update("jax_traceback_filtering", before)
+    found = _compat.jax_leaked_tracers(info.value)
+    # Filtered tracebacks drop JAX's frames, and the tracers with them.
+    expected = [True] if filtering == "off" else []
+    assert [t is stash[0] for t in found or ()] == expected
+    assert found is not None
+
+
+def test_jax_leaked_tracers_ignores_other_errors() -> None:
+    assert _compat.jax_leaked_tracers(ValueError("Leaked trace")) is None
+    assert _compat.jax_leaked_tracers(IndexError("list index")) is None
+    assert _compat.jax_leaked_tracers(Exception("other")) is None
