@@ -1,0 +1,236 @@
+"""Leak checking around calls: `lift.checked(transform)` and `lift.checking_leaks()`."""
+
+from __future__ import annotations
+
+import functools
+import threading
+import types
+import weakref
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from typing import Any, ParamSpec, TypeVar
+
+import jax
+
+from . import _compat
+from ._errors import LeakError
+from ._leaks import Leak, _is_user_file, format_leaks, scan
+from ._registry import recording
+
+__all__ = ["checked", "checking_leaks"]
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _frame_roots(tb: types.TracebackType | None) -> Iterator[tuple[str, Any]]:
+    """Named roots for a scan: the locals of the user's frames in a traceback."""
+    seen: set[int] = set()
+    while tb is not None:
+        frame = tb.tb_frame
+        tb = tb.tb_next
+        code = frame.f_code
+        if id(frame) in seen or not _is_user_file(code.co_filename):
+            continue
+        seen.add(id(frame))
+        glob = frame.f_globals
+        for name, value in frame.f_locals.items():
+            if value is not glob:
+                yield name, value
+        for name in code.co_names:
+            if name in glob:
+                yield name, glob[name]
+
+
+def _lifted_roots(
+    bucket: Iterator[Any] | weakref.WeakSet[Any],
+) -> list[tuple[str, Any]]:
+    return [(getattr(obj, "__qualname__", "lifted"), obj) for obj in list(bucket)]
+
+
+def _translate(exc: BaseException, extra: list[tuple[str, Any]]) -> LeakError | None:
+    """A `LeakError` for JAX's leaked-tracer error (or its jax#26560 IndexError)."""
+    jax_tracers = _compat.jax_leaked_tracers(exc)
+    is_report = type(exc) is Exception and str(exc).startswith("Leaked ")
+    if jax_tracers is None and not isinstance(exc, IndexError):
+        return None
+    leaks: list[Leak] = scan([*_frame_roots(exc.__traceback__), *extra])
+    if leaks:
+        return LeakError(format_leaks(leaks))
+    if is_report or jax_tracers:
+        first = str(exc).split("\n")
+        what = next((line for line in first[1:] if line.strip()), first[0])
+        return LeakError(
+            "JAX found a tracer that escaped its transform, held by no variable "
+            f"lift can see from the failing frames: {what.strip()}. Return the "
+            "value from the transformed function instead of storing it, or lift "
+            "the closure that captured it."
+        )
+    return None  # a genuine IndexError of the user's own
+
+
+def checked(transform: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap a JAX transform so that each call that traces checks for leaks.
+
+    `lift.checked(jax.jit)(f)` behaves as `jax.jit(f)`. When a call runs the
+    Python of `f` (a trace) it scans, on exit, the call's outputs, `f`'s captures
+    and the module globals its code names, and every `Lifted` built while `f`
+    ran, and raises [`lift.LeakError`][] for any tracer that escaped. A call
+    served from the compilation cache runs no Python of `f`, cannot leak, and
+    costs no scan.
+
+    **Arguments:**
+
+    - `transform`: any transform taking the function first: `jax.jit`,
+      `jax.vmap`, `jax.grad`, `lift.jit`, ... Further arguments given with the
+      function (`checked(jax.jit)(f, static_argnums=0)`) go to the transform.
+
+    **Returns:**
+
+    The transform, checked.
+
+    ```python
+    import jax
+    import lift
+
+    STASH = []
+
+    def step(x):
+        STASH.append(x)
+        return x * 2
+
+    with jax.check_tracer_leaks(False):
+        try:
+            lift.checked(jax.jit)(step)(1.0)
+        except lift.LeakError as e:
+            print(str(e).splitlines()[1].split(":")[0].strip())
+    # STASH[0]
+    ```
+    """
+
+    @functools.wraps(transform)
+    def apply(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        local = threading.local()
+
+        @functools.wraps(fn)
+        def traced(*a: Any, **k: Any) -> Any:
+            # Runs only when the transform traces: record what gets lifted.
+            pending: list[weakref.WeakSet[Any]] | None = getattr(local, "pending", None)
+            with recording() as bucket:
+                try:
+                    return fn(*a, **k)
+                finally:
+                    if pending is not None:
+                        pending.append(bucket)
+
+        transformed = transform(traced, *args, **kwargs)
+
+        @functools.wraps(fn)
+        def call(*a: Any, **k: Any) -> Any:
+            __tracebackhide__ = True
+            outer = getattr(local, "pending", None)
+            pending: list[weakref.WeakSet[Any]] = []
+            local.pending = pending
+            try:
+                out = transformed(*a, **k)
+            except Exception as exc:
+                if not pending:
+                    raise
+                extra = [(_describe(fn), fn)]
+                for bucket in pending:
+                    extra.extend(_lifted_roots(bucket))
+                error = _translate(exc, extra)
+                if error is None:
+                    raise
+                raise error from None
+            finally:
+                local.pending = outer
+            if not pending:
+                return out  # served from the cache: no Python of fn ran
+            roots: list[tuple[str, Any]] = [("output", out), (_describe(fn), fn)]
+            for bucket in pending:
+                roots.extend(_lifted_roots(bucket))
+            leaks = scan(roots)
+            if leaks:
+                raise LeakError(format_leaks(leaks))
+            return out
+
+        for name in ("lower", "trace", "eval_shape"):
+            method = getattr(transformed, name, None)
+            if method is not None:
+                setattr(call, name, method)
+        return call
+
+    return apply
+
+
+def _describe(fn: Any) -> str:
+    name = getattr(fn, "__qualname__", None)
+    return name if isinstance(name, str) else type(fn).__name__
+
+
+class checking_leaks:
+    """Check for leaked tracers over a block or a function.
+
+    For its extent, turns on `jax.checking_leaks()`, reports JAX's leaked-tracer
+    errors as [`lift.LeakError`][] with lift's diagnosis (function, `file:line`,
+    variable, fix; never the `IndexError` of jax issue 26560), and on exit scans
+    every `Lifted` built inside it.
+
+    Usable as `with lift.checking_leaks():` and as `@lift.checking_leaks()`.
+
+    ```python
+    import jax
+    import lift
+
+    STASH = []
+
+    def step(x):
+        STASH.append(x)
+        return x * 2
+
+    try:
+        with lift.checking_leaks():
+            jax.jit(step)(1.0)
+    except lift.LeakError as e:
+        print("STASH[0]" in str(e))
+    # True
+    ```
+    """
+
+    def __init__(self) -> None:
+        self._stacks: list[tuple[ExitStack, weakref.WeakSet[Any]]] = []
+
+    def __enter__(self) -> None:
+        stack = ExitStack()
+        stack.enter_context(jax.checking_leaks())
+        bucket = stack.enter_context(recording())
+        self._stacks.append((stack, bucket))
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: types.TracebackType | None,
+    ) -> None:
+        __tracebackhide__ = True
+        stack, bucket = self._stacks.pop()
+        lifted = _lifted_roots(bucket)
+        stack.close()
+        if exc is not None:
+            error = _translate(exc, lifted) if isinstance(exc, Exception) else None
+            if error is not None:
+                raise error from None
+            return
+        leaks = scan(lifted)
+        if leaks:
+            raise LeakError(format_leaks(leaks))
+
+    def __call__(self, fn: Callable[_P, _R]) -> Callable[_P, _R]:
+        @functools.wraps(fn)
+        def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+            __tracebackhide__ = True
+            with checking_leaks():
+                return fn(*args, **kwargs)
+
+        return wrapper

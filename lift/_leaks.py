@@ -1,0 +1,541 @@
+"""The leak scan: find tracers that outlived the transform that made them.
+
+The walk starts from the given roots and follows what Python code can reach:
+function cells, defaults, bound `self`, `functools.partial` arguments, the module
+globals a function's code names, `Lifted` captures, pytree children, containers,
+objects' `__dict__` and `__slots__`, class attributes, and the constants of
+traced programs. It is iterative (closures nest 10 000 deep), breadth-first (so
+each leak is named by its shortest path), visits each object once (cycles are
+fine) and stops after a bounded number of objects.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import functools
+import os
+import sys
+import sysconfig
+import types
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import jax
+import numpy as np
+
+from . import _compat
+from ._errors import LeakError
+
+__all__ = ["Leak", "check_leaks", "find_leaks"]
+
+#: Default bound on the number of objects one scan visits.
+DEFAULT_LIMIT = 2_000_000
+
+_CAPTURED = "captured variable"
+_DEFAULT = "default of parameter"
+_GLOBAL = "global variable"
+_SELF = "bound object"
+_PARTIAL = "partial argument"
+
+
+@dataclasses.dataclass(frozen=True)
+class Leak:
+    """A tracer reachable from the scanned roots after its transform has exited.
+
+    **Attributes:**
+
+    - `path`: how the tracer is reached, from the root, e.g. `STASH[0].x`.
+    - `function`: qualified name of the innermost function holding the tracer
+      (through a captured variable, a default, a bound object, a partial
+      argument, or a global its code names), or `None`.
+    - `variable`: the name under which that function holds it, or `None`.
+    - `filename`, `lineno`: where that function is defined, or `None`.
+    - `tracer`: shape, dtype and transform of the tracer: `float32[] from jit(step)`.
+    - `kind`: how the function holds it (`"captured variable"`, `"default of
+      parameter"`, `"global variable"`, `"bound object"`, `"partial argument"`),
+      or `None`.
+    - `location`: the path to the holding function, or `None` when it is the root.
+
+    `str(leak)` is the one-line report, with the fix.
+    """
+
+    path: str
+    function: str | None
+    variable: str | None
+    filename: str | None
+    lineno: int | None
+    tracer: str
+    kind: str | None = None
+    location: str | None = None
+    detail: str | None = None
+
+    @property
+    def hint(self) -> str:
+        """What to do about this leak, as code where possible."""
+        var = self.variable
+        if self.kind == _CAPTURED:
+            return f"lift the function or pass {var} as an argument"
+        if self.kind == _DEFAULT:
+            return f"pass {var} as an argument instead of a default value"
+        if self.kind == _GLOBAL:
+            return (
+                f"return the value from the transformed function instead of "
+                f"storing it in {var}"
+            )
+        if self.kind == _SELF:
+            return (
+                "lift the method (`lift.lift(obj.method)`) or pass obj as an argument"
+            )
+        if self.kind == _PARTIAL:
+            return f"lift the partial (`lift.lift(p)`) or pass {var} as an argument"
+        return "return the value from the transformed function instead of storing it"
+
+    def __str__(self) -> str:
+        if self.function is None:
+            return f"{self.path}: {self.tracer} — {self.hint}"
+        where = f"{self.function} ({self.filename}:{self.lineno})"
+        if self.kind == _GLOBAL:
+            return (
+                f"{self.path}: {self.tracer}, in global '{self.variable}' used by "
+                f"{where} — {self.hint}"
+            )
+        at = f" at {self.detail}" if self.detail else ""
+        head = f"{self.location} -> " if self.location else ""
+        return (
+            f"{head}{where}, {self.kind} '{self.variable}'{at}: {self.tracer} — "
+            f"{self.hint}"
+        )
+
+
+def find_leaks(*roots: Any, limit: int = DEFAULT_LIMIT) -> list[Leak]:
+    """Every tracer reachable from `roots` whose transform has already exited.
+
+    **Arguments:**
+
+    - `*roots`: anything: functions, `Lifted`, pytrees, objects, modules.
+    - `limit`: the most objects one scan visits; a graph larger than that is
+      scanned only in part (breadth-first, so the closest objects first).
+
+    **Returns:**
+
+    A list of [`lift.Leak`][], one per escaped tracer, in breadth-first order.
+    Tracers of transforms still running (a scan from inside `jit`) are not leaks.
+
+    ```python
+    import jax
+    import lift
+
+    STASH = []
+
+    @jax.jit
+    def step(x):
+        STASH.append(x)
+        return x * 2
+
+    with jax.check_tracer_leaks(False):
+        step(1.0)
+    (leak,) = lift.find_leaks(step.__wrapped__)
+    print(leak.path, leak.variable, leak.tracer)
+    # STASH[0] STASH float32[] from jit(step)
+    ```
+    """
+    return scan([(_root_label(root, i), root) for i, root in enumerate(roots)], limit)
+
+
+def check_leaks(*roots: Any, limit: int = DEFAULT_LIMIT) -> None:
+    """Raise [`lift.LeakError`][] if a tracer reachable from `roots` has escaped.
+
+    **Arguments:** as [`lift.find_leaks`][].
+
+    **Returns:** `None` when nothing escaped.
+
+    **Raises:** `lift.LeakError`, listing each leak with its function, `file:line`,
+    variable and the fix.
+
+    ```python
+    import jax
+    import lift
+
+    lift.check_leaks(jax.numpy.ones(3), lambda x: x)  # nothing escaped: no error
+    ```
+    """
+    __tracebackhide__ = True
+    leaks = find_leaks(*roots, limit=limit)
+    if leaks:
+        raise LeakError(format_leaks(leaks))
+
+
+def format_leaks(leaks: Iterable[Leak]) -> str:
+    """The text of a `LeakError`: one line per leak."""
+    lines = [str(leak) for leak in leaks]
+    what = "tracer escaped the transform that created it"
+    if len(lines) != 1:
+        what = "tracers escaped the transforms that created them"
+    body = "\n".join(f"  {line}" for line in lines)
+    return f"{len(lines)} {what}:\n{body}"
+
+
+def _root_label(root: Any, index: int) -> str:
+    if isinstance(root, types.ModuleType):
+        return root.__name__
+    if isinstance(root, types.FunctionType):
+        return root.__qualname__
+    lifted = _lifted_api()
+    if lifted is not None and lifted[0](root):
+        return getattr(root, "__qualname__", f"roots[{index}]")
+    return f"roots[{index}]"
+
+
+# ----------------------------------------------------------------------------
+# The walk.
+
+
+@functools.cache
+def _lifted_api() -> tuple[Callable[[Any], bool], Callable[[Any], Any]] | None:
+    # Imported on first use: `lift/__init__.py` imports this module.
+    try:
+        from lift import is_lifted, unlift  # pyright: ignore[reportAttributeAccessIssue]
+    except ImportError:  # the core is not importable (partial installs)
+        return None
+    return is_lifted, unlift
+
+
+def _library_dirs() -> tuple[str, ...]:
+    paths = sysconfig.get_paths()
+    dirs = {
+        paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths
+    }
+    dirs.add(os.path.dirname(os.path.abspath(__file__)))
+    dirs.add(os.path.dirname(os.path.abspath(os.__file__)))
+    return tuple(sorted(os.path.join(os.path.abspath(d), "") for d in dirs))
+
+
+_LIBRARY_DIRS = _library_dirs()
+_LIBRARY_MODULES = frozenset(
+    {"jax", "jaxlib", "numpy", "builtins", "ml_dtypes", "lift", "_pytest", "pytest"}
+    | set(sys.stdlib_module_names)
+)
+
+
+@functools.cache
+def _is_user_file(filename: str) -> bool:
+    if filename.startswith("<"):
+        return True  # exec'd or interactive code is the user's
+    return not os.path.abspath(filename).startswith(_LIBRARY_DIRS)
+
+
+def _is_library_type(cls: type) -> bool:
+    module = getattr(cls, "__module__", None) or "builtins"
+    return module.partition(".")[0] in _LIBRARY_MODULES
+
+
+_ATOMIC: frozenset[type] = frozenset(
+    {
+        str,
+        bytes,
+        bytearray,
+        int,
+        float,
+        complex,
+        bool,
+        type(None),
+        type(Ellipsis),
+        type(NotImplemented),
+        range,
+        slice,
+        types.ModuleType,
+        types.CodeType,
+        types.FrameType,
+        types.TracebackType,
+        types.BuiltinFunctionType,
+        types.BuiltinMethodType,
+        types.MethodWrapperType,
+        types.WrapperDescriptorType,
+        types.MethodDescriptorType,
+        types.GetSetDescriptorType,
+        types.MemberDescriptorType,
+        types.GeneratorType,
+        types.CoroutineType,
+        types.AsyncGeneratorType,
+        np.ndarray,
+        np.dtype,
+    }
+)
+
+
+def _code_names(
+    code: types.CodeType, cache: dict[types.CodeType, tuple[str, ...]]
+) -> tuple[str, ...]:
+    """Global names a code object (and the code nested in it) refers to."""
+    found = cache.get(code)
+    if found is not None:
+        return found
+    names: dict[str, None] = {}
+    stack = [code]
+    while stack:
+        c = stack.pop()
+        names.update(dict.fromkeys(c.co_names))
+        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+    found = tuple(names)
+    cache[code] = found
+    return found
+
+
+def _param_name(fn: Any, index: int) -> str:
+    code = getattr(fn, "__code__", None)
+    if isinstance(code, types.CodeType) and index < code.co_argcount:
+        return code.co_varnames[index]
+    return f"args[{index}]"
+
+
+class _Walk:
+    """One breadth-first scan; entries are kept as parallel lists of parents."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.live = _compat.live_traces()
+        self.seen: set[int] = set()
+        self.keep: list[Any] = []  # temporaries built by the walk keep their ids
+        self.parent: list[int] = []
+        self.label: list[str] = []
+        self.edge: list[tuple[Any, ...] | None] = []
+        self.reset: list[bool] = []
+        self.queue: collections.deque[tuple[Any, int]] = collections.deque()
+        self.leaks: list[Leak] = []
+        self.code_names: dict[types.CodeType, tuple[str, ...]] = {}
+        self.pytree_types: dict[type, bool] = {}
+        self.lifted = _lifted_api()
+
+    def push(
+        self,
+        obj: Any,
+        parent: int,
+        label: str,
+        edge: tuple[Any, ...] | None = None,
+        reset: bool = False,
+    ) -> None:
+        if type(obj) in _ATOMIC:
+            return
+        key = id(obj)
+        if key in self.seen:
+            return
+        self.seen.add(key)
+        self.parent.append(parent)
+        self.label.append(label)
+        self.edge.append(edge)
+        self.reset.append(reset)
+        self.queue.append((obj, len(self.parent) - 1))
+
+    def run(self) -> list[Leak]:
+        visited = 0
+        queue = self.queue
+        while queue and visited < self.limit:
+            obj, index = queue.popleft()
+            visited += 1
+            if isinstance(obj, jax.core.Tracer):
+                if not self.live.is_live(obj):
+                    self.leaks.append(self.report(obj, index))
+                continue
+            self.expand(obj, index)
+        return self.leaks
+
+    # -- children of each kind of object --------------------------------------
+
+    def expand(self, obj: Any, index: int) -> None:
+        cls = type(obj)
+        if cls is dict or cls is list or cls is tuple:
+            self.container(obj, index)
+        elif cls is types.FunctionType:
+            self.function(obj, index)
+        elif cls is types.MethodType:
+            fn = obj.__func__
+            self.push(obj.__self__, index, ".__self__", (fn, "self", _SELF))
+            self.push(fn, index, ".__func__")
+        elif cls is functools.partial:
+            self.partial(obj, index)
+        elif cls is types.CellType:
+            try:
+                self.push(obj.cell_contents, index, ".cell_contents")
+            except ValueError:
+                pass
+        elif isinstance(obj, jax.Array | np.generic):
+            return
+        elif isinstance(obj, type):
+            self.cls(obj, index)
+        else:
+            self.other(obj, cls, index)
+
+    def container(self, obj: Any, index: int) -> None:
+        if isinstance(obj, dict):
+            for k, v in obj.items():  # pyright: ignore[reportUnknownVariableType]
+                self.push(v, index, f"[{k!r}]")
+        elif isinstance(obj, tuple) and hasattr(obj, "_fields"):
+            for name, v in zip(obj._fields, obj, strict=True):  # pyright: ignore
+                self.push(v, index, f".{name}")
+        elif isinstance(obj, set | frozenset):
+            for v in obj:  # pyright: ignore[reportUnknownVariableType]
+                self.push(v, index, "{…}")
+        else:
+            for i, v in enumerate(obj):
+                self.push(v, index, f"[{i}]")
+
+    def function(self, fn: types.FunctionType, index: int) -> None:
+        code = fn.__code__
+        if fn.__closure__:
+            for name, cell in zip(code.co_freevars, fn.__closure__, strict=True):
+                try:
+                    value = cell.cell_contents
+                except ValueError:  # an empty cell: the variable is not bound yet
+                    continue
+                self.push(value, index, f".{name}", (fn, name, _CAPTURED))
+        if fn.__defaults__:
+            first = code.co_argcount - len(fn.__defaults__)
+            for i, value in enumerate(fn.__defaults__):
+                name = code.co_varnames[first + i]
+                self.push(value, index, f".{name}", (fn, name, _DEFAULT))
+        if fn.__kwdefaults__:
+            for name, value in fn.__kwdefaults__.items():
+                self.push(value, index, f".{name}", (fn, name, _DEFAULT))
+        if fn.__dict__:
+            for name, value in fn.__dict__.items():
+                self.push(value, index, f".{name}")
+        if _is_user_file(code.co_filename):
+            glob = fn.__globals__
+            for name in _code_names(code, self.code_names):
+                if name in glob:
+                    self.push(glob[name], index, name, (fn, name, _GLOBAL), reset=True)
+
+    def partial(self, p: functools.partial[Any], index: int) -> None:
+        self.push(p.func, index, ".func")
+        for i, value in enumerate(p.args):
+            name = _param_name(p.func, i)
+            self.push(value, index, f".args[{i}]", (p.func, name, _PARTIAL))
+        for name, value in p.keywords.items():
+            self.push(value, index, f".keywords[{name!r}]", (p.func, name, _PARTIAL))
+
+    def cls(self, cls: type, index: int) -> None:
+        if _is_library_type(cls):
+            return
+        for name, value in vars(cls).items():
+            if not (name.startswith("__") and name.endswith("__")):
+                self.push(value, index, f".{name}")
+
+    def other(self, obj: Any, cls: type, index: int) -> None:
+        lifted = self.lifted
+        if lifted is not None and lifted[0](obj):
+            plain = lifted[1](obj)
+            self.keep.append(plain)
+            self.push(plain, index, "")
+            self.push(obj.__wrapped__, index, ".__wrapped__")
+            return
+        if isinstance(obj, dict | list | tuple | set | frozenset | collections.deque):
+            self.container(obj, index)
+            return
+        if cls.__name__ == "ClosedJaxpr" and hasattr(obj, "consts"):
+            # The constants a traced program closes over (jax.closure_convert and
+            # jax.make_jaxpr keep them here).
+            consts = list(obj.consts)
+            self.keep.append(consts)
+            for i, c in enumerate(consts):
+                self.push(c, index, f".consts[{i}]")
+            return
+        if self.is_pytree_node(obj, cls):
+            children, _ = jax.tree_util.tree_flatten_with_path(
+                obj, is_leaf=lambda y: y is not obj
+            )
+            self.keep.append(children)
+            for path, child in children:
+                self.push(child, index, jax.tree_util.keystr(path))
+            return
+        wrapped = getattr(obj, "__wrapped__", None) if callable(obj) else None
+        if wrapped is not None:
+            self.push(wrapped, index, ".__wrapped__")
+        if _is_library_type(cls):
+            return
+        attrs = getattr(obj, "__dict__", None)
+        if isinstance(attrs, dict):
+            for name, value in attrs.items():  # pyright: ignore[reportUnknownVariableType]
+                self.push(value, index, f".{name}")
+        for klass in cls.__mro__:
+            for name in klass.__dict__.get("__slots__", ()):
+                if name in ("__dict__", "__weakref__"):
+                    continue
+                try:
+                    value = getattr(obj, name)
+                except AttributeError:
+                    continue
+                self.push(value, index, f".{name}")
+
+    def is_pytree_node(self, obj: Any, cls: type) -> bool:
+        known = self.pytree_types.get(cls)
+        if known is None:
+            try:
+                leaves = jax.tree_util.tree_leaves(obj, is_leaf=lambda y: y is not obj)
+                known = not (len(leaves) == 1 and leaves[0] is obj)
+            except Exception:  # a node whose flatten fails is walked as an object
+                known = False
+            self.pytree_types[cls] = known
+        return known
+
+    # -- reports ----------------------------------------------------------------
+
+    def chain(self, index: int) -> list[int]:
+        out: list[int] = []
+        while index >= 0:
+            out.append(index)
+            index = self.parent[index]
+        out.reverse()
+        return out
+
+    def render(self, chain: list[int]) -> str:
+        start = 0
+        for i, entry in enumerate(chain):
+            if self.reset[entry]:
+                start = i
+        return "".join(self.label[e] for e in chain[start:])
+
+    def report(self, tracer: Any, index: int) -> Leak:
+        chain = self.chain(index)
+        path = self.render(chain)
+        description = (
+            f"{_compat.tracer_aval(tracer)} from {_compat.transform_name(tracer)}"
+        )
+        holder = next(
+            (i for i in reversed(range(len(chain))) if self.edge[chain[i]]), None
+        )
+        if holder is None:
+            return Leak(path, None, None, None, None, description)
+        fn, variable, kind = self.edge[chain[holder]]  # type: ignore[misc]
+        code = getattr(fn, "__code__", None)
+        qualname = getattr(fn, "__qualname__", None) or repr(fn)
+        filename = code.co_filename if isinstance(code, types.CodeType) else None
+        lineno = code.co_firstlineno if isinstance(code, types.CodeType) else None
+        location = self.render(chain[:holder])
+        if location == qualname or not location:
+            location = None
+        rest = "".join(self.label[e] for e in chain[holder + 1 :])
+        detail = f"{variable}{rest}" if rest else None
+        return Leak(
+            path,
+            qualname,
+            variable,
+            filename,
+            lineno,
+            description,
+            kind,
+            location,
+            detail,
+        )
+
+
+def scan(roots: Iterable[tuple[str, Any]], limit: int = DEFAULT_LIMIT) -> list[Leak]:
+    """`find_leaks` over roots that already have names (`output`, `STASH`)."""
+    walk = _Walk(limit)
+    for label, root in roots:
+        if isinstance(root, types.ModuleType):
+            for name, value in vars(root).items():
+                walk.push(value, -1, f"{root.__name__}.{name}", reset=True)
+        else:
+            walk.push(root, -1, label, reset=True)
+    return walk.run()
