@@ -1,0 +1,200 @@
+"""Every code example in the documentation runs, and shows what it prints.
+
+The collector reads `README.md` and every page under `docs/`, and runs each page's
+fenced ```python blocks in order, in one namespace per page (a page reads like a
+session: later blocks use what earlier ones defined). Conventions, for writers:
+
+- Output. A ```text block that follows a ```python block with nothing but blank
+  lines between them is that block's expected standard output. It is compared
+  line by line (trailing spaces ignored); `...` matches anything, as in doctest's
+  ELLIPSIS, for file paths, line numbers and addresses. Put a sentence between
+  the two blocks when a text block is not output.
+- Skipping. A block that must not run (it needs a GPU, the network, a real
+  training run) is preceded by the line `<!-- skip -->`. Use it sparingly: a
+  skipped example can rot.
+- Line numbers. Blocks are compiled with the page's path and their lines in the
+  page, so a traceback (and any `file:line` that lift prints) points at the
+  Markdown source.
+- Environment. Pages run as a user runs them: with JAX's own tracer-leak checking
+  off (the suite turns it on for every other test), since the leak-checking
+  guide has to leak on purpose. Pages that show leak checking turn it on where
+  they say so (`with jax.checking_leaks():`).
+
+The last test checks that every public name has its entry in the API reference.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import dataclasses
+import doctest
+import io
+import re
+from pathlib import Path
+
+import jax
+import pytest
+
+import lift
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+API = DOCS / "api"
+
+_FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^`]*)$")
+_SKIP = "<!-- skip -->"
+
+
+@dataclasses.dataclass(frozen=True)
+class Block:
+    lang: str
+    first_line: int  # 1-based line of the block's first code line in the page
+    code: str
+    skip: bool
+    output: str | None = None
+
+
+def _pages() -> list[Path]:
+    pages = sorted(DOCS.rglob("*.md"))
+    readme = ROOT / "README.md"
+    if readme.exists():
+        pages.insert(0, readme)
+    return pages
+
+
+def parse_blocks(text: str) -> list[Block]:
+    """Fenced blocks of a Markdown page, each python block with its output."""
+    lines = text.splitlines()
+    raw: list[tuple[Block, int]] = []  # each block with the index of its closing line
+    i = 0
+    while i < len(lines):
+        match = _FENCE.match(lines[i])
+        if match is None:
+            i += 1
+            continue
+        indent, fence = match["indent"], match["fence"]
+        lang = match["info"].strip().split(" ")[0].lower()
+        previous = next((line for line in reversed(lines[:i]) if line.strip()), "")
+        body: list[str] = []
+        j = i + 1
+        while j < len(lines):
+            stripped = lines[j].strip()
+            if stripped.startswith(fence) and not stripped.strip(fence[0]):
+                break
+            body.append(lines[j][len(indent) :] if lines[j].startswith(indent) else "")
+            j += 1
+        block = Block(lang, i + 2, "\n".join(body) + "\n", previous.strip() == _SKIP)
+        raw.append((block, j))
+        i = j + 1
+
+    blocks: list[Block] = []
+    for n, (block, end) in enumerate(raw):
+        if block.lang == "python" and n + 1 < len(raw):
+            following, _ = raw[n + 1]
+            between = lines[end + 1 : following.first_line - 2]
+            if following.lang == "text" and not any(line.strip() for line in between):
+                block = dataclasses.replace(block, output=following.code)
+        blocks.append(block)
+    return blocks
+
+
+def _same_output(want: str, got: str) -> bool:
+    def tidy(s: str) -> str:
+        return "\n".join(line.rstrip() for line in s.strip("\n").splitlines()) + "\n"
+
+    return doctest.OutputChecker().check_output(tidy(want), tidy(got), doctest.ELLIPSIS)
+
+
+@contextlib.contextmanager
+def _as_a_user_runs_it():
+    before = jax.config.jax_check_tracer_leaks
+    jax.config.update("jax_check_tracer_leaks", False)
+    try:
+        yield
+    finally:
+        jax.config.update("jax_check_tracer_leaks", before)
+
+
+def _run_page(path: Path) -> int:
+    namespace: dict[str, object] = {"__name__": f"docs_{path.stem}"}
+    ran = 0
+    for block in parse_blocks(path.read_text()):
+        if block.lang != "python" or block.skip:
+            continue
+        where = f"{path.relative_to(ROOT)}:{block.first_line}"
+        tree = ast.parse(block.code, filename=str(path))
+        ast.increment_lineno(tree, block.first_line - 1)
+        stdout = io.StringIO()
+        with contextlib.redirect_stdout(stdout):
+            try:
+                exec(compile(tree, str(path), "exec"), namespace)
+            except Exception as e:
+                raise AssertionError(f"the example at {where} raised {e!r}") from e
+        if block.output is not None and not _same_output(
+            block.output, stdout.getvalue()
+        ):
+            raise AssertionError(
+                f"the example at {where} printed\n{stdout.getvalue()}\n"
+                f"but the page shows\n{block.output}"
+            )
+        ran += 1
+    return ran
+
+
+@pytest.mark.parametrize(
+    "path", _pages(), ids=lambda p: str(p.relative_to(ROOT)).replace("/", "-")
+)
+def test_examples_run(path: Path):
+    with _as_a_user_runs_it():
+        _run_page(path)
+
+
+def test_api_reference_lists_every_public_name():
+    text = "\n".join(page.read_text() for page in sorted(API.glob("*.md")))
+    documented = set(re.findall(r"^::: lift\.(\w+)\s*$", text, flags=re.MULTILINE))
+    public = {name for name in lift.__all__ if not name.startswith("__")}
+    assert sorted(public - documented) == [], "public names missing from docs/api"
+    assert sorted(documented - set(lift.__all__)) == [], "docs/api names not public"
+    # Attributes without a docstring of their own are named in the text instead.
+    for name in set(lift.__all__) - public:
+        assert f"lift.{name}" in text, f"lift.{name} is not mentioned in docs/api"
+
+
+def test_collector_conventions():
+    page = "\n".join(
+        [
+            "```python",
+            "print(1)",
+            "```",
+            "",
+            "```text",
+            "1",
+            "```",
+            "",
+            "<!-- skip -->",
+            "```python",
+            "raise SystemExit",
+            "```",
+            "Not output:",
+            "```text",
+            "x",
+            "```",
+            "    ```python",
+            "    y = 2",
+            "    ```",
+        ]
+    )
+    blocks = parse_blocks(page)
+    assert [(b.lang, b.first_line, b.skip) for b in blocks] == [
+        ("python", 2, False),
+        ("text", 6, False),
+        ("python", 11, True),
+        ("text", 15, False),
+        ("python", 18, False),
+    ]
+    assert blocks[0].output == "1\n"
+    assert blocks[2].output is None
+    assert blocks[4].code == "y = 2\n"
+    assert _same_output("a ... c\n", "a (file.py:12) c")
+    assert not _same_output("1\n", "2\n")
