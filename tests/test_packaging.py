@@ -1,0 +1,112 @@
+"""The wheel: only the package and its metadata, typed, versioned in one place.
+
+The wheel is built once per run (`pip wheel . --no-deps`, the same build a user's
+`pip install .` does), then inspected, then installed into a scratch directory to
+run the README's first example against the installed copy rather than the source
+tree.
+"""
+
+from __future__ import annotations
+
+import email.parser
+import os
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import lift
+
+ROOT = Path(__file__).resolve().parent.parent
+RUNTIME_DEPENDENCIES = {"jax", "jaxlib", "wrapt", "typing-extensions"}
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "-q"]
+        + ["--disable-pip-version-check", "-w", str(out)],
+        check=True,
+        capture_output=True,
+    )
+    (built,) = out.glob("*.whl")
+    return built
+
+
+def _metadata(wheel: Path) -> email.message.Message:
+    with zipfile.ZipFile(wheel) as z:
+        name = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
+        return email.parser.Parser().parsestr(z.read(name).decode())
+
+
+def test_wheel_contains_only_the_package(wheel: Path):
+    with zipfile.ZipFile(wheel) as z:
+        names = z.namelist()
+    dist_info = f"jax_lift-{lift.__version__}.dist-info"
+    assert {name.split("/")[0] for name in names} == {"lift", dist_info}
+    assert "lift/__init__.py" in names
+    assert "lift/py.typed" in names
+    assert not [n for n in names if "__pycache__" in n or n.endswith((".pyc", ".so"))]
+    sources = {p.relative_to(ROOT).as_posix() for p in (ROOT / "lift").glob("*.py")}
+    assert sources <= set(names), "a module of lift/ is missing from the wheel"
+
+
+def test_wheel_version_is_lift_version(wheel: Path):
+    assert wheel.name.startswith(f"jax_lift-{lift.__version__}-py3-none-any")
+    assert _metadata(wheel)["Version"] == lift.__version__
+
+
+def test_wheel_metadata(wheel: Path):
+    metadata = _metadata(wheel)
+    assert metadata["Name"] == "jax-lift"
+    requires = metadata.get_all("Requires-Dist") or []
+    runtime = {
+        re.split(r"[<>=!~ ;\[]", req, maxsplit=1)[0].lower().replace("_", "-")
+        for req in requires
+        if "extra ==" not in req
+    }
+    assert runtime == RUNTIME_DEPENDENCIES
+    extras = set(metadata.get_all("Provides-Extra") or [])
+    assert {"docs", "test"} <= extras
+    assert "Typing :: Typed" in (metadata.get_all("Classifier") or [])
+    with zipfile.ZipFile(wheel) as z:
+        name = next(n for n in z.namelist() if n.endswith("entry_points.txt"))
+        entry_points = z.read(name).decode()
+    assert re.search(r"\[pytest11\]\s*\nlift = lift\._plugin", entry_points)
+
+
+def _first_example() -> str:
+    readme = ROOT / "README.md"
+    text = readme.read_text()
+    match = re.search(r"^```python\n(.*?)^```", text, flags=re.MULTILINE | re.DOTALL)
+    assert match is not None, "README.md has no python example"
+    return match[1]
+
+
+def test_installed_wheel_runs_the_readme_example(wheel: Path, tmp_path: Path):
+    target = tmp_path / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "-q"]
+        + ["--disable-pip-version-check", "--target", str(target), str(wheel)],
+        check=True,
+        capture_output=True,
+    )
+    check = (
+        "import lift, pathlib\n"
+        f"assert pathlib.Path(lift.__file__).is_relative_to({str(target)!r}), "
+        "lift.__file__\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(target), "JAX_CHECK_TRACER_LEAKS": "0"}
+    run = subprocess.run(
+        [sys.executable, "-c", check + _first_example()],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
