@@ -1,0 +1,278 @@
+"""The leak scan itself: what it walks, how it names things, and its bounds."""
+
+from __future__ import annotations
+
+import functools
+import sys
+import types
+from collections.abc import Iterator
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import lift
+from lift._leaks import scan
+
+pytestmark = pytest.mark.lift_allow_leaks
+
+STASH: list[Any] = []
+
+
+@pytest.fixture(autouse=True)
+def _jax_leak_checks_off() -> Iterator[None]:
+    with jax.check_tracer_leaks(False):
+        yield
+    STASH.clear()
+
+
+def _escaped(dtype: Any = jnp.float32, shape: tuple[int, ...] = ()) -> Any:
+    """A tracer whose `jit` has exited."""
+    box: list[Any] = []
+
+    def grab(x: Any) -> Any:
+        box.append(x)
+        return x
+
+    jax.jit(grab)(jnp.zeros(shape, dtype))
+    return box[0]
+
+
+def test_report_reads_like_the_issue() -> None:
+    def step(x: Any) -> Any:
+        def scaled(y: Any) -> Any:
+            return x * y
+
+        STASH.append(scaled)
+        return x * 2
+
+    jax.jit(step)(1.0)
+    (leak,) = lift.find_leaks(step)
+    line = STASH[0].__code__.co_firstlineno
+    assert str(leak) == (
+        f"STASH[0] -> {STASH[0].__qualname__} ({__file__}:{line}), captured "
+        "variable 'x': float32[] from jit(step) — lift the function or pass x as "
+        "an argument"
+    )
+    assert leak.path == "STASH[0].x"
+    assert (leak.function, leak.variable, leak.lineno) == (
+        "test_report_reads_like_the_issue.<locals>.step.<locals>.scaled",
+        "x",
+        line,
+    )
+    assert leak.tracer == "float32[] from jit(step)"
+
+
+def test_check_leaks_lists_every_leak() -> None:
+    a, b = _escaped(), _escaped(jnp.int32, (2,))
+    with pytest.raises(lift.LeakError, match=r"2 tracers escaped") as info:
+        lift.check_leaks([a, b])
+    lines = str(info.value).splitlines()
+    assert lines[1:] == [
+        "  roots[0][0]: float32[] from jit(grab) — return the value from the "
+        "transformed function instead of storing it",
+        "  roots[0][1]: int32[2] from jit(grab) — return the value from the "
+        "transformed function instead of storing it",
+    ]
+    assert lift.check_leaks([jnp.ones(2)]) is None
+
+
+def test_live_tracers_are_not_leaks() -> None:
+    found: list[list[Any]] = []
+
+    @jax.jit
+    def f(x: Any) -> Any:
+        found.append(lift.find_leaks(lambda: x, [x]))
+        return x
+
+    f(1.0)
+    assert found == [[]]
+
+
+def test_leak_error_is_a_runtime_error() -> None:
+    assert issubclass(lift.LeakError, RuntimeError)
+    with pytest.raises(RuntimeError, match="escaped"):
+        lift.check_leaks(_escaped())
+
+
+def test_cycles_are_fine() -> None:
+    tracer = _escaped()
+    a: dict[str, Any] = {}
+    b: list[Any] = [a]
+    a["b"] = b
+    a["t"] = tracer
+
+    def f() -> Any:
+        return f, a
+
+    (leak,) = lift.find_leaks(f)
+    assert leak.path == f"{f.__qualname__}.a['t']"
+
+
+def test_deep_closures_and_containers_do_not_recurse() -> None:
+    tracer = _escaped()
+
+    def wrap(g: Any) -> Any:
+        return lambda: g
+
+    fn: Any = lambda: tracer
+    for _ in range(10_000):
+        fn = wrap(fn)
+    nested: Any = _escaped()
+    for _ in range(100_000):
+        nested = [nested]
+    assert sys.getrecursionlimit() < 10_000
+    leaks = lift.find_leaks(fn, nested)
+    assert [leak.variable for leak in leaks] == ["tracer", None]
+    assert leaks[0].path.count(".g") == 10_000
+
+
+def test_limit_bounds_the_walk() -> None:
+    nested: Any = _escaped()
+    for _ in range(50):
+        nested = [nested]
+    assert lift.find_leaks(nested, limit=10) == []
+    assert len(lift.find_leaks(nested, limit=100)) == 1
+
+
+def test_shortest_path_wins_and_each_tracer_is_reported_once() -> None:
+    tracer = _escaped()
+    deep = {"a": {"b": [tracer]}}
+    (leak,) = lift.find_leaks([deep, tracer])
+    assert leak.path == "roots[0][1]"
+
+
+def test_empty_cells_and_unbound_variables() -> None:
+    def outer() -> Any:
+        def inner() -> Any:
+            return later
+
+        found = lift.find_leaks(inner)
+        later = 1
+        return found
+
+    assert outer() == []
+
+
+def test_objects_slots_partials_methods_and_kwdefaults() -> None:
+    tracer = _escaped()
+
+    class Slots:
+        __slots__ = ("x",)
+
+    class Plain:
+        def method(self) -> Any:
+            return self
+
+    slotted = Slots()
+    slotted.x = tracer
+    plain = Plain()
+    plain.attr = tracer  # type: ignore[attr-defined]
+
+    def fn(a: Any, *, k: Any = tracer) -> Any:
+        return a
+
+    part = functools.partial(fn, tracer, k=tracer)
+    found = {
+        name: lift.find_leaks(obj)
+        for name, obj in {
+            "slots": slotted,
+            "attr": plain,
+            "method": plain.method,
+            "kwdefault": fn,
+            "partial": part,
+        }.items()
+    }
+    assert found["slots"][0].path == "roots[0].x"
+    assert found["attr"][0].path == "roots[0].attr"
+    assert (found["method"][0].variable, found["method"][0].kind) == (
+        "self",
+        "bound object",
+    )
+    assert found["method"][0].detail == "self.attr"
+    assert (found["kwdefault"][0].variable, found["kwdefault"][0].kind) == (
+        "k",
+        "default of parameter",
+    )
+    assert [(leak.variable, leak.kind) for leak in found["partial"]] == [
+        ("a", "partial argument")
+    ]
+
+
+def test_globals_named_by_code_including_nested_code() -> None:
+    def step() -> Any:
+        def inner() -> Any:
+            return STASH
+
+        return inner
+
+    STASH.append(_escaped())
+    (leak,) = lift.find_leaks(step)
+    assert (leak.path, leak.variable, leak.kind) == (
+        "STASH[0]",
+        "STASH",
+        "global variable",
+    )
+    assert "in global 'STASH' used by" in str(leak)
+
+
+def test_library_functions_globals_are_not_walked() -> None:
+    STASH.append(_escaped())
+    # jnp.sum's module names many globals; none of them is STASH, and the walk
+    # stays out of library modules.
+    assert lift.find_leaks(jnp.sum, functools.reduce) == []
+
+
+def test_modules_as_roots() -> None:
+    module = types.ModuleType("scratch")
+    module.kept = [_escaped()]  # type: ignore[attr-defined]
+    (leak,) = lift.find_leaks(module)
+    assert leak.path == "scratch.kept[0]"
+
+
+def test_pytree_nodes_are_walked_by_key_path() -> None:
+    tracer = _escaped()
+    partial = jax.tree_util.Partial(lambda a, b: a + b, tracer)
+    (leak,) = lift.find_leaks(partial)
+    assert leak.path.startswith("roots[0]")
+    assert leak.tracer == "float32[] from jit(grab)"
+
+
+def test_traced_program_constants() -> None:
+    box: list[Any] = []
+
+    @jax.jit
+    def f(x: Any) -> Any:
+        box.append(jax.make_jaxpr(lambda y: y * x)(1.0))
+        return x
+
+    f(2.0)
+    (leak,) = lift.find_leaks(box)
+    assert leak.path == "roots[0][0].consts[0]"
+
+
+def test_lifted_captures_are_named() -> None:
+    box: list[Any] = []
+
+    def make(x: Any) -> Any:
+        def shifted(y: Any) -> Any:
+            return y + x
+
+        box.append(lift.lift(shifted))
+        return x
+
+    jax.jit(make)(1.0)
+    lifted = box[0]
+    leaks = lift.find_leaks(lifted)
+    assert [(leak.function, leak.variable) for leak in leaks] == [
+        (lifted.__qualname__, "x")
+    ]
+    assert leaks[0].path == f"{lifted.__qualname__}.x"
+    (path, _), *_ = jax.tree_util.tree_flatten_with_path(lifted)[0]
+    assert "x" in jax.tree_util.keystr(path)
+
+
+def test_scan_with_named_roots() -> None:
+    (leak,) = scan([("output", {"w": _escaped()})])
+    assert leak.path == "output['w']"
