@@ -1,0 +1,225 @@
+"""`lift.checked(transform)` and `lift.checking_leaks()`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import lift
+from lift import _checking
+
+pytestmark = pytest.mark.lift_allow_leaks
+
+STASH: list[Any] = []
+
+
+@pytest.fixture(autouse=True)
+def _clear() -> Iterator[None]:
+    yield
+    STASH.clear()
+
+
+@pytest.fixture
+def scans(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the scans `checked` runs."""
+    count = [0]
+    real = _checking.scan
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        count[0] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_checking, "scan", counting)
+    return count
+
+
+def _stash(x: Any) -> Any:
+    STASH.append(x)
+    return x * 2
+
+
+@pytest.mark.parametrize("jax_checks", [False, True])
+def test_checked_jit_reports_a_global(jax_checks: bool) -> None:
+    with jax.check_tracer_leaks(jax_checks):
+        f = lift.checked(jax.jit)(_stash)
+        with pytest.raises(
+            lift.LeakError,
+            match=r"STASH\[0\]: float32\[\] from jit\(_stash\), in global 'STASH' "
+            r"used by _stash \(.*test_checking.py:\d+\) — return the value",
+        ):
+            f(1.0)
+
+
+def test_cached_calls_cost_no_scan(scans: list[int]) -> None:
+    traces = 0
+
+    def clean(x: Any) -> Any:
+        nonlocal traces
+        traces += 1
+        return x * 2
+
+    f = lift.checked(jax.jit)(clean)
+    np.testing.assert_allclose(f(1.0), 2.0)
+    assert (traces, scans[0]) == (1, 1)
+    for _ in range(5):
+        f(2.0)
+    assert (traces, scans[0]) == (1, 1)
+    f(jnp.ones(3))  # a new shape traces, and is scanned
+    assert (traces, scans[0]) == (2, 2)
+
+
+def test_checked_keeps_transform_arguments_and_methods() -> None:
+    def add(x: Any, n: int) -> Any:
+        return x + n
+
+    f = lift.checked(jax.jit)(add, static_argnums=1)
+    np.testing.assert_allclose(f(1.0, 2), 3.0)
+    assert f.__name__ == "add"
+    assert "add" in f.lower(1.0, 2).as_text()
+
+
+def test_checked_eager_grad_catches_what_jax_misses() -> None:
+    box: list[Any] = []
+
+    def loss(x: Any) -> Any:
+        box.append(lambda: x)
+        return x * 2
+
+    with jax.checking_leaks():
+        jax.grad(loss)(1.0)  # JAX's own checker does not see eager grad escapes
+    box.clear()
+    with pytest.raises(
+        lift.LeakError, match=r"loss.box\[0\] -> .*captured variable 'x'.*from grad"
+    ):
+        lift.checked(jax.grad)(loss)(1.0)
+
+
+def test_checked_vmap_and_clean_results() -> None:
+    def double(x: Any) -> Any:
+        return x * 2
+
+    out = lift.checked(jax.vmap)(double)(jnp.arange(3.0))
+    np.testing.assert_allclose(out, [0.0, 2.0, 4.0])
+    with pytest.raises(lift.LeakError, match=r"from vmap"):
+        lift.checked(jax.vmap)(_stash)(jnp.arange(3.0))
+
+
+def test_checked_scans_outputs() -> None:
+    escaped: list[Any] = []
+    with jax.check_tracer_leaks(False):
+        jax.jit(lambda x: escaped.append(x) or x)(1.0)
+
+    def leaky() -> Any:
+        return {"kept": escaped[0]}
+
+    with pytest.raises(lift.LeakError, match=r"output\['kept'\]: float32\[\]"):
+        lift.checked(lambda f: f)(leaky)()
+
+
+class Sink:
+    """Hashable, so it can be a static argument; collects what it is given."""
+
+    def __init__(self) -> None:
+        self.items: list[Any] = []
+
+    def __hash__(self) -> int:
+        return 0
+
+
+def test_checked_scans_lifted_built_during_the_call() -> None:
+    def build(x: Any, sink: Sink) -> Any:
+        def shifted(y: Any) -> Any:
+            return y + x
+
+        sink.items.append(lift.lift(shifted))
+        return x
+
+    with (
+        jax.check_tracer_leaks(False),
+        pytest.raises(lift.LeakError, match=r"shifted \(.*\), captured variable 'x'"),
+    ):
+        lift.checked(jax.jit)(build, static_argnums=1)(1.0, Sink())
+
+
+def test_checked_inside_a_transform_sees_outer_tracers_as_live() -> None:
+    @jax.jit
+    def outer(x: Any) -> Any:
+        inner = lift.checked(jax.vmap)(lambda y: y * x)
+        return inner(jnp.arange(3.0))
+
+    np.testing.assert_allclose(outer(2.0), [0.0, 2.0, 4.0])
+
+
+def test_checking_leaks_translates_jax_report() -> None:
+    with (
+        pytest.raises(lift.LeakError, match=r"STASH\[0\]") as info,
+        lift.checking_leaks(),
+    ):
+        jax.jit(_stash)(1.0)
+    assert info.value.__cause__ is None
+    assert info.value.__suppress_context__
+
+
+class Something:
+    def set_x(self, x: Any) -> None:
+        self.x = x
+
+
+def test_checking_leaks_never_surfaces_jax_issue_26560() -> None:
+    something = Something()
+    # A discarded closure makes `something` a cell variable of this frame: the
+    # cell, held only by the frame, sends JAX's `_why_alive` out of range.
+    lambda: something  # noqa: B018
+
+    with jax.checking_leaks(), pytest.raises(IndexError):
+        jax.jit(something.set_x)(7)  # what JAX does on its own
+    del something.x
+    with (
+        pytest.raises(
+            lift.LeakError, match=r"something\.x: int32\[\] from jit\(set_x\)"
+        ),
+        lift.checking_leaks(),
+    ):
+        jax.jit(something.set_x)(7)
+
+
+def test_checking_leaks_as_decorator() -> None:
+    @lift.checking_leaks()
+    def run() -> Any:
+        return jax.jit(_stash)(1.0)
+
+    with pytest.raises(lift.LeakError, match=r"in global 'STASH'"):
+        run()
+
+
+def test_checking_leaks_lets_other_errors_through() -> None:
+    with pytest.raises(IndexError, match="mine"), lift.checking_leaks():
+        raise IndexError("mine")
+    with pytest.raises(ValueError, match="mine"), lift.checking_leaks():
+        raise ValueError("mine")
+
+
+def test_checking_leaks_scans_lifted_on_exit() -> None:
+    box: list[Any] = []
+
+    def loss(x: Any) -> Any:
+        box.append(lift.lift(lambda: x))
+        return x * 2
+
+    with (
+        pytest.raises(lift.LeakError, match=r"captured variable 'x'.*from grad"),
+        lift.checking_leaks(),
+    ):
+        jax.grad(loss)(1.0)  # eager grad: JAX's checker misses it
+
+
+def test_checking_leaks_quiet_on_clean_code() -> None:
+    with lift.checking_leaks():
+        out = jax.jit(lambda x: x * 2)(1.0)
+        f = lift.lift(lambda y: y * out)
+    np.testing.assert_allclose(f(2.0), 4.0)
