@@ -40,7 +40,17 @@ _ArrayImpl: Final = type(jax.numpy.zeros(()))
 
 # Leaves decided by type alone (the fast path of a sweep re-lifting optimizers).
 _STATIC_ATOMS: Final = frozenset(
-    {int, bool, str, bytes, type(None), type(Ellipsis), type, types.ModuleType, np.dtype}
+    {
+        int,
+        bool,
+        str,
+        bytes,
+        type(None),
+        type(Ellipsis),
+        type,
+        types.ModuleType,
+        np.dtype,
+    }
 )
 _DYNAMIC_ATOMS: Final = frozenset({float, complex, _ArrayImpl, np.ndarray})
 _PY_SCALARS: Final = (float, complex, int)
@@ -109,7 +119,10 @@ def _hidden_tracer(obj: Any) -> str | None:
                 attrs.update(d)  # pyright: ignore[reportUnknownArgumentType]
             for klass in type(x).__mro__:
                 for name in klass.__dict__.get("__slots__", ()):
-                    if isinstance(name, str) and name not in ("__dict__", "__weakref__"):
+                    if isinstance(name, str) and name not in (
+                        "__dict__",
+                        "__weakref__",
+                    ):
                         try:
                             attrs[name] = getattr(x, name)
                         except AttributeError:
@@ -171,7 +184,8 @@ class _Walk:
                     t,
                     self.template(obj.func, index, ("func", None), obj),
                     tuple(
-                        self.template(a, index, ("args", i), obj) for i, a in enumerate(obj.args)
+                        self.template(a, index, ("args", i), obj)
+                        for i, a in enumerate(obj.args)
                     ),
                     tuple(
                         (k, self.template(v, index, ("keywords", k), obj, name=k))
@@ -206,9 +220,16 @@ class _Walk:
                     template = None
                 else:
                     template = self.template(
-                        contents, cell_index, ("captures", name), fn, name=name, info_branched=info.branched
+                        contents,
+                        cell_index,
+                        ("captures", name),
+                        fn,
+                        name=name,
+                        info_branched=info.branched,
                     )
-                    if name in info.rebound and any(type(s) is not Static for s in template.slots):
+                    if name in info.rebound and any(
+                        type(s) is not Static for s in template.slots
+                    ):
                         raise LiftError(
                             f"{describe(fn)} rebinds the captured variable {name!r} "
                             f"(`nonlocal {name}; {name} = ...`), which holds "
@@ -226,7 +247,9 @@ class _Walk:
         if defaults is not None:
             names = info.positional[len(info.positional) - len(defaults) :]
             default_templates = tuple(
-                self.template(v, index, ("captures", n), fn, name=n, info_branched=info.branched)
+                self.template(
+                    v, index, ("captures", n), fn, name=n, info_branched=info.branched
+                )
                 for n, v in zip(names, defaults, strict=True)
             )
         kwdefaults = fn.__kwdefaults__
@@ -235,7 +258,14 @@ class _Walk:
             kw_templates = tuple(
                 (
                     k,
-                    self.template(v, index, ("captures", k), fn, name=k, info_branched=info.branched),
+                    self.template(
+                        v,
+                        index,
+                        ("captures", k),
+                        fn,
+                        name=k,
+                        info_branched=info.branched,
+                    ),
                 )
                 for k, v in kwdefaults.items()
             )
@@ -270,7 +300,7 @@ class _Walk:
     ) -> Template:
         forced = name is not None and name in self.static
         t = type(value)
-        if t in _STATIC_ATOMS:
+        if t in _STATIC_ATOMS and self.dynamic is None:
             return Template(None, (Static(value),), owner, label)
         if forced or t not in _DYNAMIC_ATOMS or self.dynamic is not None:
             if is_function_like(value):
@@ -295,7 +325,9 @@ class _Walk:
         slots: list[Slot] = []
         new_nodes: list[tuple[int, int]] = []
         for pos, leaf in enumerate(leaves):
-            slots.append(self.slot(leaf, forced, branched, holder, name, label, new_nodes, pos))
+            slots.append(
+                self.slot(leaf, forced, branched, holder, name, label, new_nodes, pos)
+            )
         template = Template(treedef, tuple(slots), owner, label)
         for node_index, pos in new_nodes:
             self.parents[node_index] = (template, pos)
@@ -313,7 +345,7 @@ class _Walk:
         pos: int,
     ) -> Slot:
         t = type(leaf)
-        if t in _STATIC_ATOMS:
+        if t in _STATIC_ATOMS and (forced or self.dynamic is None):
             return Static(leaf)
         if not forced and is_function_like(leaf):
             index = self.ids.get(id(leaf))
@@ -349,8 +381,8 @@ class _Walk:
             if where is not None:
                 raise LiftError(
                     f"{describe(holder)} captures {_variable(name, label)}, a "
-                    f"{type(leaf).__qualname__} that is not a pytree and holds a "
-                    f"tracer at {_variable(name, label)}{where}. lift cannot make "
+                    f"{type(leaf).__name__} that is not a pytree and holds a "
+                    f"tracer at {name or label[0]}{where}. lift cannot make "
                     "that tracer a leaf, and keeping it would leak it.\n"
                     "Fix: convert the function with `lift.closure_convert(f, "
                     "*example_args)`, register the class as a pytree, or pass the "
@@ -366,7 +398,8 @@ class _Walk:
                 s.index
                 for t in _node_templates(n)
                 for s in t.slots
-                if type(s) is Ref and isinstance(nodes[s.index], (PartialNode, MethodNode))
+                if type(s) is Ref
+                and isinstance(nodes[s.index], (PartialNode, MethodNode))
             }
             for i, n in enumerate(nodes)
             if isinstance(n, (PartialNode, MethodNode))

@@ -11,11 +11,14 @@ import dis
 import threading
 import types
 import weakref
+from collections import deque
 from typing import Final
 
 __all__ = ["CodeInfo", "code_info"]
 
-_LOADS: Final = frozenset({"LOAD_DEREF", "LOAD_CLOSURE", "LOAD_FAST", "LOAD_CLASSDEREF"})
+_LOADS: Final = frozenset(
+    {"LOAD_DEREF", "LOAD_CLOSURE", "LOAD_FAST", "LOAD_CLASSDEREF"}
+)
 _STORES: Final = frozenset({"STORE_DEREF", "DELETE_DEREF"})
 _CONDITIONAL: Final = frozenset(
     {
@@ -49,7 +52,15 @@ class CodeInfo:
             cannot be traced, so it is kept static.
     """
 
-    __slots__ = ("__weakref__", "branched", "code", "freevars", "hash", "positional", "rebound")
+    __slots__ = (
+        "__weakref__",
+        "branched",
+        "code",
+        "freevars",
+        "hash",
+        "positional",
+        "rebound",
+    )
 
     def __init__(self, code: types.CodeType) -> None:
         self.code = code
@@ -78,7 +89,9 @@ class CodeInfo:
 def _direct_branched(code: types.CodeType) -> set[str]:
     """Names loaded straight into a Python branch: `if b2:`, `if b2 != 1.0:`."""
     branched: set[str] = set()
-    instructions = [i for i in dis.get_instructions(code) if i.opname not in _TRANSPARENT]
+    instructions = [
+        i for i in dis.get_instructions(code) if i.opname not in _TRANSPARENT
+    ]
     for k, ins in enumerate(instructions):
         if ins.opname not in _CONDITIONAL or k < 1:
             continue
@@ -87,27 +100,26 @@ def _direct_branched(code: types.CodeType) -> set[str]:
             branched.add(prev.argval)
         elif prev.opname == "COMPARE_OP" and k >= 3:
             # The two operands of the comparison are the two loads before it.
-            branched.update(o.argval for o in instructions[k - 3 : k - 1] if o.opname in _LOADS)
+            branched.update(
+                o.argval for o in instructions[k - 3 : k - 1] if o.opname in _LOADS
+            )
     return branched
 
 
-_cache: dict[int, tuple[weakref.ref[types.CodeType], CodeInfo]] = {}
+# Keyed by `id(code)`; the `CodeInfo` holds its code, so an entry lives exactly as
+# long as some skeleton (or the small ring of recent ones) uses it.
+_cache: weakref.WeakValueDictionary[int, CodeInfo] = weakref.WeakValueDictionary()
+_recent: deque[CodeInfo] = deque(maxlen=1024)
 _lock = threading.Lock()
-
-
-def _forget(key: int) -> None:
-    with _lock:
-        _cache.pop(key, None)
 
 
 def code_info(code: types.CodeType) -> CodeInfo:
     """The cached `CodeInfo` of `code` (computed on first sight)."""
-    key = id(code)
-    hit = _cache.get(key)
-    if hit is not None and hit[0]() is code:
-        return hit[1]
+    info = _cache.get(id(code))
+    if info is not None and info.code is code:
+        return info
     info = CodeInfo(code)
-    ref = weakref.ref(code, lambda _, key=key: _forget(key))
     with _lock:
-        _cache[key] = (ref, info)
+        _cache[id(code)] = info
+        _recent.append(info)
     return info

@@ -8,7 +8,15 @@ import jax
 import jax.tree_util as jtu
 
 from ._lifted import Lifted, is_lifted
-from ._skeleton import CellNode, FunctionNode, MethodNode, PartialNode, Skeleton, Static, Template
+from ._skeleton import (
+    CellNode,
+    FunctionNode,
+    MethodNode,
+    PartialNode,
+    Skeleton,
+    Static,
+    Template,
+)
 
 __all__ = ["diff"]
 
@@ -48,7 +56,9 @@ def diff(a: Any, b: Any) -> str | None:
     if ta != tb:
         lines.append(f"structure: {ta} != {tb}")
         return "\n".join(lines)
-    paths = [jtu.keystr(p) for p, _ in jtu.tree_flatten_with_path(a, is_leaf=is_lifted)[0]]
+    paths = [
+        jtu.keystr(p) for p, _ in jtu.tree_flatten_with_path(a, is_leaf=is_lifted)[0]
+    ]
     for path, x, y in zip(paths, la, lb, strict=True):
         if isinstance(x, Lifted) and isinstance(y, Lifted):
             _diff_lifted(path, x, y, lines)
@@ -62,10 +72,14 @@ def _aval(x: Any) -> str:
         aval = jax.typeof(x)
     except TypeError:
         return type(x).__name__
-    return aval.str_short(short_dtypes=False) + (" (weak)" if getattr(aval, "weak_type", False) else "")
+    return aval.str_short(short_dtypes=False) + (
+        " (weak)" if getattr(aval, "weak_type", False) else ""
+    )
 
 
-def _diff_lifted(prefix: str, x: Lifted[Any, Any], y: Lifted[Any, Any], lines: list[str]) -> None:
+def _diff_lifted(
+    prefix: str, x: Lifted[Any, Any], y: Lifted[Any, Any], lines: list[str]
+) -> None:
     if type(x) is not type(y):
         lines.append(f"{prefix}: {type(x).__qualname__} != {type(y).__qualname__}")
         return
@@ -90,10 +104,14 @@ def _diff_lifted(prefix: str, x: Lifted[Any, Any], y: Lifted[Any, Any], lines: l
         where = prefix + "".join(str(e) for e in sa.node_path(i))
         _diff_node(where, sa, sb, na, nb, lines)
     if len(lines) == before:
-        lines.append(f"{prefix}: the captured graphs differ in how their parts refer to each other")
+        lines.append(
+            f"{prefix}: the captured graphs differ in how their parts refer to each other"
+        )
 
 
-def _diff_node(where: str, sa: Skeleton, sb: Skeleton, na: Any, nb: Any, lines: list[str]) -> None:
+def _diff_node(
+    where: str, sa: Skeleton, sb: Skeleton, na: Any, nb: Any, lines: list[str]
+) -> None:
     if type(na) is not type(nb):
         lines.append(f"{where}: {type(na).__name__} != {type(nb).__name__}")
         return
@@ -124,14 +142,18 @@ def _diff_node(where: str, sa: Skeleton, sb: Skeleton, na: Any, nb: Any, lines: 
         owner = sa.nodes[na.owner]
         qualname = owner.qualname if isinstance(owner, FunctionNode) else "?"
         if na.template is None or nb.template is None:
-            lines.append(f"{where}.captures[{na.name!r}]: empty cell in one only ({qualname})")
+            lines.append(
+                f"{where}.captures[{na.name!r}]: empty cell in one only ({qualname})"
+            )
         else:
             _diff_template(sa, na.template, nb.template, lines, qualname)
     elif isinstance(na, PartialNode):
         assert isinstance(nb, PartialNode)
         for ta, tb in zip((na.func, *na.args), (nb.func, *nb.args), strict=False):
             _diff_template(sa, ta, tb, lines, "partial")
-        if len(na.args) != len(nb.args) or [k for k, _ in na.keywords] != [k for k, _ in nb.keywords]:
+        if len(na.args) != len(nb.args) or [k for k, _ in na.keywords] != [
+            k for k, _ in nb.keywords
+        ]:
             lines.append(f"{where}: partial arguments differ in number or names")
         for (_, ta), (_, tb) in zip(na.keywords, nb.keywords, strict=False):
             _diff_template(sa, ta, tb, lines, "partial")
@@ -141,7 +163,9 @@ def _diff_node(where: str, sa: Skeleton, sb: Skeleton, na: Any, nb: Any, lines: 
         _diff_template(sa, na.self_, nb.self_, lines, "method")
 
 
-def _diff_template(sa: Skeleton, ta: Template, tb: Template, lines: list[str], owner: str) -> None:
+def _diff_template(
+    sa: Skeleton, ta: Template, tb: Template, lines: list[str], owner: str
+) -> None:
     if ta.key == tb.key:
         return
     path = "".join(str(e) for e in sa.node_path(sa.function_of(ta))) + _label(ta)
@@ -153,11 +177,19 @@ def _diff_template(sa: Skeleton, ta: Template, tb: Template, lines: list[str], o
             continue
         sub = path + _subpath(ta, pos)
         if isinstance(u, Static) and isinstance(v, Static):
-            why = " (compared by identity: unhashable)" if u.by_identity or v.by_identity else ""
-            lines.append(f"{sub}: static value {u.value!r:.80} != {v.value!r:.80}{why} (in {owner})")
+            why = (
+                " (compared by identity: unhashable)"
+                if u.by_identity or v.by_identity
+                else ""
+            )
+            lines.append(
+                f"{sub}: static value {u.value!r:.80} != {v.value!r:.80}{why} (in {owner})"
+            )
         elif isinstance(u, Static) or isinstance(v, Static):
             kind = lambda s: "static" if isinstance(s, Static) else "dynamic"  # noqa: E731
-            lines.append(f"{sub}: {kind(u)} in one, {kind(v)} in the other (in {owner})")
+            lines.append(
+                f"{sub}: {kind(u)} in one, {kind(v)} in the other (in {owner})"
+            )
         else:
             lines.append(f"{sub}: refers to a different part of the graph (in {owner})")
 

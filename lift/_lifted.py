@@ -120,7 +120,15 @@ class Lifted(Generic[_P, _R]):
     - `dynamic`: a predicate replacing the default rule for what is a leaf.
     """
 
-    __slots__ = ("__dict__", "__weakref__", "_flat", "_fn", "_leaves", "_original", "_skeleton")
+    __slots__ = (
+        "__dict__",
+        "__weakref__",
+        "_flat",
+        "_fn",
+        "_leaves",
+        "_original",
+        "_skeleton",
+    )
 
     _skeleton: Skeleton
     _leaves: tuple[Any, ...]
@@ -152,7 +160,9 @@ class Lifted(Generic[_P, _R]):
         self._original = original
         _registry.record(self)
 
-    def _setup(self, skeleton: Skeleton, leaves: tuple[Any, ...], flat: tuple[Any, ...] | None) -> None:
+    def _setup(
+        self, skeleton: Skeleton, leaves: tuple[Any, ...], flat: tuple[Any, ...] | None
+    ) -> None:
         self._skeleton = skeleton
         self._leaves = leaves
         self._flat = flat
@@ -165,7 +175,9 @@ class Lifted(Generic[_P, _R]):
                 "__name__": _root_name(skeleton, "name"),
                 "__qualname__": _root_name(skeleton, "qualname"),
                 "__doc__": root.attrs.get("__doc__") if root is not None else None,
-                "__module__": root.attrs.get("__module__") if root is not None else None,
+                "__module__": root.attrs.get("__module__")
+                if root is not None
+                else None,
             }
         # Instance attributes: the class already has its own `__doc__`, `__module__`.
         self.__dict__.update(attrs)
@@ -175,7 +187,9 @@ class Lifted(Generic[_P, _R]):
         _register(cls)
 
     @classmethod
-    def closure_convert(cls, fn: Callable[..., Any], /, *example_args: Any, **example_kwargs: Any) -> Self:
+    def closure_convert(
+        cls, fn: Callable[..., Any], /, *example_args: Any, **example_kwargs: Any
+    ) -> Self:
         """Trace `fn` on example arguments and lift every tracer and array it closed over.
 
         For captures that `lift` cannot see as leaves (tracers inside objects that
@@ -246,7 +260,10 @@ class Lifted(Generic[_P, _R]):
                 assert isinstance(cell, CellNode)
                 if cell.template is not None:
                     out[name] = cell.template.materialize(leaves, objs)
-            for template in (*(root.defaults or ()), *(t for _, t in root.kwdefaults or ())):
+            for template in (
+                *(root.defaults or ()),
+                *(t for _, t in root.kwdefaults or ()),
+            ):
                 out[cast(str, template.name)] = template.materialize(leaves, objs)
         elif isinstance(root, PartialNode):
             out.update({k: t.materialize(leaves, objs) for k, t in root.keywords})
@@ -263,7 +280,9 @@ def _register(cls: type[Lifted[Any, Any]]) -> None:
             flat = x._flat = _flat_leaves(x._leaves, x._skeleton.float_leaves)
         return flat, x._skeleton
 
-    def flatten_with_keys(x: Lifted[Any, Any]) -> tuple[tuple[tuple[Any, Any], ...], Skeleton]:
+    def flatten_with_keys(
+        x: Lifted[Any, Any],
+    ) -> tuple[tuple[tuple[Any, Any], ...], Skeleton]:
         flat, skeleton = flatten(x)
         return tuple(zip(skeleton.leaf_paths(), flat, strict=True)), skeleton
 
@@ -306,7 +325,9 @@ def _root_name(skeleton: Skeleton, which: str) -> str:
     if isinstance(node, (PartialNode, MethodNode)):
         slot = node.func.slots[0]
         if isinstance(slot, Static):
-            return getattr(slot.value, "__name__" if which == "name" else "__qualname__", "partial")
+            return getattr(
+                slot.value, "__name__" if which == "name" else "__qualname__", "partial"
+            )
     return "partial"
 
 
@@ -342,7 +363,11 @@ def _fill_refs(skeleton: Skeleton, node: Any, obj: Any, objs: list[Any]) -> None
     elif isinstance(node, MethodNode):
         pairs.extend(((node.func, obj.__func__), (node.self_, obj.__self__)))
     for template, value in pairs:
-        values = [value] if template.treedef is None else template.treedef.flatten_up_to(value)
+        values = (
+            [value]
+            if template.treedef is None
+            else template.treedef.flatten_up_to(value)
+        )
         for slot, v in zip(template.slots, values, strict=True):
             if type(slot) is Ref and objs[slot.index] is None:
                 objs[slot.index] = v
@@ -378,7 +403,9 @@ def _node_str(skeleton: Skeleton, index: int) -> str:
     return "<partial>"
 
 
-def _template_str(skeleton: Skeleton, template: Template, leaves: tuple[Any, ...]) -> str:
+def _template_str(
+    skeleton: Skeleton, template: Template, leaves: tuple[Any, ...]
+) -> str:
     parts: list[str] = []
     for slot in template.slots:
         if type(slot) is int:
@@ -401,14 +428,23 @@ def _pformat(x: Lifted[Any, Any]) -> str:
         for name, index in zip(root.info.freevars, root.cells, strict=True):
             cell = skeleton.nodes[index]
             assert isinstance(cell, CellNode)
-            text = "<empty>" if cell.template is None else _template_str(skeleton, cell.template, leaves)
+            text = (
+                "<empty>"
+                if cell.template is None
+                else _template_str(skeleton, cell.template, leaves)
+            )
             items.append(f"{name}={text}")
-        for template in (*(root.defaults or ()), *(t for _, t in root.kwdefaults or ())):
+        for template in (
+            *(root.defaults or ()),
+            *(t for _, t in root.kwdefaults or ()),
+        ):
             items.append(f"{template.name}={_template_str(skeleton, template, leaves)}")
     elif isinstance(root, PartialNode):
         items.append(f"func={_template_str(skeleton, root.func, leaves)}")
         items.extend(_template_str(skeleton, t, leaves) for t in root.args)
-        items.extend(f"{k}={_template_str(skeleton, t, leaves)}" for k, t in root.keywords)
+        items.extend(
+            f"{k}={_template_str(skeleton, t, leaves)}" for k, t in root.keywords
+        )
     elif isinstance(root, MethodNode):
         items.append(f"__func__={_template_str(skeleton, root.func, leaves)}")
         items.append(f"__self__={_template_str(skeleton, root.self_, leaves)}")
@@ -416,9 +452,13 @@ def _pformat(x: Lifted[Any, Any]) -> str:
     return f"{type(x).__name__}({inner})"
 
 
-def _explain_concretization(x: Lifted[Any, Any], err: BaseException) -> LiftError | None:
+def _explain_concretization(
+    x: Lifted[Any, Any], err: BaseException
+) -> LiftError | None:
     """Name the capture when a traced leaf was used in Python control flow."""
-    tracers = {id(leaf): i for i, leaf in enumerate(x._leaves) if isinstance(leaf, _Tracer)}
+    tracers = {
+        id(leaf): i for i, leaf in enumerate(x._leaves) if isinstance(leaf, _Tracer)
+    }
     if not tracers:
         return None
     skeleton = x._skeleton
@@ -430,21 +470,24 @@ def _explain_concretization(x: Lifted[Any, Any], err: BaseException) -> LiftErro
         frame = tb.tb_frame
         if frame.f_code in codes:
             here = [
-                (name, tracers[id(v)]) for name, v in frame.f_locals.items() if id(v) in tracers
+                (name, tracers[id(v)])
+                for name, v in frame.f_locals.items()
+                if id(v) in tracers
             ]
             if here:
                 found = here
         tb = tb.tb_next
     if not found:
         return None
-    name, index = found[0]
+    index = found[0][1]
     owner = skeleton.nodes[owners[index][0]]
+    name = owners[index][1] or found[0][0]
     where = (
         f"{owner.qualname} ({owner.info.code.co_filename}:{owner.info.code.co_firstlineno})"
         if isinstance(owner, FunctionNode)
         else describe(x)
     )
-    names = tuple(dict.fromkeys(n for n, _ in found))
+    names = tuple(dict.fromkeys(owners[i][1] or n for n, i in found))
     return LiftError(
         f"{where} uses the captured variable {name!r} in Python control flow "
         f"(`if`, `while`, `bool()`, ...), but lift made it a traced value "
@@ -465,7 +508,9 @@ def _reject(obj: Any, cls: type[Any]) -> LiftError:
             "equinox.Module)."
         )
     elif isinstance(obj, (types.BuiltinFunctionType, types.BuiltinMethodType)) or (
-        callable(obj) and not hasattr(obj, "__code__") and type(obj).__module__ in ("builtins", "numpy")
+        callable(obj)
+        and not hasattr(obj, "__code__")
+        and type(obj).__module__ in ("builtins", "numpy")
     ):
         what = (
             f"the builtin {getattr(obj, '__qualname__', obj)!r}, which has no Python "
@@ -474,7 +519,7 @@ def _reject(obj: Any, cls: type[Any]) -> LiftError:
         )
     elif callable(obj):
         what = (
-            f"a callable {type(obj).__qualname__} object that is not a pytree, so "
+            f"a callable {type(obj).__name__} object that is not a pytree, so "
             "its state cannot become leaves.\nFix: lift its method, "
             f"`{name}(obj.__call__)`, or make its class a pytree (e.g. an "
             "equinox.Module)."

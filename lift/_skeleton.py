@@ -126,7 +126,11 @@ class Template:
 
     def materialize(self, leaves: Sequence[Any], objs: Sequence[Any]) -> Any:
         values = [
-            leaves[s] if type(s) is int else objs[s.index] if type(s) is Ref else s.value  # type: ignore[union-attr]
+            leaves[s]
+            if type(s) is int
+            else objs[s.index]
+            if type(s) is Ref
+            else s.value  # type: ignore[union-attr]
             for s in self.slots
         ]
         if self.treedef is None:
@@ -153,7 +157,16 @@ class CellNode:
 class FunctionNode:
     """A `types.FunctionType`: code, globals, cells, defaults."""
 
-    __slots__ = ("attrs", "cells", "defaults", "info", "key", "kwdefaults", "name", "qualname")
+    __slots__ = (
+        "attrs",
+        "cells",
+        "defaults",
+        "info",
+        "key",
+        "kwdefaults",
+        "name",
+        "qualname",
+    )
 
     def __init__(
         self,
@@ -324,7 +337,9 @@ class Skeleton:
         while (parent := self.parents[index]) is not None and seen <= len(self.nodes):
             seen += 1
             template, slot = parent
-            entries.append(_template_entries(self, template) + _slot_entries(template, slot))
+            entries.append(
+                _template_entries(self, template) + _slot_entries(template, slot)
+            )
             index = template.owner
             if isinstance(self.nodes[index], CellNode):
                 index = self.nodes[index].owner  # type: ignore[union-attr]
@@ -395,7 +410,9 @@ def _slot_entries(template: Template, pos: int) -> tuple[Any, ...]:
 @functools.lru_cache(maxsize=4096)
 def _treedef_paths(treedef: jtu.PyTreeDef) -> tuple[tuple[Any, ...], ...]:
     dummy = treedef.unflatten([_Marker()] * treedef.num_leaves)
-    pairs, _ = jtu.tree_flatten_with_path(dummy, is_leaf=lambda x: isinstance(x, _Marker))
+    pairs, _ = jtu.tree_flatten_with_path(
+        dummy, is_leaf=lambda x: isinstance(x, _Marker)
+    )
     return tuple(tuple(p) for p, _ in pairs)
 
 
@@ -443,7 +460,9 @@ def build(skeleton: Skeleton, leaves: Sequence[Any]) -> Callable[..., Any]:
     for i, node in enumerate(nodes):
         if type(node) is FunctionNode:
             closure = tuple(objs[c] for c in node.cells) if node.cells else None
-            fn = types.FunctionType(node.info.code, node.globals, node.name, None, closure)
+            fn = types.FunctionType(
+                node.info.code, node.globals, node.name, None, closure
+            )
             fn.__qualname__ = node.qualname
             attrs = node.attrs
             if attrs:
@@ -459,7 +478,8 @@ def build(skeleton: Skeleton, leaves: Sequence[Any]) -> Callable[..., Any]:
             objs[i] = node.cls(func, *args, **kwargs)
         elif type(node) is MethodNode:
             objs[i] = types.MethodType(
-                node.func.materialize(leaves, objs), node.self_.materialize(leaves, objs)
+                node.func.materialize(leaves, objs),
+                node.self_.materialize(leaves, objs),
             )
     for i, node in enumerate(nodes):
         if type(node) is CellNode:
@@ -467,7 +487,9 @@ def build(skeleton: Skeleton, leaves: Sequence[Any]) -> Callable[..., Any]:
                 objs[i].cell_contents = node.template.materialize(leaves, objs)
         elif type(node) is FunctionNode:
             if node.defaults is not None:
-                objs[i].__defaults__ = tuple(t.materialize(leaves, objs) for t in node.defaults)
+                objs[i].__defaults__ = tuple(
+                    t.materialize(leaves, objs) for t in node.defaults
+                )
             if node.kwdefaults is not None:
                 objs[i].__kwdefaults__ = {
                     k: t.materialize(leaves, objs) for k, t in node.kwdefaults

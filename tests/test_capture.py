@@ -1,0 +1,678 @@
+"""What `lift` captures, what it makes dynamic, and that it never touches the original."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import functools
+import inspect
+import math
+import types
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import lift
+from helpers import TraceCounter
+
+
+def leaf_paths(x: object) -> dict[str, object]:
+    return {
+        jax.tree_util.keystr(p): v
+        for p, v in jax.tree_util.tree_flatten_with_path(x)[0]
+    }
+
+
+# -- forms of `lift` ------------------------------------------------------------------
+
+
+def test_decorator_forms() -> None:
+    @lift.lift
+    def a(x):
+        return x + 1
+
+    @lift.lift(static=("n",))
+    def b(x, n=2.0):
+        return x * n
+
+    assert lift.is_lifted(a) and lift.is_lifted(b)
+    assert a(1) == 2
+    assert b(3.0) == 6.0
+    assert leaf_paths(b) == {}  # `n` is static
+
+
+def test_lift_of_lifted_is_itself() -> None:
+    f = lift.lift(lambda x: x)
+    assert lift.lift(f) is f
+    assert lift.Lifted(lambda x: x).__class__ is lift.Lifted
+
+
+def test_lifted_constructor_is_lift() -> None:
+    w = jnp.ones(2)
+    fn = lambda x: w * x  # noqa: E731
+    assert jax.tree_util.tree_structure(
+        lift.Lifted(fn)
+    ) == jax.tree_util.tree_structure(lift.lift(fn))
+
+
+def test_generator_and_async_functions() -> None:
+    w = jnp.asarray(2.0)
+
+    def gen(n):
+        for i in range(n):
+            yield w * i
+
+    async def coro(x):
+        return w * x
+
+    assert [float(v) for v in lift.lift(gen)(3)] == [0.0, 2.0, 4.0]
+    assert float(asyncio.run(lift.lift(coro)(3.0))) == 6.0
+    assert inspect.isgeneratorfunction(lift.unlift(lift.lift(gen)))
+
+
+def test_bound_method_of_plain_object_is_static() -> None:
+    class Scaler:
+        def __init__(self) -> None:
+            self.k = 3
+
+        def scale(self, x):
+            return self.k * x
+
+    s = Scaler()
+    g = lift.lift(s.scale)
+    assert g(2) == 6
+    assert leaf_paths(g) == {}
+    assert g.__name__ == "scale"
+
+
+def test_partial_args_keywords() -> None:
+    def f(a, b, *, c):
+        return a + b + c
+
+    p = functools.partial(f, jnp.asarray(1.0), c=2.0)
+    g = lift.lift(p)
+    assert g(3.0) == 6.0
+    assert set(leaf_paths(g)) == {".args[0]", ".keywords['c']"}
+
+
+def test_pytree_of_functions_keeps_structure() -> None:
+    w = jnp.asarray(1.0)
+    tree = {"f": lambda x: w * x, "n": 3, "pair": (lambda: 1, 2.0)}
+    out = lift.lift(tree)
+    assert type(out) is dict and set(out) == {"f", "n", "pair"}
+    assert lift.is_lifted(out["f"]) and lift.is_lifted(out["pair"][0])
+    assert out["n"] == 3 and out["pair"][1] == 2.0
+
+
+def test_namedtuple_of_functions() -> None:
+    optax = pytest.importorskip("optax")
+    opt = lift.lift(optax.sgd(0.1))
+    assert type(opt) is type(optax.sgd(0.1))
+    assert lift.is_lifted(opt.init) and lift.is_lifted(opt.update)
+
+
+def test_callable_pytree_kept_with_function_leaves_lifted() -> None:
+    w = jnp.asarray(2.0)
+    p = jax.tree_util.Partial(lambda f, x: f(x), lambda x: w * x)
+    out = lift.lift(p)
+    assert type(out) is jax.tree_util.Partial
+    assert lift.is_lifted(out.args[0])
+    assert out(3.0) == 6.0
+
+
+@pytest.mark.parametrize(
+    ("bad", "match"),
+    [
+        (len, r"(?s)lift\(\) got the builtin 'len'.*call it from a Python function"),
+        (int, r"(?s)lift\(\) got the class int.*lift a function or bound method"),
+        (3, r"lift\(\) got int 3, which is neither a function nor a pytree"),
+        (jnp.ones(2), r"lift\(\) got ArrayImpl .*neither a function nor a pytree"),
+    ],
+)
+def test_bad_top_level_input(bad: object, match: str) -> None:
+    with pytest.raises(lift.LiftError, match=match):
+        lift.lift(bad)
+
+
+def test_callable_object_that_is_not_a_pytree() -> None:
+    class Callable_:
+        def __call__(self, x):
+            return x
+
+    with pytest.raises(
+        lift.LiftError,
+        match=r"(?s)callable Callable_ object that is not a pytree.*obj.__call__",
+    ):
+        lift.lift(Callable_())
+
+
+def test_lift_error_is_type_error_named_lift() -> None:
+    assert issubclass(lift.LiftError, TypeError)
+    assert lift.LiftError.__module__ == "lift"
+    assert issubclass(lift.LeakError, RuntimeError)
+
+
+# -- the dynamic rule -----------------------------------------------------------------
+
+
+def test_default_dynamic_rule() -> None:
+    captured = {
+        "array": jnp.ones(2),
+        "numpy": np.ones(2),
+        "npscalar": np.float32(1.0),
+        "pyfloat": 0.5,
+        "pycomplex": 1j,
+        "pyint": 3,
+        "pybool": True,
+        "string": "s",
+        "none": None,
+        "dtype": jnp.float32,
+        "a_type": int,
+        "module": math,
+        "builtin": len,
+        "jitted": jax.jit(lambda x: x),
+    }
+    array, numpy, npscalar, pyfloat, pycomplex = (
+        captured["array"],
+        captured["numpy"],
+        captured["npscalar"],
+        captured["pyfloat"],
+        captured["pycomplex"],
+    )
+    pyint, pybool, string, none, dtype = (
+        captured["pyint"],
+        captured["pybool"],
+        captured["string"],
+        captured["none"],
+        captured["dtype"],
+    )
+    a_type, module, builtin, jitted = (
+        captured["a_type"],
+        captured["module"],
+        captured["builtin"],
+        captured["jitted"],
+    )
+
+    def f():
+        return (array, numpy, npscalar, pyfloat, pycomplex, pyint, pybool, string, none)
+
+    def g():
+        return (dtype, a_type, module, builtin, jitted)
+
+    assert set(leaf_paths(lift.lift(f))) == {
+        f".captures['{n}']"
+        for n in ("array", "numpy", "npscalar", "pyfloat", "pycomplex")
+    }
+    assert leaf_paths(lift.lift(g)) == {}
+
+
+def test_static_by_name_at_any_depth() -> None:
+    lr = jnp.asarray(0.1)
+    decay = 0.9
+
+    def inner(x):
+        return x * decay
+
+    def outer(x, lr=lr):
+        return inner(x) * lr
+
+    assert set(leaf_paths(lift.lift(outer))) == {
+        ".captures['lr']",
+        ".captures['inner'].captures['decay']",
+    }
+    assert set(leaf_paths(lift.lift(outer, static=("decay",)))) == {".captures['lr']"}
+
+
+def test_dynamic_predicate_replaces_rule() -> None:
+    n = 3
+    lr = 0.1
+    f = lift.lift(lambda x: x * n * lr, dynamic=lambda v: isinstance(v, int))
+    assert set(leaf_paths(f)) == {".captures['n']"}
+    assert f(1.0) == pytest.approx(0.3)
+
+
+def test_float_capture_is_weakly_typed_leaf() -> None:
+    lr = 0.1
+    f = lift.lift(lambda x: x * lr)
+    (leaf,) = jax.tree_util.tree_leaves(f)
+    assert isinstance(leaf, jax.Array) and leaf.dtype == jnp.float32 and leaf.weak_type
+    # Weak typing keeps bfloat16 parameters bfloat16.
+    out = jax.jit(lambda g, x: g(x))(f, jnp.ones(2, jnp.bfloat16))
+    assert out.dtype == jnp.bfloat16
+
+
+def test_python_branch_on_float_capture_stays_static() -> None:
+    # optax.sm3: `(1.0 - b2) if b2 != 1.0 else 1.0`
+    b2 = 1.0
+
+    def accum(g):
+        coeff = (1.0 - b2) if b2 != 1.0 else 1.0
+        return coeff * g
+
+    def update(g):
+        return accum(g)
+
+    f = lift.lift(update)
+    assert leaf_paths(f) == {}
+    assert jax.jit(lambda f, g: f(g))(f, 2.0) == 2.0
+
+
+def test_python_branch_on_dynamic_capture_names_it() -> None:
+    threshold = jnp.asarray(0.5)
+
+    def clip(x):
+        y = threshold
+        if y > 0.0:
+            return x
+        return -x
+
+    with pytest.raises(
+        lift.LiftError,
+        match=r"(?s)clip .*test_capture.py:\d+\) uses the captured variable 'threshold' in Python "
+        r"control flow.*static=\('threshold',\)",
+    ):
+        jax.jit(lambda f, x: f(x))(lift.lift(clip), 1.0)
+
+
+def test_captured_containers_are_copies() -> None:
+    seen: list[int] = []
+
+    def f(x):
+        seen.append(x)
+        return len(seen)
+
+    g = lift.lift(f)
+    assert g(1) == 1
+    assert seen == []  # the lifted function appended to its own copy
+
+
+def test_unhashable_static_compares_by_identity() -> None:
+    class Config:
+        __hash__ = None  # type: ignore[assignment]
+
+    cfg = Config()
+    a = lift.lift(lambda x: (cfg, x)[1])
+    b = lift.lift(lambda x: (cfg, x)[1])
+    assert jax.tree_util.tree_structure(a) != jax.tree_util.tree_structure(
+        b
+    )  # two codes
+
+    def make(c):
+        return lift.lift(lambda x: (c, x)[1])
+
+    assert jax.tree_util.tree_structure(make(cfg)) == jax.tree_util.tree_structure(
+        make(cfg)
+    )
+    assert jax.tree_util.tree_structure(make(cfg)) != jax.tree_util.tree_structure(
+        make(Config())
+    )
+
+
+def test_tracer_hidden_in_object_points_to_closure_convert() -> None:
+    class Box:
+        def __init__(self, v):
+            self.v = v
+
+    def make(x):
+        box = Box([x])
+        return lift.lift(lambda y: box.v[0] * y)
+
+    with pytest.raises(
+        lift.LiftError,
+        match=r"(?s)captures variable 'box', a Box that is not a pytree and holds a tracer at "
+        r"box\.v\[0\].*lift\.closure_convert",
+    ):
+        jax.jit(make)(1.0)
+
+
+def test_too_deep_container_is_lift_error() -> None:
+    deep: list[object] = []
+    node = deep
+    for _ in range(5000):
+        node.append([])
+        node = node[0]  # type: ignore[assignment]
+    with pytest.raises(
+        lift.LiftError,
+        match=r"(?s)captures variable 'deep', a container nested too deeply",
+    ):
+        lift.lift(lambda: deep)
+
+
+def test_cyclic_container_is_lift_error() -> None:
+    loop: list[object] = []
+    loop.append(loop)
+    with pytest.raises(lift.LiftError, match="(?s)nested too deeply \\(or cyclic\\)"):
+        lift.lift(lambda: loop)
+
+
+# -- never mutating -------------------------------------------------------------------
+
+
+def test_never_mutates_function_cells_defaults() -> None:
+    w = jnp.ones(2)
+    items = [1.0, 2.0]
+
+    def f(x, scale=0.5, *, bias=jnp.zeros(2)):
+        return w * x * scale + bias + sum(items)
+
+    before = (
+        f.__code__,
+        f.__closure__,
+        [c.cell_contents for c in f.__closure__ or ()],
+        f.__defaults__,
+        dict(f.__kwdefaults__ or {}),
+        copy.copy(f.__dict__),
+    )
+    g = lift.lift(f)
+    jax.jit(lambda g, x: g(x))(g, 1.0)
+    jax.vmap(lambda g: g(1.0))(jax.tree_util.tree_map(lambda v: jnp.stack([v, v]), g))
+    after = (
+        f.__code__,
+        f.__closure__,
+        [c.cell_contents for c in f.__closure__ or ()],
+        f.__defaults__,
+        dict(f.__kwdefaults__ or {}),
+        copy.copy(f.__dict__),
+    )
+    assert before[0] is after[0] and before[1] is after[1] and before[3] is after[3]
+    assert all(a is b for a, b in zip(before[2], after[2], strict=True))
+    assert before[4].keys() == after[4].keys()
+    assert all(before[4][k] is after[4][k] for k in before[4])
+    assert before[5] == after[5]
+    assert items == [1.0, 2.0]
+
+
+def test_nonlocal_rebind_of_dynamic_capture_refused() -> None:
+    total = jnp.zeros(())
+
+    def add(x):
+        nonlocal total
+        total = total + x
+        return total
+
+    with pytest.raises(
+        lift.LiftError,
+        match=r"(?s)add .*test_capture.py:\d+\) rebinds the captured variable 'total'.*pass 'total' as an argument",
+    ):
+        lift.lift(add)
+
+
+def test_nonlocal_rebind_of_function_capture_refused() -> None:
+    def helper(x):
+        return x
+
+    def f(x):
+        nonlocal helper
+        helper = abs
+        return x
+
+    with pytest.raises(
+        lift.LiftError, match=r"(?s)rebinds the captured variable 'helper'.*a function"
+    ):
+        lift.lift(f)
+
+
+def test_nonlocal_rebind_of_static_capture_acts_on_copy() -> None:
+    count = 0
+
+    def tick():
+        nonlocal count
+        count += 1
+        return count
+
+    g = lift.lift(tick)
+    assert (g(), g()) == (1, 2)
+    assert count == 0
+    assert tick.__closure__[0].cell_contents == 0  # type: ignore[index]
+
+
+def test_optax_cosine_schedule_nonlocal() -> None:
+    optax = pytest.importorskip("optax")
+    schedule = optax.cosine_decay_schedule(0.1, decay_steps=100)
+    g = lift.lift(schedule)
+    assert g(50) == pytest.approx(schedule(50))
+    assert jax.jit(lambda g, c: g(c))(g, 50) == pytest.approx(
+        float(schedule(50)), rel=1e-6
+    )
+    cells = {
+        n: c.cell_contents
+        for n, c in zip(
+            schedule.__code__.co_freevars, schedule.__closure__ or (), strict=True
+        )
+    }
+    assert isinstance(cells["decay_steps"], (int, float))
+
+
+def test_empty_cell_kept_empty() -> None:
+    def outer():
+        def f():
+            return later
+
+        g = lift.lift(f)
+        later = 1
+        return g, f
+
+    g, f = outer()
+    assert f() == 1
+    with pytest.raises(NameError, match="later"):
+        g()
+
+
+def test_recursive_and_mutually_recursive() -> None:
+    def fact(n):
+        return 1 if n <= 1 else n * fact(n - 1)
+
+    def is_even(n):
+        return True if n == 0 else is_odd(n - 1)
+
+    def is_odd(n):
+        return False if n == 0 else is_even(n - 1)
+
+    assert lift.lift(fact)(5) == 120
+    assert lift.lift(is_even)(10) is True
+    assert lift.lift(is_odd)(7) is True
+
+
+def test_shared_cells_stay_shared() -> None:
+    def make():
+        n = 0
+
+        def inc():
+            nonlocal n
+            n += 1
+
+        def get():
+            return n
+
+        def both():
+            inc()
+            inc()
+            return get()
+
+        return both
+
+    assert lift.lift(make())() == 2
+
+
+def test_globals_not_captured() -> None:
+    g = lift.lift(lambda x: x * GLOBAL_SCALE)
+    assert leaf_paths(g) == {}
+    assert g(2.0) == 6.0
+
+
+GLOBAL_SCALE = 3.0
+
+
+def test_ten_thousand_nested_closures() -> None:
+    fns = [lambda x: x + 1]
+    for _ in range(10_000):
+        prev = fns[-1]
+        fns.append(
+            lambda x, prev=prev: prev(x)
+        )  # defaults nest, calls do not recurse in lift
+    g = lift.lift(fns[-1])
+    assert len(jax.tree_util.tree_leaves(g)) == 0
+    assert isinstance(lift.unlift(g), types.FunctionType)
+
+
+# -- introspection ---------------------------------------------------------------------
+
+
+def test_introspection() -> None:
+    lr = 0.1
+
+    def step(x: float, n: int = 2) -> float:
+        """Doc of step."""
+        return x * lr * n
+
+    g = lift.lift(step)
+    assert g.__name__ == "step"
+    assert g.__qualname__ == step.__qualname__
+    assert g.__doc__ == "Doc of step."
+    assert g.__module__ == __name__
+    assert g.__wrapped__ is step
+    assert inspect.signature(g) == inspect.signature(step)
+    h = jax.jit(lambda g: g)(g)
+    assert h.__name__ == "step" and h.__doc__ == "Doc of step."
+    assert inspect.signature(h) == inspect.signature(step)
+
+
+def test_repr_names_captures() -> None:
+    w = jnp.ones((2, 3))
+    lr = 0.1
+    n = 4
+
+    def step(x):
+        return w * lr * n * x
+
+    text = repr(lift.lift(step))
+    assert text.startswith("Lifted(test_repr_names_captures.<locals>.step")
+    assert "w=float32[2,3]" in text and "lr=0.1" in text and "n=4" in text
+
+
+def test_key_paths_name_variables() -> None:
+    lr = 0.1
+    w = jnp.ones(2)
+
+    def inner(x):
+        return x * lr
+
+    def outer(x, params=(w, {"b": w})):
+        return inner(x) + params[0]
+
+    assert set(leaf_paths(lift.lift(outer))) == {
+        ".captures['inner'].captures['lr']",
+        ".captures['params'][0]",
+        ".captures['params'][1]['b']",
+    }
+
+
+def test_key_paths_inside_a_container() -> None:
+    lr = 0.1
+    assert set(leaf_paths({"opt": lift.lift(lambda: lr)})) == {"['opt'].captures['lr']"}
+
+
+def test_captures_property() -> None:
+    lr = 0.1
+    n = 3
+    g = lift.lift(lambda x, scale=2.0: x * lr * n * scale)
+    assert g.captures == {"lr": 0.1, "n": 3, "scale": 2.0}
+
+
+def test_unlift_gives_plain_function_with_current_leaves() -> None:
+    w = jnp.asarray(1.0)
+    g = lift.lift(lambda x: w * x)
+    doubled = jax.tree_util.tree_map(lambda v: 2 * v, g)
+    f = lift.unlift(doubled)
+    assert isinstance(f, types.FunctionType)
+    assert f(3.0) == 6.0
+    tree = lift.unlift({"g": g, "k": 1})
+    assert isinstance(tree["g"], types.FunctionType) and tree["k"] == 1
+
+
+def test_method_binding_on_class() -> None:
+    class A:
+        scale = 2.0
+
+        @lift.lift
+        def f(self, x):
+            return self.scale * x
+
+    assert A().f(3.0) == 6.0
+
+
+# -- subclasses ------------------------------------------------------------------------
+
+
+class Model(lift.Lifted):
+    def simulate(self, x):
+        return self(x)
+
+
+def test_subclass_is_pytree_and_survives_transforms() -> None:
+    w = jnp.asarray(2.0)
+
+    @Model
+    def m(x):
+        return w * x
+
+    assert isinstance(m, Model)
+    assert m.simulate(3.0) == 6.0
+    assert isinstance(jax.jit(lambda m: m)(m), Model)
+    assert isinstance(
+        jax.vmap(lambda m: m, axis_size=2)(
+            jax.tree_util.tree_map(lambda v: jnp.stack([v, v]), m)
+        ),
+        Model,
+    )
+    assert isinstance(jax.grad(lambda m: m(1.0))(m), Model)
+    assert isinstance(Model(lambda: w), Model)
+    leaves, treedef = jax.tree_util.tree_flatten(m)
+    assert isinstance(jax.tree_util.tree_unflatten(treedef, leaves), Model)
+
+
+def test_subclass_and_base_differ_in_treedef() -> None:
+    w = jnp.asarray(2.0)
+    fn = lambda x: w * x  # noqa: E731
+    assert jax.tree_util.tree_structure(Model(fn)) != jax.tree_util.tree_structure(
+        lift.lift(fn)
+    )
+
+
+# -- equality and compilation ------------------------------------------------------------
+
+
+def test_same_code_equal_statics_share_program() -> None:
+    def make(lr, n):
+        return lift.lift(lambda x: x * lr * n)
+
+    counter = TraceCounter()
+    apply = counter.jit(lambda g, x: g(x))
+    assert apply(make(0.1, 2), 1.0) == pytest.approx(0.2)
+    assert apply(make(0.3, 2), 1.0) == pytest.approx(0.6)
+    assert counter.traces == 1
+    assert apply(make(0.3, 3), 1.0) == pytest.approx(0.9)
+    assert counter.traces == 2
+
+
+def test_same_qualname_different_code_never_equal() -> None:
+    def make():
+        return lambda x: x + 1.0, lambda x: x + 2.0
+
+    a, b = (lift.lift(f) for f in make())
+    assert a.__qualname__ == b.__qualname__
+    assert jax.tree_util.tree_structure(a) != jax.tree_util.tree_structure(b)
+    apply = jax.jit(lambda g, x: g(x))
+    assert apply(a, 4.0) == 5.0
+    assert apply(b, 4.0) == 6.0
+
+
+def test_static_int_and_bool_never_mix() -> None:
+    def make(flag):
+        return lift.lift(lambda x: x if flag is True else -x)
+
+    apply = jax.jit(lambda g, x: g(x))
+    assert apply(make(True), 1.0) == 1.0
+    assert apply(make(1), 1.0) == -1.0
