@@ -1,0 +1,124 @@
+"""The pytest plugin, end to end with `pytester`."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import lift._plugin
+
+pytest_plugins = ("pytester",)
+
+LEAKY = """
+import jax
+import pytest
+
+STASH = []
+
+def test_leaky():
+    with jax.check_tracer_leaks(False):
+        jax.jit(lambda x: STASH.append(x) or x)(1.0)
+
+def test_leaky_jax_checks_on():
+    def step(x):
+        STASH.append(x)
+        return x
+    jax.jit(step)(1.0)
+
+@pytest.mark.lift_allow_leaks
+def test_allowed():
+    with jax.check_tracer_leaks(False):
+        jax.jit(lambda x: STASH.append(x) or x)(1.0)
+
+def test_clean():
+    assert jax.jit(lambda x: x * 2)(1.0) == 2.0
+"""
+
+
+def _plugin_args() -> list[str]:
+    # Installed, the entry point loads the plugin; from a source tree, name it.
+    installed = any(
+        ep.value == "lift._plugin"
+        for ep in importlib.metadata.entry_points(group="pytest11")
+    )
+    return [] if installed else ["-p", "lift._plugin"]
+
+
+@pytest.fixture
+def leaky(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makepyfile(test_leaky=LEAKY)
+    return pytester
+
+
+def test_off_by_default(leaky: pytest.Pytester) -> None:
+    result = leaky.runpytest(*_plugin_args())
+    result.assert_outcomes(passed=3, failed=1)
+    # Without the plugin, JAX's own checker reports the second test its way.
+    result.stdout.fnmatch_lines(["*Leaked trace*"])
+
+
+def test_flag_fails_leaky_tests_with_the_leak_error(leaky: pytest.Pytester) -> None:
+    result = leaky.runpytest(*_plugin_args(), "--lift-leaks")
+    result.assert_outcomes(passed=2, failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*lift.LeakError: 1 tracer escaped the transform that created it:",
+            "*STASH[[]0[]]: float32[[][]] from jit(<lambda>)*",
+            "*lift.LeakError: 2 tracers escaped the transforms that created them:",
+            "*STASH[[]1[]]: float32[[][]] from jit(step), in global 'STASH' used by "
+            "test_leaky_jax_checks_on.<locals>.step*",
+        ]
+    )
+    assert "Leaked trace" not in result.stdout.str()
+
+
+def test_ini_switches_it_on(leaky: pytest.Pytester) -> None:
+    leaky.makeini("[pytest]\nlift_leaks = true\n")
+    result = leaky.runpytest(*_plugin_args())
+    result.assert_outcomes(passed=2, failed=2)
+
+
+def test_marker_exempts_and_clean_tests_pass(leaky: pytest.Pytester) -> None:
+    result = leaky.runpytest(*_plugin_args(), "--lift-leaks", "-k", "allowed or clean")
+    result.assert_outcomes(passed=2)
+
+
+def test_own_frames_are_hidden(leaky: pytest.Pytester) -> None:
+    result = leaky.runpytest(*_plugin_args(), "--lift-leaks", "-k", "test_leaky")
+    out = result.stdout.str()
+    assert "test_leaky.py" in out
+    assert "_checking.py" not in out
+    assert "_plugin.py" not in out
+
+
+def test_option_and_marker_are_documented(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest(*_plugin_args(), "--help")
+    result.stdout.fnmatch_lines(["*--lift-leaks*"])
+    result = pytester.runpytest(*_plugin_args(), "--markers")
+    result.stdout.fnmatch_lines(["*lift_allow_leaks*"])
+
+
+def test_plugin_module_imports_no_jax() -> None:
+    # The plugin's own code imports JAX only once switched on; loaded from its
+    # file alone, it leaves `jax` out of `sys.modules`.
+    code = (
+        "import importlib.util, sys\n"
+        f"path = {lift._plugin.__file__!r}\n"
+        "spec = importlib.util.spec_from_file_location('plugin', path)\n"
+        "module = importlib.util.module_from_spec(spec)\n"
+        "spec.loader.exec_module(module)\n"
+        "assert 'jax' not in sys.modules, 'jax imported'\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).parent,
+    )
+    assert out.stdout.strip() == "ok"
