@@ -8,8 +8,9 @@ objects and never writes to them.
 
 from __future__ import annotations
 
-import functools
+import threading
 import types
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any, Final
@@ -20,6 +21,7 @@ import numpy as np
 
 from ._code import code_info
 from ._errors import LiftError, describe
+from ._replay import replay
 from ._skeleton import (
     CellNode,
     FunctionNode,
@@ -31,6 +33,7 @@ from ._skeleton import (
     Slot,
     Static,
     Template,
+    is_function_like,
 )
 
 __all__ = ["capture", "default_dynamic", "is_function_like"]
@@ -76,23 +79,6 @@ _SCAN_LIMIT: Final = 10_000
 def default_dynamic(x: Any) -> bool:
     """The default rule: arrays, tracers, NumPy values, Python `float`/`complex`."""
     return isinstance(x, (jax.Array, _Tracer, np.ndarray, np.generic, float, complex))
-
-
-_partial_is_leaf: dict[type, bool] = {functools.partial: True}
-
-
-def is_function_like(x: Any) -> bool:
-    """A function, bound method, or `functools.partial` that is not a pytree."""
-    t = type(x)
-    if t is types.FunctionType or t is types.MethodType:
-        return True
-    if isinstance(x, functools.partial):
-        leaf = _partial_is_leaf.get(t)
-        if leaf is None:
-            # `jax.tree_util.Partial` and other registered subclasses are pytrees.
-            leaf = _partial_is_leaf[t] = jtu.treedef_is_leaf(jtu.tree_structure(x))
-        return leaf
-    return False
 
 
 def _hidden_tracer(obj: Any) -> str | None:
@@ -200,6 +186,7 @@ class _Walk:
                 self.parents,
                 len(self.leaves),
                 frozenset(self.float_leaves),
+                tuple(type(leaf) for leaf in self.leaves),
             ),
             self.leaves,
         )
@@ -454,5 +441,43 @@ def capture(
     static: frozenset[str] = frozenset(),
     dynamic: Callable[[Any], bool] | None = None,
 ) -> tuple[Skeleton, list[Any]]:
-    """Walk `obj` (a function, bound method or partial) into a skeleton and leaves."""
-    return _Walk(obj, static, dynamic).run()
+    """Walk `obj` (a function, bound method or partial) into a skeleton and leaves.
+
+    A closure shaped like one captured before (same code objects, equal static
+    captures: the common case of a sweep re-lifting fresh optimizers) is replayed
+    against that skeleton, which is then shared; anything else takes the full walk.
+    """
+    if dynamic is not None:
+        return _Walk(obj, static, dynamic).run()
+    key = (_entry_code(obj), static)
+    previous = _recent_skeletons.get(key)
+    if previous is not None:
+        leaves = replay(previous, obj)
+        if leaves is not None:
+            return previous, leaves
+    skeleton, leaves = _Walk(obj, static, dynamic).run()
+    if key[0] is not None:
+        with _lock:
+            _recent_skeletons[key] = skeleton
+            _keep.append(skeleton)
+    return skeleton, leaves
+
+
+# The last skeleton seen per entry code object, weakly (plus a small ring of
+# strong references so that a skeleton survives between two lifts).
+_recent_skeletons: weakref.WeakValueDictionary[tuple[Any, frozenset[str]], Skeleton] = (
+    weakref.WeakValueDictionary()
+)
+_keep: deque[Skeleton] = deque(maxlen=256)
+_lock = threading.Lock()
+
+
+def _entry_code(obj: Any) -> Any:
+    for _ in range(8):
+        code = getattr(obj, "__code__", None)
+        if type(code) is types.CodeType:
+            return (id(code), type(obj))
+        obj = getattr(obj, "__func__", None) or getattr(obj, "func", None)
+        if obj is None:
+            return None
+    return None

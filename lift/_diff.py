@@ -186,7 +186,7 @@ def _diff_template(
                 f"{sub}: static value {u.value!r:.80} != {v.value!r:.80}{why} (in {owner})"
             )
         elif isinstance(u, Static) or isinstance(v, Static):
-            kind = lambda s: "static" if isinstance(s, Static) else "dynamic"  # noqa: E731
+            kind = lambda s: "static" if isinstance(s, Static) else "dynamic"
             lines.append(
                 f"{sub}: {kind(u)} in one, {kind(v)} in the other (in {owner})"
             )

@@ -6,11 +6,11 @@ import functools
 import inspect
 import types
 from collections.abc import Callable, Iterable
-from typing import Any, Final, Generic, TypeVar, cast, overload
+from typing import Any, Final, Generic, Self, TypeVar, cast, overload
 
 import jax
 import jax.tree_util as jtu
-from typing_extensions import ParamSpec, Self
+from typing_extensions import ParamSpec
 
 from . import _registry
 from ._capture import capture, is_function_like

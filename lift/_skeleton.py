@@ -34,7 +34,25 @@ __all__ = [
     "Static",
     "Template",
     "build",
+    "is_function_like",
 ]
+
+
+_partial_is_leaf: dict[type, bool] = {functools.partial: True}
+
+
+def is_function_like(x: Any) -> bool:
+    """A function, bound method, or `functools.partial` that is not a pytree."""
+    t = type(x)
+    if t is types.FunctionType or t is types.MethodType:
+        return True
+    if isinstance(x, functools.partial):
+        leaf = _partial_is_leaf.get(t)
+        if leaf is None:
+            # `jax.tree_util.Partial` and other registered subclasses are pytrees.
+            leaf = _partial_is_leaf[t] = jtu.treedef_is_leaf(jtu.tree_structure(x))
+        return leaf
+    return False
 
 
 class Ref:
@@ -283,11 +301,13 @@ class Skeleton:
     """
 
     __slots__ = (
+        "__weakref__",
         "_hash",
         "_paths",
         "cache",
         "float_leaves",
         "key",
+        "leaf_types",
         "nleaves",
         "nodes",
         "order",
@@ -301,12 +321,16 @@ class Skeleton:
         parents: list[tuple[Template, int] | None],
         nleaves: int,
         float_leaves: frozenset[int],
+        leaf_types: tuple[type, ...] = (),
     ) -> None:
         self.nodes = nodes
         self.order = order
         self.parents = parents
         self.nleaves = nleaves
         self.float_leaves = float_leaves
+        # The type of each leaf when captured (not compared): lets a re-capture of a
+        # same-shaped closure check classification by type alone.
+        self.leaf_types = leaf_types
         self.key = tuple(n.key for n in nodes)
         self._hash = hash(self.key)
         self._paths: tuple[CapturePath, ...] | None = None
