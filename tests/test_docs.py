@@ -20,7 +20,9 @@ session: later blocks use what earlier ones defined). Conventions, for writers:
   guide has to leak on purpose. Pages that show leak checking turn it on where
   they say so (`with jax.checking_leaks():`).
 
-The last test checks that every public name has its entry in the API reference.
+The examples in the docstrings of public names, which the API reference
+renders, run the same way, one namespace per docstring. The last tests check
+that every public name has a runnable example and an entry in the API reference.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import ast
 import contextlib
 import dataclasses
 import doctest
+import inspect
 import io
 import re
 from pathlib import Path
@@ -116,19 +119,19 @@ def _as_a_user_runs_it():
         jax.config.update("jax_check_tracer_leaks", before)
 
 
-def _run_page(path: Path) -> int:
-    namespace: dict[str, object] = {"__name__": f"docs_{path.stem}"}
+def _run_blocks(text: str, filename: str, label: str) -> int:
+    namespace: dict[str, object] = {"__name__": "__docs__"}
     ran = 0
-    for block in parse_blocks(path.read_text()):
+    for block in parse_blocks(text):
         if block.lang != "python" or block.skip:
             continue
-        where = f"{path.relative_to(ROOT)}:{block.first_line}"
-        tree = ast.parse(block.code, filename=str(path))
+        where = f"{label}:{block.first_line}"
+        tree = ast.parse(block.code, filename=filename)
         ast.increment_lineno(tree, block.first_line - 1)
         stdout = io.StringIO()
         with contextlib.redirect_stdout(stdout):
             try:
-                exec(compile(tree, str(path), "exec"), namespace)
+                exec(compile(tree, filename, "exec"), namespace)
             except Exception as e:
                 raise AssertionError(f"the example at {where} raised {e!r}") from e
         if block.output is not None and not _same_output(
@@ -142,18 +145,48 @@ def _run_page(path: Path) -> int:
     return ran
 
 
+def _public() -> list[str]:
+    return [name for name in lift.__all__ if not name.startswith("__")]
+
+
+def _docstring(name: str) -> str:
+    return inspect.cleandoc(getattr(lift, name).__doc__ or "")
+
+
 @pytest.mark.parametrize(
     "path", _pages(), ids=lambda p: str(p.relative_to(ROOT)).replace("/", "-")
 )
 def test_examples_run(path: Path):
     with _as_a_user_runs_it():
-        _run_page(path)
+        _run_blocks(path.read_text(), str(path), str(path.relative_to(ROOT)))
+
+
+@pytest.mark.parametrize(
+    "name", [name for name in _public() if "```python" in _docstring(name)]
+)
+def test_docstring_examples_run(name: str):
+    # The API reference renders docstrings, examples included: they run too.
+    with _as_a_user_runs_it():
+        _run_blocks(_docstring(name), f"<docstring of lift.{name}>", f"lift.{name}")
+
+
+def test_every_public_name_has_an_example():
+    code = [
+        block.code
+        for text in [p.read_text() for p in _pages()] + list(map(_docstring, _public()))
+        for block in parse_blocks(text)
+        if block.lang == "python" and not block.skip
+    ]
+    used = set(re.findall(r"\blift\.(\w+)", "\n".join(code)))
+    assert sorted(set(_public()) - used) == [], (
+        "public names without a runnable example"
+    )
 
 
 def test_api_reference_lists_every_public_name():
     text = "\n".join(page.read_text() for page in sorted(API.glob("*.md")))
     documented = set(re.findall(r"^::: lift\.(\w+)\s*$", text, flags=re.MULTILINE))
-    public = {name for name in lift.__all__ if not name.startswith("__")}
+    public = set(_public())
     assert sorted(public - documented) == [], "public names missing from docs/api"
     assert sorted(documented - set(lift.__all__)) == [], "docs/api names not public"
     # Attributes without a docstring of their own are named in the text instead.
