@@ -8,6 +8,7 @@ without recompiling for new hyperparameters and without leaking tracers.
 from ._checking import checked as checked, checking_leaks as checking_leaks
 from ._diff import diff as diff
 from ._errors import LeakError as LeakError, LiftError as LiftError
+from ._jit import jit as jit
 from ._leaks import Leak as Leak, check_leaks as check_leaks, find_leaks as find_leaks
 from ._lifted import (
     Lifted as Lifted,
@@ -32,6 +33,7 @@ __all__ = [
     "diff",
     "find_leaks",
     "is_lifted",
+    "jit",
     "lift",
     "unlift",
 ]

@@ -1,0 +1,775 @@
+"""`lift.jit`: `jax.jit` whose compiled programs are keyed on code, not on identity.
+
+`jax.jit(fn)` keys its cache on the function object, so a closure made anew (one
+per learning rate, one per call of `make_step(lr)`) compiles anew, with its
+captures baked in as constants. `lift.jit` instead passes the function itself, as
+a [`lift.Lifted`][] pytree, as the first argument of one jitted trampoline per
+code object: the `Lifted`'s treedef (code and static captures) keys the program,
+and its leaves (dynamic captures) are parameters of it.
+
+Captures are read when the function is called, as Python reads them. Lifting on
+every call would cost tens of microseconds, so each `lift.jit` function keeps the
+cells and defaults of the graph it last lifted, with what they held, and lifts
+again only when one of them holds another object (`is`, not `==`).
+"""
+
+from __future__ import annotations
+
+import inspect
+import operator
+import re
+import threading
+import types
+from collections.abc import Callable
+from typing import Any, Final, Generic, Self, TypeVar, cast, overload
+
+import jax
+from jax.stages import Lowered, Traced
+from typing_extensions import ParamSpec
+
+from ._compat import is_tracer
+from ._errors import LiftError, describe
+from ._lifted import Lifted, lift
+from ._skeleton import (
+    CellNode,
+    FunctionNode,
+    MethodNode,
+    PartialNode,
+    Ref,
+    Skeleton,
+    Template,
+)
+
+__all__ = ["JitFunction", "jit"]
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+_EMPTY: Final = object()  # what an empty cell holds, for the staleness check
+_contents: Final = operator.attrgetter("cell_contents")
+_is: Final = operator.is_
+# Typed loosely: options reach it as a dict, checked by `_translate` and by JAX.
+_jax_jit: Final = cast("Callable[..., Any]", jax.jit)  # pyright: ignore[reportUnknownMemberType]
+
+# `jax.jit` keywords that name positional parameters by number, and by name.
+_ARGNUMS: Final = ("static_argnums", "donate_argnums")
+_ARGNAMES: Final = ("static_argnames", "donate_argnames")
+_POSITIONAL: Final = (
+    inspect.Parameter.POSITIONAL_ONLY,
+    inspect.Parameter.POSITIONAL_OR_KEYWORD,
+)
+_KEYWORD: Final = (
+    inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    inspect.Parameter.KEYWORD_ONLY,
+)
+
+
+# -- the shared programs -------------------------------------------------------------
+
+# One line, so that a traceback through a trampoline shows the line where the
+# user's function is defined (the trampoline's code takes that file and line).
+_call_lifted = lambda __lifted__, /, *args, **kwargs: __lifted__(*args, **kwargs)  # pyright: ignore[reportUnknownLambdaType, reportUnknownVariableType]
+
+
+class _HasDefault:
+    """Stands for a parameter's default in a trampoline's signature: the real
+    default belongs to one closure, and the trampoline outlives it."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "..."
+
+
+_HAS_DEFAULT: Final = _HasDefault()
+
+
+class _Program:
+    """A jitted trampoline for one code object (and one set of `jax.jit` options).
+
+    `jitted` is `None` when `in_shardings` is a single sharding, which `jax.jit`
+    applies to every positional argument: the `Lifted` in front must not get it,
+    so there is one jitted trampoline per number of positional arguments.
+    """
+
+    __slots__ = (
+        "_by_nargs",
+        "_lock",
+        "jitted",
+        "kwargs",
+        "shared_in_sharding",
+        "static_names",
+        "trampoline",
+    )
+
+    def __init__(
+        self,
+        trampoline: Callable[..., Any],
+        kwargs: dict[str, Any],
+        static_names: frozenset[str],
+    ) -> None:
+        self.trampoline = trampoline
+        self.static_names = static_names
+        self.kwargs = kwargs
+        self._by_nargs: dict[int, Any] = {}
+        self._lock = threading.Lock()
+        in_shardings = kwargs.get("in_shardings", _MISSING)
+        if in_shardings is _MISSING or isinstance(in_shardings, (tuple, list)):
+            if in_shardings is not _MISSING:
+                kwargs = {**kwargs, "in_shardings": (None, *in_shardings)}  # pyright: ignore[reportUnknownArgumentType]
+            self.jitted: Any = _jax_jit(trampoline, **kwargs)
+            self.shared_in_sharding: Any = _MISSING
+        else:
+            self.jitted = None
+            self.shared_in_sharding = in_shardings
+
+    def for_nargs(self, nargs: int) -> Any:
+        jitted: Any = self._by_nargs.get(nargs)
+        if jitted is None:
+            with self._lock:
+                kwargs = {
+                    **self.kwargs,
+                    "in_shardings": (None, *[self.shared_in_sharding] * nargs),
+                }
+                jitted = self._by_nargs[nargs] = _jax_jit(self.trampoline, **kwargs)
+        return jitted
+
+
+class _Missing:
+    __slots__ = ()
+
+
+_MISSING: Final = _Missing()
+
+_programs: dict[Any, _Program] = {}
+_programs_lock = threading.Lock()
+_PROGRAMS_MAX: Final = 4096
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v) for v in value)  # pyright: ignore[reportUnknownVariableType]
+    if isinstance(value, dict):
+        return tuple(sorted((k, _freeze(v)) for k, v in value.items()))  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+    return value
+
+
+def _options_key(jit_kwargs: dict[str, Any]) -> Any:
+    """A hashable form of the `jax.jit` options, or `None` when they are not."""
+    key = tuple(sorted((k, _freeze(v)) for k, v in jit_kwargs.items()))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _shape_key(fn: Any) -> Any:
+    """What the signature of `fn` depends on, cheaply, for a plain function."""
+    if type(fn) is types.FunctionType:
+        kwdefaults = fn.__kwdefaults__
+        return (
+            fn.__code__,
+            len(fn.__defaults__ or ()),
+            tuple(kwdefaults) if kwdefaults else (),
+        )
+    return None
+
+
+def _root_code(fn: Any) -> types.CodeType | None:
+    for _ in range(100):
+        if isinstance(fn, Lifted):
+            fn = fn.__wrapped__  # pyright: ignore[reportUnknownMemberType]
+        elif isinstance(fn, types.MethodType):
+            fn = fn.__func__
+        elif callable(getattr(fn, "func", None)):
+            fn = fn.func
+        else:
+            break
+    code = getattr(fn, "__code__", None)
+    return code if isinstance(code, types.CodeType) else None
+
+
+def _program(fn: Any, options: dict[str, Any], options_key: Any) -> _Program:
+    """The shared program for `fn`'s code, made (and checked) on first sight."""
+    key = None
+    if options_key is not None:
+        shape = _shape_key(fn)
+        if shape is None:
+            signature = _signature(fn)
+            shape: Any = (
+                type(fn),
+                _root_code(fn),
+                tuple(
+                    (p.name, p.kind, p.default is p.empty)
+                    for p in signature.parameters.values()
+                ),
+            )
+        key: Any = (shape, options_key)
+        program = _programs.get(key)
+        if program is not None:
+            return program
+    signature = _signature(fn)
+    kwargs = _translate(fn, signature, options)
+    static_names = frozenset(_resolved(signature, options, "static"))
+    program = _Program(_trampoline(fn, signature), kwargs, static_names)
+    if key is not None:
+        with _programs_lock:
+            if len(_programs) >= _PROGRAMS_MAX:
+                _programs.clear()
+            program = _programs.setdefault(key, program)
+    return program
+
+
+def _signature(fn: Any) -> inspect.Signature:
+    try:
+        return inspect.signature(fn)
+    except (TypeError, ValueError):
+        return inspect.Signature(
+            [
+                inspect.Parameter("args", inspect.Parameter.VAR_POSITIONAL),
+                inspect.Parameter("kwargs", inspect.Parameter.VAR_KEYWORD),
+            ]
+        )
+
+
+def _trampoline(fn: Any, signature: inspect.Signature) -> Callable[..., Any]:
+    """`lambda lifted, *args, **kwargs: lifted(*args, **kwargs)` dressed as `fn`.
+
+    JAX names the program (`jit_step`), reports errors ("while tracing step at
+    file:line") and names arguments from the function it jits: the trampoline
+    takes `fn`'s name, file and line, and a signature with `fn`'s parameters after
+    the lifted function, so `static_argnames` and messages work as for `fn`.
+    """
+    name = getattr(fn, "__name__", None)
+    if not isinstance(name, str):
+        name = type(fn).__name__
+    qualname = getattr(fn, "__qualname__", None)
+    if not isinstance(qualname, str):
+        qualname = name
+    code: types.CodeType = _call_lifted.__code__  # pyright: ignore[reportUnknownMemberType]
+    root = _root_code(fn)
+    if root is not None:
+        code = code.replace(
+            co_name=name,
+            co_qualname=qualname,
+            co_filename=root.co_filename,
+            co_firstlineno=root.co_firstlineno,
+        )
+    trampoline = types.FunctionType(code, _call_lifted.__globals__, name)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+    trampoline.__qualname__ = qualname
+    params = list(signature.parameters.values())
+    first = "__lifted__"
+    while first in signature.parameters:
+        first += "_"
+    trampoline.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [
+            inspect.Parameter(first, inspect.Parameter.POSITIONAL_ONLY),
+            *(
+                p.replace(
+                    default=p.empty if p.default is p.empty else _HAS_DEFAULT,
+                    annotation=p.empty,
+                )
+                for p in params
+            ),
+        ],
+        __validate_parameters__=False,
+    )
+    return trampoline
+
+
+def _as_tuple(value: Any, kind: type) -> tuple[Any, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, kind):
+        return (value,)
+    return tuple(value)
+
+
+def _translate(
+    fn: Any, signature: inspect.Signature, options: dict[str, Any]
+) -> dict[str, Any]:
+    """`jax.jit` options for the trampoline, from options meant for `fn`.
+
+    Checked against `fn`'s own signature first, so that a mistake is reported in
+    terms of `fn`'s parameters rather than the trampoline's shifted ones.
+    """
+    params = list(signature.parameters.values())
+    positional = [p for p in params if p.kind in _POSITIONAL]
+    star_args = any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params)
+    star_kwargs = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+    keywords = {p.name for p in params if p.kind in _KEYWORD}
+    listed = ", ".join(p.name for p in positional) or "none"
+    kwargs = dict(options)
+    for option in _ARGNUMS:
+        if option not in options:
+            continue
+        nums = _as_tuple(options[option], int)
+        for n in nums:
+            if not isinstance(n, int):
+                raise LiftError(
+                    f"lift.jit({describe(fn)}) got {option}={nums!r}: {n!r} is not "
+                    "an int."
+                )
+            if not star_args and not -len(positional) <= n < len(positional):
+                raise LiftError(
+                    f"lift.jit({describe(fn)}) got {option}={nums!r}, but the function "
+                    f"has {len(positional)} positional parameters ({listed}), so "
+                    f"{n} names none of them.\nFix: number `{_fn_name(fn)}`'s own "
+                    f"parameters from 0, or use {option.replace('nums', 'names')}=..."
+                )
+        # The lifted function goes in front; negative numbers count from the end.
+        kwargs[option] = tuple(n + 1 if n >= 0 else n for n in nums)
+    for option in _ARGNAMES:
+        if option not in options:
+            continue
+        names = _as_tuple(options[option], str)
+        for name in names:
+            p = signature.parameters.get(name)
+            if p is not None and p.kind is inspect.Parameter.POSITIONAL_ONLY:
+                raise LiftError(
+                    f"lift.jit({describe(fn)}) got {option}={names!r}, but {name!r} "
+                    "is a positional-only parameter, which has no name at the call "
+                    f"site.\nFix: use {option.replace('names', 'nums')}="
+                    f"({params.index(p)},)."
+                )
+            if name not in keywords and not star_kwargs:
+                raise LiftError(
+                    f"lift.jit({describe(fn)}) got {option}={names!r}, but "
+                    f"`{_fn_name(fn)}` has no parameter {name!r} (its parameters: "
+                    f"{', '.join(signature.parameters) or 'none'}).\nFix: name one "
+                    "of its parameters."
+                )
+        kwargs[option] = names
+    static = _resolved(signature, options, "static")
+    donated = _resolved(signature, options, "donate")
+    both = sorted(static & donated)
+    if both:
+        raise LiftError(
+            f"lift.jit({describe(fn)}) marks the parameter {both[0]!r} both static "
+            "and donated; a static argument is part of the program's key and has no "
+            "buffer to donate.\nFix: remove it from donate_argnums/donate_argnames."
+        )
+    return kwargs
+
+
+def _resolved(
+    signature: inspect.Signature, options: dict[str, Any], kind: str
+) -> set[str]:
+    """The parameter names that `{kind}_argnums` and `{kind}_argnames` designate."""
+    positional = [
+        p.name for p in signature.parameters.values() if p.kind in _POSITIONAL
+    ]
+    names = set(_as_tuple(options.get(f"{kind}_argnames"), str))
+    for n in _as_tuple(options.get(f"{kind}_argnums"), int):
+        if -len(positional) <= n < len(positional):
+            names.add(positional[n])
+    return names
+
+
+def _fn_name(fn: Any) -> str:
+    name = getattr(fn, "__name__", None)
+    return name if isinstance(name, str) else type(fn).__name__
+
+
+# -- what a call reads -------------------------------------------------------------
+
+
+class _Snapshot:
+    """A lifted function, and the cells of the graph it came from with what they
+    held then: it is current while each cell holds the same object.
+
+    Defaults are not watched: they are values fixed when a function is made, not
+    variables a later statement rebinds.
+    """
+
+    __slots__ = ("cells", "contents", "lifted")
+
+    def __init__(self, lifted: Any, root: Any) -> None:
+        self.lifted = lifted
+        cells: list[types.CellType] = []
+        if isinstance(lifted, Lifted) and not isinstance(root, Lifted):
+            skeleton: Skeleton = lifted._skeleton  # pyright: ignore[reportPrivateUsage, reportUnknownMemberType]
+            _graph(skeleton, root, cells)
+        contents: list[Any] = []
+        for cell in cells:
+            try:
+                contents.append(cell.cell_contents)
+            except ValueError:
+                contents.append(_EMPTY)
+        self.cells = tuple(cells)
+        self.contents = tuple(contents)
+
+    def current(self) -> bool:
+        for cell, last in zip(self.cells, self.contents, strict=True):
+            try:
+                now = cell.cell_contents
+            except ValueError:
+                now = _EMPTY
+            if now is not last:
+                return False
+        return True
+
+
+def _graph(skeleton: Skeleton, root: Any, cells: list[Any]) -> None:
+    """The original cells behind the skeleton's nodes.
+
+    Follows the skeleton from `root` the way it was captured: every node is found
+    from a node of smaller index, through a cell, default, partial argument or
+    bound method's parts.
+    """
+    nodes = skeleton.nodes
+    objs: list[Any] = [None] * len(nodes)
+    objs[0] = root
+    for i, node in enumerate(nodes):
+        obj = objs[i]
+        if obj is None:
+            continue
+        pairs: list[tuple[Template, Any]] = []
+        if type(node) is FunctionNode:
+            for index, cell in zip(node.cells, obj.__closure__ or (), strict=True):
+                objs[index] = cell
+            pairs.extend(zip(node.defaults or (), obj.__defaults__ or (), strict=True))
+            pairs.extend((t, obj.__kwdefaults__[k]) for k, t in node.kwdefaults or ())
+        elif type(node) is CellNode:
+            cells.append(obj)
+            if node.template is not None:
+                pairs.append((node.template, obj.cell_contents))
+        elif type(node) is PartialNode:
+            pairs.append((node.func, obj.func))
+            pairs.extend(zip(node.args, obj.args, strict=True))
+            pairs.extend((t, obj.keywords[k]) for k, t in node.keywords)
+        elif type(node) is MethodNode:
+            pairs.extend(((node.func, obj.__func__), (node.self_, obj.__self__)))
+        for template, value in pairs:
+            slots = template.slots
+            if not any(type(s) is Ref for s in slots):
+                continue
+            for slot, v in zip(slots, _parts(template, value), strict=True):
+                if type(slot) is Ref and objs[slot.index] is None:
+                    objs[slot.index] = v
+
+
+def _parts(template: Template, value: Any) -> list[Any]:
+    """The values standing in a template's slots."""
+    treedef = template.treedef  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    if treedef is None:
+        return [value]
+    return list(treedef.flatten_up_to(value))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+
+
+def _holds_tracer(lifted: Any) -> bool:
+    if isinstance(lifted, Lifted):
+        leaves: Any = lifted._leaves  # pyright: ignore[reportPrivateUsage, reportUnknownMemberType]
+    else:
+        leaves = jax.tree_util.tree_leaves(lifted)
+    return any(map(is_tracer, leaves))
+
+
+_BAD_ARGUMENT: Final = re.compile(
+    r"^Error interpreting argument to .* The problematic value is of type "
+    r"<class '(?P<type>[^']+)'> and was passed to the function at path (?P<path>\S+)\."
+)
+
+
+def _explain_call_error(
+    fn: Any,
+    static: frozenset[str],
+    err: BaseException,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> LiftError | None:
+    """Say which parameter `jax.jit` rejected, and how to mark it static."""
+    message = str(err)
+    match = _BAD_ARGUMENT.match(message)
+    if match is not None:
+        path = match["path"]
+        name = re.split(r"[\[.]", path, maxsplit=1)[0]
+        if name.startswith("__lifted__"):
+            return None
+        return LiftError(
+            f"{describe(fn)} was called with a {match['type']} for its parameter "
+            f"{name!r} (at {path}), which is not an array: lift.jit passes "
+            "arguments to the compiled program as jax.jit does.\nFix: mark it "
+            f"static, `lift.jit({_fn_name(fn)}, static_argnames=({name!r},))`, or "
+            "pass an array."
+        )
+    if message.startswith("Non-hashable static arguments"):
+        bad = [
+            name
+            for name, value in (*_positional_names(fn, args), *kwargs.items())
+            if name in static and not _hashable(value)
+        ]
+        what = f"the parameter {bad[0]!r}" if bad else "a static parameter"
+        return LiftError(
+            f"{describe(fn)} was called with an unhashable value for {what}, which "
+            "is static: a static argument is part of the compiled program's key.\n"
+            "Fix: pass a hashable value (a tuple instead of a list), or do not "
+            "mark it static."
+        )
+    return None
+
+
+def _positional_names(fn: Any, args: tuple[Any, ...]) -> list[tuple[str, Any]]:
+    names = [
+        p.name for p in _signature(fn).parameters.values() if p.kind in _POSITIONAL
+    ]
+    return [
+        (names[i] if i < len(names) else f"args[{i}]", a) for i, a in enumerate(args)
+    ]
+
+
+def _hashable(value: Any) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
+
+
+# -- the public wrapper ----------------------------------------------------------
+
+
+# Stands in for the cells of a function not lifted yet: never current.
+_STALE_CELLS: Final = (types.CellType(None),)
+_STALE_CONTENTS: Final = (_EMPTY,)
+
+
+class JitFunction(Generic[_P, _R]):
+    """A function compiled by [`lift.jit`][]: call it, `.lower(...)` or `.trace(...)`.
+
+    Bound as a method when stored on a class (`self` is then its first argument).
+    """
+
+    __slots__ = (
+        "__dict__",
+        "__weakref__",
+        "_cells",
+        "_contents",
+        "_fn",
+        "_jit",
+        "_lift_options",
+        "_lifted_now",
+        "_program",
+        "_snapshot",
+    )
+
+    def __init__(
+        self,
+        fn: Callable[_P, _R],
+        program: _Program,
+        lift_options: dict[str, Any],
+    ) -> None:
+        self._fn = fn
+        self._program = program
+        self._jit = program.jitted
+        self._lift_options = lift_options
+        self._snapshot: _Snapshot | None = None
+        # The call's fast path reads these three: the cells to check, what they
+        # held, and the lifted function that goes with them.
+        self._cells: tuple[types.CellType, ...] = _STALE_CELLS
+        self._contents: tuple[Any, ...] = _STALE_CONTENTS
+        self._lifted_now: Any = None
+        for attr in ("__module__", "__name__", "__qualname__", "__doc__"):
+            try:
+                value = getattr(fn, attr)
+            except AttributeError:
+                continue
+            self.__dict__[attr] = value
+
+    @property
+    def __wrapped__(self) -> Callable[_P, _R]:
+        """The function as it was decorated."""
+        return self._fn
+
+    def _lifted(self) -> Any:
+        """The function as a pytree, lifted again if a capture was rebound."""
+        snapshot = self._snapshot
+        if snapshot is not None and snapshot.current():
+            return snapshot.lifted
+        fn = self._fn
+        lifted = lift(fn, **self._lift_options) if self._lift_options else lift(fn)
+        snapshot = _Snapshot(lifted, fn)
+        if _holds_tracer(lifted):
+            # A captured tracer lives as long as its trace: keeping it here would
+            # leak it, so such a function is lifted afresh on each call.
+            self._snapshot = None
+            self._cells, self._contents = _STALE_CELLS, _STALE_CONTENTS
+        else:
+            self._snapshot = snapshot
+            if _EMPTY in snapshot.contents:
+                # Reading an empty cell raises: leave it to `_Snapshot.current`.
+                self._cells, self._contents = _STALE_CELLS, _STALE_CONTENTS
+            else:
+                self._lifted_now = lifted
+                self._cells, self._contents = snapshot.cells, snapshot.contents
+        return lifted
+
+    def _jitted(self, nargs: int) -> Any:
+        jitted = self._jit
+        return jitted if jitted is not None else self._program.for_nargs(nargs)
+
+    def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            current = all(map(_is, map(_contents, self._cells), self._contents))
+        except ValueError:  # a cell emptied by `del`
+            current = False
+        lifted = self._lifted_now if current else self._lifted()
+        jitted = self._jit
+        if jitted is None:
+            jitted = self._program.for_nargs(len(args))
+        try:
+            return jitted(lifted, *args, **kwargs)
+        except (TypeError, ValueError) as err:
+            better = _explain_call_error(
+                self._fn, self._program.static_names, err, args, kwargs
+            )
+            if better is None:
+                raise
+            raise better from err
+
+    def lower(self, *args: _P.args, **kwargs: _P.kwargs) -> Lowered:
+        """Lower for the given arguments, as `jax.jit(fn).lower(...)` does."""
+        return self._jitted(len(args)).lower(self._lifted(), *args, **kwargs)
+
+    def trace(self, *args: _P.args, **kwargs: _P.kwargs) -> Traced:
+        """Trace for the given arguments, as `jax.jit(fn).trace(...)` does."""
+        return self._jitted(len(args)).trace(self._lifted(), *args, **kwargs)
+
+    @overload
+    def __get__(self, instance: None, owner: type | None = None) -> Self: ...
+    @overload
+    def __get__(self, instance: object, owner: type | None = None) -> Any: ...
+    def __get__(self, instance: object, owner: type | None = None) -> Any:
+        if instance is None:
+            return self
+        return _BoundJitFunction(self, instance)
+
+    def __repr__(self) -> str:
+        return f"<lift.jit {describe(self._fn)}>"
+
+
+class _BoundJitFunction:
+    # A `lift.jit` method bound to an instance, which is its first argument. (No
+    # docstring: `__doc__` is the method's.)
+
+    __slots__ = ("__func__", "__self__")
+
+    def __init__(self, func: JitFunction[..., Any], instance: object) -> None:
+        self.__func__ = func
+        self.__self__ = instance
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.__func__(self.__self__, *args, **kwargs)
+
+    def lower(self, *args: Any, **kwargs: Any) -> Lowered:
+        return self.__func__.lower(self.__self__, *args, **kwargs)
+
+    def trace(self, *args: Any, **kwargs: Any) -> Traced:
+        return self.__func__.trace(self.__self__, *args, **kwargs)
+
+    @property
+    def __wrapped__(self) -> Any:
+        return types.MethodType(self.__func__.__wrapped__, self.__self__)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+
+    @property
+    def __signature__(self) -> inspect.Signature:
+        return inspect.signature(self.__wrapped__)
+
+    @property
+    def __doc__(self) -> str | None:  # pyright: ignore[reportIncompatibleVariableOverride]
+        return self.__func__.__doc__
+
+    @property
+    def __module__(self) -> str:  # pyright: ignore[reportIncompatibleVariableOverride]
+        return self.__func__.__module__
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.__func__, name)
+
+    def __repr__(self) -> str:
+        return (
+            f"<bound lift.jit {describe(self.__func__._fn)} of {self.__self__!r:.60}>"  # pyright: ignore[reportPrivateUsage]
+        )
+
+
+# -- the public function ------------------------------------------------------------
+
+_LIFT_OPTIONS: Final = ("static", "dynamic")
+
+
+@overload
+def jit(fn: Callable[_P, _R], /, **jit_kwargs: Any) -> JitFunction[_P, _R]: ...
+@overload
+def jit(
+    fn: None = None, /, **jit_kwargs: Any
+) -> Callable[[Callable[_P, _R]], JitFunction[_P, _R]]: ...
+def jit(fn: Callable[_P, _R] | None = None, /, **jit_kwargs: Any) -> Any:
+    """`jax.jit` for closures: one compiled program per code, not per function object.
+
+    The function is lifted (see [`lift.lift`][]) and passed to a program shared by
+    every function with the same code and static captures; its dynamic captures
+    (arrays, Python floats, ...) are parameters of that program. So closures made
+    anew for each hyperparameter compile once, and their programs lower to the
+    same text, which JAX's persistent compilation cache serves across processes.
+
+    Captures are read when the function is called, as Python reads them: a
+    captured variable bound or rebound after decoration is seen at the next call
+    (a dynamic one without retracing). Changes inside a captured object, such as
+    a list mutated in place, are not seen: rebind the variable instead.
+
+    ```python
+    import jax.numpy as jnp
+    import lift
+
+    traces = 0
+
+    def make_step(lr):
+        @lift.jit
+        def step(w, g):
+            global traces
+            traces += 1
+            return w - lr * g
+        return step
+
+    w = jnp.ones(3)
+    for lr in (0.1, 0.01, 0.001):
+        w = make_step(lr)(w, jnp.ones(3))
+    assert traces == 1  # one program for every learning rate
+    ```
+
+    Use it as `@lift.jit`, `@lift.jit(static_argnames=("n",))` or
+    `lift.jit(fn, ...)`, on functions, bound methods, `functools.partial`s, and
+    on methods of pytree classes (an `equinox.Module`, a registered dataclass),
+    where `self` is the first argument.
+
+    **Arguments:**
+
+    - `fn`: the function to compile.
+    - `**jit_kwargs`: `jax.jit`'s options (`static_argnums`, `static_argnames`,
+      `donate_argnums`, `donate_argnames`, `in_shardings`, `out_shardings`,
+      `keep_unused`, ...), with argument numbers and names relative to `fn`'s own
+      parameters; and `lift`'s `static=`/`dynamic=` for what `fn` captures.
+
+    **Returns:** a callable with `fn`'s name, docstring and signature, and
+    `.lower(...)` and `.trace(...)` as a `jax.jit` function has.
+
+    **Raises:** `lift.LiftError` when an option names no parameter of `fn`, or
+    marks one both static and donated.
+    """
+    lift_options = {k: jit_kwargs.pop(k) for k in _LIFT_OPTIONS if k in jit_kwargs}
+    options_key = _options_key(jit_kwargs)
+
+    def decorator(fn: Callable[_P, _R]) -> JitFunction[_P, _R]:
+        if isinstance(fn, JitFunction):
+            fn = fn.__wrapped__  # pyright: ignore[reportUnknownMemberType]
+        if not callable(fn):
+            raise LiftError(
+                f"lift.jit() got {type(fn).__qualname__} {fn!r:.60}, which is not "
+                "callable.\nFix: decorate a function: `@lift.jit` above its `def`."
+            )
+        return JitFunction(fn, _program(fn, jit_kwargs, options_key), lift_options)
+
+    if fn is None:
+        return decorator
+    return decorator(fn)
