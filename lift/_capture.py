@@ -23,6 +23,7 @@ from ._code import code_info
 from ._errors import LiftError, describe
 from ._replay import replay
 from ._skeleton import (
+    MAX_CONTAINER_DEPTH,
     CellNode,
     FunctionNode,
     MethodNode,
@@ -33,6 +34,7 @@ from ._skeleton import (
     Slot,
     Static,
     Template,
+    is_cyclic,
     is_function_like,
 )
 
@@ -295,12 +297,15 @@ class _Walk:
                 treedef = None
             else:
                 try:
+                    if is_cyclic(value):
+                        raise RecursionError
                     leaves, treedef = jtu.tree_flatten(value, is_leaf=is_function_like)
                 except RecursionError:
                     raise LiftError(
                         f"{describe(holder)} captures {_variable(name, label)}, a "
-                        "container nested too deeply (or cyclic) for JAX's pytree "
-                        "flattening.\nFix: pass it as an argument, or keep it static "
+                        "container that contains itself or nests more than "
+                        f"{MAX_CONTAINER_DEPTH} levels deep, which JAX's pytree "
+                        "flattening cannot take.\nFix: pass it as an argument, or keep it static "
                         f"with `lift(f, static=({name or 'name'!r},))`."
                     ) from None
                 if treedef.num_nodes == 1 and treedef.num_leaves == 1:

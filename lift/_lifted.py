@@ -25,6 +25,7 @@ from ._skeleton import (
     Static,
     Template,
     build,
+    is_cyclic,
 )
 
 __all__ = ["Lifted", "is_lifted", "lift", "unlift"]
@@ -635,11 +636,13 @@ def lift(
     if is_function_like(obj):
         return Lifted(obj, static=static, dynamic=dynamic)
     try:
+        if is_cyclic(obj):
+            raise RecursionError
         leaves, treedef = jtu.tree_flatten(obj, is_leaf=_is_liftable)
     except RecursionError:
         raise LiftError(
-            f"lift() got a {type(obj).__qualname__} nested too deeply (or cyclic) for "
-            "JAX's pytree flattening.\nFix: lift the functions inside it one by one."
+            f"lift() got a {type(obj).__name__} that contains itself or nests "
+            "too deeply for JAX's pytree flattening.\nFix: lift the functions inside it one by one."
         ) from None
     if jtu.treedef_is_leaf(treedef) and treedef.num_leaves == 1:
         raise _reject(obj, Lifted)

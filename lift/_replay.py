@@ -26,6 +26,7 @@ from ._skeleton import (
     Skeleton,
     Static,
     Template,
+    is_cyclic,
     is_function_like,
 )
 
@@ -38,7 +39,6 @@ class _Mismatch(Exception):
     pass
 
 
-_MISMATCH: Final = _Mismatch()
 
 
 def replay(skeleton: Skeleton, obj: Any) -> list[Any] | None:
@@ -73,23 +73,23 @@ class _Replay:
                 continue  # visited from the function that owns it
             elif kind is MethodNode:
                 if type(obj) is not types.MethodType:
-                    raise _MISMATCH
+                    raise _Mismatch
                 self.template(node.func, obj.__func__)  # type: ignore[union-attr]
                 self.template(node.self_, obj.__self__)  # type: ignore[union-attr]
             else:
                 assert isinstance(node, PartialNode)
                 if type(obj) is not node.cls or len(obj.args) != len(node.args):
-                    raise _MISMATCH
+                    raise _Mismatch
                 self.template(node.func, obj.func)
                 for t, a in zip(node.args, obj.args, strict=True):
                     self.template(t, a)
                 keywords = obj.keywords
                 if len(keywords) != len(node.keywords):
-                    raise _MISMATCH
+                    raise _Mismatch
                 for k, t in node.keywords:
                     self.template(t, keywords[k])
         if len(self.leaves) != self.skeleton.nleaves:
-            raise _MISMATCH
+            raise _Mismatch
         return self.leaves
 
     def function(self, node: FunctionNode, fn: Any) -> None:
@@ -100,17 +100,17 @@ class _Replay:
             or fn.__name__ != node.name
             or fn.__qualname__ != node.qualname
         ):
-            raise _MISMATCH
+            raise _Mismatch
         closure = fn.__closure__ or ()
         objs, ids, nodes = self.objs, self.ids, self.skeleton.nodes
         for c, cell in zip(node.cells, closure, strict=True):
             seen = objs[c]
             if seen is not None:
                 if seen is not cell:
-                    raise _MISMATCH
+                    raise _Mismatch
                 continue
             if id(cell) in ids:
-                raise _MISMATCH
+                raise _Mismatch
             objs[c] = cell
             ids[id(cell)] = c
             template = nodes[c].template  # type: ignore[union-attr]
@@ -118,25 +118,25 @@ class _Replay:
                 contents = cell.cell_contents
             except ValueError:
                 if template is not None:
-                    raise _MISMATCH from None
+                    raise _Mismatch from None
                 continue
             if template is None:
-                raise _MISMATCH
+                raise _Mismatch
             self.template(template, contents)
         defaults = fn.__defaults__
         if node.defaults is None:
             if defaults is not None:
-                raise _MISMATCH
+                raise _Mismatch
         else:
             for t, v in zip(node.defaults, defaults, strict=True):
                 self.template(t, v)
         kwdefaults = fn.__kwdefaults__
         if node.kwdefaults is None:
             if kwdefaults:
-                raise _MISMATCH
+                raise _Mismatch
         else:
             if len(kwdefaults) != len(node.kwdefaults):
-                raise _MISMATCH
+                raise _Mismatch
             for k, t in node.kwdefaults:
                 self.template(t, kwdefaults[k])
 
@@ -144,9 +144,11 @@ class _Replay:
         if template.treedef is None:
             self.slot(template.slots[0], value)
             return
+        if is_cyclic(value):
+            raise _Mismatch
         values, treedef = jtu.tree_flatten(value, is_leaf=is_function_like)
         if treedef != template.treedef:
-            raise _MISMATCH
+            raise _Mismatch
         for slot, v in zip(template.slots, values, strict=True):
             self.slot(slot, v)
 
@@ -154,17 +156,17 @@ class _Replay:
         kind = type(slot)
         if kind is int:
             if slot != len(self.leaves) or type(value) is not self.types[slot]:
-                raise _MISMATCH
+                raise _Mismatch
             self.leaves.append(value)
         elif kind is Ref:
             index = slot.index
             seen = self.objs[index]
             if seen is not None:
                 if seen is not value:
-                    raise _MISMATCH
+                    raise _Mismatch
             else:
                 if id(value) in self.ids:
-                    raise _MISMATCH
+                    raise _Mismatch
                 self.objs[index] = value
                 self.ids[id(value)] = index
         else:
@@ -177,11 +179,11 @@ class _Replay:
                 or type(value) is not type(expected)
                 or isinstance(value, _Tracer)
             ):
-                raise _MISMATCH
+                raise _Mismatch
             # Same type, hashable: equal values capture to the same key. Objects
             # other than plain atoms take the full walk (it scans them for tracers).
             if type(value) not in _ATOMS or not (value == expected):
-                raise _MISMATCH
+                raise _Mismatch
 
 
 _ATOMS: Final = frozenset({int, bool, str, bytes, float, complex, type(None), type})

@@ -34,6 +34,7 @@ __all__ = [
     "Static",
     "Template",
     "build",
+    "is_cyclic",
     "is_function_like",
 ]
 
@@ -52,6 +53,42 @@ def is_function_like(x: Any) -> bool:
             # `jax.tree_util.Partial` and other registered subclasses are pytrees.
             leaf = _partial_is_leaf[t] = jtu.treedef_is_leaf(jtu.tree_structure(x))
         return leaf
+    return False
+
+
+MAX_CONTAINER_DEPTH: Final = 400
+
+
+def is_cyclic(value: Any) -> bool:
+    """Whether lists, tuples and dicts nested in `value` contain themselves or nest
+    deeper than `MAX_CONTAINER_DEPTH`.
+
+    JAX's C++ flattening recurses: on a cyclic value it never returns, and deep
+    values exhaust the interpreter's recursion budget (jax 0.10.2 then leaves a
+    `SystemError` behind). So the value is checked first, iteratively.
+    """
+    if not isinstance(value, (list, tuple, dict)):
+        return False
+    on_path: set[int] = set()
+    done: set[int] = set()
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        x, depth = stack.pop()
+        key = id(x)
+        if depth < 0:  # leaving `x`
+            on_path.discard(key)
+            done.add(key)
+            continue
+        if key in on_path or depth > MAX_CONTAINER_DEPTH:
+            return True
+        if key in done:
+            continue
+        on_path.add(key)
+        stack.append((x, -1))
+        children = x.values() if isinstance(x, dict) else x  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+        for child in children:  # pyright: ignore[reportUnknownVariableType]
+            if isinstance(child, (list, tuple, dict)):
+                stack.append((child, depth + 1))
     return False
 
 

@@ -327,24 +327,40 @@ def test_tracer_hidden_in_object_points_to_closure_convert() -> None:
         jax.jit(make)(1.0)
 
 
-def test_too_deep_container_is_lift_error() -> None:
+def test_container_too_deep_is_lift_error() -> None:
     deep: list[object] = []
     node = deep
-    for _ in range(5000):
+    for _ in range(20_000):
         node.append([])
         node = node[0]  # type: ignore[assignment]
     with pytest.raises(
         lift.LiftError,
-        match=r"(?s)captures variable 'deep', a container nested too deeply",
+        match=r"(?s)captures variable 'deep', a container that contains itself or nests "
+        r"more than 400 levels deep.*static=\('deep',\)",
     ):
         lift.lift(lambda: deep)
+
+
+def test_container_of_moderate_depth_lifts() -> None:
+    deep: list[object] = []
+    node = deep
+    for _ in range(300):
+        node.append([])
+        node = node[0]  # type: ignore[assignment]
+    out = lift.lift(lambda: deep)()
+    assert type(out) is list and out is not deep
 
 
 def test_cyclic_container_is_lift_error() -> None:
     loop: list[object] = []
     loop.append(loop)
-    with pytest.raises(lift.LiftError, match="(?s)nested too deeply \\(or cyclic\\)"):
+    with pytest.raises(
+        lift.LiftError,
+        match="(?s)captures variable 'loop', a container that contains itself",
+    ):
         lift.lift(lambda: loop)
+    with pytest.raises(lift.LiftError, match="(?s)contains itself or nests"):
+        lift.lift({"a": loop})
 
 
 # -- never mutating -------------------------------------------------------------------
