@@ -75,10 +75,6 @@ def test_vmap_returns_batch_of_functions() -> None:
     np.testing.assert_allclose(jax.vmap(lambda g: g(2.0))(batch), [0.0, 2.0, 4.0])
 
 
-@pytest.mark.skipif(
-    jax.device_count() < 8,
-    reason="needs XLA_FLAGS=--xla_force_host_platform_device_count=8",
-)
 def test_sharded_captures_through_jit_and_shard_map() -> None:
     mesh = Mesh(np.array(jax.devices()[:8]), ("d",))
     sharding = NamedSharding(mesh, P("d"))
