@@ -14,7 +14,7 @@ import jax
 
 from . import _compat
 from ._errors import LeakError
-from ._leaks import Leak, _is_user_file, format_leaks, scan
+from ._leaks import Leak, format_leaks, is_user_file, scan
 from ._registry import recording
 
 __all__ = ["checked", "checking_leaks"]
@@ -30,7 +30,7 @@ def _frame_roots(tb: types.TracebackType | None) -> Iterator[tuple[str, Any]]:
         frame = tb.tb_frame
         tb = tb.tb_next
         code = frame.f_code
-        if id(frame) in seen or not _is_user_file(code.co_filename):
+        if id(frame) in seen or not is_user_file(code.co_filename):
             continue
         seen.add(id(frame))
         glob = frame.f_globals

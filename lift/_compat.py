@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import types
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Final
 
 import jax
+import jax.core
 
 __all__ = [
     "LiveTraces",
+    "Tracer",
     "is_tracer",
     "jax_leaked_tracers",
     "live_traces",
@@ -26,6 +28,8 @@ __all__ = [
 # Written against jax 0.10.2: `trace_ctx.trace` is the current trace of this
 # thread (`TracingContext.trace`, backed by a thread-local config state).
 from jax._src import core as _core
+
+_CORE_FILE: Final[str] = str(_core.__file__)  # pyright: ignore[reportUnknownMemberType]
 
 # Attributes through which a trace reaches the traces enclosing it. Written
 # against jax 0.10.2: `parent_trace` on DynamicJaxprTrace, JaxprTrace,
@@ -55,9 +59,13 @@ _TRACED_FOR = {
 }
 
 
+#: The class of all tracers (public API; typed here once for the type checker).
+Tracer: Final[type[Any]] = jax.core.Tracer  # pyright: ignore[reportUnknownMemberType]
+
+
 def is_tracer(x: object) -> bool:
-    """Whether `x` is a JAX tracer (public API, kept here to have one spelling)."""
-    return isinstance(x, jax.core.Tracer)
+    """Whether `x` is a JAX tracer."""
+    return isinstance(x, Tracer)
 
 
 class LiveTraces:
@@ -77,7 +85,7 @@ class LiveTraces:
         traces: list[Any] = []
         ids: set[int] = set()
         # jax 0.10.2: `_core.trace_ctx.trace` is the current trace object.
-        stack: list[Any] = [_core.trace_ctx.trace]
+        stack: list[Any] = [_core.trace_ctx.trace]  # pyright: ignore[reportUnknownMemberType]
         while stack:
             trace = stack.pop()
             if trace is None or id(trace) in ids:
@@ -146,11 +154,13 @@ def _leaked_tracer_lists(tb: types.TracebackType | None) -> Iterable[list[Any]]:
         # jax 0.10.2, jax/_src/core.py: `ensure_no_leaks` binds the list as
         # `leaked_tracers` before raising, `leaked_tracer_error` as `tracers`
         # (still on the stack when `_why_alive` raises IndexError, jax#26560).
-        if code.co_filename == _core.__file__:
+        if code.co_filename == _CORE_FILE:
             for name in ("leaked_tracers", "tracers"):
                 found = frame.f_locals.get(name)
-                if isinstance(found, list) and all(map(is_tracer, found)):
-                    yield found  # type: ignore[misc]
+                if isinstance(found, list):
+                    tracers: list[Any] = list(found)  # pyright: ignore[reportUnknownArgumentType]
+                    if all(map(is_tracer, tracers)):
+                        yield tracers
         tb = tb.tb_next
 
 

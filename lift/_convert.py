@@ -14,13 +14,22 @@ too, and there is no cache keyed on the function object.
 from __future__ import annotations
 
 import types
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import jax
+import jax.core
 import jax.numpy as jnp
 import numpy as np
 
 from ._errors import LiftError, describe
+
+# JAX's public functions used here, typed once for the type checker.
+_flatten: Callable[[Any], tuple[list[Any], Any]] = jax.tree_util.tree_flatten  # pyright: ignore
+_unflatten: Callable[[Any, Any], Any] = jax.tree_util.tree_unflatten  # pyright: ignore
+_make_jaxpr: Callable[..., Callable[..., Any]] = jax.make_jaxpr  # pyright: ignore
+_eval_jaxpr: Callable[..., list[Any]] = jax.core.eval_jaxpr  # pyright: ignore
+_asarray: Callable[[Any], Any] = jnp.asarray  # pyright: ignore
 
 if TYPE_CHECKING:
     from ._lifted import Lifted
@@ -96,7 +105,7 @@ class Program:
     def run(self, consts: tuple[Any, ...], args: tuple[Any, ...], kwargs: Any) -> Any:
         """Evaluate the program on new arguments of the traced shapes."""
         __tracebackhide__ = True
-        leaves, tree = jax.tree_util.tree_flatten((args, kwargs))
+        leaves, tree = _flatten((args, kwargs))
         if tree != self.in_tree:
             raise LiftError(
                 f"{self.where} was closure-converted for arguments structured as "
@@ -113,8 +122,8 @@ class Program:
                 f"and dtypes, or convert it again for the new ones: "
                 f"lift.closure_convert({self.name}, *args, **kwargs)."
             )
-        out = jax.core.eval_jaxpr(self.jaxpr, list(consts), *leaves)
-        return jax.tree_util.tree_unflatten(self.out_tree, out)
+        out = _eval_jaxpr(self.jaxpr, list(consts), *leaves)
+        return _unflatten(self.out_tree, out)
 
 
 def _converted(program: Program, consts: tuple[Any, ...]) -> types.FunctionType:
@@ -129,7 +138,7 @@ def _as_leaf(const: Any) -> Any:
     # the trace) become jax arrays, so that lift makes them leaves.
     if isinstance(const, jax.Array):
         return const
-    return jnp.asarray(np.asarray(const))
+    return _asarray(np.asarray(const))
 
 
 def convert(
@@ -155,16 +164,16 @@ def convert(
             f"lift.closure_convert expects a function, and got {type(fn).__qualname__} "
             f"{fn!r:.60}. Pass the function itself: lift.closure_convert(f, *args)."
         )
-    leaves, in_tree = jax.tree_util.tree_flatten((args, kwargs))
+    leaves, in_tree = _flatten((args, kwargs))
     out_trees: list[Any] = []
 
     def flat(*xs: Any) -> list[Any]:
-        a, k = jax.tree_util.tree_unflatten(in_tree, xs)
-        out, tree = jax.tree_util.tree_flatten(fn(*a, **k))
+        a, k = _unflatten(in_tree, xs)
+        out, tree = _flatten(fn(*a, **k))
         out_trees.append(tree)
         return out
 
-    closed = jax.make_jaxpr(flat)(*leaves)
+    closed = _make_jaxpr(flat)(*leaves)
     consts = tuple(_as_leaf(c) for c in closed.consts)
     name = getattr(fn, "__name__", None) or "fn"
     program = Program(

@@ -14,6 +14,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
+import gc
 import os
 import sys
 import sysconfig
@@ -26,6 +27,13 @@ import numpy as np
 
 from . import _compat
 from ._errors import LeakError
+
+# jax.tree_util, typed once for the type checker.
+_tree_leaves: Callable[..., list[Any]] = jax.tree_util.tree_leaves
+_flatten_with_path: Callable[..., tuple[list[tuple[Any, Any]], Any]]
+_flatten_with_path = jax.tree_util.tree_flatten_with_path  # pyright: ignore
+_keystr: Callable[[Any], str] = jax.tree_util.keystr  # pyright: ignore
+_Array: type[Any] = jax.Array
 
 __all__ = ["Leak", "check_leaks", "find_leaks"]
 
@@ -219,7 +227,7 @@ _LIBRARY_MODULES = frozenset(
 
 
 @functools.cache
-def _is_user_file(filename: str) -> bool:
+def is_user_file(filename: str) -> bool:
     if filename.startswith("<"):
         return True  # exec'd or interactive code is the user's
     return not os.path.abspath(filename).startswith(_LIBRARY_DIRS)
@@ -289,30 +297,47 @@ def _param_name(fn: Any, index: int) -> str:
     return f"args[{index}]"
 
 
+# Labels are rendered only for reports: an entry stores (format, key).
+_INDEX = "[{}]"
+_KEY = "[{!r}]"
+_ATTR = ".{}"
+_SET_ITEM = "{{…}}"
+
+# Per-type plans for objects that are not one of the core kinds.
+_SKIP, _LIFTED, _CONTAINER, _JAXPR, _PYTREE, _OBJECT, _LIBRARY = range(7)
+
+_Label = str | tuple[str, Any]
+
+
+def _label_text(label: _Label) -> str:
+    if isinstance(label, str):
+        return label
+    fmt, key = label
+    return fmt.format(key)
+
+
 class _Walk:
-    """One breadth-first scan; entries are kept as parallel lists of parents."""
+    """One breadth-first scan; each entry remembers its parent and its label."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.live = _compat.live_traces()
         self.seen: set[int] = set()
         self.keep: list[Any] = []  # temporaries built by the walk keep their ids
-        self.parent: list[int] = []
-        self.label: list[str] = []
-        self.edge: list[tuple[Any, ...] | None] = []
-        self.reset: list[bool] = []
+        # (parent entry, label, (function, variable, kind) or None, path restarts)
+        self.entries: list[tuple[int, _Label, tuple[Any, str, str] | None, bool]] = []
         self.queue: collections.deque[tuple[Any, int]] = collections.deque()
         self.leaks: list[Leak] = []
         self.code_names: dict[types.CodeType, tuple[str, ...]] = {}
-        self.pytree_types: dict[type, bool] = {}
+        self.plans: dict[type, tuple[int, tuple[str, ...]]] = {}
         self.lifted = _lifted_api()
 
     def push(
         self,
         obj: Any,
         parent: int,
-        label: str,
-        edge: tuple[Any, ...] | None = None,
+        label: _Label,
+        edge: tuple[Any, str, str] | None = None,
         reset: bool = False,
     ) -> None:
         if type(obj) in _ATOMIC:
@@ -321,31 +346,46 @@ class _Walk:
         if key in self.seen:
             return
         self.seen.add(key)
-        self.parent.append(parent)
-        self.label.append(label)
-        self.edge.append(edge)
-        self.reset.append(reset)
-        self.queue.append((obj, len(self.parent) - 1))
+        entries = self.entries
+        entries.append((parent, label, edge, reset))
+        self.queue.append((obj, len(entries) - 1))
+
+    def push_all(self, items: Iterable[tuple[Any, Any]], parent: int, fmt: str) -> None:
+        """Push `(key, value)` pairs labelled `fmt.format(key)`: the hot loop."""
+        atomic, seen, entries, queue = _ATOMIC, self.seen, self.entries, self.queue
+        for key, value in items:
+            if type(value) in atomic:
+                continue
+            i = id(value)
+            if i in seen:
+                continue
+            seen.add(i)
+            entries.append((parent, (fmt, key), None, False))
+            queue.append((value, len(entries) - 1))
 
     def run(self) -> list[Leak]:
         visited = 0
         queue = self.queue
+        tracer_type = _compat.Tracer
+        expand = self.expand
         while queue and visited < self.limit:
             obj, index = queue.popleft()
             visited += 1
-            if isinstance(obj, jax.core.Tracer):
+            if isinstance(obj, tracer_type):
                 if not self.live.is_live(obj):
                     self.leaks.append(self.report(obj, index))
                 continue
-            self.expand(obj, index)
+            expand(obj, index)
         return self.leaks
 
     # -- children of each kind of object --------------------------------------
 
     def expand(self, obj: Any, index: int) -> None:
-        cls = type(obj)
-        if cls is dict or cls is list or cls is tuple:
-            self.container(obj, index)
+        cls: type[Any] = type(obj)  # pyright: ignore[reportUnknownVariableType]
+        if cls is list or cls is tuple:
+            self.push_all(enumerate(obj), index, _INDEX)  # pyright: ignore
+        elif cls is dict:
+            self.push_all(obj.items(), index, _KEY)
         elif cls is types.FunctionType:
             self.function(obj, index)
         elif cls is types.MethodType:
@@ -359,26 +399,10 @@ class _Walk:
                 self.push(obj.cell_contents, index, ".cell_contents")
             except ValueError:
                 pass
-        elif isinstance(obj, jax.Array | np.generic):
-            return
         elif isinstance(obj, type):
             self.cls(obj, index)
         else:
             self.other(obj, cls, index)
-
-    def container(self, obj: Any, index: int) -> None:
-        if isinstance(obj, dict):
-            for k, v in obj.items():  # pyright: ignore[reportUnknownVariableType]
-                self.push(v, index, f"[{k!r}]")
-        elif isinstance(obj, tuple) and hasattr(obj, "_fields"):
-            for name, v in zip(obj._fields, obj, strict=True):  # pyright: ignore
-                self.push(v, index, f".{name}")
-        elif isinstance(obj, set | frozenset):
-            for v in obj:  # pyright: ignore[reportUnknownVariableType]
-                self.push(v, index, "{…}")
-        else:
-            for i, v in enumerate(obj):
-                self.push(v, index, f"[{i}]")
 
     def function(self, fn: types.FunctionType, index: int) -> None:
         code = fn.__code__
@@ -388,19 +412,18 @@ class _Walk:
                     value = cell.cell_contents
                 except ValueError:  # an empty cell: the variable is not bound yet
                     continue
-                self.push(value, index, f".{name}", (fn, name, _CAPTURED))
+                self.push(value, index, (_ATTR, name), (fn, name, _CAPTURED))
         if fn.__defaults__:
             first = code.co_argcount - len(fn.__defaults__)
             for i, value in enumerate(fn.__defaults__):
                 name = code.co_varnames[first + i]
-                self.push(value, index, f".{name}", (fn, name, _DEFAULT))
+                self.push(value, index, (_ATTR, name), (fn, name, _DEFAULT))
         if fn.__kwdefaults__:
             for name, value in fn.__kwdefaults__.items():
-                self.push(value, index, f".{name}", (fn, name, _DEFAULT))
+                self.push(value, index, (_ATTR, name), (fn, name, _DEFAULT))
         if fn.__dict__:
-            for name, value in fn.__dict__.items():
-                self.push(value, index, f".{name}")
-        if _is_user_file(code.co_filename):
+            self.push_all(fn.__dict__.items(), index, _ATTR)
+        if is_user_file(code.co_filename):
             glob = fn.__globals__
             for name in _code_names(code, self.code_names):
                 if name in glob:
@@ -419,64 +442,83 @@ class _Walk:
             return
         for name, value in vars(cls).items():
             if not (name.startswith("__") and name.endswith("__")):
-                self.push(value, index, f".{name}")
+                self.push(value, index, (_ATTR, name))
 
-    def other(self, obj: Any, cls: type, index: int) -> None:
+    def plan(self, obj: Any, cls: type) -> tuple[int, tuple[str, ...]]:
+        """How to walk objects of type `cls` (decided once per type and scan)."""
         lifted = self.lifted
         if lifted is not None and lifted[0](obj):
-            plain = lifted[1](obj)
-            self.keep.append(plain)
-            self.push(plain, index, "")
-            self.push(obj.__wrapped__, index, ".__wrapped__")
-            return
-        if isinstance(obj, dict | list | tuple | set | frozenset | collections.deque):
-            self.container(obj, index)
-            return
+            return _LIFTED, ()
+        if issubclass(cls, dict | list | tuple | set | frozenset | collections.deque):
+            return _CONTAINER, ()
         if cls.__name__ == "ClosedJaxpr" and hasattr(obj, "consts"):
-            # The constants a traced program closes over (jax.closure_convert and
-            # jax.make_jaxpr keep them here).
-            consts = list(obj.consts)
-            self.keep.append(consts)
-            for i, c in enumerate(consts):
-                self.push(c, index, f".consts[{i}]")
-            return
-        if self.is_pytree_node(obj, cls):
-            children, _ = jax.tree_util.tree_flatten_with_path(
-                obj, is_leaf=lambda y: y is not obj
-            )
-            self.keep.append(children)
-            for path, child in children:
-                self.push(child, index, jax.tree_util.keystr(path))
-            return
-        wrapped = getattr(obj, "__wrapped__", None) if callable(obj) else None
-        if wrapped is not None:
-            self.push(wrapped, index, ".__wrapped__")
-        if _is_library_type(cls):
-            return
-        attrs = getattr(obj, "__dict__", None)
-        if isinstance(attrs, dict):
-            for name, value in attrs.items():  # pyright: ignore[reportUnknownVariableType]
-                self.push(value, index, f".{name}")
+            return _JAXPR, ()
+        if isinstance(obj, _Array | np.generic):
+            return _SKIP, ()
+        try:
+            leaves = _tree_leaves(obj, is_leaf=lambda y: y is not obj)  # pyright: ignore[reportUnknownLambdaType]
+            if not (len(leaves) == 1 and leaves[0] is obj):
+                return _PYTREE, ()
+        except Exception:  # a node whose flatten fails is walked as an object
+            pass
+        if _is_library_type(cls):  # pyright: ignore[reportUnknownArgumentType]
+            return _LIBRARY, ()
+        slots: list[str] = []
         for klass in cls.__mro__:
-            for name in klass.__dict__.get("__slots__", ()):
-                if name in ("__dict__", "__weakref__"):
-                    continue
+            names = klass.__dict__.get("__slots__", ())
+            for name in (names,) if isinstance(names, str) else names:
+                if name not in ("__dict__", "__weakref__"):
+                    slots.append(name)
+        return _OBJECT, tuple(slots)
+
+    def other(self, obj: Any, cls: type, index: int) -> None:
+        plan = self.plans.get(cls)
+        if plan is None:
+            plan = self.plans[cls] = self.plan(obj, cls)
+        kind, slots = plan
+        if kind in (_OBJECT, _LIBRARY):
+            if callable(obj):
+                wrapped = getattr(obj, "__wrapped__", None)
+                if wrapped is not None:
+                    self.push(wrapped, index, ".__wrapped__")
+            if kind == _LIBRARY:
+                return
+            attrs = getattr(obj, "__dict__", None)
+            if isinstance(attrs, dict):
+                self.push_all(attrs.items(), index, _ATTR)  # pyright: ignore
+            for name in slots:
                 try:
                     value = getattr(obj, name)
                 except AttributeError:
                     continue
-                self.push(value, index, f".{name}")
-
-    def is_pytree_node(self, obj: Any, cls: type) -> bool:
-        known = self.pytree_types.get(cls)
-        if known is None:
-            try:
-                leaves = jax.tree_util.tree_leaves(obj, is_leaf=lambda y: y is not obj)
-                known = not (len(leaves) == 1 and leaves[0] is obj)
-            except Exception:  # a node whose flatten fails is walked as an object
-                known = False
-            self.pytree_types[cls] = known
-        return known
+                self.push(value, index, (_ATTR, name))
+        elif kind == _CONTAINER:
+            if isinstance(obj, dict):
+                self.push_all(obj.items(), index, _KEY)  # pyright: ignore
+            elif isinstance(obj, tuple) and hasattr(obj, "_fields"):  # pyright: ignore
+                fields = obj._fields  # pyright: ignore
+                self.push_all(zip(fields, obj, strict=True), index, _ATTR)  # pyright: ignore
+            elif isinstance(obj, set | frozenset):
+                self.push_all(((None, v) for v in obj), index, _SET_ITEM)  # pyright: ignore
+            else:
+                self.push_all(enumerate(obj), index, _INDEX)  # pyright: ignore
+        elif kind == _LIFTED:
+            assert self.lifted is not None
+            plain = self.lifted[1](obj)
+            self.keep.append(plain)
+            self.push(plain, index, "")
+            self.push(obj.__wrapped__, index, ".__wrapped__")
+        elif kind == _JAXPR:
+            # The constants a traced program closes over (jax.closure_convert and
+            # jax.make_jaxpr keep them here).
+            consts = list(obj.consts)
+            self.keep.append(consts)
+            self.push_all(enumerate(consts), index, ".consts[{}]")
+        elif kind == _PYTREE:
+            children, _ = _flatten_with_path(obj, is_leaf=lambda y: y is not obj)  # pyright: ignore[reportUnknownLambdaType]
+            self.keep.append(children)
+            for path, child in children:
+                self.push(child, index, _keystr(path))
 
     # -- reports ----------------------------------------------------------------
 
@@ -484,16 +526,16 @@ class _Walk:
         out: list[int] = []
         while index >= 0:
             out.append(index)
-            index = self.parent[index]
+            index = self.entries[index][0]
         out.reverse()
         return out
 
     def render(self, chain: list[int]) -> str:
         start = 0
         for i, entry in enumerate(chain):
-            if self.reset[entry]:
+            if self.entries[entry][3]:
                 start = i
-        return "".join(self.label[e] for e in chain[start:])
+        return "".join(_label_text(self.entries[e][1]) for e in chain[start:])
 
     def report(self, tracer: Any, index: int) -> Leak:
         chain = self.chain(index)
@@ -501,12 +543,15 @@ class _Walk:
         description = (
             f"{_compat.tracer_aval(tracer)} from {_compat.transform_name(tracer)}"
         )
+        entries = self.entries
         holder = next(
-            (i for i in reversed(range(len(chain))) if self.edge[chain[i]]), None
+            (i for i in reversed(range(len(chain))) if entries[chain[i]][2]), None
         )
         if holder is None:
             return Leak(path, None, None, None, None, description)
-        fn, variable, kind = self.edge[chain[holder]]  # type: ignore[misc]
+        edge = entries[chain[holder]][2]
+        assert edge is not None
+        fn, variable, kind = edge
         code = getattr(fn, "__code__", None)
         qualname = getattr(fn, "__qualname__", None) or repr(fn)
         filename = code.co_filename if isinstance(code, types.CodeType) else None
@@ -514,7 +559,7 @@ class _Walk:
         location = self.render(chain[:holder])
         if location == qualname or not location:
             location = None
-        rest = "".join(self.label[e] for e in chain[holder + 1 :])
+        rest = "".join(_label_text(entries[e][1]) for e in chain[holder + 1 :])
         detail = f"{variable}{rest}" if rest else None
         return Leak(
             path,
@@ -538,4 +583,12 @@ def scan(roots: Iterable[tuple[str, Any]], limit: int = DEFAULT_LIMIT) -> list[L
                 walk.push(value, -1, f"{root.__name__}.{name}", reset=True)
         else:
             walk.push(root, -1, label, reset=True)
-    return walk.run()
+    # The walk allocates an entry per object and frees nothing: the cyclic
+    # collector would only rescan the heap, again and again, for no garbage.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return walk.run()
+    finally:
+        if enabled:
+            gc.enable()
