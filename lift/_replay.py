@@ -1,20 +1,23 @@
 """Re-capturing a closure shaped like one seen before, without building a skeleton.
 
 A sweep lifts a fresh optimizer per learning rate: the same code objects, the
-same static captures, new leaves. `replay` walks the new object in the order the
-skeleton records, checks at every step that it would capture to the very same
-skeleton (same code object, globals, names, container structure, static values,
-leaf types, sharing of nodes and cells), and collects the leaves. It allocates
-no nodes or templates; the first mismatch returns `None` and the caller takes the
-full walk.
+same static captures, new leaves. For such a skeleton we generate, once, a
+straight-line Python function that walks a new object in the order the skeleton
+records, checks at every step that it would capture to the very same skeleton
+(same code object, globals, names, container structures, static values, leaf
+types, and sharing of nodes and cells) and returns its leaves, or `None` at the
+first difference, in which case the caller takes the full walk. This is how
+`dataclasses` and `attrs` make their methods fast: the checks are specialised
+away into constants.
 """
 
 from __future__ import annotations
 
+import itertools
 import types
+from collections.abc import Callable
 from typing import Any, Final
 
-import jax
 import jax.tree_util as jtu
 
 from ._skeleton import (
@@ -32,158 +35,176 @@ from ._skeleton import (
 
 __all__ = ["replay"]
 
-_Tracer: Final = jax.core.Tracer
-
-
-class _Mismatch(Exception):
-    pass
-
-
+# Larger graphs take the full walk every time: their generated code would cost
+# more to compile than it saves.
+MAX_NODES: Final = 1024
+# Static values compared by value (others must be the very same object; anything
+# else takes the full walk, which also scans objects for hidden tracers).
+_ATOMS: Final = frozenset({int, bool, str, bytes, float, complex, type(None)})
+_NO_REPLAY: Final = "no replay"
+_counter = itertools.count()
 
 
 def replay(skeleton: Skeleton, obj: Any) -> list[Any] | None:
     """The leaves of `obj` if it captures to exactly `skeleton`, else `None`."""
+    cache = skeleton.cache
+    fn = cache.get("replay")
+    if fn is None:
+        # Compiling costs milliseconds: worth it from the third closure of a shape
+        # on (a sweep), not for one seen twice.
+        sightings = cache["sightings"] = cache.get("sightings", 0) + 1
+        if sightings < 2:
+            return None
+        fn = cache["replay"] = _compile(skeleton)
+    if fn is _NO_REPLAY:
+        return None
     try:
-        return _Replay(skeleton).run(obj)
-    except (_Mismatch, AttributeError, TypeError, ValueError):
+        return fn(obj)  # type: ignore[operator]
+    except (AttributeError, IndexError, KeyError, TypeError, ValueError):
         return None
 
 
-class _Replay:
-    __slots__ = ("ids", "leaves", "objs", "skeleton", "types")
+class _Writer:
+    """Accumulates the generated function's lines and constants."""
 
     def __init__(self, skeleton: Skeleton) -> None:
         self.skeleton = skeleton
-        self.objs: list[Any] = [None] * len(skeleton.nodes)
-        self.ids: dict[int, int] = {}
-        self.leaves: list[Any] = []
-        self.types = skeleton.leaf_types
+        self.lines: list[str] = []
+        self.consts: dict[str, Any] = {
+            "FunctionType": types.FunctionType,
+            "MethodType": types.MethodType,
+            "flatten": jtu.tree_flatten,
+            "is_function_like": is_function_like,
+            "is_cyclic": is_cyclic,
+        }
+        self.visited: set[int] = set()  # nodes whose object is bound, in walk order
+        self.names = (f"v{i}" for i in itertools.count())
 
-    def run(self, root: Any) -> list[Any]:
-        nodes = self.skeleton.nodes
-        objs = self.objs
-        objs[0] = root
-        self.ids[id(root)] = 0
-        for i, node in enumerate(nodes):
-            obj = objs[i]
-            kind = type(node)
-            if kind is FunctionNode:
-                self.function(node, obj)  # type: ignore[arg-type]
-            elif kind is CellNode:
-                continue  # visited from the function that owns it
-            elif kind is MethodNode:
-                if type(obj) is not types.MethodType:
-                    raise _Mismatch
-                self.template(node.func, obj.__func__)  # type: ignore[union-attr]
-                self.template(node.self_, obj.__self__)  # type: ignore[union-attr]
-            else:
-                assert isinstance(node, PartialNode)
-                if type(obj) is not node.cls or len(obj.args) != len(node.args):
-                    raise _Mismatch
-                self.template(node.func, obj.func)
-                for t, a in zip(node.args, obj.args, strict=True):
-                    self.template(t, a)
-                keywords = obj.keywords
-                if len(keywords) != len(node.keywords):
-                    raise _Mismatch
-                for k, t in node.keywords:
-                    self.template(t, keywords[k])
-        if len(self.leaves) != self.skeleton.nleaves:
-            raise _Mismatch
-        return self.leaves
+    def const(self, value: Any) -> str:
+        name = f"K{len(self.consts)}"
+        self.consts[name] = value
+        return name
 
-    def function(self, node: FunctionNode, fn: Any) -> None:
-        if (
-            type(fn) is not types.FunctionType
-            or fn.__code__ is not node.info.code
-            or fn.__globals__ is not node.globals
-            or fn.__name__ != node.name
-            or fn.__qualname__ != node.qualname
-        ):
-            raise _Mismatch
-        closure = fn.__closure__ or ()
-        objs, ids, nodes = self.objs, self.ids, self.skeleton.nodes
-        for c, cell in zip(node.cells, closure, strict=True):
-            seen = objs[c]
-            if seen is not None:
-                if seen is not cell:
-                    raise _Mismatch
-                continue
-            if id(cell) in ids:
-                raise _Mismatch
-            objs[c] = cell
-            ids[id(cell)] = c
-            template = nodes[c].template  # type: ignore[union-attr]
-            try:
-                contents = cell.cell_contents
-            except ValueError:
-                if template is not None:
-                    raise _Mismatch from None
-                continue
-            if template is None:
-                raise _Mismatch
-            self.template(template, contents)
-        defaults = fn.__defaults__
-        if node.defaults is None:
-            if defaults is not None:
-                raise _Mismatch
+    def emit(self, line: str, indent: int = 1) -> None:
+        self.lines.append("    " * indent + line)
+
+    def fail_unless(self, cond: str) -> None:
+        self.emit(f"if not ({cond}): return None")
+
+    def bind(self, index: int, expr: str) -> None:
+        """Bind node `index` to `expr`: the first time, as a new distinct object."""
+        if index in self.visited:
+            self.fail_unless(f"{expr} is o{index}")
         else:
-            for t, v in zip(node.defaults, defaults, strict=True):
-                self.template(t, v)
-        kwdefaults = fn.__kwdefaults__
-        if node.kwdefaults is None:
-            if kwdefaults:
-                raise _Mismatch
-        else:
-            if len(kwdefaults) != len(node.kwdefaults):
-                raise _Mismatch
-            for k, t in node.kwdefaults:
-                self.template(t, kwdefaults[k])
+            self.visited.add(index)
+            self.emit(f"o{index} = {expr}")
+            self.emit(f"seen.add(id(o{index}))")
 
-    def template(self, template: Template, value: Any) -> None:
-        if template.treedef is None:
-            self.slot(template.slots[0], value)
-            return
-        if is_cyclic(value):
-            raise _Mismatch
-        values, treedef = jtu.tree_flatten(value, is_leaf=is_function_like)
-        if treedef != template.treedef:
-            raise _Mismatch
-        for slot, v in zip(template.slots, values, strict=True):
-            self.slot(slot, v)
-
-    def slot(self, slot: Any, value: Any) -> None:
-        kind = type(slot)
-        if kind is int:
-            if slot != len(self.leaves) or type(value) is not self.types[slot]:
-                raise _Mismatch
-            self.leaves.append(value)
-        elif kind is Ref:
-            index = slot.index
-            seen = self.objs[index]
-            if seen is not None:
-                if seen is not value:
-                    raise _Mismatch
-            else:
-                if id(value) in self.ids:
-                    raise _Mismatch
-                self.objs[index] = value
-                self.ids[id(value)] = index
+    def slot(self, slot: Any, expr: str) -> None:
+        if type(slot) is int:
+            self.fail_unless(
+                f"type({expr}) is {self.const(self.skeleton.leaf_types[slot])}"
+            )
+            self.emit(f"l{slot} = {expr}")
+        elif type(slot) is Ref:
+            self.bind(slot.index, expr)
         else:
             assert isinstance(slot, Static)
-            expected = slot.value
-            if value is expected:
-                return
-            if (
-                slot.by_identity
-                or type(value) is not type(expected)
-                or isinstance(value, _Tracer)
-            ):
-                raise _Mismatch
-            # Same type, hashable: equal values capture to the same key. Objects
-            # other than plain atoms take the full walk (it scans them for tracers).
-            if type(value) not in _ATOMS or not (value == expected):
-                raise _Mismatch
+            value = slot.value
+            k = self.const(value)
+            if slot.by_identity or type(value) not in _ATOMS:
+                self.fail_unless(f"{expr} is {k}")
+            else:
+                t = self.const(type(value))
+                self.fail_unless(
+                    f"{expr} is {k} or (type({expr}) is {t} and {expr} == {k})"
+                )
+
+    def template(self, template: Template, expr: str) -> None:
+        if template.treedef is None:
+            self.slot(template.slots[0], expr)
+            return
+        v = next(self.names)
+        self.emit(f"{v} = {expr}")
+        self.fail_unless(f"not is_cyclic({v})")
+        self.emit(f"{v}, td = flatten({v}, is_leaf=is_function_like)")
+        self.fail_unless(f"td == {self.const(template.treedef)}")
+        for pos, slot in enumerate(template.slots):
+            self.slot(slot, f"{v}[{pos}]")
+
+    def function(self, index: int, node: FunctionNode) -> None:
+        o = f"o{index}"
+        self.fail_unless(
+            f"type({o}) is FunctionType and {o}.__code__ is {self.const(node.info.code)} "
+            f"and {o}.__globals__ is {self.const(node.globals)} "
+            f"and {o}.__name__ == {node.name!r} and {o}.__qualname__ == {node.qualname!r}"
+        )
+        if node.cells:
+            self.emit(f"cl = {o}.__closure__")
+        for j, c in enumerate(node.cells):
+            first = c not in self.visited
+            self.bind(c, f"cl[{j}]")
+            if not first:
+                continue
+            template = self.skeleton.nodes[c].template  # type: ignore[union-attr]
+            if template is None:
+                self.emit("try:")
+                self.emit(f"o{c}.cell_contents", 2)
+                self.emit("return None", 2)
+                self.emit("except ValueError:")
+                self.emit("pass", 2)
+            else:
+                self.template(template, f"o{c}.cell_contents")
+        if node.defaults is None:
+            self.fail_unless(f"{o}.__defaults__ is None")
+        else:
+            self.emit(f"d = {o}.__defaults__")
+            self.fail_unless(f"len(d) == {len(node.defaults)}")
+            for k, t in enumerate(node.defaults):
+                self.template(t, f"d[{k}]")
+        if node.kwdefaults is None:
+            self.fail_unless(f"not {o}.__kwdefaults__")
+        else:
+            self.emit(f"kd = {o}.__kwdefaults__")
+            self.fail_unless(f"len(kd) == {len(node.kwdefaults)}")
+            for k, t in node.kwdefaults:
+                self.template(t, f"kd[{k!r}]")
+
+    def write(self) -> str:
+        skeleton = self.skeleton
+        self.visited.add(0)
+        self.emit("seen = {id(o0)}")
+        for i, node in enumerate(skeleton.nodes):
+            o = f"o{i}"
+            if isinstance(node, FunctionNode):
+                self.function(i, node)
+            elif isinstance(node, MethodNode):
+                self.fail_unless(f"type({o}) is MethodType")
+                self.template(node.func, f"{o}.__func__")
+                self.template(node.self_, f"{o}.__self__")
+            elif isinstance(node, PartialNode):
+                self.fail_unless(
+                    f"type({o}) is {self.const(node.cls)} and len({o}.args) == {len(node.args)} "
+                    f"and len({o}.keywords) == {len(node.keywords)}"
+                )
+                self.template(node.func, f"{o}.func")
+                for k, t in enumerate(node.args):
+                    self.template(t, f"{o}.args[{k}]")
+                for k, t in node.keywords:
+                    self.template(t, f"{o}.keywords[{k!r}]")
+            else:
+                assert isinstance(node, CellNode)  # bound by the function owning it
+        self.fail_unless(f"len(seen) == {len(skeleton.nodes)}")
+        leaves = ", ".join(f"l{k}" for k in range(skeleton.nleaves))
+        self.emit(f"return [{leaves}]")
+        return "def replay(o0):\n" + "\n".join(self.lines) + "\n"
 
 
-_ATOMS: Final = frozenset({int, bool, str, bytes, float, complex, type(None), type})
+def _compile(skeleton: Skeleton) -> Callable[[Any], list[Any] | None] | str:
+    if len(skeleton.nodes) > MAX_NODES:
+        return _NO_REPLAY
+    writer = _Writer(skeleton)
+    source = writer.write()
+    namespace = dict(writer.consts)
+    exec(compile(source, f"<lift replay {next(_counter)}>", "exec"), namespace)
+    return namespace["replay"]
