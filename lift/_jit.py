@@ -20,7 +20,7 @@ import operator
 import re
 import threading
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Final, Generic, Self, TypeVar, cast, overload
 
 import jax
@@ -390,7 +390,14 @@ class _Snapshot:
         cells: list[types.CellType] = []
         if isinstance(lifted, Lifted) and not isinstance(root, Lifted):
             skeleton: Skeleton = lifted._skeleton  # pyright: ignore[reportPrivateUsage, reportUnknownMemberType]
-            _graph(skeleton, root, cells)
+            closure = getattr(root, "__closure__", None)
+            if type(root) is types.FunctionType and len(skeleton.nodes) == 1 + len(
+                closure or ()
+            ):
+                # The common case: a function whose captures hold no functions.
+                cells.extend(closure or ())
+            else:
+                _graph(skeleton, root, cells)
         contents: list[Any] = []
         for cell in cells:
             try:
@@ -560,6 +567,15 @@ class JitFunction(Generic[_P, _R]):
         program: _Program,
         lift_options: dict[str, Any],
     ) -> None:
+        self._setup(fn, program, lift_options)
+        for attr in ("__module__", "__name__", "__qualname__", "__doc__"):
+            try:
+                value = getattr(fn, attr)
+            except AttributeError:
+                continue
+            self.__dict__[attr] = value
+
+    def _setup(self, fn: Any, program: _Program, lift_options: dict[str, Any]) -> None:
         self._fn = fn
         self._program = program
         self._jit = program.jitted
@@ -570,12 +586,6 @@ class JitFunction(Generic[_P, _R]):
         self._cells: tuple[types.CellType, ...] = _STALE_CELLS
         self._contents: tuple[Any, ...] = _STALE_CONTENTS
         self._lifted_now: Any = None
-        for attr in ("__module__", "__name__", "__qualname__", "__doc__"):
-            try:
-                value = getattr(fn, attr)
-            except AttributeError:
-                continue
-            self.__dict__[attr] = value
 
     @property
     def __wrapped__(self) -> Callable[_P, _R]:
@@ -647,6 +657,43 @@ class JitFunction(Generic[_P, _R]):
 
     def __repr__(self) -> str:
         return f"<lift.jit {describe(self._fn)}>"
+
+    def __getattr__(self, name: str) -> Any:
+        # A `JitFunction` rebuilt from its leaves has the `Lifted` as `fn`, and
+        # reads the function's name and other attributes there.
+        if name.startswith("__") and name.endswith("__") and name not in _FN_ATTRS:
+            raise AttributeError(name)
+        return getattr(self._fn, name)
+
+
+_FN_ATTRS: Final = frozenset({"__name__", "__qualname__", "__annotations__"})
+
+
+# A `lift.jit` function is a pytree whose one child is the function lifted, and
+# whose aux data is the shared program: captured by another lifted function (a
+# step calling a jitted helper), its dynamic captures are leaves of that one.
+def _flatten(x: JitFunction[Any, Any]) -> tuple[tuple[Any], _Program]:
+    return (x._lifted(),), x._program  # pyright: ignore[reportPrivateUsage]
+
+
+def _flatten_with_keys(
+    x: JitFunction[Any, Any],
+) -> tuple[tuple[tuple[Any, Any]], _Program]:
+    (lifted,), program = _flatten(x)
+    return ((jax.tree_util.GetAttrKey("fn"), lifted),), program
+
+
+def _unflatten(program: _Program, children: Iterable[Any]) -> JitFunction[Any, Any]:
+    # JAX may unflatten with placeholders for leaves: store, never inspect.
+    (lifted,) = children
+    self = cast("JitFunction[Any, Any]", object.__new__(JitFunction))
+    self._setup(lifted, program, {})  # pyright: ignore[reportPrivateUsage]
+    return self
+
+
+jax.tree_util.register_pytree_with_keys(  # pyright: ignore[reportUnknownMemberType]
+    JitFunction, _flatten_with_keys, _unflatten, _flatten
+)
 
 
 class _BoundJitFunction:

@@ -536,3 +536,34 @@ def test_jit_of_jit_function_rewraps_the_original() -> None:
     g = lift.jit(f, static_argnums=())
     assert g.__wrapped__ is f.__wrapped__
     assert int(g(jnp.asarray(1))) == 2
+
+
+def test_captured_jit_function_is_a_pytree() -> None:
+    counter = Counter()
+
+    def make(lr: float) -> Any:
+        @lift.jit
+        def inner(x):
+            counter()
+            return x * lr
+
+        @lift.jit
+        def outer(x):
+            counter()
+            return inner(x) + 1
+
+        return outer
+
+    for lr in (0.1, 0.2, 0.3):
+        np.testing.assert_allclose(make(lr)(jnp.ones(2)), 1 + lr, rtol=1e-6)
+    assert counter.traces == 2  # inner once, outer once
+    paths = [
+        jax.tree_util.keystr(p)
+        for p, _ in jax.tree_util.tree_flatten_with_path(make(0.5))[0]
+    ]
+    assert paths == [".fn.captures['inner'].fn.captures['lr']"]
+    outer = make(0.5)
+    rebuilt = jax.tree_util.tree_map(lambda x: x * 2, outer)
+    assert rebuilt.__name__ == "outer"
+    assert float(rebuilt(jnp.asarray(1.0))) == 2.0
+    assert float(jax.jit(lambda f, x: f(x))(outer, jnp.asarray(1.0))) == 1.5
