@@ -16,6 +16,8 @@ import pytest
 
 from lift import _compat
 
+pytestmark = pytest.mark.lift_allow_leaks
+
 
 @pytest.fixture(autouse=True)
 def _jax_leak_checks_off() -> Iterator[None]:
