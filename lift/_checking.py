@@ -110,27 +110,14 @@ def checked(transform: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(transform)
     def apply(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-        local = threading.local()
-
-        @functools.wraps(fn)
-        def traced(*a: Any, **k: Any) -> Any:
-            # Runs only when the transform traces: record what gets lifted.
-            pending: list[weakref.WeakSet[Any]] | None = getattr(local, "pending", None)
-            with recording() as bucket:
-                try:
-                    return fn(*a, **k)
-                finally:
-                    if pending is not None:
-                        pending.append(bucket)
-
-        transformed = transform(traced, *args, **kwargs)
+        transformed = transform(_tracing(fn), *args, **kwargs)
 
         @functools.wraps(fn)
         def call(*a: Any, **k: Any) -> Any:
             __tracebackhide__ = True
-            outer = getattr(local, "pending", None)
+            outer = getattr(_calls, "pending", None)
             pending: list[weakref.WeakSet[Any]] = []
-            local.pending = pending
+            _calls.pending = pending
             try:
                 out = transformed(*a, **k)
             except Exception as exc:
@@ -144,7 +131,7 @@ def checked(transform: Callable[..., Any]) -> Callable[..., Any]:
                     raise
                 raise error from None
             finally:
-                local.pending = outer
+                _calls.pending = outer
             if not pending:
                 return out  # served from the cache: no Python of fn ran
             roots: list[tuple[str, Any]] = [("output", out), (_describe(fn), fn)]
@@ -162,6 +149,28 @@ def checked(transform: Callable[..., Any]) -> Callable[..., Any]:
         return call
 
     return apply
+
+
+# The calls of checked functions running in this thread, innermost last: a trace
+# reports to the innermost one. Module-level, so that the traced wrapper captures
+# nothing but `fn` (`lift.jit` then shares one program across closures).
+_calls = threading.local()
+
+
+def _tracing(fn: Callable[_P, _R]) -> Callable[_P, _R]:
+    """`fn`, noting each run (a trace) and what it lifts in the current call."""
+
+    @functools.wraps(fn)
+    def traced(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        pending: list[weakref.WeakSet[Any]] | None = getattr(_calls, "pending", None)
+        with recording() as bucket:
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                if pending is not None:
+                    pending.append(bucket)
+
+    return traced
 
 
 def _describe(fn: Any) -> str:

@@ -223,3 +223,27 @@ def test_checking_leaks_quiet_on_clean_code() -> None:
         out = jax.jit(lambda x: x * 2)(1.0)
         f = lift.lift(lambda y: y * out)
     np.testing.assert_allclose(f(2.0), 4.0)
+
+
+class Counter:
+    """Not a pytree: `lift` keeps it as it is, so counts reach the test."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+
+def test_checked_lift_jit_shares_one_program_across_closures(scans: list[int]) -> None:
+    traces = Counter()
+
+    def make(lr: float) -> Any:
+        def step(x: Any) -> Any:
+            traces.n += 1
+            return x * lr
+
+        return step
+
+    f = lift.checked(lift.jit)(make(0.1))
+    g = lift.checked(lift.jit)(make(0.2))
+    np.testing.assert_allclose(f(1.0), 0.1)
+    np.testing.assert_allclose(g(1.0), 0.2)
+    assert (traces.n, scans[0]) == (1, 1)
