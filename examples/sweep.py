@@ -1,0 +1,310 @@
+"""A learning-rate sweep of `optax.adam`, three ways.
+
+1. plain optax: the optimizer is a static argument of the jitted train step, so
+   every learning rate traces and compiles the step anew;
+2. lifted: `lift.lift(optax.adam(lr))` is an ordinary argument, so one compiled
+   step serves every rate;
+3. lifted + vmap: a batch of lifted optimizers trains every rate at once, in one
+   compiled program and one dispatch.
+
+The problem is a small synthetic regression (a two-layer MLP fitting a noisy
+teacher) generated here, so the script needs nothing but its dependencies.
+
+    python examples/sweep.py                 # 8 rates, 200 steps, out/sweep.png
+    python examples/sweep.py --rates 16 --steps 500 --out sweep.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from tqdm import tqdm
+
+import lift
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+
+# -- the problem ---------------------------------------------------------------------
+
+
+def make_data(n: int = 512, d: int = 8, seed: int = 0) -> tuple[jax.Array, jax.Array]:
+    """A noisy teacher MLP: inputs `x` of shape (n, d), targets `y` of shape (n,)."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, d)).astype(np.float32)
+    w1 = rng.normal(size=(d, 16)).astype(np.float32) / np.sqrt(d)
+    w2 = rng.normal(size=(16,)).astype(np.float32)
+    y = np.tanh(x @ w1) @ w2 + 0.1 * rng.normal(size=n).astype(np.float32)
+    return jnp.asarray(x), jnp.asarray(y.astype(np.float32))
+
+
+def init_params(d: int = 8, hidden: int = 32, seed: int = 1) -> dict[str, jax.Array]:
+    rng = np.random.default_rng(seed)
+    return {
+        "w1": jnp.asarray(rng.normal(size=(d, hidden)).astype(np.float32) / np.sqrt(d)),
+        "b1": jnp.zeros(hidden),
+        "w2": jnp.asarray(
+            rng.normal(size=(hidden,)).astype(np.float32) / np.sqrt(hidden)
+        ),
+        "b2": jnp.zeros(()),
+    }
+
+
+def loss_fn(params: dict[str, jax.Array], x: jax.Array, y: jax.Array) -> jax.Array:
+    h = jnp.tanh(x @ params["w1"] + params["b1"])
+    return jnp.mean((h @ params["w2"] + params["b2"] - y) ** 2)
+
+
+# -- counting ------------------------------------------------------------------------
+
+
+class Counts:
+    """Traces of the train step (a counter in the traced function) and XLA
+    compilations (JAX's own monitoring event), per way."""
+
+    def __init__(self) -> None:
+        self.traces = 0
+        self.compiles = 0
+        self._active = False
+        jax.monitoring.register_event_duration_secs_listener(self._on_event)
+
+    def _on_event(self, event: str, duration: float, **_: Any) -> None:
+        if self._active and event == BACKEND_COMPILE_EVENT:
+            self.compiles += 1
+
+    @contextmanager
+    def window(self) -> Iterator[None]:
+        self.traces = self.compiles = 0
+        self._active = True
+        try:
+            yield
+        finally:
+            self._active = False
+
+
+COUNTS = Counts()
+
+
+def train_step(opt: Any, params: Any, state: Any, x: jax.Array, y: jax.Array) -> Any:
+    COUNTS.traces += 1  # runs only while JAX traces
+    loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
+    updates, state = opt.update(grads, state, params)
+    return optax.apply_updates(params, updates), state, loss
+
+
+# -- the three ways --------------------------------------------------------------------
+
+
+def plain_optax(rates: np.ndarray, steps: int, data: Any, bar: tqdm) -> np.ndarray:
+    """The optimizer is static: each new `optax.adam(lr)` is a new static value."""
+    step = jax.jit(train_step, static_argnums=0)
+    curves = []
+    for lr in rates:
+        opt = optax.adam(float(lr))
+        params = init_params()
+        state = opt.init(params)
+        losses = []
+        for _ in range(steps):
+            params, state, loss = step(opt, params, state, *data)
+            losses.append(loss)
+        curves.append(losses)
+        bar.update()
+    return np.asarray(jax.device_get(curves))
+
+
+def lifted(rates: np.ndarray, steps: int, data: Any, bar: tqdm) -> np.ndarray:
+    """The optimizer is an argument: its learning rate is a leaf, not a constant."""
+    step = jax.jit(train_step)
+    curves = []
+    for lr in rates:
+        opt = lift.lift(optax.adam(float(lr)))
+        params = init_params()
+        state = opt.init(params)
+        losses = []
+        for _ in range(steps):
+            params, state, loss = step(opt, params, state, *data)
+            losses.append(loss)
+        curves.append(losses)
+        bar.update()
+    return np.asarray(jax.device_get(curves))
+
+
+def lifted_vmap(rates: np.ndarray, steps: int, data: Any, bar: tqdm) -> np.ndarray:
+    """A batch of lifted optimizers, trained together: one program, one dispatch."""
+
+    @jax.jit
+    def sweep(lrs: jax.Array, params: Any, x: jax.Array, y: jax.Array) -> jax.Array:
+        opts = jax.vmap(lambda lr: lift.lift(optax.adam(lr)))(lrs)
+
+        def train(opt: Any) -> jax.Array:
+            def body(carry: Any, _: None) -> tuple[Any, jax.Array]:
+                p, s = carry
+                p, s, loss = train_step(opt, p, s, x, y)
+                return (p, s), loss
+
+            _, losses = jax.lax.scan(
+                body, (params, opt.init(params)), None, length=steps
+            )
+            return losses
+
+        return jax.vmap(train)(opts)
+
+    curves = sweep(jax.device_put(rates.astype(np.float32)), init_params(), *data)
+    curves = np.asarray(jax.block_until_ready(curves))
+    bar.update(len(rates))
+    return curves
+
+
+WAYS: dict[str, Callable[[np.ndarray, int, Any, tqdm], np.ndarray]] = {
+    "plain optax": plain_optax,
+    "lift": lifted,
+    "lift + vmap": lifted_vmap,
+}
+
+
+# -- reporting ---------------------------------------------------------------------------
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    head = f"{'way':<13} {'traces':>6} {'compiles':>8} {'wall time (s)':>13} {'max rel. Δloss vs plain':>21}"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        lines.append(
+            f"{r['way']:<13} {r['traces']:>6} {r['compiles']:>8} {r['time']:>13.2f} "
+            f"{r['delta']:>21.1e}"
+        )
+    return "\n".join(lines)
+
+
+def plot(rates: np.ndarray, rows: list[dict[str, Any]], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2), width_ratios=(3, 2))
+    colors = plt.get_cmap("viridis")(np.linspace(0, 0.9, len(rates)))
+    by_way = {r["way"]: r for r in rows}
+    for i, lr in enumerate(rates):
+        ax1.plot(
+            by_way["lift + vmap"]["curves"][i], color=colors[i], label=f"lr={lr:.1e}"
+        )
+        ax1.plot(
+            by_way["plain optax"]["curves"][i],
+            color=colors[i],
+            ls=":",
+            lw=2.5,
+            alpha=0.6,
+        )
+    ax1.set_yscale("log")
+    ax1.set_xlabel("step")
+    ax1.set_ylabel("training loss")
+    ax1.set_title("Adam on a synthetic regression (solid: lift + vmap, dotted: plain)")
+    ax1.legend(fontsize=7, ncol=2)
+    names = [r["way"] for r in rows]
+    times = [r["time"] for r in rows]
+    bars = ax2.bar(names, times, color=["#999999", "#4c72b0", "#55a868"])
+    for bar, r in zip(bars, rows, strict=True):
+        ax2.annotate(
+            f"{r['time']:.2f} s\n{r['compiles']} compile{'s' if r['compiles'] != 1 else ''}",
+            (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+            ha="center",
+            va="bottom",
+            fontsize=8,
+        )
+    ax2.set_ylabel("wall time, compile included (s)")
+    ax2.set_title(f"{len(rates)} learning rates")
+    ax2.set_ylim(0, max(times) * 1.3)
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--rates", type=int, default=8, help="number of learning rates (default 8)"
+    )
+    parser.add_argument(
+        "--steps", type=int, default=200, help="Adam steps per rate (default 200)"
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=ROOT / "out" / "sweep.png",
+        help="PNG to write (default out/sweep.png)",
+    )
+    processes = HERE / "processes.py"
+    if processes.exists():
+        parser.add_argument(
+            "--processes",
+            action="store_true",
+            help="also run the sweep as separate processes with lift.jit (examples/processes.py)",
+        )
+    args = parser.parse_args(argv)
+
+    rates = np.geomspace(1e-3, 3e-1, args.rates)
+    data = make_data()
+    # Untimed: compile the few eager ops every way shares (data, parameter init).
+    jax.block_until_ready((init_params(), optax.adam(1e-3).init(init_params())))
+
+    print(
+        f"jax {jax.__version__}, optax {optax.__version__}, {os.cpu_count()} CPU cores: "
+        f"{args.rates} learning rates x {args.steps} Adam steps"
+    )
+    rows: list[dict[str, Any]] = []
+    with tqdm(
+        total=3 * args.rates, desc="sweeping", unit="run", file=sys.stderr
+    ) as bar:
+        for name, way in WAYS.items():
+            bar.set_postfix_str(name)
+            with COUNTS.window():
+                start = time.perf_counter()
+                curves = way(rates, args.steps, data, bar)
+                elapsed = time.perf_counter() - start
+            rows.append(
+                {
+                    "way": name,
+                    "traces": COUNTS.traces,
+                    "compiles": COUNTS.compiles,
+                    "time": elapsed,
+                    "curves": curves,
+                }
+            )
+    for r in rows:
+        plain = rows[0]["curves"]
+        r["delta"] = float(np.max(np.abs(r["curves"] - plain) / np.abs(plain)))
+    print(table(rows))
+    plot(rates, rows, args.out)
+    print(f"loss curves and times: {args.out}")
+    if getattr(args, "processes", False):
+        subprocess.run(
+            [
+                sys.executable,
+                str(processes),
+                "--rates",
+                str(args.rates),
+                "--steps",
+                str(args.steps),
+            ],
+            check=True,
+        )
+    return rows
+
+
+if __name__ == "__main__":
+    main()
