@@ -228,6 +228,8 @@ _LIBRARY_MODULES = frozenset(
 
 @functools.cache
 def is_user_file(filename: str) -> bool:
+    """Whether code from `filename` is the user's (not the stdlib, site-packages
+    or lift): only the user's functions have their globals and frames scanned."""
     if filename.startswith("<"):
         return True  # exec'd or interactive code is the user's
     return not os.path.abspath(filename).startswith(_LIBRARY_DIRS)
