@@ -9,8 +9,8 @@ and its leaves (dynamic captures) are parameters of it.
 
 Captures are read when the function is called, as Python reads them. Lifting on
 every call would cost tens of microseconds, so each `lift.jit` function keeps the
-cells and defaults of the graph it last lifted, with what they held, and lifts
-again only when one of them holds another object (`is`, not `==`).
+cells of the graph it last lifted, with what they held, and lifts again only when
+one of them holds another object (`is`, not `==`).
 """
 
 from __future__ import annotations
@@ -537,9 +537,11 @@ def _hashable(value: Any) -> bool:
 # -- the public wrapper ----------------------------------------------------------
 
 
-# Stands in for the cells of a function not lifted yet: never current.
-_STALE_CELLS: Final = (types.CellType(None),)
-_STALE_CONTENTS: Final = (_EMPTY,)
+# The fast path checks one cell (`_cell`), or several (`_cell is None`). These
+# stand in for it: a function not lifted yet (never current), and a graph
+# without cells (always current).
+_STALE_CELL: Final = types.CellType(None)  # checked against `_EMPTY`
+_NO_CELL: Final = types.CellType(_EMPTY)
 
 
 class JitFunction(Generic[_P, _R]):
@@ -551,7 +553,9 @@ class JitFunction(Generic[_P, _R]):
     __slots__ = (
         "__dict__",
         "__weakref__",
+        "_cell",
         "_cells",
+        "_content",
         "_contents",
         "_fn",
         "_jit",
@@ -581,10 +585,12 @@ class JitFunction(Generic[_P, _R]):
         self._jit = program.jitted
         self._lift_options = lift_options
         self._snapshot: _Snapshot | None = None
-        # The call's fast path reads these three: the cells to check, what they
-        # held, and the lifted function that goes with them.
-        self._cells: tuple[types.CellType, ...] = _STALE_CELLS
-        self._contents: tuple[Any, ...] = _STALE_CONTENTS
+        # The call's fast path reads these: the cell(s) to check, what they held,
+        # and the lifted function that goes with them.
+        self._cell: types.CellType | None = _STALE_CELL
+        self._content: Any = _EMPTY
+        self._cells: tuple[types.CellType, ...] = ()
+        self._contents: tuple[Any, ...] = ()
         self._lifted_now: Any = None
 
     @property
@@ -600,19 +606,24 @@ class JitFunction(Generic[_P, _R]):
         fn = self._fn
         lifted = lift(fn, **self._lift_options) if self._lift_options else lift(fn)
         snapshot = _Snapshot(lifted, fn)
+        self._cell, self._content = _STALE_CELL, _EMPTY
+        self._cells, self._contents, self._lifted_now = (), (), None
         if _holds_tracer(lifted):
             # A captured tracer lives as long as its trace: keeping it here would
             # leak it, so such a function is lifted afresh on each call.
             self._snapshot = None
-            self._cells, self._contents = _STALE_CELLS, _STALE_CONTENTS
+            return lifted
+        self._snapshot = snapshot
+        cells, contents = snapshot.cells, snapshot.contents
+        if any(c is _EMPTY for c in contents):
+            return lifted  # reading an empty cell raises: `_Snapshot.current` copes
+        self._lifted_now = lifted
+        if len(cells) > 1:
+            self._cells, self._contents, self._cell = cells, contents, None
+        elif cells:
+            self._cell, self._content = cells[0], contents[0]
         else:
-            self._snapshot = snapshot
-            if _EMPTY in snapshot.contents:
-                # Reading an empty cell raises: leave it to `_Snapshot.current`.
-                self._cells, self._contents = _STALE_CELLS, _STALE_CONTENTS
-            else:
-                self._lifted_now = lifted
-                self._cells, self._contents = snapshot.cells, snapshot.contents
+            self._cell, self._content = _NO_CELL, _EMPTY
         return lifted
 
     def _jitted(self, nargs: int) -> Any:
@@ -620,8 +631,12 @@ class JitFunction(Generic[_P, _R]):
         return jitted if jitted is not None else self._program.for_nargs(nargs)
 
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        cell = self._cell
         try:
-            current = all(map(_is, map(_contents, self._cells), self._contents))
+            if cell is not None:
+                current = cell.cell_contents is self._content
+            else:
+                current = all(map(_is, map(_contents, self._cells), self._contents))
         except ValueError:  # a cell emptied by `del`
             current = False
         lifted = self._lifted_now if current else self._lifted()

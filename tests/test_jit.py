@@ -567,3 +567,25 @@ def test_captured_jit_function_is_a_pytree() -> None:
     assert rebuilt.__name__ == "outer"
     assert float(rebuilt(jnp.asarray(1.0))) == 2.0
     assert float(jax.jit(lambda f, x: f(x))(outer, jnp.asarray(1.0))) == 1.5
+
+
+def test_numpy_capture_and_no_capture() -> None:
+    counter = Counter()
+    w = np.arange(3.0)
+
+    @lift.jit
+    def f(x):
+        counter()
+        return x * w
+
+    @lift.jit
+    def g(x):
+        counter()
+        return x + 1
+
+    np.testing.assert_allclose(f(2.0), [0.0, 2.0, 4.0])
+    np.testing.assert_allclose(f(2.0), [0.0, 2.0, 4.0])
+    w = np.ones(3)
+    np.testing.assert_allclose(f(2.0), [2.0, 2.0, 2.0])
+    assert [float(g(1.0)), float(g(2.0))] == [2.0, 3.0]
+    assert counter.traces == 2
