@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import sys
 import threading
 import types
 import weakref
@@ -42,6 +43,16 @@ def _frame_roots(tb: types.TracebackType | None) -> Iterator[tuple[str, Any]]:
                 yield name, glob[name]
 
 
+def _user_modules() -> list[tuple[str, Any]]:
+    """The imported modules whose source is the user's (not a library's)."""
+    out: list[tuple[str, Any]] = []
+    for name, module in list(sys.modules.items()):
+        filename = getattr(module, "__file__", None)
+        if isinstance(filename, str) and is_user_file(filename):
+            out.append((name, module))
+    return out
+
+
 def _lifted_roots(
     bucket: Iterator[Any] | weakref.WeakSet[Any],
 ) -> list[tuple[str, Any]]:
@@ -55,6 +66,9 @@ def _translate(exc: BaseException, extra: list[tuple[str, Any]]) -> LeakError | 
     if jax_tracers is None and not isinstance(exc, IndexError):
         return None
     leaks: list[Leak] = scan([*_frame_roots(exc.__traceback__), *extra])
+    if not leaks:
+        # Held somewhere no failing frame names: the user's modules' globals.
+        leaks = scan(_user_modules())
     if leaks:
         return LeakError(format_leaks(leaks))
     if is_report or jax_tracers:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -247,3 +248,20 @@ def test_checked_lift_jit_shares_one_program_across_closures(scans: list[int]) -
     np.testing.assert_allclose(f(1.0), 0.1)
     np.testing.assert_allclose(g(1.0), 0.2)
     assert (traces.n, scans[0]) == (1, 1)
+
+
+def test_checking_leaks_finds_globals_of_modules_off_the_stack(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "leaky_helpers.py").write_text(
+        "CACHE = []\n\ndef step(x):\n    CACHE.append(x)\n    return x\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import leaky_helpers  # pyright: ignore[reportMissingImports]
+
+    with (
+        pytest.raises(lift.LeakError, match=r"leaky_helpers\.CACHE\[0\]: float32\[\]"),
+        lift.checking_leaks(),
+    ):
+        jax.jit(leaky_helpers.step)(1.0)
+    monkeypatch.delitem(sys.modules, "leaky_helpers")
