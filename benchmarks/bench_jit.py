@@ -96,7 +96,7 @@ def _params() -> dict[str, jax.Array]:
     return {"w1": jnp.ones((16, 32)), "b1": jnp.zeros(32), "w2": jnp.ones((32, 4))}
 
 
-def bench_optax(repeats: int = 101, number: int = 100) -> list[dict[str, Any]]:
+def bench_optax(repeats: int = 151, number: int = 30) -> list[dict[str, Any]]:
     def make_optimizer(lr: float) -> optax.GradientTransformation:
         return optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(lr))
 
@@ -125,9 +125,17 @@ def bench_optax(repeats: int = 101, number: int = 100) -> list[dict[str, Any]]:
         {
             "lift": lambda: step(params, state, grads),
             "explicit": lambda: explicit(opt, params, state, grads),
-            "recreated": lambda: make_step(1e-3)(params, state, grads),
         },
         repeats,
+        number,
+    )
+    # Apart: the garbage these make would be collected during the others' turns.
+    t |= _medians(
+        {
+            "recreated": lambda: make_step(1e-3)(params, state, grads),
+            "build": lambda: make_optimizer(1e-3),
+        },
+        repeats // 3,
         number // 10,
     )
     return [
@@ -149,10 +157,16 @@ def bench_optax(repeats: int = 101, number: int = 100) -> list[dict[str, Any]]:
             "ratio": f"{t['recreated'] / t['explicit']:.2f}x",
             "note": "builds the optax chain and lifts it each call; no retrace",
         },
+        {
+            "benchmark": "of which building the optax chain alone",
+            "median": _us(t["build"]),
+            "ratio": "",
+            "note": "optax's own cost, not lift's",
+        },
     ]
 
 
-def bench_recreated(repeats: int = 5, number: int = 20) -> list[dict[str, Any]]:
+def bench_recreated(repeats: int = 101, number: int = 20) -> list[dict[str, Any]]:
     def make_lift(lr: Any) -> Any:
         @lift.jit
         def step(w: Any, g: Any) -> Any:
@@ -168,25 +182,26 @@ def bench_recreated(repeats: int = 5, number: int = 20) -> list[dict[str, Any]]:
         return step
 
     w, g = jnp.ones(8), jnp.ones(8)
+    cached = make_lift(0.1)
     t = _medians(
-        {
-            "lift": lambda: make_lift(0.1)(w, g),
-            "jax": lambda: make_jax(0.1)(w, g),
-        },
+        {"lift": lambda: make_lift(0.1)(w, g), "cached": lambda: cached(w, g)},
         repeats,
         number,
     )
+    # Each call compiles: a few suffice.
+    t_jax = _medians({"jax": lambda: make_jax(0.1)(w, g)}, 5, 2)["jax"]
     return [
         {
             "benchmark": "make_step(lr)(w, g), closure made anew: lift.jit",
             "median": _us(t["lift"]),
-            "ratio": f"{t['lift'] / t['jax']:.3f}x",
-            "note": "ratio to jax.jit; one trace in all",
+            "ratio": f"{t['lift'] / t['cached']:.1f}x",
+            "note": f"ratio to its cached call; one trace in all; {t_jax / t['lift']:.0f}x "
+            "faster than jax.jit",
         },
         {
             "benchmark": "same with jax.jit",
-            "median": _us(t["jax"]),
-            "ratio": "1.00x",
+            "median": _us(t_jax),
+            "ratio": "",
             "note": "traces and compiles again on every call",
         },
     ]
