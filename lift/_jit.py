@@ -21,7 +21,7 @@ import re
 import threading
 import types
 from collections.abc import Callable, Iterable
-from typing import Any, Final, Generic, Self, TypeVar, cast, overload
+from typing import Any, Final, Generic, Self, TypeAlias, TypeVar, cast, overload
 
 import jax
 from jax.stages import Lowered, Traced
@@ -494,12 +494,19 @@ def _explain_call_error(
         name = re.split(r"[\[.]", path, maxsplit=1)[0]
         if name.startswith("__lifted__"):
             return None
+        fix = (
+            f"mark it static, `lift.jit({_fn_name(fn)}, static_argnames=({name!r},))`, "
+            "or pass an array."
+        )
+        if name == "self":
+            fix = (
+                "make the class a pytree (an equinox.Module, or a dataclass under "
+                "`jax.tree_util.register_dataclass`), or " + fix
+            )
         return LiftError(
             f"{describe(fn)} was called with a {match['type']} for its parameter "
             f"{name!r} (at {path}), which is not an array: lift.jit passes "
-            "arguments to the compiled program as jax.jit does.\nFix: mark it "
-            f"static, `lift.jit({_fn_name(fn)}, static_argnames=({name!r},))`, or "
-            "pass an array."
+            f"arguments to the compiled program as jax.jit does.\nFix: {fix}"
         )
     if message.startswith("Non-hashable static arguments"):
         bad = [
@@ -537,11 +544,15 @@ def _hashable(value: Any) -> bool:
 # -- the public wrapper ----------------------------------------------------------
 
 
-# The fast path checks one cell (`_cell`), or several (`_cell is None`). These
-# stand in for it: a function not lifted yet (never current), and a graph
-# without cells (always current).
+# The fast path checks one cell, or several when that one is `None`. These stand
+# in for it: a function not lifted yet (never current), and a graph without
+# cells (always current).
 _STALE_CELL: Final = types.CellType(None)  # checked against `_EMPTY`
 _NO_CELL: Final = types.CellType(_EMPTY)
+_Fast: TypeAlias = tuple[
+    types.CellType | None, Any, tuple[types.CellType, ...], tuple[Any, ...], Any
+]
+_STALE: Final[_Fast] = (_STALE_CELL, _EMPTY, (), (), None)
 
 
 class JitFunction(Generic[_P, _R]):
@@ -553,14 +564,10 @@ class JitFunction(Generic[_P, _R]):
     __slots__ = (
         "__dict__",
         "__weakref__",
-        "_cell",
-        "_cells",
-        "_content",
-        "_contents",
+        "_fast",
         "_fn",
         "_jit",
         "_lift_options",
-        "_lifted_now",
         "_program",
         "_snapshot",
     )
@@ -585,13 +592,10 @@ class JitFunction(Generic[_P, _R]):
         self._jit = program.jitted
         self._lift_options = lift_options
         self._snapshot: _Snapshot | None = None
-        # The call's fast path reads these: the cell(s) to check, what they held,
-        # and the lifted function that goes with them.
-        self._cell: types.CellType | None = _STALE_CELL
-        self._content: Any = _EMPTY
-        self._cells: tuple[types.CellType, ...] = ()
-        self._contents: tuple[Any, ...] = ()
-        self._lifted_now: Any = None
+        # What the call's fast path reads, in one attribute so that another thread
+        # never sees half an update: one cell and what it held (or `None` and the
+        # cells and what they held), and the lifted function that goes with them.
+        self._fast: _Fast = _STALE
 
     @property
     def __wrapped__(self) -> Callable[_P, _R]:
@@ -606,8 +610,7 @@ class JitFunction(Generic[_P, _R]):
         fn = self._fn
         lifted = lift(fn, **self._lift_options) if self._lift_options else lift(fn)
         snapshot = _Snapshot(lifted, fn)
-        self._cell, self._content = _STALE_CELL, _EMPTY
-        self._cells, self._contents, self._lifted_now = (), (), None
+        self._fast = _STALE
         if _holds_tracer(lifted):
             # A captured tracer lives as long as its trace: keeping it here would
             # leak it, so such a function is lifted afresh on each call.
@@ -617,13 +620,12 @@ class JitFunction(Generic[_P, _R]):
         cells, contents = snapshot.cells, snapshot.contents
         if any(c is _EMPTY for c in contents):
             return lifted  # reading an empty cell raises: `_Snapshot.current` copes
-        self._lifted_now = lifted
         if len(cells) > 1:
-            self._cells, self._contents, self._cell = cells, contents, None
+            self._fast = (None, None, cells, contents, lifted)
         elif cells:
-            self._cell, self._content = cells[0], contents[0]
+            self._fast = (cells[0], contents[0], (), (), lifted)
         else:
-            self._cell, self._content = _NO_CELL, _EMPTY
+            self._fast = (_NO_CELL, _EMPTY, (), (), lifted)
         return lifted
 
     def _jitted(self, nargs: int) -> Any:
@@ -631,15 +633,16 @@ class JitFunction(Generic[_P, _R]):
         return jitted if jitted is not None else self._program.for_nargs(nargs)
 
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        cell = self._cell
+        cell, content, cells, contents, lifted = self._fast
         try:
             if cell is not None:
-                current = cell.cell_contents is self._content
+                current = cell.cell_contents is content
             else:
-                current = all(map(_is, map(_contents, self._cells), self._contents))
+                current = all(map(_is, map(_contents, cells), contents))
         except ValueError:  # a cell emptied by `del`
             current = False
-        lifted = self._lifted_now if current else self._lifted()
+        if not current:
+            lifted = self._lifted()
         jitted = self._jit
         if jitted is None:
             jitted = self._program.for_nargs(len(args))

@@ -589,3 +589,17 @@ def test_numpy_capture_and_no_capture() -> None:
     np.testing.assert_allclose(f(2.0), [2.0, 2.0, 2.0])
     assert [float(g(1.0)), float(g(2.0))] == [2.0, 3.0]
     assert counter.traces == 2
+
+
+def test_error_method_of_a_class_that_is_not_a_pytree() -> None:
+    class Plain:
+        @lift.jit
+        def apply(self, x):
+            return x
+
+    with pytest.raises(
+        lift.LiftError,
+        match=r"(?s)called with a .*Plain for its parameter 'self'.*Fix: make the "
+        r"class a pytree",
+    ):
+        Plain().apply(jnp.ones(2))
