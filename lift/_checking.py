@@ -9,7 +9,7 @@ import types
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar, cast
 
 import jax
 
@@ -22,6 +22,7 @@ __all__ = ["checked", "checking_leaks"]
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
+_T = TypeVar("_T", bound=Callable[..., Any])
 
 
 def _frame_roots(tb: types.TracebackType | None) -> Iterator[tuple[str, Any]]:
@@ -83,7 +84,7 @@ def _translate(exc: BaseException, extra: list[tuple[str, Any]]) -> LeakError | 
     return None  # a genuine IndexError of the user's own
 
 
-def checked(transform: Callable[..., Any]) -> Callable[..., Any]:
+def checked(transform: _T) -> _T:
     """Wrap a JAX transform so that each call that traces checks for leaks.
 
     `lift.checked(jax.jit)(f)` behaves as `jax.jit(f)`. When a call runs the
@@ -101,7 +102,7 @@ def checked(transform: Callable[..., Any]) -> Callable[..., Any]:
 
     **Returns:**
 
-    The transform, checked.
+    The transform, checked (typed as the transform itself).
 
     ```python
     import jax
@@ -162,7 +163,7 @@ def checked(transform: Callable[..., Any]) -> Callable[..., Any]:
                 setattr(call, name, method)
         return call
 
-    return apply
+    return cast(_T, apply)
 
 
 # The calls of checked functions running in this thread, innermost last: a trace
