@@ -272,8 +272,7 @@ def _trampoline(fn: Any, signature: inspect.Signature) -> Callable[..., Any]:
                 )
                 for p in params
             ),
-        ],
-        __validate_parameters__=False,
+        ]
     )
     return trampoline
 
