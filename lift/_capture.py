@@ -16,10 +16,11 @@ from collections.abc import Callable, Iterable
 from typing import Any, Final
 
 import jax
-import jax.tree_util as jtu
 import numpy as np
 
+from . import _trees as jtu
 from ._code import code_info
+from ._compat import Tracer
 from ._errors import LiftError, describe
 from ._replay import replay
 from ._skeleton import (
@@ -40,8 +41,8 @@ from ._skeleton import (
 
 __all__ = ["capture", "default_dynamic", "is_function_like"]
 
-_Tracer: Final = jax.core.Tracer
-_ArrayImpl: Final = type(jax.numpy.zeros(()))
+_Tracer: Final = Tracer
+_ArrayImpl: Final[type[Any]] = type(jax.device_put(np.zeros(())))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType, reportUnknownVariableType]
 
 # Leaves decided by type alone (the fast path of a sweep re-lifting optimizers).
 _STATIC_ATOMS: Final = frozenset(
@@ -116,10 +117,10 @@ def _hidden_tracer(obj: Any) -> str | None:
                         except AttributeError:
                             pass
             children = ((v, f"{path}.{k}") for k, v in attrs.items())
-        for child, child_path in children:
-            if id(child) not in seen:
-                seen.add(id(child))
-                queue.append((child, child_path))
+        for child, child_path in children:  # pyright: ignore[reportUnknownVariableType]
+            if id(child) not in seen:  # pyright: ignore[reportUnknownArgumentType]
+                seen.add(id(child))  # pyright: ignore[reportUnknownArgumentType]
+                queue.append((child, child_path))  # pyright: ignore[reportUnknownArgumentType]
     return None
 
 
@@ -157,7 +158,7 @@ class _Walk:
         queue = self.queue
         while queue:
             index, obj = queue.popleft()
-            t = type(obj)
+            t: type[Any] = type(obj)  # pyright: ignore[reportUnknownVariableType]
             if t is types.FunctionType:
                 self.nodes[index] = self.function(index, obj)
             elif t is types.MethodType:
@@ -188,7 +189,7 @@ class _Walk:
                 self.parents,
                 len(self.leaves),
                 frozenset(self.float_leaves),
-                tuple(type(leaf) for leaf in self.leaves),
+                tuple[type[Any], ...](type(leaf) for leaf in self.leaves),  # pyright: ignore[reportUnknownArgumentType]
             ),
             self.leaves,
         )
@@ -288,7 +289,7 @@ class _Walk:
         info_branched: frozenset[str] = frozenset(),
     ) -> Template:
         forced = name is not None and name in self.static
-        t = type(value)
+        t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
         if t in _STATIC_ATOMS and self.dynamic is None:
             return Template(None, (Static(value),), owner, label)
         if forced or t not in _DYNAMIC_ATOMS or self.dynamic is not None:
@@ -336,7 +337,7 @@ class _Walk:
         new_nodes: list[tuple[int, int]],
         pos: int,
     ) -> Slot:
-        t = type(leaf)
+        t: type[Any] = type(leaf)  # pyright: ignore[reportUnknownVariableType]
         if t in _STATIC_ATOMS and (forced or self.dynamic is None):
             return Static(leaf)
         if not forced and is_function_like(leaf):
@@ -461,6 +462,8 @@ def capture(
         if leaves is not None:
             return previous, leaves
     skeleton, leaves = _Walk(obj, static, dynamic).run()
+    if previous is not None and skeleton == previous:
+        return previous, leaves  # share it, and count towards compiling its replay
     if key[0] is not None:
         with _lock:
             _recent_skeletons[key] = skeleton

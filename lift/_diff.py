@@ -1,12 +1,13 @@
+# pyright: reportPrivateUsage=false
 """`lift.diff`: why two lifted objects would compile separately."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import jax
-import jax.tree_util as jtu
 
+from . import _trees as jtu
 from ._lifted import Lifted, is_lifted
 from ._skeleton import (
     CellNode,
@@ -61,7 +62,7 @@ def diff(a: Any, b: Any) -> str | None:
     ]
     for path, x, y in zip(paths, la, lb, strict=True):
         if isinstance(x, Lifted) and isinstance(y, Lifted):
-            _diff_lifted(path, x, y, lines)
+            _diff_lifted(path, cast(Any, x), cast(Any, y), lines)
         elif _aval(x) != _aval(y):
             lines.append(f"{path}: {_aval(x)} != {_aval(y)}")
     return "\n".join(lines) if lines else None
@@ -186,12 +187,16 @@ def _diff_template(
                 f"{sub}: static value {u.value!r:.80} != {v.value!r:.80}{why} (in {owner})"
             )
         elif isinstance(u, Static) or isinstance(v, Static):
-            kind = lambda s: "static" if isinstance(s, Static) else "dynamic"
+            kind = _kind
             lines.append(
                 f"{sub}: {kind(u)} in one, {kind(v)} in the other (in {owner})"
             )
         else:
             lines.append(f"{sub}: refers to a different part of the graph (in {owner})")
+
+
+def _kind(slot: object) -> str:
+    return "static" if isinstance(slot, Static) else "dynamic"
 
 
 def _label(t: Template) -> str:

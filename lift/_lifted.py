@@ -1,3 +1,4 @@
+# pyright: reportPrivateUsage=false
 """`Lifted`: a Python function as a JAX pytree, and `lift`, which makes them."""
 
 from __future__ import annotations
@@ -9,11 +10,11 @@ from collections.abc import Callable, Iterable
 from typing import Any, Final, Generic, Self, TypeVar, cast, overload
 
 import jax
-import jax.tree_util as jtu
 from typing_extensions import ParamSpec
 
-from . import _registry
+from . import _registry, _trees as jtu
 from ._capture import capture, is_function_like
+from ._compat import Tracer
 from ._errors import LiftError, describe
 from ._skeleton import (
     CellNode,
@@ -34,7 +35,7 @@ _P = ParamSpec("_P")
 _R = TypeVar("_R", covariant=True)
 _T = TypeVar("_T")
 
-_Tracer: Final = jax.core.Tracer
+_Tracer: Final = Tracer
 
 
 # -- Python scalars as weakly typed arrays ---------------------------------------
@@ -50,13 +51,13 @@ def _as_array(x: Any) -> Any:
     keeps a cached call as cheap as one taking arrays. The cache is keyed by type
     and value (so `1.0` and `True` never mix) and bounded.
     """
-    key = (type(x), x)
+    key: tuple[type[Any], Any] = (type(x), x)  # pyright: ignore[reportUnknownVariableType]
     hit = _scalar_arrays.get(key)
     if hit is not None and x != 0:  # `0.0 == -0.0`: never serve one for the other
         return hit
     # Concrete even when a trace is active: these arrays outlive any trace.
     with jax.ensure_compile_time_eval():
-        arr = jax.device_put(x)
+        arr: jax.Array = jax.device_put(x)  # pyright: ignore[reportUnknownMemberType]
     if len(_scalar_arrays) >= _SCALAR_CACHE_SIZE:
         _scalar_arrays.clear()
     _scalar_arrays[key] = arr
@@ -632,7 +633,8 @@ def lift(
     if isinstance(obj, Lifted):
         if not options:
             return cast(Any, obj)
-        return type(obj)(cast(Any, obj), static=static, dynamic=dynamic)
+        cls = cast("type[Lifted[Any, Any]]", type(obj))  # pyright: ignore[reportUnknownArgumentType]
+        return cls(cast(Any, obj), static=static, dynamic=dynamic)
     if is_function_like(obj):
         return Lifted(obj, static=static, dynamic=dynamic)
     try:
@@ -646,20 +648,26 @@ def lift(
         ) from None
     if jtu.treedef_is_leaf(treedef) and treedef.num_leaves == 1:
         raise _reject(obj, Lifted)
-    return treedef.unflatten(
-        [
-            type(leaf)(leaf, static=static, dynamic=dynamic)
-            if isinstance(leaf, Lifted) and options
-            else Lifted(leaf, static=static, dynamic=dynamic)
-            if is_function_like(leaf)
-            else leaf
-            for leaf in leaves
-        ]
-    )
+    out: list[Any] = []
+    for leaf in leaves:
+        new: Any = leaf
+        if isinstance(leaf, Lifted) and options:
+            cls = cast("type[Lifted[Any, Any]]", type(leaf))  # pyright: ignore[reportUnknownArgumentType]
+            new = cls(cast(Any, leaf), static=static, dynamic=dynamic)
+        elif is_function_like(leaf):
+            new = Lifted(
+                cast("Callable[..., Any]", leaf), static=static, dynamic=dynamic
+            )
+        out.append(new)
+    return jtu.unflatten(treedef, out)
 
 
 def _is_liftable(x: Any) -> bool:
     return is_function_like(x) or isinstance(x, Lifted)
+
+
+def _unlift_one(x: Any) -> Any:
+    return build(x._skeleton, x._leaves) if isinstance(x, Lifted) else x
 
 
 def is_lifted(x: Any) -> bool:
@@ -696,7 +704,7 @@ def unlift(x: Any) -> Any:
     if isinstance(x, Lifted):
         return build(x._skeleton, x._leaves)
     return jtu.tree_map(
-        lambda y: build(y._skeleton, y._leaves) if isinstance(y, Lifted) else y,
+        _unlift_one,
         x,
         is_leaf=is_lifted,
     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Generator
 from contextlib import contextmanager
 from typing import Any
 
@@ -28,7 +28,7 @@ def record(obj: Any) -> None:
 
 
 @contextmanager
-def recording() -> Iterator[weakref.WeakSet[Any]]:
+def recording() -> Generator[weakref.WeakSet[Any]]:
     """Collect, weakly, every object passed to `record` while the block runs."""
     bucket: weakref.WeakSet[Any] = weakref.WeakSet()
     with _lock:

@@ -16,10 +16,9 @@ from __future__ import annotations
 import itertools
 import types
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Final, cast
 
-import jax.tree_util as jtu
-
+from . import _trees as jtu
 from ._skeleton import (
     CellNode,
     FunctionNode,
@@ -154,7 +153,7 @@ class _Writer:
                 self.emit("except ValueError:")
                 self.emit("pass", 2)
             else:
-                self.template(template, f"o{c}.cell_contents")
+                self.template(cast(Template, template), f"o{c}.cell_contents")
         if node.defaults is None:
             self.fail_unless(f"{o}.__defaults__ is None")
         else:

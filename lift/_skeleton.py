@@ -16,10 +16,9 @@ from __future__ import annotations
 import functools
 import types
 from collections.abc import Callable, Sequence
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, TypeAlias, cast
 
-import jax.tree_util as jtu
-
+from . import _trees as jtu
 from ._code import CodeInfo
 
 __all__ = [
@@ -44,7 +43,7 @@ _partial_is_leaf: dict[type, bool] = {functools.partial: True}
 
 def is_function_like(x: Any) -> bool:
     """A function, bound method, or `functools.partial` that is not a pytree."""
-    t = type(x)
+    t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
     if t is types.FunctionType or t is types.MethodType:
         return True
     if isinstance(x, functools.partial):
@@ -88,7 +87,7 @@ def is_cyclic(value: Any) -> bool:
         children = x.values() if isinstance(x, dict) else x  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
         for child in children:  # pyright: ignore[reportUnknownVariableType]
             if isinstance(child, (list, tuple, dict)):
-                stack.append((child, depth + 1))
+                stack.append((cast(Any, child), depth + 1))
     return False
 
 
@@ -118,7 +117,8 @@ class Static:
 
     def __init__(self, value: Any) -> None:
         self.value = value
-        key: object = (type(value), value)
+        t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
+        key: tuple[type[Any], Any] | int = (t, value)
         try:
             h = hash(key)
         except TypeError:
@@ -162,7 +162,7 @@ class Template:
 
     def __init__(
         self,
-        treedef: jtu.PyTreeDef | None,
+        treedef: jtu.TreeDef | None,
         slots: tuple[Slot, ...],
         owner: int,
         label: tuple[str, str | int | None],
@@ -180,12 +180,12 @@ class Template:
         return name if kind == "captures" and isinstance(name, str) else None
 
     def materialize(self, leaves: Sequence[Any], objs: Sequence[Any]) -> Any:
-        values = [
+        values: list[Any] = [
             leaves[s]
-            if type(s) is int
+            if isinstance(s, int)
             else objs[s.index]
-            if type(s) is Ref
-            else s.value  # type: ignore[union-attr]
+            if isinstance(s, Ref)
+            else s.value
             for s in self.slots
         ]
         if self.treedef is None:
@@ -469,12 +469,14 @@ def _slot_entries(template: Template, pos: int) -> tuple[Any, ...]:
 
 
 @functools.lru_cache(maxsize=4096)
-def _treedef_paths(treedef: jtu.PyTreeDef) -> tuple[tuple[Any, ...], ...]:
+def _treedef_paths(treedef: jtu.TreeDef) -> tuple[tuple[Any, ...], ...]:
     dummy = treedef.unflatten([_Marker()] * treedef.num_leaves)
-    pairs, _ = jtu.tree_flatten_with_path(
-        dummy, is_leaf=lambda x: isinstance(x, _Marker)
-    )
+    pairs, _ = jtu.tree_flatten_with_path(dummy, is_leaf=_is_marker)
     return tuple(tuple(p) for p, _ in pairs)
+
+
+def _is_marker(x: object) -> bool:
+    return isinstance(x, _Marker)
 
 
 class _Marker:

@@ -13,9 +13,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import TraceCounter
 
 import lift
-from helpers import TraceCounter
 
 
 def leaf_paths(x: object) -> dict[str, object]:
@@ -51,7 +51,7 @@ def test_lift_of_lifted_is_itself() -> None:
 
 def test_lifted_constructor_is_lift() -> None:
     w = jnp.ones(2)
-    fn = lambda x: w * x  # noqa: E731
+    fn = lambda x: w * x
     assert jax.tree_util.tree_structure(
         lift.Lifted(fn)
     ) == jax.tree_util.tree_structure(lift.lift(fn))
@@ -356,10 +356,10 @@ def test_cyclic_container_is_lift_error() -> None:
     loop.append(loop)
     with pytest.raises(
         lift.LiftError,
-        match="(?s)captures variable 'loop', a container that contains itself",
+        match=r"(?s)captures variable 'loop', a container that contains itself",
     ):
         lift.lift(lambda: loop)
-    with pytest.raises(lift.LiftError, match="(?s)contains itself or nests"):
+    with pytest.raises(lift.LiftError, match=r"(?s)contains itself or nests"):
         lift.lift({"a": loop})
 
 
@@ -651,7 +651,7 @@ def test_subclass_is_pytree_and_survives_transforms() -> None:
 
 def test_subclass_and_base_differ_in_treedef() -> None:
     w = jnp.asarray(2.0)
-    fn = lambda x: w * x  # noqa: E731
+    fn = lambda x: w * x
     assert jax.tree_util.tree_structure(Model(fn)) != jax.tree_util.tree_structure(
         lift.lift(fn)
     )

@@ -24,24 +24,31 @@ def skeleton(x: lift.Lifted) -> object:
 
 
 def test_same_shape_shares_the_skeleton_object() -> None:
-    a = lift.lift(make(0.1, 2, jnp.ones(2)))
-    b = lift.lift(make(0.3, 2, jnp.zeros(2)))
-    assert skeleton(a) is skeleton(b)
-    assert jnp.allclose(b(1.0), 0.3 * 2 + 0.0)
+    # The replay is compiled from the third closure of a shape on (a sweep).
+    a, b, c, d = (
+        lift.lift(make(lr, 2, jnp.full(2, lr))) for lr in (0.1, 0.2, 0.3, 0.4)
+    )
+    assert jax.tree_util.tree_structure(a) == jax.tree_util.tree_structure(b)
+    assert skeleton(c) is skeleton(a) and skeleton(d) is skeleton(a)
+    assert jnp.allclose(d(1.0), 0.4 * 2 + 0.4 * 0.4)
 
 
 @pytest.mark.parametrize(
-    "other",
+    ("other", "same_treedef"),
     [
-        lambda: make(0.1, 3, jnp.ones(2)),  # a static value differs
-        lambda: make(jnp.asarray(0.1), 2, jnp.ones(2)),  # a leaf's type differs
-        lambda: make(0.1, 2.0, jnp.ones(2)),  # int becomes float: now dynamic
+        (lambda: make(0.1, 3, jnp.ones(2)), False),  # a static value differs
+        (lambda: make(0.1, 2.0, jnp.ones(2)), False),  # int becomes float: now dynamic
+        (lambda: make(jnp.asarray(0.1), 2, jnp.ones(2)), True),  # a leaf's type differs
     ],
 )
-def test_any_difference_takes_the_full_walk(other) -> None:
+def test_any_difference_takes_the_full_walk(other, same_treedef: bool) -> None:
+    for lr in (0.1, 0.2, 0.3):  # a compiled replay exists for this shape
+        lift.lift(make(lr, 2, jnp.ones(2)))
     a = lift.lift(make(0.1, 2, jnp.ones(2)))
     b = lift.lift(other())
-    assert skeleton(a) is not skeleton(b)
+    assert (
+        jax.tree_util.tree_structure(a) == jax.tree_util.tree_structure(b)
+    ) is same_treedef
     assert jnp.allclose(b(1.0), other()(1.0))
 
 
@@ -71,7 +78,7 @@ def test_cyclic_value_in_a_replayed_position() -> None:
     loop.append(loop)
     with pytest.raises(
         lift.LiftError,
-        match="(?s)captures variable 'items', a container that contains itself",
+        match=r"(?s)captures variable 'items', a container that contains itself",
     ):
         lift.lift(make3(loop))
 

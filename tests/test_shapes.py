@@ -14,9 +14,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import TraceCounter
 
 import lift
-from helpers import TraceCounter
 
 
 def closure(w: jax.Array) -> Callable[..., Any]:
