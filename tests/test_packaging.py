@@ -22,14 +22,14 @@ import lift
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNTIME_DEPENDENCIES = {"jax", "jaxlib", "wrapt", "typing-extensions"}
+PIP = (sys.executable, "-m", "pip", "--disable-pip-version-check", "-q")
 
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "-q"]
-        + ["--disable-pip-version-check", "-w", str(out)],
+        [*PIP, "wheel", str(ROOT), "--no-deps", "-w", str(out)],
         check=True,
         capture_output=True,
     )
@@ -90,8 +90,7 @@ def _first_example() -> str:
 def test_installed_wheel_runs_the_readme_example(wheel: Path, tmp_path: Path):
     target = tmp_path / "site"
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--no-deps", "-q"]
-        + ["--disable-pip-version-check", "--target", str(target), str(wheel)],
+        [*PIP, "install", "--no-deps", "--target", str(target), str(wheel)],
         check=True,
         capture_output=True,
     )
