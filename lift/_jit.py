@@ -24,10 +24,10 @@ from collections.abc import Callable, Iterable
 from typing import Any, Final, Generic, Self, TypeAlias, TypeVar, cast, overload
 
 import jax
+from jax.core import Tracer
 from jax.stages import Lowered, Traced
 from typing_extensions import ParamSpec
 
-from ._compat import is_tracer
 from ._errors import LiftError, describe
 from ._lifted import Lifted, lift
 from ._skeleton import (
@@ -156,6 +156,8 @@ def _freeze(value: Any) -> Any:
 
 def _options_key(jit_kwargs: dict[str, Any]) -> Any:
     """A hashable form of the `jax.jit` options, or `None` when they are not."""
+    if not jit_kwargs:
+        return ()
     key = tuple(sorted((k, _freeze(v)) for k, v in jit_kwargs.items()))
     try:
         hash(key)
@@ -469,7 +471,7 @@ def _holds_tracer(lifted: Any) -> bool:
         leaves: Any = lifted._leaves  # pyright: ignore[reportPrivateUsage, reportUnknownMemberType]
     else:
         leaves = jax.tree_util.tree_leaves(lifted)
-    return any(map(is_tracer, leaves))
+    return any(isinstance(leaf, Tracer) for leaf in leaves)
 
 
 _BAD_ARGUMENT: Final = re.compile(
@@ -578,12 +580,11 @@ class JitFunction(Generic[_P, _R]):
         lift_options: dict[str, Any],
     ) -> None:
         self._setup(fn, program, lift_options)
+        attrs = self.__dict__
         for attr in ("__module__", "__name__", "__qualname__", "__doc__"):
-            try:
-                value = getattr(fn, attr)
-            except AttributeError:
-                continue
-            self.__dict__[attr] = value
+            value = getattr(fn, attr, _MISSING)
+            if value is not _MISSING:
+                attrs[attr] = value
 
     def _setup(self, fn: Any, program: _Program, lift_options: dict[str, Any]) -> None:
         self._fn = fn
@@ -821,19 +822,30 @@ def jit(fn: Callable[_P, _R] | None = None, /, **jit_kwargs: Any) -> Any:
     **Raises:** `lift.LiftError` when an option names no parameter of `fn`, or
     marks one both static and donated.
     """
+    if fn is not None and not jit_kwargs:  # `@lift.jit`, the common case
+        return _decorate(fn, jit_kwargs, (), {})
     lift_options = {k: jit_kwargs.pop(k) for k in _LIFT_OPTIONS if k in jit_kwargs}
     options_key = _options_key(jit_kwargs)
 
     def decorator(fn: Callable[_P, _R]) -> JitFunction[_P, _R]:
-        if isinstance(fn, JitFunction):
-            fn = fn.__wrapped__  # pyright: ignore[reportUnknownMemberType]
-        if not callable(fn):
-            raise LiftError(
-                f"lift.jit() got {type(fn).__qualname__} {fn!r:.60}, which is not "
-                "callable.\nFix: decorate a function: `@lift.jit` above its `def`."
-            )
-        return JitFunction(fn, _program(fn, jit_kwargs, options_key), lift_options)
+        return _decorate(fn, jit_kwargs, options_key, lift_options)
 
     if fn is None:
         return decorator
     return decorator(fn)
+
+
+def _decorate(
+    fn: Callable[_P, _R],
+    jit_kwargs: dict[str, Any],
+    options_key: Any,
+    lift_options: dict[str, Any],
+) -> JitFunction[_P, _R]:
+    if isinstance(fn, JitFunction):
+        fn = fn.__wrapped__  # pyright: ignore[reportUnknownMemberType]
+    elif type(fn) is not types.FunctionType and not callable(fn):
+        raise LiftError(
+            f"lift.jit() got {type(fn).__qualname__} {fn!r:.60}, which is not "
+            "callable.\nFix: decorate a function: `@lift.jit` above its `def`."
+        )
+    return JitFunction(fn, _program(fn, jit_kwargs, options_key), lift_options)
