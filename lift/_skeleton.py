@@ -407,16 +407,38 @@ class Skeleton:
         return tuple(e for part in reversed(entries) for e in part)
 
     def leaf_paths(self) -> tuple[CapturePath, ...]:
-        """A key path for every leaf, e.g. `.captures['inner'].captures['lr']`."""
+        """A key path for every leaf, e.g. `.captures['inner'].captures['lr']`.
+
+        Computed once, top-down, in time and memory linear in the graph: a path
+        longer than `2 * _PATH_KEEP` entries (a closure nested thousands deep)
+        keeps its first and last `_PATH_KEEP` entries around an `Elided` entry.
+        """
         if self._paths is None:
+            # Per function node: (head, tail, length) of its path from the root.
+            spans: dict[int, tuple[tuple[Any, ...], tuple[Any, ...], int]] = {
+                0: ((), (), 0)
+            }
+            for index in range(1, len(self.nodes)):
+                parent = self.parents[index]
+                if parent is None:
+                    continue
+                template, slot = parent
+                owner = self.function_of(template)
+                spans[index] = _extend(
+                    spans[owner],
+                    _template_entries(self, template) + _slot_entries(template, slot),
+                )
             paths: list[CapturePath | None] = [None] * self.nleaves
             for template in self.templates():
-                prefix = self.node_path(self.function_of(template)) + _template_entries(
-                    self, template
-                )
+                span = spans[self.function_of(template)]
+                entries = _template_entries(self, template)
                 for pos, slot in enumerate(template.slots):
                     if type(slot) is int:
-                        paths[slot] = CapturePath(prefix + _slot_entries(template, pos))
+                        paths[slot] = CapturePath(
+                            _materialize(
+                                _extend(span, entries + _slot_entries(template, pos))
+                            )
+                        )
             self._paths = tuple(p if p is not None else CapturePath(()) for p in paths)
         return self._paths
 
@@ -481,6 +503,50 @@ def _is_marker(x: object) -> bool:
 
 class _Marker:
     __slots__ = ()
+
+
+_PATH_KEEP: Final = 16
+
+
+def _extend(
+    span: tuple[tuple[Any, ...], tuple[Any, ...], int], entries: tuple[Any, ...]
+) -> tuple[tuple[Any, ...], tuple[Any, ...], int]:
+    head, tail, length = span
+    if len(head) < _PATH_KEEP:
+        head = (head + entries)[:_PATH_KEEP]
+    return head, (tail + entries)[-_PATH_KEEP:], length + len(entries)
+
+
+def _materialize(span: tuple[tuple[Any, ...], tuple[Any, ...], int]) -> tuple[Any, ...]:
+    head, tail, length = span
+    if length <= 2 * _PATH_KEEP:
+        return (
+            (head + tail[len(tail) - (length - len(head)) :])
+            if length > len(head)
+            else head
+        )
+    return (*head, Elided(length - 2 * _PATH_KEEP), *tail)
+
+
+class Elided:
+    """Stands for the middle of a key path too long to spell out."""
+
+    __slots__ = ("count",)
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+
+    def __str__(self) -> str:
+        return f"...({self.count} more)..."
+
+    def __repr__(self) -> str:
+        return f"Elided({self.count})"
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Elided and other.count == self.count
+
+    def __hash__(self) -> int:
+        return hash(("elided", self.count))
 
 
 class CapturePath:

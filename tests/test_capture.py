@@ -692,3 +692,21 @@ def test_static_int_and_bool_never_mix() -> None:
     apply = jax.jit(lambda g, x: g(x))
     assert apply(make(True), 1.0) == 1.0
     assert apply(make(1), 1.0) == -1.0
+
+
+def test_key_paths_of_a_deep_chain_are_elided_and_linear() -> None:
+    def make(prev, w):
+        def step(x):
+            return prev, x + w
+
+        return step
+
+    g = None
+    for i in range(2000):
+        g = make(g, float(i))
+    paths = list(leaf_paths(lift.lift(g)))
+    assert len(paths) == 2000
+    assert paths[0] == ".captures['w']"
+    assert paths[-1].startswith(".captures['prev']" * 8 + "...(")
+    assert paths[-1].endswith(".captures['prev']" * 7 + ".captures['w']")
+    assert len(set(paths)) == len(paths)
