@@ -1,0 +1,598 @@
+"""optax hyperparameter sweeps: lift against what users would pick instead.
+
+Side by side, in one run:
+
+- **plain optax**: the optimizer a static argument of `jax.jit` (each new
+  `optax.adam(lr)` is a new static value: a trace and a compile per rate);
+- **closure_to_pytree**: `equinox.internal.closure_to_pytree(opt)` through
+  `equinox.filter_jit`, the workaround equinox ships;
+- **inject_hyperparams**: `optax.inject_hyperparams(optax.adam)`, one shared
+  transformation, the rate in the optimizer state;
+- **lift**: `lift.lift(opt)` as an ordinary argument of `jax.jit`, and a batch of
+  them under `jax.vmap`.
+
+Measured: a sweep of 8 rates x 100 Adam steps (traces, wall time with compiles);
+a steady-state step; dispatch of a trivial jitted function taking the optimizer
+against the same function taking its flat leaves (`keep_unused=True`, so both
+really pass them); `tree_flatten`; the cost of `lift` itself on fresh optimizers;
+and how lift's cost scales with closure depth and the number of captures.
+
+Timings take the candidates of a table in turns, sample by sample, so that a busy
+machine slows them alike; each row gives the median and the min-max of the
+samples. Run `python benchmarks/bench_optax.py` (`--quick` for a fast look);
+`main()` returns the tables.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from equinox.internal import closure_to_pytree
+
+import lift
+
+Rows = list[dict[str, Any]]
+
+# Medians in seconds (and trace counts) by (table, row), for the goals table.
+RAW: dict[tuple[str, str], float] = {}
+
+# -- timing ------------------------------------------------------------------------
+
+
+def _samples(
+    candidates: dict[str, Callable[[], Any]], repeats: int, number: int
+) -> dict[str, list[float]]:
+    """Seconds per call of each candidate: `repeats` samples of up to `number`
+    calls (fewer for a slow candidate, about 20 ms a sample), the candidates
+    taking turns."""
+    counts: dict[str, int] = {}
+    for name, fn in candidates.items():
+        jax.block_until_ready(fn())
+        start = time.perf_counter()
+        jax.block_until_ready(fn())
+        once = time.perf_counter() - start
+        counts[name] = max(1, min(number, int(0.02 / max(once, 1e-7))))
+    times: dict[str, list[float]] = {name: [] for name in candidates}
+    for _ in range(repeats):
+        for name, fn in candidates.items():
+            n = counts[name]
+            start = time.perf_counter()
+            for _ in range(n):
+                out = fn()
+            jax.block_until_ready(out)  # pyright: ignore[reportPossiblyUnboundVariable]
+            times[name].append((time.perf_counter() - start) / n)
+    return times
+
+
+def _fmt(seconds: float) -> str:
+    if seconds < 1e-3:
+        return (
+            f"{seconds * 1e6:.2f} µs" if seconds < 1e-5 else f"{seconds * 1e6:.1f} µs"
+        )
+    if seconds < 1:
+        return f"{seconds * 1e3:.1f} ms"
+    return f"{seconds:.2f} s"
+
+
+def _stats(samples: list[float]) -> dict[str, str]:
+    return {
+        "median": _fmt(statistics.median(samples)),
+        "min-max": f"{_fmt(min(samples))} to {_fmt(max(samples))}",
+    }
+
+
+# -- the problem: a small MLP regression --------------------------------------------------
+
+
+def _data() -> tuple[jax.Array, jax.Array]:
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(256, 8)).astype(np.float32)
+    y = np.tanh(x @ rng.normal(size=(8,)).astype(np.float32)).astype(np.float32)
+    return jnp.asarray(x), jnp.asarray(y)
+
+
+def _params() -> dict[str, jax.Array]:
+    rng = np.random.default_rng(1)
+    return {
+        "w1": jnp.asarray(rng.normal(size=(8, 32)).astype(np.float32) / 3),
+        "b1": jnp.zeros(32),
+        "w2": jnp.asarray(rng.normal(size=(32,)).astype(np.float32) / 6),
+    }
+
+
+def _loss(p: Any, x: jax.Array, y: jax.Array) -> jax.Array:
+    return jnp.mean((jnp.tanh(x @ p["w1"] + p["b1"]) @ p["w2"] - y) ** 2)
+
+
+def _make_step(counter: list[int]) -> Callable[..., Any]:
+    """A fresh train-step function (so each use traces anew), counting traces."""
+
+    def step(opt: Any, params: Any, state: Any, x: Any, y: Any) -> Any:
+        counter[0] += 1
+        loss, grads = jax.value_and_grad(_loss)(params, x, y)
+        updates, state = opt.update(grads, state, params)
+        return optax.apply_updates(params, updates), state, loss
+
+    return step
+
+
+RATES = tuple(float(r) for r in np.geomspace(1e-3, 1e-1, 8))
+
+
+# -- 1. the sweep --------------------------------------------------------------------------
+
+
+def _sweep_static(rates: tuple[float, ...], steps: int, data: Any) -> int:
+    counter = [0]
+    step = jax.jit(_make_step(counter), static_argnums=0)
+    for lr in rates:
+        opt = optax.adam(lr)
+        p = _params()
+        s = opt.init(p)
+        for _ in range(steps):
+            p, s, loss = step(opt, p, s, *data)
+        jax.block_until_ready(loss)  # pyright: ignore[reportPossiblyUnboundVariable]
+    return counter[0]
+
+
+def _sweep_closure_to_pytree(rates: tuple[float, ...], steps: int, data: Any) -> int:
+    counter = [0]
+    step = eqx.filter_jit(_make_step(counter))
+    for lr in rates:
+        opt = closure_to_pytree(optax.adam(lr))
+        p = _params()
+        s = opt.init(p)
+        for _ in range(steps):
+            p, s, loss = step(opt, p, s, *data)
+        jax.block_until_ready(loss)  # pyright: ignore[reportPossiblyUnboundVariable]
+    return counter[0]
+
+
+def _sweep_inject(rates: tuple[float, ...], steps: int, data: Any) -> int:
+    counter = [0]
+    step = jax.jit(_make_step(counter), static_argnums=0)
+    opt = optax.inject_hyperparams(optax.adam)(learning_rate=rates[0])
+    for lr in rates:
+        p = _params()
+        s = opt.init(p)
+        s.hyperparams["learning_rate"] = jnp.asarray(lr)
+        for _ in range(steps):
+            p, s, loss = step(opt, p, s, *data)
+        jax.block_until_ready(loss)  # pyright: ignore[reportPossiblyUnboundVariable]
+    return counter[0]
+
+
+def _sweep_lift(rates: tuple[Any, ...], steps: int, data: Any) -> int:
+    counter = [0]
+    step = jax.jit(_make_step(counter))
+    for lr in rates:
+        opt = lift.lift(optax.adam(lr))
+        p = _params()
+        s = opt.init(p)
+        for _ in range(steps):
+            p, s, loss = step(opt, p, s, *data)
+        jax.block_until_ready(loss)  # pyright: ignore[reportPossiblyUnboundVariable]
+    return counter[0]
+
+
+def _sweep_lift_array(rates: tuple[float, ...], steps: int, data: Any) -> int:
+    return _sweep_lift(tuple(jnp.asarray(r) for r in rates), steps, data)
+
+
+def _sweep_lift_vmap(rates: tuple[float, ...], steps: int, data: Any) -> int:
+    counter = [0]
+    step = _make_step(counter)
+
+    @jax.jit
+    def sweep(lrs: jax.Array, params: Any, x: jax.Array, y: jax.Array) -> jax.Array:
+        def train(lr: jax.Array) -> jax.Array:
+            opt = lift.lift(optax.adam(lr))
+
+            def body(carry: Any, _: None) -> tuple[Any, jax.Array]:
+                p, s, loss = step(opt, *carry, x, y)
+                return (p, s), loss
+
+            return jax.lax.scan(body, (params, opt.init(params)), None, length=steps)[1]
+
+        return jax.vmap(train)(lrs)
+
+    jax.block_until_ready(sweep(jax.device_put(np.float32(rates)), _params(), *data))
+    return counter[0]
+
+
+def _sweep_lift_vmap_loop(rates: tuple[float, ...], steps: int, data: Any) -> int:
+    counter = [0]
+    step = jax.jit(jax.vmap(_make_step(counter), in_axes=(0, 0, 0, None, None)))
+    opts = jax.vmap(lambda lr: lift.lift(optax.adam(lr)))(
+        jax.device_put(np.float32(rates))
+    )
+    p = jax.tree.map(lambda a: jnp.broadcast_to(a, (len(rates), *a.shape)), _params())
+    s = jax.vmap(lambda opt, p: opt.init(p))(opts, p)
+    for _ in range(steps):
+        p, s, loss = step(opts, p, s, *data)
+    jax.block_until_ready(loss)  # pyright: ignore[reportPossiblyUnboundVariable]
+    return counter[0]
+
+
+SWEEPS: dict[str, Callable[[tuple[float, ...], int, Any], int]] = {
+    "plain optax (static argument)": _sweep_static,
+    "closure_to_pytree + filter_jit": _sweep_closure_to_pytree,
+    "inject_hyperparams": _sweep_inject,
+    "lift, float rates": _sweep_lift,
+    "lift, array rates": _sweep_lift_array,
+    "lift + vmap, Python loop (one dispatch a step)": _sweep_lift_vmap_loop,
+    "lift + vmap + scan (one dispatch)": _sweep_lift_vmap,
+}
+
+
+def bench_sweep(repeats: int, steps: int = 100) -> Rows:
+    data = _data()
+    jax.block_until_ready((_params(), optax.adam(0.1).init(_params())))
+    times: dict[str, list[float]] = {name: [] for name in SWEEPS}
+    traces: dict[str, int] = {}
+    for _ in range(repeats):
+        for name, sweep in SWEEPS.items():
+            start = time.perf_counter()
+            traces[name] = sweep(RATES, steps, data)
+            times[name].append(time.perf_counter() - start)
+    base = statistics.median(times["plain optax (static argument)"])
+    for name, t in times.items():
+        RAW["sweep", name] = statistics.median(t)
+        RAW["sweep traces", name] = traces[name]
+    return [
+        {
+            "way": name,
+            "step traces": traces[name],
+            **_stats(t),
+            "vs plain": f"{statistics.median(t) / base:.2f}",
+        }
+        for name, t in times.items()
+    ]
+
+
+# -- 2. steady step, dispatch, tree_flatten, lift cost ----------------------------------------
+
+
+def _chain(lr: Any) -> optax.GradientTransformation:
+    return optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(lr))
+
+
+def bench_steady_step(repeats: int, number: int) -> Rows:
+    data = _data()
+    p = _params()
+    plain = _chain(1e-3)
+    lifted = lift.lift(_chain(jnp.asarray(1e-3)))
+    ctp = closure_to_pytree(_chain(jnp.asarray(1e-3)))
+    inject = optax.chain(
+        optax.clip_by_global_norm(1.0),
+        optax.inject_hyperparams(optax.adamw)(learning_rate=1e-3),
+    )
+    step_static = jax.jit(_make_step([0]), static_argnums=0)
+    step_lift = jax.jit(_make_step([0]))
+    step_ctp = eqx.filter_jit(_make_step([0]))
+    states = {
+        "plain optax (static argument)": plain.init(p),
+        "closure_to_pytree + filter_jit": ctp.init(p),
+        "inject_hyperparams": inject.init(p),
+        "lift": lifted.init(p),
+    }
+    x, y = data
+    candidates = {
+        "plain optax (static argument)": lambda: step_static(
+            plain, p, states["plain optax (static argument)"], x, y
+        ),
+        "closure_to_pytree + filter_jit": lambda: step_ctp(
+            ctp, p, states["closure_to_pytree + filter_jit"], x, y
+        ),
+        "inject_hyperparams": lambda: step_static(
+            inject, p, states["inject_hyperparams"], x, y
+        ),
+        "lift": lambda: step_lift(lifted, p, states["lift"], x, y),
+    }
+    times = _samples(candidates, repeats, number)
+    base = statistics.median(times["plain optax (static argument)"])
+    RAW.update({("step", name): statistics.median(t) for name, t in times.items()})
+    return [
+        {"way": name, **_stats(t), "vs plain": f"{statistics.median(t) / base:.2f}"}
+        for name, t in times.items()
+    ]
+
+
+def bench_dispatch(repeats: int, number: int) -> Rows:
+    lifted = lift.lift(_chain(jnp.asarray(1e-3)))
+    ctp = closure_to_pytree(_chain(jnp.asarray(1e-3)))
+    leaves = jax.tree.leaves(lifted)
+    x = jnp.ones(())
+
+    def trivial(opt: Any, x: Any) -> Any:
+        return x
+
+    f_tree = jax.jit(trivial, keep_unused=True)
+    f_ctp = eqx.filter_jit(trivial)
+    candidates = {
+        "flat leaf list (jax.jit)": lambda: f_tree(leaves, x),
+        "lift (jax.jit)": lambda: f_tree(lifted, x),
+        "closure_to_pytree (filter_jit)": lambda: f_ctp(ctp, x),
+    }
+    times = _samples(candidates, repeats, number)
+    base = statistics.median(times["flat leaf list (jax.jit)"])
+    RAW.update({("dispatch", name): statistics.median(t) for name, t in times.items()})
+    return [
+        {
+            "way": name,
+            **_stats(t),
+            "vs flat leaves": f"{statistics.median(t) / base:.2f}",
+            "leaves": len(jax.tree.leaves(ctp if "closure" in name else lifted)),
+        }
+        for name, t in times.items()
+    ]
+
+
+def bench_flatten(repeats: int, number: int) -> Rows:
+    p = _params()
+    lifted = lift.lift(_chain(jnp.asarray(1e-3)))
+    ctp = closure_to_pytree(_chain(jnp.asarray(1e-3)))
+    inject = optax.inject_hyperparams(optax.adamw)(learning_rate=1e-3)
+    inject_state = inject.init(p)
+    leaves = jax.tree.leaves(lifted)
+    candidates = {
+        "flat leaf list": lambda: jax.tree_util.tree_flatten(leaves),
+        "lift": lambda: jax.tree_util.tree_flatten(lifted),
+        "closure_to_pytree": lambda: jax.tree_util.tree_flatten(ctp),
+        "inject_hyperparams state": lambda: jax.tree_util.tree_flatten(inject_state),
+    }
+    times = _samples(candidates, repeats, number)
+    RAW.update({("flatten", name): statistics.median(t) for name, t in times.items()})
+    return [{"tree_flatten of": name, **_stats(t)} for name, t in times.items()]
+
+
+def bench_lift_cost(repeats: int, number: int) -> Rows:
+    """Converting fresh optimizer objects (made beforehand, not timed)."""
+
+    def fresh(n: int) -> list[Any]:
+        return [_chain(jnp.asarray(1e-3)) for _ in range(n)]
+
+    ways: dict[str, Callable[[Any], Any]] = {
+        "lift": lift.lift,
+        "closure_to_pytree": closure_to_pytree,
+    }
+    times: dict[str, list[float]] = {name: [] for name in ways}
+    for fn in ways.values():
+        fn(fresh(1)[0])
+    for _ in range(repeats):
+        for name, fn in ways.items():
+            objs = fresh(number)
+            start = time.perf_counter()
+            for obj in objs:
+                fn(obj)
+            times[name].append((time.perf_counter() - start) / number)
+    base = statistics.median(times["lift"])
+    RAW.update({("lift cost", name): statistics.median(t) for name, t in times.items()})
+    return [
+        {
+            "conversion of a fresh chain(clip, adamw)": name,
+            **_stats(t),
+            "vs lift": f"{statistics.median(t) / base:.1f}",
+        }
+        for name, t in times.items()
+    ]
+
+
+# -- 3. scaling ---------------------------------------------------------------------------
+
+
+def _nested(depth: int) -> Callable[[Any], Any]:
+    """`depth` closures, each capturing the previous one and a float."""
+
+    def level(prev: Any, w: float) -> Callable[[Any], Any]:
+        def f(x: Any) -> Any:
+            return x + w if prev is None else prev(x) + w
+
+        return f
+
+    fn: Any = None
+    for i in range(depth):
+        fn = level(fn, float(i))
+    return fn
+
+
+_WIDE: dict[int, Callable[..., Any]] = {}
+
+
+def _wide(n: int) -> Callable[[Any], Any]:
+    """A fresh closure with `n` captured variables, each a float (one code
+    object per `n`, as in a sweep: new closures of the same code)."""
+    make = _WIDE.get(n)
+    if make is None:
+        names = [f"c{i}" for i in range(n)]
+        src = (
+            f"def make({', '.join(names)}):\n"
+            f"    def f(x):\n"
+            f"        return x + ({' + '.join(names)})\n"
+            f"    return f\n"
+        )
+        scope: dict[str, Any] = {}
+        exec(compile(src, f"<wide {n}>", "exec"), scope)
+        make = _WIDE[n] = scope["make"]
+    return make(*(float(i) for i in range(n)))
+
+
+def _scale(
+    make: Callable[[int], Any], sizes: tuple[int, ...], repeats: int, what: str
+) -> Rows:
+    """`lift` of the first object of a structure, of fresh objects of a structure
+    already seen (a sweep's case), `tree_flatten` and `closure_to_pytree`."""
+    rows: Rows = []
+    for n in sizes:
+        number = max(1, 1_000 // n)
+        start = time.perf_counter()
+        lift.lift(make(n))
+        first = time.perf_counter() - start
+        for _ in range(3):
+            lift.lift(make(n))
+        lift_t: list[float] = []
+        flat_t: list[float] = []
+        ctp_t: list[float] = []
+        ctp_note = ""
+        for _ in range(repeats):
+            objs = [make(n) for _ in range(number)]
+            start = time.perf_counter()
+            lifted = [lift.lift(o) for o in objs]
+            lift_t.append((time.perf_counter() - start) / number)
+            for x in lifted:
+                jax.tree_util.tree_flatten(x)  # the first converts Python floats once
+            start = time.perf_counter()
+            for x in lifted:
+                jax.tree_util.tree_flatten(x)
+            flat_t.append((time.perf_counter() - start) / number)
+            if not ctp_note:
+                objs = [make(n) for _ in range(number)]
+                start = time.perf_counter()
+                try:
+                    for o in objs:
+                        closure_to_pytree(o)
+                except RecursionError:
+                    ctp_note = "RecursionError"
+                else:
+                    ctp_t.append((time.perf_counter() - start) / number)
+            del objs, lifted
+        lift_med = statistics.median(lift_t)
+        RAW[what, str(n)] = lift_med / n
+        rows.append(
+            {
+                what: f"{n:,}",
+                "lift, first of its structure": _fmt(first),
+                "lift, fresh object": _stats(lift_t)["median"],
+                "lift min-max": _stats(lift_t)["min-max"],
+                "lift per unit": _fmt(lift_med / n),
+                "tree_flatten": _stats(flat_t)["median"],
+                "closure_to_pytree": ctp_note or _stats(ctp_t)["median"],
+            }
+        )
+    return rows
+
+
+def bench_depth(repeats: int, sizes: tuple[int, ...]) -> Rows:
+    limit = sys.getrecursionlimit()
+    try:
+        return _scale(_nested, sizes, repeats, "closure depth")
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+def bench_captures(repeats: int, sizes: tuple[int, ...]) -> Rows:
+    return _scale(_wide, sizes, repeats, "captured variables")
+
+
+# -- the goals -----------------------------------------------------------------------------
+
+
+def goals() -> Rows:
+    """Each goal, its target and what was measured (from `RAW`)."""
+    rows: Rows = []
+
+    def add(goal: str, target: str, measured: str, met: bool) -> None:
+        rows.append(
+            {
+                "goal": goal,
+                "target": target,
+                "measured": measured,
+                "met": "yes" if met else "**no**",
+            }
+        )
+
+    plain = RAW["sweep", "plain optax (static argument)"]
+    for name in ("lift, float rates", "lift, array rates"):
+        ratio = RAW["sweep", name] / plain
+        traces = int(RAW["sweep traces", name])
+        add(
+            f"sweep, {name}",
+            "≤ 0.25 of plain optax, 1 step trace",
+            f"{ratio:.2f}, {traces} trace{'s' if traces != 1 else ''}",
+            ratio <= 0.25 and traces == 1,
+        )
+    vmap = min(v for (t, n), v in RAW.items() if t == "sweep" and "vmap" in n)
+    lifted = RAW["sweep", "lift, float rates"]
+    add(
+        "sweep, lift + vmap",
+        "faster than lift",
+        f"{vmap / lifted:.2f} of lift",
+        vmap < lifted,
+    )
+    ratio = RAW["step", "lift"] / RAW["step", "plain optax (static argument)"]
+    add("steady step", "≤ 1.15 of plain optax", f"{ratio:.2f}", ratio <= 1.15)
+    ratio = (
+        RAW["dispatch", "lift (jax.jit)"] / RAW["dispatch", "flat leaf list (jax.jit)"]
+    )
+    add("dispatch", "≤ 1.5 of the flat leaf list", f"{ratio:.2f}", ratio <= 1.5)
+    flat = RAW["flatten", "lift"]
+    add("tree_flatten", "≤ 2 µs", _fmt(flat), flat <= 2e-6)
+    ratio = RAW["lift cost", "closure_to_pytree"] / RAW["lift cost", "lift"]
+    add("lift cost", "≥ 5x faster than closure_to_pytree", f"{ratio:.1f}x", ratio >= 5)
+    for what in ("closure depth", "captured variables"):
+        sizes = sorted(int(n) for (t, n) in RAW if t == what)
+        small, large = RAW[what, str(sizes[1])], RAW[what, str(sizes[-1])]
+        add(
+            f"linear in {what}",
+            f"cost per unit at {sizes[-1]:,} ≤ 2x that at {sizes[1]:,}",
+            f"{_fmt(large)} vs {_fmt(small)} ({large / small:.2f}x)",
+            large <= 2 * small,
+        )
+    return rows
+
+
+# -- all of it ----------------------------------------------------------------------------
+
+
+def main(quick: bool = False) -> dict[str, Rows]:
+    """Run the benchmarks; print and return their tables, by title."""
+    r = 2 if quick else 5
+    sizes = (10, 100, 1_000) if quick else (10, 100, 1_000, 10_000)
+    obj = "`lift(chain(clip_by_global_norm(1.0), adamw(jnp.asarray(1e-3))))`"
+    tables = {
+        f"Sweep: {len(RATES)} rates x {20 if quick else 100} Adam steps, compiles "
+        "included": bench_sweep(1 if quick else 3, 20 if quick else 100),
+        "Steady-state step (chain(clip_by_global_norm, adamw), small MLP)": bench_steady_step(
+            r * 3, 50 if quick else 200
+        ),
+        f"Dispatch of a trivial jitted function taking {obj}": bench_dispatch(
+            r * 3, 200 if quick else 1_000
+        ),
+        f"`jax.tree_util.tree_flatten` of {obj}": bench_flatten(
+            r * 3, 1_000 if quick else 5_000
+        ),
+        "Cost of lifting fresh optimizers": bench_lift_cost(r, 50 if quick else 200),
+        "Scaling with closure depth (each level captures the previous closure and a float)": (
+            bench_depth(r, sizes)
+        ),
+        "Scaling with the number of captured variables (floats)": bench_captures(
+            r, sizes
+        ),
+    }
+    tables = {"Goals": goals(), **tables}
+    for title, rows in tables.items():
+        print(f"\n{title}\n")
+        print(markdown(rows))
+    return tables
+
+
+def markdown(rows: Rows) -> str:
+    keys = list(dict.fromkeys(k for row in rows for k in row))
+    lines = ["| " + " | ".join(keys) + " |", "|" + "|".join("---" for _ in keys) + "|"]
+    lines += [
+        "| " + " | ".join(str(row.get(k, "")) for k in keys) + " |" for row in rows
+    ]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main(quick="--quick" in sys.argv)
