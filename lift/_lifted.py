@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import functools
 import inspect
 import types
 from collections.abc import Callable, Iterable
@@ -132,6 +131,9 @@ class Lifted(Generic[_P, _R]):
         "_skeleton",
     )
 
+    # Set per instance (the function's), as `functools.wraps` would.
+    __name__: str
+    __qualname__: str  # pyright: ignore[reportIncompatibleVariableOverride]
     _skeleton: Skeleton
     _leaves: tuple[Any, ...]
     _flat: tuple[Any, ...] | None
@@ -556,12 +558,12 @@ def lift(
 ) -> Lifted[_P, _T]: ...
 @overload
 def lift(
-    obj: types.FunctionType | types.MethodType | functools.partial[Any],  # pyright: ignore[reportOverlappingOverload]
+    obj: Callable[_P, _T],
     /,
     *,
     static: str | Iterable[str] = (),
     dynamic: Callable[[Any], bool] | None = None,
-) -> Lifted[..., Any]: ...
+) -> Lifted[_P, _T]: ...
 @overload
 def lift(
     obj: _T,

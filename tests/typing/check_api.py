@@ -53,29 +53,25 @@ assert_type(lift.lift(lifted), lift.Lifted[[jax.Array], jax.Array])
 
 
 # -- `lift(f)` and `@lift` keep `f`'s signature --------------------------------------
-# The ignores below mark where `lift`'s overloads still answer `Lifted[..., Any]`
-# for a function (they take `types.FunctionType`, which carries no signature).
-# Unnecessary ignores are errors here: once the overloads keep the signature,
-# pyright asks for each of these to go.
 
-assert_type(lift.lift(double), lift.Lifted[[jax.Array], jax.Array])  # pyright: ignore[reportAssertTypeFailure]
-assert_type(lift.lift(power)(x, 2), jax.Array)  # pyright: ignore[reportAssertTypeFailure]
-assert_type(lift.lift(lambda: 1.0)(), float)  # pyright: ignore[reportAssertTypeFailure]
+assert_type(lift.lift(double), lift.Lifted[[jax.Array], jax.Array])
+assert_type(lift.lift(power)(x, 2), jax.Array)
+assert_type(lift.lift(lambda: 1.0)(), float)
 
 
 class Model:
     def apply(self, x: jax.Array, /) -> jax.Array:
         return x
 
-    def __call__(self, x: jax.Array) -> jax.Array:
+    def __call__(self, x: jax.Array, /) -> jax.Array:
         return x
 
 
 # A bound method keeps its signature, without `self`.
-assert_type(lift.lift(Model().apply), lift.Lifted[[jax.Array], jax.Array])  # pyright: ignore[reportAssertTypeFailure]
+assert_type(lift.lift(Model().apply), lift.Lifted[[jax.Array], jax.Array])
 
 # A partial keeps its return type.
-assert_type(lift.lift(functools.partial(power, n=2))(x), jax.Array)  # pyright: ignore[reportAssertTypeFailure]
+assert_type(lift.lift(functools.partial(power, n=2))(x), jax.Array)
 
 
 @lift.lift
@@ -83,7 +79,7 @@ def decorated(x: jax.Array, y: float, /) -> tuple[jax.Array, float]:
     return x, y
 
 
-assert_type(decorated, lift.Lifted[[jax.Array, float], tuple[jax.Array, float]])  # pyright: ignore[reportAssertTypeFailure]
+assert_type(decorated, lift.Lifted[[jax.Array, float], tuple[jax.Array, float]])
 
 
 @lift.lift(static=("n",))
@@ -102,8 +98,8 @@ def with_dynamic(x: jax.Array, /) -> int:
 
 assert_type(with_dynamic, lift.Lifted[[jax.Array], int])
 
-# The function's name, as a `Lifted` carries it (set per instance, undeclared).
-assert_type(lifted.__name__, str)  # pyright: ignore[reportAttributeAccessIssue, reportAssertTypeFailure]
+# The function's name, as a `Lifted` carries it.
+assert_type(lifted.__name__, str)
 
 
 # -- pytrees in, the same type out ---------------------------------------------------
@@ -120,8 +116,9 @@ class Pair(NamedTuple):
 
 assert_type(lift.lift(Pair(double, 1.0)), Pair)
 
-# A callable object is not a function: it is kept, as a pytree, with its type.
-assert_type(lift.lift(Model()), Model)
+# A callable object types as a `Lifted` of its `__call__`: at run time it is
+# kept as it is when it is a pytree (an `equinox.Module`), refused otherwise.
+assert_type(lift.lift(Model()), lift.Lifted[[jax.Array], jax.Array])
 
 
 # -- `Lifted` subclasses -----------------------------------------------------------
