@@ -39,7 +39,7 @@ _Tracer: Final = Tracer
 
 # -- Python scalars as weakly typed arrays ---------------------------------------
 
-_scalar_arrays: dict[tuple[type, Any], jax.Array] = {}
+_scalar_arrays: dict[tuple[Any, ...], jax.Array] = {}
 _SCALAR_CACHE_SIZE: Final = 4096
 
 
@@ -50,9 +50,11 @@ def _as_array(x: Any) -> Any:
     keeps a cached call as cheap as one taking arrays. The cache is keyed by type
     and value (so `1.0` and `True` never mix) and bounded.
     """
-    key: tuple[type[Any], Any] = (type(x), x)  # pyright: ignore[reportUnknownVariableType]
+    key: tuple[Any, ...] = (type(x), x)  # pyright: ignore[reportUnknownVariableType]
+    if x == 0:  # `0.0 == -0.0`: keep them apart
+        key = (type(x), repr(x))  # pyright: ignore[reportUnknownVariableType]
     hit = _scalar_arrays.get(key)
-    if hit is not None and x != 0:  # `0.0 == -0.0`: never serve one for the other
+    if hit is not None:
         return hit
     # Concrete even when a trace is active: these arrays outlive any trace.
     with jax.ensure_compile_time_eval():

@@ -710,3 +710,13 @@ def test_key_paths_of_a_deep_chain_are_elided_and_linear() -> None:
     assert paths[-1].startswith(".captures['prev']" * 8 + "...(")
     assert paths[-1].endswith(".captures['prev']" * 7 + ".captures['w']")
     assert len(set(paths)) == len(paths)
+
+
+def test_signed_zero_float_captures_keep_their_sign() -> None:
+    def make(z):
+        return lift.lift(lambda: z)
+
+    for _ in range(2):  # the second time from the cache of converted scalars
+        plus, minus = (jax.tree_util.tree_leaves(make(z))[0] for z in (0.0, -0.0))
+        assert not jnp.signbit(plus)
+        assert jnp.signbit(minus)
