@@ -1,0 +1,553 @@
+"""Bad input: every kind of value, at the top and inside captures.
+
+`lift` either gives a result or raises a `lift.LiftError` that says what it got;
+it never hangs, never recurses past Python's limit, and never changes the
+function it was given (its code, cells, defaults, `__dict__`, or the objects they
+hold).
+"""
+
+from __future__ import annotations
+
+import array
+import collections
+import dataclasses
+import decimal
+import enum
+import fractions
+import functools
+import io
+import types
+import weakref
+from collections.abc import Callable
+from typing import Any
+from unittest import mock
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import lift
+
+
+class _CallableObject:
+    def __call__(self, x):
+        return x
+
+
+class _Slots:
+    __slots__ = ("a",)
+
+    def __init__(self) -> None:
+        self.a = 1
+
+
+class _HashRaises:
+    def __hash__(self) -> int:
+        raise ValueError("this object refuses to be hashed")
+
+
+class _EqRaises:
+    def __eq__(self, other: object) -> bool:
+        raise RuntimeError("this object refuses to be compared")
+
+    def __hash__(self) -> int:
+        return 1
+
+
+class _EqArray:
+    def __eq__(self, other: object) -> Any:
+        return np.array([True, False])
+
+    def __hash__(self) -> int:
+        return 1
+
+
+class _Hostile:
+    """Every attribute access fails (a broken proxy)."""
+
+    def __getattribute__(self, name: str) -> Any:
+        raise RuntimeError(f"no attribute {name} for you")
+
+
+class _Colour(enum.Enum):
+    RED = 1
+
+
+@dataclasses.dataclass
+class _Data:
+    a: float = 1.0
+
+
+_Pair = collections.namedtuple("_Pair", "a b")
+
+
+def _generator():
+    yield 1
+
+
+def _cyclic_list() -> list[Any]:
+    x: list[Any] = []
+    x.append(x)
+    return x
+
+
+def _cyclic_dict() -> dict[str, Any]:
+    x: dict[str, Any] = {}
+    x["self"] = x
+    return x
+
+
+def _deep_list(depth: int) -> list[Any]:
+    root: list[Any] = []
+    node = root
+    for _ in range(depth):
+        node.append([])
+        node = node[0]
+    return root
+
+
+# Every kind of value a user might hand over, made fresh for each test.
+VALUES: dict[str, Callable[[], Any]] = {
+    "int": lambda: 1,
+    "big int": lambda: 10**100,
+    "float": lambda: 1.5,
+    "nan": lambda: float("nan"),
+    "complex": lambda: 1j,
+    "bool": lambda: True,
+    "str": lambda: "s",
+    "bytes": lambda: b"b",
+    "None": lambda: None,
+    "Ellipsis": lambda: ...,
+    "class": lambda: _CallableObject,
+    "builtin": lambda: len,
+    "builtin method": lambda: [].append,
+    "method descriptor": lambda: str.upper,
+    "numpy ufunc": lambda: np.add,
+    "jnp function": lambda: jnp.sin,
+    "jitted function": lambda: jax.jit(lambda x: x),
+    "module": lambda: np,
+    "numpy array": lambda: np.ones(2),
+    "numpy scalar": lambda: np.float32(1),
+    "jax array": lambda: jnp.ones(2),
+    "bfloat16 array": lambda: jnp.ones(2, jnp.bfloat16),
+    "int array": lambda: jnp.arange(3),
+    "bool array": lambda: jnp.array([True, False]),
+    "prng key": lambda: jax.random.key(0),
+    "jnp dtype": lambda: jnp.float32,
+    "numpy dtype": lambda: np.dtype("f4"),
+    "callable object": lambda: _CallableObject(),
+    "slots object": lambda: _Slots(),
+    "dataclass": lambda: _Data(),
+    "enum": lambda: _Colour.RED,
+    "generator object": _generator,
+    "staticmethod": lambda: staticmethod(lambda: 1),
+    "property": lambda: property(lambda self: 1),
+    "set": lambda: {1, 2},
+    "frozenset": lambda: frozenset({1}),
+    "range": lambda: range(3),
+    "slice": lambda: slice(1, 2),
+    "weakref": lambda: weakref.ref(_CallableObject),
+    "decimal": lambda: decimal.Decimal(1),
+    "fraction": lambda: fractions.Fraction(1, 2),
+    "array.array": lambda: array.array("f", [1.0]),
+    "memoryview": lambda: memoryview(b"ab"),
+    "file object": lambda: io.StringIO("x"),
+    "MagicMock": lambda: mock.MagicMock(),
+    "Mock posing as a partial": lambda: mock.Mock(spec=functools.partial),
+    "hash raises": lambda: _HashRaises(),
+    "eq raises": lambda: _EqRaises(),
+    "eq returns an array": lambda: _EqArray(),
+    "hostile object": lambda: _Hostile(),
+    "equinox module": lambda: eqx.nn.Linear(2, 2, key=jax.random.key(1)),
+    "tree_util.Partial": lambda: jax.tree_util.Partial(
+        lambda a, b: a + b, jnp.ones(())
+    ),
+    "namedtuple": lambda: _Pair(1.0, "x"),
+    "dict of functions": lambda: {"f": lambda x: x, "w": 2.0},
+    "partial of a builtin": lambda: functools.partial(max, 1),
+    "method bound to a class": lambda: types.MethodType(
+        lambda cls, x: x, _CallableObject
+    ),
+    "lambda": lambda: lambda x: x,
+    "cyclic list": _cyclic_list,
+    "cyclic dict": _cyclic_dict,
+    "list 5000 deep": lambda: _deep_list(5000),
+}
+
+# At the top: a value that is neither a function nor a pytree holding one.
+NOT_LIFTABLE = {
+    "int",
+    "big int",
+    "float",
+    "nan",
+    "complex",
+    "bool",
+    "str",
+    "bytes",
+    "Ellipsis",
+    "class",
+    "builtin",
+    "builtin method",
+    "method descriptor",
+    "numpy ufunc",
+    "jnp function",
+    "jitted function",
+    "module",
+    "numpy array",
+    "numpy scalar",
+    "jax array",
+    "bfloat16 array",
+    "int array",
+    "bool array",
+    "prng key",
+    "jnp dtype",
+    "numpy dtype",
+    "callable object",
+    "slots object",
+    "dataclass",
+    "enum",
+    "generator object",
+    "staticmethod",
+    "property",
+    "set",
+    "frozenset",
+    "range",
+    "slice",
+    "weakref",
+    "decimal",
+    "fraction",
+    "array.array",
+    "memoryview",
+    "file object",
+    "MagicMock",
+    "Mock posing as a partial",
+    "hash raises",
+    "eq raises",
+    "eq returns an array",
+    "hostile object",
+}
+TOO_DEEP = {"cyclic list", "cyclic dict", "list 5000 deep"}
+
+
+@pytest.mark.parametrize("kind", sorted(set(VALUES) - {"None"}))
+def test_at_the_top(kind: str):
+    value = VALUES[kind]()
+    if kind in NOT_LIFTABLE:
+        with pytest.raises(lift.LiftError, match=r"(?s)^lift\(\) got .*\nFix: "):
+            lift.lift(value)
+    elif kind in TOO_DEEP:
+        with pytest.raises(lift.LiftError, match=r"lift\(\) got a \w+ .*(nest|itself)"):
+            lift.lift(value)
+    elif kind in ("lambda", "partial of a builtin", "method bound to a class"):
+        lifted = lift.lift(value)
+        assert lift.is_lifted(lifted)
+        x = 3.0 if kind != "partial of a builtin" else 0.5
+        assert lifted(x) == value(x)
+    else:
+        # A pytree: the same structure back, its function leaves lifted.
+        out = lift.lift(value)
+        assert type(out) is type(value)
+        is_function = lambda x: isinstance(x, types.FunctionType)
+        assert jax.tree_util.tree_structure(
+            out, is_leaf=lift.is_lifted
+        ) == jax.tree_util.tree_structure(value)
+        for old, new in zip(
+            jax.tree_util.tree_leaves(value, is_leaf=is_function),
+            jax.tree_util.tree_leaves(out, is_leaf=lift.is_lifted),
+            strict=True,
+        ):
+            assert (
+                lift.is_lifted(new)
+                if isinstance(old, types.FunctionType)
+                else new is old
+            )
+
+
+def test_lift_of_none_is_the_decorator_form():
+    decorator = lift.lift(None)
+    assert lift.is_lifted(decorator(lambda x: x))
+
+
+# -- inside captures ----------------------------------------------------------------
+
+
+def _snapshot(fn: Any) -> dict[str, Any]:
+    """Everything of `fn` that `lift` must leave alone, by identity."""
+    cells = []
+    for cell in fn.__closure__ or ():
+        try:
+            cells.append((cell, cell.cell_contents))
+        except ValueError:
+            cells.append((cell, "<empty>"))
+    contents = [c for _, c in cells]
+    return {
+        "code": fn.__code__,
+        "closure": fn.__closure__,
+        "cells": cells,
+        "defaults": fn.__defaults__,
+        "default items": list(fn.__defaults__ or ()),
+        "kwdefaults": fn.__kwdefaults__,
+        "kwdefault items": dict(fn.__kwdefaults__ or {}),
+        "dict": dict(fn.__dict__),
+        "container items": [
+            list(c.values()) if isinstance(c, dict) else list(c)
+            for c in [*contents, *(fn.__defaults__ or ())]
+            if type(c) in (list, dict)
+        ],
+    }
+
+
+def _assert_same(before: dict[str, Any], after: dict[str, Any]) -> None:
+    for key, old in before.items():
+        new = after[key]
+        if isinstance(old, list | tuple):
+            assert len(old) == len(new), key
+            for a, b in zip(old, new, strict=True):
+                if isinstance(a, tuple | list):
+                    assert all(x is y for x, y in zip(a, b, strict=True)), key
+                else:
+                    assert a is b, key
+        elif isinstance(old, dict):
+            assert old.keys() == new.keys(), key
+            assert all(old[k] is new[k] for k in old), key
+        else:
+            assert old is new, key
+
+
+def _holders(value: Any) -> dict[str, Callable[[], Any]]:
+    """The ways a function can hold `value`: a cell, a default, a keyword-only
+    default, a partial argument and keyword, a bound method's `self`."""
+
+    def in_cell(x):
+        return x if value is not _Colour else 0
+
+    def in_default(x, v=value):
+        return x if v is not _Colour else 0
+
+    def in_kwdefault(x, *, v=value):
+        return x if v is not _Colour else 0
+
+    def from_partial(v, x):
+        return x if v is not _Colour else 0
+
+    def method(self, x):
+        return x if self is not _Colour else 0
+
+    return {
+        "cell": lambda: in_cell,
+        "default": lambda: in_default,
+        "kwdefault": lambda: in_kwdefault,
+        "partial arg": lambda: functools.partial(from_partial, value),
+        "partial keyword": lambda: functools.partial(
+            lambda x, v: from_partial(v, x), v=value
+        ),
+        "method self": lambda: types.MethodType(method, value),
+    }
+
+
+def _underlying(holder: Any) -> Any:
+    if isinstance(holder, functools.partial):
+        return holder.func
+    if isinstance(holder, types.MethodType):
+        return holder.__func__
+    return holder
+
+
+def _call(g: Any, x: Any) -> Any:
+    return g(x)
+
+
+_jit_call = jax.jit(_call)
+
+HOLDERS = (
+    "cell",
+    "default",
+    "kwdefault",
+    "partial arg",
+    "partial keyword",
+    "method self",
+)
+
+
+@pytest.mark.parametrize(
+    ("kind", "holder"),
+    # `types.MethodType` refuses `None` as `self`.
+    [
+        (k, h)
+        for k in sorted(VALUES)
+        for h in HOLDERS
+        if (k, h) != ("None", "method self")
+    ],
+)
+def test_inside_captures(kind: str, holder: str):
+    value = VALUES[kind]()
+    fn = _holders(value)[holder]()
+    inner = _underlying(fn)
+    before = _snapshot(inner)
+    partial_state = (
+        (fn.func, fn.args, dict(fn.keywords))
+        if isinstance(fn, functools.partial)
+        else None
+    )
+    expected = fn(3.0)
+    if kind in TOO_DEEP:
+        with pytest.raises(lift.LiftError, match=r"(?s)(nest|itself).*\nFix: "):
+            lift.lift(fn)
+    else:
+        lifted = lift.lift(fn)
+        assert lifted(3.0) == expected
+        leaves, treedef = jax.tree_util.tree_flatten(lifted)
+        again = jax.tree_util.tree_unflatten(treedef, leaves)
+        assert again(3.0) == expected
+        assert jax.tree_util.tree_structure(lift.lift(fn)) == treedef
+        assert _jit_call(lifted, 3.0) == expected
+        repr(lifted)
+    _assert_same(before, _snapshot(inner))
+    if partial_state is not None:
+        assert isinstance(fn, functools.partial)
+        assert fn.func is partial_state[0]
+        assert fn.args is partial_state[1] or fn.args == partial_state[1]
+        assert all(fn.keywords[k] is v for k, v in partial_state[2].items())
+    assert fn(3.0) == expected
+
+
+def test_captured_containers_are_copied_not_mutated():
+    items = [jnp.ones(2), 2.0]
+    table = {"w": jnp.ones(2)}
+
+    def f(x):
+        items.append(x)  # mutates the lifted copy only
+        table["last"] = x
+        return len(items)
+
+    lifted = lift.lift(f)
+    assert lifted(1.0) == 3
+    assert len(items) == 2
+    assert "last" not in table
+
+
+def test_empty_cell_stays_empty_and_raises_nameerror():
+    def make():
+        def f(x):
+            return later + x
+
+        before = f.__closure__[0]  # type: ignore[index]
+        lifted = lift.lift(f)
+        with pytest.raises(NameError, match="later"):
+            lifted(1.0)
+        later = 1.0
+        assert f(1.0) == 2.0  # the original's cell was not replaced
+        assert f.__closure__[0] is before  # type: ignore[index]
+        return lifted
+
+    lifted = make()
+    with pytest.raises(NameError, match="later"):
+        lifted(1.0)
+
+
+def test_rebinding_a_dynamic_capture_is_a_lifterror_naming_it():
+    def make():
+        w = jnp.ones(2)
+
+        def f(x):
+            nonlocal w
+            w = w + x
+            return w
+
+        return f
+
+    f = make()
+    before = _snapshot(f)
+    with pytest.raises(
+        lift.LiftError, match=r"f \(.*test_bad_input.py:\d+\) rebinds.*'w'"
+    ):
+        lift.lift(f)
+    _assert_same(before, _snapshot(f))
+
+
+def test_tracer_hidden_in_an_object_is_a_lifterror_naming_it():
+    class Box:
+        def __init__(self, v: Any) -> None:
+            self.v = v
+
+    def traced(x):
+        box = Box(x)
+
+        def f(y):
+            return box.v * y
+
+        with pytest.raises(lift.LiftError, match=r"(?s)'box'.*box\.v.*closure_convert"):
+            lift.lift(f)
+        return x
+
+    jax.jit(traced)(1.0)
+
+
+def test_tracer_forced_static_is_a_lifterror():
+    def traced(x):
+        def f(y):
+            return x * y
+
+        with pytest.raises(lift.LiftError, match=r"'x' as static.*tracer"):
+            lift.lift(f, static=("x",))
+        return x
+
+    jax.jit(traced)(1.0)
+
+
+def test_tracer_in_a_deque_is_a_lifterror():
+    def traced(x):
+        holder = collections.deque([1, x])
+
+        def f(y):
+            return y if holder else 0
+
+        with pytest.raises(lift.LiftError, match=r"'holder'.*tracer"):
+            lift.lift(f)
+        return x
+
+    jax.jit(traced)(1.0)
+
+
+# -- bad options -------------------------------------------------------------------
+
+
+def _plain(w: Any) -> Callable[..., Any]:
+    def f(x):
+        return w * x
+
+    return f
+
+
+def test_static_names_that_are_not_captured_are_ignored():
+    lifted = lift.lift(_plain(2.0), static=("nope",))
+    assert lifted(3.0) == 6.0
+
+
+@pytest.mark.parametrize("static", [(1,), [None], 3.0])
+def test_static_that_is_not_names_is_a_lifterror(static: Any):
+    with pytest.raises(lift.LiftError, match=r"static"):
+        lift.lift(_plain(2.0), static=static)
+
+
+def test_dynamic_that_is_not_callable_is_a_lifterror():
+    with pytest.raises(lift.LiftError, match=r"dynamic"):
+        lift.lift(_plain(2.0), dynamic="yes")  # type: ignore[arg-type]
+
+
+def test_dynamic_predicate_that_raises_propagates_unchanged():
+    def predicate(x: Any) -> bool:
+        raise KeyError("predicate failed")
+
+    f = _plain(2.0)
+    before = _snapshot(f)
+    with pytest.raises(KeyError, match="predicate failed"):
+        lift.lift(f, dynamic=predicate)
+    _assert_same(before, _snapshot(f))
+
+
+def test_dynamic_predicate_making_a_string_a_leaf_is_a_lifterror():
+    with pytest.raises(lift.LiftError, match=r"'w'.*str"):
+        lift.lift(_plain("s"), dynamic=lambda x: True)

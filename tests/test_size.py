@@ -1,0 +1,252 @@
+"""Size: chains of 10 000 nested closures and functions with 10 000 captures.
+
+Every walk in `lift` is iterative, so depth is bounded by memory, not by Python's
+recursion limit. The chains here are built so that *calling* them does not
+recurse either (each step returns the function it holds, and a loop drives the
+chain), except in the one test where the original function itself recurses and
+the recursion limit is raised for both.
+
+Each operation runs under a deadline (`SIGALRM`), so a walk that turns quadratic
+fails with the operation's name instead of stalling the suite.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import lift
+
+DEPTH = 10_000
+WIDTH = 10_000
+# Generous: a busy 2-core machine lifts a 10 000-deep chain in about a second.
+DEADLINE = 60.0
+
+
+@contextlib.contextmanager
+def deadline(what: str, seconds: float = DEADLINE) -> Iterator[None]:
+    """Fail (rather than hang) when `what` takes longer than `seconds`."""
+
+    def expire(signum: int, frame: Any) -> None:
+        raise TimeoutError(f"{what} took longer than {seconds:.0f} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _step(prev: Any, w: Any) -> Callable[[Any], Any]:
+    def step(x):
+        return prev, x + w
+
+    return step
+
+
+def _drive(fn: Any, x: Any) -> tuple[Any, int]:
+    """Run a chain built by `_step`: each call returns the next function."""
+    steps = 0
+    while fn is not None:
+        fn, x = fn(x)
+        steps += 1
+    return x, steps
+
+
+def _closure_chain(n: int) -> Any:
+    fn = None
+    for i in range(n):
+        fn = _step(fn, np.float32(i % 7))
+    return fn
+
+
+def test_closure_chain_10000_deep_lifts_flattens_and_calls():
+    fn = _closure_chain(DEPTH)
+    expected, steps = _drive(fn, np.float32(0))
+    assert steps == DEPTH
+    with deadline("lift of a 10 000-deep closure chain"):
+        lifted = lift.lift(fn)
+    with deadline("flatten/unflatten of a 10 000-deep closure chain"):
+        leaves, treedef = jax.tree_util.tree_flatten(lifted)
+        again = jax.tree_util.tree_unflatten(treedef, leaves)
+    assert len(leaves) == DEPTH
+    assert jax.tree_util.tree_structure(lift.lift(_closure_chain(DEPTH))) == treedef
+    with deadline("calling a rebuilt 10 000-deep chain"):
+        out, steps = _drive(again, np.float32(0))
+    assert steps == DEPTH
+    assert out == expected
+
+
+def test_closure_chain_10000_deep_key_paths():
+    lifted = lift.lift(_closure_chain(DEPTH))
+    with deadline("tree_flatten_with_path of a 10 000-deep closure chain"):
+        pairs, _ = jax.tree_util.tree_flatten_with_path(lifted)
+        first = jax.tree_util.keystr(pairs[0][0])
+    assert len(pairs) == DEPTH
+    assert first.startswith(".captures[")
+
+
+def test_closure_chain_10000_deep_through_jit():
+    lifted = lift.lift(_closure_chain(DEPTH))
+    with deadline("jax.jit over a 10 000-deep closure chain"):
+        doubled = jax.jit(lambda g: jax.tree_util.tree_map(lambda v: 2 * v, g))(lifted)
+    out, steps = _drive(doubled, np.float32(0))
+    assert steps == DEPTH
+    assert out == 2 * _drive(lifted, np.float32(0))[0]
+
+
+def test_recursive_chain_10000_deep_needs_the_same_recursion_as_the_original():
+    def link(prev, w):
+        def f(x):
+            return x + w if prev is None else prev(x) + w
+
+        return f
+
+    fn = None
+    for _ in range(DEPTH):
+        fn = link(fn, 1.0)
+    with deadline("lift of a 10 000-deep recursive chain"):
+        lifted = lift.lift(fn)
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(DEPTH * 3 + 1000)  # the original needs it too
+    try:
+        assert fn(0.0) == DEPTH
+        assert lifted(0.0) == DEPTH
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+def test_lexically_nested_closures():
+    # Python's parser limits how deep `def` can nest in source; 90 levels, each
+    # capturing the variable of every level above it.
+    depth = 90
+    lines = ["def level0(x0):"]
+    for i in range(1, depth):
+        lines.append("    " * i + f"def level{i}(x{i}):")
+    total = " + ".join(f"x{i}" for i in range(depth))
+    lines.append("    " * depth + f"return lambda y: y + {total}")
+    for i in range(depth - 1, 0, -1):
+        lines.append("    " * i + f"return level{i}")
+    namespace: dict[str, Any] = {}
+    exec(compile("\n".join(lines), "<nested>", "exec"), namespace)
+    fn: Any = namespace["level0"]
+    for i in range(depth):
+        fn = fn(float(i))
+    lifted = lift.lift(fn)
+    assert len(jax.tree_util.tree_leaves(lifted)) == depth
+    assert lifted(1.0) == fn(1.0)
+    assert jax.jit(lambda g, y: g(y))(lifted, 1.0) == pytest.approx(fn(1.0))
+
+
+def test_partial_chain_10000_deep():
+    def step(prev, w, x):
+        return prev, x + w
+
+    fn: Any = None
+    for i in range(DEPTH):
+        fn = functools.partial(step, fn, np.float32(i % 5))
+    expected, _ = _drive(fn, np.float32(0))
+    with deadline("lift of a 10 000-deep partial chain"):
+        lifted = lift.lift(fn)
+    leaves, treedef = jax.tree_util.tree_flatten(lifted)
+    assert len(leaves) == DEPTH
+    out, steps = _drive(jax.tree_util.tree_unflatten(treedef, leaves), np.float32(0))
+    assert (out, steps) == (expected, DEPTH)
+
+
+def test_chain_through_tuples_10000_deep():
+    def step(pair):
+        def f(x):
+            return pair[1], x + pair[0]
+
+        return f
+
+    fn: Any = None
+    for i in range(DEPTH):
+        fn = step((np.float32(i % 3), fn))
+    expected, _ = _drive(fn, np.float32(0))
+    with deadline("lift of a 10 000-deep chain through captured tuples"):
+        lifted = lift.lift(fn)
+        leaves, treedef = jax.tree_util.tree_flatten(lifted)
+    out, steps = _drive(jax.tree_util.tree_unflatten(treedef, leaves), np.float32(0))
+    assert (out, steps) == (expected, DEPTH)
+
+
+def _wide(n: int) -> Callable[..., Any]:
+    names = [f"a{i}" for i in range(n)]
+    source = (
+        f"def make({', '.join(names)}):\n"
+        f"    def wide(x):\n"
+        f"        return x + sum(({', '.join(names)},))\n"
+        f"    return wide\n"
+    )
+    namespace: dict[str, Any] = {}
+    exec(compile(source, "<wide>", "exec"), namespace)
+    return namespace["make"]
+
+
+def test_function_with_10000_free_variables():
+    values = [np.float32(i % 11) for i in range(WIDTH)]
+    fn = _wide(WIDTH)(*values)
+    with deadline("lift of a function with 10 000 captures"):
+        lifted = lift.lift(fn)
+    with deadline("flatten of a function with 10 000 captures"):
+        pairs, treedef = jax.tree_util.tree_flatten_with_path(lifted)
+    assert len(pairs) == WIDTH
+    assert {jax.tree_util.keystr(p) for p, _ in pairs} == {
+        f".captures['a{i}']" for i in range(WIDTH)
+    }
+    assert lifted(np.float32(1)) == fn(np.float32(1))
+    again = jax.tree_util.tree_unflatten(treedef, [v + 1 for _, v in pairs])
+    assert again(np.float32(1)) == fn(np.float32(1)) + WIDTH
+    assert "a9999=" in repr(lifted)
+
+
+def test_10000_defaults_and_a_10000_element_capture():
+    # NumPy arrays: eager JAX ops under `JAX_CHECK_TRACER_LEAKS` run a gc each,
+    # and summing 10 000 of them would take minutes.
+    ws: list[Any] = [np.asarray(i % 13, np.float32) for i in range(WIDTH - 1)]
+    ws.append(jnp.asarray(5.0))
+    names = [f"d{i}" for i in range(WIDTH)]
+    source = f"def f(x, {', '.join(f'{n}=None' for n in names)}):\n    return x + sum(({', '.join(names)},))\n"
+    namespace: dict[str, Any] = {}
+    exec(compile(source, "<defaults>", "exec"), namespace)
+    fn = namespace["f"]
+    fn.__defaults__ = tuple(ws)
+
+    def from_list(x, ws=ws):
+        return x + sum(ws)
+
+    for g in (fn, from_list):
+        with deadline(f"lift of {g.__name__} with 10 000 captured arrays"):
+            lifted = lift.lift(g)
+            leaves = jax.tree_util.tree_leaves(lifted)
+        assert len(leaves) == WIDTH
+        assert lifted(1.0) == g(1.0)
+
+
+def test_a_wide_lift_is_linear_not_quadratic():
+    # Doubling the number of captures must not quadruple the time to lift them.
+    def timed(n: int) -> float:
+        fn = _wide(n)(*[np.float32(1)] * n)
+        best = float("inf")
+        for _ in range(3):
+            start = time.perf_counter()
+            jax.tree_util.tree_flatten_with_path(lift.lift(fn))
+            best = min(best, time.perf_counter() - start)
+        return best
+
+    small, large = timed(2_000), timed(8_000)
+    assert large < 10 * small + 0.05, (small, large)
