@@ -22,6 +22,7 @@ import os
 import platform
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -115,14 +116,21 @@ def run_module(name: str, quick: bool) -> str:
     kwargs = {"quick": quick} if "quick" in inspect.signature(main).parameters else {}
     print(f"running {name} ...", file=sys.stderr, flush=True)
     start = time.perf_counter()
-    with contextlib.redirect_stdout(io.StringIO()):
-        result = main(**kwargs)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            result = main(**kwargs)
+    except Exception:
+        # One broken benchmark must not cost the others' results.
+        trace = traceback.format_exc()
+        print(trace, file=sys.stderr)
+        return f"## {title.rstrip('.')} (`benchmarks/{name}.py`)\n\nFailed:\n\n```\n{trace}```\n"
     elapsed = time.perf_counter() - start
     print(f"  done in {elapsed:.0f} s", file=sys.stderr, flush=True)
     tables: dict[str, list[dict[str, Any]]] = (
         result if isinstance(result, dict) else {"": list(result)}
     )
-    intro = rest.split("\n\n")[0] if rest else ""
+    # The docstring minus its "Run `python ...`" paragraph.
+    intro = "\n\n".join(p for p in rest.split("\n\n") if not p.startswith("Run "))
     parts = [f"## {title.rstrip('.')} (`benchmarks/{name}.py`)", ""]
     if intro:
         parts += [intro, ""]
