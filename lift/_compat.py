@@ -8,6 +8,7 @@ imports `jax._src`.
 
 from __future__ import annotations
 
+import os
 import types
 from collections.abc import Iterable
 from typing import Any, Final
@@ -18,6 +19,7 @@ import jax.core
 __all__ = [
     "LiveTraces",
     "Tracer",
+    "is_jax_closure_convert",
     "is_tracer",
     "jax_leaked_tracers",
     "live_traces",
@@ -145,6 +147,22 @@ def transform_name(tracer: Any) -> str:
             return f"{_TRACED_FOR.get(traced_for, traced_for)}({name})"
         return "jit"
     return _TRACE_KINDS.get(kind, kind)
+
+
+def is_jax_closure_convert(fn: Any) -> bool:
+    """Whether `fn` is a function returned by `jax.closure_convert`.
+
+    Written against jax 0.10.2: `jax/_src/custom_derivatives.py` returns the
+    nested `converted_fun`, whose closure keeps every non-float constant.
+    """
+    code = getattr(fn, "__code__", None)
+    return (
+        isinstance(code, types.CodeType)
+        and code.co_name == "converted_fun"
+        and code.co_filename.endswith(
+            os.path.join("jax", "_src", "custom_derivatives.py")
+        )
+    )
 
 
 def _leaked_tracer_lists(tb: types.TracebackType | None) -> Iterable[list[Any]]:

@@ -77,10 +77,13 @@ class Leak:
     kind: str | None = None
     location: str | None = None
     detail: str | None = None
+    advice: str | None = None
 
     @property
     def hint(self) -> str:
         """What to do about this leak, as code where possible."""
+        if self.advice is not None:
+            return self.advice
         var = self.variable
         if self.kind == _CAPTURED:
             return f"lift the function or pass {var} as an argument"
@@ -563,6 +566,12 @@ class _Walk:
             location = None
         rest = "".join(_label_text(entries[e][1]) for e in chain[holder + 1 :])
         detail = f"{variable}{rest}" if rest else None
+        advice = None
+        if _compat.is_jax_closure_convert(fn):
+            advice = (
+                "jax.closure_convert keeps integer, boolean and key tracers in its "
+                "closure: convert with lift.closure_convert(f, *example_args) instead"
+            )
         return Leak(
             path,
             qualname,
@@ -573,6 +582,7 @@ class _Walk:
             kind,
             location,
             detail,
+            advice,
         )
 
 

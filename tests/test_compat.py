@@ -198,3 +198,10 @@ def test_jax_leaked_tracers_ignores_other_errors() -> None:
     assert _compat.jax_leaked_tracers(ValueError("Leaked trace")) is None
     assert _compat.jax_leaked_tracers(IndexError("list index")) is None
     assert _compat.jax_leaked_tracers(Exception("other")) is None
+
+
+def test_recognises_jax_closure_convert_results() -> None:
+    converted, _ = jax.closure_convert(lambda y: y * 2, 1.0)
+    assert _compat.is_jax_closure_convert(converted)
+    assert not _compat.is_jax_closure_convert(lambda y: y)
+    assert not _compat.is_jax_closure_convert(jnp.sum)

@@ -430,6 +430,25 @@ def case_prng_key(leak: bool) -> Expect:
     return Expect((stash,), stash[0], "value", "jit(sample)")
 
 
+def case_jax_closure_convert(leak: bool) -> Expect:
+    # jax.closure_convert hoists float tracers only: an int32 one stays behind in
+    # the converted function's closure.
+    stash: list[Any] = []
+
+    def step(x: Any, n: Any) -> Any:
+        m = _keep(leak, n, CONCRETE_INT)
+
+        def scale(y: Any) -> Any:
+            return y * m
+
+        converted, _ = jax.closure_convert(scale, x)
+        stash.append(converted)
+        return x
+
+    jax.jit(step)(1.0, 2)
+    return Expect((stash,), stash[0], "closure_consts", "jit(step)")
+
+
 CASES = {
     name.removeprefix("case_"): fn
     for name, fn in dict(globals()).items()
@@ -450,17 +469,26 @@ def test_escape_is_reported(name: str) -> None:
     code = expect.holder.__code__
     assert leak.function == expect.holder.__qualname__
     assert leak.variable == expect.variable
-    assert leak.filename == code.co_filename == __file__
+    assert leak.filename == code.co_filename
     assert leak.lineno == code.co_firstlineno
     assert leak.tracer.endswith(f" from {expect.transform}"), leak.tracer
     if expect.path is not None:
         assert leak.path == expect.path
     text = str(leak)
-    assert f"{leak.function} ({__file__}:{leak.lineno})" in text
+    assert f"{leak.function} ({code.co_filename}:{leak.lineno})" in text
     assert f"'{expect.variable}'" in text
     assert " — " in text
     with pytest.raises(lift.LeakError, match=f"'{expect.variable}'"):
         lift.check_leaks(*expect.roots)
+
+
+def test_jax_closure_convert_leak_points_to_lift_closure_convert() -> None:
+    (leak,) = lift.find_leaks(*case_jax_closure_convert(True).roots)
+    assert leak.tracer == "int32[] from jit(step)"
+    assert leak.hint.startswith("jax.closure_convert keeps integer, boolean")
+    assert str(leak).endswith(
+        "convert with lift.closure_convert(f, *example_args) instead"
+    )
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
