@@ -10,12 +10,8 @@ from ._diff import diff as diff
 from ._errors import LeakError as LeakError, LiftError as LiftError
 from ._jit import jit as jit
 from ._leaks import Leak as Leak, check_leaks as check_leaks, find_leaks as find_leaks
-from ._lifted import (
-    Lifted as Lifted,
-    is_lifted as is_lifted,
-    lift as lift,
-    unlift as unlift,
-)
+from ._lift import is_lifted as is_lifted, lift as lift, unlift as unlift
+from ._lifted import Lifted as Lifted
 from ._version import __version__ as __version__
 
 closure_convert = Lifted.closure_convert

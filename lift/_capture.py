@@ -24,7 +24,6 @@ from ._compat import Tracer
 from ._errors import LiftError, describe
 from ._replay import replay
 from ._skeleton import (
-    MAX_CONTAINER_DEPTH,
     CellNode,
     FunctionNode,
     MethodNode,
@@ -35,9 +34,8 @@ from ._skeleton import (
     Slot,
     Static,
     Template,
-    is_cyclic,
-    is_function_like,
 )
+from ._trees import MAX_CONTAINER_DEPTH, is_cyclic, is_function_like
 
 __all__ = ["capture", "default_dynamic", "is_function_like"]
 

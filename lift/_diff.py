@@ -8,7 +8,9 @@ from typing import Any, cast
 import jax
 
 from . import _trees as jtu
-from ._lifted import Lifted, is_lifted
+from ._lift import is_lifted
+from ._lifted import Lifted
+from ._paths import leaf_paths, node_path, treedef_paths
 from ._skeleton import (
     CellNode,
     FunctionNode,
@@ -88,7 +90,7 @@ def _diff_lifted(
     if sa == sb:
         leaves_x = jtu.tree_leaves(x)
         leaves_y = jtu.tree_leaves(y)
-        paths = sa.leaf_paths()
+        paths = leaf_paths(sa)
         for path, u, v in zip(paths, leaves_x, leaves_y, strict=True):
             if _aval(u) != _aval(v):
                 lines.append(f"{prefix}{path}: {_aval(u)} != {_aval(v)}")
@@ -102,7 +104,7 @@ def _diff_lifted(
     for i, (na, nb) in enumerate(zip(sa.nodes, sb.nodes, strict=False)):
         if na.key == nb.key:
             continue
-        where = prefix + "".join(str(e) for e in sa.node_path(i))
+        where = prefix + "".join(str(e) for e in node_path(sa, i))
         _diff_node(where, sa, sb, na, nb, lines)
     if len(lines) == before:
         lines.append(
@@ -169,7 +171,7 @@ def _diff_template(
 ) -> None:
     if ta.key == tb.key:
         return
-    path = "".join(str(e) for e in sa.node_path(sa.function_of(ta))) + _label(ta)
+    path = "".join(str(e) for e in node_path(sa, sa.function_of(ta))) + _label(ta)
     if ta.treedef != tb.treedef:
         lines.append(f"{path}: structure {ta.treedef} != {tb.treedef} (in {owner})")
         return
@@ -211,6 +213,4 @@ def _label(t: Template) -> str:
 def _subpath(t: Template, pos: int) -> str:
     if t.treedef is None:
         return ""
-    from ._skeleton import _treedef_paths  # pyright: ignore[reportPrivateUsage]
-
-    return "".join(str(e) for e in _treedef_paths(t.treedef)[pos])
+    return "".join(str(e) for e in treedef_paths(t.treedef)[pos])

@@ -29,7 +29,8 @@ from jax.stages import Lowered, Traced
 from typing_extensions import ParamSpec
 
 from ._errors import LiftError, describe
-from ._lifted import Lifted, lift
+from ._lift import lift
+from ._lifted import Lifted
 from ._skeleton import (
     CellNode,
     FunctionNode,

@@ -28,9 +28,8 @@ from ._skeleton import (
     Skeleton,
     Static,
     Template,
-    is_cyclic,
-    is_function_like,
 )
+from ._trees import is_cyclic, is_function_like
 
 __all__ = ["replay"]
 

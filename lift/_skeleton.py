@@ -7,16 +7,15 @@ static values (`Static`). The skeleton is hashable, its hash computed once, and
 is the pytree aux data of a `Lifted`: two skeletons are equal exactly when the
 functions would behave the same given the same leaves.
 
-`build` turns a skeleton and leaves back into plain Python functions with fresh
-cells; nothing of the function the skeleton was captured from is reused.
+`lift._rebuild.build` turns a skeleton and leaves back into plain Python
+functions; `lift._paths` names where each leaf sits.
 """
 
 from __future__ import annotations
 
 import functools
-import types
-from collections.abc import Callable, Sequence
-from typing import Any, Final, TypeAlias, cast
+from collections.abc import Sequence
+from typing import Any, TypeAlias
 
 from . import _trees as jtu
 from ._code import CodeInfo
@@ -32,63 +31,9 @@ __all__ = [
     "Slot",
     "Static",
     "Template",
-    "build",
-    "is_cyclic",
-    "is_function_like",
+    "root_function",
+    "root_name",
 ]
-
-
-_partial_is_leaf: dict[type, bool] = {functools.partial: True}
-
-
-def is_function_like(x: Any) -> bool:
-    """A function, bound method, or `functools.partial` that is not a pytree."""
-    t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
-    if t is types.FunctionType or t is types.MethodType:
-        return True
-    if isinstance(x, functools.partial):
-        leaf = _partial_is_leaf.get(t)
-        if leaf is None:
-            # `jax.tree_util.Partial` and other registered subclasses are pytrees.
-            leaf = _partial_is_leaf[t] = jtu.treedef_is_leaf(jtu.tree_structure(x))
-        return leaf
-    return False
-
-
-MAX_CONTAINER_DEPTH: Final = 400
-
-
-def is_cyclic(value: Any) -> bool:
-    """Whether lists, tuples and dicts nested in `value` contain themselves or nest
-    deeper than `MAX_CONTAINER_DEPTH`.
-
-    JAX's C++ flattening recurses: on a cyclic value it never returns, and deep
-    values exhaust the interpreter's recursion budget (jax 0.10.2 then leaves a
-    `SystemError` behind). So the value is checked first, iteratively.
-    """
-    if not isinstance(value, (list, tuple, dict)):
-        return False
-    on_path: set[int] = set()
-    done: set[int] = set()
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        x, depth = stack.pop()
-        key = id(x)
-        if depth < 0:  # leaving `x`
-            on_path.discard(key)
-            done.add(key)
-            continue
-        if key in on_path or depth > MAX_CONTAINER_DEPTH:
-            return True
-        if key in done:
-            continue
-        on_path.add(key)
-        stack.append((x, -1))
-        children = x.values() if isinstance(x, dict) else x  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-        for child in children:  # pyright: ignore[reportUnknownVariableType]
-            if isinstance(child, (list, tuple, dict)):
-                stack.append((cast(Any, child), depth + 1))
-    return False
 
 
 class Ref:
@@ -340,7 +285,6 @@ class Skeleton:
     __slots__ = (
         "__weakref__",
         "_hash",
-        "_paths",
         "cache",
         "float_leaves",
         "key",
@@ -370,7 +314,6 @@ class Skeleton:
         self.leaf_types = leaf_types
         self.key = tuple(n.key for n in nodes)
         self._hash = hash(self.key)
-        self._paths: tuple[CapturePath, ...] | None = None
         # Derived facts other modules compute once per skeleton (not compared).
         self.cache: dict[str, Any] = {}
 
@@ -390,57 +333,6 @@ class Skeleton:
         return f"Skeleton({name}, nodes={len(self.nodes)}, leaves={self.nleaves})"
 
     # -- where things are ----------------------------------------------------
-
-    def node_path(self, index: int) -> tuple[Any, ...]:
-        """Key entries from the root to node `index` (where it was first found)."""
-        entries: list[tuple[Any, ...]] = []
-        seen = 0
-        while (parent := self.parents[index]) is not None and seen <= len(self.nodes):
-            seen += 1
-            template, slot = parent
-            entries.append(
-                _template_entries(self, template) + _slot_entries(template, slot)
-            )
-            index = template.owner
-            if isinstance(self.nodes[index], CellNode):
-                index = self.nodes[index].owner  # type: ignore[union-attr]
-        return tuple(e for part in reversed(entries) for e in part)
-
-    def leaf_paths(self) -> tuple[CapturePath, ...]:
-        """A key path for every leaf, e.g. `.captures['inner'].captures['lr']`.
-
-        Computed once, top-down, in time and memory linear in the graph: a path
-        longer than `2 * _PATH_KEEP` entries (a closure nested thousands deep)
-        keeps its first and last `_PATH_KEEP` entries around an `Elided` entry.
-        """
-        if self._paths is None:
-            # Per function node: (head, tail, length) of its path from the root.
-            spans: dict[int, tuple[tuple[Any, ...], tuple[Any, ...], int]] = {
-                0: ((), (), 0)
-            }
-            for index in range(1, len(self.nodes)):
-                parent = self.parents[index]
-                if parent is None:
-                    continue
-                template, slot = parent
-                owner = self.function_of(template)
-                spans[index] = _extend(
-                    spans[owner],
-                    _template_entries(self, template) + _slot_entries(template, slot),
-                )
-            paths: list[CapturePath | None] = [None] * self.nleaves
-            for template in self.templates():
-                span = spans[self.function_of(template)]
-                entries = _template_entries(self, template)
-                for pos, slot in enumerate(template.slots):
-                    if type(slot) is int:
-                        paths[slot] = CapturePath(
-                            _materialize(
-                                _extend(span, entries + _slot_entries(template, pos))
-                            )
-                        )
-            self._paths = tuple(p if p is not None else CapturePath(()) for p in paths)
-        return self._paths
 
     def templates(self) -> list[Template]:
         """Every template of the graph, in node order."""
@@ -475,152 +367,31 @@ class Skeleton:
         return owners
 
 
-def _template_entries(skeleton: Skeleton, template: Template) -> tuple[Any, ...]:
-    kind, name = template.label
-    if kind in ("captures", "keywords"):
-        return (jtu.GetAttrKey(kind), jtu.DictKey(name))
-    if kind == "args":
-        return (jtu.GetAttrKey("args"), jtu.SequenceKey(name))  # type: ignore[arg-type]
-    return (jtu.GetAttrKey(kind),)
+def root_function(skeleton: Skeleton) -> FunctionNode | None:
+    """The function at the root, seen through partials and bound methods."""
+    node = skeleton.nodes[0]
+    for _ in range(len(skeleton.nodes)):
+        if isinstance(node, FunctionNode):
+            return node
+        if isinstance(node, (PartialNode, MethodNode)):
+            slot = node.func.slots[0]
+            if type(slot) is not Ref:
+                return None
+            node = skeleton.nodes[slot.index]
+        else:
+            return None
+    return None
 
 
-def _slot_entries(template: Template, pos: int) -> tuple[Any, ...]:
-    if template.treedef is None:
-        return ()
-    return _treedef_paths(template.treedef)[pos]
-
-
-@functools.lru_cache(maxsize=4096)
-def _treedef_paths(treedef: jtu.TreeDef) -> tuple[tuple[Any, ...], ...]:
-    dummy = treedef.unflatten([_Marker()] * treedef.num_leaves)
-    pairs, _ = jtu.tree_flatten_with_path(dummy, is_leaf=_is_marker)
-    return tuple(tuple(p) for p, _ in pairs)
-
-
-def _is_marker(x: object) -> bool:
-    return isinstance(x, _Marker)
-
-
-class _Marker:
-    __slots__ = ()
-
-
-_PATH_KEEP: Final = 16
-
-
-def _extend(
-    span: tuple[tuple[Any, ...], tuple[Any, ...], int], entries: tuple[Any, ...]
-) -> tuple[tuple[Any, ...], tuple[Any, ...], int]:
-    head, tail, length = span
-    if len(head) < _PATH_KEEP:
-        head = (head + entries)[:_PATH_KEEP]
-    return head, (tail + entries)[-_PATH_KEEP:], length + len(entries)
-
-
-def _materialize(span: tuple[tuple[Any, ...], tuple[Any, ...], int]) -> tuple[Any, ...]:
-    head, tail, length = span
-    if length <= 2 * _PATH_KEEP:
-        return (
-            (head + tail[len(tail) - (length - len(head)) :])
-            if length > len(head)
-            else head
-        )
-    return (*head, Elided(length - 2 * _PATH_KEEP), *tail)
-
-
-class Elided:
-    """Stands for the middle of a key path too long to spell out."""
-
-    __slots__ = ("count",)
-
-    def __init__(self, count: int) -> None:
-        self.count = count
-
-    def __str__(self) -> str:
-        return f"...({self.count} more)..."
-
-    def __repr__(self) -> str:
-        return f"Elided({self.count})"
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is Elided and other.count == self.count
-
-    def __hash__(self) -> int:
-        return hash(("elided", self.count))
-
-
-class CapturePath:
-    """One pytree key entry standing for the whole way from a `Lifted` to a leaf.
-
-    `str()` reads like `.captures['inner'].captures['lr']`; `entries` holds the
-    standard `jax.tree_util` keys (`GetAttrKey`, `DictKey`, `SequenceKey`, ...).
-    """
-
-    __slots__ = ("entries",)
-
-    def __init__(self, entries: tuple[Any, ...]) -> None:
-        self.entries = entries
-
-    def __str__(self) -> str:
-        return "".join(str(e) for e in self.entries)
-
-    def __repr__(self) -> str:
-        return f"CapturePath({self})"
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is CapturePath and other.entries == self.entries
-
-    def __hash__(self) -> int:
-        return hash(self.entries)
-
-
-CapturePath.__module__ = "lift"
-
-_EMPTY: Final = object()
-
-
-def build(skeleton: Skeleton, leaves: Sequence[Any]) -> Callable[..., Any]:
-    """Plain Python objects for the graph, with fresh cells; returns the root."""
-    nodes = skeleton.nodes
-    objs: list[Any] = [None] * len(nodes)
-    for i, node in enumerate(nodes):
-        if type(node) is CellNode:
-            objs[i] = types.CellType()
-    for i, node in enumerate(nodes):
-        if type(node) is FunctionNode:
-            closure = tuple(objs[c] for c in node.cells) if node.cells else None
-            fn = types.FunctionType(
-                node.info.code, node.globals, node.name, None, closure
+def root_name(skeleton: Skeleton, which: str) -> str:
+    root = root_function(skeleton)
+    if root is not None:
+        return root.name if which == "name" else root.qualname
+    node = skeleton.nodes[0]
+    if isinstance(node, (PartialNode, MethodNode)):
+        slot = node.func.slots[0]
+        if isinstance(slot, Static):
+            return getattr(
+                slot.value, "__name__" if which == "name" else "__qualname__", "partial"
             )
-            fn.__qualname__ = node.qualname
-            attrs = node.attrs
-            if attrs:
-                for k, v in attrs.items():
-                    setattr(fn, k, v)
-            objs[i] = fn
-    for i in skeleton.order:
-        node = nodes[i]
-        if type(node) is PartialNode:
-            func = node.func.materialize(leaves, objs)
-            args = [t.materialize(leaves, objs) for t in node.args]
-            kwargs = {k: t.materialize(leaves, objs) for k, t in node.keywords}
-            objs[i] = node.cls(func, *args, **kwargs)
-        elif type(node) is MethodNode:
-            objs[i] = types.MethodType(
-                node.func.materialize(leaves, objs),
-                node.self_.materialize(leaves, objs),
-            )
-    for i, node in enumerate(nodes):
-        if type(node) is CellNode:
-            if node.template is not None:
-                objs[i].cell_contents = node.template.materialize(leaves, objs)
-        elif type(node) is FunctionNode:
-            if node.defaults is not None:
-                objs[i].__defaults__ = tuple(
-                    t.materialize(leaves, objs) for t in node.defaults
-                )
-            if node.kwdefaults is not None:
-                objs[i].__kwdefaults__ = {
-                    k: t.materialize(leaves, objs) for k, t in node.kwdefaults
-                }
-    return objs[0]
+    return "partial"

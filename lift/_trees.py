@@ -1,17 +1,24 @@
-"""`jax.tree_util`, typed once for the type checker.
+"""`jax.tree_util`, typed once for the type checker, and what lift flattens with.
 
 JAX's own annotations of these leave parts unknown (`PyTreeDef` is a runtime
 alias of a C++ class); strict type checking of `lift/` needs them precise.
+`is_function_like` is the `is_leaf` of every capture (functions become nodes of
+their own); `is_cyclic` guards JAX's recursive flattening.
 """
 
 from __future__ import annotations
 
+import functools
+import types
 from collections.abc import Callable, Iterable
-from typing import Any, TypeAlias, cast
+from typing import Any, Final, TypeAlias, cast
 
 import jax.tree_util as _jtu
 
 __all__ = [
+    "MAX_CONTAINER_DEPTH",
+    "is_cyclic",
+    "is_function_like",
     "DictKey",
     "GetAttrKey",
     "SequenceKey",
@@ -47,3 +54,56 @@ SequenceKey = cast("Callable[[int], Any]", _jtu.SequenceKey)
 def unflatten(treedef: TreeDef, leaves: Iterable[Any]) -> Any:
     """`treedef.unflatten(leaves)`."""
     return treedef.unflatten(leaves)
+
+
+_partial_is_leaf: dict[type, bool] = {functools.partial: True}
+
+
+def is_function_like(x: Any) -> bool:
+    """A function, bound method, or `functools.partial` that is not a pytree."""
+    t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
+    if t is types.FunctionType or t is types.MethodType:
+        return True
+    if isinstance(x, functools.partial):
+        leaf = _partial_is_leaf.get(t)
+        if leaf is None:
+            # `jax.tree_util.Partial` and other registered subclasses are pytrees.
+            leaf = _partial_is_leaf[t] = treedef_is_leaf(tree_structure(x))
+        return leaf
+    return False
+
+
+MAX_CONTAINER_DEPTH: Final = 400
+
+
+def is_cyclic(value: Any) -> bool:
+    """Whether lists, tuples and dicts nested in `value` contain themselves or nest
+    deeper than `MAX_CONTAINER_DEPTH`.
+
+    JAX's C++ flattening recurses: on a cyclic value it never returns, and deep
+    values exhaust the interpreter's recursion budget (jax 0.10.2 then leaves a
+    `SystemError` behind). So the value is checked first, iteratively.
+    """
+    if not isinstance(value, (list, tuple, dict)):
+        return False
+    on_path: set[int] = set()
+    done: set[int] = set()
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        x, depth = stack.pop()
+        key = id(x)
+        if depth < 0:  # leaving `x`
+            on_path.discard(key)
+            done.add(key)
+            continue
+        if key in on_path or depth > MAX_CONTAINER_DEPTH:
+            return True
+        if key in done:
+            continue
+        on_path.add(key)
+        stack.append((x, -1))
+        children = x.values() if isinstance(x, dict) else x  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+        for child in children:  # pyright: ignore[reportUnknownVariableType]
+            if isinstance(child, (list, tuple, dict)):
+                stack.append((cast(Any, child), depth + 1))
+    return False

@@ -1,0 +1,193 @@
+"""`lift`, `unlift`, `is_lifted`: the functions users call."""
+
+# pyright: reportPrivateUsage=false
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar, cast, overload
+
+from typing_extensions import ParamSpec
+
+from . import _trees as jtu
+from ._describe import reject
+from ._errors import LiftError
+from ._lifted import Lifted
+from ._rebuild import build
+from ._trees import is_cyclic, is_function_like
+
+__all__ = ["is_lifted", "lift", "unlift"]
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+
+@overload
+def lift(
+    obj: None = None,
+    /,
+    *,
+    static: str | Iterable[str] = (),
+    dynamic: Callable[[Any], bool] | None = None,
+) -> Callable[[Callable[_P, _T]], Lifted[_P, _T]]: ...
+@overload
+def lift(
+    obj: Lifted[_P, _T],
+    /,
+    *,
+    static: str | Iterable[str] = (),
+    dynamic: Callable[[Any], bool] | None = None,
+) -> Lifted[_P, _T]: ...
+@overload
+def lift(
+    obj: Callable[_P, _T],
+    /,
+    *,
+    static: str | Iterable[str] = (),
+    dynamic: Callable[[Any], bool] | None = None,
+) -> Lifted[_P, _T]: ...
+@overload
+def lift(
+    obj: _T,
+    /,
+    *,
+    static: str | Iterable[str] = (),
+    dynamic: Callable[[Any], bool] | None = None,
+) -> _T: ...
+def lift(
+    obj: Any = None,
+    /,
+    *,
+    static: str | Iterable[str] = (),
+    dynamic: Callable[[Any], bool] | None = None,
+) -> Any:
+    """Make a function, or every function inside a pytree, into a [`lift.Lifted`][].
+
+    Use it as `@lift`, `@lift(static=("n",))`, or `lift(obj)`.
+
+    - A function (`def`, `lambda`, nested, recursive, generator, async), bound
+      method or `functools.partial` gives a `Lifted`; an existing `Lifted` is
+      returned as it is.
+    - Any other pytree (tuple, NamedTuple such as `optax.GradientTransformation`,
+      dict, list, registered node) gives the same structure with every function
+      found inside it lifted. Pytrees that are callable (an `equinox.Module`,
+      `jax.tree_util.Partial`) are kept, their function leaves lifted.
+
+    ```python
+    import jax
+    import jax.numpy as jnp
+    import lift
+
+    def make_scale(lr):
+        return lift.lift(lambda g: -lr * g)
+
+    traces = 0
+
+    @jax.jit
+    def apply(scale, g):
+        global traces
+        traces += 1
+        return scale(g)
+
+    for lr in (0.1, 0.01, 0.001):
+        apply(make_scale(lr), jnp.ones(3))
+    assert traces == 1  # one program for every learning rate
+    ```
+
+    **Arguments:**
+
+    - `obj`: the function or pytree to lift.
+    - `static`: names of captured variables (free variables, default parameters,
+      partial keywords; at any depth) to keep static whatever their type.
+    - `dynamic`: a predicate on a captured leaf, replacing the default rule
+      (arrays, tracers, NumPy values, Python `float` and `complex` are dynamic).
+
+    **Returns:** a `Lifted`, or `obj`'s structure with its functions lifted.
+
+    **Raises:** `lift.LiftError` for a builtin, a class, a callable that is not a
+    pytree, or a bare value, and for captures that cannot be leaves.
+    """
+    if obj is None:
+
+        def decorator(fn: Any) -> Any:
+            return lift(fn, static=static, dynamic=dynamic)
+
+        return decorator
+    options = bool(static) or dynamic is not None
+    if isinstance(obj, Lifted):
+        if not options:
+            return cast(Any, obj)
+        cls = cast("type[Lifted[Any, Any]]", type(obj))  # pyright: ignore[reportUnknownArgumentType]
+        return cls(cast(Any, obj), static=static, dynamic=dynamic)
+    if is_function_like(obj):
+        return Lifted(obj, static=static, dynamic=dynamic)
+    try:
+        if is_cyclic(obj):
+            raise RecursionError
+        leaves, treedef = jtu.tree_flatten(obj, is_leaf=_is_liftable)
+    except RecursionError:
+        raise LiftError(
+            f"lift() got a {type(obj).__name__} that contains itself or nests "
+            "too deeply for JAX's pytree flattening.\nFix: lift the functions inside it one by one."
+        ) from None
+    if jtu.treedef_is_leaf(treedef) and treedef.num_leaves == 1:
+        raise reject(obj, "lift")
+    out: list[Any] = []
+    for leaf in leaves:
+        new: Any = leaf
+        if isinstance(leaf, Lifted) and options:
+            cls = cast("type[Lifted[Any, Any]]", type(leaf))  # pyright: ignore[reportUnknownArgumentType]
+            new = cls(cast(Any, leaf), static=static, dynamic=dynamic)
+        elif is_function_like(leaf):
+            new = Lifted(
+                cast("Callable[..., Any]", leaf), static=static, dynamic=dynamic
+            )
+        out.append(new)
+    return jtu.unflatten(treedef, out)
+
+
+def _is_liftable(x: Any) -> bool:
+    return is_function_like(x) or isinstance(x, Lifted)
+
+
+def _unlift_one(x: Any) -> Any:
+    return build(x._skeleton, x._leaves) if isinstance(x, Lifted) else x
+
+
+def is_lifted(x: Any) -> bool:
+    """Whether `x` is a [`lift.Lifted`][] (of any subclass).
+
+    ```python
+    import lift
+
+    assert lift.is_lifted(lift.lift(lambda x: x))
+    assert not lift.is_lifted(lambda x: x)
+    ```
+    """
+    return isinstance(x, Lifted)
+
+
+def unlift(x: Any) -> Any:
+    """Plain Python functions back from [`lift.Lifted`][]: for code that demands one.
+
+    A `Lifted` gives a new function (fresh cells) whose captures are its current
+    leaves; a pytree gives the same structure with every `Lifted` unlifted; other
+    values are returned as they are.
+
+    ```python
+    import types
+    import jax.numpy as jnp
+    import lift
+
+    w = jnp.asarray(2.0)
+    f = lift.unlift(lift.lift(lambda x: w * x))
+    assert isinstance(f, types.FunctionType)
+    assert f(3.0) == 6.0
+    ```
+    """
+    if isinstance(x, Lifted):
+        return build(x._skeleton, x._leaves)
+    return jtu.tree_map(
+        _unlift_one,
+        x,
+        is_leaf=is_lifted,
+    )

@@ -1,0 +1,72 @@
+"""Rebuilding plain Python functions from a skeleton and leaves.
+
+Every function is made afresh with `types.FunctionType` and new cells
+(`types.CellType`): nothing of the function the skeleton was captured from is
+reused, so the user's function, cells and defaults are never touched. Cells
+shared by several functions of the graph stay shared; recursion and cycles are
+closed by creating every cell empty first and filling it last.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ._skeleton import CellNode, FunctionNode, MethodNode, PartialNode, Skeleton
+
+__all__ = ["build", "build_nodes"]
+
+
+def build(skeleton: Skeleton, leaves: Sequence[Any]) -> Callable[..., Any]:
+    """The root of the graph, rebuilt as a plain Python function (or partial, or
+    bound method) whose captures are `leaves`."""
+    return build_nodes(skeleton, leaves)[0]
+
+
+def build_nodes(skeleton: Skeleton, leaves: Sequence[Any]) -> list[Any]:
+    """Every node of the graph rebuilt (cells included), index-aligned with
+    `skeleton.nodes`."""
+    nodes = skeleton.nodes
+    objs: list[Any] = [None] * len(nodes)
+    for i, node in enumerate(nodes):
+        if type(node) is CellNode:
+            objs[i] = types.CellType()
+    for i, node in enumerate(nodes):
+        if type(node) is FunctionNode:
+            closure = tuple(objs[c] for c in node.cells) if node.cells else None
+            fn = types.FunctionType(
+                node.info.code, node.globals, node.name, None, closure
+            )
+            fn.__qualname__ = node.qualname
+            attrs = node.attrs
+            if attrs:
+                for k, v in attrs.items():
+                    setattr(fn, k, v)
+            objs[i] = fn
+    for i in skeleton.order:
+        node = nodes[i]
+        if type(node) is PartialNode:
+            func = node.func.materialize(leaves, objs)
+            args = [t.materialize(leaves, objs) for t in node.args]
+            kwargs = {k: t.materialize(leaves, objs) for k, t in node.keywords}
+            objs[i] = node.cls(func, *args, **kwargs)
+        elif type(node) is MethodNode:
+            objs[i] = types.MethodType(
+                node.func.materialize(leaves, objs),
+                node.self_.materialize(leaves, objs),
+            )
+    for i, node in enumerate(nodes):
+        if type(node) is CellNode:
+            if node.template is not None:
+                objs[i].cell_contents = node.template.materialize(leaves, objs)
+        elif type(node) is FunctionNode:
+            if node.defaults is not None:
+                objs[i].__defaults__ = tuple(
+                    t.materialize(leaves, objs) for t in node.defaults
+                )
+            if node.kwdefaults is not None:
+                objs[i].__kwdefaults__ = {
+                    k: t.materialize(leaves, objs) for k, t in node.kwdefaults
+                }
+    return objs
