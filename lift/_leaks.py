@@ -494,7 +494,7 @@ class _Walk:
             for name in slots:
                 try:
                     value = getattr(obj, name)
-                except AttributeError:
+                except Exception:  # an unset slot, or a descriptor that raises
                     continue
                 self.push(value, index, (_ATTR, name))
         elif kind == _CONTAINER:
@@ -520,7 +520,10 @@ class _Walk:
             self.keep.append(consts)
             self.push_all(enumerate(consts), index, ".consts[{}]")
         elif kind == _PYTREE:
-            children, _ = _flatten_with_path(obj, is_leaf=lambda y: y is not obj)  # pyright: ignore[reportUnknownLambdaType]
+            try:
+                children, _ = _flatten_with_path(obj, is_leaf=lambda y: y is not obj)  # pyright: ignore[reportUnknownLambdaType]
+            except Exception:  # a node that cannot flatten this instance: opaque
+                return
             self.keep.append(children)
             for path, child in children:
                 self.push(child, index, _keystr(path))

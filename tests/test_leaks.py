@@ -276,3 +276,15 @@ def test_lifted_captures_are_named() -> None:
 def test_scan_with_named_roots() -> None:
     (leak,) = scan([("output", {"w": _escaped()})])
     assert leak.path == "output['w']"
+
+
+def test_objects_that_fail_to_flatten_or_read_are_opaque() -> None:
+    class Broken:
+        __slots__ = ("x",)
+
+        def __getattribute__(self, name: str) -> Any:
+            if name == "x":
+                raise RuntimeError("unreadable")
+            return object.__getattribute__(self, name)
+
+    assert lift.find_leaks(Broken(), [Broken()]) == []
