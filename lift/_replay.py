@@ -33,9 +33,11 @@ from ._trees import is_cyclic, is_function_like
 
 __all__ = ["replay"]
 
-# Larger graphs take the full walk every time: their generated code would cost
-# more to compile than it saves.
-MAX_NODES: Final = 1024
+# Compiling costs about as much as 7 full walks; a graph is compiled once it has
+# been seen `2 + nodes // _NODES_PER_SIGHTING` times (a sweep of small closures
+# from the third, a closure 10 000 deep after ~80). Beyond `MAX_NODES` it never is.
+MAX_NODES: Final = 50_000
+_NODES_PER_SIGHTING: Final = 256
 # Static values compared by value (others must be the very same object; anything
 # else takes the full walk, which also scans objects for hidden tracers).
 _ATOMS: Final = frozenset({int, bool, str, bytes, float, complex, type(None)})
@@ -48,10 +50,8 @@ def replay(skeleton: Skeleton, obj: Any) -> list[Any] | None:
     cache = skeleton.cache
     fn = cache.get("replay")
     if fn is None:
-        # Compiling costs milliseconds: worth it from the third closure of a shape
-        # on (a sweep), not for one seen twice.
         sightings = cache["sightings"] = cache.get("sightings", 0) + 1
-        if sightings < 2:
+        if sightings < 2 + len(skeleton.nodes) // _NODES_PER_SIGHTING:
             return None
         fn = cache["replay"] = _compile(skeleton)
     if fn is _NO_REPLAY:
