@@ -5,16 +5,27 @@ closures go into and out of `jax.jit`, `vmap`, `grad`, `lax.scan` and friends
 without recompiling for new hyperparameters and without leaking tracers.
 """
 
-from ._checking import checked as checked, checking_leaks as checking_leaks
-from ._diff import diff as diff
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from ._errors import LeakError as LeakError, LiftError as LiftError
-from ._jit import jit as jit
-from ._leaks import Leak as Leak, check_leaks as check_leaks, find_leaks as find_leaks
-from ._lift import is_lifted as is_lifted, lift as lift, unlift as unlift
-from ._lifted import Lifted as Lifted
 from ._version import __version__ as __version__
 
-closure_convert = Lifted.closure_convert
+if TYPE_CHECKING:
+    from ._checking import checked as checked, checking_leaks as checking_leaks
+    from ._diff import diff as diff
+    from ._jit import jit as jit
+    from ._leaks import (
+        Leak as Leak,
+        check_leaks as check_leaks,
+        find_leaks as find_leaks,
+    )
+    from ._lift import is_lifted as is_lifted, lift as lift, unlift as unlift
+    from ._lifted import Lifted as Lifted
+
+    closure_convert = Lifted.closure_convert
 
 __all__ = [
     "Leak",
@@ -33,3 +44,34 @@ __all__ = [
     "lift",
     "unlift",
 ]
+
+# Public names imported on first use, so that importing `lift` (as pytest does
+# for the `lift._plugin` entry point) does not import JAX until a name is used.
+_LAZY = {
+    "Leak": "_leaks",
+    "Lifted": "_lifted",
+    "check_leaks": "_leaks",
+    "checked": "_checking",
+    "checking_leaks": "_checking",
+    "diff": "_diff",
+    "find_leaks": "_leaks",
+    "is_lifted": "_lift",
+    "jit": "_jit",
+    "lift": "_lift",
+    "unlift": "_lift",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "closure_convert":
+        value = __getattr__("Lifted").closure_convert
+    elif name in _LAZY:
+        value = getattr(importlib.import_module(f"lift.{_LAZY[name]}"), name)
+    else:
+        raise AttributeError(f"module 'lift' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
