@@ -122,3 +122,16 @@ def test_plugin_module_imports_no_jax() -> None:
         cwd=Path(__file__).parent,
     )
     assert out.stdout.strip() == "ok"
+
+
+def test_loading_the_plugin_does_not_import_jax(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_no_jax="""
+import sys
+
+def test_jax_not_imported():
+    assert "jax" not in sys.modules
+"""
+    )
+    result = pytester.runpytest_subprocess(*_plugin_args(), "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
