@@ -12,6 +12,7 @@ from contextlib import ExitStack
 from typing import Any, ParamSpec, TypeVar, cast
 
 import jax
+import wrapt
 
 from . import _compat
 from ._errors import LeakError
@@ -127,14 +128,13 @@ def checked(transform: _T) -> _T:
     def apply(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
         transformed = transform(_tracing(fn), *args, **kwargs)
 
-        @functools.wraps(fn)
-        def call(*a: Any, **k: Any) -> Any:
+        def call(wrapped: Callable[..., Any], instance: Any, a: Any, k: Any) -> Any:
             __tracebackhide__ = True
             outer = getattr(_calls, "pending", None)
             pending: list[weakref.WeakSet[Any]] = []
             _calls.pending = pending
             try:
-                out = transformed(*a, **k)
+                out = wrapped(*a, **k)
             except Exception as exc:
                 if not pending:
                     raise
@@ -157,11 +157,9 @@ def checked(transform: _T) -> _T:
                 raise LeakError(format_leaks(leaks))
             return out
 
-        for name in ("lower", "trace", "eval_shape"):
-            method = getattr(transformed, name, None)
-            if method is not None:
-                setattr(call, name, method)
-        return call
+        # A transparent proxy: `.lower`, `.trace`, `._cache_size()`, method
+        # binding and introspection are the transformed function's own.
+        return wrapt.FunctionWrapper(transformed, call)
 
     return cast(_T, apply)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -265,3 +267,33 @@ def test_checking_leaks_finds_globals_of_modules_off_the_stack(
     ):
         jax.jit(leaky_helpers.step)(1.0)
     monkeypatch.delitem(sys.modules, "leaky_helpers")
+
+
+def test_checked_function_is_a_transparent_proxy() -> None:
+    def double(x):
+        """Double it."""
+        return 2 * x
+
+    f = lift.checked(jax.jit)(double)
+    assert f(1.0) == 2.0
+    assert f(2.0) == 4.0
+    assert f._cache_size() == 1  # the jitted function's own attributes reach through
+    assert f.__name__ == "double" and f.__doc__ == "Double it."
+    assert "double" in f.lower(1.0).as_text()
+
+
+def test_checked_jit_as_a_method() -> None:
+    @functools.partial(
+        jax.tree_util.register_dataclass, data_fields=["k"], meta_fields=[]
+    )
+    @dataclasses.dataclass
+    class Scaler:
+        k: jax.Array
+
+        @lift.checked(jax.jit)
+        def apply(self, x):
+            return self.k * x
+
+    assert (
+        Scaler(jnp.asarray(3.0)).apply(2.0) == 6.0
+    )  # bound: `self` is the first argument
