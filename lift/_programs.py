@@ -1,0 +1,417 @@
+"""The programs `lift.jit` shares: one `jax.jit` of a trampoline per code object
+and options, and the translation of `jax.jit`'s options to it.
+
+The trampoline takes the function itself, as a `Lifted`, before its own
+arguments, so the `Lifted`'s treedef (code and static captures) keys the compiled
+program and its leaves are parameters. Options that count positional parameters
+are shifted by one for that leading argument; options that name them are
+resolved against the function's own signature.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import threading
+import types
+from collections.abc import Callable
+from typing import Any, Final, cast
+
+import jax
+
+from ._errors import LiftError, describe
+from ._lifted import Lifted
+
+__all__ = ["MISSING", "Program", "explain_call_error", "options_key", "program"]
+
+# Typed loosely: options reach it as a dict, checked by `_translate` and by JAX.
+_jax_jit: Final = cast("Callable[..., Any]", jax.jit)  # pyright: ignore[reportUnknownMemberType]
+
+# `jax.jit` keywords that name positional parameters by number, and by name.
+_ARGNUMS: Final = ("static_argnums", "donate_argnums")
+_ARGNAMES: Final = ("static_argnames", "donate_argnames")
+_POSITIONAL: Final = (
+    inspect.Parameter.POSITIONAL_ONLY,
+    inspect.Parameter.POSITIONAL_OR_KEYWORD,
+)
+_KEYWORD: Final = (
+    inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    inspect.Parameter.KEYWORD_ONLY,
+)
+
+
+# -- the shared programs -------------------------------------------------------------
+
+# One line, so that a traceback through a trampoline shows the line where the
+# user's function is defined (the trampoline's code takes that file and line).
+_call_lifted = lambda __lifted__, /, *args, **kwargs: __lifted__(*args, **kwargs)  # pyright: ignore[reportUnknownLambdaType, reportUnknownVariableType]
+
+
+class _HasDefault:
+    """Stands for a parameter's default in a trampoline's signature: the real
+    default belongs to one closure, and the trampoline outlives it."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "..."
+
+
+_HAS_DEFAULT: Final = _HasDefault()
+
+
+class Program:
+    """A jitted trampoline for one code object (and one set of `jax.jit` options).
+
+    `jitted` is `None` when `in_shardings` is a single sharding, which `jax.jit`
+    applies to every positional argument: the `Lifted` in front must not get it,
+    so there is one jitted trampoline per number of positional arguments.
+    """
+
+    __slots__ = (
+        "_by_nargs",
+        "_lock",
+        "jitted",
+        "kwargs",
+        "shared_in_sharding",
+        "static_names",
+        "trampoline",
+    )
+
+    def __init__(
+        self,
+        trampoline: Callable[..., Any],
+        kwargs: dict[str, Any],
+        static_names: frozenset[str],
+    ) -> None:
+        self.trampoline = trampoline
+        self.static_names = static_names
+        self.kwargs = kwargs
+        self._by_nargs: dict[int, Any] = {}
+        self._lock = threading.Lock()
+        in_shardings = kwargs.get("in_shardings", MISSING)
+        if in_shardings is MISSING or isinstance(in_shardings, (tuple, list)):
+            if in_shardings is not MISSING:
+                kwargs = {**kwargs, "in_shardings": (None, *in_shardings)}  # pyright: ignore[reportUnknownArgumentType]
+            self.jitted: Any = _jax_jit(trampoline, **kwargs)
+            self.shared_in_sharding: Any = MISSING
+        else:
+            self.jitted = None
+            self.shared_in_sharding = in_shardings
+
+    def for_nargs(self, nargs: int) -> Any:
+        jitted: Any = self._by_nargs.get(nargs)
+        if jitted is None:
+            with self._lock:
+                kwargs = {
+                    **self.kwargs,
+                    "in_shardings": (None, *[self.shared_in_sharding] * nargs),
+                }
+                jitted = self._by_nargs[nargs] = _jax_jit(self.trampoline, **kwargs)
+        return jitted
+
+
+class _Missing:
+    __slots__ = ()
+
+
+MISSING: Final = _Missing()
+
+_programs: dict[Any, Program] = {}
+_programs_lock = threading.Lock()
+_PROGRAMS_MAX: Final = 4096
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v) for v in value)  # pyright: ignore[reportUnknownVariableType]
+    if isinstance(value, dict):
+        return tuple(sorted((k, _freeze(v)) for k, v in value.items()))  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+    return value
+
+
+def options_key(jit_kwargs: dict[str, Any]) -> Any:
+    """A hashable form of the `jax.jit` options, or `None` when they are not."""
+    if not jit_kwargs:
+        return ()
+    key = tuple(sorted((k, _freeze(v)) for k, v in jit_kwargs.items()))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _shape_key(fn: Any) -> Any:
+    """What the signature of `fn` depends on, cheaply, for a plain function."""
+    if type(fn) is types.FunctionType:
+        kwdefaults = fn.__kwdefaults__
+        return (
+            fn.__code__,
+            len(fn.__defaults__ or ()),
+            tuple(kwdefaults) if kwdefaults else (),
+        )
+    return None
+
+
+def _root_code(fn: Any) -> types.CodeType | None:
+    for _ in range(100):
+        if isinstance(fn, Lifted):
+            fn = fn.__wrapped__  # pyright: ignore[reportUnknownMemberType]
+        elif isinstance(fn, types.MethodType):
+            fn = fn.__func__
+        elif callable(getattr(fn, "func", None)):
+            fn = fn.func
+        else:
+            break
+    code = getattr(fn, "__code__", None)
+    return code if isinstance(code, types.CodeType) else None
+
+
+def program(fn: Any, options: dict[str, Any], options_key: Any) -> Program:
+    """The shared program for `fn`'s code, made (and checked) on first sight."""
+    key = None
+    if options_key is not None:
+        shape = _shape_key(fn)
+        if shape is None:
+            signature = _signature(fn)
+            shape: Any = (
+                type(fn),
+                _root_code(fn),
+                tuple(
+                    (p.name, p.kind, p.default is p.empty)
+                    for p in signature.parameters.values()
+                ),
+            )
+        key: Any = (shape, options_key)
+        program = _programs.get(key)
+        if program is not None:
+            return program
+    signature = _signature(fn)
+    kwargs = _translate(fn, signature, options)
+    static_names = frozenset(_resolved(signature, options, "static"))
+    program = Program(_trampoline(fn, signature), kwargs, static_names)
+    if key is not None:
+        with _programs_lock:
+            if len(_programs) >= _PROGRAMS_MAX:
+                _programs.clear()
+            program = _programs.setdefault(key, program)
+    return program
+
+
+def _signature(fn: Any) -> inspect.Signature:
+    try:
+        return inspect.signature(fn)
+    except (TypeError, ValueError):
+        return inspect.Signature(
+            [
+                inspect.Parameter("args", inspect.Parameter.VAR_POSITIONAL),
+                inspect.Parameter("kwargs", inspect.Parameter.VAR_KEYWORD),
+            ]
+        )
+
+
+def _trampoline(fn: Any, signature: inspect.Signature) -> Callable[..., Any]:
+    """`lambda lifted, *args, **kwargs: lifted(*args, **kwargs)` dressed as `fn`.
+
+    JAX names the program (`jit_step`), reports errors ("while tracing step at
+    file:line") and names arguments from the function it jits: the trampoline
+    takes `fn`'s name, file and line, and a signature with `fn`'s parameters after
+    the lifted function, so `static_argnames` and messages work as for `fn`.
+    """
+    name = getattr(fn, "__name__", None)
+    if not isinstance(name, str):
+        name = type(fn).__name__
+    qualname = getattr(fn, "__qualname__", None)
+    if not isinstance(qualname, str):
+        qualname = name
+    code: types.CodeType = _call_lifted.__code__  # pyright: ignore[reportUnknownMemberType]
+    root = _root_code(fn)
+    if root is not None:
+        code = code.replace(
+            co_name=name,
+            co_qualname=qualname,
+            co_filename=root.co_filename,
+            co_firstlineno=root.co_firstlineno,
+        )
+    trampoline = types.FunctionType(code, _call_lifted.__globals__, name)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+    trampoline.__qualname__ = qualname
+    params = list(signature.parameters.values())
+    first = "__lifted__"
+    while first in signature.parameters:
+        first += "_"
+    trampoline.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [
+            inspect.Parameter(first, inspect.Parameter.POSITIONAL_ONLY),
+            *(
+                p.replace(
+                    default=p.empty if p.default is p.empty else _HAS_DEFAULT,
+                    annotation=p.empty,
+                )
+                for p in params
+            ),
+        ]
+    )
+    return trampoline
+
+
+def _as_tuple(value: Any, kind: type) -> tuple[Any, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, kind):
+        return (value,)
+    return tuple(value)
+
+
+def _translate(
+    fn: Any, signature: inspect.Signature, options: dict[str, Any]
+) -> dict[str, Any]:
+    """`jax.jit` options for the trampoline, from options meant for `fn`.
+
+    Checked against `fn`'s own signature first, so that a mistake is reported in
+    terms of `fn`'s parameters rather than the trampoline's shifted ones.
+    """
+    params = list(signature.parameters.values())
+    positional = [p for p in params if p.kind in _POSITIONAL]
+    star_args = any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params)
+    star_kwargs = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+    keywords = {p.name for p in params if p.kind in _KEYWORD}
+    listed = ", ".join(p.name for p in positional) or "none"
+    kwargs = dict(options)
+    for option in _ARGNUMS:
+        if option not in options:
+            continue
+        nums = _as_tuple(options[option], int)
+        for n in nums:
+            if not isinstance(n, int):
+                raise LiftError(
+                    f"lift.jit({describe(fn)}) got {option}={nums!r}: {n!r} is not "
+                    "an int."
+                )
+            if not star_args and not -len(positional) <= n < len(positional):
+                raise LiftError(
+                    f"lift.jit({describe(fn)}) got {option}={nums!r}, but the function "
+                    f"has {len(positional)} positional parameters ({listed}), so "
+                    f"{n} names none of them.\nFix: number `{_fn_name(fn)}`'s own "
+                    f"parameters from 0, or use {option.replace('nums', 'names')}=..."
+                )
+        # The lifted function goes in front; negative numbers count from the end.
+        kwargs[option] = tuple(n + 1 if n >= 0 else n for n in nums)
+    for option in _ARGNAMES:
+        if option not in options:
+            continue
+        names = _as_tuple(options[option], str)
+        for name in names:
+            p = signature.parameters.get(name)
+            if p is not None and p.kind is inspect.Parameter.POSITIONAL_ONLY:
+                raise LiftError(
+                    f"lift.jit({describe(fn)}) got {option}={names!r}, but {name!r} "
+                    "is a positional-only parameter, which has no name at the call "
+                    f"site.\nFix: use {option.replace('names', 'nums')}="
+                    f"({params.index(p)},)."
+                )
+            if name not in keywords and not star_kwargs:
+                raise LiftError(
+                    f"lift.jit({describe(fn)}) got {option}={names!r}, but "
+                    f"`{_fn_name(fn)}` has no parameter {name!r} (its parameters: "
+                    f"{', '.join(signature.parameters) or 'none'}).\nFix: name one "
+                    "of its parameters."
+                )
+        kwargs[option] = names
+    static = _resolved(signature, options, "static")
+    donated = _resolved(signature, options, "donate")
+    both = sorted(static & donated)
+    if both:
+        raise LiftError(
+            f"lift.jit({describe(fn)}) marks the parameter {both[0]!r} both static "
+            "and donated; a static argument is part of the program's key and has no "
+            "buffer to donate.\nFix: remove it from donate_argnums/donate_argnames."
+        )
+    return kwargs
+
+
+def _resolved(
+    signature: inspect.Signature, options: dict[str, Any], kind: str
+) -> set[str]:
+    """The parameter names that `{kind}_argnums` and `{kind}_argnames` designate."""
+    positional = [
+        p.name for p in signature.parameters.values() if p.kind in _POSITIONAL
+    ]
+    names = set(_as_tuple(options.get(f"{kind}_argnames"), str))
+    for n in _as_tuple(options.get(f"{kind}_argnums"), int):
+        if -len(positional) <= n < len(positional):
+            names.add(positional[n])
+    return names
+
+
+def _fn_name(fn: Any) -> str:
+    name = getattr(fn, "__name__", None)
+    return name if isinstance(name, str) else type(fn).__name__
+
+
+_BAD_ARGUMENT: Final = re.compile(
+    r"^Error interpreting argument to .* The problematic value is of type "
+    r"<class '(?P<type>[^']+)'> and was passed to the function at path (?P<path>\S+)\."
+)
+
+
+def explain_call_error(
+    fn: Any,
+    static: frozenset[str],
+    err: BaseException,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> LiftError | None:
+    """Say which parameter `jax.jit` rejected, and how to mark it static."""
+    message = str(err)
+    match = _BAD_ARGUMENT.match(message)
+    if match is not None:
+        path = match["path"]
+        name = re.split(r"[\[.]", path, maxsplit=1)[0]
+        if name.startswith("__lifted__"):
+            return None
+        fix = (
+            f"mark it static, `lift.jit({_fn_name(fn)}, static_argnames=({name!r},))`, "
+            "or pass an array."
+        )
+        if name == "self":
+            fix = (
+                "make the class a pytree (an equinox.Module, or a dataclass under "
+                "`jax.tree_util.register_dataclass`), or " + fix
+            )
+        return LiftError(
+            f"{describe(fn)} was called with a {match['type']} for its parameter "
+            f"{name!r} (at {path}), which is not an array: lift.jit passes "
+            f"arguments to the compiled program as jax.jit does.\nFix: {fix}"
+        )
+    if message.startswith("Non-hashable static arguments"):
+        bad = [
+            name
+            for name, value in (*_positional_names(fn, args), *kwargs.items())
+            if name in static and not _hashable(value)
+        ]
+        what = f"the parameter {bad[0]!r}" if bad else "a static parameter"
+        return LiftError(
+            f"{describe(fn)} was called with an unhashable value for {what}, which "
+            "is static: a static argument is part of the compiled program's key.\n"
+            "Fix: pass a hashable value (a tuple instead of a list), or do not "
+            "mark it static."
+        )
+    return None
+
+
+def _positional_names(fn: Any, args: tuple[Any, ...]) -> list[tuple[str, Any]]:
+    names = [
+        p.name for p in _signature(fn).parameters.values() if p.kind in _POSITIONAL
+    ]
+    return [
+        (names[i] if i < len(names) else f"args[{i}]", a) for i, a in enumerate(args)
+    ]
+
+
+def _hashable(value: Any) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
