@@ -296,7 +296,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             [
                 sys.executable,
                 str(processes),
-                "--rates",
+                "--points",
                 str(args.rates),
                 "--steps",
                 str(args.steps),
