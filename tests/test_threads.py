@@ -1,0 +1,213 @@
+"""Concurrency: eight threads lifting, calling, flattening and jitting at once.
+
+Each test starts its threads on a barrier so that they really overlap, runs a
+fixed number of iterations per thread, checks every result against the value
+computed without `lift`, and re-raises the first error any thread met. The
+library's shared state (code cache, scalar cache, skeleton cache, the recording
+of `Lifted` objects for `lift.checked`, `lift.jit`'s program table) is hit from
+all threads, with garbage collections in between to fire weak-reference
+callbacks while other threads read the caches.
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from helpers import TraceCounter
+
+import lift
+
+THREADS = 8
+ITERATIONS = 60
+TIMEOUT = 300.0
+
+
+def run_threads(work: Callable[[int], None], threads: int = THREADS) -> None:
+    """Run `work(i)` in `threads` threads started together; re-raise any error."""
+    barrier = threading.Barrier(threads)
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+
+    def target(i: int) -> None:
+        try:
+            barrier.wait(timeout=TIMEOUT)
+            work(i)
+        except BaseException as e:  # re-raised below, in the test's thread
+            with lock:
+                errors.append(e)
+
+    pool = [
+        threading.Thread(target=target, args=(i,), daemon=True) for i in range(threads)
+    ]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join(TIMEOUT)
+    assert not any(t.is_alive() for t in pool), "a thread is still running (deadlock?)"
+    if errors:
+        raise errors[0]
+
+
+def _make(w: Any, lr: float, k: int) -> Callable[[Any], Any]:
+    def step(x):
+        return x * w - lr * k
+
+    return step
+
+
+def _call(g: Any, x: Any) -> Any:
+    return g(x)
+
+
+def test_lift_call_flatten_and_jit_from_eight_threads():
+    counter = TraceCounter()
+    shared = counter.jit(_call)
+    x = jnp.arange(3.0)
+    shared(
+        lift.lift(_make(jnp.ones(3), 0.5, 1)), x
+    )  # compiled once, before the threads
+    shared(lift.lift(_make(jnp.ones(3), 0.5, 2)), x)
+    traces = counter.traces
+    assert traces == 2
+
+    def work(i: int) -> None:
+        for j in range(ITERATIONS):
+            w = np.full(3, i + j, np.float32)
+            lr = 0.01 * (i + 1) + j  # a new Python float each time
+            k = 1 + (i + j) % 2
+            f = _make(w, lr, k)
+            expected = np.asarray(x) * w - np.float32(lr) * k
+            g = lift.lift(f)
+            np.testing.assert_allclose(
+                g(np.asarray(x)), np.asarray(x) * w - lr * k, rtol=1e-6
+            )
+            leaves, treedef = jax.tree_util.tree_flatten(g)
+            again = jax.tree_util.tree_unflatten(treedef, leaves)
+            np.testing.assert_allclose(shared(again, x), expected, rtol=1e-6)
+            assert lift.diff(g, lift.lift(f)) is None
+            if j % 20 == 0:
+                gc.collect()
+
+    run_threads(work)
+    assert counter.traces == traces  # every thread reused the two programs
+
+
+def test_new_code_and_new_values_from_eight_threads():
+    # Fresh code objects (exec) and fresh floats churn the code, scalar and
+    # skeleton caches while other threads read them.
+    def work(i: int) -> None:
+        for j in range(ITERATIONS):
+            namespace: dict[str, Any] = {}
+            source = f"def make(w):\n    def f(x, c={i * 1000 + j}):\n        return x * w + c\n    return f\n"
+            exec(compile(source, f"<thread {i} code {j}>", "exec"), namespace)
+            w = float(i) + j / 7
+            g = lift.lift(namespace["make"](w))
+            assert g(2.0) == 2.0 * w + (i * 1000 + j)
+            leaf = jax.tree_util.tree_leaves(g)[0]
+            assert np.float32(leaf) == np.float32(w)
+            if j % 10 == 0:
+                gc.collect()
+
+    run_threads(work)
+
+
+def test_lift_jit_from_eight_threads():
+    def work(i: int) -> None:
+        for j in range(ITERATIONS // 2):
+            w = jnp.full(3, float(i * 100 + j))
+
+            @lift.jit
+            def f(x, w=w):
+                return x + w
+
+            np.testing.assert_array_equal(f(jnp.ones(3)), 1.0 + i * 100 + j)
+
+    run_threads(work)
+
+
+def test_checked_jit_from_eight_threads():
+    # Each call traces (a new function each time) and lifts closures over its
+    # own tracers; a scan in one thread must not judge another thread's live
+    # tracers as leaked.
+    def work(i: int) -> None:
+        for j in range(ITERATIONS // 3):
+
+            def body(x, i=i, j=j):
+                out = x
+                for k in range(5):
+                    g = lift.lift(_make(x * k, 0.5, i + j))
+                    out = out + g(x)
+                return out
+
+            out = lift.checked(jax.jit)(body)(jnp.float32(2))
+            expected = 2 + sum(2 * (2 * k) - 0.5 * (i + j) for k in range(5))
+            np.testing.assert_allclose(out, expected, rtol=1e-6)
+
+    run_threads(work)
+
+
+def test_checked_vmap_and_grad_from_eight_threads():
+    def work(i: int) -> None:
+        for j in range(ITERATIONS // 6):
+            w = jnp.float32(i + j + 1)
+
+            def loss(x):
+                g = lift.lift(_make(x, 0.0, 0))
+                return g(w)
+
+            vmapped = lift.checked(jax.vmap)(loss)(jnp.arange(3.0))
+            np.testing.assert_allclose(vmapped, np.arange(3.0) * float(w))
+            assert lift.checked(jax.grad)(loss)(jnp.float32(3)) == w
+
+    run_threads(work)
+
+
+def test_leak_scan_from_eight_threads_still_finds_real_leaks():
+    # While seven threads trace cleanly, the eighth leaks on purpose: only the
+    # eighth gets a LeakError.
+    def work(i: int) -> None:
+        kept: list[Any] = []
+        for _j in range(ITERATIONS // 6):
+
+            def body(x):
+                g = lift.lift(_make(x, 0.0, 0))
+                if i == 0:
+                    kept.append(g)  # escapes the trace
+                return g(x)
+
+            if i == 0:
+                with pytest.raises(lift.LeakError, match=r"_make\.<locals>\.step"):
+                    lift.checked(jax.jit)(body)(jnp.float32(1))
+                kept.clear()
+            else:
+                assert lift.checked(jax.jit)(body)(jnp.float32(1)) == 1.0
+
+    run_threads(work)
+
+
+def test_switch_interval_stress():
+    # Switch threads as often as CPython allows, to expose unlocked
+    # read-modify-write sequences in the caches.
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+
+        def work(i: int) -> None:
+            for j in range(ITERATIONS):
+                g = lift.lift(_make(np.float32(j), float(i) + j * 0.125, i % 3))
+                leaves, treedef = jax.tree_util.tree_flatten(g)
+                assert jax.tree_util.tree_unflatten(treedef, leaves)(1.0) == j - (
+                    float(i) + j * 0.125
+                ) * (i % 3)
+
+        run_threads(work)
+    finally:
+        sys.setswitchinterval(interval)
