@@ -17,6 +17,11 @@ against the same function taking its flat leaves (`keep_unused=True`, so both
 really pass them); `tree_flatten`; the cost of `lift` itself on fresh optimizers;
 and how lift's cost scales with closure depth and the number of captures.
 
+The vmapped sweep saves dispatches (one per step for all rates, or none with
+`lax.scan`) but its program takes XLA:CPU longer to compile than the single
+step; with a model this small it pays once the sweep has enough steps (the
+longer sweep).
+
 Timings take the candidates of a table in turns, sample by sample, so that a busy
 machine slows them alike; each row gives the median and the min-max of the
 samples.
