@@ -436,6 +436,21 @@ def _state(obj: Any) -> tuple[Any, ...]:
     )
 
 
+def _contents(value: Any) -> list[Any]:
+    """Everything inside captured containers, by identity (iteratively)."""
+    out: list[Any] = []
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        out.append(v)
+        if isinstance(v, dict):
+            out.append(tuple(v))
+            stack.extend(v.values())
+        elif isinstance(v, tuple | list):
+            stack.extend(v)
+    return out
+
+
 def _same(a: Any, b: Any) -> bool:
     if isinstance(a, tuple) and isinstance(b, tuple) and type(a) is tuple:
         return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
@@ -443,7 +458,7 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def _snapshot(made: list[Any]) -> list[tuple[Any, ...]]:
-    return [_state(obj) for obj in made]
+    return [(*_state(obj), *_contents(_state(obj))) for obj in made]
 
 
 # -- the properties ---------------------------------------------------------------------
@@ -498,6 +513,13 @@ def test_lifted_equals_original_eagerly_and_round_trips(spec):
     np.testing.assert_array_equal(
         np.asarray(again(_X)), np.asarray(expected), strict=True
     )
+    plain = lift.unlift(lifted)
+    assert isinstance(plain, type(fn))
+    assert not lift.is_lifted(plain)
+    np.testing.assert_array_equal(
+        np.asarray(plain(_X)), np.asarray(expected), strict=True
+    )
+    assert jax.tree_util.tree_structure(lift.lift(plain)) == treedef
     paths = [
         jax.tree_util.keystr(p)
         for p, _ in jax.tree_util.tree_flatten_with_path(lifted)[0]
