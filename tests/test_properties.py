@@ -3,10 +3,12 @@
 A program is a description (nested tuples) of functions built from a fixed set
 of factories, one per way a function can hold a value: closure cells, defaults,
 keyword-only defaults, `functools.partial` arguments and keywords, a bound
-method's `self`, a recursive function, a function with an empty cell. Captured
-values are arrays of random shapes and dtypes (float32, float16, bfloat16,
-int32, bool, complex64), Python floats, complex numbers, ints, bools, strings,
-`None`, tuples, dicts, NamedTuples, and other generated functions, nested up to
+method's `self`, recursive and mutually recursive functions, a function with an
+empty cell, two functions sharing a cell, generator and async functions.
+Captured values are arrays of random shapes and dtypes (float32, float16,
+bfloat16, int32, bool, complex64), Python floats, complex numbers, ints, bools,
+strings, `None`, tuples, dicts, NamedTuples, `jax.tree_util.Partial`, and other
+generated functions (held once, held twice, or already lifted), nested up to
 six deep. Because the factories' code is fixed, two programs have equal
 treedefs exactly when their descriptions agree on everything static.
 
@@ -23,7 +25,7 @@ Profiles, chosen with the environment variable `LIFT_HYPOTHESIS_PROFILE`:
 
 - `ci` (the default): deterministic, 1 000 examples of the eager properties,
   250 of the treedef property and 40 through `jit` and `vmap` (each compiles a
-  new program); about a minute on two busy cores.
+  new program); about 40 s of CPU, a minute or so on two busy cores.
 - `dev`: a quick random run while editing (a tenth of `ci`).
 - `long`: for local runs before a release, twenty times `ci`, random, with the
   example database: `LIFT_HYPOTHESIS_PROFILE=long scripts/test.sh
@@ -190,6 +192,52 @@ def _make_empty(v):
     return empty
 
 
+def _make_twins(v):
+    # Two functions sharing the cell of `v`; the outer one also holds the inner.
+    def inner(x):
+        return _plus(x, _use(v, x))
+
+    def twins(x):
+        return _plus(inner(x), _use(v, x))
+
+    return twins
+
+
+def _make_mutual(v):
+    def even(x, n=2):
+        return _plus(x, _use(v, x)) if n == 0 else odd(x, n - 1)
+
+    def odd(x, n):
+        return even(x, n - 1)
+
+    return even
+
+
+def _make_generator(v):
+    def produce(x):
+        yield _plus(x, _use(v, x))
+
+    def consume(x):
+        return next(produce(x))
+
+    return consume
+
+
+def _make_coroutine(v):
+    async def produce(x):
+        return _plus(x, _use(v, x))
+
+    def consume(x):
+        running = produce(x)
+        try:
+            running.send(None)
+        except StopIteration as stop:
+            return stop.value
+        raise AssertionError("the coroutine did not finish")
+
+    return consume
+
+
 class _Pair(NamedTuple):
     a: Any
     b: Any
@@ -207,6 +255,10 @@ _FUNCTIONS = (
     "partial_keyword",
     "method",
     "empty",
+    "twins",
+    "mutual",
+    "generator",
+    "coroutine",
 )
 
 _floats = st.floats(-100, 100, allow_nan=False, width=32)
@@ -248,6 +300,7 @@ def _containers(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
             ),
         ),
         st.tuples(st.just("pair"), children, children),
+        st.tuples(st.just("tree_util_partial"), children),
     )
 
 
@@ -267,6 +320,8 @@ def _holding(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
             st.tuples(st.tuples(st.just("p"), fn), st.tuples(st.just("q"), _plain)),
         ),
         st.tuples(st.just("pair"), fn, _plain),
+        st.tuples(st.just("shared"), inner),  # one function object, held twice
+        st.tuples(st.just("lifted"), inner),  # a Lifted inside a capture
     )
 
 
@@ -321,6 +376,13 @@ class Built:
             return {k: self.value(s) for k, s in spec[1]}
         if kind == "pair":
             return _Pair(self.value(spec[1]), self.value(spec[2]))
+        if kind == "tree_util_partial":
+            return jax.tree_util.Partial(_partial_body, self.value(spec[1]))
+        if kind == "shared":
+            fn = self.function(spec[1])
+            return (fn, fn)
+        if kind == "lifted":
+            return lift.lift(self.function(spec[1]))
         assert kind == "fn"
         return self.function(spec[1])
 
@@ -343,6 +405,14 @@ class Built:
             fn = _Box(v).method
         elif kind == "recursive":
             fn = _make_recursive(v, spec[2])
+        elif kind == "twins":
+            fn = _make_twins(v)
+        elif kind == "mutual":
+            fn = _make_mutual(v)
+        elif kind == "generator":
+            fn = _make_generator(v)
+        elif kind == "coroutine":
+            fn = _make_coroutine(v)
         else:
             assert kind == "empty"
             fn = _make_empty(v)
@@ -590,7 +660,7 @@ def test_generated_programs_reach_six_deep():
     # The strategy must actually produce the depths it promises.
     deepest = 0
 
-    @settings(max_examples=60, derandomize=True, database=None)
+    @settings(max_examples=200, derandomize=True, database=None)
     @given(programs)
     def probe(spec):
         nonlocal deepest
