@@ -231,6 +231,16 @@ NOT_LIFTABLE = {
 TOO_DEEP = {"cyclic list", "cyclic dict", "list 5000 deep"}
 
 
+def _assert_can_still_recurse(levels: int = 500) -> None:
+    """A RecursionError escaping from C++ pytree code can leave the interpreter's
+    recursion accounting broken; check that it is not."""
+
+    def down(n: int) -> int:
+        return n if n == 0 else down(n - 1)
+
+    assert down(levels) == 0
+
+
 @pytest.mark.parametrize("kind", sorted(set(VALUES) - {"None"}))
 def test_at_the_top(kind: str):
     value = VALUES[kind]()
@@ -240,6 +250,7 @@ def test_at_the_top(kind: str):
     elif kind in TOO_DEEP:
         with pytest.raises(lift.LiftError, match=r"lift\(\) got a \w+ .*(nest|itself)"):
             lift.lift(value)
+        _assert_can_still_recurse()
     elif kind in ("lambda", "partial of a builtin", "method bound to a class"):
         lifted = lift.lift(value)
         assert lift.is_lifted(lifted)
@@ -395,6 +406,7 @@ def test_inside_captures(kind: str, holder: str):
     if kind in TOO_DEEP:
         with pytest.raises(lift.LiftError, match=r"(?s)(nest|itself).*\nFix: "):
             lift.lift(fn)
+        _assert_can_still_recurse()
     else:
         lifted = lift.lift(fn)
         assert lifted(3.0) == expected
@@ -551,3 +563,109 @@ def test_dynamic_predicate_that_raises_propagates_unchanged():
 def test_dynamic_predicate_making_a_string_a_leaf_is_a_lifterror():
     with pytest.raises(lift.LiftError, match=r"'w'.*str"):
         lift.lift(_plain("s"), dynamic=lambda x: True)
+
+
+# -- the other entry points, on the same values ----------------------------------------
+
+
+@pytest.mark.parametrize("kind", sorted(VALUES))
+def test_leak_scan_takes_any_value(kind: str):
+    value = VALUES[kind]()
+
+    def holder(x):
+        return x if value is not None else 0
+
+    assert lift.find_leaks(value) == []
+    assert lift.find_leaks(holder) == []
+    assert lift.check_leaks(value, holder) is None
+
+
+@pytest.mark.parametrize("kind", sorted(set(VALUES) - TOO_DEEP))
+def test_unlift_diff_and_is_lifted_take_any_value(kind: str):
+    value = VALUES[kind]()
+    assert not lift.is_lifted(value)
+    out = lift.unlift(value)
+    assert out is value or jax.tree_util.tree_structure(out) == (
+        jax.tree_util.tree_structure(value)
+    )
+    # `diff` compares any two pytrees: a Lifted and anything else differ.
+    explained = lift.diff(lift.lift(_plain(2.0)), value)
+    assert isinstance(explained, str)
+    assert explained
+
+
+# jaxlib's pytree flattening with a Python `is_leaf` over a cyclic or very deep
+# container leaves the interpreter's recursion accounting broken for the rest
+# of the process (every later call raises RecursionError), so these run in a
+# process of their own, which then checks that it can still recurse.
+_TOO_DEEP_SCRIPT = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import lift
+from test_bad_input import VALUES, _plain
+
+def depth(n=0):
+    return n if n == 300 else depth(n + 1)
+
+value = VALUES[sys.argv[2]]()
+for name, call in [
+    ("unlift", lambda: lift.unlift(value)),
+    ("diff", lambda: lift.diff(lift.lift(_plain(2.0)), value)),
+]:
+    try:
+        call()
+    except lift.LiftError as e:
+        assert "nest" in str(e) or "itself" in str(e), str(e)
+        print(name, "LiftError")
+    else:
+        print(name, "returned")
+    depth()
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("kind", sorted(TOO_DEEP))
+def test_unlift_and_diff_of_cyclic_or_deep_containers(kind: str):
+    import os
+    import subprocess
+    import sys
+
+    tests = os.path.dirname(os.path.abspath(__file__))
+    done = subprocess.run(
+        [sys.executable, "-c", _TOO_DEEP_SCRIPT, tests, kind],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([os.path.dirname(tests), tests]),
+        },
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["unlift", "LiftError", "diff", "LiftError", "ok"]
+
+
+@pytest.mark.parametrize(
+    "kind",
+    sorted(
+        NOT_LIFTABLE
+        - {
+            "class",
+            "builtin",
+            "builtin method",
+            "method descriptor",
+            "numpy ufunc",
+            "jnp function",
+            "jitted function",
+            "callable object",
+            "weakref",
+            "MagicMock",
+            "Mock posing as a partial",
+            "staticmethod",
+            "jnp dtype",
+        }
+    ),
+)
+def test_lift_jit_of_a_value_that_is_not_callable_is_a_lifterror(kind: str):
+    with pytest.raises(lift.LiftError, match=r"jit"):
+        lift.jit(VALUES[kind]())
