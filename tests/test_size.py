@@ -250,3 +250,44 @@ def test_a_wide_lift_is_linear_not_quadratic():
 
     small, large = timed(2_000), timed(8_000)
     assert large < 10 * small + 0.05, (small, large)
+
+
+def test_leak_scan_diff_and_repr_of_a_10000_deep_chain():
+    a = lift.lift(_closure_chain(DEPTH))
+
+    # The same length of chain, but a different function at the very bottom.
+    def last(x, tag="other"):
+        return None, x
+
+    fn: Any = last
+    for i in range(1, DEPTH):
+        fn = _step(fn, np.float32(i % 7))
+    b = lift.lift(fn)
+    with deadline("find_leaks over a 10 000-deep chain"):
+        assert lift.find_leaks(a) == []
+        assert lift.find_leaks(_closure_chain(DEPTH)) == []
+    with deadline("diff of two 10 000-deep chains"):
+        assert lift.diff(a, lift.lift(_closure_chain(DEPTH))) is None
+        explained = lift.diff(a, b)
+    assert explained is not None
+    with deadline("repr of a 10 000-deep chain"):
+        text = repr(a)
+    assert text.startswith("Lifted(")
+
+
+def test_captured_containers_nested_300_deep():
+    nested: Any = np.float32(1)
+    for _ in range(300):
+        nested = (nested,)
+
+    def f(x):
+        v = nested
+        while isinstance(v, tuple):
+            v = v[0]
+        return x + v
+
+    lifted = lift.lift(f)
+    leaves = jax.tree_util.tree_leaves(lifted)
+    assert len(leaves) == 1
+    assert lifted(1.0) == 2.0
+    assert jax.jit(lambda g, x: g(x))(lifted, 1.0) == 2.0
