@@ -277,3 +277,31 @@ def test_partial_subclasses_are_not_kept_alive():
     gc.collect()
     alive = sum(r() is not None for r in refs)
     assert alive <= 10, f"{alive} of 300 partial subclasses kept alive"
+
+
+def test_closure_convert_inside_jit_keeps_no_tracer_alive():
+    # SPEC: closure_convert keeps no tracer alive in any cache.
+    tracked = Tracked()
+
+    class Opaque:  # not a pytree: only closure_convert can see its tracer
+        def __init__(self, v: Any) -> None:
+            self.v = v
+
+    def body(x):
+        out = x
+        for i in range(100):
+            box = Opaque(x * (i + 1))
+
+            def f(y, box=box):
+                return y * box.v
+
+            g = lift.closure_convert(f, jnp.float32(1))
+            tracked.add("tracer", box.v)
+            tracked.lifted(g)
+            out = out + g(x)
+        return out
+
+    out = jax.jit(body)(jnp.float32(2))
+    assert out == 2 + sum(4 * (i + 1) for i in range(100))
+    assert "tracer" in tracked.kinds()
+    assert tracked.alive() == {}
