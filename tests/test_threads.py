@@ -211,3 +211,27 @@ def test_switch_interval_stress():
         run_threads(work)
     finally:
         sys.setswitchinterval(interval)
+
+
+def test_checking_leaks_and_closure_convert_from_eight_threads():
+    class Opaque:  # not a pytree: only closure_convert can see its tracer
+        def __init__(self, v: Any) -> None:
+            self.v = v
+
+    def work(i: int) -> None:
+        for j in range(ITERATIONS // 6):
+            with lift.checking_leaks():
+
+                def body(x, i=i, j=j):
+                    box = Opaque(x * (i + j))
+
+                    def f(y):
+                        return y * box.v
+
+                    g = lift.closure_convert(f, jnp.float32(1))
+                    return g(x)
+
+                out = jax.jit(body)(jnp.float32(3))
+            assert out == 9.0 * (i + j)
+
+    run_threads(work)
