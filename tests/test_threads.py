@@ -235,3 +235,47 @@ def test_checking_leaks_and_closure_convert_from_eight_threads():
             assert out == 9.0 * (i + j)
 
     run_threads(work)
+
+
+def test_checked_scan_ignores_a_lifted_built_by_another_thread():
+    # Deterministic interleaving: B's checked call is open while A, inside its
+    # own trace, lifts a closure over A's (live) tracer. B's scan must not
+    # report A's tracer.
+    b_open = threading.Event()
+    a_lifted = threading.Event()
+    b_done = threading.Event()
+    outcome: dict[str, Any] = {}
+
+    def thread_a() -> None:
+        def body(x):
+            assert b_open.wait(TIMEOUT)
+            g = lift.lift(_make(x, 0.0, 0))
+            a_lifted.set()
+            assert b_done.wait(TIMEOUT)
+            return g(x)
+
+        try:
+            outcome["a"] = float(lift.checked(jax.jit)(body)(jnp.float32(2)))
+        except BaseException as e:
+            outcome["a"] = e
+
+    def thread_b() -> None:
+        def body(x):
+            b_open.set()
+            assert a_lifted.wait(TIMEOUT)
+            return x + 1
+
+        try:
+            outcome["b"] = float(lift.checked(jax.jit)(body)(jnp.float32(2)))
+        except BaseException as e:
+            outcome["b"] = e
+        finally:
+            b_done.set()
+
+    threads = [threading.Thread(target=t, daemon=True) for t in (thread_a, thread_b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(TIMEOUT)
+    assert not any(t.is_alive() for t in threads)
+    assert outcome == {"a": 4.0, "b": 3.0}
