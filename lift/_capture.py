@@ -8,11 +8,14 @@ objects and never writes to them.
 
 from __future__ import annotations
 
+import collections
+import collections.abc
+import gc
 import threading
 import types
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any, Final
 
 import jax
@@ -35,7 +38,7 @@ from ._skeleton import (
     Static,
     Template,
 )
-from ._trees import MAX_CONTAINER_DEPTH, is_cyclic, is_function_like
+from ._trees import ITERATORS, MAX_CONTAINER_DEPTH, is_cyclic, is_function_like
 
 __all__ = ["capture", "default_dynamic", "is_function_like"]
 
@@ -73,53 +76,73 @@ _OPAQUE_SKIP: Final = (
     complex,
     np.dtype,
     np.ndarray,
+    jax.Array,
+    *ITERATORS,
 )
 _SCAN_LIMIT: Final = 10_000
 
 
 def default_dynamic(x: Any) -> bool:
     """The default rule: arrays, tracers, NumPy values, Python `float`/`complex`."""
-    return isinstance(x, (jax.Array, _Tracer, np.ndarray, np.generic, float, complex))
+    t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
+    if issubclass(t, (_Tracer, np.ndarray, np.generic, float, complex)):
+        return True
+    try:
+        return isinstance(x, jax.Array)
+    except Exception:  # an object whose attribute access fails: static
+        return False
+
+
+def is_jax_value(x: Any) -> bool:
+    """What a dynamic leaf may be: something `jax.jit` takes as an argument."""
+    return default_dynamic(x) or type(x) in (int, bool)  # pyright: ignore[reportUnknownArgumentType]
 
 
 def _hidden_tracer(obj: Any) -> str | None:
-    """Path to a tracer hidden inside `obj`'s attributes or containers, if any."""
+    """Path to a tracer hidden inside `obj`'s attributes or containers, if any.
+
+    Bounded (`_SCAN_LIMIT` objects), and safe on hostile objects: types are read
+    with `type()`, and an object whose attributes cannot be read is opaque.
+    """
     queue: deque[tuple[Any, str]] = deque([(obj, "")])
     seen = {id(obj)}
     count = 0
     while queue and count < _SCAN_LIMIT:
         x, path = queue.popleft()
         count += 1
-        if isinstance(x, _Tracer):
+        t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
+        if issubclass(t, _Tracer):
             return path
-        if isinstance(x, _OPAQUE_SKIP):
+        if issubclass(t, _OPAQUE_SKIP):
             continue
-        children: Iterable[tuple[Any, str]]
-        if isinstance(x, dict):
-            children = ((v, f"{path}[{k!r}]") for k, v in list(x.items()))  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
-        elif isinstance(x, (list, tuple, set, frozenset)):
-            children = ((v, f"{path}[{i}]") for i, v in enumerate(list(x)))  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
-        else:
-            attrs: dict[str, Any] = {}
-            d = getattr(x, "__dict__", None)
-            if isinstance(d, dict):
-                attrs.update(d)  # pyright: ignore[reportUnknownArgumentType]
-            for klass in type(x).__mro__:
-                for name in klass.__dict__.get("__slots__", ()):
-                    if isinstance(name, str) and name not in (
-                        "__dict__",
-                        "__weakref__",
-                    ):
-                        try:
-                            attrs[name] = getattr(x, name)
-                        except AttributeError:
-                            pass
-            children = ((v, f"{path}.{k}") for k, v in attrs.items())
-        for child, child_path in children:  # pyright: ignore[reportUnknownVariableType]
-            if id(child) not in seen:  # pyright: ignore[reportUnknownArgumentType]
-                seen.add(id(child))  # pyright: ignore[reportUnknownArgumentType]
-                queue.append((child, child_path))  # pyright: ignore[reportUnknownArgumentType]
+        try:
+            children = _children(x, t, path)
+        except Exception:  # a broken proxy, a mock: nothing to look into
+            continue
+        for child, child_path in children:
+            if id(child) not in seen:
+                seen.add(id(child))
+                queue.append((child, child_path))
     return None
+
+
+def _children(x: Any, t: type[Any], path: str) -> list[tuple[Any, str]]:
+    if issubclass(t, collections.abc.Mapping):
+        return [(v, f"{path}[{k!r}]") for k, v in list(x.items())]
+    if issubclass(t, (list, tuple, set, frozenset, collections.deque)):
+        return [(v, f"{path}[{i}]") for i, v in enumerate(list(x))]
+    attrs: dict[str, Any] = {}
+    d = getattr(x, "__dict__", None)
+    if type(d) is dict:
+        attrs.update(d)  # pyright: ignore[reportUnknownArgumentType]
+    for klass in t.__mro__:
+        for name in klass.__dict__.get("__slots__", ()):
+            if isinstance(name, str) and name not in ("__dict__", "__weakref__"):
+                try:
+                    attrs[name] = getattr(x, name)
+                except AttributeError:
+                    pass
+    return [(v, f"{path}.{k}") for k, v in attrs.items()]
 
 
 class _Walk:
@@ -288,7 +311,7 @@ class _Walk:
     ) -> Template:
         forced = name is not None and name in self.static
         t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
-        if t in _STATIC_ATOMS and self.dynamic is None:
+        if (t in _STATIC_ATOMS and self.dynamic is None) or issubclass(t, ITERATORS):
             return Template(None, (Static(value),), owner, label)
         if forced or t not in _DYNAMIC_ATOMS or self.dynamic is not None:
             if is_function_like(value):
@@ -348,18 +371,26 @@ class _Walk:
             dyn = False
         elif self.dynamic is not None:
             dyn = bool(self.dynamic(leaf))
+            if dyn and not is_jax_value(leaf):
+                raise LiftError(
+                    f"{describe(holder)} captures {_variable(name, label)}, a "
+                    f"{t.__name__}, which your `dynamic=` predicate made a leaf, but "
+                    "JAX cannot trace it.\nFix: make the predicate accept only "
+                    "arrays and numbers, or keep it static with "
+                    f"`lift(f, static=({name or 'name'!r},))`."
+                )
         else:
             dyn = t in _DYNAMIC_ATOMS or default_dynamic(leaf)
-        if dyn and branched and isinstance(leaf, _PY_SCALARS):
+        if dyn and branched and issubclass(t, _PY_SCALARS):
             # `if b2 != 1.0:` in Python: a traced b2 could not run. Keep it static.
             dyn = False
         if dyn:
             index = len(self.leaves)
             self.leaves.append(leaf)
-            if isinstance(leaf, _PY_SCALARS):
+            if issubclass(t, _PY_SCALARS):
                 self.float_leaves.append(index)
             return index
-        if isinstance(leaf, _Tracer):
+        if issubclass(t, _Tracer):
             raise LiftError(
                 f"{describe(holder)} captures {_variable(name, label)} as static, "
                 f"but it holds a tracer ({_aval(leaf)}). A static capture becomes "
@@ -367,7 +398,7 @@ class _Walk:
                 "Fix: let it be dynamic (remove it from `static=`, or make your "
                 "`dynamic=` predicate accept tracers)."
             )
-        if not isinstance(leaf, _OPAQUE_SKIP) and not isinstance(leaf, np.generic):
+        if not issubclass(t, (*_OPAQUE_SKIP, np.generic)):
             where = _hidden_tracer(leaf)
             if where is not None:
                 raise LiftError(
@@ -452,14 +483,14 @@ def capture(
     against that skeleton, which is then shared; anything else takes the full walk.
     """
     if dynamic is not None:
-        return _Walk(obj, static, dynamic).run()
+        return _walk(obj, static, dynamic)
     key = (_entry_code(obj), static)
     previous = _recent_skeletons.get(key)
     if previous is not None:
         leaves = replay(previous, obj)
         if leaves is not None:
             return previous, leaves
-    skeleton, leaves = _Walk(obj, static, dynamic).run()
+    skeleton, leaves = _walk(obj, static, dynamic)
     if previous is not None and skeleton == previous:
         return previous, leaves  # share it, and count towards compiling its replay
     if key[0] is not None:
@@ -469,12 +500,30 @@ def capture(
     return skeleton, leaves
 
 
-# The last skeleton seen per entry code object, weakly (plus a small ring of
-# strong references so that a skeleton survives between two lifts).
+def _walk(
+    obj: Any, static: frozenset[str], dynamic: Callable[[Any], bool] | None
+) -> tuple[Skeleton, list[Any]]:
+    # The walk allocates an object or two per capture; with JAX loaded, the cyclic
+    # collector's passes over the whole heap would be most of its time on a deep
+    # graph (measured: 35 µs per level with it, 13 µs without). It creates no
+    # cycles of its own to collect.
+    enabled = gc.isenabled()
+    if enabled:
+        gc.disable()
+    try:
+        return _Walk(obj, static, dynamic).run()
+    finally:
+        if enabled:
+            gc.enable()
+
+
+# The last skeleton seen per entry code object, weakly, plus a ring of the 8 most
+# recent, strongly, so that a sweep's few shapes (an optimizer's init and update)
+# survive between two lifts even when nothing else keeps them.
 _recent_skeletons: weakref.WeakValueDictionary[tuple[Any, frozenset[str]], Skeleton] = (
     weakref.WeakValueDictionary()
 )
-_keep: deque[Skeleton] = deque(maxlen=256)
+_keep: deque[Skeleton] = deque(maxlen=8)
 _lock = threading.Lock()
 
 

@@ -107,9 +107,9 @@ def _direct_branched(code: types.CodeType) -> set[str]:
 
 
 # Keyed by `id(code)`; the `CodeInfo` holds its code, so an entry lives exactly as
-# long as some skeleton (or the small ring of recent ones) uses it.
+# long as some skeleton (or the small ring of the 64 most recent) uses it.
 _cache: weakref.WeakValueDictionary[int, CodeInfo] = weakref.WeakValueDictionary()
-_recent: deque[CodeInfo] = deque(maxlen=1024)
+_recent: deque[CodeInfo] = deque(maxlen=64)
 _lock = threading.Lock()
 
 

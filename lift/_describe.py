@@ -150,34 +150,43 @@ def explain_concretization(x: Lifted[Any, Any], err: BaseException) -> LiftError
 
 
 def reject(obj: Any, name: str) -> LiftError:
-    """The error for something `name(...)` (`lift` or a `Lifted` subclass) cannot take."""
-    if isinstance(obj, type):
+    """The error for something `name(...)` (`lift` or a `Lifted` subclass) cannot take.
+
+    Reads the object through its type only: it may be a proxy whose attributes
+    fail.
+    """
+    t: type[Any] = type(obj)  # pyright: ignore[reportUnknownVariableType]
+    try:
+        shown = f"{obj!r:.60}"
+    except Exception:
+        shown = f"<{t.__name__} object>"
+    if issubclass(t, type):
         what = (
             f"the class {obj.__qualname__}. A class is not a function lift can take "
             f"apart.\nFix: lift a function or bound method, e.g. "
             f"`{name}(instance.method)`, or make the class a pytree (e.g. an "
             "equinox.Module)."
         )
-    elif isinstance(obj, (types.BuiltinFunctionType, types.BuiltinMethodType)) or (
+    elif issubclass(t, (types.BuiltinFunctionType, types.BuiltinMethodType)) or (
         callable(obj)
-        and not hasattr(obj, "__code__")
-        and type(obj).__module__ in ("builtins", "numpy")
+        and not hasattr(t, "__code__")
+        and t.__module__ in ("builtins", "numpy")
     ):
         what = (
-            f"the builtin {getattr(obj, '__qualname__', obj)!r}, which has no Python "
+            f"the builtin {getattr(obj, '__qualname__', shown)!r}, which has no Python "
             f"closure to lift.\nFix: call it from a Python function and lift that: "
             f"`{name}(lambda *a: fn(*a))`."
         )
     elif callable(obj):
         what = (
-            f"a callable {type(obj).__name__} object that is not a pytree, so "
+            f"a callable {t.__name__} object that is not a pytree, so "
             "its state cannot become leaves.\nFix: lift its method, "
             f"`{name}(obj.__call__)`, or make its class a pytree (e.g. an "
             "equinox.Module)."
         )
     else:
         what = (
-            f"{type(obj).__qualname__} {obj!r:.60}, which is neither a function nor "
+            f"{t.__qualname__} {shown}, which is neither a function nor "
             "a pytree holding functions.\nFix: pass a function, bound method, "
             "functools.partial, or a pytree (tuple, dict, NamedTuple, ...) of them."
         )

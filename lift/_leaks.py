@@ -229,7 +229,7 @@ _LIBRARY_MODULES = frozenset(
 )
 
 
-@functools.cache
+@functools.lru_cache(maxsize=256)
 def is_user_file(filename: str) -> bool:
     """Whether code from `filename` is the user's (not the stdlib, site-packages
     or lift): only the user's functions have their globals and frames scanned."""

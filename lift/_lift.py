@@ -11,9 +11,9 @@ from typing_extensions import ParamSpec
 from . import _trees as jtu
 from ._describe import reject
 from ._errors import LiftError
-from ._lifted import Lifted
+from ._lifted import Lifted, check_options
 from ._rebuild import build
-from ._trees import is_cyclic, is_function_like
+from ._trees import ITERATORS, is_cyclic, is_function_like
 
 __all__ = ["is_lifted", "lift", "unlift"]
 
@@ -112,14 +112,16 @@ def lift(
             return lift(fn, static=static, dynamic=dynamic)
 
         return decorator
-    options = bool(static) or dynamic is not None
-    if isinstance(obj, Lifted):
+    options = bool(check_options(static, dynamic, Lifted)) or dynamic is not None
+    kind: type[Any] = type(obj)  # pyright: ignore[reportUnknownVariableType]
+    if issubclass(kind, Lifted):
         if not options:
-            return cast(Any, obj)
-        cls = cast("type[Lifted[Any, Any]]", type(obj))  # pyright: ignore[reportUnknownArgumentType]
-        return cls(cast(Any, obj), static=static, dynamic=dynamic)
+            return obj
+        return cast("type[Lifted[Any, Any]]", kind)(obj, static=static, dynamic=dynamic)
     if is_function_like(obj):
         return Lifted(obj, static=static, dynamic=dynamic)
+    if issubclass(kind, ITERATORS):
+        raise reject(obj, "lift")
     try:
         if is_cyclic(obj):
             raise RecursionError
@@ -146,7 +148,7 @@ def lift(
 
 
 def _is_liftable(x: Any) -> bool:
-    return is_function_like(x) or isinstance(x, Lifted)
+    return is_function_like(x) or issubclass(type(x), Lifted)  # pyright: ignore[reportUnknownArgumentType]
 
 
 def _unlift_one(x: Any) -> Any:

@@ -14,6 +14,7 @@ from typing_extensions import ParamSpec
 from . import _registry, _trees as jtu
 from ._capture import capture
 from ._describe import explain_concretization, pformat, reject
+from ._errors import LiftError
 from ._paths import leaf_paths
 from ._rebuild import build, build_nodes
 from ._skeleton import (
@@ -146,7 +147,7 @@ class Lifted(Generic[_P, _R]):
         static: str | Iterable[str] = (),
         dynamic: Callable[[Any], bool] | None = None,
     ) -> None:
-        names = frozenset((static,) if isinstance(static, str) else static)
+        names = check_options(static, dynamic, type(self))
         if isinstance(fn, Lifted) and not names and dynamic is None:
             other = cast("Lifted[_P, _R]", fn)
             skeleton, leaves, original = other._skeleton, other._leaves, other._original
@@ -154,7 +155,9 @@ class Lifted(Generic[_P, _R]):
             if isinstance(fn, Lifted):
                 fn = cast("Callable[_P, _R]", build(fn._skeleton, fn._leaves))
             elif not is_function_like(fn):
-                raise reject(fn, "lift" if type(self) is Lifted else type(self).__name__)
+                raise reject(
+                    fn, "lift" if type(self) is Lifted else type(self).__name__
+                )
             skeleton, leaves = capture(fn, static=names, dynamic=dynamic)
             leaves = tuple(leaves)
             original = fn
@@ -273,6 +276,31 @@ class Lifted(Generic[_P, _R]):
 
     def __repr__(self) -> str:
         return pformat(self)
+
+
+def check_options(
+    static: str | Iterable[str], dynamic: Callable[[Any], bool] | None, cls: type[Any]
+) -> frozenset[str]:
+    """`static=` as a set of names, after checking both options."""
+    name = "lift" if cls is Lifted else cls.__name__
+    try:
+        names = frozenset((static,) if isinstance(static, str) else static)
+    except TypeError:
+        names = None
+    if names is None or not all(
+        isinstance(n, str) for n in cast(frozenset[Any], names)
+    ):
+        raise LiftError(
+            f"{name}(..., static={static!r}): `static=` names captured variables.\n"
+            f"Fix: pass names as strings, e.g. `{name}(f, static=('b2',))`."
+        )
+    if dynamic is not None and not callable(dynamic):
+        raise LiftError(
+            f"{name}(..., dynamic={dynamic!r}): `dynamic=` is a predicate on a "
+            f"captured value.\nFix: pass a function, e.g. `{name}(f, dynamic=lambda "
+            "v: isinstance(v, jax.Array))`."
+        )
+    return names
 
 
 def _register(cls: type[Lifted[Any, Any]]) -> None:

@@ -1,8 +1,10 @@
-"""A weak, thread-safe record of the `Lifted` objects built while someone listens.
+"""A weak, per-thread record of the `Lifted` objects built while someone listens.
 
 `lift.checked` and `lift.checking_leaks` open a recording around a call and scan
-what was lifted inside it. Construction of a `Lifted` calls `record`, which costs
-one attribute read when nobody listens.
+what was lifted inside it. A trace runs in the thread of the call that started
+it, so recordings are per thread: a call in one thread never sees what another
+thread lifts inside its own, still running, trace. Construction of a `Lifted`
+calls `record`, which costs one attribute read when nobody listens.
 """
 
 from __future__ import annotations
@@ -15,26 +17,34 @@ from typing import Any
 
 __all__ = ["record", "recording"]
 
-_lock = threading.Lock()
-_listeners: list[weakref.WeakSet[Any]] = []
+
+class _Listeners(threading.local):
+    def __init__(self) -> None:
+        self.buckets: list[weakref.WeakSet[Any]] = []
+
+
+_local = _Listeners()
 
 
 def record(obj: Any) -> None:
-    """Note that `obj` was just built (no-op unless a recording is open)."""
-    if _listeners:
-        with _lock:
-            for bucket in _listeners:
-                bucket.add(obj)
+    """Note that `obj` was just built (no-op unless this thread is recording)."""
+    buckets = _local.buckets
+    if buckets:
+        for bucket in buckets:
+            bucket.add(obj)
 
 
 @contextmanager
 def recording() -> Generator[weakref.WeakSet[Any]]:
-    """Collect, weakly, every object passed to `record` while the block runs."""
+    """Collect, weakly, every object this thread passes to `record` in the block."""
     bucket: weakref.WeakSet[Any] = weakref.WeakSet()
-    with _lock:
-        _listeners.append(bucket)
+    buckets = _local.buckets
+    buckets.append(bucket)
     try:
         yield bucket
     finally:
-        with _lock:
-            _listeners.remove(bucket)
+        # By identity: two WeakSets with the same contents compare equal.
+        for i in range(len(buckets) - 1, -1, -1):
+            if buckets[i] is bucket:
+                del buckets[i]
+                break

@@ -66,7 +66,7 @@ class Static:
         key: tuple[type[Any], Any] | int = (t, value)
         try:
             h = hash(key)
-        except TypeError:
+        except Exception:  # unhashable, or a `__hash__` that fails: by identity
             key = id(value)
             h = hash(("id", key))
             self._key = None
@@ -83,7 +83,12 @@ class Static:
             return False
         if self._key is None or other._key is None:
             return self.value is other.value
-        return self._hash == other._hash and self._key == other._key
+        if self._hash != other._hash:
+            return False
+        try:
+            return bool(self._key == other._key)
+        except Exception:  # an `__eq__` that fails: the same object or not
+            return self.value is other.value
 
     def __hash__(self) -> int:
         return self._hash

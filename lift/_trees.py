@@ -8,14 +8,17 @@ their own); `is_cyclic` guards JAX's recursive flattening.
 
 from __future__ import annotations
 
+import collections.abc
 import functools
 import types
+import weakref
 from collections.abc import Callable, Iterable
 from typing import Any, Final, TypeAlias, cast
 
 import jax.tree_util as _jtu
 
 __all__ = [
+    "ITERATORS",
     "MAX_CONTAINER_DEPTH",
     "is_cyclic",
     "is_function_like",
@@ -56,7 +59,10 @@ def unflatten(treedef: TreeDef, leaves: Iterable[Any]) -> Any:
     return treedef.unflatten(leaves)
 
 
-_partial_is_leaf: dict[type, bool] = {functools.partial: True}
+# Weak: a `functools.partial` subclass may be made at run time and dropped.
+_partial_is_leaf: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDictionary(
+    {functools.partial: True}
+)
 
 
 def is_function_like(x: Any) -> bool:
@@ -64,14 +70,23 @@ def is_function_like(x: Any) -> bool:
     t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
     if t is types.FunctionType or t is types.MethodType:
         return True
-    if isinstance(x, functools.partial):
-        leaf = _partial_is_leaf.get(t)
+    # By the real type: `isinstance` would believe a `__class__` that lies (a mock).
+    if issubclass(t, functools.partial):
+        leaf = _partial_is_leaf.get(t)  # pyright: ignore[reportUnknownArgumentType]
         if leaf is None:
             # `jax.tree_util.Partial` and other registered subclasses are pytrees.
             leaf = _partial_is_leaf[t] = treedef_is_leaf(tree_structure(x))
         return leaf
     return False
 
+
+# Stateful iterables: static by identity (flattening one would warn, and
+# iterating it would consume it).
+ITERATORS: Final = (
+    collections.abc.Iterator,
+    collections.abc.AsyncIterator,
+    collections.abc.Coroutine,
+)
 
 MAX_CONTAINER_DEPTH: Final = 400
 
@@ -84,7 +99,7 @@ def is_cyclic(value: Any) -> bool:
     values exhaust the interpreter's recursion budget (jax 0.10.2 then leaves a
     `SystemError` behind). So the value is checked first, iteratively.
     """
-    if not isinstance(value, (list, tuple, dict)):
+    if not issubclass(type(value), (list, tuple, dict)):  # pyright: ignore[reportUnknownArgumentType]
         return False
     on_path: set[int] = set()
     done: set[int] = set()
