@@ -278,10 +278,15 @@ class Lifted(Generic[_P, _R]):
         return pformat(self)
 
 
+_NO_NAMES: Final[frozenset[str]] = frozenset()
+
+
 def check_options(
     static: str | Iterable[str], dynamic: Callable[[Any], bool] | None, cls: type[Any]
 ) -> frozenset[str]:
     """`static=` as a set of names, after checking both options."""
+    if static == () and dynamic is None:
+        return _NO_NAMES
     name = "lift" if cls is Lifted else cls.__name__
     try:
         names = frozenset((static,) if isinstance(static, str) else static)

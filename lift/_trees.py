@@ -89,6 +89,7 @@ ITERATORS: Final = (
 )
 
 MAX_CONTAINER_DEPTH: Final = 400
+_CONTAINERS: Final = (list, tuple, dict)
 
 
 def is_cyclic(value: Any) -> bool:
@@ -99,7 +100,14 @@ def is_cyclic(value: Any) -> bool:
     values exhaust the interpreter's recursion budget (jax 0.10.2 then leaves a
     `SystemError` behind). So the value is checked first, iteratively.
     """
-    if not issubclass(type(value), (list, tuple, dict)):  # pyright: ignore[reportUnknownArgumentType]
+    t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
+    if not issubclass(t, _CONTAINERS):
+        return False
+    # The common case, a flat container (a tuple of functions), costs one pass.
+    for child in value.values() if issubclass(t, dict) else value:
+        if issubclass(type(child), _CONTAINERS):  # pyright: ignore[reportUnknownArgumentType]
+            break
+    else:
         return False
     on_path: set[int] = set()
     done: set[int] = set()
