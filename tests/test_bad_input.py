@@ -311,16 +311,18 @@ def _snapshot(fn: Any) -> dict[str, Any]:
 
 
 def _assert_same(before: dict[str, Any], after: dict[str, Any]) -> None:
+    # `type(...) in` rather than `isinstance`: the hostile object fails on
+    # `__class__`, which `isinstance` reads.
     for key, old in before.items():
         new = after[key]
-        if isinstance(old, list | tuple):
+        if type(old) in (list, tuple):
             assert len(old) == len(new), key
             for a, b in zip(old, new, strict=True):
-                if isinstance(a, tuple | list):
+                if type(a) in (tuple, list):
                     assert all(x is y for x, y in zip(a, b, strict=True)), key
                 else:
                     assert a is b, key
-        elif isinstance(old, dict):
+        elif type(old) is dict:
             assert old.keys() == new.keys(), key
             assert all(old[k] is new[k] for k in old), key
         else:
