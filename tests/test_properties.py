@@ -69,12 +69,14 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 _PROFILE = os.environ.get("LIFT_HYPOTHESIS_PROFILE", "ci")
-_EXAMPLES = settings.get_profile(_PROFILE).max_examples
+# Applied to this module's tests only (not loaded globally), so that other
+# hypothesis tests keep their own settings.
+_SETTINGS = settings.get_profile(_PROFILE)
+_EXAMPLES = _SETTINGS.max_examples
 # Examples of the expensive properties, relative to the profile's budget: every
 # new treedef compiles once under `jit`.
 _TREEDEF_EXAMPLES = max(10, _EXAMPLES // 4)
 _JIT_EXAMPLES = max(10, _EXAMPLES // 25)
-settings.load_profile(_PROFILE)
 
 
 # -- what generated functions do with their captures ------------------------------
@@ -563,6 +565,7 @@ def _close(a: Any, b: Any, leaves: list[Any]) -> None:
     np.testing.assert_allclose(a, b, rtol=tol, atol=tol * scale)
 
 
+@settings(_SETTINGS)
 @given(programs)
 def test_lifted_equals_original_eagerly_and_round_trips(spec):
     fn, made = build(spec)
@@ -601,7 +604,7 @@ def test_lifted_equals_original_eagerly_and_round_trips(spec):
     np.testing.assert_array_equal(np.asarray(fn(_X)), np.asarray(expected), strict=True)
 
 
-@settings(max_examples=_TREEDEF_EXAMPLES)
+@settings(_SETTINGS, max_examples=_TREEDEF_EXAMPLES)
 @given(programs, st.randoms(use_true_random=False))
 def test_treedefs_equal_exactly_when_code_and_statics_are(spec, rnd):
     other = _perturb(spec, rnd)
@@ -624,7 +627,7 @@ def test_treedefs_equal_exactly_when_code_and_statics_are(spec, rnd):
     assert (explained is None) == (same and avals[0] == avals[1]), explained
 
 
-@settings(max_examples=_JIT_EXAMPLES)
+@settings(_SETTINGS, max_examples=_JIT_EXAMPLES)
 @given(programs, st.integers(1, 3))
 def test_jit_and_vmap_over_stacked_captures(spec, copies):
     fn, made = build(spec)
