@@ -42,15 +42,18 @@ def _train(opt: Any, p: Any) -> jax.Array:
 
 
 def _plain_curve(opt: optax.GradientTransformation) -> np.ndarray:
-    p = _params()
-    s = opt.init(p)
-    losses = []
-    for _ in range(STEPS):
-        loss, g = jax.value_and_grad(_loss)(p)
-        u, s = opt.update(g, s, p)
-        p = optax.apply_updates(p, u)
-        losses.append(loss)
-    return np.asarray(losses)
+    # The plain-optax reference, eager and without JAX's leak checking (which
+    # bypasses its caches, so every eager op would compile again).
+    with jax.check_tracer_leaks(False):
+        p = _params()
+        s = opt.init(p)
+        losses = []
+        for _ in range(STEPS):
+            loss, g = jax.value_and_grad(_loss)(p)
+            u, s = opt.update(g, s, p)
+            p = optax.apply_updates(p, u)
+            losses.append(loss)
+        return np.asarray(losses)
 
 
 def test_vmap_makes_a_batch_of_lifted_optimizers() -> None:
