@@ -60,3 +60,19 @@ def test_demo_runs_and_reports_one_compile_per_lifted_way(tmp_path: Path) -> Non
     assert out.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     assert out.stat().st_size > 10_000
     assert "sweeping" in result.stderr  # the progress bar
+
+
+def test_demo_offers_the_processes_sweep_when_its_example_exists() -> None:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "sweep.py"), "--help"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=300,
+        check=True,
+    )
+    has_example = (ROOT / "examples" / "processes.py").exists()
+    assert ("--processes" in result.stdout) == has_example
+    assert "--rates" in result.stdout
+    assert "--steps" in result.stdout
+    assert "--out" in result.stdout
