@@ -106,7 +106,7 @@ def test_1000_lifts_inside_jit_leave_nothing_alive():
 def test_lifts_inside_other_transforms_leave_nothing_alive(transform: str):
     tracked = Tracked()
     # Eager grad runs every op through JAX's leak checker: keep it short.
-    n = 50 if transform == "grad" else 200
+    n = 20 if transform == "grad" else 200
     lifted_before = _count(lift.Lifted)
 
     def body(x):
@@ -225,13 +225,13 @@ def _workload(round_: int, codes: int, values: int) -> None:
 def test_every_module_level_cache_is_bounded():
     containers = _containers()
     assert "lift._lifted._scalar_arrays" in containers  # the inspection works
-    codes, values, rounds = 150, 1_000, 6
+    codes, values, rounds = 100, 1_000, 6
     sizes: list[dict[str, int]] = []
     for round_ in range(rounds):
         _workload(round_, codes, values)
         gc.collect()
         sizes.append({name: size() for name, size in containers.items()})
-    # Past 6 000 values and 900 code objects, a bounded cache has stopped
+    # Past 6 000 values and 600 code objects, a bounded cache has stopped
     # growing (or emptied itself); an unbounded one still grows every round.
     growing = {
         name: [s[name] for s in sizes]
