@@ -305,3 +305,20 @@ def test_closure_convert_inside_jit_keeps_no_tracer_alive():
     assert out == 2 + sum(4 * (i + 1) for i in range(100))
     assert "tracer" in tracked.kinds()
     assert tracked.alive() == {}
+
+
+def test_originals_and_their_captured_arrays_die_with_the_lifted():
+    # The skeleton caches keep code and static values, never the function or
+    # its dynamic captures.
+    refs = []
+    for i in range(LIFTS):
+        w = np.full(256, i, np.float32)
+        f = _make(w, i % 3)
+        g = lift.lift(f)
+        g(np.float32(1))
+        jax.tree_util.tree_flatten_with_path(g)
+        refs.extend([weakref.ref(w), weakref.ref(f)])
+        del w, f, g
+    gc.collect()
+    alive = sum(r() is not None for r in refs)
+    assert alive == 0, f"{alive} of {len(refs)} originals or captured arrays alive"
