@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 import jax
 
 from . import _trees as jtu
-from ._lift import is_lifted
+from ._lift import flatten_lifted, is_lifted, stops_flattening
 from ._lifted import Lifted
 from ._paths import leaf_paths, node_path, treedef_paths
 from ._skeleton import (
@@ -53,18 +53,19 @@ def diff(a: Any, b: Any) -> str | None:
     **Returns:** a description with one line per difference, or `None` when the
     treedefs and the leaves' shapes and dtypes are equal.
     """
-    la, ta = jtu.tree_flatten(a, is_leaf=is_lifted)
-    lb, tb = jtu.tree_flatten(b, is_leaf=is_lifted)
+    la, ta = flatten_lifted(a, "diff")
+    lb, tb = flatten_lifted(b, "diff")
     lines: list[str] = []
     if ta != tb:
         lines.append(f"structure: {ta} != {tb}")
         return "\n".join(lines)
     paths = [
-        jtu.keystr(p) for p, _ in jtu.tree_flatten_with_path(a, is_leaf=is_lifted)[0]
+        jtu.keystr(p)
+        for p, _ in jtu.tree_flatten_with_path(a, is_leaf=stops_flattening)[0]
     ]
     for path, x, y in zip(paths, la, lb, strict=True):
-        if isinstance(x, Lifted) and isinstance(y, Lifted):
-            _diff_lifted(path, cast(Any, x), cast(Any, y), lines)
+        if is_lifted(x) and is_lifted(y):
+            _diff_lifted(path, x, y, lines)
         elif _aval(x) != _aval(y):
             lines.append(f"{path}: {_aval(x)} != {_aval(y)}")
     return "\n".join(lines) if lines else None
@@ -73,7 +74,7 @@ def diff(a: Any, b: Any) -> str | None:
 def _aval(x: Any) -> str:
     try:
         aval = jax.typeof(x)
-    except TypeError:
+    except Exception:  # not a JAX value (a big int overflows int32, an object...)
         return type(x).__name__
     return aval.str_short(short_dtypes=False) + (
         " (weak)" if getattr(aval, "weak_type", False) else ""

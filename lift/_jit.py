@@ -442,17 +442,24 @@ def jit(fn: Callable[_P, _R] | None = None, /, **jit_kwargs: Any) -> Any:
     return decorator(fn)
 
 
+def _shown(x: Any) -> str:
+    try:
+        return f"{x!r:.60}"
+    except Exception:
+        return f"<{type(x).__name__} object>"
+
+
 def _decorate(
     fn: Callable[_P, _R],
     jit_kwargs: dict[str, Any],
     options_key: Any,
     lift_options: dict[str, Any],
 ) -> JitFunction[_P, _R]:
-    if isinstance(fn, JitFunction):
-        fn = fn.__wrapped__  # pyright: ignore[reportUnknownMemberType]
+    if issubclass(type(fn), JitFunction):
+        fn = cast("JitFunction[_P, _R]", fn).__wrapped__
     elif type(fn) is not types.FunctionType and not callable(fn):
         raise LiftError(
-            f"lift.jit() got {type(fn).__qualname__} {fn!r:.60}, which is not "
+            f"lift.jit() got {type(fn).__qualname__} {_shown(fn)}, which is not "
             "callable.\nFix: decorate a function: `@lift.jit` above its `def`."
         )
     return JitFunction(fn, program(fn, jit_kwargs, options_key), lift_options)

@@ -20,7 +20,7 @@ import sys
 import sysconfig
 import types
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, cast
 
 import jax
 import numpy as np
@@ -188,9 +188,10 @@ def format_leaks(leaks: Iterable[Leak]) -> str:
 
 
 def _root_label(root: Any, index: int) -> str:
-    if isinstance(root, types.ModuleType):
+    kind: type[Any] = type(root)  # pyright: ignore[reportUnknownVariableType]
+    if issubclass(kind, types.ModuleType):
         return root.__name__
-    if isinstance(root, types.FunctionType):
+    if kind is types.FunctionType:
         return root.__qualname__
     lifted = _lifted_api()
     if lifted is not None and lifted[0](root):
@@ -376,11 +377,14 @@ class _Walk:
         while queue and visited < self.limit:
             obj, index = queue.popleft()
             visited += 1
-            if isinstance(obj, tracer_type):
+            if issubclass(type(obj), tracer_type):  # pyright: ignore[reportUnknownArgumentType]
                 if not self.live.is_live(obj):
                     self.leaks.append(self.report(obj, index))
                 continue
-            expand(obj, index)
+            try:
+                expand(obj, index)
+            except Exception:  # a proxy whose attributes fail: nothing to see in it
+                continue
         return self.leaks
 
     # -- children of each kind of object --------------------------------------
@@ -593,9 +597,10 @@ def scan(roots: Iterable[tuple[str, Any]], limit: int = DEFAULT_LIMIT) -> list[L
     """`find_leaks` over roots that already have names (`output`, `STASH`)."""
     walk = _Walk(limit)
     for label, root in roots:
-        if isinstance(root, types.ModuleType):
-            for name, value in vars(root).items():
-                walk.push(value, -1, f"{root.__name__}.{name}", reset=True)
+        if issubclass(type(root), types.ModuleType):  # pyright: ignore[reportUnknownArgumentType]
+            module = cast(types.ModuleType, root)
+            for name, value in vars(module).items():
+                walk.push(value, -1, f"{module.__name__}.{name}", reset=True)
         else:
             walk.push(root, -1, label, reset=True)
     # The walk allocates an entry per object and frees nothing: the cyclic

@@ -13,7 +13,7 @@ from ._describe import reject
 from ._errors import LiftError
 from ._lifted import Lifted, check_options
 from ._rebuild import build
-from ._trees import ITERATORS, is_cyclic, is_function_like
+from ._trees import ITERATORS, MAX_CONTAINER_DEPTH, is_cyclic, is_function_like
 
 __all__ = ["is_lifted", "lift", "unlift"]
 
@@ -152,7 +152,7 @@ def _is_liftable(x: Any) -> bool:
 
 
 def _unlift_one(x: Any) -> Any:
-    return build(x._skeleton, x._leaves) if isinstance(x, Lifted) else x
+    return build(x._skeleton, x._leaves) if is_lifted(x) else x
 
 
 def is_lifted(x: Any) -> bool:
@@ -165,7 +165,26 @@ def is_lifted(x: Any) -> bool:
     assert not lift.is_lifted(lambda x: x)
     ```
     """
-    return isinstance(x, Lifted)
+    return issubclass(type(x), Lifted)  # pyright: ignore[reportUnknownArgumentType]
+
+
+def flatten_lifted(x: Any, caller: str) -> tuple[list[Any], jtu.TreeDef]:
+    """`x` flattened down to its `Lifted` (and stateful iterators, left whole).
+
+    Checked first: JAX's flattening with an `is_leaf` on a cyclic or very deep
+    container leaves the interpreter's recursion accounting broken (jax 0.10.2).
+    """
+    if is_cyclic(x):
+        raise LiftError(
+            f"{caller}() got a {type(x).__name__} that contains itself or nests more "
+            f"than {MAX_CONTAINER_DEPTH} levels deep, which JAX's pytree flattening "
+            f"cannot take.\nFix: pass the lifted functions inside it one by one."
+        )
+    return jtu.tree_flatten(x, is_leaf=stops_flattening)
+
+
+def stops_flattening(x: Any) -> bool:
+    return issubclass(type(x), (Lifted, *ITERATORS))  # pyright: ignore[reportUnknownArgumentType]
 
 
 def unlift(x: Any) -> Any:
@@ -186,10 +205,7 @@ def unlift(x: Any) -> Any:
     assert f(3.0) == 6.0
     ```
     """
-    if isinstance(x, Lifted):
+    if is_lifted(x):
         return build(x._skeleton, x._leaves)
-    return jtu.tree_map(
-        _unlift_one,
-        x,
-        is_leaf=is_lifted,
-    )
+    leaves, treedef = flatten_lifted(x, "unlift")
+    return jtu.unflatten(treedef, [_unlift_one(leaf) for leaf in leaves])
