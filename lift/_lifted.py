@@ -37,7 +37,7 @@ _T = TypeVar("_T")
 # -- Python scalars as weakly typed arrays ---------------------------------------
 
 _scalar_arrays: dict[tuple[Any, ...], jax.Array] = {}
-_SCALAR_CACHE_SIZE: Final = 4096
+_SCALAR_CACHE_SIZE: Final = 1024
 
 
 def _as_array(x: Any) -> Any:
