@@ -66,6 +66,24 @@ class Leak:
     - `location`: the path to the holding function, or `None` when it is the root.
 
     `str(leak)` is the one-line report, with the fix.
+
+    ```python
+    import jax
+    import lift
+
+    def make(x):
+        def scaled(y):
+            return x * y
+
+        return scaled
+
+    saved = []
+    with jax.check_tracer_leaks(False):
+        jax.jit(lambda x: saved.append(make(x)) or x)(1.0)
+    (leak,) = lift.find_leaks(saved)
+    assert (leak.function, leak.variable) == ("make.<locals>.scaled", "x")
+    assert leak.tracer.startswith("float32[] from jit")
+    ```
     """
 
     path: str

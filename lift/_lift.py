@@ -3,8 +3,10 @@
 # pyright: reportPrivateUsage=false
 from __future__ import annotations
 
+import functools
+import types
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar, cast, overload
+from typing import Any, Protocol, TypeVar, cast, overload
 
 from typing_extensions import ParamSpec
 
@@ -19,6 +21,27 @@ __all__ = ["is_lifted", "lift", "unlift"]
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
+_R_co = TypeVar("_R_co", covariant=True)
+
+
+class _Function(Protocol[_P, _R_co]):
+    """A function as a type checker sees one (it has code): `lift` gives a
+    `Lifted` of it that keeps its signature. A callable object does not match
+    and falls through to the pytree overload, as it does at run time."""
+
+    __code__: types.CodeType
+
+    def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R_co: ...
+
+
+class _Method(Protocol[_P, _R_co]):
+    """A bound method as a type checker sees one, without `self`."""
+
+    @property
+    def __func__(self) -> Callable[..., Any]: ...
+    @property
+    def __self__(self) -> object: ...
+    def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R_co: ...
 
 
 @overload
@@ -39,12 +62,28 @@ def lift(
 ) -> Lifted[_P, _T]: ...
 @overload
 def lift(
-    obj: Callable[_P, _T],
+    obj: _Function[_P, _T],
     /,
     *,
     static: str | Iterable[str] = (),
     dynamic: Callable[[Any], bool] | None = None,
 ) -> Lifted[_P, _T]: ...
+@overload
+def lift(
+    obj: _Method[_P, _T],
+    /,
+    *,
+    static: str | Iterable[str] = (),
+    dynamic: Callable[[Any], bool] | None = None,
+) -> Lifted[_P, _T]: ...
+@overload
+def lift(
+    obj: functools.partial[_T],
+    /,
+    *,
+    static: str | Iterable[str] = (),
+    dynamic: Callable[[Any], bool] | None = None,
+) -> Lifted[..., _T]: ...
 @overload
 def lift(
     obj: _T,

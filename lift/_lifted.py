@@ -209,6 +209,22 @@ class Lifted(Generic[_P, _R]):
 
         **Returns:** a `Lifted` (of this class) whose leaves are every closed-over
         tracer and array, of every dtype.
+
+        ```python
+        import jax
+        import lift
+
+        class Box:  # not a pytree: `lift` cannot see inside it
+            def __init__(self, value):
+                self.value = value
+
+        @jax.jit
+        def make(scale):
+            box = Box(scale)
+            return lift.closure_convert(lambda x: box.value * x, 1.0)
+
+        assert make(3.0)(2.0) == 6.0  # the traced `scale` became a leaf
+        ```
         """
         from ._convert import convert
 

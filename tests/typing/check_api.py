@@ -116,9 +116,9 @@ class Pair(NamedTuple):
 
 assert_type(lift.lift(Pair(double, 1.0)), Pair)
 
-# A callable object types as a `Lifted` of its `__call__`: at run time it is
-# kept as it is when it is a pytree (an `equinox.Module`), refused otherwise.
-assert_type(lift.lift(Model()), lift.Lifted[[jax.Array], jax.Array])
+# A callable object is not a function: it is kept, as a pytree, with its type
+# (at run time one that is not a pytree is refused).
+assert_type(lift.lift(Model()), Model)
 
 
 # -- `Lifted` subclasses -----------------------------------------------------------
