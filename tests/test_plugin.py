@@ -55,14 +55,14 @@ def leaky(pytester: pytest.Pytester) -> pytest.Pytester:
 
 
 def test_off_by_default(leaky: pytest.Pytester) -> None:
-    result = leaky.runpytest(*_plugin_args())
+    result = leaky.runpytest_subprocess(*_plugin_args())
     result.assert_outcomes(passed=3, failed=1)
     # Without the plugin, JAX's own checker reports the second test its way.
     result.stdout.fnmatch_lines(["*Leaked trace*"])
 
 
 def test_flag_fails_leaky_tests_with_the_leak_error(leaky: pytest.Pytester) -> None:
-    result = leaky.runpytest(*_plugin_args(), "--lift-leaks")
+    result = leaky.runpytest_subprocess(*_plugin_args(), "--lift-leaks")
     result.assert_outcomes(passed=2, failed=2)
     result.stdout.fnmatch_lines(
         [
@@ -78,17 +78,17 @@ def test_flag_fails_leaky_tests_with_the_leak_error(leaky: pytest.Pytester) -> N
 
 def test_ini_switches_it_on(leaky: pytest.Pytester) -> None:
     leaky.makeini("[pytest]\nlift_leaks = true\n")
-    result = leaky.runpytest(*_plugin_args())
+    result = leaky.runpytest_subprocess(*_plugin_args())
     result.assert_outcomes(passed=2, failed=2)
 
 
 def test_marker_exempts_and_clean_tests_pass(leaky: pytest.Pytester) -> None:
-    result = leaky.runpytest(*_plugin_args(), "--lift-leaks", "-k", "allowed or clean")
+    result = leaky.runpytest_subprocess(*_plugin_args(), "--lift-leaks", "-k", "allowed or clean")
     result.assert_outcomes(passed=2)
 
 
 def test_own_frames_are_hidden(leaky: pytest.Pytester) -> None:
-    result = leaky.runpytest(*_plugin_args(), "--lift-leaks", "-k", "test_leaky")
+    result = leaky.runpytest_subprocess(*_plugin_args(), "--lift-leaks", "-k", "test_leaky")
     out = result.stdout.str()
     assert "test_leaky.py" in out
     assert "_checking.py" not in out
@@ -96,9 +96,9 @@ def test_own_frames_are_hidden(leaky: pytest.Pytester) -> None:
 
 
 def test_option_and_marker_are_documented(pytester: pytest.Pytester) -> None:
-    result = pytester.runpytest(*_plugin_args(), "--help")
+    result = pytester.runpytest_subprocess(*_plugin_args(), "--help")
     result.stdout.fnmatch_lines(["*--lift-leaks*"])
-    result = pytester.runpytest(*_plugin_args(), "--markers")
+    result = pytester.runpytest_subprocess(*_plugin_args(), "--markers")
     result.stdout.fnmatch_lines(["*lift_allow_leaks*"])
 
 
