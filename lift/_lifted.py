@@ -40,35 +40,41 @@ _scalar_arrays: dict[tuple[Any, ...], jax.Array] = {}
 _SCALAR_CACHE_SIZE: Final = 1024
 
 
-def _as_array(x: Any) -> Any:
-    """A weakly typed 0-d array for a Python scalar, made once per value.
-
-    `jax.jit` converts Python-scalar arguments on every call; converting once
-    keeps a cached call as cheap as one taking arrays. The cache is keyed by type
-    and value (so `1.0` and `True` never mix) and bounded.
-    """
-    key: tuple[Any, ...] = (type(x), x)  # pyright: ignore[reportUnknownVariableType]
+def _scalar_key(x: Any) -> tuple[Any, ...]:
     if x == 0:  # `0.0 == -0.0`: keep them apart
-        key = (type(x), repr(x))  # pyright: ignore[reportUnknownVariableType]
-    hit = _scalar_arrays.get(key)
-    if hit is not None:
-        return hit
-    # Concrete even when a trace is active: these arrays outlive any trace.
-    with jax.ensure_compile_time_eval():
-        arr: jax.Array = jax.device_put(x)  # pyright: ignore[reportUnknownMemberType]
-    if len(_scalar_arrays) >= _SCALAR_CACHE_SIZE:
-        _scalar_arrays.clear()
-    _scalar_arrays[key] = arr
-    return arr
+        return (type(x), repr(x))  # pyright: ignore[reportUnknownVariableType]
+    return (type(x), x)  # pyright: ignore[reportUnknownVariableType]
 
 
 def _flat_leaves(leaves: tuple[Any, ...], scalars: frozenset[int]) -> tuple[Any, ...]:
+    """The leaves with Python scalars as weakly typed 0-d arrays, made once per value.
+
+    `jax.jit` converts Python-scalar arguments on every call; converting once
+    keeps a cached call as cheap as one taking arrays. The cache is keyed by type
+    and value (so `1.0` and `True` never mix) and bounded; values not in it are
+    converted in one `jax.device_put` (about a quarter of the cost of one each).
+    """
     if not scalars:
         return leaves
     out = list(leaves)
+    missing: list[int] = []
     for i in scalars:
         if type(out[i]) in (float, complex, int):
-            out[i] = _as_array(out[i])
+            hit = _scalar_arrays.get(_scalar_key(out[i]))
+            if hit is None:
+                missing.append(i)
+            else:
+                out[i] = hit
+    if missing:
+        # Concrete even when a trace is active: these arrays outlive any trace.
+        with jax.ensure_compile_time_eval():
+            arrays: list[jax.Array] = jax.device_put([out[i] for i in missing])  # pyright: ignore[reportUnknownMemberType]
+        if len(_scalar_arrays) + len(missing) > _SCALAR_CACHE_SIZE:
+            _scalar_arrays.clear()
+        for i, arr in zip(missing, arrays, strict=True):
+            if len(_scalar_arrays) < _SCALAR_CACHE_SIZE:
+                _scalar_arrays[_scalar_key(out[i])] = arr
+            out[i] = arr
     return tuple(out)
 
 
