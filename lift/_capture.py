@@ -21,7 +21,6 @@ from typing import Any, Final
 import jax
 import numpy as np
 
-from . import _trees as jtu
 from ._code import code_info
 from ._compat import Tracer
 from ._errors import LiftError, describe
@@ -38,7 +37,7 @@ from ._skeleton import (
     Static,
     Template,
 )
-from ._trees import ITERATORS, MAX_CONTAINER_DEPTH, is_cyclic, is_function_like
+from ._trees import ITERATORS, MAX_CONTAINER_DEPTH, flatten_checked, is_function_like
 
 __all__ = ["capture", "default_dynamic", "is_function_like"]
 
@@ -318,18 +317,16 @@ class _Walk:
                 leaves = [value]
                 treedef = None
             else:
-                try:
-                    if is_cyclic(value):
-                        raise RecursionError
-                    leaves, treedef = jtu.tree_flatten(value, is_leaf=is_function_like)
-                except RecursionError:
+                flat = flatten_checked(value, is_function_like)
+                if flat is None:
                     raise LiftError(
                         f"{describe(holder)} captures {_variable(name, label)}, a "
                         "container that contains itself or nests more than "
                         f"{MAX_CONTAINER_DEPTH} levels deep, which JAX's pytree "
                         "flattening cannot take.\nFix: pass it as an argument, or keep it static "
                         f"with `lift(f, static=({name or 'name'!r},))`."
-                    ) from None
+                    )
+                leaves, treedef = flat
                 if treedef.num_nodes == 1 and treedef.num_leaves == 1:
                     treedef = None
         else:

@@ -15,7 +15,7 @@ from ._describe import reject
 from ._errors import LiftError
 from ._lifted import Lifted, check_options
 from ._rebuild import build
-from ._trees import ITERATORS, MAX_CONTAINER_DEPTH, is_cyclic, is_function_like
+from ._trees import ITERATORS, MAX_CONTAINER_DEPTH, flatten_checked, is_function_like
 
 __all__ = ["is_lifted", "lift", "unlift"]
 
@@ -161,15 +161,10 @@ def lift(
         return Lifted(obj, static=static, dynamic=dynamic)
     if issubclass(kind, ITERATORS):
         raise reject(obj, "lift")
-    try:
-        if is_cyclic(obj):
-            raise RecursionError
-        leaves, treedef = jtu.tree_flatten(obj, is_leaf=_is_liftable)
-    except RecursionError:
-        raise LiftError(
-            f"lift() got a {type(obj).__name__} that contains itself or nests "
-            "too deeply for JAX's pytree flattening.\nFix: lift the functions inside it one by one."
-        ) from None
+    flat = flatten_checked(obj, _is_liftable)
+    if flat is None:
+        raise _unflattenable(obj, "lift")
+    leaves, treedef = flat
     if jtu.treedef_is_leaf(treedef) and treedef.num_leaves == 1:
         raise reject(obj, "lift")
     out: list[Any] = []
@@ -213,13 +208,18 @@ def flatten_lifted(x: Any, caller: str) -> tuple[list[Any], jtu.TreeDef]:
     Checked first: JAX's flattening with an `is_leaf` on a cyclic or very deep
     container leaves the interpreter's recursion accounting broken (jax 0.10.2).
     """
-    if is_cyclic(x):
-        raise LiftError(
-            f"{caller}() got a {type(x).__name__} that contains itself or nests more "
-            f"than {MAX_CONTAINER_DEPTH} levels deep, which JAX's pytree flattening "
-            f"cannot take.\nFix: pass the lifted functions inside it one by one."
-        )
-    return jtu.tree_flatten(x, is_leaf=stops_flattening)
+    flat = flatten_checked(x, stops_flattening)
+    if flat is None:
+        raise _unflattenable(x, caller)
+    return flat
+
+
+def _unflattenable(x: Any, caller: str) -> LiftError:
+    return LiftError(
+        f"{caller}() got a {type(x).__name__} that contains itself or nests more "
+        f"than {MAX_CONTAINER_DEPTH} levels deep, which JAX's pytree flattening "
+        f"cannot take.\nFix: pass the functions inside it one by one."
+    )
 
 
 def stops_flattening(x: Any) -> bool:

@@ -18,6 +18,7 @@ from typing import Any, Final, TypeAlias, cast
 import jax.tree_util as _jtu
 
 __all__ = [
+    "flatten_checked",
     "ITERATORS",
     "MAX_CONTAINER_DEPTH",
     "is_cyclic",
@@ -130,3 +131,16 @@ def is_cyclic(value: Any) -> bool:
             if isinstance(child, (list, tuple, dict)):
                 stack.append((cast(Any, child), depth + 1))
     return False
+
+
+def flatten_checked(
+    value: Any, is_leaf: Callable[[Any], bool]
+) -> tuple[list[Any], TreeDef] | None:
+    """`tree_flatten(value, is_leaf=is_leaf)`, or `None` for a value JAX's
+    flattening cannot take (one that contains itself or nests too deeply)."""
+    if is_cyclic(value):
+        return None
+    try:
+        return tree_flatten(value, is_leaf=is_leaf)
+    except RecursionError:
+        return None
