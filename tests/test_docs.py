@@ -153,6 +153,8 @@ def _docstring(name: str) -> str:
     return inspect.cleandoc(getattr(lift, name).__doc__ or "")
 
 
+# The leak guide leaks on purpose (and `--lift-leaks` would say so).
+@pytest.mark.lift_allow_leaks
 @pytest.mark.parametrize(
     "path", _pages(), ids=lambda p: str(p.relative_to(ROOT)).replace("/", "-")
 )
@@ -161,6 +163,8 @@ def test_examples_run(path: Path):
         _run_blocks(path.read_text(), str(path), str(path.relative_to(ROOT)))
 
 
+# The examples of `checked`, `find_leaks` and `Leak` leak on purpose.
+@pytest.mark.lift_allow_leaks
 @pytest.mark.parametrize(
     "name", [name for name in _public() if "```python" in _docstring(name)]
 )

@@ -83,12 +83,16 @@ def test_ini_switches_it_on(leaky: pytest.Pytester) -> None:
 
 
 def test_marker_exempts_and_clean_tests_pass(leaky: pytest.Pytester) -> None:
-    result = leaky.runpytest_subprocess(*_plugin_args(), "--lift-leaks", "-k", "allowed or clean")
+    result = leaky.runpytest_subprocess(
+        *_plugin_args(), "--lift-leaks", "-k", "allowed or clean"
+    )
     result.assert_outcomes(passed=2)
 
 
 def test_own_frames_are_hidden(leaky: pytest.Pytester) -> None:
-    result = leaky.runpytest_subprocess(*_plugin_args(), "--lift-leaks", "-k", "test_leaky")
+    result = leaky.runpytest_subprocess(
+        *_plugin_args(), "--lift-leaks", "-k", "test_leaky"
+    )
     out = result.stdout.str()
     assert "test_leaky.py" in out
     assert "_checking.py" not in out
