@@ -229,11 +229,13 @@ def _sweep_lift_vmap(rates: tuple[float, ...], steps: int, data: Any) -> int:
 def _sweep_lift_vmap_loop(rates: tuple[float, ...], steps: int, data: Any) -> int:
     counter = [0]
     step = jax.jit(jax.vmap(_make_step(counter), in_axes=(0, 0, 0, None, None)))
-    opts = jax.vmap(lambda lr: lift.lift(optax.adam(lr)))(
+    # The batch of optimizers and their states, made in one compiled call each
+    # (eagerly, every primitive of `init` would dispatch and compile on its own).
+    opts = jax.jit(jax.vmap(lambda lr: lift.lift(optax.adam(lr))))(
         jax.device_put(np.float32(rates))
     )
     p = jax.tree.map(lambda a: jnp.broadcast_to(a, (len(rates), *a.shape)), _params())
-    s = jax.vmap(lambda opt, p: opt.init(p))(opts, p)
+    s = jax.jit(jax.vmap(lambda opt, p: opt.init(p)))(opts, p)
     for _ in range(steps):
         p, s, loss = step(opts, p, s, *data)
     jax.block_until_ready(loss)  # pyright: ignore[reportPossiblyUnboundVariable]
