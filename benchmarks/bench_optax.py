@@ -147,30 +147,40 @@ RATES = tuple(float(r) for r in np.geomspace(1e-3, 1e-1, 8))
 # -- 1. the sweep --------------------------------------------------------------------------
 
 
-def _sweep_static(rates: tuple[float, ...], steps: int, data: Any) -> int:
+def _train_each(
+    rates: tuple[Any, ...],
+    steps: int,
+    data: Any,
+    jit: Callable[[Callable[..., Any]], Callable[..., Any]],
+    make_opt: Callable[[Any], Any],
+) -> int:
+    """Train one optimizer per rate in a Python loop; returns the step traces."""
     counter = [0]
-    step = jax.jit(_make_step(counter), static_argnums=0)
+    step = jit(_make_step(counter))
     for lr in rates:
-        opt = optax.adam(lr)
+        opt = make_opt(lr)
         p = _params()
         s = opt.init(p)
         for _ in range(steps):
             p, s, loss = step(opt, p, s, *data)
         jax.block_until_ready(loss)  # pyright: ignore[reportPossiblyUnboundVariable]
     return counter[0]
+
+
+def _sweep_static(rates: tuple[float, ...], steps: int, data: Any) -> int:
+    return _train_each(
+        rates, steps, data, lambda f: jax.jit(f, static_argnums=0), optax.adam
+    )
 
 
 def _sweep_closure_to_pytree(rates: tuple[float, ...], steps: int, data: Any) -> int:
-    counter = [0]
-    step = eqx.filter_jit(_make_step(counter))
-    for lr in rates:
-        opt = closure_to_pytree(optax.adam(lr))
-        p = _params()
-        s = opt.init(p)
-        for _ in range(steps):
-            p, s, loss = step(opt, p, s, *data)
-        jax.block_until_ready(loss)  # pyright: ignore[reportPossiblyUnboundVariable]
-    return counter[0]
+    return _train_each(
+        rates,
+        steps,
+        data,
+        eqx.filter_jit,
+        lambda lr: closure_to_pytree(optax.adam(lr)),
+    )
 
 
 def _sweep_inject(rates: tuple[float, ...], steps: int, data: Any) -> int:
@@ -189,16 +199,9 @@ def _sweep_inject(rates: tuple[float, ...], steps: int, data: Any) -> int:
 
 
 def _sweep_lift(rates: tuple[Any, ...], steps: int, data: Any) -> int:
-    counter = [0]
-    step = jax.jit(_make_step(counter))
-    for lr in rates:
-        opt = lift.lift(optax.adam(lr))
-        p = _params()
-        s = opt.init(p)
-        for _ in range(steps):
-            p, s, loss = step(opt, p, s, *data)
-        jax.block_until_ready(loss)  # pyright: ignore[reportPossiblyUnboundVariable]
-    return counter[0]
+    return _train_each(
+        rates, steps, data, jax.jit, lambda lr: lift.lift(optax.adam(lr))
+    )
 
 
 def _sweep_lift_array(rates: tuple[float, ...], steps: int, data: Any) -> int:
