@@ -18,9 +18,17 @@ really pass them); `tree_flatten`; the cost of `lift` itself on fresh optimizers
 and how lift's cost scales with closure depth and the number of captures.
 
 The vmapped sweep saves dispatches (one per step for all rates, or none with
-`lax.scan`) but its program takes XLA:CPU longer to compile than the single
-step; with a model this small it pays once the sweep has enough steps (the
-longer sweep).
+`lax.scan`), and once compiled a member's step costs about half what it does in
+the loop (the longer sweep measures it). But XLA:CPU takes about twice as long
+to compile the batched program as the single step (the "compiling" column: its
+LLVM passes run per kernel, and the batched kernels are larger), and on this
+model 800 member-steps do not save the difference; 8 000 do.
+
+How lift's cost scales is measured along each of its paths: the first lift of a
+structure, the full walks of fresh objects of it (until they have cost what
+compiling its replay would), the compile, and the replays after it; and the
+first `tree_flatten` of floats never seen before, each converted to an array
+once.
 
 Timings take the candidates of a table in turns, sample by sample, so that a busy
 machine slows them alike; each row gives the median and the min-max of the
@@ -32,10 +40,14 @@ returns the tables.
 
 from __future__ import annotations
 
+import contextlib
+import gc
+import itertools
 import statistics
 import sys
 import time
-from collections.abc import Callable
+import unittest.mock
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import equinox as eqx
@@ -50,7 +62,7 @@ import lift
 Rows = list[dict[str, Any]]
 
 # Medians in seconds (and trace counts) by (table, row), for the goals table.
-RAW: dict[tuple[str, str], float] = {}
+RAW: dict[tuple[str, ...], float] = {}
 
 # -- timing ------------------------------------------------------------------------
 
@@ -257,40 +269,85 @@ SWEEPS: dict[str, Callable[[tuple[float, ...], int, Any], int]] = {
 
 
 def bench_long_sweep(repeats: int, steps: int) -> Rows:
-    """Where vmap pays: more steps, the same single compile."""
+    """The lifted ways over more steps: what a member's step costs once compiled."""
     data = _data()
     names = [n for n in SWEEPS if n.startswith("lift")]
     times: dict[str, list[float]] = {name: [] for name in names}
+    rest: dict[str, list[float]] = {name: [] for name in names}
     for _ in range(repeats):
         for name in names:
+            _COMPILE.clear()
             start = time.perf_counter()
             SWEEPS[name](RATES, steps, data)
-            times[name].append(time.perf_counter() - start)
+            elapsed = time.perf_counter() - start
+            times[name].append(elapsed)
+            rest[name].append(
+                elapsed - sum(v for k, v in _COMPILE.items() if "count" not in k)
+            )
     base = statistics.median(times["lift, float rates"])
+    RAW.update(
+        {("long sweep", name): statistics.median(t) for name, t in times.items()}
+    )
+    RAW["long sweep", "steps"] = steps
     return [
-        {"way": name, **_stats(t), "vs lift": f"{statistics.median(t) / base:.2f}"}
+        {
+            "way": name,
+            **_stats(t),
+            "vs lift": f"{statistics.median(t) / base:.2f}",
+            "per rate and step, besides compiling": _fmt(
+                statistics.median(rest[name]) / (len(RATES) * steps)
+            ),
+        }
         for name, t in times.items()
     ]
+
+
+# Seconds XLA spent compiling, and JAX tracing and lowering, since last cleared.
+_COMPILE: dict[str, float] = {}
+
+
+def _on_duration(event: str, duration: float, **kwargs: Any) -> None:
+    for kind in ("backend_compile", "jaxpr_trace", "jaxpr_to_mlir_module"):
+        if event.endswith(f"/{kind}_duration"):
+            _COMPILE[kind] = _COMPILE.get(kind, 0.0) + duration
+            _COMPILE[f"{kind} count"] = _COMPILE.get(f"{kind} count", 0) + 1
+
+
+jax.monitoring.register_event_duration_secs_listener(_on_duration)
 
 
 def bench_sweep(repeats: int, steps: int = 100) -> Rows:
     data = _data()
     jax.block_until_ready((_params(), optax.adam(0.1).init(_params())))
     times: dict[str, list[float]] = {name: [] for name in SWEEPS}
+    compiles: dict[str, list[float]] = {name: [] for name in SWEEPS}
+    jax_side: dict[str, list[float]] = {name: [] for name in SWEEPS}
+    counts: dict[str, int] = {}
     traces: dict[str, int] = {}
     for _ in range(repeats):
         for name, sweep in SWEEPS.items():
+            _COMPILE.clear()
             start = time.perf_counter()
             traces[name] = sweep(RATES, steps, data)
             times[name].append(time.perf_counter() - start)
+            compiles[name].append(_COMPILE.get("backend_compile", 0.0))
+            jax_side[name].append(
+                _COMPILE.get("jaxpr_trace", 0.0)
+                + _COMPILE.get("jaxpr_to_mlir_module", 0.0)
+            )
+            counts[name] = int(_COMPILE.get("backend_compile count", 0))
     base = statistics.median(times["plain optax (static argument)"])
     for name, t in times.items():
         RAW["sweep", name] = statistics.median(t)
         RAW["sweep traces", name] = traces[name]
+        RAW["sweep compile", name] = statistics.median(compiles[name])
     return [
         {
             "way": name,
             "step traces": traces[name],
+            "XLA compiles": counts[name],
+            "compiling": _fmt(statistics.median(compiles[name])),
+            "tracing and lowering": _fmt(statistics.median(jax_side[name])),
             **_stats(t),
             "vs plain": f"{statistics.median(t) / base:.2f}",
         }
@@ -409,27 +466,37 @@ def bench_flatten(repeats: int, number: int) -> Rows:
     return [{"tree_flatten of": name, **_stats(t)} for name, t in times.items()]
 
 
+def _no_replay() -> contextlib.AbstractContextManager[Any]:
+    """Switch off the replay of known structures: every `lift` takes the full
+    walk, as the first lifts of a structure do."""
+    return unittest.mock.patch.object(lift._capture, "replay", return_value=None)  # pyright: ignore[reportPrivateUsage]
+
+
 def bench_lift_cost(repeats: int, number: int) -> Rows:
-    """Converting fresh optimizer objects (made beforehand, not timed)."""
+    """Converting fresh optimizer objects (made beforehand, not timed; the
+    collector paused while timing, as `timeit` does)."""
 
     def fresh(n: int) -> list[Any]:
         return [_chain(jnp.asarray(1e-3)) for _ in range(n)]
 
     ways: dict[str, Callable[[Any], Any]] = {
-        "lift": lift.lift,
+        "lift (a structure seen before: replayed)": lift.lift,
+        "lift, full walk (before the replay is compiled)": lift.lift,
         "closure_to_pytree": closure_to_pytree,
     }
     times: dict[str, list[float]] = {name: [] for name in ways}
-    for fn in ways.values():
-        fn(fresh(1)[0])
+    for obj in fresh(100):  # until the structure's replay is compiled
+        lift.lift(obj)
     for _ in range(repeats):
         for name, fn in ways.items():
             objs = fresh(number)
-            start = time.perf_counter()
-            for obj in objs:
-                fn(obj)
-            times[name].append((time.perf_counter() - start) / number)
-    base = statistics.median(times["lift"])
+            walk = _no_replay() if "full walk" in name else contextlib.nullcontext()
+            with walk, _gc_paused():
+                start = time.perf_counter()
+                for obj in objs:
+                    fn(obj)
+                times[name].append((time.perf_counter() - start) / number)
+    base = statistics.median(times["lift (a structure seen before: replayed)"])
     RAW.update({("lift cost", name): statistics.median(t) for name, t in times.items()})
     return [
         {
@@ -441,10 +508,21 @@ def bench_lift_cost(repeats: int, number: int) -> Rows:
     ]
 
 
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 # -- 3. scaling ---------------------------------------------------------------------------
 
 
-def _nested(depth: int) -> Callable[[Any], Any]:
+def _nested(depth: int, base: float = 0.0) -> Callable[[Any], Any]:
     """`depth` closures, each capturing the previous one and a float."""
 
     def level(prev: Any, w: float) -> Callable[[Any], Any]:
@@ -455,14 +533,14 @@ def _nested(depth: int) -> Callable[[Any], Any]:
 
     fn: Any = None
     for i in range(depth):
-        fn = level(fn, float(i))
+        fn = level(fn, base + i)
     return fn
 
 
 _WIDE: dict[int, Callable[..., Any]] = {}
 
 
-def _wide(n: int) -> Callable[[Any], Any]:
+def _wide(n: int, base: float = 0.0) -> Callable[[Any], Any]:
     """A fresh closure with `n` captured variables, each a float (one code
     object per `n`, as in a sweep: new closures of the same code)."""
     make = _WIDE.get(n)
@@ -479,63 +557,86 @@ def _wide(n: int) -> Callable[[Any], Any]:
         scope: dict[str, Any] = {}
         exec(compile(src, f"<wide {n}>", "exec"), scope)
         make = _WIDE[n] = scope["make"]
-    return make(*(float(i) for i in range(n)))
+    return make(*(base + i for i in range(n)))
+
+
+def _replayed(x: lift.Lifted[..., Any]) -> bool:
+    """Whether `x`'s shape has its compiled replay (an internal detail, read here
+    only to sort the samples of a sweep's lifts into walks and replays)."""
+    return callable(x._skeleton.cache.get("replay"))  # pyright: ignore[reportPrivateUsage]
 
 
 def _scale(
-    make: Callable[[int], Any], sizes: tuple[int, ...], repeats: int, what: str
+    make: Callable[[int, float], Any], sizes: tuple[int, ...], repeats: int, what: str
 ) -> Rows:
-    """`lift` of the first object of a structure, of fresh objects of a structure
-    already seen (a sweep's case), `tree_flatten` and `closure_to_pytree`."""
+    """Per size: the first `lift` of a structure; then fresh objects of it lifted
+    one after another, as a sweep does, sorted into full walks (before the replay
+    is compiled), the one lift that compiles it, and replays; the first
+    `tree_flatten` of an object whose floats were never seen (each is converted
+    to an array once); a later `tree_flatten`; and `closure_to_pytree`."""
     rows: Rows = []
+    values = itertools.count(1)
     for n in sizes:
-        number = max(1, 1_000 // n)
-        start = time.perf_counter()
-        lift.lift(make(n))
-        first = time.perf_counter() - start
-        for _ in range(3):
-            lift.lift(make(n))
-        lift_t: list[float] = []
-        flat_t: list[float] = []
-        first_flat_t: list[float] = []
-        ctp_t: list[float] = []
-        ctp_note = ""
-        for _ in range(repeats):
-            objs = [make(n) for _ in range(number)]
+        gc.collect()
+        with _gc_paused():
             start = time.perf_counter()
-            lifted = [lift.lift(o) for o in objs]
-            lift_t.append((time.perf_counter() - start) / number)
-            start = time.perf_counter()
-            for x in lifted:
-                jax.tree_util.tree_flatten(x)  # the first converts Python floats once
-            first_flat_t.append((time.perf_counter() - start) / number)
-            start = time.perf_counter()
-            for x in lifted:
-                jax.tree_util.tree_flatten(x)
-            flat_t.append((time.perf_counter() - start) / number)
-            if not ctp_note:
-                objs = [make(n) for _ in range(number)]
+            x = lift.lift(make(n, 0.0))
+            first = time.perf_counter() - start
+        walks: list[float] = []
+        replays: list[float] = []
+        compiled = 0.0
+        while len(replays) < max(repeats, 3_000 // n):
+            obj = make(n, 0.0)
+            before = _replayed(x)
+            with _gc_paused():
                 start = time.perf_counter()
-                try:
-                    for o in objs:
-                        closure_to_pytree(o)
-                except RecursionError:
-                    ctp_note = "RecursionError"
-                else:
-                    ctp_t.append((time.perf_counter() - start) / number)
-            del objs, lifted
-        lift_med = statistics.median(lift_t)
-        RAW[what, str(n)] = lift_med / n
+                x = lift.lift(obj)
+                elapsed = time.perf_counter() - start
+            if before:
+                replays.append(elapsed)
+            elif _replayed(x):
+                compiled = elapsed
+            else:
+                walks.append(elapsed)
+        first_flat_t: list[float] = []
+        flat_t: list[float] = []
+        for _ in range(max(3, min(repeats, 300 // n))):
+            x = lift.lift(make(n, 1e6 * next(values)))
+            with _gc_paused():
+                start = time.perf_counter()
+                jax.tree_util.tree_flatten(x)
+                first_flat_t.append(time.perf_counter() - start)
+                start = time.perf_counter()
+                jax.tree_util.tree_flatten(x)
+                flat_t.append(time.perf_counter() - start)
+        try:
+            ctp_t: list[float] = []
+            for _ in range(max(3, min(repeats, 300 // n))):
+                obj = make(n, 0.0)
+                with _gc_paused():
+                    start = time.perf_counter()
+                    closure_to_pytree(obj)
+                    ctp_t.append(time.perf_counter() - start)
+            ctp = _stats(ctp_t)["median"]
+        except RecursionError:
+            ctp = "RecursionError"
+        walk, rep = statistics.median(walks), statistics.median(replays)
+        conv = statistics.median(first_flat_t)
+        RAW[what, "walk", str(n)] = walk / n
+        RAW[what, "replay", str(n)] = rep / n
+        RAW[what, "convert", str(n)] = conv / n
         rows.append(
             {
                 what: f"{n:,}",
-                "lift, first of its structure": _fmt(first),
-                "lift, fresh object": _stats(lift_t)["median"],
-                "lift min-max": _stats(lift_t)["min-max"],
-                "lift per unit": _fmt(lift_med / n),
-                "first tree_flatten": _stats(first_flat_t)["median"],
-                "tree_flatten": _stats(flat_t)["median"],
-                "closure_to_pytree": ctp_note or _stats(ctp_t)["median"],
+                "first lift of the structure": _fmt(first),
+                "walks": f"{len(walks)} x {_fmt(walk)} ({_fmt(walk / n)} per unit)",
+                "compiling the replay": _fmt(compiled),
+                "replays": f"{_fmt(rep)} ({_fmt(rep / n)} per unit)",
+                "first tree_flatten, new floats": (
+                    f"{_fmt(conv)} ({_fmt(conv / n)} per unit)"
+                ),
+                "later tree_flatten": _stats(flat_t)["median"],
+                "closure_to_pytree": ctp,
             }
         )
     return rows
@@ -580,12 +681,20 @@ def goals() -> Rows:
             f"{ratio:.2f}, {traces} trace{'s' if traces != 1 else ''}",
             ratio <= 0.25 and traces == 1,
         )
-    vmap = min(v for (t, n), v in RAW.items() if t == "sweep" and "vmap" in n)
+    vmap_name, vmap = min(
+        ((k[1], v) for k, v in RAW.items() if k[0] == "sweep" and "vmap" in k[1]),
+        key=lambda item: item[1],
+    )
     lifted = RAW["sweep", "lift, float rates"]
+    long = min(v for k, v in RAW.items() if k[0] == "long sweep" and "vmap" in k[1])
+    long_ratio = long / RAW["long sweep", "lift, float rates"]
     add(
         "sweep, lift + vmap",
         "faster than lift",
-        f"{vmap / lifted:.2f} of lift",
+        f"{vmap / lifted:.2f} of lift (XLA compiles its program in "
+        f"{_fmt(RAW['sweep compile', vmap_name])}, lift's step in "
+        f"{_fmt(RAW['sweep compile', 'lift, float rates'])}); "
+        f"{long_ratio:.2f} of lift over {int(RAW['long sweep', 'steps']):,} steps",
         vmap < lifted,
     )
     ratio = RAW["step ratio", "lift"]
@@ -601,16 +710,27 @@ def goals() -> Rows:
         f"{_fmt(flat)} (fastest sample {_fmt(RAW['flatten min', 'lift'])})",
         flat <= 2e-6,
     )
-    ratio = RAW["lift cost", "closure_to_pytree"] / RAW["lift cost", "lift"]
-    add("lift cost", "≥ 5x faster than closure_to_pytree", f"{ratio:.1f}x", ratio >= 5)
+    ctp = RAW["lift cost", "closure_to_pytree"]
+    ratio = ctp / RAW["lift cost", "lift (a structure seen before: replayed)"]
+    walk = ctp / RAW["lift cost", "lift, full walk (before the replay is compiled)"]
+    add(
+        "lift cost",
+        "≥ 5x faster than closure_to_pytree",
+        f"{ratio:.1f}x once replayed; {walk:.1f}x for a full walk",
+        ratio >= 5,
+    )
     for what in ("closure depth", "captured variables"):
-        sizes = sorted(int(n) for (t, n) in RAW if t == what)
-        small, large = RAW[what, str(sizes[1])], RAW[what, str(sizes[-1])]
+        sizes = sorted({int(key[2]) for key in RAW if key[0] == what})
+        small, large = str(sizes[1]), str(sizes[-1])
+        ratios = {
+            path: RAW[what, path, large] / RAW[what, path, small]
+            for path in ("walk", "replay", "convert")
+        }
         add(
             f"linear in {what}",
             f"cost per unit at {sizes[-1]:,} ≤ 2x that at {sizes[1]:,}",
-            f"{_fmt(large)} vs {_fmt(small)} ({large / small:.2f}x)",
-            large <= 2 * small,
+            ", ".join(f"{path} {r:.2f}x" for path, r in ratios.items()),
+            max(ratios.values()) <= 2,
         )
     return rows
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
-import gc
 import os
 import sys
 import sysconfig
@@ -25,7 +24,7 @@ from typing import Any, cast
 import jax
 import numpy as np
 
-from . import _compat
+from . import _compat, _gc
 from ._errors import LeakError
 
 # jax.tree_util, typed once for the type checker.
@@ -621,12 +620,5 @@ def scan(roots: Iterable[tuple[str, Any]], limit: int = DEFAULT_LIMIT) -> list[L
                 walk.push(value, -1, f"{module.__name__}.{name}", reset=True)
         else:
             walk.push(root, -1, label, reset=True)
-    # The walk allocates an entry per object and frees nothing: the cyclic
-    # collector would only rescan the heap, again and again, for no garbage.
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with _gc.paused():
         return walk.run()
-    finally:
-        if enabled:
-            gc.enable()

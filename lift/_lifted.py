@@ -11,7 +11,7 @@ from typing import Any, Final, Generic, Self, TypeVar, cast
 import jax
 from typing_extensions import ParamSpec
 
-from . import _registry, _trees as jtu
+from . import _gc, _registry, _trees as jtu
 from ._capture import capture
 from ._describe import explain_concretization, pformat, reject
 from ._errors import LiftError
@@ -67,7 +67,7 @@ def _flat_leaves(leaves: tuple[Any, ...], scalars: frozenset[int]) -> tuple[Any,
                 out[i] = hit
     if missing:
         # Concrete even when a trace is active: these arrays outlive any trace.
-        with jax.ensure_compile_time_eval():
+        with jax.ensure_compile_time_eval(), _gc.paused():
             arrays: list[jax.Array] = jax.device_put([out[i] for i in missing])  # pyright: ignore[reportUnknownMemberType]
         if len(_scalar_arrays) + len(missing) > _SCALAR_CACHE_SIZE:
             _scalar_arrays.clear()

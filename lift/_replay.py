@@ -14,6 +14,7 @@ away into constants.
 from __future__ import annotations
 
 import itertools
+import time
 import types
 from collections.abc import Callable
 from typing import Any, Final, cast
@@ -31,13 +32,16 @@ from ._skeleton import (
 )
 from ._trees import is_cyclic, is_function_like
 
-__all__ = ["replay"]
+__all__ = ["replay", "walked"]
 
-# Compiling costs about as much as 7 full walks; a graph is compiled once it has
-# been seen `2 + nodes // _NODES_PER_SIGHTING` times (a sweep of small closures
-# from the third, a closure 10 000 deep after ~80). Beyond `MAX_NODES` it never is.
+# A replay is compiled once re-walking its graph has cost as much as compiling it
+# would: the rent-or-buy rule, never more than twice the cost of the best choice
+# made in hindsight. Walking costs 2-8 µs per node, generating and compiling the
+# replay 25-75 µs (ten to sixteen walks), replaying it 0.2-1 µs. The estimate
+# `_seconds_per_node` starts at 50 µs and then follows what compiles measure. Beyond `MAX_NODES` nodes a
+# graph is never compiled (its source would be megabytes).
 MAX_NODES: Final = 50_000
-_NODES_PER_SIGHTING: Final = 256
+_seconds_per_node = 50e-6
 # Static values compared by value (others must be the very same object; anything
 # else takes the full walk, which also scans objects for hidden tracers).
 _ATOMS: Final = frozenset({int, bool, str, bytes, float, complex, type(None)})
@@ -50,8 +54,7 @@ def replay(skeleton: Skeleton, obj: Any) -> list[Any] | None:
     cache = skeleton.cache
     fn = cache.get("replay")
     if fn is None:
-        sightings = cache["sightings"] = cache.get("sightings", 0) + 1
-        if sightings < 2 + len(skeleton.nodes) // _NODES_PER_SIGHTING:
+        if cache.get("walked", 0.0) < compile_cost(skeleton):
             return None
         fn = cache["replay"] = _compile(skeleton)
     if fn is _NO_REPLAY:
@@ -60,6 +63,17 @@ def replay(skeleton: Skeleton, obj: Any) -> list[Any] | None:
         return fn(obj)  # type: ignore[operator]
     except (AttributeError, IndexError, KeyError, TypeError, ValueError):
         return None
+
+
+def compile_cost(skeleton: Skeleton) -> float:
+    """Estimated seconds to generate and compile `skeleton`'s replay."""
+    return len(skeleton.nodes) * _seconds_per_node
+
+
+def walked(skeleton: Skeleton, seconds: float) -> None:
+    """Count a full walk that captured to `skeleton` again towards compiling it."""
+    cache = skeleton.cache
+    cache["walked"] = cache.get("walked", 0.0) + seconds
 
 
 class _Writer:
@@ -75,12 +89,16 @@ class _Writer:
             "is_function_like": is_function_like,
             "is_cyclic": is_cyclic,
         }
+        # One name per distinct constant (by identity; `consts` keeps it alive).
+        self.const_names: dict[int, str] = {}
         self.visited: set[int] = set()  # nodes whose object is bound, in walk order
         self.names = (f"v{i}" for i in itertools.count())
 
     def const(self, value: Any) -> str:
-        name = f"K{len(self.consts)}"
-        self.consts[name] = value
+        name = self.const_names.get(id(value))
+        if name is None:
+            name = self.const_names[id(value)] = f"K{len(self.consts)}"
+            self.consts[name] = value
         return name
 
     def emit(self, line: str, indent: int = 1) -> None:
@@ -96,7 +114,6 @@ class _Writer:
         else:
             self.visited.add(index)
             self.emit(f"o{index} = {expr}")
-            self.emit(f"seen.add(id(o{index}))")
 
     def slot(self, slot: Any, expr: str) -> None:
         if type(slot) is int:
@@ -171,7 +188,6 @@ class _Writer:
     def write(self) -> str:
         skeleton = self.skeleton
         self.visited.add(0)
-        self.emit("seen = {id(o0)}")
         for i, node in enumerate(skeleton.nodes):
             o = f"o{i}"
             if isinstance(node, FunctionNode):
@@ -192,7 +208,10 @@ class _Writer:
                     self.template(t, f"{o}.keywords[{k!r}]")
             else:
                 assert isinstance(node, CellNode)  # bound by the function owning it
-        self.fail_unless(f"len(seen) == {len(skeleton.nodes)}")
+        # Distinct nodes are distinct objects: one set built in C at the end
+        # (cheaper than adding to a set node by node, whose misses grow with it).
+        nodes = ", ".join(f"o{i}" for i in range(len(skeleton.nodes)))
+        self.fail_unless(f"len(set(map(id, ({nodes},)))) == {len(skeleton.nodes)}")
         leaves = ", ".join(f"l{k}" for k in range(skeleton.nleaves))
         self.emit(f"return [{leaves}]")
         return "def replay(o0):\n" + "\n".join(self.lines) + "\n"
@@ -201,8 +220,12 @@ class _Writer:
 def _compile(skeleton: Skeleton) -> Callable[[Any], list[Any] | None] | str:
     if len(skeleton.nodes) > MAX_NODES:
         return _NO_REPLAY
+    global _seconds_per_node
+    start = time.perf_counter()
     writer = _Writer(skeleton)
     source = writer.write()
     namespace = dict(writer.consts)
     exec(compile(source, f"<lift replay {next(_counter)}>", "exec"), namespace)
+    measured = (time.perf_counter() - start) / len(skeleton.nodes)
+    _seconds_per_node = (_seconds_per_node + measured) / 2
     return namespace["replay"]

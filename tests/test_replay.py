@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 import pytest
 
 import lift
+from lift import _replay
+
+
+@pytest.fixture(autouse=True)
+def compile_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Compile a shape's replay the second time it is seen, so these tests run it."""
+    monkeypatch.setattr(_replay, "compile_cost", lambda skeleton: 0.0)
 
 
 def make(lr, n, w):
@@ -19,15 +28,19 @@ def make(lr, n, w):
     return f
 
 
-def skeleton(x: lift.Lifted) -> object:
+def skeleton(x: lift.Lifted) -> Any:
     return jax.tree_util.tree_structure(x).node_data()[1]  # type: ignore[index]
 
 
+def replayed(x: lift.Lifted) -> bool:
+    return callable(skeleton(x).cache.get("replay"))
+
+
 def test_same_shape_shares_the_skeleton_object() -> None:
-    # The replay is compiled from the third closure of a shape on (a sweep).
     a, b, c, d = (
         lift.lift(make(lr, 2, jnp.full(2, lr))) for lr in (0.1, 0.2, 0.3, 0.4)
     )
+    assert replayed(d)
     assert jax.tree_util.tree_structure(a) == jax.tree_util.tree_structure(b)
     assert skeleton(c) is skeleton(a) and skeleton(d) is skeleton(a)
     assert jnp.allclose(d(1.0), 0.4 * 2 + 0.4 * 0.4)
@@ -42,9 +55,10 @@ def test_same_shape_shares_the_skeleton_object() -> None:
     ],
 )
 def test_any_difference_takes_the_full_walk(other, same_treedef: bool) -> None:
-    for lr in (0.1, 0.2, 0.3):  # a compiled replay exists for this shape
+    for lr in (0.1, 0.2, 0.3):
         lift.lift(make(lr, 2, jnp.ones(2)))
     a = lift.lift(make(0.1, 2, jnp.ones(2)))
+    assert replayed(a)
     b = lift.lift(other())
     assert (
         jax.tree_util.tree_structure(a) == jax.tree_util.tree_structure(b)
@@ -63,7 +77,9 @@ def test_sharing_structure_is_checked() -> None:
         fns = (g, g) if same else (g, h)
         return lambda x: fns[0](x) + fns[1](x)
 
+    lift.lift(make2(0.2, same=False))
     a = lift.lift(make2(0.1, same=False))
+    assert replayed(a)
     b = lift.lift(make2(0.1, same=True))
     assert jax.tree_util.tree_structure(a) != jax.tree_util.tree_structure(b)
     assert b(1.0) == pytest.approx(0.2)
@@ -95,3 +111,35 @@ def test_empty_cell_then_filled() -> None:
     with pytest.raises(NameError, match="later"):
         lift.lift(outer(False))()
     assert lift.lift(outer(True))() == 1
+
+
+def test_replay_is_compiled_once_walking_has_cost_as_much(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Rent or buy: a shape seen again is walked until the walks have cost what
+    # compiling its replay is estimated to.
+    def shape(lr):  # a shape no other test lifts
+        return lambda x: x * lr
+
+    cost = [1e9]
+    monkeypatch.setattr(_replay, "compile_cost", lambda skeleton: cost[0])
+    xs = [lift.lift(shape(0.1 * i)) for i in range(1, 6)]
+    assert not replayed(xs[-1])
+    walked = skeleton(xs[-1]).cache["walked"]
+    assert walked > 0  # the four walks after the first, which built the skeleton
+    cost[0] = walked
+    x = lift.lift(shape(0.7))
+    assert replayed(x) and x(2.0) == pytest.approx(1.4)
+
+
+def test_compile_cost_follows_measured_compiles(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def shape(lr):
+        return lambda x: x - lr
+
+    monkeypatch.setattr(_replay, "_seconds_per_node", 1.0)
+    for lr in (0.1, 0.2):
+        lift.lift(shape(lr))
+    # Halfway from the 1 s guessed to the (much smaller) cost measured.
+    assert 0.5 < _replay._seconds_per_node < 0.6
