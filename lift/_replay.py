@@ -117,10 +117,10 @@ class _Writer:
 
     def slot(self, slot: Any, expr: str) -> None:
         if type(slot) is int:
-            self.fail_unless(
-                f"type({expr}) is {self.const(self.skeleton.leaf_types[slot])}"
-            )
             self.emit(f"l{slot} = {expr}")
+            self.fail_unless(
+                f"type(l{slot}) is {self.const(self.skeleton.leaf_types[slot])}"
+            )
         elif type(slot) is Ref:
             self.bind(slot.index, expr)
         else:
@@ -131,6 +131,9 @@ class _Writer:
                 self.fail_unless(f"{expr} is {k}")
             else:
                 t = self.const(type(value))
+                if not expr.isidentifier():
+                    self.emit(f"s = {expr}")
+                    expr = "s"
                 self.fail_unless(
                     f"{expr} is {k} or (type({expr}) is {t} and {expr} == {k})"
                 )
@@ -149,37 +152,47 @@ class _Writer:
 
     def function(self, index: int, node: FunctionNode) -> None:
         o = f"o{index}"
-        self.fail_unless(
-            f"type({o}) is FunctionType and {o}.__code__ is {self.const(node.info.code)} "
-            f"and {o}.__globals__ is {self.const(node.globals)} "
-            f"and {o}.__name__ == {node.name!r} and {o}.__qualname__ == {node.qualname!r}"
-        )
-        if node.cells:
-            self.emit(f"cl = {o}.__closure__")
-        for j, c in enumerate(node.cells):
-            first = c not in self.visited
-            self.bind(c, f"cl[{j}]")
-            if not first:
-                continue
-            template = self.skeleton.nodes[c].template  # type: ignore[union-attr]
-            if template is None:
-                self.emit("try:")
-                self.emit(f"o{c}.cell_contents", 2)
-                self.emit("return None", 2)
-                self.emit("except ValueError:")
-                self.emit("pass", 2)
-            else:
-                self.template(cast(Template, template), f"o{c}.cell_contents")
+        checks = [
+            f"type({o}) is FunctionType",
+            f"{o}.__code__ is {self.const(node.info.code)}",
+            f"{o}.__globals__ is {self.const(node.globals)}",
+            f"{o}.__name__ == {node.name!r}",
+            f"{o}.__qualname__ == {node.qualname!r}",
+        ]
         if node.defaults is None:
-            self.fail_unless(f"{o}.__defaults__ is None")
-        else:
+            checks.append(f"{o}.__defaults__ is None")
+        if node.kwdefaults is None:
+            checks.append(f"not {o}.__kwdefaults__")
+        self.fail_unless(" and ".join(checks))
+        if node.cells:
+            # The code object fixes the closure's length: unpack it in one step,
+            # new cells straight into their names, cells seen before into
+            # temporaries checked against them.
+            targets = [
+                f"c{j}" if c in self.visited else f"o{c}"
+                for j, c in enumerate(node.cells)
+            ]
+            self.emit(f"{', '.join(targets)}, = {o}.__closure__")
+            for j, c in enumerate(node.cells):
+                if c in self.visited:
+                    self.fail_unless(f"c{j} is o{c}")
+                    continue
+                self.visited.add(c)
+                template = self.skeleton.nodes[c].template  # type: ignore[union-attr]
+                if template is None:
+                    self.emit("try:")
+                    self.emit(f"o{c}.cell_contents", 2)
+                    self.emit("return None", 2)
+                    self.emit("except ValueError:")
+                    self.emit("pass", 2)
+                else:
+                    self.template(cast(Template, template), f"o{c}.cell_contents")
+        if node.defaults is not None:
             self.emit(f"d = {o}.__defaults__")
             self.fail_unless(f"len(d) == {len(node.defaults)}")
             for k, t in enumerate(node.defaults):
                 self.template(t, f"d[{k}]")
-        if node.kwdefaults is None:
-            self.fail_unless(f"not {o}.__kwdefaults__")
-        else:
+        if node.kwdefaults is not None:
             self.emit(f"kd = {o}.__kwdefaults__")
             self.fail_unless(f"len(kd) == {len(node.kwdefaults)}")
             for k, t in node.kwdefaults:
