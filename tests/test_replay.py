@@ -143,3 +143,44 @@ def test_compile_cost_follows_measured_compiles(
         lift.lift(shape(lr))
     # Halfway from the 1 s guessed to the (much smaller) cost measured.
     assert 0.5 < _replay._seconds_per_node < 0.6
+
+
+def test_a_cell_shared_by_two_functions_must_stay_shared() -> None:
+    def pair(lr):
+        def g(x):
+            return x * lr
+
+        def h(x):
+            return x + lr
+
+        return g, h
+
+    def both(g, h):
+        return lambda x: g(x) + h(x)
+
+    for lr in (0.1, 0.2):
+        lift.lift(both(*pair(lr)))
+    a = lift.lift(both(*pair(0.3)))
+    assert replayed(a) and len(jax.tree_util.tree_leaves(a)) == 1
+    g, _ = pair(0.4)
+    _, h = pair(0.5)
+    b = lift.lift(both(g, h))  # the same code, but two `lr` cells, not one
+    assert jax.tree_util.tree_structure(b) != jax.tree_util.tree_structure(a)
+    assert len(jax.tree_util.tree_leaves(b)) == 2
+    assert b(1.0) == pytest.approx(0.4 + 1.5)
+
+
+def test_empty_cells_replay_empty() -> None:
+    def outer():
+        def f():
+            return later
+
+        if False:
+            later = 1
+        return f
+
+    for _ in range(3):
+        x = lift.lift(outer())
+    assert replayed(x)
+    with pytest.raises(NameError, match="later"):
+        x()
