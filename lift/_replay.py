@@ -38,8 +38,9 @@ __all__ = ["replay", "walked"]
 # would: the rent-or-buy rule, never more than twice the cost of the best choice
 # made in hindsight. Walking costs 2-8 µs per node, generating and compiling the
 # replay 25-75 µs (ten to sixteen walks), replaying it 0.2-1 µs. The estimate
-# `_seconds_per_node` starts at 50 µs and then follows what compiles measure. Beyond `MAX_NODES` nodes a
-# graph is never compiled (its source would be megabytes).
+# `_seconds_per_node` starts at 50 µs and then follows what compiles measure.
+# Beyond `MAX_NODES` nodes a graph is never compiled (its source would be
+# megabytes).
 MAX_NODES: Final = 50_000
 _seconds_per_node = 50e-6
 # Static values compared by value (others must be the very same object; anything
@@ -166,18 +167,22 @@ class _Writer:
         self.fail_unless(" and ".join(checks))
         if node.cells:
             # The code object fixes the closure's length: unpack it in one step,
-            # new cells straight into their names, cells seen before into
-            # temporaries checked against them.
+            # a cell met for the first time straight into its name, one met
+            # before (in an earlier closure, or earlier in this one) into a
+            # temporary checked against it.
+            first: list[bool] = []
+            for c in node.cells:
+                first.append(c not in self.visited)
+                self.visited.add(c)
             targets = [
-                f"c{j}" if c in self.visited else f"o{c}"
-                for j, c in enumerate(node.cells)
+                f"o{c}" if new else f"c{j}"
+                for j, (c, new) in enumerate(zip(node.cells, first, strict=True))
             ]
             self.emit(f"{', '.join(targets)}, = {o}.__closure__")
-            for j, c in enumerate(node.cells):
-                if c in self.visited:
+            for j, (c, new) in enumerate(zip(node.cells, first, strict=True)):
+                if not new:
                     self.fail_unless(f"c{j} is o{c}")
                     continue
-                self.visited.add(c)
                 template = self.skeleton.nodes[c].template  # type: ignore[union-attr]
                 if template is None:
                     self.emit("try:")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import types
 from typing import Any
 
 import jax
@@ -184,3 +185,40 @@ def test_empty_cells_replay_empty() -> None:
     assert replayed(x)
     with pytest.raises(NameError, match="later"):
         x()
+
+
+def test_one_cell_twice_in_a_closure() -> None:
+    # Only `types.FunctionType` makes such a closure; the replay must still bind
+    # the cell once and check its second place against it.
+    def outer():
+        a = b = None
+
+        def f():
+            return a + b
+
+        return f
+
+    template = outer()
+
+    def make(v):
+        cell = types.CellType(v)
+        return types.FunctionType(
+            template.__code__, template.__globals__, "f", None, (cell, cell)
+        )
+
+    for v in (1.0, 2.0):
+        lift.lift(make(v))
+    x = lift.lift(make(3.0))
+    assert replayed(x) and x() == 6.0
+    assert len(jax.tree_util.tree_leaves(x)) == 1
+    y = lift.lift(
+        types.FunctionType(
+            template.__code__,
+            template.__globals__,
+            "f",
+            None,
+            (types.CellType(1.0), types.CellType(2.0)),
+        )
+    )
+    assert jax.tree_util.tree_structure(y) != jax.tree_util.tree_structure(x)
+    assert y() == 3.0
