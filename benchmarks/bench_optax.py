@@ -55,7 +55,7 @@ import statistics
 import sys
 import time
 import unittest.mock
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import equinox as eqx
@@ -66,6 +66,7 @@ import optax
 from equinox.internal import closure_to_pytree
 
 import lift
+from lift._gc import paused  # the collector paused while timing, as `timeit` does
 
 Rows = list[dict[str, Any]]
 
@@ -499,7 +500,7 @@ def bench_lift_cost(repeats: int, number: int) -> Rows:
         for name, fn in ways.items():
             objs = fresh(number)
             walk = _no_replay() if "full walk" in name else contextlib.nullcontext()
-            with walk, _gc_paused():
+            with walk, paused():
                 start = time.perf_counter()
                 for obj in objs:
                     fn(obj)
@@ -514,17 +515,6 @@ def bench_lift_cost(repeats: int, number: int) -> Rows:
         }
         for name, t in times.items()
     ]
-
-
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 # -- 3. scaling ---------------------------------------------------------------------------
@@ -606,7 +596,7 @@ def _scale(
     for n in sizes:
         gc.collect()
         bare_t: list[float] = []
-        with _gc_paused():
+        with paused():
             start = time.perf_counter()
             x = lift.lift(make(n, 0.0))
             first = time.perf_counter() - start
@@ -617,7 +607,7 @@ def _scale(
         while len(replays) < max(repeats, 3_000 // n, 25):
             obj, probe = make(n, 0.0), make(n, 0.0)
             before = _replayed(x)
-            with _gc_paused():
+            with paused():
                 # The bare loop over another fresh object, made alongside: both
                 # meet the allocator, and the caches, in the same state.
                 start = time.perf_counter()
@@ -637,7 +627,7 @@ def _scale(
         flat_t: list[float] = []
         for _ in range(max(3, min(repeats, 300 // n))):
             x = lift.lift(make(n, 1e6 * next(values)))
-            with _gc_paused():
+            with paused():
                 start = time.perf_counter()
                 jax.tree_util.tree_flatten(x)
                 first_flat_t.append(time.perf_counter() - start)
@@ -648,7 +638,7 @@ def _scale(
             ctp_t: list[float] = []
             for _ in range(max(3, min(repeats, 300 // n))):
                 obj = make(n, 0.0)
-                with _gc_paused():
+                with paused():
                     start = time.perf_counter()
                     closure_to_pytree(obj)
                     ctp_t.append(time.perf_counter() - start)

@@ -373,25 +373,21 @@ def test_never_mutates_function_cells_defaults() -> None:
     def f(x, scale=0.5, *, bias=jnp.zeros(2)):
         return w * x * scale + bias + sum(items)
 
-    before = (
-        f.__code__,
-        f.__closure__,
-        [c.cell_contents for c in f.__closure__ or ()],
-        f.__defaults__,
-        dict(f.__kwdefaults__ or {}),
-        copy.copy(f.__dict__),
-    )
+    def state():
+        return (
+            f.__code__,
+            f.__closure__,
+            [c.cell_contents for c in f.__closure__ or ()],
+            f.__defaults__,
+            dict(f.__kwdefaults__ or {}),
+            copy.copy(f.__dict__),
+        )
+
+    before = state()
     g = lift.lift(f)
     jax.jit(lambda g, x: g(x))(g, 1.0)
     jax.vmap(lambda g: g(1.0))(jax.tree_util.tree_map(lambda v: jnp.stack([v, v]), g))
-    after = (
-        f.__code__,
-        f.__closure__,
-        [c.cell_contents for c in f.__closure__ or ()],
-        f.__defaults__,
-        dict(f.__kwdefaults__ or {}),
-        copy.copy(f.__dict__),
-    )
+    after = state()
     assert before[0] is after[0] and before[1] is after[1] and before[3] is after[3]
     assert all(a is b for a, b in zip(before[2], after[2], strict=True))
     assert before[4].keys() == after[4].keys()
