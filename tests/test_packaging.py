@@ -1,4 +1,4 @@
-"""The wheel: only the package and its metadata, typed, versioned in one place.
+"""The wheel: only the package, its metadata and license, typed, versioned in one place.
 
 The wheel is built once per run (`pip wheel . --no-deps`, the same build a user's
 `pip install .` does), then inspected, then installed into a scratch directory to
@@ -13,6 +13,7 @@ import os
 import re
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -48,6 +49,7 @@ def test_wheel_contains_only_the_package(wheel: Path):
         names = z.namelist()
     dist_info = f"jax_lift-{lift.__version__}.dist-info"
     assert {name.split("/")[0] for name in names} == {"lift", dist_info}
+    assert f"{dist_info}/licenses/LICENSE" in names
     assert "lift/__init__.py" in names
     assert "lift/py.typed" in names
     assert not [n for n in names if "__pycache__" in n or n.endswith((".pyc", ".so"))]
@@ -73,10 +75,24 @@ def test_wheel_metadata(wheel: Path):
     extras = set(metadata.get_all("Provides-Extra") or [])
     assert {"docs", "test"} <= extras
     assert "Typing :: Typed" in (metadata.get_all("Classifier") or [])
+    assert metadata["License-Expression"] == "Apache-2.0"
+    assert metadata.get_all("License-File") == ["LICENSE"]
+    # No URL until the project has a public home: none may point nowhere.
+    assert metadata.get_all("Project-URL") is None
     with zipfile.ZipFile(wheel) as z:
         name = next(n for n in z.namelist() if n.endswith("entry_points.txt"))
         entry_points = z.read(name).decode()
     assert re.search(r"\[pytest11\]\s*\nlift = lift\._plugin", entry_points)
+
+
+def test_license_is_the_apache_text_and_goes_in_the_sdist():
+    text = (ROOT / "LICENSE").read_text()
+    assert text.lstrip().startswith("Apache License\n")
+    assert "Version 2.0, January 2004" in text
+    assert "END OF TERMS AND CONDITIONS" in text
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        sdist = tomllib.load(f)["tool"]["hatch"]["build"]["targets"]["sdist"]
+    assert {"LICENSE", "README.md", "lift"} <= set(sdist["include"])
 
 
 def _first_example() -> str:
