@@ -77,11 +77,13 @@ class Leak:
         return scaled
 
     saved = []
-    with jax.check_tracer_leaks(False):
-        jax.jit(lambda x: saved.append(make(x)) or x)(1.0)
+    jax.jit(lambda x: saved.append(make(x)) or x)(1.0)
     (leak,) = lift.find_leaks(saved)
-    assert (leak.function, leak.variable) == ("make.<locals>.scaled", "x")
-    assert leak.tracer.startswith("float32[] from jit")
+    print(leak.function, leak.variable, leak.tracer)
+    ```
+
+    ```text
+    make.<locals>.scaled x float32[] from jit(<lambda>)
     ```
     """
 
@@ -161,11 +163,13 @@ def find_leaks(*roots: Any, limit: int = DEFAULT_LIMIT) -> list[Leak]:
         STASH.append(x)
         return x * 2
 
-    with jax.check_tracer_leaks(False):
-        step(1.0)
-    (leak,) = lift.find_leaks(step.__wrapped__)
+    step(1.0)
+    (leak,) = lift.find_leaks(step)
     print(leak.path, leak.variable, leak.tracer)
-    # STASH[0] STASH float32[] from jit(step)
+    ```
+
+    ```text
+    STASH[0] STASH float32[] from jit(step)
     ```
     """
     return scan([(_root_label(root, i), root) for i, root in enumerate(roots)], limit)
