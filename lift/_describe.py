@@ -8,7 +8,7 @@ import types
 from typing import TYPE_CHECKING, Any, cast
 
 from ._compat import Tracer
-from ._errors import LiftError, describe
+from ._errors import LiftError, describe, docs_anchor
 from ._skeleton import (
     CellNode,
     FunctionNode,
@@ -160,24 +160,61 @@ def reject(obj: Any, name: str) -> LiftError:
         shown = f"{obj!r:.60}"
     except Exception:
         shown = f"<{t.__name__} object>"
+    package = str(getattr(t, "__module__", "")).partition(".")[0]
+
+    def wrapped() -> tuple[str, str]:
+        # The function a JAX wrapper holds: its name for a fix to paste (`f` if it
+        # has none), and where it is defined.
+        try:
+            inner = getattr(obj, "__wrapped__", obj)
+            fn, where = inner.__name__, describe(inner)
+        except Exception:
+            return "f", shown
+        return (fn if isinstance(fn, str) and fn.isidentifier() else "f"), where
+
     if issubclass(t, type):
+        anchor = "lift-got-a-class"
         what = (
             f"the class {obj.__qualname__}. A class is not a function lift can take "
             f"apart.\nFix: lift a function or bound method, e.g. "
             f"`{name}(instance.method)`, or make the class a pytree (e.g. an "
             "equinox.Module)."
         )
+    elif package in ("jax", "jaxlib") and hasattr(t, "lower") and callable(obj):
+        # `jax.jit(f)`: a `PjitFunction` of jaxlib (0.10.2), which holds `f`
+        # where lift cannot make its captures leaves.
+        fn, where = wrapped()
+        anchor = "lift-got-a-jax-jit-function"
+        what = (
+            f"jax.jit({fn}), a compiled function ({where}): jax.jit keeps what "
+            f"{fn} captures as constants of its program, out of lift's reach.\n"
+            f"Fix: compile with lift instead, `lift.jit({fn})`, or lift before "
+            f"jitting: `{name}({fn})`, passed to your jitted code as an argument."
+        )
+    elif package == "jax" and t.__name__ in ("custom_jvp", "custom_vjp"):
+        fn, where = wrapped()
+        anchor = "lift-got-a-custom-derivative"
+        what = (
+            f"jax.{t.__name__}({fn}) ({where}), whose derivative rules JAX holds "
+            "where lift cannot make their captures leaves.\nFix: convert it by "
+            f"tracing, `lift.closure_convert({fn}, *example_args)`, or pass what "
+            "it captures as arguments and lift the function that calls it."
+        )
     elif issubclass(t, (types.BuiltinFunctionType, types.BuiltinMethodType)) or (
         callable(obj)
         and not hasattr(t, "__code__")
         and t.__module__ in ("builtins", "numpy")
     ):
+        anchor = "lift-got-a-builtin"
+        builtin = getattr(obj, "__name__", None)
+        call = builtin if isinstance(builtin, str) and builtin.isidentifier() else "fn"
         what = (
             f"the builtin {getattr(obj, '__qualname__', shown)!r}, which has no Python "
             f"closure to lift.\nFix: call it from a Python function and lift that: "
-            f"`{name}(lambda *a: fn(*a))`."
+            f"`{name}(lambda *a: {call}(*a))`."
         )
     elif callable(obj):
+        anchor = "lift-got-a-callable-object"
         what = (
             f"a callable {t.__name__} object that is not a pytree, so "
             "its state cannot become leaves.\nFix: lift its method, "
@@ -185,9 +222,10 @@ def reject(obj: Any, name: str) -> LiftError:
             "equinox.Module)."
         )
     else:
+        anchor = "lift-got-a-value"
         what = (
             f"{t.__qualname__} {shown}, which is neither a function nor "
             "a pytree holding functions.\nFix: pass a function, bound method, "
             "functools.partial, or a pytree (tuple, dict, NamedTuple, ...) of them."
         )
-    return LiftError(f"{name}() got {what}")
+    return LiftError(f"{name}() got {what}{docs_anchor(anchor)}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import types
 from typing import Any
 
-__all__ = ["LeakError", "LiftError", "describe"]
+__all__ = ["LeakError", "LiftError", "describe", "docs_anchor"]
 
 
 class LiftError(TypeError):
@@ -51,3 +51,12 @@ def describe(fn: Any) -> str:
     if not isinstance(name, str):
         name = code.co_qualname
     return f"{name} ({code.co_filename}:{code.co_firstlineno})"
+
+
+def docs_anchor(anchor: str) -> str:
+    """The last line of a message: where the Errors page of the docs explains it.
+
+    `anchor` is a heading id of `docs/errors.md` (the page `errors/` of the built
+    site); the docs' tests check that every anchor used in `lift/` exists there.
+    """
+    return f"\nDocs: errors.md#{anchor}"
