@@ -15,6 +15,14 @@ session: later blocks use what earlier ones defined). Conventions, for writers:
 - Line numbers. Blocks are compiled with the page's path and their lines in the
   page, so a traceback (and any `file:line` that lift prints) points at the
   Markdown source.
+- File names. A block titled with a Python file name (```` ```python
+  title="train.py" ````, which the site shows above the block) is compiled as
+  that file, its lines counted from 1: an example that prints a `file:line`
+  then shows the reader's own file, not the docs page.
+- Included files. A line `--8<-- "path"` (pymdownx.snippets, as the site
+  renders it) is replaced by the file at `path`, relative to the repository,
+  indented as the line is: a page that shows a script runs the script's code.
+  The namespace's `__file__` is the page.
 - Environment. Pages run as a user runs them: with JAX's own tracer-leak checking
   off (the suite turns it on for every other test), since the leak-checking
   guide has to leak on purpose. Pages that show leak checking turn it on where
@@ -47,6 +55,10 @@ API = DOCS / "api"
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^`]*)$")
 _SKIP = "<!-- skip -->"
+_TITLE = re.compile(r'\btitle="(?P<title>[^"]+\.py)"')
+_SNIPPET = re.compile(
+    r'^(?P<indent>[ \t]*)--8<-- "(?P<path>[^"]+)"[ \t]*$', re.MULTILINE
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +68,7 @@ class Block:
     code: str
     skip: bool
     output: str | None = None
+    filename: str | None = None  # compile as this file, from line 1
 
 
 def _pages() -> list[Path]:
@@ -66,9 +79,20 @@ def _pages() -> list[Path]:
     return pages
 
 
+def expand_snippets(text: str) -> str:
+    """The page as the site shows it: each `--8<-- "path"` line replaced by the file."""
+
+    def include(match: re.Match[str]) -> str:
+        indent = match["indent"]
+        body = (ROOT / match["path"]).read_text().splitlines()
+        return "\n".join(indent + line if line else line for line in body)
+
+    return _SNIPPET.sub(include, text)
+
+
 def parse_blocks(text: str) -> list[Block]:
     """Fenced blocks of a Markdown page, each python block with its output."""
-    lines = text.splitlines()
+    lines = expand_snippets(text).splitlines()
     raw: list[tuple[Block, int]] = []  # each block with the index of its closing line
     i = 0
     while i < len(lines):
@@ -78,6 +102,7 @@ def parse_blocks(text: str) -> list[Block]:
             continue
         indent, fence = match["indent"], match["fence"]
         lang = match["info"].strip().split(" ")[0].lower()
+        title = _TITLE.search(match["info"])
         previous = next((line for line in reversed(lines[:i]) if line.strip()), "")
         body: list[str] = []
         j = i + 1
@@ -87,7 +112,13 @@ def parse_blocks(text: str) -> list[Block]:
                 break
             body.append(lines[j][len(indent) :] if lines[j].startswith(indent) else "")
             j += 1
-        block = Block(lang, i + 2, "\n".join(body) + "\n", previous.strip() == _SKIP)
+        block = Block(
+            lang,
+            i + 2,
+            "\n".join(body) + "\n",
+            previous.strip() == _SKIP,
+            filename=title["title"] if title else None,
+        )
         raw.append((block, j))
         i = j + 1
 
@@ -120,18 +151,20 @@ def _as_a_user_runs_it():
 
 
 def _run_blocks(text: str, filename: str, label: str) -> int:
-    namespace: dict[str, object] = {"__name__": "__docs__"}
+    namespace: dict[str, object] = {"__name__": "__docs__", "__file__": filename}
     ran = 0
     for block in parse_blocks(text):
         if block.lang != "python" or block.skip:
             continue
         where = f"{label}:{block.first_line}"
-        tree = ast.parse(block.code, filename=filename)
-        ast.increment_lineno(tree, block.first_line - 1)
+        source = block.filename or filename
+        tree = ast.parse(block.code, filename=source)
+        if block.filename is None:
+            ast.increment_lineno(tree, block.first_line - 1)
         stdout = io.StringIO()
         with contextlib.redirect_stdout(stdout):
             try:
-                exec(compile(tree, filename, "exec"), namespace)
+                exec(compile(tree, source, "exec"), namespace)
             except Exception as e:
                 raise AssertionError(f"the example at {where} raised {e!r}") from e
         if block.output is not None and not _same_output(
@@ -187,9 +220,24 @@ def test_every_public_name_has_an_example():
     )
 
 
+def _documented(text: str) -> set[str]:
+    """Public names with an entry (`::: lift.name`) in `text`. An entry of a class
+    method (`::: lift.Lifted.closure_convert`) documents the public name that is
+    that method (`lift.closure_convert`)."""
+    names: set[str] = set()
+    for path in re.findall(r"^::: lift\.([\w.]+)\s*$", text, flags=re.MULTILINE):
+        *owner, name = path.split(".")
+        if not owner:
+            names.add(name)
+            continue
+        entry = getattr(getattr(lift, ".".join(owner)), name)
+        names |= {n for n in lift.__all__ if getattr(lift, n) == entry}
+    return names
+
+
 def test_api_reference_lists_every_public_name():
     text = "\n".join(page.read_text() for page in sorted(API.glob("*.md")))
-    documented = set(re.findall(r"^::: lift\.(\w+)\s*$", text, flags=re.MULTILINE))
+    documented = _documented(text)
     public = set(_public())
     assert sorted(public - documented) == [], "public names missing from docs/api"
     assert sorted(documented - set(lift.__all__)) == [], "docs/api names not public"
@@ -235,3 +283,31 @@ def test_collector_conventions():
     assert blocks[4].code == "y = 2\n"
     assert _same_output("a ... c\n", "a (file.py:12) c")
     assert not _same_output("1\n", "2\n")
+
+
+def test_api_summary_lists_every_public_name():
+    # One table, in optax's style, each name linking to its entry.
+    text = (API / "index.md").read_text()
+    linked = set(re.findall(r"\]\[lift\.(\w+)\]", text))
+    assert sorted(set(_public()) - linked) == [], "names missing from the API summary"
+
+
+def test_block_titles_and_included_files():
+    page = "\n".join(
+        [
+            '```python title="train.py"',
+            "import inspect",
+            "print(inspect.currentframe().f_code.co_filename, inspect.currentframe().f_lineno)",
+            "```",
+            "",
+            "```text",
+            "train.py 2",
+            "```",
+            "",
+            '    --8<-- "LICENSE"',
+        ]
+    )
+    blocks = parse_blocks(page)
+    assert blocks[0].filename == "train.py"
+    assert _run_blocks(page, "page.md", "page.md") == 1
+    assert "    Apache License" in expand_snippets(page)
