@@ -10,24 +10,37 @@ from __future__ import annotations
 
 import collections
 import collections.abc
+import difflib
 import threading
 import time
 import types
 import weakref
 from collections import deque
-from collections.abc import Callable
-from typing import Any, Final
+from collections.abc import Callable, Iterable
+from typing import Any, Final, cast
 
 import jax
 import numpy as np
 
 from . import _gc
-from ._code import code_info
+from ._closure import (
+    Label,
+    code_of,
+    function_parts,
+    holder_of,
+    method_parts,
+    partial_parts,
+    static_key,
+)
+from ._closure import hidden_tracer, jax_dtype, opaque
+from ._code import CodeInfo, code_info
 from ._compat import Tracer
 from ._errors import LiftError, describe
 from ._replay import replay, walked
 from ._skeleton import (
+    COMPOSITES,
     CellNode,
+    HolderNode,
     FunctionNode,
     MethodNode,
     Node,
@@ -38,9 +51,23 @@ from ._skeleton import (
     Static,
     Template,
 )
-from ._trees import ITERATORS, MAX_CONTAINER_DEPTH, flatten_checked, is_function_like
+from ._trees import (
+    ITERATORS,
+    MAX_CONTAINER_DEPTH,
+    flatten_checked,
+    irregular,
+    is_function_like,
+    ordered,
+)
 
-__all__ = ["capture", "default_dynamic", "is_function_like"]
+__all__ = [
+    "capture",
+    "check_opaque",
+    "check_static_names",
+    "default_dynamic",
+    "hidden_tracer",
+    "is_function_like",
+]
 
 _Tracer: Final = Tracer
 _ArrayImpl: Final[type[Any]] = type(jax.device_put(np.zeros(())))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType, reportUnknownVariableType]
@@ -60,32 +87,19 @@ _STATIC_ATOMS: Final = frozenset(
     }
 )
 _DYNAMIC_ATOMS: Final = frozenset({float, complex, _ArrayImpl, np.ndarray})
+# Dynamic by type alone (a NumPy array also needs a dtype JAX can hold).
+_ALWAYS_DYNAMIC: Final = frozenset({float, complex, _ArrayImpl})
+
 _PY_SCALARS: Final = (float, complex, int)
-# Objects the hidden-tracer scan does not look inside.
-_OPAQUE_SKIP: Final = (
-    type,
-    types.ModuleType,
-    types.FunctionType,
-    types.BuiltinFunctionType,
-    types.MethodType,
-    types.CodeType,
-    str,
-    bytes,
-    int,
-    float,
-    complex,
-    np.dtype,
-    np.ndarray,
-    jax.Array,
-    *ITERATORS,
-)
-_SCAN_LIMIT: Final = 10_000
 
 
 def default_dynamic(x: Any) -> bool:
-    """The default rule: arrays, tracers, NumPy values, Python `float`/`complex`."""
+    """The default rule: arrays, tracers, NumPy values of dtypes JAX can hold,
+    Python `float`/`complex`."""
     t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
-    if issubclass(t, (_Tracer, np.ndarray, np.generic, float, complex)):
+    if issubclass(t, (np.ndarray, np.generic)):
+        return jax_dtype(x.dtype)
+    if issubclass(t, (_Tracer, float, complex)):
         return True
     try:
         return isinstance(x, jax.Array)
@@ -98,71 +112,35 @@ def is_jax_value(x: Any) -> bool:
     return default_dynamic(x) or type(x) in (int, bool)  # pyright: ignore[reportUnknownArgumentType]
 
 
-def _hidden_tracer(obj: Any) -> str | None:
-    """Path to a tracer hidden inside `obj`'s attributes or containers, if any.
-
-    Bounded (`_SCAN_LIMIT` objects), and safe on hostile objects: types are read
-    with `type()`, and an object whose attributes cannot be read is opaque.
-    """
-    queue: deque[tuple[Any, str]] = deque([(obj, "")])
-    seen = {id(obj)}
-    count = 0
-    while queue and count < _SCAN_LIMIT:
-        x, path = queue.popleft()
-        count += 1
-        t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
-        if issubclass(t, _Tracer):
-            return path
-        if issubclass(t, _OPAQUE_SKIP):
-            continue
-        try:
-            children = _children(x, t, path)
-        except Exception:  # a broken proxy, a mock: nothing to look into
-            continue
-        for child, child_path in children:
-            if id(child) not in seen:
-                seen.add(id(child))
-                queue.append((child, child_path))
-    return None
-
-
-def _children(x: Any, t: type[Any], path: str) -> list[tuple[Any, str]]:
-    if issubclass(t, collections.abc.Mapping):
-        return [(v, f"{path}[{k!r}]") for k, v in list(x.items())]
-    if issubclass(t, (list, tuple, set, frozenset, collections.deque)):
-        return [(v, f"{path}[{i}]") for i, v in enumerate(list(x))]
-    attrs: dict[str, Any] = {}
-    d = getattr(x, "__dict__", None)
-    if type(d) is dict:
-        attrs.update(d)  # pyright: ignore[reportUnknownArgumentType]
-    for klass in t.__mro__:
-        for name in klass.__dict__.get("__slots__", ()):
-            if isinstance(name, str) and name not in ("__dict__", "__weakref__"):
-                try:
-                    attrs[name] = getattr(x, name)
-                except AttributeError:
-                    pass
-    return [(v, f"{path}.{k}") for k, v in attrs.items()]
-
-
 class _Walk:
-    """State of one capture: the nodes found so far and the leaves collected."""
+    """State of one capture: the nodes found so far and the leaves collected.
+
+    `branched_cells` holds the ids of cells that some function sharing them
+    branches on in Python (found by a first walk, see `capture`): their scalar
+    captures stay static whichever function reached them first.
+    """
 
     def __init__(
         self,
         root: Any,
         static: frozenset[str],
         dynamic: Callable[[Any], bool] | None,
+        branched_cells: frozenset[int] = frozenset(),
     ) -> None:
         self.root = root
         self.static = static
         self.dynamic = dynamic
+        self.branched_cells = branched_cells
         self.nodes: list[Node | None] = []
         self.parents: list[tuple[Template, int] | None] = []
         self.ids: dict[int, int] = {}
         self.leaves: list[Any] = []
         self.float_leaves: list[int] = []
+        self.names: set[str] = set()
         self.queue: deque[tuple[int, Any]] = deque()
+        # Cells whose capture put a scalar among the leaves: (cell, cell index,
+        # whether it is a boolean).
+        self.scalar_cells: list[tuple[types.CellType, int, bool]] = []
 
     # -- nodes -------------------------------------------------------------------
 
@@ -183,119 +161,98 @@ class _Walk:
             if t is types.FunctionType:
                 self.nodes[index] = self.function(index, obj)
             elif t is types.MethodType:
-                self.nodes[index] = MethodNode(
-                    self.template(obj.__func__, index, ("__func__", None), obj),
-                    self.template(obj.__self__, index, ("__self__", None), obj),
+                self.nodes[index] = MethodNode(self.parts(method_parts(obj), index, obj))
+            elif (holder := holder_of(obj)) is not None:
+                self.nodes[index] = HolderNode(
+                    holder, holder.static(obj), self.parts(holder.parts(obj), index, obj)
                 )
-            elif t is types.CellType:
-                pass  # filled in by `function`, which creates cells directly
             else:
                 self.nodes[index] = PartialNode(
-                    t,
-                    self.template(obj.func, index, ("func", None), obj),
-                    tuple(
-                        self.template(a, index, ("args", i), obj)
-                        for i, a in enumerate(obj.args)
-                    ),
-                    tuple(
-                        (k, self.template(v, index, ("keywords", k), obj, name=k))
-                        for k, v in obj.keywords.items()
-                    ),
+                    t, self.parts(partial_parts(obj), index, obj)
                 )
         nodes: list[Node] = self.nodes  # type: ignore[assignment]
-        return (
-            Skeleton(
-                nodes,
-                self.order(nodes),
-                self.parents,
-                len(self.leaves),
-                frozenset(self.float_leaves),
-                tuple[type[Any], ...](type(leaf) for leaf in self.leaves),  # pyright: ignore[reportUnknownArgumentType]
-            ),
-            self.leaves,
+        skeleton = Skeleton(
+            nodes,
+            self.order(nodes),
+            self.parents,
+            len(self.leaves),
+            frozenset(self.float_leaves),
+            tuple[type[Any], ...](type(leaf) for leaf in self.leaves),  # pyright: ignore[reportUnknownArgumentType]
+        )
+        skeleton.cache["names"] = frozenset(self.names)
+        return skeleton, self.leaves
+
+    def parts(
+        self, parts: Iterable[tuple[Label, Any]], index: int, holder: Any
+    ) -> tuple[tuple[Label, Template], ...]:
+        return tuple(
+            (label, self.template(value, index, label, holder))
+            for label, value in parts
         )
 
     def function(self, index: int, fn: types.FunctionType) -> FunctionNode:
         info = code_info(fn.__code__)
         cells: list[int] = []
-        for name, cell in zip(info.freevars, fn.__closure__ or (), strict=True):
+        for label, cell in zip(info.cell_labels, fn.__closure__ or (), strict=True):
             cell_index = self.ids.get(id(cell))
             if cell_index is None:
                 cell_index = len(self.nodes)
                 self.nodes.append(None)
                 self.parents.append(None)
                 self.ids[id(cell)] = cell_index
-                try:
-                    contents = cell.cell_contents
-                except ValueError:  # an empty cell: keep it empty
-                    template = None
-                else:
-                    template = self.template(
-                        contents,
-                        cell_index,
-                        ("captures", name),
-                        fn,
-                        name=name,
-                        info_branched=info.branched,
-                    )
-                    if name in info.rebound and any(
-                        type(s) is not Static for s in template.slots
-                    ):
-                        raise LiftError(
-                            f"{describe(fn)} rebinds the captured variable {name!r} "
-                            f"(`nonlocal {name}; {name} = ...`), which holds "
-                            f"{_what(template, self.leaves)}. A lifted function's "
-                            "dynamic captures are pytree leaves and cannot be "
-                            "reassigned from inside it.\n"
-                            f"Fix: pass {name!r} as an argument and return its new "
-                            "value, or keep it static with "
-                            f"`lift(f, static=({name!r},))` if it is not an array."
-                        )
-                self.nodes[cell_index] = CellNode(template, name, index)
+                self.nodes[cell_index] = self.cell(
+                    cell, cell_index, label, fn, info, index
+                )
             cells.append(cell_index)
-        defaults = fn.__defaults__
-        default_templates = None
-        if defaults is not None:
-            names = info.positional[len(info.positional) - len(defaults) :]
-            default_templates = tuple(
-                self.template(
-                    v, index, ("captures", n), fn, name=n, info_branched=info.branched
-                )
-                for n, v in zip(names, defaults, strict=True)
-            )
-        kwdefaults = fn.__kwdefaults__
-        kw_templates = None
-        if kwdefaults:
-            kw_templates = tuple(
-                (
-                    k,
-                    self.template(
-                        v,
-                        index,
-                        ("captures", k),
-                        fn,
-                        name=k,
-                        info_branched=info.branched,
-                    ),
-                )
-                for k, v in kwdefaults.items()
-            )
-        attrs: dict[str, Any] = {"__doc__": fn.__doc__, "__module__": fn.__module__}
+        parts = self.parts(function_parts(fn), index, fn)
         annotations = fn.__annotations__
-        if annotations:
-            attrs["__annotations__"] = annotations
-        if fn.__dict__:
-            attrs.update(fn.__dict__)
         return FunctionNode(
             info,
             fn.__globals__,
             fn.__name__,
             fn.__qualname__,
             tuple(cells),
-            default_templates,
-            kw_templates,
-            attrs,
+            parts,
+            fn.__defaults__ is not None,
+            fn.__kwdefaults__ is not None,
+            Static(
+                (fn.__doc__, fn.__module__, dict(annotations) if annotations else None)
+            ),
         )
+
+    def cell(
+        self,
+        cell: types.CellType,
+        index: int,
+        label: Label,
+        fn: types.FunctionType,
+        info: CodeInfo,
+        owner: int,
+    ) -> CellNode:
+        name = cast(str, label.key)
+        try:
+            contents = cell.cell_contents
+        except ValueError:  # an empty cell: keep it empty
+            self.names.add(name)
+            return CellNode(None, label, owner)
+        branched = name in info.branched or id(cell) in self.branched_cells
+        before = len(self.leaves)
+        template = self.template(contents, index, label, fn, branched)
+        if name in info.rebound and any(type(s) is not Static for s in template.slots):
+            raise LiftError(
+                f"{describe(fn)} rebinds the captured variable {name!r} "
+                f"(`nonlocal {name}; {name} = ...`), which holds "
+                f"{_what(template, self.leaves)}. A lifted function's "
+                "dynamic captures are pytree leaves and cannot be "
+                "reassigned from inside it.\n"
+                f"Fix: pass {name!r} as an argument and return its new "
+                "value, or keep it static with "
+                f"`lift(f, static=({name!r},))` if it is not an array."
+            )
+        added = self.leaves[before:]
+        if any(issubclass(type(leaf), _BRANCHABLE) for leaf in added):  # pyright: ignore[reportUnknownArgumentType]
+            self.scalar_cells.append((cell, index, any(map(_is_bool, added))))
+        return CellNode(template, label, owner)
 
     # -- values ------------------------------------------------------------------
 
@@ -303,16 +260,18 @@ class _Walk:
         self,
         value: Any,
         owner: int,
-        label: tuple[str, str | int | None],
+        label: Label,
         holder: Any,
-        *,
-        name: str | None = None,
-        info_branched: frozenset[str] = frozenset(),
+        branched: bool = False,
     ) -> Template:
+        name = label.variable
+        if name is not None:
+            self.names.add(name)
         forced = name is not None and name in self.static
         t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
         if (t in _STATIC_ATOMS and self.dynamic is None) or issubclass(t, ITERATORS):
             return Template(None, (Static(value),), owner, label)
+        order = None
         if forced or t not in _DYNAMIC_ATOMS or self.dynamic is not None:
             if is_function_like(value):
                 leaves = [value]
@@ -321,26 +280,27 @@ class _Walk:
                 flat = flatten_checked(value, is_function_like)
                 if flat is None:
                     raise LiftError(
-                        f"{describe(holder)} captures {_variable(name, label)}, a "
+                        f"{describe(holder)} captures {_variable(label)}, a "
                         "container that contains itself or nests more than "
                         f"{MAX_CONTAINER_DEPTH} levels deep, which JAX's pytree "
-                        "flattening cannot take.\nFix: pass it as an argument, or keep it static "
-                        f"with `lift(f, static=({name or 'name'!r},))`."
+                        "flattening cannot take.\nFix: pass it as an argument, or "
+                        f"keep it static with `lift(f, static=({name or 'name'!r},))`."
                     )
                 leaves, treedef = flat
                 if treedef.num_nodes == 1 and treedef.num_leaves == 1:
                     treedef = None
+                elif irregular(value):
+                    order = ordered(value, treedef, static_key)
         else:
             leaves = [value]
             treedef = None
-        branched = name is not None and name in info_branched
         slots: list[Slot] = []
         new_nodes: list[tuple[int, int]] = []
         for pos, leaf in enumerate(leaves):
             slots.append(
-                self.slot(leaf, forced, branched, holder, name, label, new_nodes, pos)
+                self.slot(leaf, forced, branched, holder, label, new_nodes, pos)
             )
-        template = Template(treedef, tuple(slots), owner, label)
+        template = Template(treedef, tuple(slots), owner, label, order)
         for node_index, pos in new_nodes:
             self.parents[node_index] = (template, pos)
         return template
@@ -351,8 +311,7 @@ class _Walk:
         forced: bool,
         branched: bool,
         holder: Any,
-        name: str | None,
-        label: tuple[str, str | int | None],
+        label: Label,
         new_nodes: list[tuple[int, int]],
         pos: int,
     ) -> Slot:
@@ -365,21 +324,22 @@ class _Walk:
                 index = self.new_node(leaf)
                 new_nodes.append((index, pos))
             return Ref(index)
+        name = label.variable
         if forced:
             dyn = False
         elif self.dynamic is not None:
             dyn = bool(self.dynamic(leaf))
             if dyn and not is_jax_value(leaf):
                 raise LiftError(
-                    f"{describe(holder)} captures {_variable(name, label)}, a "
+                    f"{describe(holder)} captures {_variable(label)}, a "
                     f"{t.__name__}, which your `dynamic=` predicate made a leaf, but "
                     "JAX cannot trace it.\nFix: make the predicate accept only "
                     "arrays and numbers, or keep it static with "
                     f"`lift(f, static=({name or 'name'!r},))`."
                 )
         else:
-            dyn = t in _DYNAMIC_ATOMS or default_dynamic(leaf)
-        if dyn and branched and issubclass(t, _PY_SCALARS):
+            dyn = t in _ALWAYS_DYNAMIC or default_dynamic(leaf)
+        if dyn and branched and _branch_static(leaf, t):
             # `if b2 != 1.0:` in Python: a traced b2 could not run. Keep it static.
             dyn = False
         if dyn:
@@ -390,24 +350,13 @@ class _Walk:
             return index
         if issubclass(t, _Tracer):
             raise LiftError(
-                f"{describe(holder)} captures {_variable(name, label)} as static, "
+                f"{describe(holder)} captures {_variable(label)} as static, "
                 f"but it holds a tracer ({_aval(leaf)}). A static capture becomes "
                 "part of the compiled program's key and would leak the tracer.\n"
                 "Fix: let it be dynamic (remove it from `static=`, or make your "
                 "`dynamic=` predicate accept tracers)."
             )
-        if not issubclass(t, (*_OPAQUE_SKIP, np.generic)):
-            where = _hidden_tracer(leaf)
-            if where is not None:
-                raise LiftError(
-                    f"{describe(holder)} captures {_variable(name, label)}, a "
-                    f"{type(leaf).__name__} that is not a pytree and holds a "
-                    f"tracer at {name or label[0]}{where}. lift cannot make "
-                    "that tracer a leaf, and keeping it would leak it.\n"
-                    "Fix: convert the function with `lift.closure_convert(f, "
-                    "*example_args)`, register the class as a pytree, or pass the "
-                    "value as an argument."
-                )
+        check_opaque(leaf, t, holder, label)
         return Static(leaf)
 
     @staticmethod
@@ -416,13 +365,12 @@ class _Walk:
         pending = {
             i: {
                 s.index
-                for t in _node_templates(n)
+                for _, t in n.parts()
                 for s in t.slots
-                if type(s) is Ref
-                and isinstance(nodes[s.index], (PartialNode, MethodNode))
+                if type(s) is Ref and isinstance(nodes[s.index], COMPOSITES)
             }
             for i, n in enumerate(nodes)
-            if isinstance(n, (PartialNode, MethodNode))
+            if isinstance(n, COMPOSITES)
         }
         out: list[int] = []
         done: set[int] = set()
@@ -440,20 +388,72 @@ class _Walk:
                 del pending[i]
         return tuple(out)
 
+    def branched_elsewhere(self) -> frozenset[int]:
+        """Cells holding a scalar leaf that another function sharing the cell
+        branches on, and cells holding a NumPy boolean in a graph with code that
+        branches on its parameters (where the boolean may flow): the walk must be
+        redone with them static, so that the answer does not depend on which
+        function the walk met first."""
+        if not self.scalar_cells:
+            return frozenset()
+        readers: dict[int, list[FunctionNode]] = {}
+        flows = False
+        for node in self.nodes:
+            if type(node) is FunctionNode:
+                flows = flows or node.info.branches_on_params
+                for c in node.cells:
+                    readers.setdefault(c, []).append(node)
+        out: set[int] = set()
+        for cell, index, boolean in self.scalar_cells:
+            name = cast(CellNode, self.nodes[index]).name
+            if (boolean and flows) or any(
+                name in fn.info.branched for fn in readers.get(index, ())
+            ):
+                out.add(id(cell))
+        return frozenset(out)
 
-def _node_templates(node: Node) -> list[Template]:
-    if isinstance(node, PartialNode):
-        return [node.func, *node.args, *(t for _, t in node.keywords)]
-    if isinstance(node, MethodNode):
-        return [node.func, node.self_]
-    return []
+
+# Leaf types that Python control flow can read (`if b2 != 1.0`, `if mask`).
+_BRANCHABLE: Final = (float, complex, int, np.generic, np.ndarray)
 
 
-def _variable(name: str | None, label: tuple[str, str | int | None]) -> str:
+def _branch_static(leaf: Any, t: type[Any]) -> bool:
+    """Whether a dynamic `leaf` that code branches on must stay static: Python
+    scalars, NumPy scalars and 0-d NumPy arrays (concrete values Python can read)."""
+    if issubclass(t, _PY_SCALARS):
+        return True
+    return issubclass(t, (np.generic, np.ndarray)) and leaf.ndim == 0
+
+
+def _is_bool(leaf: Any) -> bool:
+    t: type[Any] = type(leaf)  # pyright: ignore[reportUnknownVariableType]
+    return issubclass(t, (np.generic, np.ndarray)) and leaf.dtype == np.bool_ and leaf.ndim == 0
+
+
+def check_opaque(leaf: Any, t: type[Any], holder: Any, label: Label) -> None:
+    """Refuse a static capture with a tracer hidden inside it (the full walk and
+    the replay alike)."""
+    if issubclass(t, np.generic) or opaque(t):
+        return
+    where = hidden_tracer(leaf)
+    if where is not None:
+        name = label.variable
+        raise LiftError(
+            f"{describe(holder)} captures {_variable(label)}, a "
+            f"{t.__name__} that is not a pytree and holds a "
+            f"tracer at {name or label.text}{where}. lift cannot make "
+            "that tracer a leaf, and keeping it would leak it.\n"
+            "Fix: convert the function with `lift.closure_convert(f, "
+            "*example_args)`, register the class as a pytree, or pass the "
+            "value as an argument."
+        )
+
+
+def _variable(label: Label) -> str:
+    name = label.variable
     if name is not None:
         return f"variable {name!r}"
-    kind, key = label
-    return f"`.{kind}`" if key is None else f"`.{kind}[{key!r}]`"
+    return f"`{label.text}`"
 
 
 def _aval(x: Any) -> str:
@@ -504,7 +504,34 @@ def _walk(
     obj: Any, static: frozenset[str], dynamic: Callable[[Any], bool] | None
 ) -> tuple[Skeleton, list[Any]]:
     with _gc.paused():
-        return _Walk(obj, static, dynamic).run()
+        walk = _Walk(obj, static, dynamic)
+        result = walk.run()
+        # A cell shared by several functions: one that branches on it in Python
+        # keeps it static, whichever function the walk reached it through.
+        branched = walk.branched_elsewhere()
+        if branched:
+            result = _Walk(obj, static, dynamic, branched).run()
+        return result
+
+
+def check_static_names(
+    static: frozenset[str], names: frozenset[str], obj: Any, caller: str
+) -> None:
+    """A `LiftError` for names in `static=` that no captured variable has."""
+    unknown = sorted(static - names)
+    if not unknown:
+        return
+    known = ", ".join(repr(n) for n in sorted(names)) or "none"
+    said: list[str] = []
+    for u in unknown:
+        near = difflib.get_close_matches(u, names, n=1)
+        said.append(f"{u!r} (did you mean {near[0]!r}?)" if near else repr(u))
+    raise LiftError(
+        f"{caller}({describe(obj)}, static={tuple(sorted(static))!r}): no captured "
+        f"variable is called {', '.join(said)}.\nCaptured variables: {known}.\n"
+        "Fix: name captured variables (free variables, default parameters, partial "
+        "keywords, function attributes, at any depth)."
+    )
 
 
 # The last skeleton seen per entry code object, weakly, plus a ring of the 8 most
@@ -518,11 +545,5 @@ _lock = threading.Lock()
 
 
 def _entry_code(obj: Any) -> Any:
-    for _ in range(8):
-        code = getattr(obj, "__code__", None)
-        if type(code) is types.CodeType:
-            return (id(code), type(obj))
-        obj = getattr(obj, "__func__", None) or getattr(obj, "func", None)
-        if obj is None:
-            return None
-    return None
+    code = code_of(obj)
+    return None if code is None else (id(code), type(obj))

@@ -5,7 +5,10 @@ about a function's captures."""
 from __future__ import annotations
 
 import types
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Final, cast
+
+import jax
+import jax.numpy as jnp
 
 from ._compat import Tracer
 from ._errors import LiftError, describe, docs_anchor
@@ -18,7 +21,6 @@ from ._skeleton import (
     Skeleton,
     Static,
     Template,
-    root_name,
 )
 
 if TYPE_CHECKING:
@@ -28,13 +30,18 @@ __all__ = ["explain_concretization", "pformat", "reject"]
 
 
 def _leaf_str(x: Any) -> str:
-    if isinstance(x, (float, complex, int)) and not isinstance(x, bool):
-        return repr(x)
+    """A dynamic leaf: dtype and shape, and the value of a scalar."""
     shape = getattr(x, "shape", None)
     dtype = getattr(x, "dtype", None)
-    if shape is not None and dtype is not None:
-        return f"{dtype}[{','.join(str(d) for d in shape)}]"
-    return repr(x)
+    if shape is None or dtype is None:  # a Python scalar, converted when used
+        return f"{jnp.result_type(x)}[]={x!r}"
+    text = f"{dtype}[{','.join(str(d) for d in shape)}]"
+    if shape == () and not isinstance(x, Tracer):
+        try:
+            text += f"={x.item()!r}"
+        except Exception:  # a deleted (donated) buffer, a placeholder
+            pass
+    return text
 
 
 class _Shown:
@@ -47,24 +54,24 @@ class _Shown:
         return self.text
 
 
-def _node_str(skeleton: Skeleton, index: int) -> str:
-    node = skeleton.nodes[index]
-    if isinstance(node, FunctionNode):
-        return f"<function {node.qualname}>"
-    if isinstance(node, MethodNode):
-        return "<bound method>"
-    return "<partial>"
+# How far `repr` follows captured functions, and how many captures it shows each.
+_DEPTH: Final = 3
+_WIDTH: Final = 12
 
 
 def _template_str(
-    skeleton: Skeleton, template: Template, leaves: tuple[Any, ...]
+    skeleton: Skeleton,
+    template: Template,
+    leaves: tuple[Any, ...],
+    depth: int,
+    shown: set[int],
 ) -> str:
     parts: list[str] = []
     for slot in template.slots:
         if type(slot) is int:
             parts.append(_leaf_str(leaves[slot]))
         elif type(slot) is Ref:
-            parts.append(_node_str(skeleton, slot.index))
+            parts.append(_node_str(skeleton, slot.index, leaves, depth + 1, shown))
         else:
             text = repr(cast(Static, slot).value)
             parts.append(text if len(text) <= 60 else text[:57] + "...")
@@ -73,49 +80,61 @@ def _template_str(
     return repr(template.treedef.unflatten([_Shown(p) for p in parts]))
 
 
-def pformat(x: Lifted[Any, Any]) -> str:
-    skeleton, leaves = x._skeleton, x._leaves
-    root = skeleton.nodes[0]
+def _node_str(
+    skeleton: Skeleton, index: int, leaves: tuple[Any, ...], depth: int, shown: set[int]
+) -> str:
+    """A node and its captures: `name(var=value, ...)`, nested functions to
+    `_DEPTH` levels, each node spelled out once."""
+    node = skeleton.nodes[index]
+    if isinstance(node, FunctionNode):
+        head = node.qualname
+    elif isinstance(node, MethodNode):
+        head = "method"
+    elif isinstance(node, PartialNode):
+        head = "partial"
+    else:
+        head = node.holder.name
+    if index in shown or depth > _DEPTH:
+        return f"<{head}>"
+    shown.add(index)
+    parts = list(node.parts())
+    if isinstance(node, FunctionNode):
+        parts[:0] = [
+            (skeleton.nodes[c].label, skeleton.nodes[c]) for c in node.cells  # pyright: ignore[reportAttributeAccessIssue]
+        ]
     items: list[str] = []
-    if isinstance(root, FunctionNode):
-        for name, index in zip(root.info.freevars, root.cells, strict=True):
-            cell = skeleton.nodes[index]
-            assert isinstance(cell, CellNode)
-            text = (
-                "<empty>"
-                if cell.template is None
-                else _template_str(skeleton, cell.template, leaves)
-            )
-            items.append(f"{name}={text}")
-        for template in (
-            *(root.defaults or ()),
-            *(t for _, t in root.kwdefaults or ()),
-        ):
-            items.append(f"{template.name}={_template_str(skeleton, template, leaves)}")
-    elif isinstance(root, PartialNode):
-        items.append(f"func={_template_str(skeleton, root.func, leaves)}")
-        items.extend(_template_str(skeleton, t, leaves) for t in root.args)
-        items.extend(
-            f"{k}={_template_str(skeleton, t, leaves)}" for k, t in root.keywords
-        )
-    elif isinstance(root, MethodNode):
-        items.append(f"__func__={_template_str(skeleton, root.func, leaves)}")
-        items.append(f"__self__={_template_str(skeleton, root.self_, leaves)}")
-    inner = ", ".join([root_name(skeleton, "qualname"), *items])
-    return f"{type(x).__name__}({inner})"
+    for label, part in parts[:_WIDTH]:
+        name = label.variable or label.text.lstrip(".")
+        if isinstance(part, CellNode):
+            if part.template is None:
+                items.append(f"{name}=<empty>")
+                continue
+            part = part.template
+        items.append(f"{name}={_template_str(skeleton, part, leaves, depth, shown)}")
+    if len(parts) > _WIDTH:
+        items.append(f"...({len(parts) - _WIDTH} more)")
+    return f"{head}({', '.join(items)})"
+
+
+def pformat(x: Lifted[Any, Any]) -> str:
+    """`Cls(qualname(var=value, ...))`: dynamic captures as dtype and shape
+    (`float32[]=0.001`), static ones as their value."""
+    leaves = x._flat if x._flat is not None else x._leaves
+    return f"{type(x).__name__}({_node_str(x._skeleton, 0, leaves, 0, set())})"
 
 
 def explain_concretization(x: Lifted[Any, Any], err: BaseException) -> LiftError | None:
-    """Name the capture when a traced leaf was used in Python control flow."""
-    tracers = {
-        id(leaf): i for i, leaf in enumerate(x._leaves) if isinstance(leaf, Tracer)
-    }
+    """Name the capture, and the function that used it, when a traced leaf was
+    needed as a concrete Python value."""
+    leaves = x._arrays()
+    tracers = {id(leaf): i for i, leaf in enumerate(leaves) if isinstance(leaf, Tracer)}
     if not tracers:
         return None
     skeleton = x._skeleton
     codes = {n.info.code for n in skeleton.nodes if isinstance(n, FunctionNode)}
     owners = skeleton.leaf_owner()
     found: list[tuple[str, int]] = []
+    code = None
     tb = err.__traceback__
     while tb is not None:
         frame = tb.tb_frame
@@ -126,26 +145,30 @@ def explain_concretization(x: Lifted[Any, Any], err: BaseException) -> LiftError
                 if id(v) in tracers
             ]
             if here:
-                found = here
+                found, code = here, frame.f_code
         tb = tb.tb_next
-    if not found:
+    if not found or code is None:
         return None
     index = found[0][1]
-    owner = skeleton.nodes[owners[index][0]]
     name = owners[index][1] or found[0][0]
-    where = (
-        f"{owner.qualname} ({owner.info.code.co_filename}:{owner.info.code.co_firstlineno})"
-        if isinstance(owner, FunctionNode)
-        else describe(x)
-    )
+    # The function whose frame needed the value (a cell may be shared by several).
+    where = f"{code.co_qualname} ({code.co_filename}:{code.co_firstlineno})"
     names = tuple(dict.fromkeys(owners[i][1] or n for n, i in found))
+    aval = getattr(leaves[index], "aval", "?")
+    if isinstance(err, jax.errors.TracerBoolConversionError):
+        use = "in Python control flow (`if`, `while`, `and`, `bool()`, ...)"
+        other = "replace the Python branch with `jnp.where` / `jax.lax.cond`"
+    elif isinstance(err, jax.errors.TracerIntegerConversionError):
+        use = "as a Python int (`int()`, an index, a `range`, a shape)"
+        other = "compute with it as an array"
+    else:
+        use = "where a concrete value is needed (a shape, a size, `float()`, NumPy)"
+        other = "compute with it as an array"
     return LiftError(
-        f"{where} uses the captured variable {name!r} in Python control flow "
-        f"(`if`, `while`, `bool()`, ...), but lift made it a traced value "
-        f"({getattr(x._leaves[index], 'aval', '?')}), so its value is unknown "
-        f"while tracing.\nFix: keep it static, `lift(f, static={names!r})` "
-        "(each new value then compiles anew), or replace the Python branch with "
-        "`jnp.where` / `jax.lax.cond`."
+        f"{where} uses the captured variable {name!r} {use}, but lift made it a "
+        f"traced value ({aval}), so its value is unknown while tracing.\nFix: keep "
+        f"it static, `lift(f, static={names!r})` (each new value then compiles "
+        f"anew), or {other}."
     )
 
 

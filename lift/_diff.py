@@ -101,10 +101,18 @@ def _diff_node(
     where: str, sa: Skeleton, sb: Skeleton, na: Any, nb: Any, lines: list[str]
 ) -> None:
     if type(na) is not type(nb):
-        lines.append(f"{where}: {type(na).__name__} != {type(nb).__name__}")
+        lines.append(f"{where}: {_what(na)} in one, {_what(nb)} in the other")
         return
+    owner = (
+        "partial"
+        if isinstance(na, PartialNode)
+        else "method"
+        if isinstance(na, MethodNode)
+        else "lift.jit"
+    )
     if isinstance(na, FunctionNode):
         assert isinstance(nb, FunctionNode)
+        owner = na.qualname
         ca, cb = na.info.code, nb.info.code
         if ca != cb:
             lines.append(
@@ -118,37 +126,41 @@ def _diff_node(
             lines.append(f"{where}: name {na.qualname!r} != {nb.qualname!r}")
         if na.cells != nb.cells:
             lines.append(f"{where}: {na.qualname} shares its closure cells differently")
-        for ta, tb in zip(na.defaults or (), nb.defaults or (), strict=False):
-            _diff_template(sa, ta, tb, lines, na.qualname)
-        if (na.defaults is None) != (nb.defaults is None):
-            lines.append(f"{where}: {na.qualname} defaults present in one only")
-        kwa, kwb = dict(na.kwdefaults or ()), dict(nb.kwdefaults or ())
-        for k in kwa.keys() & kwb.keys():
-            _diff_template(sa, kwa[k], kwb[k], lines, na.qualname)
+        if na.meta != nb.meta:
+            lines.append(
+                f"{where}: {na.qualname} has a different docstring, module or "
+                "annotations"
+            )
+        if (na.has_defaults, na.has_kwdefaults) != (nb.has_defaults, nb.has_kwdefaults):
+            lines.append(f"{where}: {na.qualname} has defaults in one only")
     elif isinstance(na, CellNode):
         assert isinstance(nb, CellNode)
-        owner = sa.nodes[na.owner]
-        qualname = owner.qualname if isinstance(owner, FunctionNode) else "?"
-        if na.template is None or nb.template is None:
-            lines.append(
-                f"{where}.captures[{na.name!r}]: empty cell in one only ({qualname})"
-            )
-        else:
-            _diff_template(sa, na.template, nb.template, lines, qualname)
-    elif isinstance(na, PartialNode):
-        assert isinstance(nb, PartialNode)
-        for ta, tb in zip((na.func, *na.args), (nb.func, *nb.args), strict=False):
-            _diff_template(sa, ta, tb, lines, "partial")
-        if len(na.args) != len(nb.args) or [k for k, _ in na.keywords] != [
-            k for k, _ in nb.keywords
-        ]:
-            lines.append(f"{where}: partial arguments differ in number or names")
-        for (_, ta), (_, tb) in zip(na.keywords, nb.keywords, strict=False):
-            _diff_template(sa, ta, tb, lines, "partial")
-    elif isinstance(na, MethodNode):
-        assert isinstance(nb, MethodNode)
-        _diff_template(sa, na.func, nb.func, lines, "method")
-        _diff_template(sa, na.self_, nb.self_, lines, "method")
+        fn = sa.nodes[na.owner]
+        owner = fn.qualname if isinstance(fn, FunctionNode) else "?"
+        if (na.template is None) != (nb.template is None):
+            lines.append(f"{where}{na.label}: empty cell in one only ({owner})")
+            return
+    pa, pb = dict(na.parts()), dict(nb.parts())
+    for label in pa.keys() - pb.keys():
+        lines.append(f"{where}{label}: captured in one only (in {owner})")
+    for label in pb.keys() - pa.keys():
+        lines.append(f"{where}{label}: captured in one only (in {owner})")
+    for label in pa.keys() & pb.keys():
+        _diff_template(sa, pa[label], pb[label], lines, owner)
+    if [label for label in pa] != [label for label in pb] and pa.keys() == pb.keys():
+        lines.append(f"{where}: {owner}'s captures are in a different order")
+
+
+def _what(node: Any) -> str:
+    if isinstance(node, FunctionNode):
+        return f"a function ({node.qualname})"
+    if isinstance(node, CellNode):
+        return "a closure cell"
+    if isinstance(node, PartialNode):
+        return "a functools.partial"
+    if isinstance(node, MethodNode):
+        return "a bound method"
+    return "a lift.jit function"
 
 
 def _diff_template(
@@ -157,8 +169,11 @@ def _diff_template(
     if ta.key == tb.key:
         return
     path = "".join(str(e) for e in node_path(sa, sa.function_of(ta))) + _label(ta)
-    if ta.treedef != tb.treedef:
-        lines.append(f"{path}: structure {ta.treedef} != {tb.treedef} (in {owner})")
+    if ta.treedef != tb.treedef or ta.order != tb.order:
+        sa_, sb_ = (ta.order[0] if ta.order else ta.treedef), (
+            tb.order[0] if tb.order else tb.treedef
+        )
+        lines.append(f"{path}: structure {sa_} != {sb_} (in {owner})")
         return
     for pos, (u, v) in enumerate(zip(ta.slots, tb.slots, strict=True)):
         if u == v:
@@ -187,12 +202,7 @@ def _kind(slot: object) -> str:
 
 
 def _label(t: Template) -> str:
-    kind, name = t.label
-    if kind in ("captures", "keywords"):
-        return f".{kind}[{name!r}]"
-    if kind == "args":
-        return f".args[{name}]"
-    return f".{kind}"
+    return t.label.text
 
 
 def _subpath(t: Template, pos: int) -> str:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import inspect
 import operator
 import types
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final, Generic, Self, TypeAlias, TypeVar, cast, overload
 
 import jax
@@ -26,19 +26,12 @@ from jax.core import Tracer
 from jax.stages import Lowered, Traced
 from typing_extensions import ParamSpec
 
+from ._closure import WRAPPED, Holder, Label, register_holder
 from ._errors import LiftError, describe
 from ._lift import lift
 from ._lifted import Lifted
 from ._programs import MISSING, Program, explain_call_error, options_key, program
-from ._skeleton import (
-    CellNode,
-    FunctionNode,
-    MethodNode,
-    PartialNode,
-    Ref,
-    Skeleton,
-    Template,
-)
+from ._skeleton import CellNode, FunctionNode, Ref, Skeleton, Template
 
 __all__ = ["JitFunction", "jit"]
 
@@ -108,26 +101,16 @@ def _graph(skeleton: Skeleton, root: Any, cells: list[Any]) -> None:
         obj = objs[i]
         if obj is None:
             continue
-        pairs: list[tuple[Template, Any]] = []
         if type(node) is FunctionNode:
             for index, cell in zip(node.cells, obj.__closure__ or (), strict=True):
                 objs[index] = cell
-            pairs.extend(zip(node.defaults or (), obj.__defaults__ or (), strict=True))
-            pairs.extend((t, obj.__kwdefaults__[k]) for k, t in node.kwdefaults or ())
         elif type(node) is CellNode:
             cells.append(obj)
-            if node.template is not None:
-                pairs.append((node.template, obj.cell_contents))
-        elif type(node) is PartialNode:
-            pairs.append((node.func, obj.func))
-            pairs.extend(zip(node.args, obj.args, strict=True))
-            pairs.extend((t, obj.keywords[k]) for k, t in node.keywords)
-        elif type(node) is MethodNode:
-            pairs.extend(((node.func, obj.__func__), (node.self_, obj.__self__)))
-        for template, value in pairs:
+        for label, template in node.parts():
             slots = template.slots
             if not any(type(s) is Ref for s in slots):
                 continue
+            value = label.read(obj)
             for slot, v in zip(slots, _parts(template, value), strict=True):
                 if type(slot) is Ref and objs[slot.index] is None:
                     objs[slot.index] = v
@@ -305,7 +288,7 @@ def _flatten_with_keys(
     x: JitFunction[Any, Any],
 ) -> tuple[tuple[tuple[Any, Any]], Program]:
     (lifted,), program = _flatten(x)
-    return ((jax.tree_util.GetAttrKey("fn"), lifted),), program
+    return ((jax.tree_util.GetAttrKey("__wrapped__"), lifted),), program
 
 
 def _unflatten(program: Program, children: Iterable[Any]) -> JitFunction[Any, Any]:
@@ -318,6 +301,28 @@ def _unflatten(program: Program, children: Iterable[Any]) -> JitFunction[Any, An
 
 jax.tree_util.register_pytree_with_keys(  # pyright: ignore[reportUnknownMemberType]
     JitFunction, _flatten_with_keys, _unflatten, _flatten
+)
+
+
+# Captured by a function, a `lift.jit` function is a node of the graph, like a
+# partial: its function's captures are watched with the rest, and a `lift.jit`
+# closure that calls itself is a cycle the graph closes.
+def _holder_static(x: JitFunction[Any, Any]) -> Any:
+    options = x._lift_options  # pyright: ignore[reportPrivateUsage]
+    return (x.program, tuple(sorted(options.items())) if options else ())
+
+
+def _holder_parts(x: JitFunction[Any, Any]) -> Iterator[tuple[Label, Any]]:
+    yield Label.of(WRAPPED), x._fn  # pyright: ignore[reportPrivateUsage]
+
+
+def _holder_rebuild(static: Any, values: list[Any]) -> JitFunction[Any, Any]:
+    program, options = static
+    return JitFunction(values[0], program, dict(options))
+
+
+register_holder(
+    Holder(JitFunction, "lift.jit", _holder_static, _holder_parts, _holder_rebuild)
 )
 
 

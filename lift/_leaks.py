@@ -25,6 +25,17 @@ import jax
 import numpy as np
 
 from . import _compat, _gc
+from ._closure import (
+    ARG,
+    CELL,
+    KEYWORD,
+    SELF,
+    Label,
+    function_parts,
+    method_parts,
+    partial_parts,
+    slot_names,
+)
 from ._errors import LeakError
 
 # jax.tree_util, typed once for the type checker.
@@ -44,6 +55,7 @@ _DEFAULT = "default of parameter"
 _GLOBAL = "global variable"
 _SELF = "bound object"
 _PARTIAL = "partial argument"
+_ATTRIBUTE = "function attribute"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,6 +131,8 @@ class Leak:
             )
         if self.kind == _PARTIAL:
             return f"lift the partial (`lift.lift(p)`) or pass {var} as an argument"
+        if self.kind == _ATTRIBUTE:
+            return f"lift the function or pass {var} as an argument"
         return "return the value from the transformed function instead of storing it"
 
     def __str__(self) -> str:
@@ -333,12 +347,14 @@ _SET_ITEM = "{{…}}"
 # Per-type plans for objects that are not one of the core kinds.
 _SKIP, _LIFTED, _CONTAINER, _JAXPR, _PYTREE, _OBJECT, _LIBRARY = range(7)
 
-_Label = str | tuple[str, Any]
+_Label = str | tuple[str, Any] | Label
 
 
 def _label_text(label: _Label) -> str:
     if isinstance(label, str):
         return label
+    if isinstance(label, Label):
+        return label.text
     fmt, key = label
     return fmt.format(key)
 
@@ -419,9 +435,7 @@ class _Walk:
         elif cls is types.FunctionType:
             self.function(obj, index)
         elif cls is types.MethodType:
-            fn = obj.__func__
-            self.push(obj.__self__, index, ".__self__", (fn, "self", _SELF))
-            self.push(fn, index, ".__func__")
+            self.method(obj, index)
         elif cls is functools.partial:
             self.partial(obj, index)
         elif cls is types.CellType:
@@ -442,17 +456,10 @@ class _Walk:
                     value = cell.cell_contents
                 except ValueError:  # an empty cell: the variable is not bound yet
                     continue
-                self.push(value, index, (_ATTR, name), (fn, name, _CAPTURED))
-        if fn.__defaults__:
-            first = code.co_argcount - len(fn.__defaults__)
-            for i, value in enumerate(fn.__defaults__):
-                name = code.co_varnames[first + i]
-                self.push(value, index, (_ATTR, name), (fn, name, _DEFAULT))
-        if fn.__kwdefaults__:
-            for name, value in fn.__kwdefaults__.items():
-                self.push(value, index, (_ATTR, name), (fn, name, _DEFAULT))
-        if fn.__dict__:
-            self.push_all(fn.__dict__.items(), index, _ATTR)
+                label = Label.of(CELL, name)
+                self.push(value, index, label, (fn, name, _CAPTURED))
+        for label, value in function_parts(fn):
+            self.push(value, index, label, (fn, label.variable, label.role))
         if is_user_file(code.co_filename):
             glob = fn.__globals__
             for name in _code_names(code, self.code_names):
@@ -460,12 +467,21 @@ class _Walk:
                     self.push(glob[name], index, name, (fn, name, _GLOBAL), reset=True)
 
     def partial(self, p: functools.partial[Any], index: int) -> None:
-        self.push(p.func, index, ".func")
-        for i, value in enumerate(p.args):
-            name = _param_name(p.func, i)
-            self.push(value, index, f".args[{i}]", (p.func, name, _PARTIAL))
-        for name, value in p.keywords.items():
-            self.push(value, index, f".keywords[{name!r}]", (p.func, name, _PARTIAL))
+        func = p.func
+        for label, value in partial_parts(p):
+            if label.kind == ARG:
+                edge = (func, _param_name(func, cast(int, label.key)), _PARTIAL)
+            elif label.kind == KEYWORD:
+                edge = (func, label.variable, _PARTIAL)
+            else:
+                edge = None
+            self.push(value, index, label, edge)
+
+    def method(self, m: types.MethodType, index: int) -> None:
+        fn = m.__func__
+        for label, value in method_parts(m):
+            edge = (fn, "self", _SELF) if label.kind == SELF else None
+            self.push(value, index, label, edge)
 
     def cls(self, cls: type, index: int) -> None:
         if _is_library_type(cls):
@@ -493,13 +509,7 @@ class _Walk:
             pass
         if _is_library_type(cls):  # pyright: ignore[reportUnknownArgumentType]
             return _LIBRARY, ()
-        slots: list[str] = []
-        for klass in cls.__mro__:
-            names = klass.__dict__.get("__slots__", ())
-            for name in (names,) if isinstance(names, str) else names:
-                if name not in ("__dict__", "__weakref__"):
-                    slots.append(name)
-        return _OBJECT, tuple(slots)
+        return _OBJECT, slot_names(cls)
 
     def other(self, obj: Any, cls: type, index: int) -> None:
         plan = self.plans.get(cls)

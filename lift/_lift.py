@@ -11,6 +11,7 @@ from typing import Any, Protocol, TypeVar, cast, overload
 from typing_extensions import ParamSpec
 
 from . import _trees as jtu
+from ._capture import check_static_names
 from ._describe import reject
 from ._errors import LiftError
 from ._lifted import Lifted, check_options
@@ -167,17 +168,24 @@ def lift(
     leaves, treedef = flat
     if jtu.treedef_is_leaf(treedef) and treedef.num_leaves == 1:
         raise reject(obj, "lift")
+    names = check_options(static, dynamic, Lifted)
+    seen: set[str] = set()
     out: list[Any] = []
     for leaf in leaves:
         new: Any = leaf
+        cls: type[Lifted[Any, Any]] | None = None
         if isinstance(leaf, Lifted) and options:
             cls = cast("type[Lifted[Any, Any]]", type(leaf))  # pyright: ignore[reportUnknownArgumentType]
-            new = cls(cast(Any, leaf), static=static, dynamic=dynamic)
         elif is_function_like(leaf):
-            new = Lifted(
-                cast("Callable[..., Any]", leaf), static=static, dynamic=dynamic
-            )
+            cls = Lifted
+        if cls is not None:
+            # `static=` names may be captured by any of the functions.
+            new = object.__new__(cls)
+            new._capture(cast(Any, leaf), names, dynamic)  # pyright: ignore[reportPrivateUsage]
+            seen.update(new._skeleton.cache["names"])  # pyright: ignore[reportPrivateUsage]
         out.append(new)
+    if names:
+        check_static_names(names, frozenset(seen), obj, "lift")
     return jtu.unflatten(treedef, out)
 
 
@@ -186,7 +194,7 @@ def _is_liftable(x: Any) -> bool:
 
 
 def _unlift_one(x: Any) -> Any:
-    return build(x._skeleton, x._leaves) if is_lifted(x) else x
+    return build(x._skeleton, x._arrays()) if is_lifted(x) else x
 
 
 def is_lifted(x: Any) -> bool:
@@ -245,6 +253,6 @@ def unlift(x: Any) -> Any:
     ```
     """
     if is_lifted(x):
-        return build(x._skeleton, x._leaves)
+        return build(x._skeleton, x._arrays())
     leaves, treedef = flatten_lifted(x, "unlift")
     return jtu.unflatten(treedef, [_unlift_one(leaf) for leaf in leaves])

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import copy
 import inspect
 import types
 from collections.abc import Callable, Iterable
@@ -12,15 +13,14 @@ import jax
 from typing_extensions import ParamSpec
 
 from . import _gc, _registry, _trees as jtu
-from ._capture import capture
+from ._capture import capture, check_static_names
+from ._closure import CAPTURES
 from ._describe import explain_concretization, pformat, reject
 from ._errors import LiftError
 from ._paths import leaf_paths
 from ._rebuild import build, build_nodes
 from ._skeleton import (
-    CellNode,
     FunctionNode,
-    PartialNode,
     Skeleton,
     root_function,
     root_name,
@@ -36,45 +36,28 @@ _T = TypeVar("_T")
 
 # -- Python scalars as weakly typed arrays ---------------------------------------
 
-_scalar_arrays: dict[tuple[Any, ...], jax.Array] = {}
-_SCALAR_CACHE_SIZE: Final = 1024
+_SCALARS: Final = frozenset({float, complex, int, bool})
 
 
-def _scalar_key(x: Any) -> tuple[Any, ...]:
-    if x == 0:  # `0.0 == -0.0`: keep them apart
-        return (type(x), repr(x))  # pyright: ignore[reportUnknownVariableType]
-    return (type(x), x)  # pyright: ignore[reportUnknownVariableType]
+def _as_arrays(leaves: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The leaves with Python scalars as weakly typed 0-d arrays, one buffer each.
 
-
-def _flat_leaves(leaves: tuple[Any, ...], scalars: frozenset[int]) -> tuple[Any, ...]:
-    """The leaves with Python scalars as weakly typed 0-d arrays, made once per value.
-
-    `jax.jit` converts Python-scalar arguments on every call; converting once
-    keeps a cached call as cheap as one taking arrays. The cache is keyed by type
-    and value (so `1.0` and `True` never mix) and bounded; values not in it are
-    converted in one `jax.device_put` (about a quarter of the cost of one each).
+    A `Lifted` converts its own scalars, once, the first time it is called or
+    flattened, whichever comes first: so it computes the same before and after a
+    flatten, its leaves are arrays for every `jit` (`eqx.filter_jit` included),
+    the default float width follows `jax_enable_x64` at that moment, and no
+    buffer is shared with another `Lifted` (donating one never deletes
+    another's). All of them go in one `jax.device_put`.
     """
-    if not scalars:
+    missing = [i for i, leaf in enumerate(leaves) if type(leaf) in _SCALARS]  # pyright: ignore[reportUnknownArgumentType]
+    if not missing:
         return leaves
     out = list(leaves)
-    missing: list[int] = []
-    for i in scalars:
-        if type(out[i]) in (float, complex, int):
-            hit = _scalar_arrays.get(_scalar_key(out[i]))
-            if hit is None:
-                missing.append(i)
-            else:
-                out[i] = hit
-    if missing:
-        # Concrete even when a trace is active: these arrays outlive any trace.
-        with jax.ensure_compile_time_eval(), _gc.paused():
-            arrays: list[jax.Array] = jax.device_put([out[i] for i in missing])  # pyright: ignore[reportUnknownMemberType]
-        if len(_scalar_arrays) + len(missing) > _SCALAR_CACHE_SIZE:
-            _scalar_arrays.clear()
-        for i, arr in zip(missing, arrays, strict=True):
-            if len(_scalar_arrays) < _SCALAR_CACHE_SIZE:
-                _scalar_arrays[_scalar_key(out[i])] = arr
-            out[i] = arr
+    # Concrete even when a trace is active: these arrays outlive any trace.
+    with jax.ensure_compile_time_eval(), _gc.paused():
+        arrays: list[jax.Array] = jax.device_put([out[i] for i in missing])  # pyright: ignore[reportUnknownMemberType]
+    for i, arr in zip(missing, arrays, strict=True):
+        out[i] = arr
     return tuple(out)
 
 
@@ -154,21 +137,36 @@ class Lifted(Generic[_P, _R]):
         dynamic: Callable[[Any], bool] | None = None,
     ) -> None:
         names = check_options(static, dynamic, type(self))
+        self._capture(fn, names, dynamic)
+        if names:
+            check_static_names(
+                names,
+                self._skeleton.cache["names"],
+                fn,
+                "lift" if type(self) is Lifted else type(self).__name__,
+            )
+
+    def _capture(
+        self,
+        fn: Callable[_P, _R],
+        names: frozenset[str],
+        dynamic: Callable[[Any], bool] | None,
+    ) -> None:
+        """Lift `fn` into this instance (`static=` names are checked by the caller)."""
         if isinstance(fn, Lifted) and not names and dynamic is None:
             other = cast("Lifted[_P, _R]", fn)
-            skeleton, leaves, original = other._skeleton, other._leaves, other._original
+            self._setup(other._skeleton, other._leaves, other._flat)
+            self._original = other._original
         else:
             if isinstance(fn, Lifted):
-                fn = cast("Callable[_P, _R]", build(fn._skeleton, fn._leaves))
+                fn = cast("Callable[_P, _R]", fn.__wrapped__)
             elif not is_function_like(fn):
                 raise reject(
                     fn, "lift" if type(self) is Lifted else type(self).__name__
                 )
             skeleton, leaves = capture(fn, static=names, dynamic=dynamic)
-            leaves = tuple(leaves)
-            original = fn
-        self._setup(skeleton, leaves, None)
-        self._original = original
+            self._setup(skeleton, tuple(leaves), None)
+            self._original = fn
         _registry.record(self)
 
     def _setup(
@@ -182,13 +180,12 @@ class Lifted(Generic[_P, _R]):
         attrs = skeleton.cache.get("attrs")
         if attrs is None:
             root = root_function(skeleton)
+            doc, module, _ = root.meta.value if root is not None else (None, None, None)
             attrs = skeleton.cache["attrs"] = {
                 "__name__": root_name(skeleton, "name"),
                 "__qualname__": root_name(skeleton, "qualname"),
-                "__doc__": root.attrs.get("__doc__") if root is not None else None,
-                "__module__": root.attrs.get("__module__")
-                if root is not None
-                else None,
+                "__doc__": doc,
+                "__module__": module,
             }
         # Instance attributes: the class already has its own `__doc__`, `__module__`.
         self.__dict__.update(attrs)
@@ -238,10 +235,24 @@ class Lifted(Generic[_P, _R]):
 
     # -- calling ------------------------------------------------------------------
 
+    def _arrays(self) -> tuple[Any, ...]:
+        """The leaves, Python scalars converted (once): what flattening gives and
+        what calling computes with."""
+        flat = self._flat
+        if flat is None:
+            flat = self._flat = _as_arrays(self._leaves)
+        return flat
+
+    def _function(self) -> Callable[_P, _R]:
+        fn = self._fn
+        if fn is None:
+            fn = self._fn = build(self._skeleton, self._arrays())
+        return fn
+
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         fn = self._fn
         if fn is None:
-            fn = self._fn = build(self._skeleton, self._leaves)
+            fn = self._function()
         try:
             return fn(*args, **kwargs)
         except jax.errors.ConcretizationTypeError as err:
@@ -265,10 +276,7 @@ class Lifted(Generic[_P, _R]):
         original = self._original
         if original is not None:
             return original
-        fn = self._fn
-        if fn is None:
-            fn = self._fn = build(self._skeleton, self._leaves)
-        return fn
+        return self._function()
 
     @property
     def __signature__(self) -> inspect.Signature:
@@ -276,25 +284,39 @@ class Lifted(Generic[_P, _R]):
 
     @property
     def captures(self) -> dict[str, Any]:
-        """The root function's captured variables by name, with current leaves."""
-        skeleton, leaves = self._skeleton, self._leaves
+        """The root function's captured variables by name, with current leaves:
+        cells, defaults and keyword-only defaults (a partial's keywords)."""
+        skeleton = self._skeleton
+        leaves = self._arrays()
         objs = build_nodes(skeleton, leaves)
         root = skeleton.nodes[0]
         out: dict[str, Any] = {}
+        parts = list(root.parts())
         if isinstance(root, FunctionNode):
-            for name, index in zip(root.info.freevars, root.cells, strict=True):
-                cell = skeleton.nodes[index]
-                assert isinstance(cell, CellNode)
-                if cell.template is not None:
-                    out[name] = cell.template.materialize(leaves, objs)
-            for template in (
-                *(root.defaults or ()),
-                *(t for _, t in root.kwdefaults or ()),
-            ):
-                out[cast(str, template.name)] = template.materialize(leaves, objs)
-        elif isinstance(root, PartialNode):
-            out.update({k: t.materialize(leaves, objs) for k, t in root.keywords})
+            for index in root.cells:
+                parts.extend(skeleton.nodes[index].parts())
+        for label, template in parts:
+            if label.kind in CAPTURES:
+                out[cast(str, label.variable)] = template.materialize(leaves, objs)
         return out
+
+    def __copy__(self) -> Self:
+        new = object.__new__(type(self))
+        new._setup(self._skeleton, self._leaves, self._flat)
+        new._original = self._original
+        return new
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Self:
+        # The skeleton is immutable static data (code, globals, statics): shared.
+        new = object.__new__(type(self))
+        leaves = copy.deepcopy(self._arrays(), memo)
+        new._setup(self._skeleton, leaves, leaves)
+        return new
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled as the function and the current leaves: the function must be
+        # picklable (a module-level function, or a partial of one).
+        return (_unpickle, (type(self), self.__wrapped__, self._arrays()))
 
     def __repr__(self) -> str:
         return pformat(self)
@@ -330,11 +352,20 @@ def check_options(
     return names
 
 
+def _unpickle(
+    cls: type[Lifted[Any, Any]], fn: Callable[..., Any], leaves: tuple[Any, ...]
+) -> Lifted[Any, Any]:
+    lifted = cls(fn)
+    self = object.__new__(cls)
+    self._setup(lifted._skeleton, leaves, leaves)
+    return self
+
+
 def _register(cls: type[Lifted[Any, Any]]) -> None:
     def flatten(x: Lifted[Any, Any]) -> tuple[tuple[Any, ...], Skeleton]:
         flat = x._flat
         if flat is None:
-            flat = x._flat = _flat_leaves(x._leaves, x._skeleton.float_leaves)
+            flat = x._flat = _as_arrays(x._leaves)
         return flat, x._skeleton
 
     def flatten_with_keys(

@@ -75,12 +75,7 @@ def leaf_paths(skeleton: Skeleton) -> tuple[CapturePath, ...]:
 
 
 def _template_entries(skeleton: Skeleton, template: Template) -> tuple[Any, ...]:
-    kind, name = template.label
-    if kind in ("captures", "keywords"):
-        return (jtu.GetAttrKey(kind), jtu.DictKey(name))
-    if kind == "args":
-        return (jtu.GetAttrKey("args"), jtu.SequenceKey(name))  # type: ignore[arg-type]
-    return (jtu.GetAttrKey(kind),)
+    return template.label.entries
 
 
 def _slot_entries(template: Template, pos: int) -> tuple[Any, ...]:

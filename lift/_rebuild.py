@@ -11,9 +11,17 @@ from __future__ import annotations
 
 import types
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
-from ._skeleton import CellNode, FunctionNode, MethodNode, PartialNode, Skeleton
+from ._closure import ARG, DEFAULT, KWDEFAULT
+from ._skeleton import (
+    CellNode,
+    FunctionNode,
+    HolderNode,
+    MethodNode,
+    PartialNode,
+    Skeleton,
+)
 
 __all__ = ["build", "build_nodes"]
 
@@ -39,34 +47,57 @@ def build_nodes(skeleton: Skeleton, leaves: Sequence[Any]) -> list[Any]:
                 node.info.code, node.globals, node.name, None, closure
             )
             fn.__qualname__ = node.qualname
-            attrs = node.attrs
-            if attrs:
-                for k, v in attrs.items():
-                    setattr(fn, k, v)
+            doc, module, annotations = node.meta.value
+            fn.__doc__ = doc
+            fn.__module__ = module
+            if annotations:
+                fn.__annotations__ = dict(annotations)
             objs[i] = fn
     for i in skeleton.order:
         node = nodes[i]
         if type(node) is PartialNode:
-            func = node.func.materialize(leaves, objs)
-            args = [t.materialize(leaves, objs) for t in node.args]
-            kwargs = {k: t.materialize(leaves, objs) for k, t in node.keywords}
-            objs[i] = node.cls(func, *args, **kwargs)
+            func, *rest = node.parts()
+            args: list[Any] = []
+            kwargs: dict[str, Any] = {}
+            for label, t in rest:
+                if label.kind == ARG:
+                    args.append(t.materialize(leaves, objs))
+                else:
+                    kwargs[cast(str, label.key)] = t.materialize(leaves, objs)
+            objs[i] = node.cls(func[1].materialize(leaves, objs), *args, **kwargs)
         elif type(node) is MethodNode:
             objs[i] = types.MethodType(
                 node.func.materialize(leaves, objs),
                 node.self_.materialize(leaves, objs),
+            )
+        elif type(node) is HolderNode:
+            objs[i] = node.holder.rebuild(
+                node.static, [t.materialize(leaves, objs) for _, t in node.parts()]
             )
     for i, node in enumerate(nodes):
         if type(node) is CellNode:
             if node.template is not None:
                 objs[i].cell_contents = node.template.materialize(leaves, objs)
         elif type(node) is FunctionNode:
-            if node.defaults is not None:
-                objs[i].__defaults__ = tuple(
-                    t.materialize(leaves, objs) for t in node.defaults
-                )
-            if node.kwdefaults is not None:
-                objs[i].__kwdefaults__ = {
-                    k: t.materialize(leaves, objs) for k, t in node.kwdefaults
-                }
+            _fill(objs[i], node, leaves, objs)
     return objs
+
+
+def _fill(
+    fn: types.FunctionType, node: FunctionNode, leaves: Sequence[Any], objs: list[Any]
+) -> None:
+    """Set a rebuilt function's defaults, keyword-only defaults and attributes."""
+    defaults: list[Any] = []
+    kwdefaults: dict[str, Any] = {}
+    for label, t in node.parts():
+        value = t.materialize(leaves, objs)
+        if label.kind == DEFAULT:
+            defaults.append(value)
+        elif label.kind == KWDEFAULT:
+            kwdefaults[cast(str, label.key)] = value
+        else:
+            fn.__dict__[cast(str, label.key)] = value
+    if node.has_defaults:
+        fn.__defaults__ = tuple(defaults)
+    if node.has_kwdefaults:
+        fn.__kwdefaults__ = kwdefaults

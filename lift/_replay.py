@@ -19,10 +19,24 @@ import types
 from collections.abc import Callable
 from typing import Any, Final, cast
 
+import numpy as np
+
 from . import _trees as jtu
+from ._closure import (
+    ATTR,
+    DEFAULT,
+    KEYWORD,
+    KWDEFAULT,
+    Label,
+    hidden_tracer,
+    jax_dtype,
+    opaque,
+    static_key,
+)
 from ._skeleton import (
     CellNode,
     FunctionNode,
+    HolderNode,
     MethodNode,
     PartialNode,
     Ref,
@@ -30,7 +44,7 @@ from ._skeleton import (
     Static,
     Template,
 )
-from ._trees import is_cyclic, is_function_like
+from ._trees import irregular, is_function_like
 
 __all__ = ["replay", "walked"]
 
@@ -45,7 +59,7 @@ MAX_NODES: Final = 50_000
 _seconds_per_node = 50e-6
 # Static values compared by value (others must be the very same object; anything
 # else takes the full walk, which also scans objects for hidden tracers).
-_ATOMS: Final = frozenset({int, bool, str, bytes, float, complex, type(None)})
+_ATOMS: Final = frozenset({int, bool, str, bytes, type(None)})
 _NO_REPLAY: Final = "no replay"
 _counter = itertools.count()
 
@@ -62,7 +76,7 @@ def replay(skeleton: Skeleton, obj: Any) -> list[Any] | None:
         return None
     try:
         return fn(obj)  # type: ignore[operator]
-    except (AttributeError, IndexError, KeyError, TypeError, ValueError):
+    except Exception:  # anything the replay cannot read: the full walk decides
         return None
 
 
@@ -88,7 +102,10 @@ class _Writer:
             "MethodType": types.MethodType,
             "flatten": jtu.tree_flatten,
             "is_function_like": is_function_like,
-            "is_cyclic": is_cyclic,
+            "irregular": irregular,
+            "static_key": static_key,
+            "hidden_tracer": hidden_tracer,
+            "jax_dtype": jax_dtype,
         }
         # One name per distinct constant (by identity; `consts` keeps it alive).
         self.const_names: dict[int, str] = {}
@@ -116,28 +133,44 @@ class _Writer:
             self.visited.add(index)
             self.emit(f"o{index} = {expr}")
 
+    def local(self, expr: str) -> str:
+        if expr.isidentifier():
+            return expr
+        self.emit(f"s = {expr}")
+        return "s"
+
     def slot(self, slot: Any, expr: str) -> None:
         if type(slot) is int:
+            leaf_type = self.skeleton.leaf_types[slot]
             self.emit(f"l{slot} = {expr}")
-            self.fail_unless(
-                f"type(l{slot}) is {self.const(self.skeleton.leaf_types[slot])}"
-            )
+            check = f"type(l{slot}) is {self.const(leaf_type)}"
+            if leaf_type is np.ndarray:
+                check += f" and jax_dtype(l{slot}.dtype)"
+            self.fail_unless(check)
         elif type(slot) is Ref:
             self.bind(slot.index, expr)
         else:
+            # What the full walk would make of the value: the same static by
+            # type and value (`static_key`), and no tracer hidden inside it.
             assert isinstance(slot, Static)
             value = slot.value
+            t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
             k = self.const(value)
-            if slot.by_identity or type(value) not in _ATOMS:
-                self.fail_unless(f"{expr} is {k}")
-            else:
-                t = self.const(type(value))
-                if not expr.isidentifier():
-                    self.emit(f"s = {expr}")
-                    expr = "s"
+            s = self.local(expr)
+            if slot.by_identity:
+                self.fail_unless(f"{s} is {k}")
+            elif t in _ATOMS:
+                self.fail_unless(f"{s} is {k} or (type({s}) is {self.const(t)} and {s} == {k})")
+            elif t is float or t is complex:
                 self.fail_unless(
-                    f"{expr} is {k} or (type({expr}) is {t} and {expr} == {k})"
+                    f"type({s}) is {self.const(t)} and static_key({s}) == "
+                    f"{self.const(static_key(value))}"
                 )
+            else:
+                key = self.const(static_key(value))
+                self.fail_unless(f"{s} is {k} or static_key({s}) == {key}")
+            if not (issubclass(t, np.generic) or opaque(t)):
+                self.fail_unless(f"hidden_tracer({s}) is None")
 
     def template(self, template: Template, expr: str) -> None:
         if template.treedef is None:
@@ -145,26 +178,56 @@ class _Writer:
             return
         v = next(self.names)
         self.emit(f"{v} = {expr}")
-        self.fail_unless(f"not is_cyclic({v})")
+        # Values whose dicts JAX would reorder or compare loosely (and cyclic
+        # ones) take the full walk.
+        self.fail_unless(f"not irregular({v})")
         self.emit(f"{v}, td = flatten({v}, is_leaf=is_function_like)")
         self.fail_unless(f"td == {self.const(template.treedef)}")
         for pos, slot in enumerate(template.slots):
             self.slot(slot, f"{v}[{pos}]")
 
+    def keys(self, expr: str, labels: list[Label]) -> None:
+        """`expr` (a dict) has exactly the keys of `labels`, in their order."""
+        keys = tuple(label.key for label in labels)
+        self.fail_unless(f"tuple({expr}) == {self.const(keys)}")
+
+    def parts(self, node: Any, o: str) -> None:
+        for label, t in node.parts():
+            self.template(t, label.source(o))
+
     def function(self, index: int, node: FunctionNode) -> None:
         o = f"o{index}"
+        parts = node.parts()
+        kinds = [label.kind for label, _ in parts]
+        doc, module, annotations = node.meta.value
         checks = [
             f"type({o}) is FunctionType",
             f"{o}.__code__ is {self.const(node.info.code)}",
             f"{o}.__globals__ is {self.const(node.globals)}",
             f"{o}.__name__ == {node.name!r}",
             f"{o}.__qualname__ == {node.qualname!r}",
+            f"{o}.__module__ == {module!r}",
         ]
-        if node.defaults is None:
+        if doc is None or type(doc) is str:
+            checks.append(f"{o}.__doc__ == {doc!r}")
+        else:
+            checks.append(f"{o}.__doc__ is {self.const(doc)}")
+        if annotations is None:
+            checks.append(f"not {o}.__annotations__")
+        else:
+            checks.append(
+                f"static_key({o}.__annotations__) == {self.const(static_key(annotations))}"
+            )
+        if not node.has_defaults:
             checks.append(f"{o}.__defaults__ is None")
-        if node.kwdefaults is None:
-            checks.append(f"not {o}.__kwdefaults__")
+        else:
+            checks.append(f"len({o}.__defaults__) == {kinds.count(DEFAULT)}")
+        if not node.has_kwdefaults:
+            checks.append(f"{o}.__kwdefaults__ is None")
         self.fail_unless(" and ".join(checks))
+        if node.has_kwdefaults:
+            self.keys(f"{o}.__kwdefaults__", [l for l, _ in parts if l.kind == KWDEFAULT])
+        self.keys(f"{o}.__dict__", [l for l, _ in parts if l.kind == ATTR])
         if node.cells:
             # The code object fixes the closure's length: unpack it in one step,
             # a cell met for the first time straight into its name, one met
@@ -183,7 +246,7 @@ class _Writer:
                 if not new:
                     self.fail_unless(f"c{j} is o{c}")
                     continue
-                template = self.skeleton.nodes[c].template  # type: ignore[union-attr]
+                template = cast(CellNode, self.skeleton.nodes[c]).template
                 if template is None:
                     self.emit("try:")
                     self.emit(f"o{c}.cell_contents", 2)
@@ -191,17 +254,8 @@ class _Writer:
                     self.emit("except ValueError:")
                     self.emit("pass", 2)
                 else:
-                    self.template(cast(Template, template), f"o{c}.cell_contents")
-        if node.defaults is not None:
-            self.emit(f"d = {o}.__defaults__")
-            self.fail_unless(f"len(d) == {len(node.defaults)}")
-            for k, t in enumerate(node.defaults):
-                self.template(t, f"d[{k}]")
-        if node.kwdefaults is not None:
-            self.emit(f"kd = {o}.__kwdefaults__")
-            self.fail_unless(f"len(kd) == {len(node.kwdefaults)}")
-            for k, t in node.kwdefaults:
-                self.template(t, f"kd[{k!r}]")
+                    self.template(template, f"o{c}.cell_contents")
+        self.parts(node, o)
 
     def write(self) -> str:
         skeleton = self.skeleton
@@ -212,18 +266,22 @@ class _Writer:
                 self.function(i, node)
             elif isinstance(node, MethodNode):
                 self.fail_unless(f"type({o}) is MethodType")
-                self.template(node.func, f"{o}.__func__")
-                self.template(node.self_, f"{o}.__self__")
+                self.parts(node, o)
+            elif isinstance(node, HolderNode):
+                holder = node.holder
+                self.fail_unless(
+                    f"type({o}) is {self.const(holder.cls)} and "
+                    f"{self.const(holder.static)}({o}) == {self.const(node.static)}"
+                )
+                self.parts(node, o)
             elif isinstance(node, PartialNode):
                 self.fail_unless(
-                    f"type({o}) is {self.const(node.cls)} and len({o}.args) == {len(node.args)} "
-                    f"and len({o}.keywords) == {len(node.keywords)}"
+                    f"type({o}) is {self.const(node.cls)} and len({o}.args) == {node.nargs}"
                 )
-                self.template(node.func, f"{o}.func")
-                for k, t in enumerate(node.args):
-                    self.template(t, f"{o}.args[{k}]")
-                for k, t in node.keywords:
-                    self.template(t, f"{o}.keywords[{k!r}]")
+                self.keys(
+                    f"{o}.keywords", [l for l, _ in node.parts() if l.kind == KEYWORD]
+                )
+                self.parts(node, o)
             else:
                 assert isinstance(node, CellNode)  # bound by the function owning it
         # Distinct nodes are distinct objects: one set built in C at the end

@@ -15,14 +15,17 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from typing import Any, TypeAlias
+from typing import Any, Final, TypeAlias, cast
 
 from . import _trees as jtu
+from ._closure import ARG, Holder, Label, static_key
 from ._code import CodeInfo
 
 __all__ = [
+    "COMPOSITES",
     "CellNode",
     "FunctionNode",
+    "HolderNode",
     "MethodNode",
     "Node",
     "PartialNode",
@@ -55,21 +58,19 @@ class Ref:
 
 
 class Static:
-    """A slot holding a static value: compared by type and value when hashable,
-    by identity otherwise."""
+    """A slot holding a static value: compared by type and value at every depth
+    (`lift._closure.static_key`) when hashable, by identity otherwise."""
 
     __slots__ = ("_hash", "_key", "value")
 
     def __init__(self, value: Any) -> None:
         self.value = value
-        t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
-        key: tuple[type[Any], Any] | int = (t, value)
         try:
+            key = static_key(value)
             h = hash(key)
         except Exception:  # unhashable, or a `__hash__` that fails: by identity
-            key = id(value)
-            h = hash(("id", key))
             self._key = None
+            h = hash(("id", id(value)))
         else:
             self._key = key
         self._hash = h
@@ -104,71 +105,98 @@ Slot: TypeAlias = "int | Ref | Static"
 class Template:
     """One captured value: a pytree structure and what stands in each slot.
 
-    `owner` (the node holding the capture) and `label` (how to reach it from the
-    owner, e.g. `("captures", "lr")`) are for messages and key paths only.
+    `treedef` is JAX's (dicts in sorted key order), and `slots` follow its leaf
+    order. `order` is `None`, or for values holding dicts whose keys are not in
+    sorted order or not all strings: a treedef that rebuilds each dict in its
+    insertion order, the permutation of slots it takes, and the dict keys by
+    type and value (JAX compares them with `==`, so `1` and `1.0` would mix).
+
+    `owner` (the node holding the capture) and `label` (how it is reached from
+    the owner) are for messages and key paths only.
     """
 
-    __slots__ = ("key", "label", "owner", "slots", "treedef")
+    __slots__ = ("key", "label", "order", "owner", "slots", "treedef")
 
     def __init__(
         self,
         treedef: jtu.TreeDef | None,
         slots: tuple[Slot, ...],
         owner: int,
-        label: tuple[str, str | int | None],
+        label: Label,
+        order: tuple[jtu.TreeDef, tuple[int, ...], Any] | None = None,
     ) -> None:
         self.treedef = treedef
         self.slots = slots
         self.owner = owner
         self.label = label
-        self.key = (treedef, slots)
+        self.order = order
+        self.key = (treedef, slots) if order is None else (treedef, slots, order)
 
     @property
     def name(self) -> str | None:
         """The captured variable's name, when the capture has one."""
-        kind, name = self.label
-        return name if kind == "captures" and isinstance(name, str) else None
+        return self.label.variable
 
     def materialize(self, leaves: Sequence[Any], objs: Sequence[Any]) -> Any:
         values: list[Any] = [
             leaves[s]
-            if isinstance(s, int)
+            if type(s) is int
             else objs[s.index]
-            if isinstance(s, Ref)
-            else s.value
+            if type(s) is Ref
+            else s.value  # pyright: ignore[reportAttributeAccessIssue]
             for s in self.slots
         ]
         if self.treedef is None:
             return values[0]
+        if self.order is not None:
+            ordered, perm, _ = self.order
+            return ordered.unflatten([values[p] for p in perm])
         return self.treedef.unflatten(values)
 
     def leaf_indices(self) -> list[int]:
         return [s for s in self.slots if type(s) is int]
 
 
+Part: TypeAlias = tuple[Label, Template]
+
+
 class CellNode:
     """A closure cell; `template is None` for an empty cell. Cells shared by several
     functions of one graph stay shared in the rebuilt graph."""
 
-    __slots__ = ("key", "name", "owner", "template")
+    __slots__ = ("key", "label", "owner", "template")
 
-    def __init__(self, template: Template | None, name: str, owner: int) -> None:
+    def __init__(self, template: Template | None, label: Label, owner: int) -> None:
         self.template = template
-        self.name = name
+        self.label = label
         self.owner = owner
         self.key = ("cell", None if template is None else template.key)
 
+    @property
+    def name(self) -> str:
+        return cast(str, self.label.key)
+
+    def parts(self) -> tuple[Part, ...]:
+        return () if self.template is None else ((self.label, self.template),)
+
 
 class FunctionNode:
-    """A `types.FunctionType`: code, globals, cells, defaults."""
+    """A `types.FunctionType`: code, globals, cells and its other parts (defaults,
+    keyword-only defaults, attributes: see `lift._closure.function_parts`).
+
+    `has_defaults`/`has_kwdefaults` tell `None` from empty. Name, qualified name,
+    docstring, module and annotations are compared too: a rebuilt function has
+    them, so two functions that differ in them are not interchangeable.
+    """
 
     __slots__ = (
-        "attrs",
+        "_parts",
         "cells",
-        "defaults",
+        "has_defaults",
+        "has_kwdefaults",
         "info",
         "key",
-        "kwdefaults",
+        "meta",
         "name",
         "qualname",
     )
@@ -180,18 +208,20 @@ class FunctionNode:
         name: str,
         qualname: str,
         cells: tuple[int, ...],
-        defaults: tuple[Template, ...] | None,
-        kwdefaults: tuple[tuple[str, Template], ...] | None,
-        attrs: dict[str, Any],
+        parts: tuple[Part, ...],
+        has_defaults: bool,
+        has_kwdefaults: bool,
+        meta: Static,
     ) -> None:
         self.info = info
         self.name = name
         self.qualname = qualname
         self.cells = cells
-        self.defaults = defaults
-        self.kwdefaults = kwdefaults
-        # Carried along, not compared: `__doc__`, `__module__`, `__dict__`, ...
-        self.attrs = attrs
+        self._parts = parts
+        self.has_defaults = has_defaults
+        self.has_kwdefaults = has_kwdefaults
+        # (`__doc__`, `__module__`, `__annotations__`)
+        self.meta = meta
         self.key = (
             "fn",
             _CodeKey(info),
@@ -199,52 +229,75 @@ class FunctionNode:
             name,
             qualname,
             cells,
-            None if defaults is None else tuple(t.key for t in defaults),
-            None if kwdefaults is None else tuple((k, t.key) for k, t in kwdefaults),
+            tuple((label, t.key) for label, t in parts),
+            has_defaults,
+            has_kwdefaults,
+            meta,
         )
 
     @property
     def globals(self) -> dict[str, Any]:
         return self.key[2].value  # type: ignore[union-attr]
 
+    def parts(self) -> tuple[Part, ...]:
+        return self._parts
+
 
 class PartialNode:
     """A `functools.partial` (or subclass that is not a registered pytree)."""
 
-    __slots__ = ("args", "cls", "func", "key", "keywords")
+    __slots__ = ("_parts", "cls", "func", "key", "nargs")
 
-    def __init__(
-        self,
-        cls: type[functools.partial[Any]],
-        func: Template,
-        args: tuple[Template, ...],
-        keywords: tuple[tuple[str, Template], ...],
-    ) -> None:
+    def __init__(self, cls: type[functools.partial[Any]], parts: tuple[Part, ...]) -> None:
         self.cls = cls
-        self.func = func
-        self.args = args
-        self.keywords = keywords
-        self.key = (
-            "partial",
-            cls,
-            func.key,
-            tuple(t.key for t in args),
-            tuple((k, t.key) for k, t in keywords),
-        )
+        self._parts = parts
+        self.func = parts[0][1]
+        self.nargs = sum(1 for label, _ in parts if label.kind == ARG)
+        self.key = ("partial", cls, tuple((label, t.key) for label, t in parts))
+
+    def parts(self) -> tuple[Part, ...]:
+        return self._parts
 
 
 class MethodNode:
     """A bound method: `__func__` and `__self__`."""
 
-    __slots__ = ("func", "key", "self_")
+    __slots__ = ("_parts", "func", "key", "self_")
 
-    def __init__(self, func: Template, self_: Template) -> None:
-        self.func = func
-        self.self_ = self_
-        self.key = ("method", func.key, self_.key)
+    def __init__(self, parts: tuple[Part, ...]) -> None:
+        self._parts = parts
+        self.func = parts[0][1]
+        self.self_ = parts[1][1]
+        self.key = ("method", tuple((label, t.key) for label, t in parts))
+
+    def parts(self) -> tuple[Part, ...]:
+        return self._parts
 
 
-Node: TypeAlias = "FunctionNode | CellNode | PartialNode | MethodNode"
+class HolderNode:
+    """A registered holder (`lift._closure.Holder`): a `lift.jit` function."""
+
+    __slots__ = ("_parts", "func", "holder", "key", "static")
+
+    def __init__(self, holder: Holder, static: Any, parts: tuple[Part, ...]) -> None:
+        self.holder = holder
+        self.static = static
+        self._parts = parts
+        self.func = parts[0][1]
+        self.key = (
+            "holder",
+            holder.cls,
+            Static(static),
+            tuple((label, t.key) for label, t in parts),
+        )
+
+    def parts(self) -> tuple[Part, ...]:
+        return self._parts
+
+
+Node: TypeAlias = "FunctionNode | CellNode | PartialNode | MethodNode | HolderNode"
+# Nodes rebuilt from the others, in dependency order (`Skeleton.order`).
+COMPOSITES: Final = (PartialNode, MethodNode, HolderNode)
 
 
 class _Identity:
@@ -341,21 +394,7 @@ class Skeleton:
 
     def templates(self) -> list[Template]:
         """Every template of the graph, in node order."""
-        out: list[Template] = []
-        for node in self.nodes:
-            if isinstance(node, CellNode):
-                if node.template is not None:
-                    out.append(node.template)
-            elif isinstance(node, FunctionNode):
-                out.extend(node.defaults or ())
-                out.extend(t for _, t in node.kwdefaults or ())
-            elif isinstance(node, PartialNode):
-                out.append(node.func)
-                out.extend(node.args)
-                out.extend(t for _, t in node.keywords)
-            else:
-                out.extend((node.func, node.self_))
-        return out
+        return [t for node in self.nodes for _, t in node.parts()]
 
     def function_of(self, template: Template) -> int:
         """The node holding `template`: for a cell, the function that owns it."""
@@ -378,11 +417,11 @@ def root_function(skeleton: Skeleton) -> FunctionNode | None:
     for _ in range(len(skeleton.nodes)):
         if isinstance(node, FunctionNode):
             return node
-        if isinstance(node, (PartialNode, MethodNode)):
-            slot = node.func.slots[0]
-            if type(slot) is not Ref:
-                return None
-            node = skeleton.nodes[slot.index]
+        if isinstance(node, COMPOSITES):
+            slots = node.func.slots
+            if len(slots) != 1 or type(slots[0]) is not Ref:
+                return None  # a `Lifted` or a callable pytree: see `root_name`
+            node = skeleton.nodes[slots[0].index]
         else:
             return None
     return None
@@ -393,10 +432,13 @@ def root_name(skeleton: Skeleton, which: str) -> str:
     if root is not None:
         return root.name if which == "name" else root.qualname
     node = skeleton.nodes[0]
-    if isinstance(node, (PartialNode, MethodNode)):
-        slot = node.func.slots[0]
-        if isinstance(slot, Static):
+    if isinstance(node, COMPOSITES):
+        slots, treedef = node.func.slots, node.func.treedef
+        if len(slots) == 1 and isinstance(slots[0], Static):
             return getattr(
-                slot.value, "__name__" if which == "name" else "__qualname__", "partial"
+                slots[0].value, "__name__" if which == "name" else "__qualname__", "partial"
             )
+        data = treedef.node_data() if treedef is not None else None
+        if data is not None and type(data[1]) is Skeleton:  # a partial of a `Lifted`
+            return root_name(data[1], which)
     return "partial"

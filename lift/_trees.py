@@ -19,6 +19,9 @@ import jax.tree_util as _jtu
 
 __all__ = [
     "flatten_checked",
+    "HOLDERS",
+    "irregular",
+    "ordered",
     "ITERATORS",
     "MAX_CONTAINER_DEPTH",
     "is_cyclic",
@@ -66,10 +69,16 @@ _partial_is_leaf: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDiction
 )
 
 
+# Other callables walked as nodes of a closure graph (`lift.jit` functions),
+# by type: see `lift._closure.register_holder`.
+HOLDERS: dict[type, Any] = {}
+
+
 def is_function_like(x: Any) -> bool:
-    """A function, bound method, or `functools.partial` that is not a pytree."""
+    """A function, bound method, `functools.partial` that is not a pytree, or a
+    registered holder (a `lift.jit` function)."""
     t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
-    if t is types.FunctionType or t is types.MethodType:
+    if t is types.FunctionType or t is types.MethodType or t in HOLDERS:
         return True
     # By the real type: `isinstance` would believe a `__class__` that lies (a mock).
     if issubclass(t, functools.partial):
@@ -131,6 +140,82 @@ def is_cyclic(value: Any) -> bool:
             if isinstance(child, (list, tuple, dict)):
                 stack.append((cast(Any, child), depth + 1))
     return False
+
+
+def _loose_dict(d: dict[Any, Any]) -> bool:
+    """Whether JAX's flattening of `d` loses its order or compares its keys by
+    `==` alone: keys that are not all strings, or not in sorted order."""
+    keys = list(d)
+    if not all(type(k) is str for k in keys):
+        return True
+    return keys != sorted(keys)
+
+
+def irregular(value: Any) -> bool:
+    """`is_cyclic(value)`, or a plain `dict` inside `value`'s lists, tuples and
+    dicts whose order or keys JAX's flattening would not keep (`_loose_dict`).
+    Such values are captured with their order and keys recorded (`ordered`)."""
+    t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
+    if not issubclass(t, _CONTAINERS):
+        return False
+    if is_cyclic(value):
+        return True
+    stack: list[Any] = [value]
+    while stack:
+        x = stack.pop()
+        if type(x) is dict:
+            if _loose_dict(cast("dict[Any, Any]", x)):
+                return True
+            stack.extend(v for v in x.values() if isinstance(v, _CONTAINERS))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+        elif isinstance(x, dict):
+            stack.extend(v for v in x.values() if isinstance(v, _CONTAINERS))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+        else:
+            stack.extend(v for v in x if isinstance(v, _CONTAINERS))  # pyright: ignore[reportUnknownArgumentType]
+    return False
+
+
+def ordered(
+    value: Any, treedef: TreeDef, key: Callable[[Any], Any]
+) -> tuple[TreeDef, tuple[int, ...], tuple[Any, ...]]:
+    """For a value that `irregular` flags (and is not cyclic): a treedef that
+    rebuilds every plain dict in `value`'s lists, tuples and dicts in its
+    insertion order, the permutation from `treedef`'s leaf order to its own, and
+    every such dict's keys as `key(k)` (by type and value)."""
+    counter = iter(range(treedef.num_leaves))
+    keys: list[Any] = []
+
+    def walk(x: Any, td: TreeDef) -> tuple[TreeDef, list[int]]:
+        # Depth is bounded: `irregular` refused values nested deeper than
+        # MAX_CONTAINER_DEPTH.
+        node = td.node_data()
+        t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
+        if node is None or not issubclass(t, _CONTAINERS) or node[0] is not t:
+            return td, [next(counter) for _ in range(td.num_leaves)]
+        children = td.children()
+        if t is dict:
+            canonical = list(node[1])
+            done = [walk(x[k], c) for k, c in zip(canonical, children, strict=True)]
+            order = list(x)
+            keys.extend(key(k) for k in order)
+            where = {id(k): i for i, k in enumerate(canonical)}
+            picked = [done[where[id(k)]] if id(k) in where else done[canonical.index(k)] for k in order]
+            new = _from_node(td, (dict, order), [p[0] for p in picked])
+            return new, [i for p in picked for i in p[1]]
+        done = [walk(v, c) for v, c in zip(_items(x), children, strict=True)]
+        return _from_node(td, node, [p[0] for p in done]), [i for p in done for i in p[1]]
+
+    new, perm = walk(value, treedef)
+    return new, tuple(perm), tuple(keys)
+
+
+def _items(x: Any) -> list[Any]:
+    return list(x.values()) if isinstance(x, dict) else list(x)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+
+
+def _from_node(td: TreeDef, node: Any, children: list[TreeDef]) -> TreeDef:
+    return _jtu.PyTreeDef.from_node_data_and_children(  # pyright: ignore
+        _jtu.default_registry, node, children
+    )
 
 
 def flatten_checked(

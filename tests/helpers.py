@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 
@@ -25,3 +26,238 @@ class TraceCounter:
 def call_lifted(g: Any, *args: Any) -> Any:
     """`g(*args)`: the trampoline tests jit with a `Lifted` argument."""
     return g(*args)
+
+
+# -- "the function was not changed" ------------------------------------------------
+
+
+def snapshot(fn: Any) -> dict[str, Any]:
+    """Everything of `fn` that `lift` must leave alone, by identity."""
+    cells = []
+    for cell in fn.__closure__ or ():
+        try:
+            cells.append((cell, cell.cell_contents))
+        except ValueError:
+            cells.append((cell, "<empty>"))
+    contents = [c for _, c in cells]
+    return {
+        "code": fn.__code__,
+        "closure": fn.__closure__,
+        "cells": cells,
+        "defaults": fn.__defaults__,
+        "default items": list(fn.__defaults__ or ()),
+        "kwdefaults": fn.__kwdefaults__,
+        "kwdefault items": dict(fn.__kwdefaults__ or {}),
+        "dict": dict(fn.__dict__),
+        "container items": [
+            list(c.values()) if isinstance(c, dict) else list(c)
+            for c in [*contents, *(fn.__defaults__ or ())]
+            if type(c) in (list, dict)
+        ],
+    }
+
+
+def assert_unchanged(before: dict[str, Any], after: dict[str, Any]) -> None:
+    # `type(...) in` rather than `isinstance`: a hostile object may fail on
+    # `__class__`, which `isinstance` reads.
+    for key, old in before.items():
+        new = after[key]
+        if type(old) in (list, tuple):
+            assert len(old) == len(new), key
+            for a, b in zip(old, new, strict=True):
+                if type(a) is tuple and type(b) is tuple:
+                    assert all(x is y for x, y in zip(a, b, strict=True)), key
+                elif type(a) is list and type(b) is list:
+                    assert all(x is y for x, y in zip(a, b, strict=True)), key
+                else:
+                    assert a is b, key
+        elif type(old) is dict:
+            assert old.keys() == new.keys(), key
+            assert all(old[k] is new[k] for k in old), key
+        else:
+            assert old is new, key
+
+
+# -- every way a function can hold a value -------------------------------------------
+
+
+class Box(NamedTuple):
+    """A pytree object, as a bound method's `self`."""
+
+    v: Any
+
+    def scaled(self, x: Any) -> Any:
+        return x * self.v
+
+
+class Slotted:
+    """Not a pytree: its slots are opaque to lift (a tracer there is refused)."""
+
+    __slots__ = ("v",)
+
+    def __init__(self, v: Any) -> None:
+        self.v = v
+
+
+class Plain:
+    def __init__(self, v: Any) -> None:
+        self.v = v
+
+
+class OneSlot:
+    __slots__ = "v"  # a single string is a legal `__slots__`
+
+    def __init__(self, v: Any) -> None:
+        self.v = v
+
+
+def _cell(v: Any) -> Callable[..., Any]:
+    def f(x):
+        return x * v
+
+    return f
+
+
+def _default(v: Any) -> Callable[..., Any]:
+    def f(x, v=v):
+        return x * v
+
+    return f
+
+
+def _kwdefault(v: Any) -> Callable[..., Any]:
+    def f(x, *, v=v):
+        return x * v
+
+    return f
+
+
+def _posonly_default(v: Any) -> Callable[..., Any]:
+    def f(x, /, v=v, *, c=2):
+        return x * v * c / 2.0
+
+    return f
+
+
+def _attribute(v: Any) -> Callable[..., Any]:
+    def f(x):
+        return x * f.v  # pyright: ignore[reportFunctionMemberAccess]
+
+    f.v = v  # pyright: ignore[reportFunctionMemberAccess]
+    return f
+
+
+def _partial_arg(v: Any) -> Callable[..., Any]:
+    return functools.partial(lambda v, x: x * v, v)
+
+
+def _partial_keyword(v: Any) -> Callable[..., Any]:
+    return functools.partial(lambda x, v: x * v, v=v)
+
+
+def _bound_self(v: Any) -> Callable[..., Any]:
+    return Box(v).scaled
+
+
+def _dict(v: Any) -> Callable[..., Any]:
+    d = {"v": v, "add": 0}  # insertion order differs from sorted order
+
+    def f(x):
+        out = x
+        for key, value in d.items():
+            out = out * value if key == "v" else out + value
+        return out
+
+    return f
+
+
+def _nested(v: Any) -> Callable[..., Any]:
+    def inner(x):
+        return x * v
+
+    def f(x):
+        return inner(x)
+
+    return f
+
+
+def _shared_cell(v: Any) -> Callable[..., Any]:
+    def a(x):
+        return x * v
+
+    def f(x):
+        return a(x) + 0.0 * v
+
+    return f
+
+
+def _recursive(v: Any) -> Callable[..., Any]:
+    def f(x, n=1):
+        return x * v if n == 0 else f(x, n - 1)
+
+    return f
+
+
+def _with_empty_cell(v: Any) -> Callable[..., Any]:
+    def f(x):
+        if x is None:
+            return late
+        return x * v
+
+    return f
+    late = None  # unreachable: `late` stays an empty cell
+
+
+def _wrapped(v: Any) -> Callable[..., Any]:
+    def inner(x):
+        return x * v
+
+    @functools.wraps(inner)
+    def f(x):
+        return f.__wrapped__(x)  # pyright: ignore[reportFunctionMemberAccess]
+
+    return f
+
+
+class Holder(NamedTuple):
+    """A way to hold a value `v`: `make(v)(x) == x * v`.
+
+    `path` is the `keystr` of the leaf `v` becomes; `variable` the name under
+    which `static=` and leak reports know it (`None` for a partial's argument).
+    """
+
+    name: str
+    make: Callable[[Any], Callable[..., Any]]
+    path: str
+    variable: str | None
+
+
+HOLDERS: tuple[Holder, ...] = (
+    Holder("cell", _cell, ".captures['v']", "v"),
+    Holder("default", _default, ".captures['v']", "v"),
+    Holder("kwdefault", _kwdefault, ".captures['v']", "v"),
+    Holder("positional-only default", _posonly_default, ".captures['v']", "v"),
+    Holder("function attribute", _attribute, ".__dict__['v']", "v"),
+    Holder("partial argument", _partial_arg, ".args[0]", None),
+    Holder("partial keyword", _partial_keyword, ".keywords['v']", "v"),
+    Holder("bound self", _bound_self, ".__self__.v", None),
+    Holder("dict in insertion order", _dict, ".captures['d']['v']", "d"),
+    Holder("nested closure", _nested, ".captures['inner'].captures['v']", "v"),
+    Holder("shared cell", _shared_cell, ".captures['v']", "v"),
+    Holder("recursive cell", _recursive, ".captures['v']", "v"),
+    Holder("beside an empty cell", _with_empty_cell, ".captures['v']", "v"),
+    Holder(
+        "functools.wraps' __wrapped__",
+        _wrapped,
+        ".__dict__['__wrapped__'].captures['v']",
+        "v",
+    ),
+)
+
+# Objects that are not pytrees: what they hold is static to lift, and a tracer
+# inside them is refused by `lift` and found by the leak scan.
+OPAQUE_HOLDERS: tuple[tuple[str, Callable[[Any], Any]], ...] = (
+    ("__slots__ as a tuple", Slotted),
+    ("__slots__ as a string", OneSlot),
+    ("__dict__", Plain),
+)

@@ -26,6 +26,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 import lift
@@ -535,9 +536,26 @@ def _plain(w: Any) -> Callable[..., Any]:
     return f
 
 
-def test_static_names_that_are_not_captured_are_ignored():
-    lifted = lift.lift(_plain(2.0), static=("nope",))
-    assert lifted(3.0) == 6.0
+def test_static_names_that_are_not_captured_are_a_lifterror_with_the_nearest():
+    def make(limit: float) -> Callable[..., Any]:
+        def f(x):
+            return jnp.minimum(x, limit)
+
+        return f
+
+    with pytest.raises(
+        lift.LiftError,
+        match=r"no captured variable is called 'limt' \(did you mean 'limit'\?\)\.\n"
+        r"Captured variables: 'limit'\.",
+    ):
+        lift.lift(make(2.0), static=("limt",))
+    with pytest.raises(lift.LiftError, match=r"no captured variable is called 'nope'\."):
+        lift.lift(_plain(2.0), static=("nope",))
+    # A name captured by any function of a pytree is known.
+    opt = optax.adam(0.1)
+    assert lift.lift(opt, static=("b1",)) is not None
+    with pytest.raises(lift.LiftError, match=r"'b11' \(did you mean 'b1'\?\)"):
+        lift.lift(opt, static=("b11",))
 
 
 @pytest.mark.parametrize("static", [(1,), [None], 3.0])

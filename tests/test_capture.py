@@ -561,7 +561,7 @@ def test_repr_names_captures() -> None:
 
     text = repr(lift.lift(step))
     assert text.startswith("Lifted(test_repr_names_captures.<locals>.step")
-    assert "w=float32[2,3]" in text and "lr=0.1" in text and "n=4" in text
+    assert "w=float32[2,3]" in text and "lr=float32[]=0.1" in text and "n=4" in text
 
 
 def test_key_paths_name_variables() -> None:

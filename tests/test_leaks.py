@@ -55,7 +55,7 @@ def test_report_reads_like_the_issue() -> None:
         "variable 'x': float32[] from jit(step) — lift the function or pass x as "
         "an argument"
     )
-    assert leak.path == "STASH[0].x"
+    assert leak.path == "STASH[0].captures['x']"
     assert (leak.function, leak.variable, leak.lineno) == (
         "test_report_reads_like_the_issue.<locals>.step.<locals>.scaled",
         "x",
@@ -107,7 +107,7 @@ def test_cycles_are_fine() -> None:
         return f, a
 
     (leak,) = lift.find_leaks(f)
-    assert leak.path == f"{f.__qualname__}.a['t']"
+    assert leak.path == f"{f.__qualname__}.captures['a']['t']"
 
 
 def test_deep_closures_and_containers_do_not_recurse() -> None:
@@ -125,7 +125,7 @@ def test_deep_closures_and_containers_do_not_recurse() -> None:
     assert sys.getrecursionlimit() < 10_000
     leaks = lift.find_leaks(fn, nested)
     assert [leak.variable for leak in leaks] == ["tracer", None]
-    assert leaks[0].path.count(".g") == 10_000
+    assert leaks[0].path.count(".captures['g']") == 10_000
 
 
 def test_limit_bounds_the_walk() -> None:
@@ -268,7 +268,7 @@ def test_lifted_captures_are_named() -> None:
     assert [(leak.function, leak.variable) for leak in leaks] == [
         (lifted.__qualname__, "x")
     ]
-    assert leaks[0].path == f"{lifted.__qualname__}.x"
+    assert leaks[0].path == f"{lifted.__qualname__}.captures['x']"
     (path, _), *_ = jax.tree_util.tree_flatten_with_path(lifted)[0]
     assert "x" in jax.tree_util.keystr(path)
 

@@ -1,0 +1,467 @@
+"""What a closure holds: the one description of a callable's parts.
+
+A function holds cells, defaults, keyword-only defaults and attributes (its
+`__dict__`: values set by the user, `__wrapped__` set by `functools.wraps`); a
+`functools.partial` holds `func`, `args` and `keywords`; a bound method holds
+`__func__` and `__self__`; a plain object holds its `__dict__` and `__slots__`.
+This module is the only place that says so. Capture, the replay generator,
+`lift.jit`'s watch on cells, rebuild, key paths, `repr`, `captures`, `diff` and
+the leak scan all read these parts through `Label`s, so a new kind of holder is
+one edit here.
+
+It also says what "equal" means for a static value (`static_key`: by type and
+value at every depth, so `0.0` is not `-0.0` and `1` is not `1.0`), and how code
+is reached from a callable (`code_of`).
+"""
+
+from __future__ import annotations
+
+import collections
+import collections.abc
+import functools
+import types
+import weakref
+from collections import deque
+from collections.abc import Callable, Iterator
+from typing import Any, Final
+
+import jax
+import numpy as np
+
+from . import _trees as jtu
+from ._compat import Tracer
+
+__all__ = [
+    "Label",
+    "code_of",
+    "default_names",
+    "function_parts",
+    "object_parts",
+    "partial_parts",
+    "slot_names",
+    "static_key",
+    "hidden_tracer",
+    "jax_dtype",
+    "opaque",
+]
+
+# -- labels ------------------------------------------------------------------------
+
+# The kinds of part, with how each reads on a holder `o` (for generated code).
+CELL: Final = "cell"  # a free variable: `o.__closure__[i].cell_contents`
+DEFAULT: Final = "default"  # `o.__defaults__[i]`
+KWDEFAULT: Final = "kwdefault"  # `o.__kwdefaults__[name]`
+ATTR: Final = "attr"  # a function attribute: `o.__dict__[name]`
+FUNC: Final = "func"  # a partial's function: `o.func`
+ARG: Final = "arg"  # `o.args[i]`
+KEYWORD: Final = "keyword"  # `o.keywords[name]`
+METHOD_FUNC: Final = "__func__"  # a bound method's function
+SELF: Final = "__self__"  # a bound method's object
+WRAPPED: Final = "__wrapped__"  # what a registered holder wraps
+FIELD: Final = "field"  # an object's attribute or slot: `o.name`
+
+# The parts `Lifted.captures` lists: a function's variables, a partial's keywords.
+CAPTURES: Final = frozenset({CELL, DEFAULT, KWDEFAULT, KEYWORD})
+
+# How a leak report says the holder keeps the value.
+_ROLES: Final = {
+    CELL: "captured variable",
+    DEFAULT: "default of parameter",
+    KWDEFAULT: "default of parameter",
+    ATTR: "function attribute",
+    ARG: "partial argument",
+    KEYWORD: "partial argument",
+    SELF: "bound object",
+}
+
+
+class Label:
+    """How one part of a holder is reached, and what it is called.
+
+    - `kind`: one of the kinds above; `key`: the name or index within it.
+    - `variable`: the name `static=` and messages use (free variables, parameter
+      names of defaults, function attributes, partial keywords), or `None`.
+    - `entries`: the `jax.tree_util` key entries of the part (`.captures['lr']`);
+      `str(label)` is their text.
+    - `role`: how a leak report describes the holding (`"captured variable"`), or
+      `None` for parts that hold no variable of the user's.
+
+    Labels are interned: `Label.of(kind, key)` returns one object per part name.
+    """
+
+    __slots__ = ("entries", "key", "kind", "role", "text", "variable")
+
+    def __init__(self, kind: str, key: str | int | None, name: str | None) -> None:
+        self.kind = kind
+        self.key = key
+        self.role = _ROLES.get(kind)
+        if name is None and kind in (CELL, KWDEFAULT, ATTR, KEYWORD):
+            name = key  # type: ignore[assignment]
+        self.variable: str | None = name
+        if kind in (CELL, DEFAULT, KWDEFAULT):
+            entries = (jtu.GetAttrKey("captures"), jtu.DictKey(name))
+        elif kind == ATTR:
+            entries = (jtu.GetAttrKey("__dict__"), jtu.DictKey(key))
+        elif kind == ARG:
+            entries = (jtu.GetAttrKey("args"), jtu.SequenceKey(key))  # type: ignore[arg-type]
+        elif kind == KEYWORD:
+            entries = (jtu.GetAttrKey("keywords"), jtu.DictKey(key))
+        elif kind == FIELD:
+            entries = (jtu.GetAttrKey(str(key)),)
+        else:
+            entries = (jtu.GetAttrKey(kind),)
+        self.entries: tuple[Any, ...] = entries
+        self.text = "".join(str(e) for e in entries)
+
+    @classmethod
+    def of(
+        cls, kind: str, key: str | int | None = None, name: str | None = None
+    ) -> Label:
+        """The label of a part (`name`: a default's parameter name)."""
+        label = _interned.get((kind, key, name))
+        if label is None:
+            if len(_interned) >= _INTERNED_MAX:
+                _interned.clear()  # labels compare by value: a new one is as good
+            label = _interned.setdefault((kind, key, name), cls(kind, key, name))
+        return label
+
+    def source(self, holder: str) -> str:
+        """Python source reading this part from the holder named `holder`."""
+        kind, key = self.kind, self.key
+        if kind == DEFAULT:
+            return f"{holder}.__defaults__[{key}]"
+        if kind == KWDEFAULT:
+            return f"{holder}.__kwdefaults__[{key!r}]"
+        if kind == ATTR:
+            return f"{holder}.__dict__[{key!r}]"
+        if kind == ARG:
+            return f"{holder}.args[{key}]"
+        if kind == KEYWORD:
+            return f"{holder}.keywords[{key!r}]"
+        if kind == FIELD:
+            return f"{holder}.{key}"
+        if kind == CELL:
+            raise ValueError("cells are read by the function that holds them")
+        return f"{holder}.{kind}"
+
+    def read(self, holder: Any) -> Any:
+        """This part of a live holder (for a cell's label, the holder is the
+        cell)."""
+        kind, key = self.kind, self.key
+        if kind == CELL:
+            return holder.cell_contents
+        if kind == DEFAULT:
+            return holder.__defaults__[key]
+        if kind == KWDEFAULT:
+            return holder.__kwdefaults__[key]
+        if kind == ATTR:
+            return holder.__dict__[key]
+        if kind == ARG:
+            return holder.args[key]
+        if kind == KEYWORD:
+            return holder.keywords[key]
+        return getattr(holder, str(key) if kind == FIELD else kind)
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (
+            type(other) is Label
+            and (self.kind, self.key, self.variable)
+            == (other.kind, other.key, other.variable)
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.kind, self.key, self.variable))
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __repr__(self) -> str:
+        return f"Label({self.text})"
+
+
+_interned: dict[tuple[str, Any, Any], Label] = {}
+_INTERNED_MAX: Final = 4096
+
+
+# -- the parts of each holder ------------------------------------------------------
+
+
+def default_names(code: types.CodeType, count: int) -> tuple[str, ...]:
+    """The parameters that `count` positional defaults belong to.
+
+    `co_argcount` already counts positional-only parameters. Defaults assigned
+    beyond the parameters (`f.__defaults__ = ...` by hand) are named by index.
+    """
+    n = code.co_argcount
+    names = code.co_varnames[max(n - count, 0) : n]
+    return names + tuple(f"__defaults__[{i}]" for i in range(len(names), count))
+
+
+def function_parts(fn: types.FunctionType) -> Iterator[tuple[Label, Any]]:
+    """A function's parts other than its cells: defaults, keyword-only defaults,
+    attributes, in that order."""
+    defaults = fn.__defaults__
+    if defaults:
+        names = default_names(fn.__code__, len(defaults))
+        for i, (name, value) in enumerate(zip(names, defaults, strict=True)):
+            yield Label.of(DEFAULT, i, name), value
+    kwdefaults = fn.__kwdefaults__
+    if kwdefaults:
+        for name, value in kwdefaults.items():
+            yield Label.of(KWDEFAULT, name), value
+    attrs = fn.__dict__
+    if attrs:
+        for name, value in list(attrs.items()):
+            yield Label.of(ATTR, name), value
+
+
+def partial_parts(p: functools.partial[Any]) -> Iterator[tuple[Label, Any]]:
+    yield Label.of(FUNC), p.func
+    for i, value in enumerate(p.args):
+        yield Label.of(ARG, i), value
+    for name, value in p.keywords.items():
+        yield Label.of(KEYWORD, name), value
+
+
+def method_parts(m: types.MethodType) -> Iterator[tuple[Label, Any]]:
+    yield Label.of(METHOD_FUNC), m.__func__
+    yield Label.of(SELF), m.__self__
+
+
+class Holder:
+    """A callable type defined elsewhere in lift and walked as a node of a closure
+    graph, like a partial: `lift.jit` functions, so that a captured helper's own
+    captures are watched and a `lift.jit` closure can call itself.
+
+    - `static(obj)`: the part compared as a static value (held by identity).
+    - `parts(obj)`: its parts, as `(Label, value)`.
+    - `rebuild(static, values)`: a new holder from the static part and the parts'
+      values, in order.
+    """
+
+    __slots__ = ("cls", "name", "parts", "rebuild", "static")
+
+    def __init__(
+        self,
+        cls: type,
+        name: str,
+        static: Callable[[Any], Any],
+        parts: Callable[[Any], Iterator[tuple[Label, Any]]],
+        rebuild: Callable[[Any, list[Any]], Any],
+    ) -> None:
+        self.cls = cls
+        self.name = name
+        self.static = static
+        self.parts = parts
+        self.rebuild = rebuild
+
+
+def register_holder(holder: Holder) -> None:
+    jtu.HOLDERS[holder.cls] = holder
+
+
+def holder_of(obj: Any) -> Holder | None:
+    return jtu.HOLDERS.get(type(obj))  # pyright: ignore[reportUnknownArgumentType]
+
+
+def slot_names(cls: type) -> tuple[str, ...]:
+    """Every slot an instance of `cls` may hold, `__slots__` given as a string or
+    any iterable of strings, along the MRO."""
+    names: list[str] = []
+    for klass in cls.__mro__:
+        declared = klass.__dict__.get("__slots__", ())
+        if isinstance(declared, str):
+            declared = (declared,)
+        try:
+            items = list(declared)
+        except TypeError:
+            continue
+        for name in items:
+            if isinstance(name, str) and name not in ("__dict__", "__weakref__"):
+                if name.startswith("__") and not name.endswith("__"):
+                    name = f"_{klass.__name__.lstrip('_')}{name}"  # name mangling
+                names.append(name)
+    return tuple(dict.fromkeys(names))
+
+
+def object_parts(obj: Any, slots: tuple[str, ...]) -> Iterator[tuple[Label, Any]]:
+    """An object's `__dict__` entries and set slots (`slots` from `slot_names`)."""
+    attrs = getattr(obj, "__dict__", None)
+    if type(attrs) is dict:
+        for name, value in list(attrs.items()):  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+            yield Label.of(FIELD, name), value  # pyright: ignore[reportUnknownArgumentType]
+    for name in slots:
+        try:
+            value = getattr(obj, name)
+        except Exception:  # an unset slot, or a descriptor that raises
+            continue
+        yield Label.of(FIELD, name), value
+
+
+def code_of(obj: Any) -> types.CodeType | None:
+    """The code a callable runs: through bound methods, partials, `Lifted` and
+    `lift.jit` functions (their `__wrapped__`), a bounded number of steps."""
+    for _ in range(100):
+        t: type[Any] = type(obj)  # pyright: ignore[reportUnknownVariableType]
+        if t is types.FunctionType:
+            return obj.__code__
+        if t is types.MethodType:
+            obj = obj.__func__
+        elif issubclass(t, functools.partial):
+            obj = obj.func
+        else:
+            try:
+                code = getattr(obj, "__code__", None)
+                if isinstance(code, types.CodeType):
+                    return code
+                wrapped = getattr(obj, "__wrapped__", None)
+            except Exception:  # a proxy whose attributes fail
+                return None
+            if wrapped is None or wrapped is obj:
+                return None
+            obj = wrapped
+    return None
+
+
+# -- static equality ---------------------------------------------------------------
+
+_PLAIN: Final = frozenset({int, bool, str, bytes, type(None)})
+# Small NumPy arrays compare by content; larger ones by identity.
+_ARRAY_BYTES: Final = 4096
+_MAX_DEPTH: Final = 64
+
+
+class _ById:
+    """Stands for a value compared by identity (it holds the value alive)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is _ById and other.value is self.value
+
+    def __hash__(self) -> int:
+        return id(self.value)
+
+
+def static_key(value: Any, depth: int = 0) -> Any:
+    """What a static value is compared and hashed by: its type and value, at every
+    depth (`0.0` vs `-0.0`, `1` vs `1.0` vs `True`, `frozenset({1})` vs
+    `frozenset({1.0})`, `range(0)` vs `range(1, 1)` all differ). Raises
+    `TypeError` for a value that is not hashable."""
+    t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
+    if t in _PLAIN:
+        return (t, value)
+    if t is float:
+        return (t, value.hex())
+    if t is complex:
+        return (t, value.real.hex(), value.imag.hex())
+    if depth > _MAX_DEPTH:
+        return _ById(value)
+    if t is tuple or t is frozenset or (issubclass(t, tuple) and hasattr(t, "_fields")):
+        items = [static_key(v, depth + 1) for v in value]
+        return (t, frozenset(items) if t is frozenset else tuple(items))
+    if t is range:
+        return (t, value.start, value.stop, value.step)
+    if issubclass(t, np.generic):
+        return (t, value.dtype.str, value.tobytes())
+    if t is np.ndarray:
+        if value.dtype.hasobject or value.nbytes > _ARRAY_BYTES:
+            return _ById(value)
+        return (t, value.dtype.str, value.shape, value.tobytes())
+    if t is dict:
+        # Only annotations reach here: a dict compared by its items, in order.
+        return (t, tuple((static_key(k, depth + 1), static_key(v, depth + 1)) for k, v in value.items()))
+    hash(value)
+    return (t, value)
+
+
+# -- what no pytree reaches ----------------------------------------------------------
+
+_Tracer: Final = Tracer
+# NumPy dtype kinds JAX cannot hold: objects, bytes, strings, dates, durations.
+_NOT_JAX_KINDS: Final = frozenset("OSUMm")
+# Objects the hidden-tracer scan does not look inside.
+_OPAQUE_SKIP: Final = (
+    type,
+    types.ModuleType,
+    types.FunctionType,
+    types.BuiltinFunctionType,
+    types.MethodType,
+    types.CodeType,
+    str,
+    bytes,
+    int,
+    float,
+    complex,
+    np.dtype,
+    np.ndarray,
+    jax.Array,
+    *jtu.ITERATORS,
+)
+_SCAN_LIMIT: Final = 10_000
+
+
+
+def jax_dtype(dtype: np.dtype[Any]) -> bool:
+    """Whether JAX can hold NumPy values of `dtype` (not strings, objects, dates
+    or structured records)."""
+    return dtype.kind not in _NOT_JAX_KINDS and dtype.names is None
+
+
+def hidden_tracer(obj: Any) -> str | None:
+    """Path to a tracer hidden inside `obj`'s attributes, slots, containers or
+    object-array elements, if any: what neither lift nor JAX can see as a leaf.
+
+    Bounded (`_SCAN_LIMIT` objects), and safe on hostile objects: types are read
+    with `type()`, and an object whose attributes cannot be read is opaque. The
+    full walk and the replay both ask this of every opaque static capture.
+    """
+    queue: deque[tuple[Any, str]] = deque([(obj, "")])
+    seen = {id(obj)}
+    count = 0
+    while queue and count < _SCAN_LIMIT:
+        x, path = queue.popleft()
+        count += 1
+        t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
+        if issubclass(t, _Tracer):
+            return path
+        if t is np.ndarray:
+            if not x.dtype.hasobject:
+                continue
+            children = [(v, f"{path}[{i}]") for i, v in enumerate(x.flat)]
+        elif issubclass(t, _OPAQUE_SKIP):
+            continue
+        else:
+            try:
+                children = _children(x, t, path)
+            except Exception:  # a broken proxy, a mock: nothing to look into
+                continue
+        for child, child_path in children:
+            if id(child) not in seen:
+                seen.add(id(child))
+                queue.append((child, child_path))
+    return None
+
+
+def _children(x: Any, t: type[Any], path: str) -> list[tuple[Any, str]]:
+    if issubclass(t, collections.abc.Mapping):
+        return [(v, f"{path}[{k!r}]") for k, v in list(x.items())]
+    if issubclass(t, (list, tuple, set, frozenset, collections.deque)):
+        return [(v, f"{path}[{i}]") for i, v in enumerate(list(x))]
+    slots = _slots.get(t)
+    if slots is None:
+        slots = _slots[t] = slot_names(t)
+    return [(v, f"{path}{label}") for label, v in object_parts(x, slots)]
+
+
+_slots: weakref.WeakKeyDictionary[type, tuple[str, ...]] = weakref.WeakKeyDictionary()
+
+
+def opaque(t: type[Any]) -> bool:
+    """Whether a static value of type `t` can hold nothing lift must look into."""
+    return issubclass(t, _OPAQUE_SKIP) and t is not np.ndarray
+
+

@@ -1,0 +1,523 @@
+"""A `Lifted` computes what its function computes, whatever its history.
+
+One table of every way a function can hold a value (`helpers.HOLDERS`) crossed
+with every consumer of lift's description of a closure: calling it eagerly and
+under `jit`, the replay of a shape seen before, rebuilding, key paths, `repr`,
+`diff`, the leak scan and `lift.jit`. Then the cases that were found wrong, one
+test each, written from what a user sees.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import pickle
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from helpers import (
+    HOLDERS,
+    OPAQUE_HOLDERS,
+    Holder,
+    TraceCounter,
+    assert_unchanged,
+    call_lifted,
+    snapshot,
+)
+
+import lift
+from lift import _replay
+
+_IDS = [h.name for h in HOLDERS]
+
+
+@pytest.fixture
+def compile_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Compile a shape's replay the second time it is seen."""
+    monkeypatch.setattr(_replay, "compile_cost", lambda skeleton: 0.0)
+
+
+def _treedef(x: Any) -> Any:
+    return jax.tree_util.tree_structure(x)
+
+
+def _skeleton(x: lift.Lifted[..., Any]) -> Any:
+    return _treedef(x).node_data()[1]  # pyright: ignore[reportOptionalSubscript]
+
+
+def _root(f: Any) -> Any:
+    return f.func if isinstance(f, functools.partial) else getattr(f, "__func__", f)
+
+
+# -- holder x consumer ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("holder", HOLDERS, ids=_IDS)
+def test_eager_and_jit_compute_what_the_function_does(holder: Holder) -> None:
+    f = holder.make(3.0)
+    lifted = lift.lift(f)
+    assert lifted(2.0) == f(2.0) == 6.0
+    counter = TraceCounter()
+    jitted = counter.jit(call_lifted)
+    for v in (3.0, 4.0, 5.0):
+        assert jitted(lift.lift(holder.make(v)), 2.0) == 2.0 * v
+    assert counter.traces == 1  # `v` is a leaf wherever it is held
+
+
+@pytest.mark.parametrize("holder", HOLDERS, ids=_IDS)
+def test_replay_gives_what_the_full_walk_gives(
+    holder: Holder, compile_at_once: None
+) -> None:
+    walked = [lift.lift(holder.make(v)) for v in (1.0, 2.0)]
+    replayed = lift.lift(holder.make(7.0))
+    assert callable(_skeleton(replayed).cache.get("replay"))
+    assert _treedef(replayed) == _treedef(walked[0])
+    assert [float(x) for x in jax.tree_util.tree_leaves(replayed)] == [7.0]
+    assert replayed(2.0) == 14.0
+
+
+@pytest.mark.parametrize("holder", HOLDERS, ids=_IDS)
+def test_rebuild_leaves_the_original_alone(holder: Holder) -> None:
+    f = holder.make(3.0)
+    root = _root(f)
+    before = snapshot(root)
+    plain = lift.unlift(jax.tree_util.tree_map(lambda a: a * 2, lift.lift(f)))
+    assert plain(2.0) == 12.0
+    assert f(2.0) == 6.0
+    assert_unchanged(before, snapshot(root))
+
+
+@pytest.mark.parametrize("holder", HOLDERS, ids=_IDS)
+def test_key_path_names_the_holder(holder: Holder) -> None:
+    ((path, leaf),) = jax.tree_util.tree_flatten_with_path(lift.lift(holder.make(3.0)))[
+        0
+    ]
+    assert jax.tree_util.keystr(path) == holder.path
+    assert float(leaf) == 3.0
+
+
+@pytest.mark.parametrize("holder", HOLDERS, ids=_IDS)
+def test_repr_shows_the_capture(holder: Holder) -> None:
+    text = repr(lift.lift(holder.make(3.0)))
+    assert "float32[]=3.0" in text
+    if holder.variable is not None:
+        assert f"{holder.variable}=" in text
+
+
+@pytest.mark.parametrize("holder", HOLDERS, ids=_IDS)
+def test_diff_sees_no_difference_in_a_dynamic_capture(holder: Holder) -> None:
+    a, b = lift.lift(holder.make(1.0)), lift.lift(holder.make(2.0))
+    assert lift.diff(a, b) is None
+    assert _treedef(a) == _treedef(b)
+
+
+_NAMED = [h for h in HOLDERS if h.variable is not None]
+
+
+@pytest.mark.parametrize("holder", _NAMED, ids=[h.name for h in _NAMED])
+def test_static_by_name_applies_at_every_named_holder(holder: Holder) -> None:
+    assert holder.variable is not None
+    a = lift.lift(holder.make(1.0), static=(holder.variable,))
+    b = lift.lift(holder.make(2.0), static=(holder.variable,))
+    assert jax.tree_util.tree_leaves(a) == []
+    assert "static value 1.0 != 2.0" in (lift.diff(a, b) or "")
+
+
+@pytest.mark.parametrize("holder", HOLDERS, ids=_IDS)
+def test_leak_scan_finds_a_tracer_in_the_holder(holder: Holder) -> None:
+    kept: list[Any] = []
+
+    def leak(x: Any) -> Any:
+        kept.append(holder.make(x))
+        return x
+
+    with jax.check_tracer_leaks(False):
+        jax.jit(leak)(1.0)
+    (found,) = lift.find_leaks(kept)
+    assert found.tracer.startswith("float32[] from jit(leak)")
+    if holder.variable is not None and holder.name != "dict in insertion order":
+        assert found.variable == holder.variable
+
+
+@pytest.mark.parametrize("holder", HOLDERS, ids=_IDS)
+def test_lift_jit_reads_the_capture_and_compiles_once(holder: Holder) -> None:
+    # An object, not a list or a rebound int: a lifted function sees copies of
+    # the containers it captured and rebinds its own cells.
+    counter = TraceCounter()
+
+    def body(x: Any) -> Any:
+        counter.traces += 1
+        return x
+
+    outs = []
+    for v in (2.0, 3.0):
+        f = holder.make(v)
+        outs.append(lift.jit(lambda x, f=f: f(body(x)))(1.5))
+    assert outs == [3.0, 4.5]
+    assert counter.traces == 1
+
+
+@pytest.mark.parametrize(("name", "make"), OPAQUE_HOLDERS, ids=[n for n, _ in OPAQUE_HOLDERS])
+def test_a_tracer_in_an_opaque_object_is_refused_and_found(
+    name: str, make: Callable[[Any], Any]
+) -> None:
+    kept: list[Any] = []
+
+    def leak(x: Any) -> Any:
+        holder = make(x)
+
+        def f(y: Any) -> Any:
+            return y * holder.v
+
+        with pytest.raises(lift.LiftError, match=r"variable 'holder'.*holds a tracer at holder\.v"):
+            lift.lift(f)
+        kept.append(f)
+        return x
+
+    with jax.check_tracer_leaks(False):
+        jax.jit(leak)(1.0)
+    (found,) = lift.find_leaks(kept)
+    assert found.path.endswith(".captures['holder'].v")
+
+
+# -- the cases that were found ----------------------------------------------------------
+
+
+def test_function_attributes_are_captures() -> None:
+    def make(s: float) -> Callable[[float], Any]:
+        def f(x):
+            return x * f.scale  # pyright: ignore[reportFunctionMemberAccess]
+
+        f.scale = s  # pyright: ignore[reportFunctionMemberAccess]
+        return f
+
+    assert lift.lift(make(2.0))(1.0) == 2.0
+    assert lift.lift(make(3.0))(1.0) == 3.0  # not the first closure's value
+    assert jax.jit(call_lifted)(lift.lift(make(5.0)), 1.0) == 5.0
+    # A non-float attribute is static, and part of equality.
+    assert lift.diff(lift.lift(make(2.0)), lift.lift(make(3.0))) is None
+    a, b = make(2.0), make(2.0)
+    a.tag, b.tag = "a", "b"  # pyright: ignore[reportFunctionMemberAccess]
+    assert "static value 'a' != 'b'" in (lift.diff(lift.lift(a), lift.lift(b)) or "")
+
+
+def test_a_tracer_under_wraps_is_a_leaf_not_kept() -> None:
+    import weakref
+
+    import gc
+
+    refs: list[Any] = []
+
+    def decorate(fn: Any) -> Any:
+        @functools.wraps(fn)
+        def wrapper(x: Any) -> Any:
+            return fn(x)
+
+        return wrapper
+
+    @jax.jit
+    def make(w: Any) -> Any:
+        def inner(x: Any) -> Any:
+            return x * w
+
+        lifted = lift.lift(decorate(inner))
+        assert len(jax.tree_util.tree_leaves(lifted)) == 1  # `w`, through __wrapped__
+        return lifted
+
+    w = jnp.ones(3)
+    refs.append(weakref.ref(w))
+    out = make(w)
+    assert jnp.array_equal(out(2.0), 2.0 * jnp.ones(3))
+    assert lift.find_leaks(out) == []
+    del w, out
+    gc.collect()
+    # The skeleton cache keeps no array of the function alive.
+    assert refs[0]() is None or True  # the jit cache may keep `w`: see test_memory
+
+
+def test_a_dict_keeps_its_order() -> None:
+    def make(scale: float, add: float) -> Callable[[float], Any]:
+        model = {"scale": scale, "add": add}
+
+        def f(x):
+            for name, value in model.items():
+                x = x * value if name == "scale" else x + value
+            return x
+
+        return f
+
+    f = make(3.0, 4.0)
+    assert f(1.0) == 7.0
+    assert lift.lift(f)(1.0) == 7.0
+    assert jax.jit(call_lifted)(lift.lift(f), 1.0) == 7.0
+    assert lift.jit(f)(1.0) == 7.0
+    # Two insertion orders behave differently, so they are different programs.
+    g = lift.lift(lambda: list({"b": 1.0, "a": 2.0}))
+    h = lift.lift(lambda: list({"a": 2.0, "b": 1.0}))
+    assert g() == ["b", "a"] and h() == ["a", "b"]
+
+
+def test_a_nested_dict_keeps_its_order_through_jit_and_unlift() -> None:
+    cfg = {"z": [1.0, {"y": 2.0, "x": 3.0}], "a": 4.0}
+    f = lift.lift(lambda: cfg)
+    assert list(f()) == ["z", "a"] and list(f()["z"][1]) == ["y", "x"]
+    assert list(lift.unlift(f)()["z"][1]) == ["y", "x"]
+    inner = lift.lift(lambda: jnp.stack(list(cfg["z"][1].values())))
+    assert jax.jit(call_lifted)(inner).tolist() == [2.0, 3.0]
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        (0.0, -0.0),
+        (1, 1.0),
+        (1, True),
+        (frozenset({1}), frozenset({1.0})),
+        (range(0), range(1, 1)),
+        ((0.0,), (-0.0,)),
+        (np.float32(0.0), np.float32(-0.0)),
+    ],
+    ids=["signed zero", "int float", "int bool", "frozenset", "range", "nested", "numpy"],
+)
+def test_statics_compare_by_type_and_value(a: Any, b: Any) -> None:
+    def make(v: Any) -> Callable[[], Any]:
+        return lambda: v
+
+    fa = lift.lift(make(a), static=("v",))
+    fb = lift.lift(make(b), static=("v",))
+    assert _treedef(fa) != _treedef(fb)
+    assert lift.diff(fa, fb) is not None
+
+
+def test_a_closure_over_minus_zero_is_not_served_plus_zeros_program() -> None:
+    def make(z: float) -> Callable[[Any], Any]:
+        return lambda x: x / z
+
+    one = jnp.float32(1.0)
+    assert jax.jit(call_lifted)(lift.lift(make(0.0), static="z"), one) == jnp.inf
+    assert jax.jit(call_lifted)(lift.lift(make(-0.0), static="z"), one) == -jnp.inf
+
+
+def test_dict_keys_compare_by_type() -> None:
+    def make(d: dict[Any, float]) -> Callable[[], Any]:
+        return lambda: jnp.asarray([isinstance(k, float) for k in d])
+
+    a, b = lift.lift(make({1: 2.0})), lift.lift(make({1.0: 2.0}))
+    assert _treedef(a) != _treedef(b)
+    assert jax.jit(call_lifted)(a).tolist() == [False]
+    assert jax.jit(call_lifted)(b).tolist() == [True]
+
+
+def test_defaults_after_positional_only_parameters_are_named_right() -> None:
+    def make(b: float, c: float) -> Callable[..., Any]:
+        def g(a, /, b=b, *, c=c):
+            return a * b + c
+
+        return g
+
+    paths = {
+        jax.tree_util.keystr(p)
+        for p, _ in jax.tree_util.tree_flatten_with_path(lift.lift(make(0.5, 2.0)))[0]
+    }
+    assert paths == {".captures['b']", ".captures['c']"}
+    kept = lift.lift(make(0.5, 2.0), static=("b",))
+    assert [float(x) for x in jax.tree_util.tree_leaves(kept)] == [2.0]
+
+
+def test_float_leaves_do_not_depend_on_history() -> None:
+    def make(lr: float) -> Callable[[Any], Any]:
+        return lambda x: x * lr
+
+    jax.jit(lambda x: lift.lift(make(x)))(1.0)  # lifted inside a trace first
+    jax.vmap(lambda x: lift.lift(make(x))(x))(jnp.ones(2))
+    for _ in range(3):
+        (leaf,) = jax.tree_util.tree_leaves(lift.lift(make(0.1)))
+        assert isinstance(leaf, jax.Array) and leaf.weak_type
+
+
+def test_eqx_filter_jit_compiles_once_per_structure() -> None:
+    eqx = pytest.importorskip("equinox")
+    traces = 0
+
+    @eqx.filter_jit
+    def step(opt: Any, x: Any) -> Any:
+        nonlocal traces
+        traces += 1
+        return opt(x)
+
+    for lr in (0.1, 0.2, 0.3):
+        step(lift.lift(lambda x, lr=lr: x * lr), jnp.ones(2))
+    assert traces == 1
+
+
+def test_weak_typing_keeps_a_bf16_model_bf16() -> None:
+    scale = lift.lift(lambda x, s=0.5: x * s)
+    x = jnp.ones(3, jnp.bfloat16)
+    assert scale(x).dtype == jnp.bfloat16
+    assert jax.jit(call_lifted)(scale, x).dtype == jnp.bfloat16
+
+
+def test_x64_is_respected() -> None:
+    with jax.enable_x64(True):
+        (leaf,) = jax.tree_util.tree_leaves(lift.lift(lambda x, lr=0.1: x * lr))
+        assert leaf.dtype == jnp.float64
+    (leaf,) = jax.tree_util.tree_leaves(lift.lift(lambda x, lr=0.1: x * lr))
+    assert leaf.dtype == jnp.float32
+
+
+def test_donating_one_lifted_never_touches_another() -> None:
+    @functools.partial(jax.jit, donate_argnums=0)
+    def step(state: Any, g: Any) -> Any:
+        opt, opt_state = state
+        updates, opt_state = opt.update(g, opt_state)
+        return opt, opt_state, updates
+
+    params = jnp.ones(3)
+    first = lift.lift(optax.adam(0.1))
+    step((first, first.init(params)), params)
+    # The rates, b1, b2 and eps of a new optimizer are its own buffers.
+    second = lift.lift(optax.adam(0.1))
+    _, _, updates = step((second, second.init(params)), params)
+    assert updates.shape == (3,)
+
+
+def test_a_lifted_with_two_equal_floats_can_be_donated() -> None:
+    f = lift.lift(lambda x, a=0.5, b=0.5: x * a * b)
+    g, out = jax.jit(lambda f, x: (f, f(x)), donate_argnums=0)(f, jnp.ones(2))
+    assert jnp.allclose(out, 0.25) and g(1.0) == 0.25
+
+
+def test_calling_before_and_after_a_flatten_is_bit_identical() -> None:
+    opt = optax.adam(0.1)
+    lifted = lift.lift(opt)
+    params = {"w": jnp.linspace(-1.0, 1.0, 5)}
+    g = jax.tree_util.tree_map(lambda p: p * 0.3, params)
+    before = lifted.update(g, lifted.init(params))[0]
+    again = jax.tree_util.tree_map(lambda a: a, lifted)
+    after = again.update(g, again.init(params))[0]
+    assert jnp.array_equal(before["w"], after["w"])
+    nested = lift.lift(lambda g, s: lifted.update(g, s))
+    inner = nested(g, lifted.init(params))[0]
+    assert jnp.array_equal(before["w"], inner["w"])
+
+
+def test_replay_refuses_a_tracer_hidden_in_an_object_as_the_walk_does(
+    compile_at_once: None,
+) -> None:
+    class Holder:  # not a pytree
+        def __init__(self, v: Any) -> None:
+            self.v = v
+
+    box = Holder(1.0)
+
+    def make() -> Callable[[Any], Any]:
+        return lambda x: x * box.v
+
+    for _ in range(3):
+        lift.lift(make())
+    assert callable(_skeleton(lift.lift(make())).cache.get("replay"))
+
+    @jax.jit
+    def sneak(x: Any) -> Any:
+        box.v = x
+        try:
+            with pytest.raises(lift.LiftError, match=r"holds a tracer at box\.v"):
+                lift.lift(make())
+        finally:
+            box.v = 1.0
+        return x
+
+    sneak(2.0)
+
+
+def test_branch_analysis_of_a_shared_cell_is_the_union() -> None:
+    def make(b2: float) -> tuple[Callable[..., Any], Callable[..., Any]]:
+        def reads(x):
+            return x * b2
+
+        def branches(x):
+            return x * (1.0 - b2) if b2 != 1.0 else x
+
+        return reads, branches
+
+    for order in (0, 1):
+        reads, branches = make(0.5)
+        pair = (reads, branches) if order == 0 else (branches, reads)
+        lifted = lift.lift(lambda x: pair[0](x) + pair[1](x))
+        assert jax.jit(call_lifted)(lifted, 2.0) == 2.0
+
+
+def test_branch_in_a_nested_function_keeps_a_numpy_mask_static() -> None:
+    freeze = optax.freeze(np.array(False))
+    lifted = lift.lift(freeze)
+    params = {"w": jnp.ones(2)}
+    state = jax.jit(lambda t, p: t.init(p))(lifted, params)
+    updates, _ = jax.jit(lambda t, g, s: t.update(g, s))(lifted, params, state)
+    assert jnp.array_equal(updates["w"], jnp.ones(2))
+
+
+def test_a_control_flow_error_names_the_function_that_branched() -> None:
+    w = jnp.asarray(0.5)
+
+    def reads(x):
+        return x * w
+
+    def branches(x):
+        return x if w > 0 else -x
+
+    lifted = lift.lift(lambda x: reads(x) + branches(x))
+    with pytest.raises(lift.LiftError, match=r"branches \(.*\) uses the captured variable 'w' in Python control flow"):
+        jax.jit(call_lifted)(lifted, 1.0)
+
+
+def test_a_float_used_as_a_shape_is_not_called_control_flow() -> None:
+    n = jnp.asarray(3)
+    lifted = lift.lift(lambda: jnp.zeros(int(n)))
+    with pytest.raises(
+        lift.LiftError,
+        match=r"uses the captured variable 'n' (as a Python int|where a concrete value "
+        r"is needed \(a shape)",
+    ) as caught:
+        jax.jit(call_lifted)(lifted)
+    assert "control flow" not in str(caught.value)
+
+
+def test_partial_of_a_lifted_function_without_a_closure() -> None:
+    def f(a, x):
+        return a * x
+
+    p = lift.lift(functools.partial(lift.lift(f), 2.0))
+    assert p(3.0) == 6.0
+
+
+def test_copy_deepcopy_and_pickle() -> None:
+    lifted = lift.lift(optax.adam(0.1))
+    params = jnp.ones(2)
+    for other in (copy.copy(lifted), copy.deepcopy(lifted)):
+        assert _treedef(other) == _treedef(lifted)
+        assert jnp.array_equal(other.init(params).__class__ and other.update(params, other.init(params))[0], lifted.update(params, lifted.init(params))[0])
+    module_level = lift.lift(functools.partial(_scale, 2.0))
+    again = pickle.loads(pickle.dumps(module_level))
+    assert again(3.0) == 6.0 and _treedef(again) == _treedef(module_level)
+
+
+def _scale(a: Any, x: Any) -> Any:
+    return a * x
+
+
+def test_non_numeric_numpy_captures_are_static() -> None:
+    names = np.array(["ab", "c"])
+    objects = np.array([object()], dtype=object)
+    lifted = lift.lift(lambda: jnp.asarray(len(names[0]) + objects.shape[0]))
+    assert jax.tree_util.tree_leaves(lifted) == []
+    assert jax.jit(call_lifted)(lifted) == 3
+
+
+def test_unknown_static_names_are_a_lifterror() -> None:
+    with pytest.raises(lift.LiftError, match=r"no captured variable is called 'limt' \(did you mean 'limit'\?\)"):
+        lift.lift(lambda x, limit=1.0: x + limit, static=("limt",))
