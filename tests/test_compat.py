@@ -7,12 +7,14 @@ transform it reports. A JAX upgrade that breaks an assumption fails here first.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import pytest
+from jax.experimental import io_callback
 
 from lift import _compat
 
@@ -205,3 +207,103 @@ def test_recognises_jax_closure_convert_results() -> None:
     assert _compat.is_jax_closure_convert(converted)
     assert not _compat.is_jax_closure_convert(lambda y: y)
     assert not _compat.is_jax_closure_convert(jnp.sum)
+
+
+def _code_params(fn: Callable[..., Any], *args: Any) -> dict[str, list[Any]]:
+    """`primitive[param]` -> what `rule_parts` finds, over every sub-jaxpr."""
+    found: dict[str, list[Any]] = {}
+    stack = [jax.make_jaxpr(fn)(*args).jaxpr]
+    while stack:
+        for eqn in stack.pop().eqns:
+            for name, value in eqn.params.items():
+                for v in value if isinstance(value, tuple) else (value,):
+                    if hasattr(v, "eqns"):
+                        stack.append(v)
+                    elif hasattr(v, "jaxpr"):
+                        stack.append(v.jaxpr)
+                    elif _compat.runs_code(v):
+                        key = f"{eqn.primitive.name}[{name}]"
+                        found.setdefault(key, []).extend(_compat.rule_parts(v))
+    return found
+
+
+def test_rule_parts_reach_custom_jvp_and_vjp_rules() -> None:
+    @jax.custom_jvp
+    def f(x: Any) -> Any:
+        return jnp.sin(x)
+
+    def f_jvp(primals: Any, tangents: Any) -> Any:
+        return f(primals[0]), tangents[0]
+
+    f.defjvp(f_jvp)
+
+    @jax.custom_vjp
+    def g(x: Any) -> Any:
+        return x
+
+    def fwd(x: Any) -> Any:
+        return x, None
+
+    def bwd(res: Any, ct: Any) -> Any:
+        return (ct,)
+
+    g.defvjp(fwd, bwd)
+    expected = {
+        "custom_jvp_call[jvp_jaxpr_fun]": [("code", f_jvp)],
+        "custom_vjp_call[fwd_jaxpr_thunk]": [("code", fwd)],
+        "custom_vjp_call[bwd]": [("code", bwd)],
+        "custom_vjp_call[out_trees]": [],
+    }
+    x, xs = jnp.float32(1.0), jnp.ones(3)
+    assert _code_params(lambda x: f(g(x)), x) == expected
+    # Batched, differentiated and dead-code-eliminated rules sit behind more of
+    # JAX's wrappers (batching.py, lift_jvp, the dce thunks).
+    assert _code_params(jax.vmap(lambda x: f(g(x))), xs) == expected
+    parts = _code_params(lambda x: jax.linearize(lambda y: f(g(y)), x)[1](x), x)
+    assert parts["custom_lin[bwd]"] == [("code", bwd)]
+    assert {p for ps in parts.values() for p in ps} <= {
+        ("code", f_jvp),
+        ("code", fwd),
+        ("code", bwd),
+    }
+    softplus = _code_params(jax.grad(jax.nn.softplus), x)
+    [(kind, rule)] = softplus["custom_jvp_call[jvp_jaxpr_fun]"]
+    assert kind == "code" and rule.__name__ == "_logaddexp_jvp"
+
+
+def test_rule_parts_reach_static_arguments_and_callbacks() -> None:
+    @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+    def f(scale: float, x: Any) -> Any:
+        return scale * x
+
+    def fwd(scale: float, x: Any) -> Any:
+        return f(scale, x), None
+
+    def bwd(scale: float, res: Any, ct: Any) -> Any:
+        return (scale * ct,)
+
+    f.defvjp(fwd, bwd)
+    parts = _code_params(lambda x: f(3.0, x), jnp.float32(1.0))
+    assert parts["custom_vjp_call[bwd]"] == [("static", 3.0), ("code", bwd)]
+    assert parts["custom_vjp_call[fwd_jaxpr_thunk]"] == [("static", 3.0), ("code", fwd)]
+
+    def callback(v: Any) -> Any:
+        return v
+
+    def debug(v: Any, k: str) -> None:
+        del v, k
+
+    spec = jax.ShapeDtypeStruct((), jnp.float32)
+
+    def g(x: Any) -> Any:
+        jax.debug.callback(debug, x, "seven")
+        return jax.pure_callback(callback, spec, x) + io_callback(callback, spec, x)
+
+    parts = _code_params(g, jnp.float32(1.0))
+    assert parts["pure_callback[callback]"] == [("code", callback)]
+    assert parts["io_callback[callback]"] == [("code", callback)]
+    assert parts["debug_callback[callback]"] == [
+        ("static", {1: "seven"}),
+        ("code", debug),
+    ]
+    assert not _compat.runs_code(jnp.float32) and not _compat.runs_code((1, 2))

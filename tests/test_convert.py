@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 import weakref
 from typing import Any
@@ -10,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import TraceCounter
 
 import lift
 
@@ -196,3 +198,233 @@ def test_subclass_closure_convert_keeps_the_subclass() -> None:
 def test_rejects_non_callables() -> None:
     with pytest.raises(lift.LiftError, match="expects a function, and got int"):
         lift.closure_convert(3, 1.0)  # type: ignore[arg-type]
+
+
+# -- Custom derivative rules and callbacks ----------------------------------------
+#
+# A printed program shows a rule or a callback by name only. Conversions whose
+# rules close over different values must not share a program: `jax.jit` would
+# reuse the first one's compiled code for the second.
+
+
+def _structure(x: Any) -> Any:
+    return jax.tree_util.tree_structure(x)
+
+
+def _jvp_scaled(scale: float) -> Any:
+    @jax.custom_jvp
+    def f(x: Any) -> Any:
+        return jnp.sin(x)
+
+    @f.defjvp
+    def f_jvp(primals: Any, tangents: Any) -> Any:
+        ((x,), (t,)) = primals, tangents
+        return f(x), scale * t
+
+    return lift.closure_convert(lambda y: f(y).sum(), jnp.ones(2))
+
+
+def _vjp_scaled(scale: float) -> Any:
+    @jax.custom_vjp
+    def f(x: Any) -> Any:
+        return jnp.sin(x)
+
+    def fwd(x: Any) -> tuple[Any, None]:
+        return f(x), None
+
+    def bwd(res: None, g: Any) -> tuple[Any]:
+        del res
+        return (scale * g,)
+
+    f.defvjp(fwd, bwd)
+    return lift.closure_convert(lambda y: f(y).sum(), jnp.ones(2))
+
+
+@pytest.mark.parametrize("make", [_jvp_scaled, _vjp_scaled], ids=["jvp", "vjp"])
+def test_rules_closing_over_different_floats_never_share_a_program(make: Any) -> None:
+    grad = jax.jit(jax.grad(lambda fn, y: fn(y), argnums=1))
+    two, five = make(2.0), make(5.0)
+    assert _structure(two) != _structure(five)
+    np.testing.assert_allclose(grad(two, jnp.ones(2)), [2.0, 2.0])
+    np.testing.assert_allclose(grad(five, jnp.ones(2)), [5.0, 5.0])
+
+
+def test_nondiff_arguments_of_a_rule_are_part_of_the_program() -> None:
+    @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+    def f(scale: float, x: Any) -> Any:
+        return jnp.sin(x)
+
+    def fwd(scale: float, x: Any) -> tuple[Any, None]:
+        return f(scale, x), None
+
+    def bwd(scale: float, res: None, g: Any) -> tuple[Any]:
+        del res
+        return (scale * g,)
+
+    f.defvjp(fwd, bwd)
+    grad = jax.jit(jax.grad(lambda fn, y: fn(y), argnums=1))
+    two = lift.closure_convert(lambda y: f(2.0, y).sum(), jnp.ones(2))
+    five = lift.closure_convert(lambda y: f(5.0, y).sum(), jnp.ones(2))
+    assert _structure(two) != _structure(five)
+    np.testing.assert_allclose(grad(five, jnp.ones(2)), [5.0, 5.0])
+
+
+def test_callbacks_closing_over_different_values_give_their_own_results() -> None:
+    def make(offset: float) -> Any:
+        def f(y: Any) -> Any:
+            spec = jax.ShapeDtypeStruct(y.shape, y.dtype)
+            return jax.pure_callback(lambda v: v + np.float32(offset), spec, y)
+
+        return lift.closure_convert(f, jnp.ones(2))
+
+    apply = jax.jit(lambda fn, y: fn(y))
+    one, seven = make(1.0), make(7.0)
+    assert _structure(one) != _structure(seven)
+    np.testing.assert_allclose(apply(one, jnp.zeros(2)), [1.0, 1.0])
+    np.testing.assert_allclose(apply(seven, jnp.zeros(2)), [7.0, 7.0])
+
+
+def test_nested_jit_constants_never_share_a_program() -> None:
+    def make(value: float) -> Any:
+        table = np.full(3, value, np.float32)
+        return lift.closure_convert(
+            lambda y: jax.jit(lambda z: z + table)(y), jnp.ones(3)
+        )
+
+    apply = jax.jit(lambda fn, y: fn(y))
+    one, five = make(1.0), make(5.0)
+    assert _structure(one) != _structure(five)
+    np.testing.assert_allclose(apply(one, jnp.zeros(3)), [1.0] * 3)
+    np.testing.assert_allclose(apply(five, jnp.zeros(3)), [5.0] * 3)
+
+
+def _library_losses(y: Any) -> Any:
+    import optax
+
+    labels = jnp.arange(y.shape[0]) % 2
+    return (
+        optax.softmax_cross_entropy_with_integer_labels(y[:, None] * y, labels).sum()
+        + optax.huber_loss(y).sum()
+        + optax.sigmoid_binary_cross_entropy(y, labels.astype(y.dtype)).sum()
+    )
+
+
+LIBRARY = [
+    ("relu", jax.nn.relu),
+    ("softplus", jax.nn.softplus),
+    ("gelu", jax.nn.gelu),
+    ("silu", jax.nn.silu),
+    ("logaddexp", lambda y: jnp.logaddexp(y, 1.0)),
+    ("logsumexp", jax.scipy.special.logsumexp),
+    ("log_softmax", jax.nn.log_softmax),
+    ("optax", _library_losses),
+]
+
+
+@pytest.mark.parametrize(("name", "fn"), LIBRARY, ids=[n for n, _ in LIBRARY])
+def test_library_rules_give_equal_treedefs_and_one_trace(name: str, fn: Any) -> None:
+    del name
+    counter = TraceCounter()
+
+    def make(scale: float) -> Any:
+        hidden = Opaque(jnp.float32(scale))
+        return lift.closure_convert(lambda y: fn(y * hidden.value).sum(), jnp.ones(4))
+
+    apply = counter.jit(jax.grad(lambda f, y: f(y), argnums=1))
+    a, b = make(2.0), make(3.0)
+    assert _structure(a) == _structure(b)
+    y = jnp.linspace(-1.0, 1.0, 4)
+    np.testing.assert_allclose(
+        apply(a, y), jax.grad(lambda z: fn(2.0 * z).sum())(y), rtol=1e-5
+    )
+    np.testing.assert_allclose(
+        apply(b, y), jax.grad(lambda z: fn(3.0 * z).sum())(y), rtol=1e-5
+    )
+    assert counter.traces == 1
+
+
+def test_rule_capturing_a_tracer_is_refused() -> None:
+    @jax.jit
+    def make(scale: Any) -> Any:
+        @jax.custom_jvp
+        def f(x: Any) -> Any:
+            return jnp.sin(x)
+
+        @f.defjvp
+        def scaled_jvp(primals: Any, tangents: Any) -> Any:
+            return f(primals[0]), scale * tangents[0]
+
+        return lift.closure_convert(lambda y: f(y).sum(), jnp.ones(2))
+
+    with pytest.raises(
+        lift.LiftError,
+        match=r"(?s)the custom_jvp rule .*scaled_jvp \(.*test_convert.py:\d+\) "
+        r"captures a tracer in `captures\['scale'\]` \(float32\[\] from "
+        r"jit\(make\)\).*Fix: make it an argument of the custom_jvp function",
+    ):
+        make(jnp.float32(2.0))
+
+
+def test_callback_capturing_a_hidden_tracer_is_refused() -> None:
+    @jax.jit
+    def make(offset: Any) -> Any:
+        hidden = Opaque(offset)
+
+        def callback(v: Any) -> Any:
+            return v + np.asarray(hidden.value)
+
+        def f(y: Any) -> Any:
+            return jax.pure_callback(callback, jax.ShapeDtypeStruct((2,), y.dtype), y)
+
+        return lift.closure_convert(f, jnp.ones(2))
+
+    with pytest.raises(
+        lift.LiftError,
+        match=r"(?s)the pure_callback callback .*callback \(.*test_convert.py:\d+\) "
+        r"captures a tracer that lift cannot make a leaf \(.*'hidden', a Opaque "
+        r".*Fix: pass it to the callback as an argument",
+    ):
+        make(jnp.float32(2.0))
+
+
+def test_rule_passing_the_value_as_an_argument_is_hoisted() -> None:
+    @jax.custom_jvp
+    def f(x: Any, scale: Any) -> Any:
+        return jnp.sin(x)
+
+    @f.defjvp
+    def f_jvp(primals: Any, tangents: Any) -> Any:
+        (x, scale), (t, _) = primals, tangents
+        return f(x, scale), scale * t
+
+    @jax.jit
+    def make(scale: Any) -> Any:
+        return lift.closure_convert(lambda y: f(y, scale).sum(), jnp.ones(2))
+
+    two, five = make(jnp.float32(2.0)), make(jnp.float32(5.0))
+    assert _structure(two) == _structure(five)
+    assert lift.find_leaks(two, five) == []
+    grad = jax.jit(jax.grad(lambda fn, y: fn(y), argnums=1))
+    np.testing.assert_allclose(grad(five, jnp.ones(2)), [5.0, 5.0])
+
+
+def test_tracer_bound_as_a_static_rule_argument_is_refused() -> None:
+    @functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
+    def f(scale: Any, x: Any) -> Any:
+        return scale * x
+
+    @f.defjvp
+    def f_jvp(scale: Any, primals: Any, tangents: Any) -> Any:
+        return f(scale, primals[0]), scale * tangents[0]
+
+    # JAX's own checker reports the leak first when it is on.
+    with (
+        jax.check_tracer_leaks(False),
+        pytest.raises(
+            lift.LiftError,
+            match=r"custom_jvp rule .*f_jvp .* captures a tracer in a static argument "
+            r"JAX binds to it \(`nondiff_argnums`\).*\nFix: pass arrays as ordinary "
+            r"arguments",
+        ),
+    ):
+        lift.closure_convert(lambda y: f(2 * y, y), jnp.float32(1.0))
