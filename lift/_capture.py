@@ -8,8 +8,6 @@ objects and never writes to them.
 
 from __future__ import annotations
 
-import collections
-import collections.abc
 import difflib
 import threading
 import time
@@ -27,12 +25,14 @@ from ._closure import (
     Label,
     code_of,
     function_parts,
+    hidden_tracer,
     holder_of,
+    jax_dtype,
     method_parts,
+    opaque,
     partial_parts,
     static_key,
 )
-from ._closure import hidden_tracer, jax_dtype, opaque
 from ._code import CodeInfo, code_info
 from ._compat import Tracer
 from ._errors import LiftError, describe
@@ -40,8 +40,8 @@ from ._replay import replay, walked
 from ._skeleton import (
     COMPOSITES,
     CellNode,
-    HolderNode,
     FunctionNode,
+    HolderNode,
     MethodNode,
     Node,
     PartialNode,
@@ -161,10 +161,14 @@ class _Walk:
             if t is types.FunctionType:
                 self.nodes[index] = self.function(index, obj)
             elif t is types.MethodType:
-                self.nodes[index] = MethodNode(self.parts(method_parts(obj), index, obj))
+                self.nodes[index] = MethodNode(
+                    self.parts(method_parts(obj), index, obj)
+                )
             elif (holder := holder_of(obj)) is not None:
                 self.nodes[index] = HolderNode(
-                    holder, holder.static(obj), self.parts(holder.parts(obj), index, obj)
+                    holder,
+                    holder.static(obj),
+                    self.parts(holder.parts(obj), index, obj),
                 )
             else:
                 self.nodes[index] = PartialNode(
@@ -427,7 +431,11 @@ def _branch_static(leaf: Any, t: type[Any]) -> bool:
 
 def _is_bool(leaf: Any) -> bool:
     t: type[Any] = type(leaf)  # pyright: ignore[reportUnknownVariableType]
-    return issubclass(t, (np.generic, np.ndarray)) and leaf.dtype == np.bool_ and leaf.ndim == 0
+    return (
+        issubclass(t, (np.generic, np.ndarray))
+        and leaf.dtype == np.bool_
+        and leaf.ndim == 0
+    )
 
 
 def check_opaque(leaf: Any, t: type[Any], holder: Any, label: Label) -> None:

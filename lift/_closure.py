@@ -277,7 +277,7 @@ def slot_names(cls: type) -> tuple[str, ...]:
         except TypeError:
             continue
         for name in items:
-            if isinstance(name, str) and name not in ("__dict__", "__weakref__"):
+            if type(name) is str and name not in ("__dict__", "__weakref__"):  # pyright: ignore[reportUnnecessaryComparison]
                 if name.startswith("__") and not name.endswith("__"):
                     name = f"_{klass.__name__.lstrip('_')}{name}"  # name mangling
                 names.append(name)
@@ -346,6 +346,10 @@ class _ById:
         return id(self.value)
 
 
+def _is_namedtuple(t: type[Any]) -> bool:
+    return issubclass(t, tuple) and "_fields" in t.__dict__
+
+
 def static_key(value: Any, depth: int = 0) -> Any:
     """What a static value is compared and hashed by: its type and value, at every
     depth (`0.0` vs `-0.0`, `1` vs `1.0` vs `True`, `frozenset({1})` vs
@@ -360,8 +364,8 @@ def static_key(value: Any, depth: int = 0) -> Any:
         return (t, value.real.hex(), value.imag.hex())
     if depth > _MAX_DEPTH:
         return _ById(value)
-    if t is tuple or t is frozenset or (issubclass(t, tuple) and hasattr(t, "_fields")):
-        items = [static_key(v, depth + 1) for v in value]
+    if t is tuple or t is frozenset or _is_namedtuple(t):
+        items = [static_key(v, depth + 1) for v in value]  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
         return (t, frozenset(items) if t is frozenset else tuple(items))
     if t is range:
         return (t, value.start, value.stop, value.step)
@@ -373,7 +377,13 @@ def static_key(value: Any, depth: int = 0) -> Any:
         return (t, value.dtype.str, value.shape, value.tobytes())
     if t is dict:
         # Only annotations reach here: a dict compared by its items, in order.
-        return (t, tuple((static_key(k, depth + 1), static_key(v, depth + 1)) for k, v in value.items()))
+        return (
+            t,
+            tuple(
+                (static_key(k, depth + 1), static_key(v, depth + 1))
+                for k, v in value.items()
+            ),
+        )
     hash(value)
     return (t, value)
 
@@ -402,7 +412,6 @@ _OPAQUE_SKIP: Final = (
     *jtu.ITERATORS,
 )
 _SCAN_LIMIT: Final = 10_000
-
 
 
 def jax_dtype(dtype: np.dtype[Any]) -> bool:
@@ -463,5 +472,3 @@ _slots: weakref.WeakKeyDictionary[type, tuple[str, ...]] = weakref.WeakKeyDictio
 def opaque(t: type[Any]) -> bool:
     """Whether a static value of type `t` can hold nothing lift must look into."""
     return issubclass(t, _OPAQUE_SKIP) and t is not np.ndarray
-
-

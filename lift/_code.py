@@ -63,9 +63,9 @@ class CodeInfo:
     __slots__ = (
         "__weakref__",
         "branched",
+        "branches_on_params",
         "cell_labels",
         "code",
-        "branches_on_params",
         "freevars",
         "hash",
         "rebound",
@@ -137,7 +137,9 @@ _FALSE_JUMPS: Final = frozenset(
 )
 
 
-def _number_guarded(instructions: list[dis.Instruction], start: int, load: dis.Instruction) -> bool:
+def _number_guarded(
+    instructions: list[dis.Instruction], start: int, load: dis.Instruction
+) -> bool:
     """Whether the comparison starting at `start` runs only after
     `isinstance(x, (int, float, ...)) and ...` on the same variable: false for a
     traced value, so the comparison never sees one (optax's
@@ -152,7 +154,10 @@ def _number_guarded(instructions: list[dis.Instruction], start: int, load: dis.I
                 return False
             return all(
                 i.opname in ("PRECALL", "CALL", "BUILD_TUPLE", "PUSH_NULL", "KW_NAMES")
-                or (i.opname in ("LOAD_GLOBAL", "LOAD_ATTR") and i.argval in _NUMBER_TYPES)
+                or (
+                    i.opname in ("LOAD_GLOBAL", "LOAD_ATTR")
+                    and i.argval in _NUMBER_TYPES
+                )
                 or (i.opname == "LOAD_GLOBAL" and i.argval in ("numbers",))
                 for i in window[j + 2 :]
             )

@@ -15,6 +15,7 @@ from ._errors import LiftError, describe, docs_anchor
 from ._skeleton import (
     CellNode,
     FunctionNode,
+    HolderNode,
     MethodNode,
     PartialNode,
     Ref,
@@ -31,6 +32,8 @@ __all__ = ["explain_concretization", "pformat", "reject"]
 
 def _leaf_str(x: Any) -> str:
     """A dynamic leaf: dtype and shape, and the value of a scalar."""
+    if type(x) is _Shown:  # a nested `Lifted`'s leaf, already described
+        return x.text
     shape = getattr(x, "shape", None)
     dtype = getattr(x, "dtype", None)
     if shape is None or dtype is None:  # a Python scalar, converted when used
@@ -92,25 +95,26 @@ def _node_str(
         head = "method"
     elif isinstance(node, PartialNode):
         head = "partial"
-    else:
+    elif isinstance(node, HolderNode):
         head = node.holder.name
+    else:
+        head = "cell"
     if index in shown or depth > _DEPTH:
         return f"<{head}>"
     shown.add(index)
-    parts = list(node.parts())
+    parts: list[tuple[str, Template | None]] = []
     if isinstance(node, FunctionNode):
-        parts[:0] = [
-            (skeleton.nodes[c].label, skeleton.nodes[c]) for c in node.cells  # pyright: ignore[reportAttributeAccessIssue]
-        ]
-    items: list[str] = []
-    for label, part in parts[:_WIDTH]:
-        name = label.variable or label.text.lstrip(".")
-        if isinstance(part, CellNode):
-            if part.template is None:
-                items.append(f"{name}=<empty>")
-                continue
-            part = part.template
-        items.append(f"{name}={_template_str(skeleton, part, leaves, depth, shown)}")
+        for c in node.cells:
+            cell = cast(CellNode, skeleton.nodes[c])
+            parts.append((cell.name, cell.template))
+    for label, template in node.parts():
+        parts.append((label.variable or label.text.lstrip("."), template))
+    items = [
+        f"{name}=<empty>"
+        if template is None
+        else f"{name}={_template_str(skeleton, template, leaves, depth, shown)}"
+        for name, template in parts[:_WIDTH]
+    ]
     if len(parts) > _WIDTH:
         items.append(f"...({len(parts) - _WIDTH} more)")
     return f"{head}({', '.join(items)})"

@@ -170,8 +170,9 @@ def _diff_template(
         return
     path = "".join(str(e) for e in node_path(sa, sa.function_of(ta))) + _label(ta)
     if ta.treedef != tb.treedef or ta.order != tb.order:
-        sa_, sb_ = (ta.order[0] if ta.order else ta.treedef), (
-            tb.order[0] if tb.order else tb.treedef
+        sa_, sb_ = (
+            (ta.order[0] if ta.order else ta.treedef),
+            (tb.order[0] if tb.order else tb.treedef),
         )
         lines.append(f"{path}: structure {sa_} != {sb_} (in {owner})")
         return

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import types
 from typing import Any
 
 __all__ = ["LeakError", "LiftError", "describe", "docs_anchor"]
@@ -28,23 +27,11 @@ LiftError.__module__ = "lift"
 LeakError.__module__ = "lift"
 
 
-def _code_of(fn: Any) -> types.CodeType | None:
-    seen = 0
-    while seen < 100:  # unwrap partials and methods without trusting depth
-        seen += 1
-        if isinstance(fn, types.MethodType):
-            fn = fn.__func__
-        elif hasattr(fn, "func") and callable(getattr(fn, "func", None)):
-            fn = fn.func
-        else:
-            break
-    code = getattr(fn, "__code__", None)
-    return code if isinstance(code, types.CodeType) else None
-
-
 def describe(fn: Any) -> str:
     """`qualname (file:line)` for a function, method or partial; a repr otherwise."""
-    code = _code_of(fn)
+    from ._closure import code_of  # imports JAX: not when `lift` is imported
+
+    code = code_of(fn)
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
     if code is None:
         return name if isinstance(name, str) else repr(fn)

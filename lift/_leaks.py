@@ -368,7 +368,9 @@ class _Walk:
         self.seen: set[int] = set()
         self.keep: list[Any] = []  # temporaries built by the walk keep their ids
         # (parent entry, label, (function, variable, kind) or None, path restarts)
-        self.entries: list[tuple[int, _Label, tuple[Any, str, str] | None, bool]] = []
+        self.entries: list[
+            tuple[int, _Label, tuple[Any, str | None, str | None] | None, bool]
+        ] = []
         self.queue: collections.deque[tuple[Any, int]] = collections.deque()
         self.leaks: list[Leak] = []
         self.code_names: dict[types.CodeType, tuple[str, ...]] = {}
@@ -380,7 +382,7 @@ class _Walk:
         obj: Any,
         parent: int,
         label: _Label,
-        edge: tuple[Any, str, str] | None = None,
+        edge: tuple[Any, str | None, str | None] | None = None,
         reset: bool = False,
     ) -> None:
         if type(obj) in _ATOMIC:
@@ -509,7 +511,7 @@ class _Walk:
             pass
         if _is_library_type(cls):  # pyright: ignore[reportUnknownArgumentType]
             return _LIBRARY, ()
-        return _OBJECT, slot_names(cls)
+        return _OBJECT, slot_names(cls)  # pyright: ignore[reportUnknownArgumentType]
 
     def other(self, obj: Any, cls: type, index: int) -> None:
         plan = self.plans.get(cls)

@@ -19,8 +19,8 @@ from typing import Any, Final, cast
 
 import jax
 
+from ._closure import code_of
 from ._errors import LiftError, describe
-from ._lifted import Lifted
 
 __all__ = ["MISSING", "Program", "explain_call_error", "options_key", "program"]
 
@@ -143,8 +143,15 @@ def options_key(jit_kwargs: dict[str, Any]) -> Any:
 
 
 def _shape_key(fn: Any) -> Any:
-    """What the signature of `fn` depends on, cheaply, for a plain function."""
-    if type(fn) is types.FunctionType:
+    """What the signature of `fn` depends on, cheaply, for a plain function.
+
+    Not for a function that names another's signature (`functools.wraps` sets
+    `__wrapped__`, which `inspect.signature` follows): two wrappers made by one
+    decorator share code but not parameters.
+    """
+    if type(fn) is types.FunctionType and not (
+        "__wrapped__" in fn.__dict__ or "__signature__" in fn.__dict__
+    ):
         kwdefaults = fn.__kwdefaults__
         return (
             fn.__code__,
@@ -152,20 +159,6 @@ def _shape_key(fn: Any) -> Any:
             tuple(kwdefaults) if kwdefaults else (),
         )
     return None
-
-
-def _root_code(fn: Any) -> types.CodeType | None:
-    for _ in range(100):
-        if isinstance(fn, Lifted):
-            fn = fn.__wrapped__  # pyright: ignore[reportUnknownMemberType]
-        elif isinstance(fn, types.MethodType):
-            fn = fn.__func__
-        elif callable(getattr(fn, "func", None)):
-            fn = fn.func
-        else:
-            break
-    code = getattr(fn, "__code__", None)
-    return code if isinstance(code, types.CodeType) else None
 
 
 def program(fn: Any, options: dict[str, Any], options_key: Any) -> Program:
@@ -177,7 +170,7 @@ def program(fn: Any, options: dict[str, Any], options_key: Any) -> Program:
             signature = _signature(fn)
             shape: Any = (
                 type(fn),
-                _root_code(fn),
+                code_of(fn),
                 tuple(
                     (p.name, p.kind, p.default is p.empty)
                     for p in signature.parameters.values()
@@ -226,7 +219,7 @@ def _trampoline(fn: Any, signature: inspect.Signature) -> Callable[..., Any]:
     if not isinstance(qualname, str):
         qualname = name
     code: types.CodeType = _call_lifted.__code__  # pyright: ignore[reportUnknownMemberType]
-    root = _root_code(fn)
+    root = code_of(fn)
     if root is not None:
         code = code.replace(
             co_name=name,

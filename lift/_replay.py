@@ -160,7 +160,9 @@ class _Writer:
             if slot.by_identity:
                 self.fail_unless(f"{s} is {k}")
             elif t in _ATOMS:
-                self.fail_unless(f"{s} is {k} or (type({s}) is {self.const(t)} and {s} == {k})")
+                self.fail_unless(
+                    f"{s} is {k} or (type({s}) is {self.const(t)} and {s} == {k})"
+                )
             elif t is float or t is complex:
                 self.fail_unless(
                     f"type({s}) is {self.const(t)} and static_key({s}) == "
@@ -226,8 +228,10 @@ class _Writer:
             checks.append(f"{o}.__kwdefaults__ is None")
         self.fail_unless(" and ".join(checks))
         if node.has_kwdefaults:
-            self.keys(f"{o}.__kwdefaults__", [l for l, _ in parts if l.kind == KWDEFAULT])
-        self.keys(f"{o}.__dict__", [l for l, _ in parts if l.kind == ATTR])
+            self.keys(
+                f"{o}.__kwdefaults__", [lb for lb, _ in parts if lb.kind == KWDEFAULT]
+            )
+        self.keys(f"{o}.__dict__", [lb for lb, _ in parts if lb.kind == ATTR])
         if node.cells:
             # The code object fixes the closure's length: unpack it in one step,
             # a cell met for the first time straight into its name, one met
@@ -279,7 +283,8 @@ class _Writer:
                     f"type({o}) is {self.const(node.cls)} and len({o}.args) == {node.nargs}"
                 )
                 self.keys(
-                    f"{o}.keywords", [l for l, _ in node.parts() if l.kind == KEYWORD]
+                    f"{o}.keywords",
+                    [lb for lb, _ in node.parts() if lb.kind == KEYWORD],
                 )
                 self.parts(node, o)
             else:

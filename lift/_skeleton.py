@@ -143,7 +143,7 @@ class Template:
             if type(s) is int
             else objs[s.index]
             if type(s) is Ref
-            else s.value  # pyright: ignore[reportAttributeAccessIssue]
+            else cast(Static, s).value
             for s in self.slots
         ]
         if self.treedef is None:
@@ -248,7 +248,9 @@ class PartialNode:
 
     __slots__ = ("_parts", "cls", "func", "key", "nargs")
 
-    def __init__(self, cls: type[functools.partial[Any]], parts: tuple[Part, ...]) -> None:
+    def __init__(
+        self, cls: type[functools.partial[Any]], parts: tuple[Part, ...]
+    ) -> None:
         self.cls = cls
         self._parts = parts
         self.func = parts[0][1]
@@ -436,7 +438,9 @@ def root_name(skeleton: Skeleton, which: str) -> str:
         slots, treedef = node.func.slots, node.func.treedef
         if len(slots) == 1 and isinstance(slots[0], Static):
             return getattr(
-                slots[0].value, "__name__" if which == "name" else "__qualname__", "partial"
+                slots[0].value,
+                "__name__" if which == "name" else "__qualname__",
+                "partial",
             )
         data = treedef.node_data() if treedef is not None else None
         if data is not None and type(data[1]) is Skeleton:  # a partial of a `Lifted`

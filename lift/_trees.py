@@ -166,12 +166,16 @@ def irregular(value: Any) -> bool:
         if type(x) is dict:
             if _loose_dict(cast("dict[Any, Any]", x)):
                 return True
-            stack.extend(v for v in x.values() if isinstance(v, _CONTAINERS))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+            stack.extend(_nested(x.values()))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
         elif isinstance(x, dict):
-            stack.extend(v for v in x.values() if isinstance(v, _CONTAINERS))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+            stack.extend(_nested(x.values()))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
         else:
             stack.extend(v for v in x if isinstance(v, _CONTAINERS))  # pyright: ignore[reportUnknownArgumentType]
     return False
+
+
+def _nested(values: Iterable[Any]) -> list[Any]:
+    return [v for v in values if isinstance(v, _CONTAINERS)]
 
 
 def ordered(
@@ -198,11 +202,16 @@ def ordered(
             order = list(x)
             keys.extend(key(k) for k in order)
             where = {id(k): i for i, k in enumerate(canonical)}
-            picked = [done[where[id(k)]] if id(k) in where else done[canonical.index(k)] for k in order]
+            picked = [
+                done[where[id(k)]] if id(k) in where else done[canonical.index(k)]
+                for k in order
+            ]
             new = _from_node(td, (dict, order), [p[0] for p in picked])
             return new, [i for p in picked for i in p[1]]
         done = [walk(v, c) for v, c in zip(_items(x), children, strict=True)]
-        return _from_node(td, node, [p[0] for p in done]), [i for p in done for i in p[1]]
+        return _from_node(td, node, [p[0] for p in done]), [
+            i for p in done for i in p[1]
+        ]
 
     new, perm = walk(value, treedef)
     return new, tuple(perm), tuple(keys)
@@ -213,8 +222,9 @@ def _items(x: Any) -> list[Any]:
 
 
 def _from_node(td: TreeDef, node: Any, children: list[TreeDef]) -> TreeDef:
+    registry: Any = _jtu.default_registry  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
     return _jtu.PyTreeDef.from_node_data_and_children(  # pyright: ignore
-        _jtu.default_registry, node, children
+        registry, node, children
     )
 
 

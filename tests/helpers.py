@@ -58,6 +58,7 @@ def snapshot(fn: Any) -> dict[str, Any]:
 
 
 def assert_unchanged(before: dict[str, Any], after: dict[str, Any]) -> None:
+    """`snapshot` taken before equals one taken after, by identity."""
     # `type(...) in` rather than `isinstance`: a hostile object may fail on
     # `__class__`, which `isinstance` reads.
     for key, old in before.items():
@@ -65,9 +66,7 @@ def assert_unchanged(before: dict[str, Any], after: dict[str, Any]) -> None:
         if type(old) in (list, tuple):
             assert len(old) == len(new), key
             for a, b in zip(old, new, strict=True):
-                if type(a) is tuple and type(b) is tuple:
-                    assert all(x is y for x, y in zip(a, b, strict=True)), key
-                elif type(a) is list and type(b) is list:
+                if type(a) in (tuple, list):
                     assert all(x is y for x, y in zip(a, b, strict=True)), key
                 else:
                     assert a is b, key
@@ -219,6 +218,50 @@ def _wrapped(v: Any) -> Callable[..., Any]:
     return f
 
 
+def _in_tuple(v: Any) -> Callable[..., Any]:
+    fns = (lambda x: x * v, lambda y: y)
+
+    def f(x):
+        return fns[1](fns[0](x))
+
+    return f
+
+
+class Pair(NamedTuple):
+    w: Any
+    n: int
+
+
+def _in_namedtuple(v: Any) -> Callable[..., Any]:
+    pair = Pair(v, 3)
+
+    def f(x):
+        return x * pair.w * pair.n / 3
+
+    return f
+
+
+def _mutual(v: Any) -> Callable[..., Any]:
+    def even(x, n=2):
+        return x * v if n == 0 else odd(x, n - 1)
+
+    def odd(x, n):
+        return even(x, n - 1)
+
+    return even
+
+
+def _through_lifted(v: Any) -> Callable[..., Any]:
+    import lift
+
+    inner = lift.lift(lambda x: x * v)
+
+    def f(x):
+        return inner(x)
+
+    return f
+
+
 class Holder(NamedTuple):
     """A way to hold a value `v`: `make(v)(x) == x * v`.
 
@@ -246,6 +289,12 @@ HOLDERS: tuple[Holder, ...] = (
     Holder("shared cell", _shared_cell, ".captures['v']", "v"),
     Holder("recursive cell", _recursive, ".captures['v']", "v"),
     Holder("beside an empty cell", _with_empty_cell, ".captures['v']", "v"),
+    Holder("function in a tuple", _in_tuple, ".captures['fns'][0].captures['v']", "v"),
+    Holder("NamedTuple field", _in_namedtuple, ".captures['pair'].w", "pair"),
+    Holder("mutual recursion", _mutual, ".captures['v']", "v"),
+    Holder(
+        "through a Lifted", _through_lifted, ".captures['inner'].captures['v']", "v"
+    ),
     Holder(
         "functools.wraps' __wrapped__",
         _wrapped,

@@ -28,6 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+from helpers import assert_unchanged, snapshot
 
 import lift
 
@@ -285,54 +286,11 @@ def test_lift_of_none_is_the_decorator_form():
 # -- inside captures ----------------------------------------------------------------
 
 
-def _snapshot(fn: Any) -> dict[str, Any]:
-    """Everything of `fn` that `lift` must leave alone, by identity."""
-    cells = []
-    for cell in fn.__closure__ or ():
-        try:
-            cells.append((cell, cell.cell_contents))
-        except ValueError:
-            cells.append((cell, "<empty>"))
-    contents = [c for _, c in cells]
-    return {
-        "code": fn.__code__,
-        "closure": fn.__closure__,
-        "cells": cells,
-        "defaults": fn.__defaults__,
-        "default items": list(fn.__defaults__ or ()),
-        "kwdefaults": fn.__kwdefaults__,
-        "kwdefault items": dict(fn.__kwdefaults__ or {}),
-        "dict": dict(fn.__dict__),
-        "container items": [
-            list(c.values()) if isinstance(c, dict) else list(c)
-            for c in [*contents, *(fn.__defaults__ or ())]
-            if type(c) in (list, dict)
-        ],
-    }
-
-
-def _assert_same(before: dict[str, Any], after: dict[str, Any]) -> None:
-    # `type(...) in` rather than `isinstance`: the hostile object fails on
-    # `__class__`, which `isinstance` reads.
-    for key, old in before.items():
-        new = after[key]
-        if type(old) in (list, tuple):
-            assert len(old) == len(new), key
-            for a, b in zip(old, new, strict=True):
-                if type(a) in (tuple, list):
-                    assert all(x is y for x, y in zip(a, b, strict=True)), key
-                else:
-                    assert a is b, key
-        elif type(old) is dict:
-            assert old.keys() == new.keys(), key
-            assert all(old[k] is new[k] for k in old), key
-        else:
-            assert old is new, key
-
-
 def _holders(value: Any) -> dict[str, Callable[[], Any]]:
-    """The ways a function can hold `value`: a cell, a default, a keyword-only
-    default, a partial argument and keyword, a bound method's `self`."""
+    """The ways a function can hold `value` (a hostile object, here; the table of
+    holders for arrays and floats is `helpers.HOLDERS`): a cell, a default, a
+    keyword-only default, a positional-only default, a function attribute, a
+    partial argument and keyword, a bound method's `self`."""
 
     def in_cell(x):
         return x if value is not _Colour else 0
@@ -342,6 +300,14 @@ def _holders(value: Any) -> dict[str, Callable[[], Any]]:
 
     def in_kwdefault(x, *, v=value):
         return x if v is not _Colour else 0
+
+    def in_posonly_default(x, /, v=value):
+        return x if v is not _Colour else 0
+
+    def in_attribute(x):
+        return x if in_attribute.v is not _Colour else 0  # pyright: ignore[reportFunctionMemberAccess]
+
+    in_attribute.v = value  # pyright: ignore[reportFunctionMemberAccess]
 
     def from_partial(v, x):
         return x if v is not _Colour else 0
@@ -353,6 +319,8 @@ def _holders(value: Any) -> dict[str, Callable[[], Any]]:
         "cell": lambda: in_cell,
         "default": lambda: in_default,
         "kwdefault": lambda: in_kwdefault,
+        "positional-only default": lambda: in_posonly_default,
+        "function attribute": lambda: in_attribute,
         "partial arg": lambda: functools.partial(from_partial, value),
         "partial keyword": lambda: functools.partial(
             lambda x, v: from_partial(v, x), v=value
@@ -379,6 +347,8 @@ HOLDERS = (
     "cell",
     "default",
     "kwdefault",
+    "positional-only default",
+    "function attribute",
     "partial arg",
     "partial keyword",
     "method self",
@@ -399,7 +369,7 @@ def test_inside_captures(kind: str, holder: str):
     value = VALUES[kind]()
     fn = _holders(value)[holder]()
     inner = _underlying(fn)
-    before = _snapshot(inner)
+    before = snapshot(inner)
     partial_state = (
         (fn.func, fn.args, dict(fn.keywords))
         if isinstance(fn, functools.partial)
@@ -419,7 +389,7 @@ def test_inside_captures(kind: str, holder: str):
         assert jax.tree_util.tree_structure(lift.lift(fn)) == treedef
         assert _jit_call(lifted, 3.0) == expected
         repr(lifted)
-    _assert_same(before, _snapshot(inner))
+    assert_unchanged(before, snapshot(inner))
     if partial_state is not None:
         assert isinstance(fn, functools.partial)
         assert fn.func is partial_state[0]
@@ -474,12 +444,12 @@ def test_rebinding_a_dynamic_capture_is_a_lifterror_naming_it():
         return f
 
     f = make()
-    before = _snapshot(f)
+    before = snapshot(f)
     with pytest.raises(
         lift.LiftError, match=r"f \(.*test_bad_input.py:\d+\) rebinds.*'w'"
     ):
         lift.lift(f)
-    _assert_same(before, _snapshot(f))
+    assert_unchanged(before, snapshot(f))
 
 
 def test_tracer_hidden_in_an_object_is_a_lifterror_naming_it():
@@ -549,7 +519,9 @@ def test_static_names_that_are_not_captured_are_a_lifterror_with_the_nearest():
         r"Captured variables: 'limit'\.",
     ):
         lift.lift(make(2.0), static=("limt",))
-    with pytest.raises(lift.LiftError, match=r"no captured variable is called 'nope'\."):
+    with pytest.raises(
+        lift.LiftError, match=r"no captured variable is called 'nope'\."
+    ):
         lift.lift(_plain(2.0), static=("nope",))
     # A name captured by any function of a pytree is known.
     opt = optax.adam(0.1)
@@ -574,10 +546,10 @@ def test_dynamic_predicate_that_raises_propagates_unchanged():
         raise KeyError("predicate failed")
 
     f = _plain(2.0)
-    before = _snapshot(f)
+    before = snapshot(f)
     with pytest.raises(KeyError, match="predicate failed"):
         lift.lift(f, dynamic=predicate)
-    _assert_same(before, _snapshot(f))
+    assert_unchanged(before, snapshot(f))
 
 
 def test_dynamic_predicate_making_a_string_a_leaf_is_a_lifterror():

@@ -35,6 +35,7 @@ Profiles, chosen with the environment variable `LIFT_HYPOTHESIS_PROFILE`:
 from __future__ import annotations
 
 import functools
+import math
 import os
 import types
 from typing import Any, NamedTuple
@@ -146,6 +147,43 @@ def _make_default(v):
         return _plus(x, _use(v, x))
 
     return default
+
+
+def _make_attribute(v):
+    def attribute(x):
+        return _plus(x, _use(attribute.v, x))  # pyright: ignore[reportFunctionMemberAccess]
+
+    attribute.v = v  # pyright: ignore[reportFunctionMemberAccess]
+    return attribute
+
+
+def _make_ordered(v):
+    # Keys out of sorted order, combined in order by an operation that does not
+    # commute: a reordered dict computes something else.
+    table = {"z": v, "a": 2, "m": "b"}
+
+    def ordered(x):
+        out = x
+        for value in table.values():
+            out = _plus(out * np.float32(0.5), _use(value, x))
+        return out
+
+    return ordered
+
+
+_ZEROS = {"+0": 0.0, "-0": -0.0, "1.5": 1.5}
+
+
+def _make_signed(v, zero):
+    z = _ZEROS[zero]
+
+    def signed(x):
+        # A Python branch on `z` keeps it static; its sign must then count.
+        if z == 0.0:
+            return _plus(x * np.float32(math.copysign(1.0, z)), _use(v, x))
+        return _plus(x, _use(v, x))
+
+    return signed
 
 
 def _make_kwdefault(v):
@@ -261,6 +299,8 @@ _FUNCTIONS = (
     "mutual",
     "generator",
     "coroutine",
+    "attribute",
+    "ordered",
 )
 
 _floats = st.floats(-100, 100, allow_nan=False, width=32)
@@ -289,6 +329,7 @@ def _function(
         st.tuples(st.sampled_from(_FUNCTIONS), values),
         st.tuples(st.just("cell2"), values, plain),
         st.tuples(st.just("recursive"), values, st.integers(0, 3)),
+        st.tuples(st.just("signed"), values, st.sampled_from(sorted(_ZEROS))),
     )
 
 
@@ -415,6 +456,12 @@ class Built:
             fn = _make_generator(v)
         elif kind == "coroutine":
             fn = _make_coroutine(v)
+        elif kind == "attribute":
+            fn = _make_attribute(v)
+        elif kind == "ordered":
+            fn = _make_ordered(v)
+        elif kind == "signed":
+            fn = _make_signed(v, spec[2])
         else:
             assert kind == "empty"
             fn = _make_empty(v)
@@ -444,7 +491,9 @@ def depth(spec: Any) -> int:
     if not isinstance(spec, tuple) or not spec:
         return 0
     inner = max((depth(s) for s in spec), default=0)
-    return inner + (1 if spec[0] in (*_FUNCTIONS, "cell2", "recursive") else 0)
+    return inner + (
+        1 if spec[0] in (*_FUNCTIONS, "cell2", "recursive", "signed") else 0
+    )
 
 
 def _dynamic_leaves(spec: Any) -> bool:
@@ -666,3 +715,26 @@ def test_generated_programs_reach_six_deep():
 
     probe()
     assert deepest == MAX_DEPTH
+
+
+@settings(_SETTINGS, max_examples=_TREEDEF_EXAMPLES)
+@given(programs, st.randoms(use_true_random=False))
+def test_replay_accepts_only_what_the_full_walk_gives_the_same(spec, rnd):
+    """The replay of a skeleton (the fast path for a shape seen before), run on
+    a new program of the same shape or a perturbed one, either declines or gives
+    exactly the skeleton and leaves the full walk gives."""
+    from lift import _capture, _replay
+
+    fn, _ = build(spec)
+    skeleton, _ = _capture._walk(fn, frozenset(), None)
+    replay = _replay._compile(skeleton)
+    assert callable(replay)
+    for other in (spec, _perturb(spec, rnd)):
+        again, _ = build(other)
+        leaves = replay(again)
+        if leaves is None:
+            continue
+        walked, walked_leaves = _capture._walk(again, frozenset(), None)
+        assert walked == skeleton
+        assert len(leaves) == len(walked_leaves)
+        assert all(a is b for a, b in zip(leaves, walked_leaves, strict=True))
