@@ -109,14 +109,16 @@ def _node_str(
             parts.append((cell.name, cell.template))
     for label, template in node.parts():
         parts.append((label.variable or label.text.lstrip("."), template))
+    # Every capture of the root; the first few of a nested function.
+    width = len(parts) if depth == 0 else _WIDTH
     items = [
         f"{name}=<empty>"
         if template is None
         else f"{name}={_template_str(skeleton, template, leaves, depth, shown)}"
-        for name, template in parts[:_WIDTH]
+        for name, template in parts[:width]
     ]
-    if len(parts) > _WIDTH:
-        items.append(f"...({len(parts) - _WIDTH} more)")
+    if len(parts) > width:
+        items.append(f"...({len(parts) - width} more)")
     return f"{head}({', '.join(items)})"
 
 

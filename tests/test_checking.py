@@ -97,7 +97,8 @@ def test_checked_eager_grad_catches_what_jax_misses() -> None:
         jax.grad(loss)(1.0)  # JAX's own checker does not see eager grad escapes
     box.clear()
     with pytest.raises(
-        lift.LeakError, match=r"loss.box\[0\] -> .*captured variable 'x'.*from grad"
+        lift.LeakError,
+        match=r"loss.captures\['box'\]\[0\] -> .*captured variable 'x'.*from grad",
     ):
         lift.checked(jax.grad)(loss)(1.0)
 

@@ -561,7 +561,7 @@ def test_captured_jit_function_is_a_pytree() -> None:
         jax.tree_util.keystr(p)
         for p, _ in jax.tree_util.tree_flatten_with_path(make(0.5))[0]
     ]
-    assert paths == [".fn.captures['inner'].fn.captures['lr']"]
+    assert paths == [".__wrapped__.captures['inner'].__wrapped__.captures['lr']"]
     outer = make(0.5)
     rebuilt = jax.tree_util.tree_map(lambda x: x * 2, outer)
     assert rebuilt.__name__ == "outer"

@@ -98,7 +98,7 @@ def case_object_attribute(leak: bool) -> Expect:
         step_attr,
         "holder",
         "jit(step_attr)",
-        f"{step_attr.__qualname__}.holder.value",
+        f"{step_attr.__qualname__}.captures['holder'].value",
     )
 
 
@@ -147,7 +147,7 @@ def case_dict_in_closure(leak: bool) -> Expect:
         step_dict,
         "cache",
         "jit(step_dict)",
-        f"{step_dict.__qualname__}.cache['last']",
+        f"{step_dict.__qualname__}.captures['cache']['last']",
     )
 
 
@@ -164,7 +164,7 @@ def case_captured_closure(leak: bool) -> Expect:
         return x
 
     jax.jit(step)(1.0)
-    return Expect((stash,), stash[0], "y", "jit(step)", "roots[0][0].y")
+    return Expect((stash,), stash[0], "y", "jit(step)", "roots[0][0].captures['y']")
 
 
 def case_nested_closure(leak: bool) -> Expect:
@@ -265,7 +265,11 @@ def case_pytree_in_closure(leak: bool) -> Expect:
 
     jax.jit(step)(1.0)
     return Expect(
-        (step,), step, "models", "jit(step)", f"{step.__qualname__}.models[0].w"
+        (step,),
+        step,
+        "models",
+        "jit(step)",
+        f"{step.__qualname__}.captures['models'][0].w",
     )
 
 

@@ -212,22 +212,12 @@ def _float_statics(tree: Any) -> list[tuple[str, Any]]:
             for slot in template.slots:
                 value = getattr(slot, "value", None)
                 if type(slot).__name__ == "Static" and type(value) in (float, complex):
-                    found.append((str(template.label[1]), value))
+                    found.append((str(template.label.variable), value))
     return found
 
 
 def _templates(skeleton: Any) -> list[Any]:
-    out: list[Any] = []
-    for node in skeleton.nodes:
-        for attr in ("template", "func", "self_"):
-            t = getattr(node, attr, None)
-            if t is not None and hasattr(t, "slots"):
-                out.append(t)
-        for attr in ("defaults", "args"):
-            out.extend(getattr(node, attr, None) or ())
-        for attr in ("kwdefaults", "keywords"):
-            out.extend(t for _, t in getattr(node, attr, None) or ())
-    return out
+    return [template for node in skeleton.nodes for _, template in node.parts()]
 
 
 def test_sm3_keeps_b2_static() -> None:
