@@ -23,8 +23,10 @@ import numpy as np
 from . import _gc
 from ._closure import (
     Label,
+    cells,
     code_of,
     function_parts,
+    has_defaults,
     hidden_tracer,
     holder_of,
     jax_dtype,
@@ -196,8 +198,8 @@ class _Walk:
 
     def function(self, index: int, fn: types.FunctionType) -> FunctionNode:
         info = code_info(fn.__code__)
-        cells: list[int] = []
-        for label, cell in zip(info.cell_labels, fn.__closure__ or (), strict=True):
+        indices: list[int] = []
+        for label, cell in cells(fn):
             cell_index = self.ids.get(id(cell))
             if cell_index is None:
                 cell_index = len(self.nodes)
@@ -207,18 +209,19 @@ class _Walk:
                 self.nodes[cell_index] = self.cell(
                     cell, cell_index, label, fn, info, index
                 )
-            cells.append(cell_index)
+            indices.append(cell_index)
         parts = self.parts(function_parts(fn), index, fn)
+        defaults, kwdefaults = has_defaults(fn)
         annotations = fn.__annotations__
         return FunctionNode(
             info,
             fn.__globals__,
             fn.__name__,
             fn.__qualname__,
-            tuple(cells),
+            tuple(indices),
             parts,
-            fn.__defaults__ is not None,
-            fn.__kwdefaults__ is not None,
+            defaults,
+            kwdefaults,
             Static(
                 (fn.__doc__, fn.__module__, dict(annotations) if annotations else None)
             ),

@@ -22,8 +22,8 @@ import functools
 import types
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterator
-from typing import Any, Final
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Final, cast
 
 import jax
 import numpy as np
@@ -213,6 +213,56 @@ def function_parts(fn: types.FunctionType) -> Iterator[tuple[Label, Any]]:
     if attrs:
         for name, value in list(attrs.items()):
             yield Label.of(ATTR, name), value
+
+
+def cells(fn: types.FunctionType) -> Iterator[tuple[Label, types.CellType]]:
+    """A function's closure cells, each labelled by its free variable."""
+    closure = fn.__closure__
+    if closure:
+        for name, cell in zip(fn.__code__.co_freevars, closure, strict=True):
+            yield Label.of(CELL, name), cell
+
+
+def has_defaults(fn: types.FunctionType) -> tuple[bool, bool]:
+    """Whether `fn.__defaults__` and `fn.__kwdefaults__` are set (`None` and an
+    empty tuple or dict are different functions)."""
+    return fn.__defaults__ is not None, fn.__kwdefaults__ is not None
+
+
+def set_function_parts(
+    fn: types.FunctionType, parts: Iterable[tuple[Label, Any]], has: tuple[bool, bool]
+) -> None:
+    """Give a rebuilt function the parts `function_parts` read from another."""
+    defaults: list[Any] = []
+    kwdefaults: dict[str, Any] = {}
+    for label, value in parts:
+        if label.kind == DEFAULT:
+            defaults.append(value)
+        elif label.kind == KWDEFAULT:
+            kwdefaults[cast(str, label.key)] = value
+        else:
+            fn.__dict__[cast(str, label.key)] = value
+    if has[0]:
+        fn.__defaults__ = tuple(defaults)
+    if has[1]:
+        fn.__kwdefaults__ = kwdefaults
+
+
+def make_partial(
+    cls: type[functools.partial[Any]], parts: Iterable[tuple[Label, Any]]
+) -> functools.partial[Any]:
+    """A partial of class `cls` from the parts `partial_parts` read from another."""
+    func: Any = None
+    args: list[Any] = []
+    keywords: dict[str, Any] = {}
+    for label, value in parts:
+        if label.kind == FUNC:
+            func = value
+        elif label.kind == ARG:
+            args.append(value)
+        else:
+            keywords[cast(str, label.key)] = value
+    return cls(func, *args, **keywords)
 
 
 def partial_parts(p: functools.partial[Any]) -> Iterator[tuple[Label, Any]]:

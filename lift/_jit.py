@@ -26,7 +26,7 @@ from jax.core import Tracer
 from jax.stages import Lowered, Traced
 from typing_extensions import ParamSpec
 
-from ._closure import WRAPPED, Holder, Label, register_holder
+from ._closure import WRAPPED, Holder, Label, cells as cells_of, register_holder
 from ._errors import LiftError, describe
 from ._lift import lift
 from ._lifted import Lifted
@@ -102,7 +102,7 @@ def _graph(skeleton: Skeleton, root: Any, cells: list[Any]) -> None:
         if obj is None:
             continue
         if type(node) is FunctionNode:
-            for index, cell in zip(node.cells, obj.__closure__ or (), strict=True):
+            for index, (_, cell) in zip(node.cells, cells_of(obj), strict=True):
                 objs[index] = cell
         elif type(node) is CellNode:
             cells.append(obj)

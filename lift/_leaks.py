@@ -27,10 +27,10 @@ import numpy as np
 from . import _compat, _gc
 from ._closure import (
     ARG,
-    CELL,
     KEYWORD,
     SELF,
     Label,
+    cells,
     function_parts,
     method_parts,
     partial_parts,
@@ -452,14 +452,12 @@ class _Walk:
 
     def function(self, fn: types.FunctionType, index: int) -> None:
         code = fn.__code__
-        if fn.__closure__:
-            for name, cell in zip(code.co_freevars, fn.__closure__, strict=True):
-                try:
-                    value = cell.cell_contents
-                except ValueError:  # an empty cell: the variable is not bound yet
-                    continue
-                label = Label.of(CELL, name)
-                self.push(value, index, label, (fn, name, _CAPTURED))
+        for label, cell in cells(fn):
+            try:
+                value = cell.cell_contents
+            except ValueError:  # an empty cell: the variable is not bound yet
+                continue
+            self.push(value, index, label, (fn, label.variable, _CAPTURED))
         for label, value in function_parts(fn):
             self.push(value, index, label, (fn, label.variable, label.role))
         if is_user_file(code.co_filename):

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import types
 from collections.abc import Callable, Sequence
-from typing import Any, cast
+from typing import Any
 
-from ._closure import ARG, DEFAULT, KWDEFAULT
+from ._closure import make_partial, set_function_parts
 from ._skeleton import (
     CellNode,
     FunctionNode,
@@ -56,15 +56,10 @@ def build_nodes(skeleton: Skeleton, leaves: Sequence[Any]) -> list[Any]:
     for i in skeleton.order:
         node = nodes[i]
         if type(node) is PartialNode:
-            func, *rest = node.parts()
-            args: list[Any] = []
-            kwargs: dict[str, Any] = {}
-            for label, t in rest:
-                if label.kind == ARG:
-                    args.append(t.materialize(leaves, objs))
-                else:
-                    kwargs[cast(str, label.key)] = t.materialize(leaves, objs)
-            objs[i] = node.cls(func[1].materialize(leaves, objs), *args, **kwargs)
+            objs[i] = make_partial(
+                node.cls,
+                ((label, t.materialize(leaves, objs)) for label, t in node.parts()),
+            )
         elif type(node) is MethodNode:
             objs[i] = types.MethodType(
                 node.func.materialize(leaves, objs),
@@ -79,25 +74,9 @@ def build_nodes(skeleton: Skeleton, leaves: Sequence[Any]) -> list[Any]:
             if node.template is not None:
                 objs[i].cell_contents = node.template.materialize(leaves, objs)
         elif type(node) is FunctionNode:
-            _fill(objs[i], node, leaves, objs)
+            set_function_parts(
+                objs[i],
+                ((label, t.materialize(leaves, objs)) for label, t in node.parts()),
+                (node.has_defaults, node.has_kwdefaults),
+            )
     return objs
-
-
-def _fill(
-    fn: types.FunctionType, node: FunctionNode, leaves: Sequence[Any], objs: list[Any]
-) -> None:
-    """Set a rebuilt function's defaults, keyword-only defaults and attributes."""
-    defaults: list[Any] = []
-    kwdefaults: dict[str, Any] = {}
-    for label, t in node.parts():
-        value = t.materialize(leaves, objs)
-        if label.kind == DEFAULT:
-            defaults.append(value)
-        elif label.kind == KWDEFAULT:
-            kwdefaults[cast(str, label.key)] = value
-        else:
-            fn.__dict__[cast(str, label.key)] = value
-    if node.has_defaults:
-        fn.__defaults__ = tuple(defaults)
-    if node.has_kwdefaults:
-        fn.__kwdefaults__ = kwdefaults
