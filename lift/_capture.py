@@ -22,7 +22,9 @@ import numpy as np
 
 from . import _gc
 from ._closure import (
+    ATTR,
     Label,
+    aux_tracer,
     cells,
     code_of,
     function_parts,
@@ -183,7 +185,7 @@ class _Walk:
             self.parents,
             len(self.leaves),
             frozenset(self.float_leaves),
-            tuple[type[Any], ...](type(leaf) for leaf in self.leaves),  # pyright: ignore[reportUnknownArgumentType]
+            tuple(map(_leaf_type, self.leaves)),
         )
         skeleton.cache["names"] = frozenset(self.names)
         return skeleton, self.leaves
@@ -210,9 +212,22 @@ class _Walk:
                     cell, cell_index, label, fn, info, index
                 )
             indices.append(cell_index)
-        parts = self.parts(function_parts(fn), index, fn)
+        # A module-level `def f` reading `f.scale` reaches its attributes through
+        # the module global, not through the rebuilt function: leaves there
+        # would be dead, so its attributes are static instead.
+        by_global = fn.__name__ in info.global_names and (
+            fn.__globals__.get(fn.__name__) is fn
+        )
+        parts = tuple(
+            (
+                label,
+                self.template(
+                    value, index, label, fn, forced=by_global and label.kind == ATTR
+                ),
+            )
+            for label, value in function_parts(fn)
+        )
         defaults, kwdefaults = has_defaults(fn)
-        annotations = fn.__annotations__
         return FunctionNode(
             info,
             fn.__globals__,
@@ -222,9 +237,7 @@ class _Walk:
             parts,
             defaults,
             kwdefaults,
-            Static(
-                (fn.__doc__, fn.__module__, dict(annotations) if annotations else None)
-            ),
+            _meta(fn),
         )
 
     def cell(
@@ -270,11 +283,12 @@ class _Walk:
         label: Label,
         holder: Any,
         branched: bool = False,
+        forced: bool = False,
     ) -> Template:
         name = label.variable
-        if name is not None:
+        if type(name) is str:
             self.names.add(name)
-        forced = name is not None and name in self.static
+        forced = forced or (name is not None and name in self.static)
         t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
         if (t in _STATIC_ATOMS and self.dynamic is None) or issubclass(t, ITERATORS):
             return Template(None, (Static(value),), owner, label)
@@ -284,7 +298,19 @@ class _Walk:
                 leaves = [value]
                 treedef = None
             else:
-                flat = flatten_checked(value, is_function_like)
+                try:
+                    flat = flatten_checked(value, is_function_like)
+                except (TypeError, ValueError) as err:
+                    # JAX cannot flatten it (dict keys it cannot sort, a node
+                    # whose flatten fails): whole and static, or refused.
+                    if forced:
+                        return Template(None, (Static(value),), owner, label)
+                    raise LiftError(
+                        f"{describe(holder)} captures {_variable(label)}, which "
+                        f"JAX's pytree flattening refuses ({err}).\nFix: use dict "
+                        "keys of one type, or keep it static with `lift(f, "
+                        f"static=({name or 'name'!r},))`."
+                    ) from err
                 if flat is None:
                     raise LiftError(
                         f"{describe(holder)} captures {_variable(label)}, a "
@@ -296,8 +322,10 @@ class _Walk:
                 leaves, treedef = flat
                 if treedef.num_nodes == 1 and treedef.num_leaves == 1:
                     treedef = None
-                elif irregular(value):
-                    order = ordered(value, treedef, static_key)
+                else:
+                    if irregular(value):
+                        order = ordered(value, treedef, static_key)
+                    _check_aux(treedef, holder, label)
         else:
             leaves = [value]
             treedef = None
@@ -420,6 +448,24 @@ class _Walk:
         return frozenset(out)
 
 
+def _leaf_type(leaf: Any) -> Any:
+    t: type[Any] = type(leaf)  # pyright: ignore[reportUnknownVariableType]
+    if t is np.ndarray:
+        return (t, leaf.ndim == 0, leaf.dtype == np.bool_)
+    return t
+
+
+def _meta(fn: types.FunctionType) -> Static:
+    """A function's docstring, module and annotations, as one static."""
+    doc, module, annotations = fn.__doc__, fn.__module__, fn.__annotations__
+    if annotations:
+        annotations = dict(annotations)
+        return Static((doc, module, annotations))
+    if (doc is None or type(doc) is str) and type(module) is str:
+        return Static((doc, module, None), ("meta", doc, module))
+    return Static((doc, module, None))
+
+
 # Leaf types that Python control flow can read (`if b2 != 1.0`, `if mask`).
 _BRANCHABLE: Final = (float, complex, int, np.generic, np.ndarray)
 
@@ -439,6 +485,18 @@ def _is_bool(leaf: Any) -> bool:
         and leaf.dtype == np.bool_
         and leaf.ndim == 0
     )
+
+
+def _check_aux(treedef: Any, holder: Any, label: Label) -> None:
+    where = aux_tracer(treedef)
+    if where is not None:
+        raise LiftError(
+            f"{describe(holder)} captures {_variable(label)}, a pytree whose static "
+            f"data holds a tracer at {label.variable or label.text}{where}. A "
+            "treedef's static data is part of the compiled program's key, so "
+            "the tracer would leak.\nFix: make the traced value a child of the "
+            "pytree (not a static field), or pass it as an argument."
+        )
 
 
 def check_opaque(leaf: Any, t: type[Any], holder: Any, label: Label) -> None:
@@ -501,7 +559,7 @@ def capture(
             return previous, leaves
     start = time.perf_counter()
     skeleton, leaves = _walk(obj, static, dynamic)
-    if previous is not None and skeleton == previous:
+    if previous is not None and skeleton == previous and _exact(skeleton):
         walked(previous, time.perf_counter() - start)  # towards compiling its replay
         return previous, leaves
     if key[0] is not None:
@@ -523,6 +581,23 @@ def _walk(
         if branched:
             result = _Walk(obj, static, dynamic, branched).run()
         return result
+
+
+def _exact(skeleton: Skeleton) -> bool:
+    """Whether every static of `skeleton` is determined by its key, so that an
+    equal skeleton (one captured before) may stand in for it."""
+    exact = skeleton.cache.get("exact")
+    if exact is None:
+        statics = [
+            s
+            for node in skeleton.nodes
+            for _, t in node.parts()
+            for s in t.slots
+            if type(s) is Static
+        ]
+        statics.extend(n.meta for n in skeleton.nodes if type(n) is FunctionNode)
+        exact = skeleton.cache["exact"] = all(s.exact for s in statics)
+    return exact
 
 
 def check_static_names(

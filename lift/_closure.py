@@ -40,6 +40,7 @@ __all__ = [
     "partial_parts",
     "slot_names",
     "static_key",
+    "aux_tracer",
     "hidden_tracer",
     "jax_dtype",
     "opaque",
@@ -89,7 +90,7 @@ class Label:
     Labels are interned: `Label.of(kind, key)` returns one object per part name.
     """
 
-    __slots__ = ("entries", "key", "kind", "role", "text", "variable")
+    __slots__ = ("entries", "ident", "key", "kind", "role", "text", "variable")
 
     def __init__(self, kind: str, key: str | int | None, name: str | None) -> None:
         self.kind = kind
@@ -112,6 +113,8 @@ class Label:
             entries = (jtu.GetAttrKey(kind),)
         self.entries: tuple[Any, ...] = entries
         self.text = "".join(str(e) for e in entries)
+        # What the label is compared by, as a tuple (skeleton keys hold this).
+        self.ident = (kind, key, name)
 
     @classmethod
     def of(
@@ -163,14 +166,10 @@ class Label:
         return getattr(holder, str(key) if kind == FIELD else kind)
 
     def __eq__(self, other: object) -> bool:
-        return self is other or (
-            type(other) is Label
-            and (self.kind, self.key, self.variable)
-            == (other.kind, other.key, other.variable)
-        )
+        return self is other or (type(other) is Label and self.ident == other.ident)
 
     def __hash__(self) -> int:
-        return hash((self.kind, self.key, self.variable))
+        return hash(self.ident)
 
     def __str__(self) -> str:
         return self.text
@@ -255,22 +254,34 @@ def make_partial(
     func: Any = None
     args: list[Any] = []
     keywords: dict[str, Any] = {}
+    attrs: dict[Any, Any] = {}
     for label, value in parts:
         if label.kind == FUNC:
             func = value
         elif label.kind == ARG:
             args.append(value)
-        else:
+        elif label.kind == KEYWORD:
             keywords[cast(str, label.key)] = value
-    return cls(func, *args, **keywords)
+        else:
+            attrs[label.key] = value
+    p = cls(func, *args, **keywords)
+    if attrs:
+        p.__dict__.update(attrs)
+    return p
 
 
 def partial_parts(p: functools.partial[Any]) -> Iterator[tuple[Label, Any]]:
+    """A partial's function, arguments, keywords and attributes (its `__dict__`:
+    `functools.update_wrapper` sets `__wrapped__`, `__name__`, ...)."""
     yield Label.of(FUNC), p.func
     for i, value in enumerate(p.args):
         yield Label.of(ARG, i), value
     for name, value in p.keywords.items():
         yield Label.of(KEYWORD, name), value
+    attrs = getattr(p, "__dict__", None)
+    if attrs:
+        for name, value in list(attrs.items()):
+            yield Label.of(ATTR, name), value
 
 
 def method_parts(m: types.MethodType) -> Iterator[tuple[Label, Any]]:
@@ -315,21 +326,13 @@ def holder_of(obj: Any) -> Holder | None:
 
 
 def slot_names(cls: type) -> tuple[str, ...]:
-    """Every slot an instance of `cls` may hold, `__slots__` given as a string or
-    any iterable of strings, along the MRO."""
+    """Every slot an instance of `cls` may hold, along the MRO: the member
+    descriptors `__slots__` made, whatever form it was given in (a string, a
+    tuple, an iterator since consumed), names mangled as Python mangles them."""
     names: list[str] = []
     for klass in cls.__mro__:
-        declared = klass.__dict__.get("__slots__", ())
-        if isinstance(declared, str):
-            declared = (declared,)
-        try:
-            items = list(declared)
-        except TypeError:
-            continue
-        for name in items:
-            if type(name) is str and name not in ("__dict__", "__weakref__"):  # pyright: ignore[reportUnnecessaryComparison]
-                if name.startswith("__") and not name.endswith("__"):
-                    name = f"_{klass.__name__.lstrip('_')}{name}"  # name mangling
+        for name, member in vars(klass).items():
+            if type(member) is types.MemberDescriptorType:
                 names.append(name)
     return tuple(dict.fromkeys(names))
 
@@ -426,7 +429,7 @@ def static_key(value: Any, depth: int = 0) -> Any:
             return _ById(value)
         return (t, value.dtype.str, value.shape, value.tobytes())
     if t is dict:
-        # Only annotations reach here: a dict compared by its items, in order.
+        # Annotations reach here: a dict compared by its items, in order.
         return (
             t,
             tuple(
@@ -435,7 +438,38 @@ def static_key(value: Any, depth: int = 0) -> Any:
             ),
         )
     hash(value)
-    return (t, value)
+    # Compared by the class's own `__eq__`: equal keys may hold different values
+    # (`is_exact` is false), so such a static is never swapped for an equal one.
+    if t.__eq__ is object.__eq__ or t is type or issubclass(t, _BY_IDENTITY):
+        return (t, value)
+    return (_Loose, t, value)
+
+
+class _Loose:
+    """Marks a static key that compares with a class's own `__eq__`."""
+
+
+_BY_IDENTITY: Final = (
+    type,
+    types.FunctionType,
+    types.BuiltinFunctionType,
+    types.ModuleType,
+    np.dtype,
+)
+
+
+def is_exact(key: Any) -> bool:
+    """Whether a `static_key` determines its value (no class's own `__eq__` in it)."""
+    stack = [key]
+    while stack:
+        k = stack.pop()
+        if type(k) is tuple:
+            if k and k[0] is _Loose:
+                return False
+            stack.extend(k)  # pyright: ignore[reportUnknownArgumentType]
+        elif type(k) is frozenset:
+            stack.extend(k)  # pyright: ignore[reportUnknownArgumentType]
+    return True
 
 
 # -- what no pytree reaches ----------------------------------------------------------
@@ -447,9 +481,7 @@ _NOT_JAX_KINDS: Final = frozenset("OSUMm")
 _OPAQUE_SKIP: Final = (
     type,
     types.ModuleType,
-    types.FunctionType,
     types.BuiltinFunctionType,
-    types.MethodType,
     types.CodeType,
     str,
     bytes,
@@ -459,9 +491,10 @@ _OPAQUE_SKIP: Final = (
     np.dtype,
     np.ndarray,
     jax.Array,
-    *jtu.ITERATORS,
 )
-_SCAN_LIMIT: Final = 10_000
+# Objects one scan visits at most: a static object graph larger than this is
+# looked into in part (breadth-first, the nearest objects first).
+_SCAN_LIMIT: Final = 100_000
 
 
 def jax_dtype(dtype: np.dtype[Any]) -> bool:
@@ -505,7 +538,45 @@ def hidden_tracer(obj: Any) -> str | None:
     return None
 
 
+_BUILTIN_NODES: Final = frozenset(
+    {tuple, list, dict, type(None), collections.OrderedDict, collections.defaultdict}
+)
+
+
+def aux_tracer(treedef: Any) -> str | None:
+    """Path to a tracer in the static (aux) data of `treedef`'s custom nodes: a
+    `jax.tree_util.Partial`'s function, an equinox static field, a flax
+    `pytree_node=False` field. Checked only for treedefs that have custom nodes."""
+    if "CustomNode" not in str(treedef):
+        return None
+    stack = [treedef]
+    while stack:
+        td = stack.pop()
+        node = td.node_data()
+        if node is not None and node[0] not in _BUILTIN_NODES:
+            where = hidden_tracer(node[1])
+            if where is not None:
+                return (
+                    f"<static data of {getattr(node[0], '__name__', node[0])}>{where}"
+                )
+        stack.extend(td.children())
+    return None
+
+
 def _children(x: Any, t: type[Any], path: str) -> list[tuple[Any, str]]:
+    if t is types.FunctionType:
+        parts = [(label, cell.cell_contents) for label, cell in _full_cells(x)]
+        parts.extend(function_parts(x))
+        return [(v, f"{path}{label}") for label, v in parts]
+    if t is types.MethodType:
+        return [(v, f"{path}{label}") for label, v in method_parts(x)]
+    if issubclass(t, functools.partial):
+        return [(v, f"{path}{label}") for label, v in partial_parts(x)]
+    if issubclass(t, _SUSPENDED):
+        frame = getattr(x, _FRAME[t], None) if t in _FRAME else None
+        if frame is None:
+            return []
+        return [(v, f"{path}.<locals>.{k}") for k, v in frame.f_locals.items()]
     if issubclass(t, collections.abc.Mapping):
         return [(v, f"{path}[{k!r}]") for k, v in list(x.items())]
     if issubclass(t, (list, tuple, set, frozenset, collections.deque)):
@@ -517,6 +588,21 @@ def _children(x: Any, t: type[Any], path: str) -> list[tuple[Any, str]]:
 
 
 _slots: weakref.WeakKeyDictionary[type, tuple[str, ...]] = weakref.WeakKeyDictionary()
+_SUSPENDED: Final = (types.GeneratorType, types.CoroutineType, types.AsyncGeneratorType)
+_FRAME: Final = {
+    types.GeneratorType: "gi_frame",
+    types.CoroutineType: "cr_frame",
+    types.AsyncGeneratorType: "ag_frame",
+}
+
+
+def _full_cells(fn: types.FunctionType) -> Iterator[tuple[Label, types.CellType]]:
+    for label, cell in cells(fn):
+        try:
+            cell.cell_contents  # noqa: B018
+        except ValueError:  # empty
+            continue
+        yield label, cell
 
 
 def opaque(t: type[Any]) -> bool:

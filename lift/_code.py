@@ -53,6 +53,8 @@ class CodeInfo:
             directly, such as `if b2 != 1.0:`, here or in a function defined
             inside this one that shares the variable. A float capture used this
             way cannot be traced, so it is kept static.
+        global_names: the names the code (and code nested in it) looks up as
+            globals or attributes (`co_names`).
         branches_on_params: whether this code, or code defined inside it,
             branches in Python on one of its own parameters (optax's `masked`
             maps `lambda m, p: p if m else ...` over its captured mask). A
@@ -67,6 +69,7 @@ class CodeInfo:
         "cell_labels",
         "code",
         "freevars",
+        "global_names",
         "hash",
         "rebound",
     )
@@ -96,6 +99,13 @@ class CodeInfo:
             stack.extend(c for c in inner.co_consts if isinstance(c, types.CodeType))
         self.rebound = frozenset(rebound)
         self.branched = frozenset(branched)
+        names: set[str] = set()
+        stack = [code]
+        while stack:
+            c = stack.pop()
+            names.update(c.co_names)
+            stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+        self.global_names = frozenset(names)
         self.branches_on_params = flows
 
 

@@ -4,6 +4,7 @@ about a function's captures."""
 # pyright: reportPrivateUsage=false
 from __future__ import annotations
 
+import re
 import types
 from typing import TYPE_CHECKING, Any, Final, cast
 
@@ -12,6 +13,7 @@ import jax.numpy as jnp
 
 from ._compat import Tracer
 from ._errors import LiftError, describe, docs_anchor
+from ._paths import leaf_paths
 from ._skeleton import (
     CellNode,
     FunctionNode,
@@ -140,11 +142,12 @@ def explain_concretization(x: Lifted[Any, Any], err: BaseException) -> LiftError
     codes = {n.info.code for n in skeleton.nodes if isinstance(n, FunctionNode)}
     owners = skeleton.leaf_owner()
     found: list[tuple[str, int]] = []
-    code = None
+    code = innermost = None
     tb = err.__traceback__
     while tb is not None:
         frame = tb.tb_frame
         if frame.f_code in codes:
+            innermost = frame.f_code
             here = [
                 (name, tracers[id(v)])
                 for name, v in frame.f_locals.items()
@@ -153,6 +156,18 @@ def explain_concretization(x: Lifted[Any, Any], err: BaseException) -> LiftError
             if here:
                 found, code = here, frame.f_code
         tb = tb.tb_next
+    # JAX names the argument the value came from (`g.__dict__['b2']`): trust it
+    # over the frame's locals, which may hold other captured tracers.
+    blamed = _blamed_arguments(str(err))
+    if blamed is not None:
+        paths = [str(p) for p in leaf_paths(skeleton)]
+        ours = [
+            i for i in range(len(paths)) if any(b.endswith(paths[i]) for b in blamed)
+        ]
+        if not ours:
+            return None  # a traced argument of the function, not a capture
+        found = [(n, i) for n, i in found if i in ours] or [("", ours[0])]
+        code = code or innermost
     if not found or code is None:
         return None
     index = found[0][1]
@@ -176,6 +191,19 @@ def explain_concretization(x: Lifted[Any, Any], err: BaseException) -> LiftError
         f"it static, `lift(f, static={names!r})` (each new value then compiles "
         f"anew), or {other}."
     )
+
+
+_DEPENDS: Final = re.compile(
+    r"depends on the values? of the arguments? (.+?)\.(?:\n|$)"
+)
+
+
+def _blamed_arguments(message: str) -> list[str] | None:
+    """The argument paths JAX's message says a concrete value depended on."""
+    match = _DEPENDS.search(message)
+    if match is None:
+        return None
+    return [p.strip() for p in re.split(r", | and ", match[1]) if p.strip()]
 
 
 def reject(obj: Any, name: str) -> LiftError:

@@ -45,18 +45,16 @@ _is: Final = operator.is_
 
 
 class _Snapshot:
-    """A lifted function, and the cells of the graph it came from with what they
-    held then: it is current while each cell holds the same object.
-
-    Defaults are not watched: they are values fixed when a function is made, not
-    variables a later statement rebinds.
+    """A lifted function, and what the graph it came from held then: it is current
+    while each cell holds the same object, and each function of the graph the
+    same defaults and attributes (`_Watch`).
     """
 
     __slots__ = ("cells", "contents", "lifted")
 
     def __init__(self, lifted: Any, root: Any) -> None:
         self.lifted = lifted
-        cells: list[types.CellType] = []
+        cells: list[Any] = []
         if isinstance(lifted, Lifted) and not isinstance(root, Lifted):
             skeleton: Skeleton = lifted._skeleton  # pyright: ignore[reportPrivateUsage, reportUnknownMemberType]
             closure = getattr(root, "__closure__", None)
@@ -65,6 +63,7 @@ class _Snapshot:
             ):
                 # The common case: a function whose captures hold no functions.
                 cells.extend(closure or ())
+                cells.append(_Watch(root))
             else:
                 _graph(skeleton, root, cells)
         contents: list[Any] = []
@@ -87,8 +86,35 @@ class _Snapshot:
         return True
 
 
+class _Watch:
+    """Stands for a function's defaults and attributes among the watched cells:
+    its `cell_contents` is one token while they are the objects they were, and a
+    new object once one is rebound (`f.scale = 3.0`, `f.__defaults__ = ...`)."""
+
+    __slots__ = ("defaults", "fn", "items", "kwdefaults", "token")
+
+    def __init__(self, fn: types.FunctionType) -> None:
+        self.fn = fn
+        self.defaults = fn.__defaults__
+        self.kwdefaults = fn.__kwdefaults__
+        self.items = tuple(fn.__dict__.items())
+        self.token = object()
+
+    @property
+    def cell_contents(self) -> object:
+        fn = self.fn
+        if fn.__defaults__ is self.defaults and fn.__kwdefaults__ is self.kwdefaults:
+            attrs = fn.__dict__
+            if len(attrs) == len(self.items) and all(
+                attrs.get(k, _EMPTY) is v for k, v in self.items
+            ):
+                return self.token
+        return object()
+
+
 def _graph(skeleton: Skeleton, root: Any, cells: list[Any]) -> None:
-    """The original cells behind the skeleton's nodes.
+    """The original cells behind the skeleton's nodes, and a `_Watch` of each
+    function.
 
     Follows the skeleton from `root` the way it was captured: every node is found
     from a node of smaller index, through a cell, default, partial argument or
@@ -104,6 +130,7 @@ def _graph(skeleton: Skeleton, root: Any, cells: list[Any]) -> None:
         if type(node) is FunctionNode:
             for index, (_, cell) in zip(node.cells, cells_of(obj), strict=True):
                 objs[index] = cell
+            cells.append(_Watch(obj))
         elif type(node) is CellNode:
             cells.append(obj)
         for label, template in node.parts():

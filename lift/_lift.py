@@ -12,11 +12,19 @@ from typing_extensions import ParamSpec
 
 from . import _trees as jtu
 from ._capture import check_static_names
+from ._closure import static_key
 from ._describe import reject
 from ._errors import LiftError
 from ._lifted import Lifted, check_options
 from ._rebuild import build
-from ._trees import ITERATORS, MAX_CONTAINER_DEPTH, flatten_checked, is_function_like
+from ._trees import (
+    ITERATORS,
+    MAX_CONTAINER_DEPTH,
+    flatten_checked,
+    irregular,
+    is_function_like,
+    ordered,
+)
 
 __all__ = ["is_lifted", "lift", "unlift"]
 
@@ -186,6 +194,9 @@ def lift(
         out.append(new)
     if names:
         check_static_names(names, frozenset(seen), obj, "lift")
+    if irregular(obj):  # dicts in their own order, as the original had them
+        rebuild, perm, _ = ordered(obj, treedef, static_key)
+        return jtu.unflatten(rebuild, [out[i] for i in perm])
     return jtu.unflatten(treedef, out)
 
 

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
+import sys
 import types
 from collections.abc import Callable, Iterable
 from typing import Any, Final, Generic, Self, TypeVar, cast
@@ -16,7 +18,7 @@ from . import _gc, _registry, _trees as jtu
 from ._capture import capture, check_static_names
 from ._closure import CAPTURES
 from ._describe import explain_concretization, pformat, reject
-from ._errors import LiftError
+from ._errors import LiftError, describe
 from ._paths import leaf_paths
 from ._rebuild import build, build_nodes
 from ._skeleton import (
@@ -165,6 +167,7 @@ class Lifted(Generic[_P, _R]):
                     fn, "lift" if type(self) is Lifted else type(self).__name__
                 )
             skeleton, leaves = capture(fn, static=names, dynamic=dynamic)
+            skeleton.cache["options"] = (names, dynamic)
             self._setup(skeleton, tuple(leaves), None)
             self._original = fn
         _registry.record(self)
@@ -314,9 +317,12 @@ class Lifted(Generic[_P, _R]):
         return new
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # Pickled as the function and the current leaves: the function must be
-        # picklable (a module-level function, or a partial of one).
-        return (_unpickle, (type(self), self.__wrapped__, self._arrays()))
+        # Pickled as the function (which must be picklable: a module-level
+        # function, or a partial of one), the options it was lifted with, and the
+        # current leaves.
+        names, dynamic = self._skeleton.cache.get("options", (_NO_NAMES, None))
+        fn = self._original if self._original is not None else _importable(self)
+        return (_unpickle, (type(self), fn, names, dynamic, self._arrays()))
 
     def __repr__(self) -> str:
         return pformat(self)
@@ -352,12 +358,41 @@ def check_options(
     return names
 
 
+def _importable(x: Lifted[Any, Any]) -> Any:
+    """The function behind a `Lifted` rebuilt from leaves, as pickle can find it:
+    the module-level function of the same code (or a partial of it)."""
+    rebuilt = x._function()
+    target = rebuilt.func if isinstance(rebuilt, functools.partial) else rebuilt
+    module = sys.modules.get(getattr(target, "__module__", None) or "")
+    found: Any = module
+    for part in str(getattr(target, "__qualname__", "<>")).split("."):
+        found = getattr(found, part, None)
+    if found is None or getattr(found, "__code__", None) is not getattr(
+        target, "__code__", False
+    ):
+        raise LiftError(
+            f"pickle needs the function {describe(target)} importable by name, "
+            "and this `Lifted` was rebuilt from leaves (by a transform or "
+            "`tree_map`), which keeps no original.\nFix: pickle the `Lifted` made "
+            "from a module-level function, or its leaves (`jax.tree.leaves`)."
+        )
+    if isinstance(rebuilt, functools.partial):
+        partial = cast("functools.partial[Any]", rebuilt)
+        return type(partial)(found, *partial.args, **partial.keywords)
+    return found
+
+
 def _unpickle(
-    cls: type[Lifted[Any, Any]], fn: Callable[..., Any], leaves: tuple[Any, ...]
+    cls: type[Lifted[Any, Any]],
+    fn: Callable[..., Any],
+    names: frozenset[str],
+    dynamic: Callable[[Any], bool] | None,
+    leaves: tuple[Any, ...],
 ) -> Lifted[Any, Any]:
-    lifted = cls(fn)
+    lifted = cls(fn, static=names, dynamic=dynamic)
     self = object.__new__(cls)
     self._setup(lifted._skeleton, leaves, leaves)
+    self._original = fn
     return self
 
 

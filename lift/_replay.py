@@ -14,6 +14,7 @@ away into constants.
 from __future__ import annotations
 
 import itertools
+import operator
 import time
 import types
 from collections.abc import Callable
@@ -28,6 +29,7 @@ from ._closure import (
     KEYWORD,
     KWDEFAULT,
     Label,
+    aux_tracer,
     hidden_tracer,
     jax_dtype,
     opaque,
@@ -105,7 +107,11 @@ class _Writer:
             "irregular": irregular,
             "static_key": static_key,
             "hidden_tracer": hidden_tracer,
+            "aux_tracer": aux_tracer,
             "jax_dtype": jax_dtype,
+            "is_": operator.is_,
+            "ndarray": np.ndarray,
+            "bool_": np.bool_,
         }
         # One name per distinct constant (by identity; `consts` keeps it alive).
         self.const_names: dict[int, str] = {}
@@ -143,9 +149,17 @@ class _Writer:
         if type(slot) is int:
             leaf_type = self.skeleton.leaf_types[slot]
             self.emit(f"l{slot} = {expr}")
-            check = f"type(l{slot}) is {self.const(leaf_type)}"
-            if leaf_type is np.ndarray:
-                check += f" and jax_dtype(l{slot}.dtype)"
+            if type(leaf_type) is tuple:
+                # A NumPy array: as the full walk reads it (dtype JAX holds,
+                # and 0-d or boolean for branch analysis).
+                _, zero_d, boolean = cast("tuple[type, bool, bool]", leaf_type)
+                check = (
+                    f"type(l{slot}) is ndarray and jax_dtype(l{slot}.dtype) and "
+                    f"(l{slot}.ndim == 0) is {zero_d} and "
+                    f"bool(l{slot}.dtype == bool_) is {bool(boolean)}"
+                )
+            else:
+                check = f"type(l{slot}) is {self.const(leaf_type)}"
             self.fail_unless(check)
         elif type(slot) is Ref:
             self.bind(slot.index, expr)
@@ -157,7 +171,9 @@ class _Writer:
             t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
             k = self.const(value)
             s = self.local(expr)
-            if slot.by_identity:
+            if slot.by_identity or not slot.exact:
+                # Equal by a class's own `__eq__` is not the same value: only the
+                # very object is.
                 self.fail_unless(f"{s} is {k}")
             elif t in _ATOMS:
                 self.fail_unless(
@@ -171,7 +187,7 @@ class _Writer:
             else:
                 key = self.const(static_key(value))
                 self.fail_unless(f"{s} is {k} or static_key({s}) == {key}")
-            if not (issubclass(t, np.generic) or opaque(t)):
+            if not (t in _ATOMS or issubclass(t, np.generic) or opaque(t)):
                 self.fail_unless(f"hidden_tracer({s}) is None")
 
     def template(self, template: Template, expr: str) -> None:
@@ -185,6 +201,8 @@ class _Writer:
         self.fail_unless(f"not irregular({v})")
         self.emit(f"{v}, td = flatten({v}, is_leaf=is_function_like)")
         self.fail_unless(f"td == {self.const(template.treedef)}")
+        if "CustomNode" in str(template.treedef):
+            self.fail_unless("aux_tracer(td) is None")
         for pos, slot in enumerate(template.slots):
             self.slot(slot, f"{v}[{pos}]")
 
@@ -217,8 +235,12 @@ class _Writer:
         if annotations is None:
             checks.append(f"not {o}.__annotations__")
         else:
+            # Each `def` makes a new dict of the same objects (types, or strings
+            # from the code's constants): compared by identity, else the full walk.
+            keys, values = tuple(annotations), tuple(annotations.values())
             checks.append(
-                f"static_key({o}.__annotations__) == {self.const(static_key(annotations))}"
+                f"tuple({o}.__annotations__) == {self.const(keys)} and all(map("
+                f"is_, {o}.__annotations__.values(), {self.const(values)}))"
             )
         if not node.has_defaults:
             checks.append(f"{o}.__defaults__ is None")
@@ -285,6 +307,9 @@ class _Writer:
                 self.keys(
                     f"{o}.keywords",
                     [lb for lb, _ in node.parts() if lb.kind == KEYWORD],
+                )
+                self.keys(
+                    f"{o}.__dict__", [lb for lb, _ in node.parts() if lb.kind == ATTR]
                 )
                 self.parts(node, o)
             else:

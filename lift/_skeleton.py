@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any, Final, TypeAlias, cast
 
 from . import _trees as jtu
-from ._closure import ARG, Holder, Label, static_key
+from ._closure import ARG, Holder, Label, is_exact, static_key
 from ._code import CodeInfo
 
 __all__ = [
@@ -42,10 +42,11 @@ __all__ = [
 class Ref:
     """A slot holding another node of the graph (a function, partial or method)."""
 
-    __slots__ = ("index",)
+    __slots__ = ("index", "slot_key")
 
     def __init__(self, index: int) -> None:
         self.index = index
+        self.slot_key: tuple[str, int] = ("ref", index)
 
     def __eq__(self, other: object) -> bool:
         return type(other) is Ref and other.index == self.index
@@ -61,19 +62,29 @@ class Static:
     """A slot holding a static value: compared by type and value at every depth
     (`lift._closure.static_key`) when hashable, by identity otherwise."""
 
-    __slots__ = ("_hash", "_key", "value")
+    __slots__ = ("_hash", "_key", "slot_key", "value")
 
-    def __init__(self, value: Any) -> None:
+    def __init__(self, value: Any, key: Any = None) -> None:
         self.value = value
         try:
-            key = static_key(value)
+            if key is None:
+                key = static_key(value)
             h = hash(key)
         except Exception:  # unhashable, or a `__hash__` that fails: by identity
             self._key = None
+            self.slot_key: Any = _Identity(value)
             h = hash(("id", id(value)))
         else:
             self._key = key
+            self.slot_key = key
         self._hash = h
+
+    @property
+    def exact(self) -> bool:
+        """Whether equal statics are interchangeable: the key says everything
+        about the value (not so for a class with an `__eq__` of its own, such as
+        a dataclass holding `0.0` where another holds `-0.0`)."""
+        return self._key is None or is_exact(self._key)
 
     @property
     def by_identity(self) -> bool:
@@ -130,7 +141,13 @@ class Template:
         self.owner = owner
         self.label = label
         self.order = order
-        self.key = (treedef, slots) if order is None else (treedef, slots, order)
+        # Compared and hashed in C: a static by its key, a reference by index.
+        keys: tuple[Any, ...] = tuple(
+            s if type(s) is int else cast("Ref | Static", s).slot_key for s in slots
+        )
+        self.key: tuple[Any, ...] = (
+            (treedef, keys) if order is None else (treedef, keys, order)
+        )
 
     @property
     def name(self) -> str | None:
@@ -229,7 +246,7 @@ class FunctionNode:
             name,
             qualname,
             cells,
-            tuple((label, t.key) for label, t in parts),
+            tuple((label.ident, t.key) for label, t in parts),
             has_defaults,
             has_kwdefaults,
             meta,
@@ -255,7 +272,7 @@ class PartialNode:
         self._parts = parts
         self.func = parts[0][1]
         self.nargs = sum(1 for label, _ in parts if label.kind == ARG)
-        self.key = ("partial", cls, tuple((label, t.key) for label, t in parts))
+        self.key = ("partial", cls, tuple((label.ident, t.key) for label, t in parts))
 
     def parts(self) -> tuple[Part, ...]:
         return self._parts
@@ -270,7 +287,7 @@ class MethodNode:
         self._parts = parts
         self.func = parts[0][1]
         self.self_ = parts[1][1]
-        self.key = ("method", tuple((label, t.key) for label, t in parts))
+        self.key = ("method", tuple((label.ident, t.key) for label, t in parts))
 
     def parts(self) -> tuple[Part, ...]:
         return self._parts
@@ -290,7 +307,7 @@ class HolderNode:
             "holder",
             holder.cls,
             Static(static),
-            tuple((label, t.key) for label, t in parts),
+            tuple((label.ident, t.key) for label, t in parts),
         )
 
     def parts(self) -> tuple[Part, ...]:
@@ -362,7 +379,7 @@ class Skeleton:
         parents: list[tuple[Template, int] | None],
         nleaves: int,
         float_leaves: frozenset[int],
-        leaf_types: tuple[type, ...] = (),
+        leaf_types: tuple[Any, ...] = (),
     ) -> None:
         self.nodes = nodes
         self.order = order
@@ -370,7 +387,8 @@ class Skeleton:
         self.nleaves = nleaves
         self.float_leaves = float_leaves
         # The type of each leaf when captured (not compared): lets a re-capture of a
-        # same-shaped closure check classification by type alone.
+        # same-shaped closure check classification by type alone. For a NumPy
+        # array, `(np.ndarray, 0-d, boolean)`: what branch analysis reads.
         self.leaf_types = leaf_types
         self.key = tuple(n.key for n in nodes)
         self._hash = hash(self.key)

@@ -8,6 +8,7 @@ their own); `is_cyclic` guards JAX's recursive flattening.
 
 from __future__ import annotations
 
+import collections
 import collections.abc
 import functools
 import types
@@ -142,35 +143,45 @@ def is_cyclic(value: Any) -> bool:
     return False
 
 
+# Dict types JAX flattens in sorted key order (`OrderedDict` keeps its own).
+_SORTED_DICTS: Final = (dict, collections.defaultdict)
+
+
 def _loose_dict(d: dict[Any, Any]) -> bool:
     """Whether JAX's flattening of `d` loses its order or compares its keys by
-    `==` alone: keys that are not all strings, or not in sorted order."""
+    `==` alone: keys that are not all strings, or (for the dict types JAX sorts)
+    not in sorted order."""
     keys = list(d)
     if not all(type(k) is str for k in keys):
         return True
-    return keys != sorted(keys)
+    return type(d) in _SORTED_DICTS and keys != sorted(keys)
 
 
 def irregular(value: Any) -> bool:
-    """`is_cyclic(value)`, or a plain `dict` inside `value`'s lists, tuples and
-    dicts whose order or keys JAX's flattening would not keep (`_loose_dict`).
-    Such values are captured with their order and keys recorded (`ordered`)."""
+    """`is_cyclic(value)`, or a dict inside `value`'s lists, tuples and dicts whose
+    order or keys JAX's flattening would not keep (`_loose_dict`). Such values
+    are captured with their order and keys recorded (`ordered`)."""
     t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
-    if not issubclass(t, _CONTAINERS):
+    if t is tuple or t is list:
+        # The common case, a flat tuple (of functions), costs one pass.
+        for child in value:
+            if isinstance(child, _CONTAINERS):
+                break
+        else:
+            return False
+    elif not issubclass(t, _CONTAINERS):
         return False
     if is_cyclic(value):
         return True
     stack: list[Any] = [value]
     while stack:
         x = stack.pop()
-        if type(x) is dict:
+        if isinstance(x, dict):
             if _loose_dict(cast("dict[Any, Any]", x)):
                 return True
             stack.extend(_nested(x.values()))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
-        elif isinstance(x, dict):
-            stack.extend(_nested(x.values()))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
         else:
-            stack.extend(v for v in x if isinstance(v, _CONTAINERS))  # pyright: ignore[reportUnknownArgumentType]
+            stack.extend(_nested(x))
     return False
 
 
@@ -182,9 +193,9 @@ def ordered(
     value: Any, treedef: TreeDef, key: Callable[[Any], Any]
 ) -> tuple[TreeDef, tuple[int, ...], tuple[Any, ...]]:
     """For a value that `irregular` flags (and is not cyclic): a treedef that
-    rebuilds every plain dict in `value`'s lists, tuples and dicts in its
-    insertion order, the permutation from `treedef`'s leaf order to its own, and
-    every such dict's keys as `key(k)` (by type and value)."""
+    rebuilds every dict in `value`'s lists, tuples and dicts in its insertion
+    order, the permutation from `treedef`'s leaf order to its own, and every such
+    dict's keys as `key(k)` (by type and value)."""
     counter = iter(range(treedef.num_leaves))
     keys: list[Any] = []
 
@@ -196,17 +207,24 @@ def ordered(
         if node is None or not issubclass(t, _CONTAINERS) or node[0] is not t:
             return td, [next(counter) for _ in range(td.num_leaves)]
         children = td.children()
-        if t is dict:
-            canonical = list(node[1])
-            done = [walk(x[k], c) for k, c in zip(canonical, children, strict=True)]
-            order = list(x)
+        if isinstance(x, dict):
+            # dict: (dict, sorted keys); defaultdict: (defaultdict, (factory,
+            # sorted keys)); OrderedDict: (OrderedDict, keys in order).
+            aux = node[1]
+            canonical = list(aux[1] if t is collections.defaultdict else aux)
+            mapping = cast("dict[Any, Any]", x)
+            done = [
+                walk(mapping[k], c) for k, c in zip(canonical, children, strict=True)
+            ]
+            order: list[Any] = list(mapping)
             keys.extend(key(k) for k in order)
             where = {id(k): i for i, k in enumerate(canonical)}
             picked = [
                 done[where[id(k)]] if id(k) in where else done[canonical.index(k)]
                 for k in order
             ]
-            new = _from_node(td, (dict, order), [p[0] for p in picked])
+            aux = (aux[0], order) if t is collections.defaultdict else order
+            new = _from_node(td, (t, aux), [p[0] for p in picked])
             return new, [i for p in picked for i in p[1]]
         done = [walk(v, c) for v, c in zip(_items(x), children, strict=True)]
         return _from_node(td, node, [p[0] for p in done]), [
@@ -228,6 +246,21 @@ def _from_node(td: TreeDef, node: Any, children: list[TreeDef]) -> TreeDef:
     )
 
 
+class _Cycle(Exception):
+    """A pytree node met again and again while flattening: a cycle."""
+
+
+# Types never pytree nodes: not counted when met more than once.
+_ATOMS: Final = frozenset(
+    {int, float, complex, bool, str, bytes, type(None), types.FunctionType}
+)
+# How often one node may be met in one flatten before it is taken for a cycle. A
+# cycle through a registered pytree node (which `is_cyclic` cannot follow) meets
+# each of its nodes once per turn; JAX's recursion would otherwise run out of
+# interpreter stack and leave the interpreter broken (jax 0.10.2).
+_MAX_VISITS: Final = 64
+
+
 def flatten_checked(
     value: Any, is_leaf: Callable[[Any], bool]
 ) -> tuple[list[Any], TreeDef] | None:
@@ -235,7 +268,19 @@ def flatten_checked(
     flattening cannot take (one that contains itself or nests too deeply)."""
     if is_cyclic(value):
         return None
-    try:
+    if type(value) in _ATOMS:
         return tree_flatten(value, is_leaf=is_leaf)
-    except RecursionError:
+    visits: dict[int, int] = {}
+
+    def guarded(x: Any) -> bool:
+        if type(x) not in _ATOMS:
+            n = visits.get(id(x), 0) + 1
+            if n > _MAX_VISITS:
+                raise _Cycle
+            visits[id(x)] = n
+        return is_leaf(x)
+
+    try:
+        return tree_flatten(value, is_leaf=guarded)
+    except (RecursionError, _Cycle):
         return None

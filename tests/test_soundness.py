@@ -611,3 +611,234 @@ def test_wraps_wrappers_resolve_options_against_their_own_signature() -> None:
         args = (jnp.ones(3), jnp.full(3, 2.0))
         lift.jit(decorate(fn), donate_argnames=("a",))(*args)
         assert [a.is_deleted() for a in args] == [i == donated for i in range(2)]
+
+
+# -- found by trying to break it ------------------------------------------------------
+
+
+def _module_level_scaled(x: Any) -> Any:
+    return x * _module_level_scaled.scale  # pyright: ignore[reportFunctionMemberAccess]
+
+
+def test_a_module_level_function_reading_its_own_attribute() -> None:
+    f = _module_level_scaled
+    try:
+        f.scale = 2.0  # pyright: ignore[reportFunctionMemberAccess]
+        assert jax.jit(call_lifted)(lift.lift(f), 1.0) == 2.0
+        f.scale = 3.0  # pyright: ignore[reportFunctionMemberAccess]
+        # Read through the module global, not the rebuilt function: static.
+        assert jax.jit(call_lifted)(lift.lift(f), 1.0) == 3.0
+        jitted = lift.jit(f)
+        assert jitted(1.0) == 3.0
+        f.scale = 4.0  # pyright: ignore[reportFunctionMemberAccess]
+        assert jitted(1.0) == 4.0
+    finally:
+        del f.scale  # pyright: ignore[reportFunctionMemberAccess]
+
+
+@pytest.mark.parametrize("kind", ["OrderedDict", "defaultdict"])
+def test_dict_subclasses_keep_order_and_key_types(kind: str) -> None:
+    import collections
+
+    def make(*items: tuple[Any, float]) -> Callable[[float], Any]:
+        d: Any = (
+            collections.OrderedDict(items)
+            if kind == "OrderedDict"
+            else collections.defaultdict(float, items)
+        )
+
+        def f(x):
+            for k, v in d.items():
+                x = x * v if k in ("scale", True) else x + v + len(str(k))
+            return x
+
+        return f
+
+    assert lift.lift(make(("scale", 3.0), ("add", 1.0)))(1.0) == 7.0
+    lift.lift(make((1, 1.0)))
+    assert lift.lift(make((True, 1.0)))(0.0) == make((True, 1.0))(0.0)
+    a, b = lift.lift(make((0.0, 1.0))), lift.lift(make((-0.0, 1.0)))
+    assert _treedef(a) != _treedef(b)
+
+
+def test_statics_equal_by_their_own_eq_are_not_swapped(compile_at_once: None) -> None:
+    import dataclasses
+    import decimal
+
+    @dataclasses.dataclass(frozen=True)
+    class Cfg:
+        sign: float
+
+    def make(cfg: Cfg) -> Callable[[Any], Any]:
+        return lambda x: x * jnp.copysign(1.0, cfg.sign)
+
+    for _ in range(3):
+        lift.lift(make(Cfg(0.0)))
+    assert lift.lift(make(Cfg(-0.0)))(1.0) == -1.0
+
+    def text(d: decimal.Decimal) -> Callable[[Any], Any]:
+        return lambda x: x + len(str(d))
+
+    lift.lift(text(decimal.Decimal("1.0")))
+    assert lift.lift(text(decimal.Decimal("1.00")))(0.0) == 4.0
+
+
+def test_replay_classifies_numpy_leaves_as_the_walk_does(compile_at_once: None) -> None:
+    def make(m: Any) -> Callable[[Any], Any]:
+        def f(x):
+            if m:
+                return x + 1.0
+            return x - 1.0
+
+        return f
+
+    for _ in range(3):
+        lift.lift(make(np.array([1.0], np.float32)))
+    zero_d = lift.lift(make(np.array(1.0, np.float32)))
+    assert jax.tree_util.tree_leaves(zero_d) == []  # static, as the walk decides
+    assert jax.jit(call_lifted)(zero_d, 1.0) == 2.0
+
+
+def test_tracers_in_static_pytree_data_or_opaque_objects_are_refused() -> None:
+    class Box:
+        pass
+
+    @jax.jit
+    def make(s: Any) -> Any:
+        p = jax.tree_util.Partial(lambda x: x * s)
+        with pytest.raises(lift.LiftError, match=r"static data holds a tracer"):
+            lift.lift(lambda x: p(x))
+        b = Box()
+        b.fn = lambda x: x * s  # pyright: ignore[reportAttributeAccessIssue]
+        with pytest.raises(
+            lift.LiftError, match=r"holds a tracer at b\.fn\.captures\['s'\]"
+        ):
+            lift.lift(lambda x: b.fn(x))  # pyright: ignore[reportAttributeAccessIssue]
+        c = Box()
+        c.p = functools.partial(lambda a, x: a * x, s)  # pyright: ignore[reportAttributeAccessIssue]
+        with pytest.raises(lift.LiftError, match=r"holds a tracer at c\.p\.args\[0\]"):
+            lift.lift(lambda x: c.p(x))  # pyright: ignore[reportAttributeAccessIssue]
+
+        def helper(x: Any) -> Any:
+            return x * s
+
+        with pytest.raises(lift.LiftError, match=r"tracer"):
+            lift.lift(lambda x: helper(x), static=("helper",))
+        return s
+
+    make(2.0)
+
+
+def test_slots_given_as_an_iterator_are_read() -> None:
+    class Slots:
+        __slots__ = iter(["a"])
+
+        def __init__(self, a: Any) -> None:
+            self.a = a
+
+    @jax.jit
+    def make(s: Any) -> Any:
+        holder = Slots(s)
+        with pytest.raises(lift.LiftError, match=r"holds a tracer at holder\.a"):
+            lift.lift(lambda x: x * holder.a)
+        return s
+
+    make(2.0)
+
+
+def test_lift_jit_sees_rebound_attributes_and_defaults() -> None:
+    def make() -> Any:
+        def g(x):
+            return x * g.scale  # pyright: ignore[reportFunctionMemberAccess]
+
+        g.scale = 2.0  # pyright: ignore[reportFunctionMemberAccess]
+        return g
+
+    g = make()
+    jg = lift.jit(g)
+    assert jg(1.0) == 2.0
+    g.scale = 3.0  # pyright: ignore[reportFunctionMemberAccess]
+    assert jg(1.0) == 3.0
+
+    def h(x, s=2.0):
+        return x * s
+
+    jh = lift.jit(h)
+    assert jh(1.0) == 2.0
+    h.__defaults__ = (5.0,)
+    assert jh(1.0) == 5.0
+
+
+def test_a_cycle_through_a_registered_node_is_a_lifterror() -> None:
+    import dataclasses
+
+    @jax.tree_util.register_dataclass
+    @dataclasses.dataclass
+    class Node:
+        child: Any
+        w: float
+
+    box: list[Any] = []
+    node = Node(box, 1.0)
+    box.append(node)
+    with pytest.raises(lift.LiftError, match=r"contains itself"):
+        lift.lift(lambda x: x * node.w)
+    assert lift.lift(lambda x: x)(1.0) == 1.0  # the interpreter is intact
+
+
+def test_dict_keys_jax_cannot_sort_are_a_lifterror_or_static() -> None:
+    cfg = {"lr": 0.1, 0: 2.0}
+    with pytest.raises(lift.LiftError, match=r"JAX's pytree flattening refuses"):
+        lift.lift(lambda x, cfg=cfg: x * cfg[0])
+    assert lift.lift(lambda x, cfg=cfg: x * cfg[0], static="cfg")(1.0) == 2.0
+
+
+def test_a_partials_attributes_are_kept() -> None:
+    def g(a, x):
+        return a * x
+
+    p = functools.update_wrapper(functools.partial(g, 2.0), g)
+    p.scale = 3.0  # pyright: ignore[reportAttributeAccessIssue]
+    f = lambda x: p(x) * p.scale  # pyright: ignore[reportAttributeAccessIssue]
+    assert lift.lift(f)(1.0) == f(1.0) == 6.0
+
+
+def test_pickle_keeps_options_and_survives_a_transform() -> None:
+    lifted = lift.lift(functools.partial(_scale, 2.0), static=())
+    doubled = jax.tree_util.tree_map(lambda a: a * 2, lifted)
+    again = pickle.loads(pickle.dumps(doubled))
+    assert again(3.0) == 12.0
+
+
+def test_a_traced_argument_is_not_blamed_on_a_capture() -> None:
+    def make(s: float) -> Callable[..., Any]:
+        def f(x, n):
+            y = x * s
+            if n > 0:
+                return y
+            return x
+
+        return f
+
+    with pytest.raises(jax.errors.TracerBoolConversionError):
+        jax.jit(lambda g, x, n: g(x, n))(lift.lift(make(2.0)), 1.0, 1)
+
+
+def test_a_branch_on_an_attribute_or_dict_value_names_the_capture() -> None:
+    def make(b2: Any) -> Callable[[Any], Any]:
+        cfg = {"b2": b2}
+
+        def f(x):
+            return x if cfg["b2"] != 1.0 else -x
+
+        return f
+
+    with pytest.raises(
+        lift.LiftError, match=r"captured variable 'cfg' in Python control flow"
+    ):
+        jax.jit(call_lifted)(lift.lift(make(jnp.asarray(0.5))), 1.0)
+
+
+def test_a_lifted_pytree_keeps_its_dict_order() -> None:
+    f = lambda x: x
+    assert list(lift.lift({"b": f, "a": f})) == ["b", "a"]
