@@ -142,6 +142,7 @@ class _Walk:
         self.float_leaves: list[int] = []
         self.names: set[str] = set()
         self.queue: deque[tuple[int, Any]] = deque()
+        self.shared = False  # whether some cell is held by several functions
         # Cells whose capture put a scalar among the leaves: (cell, cell index,
         # whether it is a boolean).
         self.scalar_cells: list[tuple[types.CellType, int, bool]] = []
@@ -201,33 +202,38 @@ class _Walk:
     def function(self, index: int, fn: types.FunctionType) -> FunctionNode:
         info = code_info(fn.__code__)
         indices: list[int] = []
-        for label, cell in cells(fn):
-            cell_index = self.ids.get(id(cell))
+        ids = self.ids
+        for label, cell in cells(fn, info.cell_labels):
+            cell_index = ids.get(id(cell))
             if cell_index is None:
                 cell_index = len(self.nodes)
                 self.nodes.append(None)
                 self.parents.append(None)
-                self.ids[id(cell)] = cell_index
+                ids[id(cell)] = cell_index
                 self.nodes[cell_index] = self.cell(
                     cell, cell_index, label, fn, info, index
                 )
+            else:
+                self.shared = True  # a cell of several functions
             indices.append(cell_index)
-        # A module-level `def f` reading `f.scale` reaches its attributes through
-        # the module global, not through the rebuilt function: leaves there
-        # would be dead, so its attributes are static instead.
-        by_global = fn.__name__ in info.global_names and (
-            fn.__globals__.get(fn.__name__) is fn
-        )
-        parts = tuple(
-            (
-                label,
-                self.template(
-                    value, index, label, fn, forced=by_global and label.kind == ATTR
-                ),
-            )
-            for label, value in function_parts(fn)
-        )
         defaults, kwdefaults = has_defaults(fn)
+        parts: tuple[tuple[Label, Template], ...] = ()
+        if defaults or kwdefaults or fn.__dict__:
+            # A module-level `def f` reading `f.scale` reaches its attributes
+            # through the module global, not through the rebuilt function:
+            # leaves there would be dead, so its attributes are static instead.
+            by_global = fn.__name__ in info.global_names and (
+                fn.__globals__.get(fn.__name__) is fn
+            )
+            parts = tuple(
+                (
+                    label,
+                    self.template(
+                        value, index, label, fn, forced=by_global and label.kind == ATTR
+                    ),
+                )
+                for label, value in function_parts(fn)
+            )
         return FunctionNode(
             info,
             fn.__globals__,
@@ -431,6 +437,8 @@ class _Walk:
         function the walk met first."""
         if not self.scalar_cells:
             return frozenset()
+        if not self.shared and not any(boolean for _, _, boolean in self.scalar_cells):
+            return frozenset()  # each cell read by one function: analysed already
         readers: dict[int, list[FunctionNode]] = {}
         flows = False
         for node in self.nodes:
@@ -456,14 +464,13 @@ def _leaf_type(leaf: Any) -> Any:
 
 
 def _meta(fn: types.FunctionType) -> Static:
-    """A function's docstring, module and annotations, as one static."""
-    doc, module, annotations = fn.__doc__, fn.__module__, fn.__annotations__
-    if annotations:
-        annotations = dict(annotations)
-        return Static((doc, module, annotations))
+    """A function's docstring and module, as one static. (Annotations are not
+    captured: reading them allocates on every new function, and a rebuilt
+    function computes the same without them.)"""
+    doc, module = fn.__doc__, fn.__module__
     if (doc is None or type(doc) is str) and type(module) is str:
-        return Static((doc, module, None), ("meta", doc, module))
-    return Static((doc, module, None))
+        return Static((doc, module), ("meta", doc, module), exact=True)
+    return Static((doc, module))
 
 
 # Leaf types that Python control flow can read (`if b2 != 1.0`, `if mask`).

@@ -214,12 +214,17 @@ def function_parts(fn: types.FunctionType) -> Iterator[tuple[Label, Any]]:
             yield Label.of(ATTR, name), value
 
 
-def cells(fn: types.FunctionType) -> Iterator[tuple[Label, types.CellType]]:
-    """A function's closure cells, each labelled by its free variable."""
+def cells(
+    fn: types.FunctionType, labels: tuple[Label, ...] | None = None
+) -> Iterable[tuple[Label, types.CellType]]:
+    """A function's closure cells, each labelled by its free variable (`labels`:
+    the code's cell labels, when the caller has them at hand)."""
     closure = fn.__closure__
-    if closure:
-        for name, cell in zip(fn.__code__.co_freevars, closure, strict=True):
-            yield Label.of(CELL, name), cell
+    if not closure:
+        return ()
+    if labels is None:
+        labels = tuple(Label.of(CELL, name) for name in fn.__code__.co_freevars)
+    return zip(labels, closure, strict=True)
 
 
 def has_defaults(fn: types.FunctionType) -> tuple[bool, bool]:
@@ -440,7 +445,11 @@ def static_key(value: Any, depth: int = 0) -> Any:
     hash(value)
     # Compared by the class's own `__eq__`: equal keys may hold different values
     # (`is_exact` is false), so such a static is never swapped for an equal one.
-    if t.__eq__ is object.__eq__ or t is type or issubclass(t, _BY_IDENTITY):
+    if (
+        t.__eq__ is object.__eq__
+        or issubclass(t, _BY_IDENTITY)
+        or t.__module__ == "typing"  # annotations: equal ones are interchangeable
+    ):
         return (t, value)
     return (_Loose, t, value)
 
@@ -454,6 +463,8 @@ _BY_IDENTITY: Final = (
     types.FunctionType,
     types.BuiltinFunctionType,
     types.ModuleType,
+    types.GenericAlias,
+    types.UnionType,
     np.dtype,
 )
 
@@ -543,17 +554,55 @@ _BUILTIN_NODES: Final = frozenset(
 )
 
 
+def _plain_aux(aux: Any) -> bool:
+    """Static data that cannot hold a tracer (a NamedTuple's `None`, field names)."""
+    t: type[Any] = type(aux)  # pyright: ignore[reportUnknownVariableType]
+    if aux is None or t in (str, int, type):
+        return True
+    return t is tuple and all(type(a) in (str, int, type(None)) for a in aux)
+
+
+def has_aux(treedef: Any) -> bool:
+    """Whether `treedef` has a custom node whose static data could hold a tracer."""
+    if "CustomNode" not in str(treedef):
+        return False
+    stack = [treedef]
+    while stack:
+        td = stack.pop()
+        node = td.node_data()
+        if (
+            node is not None
+            and node[0] not in _BUILTIN_NODES
+            and not _plain_aux(node[1])
+        ):
+            return True
+        stack.extend(td.children())
+    return False
+
+
+_PLAIN_TREEDEFS: dict[Any, None] = {}  # treedefs `has_aux` said no to (bounded)
+
+
 def aux_tracer(treedef: Any) -> str | None:
     """Path to a tracer in the static (aux) data of `treedef`'s custom nodes: a
     `jax.tree_util.Partial`'s function, an equinox static field, a flax
-    `pytree_node=False` field. Checked only for treedefs that have custom nodes."""
-    if "CustomNode" not in str(treedef):
+    `pytree_node=False` field. Checked only for treedefs that have such data."""
+    if treedef in _PLAIN_TREEDEFS:
+        return None
+    if not has_aux(treedef):
+        if len(_PLAIN_TREEDEFS) >= 1024:
+            _PLAIN_TREEDEFS.clear()
+        _PLAIN_TREEDEFS[treedef] = None
         return None
     stack = [treedef]
     while stack:
         td = stack.pop()
         node = td.node_data()
-        if node is not None and node[0] not in _BUILTIN_NODES:
+        if (
+            node is not None
+            and node[0] not in _BUILTIN_NODES
+            and not _plain_aux(node[1])
+        ):
             where = hidden_tracer(node[1])
             if where is not None:
                 return (

@@ -58,14 +58,21 @@ class Ref:
         return f"Ref({self.index})"
 
 
+# Statics whose key says everything about their value.
+_EXACT_TYPES: Final = frozenset({int, bool, str, bytes, float, complex, type(None)})
+
+
 class Static:
     """A slot holding a static value: compared by type and value at every depth
     (`lift._closure.static_key`) when hashable, by identity otherwise."""
 
-    __slots__ = ("_hash", "_key", "slot_key", "value")
+    __slots__ = ("_exact", "_hash", "_key", "slot_key", "value")
 
-    def __init__(self, value: Any, key: Any = None) -> None:
+    def __init__(self, value: Any, key: Any = None, exact: bool | None = None) -> None:
         self.value = value
+        if exact is None and type(value) in _EXACT_TYPES:
+            exact = True
+        self._exact = exact
         try:
             if key is None:
                 key = static_key(value)
@@ -84,7 +91,10 @@ class Static:
         """Whether equal statics are interchangeable: the key says everything
         about the value (not so for a class with an `__eq__` of its own, such as
         a dataclass holding `0.0` where another holds `-0.0`)."""
-        return self._key is None or is_exact(self._key)
+        exact = self._exact
+        if exact is None:
+            exact = self._exact = self._key is None or is_exact(self._key)
+        return exact
 
     @property
     def by_identity(self) -> bool:
@@ -202,7 +212,7 @@ class FunctionNode:
     keyword-only defaults, attributes: see `lift._closure.function_parts`).
 
     `has_defaults`/`has_kwdefaults` tell `None` from empty. Name, qualified name,
-    docstring, module and annotations are compared too: a rebuilt function has
+    docstring and module are compared too: a rebuilt function has
     them, so two functions that differ in them are not interchangeable.
     """
 
@@ -237,7 +247,7 @@ class FunctionNode:
         self._parts = parts
         self.has_defaults = has_defaults
         self.has_kwdefaults = has_kwdefaults
-        # (`__doc__`, `__module__`, `__annotations__`)
+        # (`__doc__`, `__module__`)
         self.meta = meta
         self.key = (
             "fn",

@@ -20,6 +20,7 @@ import jax.tree_util as _jtu
 
 __all__ = [
     "flatten_checked",
+    "registry_flatten",
     "HOLDERS",
     "irregular",
     "ordered",
@@ -57,6 +58,12 @@ register_pytree_with_keys = cast("Callable[..., None]", _jtu.register_pytree_wit
 GetAttrKey = cast("Callable[[str], Any]", _jtu.GetAttrKey)
 DictKey = cast("Callable[[Any], Any]", _jtu.DictKey)
 SequenceKey = cast("Callable[[int], Any]", _jtu.SequenceKey)
+
+
+registry_flatten = cast(
+    "Callable[..., tuple[list[Any], TreeDef]]",
+    _jtu.default_registry.flatten,  # pyright: ignore[reportUnknownMemberType]
+)
 
 
 def unflatten(treedef: TreeDef, leaves: Iterable[Any]) -> Any:
@@ -162,7 +169,7 @@ def irregular(value: Any) -> bool:
     order or keys JAX's flattening would not keep (`_loose_dict`). Such values
     are captured with their order and keys recorded (`ordered`)."""
     t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
-    if t is tuple or t is list:
+    if t is tuple or t is list or issubclass(t, (tuple, list)):
         # The common case, a flat tuple (of functions), costs one pass.
         for child in value:
             if isinstance(child, _CONTAINERS):
