@@ -464,13 +464,13 @@ def _leaf_type(leaf: Any) -> Any:
 
 
 def _meta(fn: types.FunctionType) -> Static:
-    """A function's docstring and module, as one static. (Annotations are not
-    captured: reading them allocates on every new function, and a rebuilt
-    function computes the same without them.)"""
-    doc, module = fn.__doc__, fn.__module__
+    """A function's docstring, module and annotations, as one static."""
+    doc, module, annotations = fn.__doc__, fn.__module__, fn.__annotations__
+    if annotations:
+        return Static((doc, module, dict(annotations)))
     if (doc is None or type(doc) is str) and type(module) is str:
-        return Static((doc, module), ("meta", doc, module), exact=True)
-    return Static((doc, module))
+        return Static((doc, module, None), ("meta", doc, module), exact=True)
+    return Static((doc, module, None))
 
 
 # Leaf types that Python control flow can read (`if b2 != 1.0`, `if mask`).

@@ -127,7 +127,10 @@ def _diff_node(
         if na.cells != nb.cells:
             lines.append(f"{where}: {na.qualname} shares its closure cells differently")
         if na.meta != nb.meta:
-            lines.append(f"{where}: {na.qualname} has a different docstring or module")
+            lines.append(
+                f"{where}: {na.qualname} has a different docstring, module or "
+                "annotations"
+            )
         if (na.has_defaults, na.has_kwdefaults) != (nb.has_defaults, nb.has_kwdefaults):
             lines.append(f"{where}: {na.qualname} has defaults in one only")
     elif isinstance(na, CellNode):

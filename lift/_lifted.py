@@ -183,7 +183,7 @@ class Lifted(Generic[_P, _R]):
         attrs = skeleton.cache.get("attrs")
         if attrs is None:
             root = root_function(skeleton)
-            doc, module = root.meta.value if root is not None else (None, None)
+            doc, module, _ = root.meta.value if root is not None else (None, None, None)
             attrs = skeleton.cache["attrs"] = {
                 "__name__": root_name(skeleton, "name"),
                 "__qualname__": root_name(skeleton, "qualname"),

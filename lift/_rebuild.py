@@ -47,7 +47,11 @@ def build_nodes(skeleton: Skeleton, leaves: Sequence[Any]) -> list[Any]:
                 node.info.code, node.globals, node.name, None, closure
             )
             fn.__qualname__ = node.qualname
-            fn.__doc__, fn.__module__ = node.meta.value
+            doc, module, annotations = node.meta.value
+            fn.__doc__ = doc
+            fn.__module__ = module
+            if annotations:
+                fn.__annotations__ = dict(annotations)
             objs[i] = fn
     for i in skeleton.order:
         node = nodes[i]

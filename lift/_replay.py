@@ -14,6 +14,7 @@ away into constants.
 from __future__ import annotations
 
 import itertools
+import operator
 import time
 import types
 from collections.abc import Callable
@@ -111,6 +112,7 @@ class _Writer:
             "hidden_tracer": hidden_tracer,
             "aux_tracer": aux_tracer,
             "jax_dtype": jax_dtype,
+            "is_": operator.is_,
             "ndarray": np.ndarray,
             "bool_": np.bool_,
         }
@@ -231,7 +233,7 @@ class _Writer:
         o = f"o{index}"
         parts = node.parts()
         kinds = [label.kind for label, _ in parts]
-        doc, module = node.meta.value
+        doc, module, annotations = node.meta.value
         checks = [
             f"type({o}) is FunctionType",
             f"{o}.__code__ is {self.const(node.info.code)}",
@@ -246,6 +248,16 @@ class _Writer:
             checks.append(f"{o}.__doc__ == {doc!r}")
         else:
             checks.append(f"{o}.__doc__ is {self.const(doc)}")
+        if annotations is None:
+            checks.append(f"not {o}.__annotations__")
+        else:
+            # Each `def` makes a new dict of the same objects (types, or strings
+            # from the code's constants): compared by identity, else the full walk.
+            keys, values = tuple(annotations), tuple(annotations.values())
+            checks.append(
+                f"tuple({o}.__annotations__) == {self.const(keys)} and all(map("
+                f"is_, {o}.__annotations__.values(), {self.const(values)}))"
+            )
         if not node.has_defaults:
             checks.append(f"{o}.__defaults__ is None")
         else:

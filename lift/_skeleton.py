@@ -212,7 +212,7 @@ class FunctionNode:
     keyword-only defaults, attributes: see `lift._closure.function_parts`).
 
     `has_defaults`/`has_kwdefaults` tell `None` from empty. Name, qualified name,
-    docstring and module are compared too: a rebuilt function has
+    docstring, module and annotations are compared too: a rebuilt function has
     them, so two functions that differ in them are not interchangeable.
     """
 
@@ -247,7 +247,7 @@ class FunctionNode:
         self._parts = parts
         self.has_defaults = has_defaults
         self.has_kwdefaults = has_kwdefaults
-        # (`__doc__`, `__module__`)
+        # (`__doc__`, `__module__`, `__annotations__`)
         self.meta = meta
         self.key = (
             "fn",
