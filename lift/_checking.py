@@ -62,27 +62,46 @@ def _lifted_roots(
 
 
 def _translate(exc: BaseException, extra: list[tuple[str, Any]]) -> LeakError | None:
-    """A `LeakError` for JAX's leaked-tracer error (or its jax#26560 IndexError)."""
+    """A `LeakError` for JAX's leaked-tracer error (or its jax#26560 IndexError),
+    or `None` for any other exception: the user's own, which passes unchanged.
+
+    Only the tracers JAX named are reported: the locals of the frames the error
+    unwound hold other tracers of exited traces (the outer function's argument),
+    which die with the traceback and are no leak. Where lift cannot place them,
+    JAX's message is kept: the `LeakError` is raised from JAX's exception.
+    """
     jax_tracers = _compat.jax_leaked_tracers(exc)
-    is_report = type(exc) is Exception and str(exc).startswith("Leaked ")
-    if jax_tracers is None and not isinstance(exc, IndexError):
+    if jax_tracers is None:
         return None
-    leaks: list[Leak] = scan([*_frame_roots(exc.__traceback__), *extra])
-    if not leaks:
-        # Held somewhere no failing frame names: the user's modules' globals.
-        leaks = scan(_user_modules())
+    leaks: list[Leak] = []
+    if jax_tracers:
+        leaks = scan([*_frame_roots(exc.__traceback__), *extra], only=jax_tracers)
+        if not leaks:
+            # Held somewhere no failing frame names: the user's modules' globals.
+            leaks = scan(_user_modules(), only=jax_tracers)
     if leaks:
         return LeakError(format_leaks(leaks))
-    if is_report or jax_tracers:
-        first = str(exc).split("\n")
-        what = next((line for line in first[1:] if line.strip()), first[0])
-        return LeakError(
-            "JAX found a tracer that escaped its transform, held by no variable "
-            f"lift can see from the failing frames: {what.strip()}. Return the "
-            "value from the transformed function instead of storing it, or lift "
-            "the closure that captured it."
-        )
-    return None  # a genuine IndexError of the user's own
+    lines = [line for line in str(exc).split("\n") if line.strip()]
+    what = lines[1] if len(lines) > 1 else (lines[0] if lines else type(exc).__name__)
+    return LeakError(
+        "JAX found a tracer that escaped its transform, held by no variable "
+        f"lift can see from the failing frames: {what.strip()}. Return the "
+        "value from the transformed function instead of storing it, or lift "
+        "the closure that captured it (JAX's report follows, above)."
+    )
+
+
+def _leak_error(exc: Exception, extra: list[tuple[str, Any]], mode: str) -> None:
+    """Raise the `LeakError` for JAX's error `exc`; for any other, filter its
+    traceback as JAX would have (in `mode`) and return: the caller re-raises it."""
+    __tracebackhide__ = True
+    error = _translate(exc, extra)
+    if error is None:
+        _compat.filter_traceback(exc, mode)
+        return
+    if "held by no variable" in str(error):
+        raise error from exc
+    raise error from None
 
 
 def checked(transform: _T) -> _T:
@@ -136,18 +155,23 @@ def checked(transform: _T) -> _T:
             outer = getattr(_calls, "pending", None)
             pending: list[weakref.WeakSet[Any]] = []
             _calls.pending = pending
+            # JAX's checker runs only when its leak checking is on; the full
+            # traceback then tells its report from the user's own error.
+            mode = _compat.filtering_mode() if _jax_checks_leaks() else None
             try:
-                out = wrapped(*a, **k)
+                if mode is None:
+                    out = wrapped(*a, **k)
+                else:
+                    with _compat.full_tracebacks():
+                        out = wrapped(*a, **k)
             except Exception as exc:
-                if not pending:
+                if not pending or mode is None:
                     raise
                 extra = [(_describe(fn), fn)]
                 for bucket in pending:
                     extra.extend(_lifted_roots(bucket))
-                error = _translate(exc, extra)
-                if error is None:
-                    raise
-                raise error from None
+                _leak_error(exc, extra, mode)
+                raise
             finally:
                 _calls.pending = outer
             if not pending:
@@ -189,6 +213,10 @@ def _tracing(fn: Callable[_P, _R]) -> Callable[_P, _R]:
     return traced
 
 
+def _jax_checks_leaks() -> bool:
+    return bool(cast(Any, jax.config).jax_check_tracer_leaks)
+
+
 def _describe(fn: Any) -> str:
     name = getattr(fn, "__qualname__", None)
     return name if isinstance(name, str) else type(fn).__name__
@@ -228,13 +256,15 @@ class checking_leaks:
     """
 
     def __init__(self) -> None:
-        self._stacks: list[tuple[ExitStack, weakref.WeakSet[Any]]] = []
+        self._stacks: list[tuple[ExitStack, weakref.WeakSet[Any], str]] = []
 
     def __enter__(self) -> None:
         stack = ExitStack()
+        mode = _compat.filtering_mode()
         stack.enter_context(jax.checking_leaks())
+        stack.enter_context(_compat.full_tracebacks())
         bucket = stack.enter_context(recording())
-        self._stacks.append((stack, bucket))
+        self._stacks.append((stack, bucket, mode))
 
     def __exit__(
         self,
@@ -243,13 +273,12 @@ class checking_leaks:
         tb: types.TracebackType | None,
     ) -> None:
         __tracebackhide__ = True
-        stack, bucket = self._stacks.pop()
+        stack, bucket, mode = self._stacks.pop()
         lifted = _lifted_roots(bucket)
         stack.close()
         if exc is not None:
-            error = _translate(exc, lifted) if isinstance(exc, Exception) else None
-            if error is not None:
-                raise error from None
+            if isinstance(exc, Exception):
+                _leak_error(exc, lifted, mode)
             return
         leaks = scan(lifted)
         if leaks:

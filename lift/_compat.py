@@ -8,7 +8,9 @@ imports `jax._src`.
 
 from __future__ import annotations
 
+import inspect
 import os
+import sys
 import types
 from collections.abc import Iterable
 from typing import Any, Final
@@ -88,6 +90,7 @@ class LiveTraces:
         ids: set[int] = set()
         # jax 0.10.2: `_core.trace_ctx.trace` is the current trace object.
         stack: list[Any] = [_core.trace_ctx.trace]  # pyright: ignore[reportUnknownMemberType]
+        stack.extend(_running_traces())
         while stack:
             trace = stack.pop()
             if trace is None or id(trace) in ids:
@@ -189,15 +192,27 @@ def jax_leaked_tracers(exc: BaseException) -> list[Any] | None:
     with tracers still referenced under `jax.checking_leaks()`, and while
     building that message its `_why_alive` can itself fail with `IndexError`
     when a closure cell is in the chain of references (jax issue 26560). Both
-    are recognised here, and the leaked tracers recovered from the frames.
+    are recognised here, and the leaked tracers recovered from the frames. An
+    `IndexError` is JAX's only when it was raised inside `_why_alive`: any other
+    is the user's own (the traceback must be unfiltered, see `full_tracebacks`).
     """
     is_report = type(exc) is Exception and str(exc).startswith("Leaked ")
-    is_crash = isinstance(exc, IndexError)
-    if not (is_report or is_crash):
+    if not is_report and not (isinstance(exc, IndexError) and _in_why_alive(exc)):
         return None
     for found in _leaked_tracer_lists(exc.__traceback__):
         return list(found)
     return [] if is_report else None
+
+
+def _in_why_alive(exc: BaseException) -> bool:
+    tb = exc.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        # jax 0.10.2, jax/_src/core.py: `leaked_tracer_error` -> `_why_alive`.
+        if code.co_filename == _CORE_FILE and code.co_name == "_why_alive":
+            return True
+        tb = tb.tb_next
+    return False
 
 
 # -- The Python code a jaxpr's parameters run -----------------------------------
@@ -339,3 +354,90 @@ def rule_parts(param: object) -> list[tuple[str, Any]]:
         else:
             parts.append(("code" if callable(x) else "static", x))
     return parts
+
+
+# -- Traces still running, whatever the current trace --------------------------
+#
+# Written against jax 0.10.2. Inside `shard_map` or `pmap` under `jit` (and
+# under `jax.ensure_compile_time_eval()`), the current trace's parents end at an
+# `EvalTrace`: the enclosing `jit` trace is running but unreachable from it. Each
+# running trace is a local of the JAX function that made it and entered it
+# (`trace_to_jaxpr` and friends, `jvp`/`linearize` subtraces), whose frame is on
+# this thread's stack until the trace exits.
+_JAX_DIR: Final[str] = os.path.join(
+    os.path.dirname(os.path.abspath(str(jax.__file__))), ""
+)
+_TRACE: Final[type[Any]] = _core.Trace  # pyright: ignore[reportUnknownMemberType]
+
+
+_OPTIMIZED: Final = inspect.CO_OPTIMIZED  # a function's frame, not a module's
+_SNAPSHOT_LOCALS: Final = sys.version_info < (3, 13)
+
+
+def _running_traces() -> list[Any]:
+    """The traces held by JAX frames on this thread's stack (not yet exited)."""
+    found: list[Any] = []
+    frame = sys._getframe(1)  # pyright: ignore[reportPrivateUsage]
+    while frame is not None:
+        code = frame.f_code
+        if code.co_flags & _OPTIMIZED and code.co_filename.startswith(_JAX_DIR):
+            # CPython before 3.13 keeps the snapshot `f_locals` builds on a
+            # function's frame: it would hold the frame's tracers after the frame
+            # drops them (a leak to JAX's checker). Emptied at once; the next
+            # reader rebuilds it. (From 3.13 `f_locals` is a live view: kept.)
+            snapshot = frame.f_locals
+            try:
+                for value in snapshot.values():
+                    if isinstance(value, _TRACE) and value.is_valid():
+                        found.append(value)
+            finally:
+                if _SNAPSHOT_LOCALS:
+                    snapshot.clear()
+        frame = frame.f_back
+    return found
+
+
+# -- Tracebacks JAX has not filtered ---------------------------------------------
+#
+# Written against jax 0.10.2. `api_boundary` (jax/_src/traceback_util.py) drops
+# JAX's frames from an exception's traceback, and with them the frames that tell
+# JAX's leak report (and its jax#26560 IndexError) from the user's own error.
+# Leak checking runs with filtering off and filters afterwards, as the outermost
+# `api_boundary` would have, the exceptions it lets through.
+from jax._src import config as _config, traceback_util as _traceback_util  # noqa: E402
+
+
+def filtering_mode() -> str:
+    """The traceback filtering JAX applies now ("auto" resolved)."""
+    return str(_traceback_util._filtering_mode())  # pyright: ignore[reportPrivateUsage, reportUnknownMemberType]
+
+
+def full_tracebacks() -> Any:
+    """A context in which JAX leaves exception tracebacks whole."""
+    return _config.traceback_filtering("off")  # pyright: ignore[reportUnknownMemberType]
+
+
+def filter_traceback(exc: BaseException, mode: str) -> None:
+    """Filter `exc`'s traceback as JAX's `api_boundary` does in `mode`."""
+    tb = exc.__traceback__
+    if tb is None or mode == "off" or _traceback_util._is_under_reraiser(exc):  # pyright: ignore[reportPrivateUsage, reportUnknownMemberType]
+        return
+    if mode == "tracebackhide":
+        _traceback_util._add_tracebackhide_to_hidden_frames(tb)  # pyright: ignore[reportPrivateUsage, reportUnknownMemberType]
+        return
+    entries: list[types.TracebackType] = []
+    while tb is not None:
+        entries.append(tb)
+        tb = tb.tb_next
+    include = _traceback_util.include_frame  # pyright: ignore[reportUnknownMemberType]
+    kept = [e for e in entries if include(e.tb_frame)]
+    if len(kept) == len(entries):
+        return  # no JAX frame in it: nothing JAX would have removed
+    # As `filter_traceback`, but each entry keeps its own instruction (the frame's
+    # current one has moved on since: it is handling this exception).
+    out: types.TracebackType | None = None
+    for e in reversed(kept):
+        out = types.TracebackType(out, e.tb_frame, e.tb_lasti, e.tb_lineno)
+    exc.with_traceback(out)
+    if mode == "quiet_remove_frames":
+        exc.add_note("--------------------\n" + _traceback_util._simplified_tb_msg)  # pyright: ignore[reportPrivateUsage, reportUnknownMemberType]

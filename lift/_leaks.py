@@ -362,8 +362,16 @@ def _label_text(label: _Label) -> str:
 class _Walk:
     """One breadth-first scan; each entry remembers its parent and its label."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(
+        self,
+        limit: int,
+        only: frozenset[int] | None = None,
+        skip: frozenset[int] = frozenset(),
+    ) -> None:
         self.limit = limit
+        self.only = only  # ids of the tracers to report (JAX's report), or all
+        self.skip = skip  # ids of tracers not to report (escaped before)
+        self.tracers: list[Any] = []  # the tracer of each leak, in order
         self.live = _compat.live_traces()
         self.seen: set[int] = set()
         self.keep: list[Any] = []  # temporaries built by the walk keep their ids
@@ -413,12 +421,18 @@ class _Walk:
         queue = self.queue
         tracer_type = _compat.Tracer
         expand = self.expand
+        only, skip = self.only, self.skip
         while queue and visited < self.limit:
             obj, index = queue.popleft()
             visited += 1
             if issubclass(type(obj), tracer_type):  # pyright: ignore[reportUnknownArgumentType]
-                if not self.live.is_live(obj):
+                if (
+                    (only is None or id(obj) in only)
+                    and id(obj) not in skip
+                    and not self.live.is_live(obj)
+                ):
                     self.leaks.append(self.report(obj, index))
+                    self.tracers.append(obj)
                 continue
             try:
                 expand(obj, index)
@@ -624,9 +638,30 @@ class _Walk:
         )
 
 
-def scan(roots: Iterable[tuple[str, Any]], limit: int = DEFAULT_LIMIT) -> list[Leak]:
-    """`find_leaks` over roots that already have names (`output`, `STASH`)."""
-    walk = _Walk(limit)
+def scan(
+    roots: Iterable[tuple[str, Any]],
+    limit: int = DEFAULT_LIMIT,
+    only: Iterable[Any] | None = None,
+    skip: Iterable[Any] = (),
+) -> list[Leak]:
+    """`find_leaks` over roots that already have names (`output`, `STASH`);
+    `only`: report just these tracers (those JAX's checker named); `skip`: never
+    report these (those that escaped before a check began)."""
+    return scan_tracers(roots, limit, only, skip)[0]
+
+
+def scan_tracers(
+    roots: Iterable[tuple[str, Any]],
+    limit: int = DEFAULT_LIMIT,
+    only: Iterable[Any] | None = None,
+    skip: Iterable[Any] = (),
+) -> tuple[list[Leak], list[Any]]:
+    """As `scan`, with the escaped tracers themselves, one per leak."""
+    walk = _Walk(
+        limit,
+        None if only is None else frozenset(map(id, only)),
+        frozenset(map(id, skip)),
+    )
     for label, root in roots:
         if issubclass(type(root), types.ModuleType):  # pyright: ignore[reportUnknownArgumentType]
             module = cast(types.ModuleType, root)
@@ -635,4 +670,5 @@ def scan(roots: Iterable[tuple[str, Any]], limit: int = DEFAULT_LIMIT) -> list[L
         else:
             walk.push(root, -1, label, reset=True)
     with _gc.paused():
-        return walk.run()
+        leaks = walk.run()
+    return leaks, walk.tracers

@@ -18,6 +18,7 @@ __all__ = ["MARKER"]
 
 MARKER = "lift_allow_leaks"
 _ENABLED = pytest.StashKey[bool]()
+_BEFORE = pytest.StashKey[list[Any]]()  # tracers escaped before the test's setup
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -46,17 +47,88 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_ENABLED] = enabled
 
 
+def _on(item: pytest.Item) -> bool:
+    return item.config.stash.get(_ENABLED, False) and not item.get_closest_marker(
+        MARKER
+    )
+
+
+def _roots(item: pytest.Item) -> list[tuple[str, Any]]:
+    """What a test names: its function, its fixtures' functions (and so the
+    globals their code names) and the fixture values it received."""
+    roots: list[tuple[str, Any]] = [(item.name, getattr(item, "obj", None))]
+    info = getattr(item, "_fixtureinfo", None)
+    for name, defs in getattr(info, "name2fixturedefs", {}).items():
+        for fixturedef in defs:
+            roots.append((f"fixture {name}", getattr(fixturedef, "func", None)))
+    funcargs = getattr(item, "funcargs", None)
+    if isinstance(funcargs, dict):
+        roots.extend((f"fixture {k}", v) for k, v in funcargs.items())  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+    return roots
+
+
+def _check(item: pytest.Item) -> None:
+    """Fail the current phase for what escaped since the test's setup began."""
+    __tracebackhide__ = True
+    from ._errors import LeakError
+    from ._leaks import format_leaks, scan_tracers
+
+    empty: list[Any] = []
+    before = item.stash.get(_BEFORE, empty)
+    leaks, tracers = scan_tracers(_roots(item), skip=before)
+    if leaks:
+        before.extend(tracers)  # each leak fails one phase only
+        raise LeakError(format_leaks(leaks))
+
+
+def _phase(item: pytest.Item) -> Generator[None, Any, Any]:
+    """One phase of a test (setup, call, teardown) inside `checking_leaks()`."""
+    __tracebackhide__ = True
+    from ._checking import checking_leaks
+
+    try:
+        with checking_leaks():
+            result = yield
+    except BaseException:
+        # This phase failed (JAX's checker reported a leak, or the test): what
+        # escaped in it is this phase's, not a later phase's to report again.
+        try:
+            _check(item)
+        except Exception:  # the phase's own error is the report
+            pass
+        raise
+    _check(item)
+    return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Generator[None, Any, Any]:
+    __tracebackhide__ = True
+    if not _on(item):
+        return (yield)
+    from ._leaks import scan_tracers
+
+    # Tracers that escaped before this test ran are not its fault.
+    item.stash[_BEFORE] = scan_tracers(_roots(item))[1]
+    return (yield from _phase(item))
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
-    __tracebackhide__ = True
-    if not item.config.stash.get(_ENABLED, False) or item.get_closest_marker(MARKER):
-        return (yield)
-    from ._checking import checking_leaks
-    from ._leaks import check_leaks
-
-    with checking_leaks():
-        result = yield
     # JAX's checker sees only traces exiting inside the test, and only when the
-    # test leaves it on: scan what the test function names, too.
-    check_leaks(getattr(item, "obj", None))
-    return result
+    # test leaves it on: the phase also scans what the test and its fixtures name.
+    __tracebackhide__ = True
+    if not _on(item):
+        return (yield)
+    return (yield from _phase(item))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, Any, Any]:
+    __tracebackhide__ = True
+    if not _on(item):
+        return (yield)
+    try:
+        return (yield from _phase(item))
+    finally:
+        item.stash[_BEFORE] = []  # hold no tracer past the test

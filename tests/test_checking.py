@@ -298,3 +298,121 @@ def test_checked_jit_as_a_method() -> None:
     assert (
         Scaler(jnp.asarray(3.0)).apply(2.0) == 6.0
     )  # bound: `self` is the first argument
+
+
+# -- False alarms: what is not a leak is never reported -------------------------
+
+
+def _index_error(x: Any) -> Any:
+    y = x * 2
+    return [x, y][3]  # a genuine bug of the user's, raised while tracing
+
+
+@pytest.mark.parametrize("jax_checks", [False, True])
+def test_user_index_error_under_checking_leaks_passes_through(jax_checks: bool) -> None:
+    with (
+        jax.check_tracer_leaks(jax_checks),
+        pytest.raises(IndexError, match="list index out of range") as info,
+        lift.checking_leaks(),
+    ):
+        jax.jit(_index_error)(1.0)
+    # The traceback is the one JAX would have shown: the user's frames.
+    frames = [tb.tb_frame.f_code.co_name for tb in _walk(info.value.__traceback__)]
+    assert "_index_error" in frames
+    assert "trace_to_jaxpr" not in frames
+
+
+@pytest.mark.parametrize("jax_checks", [False, True])
+def test_user_index_error_under_checked_jit_passes_through(jax_checks: bool) -> None:
+    with (
+        jax.check_tracer_leaks(jax_checks),
+        pytest.raises(IndexError, match="list index out of range"),
+    ):
+        lift.checked(jax.jit)(_index_error)(1.0)
+
+
+def test_index_error_twin_a_leak_is_still_a_leak() -> None:
+    with (
+        pytest.raises(lift.LeakError, match=r"STASH\[0\]: float32\[\] from jit"),
+        lift.checking_leaks(),
+    ):
+        jax.jit(_stash)(1.0)
+
+
+def _walk(tb: Any) -> Iterator[Any]:
+    while tb is not None:
+        yield tb
+        tb = tb.tb_next
+
+
+def _sublevel(x: Any) -> Any:
+    lst: list[Any] = []
+
+    @jax.jit
+    def g(x: Any) -> Any:
+        lst.append(x)
+        return x
+
+    return g(x)
+
+
+def test_sublevel_leak_names_only_the_leaked_tracer() -> None:
+    # JAX's test_leak_checker_catches_a_sublevel_leak: the outer function's own
+    # argument `x` dies with the traceback and is no leak.
+    with (
+        pytest.raises(
+            lift.LeakError,
+            match=r"^1 tracer escaped the transform that created it:\n"
+            r"  lst\[0\]: int32\[\] from jit\(g\)",
+        ) as info,
+        lift.checking_leaks(),
+    ):
+        jax.jit(_sublevel)(3)
+    assert "from jit(_sublevel)" not in str(info.value)
+
+
+def test_sublevel_clean_twin() -> None:
+    def clean(x: Any) -> Any:
+        return jax.jit(lambda y: y + 1)(x)
+
+    with lift.checking_leaks():
+        assert jax.jit(clean)(3) == 4
+
+
+def test_checking_leaks_ignores_leaks_from_before_it() -> None:
+    with jax.check_tracer_leaks(False):
+        jax.jit(_stash)(1.0)  # STASH[0] escaped before the block
+    with (
+        pytest.raises(lift.LeakError, match=r"^1 tracer escaped.*\n  STASH\[1\]"),
+        lift.checking_leaks(),
+    ):
+        jax.jit(_stash)(2.0)
+    with lift.checking_leaks():  # twin: an old leak alone reports nothing
+        jax.jit(lambda x: x * len(STASH))(1.0)
+
+
+def test_unplaced_jax_report_is_kept_chained() -> None:
+    hidden: dict[str, Any] = {}
+
+    class Sealed:
+        """Opaque to lift: its attributes cannot be read."""
+
+        def __getattribute__(self, name: str) -> Any:
+            raise AttributeError(name)
+
+    sealed = Sealed()
+
+    def hide(x: Any) -> Any:
+        object.__setattr__(sealed, "x", x)
+        return x
+
+    del hidden
+    with (
+        pytest.raises(
+            lift.LeakError, match=r"held by no variable lift can see"
+        ) as info,
+        lift.checking_leaks(),
+    ):
+        jax.jit(hide)(1.0)
+    cause = info.value.__cause__
+    assert cause is not None and str(cause).startswith("Leaked trace")

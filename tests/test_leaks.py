@@ -288,3 +288,72 @@ def test_objects_that_fail_to_flatten_or_read_are_opaque() -> None:
             return object.__getattribute__(self, name)
 
     assert lift.find_leaks(Broken(), [Broken()]) == []
+
+
+# -- Tracers of traces still running are never leaks ----------------------------
+
+
+def _mesh() -> Any:
+    return jax.make_mesh((len(jax.devices()),), ("i",))
+
+
+def test_outer_jit_tracer_inside_shard_map_is_live() -> None:
+    from jax.sharding import PartitionSpec as P
+
+    seen: list[list[lift.Leak]] = []
+
+    def outer(x: Any) -> Any:
+        c = x.sum()
+
+        def body(y: Any) -> Any:
+            seen.append(lift.find_leaks(c, y))
+            return y + c
+
+        return jax.shard_map(body, mesh=_mesh(), in_specs=P(), out_specs=P())(x)
+
+    jax.jit(outer)(jnp.arange(4.0))
+    assert seen == [[]]
+
+
+def test_outer_jit_tracer_inside_pmap_is_live() -> None:
+    seen: list[list[lift.Leak]] = []
+
+    def outer(x: Any) -> Any:
+        c = x.sum()
+
+        def body(y: Any) -> Any:
+            seen.append(lift.find_leaks(c))
+            return y + c
+
+        return jax.pmap(body)(x)
+
+    jax.jit(outer)(jnp.arange(float(jax.device_count())))
+    assert seen == [[]]
+
+
+def test_checked_jit_inside_shard_map_under_jit() -> None:
+    from jax.sharding import PartitionSpec as P
+
+    def outer(x: Any) -> Any:
+        c = x.sum()
+        body = lift.checked(jax.jit)(lambda y: y + c)
+        return jax.shard_map(body, mesh=_mesh(), in_specs=P(), out_specs=P())(x)
+
+    assert float(jax.jit(outer)(jnp.ones(2))[0]) == 3.0
+
+
+def test_shard_map_twin_an_escaped_tracer_is_still_found() -> None:
+    from jax.sharding import PartitionSpec as P
+
+    def outer(x: Any) -> Any:
+        c = x.sum()
+
+        def body(y: Any) -> Any:
+            STASH.append(c)
+            return y + c
+
+        return jax.shard_map(body, mesh=_mesh(), in_specs=P(), out_specs=P())(x)
+
+    jax.jit(outer)(jnp.arange(4.0))
+    (leak,) = lift.find_leaks(STASH)
+    assert leak.tracer == "float32[] from jit(outer)"
