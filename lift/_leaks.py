@@ -12,8 +12,10 @@ fine) and stops after a bounded number of objects.
 from __future__ import annotations
 
 import collections
+import ctypes
 import dataclasses
 import functools
+import gc
 import os
 import sys
 import sysconfig
@@ -32,6 +34,7 @@ from ._closure import (
     Label,
     cells,
     function_parts,
+    has_aux,
     method_parts,
     partial_parts,
     slot_names,
@@ -56,6 +59,16 @@ _GLOBAL = "global variable"
 _SELF = "bound object"
 _PARTIAL = "partial argument"
 _ATTRIBUTE = "function attribute"
+_LOCAL_KIND = "local variable of a suspended generator"
+_STATIC_FIELD = "static pytree data"
+
+_SUSPENDED: dict[type, str] = {
+    types.GeneratorType: "gi_frame",
+    types.CoroutineType: "cr_frame",
+    types.AsyncGeneratorType: "ag_frame",
+}
+_SNAPSHOT_LOCALS = sys.version_info < (3, 13)
+_LRU_WRAPPER: type = type(functools.lru_cache(lambda: None))  # pyright: ignore[reportUnknownArgumentType]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -237,6 +250,27 @@ def _root_label(root: Any, index: int) -> str:
 # ----------------------------------------------------------------------------
 # The walk.
 
+_UNREAD = object()
+# CPython's `lru_list_elem` (Modules/_functoolsmodule.c, 3.8 to 3.13): after the
+# object header, `prev`, `next`, `hash`, `key`, `result`; no Python attribute
+# reads them. Read only where the layout is checked: the `key` slot must hold
+# the very key the cache's dict maps to this element.
+_WORD = ctypes.sizeof(ctypes.c_void_p)
+_LRU_KEY = object.__basicsize__ + 3 * _WORD
+_LRU_READABLE = getattr(sys, "_is_gil_enabled", lambda: True)() and (
+    object.__basicsize__ == 2 * _WORD
+)
+
+
+def _lru_result(elem: Any, key: Any) -> Any:
+    """The result a bounded `lru_cache` keeps in `elem` for `key`, if readable."""
+    if not _LRU_READABLE:
+        return _UNREAD
+    base = id(elem)
+    if ctypes.c_void_p.from_address(base + _LRU_KEY).value != id(key):
+        return _UNREAD
+    return ctypes.cast(base + _LRU_KEY + _WORD, ctypes.POINTER(ctypes.py_object))[0]
+
 
 @functools.cache
 def _lifted_api() -> tuple[Callable[[Any], bool], Callable[[Any], Any]] | None:
@@ -279,6 +313,20 @@ def _is_library_type(cls: type) -> bool:
     return module.partition(".")[0] in _LIBRARY_MODULES
 
 
+# Standard-library objects a user stores things in (`SimpleNamespace`,
+# `argparse.Namespace`, `threading.local`, ...) are opened like the user's own;
+# JAX's, NumPy's, pytest's, lift's and the builtins' (exceptions and their
+# tracebacks) are not.
+_CLOSED_MODULES = frozenset(
+    {"jax", "jaxlib", "numpy", "builtins", "ml_dtypes", "lift", "_pytest", "pytest"}
+)
+
+
+def _is_closed_type(cls: type) -> bool:
+    module = getattr(cls, "__module__", None) or "builtins"
+    return module.partition(".")[0] in _CLOSED_MODULES
+
+
 _ATOMIC: frozenset[type] = frozenset(
     {
         str,
@@ -297,20 +345,19 @@ _ATOMIC: frozenset[type] = frozenset(
         types.CodeType,
         types.FrameType,
         types.TracebackType,
-        types.BuiltinFunctionType,
-        types.BuiltinMethodType,
         types.MethodWrapperType,
         types.WrapperDescriptorType,
         types.MethodDescriptorType,
         types.GetSetDescriptorType,
         types.MemberDescriptorType,
-        types.GeneratorType,
-        types.CoroutineType,
-        types.AsyncGeneratorType,
-        np.ndarray,
         np.dtype,
     }
 )
+
+
+def _not(obj: Any) -> Callable[[Any], bool]:
+    """`is_leaf` for flattening `obj` one level: everything but `obj` is a leaf."""
+    return lambda y: y is not obj
 
 
 def _code_names(
@@ -339,6 +386,10 @@ def _param_name(fn: Any, index: int) -> str:
 
 
 # Labels are rendered only for reports: an entry stores (format, key).
+_CACHED = ".<cache>[{!r}]"
+_CACHE_KEY = ".<cache key>"
+_LOCAL = ".<locals>.{}"
+_STATIC = ".<static>"
 _INDEX = "[{}]"
 _KEY = "[{!r}]"
 _ATTR = ".{}"
@@ -461,8 +512,58 @@ class _Walk:
                 pass
         elif isinstance(obj, type):
             self.cls(obj, index)
+        elif cls is np.ndarray:
+            if obj.dtype.hasobject:  # NumPy object arrays hold Python objects
+                self.push_all(
+                    ((i if len(i) != 1 else i[0], v) for i, v in np.ndenumerate(obj)),
+                    index,
+                    _INDEX,
+                )
+        elif cls is types.BuiltinMethodType:
+            owner = obj.__self__  # `stash.append` holds `stash`
+            if owner is not None and type(owner) is not types.ModuleType:
+                self.push(owner, index, ".__self__")
+        elif cls in _SUSPENDED:
+            self.suspended(obj, index)
+        elif cls is _LRU_WRAPPER:
+            self.cache(obj, index)
         else:
             self.other(obj, cls, index)
+
+    def suspended(self, gen: Any, index: int) -> None:
+        """A suspended generator's (or coroutine's) local variables."""
+        frame = getattr(gen, _SUSPENDED[type(gen)])
+        if frame is None:  # finished: it holds nothing
+            return
+        code = frame.f_code
+        snapshot = frame.f_locals
+        try:
+            for name, value in list(snapshot.items()):
+                self.push(value, index, (_LOCAL, name), (code, name, _LOCAL_KIND))
+        finally:
+            if _SNAPSHOT_LOCALS:
+                # Before 3.13 the snapshot stays on the frame and would keep
+                # values the generator later drops alive: emptied at once.
+                snapshot.clear()
+
+    def cache(self, fn: Any, index: int) -> None:
+        """A `functools.lru_cache` function: what it wraps and what it cached."""
+        self.push(fn.__wrapped__, index, ".__wrapped__")
+        attrs = getattr(fn, "__dict__", None)
+        for ref in gc.get_referents(fn):
+            if type(ref) is not dict or ref is attrs:
+                continue
+            table = cast(dict[Any, Any], ref)
+            self.keep.append(table)
+            for key, value in list(table.items()):
+                if type(value).__name__ == "_lru_list_elem":  # a bounded cache
+                    result = _lru_result(value, key)
+                    if result is not _UNREAD:
+                        self.keep.append(result)
+                        self.push_all([(key, result)], index, _CACHED)
+                else:
+                    self.push_all([(key, value)], index, _CACHED)
+            self.push_all(((k, k) for k in table), index, _CACHE_KEY)
 
     def function(self, fn: types.FunctionType, index: int) -> None:
         code = fn.__code__
@@ -509,7 +610,16 @@ class _Walk:
         lifted = self.lifted
         if lifted is not None and lifted[0](obj):
             return _LIFTED, ()
-        if issubclass(cls, dict | list | tuple | set | frozenset | collections.deque):
+        if issubclass(
+            cls,
+            dict
+            | list
+            | tuple
+            | set
+            | frozenset
+            | collections.deque
+            | types.MappingProxyType,
+        ):
             return _CONTAINER, ()
         if cls.__name__ == "ClosedJaxpr" and hasattr(obj, "consts"):
             return _JAXPR, ()
@@ -521,7 +631,7 @@ class _Walk:
                 return _PYTREE, ()
         except Exception:  # a node whose flatten fails is walked as an object
             pass
-        if _is_library_type(cls):  # pyright: ignore[reportUnknownArgumentType]
+        if _is_closed_type(cls):  # pyright: ignore[reportUnknownArgumentType]
             return _LIBRARY, ()
         return _OBJECT, slot_names(cls)  # pyright: ignore[reportUnknownArgumentType]
 
@@ -546,8 +656,9 @@ class _Walk:
                 except Exception:  # an unset slot, or a descriptor that raises
                     continue
                 self.push(value, index, (_ATTR, name))
+            self.push(cls, index, ".__class__")  # class attributes it reads
         elif kind == _CONTAINER:
-            if isinstance(obj, dict):
+            if isinstance(obj, dict | types.MappingProxyType):
                 self.push_all(obj.items(), index, _KEY)  # pyright: ignore
             elif isinstance(obj, tuple) and hasattr(obj, "_fields"):  # pyright: ignore
                 fields = obj._fields  # pyright: ignore
@@ -570,12 +681,19 @@ class _Walk:
             self.push_all(enumerate(consts), index, ".consts[{}]")
         elif kind == _PYTREE:
             try:
-                children, _ = _flatten_with_path(obj, is_leaf=lambda y: y is not obj)  # pyright: ignore[reportUnknownLambdaType]
+                children, treedef = _flatten_with_path(obj, is_leaf=_not(obj))
             except Exception:  # a node that cannot flatten this instance: opaque
                 return
             self.keep.append(children)
             for path, child in children:
                 self.push(child, index, _keystr(path))
+            if has_aux(treedef):
+                # Static (aux) data: a `jax.tree_util.Partial`'s function, an
+                # equinox `static=True` or flax `pytree_node=False` field.
+                node = treedef.node_data()
+                if node is not None:
+                    self.keep.append(node)
+                    self.push(node[1], index, _STATIC, (obj, None, _STATIC_FIELD))
 
     # -- reports ----------------------------------------------------------------
 
@@ -609,8 +727,12 @@ class _Walk:
         edge = entries[chain[holder]][2]
         assert edge is not None
         fn, variable, kind = edge
-        code = getattr(fn, "__code__", None)
-        qualname = getattr(fn, "__qualname__", None) or repr(fn)
+        code = fn if isinstance(fn, types.CodeType) else getattr(fn, "__code__", None)
+        qualname = (
+            fn.co_qualname
+            if isinstance(fn, types.CodeType)
+            else getattr(fn, "__qualname__", None) or type(fn).__qualname__
+        )
         filename = code.co_filename if isinstance(code, types.CodeType) else None
         lineno = code.co_firstlineno if isinstance(code, types.CodeType) else None
         location = self.render(chain[:holder])
