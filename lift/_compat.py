@@ -147,9 +147,17 @@ def transform_name(tracer: Any) -> str:
                 name = debug.func_name  # type: ignore[union-attr]
             except Exception:
                 name = "<unknown>"
+            src = getattr(debug, "func_src_info", None)
+            if traced_for == "shard_map" and isinstance(src, str) and _PMAP_FILE in src:
+                # jax 0.10.2 runs `pmap` as `shard_map` of `_fun` in
+                # jax/_src/pmap.py; the user's function is not named there.
+                return "pmap"
             return f"{_TRACED_FOR.get(traced_for, traced_for)}({name})"
         return "jit"
     return _TRACE_KINDS.get(kind, kind)
+
+
+_PMAP_FILE: Final = os.path.join("jax", "_src", "pmap.py")
 
 
 def is_jax_closure_convert(fn: Any) -> bool:

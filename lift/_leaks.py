@@ -60,7 +60,28 @@ _SELF = "bound object"
 _PARTIAL = "partial argument"
 _ATTRIBUTE = "function attribute"
 _LOCAL_KIND = "local variable of a suspended generator"
+_STORED_LIFTED = "lifted function"
 _STATIC_FIELD = "static pytree data"
+
+
+_MARKERS = frozenset({_STORED_LIFTED, _STATIC_FIELD})  # holders already pytrees
+
+
+def _stored_advice(holder: Any, how: str | None) -> str:
+    """Advice for a tracer whose holder is already a pytree's own data."""
+    if how == _STORED_LIFTED:
+        name = getattr(holder, "__qualname__", None) or "the function"
+        return (
+            f"{name} is already lifted (its captures are traced), but it was "
+            "stored where it outlives the transform: return it from the "
+            "transformed function instead of storing it"
+        )
+    return (
+        f"static data of {type(holder).__qualname__} is not traced: return the "
+        "value from the transformed function instead of storing it in a static "
+        "field, or make the field a pytree node"
+    )
+
 
 _SUSPENDED: dict[type, str] = {
     types.GeneratorType: "gi_frame",
@@ -503,7 +524,10 @@ class _Walk:
             self.function(obj, index)
         elif cls is types.MethodType:
             self.method(obj, index)
-        elif cls is functools.partial:
+        elif cls is functools.partial or (
+            issubclass(cls, functools.partial) and not self.is_lifted(obj)  # pyright: ignore[reportUnknownArgumentType]
+        ):
+            # `jax.tree_util.Partial` too: its arguments named as a partial's.
             self.partial(obj, index)
         elif cls is types.CellType:
             try:
@@ -528,7 +552,7 @@ class _Walk:
         elif cls is _LRU_WRAPPER:
             self.cache(obj, index)
         else:
-            self.other(obj, cls, index)
+            self.other(obj, cls, index)  # pyright: ignore[reportUnknownArgumentType]
 
     def suspended(self, gen: Any, index: int) -> None:
         """A suspended generator's (or coroutine's) local variables."""
@@ -564,6 +588,9 @@ class _Walk:
                 else:
                     self.push_all([(key, value)], index, _CACHED)
             self.push_all(((k, k) for k in table), index, _CACHE_KEY)
+
+    def is_lifted(self, obj: Any) -> bool:
+        return self.lifted is not None and self.lifted[0](obj)
 
     def function(self, fn: types.FunctionType, index: int) -> None:
         code = fn.__code__
@@ -671,7 +698,7 @@ class _Walk:
             assert self.lifted is not None
             plain = self.lifted[1](obj)
             self.keep.append(plain)
-            self.push(plain, index, "")
+            self.push(plain, index, "", (obj, None, _STORED_LIFTED))
             self.push(obj.__wrapped__, index, ".__wrapped__")
         elif kind == _JAXPR:
             # The constants a traced program closes over (jax.closure_convert and
@@ -719,11 +746,21 @@ class _Walk:
             f"{_compat.tracer_aval(tracer)} from {_compat.transform_name(tracer)}"
         )
         entries = self.entries
+        edges = [entries[e][2] for e in chain]
         holder = next(
-            (i for i in reversed(range(len(chain))) if entries[chain[i]][2]), None
+            (
+                i
+                for i in reversed(range(len(chain)))
+                if (edge := edges[i]) is not None and edge[2] not in _MARKERS
+            ),
+            None,
+        )
+        stored = next(
+            (e for e in edges[:holder] if e is not None and e[2] in _MARKERS), None
         )
         if holder is None:
-            return Leak(path, None, None, None, None, description)
+            advice = None if stored is None else _stored_advice(stored[0], stored[2])
+            return Leak(path, None, None, None, None, description, advice=advice)
         edge = entries[chain[holder]][2]
         assert edge is not None
         fn, variable, kind = edge
@@ -741,6 +778,8 @@ class _Walk:
         rest = "".join(_label_text(entries[e][1]) for e in chain[holder + 1 :])
         detail = f"{variable}{rest}" if rest else None
         advice = None
+        if stored is not None and kind != _GLOBAL:
+            advice = _stored_advice(stored[0], stored[2])
         if _compat.is_jax_closure_convert(fn):
             advice = (
                 "jax.closure_convert keeps integer, boolean and key tracers in its "

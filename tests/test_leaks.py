@@ -448,7 +448,7 @@ HOLDERS: dict[str, tuple[Callable[[Any], Any], str]] = {
     "class attribute": (_class_attribute, r"^x\.__class__\.registry\[0\]$"),
     "tree_util.Partial": (
         lambda v: jax.tree_util.Partial(_closure(v)),
-        r"^x\.<static>\.captures\['value'\]$",
+        r"^x\.func\.captures\['value'\]$",
     ),
     "equinox static field": (
         lambda v: _static_module(_closure(v)),
@@ -524,3 +524,92 @@ def test_checked_jit_finds_a_namespace_it_stored_into() -> None:
         lift.checked(jax.jit)(step)(1.0)
     del ns.last
     assert lift.checked(jax.jit)(lambda x: x + 1)(1.0) == 2.0
+
+
+# -- Advice fits the holder ------------------------------------------------------
+
+_REGISTRY: list[Any] = []
+
+
+def test_a_stored_lifted_function_is_told_to_return_not_to_lift() -> None:
+    def make(x: Any) -> Any:
+        def shifted(y: Any) -> Any:
+            return y + x
+
+        _REGISTRY.append(lift.lift(shifted))
+        return x
+
+    try:
+        jax.jit(make)(1.0)
+        (leak,) = lift.find_leaks(_REGISTRY)
+    finally:
+        _REGISTRY.clear()
+    assert leak.path == "roots[0][0].captures['x']"
+    assert leak.variable == "x"
+    assert "is already lifted" in leak.hint
+    assert "return it from the transformed function" in leak.hint
+    assert "lift the function" not in str(leak)
+
+
+def test_a_plain_closure_is_told_to_lift_or_pass_twin() -> None:
+    def make(x: Any) -> Any:
+        def shifted(y: Any) -> Any:
+            return y + x
+
+        _REGISTRY.append(shifted)
+        return x
+
+    try:
+        jax.jit(make)(1.0)
+        (leak,) = lift.find_leaks(_REGISTRY)
+    finally:
+        _REGISTRY.clear()
+    assert leak.hint == "lift the function or pass x as an argument"
+
+
+def test_a_static_field_is_told_to_return_the_value() -> None:
+    with pytest.warns(UserWarning, match="A JAX array is being set as static"):
+        state = _static_module(_escaped())
+    (leak,) = lift.find_leaks(state)
+    assert leak.path == "roots[0].<static>[1]"
+    assert leak.hint.startswith("static data of ")
+    assert "make the field a pytree node" in leak.hint
+    with pytest.raises(lift.LeakError, match=r"<static>\[1\]: float32\[\] from jit"):
+        lift.check_leaks(state)
+
+
+def test_static_field_clean_twin() -> None:
+    assert lift.find_leaks(_static_module(len)) == []
+
+
+def test_tree_util_partial_arguments_name_function_and_parameter() -> None:
+    def scale(factor: Any, y: Any) -> Any:
+        return factor * y
+
+    (leak,) = lift.find_leaks(jax.tree_util.Partial(scale, _escaped()))
+    assert (leak.function, leak.variable) == (scale.__qualname__, "factor")
+    assert leak.kind == "partial argument"
+    assert lift.find_leaks(jax.tree_util.Partial(scale, jnp.ones(()))) == []
+
+
+def test_function_attribute_names_function_and_attribute() -> None:
+    def holder() -> None:
+        pass
+
+    holder.state = _escaped()  # type: ignore[attr-defined]
+    (leak,) = lift.find_leaks(holder)
+    assert (leak.function, leak.variable) == (holder.__qualname__, "state")
+    assert leak.kind == "function attribute"
+
+
+def test_pmap_tracers_are_described_as_pmap() -> None:
+    box: list[Any] = []
+
+    def f(x: Any) -> Any:
+        box.append(x)
+        return x
+
+    jax.pmap(f)(jnp.ones(2))
+    (leak,) = lift.find_leaks(box)
+    assert leak.tracer == "float32[] from pmap"
+    assert lift.find_leaks(jax.pmap(lambda x: x)(jnp.ones(2))) == []  # twin
