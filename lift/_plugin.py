@@ -1,23 +1,33 @@
-"""The pytest plugin: run each test inside `lift.checking_leaks()`.
+"""The pytest plugin: check each test, with its fixtures, for leaked tracers.
 
 Registered through the `pytest11` entry point and off unless asked for, with
-`pytest --lift-leaks` or `lift_leaks = true` in the ini file. A leak fails the
-test with the `LeakError` text; `@pytest.mark.lift_allow_leaks` exempts a test.
-This module imports neither JAX nor the rest of `lift` until it is switched on,
-so installing the library costs nothing to test suites that do not use it.
+`pytest --lift-leaks` or `lift_leaks = true` in the ini file. Each phase of a
+test (fixture setup, the call, fixture teardown) is checked as part of that
+test; tracers that escaped before its setup began are never its fault. A leak
+fails the phase with the `LeakError` text; `@pytest.mark.lift_allow_leaks`
+exempts a test. Two modes (`--lift-leaks-mode`, `lift_leaks_mode`): `fast`, the
+default, scans what the test and its fixtures name (and every `Lifted` built)
+after each phase with JAX's own checker left as it is; `exhaustive` also runs
+each phase inside `lift.checking_leaks()` (JAX's gc-based checker), which finds
+leaks held anywhere at several times the cost. This module imports neither JAX
+nor the rest of `lift` until it is switched on, so installing the library costs
+nothing to test suites that do not use it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator
-from typing import Any
+from collections.abc import Generator, Iterable
+from contextlib import AbstractContextManager
+from typing import Any, cast
 
 import pytest
 
-__all__ = ["MARKER"]
+__all__ = ["MARKER", "MODES"]
 
 MARKER = "lift_allow_leaks"
+MODES = ("fast", "exhaustive")
 _ENABLED = pytest.StashKey[bool]()
+_MODE = pytest.StashKey[str]()
 _BEFORE = pytest.StashKey[list[Any]]()  # tracers escaped before the test's setup
 
 
@@ -29,11 +39,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="run each test inside lift.checking_leaks(): a leaked tracer fails it",
     )
+    group.addoption(
+        "--lift-leaks-mode",
+        choices=MODES,
+        default=None,
+        help="fast (default): scan what each test and its fixtures name after "
+        "each phase, JAX's caches kept; exhaustive: also run JAX's own checker "
+        "(jax.checking_leaks(), caches off) for leaks held anywhere",
+    )
     parser.addini(
         "lift_leaks",
         type="bool",
         default=False,
         help="run each test inside lift.checking_leaks() (as --lift-leaks)",
+    )
+    parser.addini(
+        "lift_leaks_mode",
+        default="fast",
+        help="fast or exhaustive (as --lift-leaks-mode)",
     )
 
 
@@ -45,6 +68,10 @@ def pytest_configure(config: pytest.Config) -> None:
     option = config.getoption("lift_leaks")
     enabled = bool(config.getini("lift_leaks")) if option is None else bool(option)
     config.stash[_ENABLED] = enabled
+    mode = config.getoption("lift_leaks_mode") or config.getini("lift_leaks_mode")
+    if mode not in MODES:
+        raise pytest.UsageError(f"lift_leaks_mode must be one of {MODES}: {mode!r}")
+    config.stash[_MODE] = str(mode)
 
 
 def _on(item: pytest.Item) -> bool:
@@ -67,37 +94,55 @@ def _roots(item: pytest.Item) -> list[tuple[str, Any]]:
     return roots
 
 
-def _check(item: pytest.Item) -> None:
-    """Fail the current phase for what escaped since the test's setup began."""
+def _check(item: pytest.Item, lifted: Iterable[Any] = ()) -> None:
+    """Fail the current phase for what escaped since the test's setup began:
+    reachable from what the test names, or from a `Lifted` built in the phase."""
     __tracebackhide__ = True
     from ._errors import LeakError
     from ._leaks import format_leaks, scan_tracers
 
     empty: list[Any] = []
     before = item.stash.get(_BEFORE, empty)
-    leaks, tracers = scan_tracers(_roots(item), skip=before)
+    roots = _roots(item)
+    roots.extend((getattr(f, "__qualname__", "lifted"), f) for f in list(lifted))
+    leaks, tracers = scan_tracers(roots, skip=before)
     if leaks:
         before.extend(tracers)  # each leak fails one phase only
         raise LeakError(format_leaks(leaks))
 
 
-def _phase(item: pytest.Item) -> Generator[None, Any, Any]:
-    """One phase of a test (setup, call, teardown) inside `checking_leaks()`."""
-    __tracebackhide__ = True
-    from ._checking import checking_leaks
+def _watch(item: pytest.Item) -> AbstractContextManager[Any]:
+    """What runs around a phase: in the exhaustive mode (or when JAX's own
+    checker is on anyway, its caches already off) `lift.checking_leaks()`; in
+    the fast mode only a record of the `Lifted` built, JAX's caches kept on."""
+    import jax
 
+    from ._checking import checking_leaks
+    from ._registry import recording
+
+    exhaustive = item.config.stash.get(_MODE, "fast") == "exhaustive"
+    if exhaustive or bool(cast(Any, jax.config).jax_check_tracer_leaks):
+        return checking_leaks()
+    return recording()
+
+
+def _phase(item: pytest.Item) -> Generator[None, Any, Any]:
+    """One phase of a test (setup, call, teardown), watched for leaks."""
+    __tracebackhide__ = True
+    lifted: Any = ()
     try:
-        with checking_leaks():
+        with _watch(item) as bucket:
+            lifted = bucket if bucket is not None else ()
             result = yield
     except BaseException:
         # This phase failed (JAX's checker reported a leak, or the test): what
         # escaped in it is this phase's, not a later phase's to report again.
         try:
-            _check(item)
+            _check(item, lifted)
         except Exception:  # the phase's own error is the report
             pass
         raise
-    _check(item)
+    _check(item, lifted)
     return result
 
 

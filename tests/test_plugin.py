@@ -210,3 +210,78 @@ def test_fixture_twin_without_the_plugin_all_pass(pytester: pytest.Pytester) -> 
     pytester.makepyfile(test_fixtures=FIXTURES)
     result = pytester.runpytest_subprocess(*_plugin_args())
     result.assert_outcomes(passed=4)
+
+
+HELPERS = """
+import jax
+
+CACHE = []
+
+def run(x):
+    return jax.jit(lambda y: CACHE.append(y) or y)(x)
+"""
+
+MODES = """
+import jax
+import leaky_helpers
+
+STASH = []
+
+def test_names_its_global():
+    jax.jit(lambda x: STASH.append(x) or x)(1.0)
+
+def test_leak_held_elsewhere():
+    leaky_helpers.run(1.0)
+
+def test_jax_checker_off():
+    # JAX's own checker (a gc.collect() at every trace exit, some caches
+    # bypassed) is what makes the exhaustive mode slow.
+    assert not jax.config.jax_check_tracer_leaks, "JAX's checker is on"
+"""
+
+
+@pytest.fixture
+def modes(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> pytest.Pytester:
+    monkeypatch.setenv("JAX_CHECK_TRACER_LEAKS", "0")
+    pytester.makepyfile(leaky_helpers=HELPERS, test_modes=MODES)
+    return pytester
+
+
+def test_fast_mode_is_the_default_and_leaves_jax_checker_off(
+    modes: pytest.Pytester,
+) -> None:
+    result = modes.runpytest_subprocess(*_plugin_args(), "--lift-leaks", "-v")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*test_names_its_global FAILED*",
+            "*test_leak_held_elsewhere PASSED*",  # not named by the test: missed
+            "*test_jax_checker_off PASSED*",
+            "*STASH[[]0[]]: float32[[][]] from jit(<lambda>)*",
+        ]
+    )
+
+
+def test_exhaustive_mode_also_finds_leaks_held_elsewhere(
+    modes: pytest.Pytester,
+) -> None:
+    result = modes.runpytest_subprocess(
+        *_plugin_args(), "--lift-leaks", "--lift-leaks-mode=exhaustive", "-v"
+    )
+    result.assert_outcomes(passed=0, failed=3)
+    result.stdout.fnmatch_lines(
+        [
+            "*CACHE[[]0[]]: float32[[][]] from jit(<lambda>)*",
+            "*JAX's checker is on*",
+        ]
+    )
+
+
+def test_mode_from_the_ini_and_bad_modes(modes: pytest.Pytester) -> None:
+    modes.makeini("[pytest]\nlift_leaks = true\nlift_leaks_mode = exhaustive\n")
+    result = modes.runpytest_subprocess(*_plugin_args())
+    result.assert_outcomes(failed=3)
+    result = modes.runpytest_subprocess(*_plugin_args(), "--lift-leaks-mode=slow")
+    result.stderr.fnmatch_lines(["*invalid choice: 'slow'*"])
