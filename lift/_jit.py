@@ -23,14 +23,21 @@ from typing import Any, Final, Generic, Self, TypeAlias, TypeVar, cast, overload
 
 import jax
 from jax.core import Tracer
-from jax.stages import Lowered, Traced
 from typing_extensions import ParamSpec
 
 from ._closure import WRAPPED, Holder, Label, cells as cells_of, register_holder
 from ._errors import LiftError, describe
 from ._lift import lift
 from ._lifted import Lifted
-from ._programs import MISSING, Program, explain_call_error, options_key, program
+from ._programs import (
+    MISSING,
+    Lowered,
+    Program,
+    Traced,
+    explain_call_error,
+    options_key,
+    program,
+)
 from ._skeleton import CellNode, FunctionNode, Ref, Skeleton, Template
 
 __all__ = ["JitFunction", "jit"]
@@ -48,24 +55,19 @@ class _Snapshot:
     """A lifted function, and what the graph it came from held then: it is current
     while each cell holds the same object, and each function of the graph the
     same defaults and attributes (`_Watch`).
+
+    Made before lifting, from the cells and functions the lift is expected to
+    read (`targets`), and completed by `lifted` once the lift is known to have
+    read them unchanged.
     """
 
-    __slots__ = ("cells", "contents", "lifted")
+    __slots__ = ("cells", "contents", "lifted", "targets")
 
-    def __init__(self, lifted: Any, root: Any) -> None:
-        self.lifted = lifted
-        cells: list[Any] = []
-        if isinstance(lifted, Lifted) and not isinstance(root, Lifted):
-            skeleton: Skeleton = lifted._skeleton  # pyright: ignore[reportPrivateUsage, reportUnknownMemberType]
-            closure = getattr(root, "__closure__", None)
-            if type(root) is types.FunctionType and len(skeleton.nodes) == 1 + len(
-                closure or ()
-            ):
-                # The common case: a function whose captures hold no functions.
-                cells.extend(closure or ())
-                cells.append(_Watch(root))
-            else:
-                _graph(skeleton, root, cells)
+    def __init__(self, targets: list[Any]) -> None:
+        self.targets = targets
+        cells: list[Any] = [
+            t if type(t) is types.CellType else _Watch(t) for t in targets
+        ]
         contents: list[Any] = []
         for cell in cells:
             try:
@@ -74,6 +76,7 @@ class _Snapshot:
                 contents.append(_EMPTY)
         self.cells = tuple(cells)
         self.contents = tuple(contents)
+        self.lifted: Any = None
 
     def current(self) -> bool:
         for cell, last in zip(self.cells, self.contents, strict=True):
@@ -84,6 +87,63 @@ class _Snapshot:
             if now is not last:
                 return False
         return True
+
+
+def _targets(lifted: Any, root: Any) -> list[Any]:
+    """The cells and functions of the graph `lifted` was lifted from."""
+    targets: list[Any] = []
+    if isinstance(lifted, Lifted) and not isinstance(root, Lifted):
+        skeleton: Skeleton = lifted._skeleton  # pyright: ignore[reportPrivateUsage, reportUnknownMemberType]
+        closure = getattr(root, "__closure__", None)
+        if type(root) is types.FunctionType and len(skeleton.nodes) == 1 + len(
+            closure or ()
+        ):
+            # The common case: a function whose captures hold no functions.
+            targets.extend(closure or ())
+            targets.append(root)
+        else:
+            _graph(skeleton, root, targets)
+    return targets
+
+
+def _guess(root: Any) -> list[Any]:
+    """The targets of a function not lifted yet: its cells, and those of the
+    closures they hold (checked against the lift's graph after it)."""
+    targets: list[Any] = []
+    if type(root) is types.FunctionType:
+        seen = {id(root)}
+        todo = [root]
+        while todo:
+            fn = todo.pop()
+            targets.append(fn)
+            for cell in fn.__closure__ or ():
+                if id(cell) in seen:
+                    continue
+                seen.add(id(cell))
+                targets.append(cell)
+                try:
+                    value = cell.cell_contents
+                except ValueError:
+                    continue
+                if (
+                    type(value) is types.FunctionType
+                    and value.__closure__ is not None
+                    and id(value) not in seen
+                ):
+                    seen.add(id(value))
+                    todo.append(value)
+    return targets
+
+
+def _same(a: list[Any], b: list[Any]) -> bool:
+    """The same cells and functions, in any order: a snapshot made from either
+    watches the other's."""
+    return len(a) == len(b) and {id(x) for x in a} == {id(x) for x in b}
+
+
+# How many times a lift is tried again when a capture it read was rebound
+# meanwhile, before the function is lifted afresh on each call instead.
+_ATTEMPTS: Final = 8
 
 
 class _Watch:
@@ -113,8 +173,7 @@ class _Watch:
 
 
 def _graph(skeleton: Skeleton, root: Any, cells: list[Any]) -> None:
-    """The original cells behind the skeleton's nodes, and a `_Watch` of each
-    function.
+    """The original cells and functions behind the skeleton's nodes.
 
     Follows the skeleton from `root` the way it was captured: every node is found
     from a node of smaller index, through a cell, default, partial argument or
@@ -130,7 +189,7 @@ def _graph(skeleton: Skeleton, root: Any, cells: list[Any]) -> None:
         if type(node) is FunctionNode:
             for index, (_, cell) in zip(node.cells, cells_of(obj), strict=True):
                 objs[index] = cell
-            cells.append(_Watch(obj))
+            cells.append(obj)
         elif type(node) is CellNode:
             cells.append(obj)
         for label, template in node.parts():
@@ -186,6 +245,7 @@ class JitFunction(Generic[_P, _R]):
         "_fn",
         "_jit",
         "_lift_options",
+        "_min_nargs",
         "_snapshot",
         "program",
     )
@@ -207,6 +267,7 @@ class JitFunction(Generic[_P, _R]):
         self._fn = fn
         self.program = program
         self._jit = program.jitted
+        self._min_nargs = program.min_nargs
         self._lift_options = lift_options
         self._snapshot: _Snapshot | None = None
         # What the call's fast path reads, in one attribute so that another thread
@@ -225,14 +286,29 @@ class JitFunction(Generic[_P, _R]):
         if snapshot is not None and snapshot.current():
             return snapshot.lifted
         fn = self._fn
-        lifted = lift(fn, **self._lift_options) if self._lift_options else lift(fn)
-        snapshot = _Snapshot(lifted, fn)
         self._fast = _STALE
-        if _holds_tracer(lifted):
-            # A captured tracer lives as long as its trace: keeping it here would
-            # leak it, so such a function is lifted afresh on each call.
-            self._snapshot = None
+        targets = snapshot.targets if snapshot is not None else _guess(fn)
+        lifted: Any = None
+        for _ in range(_ATTEMPTS):
+            # What the graph holds is read before the lift and checked after it:
+            # a capture rebound meanwhile (by another thread) may have been read
+            # either way, so the lift is tried again. Read after, it would be
+            # recorded as current next to a lift of the old value.
+            snapshot = _Snapshot(targets)
+            lifted = lift(fn, **self._lift_options) if self._lift_options else lift(fn)
+            if _holds_tracer(lifted):
+                # A captured tracer lives as long as its trace: keeping it here
+                # would leak it, so such a function is lifted afresh on each call.
+                self._snapshot = None
+                return lifted
+            found = _targets(lifted, fn)
+            if _same(found, targets) and snapshot.current():
+                break
+            targets = found
+        else:
+            self._snapshot = None  # rebound faster than it lifts: keep nothing
             return lifted
+        snapshot.lifted = lifted
         self._snapshot = snapshot
         cells, contents = snapshot.cells, snapshot.contents
         if any(c is _EMPTY for c in contents):
@@ -247,7 +323,9 @@ class JitFunction(Generic[_P, _R]):
 
     def _jitted(self, nargs: int) -> Any:
         jitted = self._jit
-        return jitted if jitted is not None else self.program.for_nargs(nargs)
+        if jitted is None or nargs < self._min_nargs:
+            return self.program.for_nargs(nargs)
+        return jitted
 
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         cell, content, cells, contents, lifted = self._fast
@@ -261,8 +339,8 @@ class JitFunction(Generic[_P, _R]):
         if not current:
             lifted = self._lifted()
         jitted = self._jit
-        if jitted is None:
-            jitted = self.program.for_nargs(len(args))
+        if jitted is None or len(args) < self._min_nargs:
+            jitted = self._jitted(len(args))
         try:
             return jitted(lifted, *args, **kwargs)
         except (TypeError, ValueError) as err:
@@ -274,12 +352,42 @@ class JitFunction(Generic[_P, _R]):
             raise better from err
 
     def lower(self, *args: _P.args, **kwargs: _P.kwargs) -> Lowered:
-        """Lower for the given arguments, as `jax.jit(fn).lower(...)` does."""
-        return self._jitted(len(args)).lower(self._lifted(), *args, **kwargs)
+        """Lower for the given arguments, as `jax.jit(fn).lower(...)` does.
+
+        The result describes `fn`'s own arguments, and its `compile()` is called
+        with them: the captures, parameters of the shared program, are bound to
+        the values they hold now.
+        """
+        return self._lower((), args, kwargs)
 
     def trace(self, *args: _P.args, **kwargs: _P.kwargs) -> Traced:
-        """Trace for the given arguments, as `jax.jit(fn).trace(...)` does."""
-        return self._jitted(len(args)).trace(self._lifted(), *args, **kwargs)
+        """Trace for the given arguments, as `jax.jit(fn).trace(...)` does.
+
+        `jax.export.export(lift.jit(fn))` goes through here, and exports `fn` with
+        its captures as constants: the exported function takes `fn`'s arguments.
+        """
+        return self._trace((), args, kwargs)
+
+    def _lower(
+        self, bound: tuple[Any, ...], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Lowered:
+        lifted = self._lifted()
+        jitted = self._jitted(len(bound) + len(args))
+        inner = jitted.lower(lifted, *bound, *args, **kwargs)
+        return Lowered(inner, (lifted, *bound))
+
+    def _trace(
+        self, bound: tuple[Any, ...], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Traced:
+        lifted = self._lifted()
+        jitted = self._jitted(len(bound) + len(args))
+        inner = jitted.trace(lifted, *bound, *args, **kwargs)
+        program = self.program
+
+        def alone() -> Any:
+            return program.bake(lifted, *bound).trace(*args, **kwargs)
+
+        return Traced(inner, (lifted, *bound), alone)
 
     @overload
     def __get__(self, instance: None, owner: type | None = None) -> Self: ...
@@ -366,11 +474,13 @@ class _BoundJitFunction:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.__func__(self.__self__, *args, **kwargs)
 
+    # Ahead of time, the instance is bound as it is to the method: what these
+    # return take and describe the method's other arguments.
     def lower(self, *args: Any, **kwargs: Any) -> Lowered:
-        return self.__func__.lower(self.__self__, *args, **kwargs)
+        return self.__func__._lower((self.__self__,), args, kwargs)  # pyright: ignore[reportPrivateUsage]
 
     def trace(self, *args: Any, **kwargs: Any) -> Traced:
-        return self.__func__.trace(self.__self__, *args, **kwargs)
+        return self.__func__._trace((self.__self__,), args, kwargs)  # pyright: ignore[reportPrivateUsage]
 
     @property
     def __wrapped__(self) -> Any:
@@ -456,7 +566,9 @@ def jit(fn: Callable[_P, _R] | None = None, /, **jit_kwargs: Any) -> Any:
       parameters; and `lift`'s `static=`/`dynamic=` for what `fn` captures.
 
     **Returns:** a callable with `fn`'s name, docstring and signature, and
-    `.lower(...)` and `.trace(...)` as a `jax.jit` function has.
+    `.lower(...)` and `.trace(...)` as a `jax.jit` function has: their stages
+    take and describe `fn`'s own arguments (the captures bound to what they hold
+    then), and `jax.export.export` exports `fn` with its captures as constants.
 
     **Raises:** `lift.LiftError` when an option names no parameter of `fn`, or
     marks one both static and donated.

@@ -6,10 +6,15 @@ arguments, so the `Lifted`'s treedef (code and static captures) keys the compile
 program and its leaves are parameters. Options that count positional parameters
 are shifted by one for that leading argument; options that name them are
 resolved against the function's own signature.
+
+What `.trace`, `.lower` and `.compile()` return (`Traced`, `Lowered`, `Compiled`)
+wrap JAX's objects and bind the leading argument, so they take and describe the
+function's own arguments.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 import threading
@@ -22,7 +27,16 @@ import jax
 from ._closure import code_of
 from ._errors import LiftError, describe
 
-__all__ = ["MISSING", "Program", "explain_call_error", "options_key", "program"]
+__all__ = [
+    "MISSING",
+    "Compiled",
+    "Lowered",
+    "Program",
+    "Traced",
+    "explain_call_error",
+    "options_key",
+    "program",
+]
 
 # Typed loosely: options reach it as a dict, checked by `_translate` and by JAX.
 _jax_jit: Final = cast("Callable[..., Any]", jax.jit)  # pyright: ignore[reportUnknownMemberType]
@@ -64,15 +78,19 @@ class Program:
     """A jitted trampoline for one code object (and one set of `jax.jit` options).
 
     `jitted` is `None` when `in_shardings` is a single sharding, which `jax.jit`
-    applies to every positional argument: the `Lifted` in front must not get it,
-    so there is one jitted trampoline per number of positional arguments.
+    applies to every dynamic positional argument: the `Lifted` in front must not
+    get it, so there is one jitted trampoline per number of positional arguments.
     """
 
     __slots__ = (
         "_by_nargs",
         "_lock",
+        "_static_positions",
         "jitted",
         "kwargs",
+        "min_nargs",
+        "min_static_nargs",
+        "options",
         "shared_in_sharding",
         "static_names",
         "trampoline",
@@ -83,32 +101,81 @@ class Program:
         trampoline: Callable[..., Any],
         kwargs: dict[str, Any],
         static_names: frozenset[str],
+        options: dict[str, Any] | None = None,
+        static_positions: tuple[int, ...] = (),
     ) -> None:
         self.trampoline = trampoline
         self.static_names = static_names
         self.kwargs = kwargs
+        # The options as given, relative to the function's own parameters: for a
+        # program of the function alone (`bake`).
+        self.options = options if options is not None else {}
+        # The trampoline's positions that are static (numbered, or named
+        # positional parameters), negative ones counted from the end of a call.
+        self._static_positions = static_positions
+        # Negative argument numbers count from the end of a call's positional
+        # arguments. With fewer of them, `jax.jit` raises for a static one and
+        # ignores a donated one, but the trampoline would take the `Lifted` in
+        # front for it: such calls go through `for_nargs`.
+        self.min_nargs = max(
+            (-n for o in _ARGNUMS for n in _as_tuple(kwargs.get(o), int) if n < 0),
+            default=0,
+        )
+        self.min_static_nargs = max(
+            (-n for n in _as_tuple(kwargs.get("static_argnums"), int) if n < 0),
+            default=0,
+        )
         self._by_nargs: dict[int, Any] = {}
         self._lock = threading.Lock()
         in_shardings = kwargs.get("in_shardings", MISSING)
         if in_shardings is MISSING or isinstance(in_shardings, (tuple, list)):
-            if in_shardings is not MISSING:
-                kwargs = {**kwargs, "in_shardings": (None, *in_shardings)}  # pyright: ignore[reportUnknownArgumentType]
-            self.jitted: Any = _jax_jit(trampoline, **kwargs)
+            self.jitted: Any = _jax_jit(trampoline, **self._kwargs_for(None))
             self.shared_in_sharding: Any = MISSING
         else:
             self.jitted = None
             self.shared_in_sharding = in_shardings
 
+    def _kwargs_for(self, nargs: int | None) -> dict[str, Any]:
+        """The trampoline's options, for calls with `nargs` positional arguments
+        (`None`: any number)."""
+        kwargs = dict(self.kwargs)
+        in_shardings = kwargs.get("in_shardings", MISSING)
+        if isinstance(in_shardings, (tuple, list)):
+            kwargs["in_shardings"] = (None, *in_shardings)  # pyright: ignore[reportUnknownArgumentType]
+        elif in_shardings is not MISSING and nargs is not None:
+            # `jax.jit` drops static arguments before it matches `in_shardings`
+            # with the rest (jax 0.10.2): count the dynamic ones only.
+            static = {
+                n if n >= 0 else n + nargs + 1 for n in self._static_positions
+            } & set(range(1, nargs + 1))
+            kwargs["in_shardings"] = (None, *[in_shardings] * (nargs - len(static)))
+        donated = kwargs.get("donate_argnums")
+        if donated is not None and nargs is not None:
+            # Numbered from the front, without those out of range, as JAX ignores.
+            kwargs["donate_argnums"] = tuple(
+                n
+                for n in (m if m >= 0 else m + nargs + 1 for m in donated)
+                if 1 <= n <= nargs
+            )
+        return kwargs
+
     def for_nargs(self, nargs: int) -> Any:
+        """The jitted trampoline for calls with `nargs` positional arguments."""
         jitted: Any = self._by_nargs.get(nargs)
         if jitted is None:
+            if nargs < self.min_static_nargs:
+                raise _too_few_args(self, nargs)
+            jitted = _jax_jit(self.trampoline, **self._kwargs_for(nargs))
             with self._lock:
-                kwargs = {
-                    **self.kwargs,
-                    "in_shardings": (None, *[self.shared_in_sharding] * nargs),
-                }
-                jitted = self._by_nargs[nargs] = _jax_jit(self.trampoline, **kwargs)
+                jitted = self._by_nargs.setdefault(nargs, jitted)
         return jitted
+
+    def bake(self, lifted: Any, *bound: Any) -> Any:
+        """`jax.jit` of the function alone, its captures constants of the program
+        (for `jax.export`, which exports a function of its arguments only), and
+        `bound` its first arguments (a method's instance)."""
+        fn = functools.partial(self.trampoline, lifted, *bound)
+        return _jax_jit(fn, **_shifted(self.options, len(bound)))
 
 
 class _Missing:
@@ -183,7 +250,13 @@ def program(fn: Any, options: dict[str, Any], options_key: Any) -> Program:
     signature = _signature(fn)
     kwargs = _translate(fn, signature, options)
     static_names = frozenset(_resolved(signature, options, "static"))
-    program = Program(_trampoline(fn, signature), kwargs, static_names)
+    program = Program(
+        _trampoline(fn, signature),
+        kwargs,
+        static_names,
+        options,
+        _static_positions(signature, kwargs),
+    )
     if key is not None:
         with _programs_lock:
             if len(_programs) >= _PROGRAMS_MAX:
@@ -337,6 +410,37 @@ def _resolved(
     return names
 
 
+def _shifted(options: dict[str, Any], k: int) -> dict[str, Any]:
+    """Options for the function with its first `k` positional arguments bound."""
+    if not k:
+        return options
+    options = dict(options)
+    for option in _ARGNUMS:
+        if option in options:
+            nums = _as_tuple(options[option], int)
+            options[option] = tuple(n - k for n in nums if n < 0 or n >= k)
+    in_shardings = options.get("in_shardings")
+    if isinstance(in_shardings, (tuple, list)):
+        options["in_shardings"] = tuple(in_shardings[k:])  # pyright: ignore[reportUnknownArgumentType]
+    return options
+
+
+def _static_positions(
+    signature: inspect.Signature, kwargs: dict[str, Any]
+) -> tuple[int, ...]:
+    """The trampoline's static positions: `static_argnums` (already shifted) and
+    the positions of positional parameters named by `static_argnames`, as
+    `jax.jit` resolves them."""
+    positional = [
+        p.name for p in signature.parameters.values() if p.kind in _POSITIONAL
+    ]
+    positions = set(_as_tuple(kwargs.get("static_argnums"), int))
+    for name in _as_tuple(kwargs.get("static_argnames"), str):
+        if name in positional:
+            positions.add(positional.index(name) + 1)
+    return tuple(sorted(positions))
+
+
 def _fn_name(fn: Any) -> str:
     name = getattr(fn, "__name__", None)
     return name if isinstance(name, str) else type(fn).__name__
@@ -346,6 +450,17 @@ _BAD_ARGUMENT: Final = re.compile(
     r"^Error interpreting argument to .* The problematic value is of type "
     r"<class '(?P<type>[^']+)'> and was passed to the function at path (?P<path>\S+)\."
 )
+
+
+def _too_few_args(program: Program, nargs: int) -> ValueError:
+    """The error `jax.jit` raises for a negative argument number out of range."""
+    option = "static_argnums"
+    n = min(_as_tuple(program.kwargs[option], int))
+    return ValueError(
+        f"Positional argument indices, e.g. for `{option}`, must have value greater "
+        f"than or equal to -len(args) and less than len(args), but got value {n} "
+        f"for len(args) == {nargs}."
+    )
 
 
 def explain_call_error(
@@ -408,3 +523,197 @@ def _hashable(value: Any) -> bool:
     except TypeError:
         return False
     return True
+
+
+# -- ahead of time: stages of a program, for the function's own arguments -------------
+
+
+def _own(tree: Any, bound: tuple[Any, ...]) -> Any:
+    """An `(args, kwargs)` pytree of the trampoline's, without the bound arguments
+    in front (the `Lifted`, and a method's instance)."""
+    args, kwargs = tree
+    return tuple(args[len(bound) :]), kwargs
+
+
+# Subclasses of JAX's public stage classes, so that a `lift.jit` function is the
+# `jax.stages.Wrapped` that `jax.export.export` asks for, to type checkers too.
+# They delegate every public member to JAX's object of the trampoline, so none
+# of the base classes' private state is used or set.
+
+
+class Traced(jax.stages.Traced):
+    """What `lift.jit(fn).trace(...)` returns: a `jax.stages.Traced` for `fn`'s
+    own arguments.
+
+    `jaxpr` is `fn`'s, its captures constants as under `jax.jit` (traced again on
+    first use); `lower()` lowers the shared program, whose first inputs are the
+    captures, bound to the values they had when traced.
+    """
+
+    __slots__ = ("_bake", "_baked", "_bound", "_inner")
+
+    def __init__(
+        self, inner: Any, bound: tuple[Any, ...], bake: Callable[[], Any]
+    ) -> None:
+        self._inner = inner
+        self._bound = bound
+        self._bake = bake
+        self._baked: Any = None
+        self.out_tree = inner.out_tree
+
+    def _alone(self) -> Any:
+        if self._baked is None:
+            self._baked = self._bake()
+        return self._baked
+
+    @property
+    def args_info(self) -> Any:  # pyright: ignore[reportIncompatibleVariableOverride]
+        """The arguments (`(args, kwargs)`, static ones left out), as `ArgInfo`s."""
+        return _own(self._inner.args_info, self._bound)
+
+    @property
+    def fun_name(self) -> str:  # pyright: ignore[reportIncompatibleVariableOverride]
+        return self._inner.fun_name
+
+    @property
+    def jaxpr(self) -> Any:  # pyright: ignore[reportIncompatibleVariableOverride]
+        """The closed jaxpr of the function: its inputs are the arguments, and its
+        captures are constants."""
+        return self._alone().jaxpr
+
+    @property
+    def lojax(self) -> Any:
+        return self._alone().lojax
+
+    @property
+    def out_info(self) -> Any:  # pyright: ignore[reportIncompatibleVariableOverride]
+        return self._inner.out_info
+
+    @property
+    def out_avals(self) -> Any:
+        return self._inner.out_avals
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._alone()(*args, **kwargs)
+
+    def lower(
+        self,
+        *,
+        lowering_platforms: tuple[str, ...] | None = None,
+        _private_parameters: Any = None,
+    ) -> Any:
+        """Lower to compiler input, as `jax.stages.Traced.lower` does."""
+        if getattr(_private_parameters, "for_export", False):
+            # `jax.export.export` (jax 0.10.2) lowers what `.trace` returned, and
+            # exports a function of its arguments alone: the captures are baked.
+            return self._alone().lower(
+                lowering_platforms=lowering_platforms,
+                _private_parameters=_private_parameters,
+            )
+        inner = self._inner.lower(
+            lowering_platforms=lowering_platforms,
+            _private_parameters=_private_parameters,
+        )
+        return Lowered(inner, self._bound)
+
+
+class Lowered(jax.stages.Lowered):
+    """What `lift.jit(fn).lower(...)` returns: a `jax.stages.Lowered` for `fn`'s
+    own arguments. Its text is the shared program's, whose first inputs are the
+    captures; `compile()` binds them to the values they had when lowered."""
+
+    __slots__ = ("_bound", "_inner")
+
+    def __init__(self, inner: Any, bound: tuple[Any, ...]) -> None:
+        self._inner = inner
+        self._bound = bound
+        self.args_info = _own(inner.args_info, bound)
+        self.out_tree = inner.out_tree
+
+    @property
+    def in_avals(self) -> Any:
+        return _own(self._inner.in_avals, self._bound)
+
+    @property
+    def out_info(self) -> Any:
+        return self._inner.out_info
+
+    def compile(
+        self, compiler_options: Any = None, *, device_assignment: Any = None
+    ) -> Compiled:
+        """Compile, as `jax.stages.Lowered.compile` does."""
+        inner = self._inner.compile(
+            compiler_options, device_assignment=device_assignment
+        )
+        return Compiled(inner, self._bound)
+
+    def as_text(self, dialect: str | None = None, *, debug_info: bool = False) -> str:
+        return self._inner.as_text(dialect, debug_info=debug_info)
+
+    def compiler_ir(self, dialect: str | None = None) -> Any:
+        return self._inner.compiler_ir(dialect)
+
+    def cost_analysis(self) -> Any:
+        return self._inner.cost_analysis()
+
+
+class Compiled(jax.stages.Compiled):
+    """What `lift.jit(fn).lower(...).compile()` returns: a `jax.stages.Compiled`
+    called with `fn`'s own (dynamic) arguments, the captures bound."""
+
+    __slots__ = ("_bound", "_inner")
+
+    def __init__(self, inner: Any, bound: tuple[Any, ...]) -> None:
+        self._inner = inner
+        self._bound = bound
+        self.args_info = _own(inner.args_info, bound)
+        self.out_tree = inner.out_tree
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return self._inner(*self._bound, *args, **kwargs)
+        except TypeError as err:
+            given: Any = jax.tree_util.tree_structure((args, kwargs))  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+            expected: Any = self.in_tree  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+            if given == expected or not str(err).startswith("Function compiled"):
+                raise
+            raise TypeError(
+                f"The function was compiled for arguments {expected} (static "
+                f"ones left out), but called with {given}."
+            ) from err
+
+    @property
+    def in_avals(self) -> Any:
+        return _own(self._inner.in_avals, self._bound)
+
+    @property
+    def out_info(self) -> Any:
+        return self._inner.out_info
+
+    def as_text(self) -> str | None:
+        return self._inner.as_text()
+
+    def cost_analysis(self) -> Any:
+        return self._inner.cost_analysis()
+
+    def memory_analysis(self) -> Any:
+        return self._inner.memory_analysis()
+
+    def runtime_executable(self) -> Any:
+        return self._inner.runtime_executable()
+
+    @property
+    def input_shardings(self) -> Any:
+        return _own(self._inner.input_shardings, self._bound)
+
+    @property
+    def output_shardings(self) -> Any:
+        return self._inner.output_shardings
+
+    @property
+    def input_formats(self) -> Any:
+        return _own(self._inner.input_formats, self._bound)
+
+    @property
+    def output_formats(self) -> Any:
+        return self._inner.output_formats
