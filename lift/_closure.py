@@ -555,9 +555,10 @@ _BUILTIN_NODES: Final = frozenset(
 
 
 def _plain_aux(aux: Any) -> bool:
-    """Static data that cannot hold a tracer (a NamedTuple's `None`, field names)."""
+    """Static data that cannot hold a tracer (a NamedTuple's `None`, field names),
+    or that lift vetted when it made it (a closure-converted program)."""
     t: type[Any] = type(aux)  # pyright: ignore[reportUnknownVariableType]
-    if aux is None or t in (str, int, type):
+    if aux is None or t in (str, int, type) or getattr(t, "vetted", False) is True:
         return True
     return t is tuple and all(type(a) in (str, int, type(None)) for a in aux)
 

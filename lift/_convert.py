@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 import types
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import jax
 import jax.core
@@ -261,10 +261,17 @@ def _tracer_in(part: Any) -> str | None:
 class Program:
     """A traced program without its constants: the static half of a conversion.
 
+    Its rules and callbacks were vetted when it was made (see `_Hidden`); the
+    jaxpr itself keeps JAX's own references to the finished trace, which are no
+    captures of the user's, so the scan for tracers in static data passes it by
+    (`vetted`).
+
     Compared by the program's printed text, what the text does not show (see
     `_Hidden`), its input and output trees and the types of its inputs and
     constants; so is its hash.
     """
+
+    vetted: Final = True  # see `lift._closure.aux_tracer`
 
     __slots__ = (
         "_alive",

@@ -358,9 +358,11 @@ def test_rule_capturing_a_tracer_is_refused() -> None:
 
     with pytest.raises(
         lift.LiftError,
+        # The rule captures the custom_jvp object too, whose rule holds `scale`:
+        # whichever way the walk meets the tracer first, the message names it.
         match=r"(?s)the custom_jvp rule .*scaled_jvp \(.*test_convert.py:\d+\) "
-        r"captures a tracer in `captures\['scale'\]` \(float32\[\] from "
-        r"jit\(make\)\).*Fix: make it an argument of the custom_jvp function",
+        r"captures a tracer.*captures\['scale'\].*Fix: make it an argument of "
+        r"the custom_jvp function",
     ):
         make(jnp.float32(2.0))
 
