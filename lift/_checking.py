@@ -157,7 +157,7 @@ def checked(transform: _T) -> _T:
             _calls.pending = pending
             # JAX's checker runs only when its leak checking is on; the full
             # traceback then tells its report from the user's own error.
-            mode = _compat.filtering_mode() if _jax_checks_leaks() else None
+            mode = _compat.filtering_mode() if _compat.jax_checks_leaks() else None
             try:
                 if mode is None:
                     out = wrapped(*a, **k)
@@ -211,10 +211,6 @@ def _tracing(fn: Callable[_P, _R]) -> Callable[_P, _R]:
                     pending.append(bucket)
 
     return traced
-
-
-def _jax_checks_leaks() -> bool:
-    return bool(cast(Any, jax.config).jax_check_tracer_leaks)
 
 
 def _describe(fn: Any) -> str:

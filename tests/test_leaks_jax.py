@@ -282,3 +282,10 @@ def test_pin_pmap_runs_as_shard_map_of_pmap_fun() -> None:
     assert debug.traced_for == "shard_map"
     assert "jax/_src/pmap.py" in debug.func_src_info
     assert _compat.transform_name(box[0]) == "pmap"
+
+
+def test_pin_jax_checks_leaks_follows_the_config() -> None:
+    with jax.check_tracer_leaks(False):
+        assert not _compat.jax_checks_leaks()
+        with jax.checking_leaks():
+            assert _compat.jax_checks_leaks()
