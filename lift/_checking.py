@@ -83,12 +83,14 @@ def _translate(exc: BaseException, extra: list[tuple[str, Any]]) -> LeakError | 
         return LeakError(format_leaks(leaks))
     lines = [line for line in str(exc).split("\n") if line.strip()]
     what = lines[1] if len(lines) > 1 else (lines[0] if lines else type(exc).__name__)
-    return LeakError(
+    error = LeakError(
         "JAX found a tracer that escaped its transform, held by no variable "
         f"lift can see from the failing frames: {what.strip()}. Return the "
         "value from the transformed function instead of storing it, or lift "
         "the closure that captured it (JAX's report follows, above)."
     )
+    error.__cause__ = exc  # kept: JAX's reference chain says more than lift can
+    return error
 
 
 def _leak_error(exc: Exception, extra: list[tuple[str, Any]], mode: str) -> None:
@@ -99,9 +101,7 @@ def _leak_error(exc: Exception, extra: list[tuple[str, Any]], mode: str) -> None
     if error is None:
         _compat.filter_traceback(exc, mode)
         return
-    if "held by no variable" in str(error):
-        raise error from exc
-    raise error from None
+    raise error from error.__cause__
 
 
 def checked(transform: _T) -> _T:
