@@ -666,6 +666,10 @@ class _Walk:
         plan = self.plans.get(cls)
         if plan is None:
             plan = self.plans[cls] = self.plan(obj, cls)
+            if plan[0] == _OBJECT:
+                # The class attributes its instances read: walked once, named
+                # from the first instance met.
+                self.push(cls, index, ".__class__")
         kind, slots = plan
         if kind in (_OBJECT, _LIBRARY):
             if callable(obj):
@@ -683,7 +687,6 @@ class _Walk:
                 except Exception:  # an unset slot, or a descriptor that raises
                     continue
                 self.push(value, index, (_ATTR, name))
-            self.push(cls, index, ".__class__")  # class attributes it reads
         elif kind == _CONTAINER:
             if isinstance(obj, dict | types.MappingProxyType):
                 self.push_all(obj.items(), index, _KEY)  # pyright: ignore
