@@ -82,6 +82,8 @@ class Program:
     get it, so there is one jitted trampoline per number of positional arguments.
     """
 
+    vetted: Final = True  # lift's own static data: see `lift._closure.aux_tracer`
+
     __slots__ = (
         "_by_nargs",
         "_lock",

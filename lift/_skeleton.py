@@ -369,6 +369,10 @@ class Skeleton:
     captured as Python scalars (for messages about Python control flow).
     """
 
+    # Its statics were checked for hidden tracers when it was captured: the scan
+    # of static pytree data passes it by (`lift._closure.aux_tracer`).
+    vetted: Final = True
+
     __slots__ = (
         "__weakref__",
         "_hash",
