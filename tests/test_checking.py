@@ -80,7 +80,7 @@ def test_checked_keeps_transform_arguments_and_methods() -> None:
     def add(x: Any, n: int) -> Any:
         return x + n
 
-    f = lift.checked(jax.jit)(add, static_argnums=1)
+    f: Any = lift.checked(jax.jit)(add, static_argnums=1)
     np.testing.assert_allclose(f(1.0, 2), 3.0)
     assert f.__name__ == "add"
     assert "add" in f.lower(1.0, 2).as_text()
@@ -246,8 +246,8 @@ def test_checked_lift_jit_shares_one_program_across_closures(scans: list[int]) -
 
         return step
 
-    f = lift.checked(lift.jit)(make(0.1))
-    g = lift.checked(lift.jit)(make(0.2))
+    f: Any = lift.checked(lift.jit)(make(0.1))
+    g: Any = lift.checked(lift.jit)(make(0.2))
     np.testing.assert_allclose(f(1.0), 0.1)
     np.testing.assert_allclose(g(1.0), 0.2)
     assert (traces.n, scans[0]) == (1, 1)
@@ -275,7 +275,7 @@ def test_checked_function_is_a_transparent_proxy() -> None:
         """Double it."""
         return 2 * x
 
-    f = lift.checked(jax.jit)(double)
+    f: Any = lift.checked(jax.jit)(double)  # the proxy's attributes are dynamic
     assert f(1.0) == 2.0
     assert f(2.0) == 4.0
     assert f._cache_size() == 1  # the jitted function's own attributes reach through

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import equinox as eqx
 import jax
@@ -453,8 +453,8 @@ def case_jax_closure_convert(leak: bool) -> Expect:
     return Expect((stash,), stash[0], "closure_consts", "jit(step)")
 
 
-CASES = {
-    name.removeprefix("case_"): fn
+CASES: dict[str, Callable[[bool], Expect]] = {
+    name.removeprefix("case_"): cast(Callable[[bool], Expect], fn)
     for name, fn in dict(globals()).items()
     if name.startswith("case_") and callable(fn)
 }
