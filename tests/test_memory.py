@@ -185,7 +185,7 @@ def _sized(value: Any) -> Callable[[], int] | None:
         | weakref.WeakSet,
     ):
         return lambda: len(value)
-    if callable(getattr(value, "cache_info", None)):
+    if not isinstance(value, type) and callable(getattr(value, "cache_info", None)):
         return lambda: value.cache_info().currsize
     return None
 
