@@ -16,7 +16,7 @@ import wrapt
 
 from . import _compat
 from ._errors import LeakError
-from ._leaks import Leak, format_leaks, is_user_file, scan
+from ._leaks import Leak, format_leaks, is_user_file, scan, scan_tracers
 from ._registry import recording
 
 __all__ = ["checked", "checking_leaks"]
@@ -61,7 +61,9 @@ def _lifted_roots(
     return [(getattr(obj, "__qualname__", "lifted"), obj) for obj in list(bucket)]
 
 
-def _translate(exc: BaseException, extra: list[tuple[str, Any]]) -> LeakError | None:
+def _translate(
+    exc: BaseException, named: list[tuple[str, Any]], lifted: list[tuple[str, Any]]
+) -> LeakError | None:
     """A `LeakError` for JAX's leaked-tracer error (or its jax#26560 IndexError),
     or `None` for any other exception: the user's own, which passes unchanged.
 
@@ -74,11 +76,22 @@ def _translate(exc: BaseException, extra: list[tuple[str, Any]]) -> LeakError | 
     if jax_tracers is None:
         return None
     leaks: list[Leak] = []
-    if jax_tracers:
-        leaks = scan([*_frame_roots(exc.__traceback__), *extra], only=jax_tracers)
-        if not leaks:
-            # Held somewhere no failing frame names: the user's modules' globals.
-            leaks = scan(_user_modules(), only=jax_tracers)
+    rest = jax_tracers
+    # Named from where the user holds them first (`_REGISTRY[0]`, `state.tx`):
+    # the failing frames and the checked function (its globals), then the
+    # user's modules' globals; only then from the `Lifted` built during the
+    # call, which would otherwise be the shortest path and name no holder.
+    for roots in (
+        lambda: [*_frame_roots(exc.__traceback__), *named],
+        _user_modules,
+        lambda: lifted,
+    ):
+        if not rest:
+            break
+        found, tracers = scan_tracers(roots(), only=rest)
+        leaks.extend(found)
+        placed = set(map(id, tracers))
+        rest = [t for t in rest if id(t) not in placed]
     if leaks:
         return LeakError(format_leaks(leaks))
     lines = [line for line in str(exc).split("\n") if line.strip()]
@@ -93,11 +106,16 @@ def _translate(exc: BaseException, extra: list[tuple[str, Any]]) -> LeakError | 
     return error
 
 
-def _leak_error(exc: Exception, extra: list[tuple[str, Any]], mode: str) -> None:
+def _leak_error(
+    exc: Exception,
+    named: list[tuple[str, Any]],
+    lifted: list[tuple[str, Any]],
+    mode: str,
+) -> None:
     """Raise the `LeakError` for JAX's error `exc`; for any other, filter its
     traceback as JAX would have (in `mode`) and return: the caller re-raises it."""
     __tracebackhide__ = True
-    error = _translate(exc, extra)
+    error = _translate(exc, named, lifted)
     if error is None:
         _compat.filter_traceback(exc, mode)
         return
@@ -167,10 +185,10 @@ def checked(transform: _T) -> _T:
             except Exception as exc:
                 if not pending or mode is None:
                     raise
-                extra = [(_describe(fn), fn)]
+                lifted: list[tuple[str, Any]] = []
                 for bucket in pending:
-                    extra.extend(_lifted_roots(bucket))
-                _leak_error(exc, extra, mode)
+                    lifted.extend(_lifted_roots(bucket))
+                _leak_error(exc, [(_describe(fn), fn)], lifted, mode)
                 raise
             finally:
                 _calls.pending = outer
@@ -274,7 +292,7 @@ class checking_leaks:
         stack.close()
         if exc is not None:
             if isinstance(exc, Exception):
-                _leak_error(exc, lifted, mode)
+                _leak_error(exc, [], lifted, mode)
             return
         leaks = scan(lifted)
         if leaks:

@@ -416,3 +416,48 @@ def test_unplaced_jax_report_is_kept_chained() -> None:
         jax.jit(hide)(1.0)
     cause = info.value.__cause__
     assert cause is not None and str(cause).startswith("Leaked trace")
+
+
+_REGISTRY: list[Any] = []
+
+
+def test_report_names_the_path_to_a_stored_lifted() -> None:
+    def make(x: Any) -> Any:
+        _REGISTRY.append(lift.lift(lambda y: y * x))
+        return x
+
+    try:
+        with (
+            pytest.raises(
+                lift.LeakError,
+                match=r"  _REGISTRY\[0\] -> .*make\.<locals>\.<lambda> \(.*:\d+\), "
+                r"captured variable 'x': float32\[\] from jit\(make\) — .* is "
+                r"already lifted",
+            ),
+            lift.checking_leaks(),
+        ):
+            jax.jit(make)(1.0)
+    finally:
+        _REGISTRY.clear()
+
+
+def test_report_names_the_attribute_holding_a_lifted() -> None:
+    @dataclasses.dataclass
+    class State:
+        tx: Any = None
+
+    state = State()
+
+    def make(x: Any) -> Any:
+        state.tx = lift.lift(lambda y: y * x)
+        return x
+
+    with (
+        pytest.raises(lift.LeakError, match=r"  state\.tx -> .*captured variable 'x'"),
+        lift.checking_leaks(),
+    ):
+        jax.jit(make)(1.0)
+    state.tx = None
+    with lift.checking_leaks():  # twin: the Lifted returned, not stored
+        state.tx = jax.jit(lambda x: lift.lift(lambda y: y * x))(1.0)
+    assert float(state.tx(2.0)) == 2.0
