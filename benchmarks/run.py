@@ -160,6 +160,10 @@ def main() -> None:
     if args.only:
         names = [n for n in names if n in args.only]
     text = header()
+    # Comparisons between versions (`compare.py`) are measured apart and kept.
+    versions = HERE / "versions.md"
+    if versions.exists():
+        text += "\n" + versions.read_text()
     sections = [run_module(name, args.quick) for name in names]
     text += "\n" + "\n".join(sections)
     if args.quick and not args.write:
