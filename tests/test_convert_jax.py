@@ -294,6 +294,8 @@ def check_vjp(
     args: tuple[Any, ...],
     reference: Callable[..., Any],
     tol: float = 1e-2,
+    *,
+    leak_checked: bool = True,
 ) -> Any:
     """Check `fn` and its reverse-mode derivative at `args` against `reference`.
 
@@ -303,6 +305,10 @@ def check_vjp(
     difference along `u`, for random `u` and `v`. JAX's test uses
     `check_grads(..., modes=["rev"], order=2)`, one program per evaluation,
     at tolerance 1e-1. Returns `fn(*args)`.
+
+    `leak_checked=False` runs it without JAX's leak checker, whose pass over
+    the heap at every trace exit doubles the time: for dynamics that close
+    over nothing, where the caller asserts that no conversion had a constant.
     """
     args = jax.tree.map(np.asarray, args)
     expected = reference(*args)
@@ -315,7 +321,8 @@ def check_vjp(
         out, vjp = jax.vjp(fn, *args)
         return out, vjp(v)
 
-    out, cotangents = solve_and_vjp(args, v)
+    with jax.check_tracer_leaks(leak_checked):
+        out, cotangents = solve_and_vjp(args, v)
     jax.tree.map(
         lambda o, e: np.testing.assert_allclose(o, e, rtol=tol, atol=tol), out, expected
     )
@@ -350,9 +357,11 @@ def test_pend_grads(routed: list[list[str]]) -> None:
     ts = np.linspace(0.0, 1.0, 11)
     args = (0.25, 9.8)
     integrate = partial(ode.odeint, partial(pend, jnp))
-    check_vjp(integrate, (y0, ts, *args), _scipy(pend, as_list=True))
+    check_vjp(
+        integrate, (y0, ts, *args), _scipy(pend, as_list=True), leak_checked=False
+    )
     # `partial(pend, jnp)` holds only the module `jnp`, static: no constants.
-    assert routed and routed[0] == []
+    assert routed and all(c == [] for c in routed)
 
 
 def test_pytree_state(routed: list[list[str]]) -> None:
@@ -367,8 +376,8 @@ def test_pytree_state(routed: list[list[str]]) -> None:
 
     y0 = (np.array(-0.1), np.array([[[0.1]]]))
     ts = np.linspace(0.0, 1.0, 11)
-    check_vjp(partial(ode.odeint, dynamics), (y0, ts), exact)
-    assert routed
+    check_vjp(partial(ode.odeint, dynamics), (y0, ts), exact, leak_checked=False)
+    assert routed and all(c == [] for c in routed)  # no constants
 
 
 def test_weird_time_pendulum_grads(routed: list[list[str]]) -> None:
@@ -380,8 +389,8 @@ def test_weird_time_pendulum_grads(routed: list[list[str]]) -> None:
     y0 = np.array([np.pi - 0.1, 0.0])
     ts = np.linspace(0.0, 1.0, 11)
     integrate = partial(ode.odeint, partial(dynamics, jnp))
-    check_vjp(integrate, (y0, ts), _scipy(dynamics))
-    assert routed
+    check_vjp(integrate, (y0, ts), _scipy(dynamics), leak_checked=False)
+    assert routed and all(c == [] for c in routed)  # no constants
 
 
 def test_decay(routed: list[list[str]]) -> None:
@@ -393,8 +402,8 @@ def test_decay(routed: list[list[str]]) -> None:
     y0 = rng.randn(3)
     ts = np.linspace(0.1, 0.2, 4)
     integrate = partial(ode.odeint, partial(decay, jnp))
-    check_vjp(integrate, (y0, ts, *args), _scipy(decay))
-    assert routed
+    check_vjp(integrate, (y0, ts, *args), _scipy(decay), leak_checked=False)
+    assert routed and all(c == [] for c in routed)  # no constants
 
 
 def _swoop(_np: Any, y: Any, t: Any, arg1: Any, arg2: Any) -> Any:
@@ -411,8 +420,8 @@ def _swoop(_np: Any, y: Any, t: Any, arg1: Any, arg2: Any) -> Any:
 def test_swoop(routed: list[list[str]], y0: Any, args: Any) -> None:
     ts = np.array([0.1, 0.2])
     integrate = partial(ode.odeint, partial(_swoop, jnp))
-    check_vjp(integrate, (y0, ts, *args), _scipy(_swoop))
-    assert routed
+    check_vjp(integrate, (y0, ts, *args), _scipy(_swoop), leak_checked=False)
+    assert routed and all(c == [] for c in routed)  # no constants
 
 
 def test_odeint_vmap_grad(routed: list[list[str]]) -> None:
@@ -428,9 +437,12 @@ def test_odeint_vmap_grad(routed: list[list[str]]) -> None:
         return y[:, -1].sum()
 
     # JAX compares with the gradients of two runs without vmap; the exact one
-    # is d/dx (2 x e^0.5 + 0.3 e^0.5) = 2 e^0.5.
-    np.testing.assert_allclose(jax.jit(jax.grad(g))(2.0), 2 * np.exp(0.5), rtol=1e-5)
-    assert routed
+    # is d/dx (2 x e^0.5 + 0.3 e^0.5) = 2 e^0.5. (No constants, so no leak
+    # check: see `check_vjp`.)
+    with jax.check_tracer_leaks(False):
+        grad = jax.jit(jax.grad(g))(2.0)
+    np.testing.assert_allclose(grad, 2 * np.exp(0.5), rtol=1e-5)
+    assert routed and all(c == [] for c in routed)
 
 
 def test_disable_jit_odeint_with_vmap(routed: list[list[str]]) -> None:
@@ -471,7 +483,7 @@ def test_grad_closure_with_vmap(routed: list[list[str]]) -> None:
         history = ode.odeint(model, 1.0, np.arange(0, 10, 0.1))
         return history[-1]
 
-    t = np.arange(0.0, 1.0, 0.01)
+    t = np.arange(0.0, 1.0, 0.125)
     # In one outer jit, so that the backward pass is not run op by op (each op
     # compiled afresh under JAX's leak checker).
     h, g = jax.jit(jax.vmap(jax.value_and_grad(experiment)))(t)
@@ -499,11 +511,12 @@ def test_closure_nondiff(routed: list[list[str]]) -> None:
     def f(z: Any) -> Any:
         return jnp.sum(ode.odeint(dz_dt, z, jnp.arange(10.0)))
 
-    grad = jax.jit(jax.grad(f))(jnp.ones(2))
+    with jax.check_tracer_leaks(False):  # no constants: see `check_vjp`
+        grad = jax.jit(jax.grad(f))(jnp.ones(2))
     np.testing.assert_allclose(
         grad, np.full(2, np.exp(np.arange(10.0)).sum()), rtol=1e-4
     )
-    assert routed
+    assert routed and all(c == [] for c in routed)
 
 
 def test_complex_odeint(routed: list[list[str]]) -> None:
@@ -523,8 +536,8 @@ def test_complex_odeint(routed: list[list[str]]) -> None:
     # The backward pass ravels all parameters into one array, so dtype
     # promotion is unavoidable.
     with jax.numpy_dtype_promotion("standard"):
-        check_vjp(f, (y0, ts, alpha), exact)
-    assert routed
+        check_vjp(f, (y0, ts, alpha), exact, leak_checked=False)
+    assert routed and all(c == [] for c in routed)  # no constants
 
 
 def test_hmax(routed: list[list[str]]) -> None:
