@@ -13,6 +13,7 @@ set -euo pipefail
 source "$(dirname "$0")/_venv.sh" test
 QUICK=(
     tests/test_capture.py
+    tests/test_soundness.py
     tests/test_transforms.py
     tests/test_replay.py
     tests/test_diff.py
