@@ -227,6 +227,28 @@ def cells(
     return zip(labels, closure, strict=True)
 
 
+def function_state(fn: types.FunctionType) -> tuple[Any, Any, tuple[Any, ...]]:
+    """What a function holds besides its cells, as objects to compare by identity
+    later (`lift.jit` watches them): its defaults, keyword-only defaults, and
+    attributes."""
+    return fn.__defaults__, fn.__kwdefaults__, tuple(fn.__dict__.items())
+
+
+def same_state(fn: types.FunctionType, state: tuple[Any, Any, tuple[Any, ...]]) -> bool:
+    """Whether `fn` holds what `function_state` recorded: the same objects."""
+    defaults, kwdefaults, items = state
+    if fn.__defaults__ is not defaults or fn.__kwdefaults__ is not kwdefaults:
+        return False
+    attrs = fn.__dict__
+    missing = _MISSING
+    return len(attrs) == len(items) and all(
+        attrs.get(k, missing) is v for k, v in items
+    )
+
+
+_MISSING: Final = object()
+
+
 def has_defaults(fn: types.FunctionType) -> tuple[bool, bool]:
     """Whether `fn.__defaults__` and `fn.__kwdefaults__` are set (`None` and an
     empty tuple or dict are different functions)."""

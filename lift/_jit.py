@@ -25,7 +25,15 @@ import jax
 from jax.core import Tracer
 from typing_extensions import ParamSpec
 
-from ._closure import WRAPPED, Holder, Label, cells as cells_of, register_holder
+from ._closure import (
+    WRAPPED,
+    Holder,
+    Label,
+    cells as cells_of,
+    function_state,
+    register_holder,
+    same_state,
+)
 from ._errors import LiftError, describe
 from ._lift import lift
 from ._lifted import Lifted
@@ -151,25 +159,16 @@ class _Watch:
     its `cell_contents` is one token while they are the objects they were, and a
     new object once one is rebound (`f.scale = 3.0`, `f.__defaults__ = ...`)."""
 
-    __slots__ = ("defaults", "fn", "items", "kwdefaults", "token")
+    __slots__ = ("fn", "state", "token")
 
     def __init__(self, fn: types.FunctionType) -> None:
         self.fn = fn
-        self.defaults = fn.__defaults__
-        self.kwdefaults = fn.__kwdefaults__
-        self.items = tuple(fn.__dict__.items())
+        self.state = function_state(fn)
         self.token = object()
 
     @property
     def cell_contents(self) -> object:
-        fn = self.fn
-        if fn.__defaults__ is self.defaults and fn.__kwdefaults__ is self.kwdefaults:
-            attrs = fn.__dict__
-            if len(attrs) == len(self.items) and all(
-                attrs.get(k, _EMPTY) is v for k, v in self.items
-            ):
-                return self.token
-        return object()
+        return self.token if same_state(self.fn, self.state) else object()
 
 
 def _graph(skeleton: Skeleton, root: Any, cells: list[Any]) -> None:
