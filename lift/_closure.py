@@ -19,6 +19,7 @@ from __future__ import annotations
 import collections
 import collections.abc
 import functools
+import sys
 import types
 import weakref
 from collections import deque
@@ -648,7 +649,15 @@ def _children(x: Any, t: type[Any], path: str) -> list[tuple[Any, str]]:
         frame = getattr(x, _FRAME[t], None) if t in _FRAME else None
         if frame is None:
             return []
-        return [(v, f"{path}.<locals>.{k}") for k, v in frame.f_locals.items()]
+        snapshot = frame.f_locals
+        try:
+            return [(v, f"{path}.<locals>.{k}") for k, v in snapshot.items()]
+        finally:
+            if sys.version_info < (3, 13):
+                # The snapshot stays on the frame and would keep values the
+                # generator later drops alive: emptied at once (a live view
+                # from 3.13 on).
+                snapshot.clear()
     if issubclass(t, collections.abc.Mapping):
         return [(v, f"{path}[{k!r}]") for k, v in list(x.items())]
     if issubclass(t, (list, tuple, set, frozenset, collections.deque)):
