@@ -296,7 +296,10 @@ class _Walk:
             self.names.add(name)
         forced = forced or (name is not None and name in self.static)
         t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
-        if (t in _STATIC_ATOMS and self.dynamic is None) or issubclass(t, ITERATORS):
+        if t in _STATIC_ATOMS and self.dynamic is None:
+            return Template(None, (Static(value),), owner, label)
+        if issubclass(t, ITERATORS):  # static by identity; a suspended frame's
+            check_opaque(value, t, holder, label)  # locals may hold a tracer
             return Template(None, (Static(value),), owner, label)
         order = None
         if forced or t not in _DYNAMIC_ATOMS or self.dynamic is not None:

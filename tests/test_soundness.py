@@ -842,3 +842,22 @@ def test_a_branch_on_an_attribute_or_dict_value_names_the_capture() -> None:
 def test_a_lifted_pytree_keeps_its_dict_order() -> None:
     f = lambda x: x
     assert list(lift.lift({"b": f, "a": f})) == ["b", "a"]
+
+
+def test_a_tracer_in_a_suspended_generator_is_refused() -> None:
+    def produce(x: Any) -> Any:
+        kept = x  # noqa: F841  (held by the suspended frame)
+        yield 1
+        yield 2
+
+    @jax.jit
+    def make(s: Any) -> Any:
+        running = produce(s)
+        next(running)
+        with pytest.raises(
+            lift.LiftError, match=r"holds a tracer at running\.<locals>\.x"
+        ):
+            lift.lift(lambda x: (running, x))
+        return s
+
+    make(2.0)
