@@ -298,8 +298,9 @@ class _Walk:
         t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
         if t in _STATIC_ATOMS and self.dynamic is None:
             return Template(None, (Static(value),), owner, label)
-        if issubclass(t, ITERATORS):  # static by identity; a suspended frame's
-            check_opaque(value, t, holder, label)  # locals may hold a tracer
+        if issubclass(t, ITERATORS):
+            # Static by identity; a suspended frame's locals may hold a tracer.
+            check_opaque(value, type(value), holder, label)  # pyright: ignore[reportUnknownArgumentType]
             return Template(None, (Static(value),), owner, label)
         order = None
         if forced or t not in _DYNAMIC_ATOMS or self.dynamic is not None:
