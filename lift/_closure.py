@@ -586,10 +586,11 @@ def _plain_aux(aux: Any) -> bool:
     return t is tuple and all(type(a) in (str, int, type(None)) for a in aux)
 
 
-def has_aux(treedef: Any) -> bool:
-    """Whether `treedef` has a custom node whose static data could hold a tracer."""
+def _static_data(treedef: Any) -> Iterator[tuple[Any, Any]]:
+    """`(node type, static data)` of `treedef`'s custom nodes whose static data
+    could hold a tracer."""
     if "CustomNode" not in str(treedef):
-        return False
+        return
     stack = [treedef]
     while stack:
         td = stack.pop()
@@ -599,9 +600,13 @@ def has_aux(treedef: Any) -> bool:
             and node[0] not in _BUILTIN_NODES
             and not _plain_aux(node[1])
         ):
-            return True
+            yield node
         stack.extend(td.children())
-    return False
+
+
+def has_aux(treedef: Any) -> bool:
+    """Whether `treedef` has a custom node whose static data could hold a tracer."""
+    return next(_static_data(treedef), None) is not None
 
 
 _PLAIN_TREEDEFS: dict[Any, None] = {}  # treedefs `has_aux` said no to (bounded)
@@ -613,26 +618,16 @@ def aux_tracer(treedef: Any) -> str | None:
     `pytree_node=False` field. Checked only for treedefs that have such data."""
     if treedef in _PLAIN_TREEDEFS:
         return None
-    if not has_aux(treedef):
+    found = False
+    for kind, aux in _static_data(treedef):
+        found = True
+        where = hidden_tracer(aux)
+        if where is not None:
+            return f"<static data of {getattr(kind, '__name__', kind)}>{where}"
+    if not found:
         if len(_PLAIN_TREEDEFS) >= 1024:
             _PLAIN_TREEDEFS.clear()
         _PLAIN_TREEDEFS[treedef] = None
-        return None
-    stack = [treedef]
-    while stack:
-        td = stack.pop()
-        node = td.node_data()
-        if (
-            node is not None
-            and node[0] not in _BUILTIN_NODES
-            and not _plain_aux(node[1])
-        ):
-            where = hidden_tracer(node[1])
-            if where is not None:
-                return (
-                    f"<static data of {getattr(node[0], '__name__', node[0])}>{where}"
-                )
-        stack.extend(td.children())
     return None
 
 
