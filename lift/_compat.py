@@ -148,9 +148,14 @@ def transform_name(tracer: Any) -> str:
             except Exception:
                 name = "<unknown>"
             src = getattr(debug, "func_src_info", None)
-            if traced_for == "shard_map" and isinstance(src, str) and _PMAP_FILE in src:
+            if (
+                traced_for == "shard_map"
+                and isinstance(src, str)
+                and (_PMAP_FILE in src or (name == "call_wrapped" and _LU_FILE in src))
+            ):
                 # jax 0.10.2 runs `pmap` as `shard_map` of `_fun` in
-                # jax/_src/pmap.py; the user's function is not named there.
+                # jax/_src/pmap.py, jax 0.8.0 of `call_wrapped` in
+                # jax/_src/linear_util.py; the user's function is not named there.
                 return "pmap"
             return f"{_TRACED_FOR.get(traced_for, traced_for)}({name})"
         return "jit"
@@ -158,6 +163,7 @@ def transform_name(tracer: Any) -> str:
 
 
 _PMAP_FILE: Final = os.path.join("jax", "_src", "pmap.py")
+_LU_FILE: Final = os.path.join("jax", "_src", "linear_util.py")
 
 
 def is_jax_closure_convert(fn: Any) -> bool:

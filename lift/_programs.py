@@ -180,6 +180,13 @@ class Program:
         return _jax_jit(fn, **_shifted(self.options, len(bound)))
 
 
+def _out_tree(stage: Any) -> Any:
+    # jax 0.8.0's `Traced` keeps it as `_out_tree` only (public from later
+    # versions, as on `Lowered` and `Compiled`).
+    out_tree = getattr(stage, "out_tree", None)
+    return out_tree if out_tree is not None else getattr(stage, "_out_tree", None)
+
+
 class _Missing:
     __slots__ = ()
 
@@ -561,7 +568,7 @@ class Traced(jax.stages.Traced):
         self._bound = bound
         self._bake = bake
         self._baked: Any = None
-        self.out_tree = inner.out_tree
+        self.out_tree = _out_tree(inner)
 
     def _alone(self) -> Any:
         if self._baked is None:
@@ -630,7 +637,7 @@ class Lowered(jax.stages.Lowered):
         self._inner = inner
         self._bound = bound
         self.args_info = _own(inner.args_info, bound)
-        self.out_tree = inner.out_tree
+        self.out_tree = _out_tree(inner)
 
     @property
     def in_avals(self) -> Any:
@@ -669,7 +676,7 @@ class Compiled(jax.stages.Compiled):
         self._inner = inner
         self._bound = bound
         self.args_info = _own(inner.args_info, bound)
-        self.out_tree = inner.out_tree
+        self.out_tree = _out_tree(inner)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         try:

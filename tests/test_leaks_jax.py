@@ -268,7 +268,9 @@ def test_pin_filter_traceback_matches_jax() -> None:
         pytest.raises(ValueError, match="mine") as whole,
     ):
         jax.jit(f)(1.0)
-    assert "trace_to_jaxpr" in names(whole.value)
+    # JAX's own frames are there (`trace_to_jaxpr`, `trace_to_jaxpr_dynamic` in
+    # jax 0.8.0).
+    assert any(n.startswith("trace_to_jaxpr") for n in names(whole.value))
     _compat.filter_traceback(whole.value, "quiet_remove_frames")
     assert names(whole.value) == names(by_jax.value)
     assert whole.value.__notes__ == by_jax.value.__notes__
@@ -280,7 +282,11 @@ def test_pin_pmap_runs_as_shard_map_of_pmap_fun() -> None:
         jax.pmap(lambda x: box.append(x) or x)(jnp.ones(1))
     debug = box[0]._trace.frame.debug_info
     assert debug.traced_for == "shard_map"
-    assert "jax/_src/pmap.py" in debug.func_src_info
+    # jax 0.10.2: `_fun` in jax/_src/pmap.py; jax 0.8.0: `call_wrapped` in
+    # jax/_src/linear_util.py.
+    assert "jax/_src/pmap.py" in debug.func_src_info or (
+        debug.func_name == "call_wrapped" and "linear_util.py" in debug.func_src_info
+    )
     assert _compat.transform_name(box[0]) == "pmap"
 
 
