@@ -304,6 +304,11 @@ _PLUMBING: Final[dict[tuple[str, str], tuple[str, ...]]] = {
             "_make_flat_callback.<locals>._flat_callback",
             ("callback", "static_args"),
         ),
+        (  # jax 0.8.0: the same closure, one level up
+            "debugging.py",
+            "debug_callback.<locals>._flat_callback",
+            ("callback", "static_args"),
+        ),
     )
 }
 _RULE_TYPES: Final[tuple[type[Any], ...]] = (
