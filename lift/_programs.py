@@ -626,12 +626,14 @@ class Traced(jax.stages.Traced):
         return Lowered(inner, self._bound)
 
 
-class Lowered(jax.stages.Lowered):
-    """What `lift.jit(fn).lower(...)` returns: a `jax.stages.Lowered` for `fn`'s
-    own arguments. Its text is the shared program's, whose first inputs are the
-    captures; `compile()` binds them to the values they had when lowered."""
+class _Bound:
+    """What `Lowered` and `Compiled` share: JAX's stage object for the shared
+    program (`_inner`) and the arguments bound in front of `fn`'s own (`_bound`),
+    described as `fn`'s own."""
 
-    __slots__ = ("_bound", "_inner")
+    __slots__ = ()
+    _inner: Any
+    _bound: tuple[Any, ...]
 
     def __init__(self, inner: Any, bound: tuple[Any, ...]) -> None:
         self._inner = inner
@@ -646,6 +648,17 @@ class Lowered(jax.stages.Lowered):
     @property
     def out_info(self) -> Any:
         return self._inner.out_info
+
+    def cost_analysis(self) -> Any:
+        return self._inner.cost_analysis()
+
+
+class Lowered(_Bound, jax.stages.Lowered):
+    """What `lift.jit(fn).lower(...)` returns: a `jax.stages.Lowered` for `fn`'s
+    own arguments. Its text is the shared program's, whose first inputs are the
+    captures; `compile()` binds them to the values they had when lowered."""
+
+    __slots__ = ("_bound", "_inner")
 
     def compile(
         self, compiler_options: Any = None, *, device_assignment: Any = None
@@ -662,21 +675,12 @@ class Lowered(jax.stages.Lowered):
     def compiler_ir(self, dialect: str | None = None) -> Any:
         return self._inner.compiler_ir(dialect)
 
-    def cost_analysis(self) -> Any:
-        return self._inner.cost_analysis()
 
-
-class Compiled(jax.stages.Compiled):
+class Compiled(_Bound, jax.stages.Compiled):
     """What `lift.jit(fn).lower(...).compile()` returns: a `jax.stages.Compiled`
     called with `fn`'s own (dynamic) arguments, the captures bound."""
 
     __slots__ = ("_bound", "_inner")
-
-    def __init__(self, inner: Any, bound: tuple[Any, ...]) -> None:
-        self._inner = inner
-        self._bound = bound
-        self.args_info = _own(inner.args_info, bound)
-        self.out_tree = _out_tree(inner)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -691,19 +695,8 @@ class Compiled(jax.stages.Compiled):
                 f"ones left out), but called with {given}."
             ) from err
 
-    @property
-    def in_avals(self) -> Any:
-        return _own(self._inner.in_avals, self._bound)
-
-    @property
-    def out_info(self) -> Any:
-        return self._inner.out_info
-
     def as_text(self) -> str | None:
         return self._inner.as_text()
-
-    def cost_analysis(self) -> Any:
-        return self._inner.cost_analysis()
 
     def memory_analysis(self) -> Any:
         return self._inner.memory_analysis()
