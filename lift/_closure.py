@@ -640,19 +640,8 @@ def _children(x: Any, t: type[Any], path: str) -> list[tuple[Any, str]]:
         return [(v, f"{path}{label}") for label, v in method_parts(x)]
     if issubclass(t, functools.partial):
         return [(v, f"{path}{label}") for label, v in partial_parts(x)]
-    if issubclass(t, _SUSPENDED):
-        frame = getattr(x, _FRAME[t], None) if t in _FRAME else None
-        if frame is None:
-            return []
-        snapshot = frame.f_locals
-        try:
-            return [(v, f"{path}.<locals>.{k}") for k, v in snapshot.items()]
-        finally:
-            if sys.version_info < (3, 13):
-                # The snapshot stays on the frame and would keep values the
-                # generator later drops alive: emptied at once (a live view
-                # from 3.13 on).
-                snapshot.clear()
+    if t in SUSPENDED_FRAMES:
+        return [(v, f"{path}.<locals>.{k}") for k, v in suspended_locals(x)]
     if issubclass(t, collections.abc.Mapping):
         return [(v, f"{path}[{k!r}]") for k, v in list(x.items())]
     if issubclass(t, (list, tuple, set, frozenset, collections.deque)):
@@ -664,12 +653,29 @@ def _children(x: Any, t: type[Any], path: str) -> list[tuple[Any, str]]:
 
 
 _slots: weakref.WeakKeyDictionary[type, tuple[str, ...]] = weakref.WeakKeyDictionary()
-_SUSPENDED: Final = (types.GeneratorType, types.CoroutineType, types.AsyncGeneratorType)
-_FRAME: Final = {
+# The frame attribute of each kind of suspended function.
+SUSPENDED_FRAMES: Final[dict[type, str]] = {
     types.GeneratorType: "gi_frame",
     types.CoroutineType: "cr_frame",
     types.AsyncGeneratorType: "ag_frame",
 }
+
+
+def suspended_locals(x: Any) -> list[tuple[str, Any]]:
+    """The local variables of a suspended generator or coroutine (none once it
+    has finished)."""
+    frame = getattr(x, SUSPENDED_FRAMES[type(x)], None)
+    if frame is None:
+        return []
+    snapshot = frame.f_locals
+    try:
+        return list(snapshot.items())
+    finally:
+        if sys.version_info < (3, 13):
+            # The snapshot stays on the frame and would keep values the
+            # generator later drops alive: emptied at once (a live view from
+            # 3.13 on).
+            snapshot.clear()
 
 
 def _full_cells(fn: types.FunctionType) -> Iterator[tuple[Label, types.CellType]]:

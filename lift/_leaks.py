@@ -31,6 +31,7 @@ from ._closure import (
     ARG,
     KEYWORD,
     SELF,
+    SUSPENDED_FRAMES,
     Label,
     cells,
     function_parts,
@@ -38,6 +39,7 @@ from ._closure import (
     method_parts,
     partial_parts,
     slot_names,
+    suspended_locals,
 )
 from ._errors import LeakError
 
@@ -83,12 +85,6 @@ def _stored_advice(holder: Any, how: str | None) -> str:
     )
 
 
-_SUSPENDED: dict[type, str] = {
-    types.GeneratorType: "gi_frame",
-    types.CoroutineType: "cr_frame",
-    types.AsyncGeneratorType: "ag_frame",
-}
-_SNAPSHOT_LOCALS = sys.version_info < (3, 13)
 _LRU_WRAPPER: type = type(functools.lru_cache(lambda: None))  # pyright: ignore[reportUnknownArgumentType]
 
 
@@ -547,7 +543,7 @@ class _Walk:
             owner = obj.__self__  # `stash.append` holds `stash`
             if owner is not None and type(owner) is not types.ModuleType:
                 self.push(owner, index, ".__self__")
-        elif cls in _SUSPENDED:
+        elif cls in SUSPENDED_FRAMES:
             self.suspended(obj, index)
         elif cls is _LRU_WRAPPER:
             self.cache(obj, index)
@@ -556,19 +552,12 @@ class _Walk:
 
     def suspended(self, gen: Any, index: int) -> None:
         """A suspended generator's (or coroutine's) local variables."""
-        frame = getattr(gen, _SUSPENDED[type(gen)])
+        frame = getattr(gen, SUSPENDED_FRAMES[type(gen)])
         if frame is None:  # finished: it holds nothing
             return
         code = frame.f_code
-        snapshot = frame.f_locals
-        try:
-            for name, value in list(snapshot.items()):
-                self.push(value, index, (_LOCAL, name), (code, name, _LOCAL_KIND))
-        finally:
-            if _SNAPSHOT_LOCALS:
-                # Before 3.13 the snapshot stays on the frame and would keep
-                # values the generator later drops alive: emptied at once.
-                snapshot.clear()
+        for name, value in suspended_locals(gen):
+            self.push(value, index, (_LOCAL, name), (code, name, _LOCAL_KIND))
 
     def cache(self, fn: Any, index: int) -> None:
         """A `functools.lru_cache` function: what it wraps and what it cached."""
