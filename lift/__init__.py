@@ -24,10 +24,12 @@ if TYPE_CHECKING:
     )
     from ._lift import is_lifted as is_lifted, lift as lift, unlift as unlift
     from ._lifted import Lifted as Lifted
+    from ._paths import CapturePath as CapturePath
 
     closure_convert = Lifted.closure_convert
 
 __all__ = [
+    "CapturePath",
     "Leak",
     "LeakError",
     "LiftError",
@@ -48,6 +50,7 @@ __all__ = [
 # Public names imported on first use, so that importing `lift` (as pytest does
 # for the `lift._plugin` entry point) does not import JAX until a name is used.
 _LAZY = {
+    "CapturePath": "_paths",
     "Leak": "_leaks",
     "Lifted": "_lifted",
     "check_leaks": "_leaks",

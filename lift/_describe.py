@@ -4,12 +4,15 @@ about a function's captures."""
 # pyright: reportPrivateUsage=false
 from __future__ import annotations
 
+import os
 import re
+import threading
 import types
 from typing import TYPE_CHECKING, Any, Final, cast
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ._compat import Tracer
 from ._errors import LiftError, describe, docs_anchor
@@ -33,7 +36,8 @@ __all__ = ["explain_concretization", "pformat", "reject"]
 
 
 def _leaf_str(x: Any) -> str:
-    """A dynamic leaf: dtype and shape, and the value of a scalar."""
+    """A dynamic leaf: dtype and shape, and the value of a scalar
+    (`float32[]=0.001`, printed as its own dtype prints it)."""
     if type(x) is _Shown:  # a nested `Lifted`'s leaf, already described
         return x.text
     shape = getattr(x, "shape", None)
@@ -43,10 +47,28 @@ def _leaf_str(x: Any) -> str:
     text = f"{dtype}[{','.join(str(d) for d in shape)}]"
     if shape == () and not isinstance(x, Tracer):
         try:
-            text += f"={x.item()!r}"
+            text += f"={np.asarray(x)[()]}"
         except Exception:  # a deleted (donated) buffer, a placeholder
             pass
     return text
+
+
+# `<function f at 0x7f...>`, `<Foo object at 0x7f...>`: the name says it all.
+_ADDRESS: Final = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+def static_str(value: Any, limit: int = 80) -> str:
+    """A static value as people read it: its repr without object addresses, cut
+    to `limit` characters."""
+    if type(value) is types.FunctionType:  # never `isinstance`: hostile objects
+        text = f"<function {value.__qualname__}>"
+    else:
+        try:
+            text = repr(value)
+        except Exception:
+            text = f"<{type(value).__qualname__} object>"
+        text = _ADDRESS.sub("", text)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class _Shown:
@@ -59,9 +81,27 @@ class _Shown:
         return self.text
 
 
-# How far `repr` follows captured functions, and how many captures it shows each.
+# How far `repr` follows captured functions, how many captures it shows each,
+# and how many items of one captured container.
 _DEPTH: Final = 3
 _WIDTH: Final = 12
+_ITEMS: Final = 16
+_CUT: Final = "\x00"
+_RUNS: Final = re.compile(r"(?:[^,()\[\]{}\x00]*\x00(?:, )?)+")
+
+
+def _elide(match: re.Match[str]) -> str:
+    text = match[0]
+    lead = " " if text.startswith(" ") else ""
+    tail = ", " if text.endswith(", ") else ""
+    return f"{lead}...({text.count(_CUT)} more){tail}"
+
+
+class _Depth(threading.local):
+    level = 0  # nested `Lifted` being formatted (a `Lifted` captured in a pytree)
+
+
+_depth: Final = _Depth()
 
 
 def _template_str(
@@ -71,18 +111,44 @@ def _template_str(
     depth: int,
     shown: set[int],
 ) -> str:
-    parts: list[str] = []
-    for slot in template.slots:
-        if type(slot) is int:
-            parts.append(_leaf_str(leaves[slot]))
+    order = template.order
+    perm = order[1] if order is not None else range(len(template.slots))
+    shown_at = {p: i for i, p in enumerate(perm)}  # where each slot is printed
+    parts: list[_Shown] = []
+    for pos, slot in enumerate(template.slots):
+        if shown_at[pos] >= _ITEMS:
+            parts.append(_Shown(_CUT))
+        elif type(slot) is int:
+            parts.append(_Shown(_leaf_str(leaves[slot])))
         elif type(slot) is Ref:
-            parts.append(_node_str(skeleton, slot.index, leaves, depth + 1, shown))
+            parts.append(
+                _Shown(_node_str(skeleton, slot.index, leaves, depth + 1, shown))
+            )
         else:
-            text = repr(cast(Static, slot).value)
-            parts.append(text if len(text) <= 60 else text[:57] + "...")
+            parts.append(_Shown(static_str(cast(Static, slot).value)))
     if template.treedef is None:
-        return parts[0]
-    return repr(template.treedef.unflatten([_Shown(p) for p in parts]))
+        return parts[0].text
+    outer, _depth.level = _depth.level, depth + 1
+    try:
+        if order is not None:
+            text = repr(order[0].unflatten([parts[p] for p in perm]))
+        else:
+            text = repr(template.treedef.unflatten(parts))
+    finally:
+        _depth.level = outer
+    return _RUNS.sub(_elide, text) if len(parts) > _ITEMS else text
+
+
+def _head(node: Any) -> str:
+    if isinstance(node, FunctionNode):
+        return node.qualname
+    if isinstance(node, MethodNode):
+        return "method"
+    if isinstance(node, PartialNode):
+        return "partial"
+    if isinstance(node, HolderNode):
+        return node.holder.name
+    return "cell"
 
 
 def _node_str(
@@ -91,16 +157,7 @@ def _node_str(
     """A node and its captures: `name(var=value, ...)`, nested functions to
     `_DEPTH` levels, each node spelled out once."""
     node = skeleton.nodes[index]
-    if isinstance(node, FunctionNode):
-        head = node.qualname
-    elif isinstance(node, MethodNode):
-        head = "method"
-    elif isinstance(node, PartialNode):
-        head = "partial"
-    elif isinstance(node, HolderNode):
-        head = node.holder.name
-    else:
-        head = "cell"
+    head = _head(node)
     if index in shown or depth > _DEPTH:
         return f"<{head}>"
     shown.add(index)
@@ -125,10 +182,22 @@ def _node_str(
 
 
 def pformat(x: Lifted[Any, Any]) -> str:
-    """`Cls(qualname(var=value, ...))`: dynamic captures as dtype and shape
-    (`float32[]=0.001`), static ones as their value."""
+    """`Cls(qualname(var=value, ...))`: dynamic captures as dtype and shape, with
+    the value of a scalar (`float32[]=0.001`), static ones as their value
+    (`nesterov=False`)."""
     leaves = x._flat if x._flat is not None else x._leaves
-    return f"{type(x).__name__}({_node_str(x._skeleton, 0, leaves, 0, set())})"
+    level = _depth.level
+    if level > _DEPTH:  # a `Lifted` inside a capture, deep down
+        return f"{type(x).__name__}(<{_head(x._skeleton.nodes[0])}>)"
+    return f"{type(x).__name__}({_node_str(x._skeleton, 0, leaves, level, set())})"
+
+
+def repr_pretty(x: Lifted[Any, Any], p: Any, cycle: bool) -> None:
+    """IPython's pretty printer: the repr (a cycle as the name only)."""
+    if cycle:
+        p.text(f"{type(x).__name__}(<{_head(x._skeleton.nodes[0])}>)")
+    else:
+        p.text(pformat(x))
 
 
 def explain_concretization(x: Lifted[Any, Any], err: BaseException) -> LiftError | None:
@@ -286,3 +355,98 @@ def reject(obj: Any, name: str) -> LiftError:
             "functools.partial, or a pytree (tuple, dict, NamedTuple, ...) of them."
         )
     return LiftError(f"{name}() got {what}{docs_anchor(anchor)}")
+
+
+# How much of its static data a skeleton's repr spells out.
+_SKELETON_CHARS: Final = 400
+
+
+def skeleton_repr(skeleton: Skeleton) -> str:
+    """`Skeleton(qualname (file:line), nodes=3, leaves=1, static: path=value, ...)`.
+
+    The repr of a `Lifted`'s treedef, which `jax_explain_cache_misses` prints:
+    two skeletons that differ in a static value print differently. Statics are
+    listed by key path up to `_SKELETON_CHARS` characters; when some are left out
+    a fingerprint of the whole (`#1a2b3c4d`) still tells two skeletons apart.
+    """
+    from ._paths import node_path, treedef_paths
+
+    root = skeleton.nodes[0]
+    head = _head(root)
+    if isinstance(root, FunctionNode):
+        code = root.info.code
+        head += f" ({os.path.basename(code.co_filename)}:{code.co_firstlineno})"
+    statics: list[str] = []
+    used = 0
+    left = 0
+    for template in skeleton.templates():
+        found = [(pos, s) for pos, s in enumerate(template.slots) if type(s) is Static]
+        if not found:
+            continue
+        if used > _SKELETON_CHARS:
+            left += len(found)
+            continue
+        prefix = "".join(
+            str(e) for e in node_path(skeleton, skeleton.function_of(template))
+        )
+        prefix += template.label.text
+        if len(prefix) > 120:  # a capture nested thousands deep
+            prefix = f"{prefix[:40]}...{prefix[-77:]}"
+        for pos, slot in found:
+            if used > _SKELETON_CHARS:
+                left += 1
+                continue
+            sub = (
+                ""
+                if template.treedef is None
+                else "".join(str(e) for e in treedef_paths(template.treedef)[pos])
+            )
+            item = f"{prefix}{sub}={static_str(slot.value, 40)}"
+            statics.append(item)
+            used += len(item) + 2
+    text = f"{head}, nodes={len(skeleton.nodes)}, leaves={skeleton.nleaves}"
+    if statics:
+        text += ", static: " + ", ".join(statics)
+    if left:
+        text += f", ...({left} more) #{hash(skeleton) & 0xFFFFFFFF:08x}"
+    return f"Skeleton({text})"
+
+
+def treescope_repr(x: Lifted[Any, Any], path: str | None, subtree_renderer: Any) -> Any:
+    """treescope's rendering of a `Lifted` (its `__treescope_repr__`): the
+    function's qualified name and its captures, captured functions nested to
+    `_DEPTH` levels. treescope is imported here, never by `import lift`."""
+    from treescope import (  # pyright: ignore[reportMissingTypeStubs]
+        rendering_parts,
+        repr_lib,
+    )
+
+    name = type(x).__name__
+    if _depth.level > _DEPTH:
+        return rendering_parts.text(f"{name}(<{_head(x._skeleton.nodes[0])}>)")
+    attributes: dict[str, Any] = {"__qualname__": x.__qualname__}
+    for part in ("args", "keywords", "func", "__func__", "__self__"):
+        value = getattr(x, part, _MISSING)
+        if value is not _MISSING:
+            attributes[part] = value
+    keywords = attributes.get("keywords", {})
+    captures = {k: v for k, v in x.captures.items() if k not in keywords}
+    if captures:
+        attributes = {
+            "__qualname__": x.__qualname__,
+            "captures": captures,
+            **attributes,
+        }
+    _depth.level += 1
+    try:
+        return repr_lib.render_object_constructor(
+            object_type=type(x),
+            attributes=attributes,
+            path=path,
+            subtree_renderer=subtree_renderer,
+        )
+    finally:
+        _depth.level -= 1
+
+
+_MISSING: Final = object()

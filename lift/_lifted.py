@@ -9,20 +9,24 @@ import inspect
 import sys
 import types
 from collections.abc import Callable, Iterable
-from typing import Any, Final, Generic, Self, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Final, Generic, Self, TypeVar, cast
 
 import jax
 from typing_extensions import ParamSpec
 
 from . import _gc, _registry, _trees as jtu
 from ._capture import capture, check_static_names
-from ._closure import CAPTURES
-from ._describe import explain_concretization, pformat, reject
+from ._describe import (
+    explain_concretization,
+    pformat,
+    reject,
+    repr_pretty,
+    treescope_repr,
+)
 from ._errors import LiftError, describe
-from ._paths import leaf_paths
-from ._rebuild import build, build_nodes
+from ._paths import _NOT_FOUND, attribute_of, captures_of, leaf_paths
+from ._rebuild import build
 from ._skeleton import (
-    FunctionNode,
     Skeleton,
     root_function,
     root_name,
@@ -288,20 +292,35 @@ class Lifted(Generic[_P, _R]):
     @property
     def captures(self) -> dict[str, Any]:
         """The root function's captured variables by name, with current leaves:
-        cells, defaults and keyword-only defaults (a partial's keywords)."""
-        skeleton = self._skeleton
-        leaves = self._arrays()
-        objs = build_nodes(skeleton, leaves)
-        root = skeleton.nodes[0]
-        out: dict[str, Any] = {}
-        parts = list(root.parts())
-        if isinstance(root, FunctionNode):
-            for index in root.cells:
-                parts.extend(skeleton.nodes[index].parts())
-        for label, template in parts:
-            if label.kind in CAPTURES:
-                out[cast(str, label.variable)] = template.materialize(leaves, objs)
-        return out
+        cells, defaults and keyword-only defaults (a partial's keywords).
+
+        Captured functions come back as `Lifted`, so the key path `keystr` prints
+        for a leaf can be followed by hand:
+        `opt.update.captures['update_fns'][0].captures['tx'].update.captures['b1']`
+        is that leaf. A partial's `args`, `keywords` and `func`, and a bound
+        method's `__func__` and `__self__`, are read the same way.
+        """
+        return captures_of(self)
+
+    if not TYPE_CHECKING:  # typos in attribute names stay type errors
+
+        def __getattr__(self, name: str) -> Any:
+            # Only for attributes not found otherwise: the parts a key path names
+            # (`.args[0]`, `.func`, ...), never lift's own state.
+            if name.startswith("_") and name not in ("__func__", "__self__"):
+                raise AttributeError(name)
+            value = attribute_of(self, name)
+            if value is _NOT_FOUND:
+                raise AttributeError(
+                    f"{type(self).__name__!r} object has no attribute {name!r}"
+                )
+            return value
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        repr_pretty(self, p, cycle)
+
+    def __treescope_repr__(self, path: str | None, subtree_renderer: Any) -> Any:
+        return treescope_repr(self, path, subtree_renderer)
 
     def __copy__(self) -> Self:
         new = object.__new__(type(self))

@@ -1,3 +1,4 @@
+# pyright: reportPrivateUsage=false
 """Where each leaf sits: the key paths of a `Lifted`.
 
 `tree_flatten_with_path` of a `Lifted` gives each leaf one `CapturePath` entry
@@ -9,12 +10,33 @@ memory linear in the graph.
 from __future__ import annotations
 
 import functools
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from . import _trees as jtu
-from ._skeleton import CellNode, Skeleton, Template
+from ._closure import ARG, CAPTURES, KEYWORD
+from ._rebuild import build_nodes
+from ._skeleton import (
+    CellNode,
+    FunctionNode,
+    MethodNode,
+    PartialNode,
+    Ref,
+    Skeleton,
+    Template,
+)
 
-__all__ = ["CapturePath", "Elided", "leaf_paths", "node_path", "treedef_paths"]
+if TYPE_CHECKING:
+    from ._lifted import Lifted
+
+__all__ = [
+    "CapturePath",
+    "Elided",
+    "attribute_of",
+    "captures_of",
+    "leaf_paths",
+    "node_path",
+    "treedef_paths",
+]
 
 
 def node_path(skeleton: Skeleton, index: int) -> tuple[Any, ...]:
@@ -169,3 +191,77 @@ class CapturePath:
 
 
 CapturePath.__module__ = "lift"
+
+
+# -- following a key path by hand -------------------------------------------------
+
+
+def _root_parts(skeleton: Skeleton) -> list[tuple[Any, Template]]:
+    """The root's parts, its cells' included, as `(Label, Template)`."""
+    root = skeleton.nodes[0]
+    parts: list[tuple[Any, Template]] = list(root.parts())
+    if isinstance(root, FunctionNode):
+        for index in root.cells:
+            parts.extend(skeleton.nodes[index].parts())
+    return parts
+
+
+def _materializer(
+    x: Lifted[Any, Any], templates: list[Template]
+) -> tuple[tuple[Any, ...], list[Any]]:
+    """The leaves, and the rebuilt nodes with the functions `templates` refer to
+    as `Lifted` (lifted with `x`'s options), so `.captures` goes on at depth."""
+    from ._lifted import Lifted
+
+    skeleton = x._skeleton
+    leaves = x._arrays()
+    objs = build_nodes(skeleton, leaves)
+    names, dynamic = skeleton.cache.get("options", (frozenset[str](), None))
+    for template in templates:
+        for slot in template.slots:
+            if type(slot) is Ref and isinstance(
+                skeleton.nodes[slot.index], (FunctionNode, PartialNode, MethodNode)
+            ):
+                obj = objs[slot.index]
+                if not isinstance(obj, Lifted):
+                    view = object.__new__(Lifted)
+                    view._capture(obj, names, dynamic)
+                    objs[slot.index] = view
+    return leaves, objs
+
+
+def captures_of(x: Lifted[Any, Any]) -> dict[str, Any]:
+    """`x.captures`: the root's captured variables by name, current leaves, with
+    captured functions as `Lifted` (see `Lifted.captures`)."""
+    parts = [
+        (label, t) for label, t in _root_parts(x._skeleton) if label.kind in CAPTURES
+    ]
+    leaves, objs = _materializer(x, [t for _, t in parts])
+    return {
+        cast(str, label.variable): t.materialize(leaves, objs) for label, t in parts
+    }
+
+
+_NOT_FOUND: Final = object()
+
+
+def attribute_of(x: Lifted[Any, Any], name: str) -> Any:
+    """The part of `x`'s root that a key path names `.{name}` (a partial's `args`,
+    `keywords` and `func`, a bound method's `__func__` and `__self__`), or
+    `_NOT_FOUND`."""
+    key = jtu.GetAttrKey(name)
+    parts = [
+        (label, t)
+        for label, t in _root_parts(x._skeleton)
+        if label.entries and label.entries[0] == key
+    ]
+    if not parts or (name == "__dict__"):
+        return _NOT_FOUND
+    leaves, objs = _materializer(x, [t for _, t in parts])
+    kind = parts[0][0].kind
+    if kind == ARG:
+        ordered = sorted(parts, key=lambda p: cast(int, p[0].key))
+        return tuple(t.materialize(leaves, objs) for _, t in ordered)
+    if kind == KEYWORD:
+        return {cast(str, lb.key): t.materialize(leaves, objs) for lb, t in parts}
+    return parts[0][1].materialize(leaves, objs)

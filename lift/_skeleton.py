@@ -420,9 +420,11 @@ class Skeleton:
         return self._hash
 
     def __repr__(self) -> str:
-        root = self.nodes[0]
-        name = root.qualname if isinstance(root, FunctionNode) else type(root).__name__
-        return f"Skeleton({name}, nodes={len(self.nodes)}, leaves={self.nleaves})"
+        # The code and the static values (bounded), so that two treedefs that
+        # differ print differently where JAX explains a cache miss.
+        from ._describe import skeleton_repr
+
+        return skeleton_repr(self)
 
     # -- where things are ----------------------------------------------------
 

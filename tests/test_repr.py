@@ -1,0 +1,273 @@
+"""How a `Lifted` shows itself to people: `repr`, IPython, treescope, the treedef
+JAX prints when it explains a cache miss, and key paths followed by hand."""
+
+from __future__ import annotations
+
+import functools
+import io
+import logging
+import sys
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+import pytest
+
+import lift
+
+# treescope reads `jax.ArrayRef`, which JAX 0.8.0 deprecates.
+_TREESCOPE_ON_OLD_JAX = pytest.mark.filterwarnings(
+    r"ignore:jax\.(ArrayRef|array_ref) is deprecated:DeprecationWarning"
+)
+
+
+def test_repr_shows_an_optimizers_learning_rate() -> None:
+    opt = lift.lift(optax.adam(1e-3))
+    text = repr(opt)
+    # Dynamic captures: dtype, shape and (for a scalar) the value as float32 prints.
+    assert "step_size=float32[]=-0.001" in text
+    assert "b1=float32[]=0.9," in text
+    # Static captures: their value alone.
+    assert "nesterov=False" in text
+    assert "scale_by_adam.<locals>.update_fn(" in text
+    assert "0x" not in text
+
+
+def test_static_and_dynamic_floats_are_told_apart() -> None:
+    def make(lr: float, n: float) -> Any:
+        return lift.lift(lambda x: x * lr * n, static=("n",))
+
+    text = repr(make(0.5, 0.5))
+    assert "lr=float32[]=0.5" in text
+    assert "n=0.5" in text and "n=float32" not in text
+
+
+def test_arrays_show_dtype_and_shape() -> None:
+    w = jnp.ones((2, 3), jnp.bfloat16)
+    f = lift.lift(lambda x: x @ w)
+    assert (
+        repr(f)
+        == "Lifted(test_arrays_show_dtype_and_shape.<locals>.<lambda>(w=bfloat16[2,3]))"
+    )
+
+
+def test_long_containers_are_cut_with_a_count() -> None:
+    xs = tuple(float(i) for i in range(100))
+    names = {f"k{i}": i for i in range(30)}
+    f = lift.lift(lambda x: x + sum(xs) + len(names))
+    text = repr(f)
+    assert "float32[]=15.0, ...(84 more))" in text
+    assert "'k15': 15, ...(14 more)}" in text  # insertion order kept
+    assert len(text) < 1200
+
+
+def test_nested_functions_are_depth_limited() -> None:
+    def chain(n: int) -> Any:
+        f: Any = lambda x: x
+        for i in range(n):
+            f = (lambda g, a: lambda x: g(x) * a)(f, float(i))
+        return f
+
+    text = repr(lift.lift(chain(10)))
+    assert text.count("a=float32[]") == 4  # the root and three levels below it
+    assert text.endswith(
+        "a=float32[]=6.0, g=<"
+        + f"{chain.__qualname__}.<locals>.<lambda>.<locals>.<lambda>>)))))"
+    )
+
+
+def test_statics_show_names_not_addresses() -> None:
+    class Config:
+        pass
+
+    config = Config()
+    compiled = jax.jit(jnp.sin)
+    f = lift.lift(lambda x: compiled(x) if config else x)
+    text = repr(f)
+    assert "compiled=<PjitFunction of <PjitFunction of <function sin>>>" in text
+    assert ".test_statics_show_names_not_addresses.<locals>.Config object>" in text
+    assert "0x" not in text
+
+
+def test_repr_of_ten_thousand_nested_closures() -> None:
+    # Iterative and bounded: no RecursionError at the default limit, a short text.
+    def chain(n: int) -> Any:
+        f: Any = lambda x: x
+        for i in range(n):
+            f = (lambda g, a, k: lambda x: g(x) * a + k)(f, float(i), i)
+        return f
+
+    f = lift.lift(chain(10_000))
+    assert sys.getrecursionlimit() <= 10_000
+    assert len(repr(f)) < 1000
+    text = repr(jax.tree_util.tree_structure(f))
+    assert "nodes=40001, leaves=10000, static: .captures['k']=9999" in text
+    assert "...(9993 more) #" in text
+    assert len(text) < 1000 + 3 * 10_000  # JAX prints one `*` per leaf
+
+
+def test_ipython_pretty_printer() -> None:
+    class Printer:  # what IPython's `RepresentationPrinter` offers `_repr_pretty_`
+        def __init__(self) -> None:
+            self.out: list[str] = []
+
+        def text(self, s: str) -> None:
+            self.out.append(s)
+
+    opt = lift.lift(optax.sgd(0.25))
+    p = Printer()
+    opt.update._repr_pretty_(p, False)
+    assert p.out == [repr(opt.update)]
+    assert "step_size=float32[]=-0.25" in p.out[0]
+    p = Printer()
+    opt.update._repr_pretty_(p, True)  # a cycle: the name only
+    assert p.out == ["Lifted(<chain.<locals>.update_fn>)"]
+
+
+@_TREESCOPE_ON_OLD_JAX
+def test_treescope_renders_names_and_values() -> None:
+    treescope = pytest.importorskip("treescope")
+    opt = lift.lift(optax.adam(1e-3))
+    text = treescope.render_to_text(opt)
+    assert "__qualname__='scale_by_adam.<locals>.update_fn'" in text
+    assert "'step_size': <jax.Array(-0.001, dtype=float32" in text
+    assert "'nesterov': False" in text
+    assert "0x" not in text
+    html = treescope.render_to_html(opt, compressed=False)
+    assert "scale_by_adam.&lt;locals&gt;.update_fn" in html
+    assert "-0.001" in html
+    assert "0x" not in html
+
+
+@_TREESCOPE_ON_OLD_JAX
+def test_treescope_on_a_partial_and_a_recursive_function() -> None:
+    treescope = pytest.importorskip("treescope")
+
+    def f(x: Any, a: Any, *, k: float = 2.0) -> Any:
+        return x * a * k
+
+    text = treescope.render_to_text(lift.lift(functools.partial(f, 1.0, k=3.0)))
+    assert "args=(<jax.Array(1., dtype=float32" in text
+    assert "keywords={'k': <jax.Array(3., dtype=float32" in text
+    assert "func=Lifted(" in text
+
+    def make(scale: float) -> Any:
+        def fact(n: int) -> Any:
+            return scale if n == 0 else n * fact(n - 1)
+
+        return fact
+
+    text = treescope.render_to_text(lift.lift(make(2.0)))  # ends: depth-limited
+    assert ".<locals>.make.<locals>.fact>)" in text
+
+
+def test_explain_cache_misses_shows_the_static_that_differs() -> None:
+    def make(lr: float, steps: int) -> Any:
+        return lift.lift(lambda x: x * lr / steps)
+
+    traces = 0
+
+    @jax.jit
+    def run(f: Any, x: Any) -> Any:
+        nonlocal traces
+        traces += 1
+        return f(x)
+
+    log = io.StringIO()
+    handler = logging.StreamHandler(log)
+    logger = logging.getLogger("jax")
+    logger.addHandler(handler)
+    before = jax.config.jax_explain_cache_misses, jax.config.jax_check_tracer_leaks
+    jax.config.update("jax_explain_cache_misses", True)
+    # JAX 0.8.0 explains nothing while it checks for leaked tracers.
+    jax.config.update("jax_check_tracer_leaks", False)
+    try:
+        run(make(0.1, 10), 1.0)
+        run(make(0.2, 10), 1.0)  # dynamic: no miss
+        run(make(0.1, 20), 1.0)
+    finally:
+        jax.config.update("jax_explain_cache_misses", before[0])
+        jax.config.update("jax_check_tracer_leaks", before[1])
+        logger.removeHandler(handler)
+    assert traces == 2
+    text = log.getvalue()
+    assert "static: .captures['steps']=20)" in text
+    assert "static: .captures['steps']=10)" in text
+
+
+def test_skeleton_repr_tells_static_values_apart() -> None:
+    a = lift.lift(optax.adam(1e-3))
+    b = lift.lift(optax.adam(1e-3, nesterov=True))
+    sa, sb = (str(jax.tree_util.tree_structure(x)) for x in (a, b))
+    assert sa != sb
+    assert "captures['nesterov']=False" in sa
+    assert "captures['nesterov']=True" in sb
+
+
+def test_capture_path_is_public() -> None:
+    opt = lift.lift(optax.sgd(0.1))
+    [(path, _)] = jax.tree_util.tree_flatten_with_path(opt)[0]
+    assert isinstance(path[-1], lift.CapturePath)
+    assert (
+        str(path[-1])
+        == ".captures['update_fns'][1].captures['tx'].update.captures['step_size']"
+    )
+    assert lift.CapturePath.__doc__
+
+
+OPTIMIZERS = {
+    "chain(clip, adamw)": lambda: optax.chain(optax.clip(1.0), optax.adamw(1e-3)),
+    "adam(schedule)": lambda: optax.adam(optax.exponential_decay(1e-3, 100, 0.9)),
+    "warmup_cosine_decay_schedule": lambda: optax.warmup_cosine_decay_schedule(
+        0.0, 1e-3, 10, 100
+    ),
+    "inject_hyperparams": lambda: optax.inject_hyperparams(optax.adam)(
+        learning_rate=1e-3
+    ),
+    "lookahead": lambda: optax.lookahead(optax.sgd(0.1), 5, 0.5),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_key_paths_can_be_followed_by_hand(name: str) -> None:
+    opt = lift.lift(OPTIMIZERS[name]())
+    pairs = jax.tree_util.tree_flatten_with_path(opt)[0]
+    assert len(pairs) >= 2
+    for path, leaf in pairs:
+        reached = eval("opt" + jax.tree_util.keystr(path), {"opt": opt})
+        assert reached is leaf, jax.tree_util.keystr(path)
+
+
+def test_key_paths_of_a_partial_can_be_followed() -> None:
+    def f(x: Any, a: Any, *, k: float = 2.0) -> Any:
+        return x * a * k
+
+    p = lift.lift(functools.partial(f, 1.0, k=3.0))
+    keys = []
+    for path, leaf in jax.tree_util.tree_flatten_with_path(p)[0]:
+        keys.append(jax.tree_util.keystr(path))
+        assert eval("p" + keys[-1], {"p": p}) is leaf
+    assert sorted(keys) == [".args[0]", ".func.captures['k']", ".keywords['k']"]
+
+
+def test_captured_functions_come_back_lifted_and_callable() -> None:
+    def make(lr: float) -> Any:
+        def inner(x: Any) -> Any:
+            return x * lr
+
+        return lambda x: inner(x) + 1
+
+    f = lift.lift(make(2.0))
+    inner = f.captures["inner"]
+    assert lift.is_lifted(inner)
+    assert inner(3.0) == 6.0
+    assert inner.captures["lr"] is jax.tree_util.tree_leaves(f)[0]
+
+
+def test_unknown_attributes_are_attribute_errors() -> None:
+    f = lift.lift(lambda x: x)
+    assert not hasattr(f, "args")
+    assert not hasattr(f, "_nothing")
+    with pytest.raises(AttributeError, match="'Lifted' object has no attribute 'fun'"):
+        f.fun  # noqa: B018
