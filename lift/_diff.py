@@ -1,19 +1,29 @@
 # pyright: reportPrivateUsage=false
-"""`lift.diff`: why two lifted objects would compile separately."""
+"""`lift.diff`: why two pytrees would compile separately, in the user's terms."""
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+import dis
+import functools
+import types
+from collections.abc import Callable
+from typing import Any, Final, cast
 
 from . import _trees as jtu
+from ._capture import default_dynamic
+from ._code import _CONDITIONAL, _LOADS, _TRANSPARENT
+from ._describe import static_str
 from ._lift import flatten_lifted, is_lifted, stops_flattening
 from ._lifted import Lifted
-from ._paths import node_path, treedef_paths
+from ._paths import treedef_paths
 from ._skeleton import (
     CellNode,
     FunctionNode,
+    HolderNode,
     MethodNode,
     PartialNode,
+    Ref,
     Skeleton,
     Static,
     Template,
@@ -25,12 +35,17 @@ __all__ = ["diff"]
 def diff(a: Any, b: Any) -> str | None:
     """Why `a` and `b` would compile separately, or `None` when they would not.
 
-    Compares the treedefs of two `Lifted` (or of two pytrees holding them), the
-    part of `jax.jit`'s cache key that lift decides: code and static captures.
-    Each difference is reported on its own line, by key path, captured variable
-    and values. This is the answer to "why did this retrace?" (leaves of other
-    shapes or dtypes retrace too, as any `jax.jit` argument does; compare
-    `jax.typeof` of the leaves for those).
+    Compares the treedefs of two pytrees (two `Lifted`, two optimizers, two
+    training states...): the part of `jax.jit`'s cache key that is not the
+    leaves' shapes and dtypes. Each difference is one line: the key path
+    `jax.tree_util.keystr` prints for it (`.update.captures['b2']`), the
+    variable, both values, and why the value is static (an `int`; declared with
+    `static=`; used in an `if` at `file:line`). A function or `Lifted` held in a
+    pytree's static metadata (a dataclass field that is not a pytree field) is
+    named, with the fix: it compiles anew for every new object. This is the
+    answer to "why did this retrace?" (leaves of other shapes or dtypes retrace
+    too, as any `jax.jit` argument does; compare `jax.typeof` of the leaves for
+    those).
 
     ```python
     import lift
@@ -43,170 +58,503 @@ def diff(a: Any, b: Any) -> str | None:
     ```
 
     ```text
-    .captures['steps']: static value 10 != 20 (in make.<locals>.<lambda>)
+    .captures['steps']: steps = 10 vs 20, static because it is an int, not a float or array (in make.<locals>.<lambda> at ...)
     ```
 
     **Arguments:**
 
-    - `a`, `b`: lifted functions, or pytrees containing them.
+    - `a`, `b`: any two pytrees, `Lifted` or holding them.
 
     **Returns:** a description with one line per difference, or `None` when the
     treedefs are equal.
     """
-    la, ta = flatten_lifted(a, "diff")
-    lb, tb = flatten_lifted(b, "diff")
+    flatten_lifted(a, "diff")  # refuses containers JAX cannot flatten, by name
+    flatten_lifted(b, "diff")
+    ta, tb = jtu.tree_structure(a), jtu.tree_structure(b)
+    if ta == tb:
+        return None
     lines: list[str] = []
-    if ta != tb:
-        lines.append(f"structure: {ta} != {tb}")
-        return "\n".join(lines)
-    paths = [
-        jtu.keystr(p)
-        for p, _ in jtu.tree_flatten_with_path(a, is_leaf=stops_flattening)[0]
-    ]
-    for path, x, y in zip(paths, la, lb, strict=True):
+    _diff_trees(a, b, lines)
+    if not lines:  # not expected: say what JAX compares
+        lines.append(f"the pytree structures differ: {ta} != {tb}")
+    return "\n".join(lines)
+
+
+# -- pytrees ------------------------------------------------------------------------
+
+
+def _one_level(x: Any) -> jtu.TreeDef:
+    def below(v: Any) -> bool:
+        return v is not x
+
+    return jtu.tree_structure(x, is_leaf=below)
+
+
+def _diff_trees(a: Any, b: Any, lines: list[str]) -> None:
+    """Walk `a` and `b` together (iteratively), reporting where their treedefs
+    part: node types, static metadata, number of children, and `Lifted`."""
+    stack: list[tuple[str, Any, Any]] = [("", a, b)]
+    while stack:
+        path, x, y = stack.pop()
         if is_lifted(x) and is_lifted(y):
             _diff_lifted(path, x, y, lines)
-        elif is_lifted(x) or is_lifted(y):
-            lines.append(f"{path}: {type(x).__name__} != {type(y).__name__}")
-    return "\n".join(lines) if lines else None
+            continue
+        if is_lifted(x) or is_lifted(y) or stops_flattening(x) or stops_flattening(y):
+            if _what(x) != _what(y) or type(x) is not type(y):
+                lines.append(f"{_at(path)}{_what(x)} in one, {_what(y)} in the other")
+            continue
+        sx, sy = _one_level(x), _one_level(y)
+        if sx == sy and jtu.treedef_is_leaf(sx):
+            continue
+        dx, dy = sx.node_data(), sy.node_data()
+        if dx is None or dy is None or dx[0] is not dy[0]:
+            lines.append(f"{_at(path)}{_what(x)} in one, {_what(y)} in the other")
+            continue
+        if sx != sy:
+            _diff_metadata(path, x, y, dx[1], dy[1], lines)
+            if sx.num_leaves != sy.num_leaves:
+                continue
+        cx = _children(x)
+        cy = _children(y)
+        if [k for k, _ in cx] != [k for k, _ in cy]:
+            continue  # other keys or fields: said by `_diff_metadata`
+        for (kx, vx), (_, vy) in reversed(list(zip(cx, cy, strict=True))):
+            stack.append((path + jtu.keystr(kx), vx, vy))
+
+
+def _children(x: Any) -> list[tuple[Any, Any]]:
+    """`x`'s children with their key paths (one level)."""
+
+    def below(v: Any) -> bool:
+        return v is not x
+
+    return jtu.tree_flatten_with_path(x, is_leaf=below)[0]
+
+
+def _what(x: Any) -> str:
+    """A value as a diff names it: `a list of 3`, `a Lifted (f)`, `float32[3]`."""
+    if is_lifted(x):
+        return f"a {type(x).__name__} ({x.__qualname__})"
+    if x is None:
+        return "None"
+    if isinstance(x, (list, tuple, dict)):
+        n = len(cast("list[Any]", x))
+        return f"a {_type_name(x)} of {n}"
+    shape, dtype = getattr(x, "shape", None), getattr(x, "dtype", None)
+    if shape is not None and dtype is not None:
+        return f"{dtype}[{','.join(str(d) for d in shape)}]"
+    return f"a {type(x).__name__}"
+
+
+_FIX: Final = (
+    "Fix: make `{field}` a pytree field (flax: `struct.field(pytree_node=True)`, "
+    "or `nnx.data()`; equinox: drop `static=True`), or pass the {kind} to the "
+    "jitted function as an argument."
+)
+
+
+def _diff_metadata(
+    path: str, x: Any, y: Any, mx: Any, my: Any, lines: list[str]
+) -> None:
+    """Two nodes of one type whose static metadata (pytree aux data) differ."""
+    hx, hy = _functions_in(mx), _functions_in(my)
+    # The fields whose functions differ, in order, with the functions' names.
+    fields: dict[str | None, list[str]] = {}
+    for fx, fy in zip(hx, hy, strict=False):
+        if fx is not fy:
+            field = _field_of(x, fx) or _field_of(y, fy)
+            fields.setdefault(field, []).append(_fn_name(fx))
+    for field, names in fields.items():
+        held = getattr(x, field, None) if field else None
+        kind = (
+            "optimizer"
+            if hasattr(held, "init") and hasattr(held, "update")
+            else ("function")
+        )
+        where = f"{path}.{field}" if field else path
+        what = names[0] if len(names) == 1 else f"{', '.join(names)}"
+        lines.append(
+            f"{_at(where)}{what} {'is' if len(names) == 1 else 'are'} held in the "
+            f"static metadata of {type(x).__name__} "
+            f"({'field ' + repr(field) if field else 'a field that'} is not a pytree "
+            "field), which JAX compares with `==`: a function is equal only to "
+            "itself, so every new one compiles anew, whatever it captures.\n"
+            + _FIX.format(field=field or "it", kind=kind)
+        )
+    if fields:
+        return
+    if len(hx) != len(hy):
+        lines.append(
+            f"{_at(path)}{type(x).__name__}'s static metadata holds {len(hx)} "
+            f"function(s) in one, {len(hy)} in the other"
+        )
+        return
+    if isinstance(x, dict) and isinstance(y, dict):
+        kx = set(cast("dict[Any, Any]", x))
+        ky = set(cast("dict[Any, Any]", y))
+        ox = ", ".join(sorted(map(repr, kx - ky))) or "none"
+        oy = ", ".join(sorted(map(repr, ky - kx))) or "none"
+        lines.append(f"{_at(path)}dict keys {ox} in one only, {oy} in the other only")
+        return
+    if isinstance(x, (list, tuple)) and len(cast("list[Any]", x)) != len(
+        cast("list[Any]", y)
+    ):
+        lines.append(f"{_at(path)}{_what(x)} in one, {_what(y)} in the other")
+        return
+    lines.append(
+        f"{_at(path)}{_type_name(x)}'s static metadata differs: "
+        f"{static_str(mx)} vs {static_str(my)}"
+    )
+
+
+_SCAN_LIMIT: Final = 10_000
+
+
+def _type_name(x: Any) -> str:
+    t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
+    return t.__name__
+
+
+def _at(path: str) -> str:
+    """`path: ` before a message, nothing at the top of the tree."""
+    return f"{path}: " if path else ""
+
+
+def _functions_in(data: Any) -> list[Any]:
+    """The functions (`Lifted` included) held in static metadata, in order."""
+    found: list[Any] = []
+    stack = [data]
+    seen = 0
+    while stack and seen < _SCAN_LIMIT:
+        v = stack.pop()
+        seen += 1
+        t: type[Any] = type(v)  # pyright: ignore[reportUnknownVariableType]
+        if issubclass(t, Lifted) or t in (
+            types.FunctionType,
+            types.MethodType,
+            functools.partial,
+        ):
+            found.append(v)
+        elif t in (tuple, list, frozenset, set) or issubclass(t, tuple):
+            stack.extend(reversed(list(cast("tuple[Any, ...]", v))))
+        elif t is dict:
+            stack.extend(reversed(list(cast("dict[Any, Any]", v).values())))
+        elif type(getattr(v, "_fields", None)) is tuple:  # a NamedTuple of functions
+            stack.extend(reversed(list(v)))
+    return found
+
+
+def _field_of(x: Any, value: Any) -> str | None:
+    """The attribute of `x` that holds `value` (directly or in a container)."""
+    if dataclasses.is_dataclass(x):
+        names = [f.name for f in dataclasses.fields(x)]
+    else:
+        names = list(getattr(x, "__dict__", {}))
+    for name in names:
+        try:
+            held = getattr(x, name)
+        except Exception:
+            continue
+        if held is value or any(f is value for f in _functions_in(held)):
+            return name
+    return None
+
+
+def _fn_name(fn: Any) -> str:
+    if is_lifted(fn):
+        return f"a {type(fn).__name__} ({fn.__qualname__})"
+    return f"the function {getattr(fn, '__qualname__', type(fn).__name__)}"
+
+
+# -- lifted functions ---------------------------------------------------------------
+
+
+class _Side:
+    """One of the two skeletons being compared, and how it was lifted."""
+
+    __slots__ = ("dynamic", "names", "skeleton")
+
+    def __init__(self, skeleton: Skeleton) -> None:
+        self.skeleton = skeleton
+        names, dynamic = skeleton.cache.get("options", (frozenset[str](), None))
+        self.names: frozenset[str] = names
+        self.dynamic: Callable[[Any], bool] | None = dynamic
 
 
 def _diff_lifted(
     prefix: str, x: Lifted[Any, Any], y: Lifted[Any, Any], lines: list[str]
 ) -> None:
     if type(x) is not type(y):
-        lines.append(f"{prefix}: {type(x).__qualname__} != {type(y).__qualname__}")
+        lines.append(
+            f"{_at(prefix)}a {type(x).__qualname__} in one, a {type(y).__qualname__} in "
+            "the other"
+        )
         return
-    sa, sb = x._skeleton, y._skeleton
-    if sa == sb:
+    sa, sb = _Side(x._skeleton), _Side(y._skeleton)
+    if sa.skeleton == sb.skeleton:
         return
     before = len(lines)
-    if len(sa.nodes) != len(sb.nodes):
-        lines.append(
-            f"{prefix}: the captured graphs differ in size "
-            f"({len(sa.nodes)} nodes != {len(sb.nodes)})"
-        )
-    for i, (na, nb) in enumerate(zip(sa.nodes, sb.nodes, strict=False)):
-        if na.key == nb.key:
+    # Both graphs walked together from their roots, by what refers to what: a
+    # subgraph of another size elsewhere does not shift what is compared.
+    stack: list[tuple[str, int, int]] = [(prefix, 0, 0)]
+    seen: set[tuple[int, int]] = set()
+    while stack:
+        path, ia, ib = stack.pop()
+        if (ia, ib) in seen:
             continue
-        where = prefix + "".join(str(e) for e in node_path(sa, i))
-        _diff_node(where, sa, sb, na, nb, lines)
+        seen.add((ia, ib))
+        _diff_node(path, sa, sb, ia, ib, lines, stack)
     if len(lines) == before:
         lines.append(
-            f"{prefix}: the captured graphs differ in how their parts refer to each other"
+            f"{_at(prefix)}the same functions and values, shared differently (one "
+            "object captured in two places in one, two equal objects in the other)"
         )
+
+
+def _node_name(skeleton: Skeleton, index: int) -> str:
+    """A node as people know it: `qualname (file:line)`, `functools.partial(f)`."""
+    node = skeleton.nodes[index]
+    if isinstance(node, FunctionNode):
+        code = node.info.code
+        return f"{node.qualname} ({code.co_filename}:{code.co_firstlineno})"
+    if isinstance(node, CellNode):
+        return _node_name(skeleton, node.owner)
+    inner = _ref_name(skeleton, node.func)
+    if isinstance(node, PartialNode):
+        return f"functools.partial({inner})"
+    if isinstance(node, MethodNode):
+        return f"bound method ({inner})"
+    return f"{node.holder.name}({inner})"
+
+
+def _ref_name(skeleton: Skeleton, template: Template) -> str:
+    slots = template.slots
+    if len(slots) == 1 and type(slots[0]) is Ref:
+        node = skeleton.nodes[slots[0].index]
+        if isinstance(node, FunctionNode):
+            return node.qualname
+    return "..."
+
+
+def _kind(node: Any) -> str:
+    if isinstance(node, FunctionNode):
+        return "function"
+    if isinstance(node, PartialNode):
+        return "functools.partial"
+    if isinstance(node, MethodNode):
+        return "bound method"
+    if isinstance(node, HolderNode):
+        return node.holder.name
+    return "cell"
+
+
+def _owner(skeleton: Skeleton, template: Template) -> str:
+    node = skeleton.nodes[skeleton.function_of(template)]
+    if isinstance(node, FunctionNode):
+        code = node.info.code
+        return f"{node.qualname} at {code.co_filename}:{code.co_firstlineno}"
+    return _kind(node)
+
+
+def _parts(skeleton: Skeleton, index: int) -> dict[Any, tuple[Any, Template | None]]:
+    """A node's parts by what they are called, a function's cells included."""
+    node = skeleton.nodes[index]
+    out: dict[Any, tuple[Any, Template | None]] = {}
+    if isinstance(node, FunctionNode):
+        for c in node.cells:
+            cell = cast(CellNode, skeleton.nodes[c])
+            out[cell.label.ident] = (cell.label, cell.template)
+    for label, template in node.parts():
+        out[label.ident] = (label, template)
+    return out
 
 
 def _diff_node(
-    where: str, sa: Skeleton, sb: Skeleton, na: Any, nb: Any, lines: list[str]
+    path: str,
+    sa: _Side,
+    sb: _Side,
+    ia: int,
+    ib: int,
+    lines: list[str],
+    stack: list[tuple[str, int, int]],
 ) -> None:
+    na, nb = sa.skeleton.nodes[ia], sb.skeleton.nodes[ib]
     if type(na) is not type(nb):
-        lines.append(f"{where}: {_what(na)} in one, {_what(nb)} in the other")
+        lines.append(
+            f"{_at(path)}a {_kind(na)} ({_node_name(sa.skeleton, ia)}) in one, a "
+            f"{_kind(nb)} ({_node_name(sb.skeleton, ib)}) in the other"
+        )
         return
-    owner = (
-        "partial"
-        if isinstance(na, PartialNode)
-        else "method"
-        if isinstance(na, MethodNode)
-        else "lift.jit"
-    )
     if isinstance(na, FunctionNode):
         assert isinstance(nb, FunctionNode)
-        owner = na.qualname
         ca, cb = na.info.code, nb.info.code
-        if ca != cb:
+        if ca is not cb and (na.info.hash != nb.info.hash or ca != cb):
+            same = (ca.co_filename, ca.co_firstlineno, na.qualname) == (
+                cb.co_filename,
+                cb.co_firstlineno,
+                nb.qualname,
+            )
             lines.append(
-                f"{where}: different code: {na.qualname} ({ca.co_filename}:"
-                f"{ca.co_firstlineno}) != {nb.qualname} ({cb.co_filename}:{cb.co_firstlineno})"
+                f"{path + ' is a' if path else 'two'} different function"
+                f"{'' if path else 's'}: {_node_name(sa.skeleton, ia)} vs "
+                f"{_node_name(sb.skeleton, ib)}"
+                + (" (same name and line, different code)" if same else "")
             )
             return
         if na.globals is not nb.globals:
-            lines.append(f"{where}: {na.qualname} has different module globals")
+            lines.append(
+                f"{_at(path)}{na.qualname} reads another module's globals (the module "
+                "was loaded twice)"
+            )
         if (na.name, na.qualname) != (nb.name, nb.qualname):
-            lines.append(f"{where}: name {na.qualname!r} != {nb.qualname!r}")
-        if na.cells != nb.cells:
-            lines.append(f"{where}: {na.qualname} shares its closure cells differently")
+            lines.append(f"{_at(path)}renamed, {na.qualname!r} vs {nb.qualname!r}")
         if na.meta != nb.meta:
             lines.append(
-                f"{where}: {na.qualname} has a different docstring, module or "
-                "annotations"
+                f"{_at(path)}{na.qualname}'s docstring, module or annotations differ"
             )
         if (na.has_defaults, na.has_kwdefaults) != (nb.has_defaults, nb.has_kwdefaults):
-            lines.append(f"{where}: {na.qualname} has defaults in one only")
-    elif isinstance(na, CellNode):
-        assert isinstance(nb, CellNode)
-        fn = sa.nodes[na.owner]
-        owner = fn.qualname if isinstance(fn, FunctionNode) else "?"
-        if (na.template is None) != (nb.template is None):
-            lines.append(f"{where}{na.label}: empty cell in one only ({owner})")
-            return
-    pa, pb = dict(na.parts()), dict(nb.parts())
-    for label in pa.keys() - pb.keys():
-        lines.append(f"{where}{label}: captured in one only (in {owner})")
-    for label in pb.keys() - pa.keys():
-        lines.append(f"{where}{label}: captured in one only (in {owner})")
-    for label in pa.keys() & pb.keys():
-        _diff_template(sa, pa[label], pb[label], lines, owner)
-    if [label for label in pa] != [label for label in pb] and pa.keys() == pb.keys():
-        lines.append(f"{where}: {owner}'s captures are in a different order")
+            lines.append(f"{_at(path)}{na.qualname} has defaults in one only")
+    elif isinstance(na, HolderNode):
+        assert isinstance(nb, HolderNode)
+        if Static(na.static) != Static(nb.static):
+            lines.append(f"{_at(path)}{na.holder.name} options differ")
+    pa, pb = _parts(sa.skeleton, ia), _parts(sb.skeleton, ib)
+    for ident in pa.keys() - pb.keys():
+        lines.append(f"{path}{pa[ident][0].text}: captured in one only")
+    for ident in pb.keys() - pa.keys():
+        lines.append(f"{path}{pb[ident][0].text}: captured in one only")
+    for ident, (label, ta) in pa.items():
+        if ident not in pb:
+            continue
+        tb = pb[ident][1]
+        where = path + label.text
+        if ta is None or tb is None:
+            if (ta is None) != (tb is None):
+                lines.append(
+                    f"{where}: {label.variable} is not yet bound in one (an empty "
+                    "closure cell)"
+                )
+            continue
+        _diff_template(where, label.variable, sa, sb, ta, tb, lines, stack)
+    if list(pa) != list(pb) and pa.keys() == pb.keys():
+        lines.append(f"{_at(path)}the same captures, in another order")
 
 
-def _what(node: Any) -> str:
-    if isinstance(node, FunctionNode):
-        return f"a function ({node.qualname})"
-    if isinstance(node, CellNode):
-        return "a closure cell"
-    if isinstance(node, PartialNode):
-        return "a functools.partial"
-    if isinstance(node, MethodNode):
-        return "a bound method"
-    return "a lift.jit function"
+def _shape(template: Template) -> str:
+    if template.treedef is None:
+        return "a single value"
+    text = str(template.treedef)
+    text = text.removeprefix("PyTreeDef(").removesuffix(")")
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _diff_template(
-    sa: Skeleton, ta: Template, tb: Template, lines: list[str], owner: str
+    where: str,
+    variable: str | None,
+    sa: _Side,
+    sb: _Side,
+    ta: Template,
+    tb: Template,
+    lines: list[str],
+    stack: list[tuple[str, int, int]],
 ) -> None:
-    if ta.key == tb.key:
-        return
-    path = "".join(str(e) for e in node_path(sa, sa.function_of(ta))) + _label(ta)
     if ta.treedef != tb.treedef or ta.order != tb.order:
-        sa_, sb_ = (
-            (ta.order[0] if ta.order else ta.treedef),
-            (tb.order[0] if tb.order else tb.treedef),
+        lines.append(
+            f"{where}: {variable or 'it'} holds {_shape(ta)} in one, {_shape(tb)} in "
+            "the other"
         )
-        lines.append(f"{path}: structure {sa_} != {sb_} (in {owner})")
         return
+    name = variable or "it"
+    subpaths = treedef_paths(ta.treedef) if ta.treedef is not None else None
     for pos, (u, v) in enumerate(zip(ta.slots, tb.slots, strict=True)):
-        if u == v:
+        sub = where
+        if subpaths is not None:
+            sub += "".join(str(e) for e in subpaths[pos])
+        tu, tv = type(u), type(v)
+        if tu is int and tv is int:
             continue
-        sub = path + _subpath(ta, pos)
-        if isinstance(u, Static) and isinstance(v, Static):
-            why = (
-                " (compared by identity: unhashable)"
-                if u.by_identity or v.by_identity
-                else ""
-            )
+        if tu is Ref and tv is Ref:
+            stack.append((sub, cast(Ref, u).index, cast(Ref, v).index))
+            continue
+        if tu is Static and tv is Static:
+            if u == v:
+                continue
+            su, sv = cast(Static, u), cast(Static, v)
             lines.append(
-                f"{sub}: static value {u.value!r:.80} != {v.value!r:.80}{why} (in {owner})"
+                f"{sub}: {name} = {static_str(su.value)} vs {static_str(sv.value)}, "
+                f"static because {_why_static(sa, ta, name, su)} "
+                f"(in {_owner(sa.skeleton, ta)})"
             )
-        elif isinstance(u, Static) or isinstance(v, Static):
-            kind = _kind
-            lines.append(
-                f"{sub}: {kind(u)} in one, {kind(v)} in the other (in {owner})"
-            )
-        else:
-            lines.append(f"{sub}: refers to a different part of the graph (in {owner})")
+            continue
+        lines.append(
+            f"{sub}: {name} is {_slot_str(sa, ta, name, u)} in one, "
+            f"{_slot_str(sb, tb, name, v)} in the other (in {_owner(sa.skeleton, ta)})"
+        )
 
 
-def _kind(slot: object) -> str:
-    return "static" if isinstance(slot, Static) else "dynamic"
+def _slot_str(side: _Side, template: Template, name: str, slot: Any) -> str:
+    if type(slot) is int:
+        return "a leaf (dynamic)"
+    if type(slot) is Ref:
+        return f"a {_kind(side.skeleton.nodes[slot.index])} ({_node_name(side.skeleton, slot.index)})"
+    static = cast(Static, slot)
+    return (
+        f"static {static_str(static.value)} ("
+        f"{_why_static(side, template, name, static)})"
+    )
 
 
-def _label(t: Template) -> str:
-    return t.label.text
+def _a(noun: str) -> str:
+    return f"{'an' if noun[:1].lower() in 'aeiou' else 'a'} {noun}"
 
 
-def _subpath(t: Template, pos: int) -> str:
-    if t.treedef is None:
-        return ""
-    return "".join(str(e) for e in treedef_paths(t.treedef)[pos])
+def _why_static(side: _Side, template: Template, name: str, slot: Static) -> str:
+    """Why a captured value is static, as the user can act on it."""
+    value = slot.value
+    if slot.by_identity:
+        return (
+            f"it is {_a(type(value).__name__)}, not a float or array, and unhashable: "
+            "compared by identity, so each new object compiles anew"
+        )
+    if name in side.names:
+        return f"you declared it static (static=({name!r},))"
+    if side.dynamic is not None:
+        return "your `dynamic=` predicate left it static"
+    t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
+    if t in (float, complex) or default_dynamic(value):
+        site = _branch_site(side.skeleton, name)
+        if site is not None:
+            return f"it is used in `if` at {site} (a traced value could not run there)"
+        return "code branches on it in Python (a traced value could not run there)"
+    return f"it is {_a(t.__name__)}, not a float or array"
+
+
+def _branch_site(skeleton: Skeleton, name: str) -> str | None:
+    """`file:line` where a function of the graph branches in Python on `name`."""
+    for node in skeleton.nodes:
+        if not isinstance(node, FunctionNode) or name not in node.info.branched:
+            continue
+        stack = [node.info.code]
+        while stack:
+            code = stack.pop()
+            line = _branch_line(code, name)
+            if line is not None:
+                return f"{code.co_filename}:{line}"
+            stack.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+    return None
+
+
+def _branch_line(code: types.CodeType, name: str) -> int | None:
+    """The line of the first conditional jump in `code` on a line that loads `name`."""
+    loads: set[int] = set()
+    for ins in dis.get_instructions(code):
+        if ins.opname in _TRANSPARENT:
+            continue
+        line = ins.positions.lineno if ins.positions is not None else None
+        if line is None:
+            continue
+        if ins.opname in _LOADS and ins.argval == name:
+            loads.add(line)
+        elif ins.opname in _CONDITIONAL and line in loads:
+            return line
+    return None
