@@ -273,7 +273,8 @@ class _Walk:
                 "reassigned from inside it.\n"
                 f"Fix: pass {name!r} as an argument and return its new "
                 "value, or keep it static with "
-                f"`lift(f, static=({name!r},))` if it is not an array."
+                f"`lift(f, static=({name!r},))` if it is not an array.",
+                anchor="rebinds-a-dynamic-capture",
             )
         added = self.leaves[before:]
         if any(issubclass(type(leaf), _BRANCHABLE) for leaf in added):  # pyright: ignore[reportUnknownArgumentType]
@@ -319,7 +320,8 @@ class _Walk:
                         f"{describe(holder)} captures {_variable(label)}, which "
                         f"JAX's pytree flattening refuses ({err}).\nFix: use dict "
                         "keys of one type, or keep it static with `lift(f, "
-                        f"static=({name or 'name'!r},))`."
+                        f"static=({name or 'name'!r},))`.",
+                        anchor="capture-flattening-refused",
                     ) from err
                 if flat is None:
                     raise LiftError(
@@ -327,7 +329,8 @@ class _Walk:
                         "container that contains itself or nests more than "
                         f"{MAX_CONTAINER_DEPTH} levels deep, which JAX's pytree "
                         "flattening cannot take.\nFix: pass it as an argument, or "
-                        f"keep it static with `lift(f, static=({name or 'name'!r},))`."
+                        f"keep it static with `lift(f, static=({name or 'name'!r},))`.",
+                        anchor="container-cycle",
                     )
                 leaves, treedef = flat
                 if treedef.num_nodes == 1 and treedef.num_leaves == 1:
@@ -380,7 +383,8 @@ class _Walk:
                     f"{t.__name__}, which your `dynamic=` predicate made a leaf, but "
                     "JAX cannot trace it.\nFix: make the predicate accept only "
                     "arrays and numbers, or keep it static with "
-                    f"`lift(f, static=({name or 'name'!r},))`."
+                    f"`lift(f, static=({name or 'name'!r},))`.",
+                    anchor="dynamic-predicate",
                 )
         else:
             dyn = t in _ALWAYS_DYNAMIC or default_dynamic(leaf)
@@ -399,7 +403,8 @@ class _Walk:
                 f"but it holds a tracer ({_aval(leaf)}). A static capture becomes "
                 "part of the compiled program's key and would leak the tracer.\n"
                 "Fix: let it be dynamic (remove it from `static=`, or make your "
-                "`dynamic=` predicate accept tracers)."
+                "`dynamic=` predicate accept tracers).",
+                anchor="static-capture-holds-a-tracer",
             )
         check_opaque(leaf, t, holder, label)
         return Static(leaf)
@@ -425,7 +430,8 @@ class _Walk:
                 raise LiftError(
                     "the captured partials or bound methods refer to each other in a "
                     "cycle, which cannot be rebuilt.\nFix: break the cycle through a "
-                    "function (a closure can refer to itself)."
+                    "function (a closure can refer to itself).",
+                    anchor="partial-cycle",
                 )
             for i in sorted(ready):
                 out.append(i)
@@ -506,7 +512,8 @@ def _check_aux(treedef: Any, holder: Any, label: Label) -> None:
             f"data holds a tracer at {label.variable or label.text}{where}. A "
             "treedef's static data is part of the compiled program's key, so "
             "the tracer would leak.\nFix: make the traced value a child of the "
-            "pytree (not a static field), or pass it as an argument."
+            "pytree (not a static field), or pass it as an argument.",
+            anchor="tracer-in-static-pytree-data",
         )
 
 
@@ -525,7 +532,8 @@ def check_opaque(leaf: Any, t: type[Any], holder: Any, label: Label) -> None:
             "that tracer a leaf, and keeping it would leak it.\n"
             "Fix: convert the function with `lift.closure_convert(f, "
             "*example_args)`, register the class as a pytree, or pass the "
-            "value as an argument."
+            "value as an argument.",
+            anchor="hidden-tracer",
         )
 
 
@@ -627,7 +635,8 @@ def check_static_names(
         f"{caller}({describe(obj)}, static={tuple(sorted(static))!r}): no captured "
         f"variable is called {', '.join(said)}.\nCaptured variables: {known}.\n"
         "Fix: name captured variables (free variables, default parameters, partial "
-        "keywords, function attributes, at any depth)."
+        "keywords, function attributes, at any depth).",
+        anchor="unknown-static-name",
     )
 
 

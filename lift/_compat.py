@@ -473,3 +473,23 @@ def jax_checks_leaks() -> bool:
     on every call of a `lift.checked` function).
     """
     return _CHECK_TRACER_LEAKS.value is True
+
+
+# The frames in which `jax.jit` hashes its static arguments on a cache miss (it
+# hashes the jitted function there too, as `fun`). Written against jax 0.10.2
+# (`pjit._infer_params`) and 0.8.0 (`pjit._infer_params_internal`).
+_PJIT_FILE: Final = os.path.join("jax", "_src", "pjit.py")
+_HASHES_STATIC_ARGS: Final = frozenset({"_infer_params", "_infer_params_internal"})
+
+
+def hashed_as_jit_static(obj: object, frame: types.FrameType) -> bool:
+    """Whether `frame`, the caller of `obj.__hash__`, is `jax.jit` hashing `obj`
+    as a static argument (or inside one), rather than as the function it jits
+    (`jax.jit(obj)`, `jax.jit(obj.method)`)."""
+    code = frame.f_code
+    if code.co_name not in _HASHES_STATIC_ARGS or not code.co_filename.endswith(
+        _PJIT_FILE
+    ):
+        return False
+    fun = frame.f_locals.get("fun")
+    return fun is not obj and getattr(fun, "__self__", None) is not obj

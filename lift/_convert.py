@@ -183,7 +183,8 @@ class _Hidden:
         if _compat.is_tracer(c):  # jax 0.10.2 makes tracers inputs, never constants
             raise LiftError(
                 f"{self.where}: a nested program holds the tracer {c!r:.80} as a "
-                "constant. Pass it as an argument of the nested function instead."
+                "constant.\nFix: pass it as an argument of the nested function.",
+                anchor="convert-tracer-constant",
             )
         return self._leaf(c)
 
@@ -238,7 +239,8 @@ class _Hidden:
                     f"tracer {found}. JAX traces a rule or callback only when it "
                     "differentiates or calls back, after the trace owning the tracer "
                     "has ended, so the converted function cannot keep it.\nFix: "
-                    f"{fix}, so that the trace sees the value and hoists it."
+                    f"{fix}, so that the trace sees the value and hoists it.",
+                    anchor="convert-rule-captures-a-tracer",
                 )
 
 
@@ -327,8 +329,9 @@ class Program:
         if tree != self.in_tree:
             raise LiftError(
                 f"{self.where} was closure-converted for arguments structured as "
-                f"{self.in_tree}, and got {tree}. Convert it again with the new "
-                f"arguments: lift.closure_convert({self.name}, *args, **kwargs)."
+                f"{self.in_tree}, and got {tree}.\nFix: convert it again with the new "
+                f"arguments: `lift.closure_convert({self.name}, *args, **kwargs)`.",
+                anchor="convert-other-arguments",
             )
         given = _signature(leaves)
         if given != self.in_sig:
@@ -336,9 +339,10 @@ class Program:
             got = ", ".join(_short(s, d) for s, d in given)
             raise LiftError(
                 f"{self.where} was closure-converted for arguments ({expected}) and "
-                f"was called with ({got}). Call it with arguments of those shapes "
+                f"was called with ({got}).\nFix: call it with arguments of those shapes "
                 f"and dtypes, or convert it again for the new ones: "
-                f"lift.closure_convert({self.name}, *args, **kwargs)."
+                f"`lift.closure_convert({self.name}, *args, **kwargs)`.",
+                anchor="convert-other-arguments",
             )
         out = _eval_jaxpr(self.jaxpr, list(consts), *leaves)
         return _unflatten(self.out_tree, out)
@@ -389,7 +393,9 @@ def convert(
     if not callable(fn):
         raise LiftError(
             f"lift.closure_convert expects a function, and got {type(fn).__qualname__} "
-            f"{fn!r:.60}. Pass the function itself: lift.closure_convert(f, *args)."
+            f"{fn!r:.60}.\nFix: pass the function first: "
+            "`lift.closure_convert(f, *example_args)`.",
+            anchor="convert-not-a-function",
         )
     leaves, in_tree = _flatten((args, kwargs))
     out_trees: list[Any] = []

@@ -258,7 +258,8 @@ def explain_concretization(x: Lifted[Any, Any], err: BaseException) -> LiftError
         f"{where} uses the captured variable {name!r} {use}, but lift made it a "
         f"traced value ({aval}), so its value is unknown while tracing.\nFix: keep "
         f"it static, `lift(f, static={names!r})` (each new value then compiles "
-        f"anew), or {other}."
+        f"anew), or {other}.",
+        anchor="control-flow-on-a-capture",
     )
 
 

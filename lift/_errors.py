@@ -2,25 +2,61 @@
 
 from __future__ import annotations
 
+import inspect
+import re
+import sys
 from typing import Any
 
-__all__ = ["LeakError", "LiftError", "describe", "docs_anchor"]
+__all__ = [
+    "LeakError",
+    "LiftAttributeError",
+    "LiftError",
+    "describe",
+    "docs_anchor",
+    "missing_attribute",
+]
+
+_ANCHOR = re.compile(r"\nDocs: errors\.md#([\w-]+)$")
 
 
-class LiftError(TypeError):
+class _Anchored(Exception):
+    """A message that ends with where the Errors page explains it.
+
+    `anchor` (keyword) is a heading id of `docs/errors.md`; the line
+    `Docs: errors.md#<anchor>` is appended to the message. Every message raised
+    in `lift/` names one (the test suite checks each raise site and each anchor).
+    """
+
+    anchor: str | None
+
+    def __init__(self, message: str = "", /, *, anchor: str | None = None) -> None:
+        if anchor is not None and _ANCHOR.search(message) is None:
+            message += docs_anchor(anchor)
+        super().__init__(message)
+        found = _ANCHOR.search(message)
+        self.anchor = found[1] if found is not None else None
+
+
+class LiftError(_Anchored, TypeError):
     """Raised when `lift` cannot turn what it was given into a pytree.
 
     The message names the function (qualified name and `file:line`), the
-    variable concerned, and what to do instead.
+    variable concerned, and what to do instead; its last line names the section
+    of the Errors page that explains it (also in `.anchor`).
     """
 
 
-class LeakError(RuntimeError):
+class LeakError(_Anchored, RuntimeError):
     """Raised when a tracer has escaped the transform that created it.
 
     The message lists every leak found, each with the function holding it,
     `file:line`, the captured variable, and a hint of the fix.
     """
+
+
+class LiftAttributeError(LiftError, AttributeError):
+    """A `Lifted` has no such attribute: `hasattr` and `getattr(x, name, default)`
+    see an `AttributeError`, `except lift.LiftError` sees lift's."""
 
 
 LiftError.__module__ = "lift"
@@ -45,5 +81,79 @@ def docs_anchor(anchor: str) -> str:
 
     `anchor` is a heading id of `docs/errors.md` (the page `errors/` of the built
     site); the docs' tests check that every anchor used in `lift/` exists there.
+    Prefer `LiftError(message, anchor=...)`, which appends it.
     """
     return f"\nDocs: errors.md#{anchor}"
+
+
+def missing_attribute(lifted: Any, name: str) -> LiftAttributeError:
+    """The error for `lifted.name` when neither `Lifted` nor its function has it.
+
+    The usual cause is a factory lifted instead of what it makes:
+    `lift.lift(optax.adam).init`. Said with certainty when the function's return
+    annotation is a class that has `name`.
+    """
+    cls = type(lifted).__name__
+    call = "lift.lift" if cls == "Lifted" else cls
+    try:
+        fn = lifted.__wrapped__
+        fn_name = str(fn.__name__)
+        where = describe(fn)
+    except Exception:
+        fn, fn_name, where = None, "f", "the function"
+    head = f"{cls!r} object has no attribute {name!r}"
+    made = _made_by(fn, name)
+    factory = f"{_importable_name(fn, fn_name)}({_required_args(fn)})"
+    if made is not None:
+        return LiftAttributeError(
+            f"{head}: {call}({fn_name}) lifted the function {where}, and "
+            f"{fn_name} is a factory: it returns a {made}, which has {name!r}.\n"
+            f"Fix: call it first and lift what it returns: `{call}({factory})`.",
+            anchor="lifted-a-factory",
+        )
+    return LiftAttributeError(
+        f"{head}: a {cls} has the attributes of a function ({where}) and its "
+        f"class's methods.\nFix: if {fn_name} is a factory (it "
+        f"returns the object that has {name!r}), call it first and lift what it "
+        f"returns: `{call}({factory})`.",
+        anchor="lifted-a-factory",
+    )
+
+
+def _made_by(fn: Any, name: str) -> str | None:
+    """The name of the class `fn` is annotated to return, if it has `name`."""
+    if fn is None:
+        return None
+    try:
+        returned = inspect.signature(fn, eval_str=True).return_annotation
+    except Exception:
+        return None
+    if isinstance(returned, type) and hasattr(returned, name):
+        return returned.__name__
+    return None
+
+
+def _importable_name(fn: Any, name: str) -> str:
+    """`optax.adam` for a function of a submodule that its top-level package
+    exports (`optax._src.alias.adam`), else its name."""
+    module = str(getattr(fn, "__module__", "") or "")
+    top, dot, _ = module.partition(".")
+    package = sys.modules.get(top)
+    if package is not None and dot and getattr(package, name, None) is fn:
+        return f"{top}.{name}"
+    return name
+
+
+def _required_args(fn: Any) -> str:
+    """The names of `fn`'s required positional parameters, as a call's arguments."""
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except Exception:
+        return "..."
+    required = [
+        p.name
+        for p in parameters
+        if p.default is p.empty
+        and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+    return ", ".join(required)

@@ -603,6 +603,7 @@ def _decorate(
     elif type(fn) is not types.FunctionType and not callable(fn):
         raise LiftError(
             f"lift.jit() got {type(fn).__qualname__} {_shown(fn)}, which is not "
-            "callable.\nFix: decorate a function: `@lift.jit` above its `def`."
+            "callable.\nFix: decorate a function: `@lift.jit` above its `def`.",
+            anchor="jit-not-callable",
         )
     return JitFunction(fn, program(fn, jit_kwargs, options_key), lift_options)

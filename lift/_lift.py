@@ -237,7 +237,8 @@ def _unflattenable(x: Any, caller: str) -> LiftError:
     return LiftError(
         f"{caller}() got a {type(x).__name__} that contains itself or nests more "
         f"than {MAX_CONTAINER_DEPTH} levels deep, which JAX's pytree flattening "
-        f"cannot take.\nFix: pass the functions inside it one by one."
+        f"cannot take.\nFix: pass the functions inside it one by one.",
+        anchor="container-cycle",
     )
 
 

@@ -9,12 +9,12 @@ import inspect
 import sys
 import types
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, Final, Generic, Self, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Final, Generic, Self, cast
 
 import jax
-from typing_extensions import ParamSpec
+from typing_extensions import ParamSpec, TypeVar
 
-from . import _gc, _registry, _trees as jtu
+from . import _compat, _gc, _registry, _trees as jtu
 from ._capture import capture, check_static_names
 from ._describe import (
     explain_concretization,
@@ -23,7 +23,7 @@ from ._describe import (
     repr_pretty,
     treescope_repr,
 )
-from ._errors import LiftError, describe
+from ._errors import LiftAttributeError, LiftError, describe, missing_attribute
 from ._paths import _NOT_FOUND, attribute_of, captures_of, leaf_paths
 from ._rebuild import build
 from ._skeleton import (
@@ -35,8 +35,11 @@ from ._trees import is_function_like
 
 __all__ = ["Lifted"]
 
-_P = ParamSpec("_P")
-_R = TypeVar("_R", covariant=True)
+# Defaults: a subclass that names no parameters (`class Model(lift.Lifted)`) is
+# `Lifted[..., Any]`, so its calls are `Any`, not unknown, and strict checkers
+# accept it without type arguments.
+_P = ParamSpec("_P", default=...)
+_R = TypeVar("_R", covariant=True, default=Any)
 _T = TypeVar("_T")
 
 
@@ -199,6 +202,10 @@ class Lifted(Generic[_P, _R]):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        if cls.__setattr__ is object.__setattr__:
+            # A subclass's instances refuse attributes that a transform would
+            # drop (the base class leaves `setattr` at C speed for lift's own).
+            cls.__setattr__ = _set_attribute
         _register(cls)
 
     @classmethod
@@ -274,6 +281,14 @@ class Lifted(Generic[_P, _R]):
             return self
         return types.MethodType(self, instance)
 
+    def __hash__(self) -> int:
+        # By identity, as a function's, for JAX's caches (`lax.scan(lifted, ...)`,
+        # `jax.jit(lifted)`). But as a static argument of `jax.jit` a new `Lifted`
+        # would compile anew on every call: refuse, loudly.
+        if _compat.hashed_as_jit_static(self, sys._getframe(1)):
+            raise _static_argument(self)
+        return object.__hash__(self)
+
     # -- introspection ---------------------------------------------------------
 
     @property
@@ -311,9 +326,7 @@ class Lifted(Generic[_P, _R]):
                 raise AttributeError(name)
             value = attribute_of(self, name)
             if value is _NOT_FOUND:
-                raise AttributeError(
-                    f"{type(self).__name__!r} object has no attribute {name!r}"
-                )
+                raise missing_attribute(self, name)  # `lift.lift(optax.adam).init`
             return value
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
@@ -366,13 +379,15 @@ def check_options(
     ):
         raise LiftError(
             f"{name}(..., static={static!r}): `static=` names captured variables.\n"
-            f"Fix: pass names as strings, e.g. `{name}(f, static=('b2',))`."
+            f"Fix: pass names as strings, e.g. `{name}(f, static=('b2',))`.",
+            anchor="options",
         )
     if dynamic is not None and not callable(dynamic):
         raise LiftError(
             f"{name}(..., dynamic={dynamic!r}): `dynamic=` is a predicate on a "
             f"captured value.\nFix: pass a function, e.g. `{name}(f, dynamic=lambda "
-            "v: isinstance(v, jax.Array))`."
+            "v: isinstance(v, jax.Array))`.",
+            anchor="options",
         )
     return names
 
@@ -393,7 +408,8 @@ def _importable(x: Lifted[Any, Any]) -> Any:
             f"pickle needs the function {describe(target)} importable by name, "
             "and this `Lifted` was rebuilt from leaves (by a transform or "
             "`tree_map`), which keeps no original.\nFix: pickle the `Lifted` made "
-            "from a module-level function, or its leaves (`jax.tree.leaves`)."
+            "from a module-level function, or its leaves (`jax.tree.leaves`).",
+            anchor="pickle-rebuilt",
         )
     if isinstance(rebuilt, functools.partial):
         partial = cast("functools.partial[Any]", rebuilt)
@@ -415,6 +431,52 @@ def _unpickle(
     return self
 
 
+# lift's own per-instance state (slots), and `__class__`.
+_OWN_ATTRIBUTES: Final = frozenset(Lifted.__slots__) | {"__class__"}
+
+
+def _set_attribute(self: Lifted[Any, Any], name: str, value: Any) -> None:
+    """`setattr` on an instance of a `Lifted` subclass: only lift's own state."""
+    if name in _OWN_ATTRIBUTES:
+        object.__setattr__(self, name, value)
+        return
+    cls = type(self).__name__
+    raise LiftAttributeError(
+        f"{cls} object ({self.__qualname__}): cannot set the attribute {name!r}. A "
+        f"{cls} is a pytree of its function's captures; jax.jit, vmap, grad and "
+        "tree_map return new instances built from those alone, so an attribute "
+        "set on one instance would be gone from them.\nFix: make it a class "
+        f"attribute (`class {cls}(lift.Lifted): {name} = ...`), or capture it in "
+        f"the function (`def make({name}): return {cls}(lambda x: ... {name} ...)`) "
+        "where it is a leaf or static like any capture.",
+        anchor="lifted-setattr",
+    )
+
+
+def _static_argument(x: Lifted[Any, Any]) -> LiftError:
+    cls = type(x).__name__
+    return LiftError(
+        f"a {cls} ({x.__qualname__}) was given to jax.jit as a static argument "
+        "(static_argnums or static_argnames). A static argument is compared by "
+        f"identity for a {cls}, so every new one would compile anew.\nFix: pass "
+        f"it as a regular (traced) argument: a {cls} is a pytree whose code and "
+        "static captures jax.jit compiles once, and whose arrays it traces.",
+        anchor="lifted-static-argument",
+    )
+
+
+def _raw_class(cls: type[Lifted[Any, Any]]) -> type[Lifted[Any, Any]]:
+    """The class an instance of `cls` is built as: `Lifted` when `cls` refuses
+    `setattr` and an instance of `Lifted` can become one of `cls`."""
+    if cls.__setattr__ is not _set_attribute:
+        return cls
+    try:
+        object.__new__(Lifted).__class__ = cls
+    except TypeError:  # slots of its own: another layout
+        return cls
+    return Lifted
+
+
 def _register(cls: type[Lifted[Any, Any]]) -> None:
     def flatten(x: Lifted[Any, Any]) -> tuple[tuple[Any, ...], Skeleton]:
         flat = x._flat
@@ -428,10 +490,16 @@ def _register(cls: type[Lifted[Any, Any]]) -> None:
         flat, skeleton = flatten(x)
         return tuple(zip(leaf_paths(skeleton), flat, strict=True)), skeleton
 
+    # A subclass refusing `setattr` is built as a `Lifted`, then given its class:
+    # lift's own attributes are set at C speed (one assignment, not five calls).
+    raw = _raw_class(cls)
+
     def unflatten(skeleton: Skeleton, children: Iterable[Any]) -> Lifted[Any, Any]:
-        self = object.__new__(cls)
+        self = object.__new__(raw)
         leaves = tuple(children)
         self._setup(skeleton, leaves, leaves)
+        if raw is not cls:
+            self.__class__ = cls
         return self
 
     jtu.register_pytree_with_keys(cls, flatten_with_keys, unflatten, flatten)

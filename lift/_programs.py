@@ -361,14 +361,16 @@ def _translate(
             if not isinstance(n, int):
                 raise LiftError(
                     f"lift.jit({describe(fn)}) got {option}={nums!r}: {n!r} is not "
-                    "an int."
+                    "an int.",
+                    anchor="jit-options",
                 )
             if not star_args and not -len(positional) <= n < len(positional):
                 raise LiftError(
                     f"lift.jit({describe(fn)}) got {option}={nums!r}, but the function "
                     f"has {len(positional)} positional parameters ({listed}), so "
                     f"{n} names none of them.\nFix: number `{_fn_name(fn)}`'s own "
-                    f"parameters from 0, or use {option.replace('nums', 'names')}=..."
+                    f"parameters from 0, or use {option.replace('nums', 'names')}=...",
+                    anchor="jit-options",
                 )
         # The lifted function goes in front; negative numbers count from the end.
         kwargs[option] = tuple(n + 1 if n >= 0 else n for n in nums)
@@ -383,14 +385,16 @@ def _translate(
                     f"lift.jit({describe(fn)}) got {option}={names!r}, but {name!r} "
                     "is a positional-only parameter, which has no name at the call "
                     f"site.\nFix: use {option.replace('names', 'nums')}="
-                    f"({params.index(p)},)."
+                    f"({params.index(p)},).",
+                    anchor="jit-options",
                 )
             if name not in keywords and not star_kwargs:
                 raise LiftError(
                     f"lift.jit({describe(fn)}) got {option}={names!r}, but "
                     f"`{_fn_name(fn)}` has no parameter {name!r} (its parameters: "
                     f"{', '.join(signature.parameters) or 'none'}).\nFix: name one "
-                    "of its parameters."
+                    "of its parameters.",
+                    anchor="jit-options",
                 )
         kwargs[option] = names
     static = _resolved(signature, options, "static")
@@ -400,7 +404,8 @@ def _translate(
         raise LiftError(
             f"lift.jit({describe(fn)}) marks the parameter {both[0]!r} both static "
             "and donated; a static argument is part of the program's key and has no "
-            "buffer to donate.\nFix: remove it from donate_argnums/donate_argnames."
+            "buffer to donate.\nFix: remove it from donate_argnums/donate_argnames.",
+            anchor="jit-options",
         )
     return kwargs
 
@@ -499,7 +504,26 @@ def explain_call_error(
         return LiftError(
             f"{describe(fn)} was called with a {match['type']} for its parameter "
             f"{name!r} (at {path}), which is not an array: lift.jit passes "
-            f"arguments to the compiled program as jax.jit does.\nFix: {fix}"
+            f"arguments to the compiled program as jax.jit does.\nFix: {fix}",
+            anchor="jit-argument-not-an-array",
+        )
+    if message.startswith("Non-hashable static arguments") and (
+        "errors.md#lifted-static-argument" in message
+    ):
+        from ._lift import is_lifted  # imports this module
+
+        lifted = [
+            name
+            for name, value in (*_positional_names(fn, args), *kwargs.items())
+            if name in static and is_lifted(value)
+        ]
+        what = f"the parameter {lifted[0]!r}" if lifted else "a static parameter"
+        return LiftError(
+            f"{describe(fn)} was called with a Lifted for {what}, which is static: "
+            "a static Lifted is compared by identity, so every new one would "
+            "compile anew.\nFix: do not mark it static: lift.jit traces a Lifted "
+            "argument like any pytree, one program for its code.",
+            anchor="lifted-static-argument",
         )
     if message.startswith("Non-hashable static arguments"):
         bad = [
@@ -512,7 +536,8 @@ def explain_call_error(
             f"{describe(fn)} was called with an unhashable value for {what}, which "
             "is static: a static argument is part of the compiled program's key.\n"
             "Fix: pass a hashable value (a tuple instead of a list), or do not "
-            "mark it static."
+            "mark it static.",
+            anchor="jit-unhashable-static",
         )
     return None
 
