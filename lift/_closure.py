@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import collections
 import collections.abc
+import ctypes
 import functools
+import gc
 import sys
 import types
 import weakref
@@ -61,6 +63,12 @@ METHOD_FUNC: Final = "__func__"  # a bound method's function
 SELF: Final = "__self__"  # a bound method's object
 WRAPPED: Final = "__wrapped__"  # what a registered holder wraps
 FIELD: Final = "field"  # an object's attribute or slot: `o.name`
+ITEM: Final = "item"  # an element of an object array or a container: `o[key]`
+CACHED: Final = "<cache>"  # what a `functools.lru_cache` keeps for a key
+CACHE_KEY: Final = "<cache key>"  # a key of such a cache
+LOCAL: Final = "<locals>"  # a local variable of a suspended generator
+CLASS: Final = "__class__"  # the class an instance reads attributes from
+STATIC: Final = "<static>"  # a pytree node's static (aux) data
 
 # The parts `Lifted.captures` lists: a function's variables, a partial's keywords.
 CAPTURES: Final = frozenset({CELL, DEFAULT, KWDEFAULT, KEYWORD})
@@ -74,6 +82,7 @@ _ROLES: Final = {
     ARG: "partial argument",
     KEYWORD: "partial argument",
     SELF: "bound object",
+    LOCAL: "local variable of a suspended generator",
 }
 
 
@@ -97,7 +106,7 @@ class Label:
         self.kind = kind
         self.key = key
         self.role = _ROLES.get(kind)
-        if name is None and kind in (CELL, KWDEFAULT, ATTR, KEYWORD):
+        if name is None and kind in (CELL, KWDEFAULT, ATTR, KEYWORD, LOCAL):
             name = key  # type: ignore[assignment]
         self.variable: str | None = name
         if kind in (CELL, DEFAULT, KWDEFAULT):
@@ -110,6 +119,12 @@ class Label:
             entries = (jtu.GetAttrKey("keywords"), jtu.DictKey(key))
         elif kind == FIELD:
             entries = (jtu.GetAttrKey(str(key)),)
+        elif kind == ITEM:
+            entries = (jtu.DictKey(key),)
+        elif kind == CACHED:
+            entries = (jtu.GetAttrKey(CACHED), jtu.DictKey(key))
+        elif kind == LOCAL:
+            entries = (jtu.GetAttrKey(LOCAL), jtu.GetAttrKey(str(key)))
         else:
             entries = (jtu.GetAttrKey(kind),)
         self.entries: tuple[Any, ...] = entries
@@ -317,6 +332,145 @@ def method_parts(m: types.MethodType) -> Iterator[tuple[Label, Any]]:
     yield Label.of(SELF), m.__self__
 
 
+def builtin_method_parts(m: types.BuiltinMethodType) -> Iterator[tuple[Label, Any]]:
+    """The object a bound builtin method holds (`stash.append` holds `stash`);
+    nothing for a module's function (`len`, `math.sqrt`)."""
+    owner = m.__self__
+    if owner is not None and type(owner) is not types.ModuleType:
+        yield Label.of(SELF), owner
+
+
+def array_items(a: np.ndarray[Any, Any]) -> Iterator[tuple[Label, Any]]:
+    """The elements of a NumPy object array, by index (`[3]`, `[(1, 0)]`);
+    nothing for an array of numbers."""
+    if a.dtype.hasobject:
+        for i, value in np.ndenumerate(a):
+            index: Any = i[0] if len(i) == 1 else i
+            yield Label(ITEM, index, None), value
+
+
+def suspended_parts(x: Any) -> Iterator[tuple[Label, Any]]:
+    """A suspended generator's or coroutine's local variables."""
+    for name, value in suspended_locals(x):
+        yield Label.of(LOCAL, name), value
+
+
+LRU_WRAPPER: Final[type] = type(functools.lru_cache(lambda: None))  # pyright: ignore[reportUnknownArgumentType]
+_UNREAD: Final = object()
+# CPython's `lru_list_elem` (Modules/_functoolsmodule.c, 3.8 to 3.13): after the
+# object header, `prev`, `next`, `hash`, `key`, `result`; no Python attribute
+# reads them. Read only where the layout is checked: the `key` slot must hold
+# the very key the cache's dict maps to this element.
+_WORD: Final = ctypes.sizeof(ctypes.c_void_p)
+_LRU_KEY: Final = object.__basicsize__ + 3 * _WORD
+_LRU_READABLE: Final = getattr(sys, "_is_gil_enabled", lambda: True)() and (
+    object.__basicsize__ == 2 * _WORD
+)
+
+
+def _lru_result(elem: Any, key: Any) -> Any:
+    """The result a bounded `lru_cache` keeps in `elem` for `key`, if readable."""
+    if not _LRU_READABLE:
+        return _UNREAD
+    base = id(elem)
+    if ctypes.c_void_p.from_address(base + _LRU_KEY).value != id(key):
+        return _UNREAD
+    return ctypes.cast(base + _LRU_KEY + _WORD, ctypes.POINTER(ctypes.py_object))[0]
+
+
+def cache_parts(fn: Any) -> list[tuple[Label, Any]]:
+    """A `functools.lru_cache` function's parts: what it wraps, each result it
+    keeps (labelled by its key) and each key (a list: the cache may change
+    while a caller walks it)."""
+    parts: list[tuple[Label, Any]] = [(Label.of(WRAPPED), fn.__wrapped__)]
+    attrs = getattr(fn, "__dict__", None)
+    keys = Label.of(CACHE_KEY)
+    for ref in gc.get_referents(fn):
+        if type(ref) is not dict or ref is attrs:
+            continue
+        for key, value in list(cast(dict[Any, Any], ref).items()):
+            if type(value).__name__ == "_lru_list_elem":  # a bounded cache
+                value = _lru_result(value, key)
+                if value is _UNREAD:
+                    continue
+            parts.append((Label(CACHED, key, None), value))
+            parts.append((keys, key))
+    return parts
+
+
+# Modules whose classes hold no data of the user's: their class attributes are
+# not walked (an instance of theirs may still be, by its own attributes).
+_LIBRARY_MODULES: Final = frozenset(
+    {"jax", "jaxlib", "numpy", "builtins", "ml_dtypes", "lift", "_pytest", "pytest"}
+    | set(sys.stdlib_module_names)
+)
+_user_classes: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDictionary()
+
+
+def user_class(cls: type) -> bool:
+    """Whether `cls` is defined outside JAX, NumPy, pytest, lift and the standard
+    library: a class whose attributes may hold the user's values."""
+    try:
+        return _user_classes[cls]
+    except (KeyError, TypeError):
+        pass
+    module = getattr(cls, "__module__", None)
+    mine = (module if type(module) is str else "builtins").partition(".")[0]
+    found = mine not in _LIBRARY_MODULES
+    try:
+        _user_classes[cls] = found
+    except TypeError:  # a class that cannot be weakly referenced
+        pass
+    return found
+
+
+# Class attributes that are code, not data: methods and their descriptors.
+_METHODS: Final = (
+    types.FunctionType,
+    staticmethod,
+    classmethod,
+    property,
+    functools.cached_property,
+    types.MethodDescriptorType,
+    types.WrapperDescriptorType,
+    types.MemberDescriptorType,
+    types.GetSetDescriptorType,
+)
+
+
+def class_parts(cls: type) -> Iterator[tuple[Label, Any]]:
+    """The data a user's class holds (`registry = []`), along its MRO's user
+    classes: attributes that are not dunder names or methods. Nothing for a
+    library's class."""
+    seen: set[str] = set()
+    for klass in cls.__mro__:
+        if not user_class(klass):
+            continue
+        for name, value in list(vars(klass).items()):
+            if name in seen or (name.startswith("__") and name.endswith("__")):
+                continue
+            seen.add(name)
+            if not isinstance(value, _METHODS):
+                yield Label.of(FIELD, name), value
+
+
+def instance_class(t: type) -> Iterator[tuple[Label, Any]]:
+    """The class of an instance of `t`, as a part of the instance, when the class
+    may hold data (`user_class`)."""
+    if user_class(t):
+        yield Label.of(CLASS), t
+
+
+def aux_parts(treedef: Any) -> Iterator[tuple[Label, Any]]:
+    """The static (aux) data of a pytree node flattened one level (`treedef` its
+    treedef), when it could hold a tracer: a `jax.tree_util.Partial`'s function,
+    an equinox `static=True` or flax `pytree_node=False` field."""
+    if has_aux(treedef):
+        node = treedef.node_data()
+        if node is not None:
+            yield Label.of(STATIC), node[1]
+
+
 class Holder:
     """A callable type defined elsewhere in lift and walked as a node of a closure
     graph, like a partial: `lift.jit` functions, so that a captured helper's own
@@ -513,9 +667,7 @@ _Tracer: Final = Tracer
 _NOT_JAX_KINDS: Final = frozenset("OSUMm")
 # Objects the hidden-tracer scan does not look inside.
 _OPAQUE_SKIP: Final = (
-    type,
     types.ModuleType,
-    types.BuiltinFunctionType,
     types.CodeType,
     str,
     bytes,
@@ -545,31 +697,55 @@ def hidden_tracer(obj: Any) -> str | None:
     with `type()`, and an object whose attributes cannot be read is opaque. The
     full walk and the replay both ask this of every opaque static capture.
     """
-    queue: deque[tuple[Any, str]] = deque([(obj, "")])
+    t: type[Any] = type(obj)  # pyright: ignore[reportUnknownVariableType]
+    # The common static captures, answered without a walk: a module's function
+    # (`len`), a library's class (`jnp.float32`).
+    if t is types.BuiltinMethodType:
+        owner = obj.__self__
+        if owner is None or type(owner) is types.ModuleType:
+            return None
+    elif issubclass(t, type) and not user_class(obj):
+        return None
+    # (value, its parent's entry, its label): paths are spelled only when found.
+    queue: deque[tuple[Any, int, Any]] = deque([(obj, -1, "")])
+    entries: list[tuple[int, Any]] = []
     seen = {id(obj)}
     count = 0
     while queue and count < _SCAN_LIMIT:
-        x, path = queue.popleft()
+        x, parent, label = queue.popleft()
         count += 1
-        t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
+        t = type(x)  # pyright: ignore[reportUnknownVariableType]
         if issubclass(t, _Tracer):
-            return path
+            return _path(entries, parent, label)
         if t is np.ndarray:
             if not x.dtype.hasobject:
                 continue
-            children = [(v, f"{path}[{i}]") for i, v in enumerate(x.flat)]
+            children = list(array_items(x))
         elif issubclass(t, _OPAQUE_SKIP):
             continue
         else:
             try:
-                children = _children(x, t, path)
+                children = _children(x, t)
             except Exception:  # a broken proxy, a mock: nothing to look into
                 continue
-        for child, child_path in children:
+        entries.append((parent, label))
+        me = len(entries) - 1
+        for child_label, child in children:
             if id(child) not in seen:
                 seen.add(id(child))
-                queue.append((child, child_path))
+                queue.append((child, me, child_label))
     return None
+
+
+def _path(entries: list[tuple[int, Any]], parent: int, label: Any) -> str:
+    labels = [label]
+    while parent >= 0:
+        parent, label = entries[parent]
+        labels.append(label)
+    return "".join(
+        lb if type(lb) is str else lb.text if type(lb) is Label else lb[0].format(lb[1])
+        for lb in reversed(labels)
+    )
 
 
 _BUILTIN_NODES: Final = frozenset(
@@ -631,25 +807,38 @@ def aux_tracer(treedef: Any) -> str | None:
     return None
 
 
-def _children(x: Any, t: type[Any], path: str) -> list[tuple[Any, str]]:
+def _children(x: Any, t: type[Any]) -> list[tuple[Any, Any]]:
+    """`(label, value)` of what `x` holds, for `hidden_tracer`: a `Label`, or
+    `(format, key)` spelled when a path is reported."""
     if t is types.FunctionType:
-        parts = [(label, cell.cell_contents) for label, cell in _full_cells(x)]
+        parts: list[tuple[Any, Any]] = [
+            (label, cell.cell_contents) for label, cell in _full_cells(x)
+        ]
         parts.extend(function_parts(x))
-        return [(v, f"{path}{label}") for label, v in parts]
+        return parts
     if t is types.MethodType:
-        return [(v, f"{path}{label}") for label, v in method_parts(x)]
+        return list(method_parts(x))
     if issubclass(t, functools.partial):
-        return [(v, f"{path}{label}") for label, v in partial_parts(x)]
+        return list(partial_parts(x))
     if t in SUSPENDED_FRAMES:
-        return [(v, f"{path}.<locals>.{k}") for k, v in suspended_locals(x)]
+        return list(suspended_parts(x))
     if issubclass(t, collections.abc.Mapping):
-        return [(v, f"{path}[{k!r}]") for k, v in list(x.items())]
+        return [(("[{!r}]", k), v) for k, v in list(x.items())]
     if issubclass(t, (list, tuple, set, frozenset, collections.deque)):
-        return [(v, f"{path}[{i}]") for i, v in enumerate(list(x))]
+        return [(("[{}]", i), v) for i, v in enumerate(list(x))]
+    if t is types.BuiltinMethodType:
+        return list(builtin_method_parts(x))
+    if issubclass(t, type):
+        return list(class_parts(x))
+    if t is LRU_WRAPPER:
+        return cache_parts(x)
     slots = _slots.get(t)
     if slots is None:
         slots = _slots[t] = slot_names(t)
-    return [(v, f"{path}{label}") for label, v in object_parts(x, slots)]
+    parts = list(object_parts(x, slots))
+    if user_class(t):
+        parts.append((Label.of(CLASS), t))
+    return parts
 
 
 _slots: weakref.WeakKeyDictionary[type, tuple[str, ...]] = weakref.WeakKeyDictionary()

@@ -12,12 +12,9 @@ fine) and stops after a bounded number of objects.
 from __future__ import annotations
 
 import collections
-import ctypes
 import dataclasses
 import functools
-import gc
 import os
-import sys
 import sysconfig
 import types
 from collections.abc import Callable, Iterable
@@ -30,16 +27,22 @@ from . import _compat, _gc
 from ._closure import (
     ARG,
     KEYWORD,
+    LRU_WRAPPER,
     SELF,
     SUSPENDED_FRAMES,
     Label,
+    array_items,
+    aux_parts,
+    builtin_method_parts,
+    cache_parts,
     cells,
+    class_parts,
     function_parts,
-    has_aux,
+    instance_class,
     method_parts,
     partial_parts,
     slot_names,
-    suspended_locals,
+    suspended_parts,
 )
 from ._errors import LeakError
 
@@ -83,9 +86,6 @@ def _stored_advice(holder: Any, how: str | None) -> str:
         "value from the transformed function instead of storing it in a static "
         "field, or make the field a pytree node"
     )
-
-
-_LRU_WRAPPER: type = type(functools.lru_cache(lambda: None))  # pyright: ignore[reportUnknownArgumentType]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -267,27 +267,6 @@ def _root_label(root: Any, index: int) -> str:
 # ----------------------------------------------------------------------------
 # The walk.
 
-_UNREAD = object()
-# CPython's `lru_list_elem` (Modules/_functoolsmodule.c, 3.8 to 3.13): after the
-# object header, `prev`, `next`, `hash`, `key`, `result`; no Python attribute
-# reads them. Read only where the layout is checked: the `key` slot must hold
-# the very key the cache's dict maps to this element.
-_WORD = ctypes.sizeof(ctypes.c_void_p)
-_LRU_KEY = object.__basicsize__ + 3 * _WORD
-_LRU_READABLE = getattr(sys, "_is_gil_enabled", lambda: True)() and (
-    object.__basicsize__ == 2 * _WORD
-)
-
-
-def _lru_result(elem: Any, key: Any) -> Any:
-    """The result a bounded `lru_cache` keeps in `elem` for `key`, if readable."""
-    if not _LRU_READABLE:
-        return _UNREAD
-    base = id(elem)
-    if ctypes.c_void_p.from_address(base + _LRU_KEY).value != id(key):
-        return _UNREAD
-    return ctypes.cast(base + _LRU_KEY + _WORD, ctypes.POINTER(ctypes.py_object))[0]
-
 
 @functools.cache
 def _lifted_api() -> tuple[Callable[[Any], bool], Callable[[Any], Any]] | None:
@@ -310,10 +289,6 @@ def _library_dirs() -> tuple[str, ...]:
 
 
 _LIBRARY_DIRS = _library_dirs()
-_LIBRARY_MODULES = frozenset(
-    {"jax", "jaxlib", "numpy", "builtins", "ml_dtypes", "lift", "_pytest", "pytest"}
-    | set(sys.stdlib_module_names)
-)
 
 
 @functools.lru_cache(maxsize=256)
@@ -323,11 +298,6 @@ def is_user_file(filename: str) -> bool:
     if filename.startswith("<"):
         return True  # exec'd or interactive code is the user's
     return not os.path.abspath(filename).startswith(_LIBRARY_DIRS)
-
-
-def _is_library_type(cls: type) -> bool:
-    module = getattr(cls, "__module__", None) or "builtins"
-    return module.partition(".")[0] in _LIBRARY_MODULES
 
 
 # Standard-library objects a user stores things in (`SimpleNamespace`,
@@ -403,10 +373,6 @@ def _param_name(fn: Any, index: int) -> str:
 
 
 # Labels are rendered only for reports: an entry stores (format, key).
-_CACHED = ".<cache>[{!r}]"
-_CACHE_KEY = ".<cache key>"
-_LOCAL = ".<locals>.{}"
-_STATIC = ".<static>"
 _INDEX = "[{}]"
 _KEY = "[{!r}]"
 _ATTR = ".{}"
@@ -531,24 +497,24 @@ class _Walk:
             except ValueError:
                 pass
         elif isinstance(obj, type):
-            self.cls(obj, index)
+            self.parts(class_parts(obj), index)  # pyright: ignore[reportUnknownArgumentType]
         elif cls is np.ndarray:
-            if obj.dtype.hasobject:  # NumPy object arrays hold Python objects
-                self.push_all(
-                    ((i if len(i) != 1 else i[0], v) for i, v in np.ndenumerate(obj)),
-                    index,
-                    _INDEX,
-                )
+            self.parts(array_items(obj), index)  # NumPy object arrays
         elif cls is types.BuiltinMethodType:
-            owner = obj.__self__  # `stash.append` holds `stash`
-            if owner is not None and type(owner) is not types.ModuleType:
-                self.push(owner, index, ".__self__")
+            self.parts(builtin_method_parts(obj), index)  # `stash.append`: `stash`
         elif cls in SUSPENDED_FRAMES:
             self.suspended(obj, index)
-        elif cls is _LRU_WRAPPER:
-            self.cache(obj, index)
+        elif cls is LRU_WRAPPER:
+            parts = cache_parts(obj)
+            self.keep.append(parts)
+            self.parts(parts, index)
         else:
             self.other(obj, cls, index)  # pyright: ignore[reportUnknownArgumentType]
+
+    def parts(self, parts: Iterable[tuple[Label, Any]], index: int) -> None:
+        """Push a holder's parts, as `lift._closure` describes them."""
+        for label, value in parts:
+            self.push(value, index, label)
 
     def suspended(self, gen: Any, index: int) -> None:
         """A suspended generator's (or coroutine's) local variables."""
@@ -556,27 +522,8 @@ class _Walk:
         if frame is None:  # finished: it holds nothing
             return
         code = frame.f_code
-        for name, value in suspended_locals(gen):
-            self.push(value, index, (_LOCAL, name), (code, name, _LOCAL_KIND))
-
-    def cache(self, fn: Any, index: int) -> None:
-        """A `functools.lru_cache` function: what it wraps and what it cached."""
-        self.push(fn.__wrapped__, index, ".__wrapped__")
-        attrs = getattr(fn, "__dict__", None)
-        for ref in gc.get_referents(fn):
-            if type(ref) is not dict or ref is attrs:
-                continue
-            table = cast(dict[Any, Any], ref)
-            self.keep.append(table)
-            for key, value in list(table.items()):
-                if type(value).__name__ == "_lru_list_elem":  # a bounded cache
-                    result = _lru_result(value, key)
-                    if result is not _UNREAD:
-                        self.keep.append(result)
-                        self.push_all([(key, result)], index, _CACHED)
-                else:
-                    self.push_all([(key, value)], index, _CACHED)
-            self.push_all(((k, k) for k in table), index, _CACHE_KEY)
+        for label, value in suspended_parts(gen):
+            self.push(value, index, label, (code, label.variable, _LOCAL_KIND))
 
     def is_lifted(self, obj: Any) -> bool:
         return self.lifted is not None and self.lifted[0](obj)
@@ -613,13 +560,6 @@ class _Walk:
         for label, value in method_parts(m):
             edge = (fn, "self", _SELF) if label.kind == SELF else None
             self.push(value, index, label, edge)
-
-    def cls(self, cls: type, index: int) -> None:
-        if _is_library_type(cls):
-            return
-        for name, value in vars(cls).items():
-            if not (name.startswith("__") and name.endswith("__")):
-                self.push(value, index, (_ATTR, name))
 
     def plan(self, obj: Any, cls: type) -> tuple[int, tuple[str, ...]]:
         """How to walk objects of type `cls` (decided once per type and scan)."""
@@ -658,7 +598,7 @@ class _Walk:
             if plan[0] == _OBJECT:
                 # The class attributes its instances read: walked once, named
                 # from the first instance met.
-                self.push(cls, index, ".__class__")
+                self.parts(instance_class(cls), index)
         kind, slots = plan
         if kind in (_OBJECT, _LIBRARY):
             if callable(obj):
@@ -706,13 +646,9 @@ class _Walk:
             self.keep.append(children)
             for path, child in children:
                 self.push(child, index, _keystr(path))
-            if has_aux(treedef):
-                # Static (aux) data: a `jax.tree_util.Partial`'s function, an
-                # equinox `static=True` or flax `pytree_node=False` field.
-                node = treedef.node_data()
-                if node is not None:
-                    self.keep.append(node)
-                    self.push(node[1], index, _STATIC, (obj, None, _STATIC_FIELD))
+            for label, aux in aux_parts(treedef):
+                self.keep.append(aux)
+                self.push(aux, index, label, (obj, None, _STATIC_FIELD))
 
     # -- reports ----------------------------------------------------------------
 

@@ -310,3 +310,179 @@ OPAQUE_HOLDERS: tuple[tuple[str, Callable[[Any], Any]], ...] = (
     ("__slots__ as a string", OneSlot),
     ("__dict__", Plain),
 )
+
+
+# -- every kind of object a tracer can be stored in ------------------------------------
+
+
+def suspended(v: Any) -> Any:
+    """A generator suspended at its second `yield`, holding `v` in a local."""
+
+    def gen(v: Any) -> Any:
+        yield None
+        yield v
+
+    g = gen(v)
+    next(g)
+    return g
+
+
+def equinox_static(v: Any) -> Any:
+    """An equinox module holding `v` in a `static=True` field (treedef aux data)."""
+    import equinox as eqx
+
+    class Opt(eqx.Module):
+        tx: Any = eqx.field(static=True)
+        lr: Any = 0.1
+
+    return Opt(tx=v)
+
+
+def flax_static(v: Any) -> Any:
+    """A flax struct holding `v` in a `pytree_node=False` field."""
+    import jax.numpy as jnp
+    from flax import struct
+
+    @struct.dataclass
+    class State:
+        params: Any
+        tx: Any = struct.field(pytree_node=False)
+
+    return State(params=jnp.ones(2), tx=v)
+
+
+def lru_cached(v: Any) -> Any:
+    """A bounded `functools.lru_cache` function that returned `v` for key 1."""
+    pool = [v]
+
+    @functools.lru_cache(maxsize=8)
+    def bounded(k: int) -> Any:
+        return pool.pop()
+
+    bounded(1)
+    return bounded
+
+
+def cached(v: Any) -> Any:
+    """An unbounded `functools.cache` function that returned `v` for key 1."""
+    pool = [v]
+
+    @functools.cache
+    def unbounded(k: int) -> Any:
+        return pool.pop()
+
+    unbounded(1)
+    return unbounded
+
+
+def object_array(v: Any) -> Any:
+    import numpy as np
+
+    out = np.empty((2, 2), dtype=object)
+    out[1, 0] = v
+    return out
+
+
+def thread_local(v: Any) -> Any:
+    import threading
+
+    local = threading.local()
+    local.state = v
+    return local
+
+
+def class_attribute(v: Any) -> Any:
+    """An instance whose class (not the instance) holds `v`."""
+    cls = type("Registry", (), {"registry": [v]})
+    return cls()
+
+
+def closure_of(v: Any) -> Callable[[], Any]:
+    return lambda: v
+
+
+class Store(NamedTuple):
+    """An object `make(v)` that holds `v` where no pytree reaches it.
+
+    `path`: a regular expression for the path from the object (written `x`) to
+    `v`, as leak reports and lift's refusal (`holds a tracer at ...`) name it;
+    `pytree`: whether the object is a pytree holding `v` in its static data;
+    `report`: what a `LeakError`'s line says (from `x`), when a function is the
+    holder it names (`x.func -> f (file:line), captured variable 'v'`), else
+    `path`.
+    """
+
+    name: str
+    make: Callable[[Any], Any]
+    path: str
+    pytree: bool = False
+    report: str | None = None
+
+
+def _namespace(v: Any) -> Any:
+    import types
+
+    return types.SimpleNamespace(state=v)
+
+
+def _argparse(v: Any) -> Any:
+    import argparse
+
+    return argparse.Namespace(state=v)
+
+
+def _proxy(v: Any) -> Any:
+    import types
+
+    return types.MappingProxyType({"k": v})
+
+
+def _tree_partial(v: Any) -> Any:
+    return jax.tree_util.Partial(closure_of(v))
+
+
+# The one table of stored-tracer holders: the leak scan (`find_leaks`,
+# `check_leaks`, `checking_leaks`, `checked`) finds a tracer in each, and
+# `lift.lift` refuses a closure capturing one that holds a live tracer.
+STORES: tuple[Store, ...] = (
+    Store("SimpleNamespace", _namespace, r"x\.state"),
+    Store("argparse.Namespace", _argparse, r"x\.state"),
+    Store("threading.local", thread_local, r"x\.state"),
+    Store("MappingProxyType", _proxy, r"x\['k'\]"),
+    Store(
+        "suspended generator",
+        suspended,
+        r"x\.<locals>\.v",
+        report=r"x -> suspended\.<locals>\.gen \(.*\), local variable of a "
+        r"suspended generator 'v'",
+    ),
+    Store("object array", object_array, r"x\[\(1, 0\)\]"),
+    Store("bound builtin method", lambda v: [v].append, r"x\.__self__\[0\]"),
+    Store("lru_cache", lru_cached, r"x\.<cache>\[1\]"),
+    Store("cache", cached, r"x\.<cache>\[1\]"),
+    Store("class attribute", class_attribute, r"x\.__class__\.registry\[0\]"),
+    Store(
+        "tree_util.Partial",
+        _tree_partial,
+        r"x\.func\.captures\['v'\]",
+        pytree=True,
+        report=r"x\.func -> closure_of\.<locals>\.<lambda> \(.*\), captured "
+        r"variable 'v'",
+    ),
+    Store(
+        "equinox static field",
+        lambda v: equinox_static(closure_of(v)),
+        r"x\.<static>.*\.captures\['v'\]",
+        pytree=True,
+        report=r"x\.<static>\[\d\] -> closure_of\.<locals>\.<lambda> \(.*\), "
+        r"captured variable 'v'",
+    ),
+    Store(
+        "flax pytree_node=False",
+        lambda v: flax_static(closure_of(v)),
+        r"x\.<static>.*\.captures\['v'\]",
+        pytree=True,
+        report=r"x\.<static>\[\d\] -> closure_of\.<locals>\.<lambda> \(.*\), "
+        r"captured variable 'v'",
+    ),
+)

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import argparse
 import functools
-import re
 import sys
-import threading
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import pytest
+from helpers import equinox_static, suspended
 
 import lift
 from lift._leaks import scan
@@ -366,130 +363,12 @@ def test_shard_map_twin_an_escaped_tracer_is_still_found() -> None:
 # -- Holders beyond closures: each pair is a leak and its clean twin ------------
 
 
-def _gen(v: Any) -> Iterator[Any]:
-    yield None
-    yield v
-
-
-def _static_module(value: Any) -> Any:
-    import equinox as eqx
-
-    class Opt(eqx.Module):
-        tx: Any = eqx.field(static=True)
-        lr: Any = 0.1
-
-    return Opt(tx=value)
-
-
-def _flax_state(value: Any) -> Any:
-    flax_struct = pytest.importorskip("flax.struct")
-
-    @flax_struct.dataclass
-    class State:
-        params: Any
-        tx: Any = flax_struct.field(pytree_node=False)
-
-    return State(params=jnp.ones(2), tx=value)
-
-
-def _cached(value: Any) -> Any:
-    pool = [value]
-
-    @functools.lru_cache(maxsize=8)
-    def bounded(k: int) -> Any:
-        return pool.pop()
-
-    bounded(1)
-    return bounded
-
-
-def _cached_unbounded(value: Any) -> Any:
-    pool = [value]
-
-    @functools.cache
-    def unbounded(k: int) -> Any:
-        return pool.pop()
-
-    unbounded(1)
-    return unbounded
-
-
-def _object_array(value: Any) -> Any:
-    out = np.empty((2, 2), dtype=object)
-    out[1, 0] = value
-    return out
-
-
-def _thread_local(value: Any) -> Any:
-    local = threading.local()
-    local.state = value
-    return local
-
-
-def _class_attribute(value: Any) -> Any:
-    holder = type("Holder", (), {"registry": [value]})
-    return holder()
-
-
-def _closure(value: Any) -> Callable[[], Any]:
-    return lambda: value
-
-
-HOLDERS: dict[str, tuple[Callable[[Any], Any], str]] = {
-    "SimpleNamespace": (lambda v: types.SimpleNamespace(state=v), r"^x\.state$"),
-    "argparse.Namespace": (lambda v: argparse.Namespace(state=v), r"^x\.state$"),
-    "threading.local": (_thread_local, r"^x\.state$"),
-    "MappingProxyType": (lambda v: types.MappingProxyType({"k": v}), r"^x\['k'\]$"),
-    "suspended generator": (lambda v: _advanced(_gen(v)), r"^x\.<locals>\.v$"),
-    "object array": (_object_array, r"^x\[\(1, 0\)\]$"),
-    "bound builtin method": (lambda v: [v].append, r"^x\.__self__\[0\]$"),
-    "lru_cache": (_cached, r"^x\.<cache>\[1\]$"),
-    "cache": (_cached_unbounded, r"^x\.<cache>\[1\]$"),
-    "class attribute": (_class_attribute, r"^x\.__class__\.registry\[0\]$"),
-    "tree_util.Partial": (
-        lambda v: jax.tree_util.Partial(_closure(v)),
-        r"^x\.func\.captures\['value'\]$",
-    ),
-    "equinox static field": (
-        lambda v: _static_module(_closure(v)),
-        r"^x\.<static>.*\.captures\['value'\]$",
-    ),
-    "flax pytree_node=False": (
-        lambda v: _flax_state(_closure(v)),
-        r"^x\.<static>.*\.captures\['value'\]$",
-    ),
-}
-
-
-def _advanced(gen: Iterator[Any]) -> Iterator[Any]:
-    next(gen)
-    return gen
-
-
-@pytest.mark.parametrize("kind", list(HOLDERS))
-def test_find_leaks_opens_holder(kind: str) -> None:
-    make, path = HOLDERS[kind]
-    x = make(_escaped())
-    leaks = lift.find_leaks(x)
-    assert len(leaks) == 1, leaks
-    assert re.match(path, leaks[0].path.replace("roots[0]", "x")), leaks[0].path
-    assert leaks[0].tracer == "float32[] from jit(grab)"
-    with pytest.raises(lift.LeakError, match=r"float32\[\] from jit\(grab\)"):
-        lift.check_leaks(x)
-
-
-@pytest.mark.parametrize("kind", list(HOLDERS))
-def test_find_leaks_opens_holder_clean_twin(kind: str) -> None:
-    make, _ = HOLDERS[kind]
-    x = make(jnp.ones(()))
-    assert lift.find_leaks(x) == []
-    lift.check_leaks(x)
-
-
 def test_generator_locals_name_the_generator() -> None:
-    (leak,) = lift.find_leaks(_advanced(_gen(_escaped())))
-    assert (leak.function, leak.variable) == ("_gen", "v")
-    assert leak.lineno == _gen.__code__.co_firstlineno
+    gen = suspended(_escaped())
+    (leak,) = lift.find_leaks(gen)
+    assert (leak.function, leak.variable) == ("suspended.<locals>.gen", "v")
+    assert leak.kind == "local variable of a suspended generator"
+    assert leak.lineno == gen.gi_code.co_firstlineno
 
 
 def test_generator_scan_does_not_keep_its_locals_alive() -> None:
@@ -569,7 +448,7 @@ def test_a_plain_closure_is_told_to_lift_or_pass_twin() -> None:
 
 def test_a_static_field_is_told_to_return_the_value() -> None:
     with pytest.warns(UserWarning, match="A JAX array is being set as static"):
-        state = _static_module(_escaped())
+        state = equinox_static(_escaped())
     (leak,) = lift.find_leaks(state)
     assert leak.path == "roots[0].<static>[1]"
     assert leak.hint.startswith("static data of ")
@@ -579,7 +458,7 @@ def test_a_static_field_is_told_to_return_the_value() -> None:
 
 
 def test_static_field_clean_twin() -> None:
-    assert lift.find_leaks(_static_module(len)) == []
+    assert lift.find_leaks(equinox_static(len)) == []
 
 
 def test_tree_util_partial_arguments_name_function_and_parameter() -> None:
