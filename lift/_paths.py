@@ -166,10 +166,34 @@ class Elided:
 
 
 class CapturePath:
-    """One pytree key entry standing for the whole way from a `Lifted` to a leaf.
+    """The key entry of a `Lifted` in a key path: the whole way to one leaf.
 
-    `str()` reads like `.captures['inner'].captures['lr']`; `entries` holds the
-    standard `jax.tree_util` keys (`GetAttrKey`, `DictKey`, `SequenceKey`, ...).
+    `jax.tree_util.tree_flatten_with_path` gives each leaf of a `Lifted` one
+    `CapturePath`. `str()` (and so `jax.tree_util.keystr`) reads like
+    `.captures['inner'].captures['lr']`, Python that reaches the leaf from the
+    `Lifted`: captured functions come back from
+    [`Lifted.captures`][lift.Lifted.captures] lifted in turn. `entries` holds
+    the standard `jax.tree_util` keys (`GetAttrKey`, `DictKey`, `SequenceKey`,
+    ...) it stands for. A path nested thousands of functions deep keeps its
+    first and last 16 entries around an `Elided` one.
+
+    ```python
+    import jax
+    import optax
+    import lift
+
+    opt = lift.lift(optax.sgd(0.1))
+    [(path, leaf)] = jax.tree_util.tree_flatten_with_path(opt)[0]
+    print(jax.tree_util.keystr(path))
+    assert isinstance(path[-1], lift.CapturePath)
+    assert opt.update.captures["update_fns"][1].captures["tx"].update.captures[
+        "step_size"
+    ] is leaf
+    ```
+
+    ```text
+    .update.captures['update_fns'][1].captures['tx'].update.captures['step_size']
+    ```
     """
 
     __slots__ = ("entries",)
