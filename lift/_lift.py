@@ -16,6 +16,7 @@ from ._closure import static_key
 from ._describe import reject
 from ._errors import LiftError
 from ._lifted import Lifted, check_options
+from ._optax import as_functions
 from ._rebuild import build
 from ._trees import (
     ITERATORS,
@@ -168,6 +169,8 @@ def lift(
         return cast("type[Lifted[Any, Any]]", kind)(obj, static=static, dynamic=dynamic)
     if is_function_like(obj):
         return Lifted(obj, static=static, dynamic=dynamic)
+    if (functions := as_functions(obj)) is not None:  # optax.MultiSteps
+        obj = functions
     if issubclass(kind, ITERATORS):
         raise reject(obj, "lift")
     flat = flatten_checked(obj, _is_liftable)

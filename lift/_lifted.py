@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Final, Generic, Self, cast
 import jax
 from typing_extensions import ParamSpec, TypeVar
 
-from . import _compat, _gc, _registry, _trees as jtu
+from . import _compat, _gc, _registry, _state_dict, _trees as jtu
 from ._capture import capture, check_static_names
 from ._describe import (
     explain_concretization,
@@ -207,6 +207,7 @@ class Lifted(Generic[_P, _R]):
             # drop (the base class leaves `setattr` at C speed for lift's own).
             cls.__setattr__ = _set_attribute
         _register(cls)
+        _state_dict.register(cls)
 
     @classmethod
     def closure_convert(
@@ -506,3 +507,5 @@ def _register(cls: type[Lifted[Any, Any]]) -> None:
 
 
 _register(Lifted)
+# flax serialization handlers, once flax is imported (never imported from here).
+_state_dict.register(Lifted)

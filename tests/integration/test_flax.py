@@ -1,0 +1,332 @@
+"""flax interop: `TrainState` and `nnx.Optimizer` sweeps that compile once per
+structure (`lift.flax`), and flax serialization of a `Lifted` (leaves by key path)."""
+
+from __future__ import annotations
+
+import copy
+import functools
+import subprocess
+import sys
+import textwrap
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from flax import linen, nnx, serialization, struct
+from flax.training import train_state
+
+import lift
+import lift.flax
+
+LRS = (0.1, 0.01, 0.001)
+X = jnp.asarray([[1.0, -0.5], [0.25, 2.0], [-1.5, 0.5]])
+
+
+class Model(linen.Module):
+    @linen.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return linen.Dense(3)(x)
+
+
+# One module: `apply_fn` is static, and bound methods of two equal-looking
+# modules compare unequal.
+MODEL = Model()
+
+
+def _params() -> Any:
+    return MODEL.init(jax.random.key(0), X)
+
+
+def _loss(params: Any, apply_fn: Any) -> jax.Array:
+    return jnp.mean(apply_fn(params, X) ** 2)
+
+
+def _train(step: Any, state: Any, steps: int = 3) -> Any:
+    for _ in range(steps):
+        state = step(state)
+    return state
+
+
+@functools.cache
+def _plain_params(lr: float, steps: int = 3) -> Any:
+    """flax's own `TrainState` with a plain optimizer (one program per rate)."""
+    state = train_state.TrainState.create(
+        apply_fn=MODEL.apply, params=_params(), tx=optax.adam(lr)
+    )
+    step, _ = _counted_step()
+    return _train(step, state, steps).params
+
+
+def _counted_step() -> tuple[Any, list[int]]:
+    traces = [0]
+
+    @jax.jit
+    def step(state: Any) -> Any:
+        traces[0] += 1
+        grads = jax.grad(_loss)(state.params, state.apply_fn)
+        return state.apply_gradients(grads=grads)
+
+    return step, traces
+
+
+def _assert_close(a: Any, b: Any) -> None:
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+        np.testing.assert_allclose(x, y, rtol=2e-5, atol=1e-6)
+
+
+# -- TrainState ----------------------------------------------------------------
+
+
+def test_flax_train_state_with_a_lifted_tx_compiles_once_per_rate() -> None:
+    # The pitfall, measured: flax's `tx` is a static field, so each lifted
+    # optimizer is a new static value and a new program.
+    step, traces = _counted_step()
+    for lr in LRS:
+        _train(
+            step,
+            train_state.TrainState.create(
+                apply_fn=MODEL.apply, params=_params(), tx=lift.lift(optax.adam(lr))
+            ),
+        )
+    assert traces[0] == len(LRS)
+
+
+def test_lift_flax_train_state_sweep_compiles_once() -> None:
+    step, traces = _counted_step()
+    for lr in LRS:
+        state = lift.flax.TrainState.create(
+            apply_fn=MODEL.apply, params=_params(), tx=optax.adam(lr)
+        )
+        assert lift.is_lifted(state.tx.update)  # lifted by `create`
+        # The learning rate is a leaf of the state.
+        assert any(
+            "step_size" in jax.tree_util.keystr(path)
+            for path, _ in jax.tree_util.tree_leaves_with_path(state)
+        )
+        state = _train(step, state)
+        _assert_close(state.params, _plain_params(lr))
+        assert int(state.step) == 3
+    assert traces[0] == 1
+
+
+def test_a_struct_field_subclass_is_the_same_recipe() -> None:
+    # Without `lift.flax`: `tx` redeclared as a pytree field, lifted by hand.
+    class TrainState(train_state.TrainState):
+        tx: Any = struct.field(pytree_node=True)
+
+    step, traces = _counted_step()
+    for lr in LRS:
+        state = TrainState.create(
+            apply_fn=MODEL.apply, params=_params(), tx=lift.lift(optax.adam(lr))
+        )
+        _assert_close(_train(step, state).params, _plain_params(lr))
+    assert traces[0] == 1
+
+
+def test_lift_flax_train_state_keeps_a_lifted_tx_and_subclasses() -> None:
+    class WithStats(lift.flax.TrainState):
+        stats: Any = None
+
+    tx = lift.lift(optax.sgd(0.1))
+    state = WithStats.create(
+        apply_fn=MODEL.apply, params=_params(), tx=tx, stats=jnp.zeros(2)
+    )
+    assert state.tx.update is tx.update  # a lifted optimizer is kept
+    step, traces = _counted_step()
+    for _ in range(2):
+        state = step(state)
+    assert isinstance(state, WithStats)
+    assert traces[0] == 1
+
+
+# -- nnx.Optimizer ---------------------------------------------------------------
+
+
+def _nnx_run(make: Any, lr: float, step: Any) -> Any:
+    model = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
+    optimizer = make(model, optax.adam(lr))
+    for _ in range(3):
+        step(model, optimizer)
+    return nnx.state(model, nnx.Param)
+
+
+def _nnx_step() -> tuple[Any, list[int]]:
+    traces = [0]
+
+    @nnx.jit
+    def step(model: Any, optimizer: Any) -> None:
+        traces[0] += 1
+        grads = nnx.grad(lambda m: jnp.mean(m(X) ** 2))(model)
+        optimizer.update(model, grads)
+
+    return step, traces
+
+
+def test_nnx_optimizer_refuses_a_lifted_tx() -> None:
+    model = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
+    with pytest.raises(ValueError, match="static attribute 'tx'"):
+        nnx.Optimizer(model, lift.lift(optax.adam(0.1)), wrt=nnx.Param)
+
+
+def test_lift_flax_optimizer_sweep_compiles_once() -> None:
+    plain_step, plain_traces = _nnx_step()
+    step, traces = _nnx_step()
+    for lr in LRS:
+        want = _nnx_run(
+            lambda m, tx: nnx.Optimizer(m, tx, wrt=nnx.Param), lr, plain_step
+        )
+        got = _nnx_run(
+            lambda m, tx: lift.flax.Optimizer(m, tx, wrt=nnx.Param), lr, step
+        )
+        _assert_close(got, want)
+    assert traces[0] == 1
+    assert plain_traces[0] == len(LRS)
+
+
+def test_an_nnx_data_subclass_is_the_same_recipe() -> None:
+    # Without `lift.flax`: `tx` declared data before `nnx.Optimizer` sets it.
+    class Optimizer(nnx.Optimizer[Any]):
+        def __init__(self, model: Any, tx: Any, **kwargs: Any) -> None:
+            self.tx = nnx.data(tx)
+            super().__init__(model, tx, **kwargs)
+
+    step, traces = _nnx_step()
+    for lr in LRS:
+        _nnx_run(
+            lambda m, tx: Optimizer(m, lift.lift(tx), wrt=nnx.Param),
+            lr,
+            step,
+        )
+    assert traces[0] == 1
+
+
+# -- serialization ---------------------------------------------------------------
+
+
+def _trained(lr: float) -> Any:
+    step, _ = _counted_step()
+    state = lift.flax.TrainState.create(
+        apply_fn=MODEL.apply, params=_params(), tx=optax.adamw(lr, weight_decay=0.05)
+    )
+    return _train(step, state, 2)
+
+
+def test_to_bytes_round_trip_restores_the_optimizer_leaves() -> None:
+    saved = _trained(0.1)
+    data = serialization.to_bytes(saved)
+    # The target's learning rate is replaced by the saved one; the code is the
+    # target's.
+    target = lift.flax.TrainState.create(
+        apply_fn=MODEL.apply, params=_params(), tx=optax.adamw(0.5, weight_decay=0.05)
+    )
+    restored = serialization.from_bytes(target, data)
+    assert jax.tree.structure(restored) == jax.tree.structure(saved)
+    for a, b in zip(jax.tree.leaves(restored), jax.tree.leaves(saved), strict=True):
+        np.testing.assert_array_equal(a, b)
+    # Leaves keep their dtype and weak type, so the restored state reuses the
+    # compiled step and computes what the saved one would.
+    for a, b in zip(
+        jax.tree.leaves(restored.tx), jax.tree.leaves(saved.tx), strict=True
+    ):
+        assert a.dtype == b.dtype and a.weak_type == b.weak_type
+    # (flax restores `params`, `opt_state` and `step` as NumPy arrays: the
+    # optimizer is put back into the saved state to count programs.)
+    step, traces = _counted_step()
+    _assert_close(step(saved.replace(tx=restored.tx)).params, step(saved).params)
+    assert traces[0] == 1
+    _assert_close(step(restored).params, step(saved).params)
+
+
+def test_state_dict_holds_leaves_by_key_path() -> None:
+    saved = _trained(0.1)
+    state = serialization.to_state_dict(saved)
+    update = state["tx"]["update"]
+    assert all(isinstance(k, str) for k in update)
+    paths = {
+        jax.tree_util.keystr(p): leaf
+        for p, leaf in jax.tree_util.tree_leaves_with_path(saved.tx.update)
+    }
+    assert update.keys() == paths.keys()
+    # optax's `scale(-learning_rate)`: readable in the checkpoint by its path.
+    [rate] = [k for k in update if k.endswith(".captures['step_size']")]
+    assert float(update[rate]) == pytest.approx(-0.1)
+    assert state["tx"]["init"].keys() == {
+        jax.tree_util.keystr(p)
+        for p, _ in jax.tree_util.tree_leaves_with_path(saved.tx.init)
+    }
+
+    target = _trained(0.01)
+    restored = serialization.from_state_dict(target, state)
+    assert jax.tree.structure(restored) == jax.tree.structure(target)
+    for a, b in zip(
+        jax.tree.leaves(restored.tx), jax.tree.leaves(saved.tx), strict=True
+    ):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_state_dict_of_another_optimizer_is_refused() -> None:
+    state = serialization.to_state_dict(lift.lift(optax.adam(0.1)))
+    with pytest.raises(lift.LiftError, match=r"(?s)does not fit .*missing .*Fix:"):
+        serialization.from_state_dict(lift.lift(optax.sgd(0.1, momentum=0.9)), state)
+
+
+def test_subclasses_serialize_too() -> None:
+    class Schedule(lift.Lifted):
+        pass
+
+    def make(lr: float) -> Any:
+        return Schedule(lambda step: lr * 0.5**step)
+
+    data = serialization.to_bytes({"s": make(0.3)})
+    restored = serialization.from_bytes({"s": make(0.7)}, data)
+    assert isinstance(restored["s"], Schedule)
+    assert float(restored["s"](1)) == pytest.approx(0.15)
+
+
+def test_copies_of_a_lifted_train_state() -> None:
+    saved = _trained(0.1)
+    for copied in (copy.copy(saved), copy.deepcopy(saved)):
+        # (A deep copy copies `apply_fn`'s module too: a new static value.)
+        assert jax.tree.structure(copied.tx) == jax.tree.structure(saved.tx)
+        step, _ = _counted_step()
+        _assert_close(step(copied).params, step(saved).params)
+
+
+def test_flax_handlers_are_registered_lazily() -> None:
+    # `import lift` and lifting never import flax; importing flax afterwards
+    # (even with no `import lift.flax`) registers handlers for `Lifted` and for
+    # subclasses defined before and after it.
+    code = textwrap.dedent(
+        """
+        import sys
+        import lift
+
+        class Before(lift.Lifted):
+            pass
+
+        def make(lr):
+            return lift.lift(lambda g: -lr * g)
+
+        made = make(0.1)
+        assert "flax" not in sys.modules
+
+        from flax import serialization
+
+        class After(lift.Lifted):
+            pass
+
+        for cls in (lift.Lifted, Before, After):
+            assert serialization.is_serializable(cls), cls
+        state = serialization.to_state_dict(made)
+        assert list(state) == [".captures['lr']"], state
+        print("ok")
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "ok\n"

@@ -1,0 +1,134 @@
+"""`optax.MultiSteps`, an object rather than a pytree: lifting it (or its
+`gradient_transformation()`) gives an optimizer whose inner learning rate is a
+leaf, so a sweep compiles once."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+import lift
+
+LRS = (0.1, 0.01, 0.001)
+STEPS = 4
+
+
+def _params() -> dict[str, jax.Array]:
+    return {"w": jnp.asarray([1.0, -2.0, 0.5])}
+
+
+def _grad(p: Any) -> Any:
+    return jax.tree.map(jnp.sin, p)
+
+
+@functools.cache
+def _plain(lr: float, k: int) -> Any:
+    """optax's own `MultiSteps`, compiled once per rate."""
+    ms = optax.MultiSteps(optax.adam(lr), k)
+
+    @jax.jit
+    def step(p: Any, s: Any) -> Any:
+        u, s = ms.update(_grad(p), s, p)
+        return optax.apply_updates(p, u), s
+
+    p = _params()
+    s = ms.init(p)
+    for _ in range(STEPS):
+        p, s = step(p, s)
+    return p
+
+
+def _sweep(make: Any, k: int = 2) -> int:
+    traces = 0
+
+    @jax.jit
+    def step(opt: Any, p: Any, s: Any) -> Any:
+        nonlocal traces
+        traces += 1
+        u, s = opt.update(_grad(p), s, p)
+        return optax.apply_updates(p, u), s
+
+    for lr in LRS:
+        opt = make(lr, k)
+        p = _params()
+        s = opt.init(p)
+        for _ in range(STEPS):
+            p, s = step(opt, p, s)
+        np.testing.assert_allclose(p["w"], _plain(lr, k)["w"], rtol=1e-5)
+    return traces
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda lr, k: lift.lift(optax.MultiSteps(optax.adam(lr), k)),
+        lambda lr, k: lift.lift(
+            optax.MultiSteps(optax.adam(lr), k).gradient_transformation()
+        ),
+    ],
+    ids=["object", "gradient_transformation"],
+)
+def test_lifted_multisteps_sweep_compiles_once(make: Any) -> None:
+    assert _sweep(make) == 1
+
+
+def test_the_inner_learning_rate_is_a_leaf() -> None:
+    opt = lift.lift(optax.MultiSteps(optax.sgd(0.25), 4))
+    assert isinstance(opt, optax.GradientTransformation)
+    assert lift.is_lifted(opt.init) and lift.is_lifted(opt.update)
+    [(path, rate)] = [
+        (jax.tree_util.keystr(path), leaf)
+        for path, leaf in jax.tree_util.tree_leaves_with_path(opt.update)
+        if jax.tree_util.keystr(path).endswith(".captures['step_size']")
+    ]
+    assert "['_opt']" in path
+    assert float(rate) == -0.25
+    # Two rates: one structure, and `lift.diff` finds nothing to tell apart.
+    other = lift.lift(optax.MultiSteps(optax.sgd(0.5), 4))
+    assert jax.tree.structure(other) == jax.tree.structure(opt)
+    assert lift.diff(other.update, opt.update) is None
+
+
+def test_every_k_is_static() -> None:
+    # The number of mini-steps is a Python int: another value, another program.
+    a = lift.lift(optax.MultiSteps(optax.adam(0.1), 2))
+    b = lift.lift(optax.MultiSteps(optax.adam(0.1), 3))
+    assert jax.tree.structure(a) != jax.tree.structure(b)
+    assert _sweep(lambda lr, k: lift.lift(optax.MultiSteps(optax.adam(lr), k)), 3) == 1
+
+
+def test_the_original_object_is_untouched_and_has_updated_still_works() -> None:
+    ms = optax.MultiSteps(optax.adam(0.1), 2)
+    before = dict(vars(ms))
+    opt = lift.lift(ms)
+    assert vars(ms) == before
+    p = _params()
+    s = opt.init(p)
+    _, s = opt.update(_grad(p), s, p)
+    assert not ms.has_updated(s)
+    _, s = opt.update(_grad(p), s, p)
+    assert ms.has_updated(s)
+
+
+def test_vmap_over_the_inner_learning_rate() -> None:
+    rates = jnp.asarray(LRS)
+    opts = jax.vmap(lambda lr: lift.lift(optax.MultiSteps(optax.adam(lr), 2)))(rates)
+    p = jax.tree.map(lambda a: jnp.stack([a] * len(LRS)), _params())
+    s = jax.vmap(lambda o, p: o.init(p))(opts, p)
+
+    @jax.jit
+    @jax.vmap
+    def step(opt: Any, p: Any, s: Any) -> Any:
+        u, s = opt.update(_grad(p), s, p)
+        return optax.apply_updates(p, u), s
+
+    for _ in range(STEPS):
+        p, s = step(opts, p, s)
+    for i, lr in enumerate(LRS):
+        np.testing.assert_allclose(p["w"][i], _plain(lr, 2)["w"], rtol=1e-5)
