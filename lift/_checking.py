@@ -15,7 +15,7 @@ import jax
 import wrapt
 
 from . import _compat
-from ._errors import LeakError
+from ._errors import LeakError, LiftError, describe
 from ._leaks import Leak, format_leaks, is_user_file, scan, scan_tracers
 from ._registry import recording
 
@@ -164,6 +164,9 @@ def checked(transform: _T) -> _T:
     ```
     """
 
+    if hasattr(type(transform), "lower"):  # `checked(jax.jit(f))`: f is compiled
+        raise _transformed(transform)
+
     @functools.wraps(transform)
     def apply(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
         transformed = transform(_tracing(fn), *args, **kwargs)
@@ -207,6 +210,20 @@ def checked(transform: _T) -> _T:
         return wrapt.FunctionWrapper(transformed, call)
 
     return cast(_T, apply)
+
+
+def _transformed(fn: Any) -> LiftError:
+    """The error for `lift.checked` given a function already transformed."""
+    inner = getattr(fn, "__wrapped__", fn)
+    name = getattr(inner, "__name__", None)
+    name = name if isinstance(name, str) and name.isidentifier() else "f"
+    jit = "lift.jit" if type(fn).__module__.startswith("lift") else "jax.jit"
+    return LiftError(
+        f"lift.checked() got {jit}({name}) ({describe(inner)}), a function already "
+        "transformed: lift.checked wraps the transform itself, so that it checks "
+        f"each trace the transform runs.\nFix: `lift.checked({jit})({name})`.",
+        anchor="checked-got-a-function",
+    )
 
 
 # The calls of checked functions running in this thread, innermost last: a trace
@@ -269,7 +286,14 @@ class checking_leaks:
     ```
     """
 
-    def __init__(self) -> None:
+    def __init__(self, fn: None = None, /) -> None:
+        if cast(object, fn) is not None:  # `@lift.checking_leaks`, no parentheses
+            raise LiftError(
+                f"@lift.checking_leaks is used without parentheses, on "
+                f"{describe(fn)}.\nFix: `@lift.checking_leaks()`, or `with "
+                "lift.checking_leaks():` around a block.",
+                anchor="checking-leaks-parentheses",
+            )
         self._stacks: list[tuple[ExitStack, weakref.WeakSet[Any], str]] = []
 
     def __enter__(self) -> None:

@@ -416,6 +416,51 @@ def test_equinox_filter_jit_compiles_once_for_a_lifted_field():
     assert apply._cached._cache_size() == 1  # pyright: ignore[reportAttributeAccessIssue]
 
 
+# -- leak checking used the wrong way ---------------------------------------------
+
+
+@pytest.mark.parametrize("jit", ["jax.jit", "lift.jit"])
+def test_checked_given_a_compiled_function_says_to_give_the_transform(jit: str):
+    transform = jax.jit if jit == "jax.jit" else lift.jit
+    with pytest.raises(
+        lift.LiftError,
+        match=(
+            rf"^lift\.checked\(\) got {re.escape(jit)}\(scale\) \(scale \({HERE}:\d+\)\), "
+            r"a function already transformed: lift\.checked wraps the transform "
+            r"itself, so that it checks each trace the transform runs\.\n"
+            rf"Fix: `lift\.checked\({re.escape(jit)}\)\(scale\)`\.\n"
+            r"Docs: errors\.md#checked-got-a-function$"
+        ),
+    ):
+        lift.checked(transform(scale))
+    # The fix works.
+    assert lift.checked(transform)(scale)(1.0) == 2.0
+
+
+def test_checking_leaks_without_parentheses_says_to_add_them():
+    with pytest.raises(
+        lift.LiftError,
+        match=(
+            r"^@lift\.checking_leaks is used without parentheses, on "
+            rf"test_checking_leaks_without_parentheses_says_to_add_them\.<locals>\."
+            rf"step \({HERE}:\d+\)\.\n"
+            r"Fix: `@lift\.checking_leaks\(\)`, or `with lift\.checking_leaks\(\):` "
+            r"around a block\.\n"
+            r"Docs: errors\.md#checking-leaks-parentheses$"
+        ),
+    ):
+
+        @lift.checking_leaks  # pyright: ignore[reportArgumentType]
+        def step(x: float) -> float:
+            return x
+
+    @lift.checking_leaks()
+    def fixed(x: float) -> float:
+        return 2 * x
+
+    assert fixed(1.0) == 2.0
+
+
 # -- every message names its section of the Errors page ------------------------------
 
 _RAISED = ("LiftError", "LeakError", "LiftAttributeError")
