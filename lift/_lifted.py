@@ -270,7 +270,13 @@ class Lifted(Generic[_P, _R]):
             fn = self._function()
         try:
             return fn(*args, **kwargs)
-        except jax.errors.ConcretizationTypeError as err:
+        except TypeError as err:
+            # JAX's concretization errors, and those that say a value was needed
+            # concrete (`jnp.zeros((n,))` with a traced `n`): name the capture.
+            if not isinstance(
+                err, jax.errors.ConcretizationTypeError
+            ) and "concrete value was not available" not in str(err):
+                raise
             better = explain_concretization(self, err)
             if better is None:
                 raise
