@@ -70,7 +70,8 @@ def diff(a: Any, b: Any) -> str | None:
     """
     flatten_lifted(a, "diff")  # refuses containers JAX cannot flatten, by name
     flatten_lifted(b, "diff")
-    ta, tb = jtu.tree_structure(a), jtu.tree_structure(b)
+    ta = jtu.tree_structure(a, is_leaf=_iterator)
+    tb = jtu.tree_structure(b, is_leaf=_iterator)
     if ta == tb:
         return None
     lines: list[str] = []
@@ -81,6 +82,11 @@ def diff(a: Any, b: Any) -> str | None:
 
 
 # -- pytrees ------------------------------------------------------------------------
+
+
+def _iterator(x: Any) -> bool:
+    """A stateful iterator: a leaf, as lift's own flattening takes it."""
+    return stops_flattening(x) and not is_lifted(x)
 
 
 def _one_level(x: Any) -> jtu.TreeDef:
@@ -133,17 +139,25 @@ def _children(x: Any) -> list[tuple[Any, Any]]:
 
 def _what(x: Any) -> str:
     """A value as a diff names it: `a list of 3`, `a Lifted (f)`, `float32[3]`."""
-    if is_lifted(x):
-        return f"a {type(x).__name__} ({x.__qualname__})"
+    # Through the type only where it can: `x` may be any object, even one whose
+    # attributes raise.
+    t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
+    if issubclass(t, Lifted):
+        return f"a {t.__name__} ({x.__qualname__})"
     if x is None:
         return "None"
-    if isinstance(x, (list, tuple, dict)):
+    if issubclass(t, (list, tuple, dict)):
         n = len(cast("list[Any]", x))
-        return f"a {_type_name(x)} of {n}"
-    shape, dtype = getattr(x, "shape", None), getattr(x, "dtype", None)
-    if shape is not None and dtype is not None:
-        return f"{dtype}[{','.join(str(d) for d in shape)}]"
-    return f"a {type(x).__name__}"
+        return f"a {t.__name__} of {n}"
+    try:
+        shape, dtype = getattr(x, "shape", None), getattr(x, "dtype", None)
+        if type(shape) is tuple and dtype is not None:
+            return (
+                f"{dtype}[{','.join(str(d) for d in cast('tuple[Any, ...]', shape))}]"
+            )
+    except Exception:
+        pass
+    return _a(t.__name__)
 
 
 _FIX: Final = (
