@@ -13,13 +13,9 @@ import jax
 import jax.numpy as jnp
 import optax
 import pytest
+import treescope
 
 import lift
-
-# treescope reads `jax.ArrayRef`, which JAX 0.8.0 deprecates.
-_TREESCOPE_ON_OLD_JAX = pytest.mark.filterwarnings(
-    r"ignore:jax\.(ArrayRef|array_ref) is deprecated:DeprecationWarning"
-)
 
 
 def test_repr_shows_an_optimizers_learning_rate() -> None:
@@ -125,9 +121,7 @@ def test_ipython_pretty_printer() -> None:
     assert p.out == ["Lifted(<chain.<locals>.update_fn>)"]
 
 
-@_TREESCOPE_ON_OLD_JAX
 def test_treescope_renders_names_and_values() -> None:
-    treescope = pytest.importorskip("treescope")
     opt = lift.lift(optax.adam(1e-3))
     text = treescope.render_to_text(opt)
     assert "__qualname__='scale_by_adam.<locals>.update_fn'" in text
@@ -140,9 +134,7 @@ def test_treescope_renders_names_and_values() -> None:
     assert "0x" not in html
 
 
-@_TREESCOPE_ON_OLD_JAX
 def test_treescope_on_a_partial_and_a_recursive_function() -> None:
-    treescope = pytest.importorskip("treescope")
 
     def f(x: Any, a: Any, *, k: float = 2.0) -> Any:
         return x * a * k
