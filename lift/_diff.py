@@ -125,7 +125,7 @@ def _diff_trees(a: Any, b: Any, lines: list[str]) -> None:
         if [k for k, _ in cx] != [k for k, _ in cy]:
             continue  # other keys or fields: said by `_diff_metadata`
         for (kx, vx), (_, vy) in reversed(list(zip(cx, cy, strict=True))):
-            stack.append((path + jtu.keystr(kx), vx, vy))
+            stack.append((_join(path, jtu.keystr(kx)), vx, vy))
 
 
 def _children(x: Any) -> list[tuple[Any, Any]]:
@@ -227,6 +227,18 @@ _SCAN_LIMIT: Final = 10_000
 def _type_name(x: Any) -> str:
     t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
     return t.__name__
+
+
+# A path longer than this (functions nested thousands deep) keeps its start and
+# end around ` ... `: each step then costs the same, however deep the walk.
+_PATH_CHARS: Final = 1000
+
+
+def _join(path: str, more: str) -> str:
+    path += more
+    if len(path) > _PATH_CHARS:
+        path = f"{path[:300]} ... {path[-(_PATH_CHARS - 305) :]}"
+    return path
 
 
 def _at(path: str) -> str:
@@ -441,7 +453,7 @@ def _diff_node(
         if ident not in pb:
             continue
         tb = pb[ident][1]
-        where = path + label.text
+        where = _join(path, label.text)
         if ta is None or tb is None:
             if (ta is None) != (tb is None):
                 lines.append(

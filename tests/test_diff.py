@@ -306,3 +306,21 @@ def test_unflattenable_input_is_refused_by_name() -> None:
         lift.LiftError, match=r"diff\(\) got a list that contains itself"
     ):
         lift.diff(loop, loop)
+
+
+def test_deep_nesting_is_walked_iteratively_and_paths_stay_bounded() -> None:
+    def chain(n: int, last: int) -> Any:
+        f: Any = lambda x: x
+        for i in range(n):
+            f = (lambda g, k: lambda x: g(x) + k)(f, i if i else last)
+        return f
+
+    text = lift.diff(lift.lift(chain(3000, 0)), lift.lift(chain(3000, 5)))
+    assert text is not None
+    [line] = text.splitlines()
+    assert line.startswith(".captures['g'].captures['g']")
+    assert " ... " in line
+    assert (
+        ".captures['g'].captures['k']: k = 0 vs 5, static because it is an int" in line
+    )
+    assert len(line) < 1300
