@@ -115,7 +115,9 @@ def test_wrong_shape_names_expected_and_given() -> None:
         converted(jnp.ones(4))
     with pytest.raises(lift.LiftError, match=r"\(float32\[3\]\).*\(int32\[3\]\)"):
         converted(jnp.ones(3, jnp.int32))
-    with pytest.raises(lift.LiftError, match=r"structured as .*lift.closure_convert"):
+    with pytest.raises(
+        lift.LiftError, match=r"(?s)structured as .*lift\.closure_convert"
+    ):
         converted(jnp.ones(3), jnp.ones(3))
 
 
