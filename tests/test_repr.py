@@ -39,6 +39,21 @@ def test_static_and_dynamic_floats_are_told_apart() -> None:
     assert "n=0.5" in text and "n=float32" not in text
 
 
+def test_traced_captures_show_dtype_and_shape_only() -> None:
+    shown: list[str] = []
+
+    @jax.jit
+    def run(f: Any) -> Any:
+        shown.append(repr(f))
+        return f(1.0)
+
+    def make(lr: float) -> Any:
+        return lift.lift(lambda x: x * lr)
+
+    run(make(0.5))
+    assert shown == [f"Lifted({make.__qualname__}.<locals>.<lambda>(lr=float32[]))"]
+
+
 def test_arrays_show_dtype_and_shape() -> None:
     w = jnp.ones((2, 3), jnp.bfloat16)
     f = lift.lift(lambda x: x @ w)
