@@ -110,6 +110,12 @@ class Lifted(Generic[_P, _R]):
     assert d.log_prob(1.0) == 0.0
     ```
 
+    A subclass adds behaviour, not per-instance state: setting an attribute on
+    an instance raises `lift.LiftError` (a transform would drop it); data of one
+    instance is a capture of its function. A `Lifted` hashes by identity, like a
+    function; given to `jax.jit` as a static argument it raises instead of
+    compiling on every call: pass it as an ordinary argument.
+
     **Arguments:**
 
     - `fn`: a function, bound method, `functools.partial`, or `Lifted`.
