@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+import pytest
 from helpers import TraceCounter
 
 import lift
@@ -132,3 +133,72 @@ def test_module_field_under_filter_vmap() -> None:
         p, s = step(trainers, p, s)
     for i, lr in enumerate((0.1, 0.01)):
         np.testing.assert_allclose(p["w"][i], _plain(lr)["w"], rtol=1e-5)
+
+
+def _where_path(suffix: str) -> Any:
+    """An `eqx.tree_at` selector: the leaves whose key path ends with `suffix`."""
+
+    def where(tree: Any) -> list[Any]:
+        return [
+            leaf
+            for path, leaf in jax.tree_util.tree_leaves_with_path(tree)
+            if jax.tree_util.keystr(path).endswith(suffix)
+        ]
+
+    return where
+
+
+def test_tree_at_replaces_a_capture() -> None:
+    def make(lr: float) -> Any:
+        return lift.lift(lambda g: -lr * g)
+
+    scale = make(0.1)
+    # By variable, through `captures`, or by key path: the same leaf.
+    by_name = eqx.tree_at(lambda f: f.captures["lr"], scale, jnp.asarray(0.5))
+    by_path = eqx.tree_at(_where_path(".captures['lr']"), scale, [jnp.asarray(0.5)])
+    for new in (by_name, by_path):
+        assert lift.is_lifted(new)
+        assert float(new(2.0)) == -1.0
+    assert float(scale(2.0)) == pytest.approx(-0.2)  # the original is untouched
+
+
+def test_tree_at_changes_a_module_optimizer_rate_without_recompiling() -> None:
+    counter = TraceCounter()
+    step = counter.jit(Trainer.step)
+    trainer = Trainer(lift.lift(optax.adam(0.1)))
+    # optax's adam ends in `scale(-learning_rate)`: its `step_size`.
+    where = _where_path(".captures['step_size']")
+    [rate] = where(trainer.opt.update)
+    assert float(rate) == pytest.approx(-0.1)
+    for lr in (0.1, 0.01):
+        trainer = eqx.tree_at(
+            lambda t: where(t.opt.update), trainer, [jnp.asarray(-lr)]
+        )
+        np.testing.assert_allclose(_run(step, trainer)["w"], _plain(lr)["w"], rtol=1e-5)
+    assert counter.traces == 1
+
+
+class Frozen(eqx.Module):
+    """The pitfall: a `Lifted` in a static field is part of the treedef."""
+
+    opt: Any = eqx.field(static=True)
+
+
+def test_static_field_pitfall() -> None:
+    # equinox warns (the Lifted holds arrays), and every new optimizer is a new
+    # static value: one program each. A plain field (`Trainer`) compiles once.
+    traces = {"static": 0, "field": 0}
+
+    @eqx.filter_jit
+    def apply(module: Any, g: jax.Array, kind: str) -> jax.Array:
+        traces[kind] += 1
+        return module.opt(g)
+
+    g = jnp.ones(2)
+    for lr in (0.1, 0.2, 0.3):
+        with pytest.warns(UserWarning, match="JAX array is being set as static"):
+            frozen = Frozen(lift.lift(lambda g, lr=lr: -lr * g))
+        np.testing.assert_allclose(apply(frozen, g, "static"), -lr * g, rtol=1e-6)
+        field = Trainer(lift.lift(lambda g, lr=lr: -lr * g))
+        np.testing.assert_allclose(apply(field, g, "field"), -lr * g, rtol=1e-6)
+    assert traces == {"static": 3, "field": 1}
