@@ -492,4 +492,6 @@ def hashed_as_jit_static(obj: object, frame: types.FrameType) -> bool:
     ):
         return False
     fun = frame.f_locals.get("fun")
-    return fun is not obj and getattr(fun, "__self__", None) is not obj
+    return fun is not obj and all(  # nor a method bound to it, or of it
+        getattr(fun, attr, None) is not obj for attr in ("__self__", "__func__")
+    )

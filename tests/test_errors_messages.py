@@ -403,6 +403,11 @@ def test_hashing_a_lifted_elsewhere_is_by_identity():
     assert jax.jit(step)(1.0, 2.0)[0] == 3.0
     m = Model(scale_twice)
     assert jax.jit(m.simulate)(1.0) == 2.0
+
+    class Owner:  # a Lifted as a method: `jax.jit` hashes the bound method
+        step = lift.lift(lambda self, x: 2 * x)
+
+    assert jax.jit(Owner().step)(1.0) == 2.0
     other = Model(scale_twice)
     assert len({m, other, m}) == 2 and {m: 1}[m] == 1 and m != other
     calls = functools.lru_cache(maxsize=None)(lambda f: f(1.0))
