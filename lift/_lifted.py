@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Final, Generic, Self, cast
 
 import jax
+from jax._src import core as _core
 from typing_extensions import ParamSpec, TypeVar
 
 from . import _compat, _gc, _registry, _state_dict, _trees as jtu
@@ -47,6 +48,52 @@ _T = TypeVar("_T")
 
 _SCALARS: Final = frozenset({float, complex, int, bool})
 
+# Python floats and complexes are converted by a cached `jax.jit` of the identity:
+# its C++ dispatch converts each scalar argument to its own buffer, weakly typed
+# at the default width, in about 4 µs where `jax.device_put` takes about 20 (see
+# the float conversion designs in `benchmarks/README.md`). Each argument count
+# is a program compiled once (~30 ms), so `jax.device_put` converts until the
+# process has converted `_COMPILE_AFTER` scalars and that count has come
+# `_RECURRING` times (a sweep's shape); longer runs go in calls of `_BATCH`. Both
+# ways give the same leaves: type, dtype, weak type, sharding and commitment
+# (tested).
+_BATCH: Final = 64
+_COMPILE_AFTER = 1024  # read at each call: tests lower it
+_RECURRING = 64
+_calls: dict[tuple[type[Any], int], int] = {}
+_total = 0
+
+
+def _identity(*xs: Any) -> tuple[Any, ...]:
+    return xs
+
+
+_EvalTrace: Final[type] = _core.EvalTrace  # pyright: ignore[reportUnknownMemberType]
+_identity_jit: Final = cast(
+    "Callable[..., tuple[jax.Array, ...]]",
+    # The arguments are buffers it made itself from the scalars: donated, the
+    # outputs are those buffers (no copy).
+    jax.jit(_identity, donate_argnums=tuple(range(_BATCH))),  # pyright: ignore[reportUnknownMemberType]
+)
+
+
+def _to_arrays(values: list[Any]) -> list[jax.Array]:
+    """`values` (Python scalars of one type) as weakly typed 0-d arrays, one
+    buffer each."""
+    global _total
+    n = len(values)
+    kind: type[Any] = type(values[0])  # pyright: ignore[reportUnknownVariableType]
+    key = (kind, n)
+    calls = _calls[key] = _calls.get(key, 0) + 1
+    if (
+        _total < _COMPILE_AFTER or calls <= _RECURRING or jax.config.jax_disable_jit  # pyright: ignore[reportAttributeAccessIssue, reportUnknownMemberType]
+    ):
+        _total += n
+        with _gc.paused():
+            return jax.device_put(values)  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType, reportUnknownArgumentType]
+    arrays: tuple[jax.Array, ...] = _identity_jit(*values)
+    return list(arrays)
+
 
 def _as_arrays(leaves: tuple[Any, ...]) -> tuple[Any, ...]:
     """The leaves with Python scalars as weakly typed 0-d arrays, one buffer each.
@@ -56,18 +103,41 @@ def _as_arrays(leaves: tuple[Any, ...]) -> tuple[Any, ...]:
     flatten, its leaves are arrays for every `jit` (`eqx.filter_jit` included),
     the default float width follows `jax_enable_x64` at that moment, and no
     buffer is shared with another `Lifted` (donating one never deletes
-    another's). All of them go in one `jax.device_put`.
+    another's). Scalars of one type are converted together (`_to_arrays`).
     """
-    missing = [i for i, leaf in enumerate(leaves) if type(leaf) in _SCALARS]  # pyright: ignore[reportUnknownArgumentType]
-    if not missing:
+    groups: dict[type, list[int]] = {}
+    for i, leaf in enumerate(leaves):
+        t = type(leaf)  # pyright: ignore[reportUnknownVariableType]
+        if t in _SCALARS:
+            groups.setdefault(t, []).append(i)  # pyright: ignore[reportUnknownArgumentType]
+    if not groups:
         return leaves
     out = list(leaves)
-    # Concrete even when a trace is active: these arrays outlive any trace.
-    with jax.ensure_compile_time_eval(), _gc.paused():
-        arrays: list[jax.Array] = jax.device_put([out[i] for i in missing])  # pyright: ignore[reportUnknownMemberType]
-    for i, arr in zip(missing, arrays, strict=True):
-        out[i] = arr
+    if _eager():
+        _convert_groups(out, groups)
+    else:
+        # Concrete even when a trace is active: these arrays outlive any trace.
+        with jax.ensure_compile_time_eval():
+            _convert_groups(out, groups)
     return tuple(out)
+
+
+def _eager() -> bool:
+    """Whether no trace is active (the current trace is JAX's eager one)."""
+    trace = cast(Any, _core.trace_ctx.trace)  # pyright: ignore[reportUnknownMemberType]
+    return type(trace) is _EvalTrace  # pyright: ignore[reportUnknownArgumentType]
+
+
+def _convert_groups(out: list[Any], groups: dict[type, list[int]]) -> None:
+    for t, where in groups.items():
+        if t is not float and t is not complex:
+            chunks = [where]  # ints and bools (a `dynamic=` rule): rare
+        else:
+            chunks = [where[k : k + _BATCH] for k in range(0, len(where), _BATCH)]
+        for chunk in chunks:
+            arrays = _to_arrays([out[i] for i in chunk])
+            for i, arr in zip(chunk, arrays, strict=True):
+                out[i] = arr
 
 
 # -- the pytree ------------------------------------------------------------------

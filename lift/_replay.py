@@ -201,6 +201,32 @@ class _Writer:
             return
         v = next(self.names)
         self.emit(f"{v} = {expr}")
+        flat = _flat_sequence(template)
+        if flat is not None:
+            # A tuple, list or NamedTuple of leaves and functions (an optimizer's
+            # transformations): JAX's flattening of a value of that very type
+            # gives its items in order, so they are unpacked directly (a wrong
+            # length raises, and the full walk decides). Each item is checked as
+            # a slot: a function's node checks its exact type, a leaf its type, a
+            # static its value, so the value holds no nested container that
+            # could make it cyclic or change the treedef.
+            self.fail_unless(f"type({v}) is {self.const(flat)}")
+            if not template.slots:
+                self.fail_unless(f"len({v}) == 0")
+                return
+            items: list[str] = []
+            later: list[tuple[Any, str]] = []
+            for pos, slot in enumerate(template.slots):
+                if type(slot) is Ref and slot.index not in self.visited:
+                    self.visited.add(slot.index)  # a function met first: bound
+                    items.append(f"o{slot.index}")
+                else:
+                    items.append(f"{v}_{pos}")
+                    later.append((slot, items[-1]))
+            self.emit(f"{', '.join(items)}, = {v}")
+            for slot, item in later:
+                self.slot(slot, item)
+            return
         # Cyclic values take the full walk (JAX's flattening would not return),
         # and so do values whose dicts JAX would reorder or compare loosely
         # (only possible when the recorded structure has dicts).
@@ -342,6 +368,30 @@ class _Writer:
         leaves = ", ".join(f"l{k}" for k in range(skeleton.nleaves))
         self.emit(f"return [{leaves}]")
         return "def replay(o0):\n" + "\n".join(self.lines) + "\n"
+
+
+def _flat_sequence(template: Template) -> type | None:
+    """The type of a captured tuple, list or NamedTuple whose items are all leaves
+    of its treedef (functions, dynamic leaves, statics), else `None`."""
+    treedef: Any = template.treedef
+    if template.order is not None or treedef.num_nodes != treedef.num_leaves + 1:
+        return None
+    kind: type[Any]
+    kind, aux = treedef.node_data()
+    if aux is not None:
+        return None
+    if kind is tuple or kind is list:
+        return kind
+    # A NamedTuple that reads its items as a tuple does (as JAX's flattening does).
+    if not issubclass(kind, tuple):
+        return None
+    named = cast("type[Any]", kind)
+    if hasattr(named, "_fields") and all(
+        getattr(named, name) is getattr(tuple, name)
+        for name in ("__iter__", "__len__", "__getitem__")
+    ):
+        return named
+    return None
 
 
 def _compile(skeleton: Skeleton) -> Callable[[Any], list[Any] | None] | str:

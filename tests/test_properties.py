@@ -43,6 +43,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import lift
@@ -738,3 +739,97 @@ def test_replay_accepts_only_what_the_full_walk_gives_the_same(spec, rnd):
         assert walked == skeleton
         assert len(leaves) == len(walked_leaves)
         assert all(a is b for a, b in zip(leaves, walked_leaves, strict=True))
+
+
+# -- converting Python scalars: `jax.device_put` and the compiled identity ------
+#
+# A `Lifted` converts its Python floats and complexes with `jax.device_put` until
+# a count of them has been converted often enough, then with a compiled identity
+# (`lift._lifted._to_arrays`). Which one ran must never show in the leaves.
+
+
+def _leaf_facts(leaf: Any) -> tuple[Any, ...]:
+    assert isinstance(leaf, jax.Array)
+    return (
+        type(leaf),
+        leaf.dtype,
+        leaf.weak_type,
+        leaf.sharding,
+        leaf._committed,  # pyright: ignore[reportAttributeAccessIssue]
+        np.asarray(leaf).tobytes(),
+    )
+
+
+def _converted_both_ways(values: list[Any], monkeypatch: Any) -> tuple[Any, Any]:
+    from lift import _lifted
+
+    def leaves() -> list[Any]:
+        fn = functools.partial(lambda *a: a, *values)
+        return jax.tree_util.tree_leaves(lift.lift(fn))
+
+    monkeypatch.setattr(_lifted, "_COMPILE_AFTER", 10**9)
+    monkeypatch.setattr(_lifted, "_RECURRING", 0)
+    by_device_put = leaves()
+    monkeypatch.setattr(_lifted, "_COMPILE_AFTER", 0)
+    monkeypatch.setattr(_lifted, "_RECURRING", 0)
+    by_identity = leaves()
+    return by_device_put, by_identity
+
+
+_SCALAR_VALUES = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True, width=64),
+    st.complex_numbers(allow_nan=True, allow_infinity=True),
+    st.sampled_from([0.0, -0.0, 1e300, -1e-300, 0.1]),
+)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(values=st.lists(_SCALAR_VALUES, min_size=1, max_size=70))
+def test_both_conversions_give_the_same_leaves(values: list[Any]) -> None:
+    import warnings
+
+    with pytest.MonkeyPatch.context() as monkeypatch, warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # 1e300 overflows float32
+        for x64 in (False, True):
+            with jax.enable_x64(x64):
+                a, b = _converted_both_ways(values, monkeypatch)
+                assert [_leaf_facts(x) for x in a] == [_leaf_facts(x) for x in b]
+                pointers = {x.unsafe_buffer_pointer() for x in b}
+                assert len(pointers) == len(b)  # one buffer each
+
+
+def test_compiled_conversion_keeps_the_soundness_rules(monkeypatch: Any) -> None:
+    from lift import _lifted
+
+    monkeypatch.setattr(_lifted, "_COMPILE_AFTER", 0)
+    monkeypatch.setattr(_lifted, "_RECURRING", 0)
+    # Two equal floats are two buffers: donating the `Lifted` works.
+    f = lift.lift(lambda x, a=0.5, b=0.5: x * a * b)
+    g, out = jax.jit(lambda f, x: (f, f(x)), donate_argnums=0)(f, jnp.ones(2))
+    assert jnp.allclose(out, 0.25) and g(1.0) == 0.25
+    # Weak typing: a bf16 model stays bf16, eagerly and under `jit`.
+    scale = lift.lift(lambda x, s=0.5: x * s)
+    x = jnp.ones(3, jnp.bfloat16)
+    assert scale(x).dtype == jnp.bfloat16
+    assert jax.jit(lambda s, x: s(x))(lift.lift(lambda x, s=0.5: x * s), x).dtype == (
+        jnp.bfloat16
+    )
+    # First converted inside a trace, under `vmap`, with `jit` disabled: arrays.
+    made: list[Any] = []
+
+    def inside(x: Any) -> Any:
+        fn = lift.lift(lambda y, lr=0.25: y * lr)
+        made.append(fn)
+        return fn(x)
+
+    assert jax.jit(inside)(2.0) == 0.5
+    assert jnp.allclose(jax.vmap(inside)(jnp.ones(2)), 0.25)
+    with jax.disable_jit():
+        assert inside(2.0) == 0.5
+    for fn in made:
+        (leaf,) = jax.tree_util.tree_leaves(fn)
+        assert isinstance(leaf, jax.Array) and not isinstance(leaf, jax.core.Tracer)
+        assert leaf.weak_type and leaf.dtype == jnp.float32
+    with jax.enable_x64(True):
+        (leaf,) = jax.tree_util.tree_leaves(lift.lift(lambda x, lr=0.1: x * lr))
+        assert leaf.dtype == jnp.float64 and leaf.weak_type

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import types
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -222,3 +222,78 @@ def test_one_cell_twice_in_a_closure() -> None:
     )
     assert jax.tree_util.tree_structure(y) != jax.tree_util.tree_structure(x)
     assert y() == 3.0
+
+
+class _Pair(NamedTuple):
+    first: Any
+    second: Any
+
+
+class _Reversed(NamedTuple):
+    first: Any
+    second: Any
+
+    def __iter__(self) -> Any:  # JAX's flattening reads the items, not this
+        return iter((self.second, self.first))
+
+
+def _fn(k: float) -> Any:
+    return lambda x: x * k
+
+
+def _holding(items: Any) -> Any:
+    return lambda x: [
+        f(x) if callable(f) else len(f) if isinstance(f, tuple) else f for f in items
+    ]
+
+
+@pytest.mark.parametrize(
+    "items",
+    [
+        lambda: (_fn(0.5), _fn(2.0)),
+        lambda: [_fn(0.5), _fn(2.0)],
+        lambda: _Pair(_fn(0.5), _fn(2.0)),
+        lambda: _Reversed(_fn(0.5), _fn(2.0)),
+        lambda: (_fn(0.5), 3.0, "s", 2),
+        lambda: (),
+    ],
+)
+@pytest.mark.parametrize(
+    "other",
+    [
+        lambda: (_fn(0.5), _fn(2.0)),
+        lambda: [_fn(0.5), _fn(2.0)],
+        lambda: (_fn(0.5),),
+        lambda: (_fn(0.5), _fn(2.0), _fn(3.0)),
+        lambda: _Pair(_fn(0.5), _fn(2.0)),
+        lambda: _Reversed(_fn(0.5), _fn(2.0)),
+        lambda: (_fn(0.5), (_fn(2.0),)),
+        lambda: (_fn(0.5), None),
+        lambda: (_fn(0.5), 3.0, "s", 2),
+        lambda: (_fn(0.5), 3.0, "t", 2),
+        lambda: (_fn(0.5), jnp.ones(2), "s", 2),
+        lambda: (_fn(0.5), 3.0, "s", 2.0),
+        lambda: (_fn(0.5), 3.0, "s", True),
+        lambda: (_fn(0.5), _fn(0.5), "s", 2),
+        lambda: (),
+        lambda: [],
+    ],
+)
+def test_a_replayed_tuple_of_functions_gives_what_the_full_walk_gives(
+    items: Any, other: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for _ in range(3):
+        lift.lift(_holding(items()))
+    assert replayed(lift.lift(_holding(items())))
+    fn = _holding(other())
+    leaves, treedef = jax.tree_util.tree_flatten(lift.lift(fn))
+    with monkeypatch.context() as m:
+        m.setattr(_replay, "replay", lambda skeleton, obj: None)
+        from lift import _capture
+
+        m.setattr(_capture, "replay", lambda skeleton, obj: None)
+        full_leaves, full_treedef = jax.tree_util.tree_flatten(lift.lift(fn))
+    assert treedef == full_treedef
+    assert [type(x) for x in leaves] == [type(x) for x in full_leaves]
+    assert all(jnp.array_equal(a, b) for a, b in zip(leaves, full_leaves, strict=True))
+    assert lift.lift(fn)(2.0) == fn(2.0)
