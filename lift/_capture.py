@@ -203,16 +203,41 @@ class _Walk:
         info = code_info(fn.__code__)
         indices: list[int] = []
         ids = self.ids
+        nodes, leaves = self.nodes, self.leaves
+        # A cell holding a float or an array, read by no branch and not rebound,
+        # with no `static=`/`dynamic=` (the common capture, thousands in a wide
+        # closure): `cell` inlined.
+        fast = self.dynamic is None and not self.static and not self.branched_cells
+        unplain = info.unplain
         for label, cell in cells(fn, info.cell_labels):
             cell_index = ids.get(id(cell))
             if cell_index is None:
-                cell_index = len(self.nodes)
-                self.nodes.append(None)
-                self.parents.append(None)
+                cell_index = len(nodes)
                 ids[id(cell)] = cell_index
-                self.nodes[cell_index] = self.cell(
-                    cell, cell_index, label, fn, info, index
-                )
+                self.parents.append(None)
+                if fast:
+                    try:
+                        contents = cell.cell_contents
+                    except ValueError:
+                        contents = cell  # an empty cell: `cell` says so
+                    t = type(contents)  # pyright: ignore[reportUnknownVariableType]
+                    name = label.variable
+                    if t in _ALWAYS_DYNAMIC and name not in unplain:
+                        self.names.add(name)  # pyright: ignore[reportArgumentType]
+                        leaf = len(leaves)
+                        leaves.append(contents)
+                        if t is not _ArrayImpl:
+                            self.float_leaves.append(leaf)
+                            self.scalar_cells.append((cell, cell_index, False))
+                        nodes.append(
+                            CellNode(
+                                Template(None, (leaf,), index, label), label, index
+                            )
+                        )
+                        indices.append(cell_index)
+                        continue
+                nodes.append(None)
+                nodes[cell_index] = self.cell(cell, cell_index, label, fn, info, index)
             else:
                 self.shared = True  # a cell of several functions
             indices.append(cell_index)
@@ -276,9 +301,15 @@ class _Walk:
                 f"`lift(f, static=({name!r},))` if it is not an array.",
                 anchor="rebinds-a-dynamic-capture",
             )
-        added = self.leaves[before:]
-        if any(issubclass(type(leaf), _BRANCHABLE) for leaf in added):  # pyright: ignore[reportUnknownArgumentType]
-            self.scalar_cells.append((cell, index, any(map(_is_bool, added))))
+        added = len(self.leaves) - before
+        if added == 1:  # the common case, one value: no generator
+            leaf = self.leaves[before]
+            if issubclass(type(leaf), _BRANCHABLE):  # pyright: ignore[reportUnknownArgumentType]
+                self.scalar_cells.append((cell, index, _is_bool(leaf)))
+        elif added:
+            values = self.leaves[before:]
+            if any(issubclass(type(leaf), _BRANCHABLE) for leaf in values):  # pyright: ignore[reportUnknownArgumentType]
+                self.scalar_cells.append((cell, index, any(map(_is_bool, values))))
         return CellNode(template, label, owner)
 
     # -- values ------------------------------------------------------------------
@@ -299,6 +330,18 @@ class _Walk:
         t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
         if t in _STATIC_ATOMS and self.dynamic is None:
             return Template(None, (Static(value),), owner, label)
+        if (
+            t in _ALWAYS_DYNAMIC
+            and not forced
+            and self.dynamic is None
+            and not (branched and _branch_static(value, t))
+        ):
+            # A float or an array (the common capture): what `slot` makes of it.
+            index = len(self.leaves)
+            self.leaves.append(value)
+            if t is not _ArrayImpl:
+                self.float_leaves.append(index)
+            return Template(None, (index,), owner, label)
         if issubclass(t, ITERATORS):
             # Static by identity; a suspended frame's locals may hold a tracer.
             check_opaque(value, type(value), holder, label)  # pyright: ignore[reportUnknownArgumentType]
@@ -570,8 +613,13 @@ def capture(
     """
     if dynamic is not None:
         return _walk(obj, static, dynamic)
-    key = (_entry_code(obj), static)
-    previous = _recent_skeletons.get(key)
+    t: type[Any] = type(obj)  # pyright: ignore[reportUnknownVariableType]
+    if t is types.FunctionType:
+        key = ((id(obj.__code__), t), static)
+    else:
+        key = (_entry_code(obj), static)
+    ref = _recent_skeletons.get(key)
+    previous = None if ref is None else ref()
     if previous is not None:
         leaves = replay(previous, obj)
         if leaves is not None:
@@ -583,7 +631,7 @@ def capture(
         return previous, leaves
     if key[0] is not None:
         with _lock:
-            _recent_skeletons[key] = skeleton
+            _recent_skeletons[key] = weakref.ref(skeleton, _forget(key))
             _keep.append(skeleton)
     return skeleton, leaves
 
@@ -643,11 +691,21 @@ def check_static_names(
 # The last skeleton seen per entry code object, weakly, plus a ring of the 8 most
 # recent, strongly, so that a sweep's few shapes (an optimizer's init and update)
 # survive between two lifts even when nothing else keeps them.
-_recent_skeletons: weakref.WeakValueDictionary[tuple[Any, frozenset[str]], Skeleton] = (
-    weakref.WeakValueDictionary()
-)
+# (A dict of weak references read with one `get`: a `WeakValueDictionary`'s `get`
+# runs Python code.)
+_recent_skeletons: dict[tuple[Any, frozenset[str]], weakref.ref[Skeleton]] = {}
 _keep: deque[Skeleton] = deque(maxlen=8)
 _lock = threading.Lock()
+
+
+def _forget(key: tuple[Any, frozenset[str]]) -> Callable[[Any], None]:
+    """A callback removing `key` once its skeleton is gone (unless replaced)."""
+
+    def forget(ref: Any) -> None:
+        if _recent_skeletons.get(key) is ref:
+            _recent_skeletons.pop(key, None)
+
+    return forget
 
 
 def _entry_code(obj: Any) -> Any:

@@ -72,6 +72,7 @@ class CodeInfo:
         "global_names",
         "hash",
         "rebound",
+        "unplain",
     )
 
     def __init__(self, code: types.CodeType) -> None:
@@ -99,6 +100,8 @@ class CodeInfo:
             stack.extend(c for c in inner.co_consts if isinstance(c, types.CodeType))
         self.rebound = frozenset(rebound)
         self.branched = frozenset(branched)
+        # Variables whose capture needs more than its type read: one of both.
+        self.unplain = self.branched | self.rebound
         names: set[str] = set()
         stack = [code]
         while stack:

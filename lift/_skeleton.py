@@ -152,8 +152,12 @@ class Template:
         self.label = label
         self.order = order
         # Compared and hashed in C: a static by its key, a reference by index.
-        keys: tuple[Any, ...] = tuple(
-            s if type(s) is int else cast("Ref | Static", s).slot_key for s in slots
+        keys: tuple[Any, ...] = (
+            slots
+            if len(slots) == 1 and type(slots[0]) is int  # one leaf: the common case
+            else tuple(
+                s if type(s) is int else cast("Ref | Static", s).slot_key for s in slots
+            )
         )
         self.key: tuple[Any, ...] = (
             (treedef, keys) if order is None else (treedef, keys, order)

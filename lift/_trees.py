@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Final, TypeAlias, cast
 
 import jax.tree_util as _jtu
+from jax._src import tree_util as _jtu_private
 
 __all__ = [
     "flatten_checked",
@@ -268,15 +269,42 @@ _ATOMS: Final = frozenset(
 _MAX_VISITS: Final = 64
 
 
+# Every type registered with `jax.tree_util` (JAX keeps them in this dict too).
+_CUSTOM_NODES: Final[dict[type, Any]] = cast(
+    "dict[type, Any]",
+    _jtu_private._registry,  # pyright: ignore[reportPrivateUsage]
+)
+
+
+_tuple_iter: Final = cast("Callable[[Any], Iterable[Any]]", tuple.__iter__)  # pyright: ignore[reportUnknownMemberType]
+
+
+def _is_namedtuple(t: type[Any]) -> bool:
+    return issubclass(t, tuple) and hasattr(cast(Any, t), "_fields")
+
+
 def flatten_checked(
     value: Any, is_leaf: Callable[[Any], bool]
 ) -> tuple[list[Any], TreeDef] | None:
     """`tree_flatten(value, is_leaf=is_leaf)`, or `None` for a value JAX's
     flattening cannot take (one that contains itself or nests too deeply)."""
+    t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
+    if t in _ATOMS:
+        return tree_flatten(value, is_leaf=is_leaf)
+    if t is tuple or t is list or (_is_namedtuple(t) and t not in _CUSTOM_NODES):
+        # The common case (an optimizer's `init` and `update`): items that are
+        # leaves for `is_leaf` or atoms, so nothing below them to cycle through
+        # (a NamedTuple registered as a node of its own flattens as it likes:
+        # guarded below).
+        # By `tuple`'s own iteration, as JAX reads a NamedTuple's items.
+        items: Iterable[Any] = value if t is list else _tuple_iter(value)
+        for child in items:
+            if type(child) not in _ATOMS and not is_leaf(child):
+                break
+        else:
+            return tree_flatten(value, is_leaf=is_leaf)
     if is_cyclic(value):
         return None
-    if type(value) in _ATOMS:
-        return tree_flatten(value, is_leaf=is_leaf)
     visits: dict[int, int] = {}
 
     def guarded(x: Any) -> bool:
