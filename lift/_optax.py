@@ -42,8 +42,8 @@ def _owner(value: Any) -> Any | None:
     """The object holding the optimizer's state: `obj` itself, or the `self` of
     the `init` and `update` of a `GradientTransformation` made by it."""
     obj: Any = value
-    if isinstance(value, tuple):
-        init: Any = getattr(cast(Any, value), "init", None)
+    if issubclass(type(value), tuple):  # through the type: `value` may be hostile
+        init: Any = getattr(value, "init", None)
         if not isinstance(init, types.MethodType):
             return None
         obj = init.__self__
