@@ -91,8 +91,31 @@ def missing_attribute(lifted: Any, name: str) -> LiftAttributeError:
 
     The usual cause is a factory lifted instead of what it makes:
     `lift.lift(optax.adam).init`. Said with certainty when the function's return
-    annotation is a class that has `name`.
+    annotation is a class that has `name`. The message is written when read, so
+    that `hasattr` and `getattr(x, name, default)` stay cheap.
     """
+    return _MissingAttribute(lifted, name)
+
+
+class _MissingAttribute(LiftAttributeError):
+    def __init__(self, lifted: Any, name: str) -> None:
+        super().__init__()
+        self.anchor = "lifted-a-factory"
+        self.name = name
+        self.obj = lifted
+        self._message: str | None = None
+
+    def __str__(self) -> str:
+        if self._message is None:
+            self._message = _missing_message(self.obj, str(self.name))
+            self._message += docs_anchor("lifted-a-factory")
+        return self._message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (LiftAttributeError, (str(self),))
+
+
+def _missing_message(lifted: Any, name: str) -> str:
     cls = type(lifted).__name__
     call = "lift.lift" if cls == "Lifted" else cls
     try:
@@ -105,18 +128,16 @@ def missing_attribute(lifted: Any, name: str) -> LiftAttributeError:
     made = _made_by(fn, name)
     factory = f"{_importable_name(fn, fn_name)}({_required_args(fn)})"
     if made is not None:
-        return LiftAttributeError(
+        return (
             f"{head}: {call}({fn_name}) lifted the function {where}, and "
             f"{fn_name} is a factory: it returns a {made}, which has {name!r}.\n"
-            f"Fix: call it first and lift what it returns: `{call}({factory})`.",
-            anchor="lifted-a-factory",
+            f"Fix: call it first and lift what it returns: `{call}({factory})`."
         )
-    return LiftAttributeError(
+    return (
         f"{head}: a {cls} has the attributes of a function ({where}) and its "
         f"class's methods.\nFix: if {fn_name} is a factory (it "
         f"returns the object that has {name!r}), call it first and lift what it "
-        f"returns: `{call}({factory})`.",
-        anchor="lifted-a-factory",
+        f"returns: `{call}({factory})`."
     )
 
 
