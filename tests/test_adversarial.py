@@ -139,3 +139,30 @@ def test_lifting_a_closure_over_a_large_object_array_is_cheap():
     start = time.perf_counter()
     lift.lift(over(names))  # a replay
     assert time.perf_counter() - start < 0.8
+
+
+# -- lift.flax.TrainState --------------------------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="lift/flax.py TrainState lifts tx only in create(): `state.replace(tx="
+    "optax.adam(...))` (or the constructor) puts plain functions in a pytree "
+    "field, and jax.jit fails with 'not a valid JAX type' at st.tx.init",
+)
+def test_train_state_replace_with_a_new_optimizer_still_jits():
+    import optax
+
+    import lift.flax
+
+    @jax.jit
+    def step(state, x):
+        grads = jax.grad(lambda p: jnp.sum((p["w"] * x - 2.0) ** 2))(state.params)
+        return state.apply_gradients(grads=grads)
+
+    state = lift.flax.TrainState.create(
+        apply_fn=None, params={"w": jnp.ones(3)}, tx=optax.adam(0.1)
+    )
+    state = step(state, jnp.ones(3))
+    state = state.replace(tx=optax.adam(0.05))
+    assert step(state, jnp.ones(3)).params["w"].shape == (3,)
