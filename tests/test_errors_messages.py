@@ -188,6 +188,7 @@ def test_a_lifted_optax_factory_says_call_it_first():
         opt.init  # noqa: B018
     assert isinstance(info.value, lift.LiftError)
     assert info.value.anchor == "lifted-a-factory"
+    assert str(pickle.loads(pickle.dumps(info.value))) == str(info.value)
     # Still an AttributeError where Python asks: no attribute, no exception.
     assert not hasattr(opt, "update")
     assert getattr(opt, "init", None) is None
