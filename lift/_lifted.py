@@ -524,8 +524,9 @@ def _set_attribute(self: Lifted[Any, Any], name: str, value: Any) -> None:
         object.__setattr__(self, name, value)
         return
     cls = type(self).__name__
+    function = vars(self).get("__qualname__", "not lifted yet")  # before `__init__`
     raise LiftAttributeError(
-        f"{cls} object ({self.__qualname__}): cannot set the attribute {name!r}. A "
+        f"{cls} object ({function}): cannot set the attribute {name!r}. A "
         f"{cls} is a pytree of its function's captures; jax.jit, vmap, grad and "
         "tree_map return new instances built from those alone, so an attribute "
         "set on one instance would be gone from them.\nFix: make it a class "

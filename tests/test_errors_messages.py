@@ -262,6 +262,17 @@ def test_setting_an_attribute_on_a_subclass_instance_is_refused():
     with pytest.raises(lift.LiftError, match=r"cannot set the attribute 'scale'"):
         WithInit(lambda x: x, 2.0)
 
+    class Early(lift.Lifted):
+        def __init__(self, fn: Any) -> None:
+            self.scale = 2.0  # before lifting: no function to name yet
+            super().__init__(fn)
+
+    with pytest.raises(
+        lift.LiftError,
+        match=r"^Early object \(not lifted yet\): cannot set the attribute 'scale'\.",
+    ):
+        Early(scale_twice)
+
 
 def test_a_subclass_instance_keeps_working_through_every_construction_path():
     # lift's own state is set by `__init__`, unflatten, copy, deepcopy, pickle.
