@@ -200,3 +200,48 @@ def test_diff_names_only_the_static_fields_that_differ():
     found = lift.diff(a, b)
     assert found is not None and ".tx" in found
     assert ".apply_fn" not in found
+
+
+# -- float conversion: history --------------------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="lift/_lifted.py _to_arrays: once a sweep's shape recurs, floats go through "
+    "a jitted identity, which under jax.set_mesh returns committed NamedSharding "
+    "leaves where jax.device_put gave uncommitted single-device ones: the leaf "
+    "depends on history, and jax.jit compiles a second time",
+)
+def test_float_leaves_under_a_mesh_do_not_depend_on_history(monkeypatch):
+    from jax.sharding import AxisType
+
+    from lift import _lifted
+
+    if len(jax.devices()) < 2:
+        pytest.skip("needs several devices")
+
+    def make(a, b):
+        return lift.lift(lambda x: a * x + b)
+
+    def kinds(f):
+        return [(str(x.sharding), x.committed, x.weak_type) for x in jax.tree.leaves(f)]
+
+    traces = []
+
+    @jax.jit
+    def call(f, x):
+        traces.append(None)
+        return f(x)
+
+    mesh = jax.make_mesh((len(jax.devices()),), ("x",), axis_types=(AxisType.Explicit,))
+    with jax.set_mesh(mesh):
+        monkeypatch.setattr(_lifted, "_COMPILE_AFTER", 10**9)
+        monkeypatch.setattr(_lifted, "_RECURRING", 10**9)
+        first = make(0.2, 0.3)
+        call(first, 1.0)
+        monkeypatch.setattr(_lifted, "_COMPILE_AFTER", 0)
+        monkeypatch.setattr(_lifted, "_RECURRING", 0)
+        later = make(0.2, 0.3)
+        call(later, 1.0)
+    assert kinds(first) == kinds(later)
+    assert len(traces) == 1
