@@ -7,7 +7,7 @@ import sys
 import threading
 import types
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack
 from typing import Any, ParamSpec, TypeVar, cast
 
@@ -18,6 +18,8 @@ from . import _compat
 from ._errors import LeakError, LiftError, describe
 from ._leaks import Leak, format_leaks, is_user_file, scan, scan_tracers
 from ._registry import recording
+
+_UnexpectedTracerError: type[Exception] = jax.errors.UnexpectedTracerError
 
 __all__ = ["checked", "checking_leaks"]
 
@@ -61,8 +63,39 @@ def _lifted_roots(
     return [(getattr(obj, "__qualname__", "lifted"), obj) for obj in list(bucket)]
 
 
+def _place(
+    tracers: list[Any], rounds: list[Callable[[], Iterable[tuple[str, Any]]]]
+) -> tuple[list[Leak], list[Any]]:
+    """Leak reports for `tracers`, each named from the first round of roots that
+    reaches it; and the tracers no round reached."""
+    leaks: list[Leak] = []
+    rest = tracers
+    for roots in rounds:
+        if not rest:
+            break
+        found, placed = scan_tracers(roots(), only=rest)
+        leaks.extend(found)
+        ids = set(map(id, placed))
+        rest = [t for t in rest if id(t) not in ids]
+    return leaks, rest
+
+
+def _caller_roots(frame: types.FrameType | None) -> list[tuple[str, Any]]:
+    """Named roots for a scan: the locals of `frame` and the globals its code
+    names (the block that ran inside `checking_leaks()`)."""
+    if frame is None:
+        return []
+    glob = frame.f_globals
+    roots = [(k, v) for k, v in frame.f_locals.items() if v is not glob]
+    roots.extend((k, glob[k]) for k in frame.f_code.co_names if k in glob)
+    return roots
+
+
 def _translate(
-    exc: BaseException, named: list[tuple[str, Any]], lifted: list[tuple[str, Any]]
+    exc: BaseException,
+    named: list[tuple[str, Any]],
+    lifted: list[tuple[str, Any]],
+    escaped: list[Any] = [],  # noqa: B006 (never mutated)
 ) -> LeakError | None:
     """A `LeakError` for JAX's leaked-tracer error (or its jax#26560 IndexError),
     or `None` for any other exception: the user's own, which passes unchanged.
@@ -75,32 +108,30 @@ def _translate(
     jax_tracers = _compat.jax_leaked_tracers(exc)
     if jax_tracers is None:
         return None
-    leaks: list[Leak] = []
-    rest = jax_tracers
     # Named from where the user holds them first (`_REGISTRY[0]`, `state.tx`):
     # the failing frames and the checked function (its globals), then the
     # user's modules' globals; only then from the `Lifted` built during the
     # call, which would otherwise be the shortest path and name no holder.
-    for roots in (
-        lambda: [*_frame_roots(exc.__traceback__), *named],
-        _user_modules,
-        lambda: lifted,
-    ):
-        if not rest:
-            break
-        found, tracers = scan_tracers(roots(), only=rest)
-        leaks.extend(found)
-        placed = set(map(id, tracers))
-        rest = [t for t in rest if id(t) not in placed]
+    # `escaped`: tracers of eager transforms that exited in the block (one may
+    # hold JAX's tracer: a `grad` tracer stored inside `jit`).
+    leaks, _ = _place(
+        [*jax_tracers, *escaped],
+        [
+            lambda: [*_frame_roots(exc.__traceback__), *named],
+            _user_modules,
+            lambda: lifted,
+        ],
+    )
     if leaks:
-        return LeakError(format_leaks(leaks))
+        return LeakError(format_leaks(leaks), anchor="leak-report")
     lines = [line for line in str(exc).split("\n") if line.strip()]
     what = lines[1] if len(lines) > 1 else (lines[0] if lines else type(exc).__name__)
     error = LeakError(
         "JAX found a tracer that escaped its transform, held by no variable "
         f"lift can see from the failing frames: {what.strip()}. Return the "
         "value from the transformed function instead of storing it, or lift "
-        "the closure that captured it (JAX's report follows, above)."
+        "the closure that captured it (JAX's report follows, above).",
+        anchor="leak-unseen",
     )
     error.__cause__ = exc  # kept: JAX's reference chain says more than lift can
     return error
@@ -111,11 +142,24 @@ def _leak_error(
     named: list[tuple[str, Any]],
     lifted: list[tuple[str, Any]],
     mode: str,
+    escaped: list[Any] = [],  # noqa: B006 (never mutated)
 ) -> None:
     """Raise the `LeakError` for JAX's error `exc`; for any other, filter its
-    traceback as JAX would have (in `mode`) and return: the caller re-raises it."""
+    traceback as JAX would have (in `mode`) and return: the caller re-raises it.
+
+    `escaped`: tracers of eager transforms that exited inside a
+    `checking_leaks()` block; JAX's `UnexpectedTracerError` (one of them was
+    used later) is reported as their leak when lift can name where they are."""
     __tracebackhide__ = True
-    error = _translate(exc, named, lifted)
+    error = _translate(exc, named, lifted, escaped)
+    if error is None and escaped and isinstance(exc, _UnexpectedTracerError):
+        leaks, _ = _place(
+            escaped,
+            [lambda: _frame_roots(exc.__traceback__), _user_modules, lambda: lifted],
+        )
+        if leaks:
+            error = LeakError(format_leaks(leaks), anchor="leak-report")
+            error.__cause__ = exc
     if error is None:
         _compat.filter_traceback(exc, mode)
         return
@@ -202,7 +246,7 @@ def checked(transform: _T) -> _T:
                 roots.extend(_lifted_roots(bucket))
             leaks = scan(roots)
             if leaks:
-                raise LeakError(format_leaks(leaks))
+                raise LeakError(format_leaks(leaks), anchor="leak-report")
             return out
 
         # A transparent proxy: `.lower`, `.trace`, `._cache_size()`, method
@@ -246,6 +290,10 @@ def _tracing(fn: Callable[_P, _R]) -> Callable[_P, _R]:
                     pending.append(bucket)
 
     return traced
+
+
+def _short(tracer: Any) -> str:
+    return f"{_compat.tracer_aval(tracer)} from {_compat.transform_name(tracer)}"
 
 
 def _describe(fn: Any) -> str:
@@ -294,7 +342,9 @@ class checking_leaks:
                 "lift.checking_leaks():` around a block.",
                 anchor="checking-leaks-parentheses",
             )
-        self._stacks: list[tuple[ExitStack, weakref.WeakSet[Any], str]] = []
+        self._stacks: list[
+            tuple[ExitStack, weakref.WeakSet[Any], str, dict[int, Any]]
+        ] = []
 
     def __enter__(self) -> None:
         stack = ExitStack()
@@ -302,7 +352,9 @@ class checking_leaks:
         stack.enter_context(jax.checking_leaks())
         stack.enter_context(_compat.full_tracebacks())
         bucket = stack.enter_context(recording())
-        self._stacks.append((stack, bucket, mode))
+        # Eager `grad`/`jvp` traces, which JAX's checker does not look at.
+        exits = stack.enter_context(_compat.watching_trace_exits())
+        self._stacks.append((stack, bucket, mode, exits))
 
     def __exit__(
         self,
@@ -311,16 +363,36 @@ class checking_leaks:
         tb: types.TracebackType | None,
     ) -> None:
         __tracebackhide__ = True
-        stack, bucket, mode = self._stacks.pop()
+        stack, bucket, mode, exits = self._stacks.pop()
         lifted = _lifted_roots(bucket)
         stack.close()
+        escaped = _compat.escaped_tracers(exits)
         if exc is not None:
             if isinstance(exc, Exception):
-                _leak_error(exc, [], lifted, mode)
+                _leak_error(exc, [], lifted, mode, escaped)
             return
-        leaks = scan(lifted)
+        leaks, tracers = scan_tracers(lifted)
+        if escaped:
+            # Named from the block's own frame (its locals, the globals its
+            # code names), then the user's modules.
+            frame = sys._getframe(1)  # pyright: ignore[reportPrivateUsage]
+            placed = set(map(id, tracers))
+            found, rest = _place(
+                [t for t in escaped if id(t) not in placed],
+                [lambda: _caller_roots(frame), _user_modules],
+            )
+            leaks.extend(found)
+            if rest and not leaks:
+                raise LeakError(
+                    f"{len(rest)} tracer(s) of transforms that exited inside "
+                    "lift.checking_leaks() are still alive, held by no variable "
+                    f"lift can see: {', '.join(map(_short, rest[:3]))}. Return "
+                    "the value from the transformed function instead of storing "
+                    "it.",
+                    anchor="leak-unseen",
+                )
         if leaks:
-            raise LeakError(format_leaks(leaks))
+            raise LeakError(format_leaks(leaks), anchor="leak-report")
 
     def __call__(self, fn: Callable[_P, _R]) -> Callable[_P, _R]:
         @functools.wraps(fn)

@@ -8,11 +8,14 @@ imports `jax._src`.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import inspect
 import os
 import sys
 import types
-from collections.abc import Iterable
+import weakref
+from collections.abc import Generator, Iterable
 from typing import Any, Final
 
 import jax
@@ -106,6 +109,10 @@ class LiveTraces:
 
     def __len__(self) -> int:
         return len(self._traces)
+
+    def has(self, trace: Any) -> bool:
+        """Whether `trace` is one of the live traces."""
+        return id(trace) in self._ids
 
     def is_live(self, tracer: Any) -> bool:
         """Whether `tracer` belongs to a trace that has not exited yet."""
@@ -473,6 +480,93 @@ def jax_checks_leaks() -> bool:
     on every call of a `lift.checked` function).
     """
     return _CHECK_TRACER_LEAKS.value is True
+
+
+# -- traces that exit inside `lift.checking_leaks()` --------------------------------
+#
+# JAX's checker runs where a trace is entered with `check_leaks=True` (jit, scan,
+# vmap, linearize); eager `grad`/`jvp`/`vjp` enter their traces through
+# `core.set_current_trace(trace)` without it (jax 0.10.2 and 0.8.0,
+# `interpreters/ad.py`), so a tracer escaping them is never reported. While a
+# `lift.checking_leaks()` block runs, `core.set_current_trace` is a subclass
+# that notes each trace it leaves (by weak reference, nothing kept alive); on
+# exit the block asks which of those traces still have tracers.
+
+_recorders: list[dict[int, Any]] = []  # one per running block, innermost last
+_original_set_current_trace: Any = None
+
+
+# The traces JAX's checker never looks at (jax 0.10.2 and 0.8.0: eager `grad`,
+# `jvp`, `vjp`, `linearize`); the others (`jit`, `scan`, `vmap`, ...) it checks.
+_UNCHECKED_TRACES: Final = frozenset({"JVPTrace", "LinearizeTrace"})
+
+
+def _note_exit(trace: Any) -> None:
+    """Note an eager AD trace that exited normally (one unwound by an exception
+    is not noted: the traceback's frames hold its tracers, and the error is the
+    report)."""
+    if type(trace).__name__ not in _UNCHECKED_TRACES:
+        return
+    key = id(trace)
+    for recorder in _recorders:
+        ref = recorder.get(key)
+        if ref is None or ref() is not trace:
+            try:
+                recorder[key] = weakref.ref(trace)
+            except TypeError:  # a trace that cannot be weakly referenced
+                return
+
+
+def _watching_class(base: type) -> type:
+    class WatchedSetCurrentTrace(base):  # type: ignore[misc, valid-type]
+        __slots__ = ()
+
+        def __exit__(self, *exc: Any) -> Any:
+            trace: Any = cast(Any, self).trace
+            out = cast(Any, super()).__exit__(*exc)
+            if exc[0] is None:
+                _note_exit(trace)
+            return out
+
+    return WatchedSetCurrentTrace
+
+
+@contextlib.contextmanager
+def watching_trace_exits() -> Generator[dict[int, Any]]:
+    """Note (weakly) every trace that exits while the block runs, eager `grad`
+    and `jvp` traces included: `escaped_tracers` then names their tracers."""
+    global _original_set_current_trace
+    recorder: dict[int, Any] = {}
+    if not _recorders:
+        _original_set_current_trace = _core.set_current_trace
+        _core.set_current_trace = _watching_class(_original_set_current_trace)
+    _recorders.append(recorder)
+    try:
+        yield recorder
+    finally:
+        _recorders.remove(recorder)
+        if not _recorders and _original_set_current_trace is not None:
+            _core.set_current_trace = _original_set_current_trace
+            _original_set_current_trace = None
+
+
+def escaped_tracers(recorder: dict[int, Any]) -> list[Any]:
+    """The tracers still alive of the traces `recorder` saw exit: escaped ones
+    (after a garbage collection, so that only reachable tracers count)."""
+    if not any(ref() is not None for ref in recorder.values()):
+        return []
+    gc.collect()
+    live = live_traces()
+    traces = [t for ref in recorder.values() if (t := ref()) is not None]
+    traces = [t for t in traces if not live.has(t)]
+    if not traces:
+        return []
+    found = [
+        x
+        for x in gc.get_referrers(*traces)
+        if isinstance(x, Tracer) and not live.is_live(x)
+    ]
+    return found
 
 
 # The frames in which `jax.jit` hashes its static arguments on a cache miss (it
