@@ -162,8 +162,9 @@ def _what(x: Any) -> str:
 
 _FIX: Final = (
     "Fix: make `{field}` a pytree field (flax: `struct.field(pytree_node=True)`, "
-    "or `nnx.data()`; equinox: drop `static=True`), or pass the {kind} to the "
-    "jitted function as an argument."
+    "or `nnx.data()`; `lift.flax.TrainState` and `lift.flax.Optimizer` do; "
+    "equinox: drop `static=True`), or pass the {kind} to the jitted function as "
+    "an argument."
 )
 
 

@@ -164,7 +164,11 @@ def _run_blocks(text: str, filename: str, label: str) -> int:
         stdout = io.StringIO()
         with contextlib.redirect_stdout(stdout):
             try:
-                exec(compile(tree, source, "exec"), namespace)
+                # `dont_inherit`: compiled as the reader's own code, without this
+                # file's `from __future__ import annotations` (which would make a
+                # page's dataclass annotations strings).
+                code = compile(tree, source, "exec", dont_inherit=True)
+                exec(code, namespace)
             except Exception as e:
                 raise AssertionError(f"the example at {where} raised {e!r}") from e
         if block.output is not None and not _same_output(
