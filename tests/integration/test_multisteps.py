@@ -4,7 +4,9 @@ leaf, so a sweep compiles once."""
 
 from __future__ import annotations
 
+import copy
 import functools
+import pickle
 from typing import Any
 
 import jax
@@ -132,3 +134,27 @@ def test_vmap_over_the_inner_learning_rate() -> None:
         p, s = step(opts, p, s)
     for i, lr in enumerate(LRS):
         np.testing.assert_allclose(p["w"][i], _plain(lr, 2)["w"], rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [lambda: optax.adam(0.1), lambda: optax.MultiSteps(optax.adam(0.1), 2)],
+    ids=["adam", "multisteps"],
+)
+def test_copies_of_a_lifted_optax_optimizer(make: Any) -> None:
+    opt = lift.lift(make())
+    p = _params()
+    want = opt.update(_grad(p), opt.init(p), p)[0]
+    for copied in (copy.copy(opt), copy.deepcopy(opt)):
+        assert jax.tree.structure(copied) == jax.tree.structure(opt)
+        got = copied.update(_grad(p), copied.init(p), p)[0]
+        np.testing.assert_array_equal(got["w"], want["w"])
+    # optax's functions are local closures, which pickle cannot name: the lifted
+    # optimizer pickles exactly where the plain one does (flax serialization
+    # saves its leaves instead: tests/integration/test_flax.py).
+    # (AttributeError up to Python 3.13, PicklingError after.)
+    refused = (AttributeError, pickle.PicklingError)
+    with pytest.raises(refused, match="local object"):
+        pickle.dumps(make())
+    with pytest.raises(refused, match="local object"):
+        pickle.dumps(opt)
