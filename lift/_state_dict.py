@@ -74,10 +74,11 @@ def from_state_dict(target: Lifted[Any, Any], state: dict[str, Any]) -> Any:
     unexpected = [k for k in state if k not in known]
     if missing or unexpected:
         raise LiftError(
-            f"The state dict does not fit the lifted function "
+            "The state dict does not fit the lifted function "
             f"{describe(target.__wrapped__)}: missing {missing}, unexpected "
             f"{unexpected}.\nFix: restore into a target made by the same code with "
-            "the same static captures (e.g. the same optimizer, any learning rate)."
+            "the same static captures (e.g. the same optimizer, any learning rate).",
+            anchor="state-dict-mismatch",
         )
     restored = [_like(leaf, state[k], k) for k, leaf in zip(keys, leaves, strict=True)]
     return jtu.unflatten(jtu.tree_structure(target), restored)
@@ -90,7 +91,8 @@ def _like(target: Any, value: Any, key: str) -> Any:
     if shape != want:
         raise LiftError(
             f"The state dict's {key} has shape {shape}, the target's {want}.\n"
-            "Fix: restore into a target made with the same shapes."
+            "Fix: restore into a target made with the same shapes.",
+            anchor="state-dict-mismatch",
         )
     dtype: Any = getattr(target, "dtype", None)
     if isinstance(target, jax.Array):

@@ -495,7 +495,6 @@ _UNANCHORED: dict[str, set[str]] = {
     "_checking.py": {"__exit__", "_translate", "call"},
     "_leaks.py": {"check_leaks"},
     "_plugin.py": {"_check"},
-    "_state_dict.py": {"_like", "from_state_dict"},
 }
 
 

@@ -269,8 +269,26 @@ def test_state_dict_holds_leaves_by_key_path() -> None:
 
 def test_a_state_dict_of_another_optimizer_is_refused() -> None:
     state = serialization.to_state_dict(lift.lift(optax.adam(0.1)))
-    with pytest.raises(lift.LiftError, match=r"(?s)does not fit .*missing .*Fix:"):
+    with pytest.raises(
+        lift.LiftError,
+        match=r"(?s)does not fit the lifted function chain\.<locals>\.update_fn .*"
+        r"missing .*unexpected .*\nFix: restore into a target made by the same code"
+        r".*\nDocs: errors\.md#state-dict-mismatch$",
+    ):
         serialization.from_state_dict(lift.lift(optax.sgd(0.1, momentum=0.9)), state)
+
+
+def test_a_leaf_of_another_shape_is_refused() -> None:
+    def make(w: Any) -> Any:
+        return lift.lift(lambda x: w * x)
+
+    state = serialization.to_state_dict(make(jnp.ones(3)))
+    with pytest.raises(
+        lift.LiftError,
+        match=r"(?s)The state dict's \.captures\['w'\] has shape \(3,\), the "
+        r"target's \(2,\)\.\nFix: .*\nDocs: errors\.md#state-dict-mismatch$",
+    ):
+        serialization.from_state_dict(make(jnp.ones(2)), state)
 
 
 def test_subclasses_serialize_too() -> None:
