@@ -239,7 +239,7 @@ def check_leaks(*roots: Any, limit: int = DEFAULT_LIMIT) -> None:
     __tracebackhide__ = True
     leaks = find_leaks(*roots, limit=limit)
     if leaks:
-        raise LeakError(format_leaks(leaks))
+        raise LeakError(format_leaks(leaks), anchor="leak-report")
 
 
 def format_leaks(leaks: Iterable[Leak]) -> str:

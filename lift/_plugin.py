@@ -108,7 +108,7 @@ def _check(item: pytest.Item, lifted: Iterable[Any] = ()) -> None:
     leaks, tracers = scan_tracers(roots, skip=before)
     if leaks:
         before.extend(tracers)  # each leak fails one phase only
-        raise LeakError(format_leaks(leaks))
+        raise LeakError(format_leaks(leaks), anchor="leak-report")
 
 
 def _watch(item: pytest.Item) -> AbstractContextManager[Any]:
