@@ -290,3 +290,22 @@ def test_a_flax_train_state_checkpoint_restores_into_lift_flax_train_state():
     )
     restored = serialization.from_bytes(target, serialization.to_bytes(saved))
     assert (restored.params["w"] == 1.0).all()
+
+
+# -- optax.MultiSteps ------------------------------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="lift/_optax.py as_functions returns a bare GradientTransformation for a "
+    "MultiSteps object: its own API (has_updated, inner_opt) is gone from "
+    "lift.lift(optax.MultiSteps(...)), an AttributeError in a training loop",
+)
+def test_a_lifted_multisteps_keeps_has_updated():
+    import optax
+
+    opt = lift.lift(optax.MultiSteps(optax.adam(0.1), every_k_schedule=2))
+    params = {"w": jnp.ones(2)}
+    state = opt.init(params)
+    _, state = opt.update(params, state, params)
+    assert not opt.has_updated(state)
