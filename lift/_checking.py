@@ -12,7 +12,6 @@ from contextlib import ExitStack
 from typing import Any, ParamSpec, TypeVar, cast
 
 import jax
-import wrapt
 
 from . import _compat
 from ._errors import LeakError, LiftError, describe
@@ -215,30 +214,25 @@ def checked(transform: _T) -> _T:
     def apply(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
         transformed = transform(_tracing(fn), *args, **kwargs)
 
-        def call(wrapped: Callable[..., Any], instance: Any, a: Any, k: Any) -> Any:
+        checks = _compat.jax_checks_leaks
+
+        def call(*a: Any, **k: Any) -> Any:
             __tracebackhide__ = True
             outer = getattr(_calls, "pending", None)
             pending: list[weakref.WeakSet[Any]] = []
             _calls.pending = pending
-            # JAX's checker runs only when its leak checking is on; the full
-            # traceback then tells its report from the user's own error.
-            mode = _compat.filtering_mode() if _compat.jax_checks_leaks() else None
-            try:
-                if mode is None:
-                    out = wrapped(*a, **k)
-                else:
-                    with _compat.full_tracebacks():
-                        out = wrapped(*a, **k)
-            except Exception as exc:
-                if not pending or mode is None:
-                    raise
-                lifted: list[tuple[str, Any]] = []
-                for bucket in pending:
-                    lifted.extend(_lifted_roots(bucket))
-                _leak_error(exc, [(_describe(fn), fn)], lifted, mode)
-                raise
-            finally:
-                _calls.pending = outer
+            if checks():
+                # JAX's checker runs only when its leak checking is on; the
+                # full traceback then tells its report from the user's error.
+                try:
+                    out = _call_under_jax_checks(transformed, fn, pending, a, k)
+                finally:
+                    _calls.pending = outer
+            else:
+                try:
+                    out = transformed(*a, **k)
+                finally:
+                    _calls.pending = outer
             if not pending:
                 return out  # served from the cache: no Python of fn ran
             roots: list[tuple[str, Any]] = [("output", out), (_describe(fn), fn)]
@@ -249,11 +243,49 @@ def checked(transform: _T) -> _T:
                 raise LeakError(format_leaks(leaks), anchor="leak-report")
             return out
 
-        # A transparent proxy: `.lower`, `.trace`, `._cache_size()`, method
-        # binding and introspection are the transformed function's own.
-        return wrapt.FunctionWrapper(transformed, call)
+        # A plain function (a proxy object's call costs more than the check on
+        # a cached call) that reads as the transformed function: its name,
+        # docstring and `__wrapped__`, its `.lower`, `.trace`, `._cache_size()`
+        # (reached through), and it binds as a method.
+        functools.update_wrapper(call, transformed)
+        _reach_through(call, transformed)
+        return call
 
     return cast(_T, apply)
+
+
+def _call_under_jax_checks(
+    transformed: Callable[..., Any],
+    fn: Callable[..., Any],
+    pending: list[weakref.WeakSet[Any]],
+    a: Any,
+    k: Any,
+) -> Any:
+    __tracebackhide__ = True
+    mode = _compat.filtering_mode()
+    try:
+        with _compat.full_tracebacks():
+            return transformed(*a, **k)
+    except Exception as exc:
+        if not pending:
+            raise
+        lifted: list[tuple[str, Any]] = []
+        for bucket in pending:
+            lifted.extend(_lifted_roots(bucket))
+        _leak_error(exc, [(_describe(fn), fn)], lifted, mode)
+        raise
+
+
+def _reach_through(proxy: Callable[..., Any], transformed: Any) -> None:
+    """Give `proxy` the public and `_`-prefixed attributes of `transformed`
+    that a function does not have (`lower`, `trace`, `_cache_size`, ...)."""
+    for name in dir(transformed):
+        if name.startswith("__") or hasattr(proxy, name):
+            continue
+        try:
+            setattr(proxy, name, getattr(transformed, name))
+        except Exception:  # an attribute that cannot be read or set: left out
+            continue
 
 
 def _transformed(fn: Any) -> LiftError:
