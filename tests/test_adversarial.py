@@ -309,3 +309,30 @@ def test_a_lifted_multisteps_keeps_has_updated():
     state = opt.init(params)
     _, state = opt.update(params, state, params)
     assert not opt.has_updated(state)
+
+
+# -- buffers shared between two Lifted --------------------------------------------------
+
+
+class _Density(lift.Lifted):
+    pass
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="lift/_lifted.py Lifted._capture: Sub(lifted) takes the other's _flat "
+    "(its converted float buffers) when it has been called or flattened, so "
+    "donating the new instance deletes the original's buffers; not when it has "
+    "not (history-dependent). Same in __copy__",
+)
+@pytest.mark.parametrize("convert", [_Density, lift.Lifted])
+def test_a_lifted_made_from_a_called_lifted_shares_no_buffer(convert):
+    def make(a, b):
+        return lift.lift(lambda x: a * x + b)
+
+    original = make(0.5, 0.25)
+    assert original(1.0) == 0.75  # its floats are converted now
+    other = convert(original)
+    assert other is not original
+    jax.jit(lambda f: f(1.0), donate_argnums=0)(other)
+    assert original(1.0) == 0.75
