@@ -325,6 +325,7 @@ class _Density(lift.Lifted):
     "donating the new instance deletes the original's buffers; not when it has "
     "not (history-dependent). Same in __copy__",
 )
+@pytest.mark.filterwarnings("ignore:Some donated buffers were not usable")
 @pytest.mark.parametrize("convert", [_Density, lift.Lifted])
 def test_a_lifted_made_from_a_called_lifted_shares_no_buffer(convert):
     def make(a, b):
