@@ -26,6 +26,9 @@ import optax
 
 import lift
 
+# Medians in seconds by (benchmark, candidate), for `compare.py`.
+RAW: dict[tuple[str, str], float] = {}
+
 
 def _medians(
     candidates: dict[str, Callable[[], Any]], repeats: int, number: int
@@ -61,15 +64,21 @@ def bench_small(repeats: int = 301, number: int = 50) -> list[dict[str, Any]]:
     w, g = jnp.ones(8), jnp.ones(8)
     lr_array = jnp.asarray(0.1, jnp.float32)
     step = make_step(0.1)
+
+    def wrapper(w: Any, g: Any) -> Any:  # the floor of any Python-level wrapper
+        return explicit(w, g, lr_array)
+
     t = _medians(
         {
             "lift": lambda: step(w, g),
             "array": lambda: explicit(w, g, lr_array),
             "float": lambda: explicit(w, g, 0.1),
+            "wrapper": lambda: wrapper(w, g),
         },
         repeats,
         number,
     )
+    RAW.update({("small", name): v for name, v in t.items()})
     return [
         {
             "benchmark": "closure over `lr`, cached call: lift.jit",
@@ -82,6 +91,12 @@ def bench_small(repeats: int = 301, number: int = 50) -> list[dict[str, Any]]:
             "median": _us(t["array"]),
             "ratio": "1.00x",
             "note": "baseline",
+        },
+        {
+            "benchmark": "same, a Python function calling jax.jit(step)(w, g, lr)",
+            "median": _us(t["wrapper"]),
+            "ratio": f"{t['wrapper'] / t['array']:.2f}x",
+            "note": "the floor for any wrapper written in Python",
         },
         {
             "benchmark": "same, jax.jit(step)(w, g, 0.1) with lr a Python float",
@@ -138,6 +153,7 @@ def bench_optax(repeats: int = 151, number: int = 30) -> list[dict[str, Any]]:
         repeats // 3,
         number // 10,
     )
+    RAW.update({("optax", name): v for name, v in t.items()})
     return [
         {
             "benchmark": "optax chain(clip, adamw) step, cached call: lift.jit",
@@ -188,6 +204,7 @@ def bench_recreated(repeats: int = 101, number: int = 20) -> list[dict[str, Any]
         repeats,
         number,
     )
+    RAW.update({("recreated", name): v for name, v in t.items()})
     # Each call compiles: a few suffice.
     t_jax = _medians({"jax": lambda: make_jax(0.1)(w, g)}, 5, 2)["jax"]
     return [

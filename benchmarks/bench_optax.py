@@ -456,6 +456,18 @@ def bench_dispatch(repeats: int, number: int) -> Rows:
     ]
 
 
+class _Prepared:
+    """A pytree node whose flatten returns a pair made beforehand."""
+
+    def __init__(self, flat: tuple[list[Any], Any]) -> None:
+        self.pair = (tuple(flat[0]), flat[1].node_data()[1])
+
+
+jax.tree_util.register_pytree_node(
+    _Prepared, lambda x: x.pair, lambda aux, children: None
+)
+
+
 def bench_flatten(repeats: int, number: int) -> Rows:
     p = _params()
     lifted = lift.lift(_chain(jnp.asarray(1e-3)))
@@ -463,9 +475,15 @@ def bench_flatten(repeats: int, number: int) -> Rows:
     inject = optax.inject_hyperparams(optax.adamw)(learning_rate=1e-3)
     inject_state = inject.init(p)
     leaves = jax.tree.leaves(lifted)
+    # The floor for a pytree node registered in Python: the same NamedTuple of
+    # two nodes whose flatten returns a prepared (children, aux) pair.
+    floor = type(lifted)(*(_Prepared(jax.tree_util.tree_flatten(f)) for f in lifted))
     candidates = {
         "flat leaf list": lambda: jax.tree_util.tree_flatten(leaves),
         "lift": lambda: jax.tree_util.tree_flatten(lifted),
+        "floor: two minimal Python-registered nodes in the NamedTuple": lambda: (
+            jax.tree_util.tree_flatten(floor)
+        ),
         "closure_to_pytree": lambda: jax.tree_util.tree_flatten(ctp),
         "inject_hyperparams state": lambda: jax.tree_util.tree_flatten(inject_state),
     }
@@ -514,6 +532,161 @@ def bench_lift_cost(repeats: int, number: int) -> Rows:
             "vs lift": f"{statistics.median(t) / base:.1f}",
         }
         for name, t in times.items()
+    ]
+
+
+def bench_new_floats(repeats: int, number: int) -> Rows:
+    """The first `tree_flatten` of freshly lifted `chain(clip, adamw(lr))` with a
+    Python float `lr`: its update function holds 8 Python floats, converted to
+    arrays then (the lifting itself, replayed, is not timed)."""
+    values = itertools.count(1)
+
+    def fresh(n: int) -> list[Any]:
+        return [lift.lift(_chain(1e-3 * next(values))) for _ in range(n)]
+
+    for opt in fresh(300):  # past the point where conversion is compiled
+        jax.tree_util.tree_flatten(opt)
+    first: list[float] = []
+    later: list[float] = []
+    for _ in range(repeats):
+        opts = fresh(number)
+        with paused():
+            start = time.perf_counter()
+            for opt in opts:
+                jax.tree_util.tree_flatten(opt)
+            first.append((time.perf_counter() - start) / number)
+            start = time.perf_counter()
+            for opt in opts:
+                jax.tree_util.tree_flatten(opt)
+            later.append((time.perf_counter() - start) / number)
+    floats = 8
+    RAW["new floats", "first"] = statistics.median(first)
+    RAW["new floats", "later"] = statistics.median(later)
+    RAW["new floats", "per float"] = (
+        statistics.median(first) - statistics.median(later)
+    ) / floats
+    return [
+        {
+            "tree_flatten of a fresh lifted chain(clip, adamw(lr)), 8 floats": name,
+            **_stats(t),
+            "per float": _fmt(
+                (statistics.median(t) - statistics.median(later)) / floats
+            )
+            if name.startswith("first")
+            else "",
+        }
+        for name, t in (("first (converts the floats)", first), ("later", later))
+    ]
+
+
+def bench_float_designs(repeats: int, number: int) -> Rows:
+    """Ways to turn 8 new Python floats into leaves, per float, with what each
+    costs once (a compile) and whether it keeps the soundness rules: one leaf
+    type, an array for `eqx.filter_jit`, weakly typed, one buffer each, the
+    float width of `jax_enable_x64`."""
+    from jax._src.lax.lax import _convert_element_type  # pyright: ignore
+
+    rng = np.random.default_rng(0)
+    floats = 8
+
+    def fresh() -> list[float]:
+        return [float(v) for v in rng.random(floats)]
+
+    identity = jax.jit(lambda *xs: xs)
+    split = jax.jit(
+        lambda a: tuple(
+            _convert_element_type(a[i], weak_type=True) for i in range(a.shape[0])
+        )
+    )
+    compiles: dict[str, float] = {}
+    for name, fn in (
+        ("identity", lambda: identity(*fresh())),
+        ("split", lambda: split(np.asarray(fresh(), np.float32))),
+    ):
+        start = time.perf_counter()
+        jax.block_until_ready(fn())
+        compiles[name] = time.perf_counter() - start
+    as_args = jax.jit(lambda *xs: xs[0], keep_unused=True)
+    arrays = jax.device_put(fresh())
+    candidates: dict[str, Callable[[], Any]] = {
+        "jax.device_put of the list (0.1.0 and 0.2.0)": lambda: jax.device_put(fresh()),
+        "jnp.asarray, one call a float": lambda: [jnp.asarray(v) for v in fresh()],
+        "compiled identity, the floats as arguments (this version)": lambda: identity(
+            *fresh()
+        ),
+        "np.array, then one compiled split into weakly typed scalars": lambda: split(
+            np.asarray(fresh(), np.float32)
+        ),
+        "NumPy float32 0-d arrays": lambda: [
+            np.asarray(v, np.float32) for v in fresh()
+        ],
+        "kept as Python floats: a jitted call taking them": lambda: as_args(*fresh()),
+        "(the same call taking arrays)": lambda: as_args(*arrays),
+        "(making the 8 floats)": fresh,
+    }
+    times = _samples(candidates, repeats, number)
+    base = statistics.median(times["(making the 8 floats)"])
+    per = {name: (statistics.median(t) - base) / floats for name, t in times.items()}
+    RAW.update({("float designs", name): v for name, v in per.items()})
+    kept = per["kept as Python floats: a jitted call taking them"]
+    notes = {
+        "jax.device_put of the list (0.1.0 and 0.2.0)": (
+            "sound; JAX converts each float in Python"
+        ),
+        "jnp.asarray, one call a float": "sound; the same conversion, one call each",
+        "compiled identity, the floats as arguments (this version)": (
+            f"sound (tested: same leaves as device_put); compiles once per count, "
+            f"{_fmt(compiles['identity'])} here, so a count is compiled only after "
+            "1 024 of its floats went through device_put"
+        ),
+        "np.array, then one compiled split into weakly typed scalars": (
+            f"sound, cheapest per float, but XLA compiles a kernel per output: "
+            f"{_fmt(compiles['split'])} for 8 here, over a second for 64"
+        ),
+        "NumPy float32 0-d arrays": (
+            "**unsound**: not weakly typed (a bf16 model becomes float32), float32 "
+            "whatever `jax_enable_x64` says"
+        ),
+        "kept as Python floats: a jitted call taking them": (
+            f"**unsound**: `eqx.filter_jit` and `flax.nnx.jit` take floats as static "
+            f"(a compile per value); and `jax.jit` converts them on every call, "
+            f"{_fmt(kept - per['(the same call taking arrays)'])} a float a call"
+        ),
+        "(the same call taking arrays)": "what the call costs without conversion",
+        "(making the 8 floats)": "subtracted from the others",
+    }
+    return [
+        {
+            "design": name,
+            "per float": _fmt(per[name]) if name != "(making the 8 floats)" else "",
+            "median for 8": _fmt(statistics.median(t)),
+            "soundness, once-only cost": notes[name],
+        }
+        for name, t in times.items()
+    ]
+
+
+def bench_wide_walk(n: int, repeats: int) -> Rows:
+    """The full walk (replay switched off) of a fresh closure capturing `n`
+    floats, against `closure_to_pytree` of another."""
+    lift.lift(_wide(n))
+    walk: list[float] = []
+    ctp: list[float] = []
+    for _ in range(repeats):
+        a, b = _wide(n), _wide(n)
+        with _no_replay(), paused():
+            start = time.perf_counter()
+            lift.lift(a)
+            walk.append(time.perf_counter() - start)
+        with paused():
+            start = time.perf_counter()
+            closure_to_pytree(b)
+            ctp.append(time.perf_counter() - start)
+    RAW["wide walk", "lift"] = statistics.median(walk)
+    RAW["wide walk", "closure_to_pytree"] = statistics.median(ctp)
+    return [
+        {f"fresh closure capturing {n:,} floats": "lift, full walk", **_stats(walk)},
+        {f"fresh closure capturing {n:,} floats": "closure_to_pytree", **_stats(ctp)},
     ]
 
 
@@ -790,6 +963,15 @@ def main(quick: bool = False) -> dict[str, Rows]:
             301 if quick else 3_001, 100
         ),
         "Cost of lifting fresh optimizers": bench_lift_cost(r, 50 if quick else 200),
+        "New Python floats: the first `tree_flatten` converts them": bench_new_floats(
+            r, 50
+        ),
+        "Ways to turn 8 new Python floats into leaves": bench_float_designs(
+            101 if quick else 301, 20
+        ),
+        "Full walk of a closure capturing 10 000 floats": bench_wide_walk(
+            10_000, 3 if quick else 7
+        ),
         "Scaling with closure depth (each level captures the previous closure and a float)": (
             bench_depth(r, sizes)
         ),
