@@ -297,3 +297,23 @@ def test_a_replayed_tuple_of_functions_gives_what_the_full_walk_gives(
     assert [type(x) for x in leaves] == [type(x) for x in full_leaves]
     assert all(jnp.array_equal(a, b) for a, b in zip(leaves, full_leaves, strict=True))
     assert lift.lift(fn)(2.0) == fn(2.0)
+
+
+class _SelfListing(NamedTuple):
+    fn: Any
+    other: Any
+
+
+# Registered as a node of its own, whose children include itself: a cycle that
+# only the guarded flattening notices.
+jax.tree_util.register_pytree_node(
+    _SelfListing, lambda x: ((x.fn, x), None), lambda _, c: _SelfListing(*c)
+)
+
+
+def test_a_namedtuple_registered_as_its_own_node_is_flattened_guarded() -> None:
+    with pytest.raises(lift.LiftError, match="contains itself"):
+        lift.lift(_SelfListing(_fn(0.5), None))
+    # A plain NamedTuple of functions takes the short way, with the same result.
+    pair = lift.lift(_Pair(_fn(0.5), _fn(2.0)))
+    assert type(pair) is _Pair and pair.second(1.0) == 2.0
