@@ -112,6 +112,23 @@ def test_lift_flax_train_state_sweep_compiles_once() -> None:
     assert traces[0] == 1
 
 
+def test_lift_flax_train_states_vmapped_over_the_rate() -> None:
+    # A batch of states, one per rate, trained together in one program.
+    states = jax.vmap(
+        lambda lr: lift.flax.TrainState.create(
+            apply_fn=MODEL.apply, params=_params(), tx=optax.adam(lr)
+        )
+    )(jnp.asarray(LRS))
+
+    def step(state: Any) -> Any:
+        grads = jax.grad(_loss)(state.params, state.apply_fn)
+        return state.apply_gradients(grads=grads)
+
+    states = _train(jax.jit(jax.vmap(step)), states)
+    for i, lr in enumerate(LRS):
+        _assert_close(jax.tree.map(lambda a: a[i], states.params), _plain_params(lr))
+
+
 def test_a_struct_field_subclass_is_the_same_recipe() -> None:
     # Without `lift.flax`: `tx` redeclared as a pytree field, lifted by hand.
     class TrainState(train_state.TrainState):
