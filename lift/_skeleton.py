@@ -423,6 +423,15 @@ class Skeleton:
     def __hash__(self) -> int:
         return self._hash
 
+    # Immutable static data (code, globals, static values): a copy is the same
+    # skeleton, as a `Lifted`'s copies share it (flax's nnx deep-copies the
+    # treedefs in its graph definitions; a module among the statics cannot be).
+    def __copy__(self) -> Skeleton:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Skeleton:
+        return self
+
     def __repr__(self) -> str:
         # The code and the static values (bounded), so that two treedefs that
         # differ print differently where JAX explains a cache miss.

@@ -203,6 +203,19 @@ def test_lift_flax_optimizer_sweep_compiles_once() -> None:
     assert plain_traces[0] == len(LRS)
 
 
+def test_copies_of_a_lift_flax_optimizer() -> None:
+    # nnx deep-copies its graph definition, treedefs of lifted functions included.
+    step, traces = _nnx_step()
+    model = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
+    optimizer = lift.flax.Optimizer(model, optax.adam(0.1), wrt=nnx.Param)
+    for copied in (copy.deepcopy(optimizer), nnx.clone(optimizer)):
+        assert isinstance(copied, lift.flax.Optimizer)
+        assert jax.tree.structure(copied.tx) == jax.tree.structure(optimizer.tx)
+        step(nnx.clone(model), copied)
+    assert traces[0] == 1
+    assert int(optimizer.step[...]) == 0  # the original is untouched
+
+
 def test_an_nnx_data_subclass_is_the_same_recipe() -> None:
     # Without `lift.flax`: `tx` declared data before `nnx.Optimizer` sets it.
     class Optimizer(nnx.Optimizer[Any]):
