@@ -205,14 +205,9 @@ def test_diff_names_only_the_static_fields_that_differ():
 # -- float conversion: history --------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="lift/_lifted.py _to_arrays: once a sweep's shape recurs, floats go through "
-    "a jitted identity, which under jax.set_mesh returns committed NamedSharding "
-    "leaves where jax.device_put gave uncommitted single-device ones: the leaf "
-    "depends on history, and jax.jit compiles a second time",
-)
 def test_float_leaves_under_a_mesh_do_not_depend_on_history(monkeypatch):
+    # Found: the jitted-identity conversion gave committed mesh-sharded leaves
+    # where jax.device_put gave single-device ones. Fixed since; kept as a guard.
     from jax.sharding import AxisType
 
     from lift import _lifted
@@ -318,16 +313,11 @@ class _Density(lift.Lifted):
     pass
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="lift/_lifted.py Lifted._capture: Sub(lifted) takes the other's _flat "
-    "(its converted float buffers) when it has been called or flattened, so "
-    "donating the new instance deletes the original's buffers; not when it has "
-    "not (history-dependent). Same in __copy__",
-)
 @pytest.mark.filterwarnings("ignore:Some donated buffers were not usable")
 @pytest.mark.parametrize("convert", [_Density, lift.Lifted])
 def test_a_lifted_made_from_a_called_lifted_shares_no_buffer(convert):
+    # Found: Sub(lifted) took the other's converted float buffers once it had been
+    # called, so donating one deleted the other's. Fixed since; kept as a guard.
     def make(a, b):
         return lift.lift(lambda x: a * x + b)
 
