@@ -297,6 +297,26 @@ def test_state_dict_holds_leaves_by_key_path() -> None:
         np.testing.assert_array_equal(a, b)
 
 
+def test_orbax_checkpoints_the_state_dict(tmp_path: Any) -> None:
+    # orbax names leaves by key entries of JAX's own kinds only, so it saves the
+    # state dict (strings and arrays), restored into the target by flax.
+    import orbax.checkpoint as ocp
+
+    saved = _trained(0.1)
+    checkpointer = ocp.StandardCheckpointer()
+    checkpointer.save(tmp_path / "state", serialization.to_state_dict(saved))
+    checkpointer.wait_until_finished()
+    target = _trained(0.01)
+    raw = checkpointer.restore(tmp_path / "state", serialization.to_state_dict(target))
+    restored = serialization.from_state_dict(target, raw)
+    assert jax.tree.structure(restored) == jax.tree.structure(saved)
+    for a, b in zip(
+        jax.tree.leaves(restored.tx), jax.tree.leaves(saved.tx), strict=True
+    ):
+        np.testing.assert_array_equal(a, b)
+    _assert_close(restored.params, saved.params)
+
+
 def test_a_state_dict_of_another_optimizer_is_refused() -> None:
     state = serialization.to_state_dict(lift.lift(optax.adam(0.1)))
     with pytest.raises(
