@@ -346,3 +346,32 @@ def test_checked_given_a_checked_jitted_function_is_refused_with_the_fix():
     jitted = lift.checked(jax.jit)(f)
     with pytest.raises(lift.LiftError, match="already"):
         lift.checked(jitted)
+
+
+# -- a capture replaced by a Python float ----------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="lift/_lifted.py _register unflatten keeps the given leaves as _flat "
+    "unconverted: eqx.tree_at(where, lifted, 0.2) leaves a Python float, which "
+    "eqx.filter_jit treats as static, so a sweep by tree_at compiles per value "
+    "(a freshly lifted float capture flattens to an array and compiles once)",
+)
+def test_a_capture_replaced_by_a_python_float_compiles_once_under_filter_jit():
+    import equinox as eqx
+
+    def make(lr):
+        return lift.lift(lambda x: x * lr)
+
+    traces = []
+
+    @eqx.filter_jit
+    def call(f, x):
+        traces.append(None)
+        return f(x)
+
+    base = make(0.1)
+    for lr in (0.2, 0.3, 0.4):
+        call(eqx.tree_at(lambda f: f.captures["lr"], base, lr), jnp.ones(2))
+    assert len(traces) == 1
