@@ -204,6 +204,7 @@ def checked(transform: _T) -> _T:
     ```text
     1 tracer escaped the transform that created it:
       STASH[0]: float32[] from jit(step), in global 'STASH' used by step (...) — return the value from the transformed function instead of storing it in STASH
+    Docs: errors.md#leak-report
     ```
     """
 
@@ -363,6 +364,7 @@ class checking_leaks:
     ```text
     1 tracer escaped the transform that created it:
       STASH[0]: float32[] from jit(step) — return the value from the transformed function instead of storing it
+    Docs: errors.md#leak-report
     ```
     """
 
