@@ -213,6 +213,8 @@ def checked(transform: _T) -> _T:
 
     @functools.wraps(transform)
     def apply(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        if not callable(fn):  # `checked(jax.grad(f))(x)`: given what it made
+            raise _called_with_a_value(transform, fn)
         transformed = transform(_tracing(fn), *args, **kwargs)
 
         checks = _compat.jax_checks_leaks
@@ -287,6 +289,22 @@ def _reach_through(proxy: Callable[..., Any], transformed: Any) -> None:
             setattr(proxy, name, getattr(transformed, name))
         except Exception:  # an attribute that cannot be read or set: left out
             continue
+
+
+def _called_with_a_value(transform: Any, value: Any) -> LiftError:
+    """The error for a checked transform called with a value: `transform` was a
+    function already transformed (`jax.grad(f)`), not a transform."""
+    inner = getattr(transform, "__wrapped__", None)
+    name = getattr(inner, "__name__", None)
+    name = name if isinstance(name, str) and name.isidentifier() else "f"
+    what = describe(inner) if inner is not None else repr(transform)
+    return LiftError(
+        f"lift.checked(...) was given a function already transformed ({what}) "
+        f"and then called with {type(value).__name__} {value!r:.40}: "
+        "lift.checked takes the transform itself (jax.grad, jax.vmap, ...) and "
+        f"then the function.\nFix: `lift.checked(jax.grad)({name})`.",
+        anchor="checked-got-a-function",
+    )
 
 
 def _transformed(fn: Any) -> LiftError:

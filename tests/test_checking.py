@@ -462,3 +462,22 @@ def test_report_names_the_attribute_holding_a_lifted() -> None:
     with lift.checking_leaks():  # twin: the Lifted returned, not stored
         state.tx = jax.jit(lambda x: lift.lift(lambda y: y * x))(1.0)
     assert float(state.tx(2.0)) == 2.0
+
+
+@pytest.mark.parametrize("transform", [jax.grad, jax.vmap], ids=["grad", "vmap"])
+def test_checked_given_a_transformed_function_says_to_pass_the_transform(
+    transform: Any,
+) -> None:
+    def square(x: Any) -> Any:
+        return x * x
+
+    with pytest.raises(
+        lift.LiftError,
+        match=r"^lift\.checked\(\.\.\.\) was given a function already transformed "
+        r"\(.*square \(.*test_checking\.py:\d+\)\) and then called with float 3\.0: "
+        r"(?s:.*)\nFix: `lift\.checked\(jax\.grad\)\(square\)`\.\n"
+        r"Docs: errors\.md#checked-got-a-function$",
+    ):
+        lift.checked(transform(square))(3.0)
+    # Its twin, the transform then the function, checks and computes.
+    assert float(lift.checked(jax.grad)(square)(3.0)) == 6.0
