@@ -68,6 +68,7 @@ def _identity(*xs: Any) -> tuple[Any, ...]:
     return xs
 
 
+_SingleDevice: Final[type] = jax.sharding.SingleDeviceSharding
 _EvalTrace: Final[type] = _core.EvalTrace  # pyright: ignore[reportUnknownMemberType]
 _identity_jit: Final = cast(
     "Callable[..., tuple[jax.Array, ...]]",
@@ -92,6 +93,12 @@ def _to_arrays(values: list[Any]) -> list[jax.Array]:
         with _gc.paused():
             return jax.device_put(values)  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType, reportUnknownArgumentType]
     arrays: tuple[jax.Array, ...] = _identity_jit(*values)
+    first = arrays[0]
+    if first.committed or type(first.sharding) is not _SingleDevice:
+        # A sharding context (`jax.set_mesh`) places `jit`'s outputs on its mesh,
+        # where `jax.device_put` places the scalars as it always does.
+        with _gc.paused():
+            return jax.device_put(values)  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType, reportUnknownArgumentType]
     return list(arrays)
 
 
@@ -240,7 +247,10 @@ class Lifted(Generic[_P, _R]):
         """Lift `fn` into this instance (`static=` names are checked by the caller)."""
         if isinstance(fn, Lifted) and not names and dynamic is None:
             other = cast("Lifted[_P, _R]", fn)
-            self._setup(other._skeleton, other._leaves, other._flat)
+            # Not `other._flat`: floats it converted are its own buffers (donating
+            # this one must not delete them), converted anew here as they would
+            # be had `other` never been called or flattened.
+            self._setup(other._skeleton, other._leaves, None)
             self._original = other._original
         else:
             if isinstance(fn, Lifted):
@@ -420,7 +430,7 @@ class Lifted(Generic[_P, _R]):
 
     def __copy__(self) -> Self:
         new = object.__new__(type(self))
-        new._setup(self._skeleton, self._leaves, self._flat)
+        new._setup(self._skeleton, self._leaves, None)  # its own float buffers
         new._original = self._original
         return new
 

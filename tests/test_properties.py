@@ -833,3 +833,42 @@ def test_compiled_conversion_keeps_the_soundness_rules(monkeypatch: Any) -> None
     with jax.enable_x64(True):
         (leaf,) = jax.tree_util.tree_leaves(lift.lift(lambda x, lr=0.1: x * lr))
         assert leaf.dtype == jnp.float64 and leaf.weak_type
+
+
+def test_compiled_conversion_under_a_mesh_gives_device_puts_leaves(
+    monkeypatch: Any,
+) -> None:
+    from jax.sharding import AxisType
+
+    assert len(jax.devices()) >= 2  # conftest asks for 8 CPU devices
+    mesh = jax.make_mesh((len(jax.devices()),), ("x",), axis_types=(AxisType.Explicit,))
+    with jax.set_mesh(mesh):
+        a, b = _converted_both_ways([0.2, 0.3], monkeypatch)
+    assert [_leaf_facts(x) for x in a] == [_leaf_facts(x) for x in b]
+    assert not any(x.committed for x in b)
+
+
+@pytest.mark.parametrize("called", [False, True])
+@pytest.mark.parametrize("make_other", ["Lifted", "subclass", "copy"])
+def test_a_lifted_made_from_another_has_its_own_float_buffers(
+    called: bool, make_other: str
+) -> None:
+    import copy
+
+    class Sub(lift.Lifted):
+        pass
+
+    original = lift.lift(lambda x, a=0.5, b=0.25: a * x + b)
+    if called:
+        assert original(1.0) == 0.75  # its floats are converted now
+    other = {
+        "Lifted": lift.Lifted,
+        "subclass": Sub,
+        "copy": copy.copy,
+    }[make_other](original)
+    assert other is not original
+    _, out = jax.jit(lambda f: (f, f(1.0)), donate_argnums=0)(other)
+    assert out == 0.75 and all(x.is_deleted() for x in jax.tree_util.tree_leaves(other))
+    assert original(1.0) == 0.75
+    ours = {x.unsafe_buffer_pointer() for x in jax.tree_util.tree_leaves(original)}
+    assert len(ours) == 2
