@@ -418,6 +418,7 @@ class _Walk:
         self.leaks: list[Leak] = []
         self.code_names: dict[types.CodeType, tuple[str, ...]] = {}
         self.cell_labels: dict[types.CodeType, tuple[Label, ...]] = {}
+        self.plain: set[type] = set()  # classes whose instances hold a __dict__
         self.plans: dict[type, tuple[int, tuple[str, ...]]] = {}
         self.lifted = _lifted_api()
 
@@ -456,7 +457,7 @@ class _Walk:
         visited, limit = 0, self.limit
         queue, entries, seen = self.queue, self.entries, self.seen
         popleft, append, add = queue.popleft, queue.append, seen.add
-        atomic = _ATOMIC
+        atomic, plain = _ATOMIC, self.plain
         tracer_type = _compat.Tracer
         expand = self.expand
         only, skip = self.only, self.skip
@@ -470,6 +471,8 @@ class _Walk:
                 items, fmt = enumerate(obj), _INDEX  # pyright: ignore[reportUnknownArgumentType]
             elif cls is dict:
                 items, fmt = obj.items(), _KEY  # pyright: ignore[reportUnknownVariableType]
+            elif cls in plain:
+                items, fmt = obj.__dict__.items(), _ATTR  # pyright: ignore[reportUnknownVariableType]
             else:
                 if issubclass(cls, tracer_type):  # pyright: ignore[reportUnknownArgumentType]
                     if (
@@ -628,6 +631,13 @@ class _Walk:
                 # The class attributes its instances read: walked once, named
                 # from the first instance met.
                 self.parts(instance_class(cls), index)
+                if (
+                    not plan[1]
+                    and not callable(cast(object, obj))
+                    and cls.__getattribute__ is object.__getattribute__
+                    and type(getattr(obj, "__dict__", None)) is dict
+                ):
+                    self.plain.add(cls)  # walked in `run`: its `__dict__` only
         kind, slots = plan
         if kind in (_OBJECT, _LIBRARY):
             if callable(obj):
