@@ -576,16 +576,52 @@ _PJIT_FILE: Final = os.path.join("jax", "_src", "pjit.py")
 _HASHES_STATIC_ARGS: Final = frozenset({"_infer_params", "_infer_params_internal"})
 
 
+_HASH_DEPTH: Final = 8  # `__hash__` methods nested inside one another, at most
+
+
 def hashed_as_jit_static(obj: object, frame: types.FrameType) -> bool:
     """Whether `frame`, the caller of `obj.__hash__`, is `jax.jit` hashing `obj`
     as a static argument (or inside one), rather than as the function it jits
-    (`jax.jit(obj)`, `jax.jit(obj.method)`)."""
-    code = frame.f_code
-    if code.co_name not in _HASHES_STATIC_ARGS or not code.co_filename.endswith(
+    (`jax.jit(obj)`, `jax.jit(obj.method)`).
+
+    Inside a container hashed in C (a tuple) the caller is `jax.jit`'s own frame;
+    inside an object whose `__hash__` is written in Python (a frozen dataclass,
+    an `equinox.Module`) it is that `__hash__`, and `jax.jit` is further up.
+    """
+    name = frame.f_code.co_name
+    if name == "__hash__":
+        return _hashed_inside_jit_static(frame)
+    if name not in _HASHES_STATIC_ARGS or not frame.f_code.co_filename.endswith(
         _PJIT_FILE
     ):
         return False
+    return not _is_jitted(frame, obj)
+
+
+def _hashed_inside_jit_static(frame: types.FrameType) -> bool:
+    """`hashed_as_jit_static` for a caller that is another `__hash__`: up through
+    such frames (at most `_HASH_DEPTH`) to the one that hashed the outermost."""
+    outer = frame
+    for _ in range(_HASH_DEPTH):
+        back = outer.f_back
+        if back is None:
+            return False
+        code = back.f_code
+        if code.co_name != "__hash__":
+            if code.co_name not in _HASHES_STATIC_ARGS or not code.co_filename.endswith(
+                _PJIT_FILE
+            ):
+                return False
+            # The outermost object hashed: a static argument, or the jitted function.
+            return not _is_jitted(back, outer.f_locals.get("self"))
+        outer = back
+    return False
+
+
+def _is_jitted(frame: types.FrameType, obj: object) -> bool:
+    """Whether `obj` is the function `jax.jit` hashes in `frame` (`fun`), or the
+    instance or function of that bound method."""
     fun = frame.f_locals.get("fun")
-    return fun is not obj and all(  # nor a method bound to it, or of it
-        getattr(fun, attr, None) is not obj for attr in ("__self__", "__func__")
+    return fun is obj or any(
+        getattr(fun, attr, None) is obj for attr in ("__self__", "__func__")
     )

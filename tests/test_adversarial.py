@@ -35,12 +35,6 @@ def test_jit_of_a_lifted_used_as_a_method_is_not_refused():
     assert jax.jit(m.apply)(1.0) == 2.0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="lift/_lifted.py Lifted.__hash__ looks one frame up only: a Lifted inside "
-    "a frozen dataclass (Python __hash__) given as a static argument is not "
-    "refused and compiles once per call",
-)
 def test_a_lifted_inside_a_hashable_dataclass_static_argument_is_refused():
     @dataclasses.dataclass(frozen=True)
     class Box:

@@ -7,9 +7,11 @@ the Errors page (`docs/errors.md`)."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 import functools
 import pickle
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -392,6 +394,103 @@ def test_a_lifted_as_a_static_argument_of_lift_jit_is_refused():
         ),
     ):
         apply(_make_update(0.1), jnp.ones(3))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Frozen:
+    fn: Any
+
+
+class _OwnHash:
+    """An object whose `__hash__`, written in Python, hashes a Lifted it holds."""
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+
+    def __hash__(self) -> int:
+        return hash((type(self), self.fn))
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is _OwnHash and other.fn == self.fn
+
+    def method(self, x: Any) -> Any:
+        return self.fn(x)
+
+
+_HOLDERS: dict[str, Callable[[Any], Any]] = {
+    "frozen dataclass": _Frozen,
+    "own __hash__": _OwnHash,
+    "nested": lambda fn: _Frozen(_OwnHash(fn)),
+    "tuple in a dataclass": lambda fn: _Frozen((1, fn)),
+}
+
+
+def _held(holder: Any) -> Any:
+    while not lift.is_lifted(holder):
+        holder = holder[1] if isinstance(holder, tuple) else holder.fn
+    return holder
+
+
+@pytest.mark.parametrize("jit", ["jax.jit", "lift.jit"])
+@pytest.mark.parametrize("holder", list(_HOLDERS))
+def test_a_lifted_inside_a_static_argument_is_refused(jit: str, holder: str):
+    # An object whose `__hash__` is Python code hashes the Lifted from there, not
+    # from jax.jit's frame: refused all the same, before anything compiles.
+    traces = 0
+
+    def counted(box: Any, g: Any) -> Any:
+        nonlocal traces
+        traces += 1
+        return _held(box)(g)
+
+    transform: Any = jax.jit if jit == "jax.jit" else lift.jit
+    apply = transform(counted, static_argnums=0)
+    error = ValueError if jit == "jax.jit" else lift.LiftError
+    for lr in (0.1, 0.2):
+        with pytest.raises(error, match=r"errors\.md#lifted-static-argument"):
+            apply(_HOLDERS[holder](_make_update(lr)), jnp.ones(3))
+    assert traces == 0
+
+
+def test_a_lifted_inside_a_static_argument_of_lift_jit_names_the_parameter():
+    @functools.partial(lift.jit, static_argnames="box")
+    def apply(g, box):
+        return box.fn(g)
+
+    with pytest.raises(
+        lift.LiftError,
+        match=(
+            r"^test_a_lifted_inside_a_static_argument_of_lift_jit_names_the_parameter"
+            rf"\.<locals>\.apply \({HERE}:\d+\) was called with a Lifted inside the "
+            r"_Frozen given for the parameter 'box', which is static: a static "
+            r"Lifted is compared by identity, so every new one would compile anew\.\n"
+            r"Fix: make _Frozen a pytree with the Lifted as a child \(a dataclass "
+            r"under `jax\.tree_util\.register_dataclass`, an equinox\.Module\) and "
+            r"do not mark it static, or pass the Lifted as an argument of its own: "
+            r"lift\.jit traces a Lifted like any pytree, one program for its code\.\n"
+            r"Docs: errors\.md#lifted-static-argument$"
+        ),
+    ):
+        apply(jnp.ones(3), box=_Frozen(_make_update(0.1)))
+
+
+def test_a_holder_of_a_lifted_hashed_as_the_jitted_function_is_not_refused():
+    # jax.jit hashes the function it jits in the same frame as static arguments:
+    # a bound method of a holder, or a callable holder, is that function.
+    update = _make_update(0.5)
+    holder = _OwnHash(update)
+    assert (jax.jit(holder.method)(jnp.ones(2)) == -0.5).all()
+
+    @dataclasses.dataclass(frozen=True)
+    class Callable_:
+        fn: Any
+
+        def __call__(self, g: Any) -> Any:
+            return self.fn(g)
+
+    assert (jax.jit(Callable_(update))(jnp.ones(2)) == -0.5).all()
+    # Hashed elsewhere (a set, a dict key) such holders hash as they always did.
+    assert len({_Frozen(update), _Frozen(update), _OwnHash(update)}) == 2
 
 
 def test_hashing_a_lifted_elsewhere_is_by_identity():
