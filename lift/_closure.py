@@ -438,20 +438,52 @@ _METHODS: Final = (
 )
 
 
-def class_parts(cls: type) -> Iterator[tuple[Label, Any]]:
+def class_parts(cls: type) -> list[tuple[Label, Any]]:
     """The data a user's class holds (`registry = []`), along its MRO's user
     classes: attributes that are not dunder names or methods. Nothing for a
     library's class."""
+    plan = _class_plans.get(cls)
+    mro = cls.__mro__
+    if plan is None or any(len(mro[i].__dict__) != n for i, n, _ in plan):
+        plan = _class_plan(cls)
+        try:
+            _class_plans[cls] = plan
+        except TypeError:  # a class that cannot be weakly referenced
+            pass
+    parts: list[tuple[Label, Any]] = []
+    for i, _, names in plan:
+        attrs = mro[i].__dict__
+        for name, label in names:
+            value = attrs.get(name, _MISSING)
+            if value is not _MISSING and not isinstance(value, _METHODS):
+                parts.append((label, value))
+    return parts
+
+
+# Per class, the user classes of its MRO (by index: the plan must not keep a
+# class alive) with the size of their `__dict__` when read (a class that gains
+# or loses an attribute is read again) and the names of their data attributes:
+# what `class_parts` reads, decided once.
+_ClassPlan = tuple[tuple[int, int, tuple[tuple[str, Label], ...]], ...]
+_class_plans: weakref.WeakKeyDictionary[type, _ClassPlan] = weakref.WeakKeyDictionary()
+
+
+def _class_plan(cls: type) -> _ClassPlan:
     seen: set[str] = set()
-    for klass in cls.__mro__:
+    plan: list[tuple[int, int, tuple[tuple[str, Label], ...]]] = []
+    for index, klass in enumerate(cls.__mro__):
         if not user_class(klass):
             continue
-        for name, value in list(vars(klass).items()):
+        attrs = dict(vars(klass))
+        names: list[tuple[str, Label]] = []
+        for name, value in attrs.items():
             if name in seen or (name.startswith("__") and name.endswith("__")):
                 continue
             seen.add(name)
             if not isinstance(value, _METHODS):
-                yield Label.of(FIELD, name), value
+                names.append((name, Label.of(FIELD, name)))
+        plan.append((index, len(attrs), tuple(names)))
+    return tuple(plan)
 
 
 def instance_class(t: type) -> Iterator[tuple[Label, Any]]:
@@ -810,6 +842,8 @@ def aux_tracer(treedef: Any) -> str | None:
 def _children(x: Any, t: type[Any]) -> list[tuple[Any, Any]]:
     """`(label, value)` of what `x` holds, for `hidden_tracer`: a `Label`, or
     `(format, key)` spelled when a path is reported."""
+    if issubclass(t, type):
+        return class_parts(x)  # pyright: ignore[reportUnknownArgumentType]
     if t is types.FunctionType:
         parts: list[tuple[Any, Any]] = [
             (label, cell.cell_contents) for label, cell in _full_cells(x)
@@ -828,8 +862,6 @@ def _children(x: Any, t: type[Any]) -> list[tuple[Any, Any]]:
         return [(("[{}]", i), v) for i, v in enumerate(list(x))]
     if t is types.BuiltinMethodType:
         return list(builtin_method_parts(x))
-    if issubclass(t, type):
-        return list(class_parts(x))
     if t is LRU_WRAPPER:
         return cache_parts(x)
     slots = _slots.get(t)
