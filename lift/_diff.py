@@ -72,7 +72,7 @@ def diff(a: Any, b: Any) -> str | None:
     flatten_lifted(b, "diff")
     ta = jtu.tree_structure(a, is_leaf=_iterator)
     tb = jtu.tree_structure(b, is_leaf=_iterator)
-    if ta == tb:
+    if _same(ta, tb):
         return None
     lines: list[str] = []
     _diff_trees(a, b, lines)
@@ -82,6 +82,16 @@ def diff(a: Any, b: Any) -> str | None:
 
 
 # -- pytrees ------------------------------------------------------------------------
+
+
+def _same(ta: jtu.TreeDef, tb: jtu.TreeDef) -> bool:
+    """`ta == tb`, false when JAX cannot compare them (static metadata whose
+    `__eq__` raises or answers with an array: `jax.jit` cannot reuse a program
+    for it either)."""
+    try:
+        return ta == tb
+    except Exception:
+        return False
 
 
 def _iterator(x: Any) -> bool:
@@ -110,13 +120,14 @@ def _diff_trees(a: Any, b: Any, lines: list[str]) -> None:
                 lines.append(f"{_at(path)}{_what(x)} in one, {_what(y)} in the other")
             continue
         sx, sy = _one_level(x), _one_level(y)
-        if sx == sy and jtu.treedef_is_leaf(sx):
+        same = _same(sx, sy)
+        if same and jtu.treedef_is_leaf(sx):
             continue
         dx, dy = sx.node_data(), sy.node_data()
         if dx is None or dy is None or dx[0] is not dy[0]:
             lines.append(f"{_at(path)}{_what(x)} in one, {_what(y)} in the other")
             continue
-        if sx != sy:
+        if not same:
             _diff_metadata(path, x, y, dx[1], dy[1], lines)
             if sx.num_leaves != sy.num_leaves:
                 continue
@@ -173,12 +184,22 @@ def _diff_metadata(
 ) -> None:
     """Two nodes of one type whose static metadata (pytree aux data) differ."""
     hx, hy = _functions_in(mx), _functions_in(my)
-    # The fields whose functions differ, in order, with the functions' names.
+    # The fields whose functions differ (by `==`, as JAX compares them), in
+    # order, with the functions' names and why they differ when `==` could not say.
     fields: dict[str | None, list[str]] = {}
+    reasons: list[str] = []
     for fx, fy in zip(hx, hy, strict=False):
-        if fx is not fy:
+        unequal, why = _unequal(fx, fy)
+        if unequal:
             field = _field_of(x, fx) or _field_of(y, fy)
             fields.setdefault(field, []).append(_fn_name(fx))
+            if why:
+                reasons.append(why)
+            if type(fx) is types.MethodType:
+                reasons.append(
+                    "a bound method is equal to one of the same function bound to "
+                    "the same object"
+                )
     for field, names in fields.items():
         held = getattr(x, field, None) if field else None
         kind = (
@@ -193,7 +214,9 @@ def _diff_metadata(
             f"static metadata of {type(x).__name__} "
             f"({'field ' + repr(field) if field else 'a field that'} is not a pytree "
             "field), which JAX compares with `==`: a function is equal only to "
-            "itself, so every new one compiles anew, whatever it captures.\n"
+            "itself, so every new one compiles anew, whatever it captures"
+            + "".join(f"; {why}" for why in dict.fromkeys(reasons))
+            + ".\n"
             + _FIX.format(field=field or "it", kind=kind)
         )
     if fields:
@@ -207,9 +230,14 @@ def _diff_metadata(
     if isinstance(x, dict) and isinstance(y, dict):
         kx = set(cast("dict[Any, Any]", x))
         ky = set(cast("dict[Any, Any]", y))
-        ox = ", ".join(sorted(map(repr, kx - ky))) or "none"
-        oy = ", ".join(sorted(map(repr, ky - kx))) or "none"
-        lines.append(f"{_at(path)}dict keys {ox} in one only, {oy} in the other only")
+        only = [
+            f"{_keys(sorted(map(repr, keys)))} in {side} only"
+            for keys, side in ((kx - ky, "one"), (ky - kx, "the other"))
+            if keys
+        ]
+        if not only:  # equal keys of other types (`1` and `1.0`)
+            only = [f"keys equal by `==` but of other types ({_what(x)})"]
+        lines.append(f"{_at(path)}the dicts' keys differ: {', '.join(only)}")
         return
     if isinstance(x, (list, tuple)) and len(cast("list[Any]", x)) != len(
         cast("list[Any]", y)
@@ -219,6 +247,68 @@ def _diff_metadata(
     lines.append(
         f"{_at(path)}{_type_name(x)}'s static metadata differs: "
         f"{static_str(mx)} vs {static_str(my)}"
+        + "".join(
+            f"; {why}"
+            for why in dict.fromkeys(
+                why
+                for u, v in zip(_atoms(mx), _atoms(my), strict=False)
+                for unequal, why in [_unequal(u, v)]
+                if unequal and why
+            )
+        )
+    )
+
+
+def _keys(reprs: list[str]) -> str:
+    """`the key 'a' is`, `the keys 'a', 'b' are`."""
+    if len(reprs) == 1:
+        return f"the key {reprs[0]} is"
+    return f"the keys {', '.join(reprs)} are"
+
+
+def _by_identity(t: type[Any]) -> bool:
+    """Whether `==` on instances of `t` is identity: no `__eq__` of its own."""
+    return getattr(t, "__eq__", None) is object.__eq__
+
+
+def _unequal(u: Any, v: Any) -> tuple[bool, str]:
+    """Whether JAX's `==` on static data finds `u` and `v` different, and why
+    when the user could not tell from their values: an object compared by
+    identity, an `__eq__` that raises or answers with an array (both taken as
+    different here)."""
+    if u is v:
+        return False, ""
+    t: type[Any] = type(u)  # pyright: ignore[reportUnknownVariableType]
+    try:
+        eq = u == v
+        if type(eq) is bool:
+            unequal = not eq
+        elif getattr(eq, "shape", None) not in (None, ()):
+            return True, (
+                f"{_a(t.__name__)}'s `==` answers with an array, not True or False: "
+                "taken as different"
+            )
+        else:
+            unequal = not bool(eq)
+    except Exception as err:
+        return True, (
+            f"comparing {_a(t.__name__)} with `==` raised {type(err).__name__}: "
+            "taken as different"
+        )
+    if unequal and type(v) is t and _by_identity(t) and not _is_function(u):
+        return True, (
+            f"{_a(t.__name__)} has no `__eq__` of its own: compared by identity, "
+            "so each new one compiles anew"
+        )
+    return unequal, ""
+
+
+def _is_function(v: Any) -> bool:
+    t: type[Any] = type(v)  # pyright: ignore[reportUnknownVariableType]
+    return issubclass(t, Lifted) or t in (
+        types.FunctionType,
+        types.MethodType,
+        functools.partial,
     )
 
 
@@ -249,6 +339,12 @@ def _at(path: str) -> str:
 
 def _functions_in(data: Any) -> list[Any]:
     """The functions (`Lifted` included) held in static metadata, in order."""
+    return [v for v in _atoms(data) if _is_function(v)]
+
+
+def _atoms(data: Any) -> list[Any]:
+    """What static metadata holds, in order, through tuples, lists, sets and dicts
+    (their values) and NamedTuples."""
     found: list[Any] = []
     stack = [data]
     seen = 0
@@ -256,11 +352,7 @@ def _functions_in(data: Any) -> list[Any]:
         v = stack.pop()
         seen += 1
         t: type[Any] = type(v)  # pyright: ignore[reportUnknownVariableType]
-        if issubclass(t, Lifted) or t in (
-            types.FunctionType,
-            types.MethodType,
-            functools.partial,
-        ):
+        if _is_function(v):
             found.append(v)
         elif t in (tuple, list, frozenset, set) or issubclass(t, tuple):
             stack.extend(reversed(list(cast("tuple[Any, ...]", v))))
@@ -268,6 +360,8 @@ def _functions_in(data: Any) -> list[Any]:
             stack.extend(reversed(list(cast("dict[Any, Any]", v).values())))
         elif type(getattr(v, "_fields", None)) is tuple:  # a NamedTuple of functions
             stack.extend(reversed(list(v)))
+        else:
+            found.append(v)
     return found
 
 
@@ -507,10 +601,14 @@ def _diff_template(
             if u == v:
                 continue
             su, sv = cast(Static, u), cast(Static, v)
+            _, why = _unequal(su.value, sv.value)  # an `__eq__` that cannot say
+            if _by_identity(type(su.value)):  # pyright: ignore[reportUnknownArgumentType]
+                why = ""  # said by `_why_static`
             lines.append(
                 f"{sub}: {name} = {static_str(su.value)} vs {static_str(sv.value)}, "
-                f"static because {_why_static(sa, ta, name, su)} "
-                f"(in {_owner(sa.skeleton, ta)})"
+                f"static because {_why_static(sa, ta, name, su)}"
+                + (f"; {why}" if why else "")
+                + f" (in {_owner(sa.skeleton, ta)})"
             )
             continue
         lines.append(
@@ -553,6 +651,11 @@ def _why_static(side: _Side, template: Template, name: str, slot: Static) -> str
         if site is not None:
             return f"it is used in `if` at {site} (a traced value could not run there)"
         return "code branches on it in Python (a traced value could not run there)"
+    if _by_identity(t) and not issubclass(t, (type, types.ModuleType)):
+        return (
+            f"it is {_a(t.__name__)}, not a float or array, with no `__eq__` of its "
+            "own: compared by identity, so each new object compiles anew"
+        )
     return f"it is {_a(t.__name__)}, not a float or array"
 
 

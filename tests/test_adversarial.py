@@ -165,12 +165,6 @@ def test_train_state_replace_with_a_new_optimizer_still_jits():
 # -- lift.diff -------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="lift/_diff.py _diff_metadata compares functions in static metadata with "
-    "`is`; JAX compares with `==`, and `m.apply` read twice is two equal bound "
-    "methods: diff blames apply_fn, which does not differ, beside tx, which does",
-)
 def test_diff_names_only_the_static_fields_that_differ():
     import optax
     from flax.training import train_state

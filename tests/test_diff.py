@@ -177,7 +177,8 @@ def test_inside_any_pytrees() -> None:
         "a tuple of 1 in one, a list of 1 in the other"
     )
     assert lift.diff({"a": 1.0}, {"b": 1.0}) == (
-        "dict keys 'a' in one only, 'b' in the other only"
+        "the dicts' keys differ: the key 'a' is in one only, the key 'b' is in the "
+        "other only"
     )
     assert lift.diff({"a": [1.0, 2.0]}, {"a": [1.0]}) == (
         "['a']: a list of 2 in one, a list of 1 in the other"
@@ -324,3 +325,117 @@ def test_deep_nesting_is_walked_iteratively_and_paths_stay_bounded() -> None:
         ".captures['g'].captures['k']: k = 0 vs 5, static because it is an int" in line
     )
     assert len(line) < 1300
+
+
+# -- static data compared with `==`, as JAX compares it --------------------------------
+
+
+class _Apply:
+    def apply(self, x: Any) -> Any:
+        return x
+
+
+class _Static(eqx.Module):
+    held: Any = eqx.field(static=True)
+
+
+def test_equal_bound_methods_in_static_metadata_are_not_blamed() -> None:
+    # `model.apply` read twice is two method objects, equal by `==`.
+    model = _Apply()
+    assert model.apply is not model.apply
+    a, b = _Static(model.apply), _Static(model.apply)
+    assert jax.tree.structure(a) == jax.tree.structure(b)
+    assert lift.diff(a, b) is None
+    text = lift.diff(a, _Static(_Apply().apply))
+    assert text is not None
+    assert text.startswith(
+        ".held: the function _Apply.apply is held in the static metadata of _Static "
+        "(field 'held' is not a pytree field), which JAX compares with `==`: a "
+        "function is equal only to itself, so every new one compiles anew, whatever "
+        "it captures; a bound method is equal to one of the same function bound to "
+        "the same object.\n"
+    )
+
+
+def test_dict_keys_present_in_one_only_are_named() -> None:
+    assert lift.diff({"a": 1.0, "b": 2.0}, {"a": 1.0}) == (
+        "the dicts' keys differ: the key 'b' is in one only"
+    )
+    assert lift.diff({"a": 1.0}, {"a": 1.0, "b": 2.0, "c": 3.0}) == (
+        "the dicts' keys differ: the keys 'b', 'c' are in the other only"
+    )
+
+
+class Opaque:
+    """No `__eq__` of its own: compared by identity."""
+
+
+class ArrayEq:
+    def __init__(self, v: Any) -> None:
+        self.v = v
+
+    def __eq__(self, other: object) -> Any:
+        return jnp.asarray([1, 2]) == jnp.asarray([1, 3])
+
+    __hash__ = object.__hash__
+
+
+class RaisingEq:
+    def __eq__(self, other: object) -> bool:
+        raise RuntimeError("cannot compare")
+
+    __hash__ = object.__hash__
+
+
+def test_an_object_without_its_own_eq_is_said_compared_by_identity() -> None:
+    text = lift.diff(_Static(Opaque()), _Static(Opaque()))
+    assert text is not None
+    assert text.startswith("_Static's static metadata differs: ")
+    assert text.endswith(
+        "; an Opaque has no `__eq__` of its own: compared by identity, so each new "
+        "one compiles anew"
+    )
+
+    def holding(o: Any) -> Any:
+        return lift.lift(lambda x: x if o else -x)
+
+    text = lift.diff(holding(Opaque()), holding(Opaque()))
+    assert text is not None
+    assert text.startswith(".captures['o']: o = ")
+    assert (
+        "static because it is an Opaque, not a float or array, with no `__eq__` of "
+        "its own: compared by identity, so each new object compiles anew (in "
+    ) in text
+    one = Opaque()
+    assert lift.diff(holding(one), holding(one)) is None
+
+
+@pytest.mark.parametrize(
+    ("held", "why"),
+    [
+        (
+            ArrayEq,
+            "an ArrayEq's `==` answers with an array, not True or False: taken as "
+            "different",
+        ),
+        (
+            lambda _: RaisingEq(),
+            "comparing a RaisingEq with `==` raised RuntimeError: taken as different",
+        ),
+    ],
+)
+def test_an_eq_that_cannot_answer_is_a_difference_with_its_reason(
+    held: Any, why: str
+) -> None:
+    # JAX itself raises comparing such treedefs; diff says why instead.
+    a, b = _Static(held(1)), _Static(held(1))
+    text = lift.diff(a, b)
+    assert text is not None and text.startswith("_Static's static metadata differs")
+    assert text.endswith(f"; {why}")
+
+    def holding(o: Any) -> Any:
+        return lift.lift(lambda x: x if o else -x)
+
+    text = lift.diff(holding(held(1)), holding(held(1)))
+    assert text is not None
+    assert f"; {why} (in " in text
