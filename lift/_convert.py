@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 import types
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import jax
 import jax.core
@@ -35,7 +35,6 @@ import numpy as np
 from . import _compat
 from ._capture import capture
 from ._errors import LiftError, describe
-from ._lifted import construct
 from ._paths import leaf_paths
 
 # JAX's public functions used here, typed once for the type checker.
@@ -424,5 +423,4 @@ def convert(
         value = getattr(fn, attr, None)
         if isinstance(value, str):
             setattr(converted, attr, value)
-    # Not `cls(converted)`: a subclass's own `__init__` may take other arguments.
-    return cast("_L", construct(cls, converted, frozenset(), None))
+    return cls(converted)

@@ -78,6 +78,22 @@ _identity_jit: Final = cast(
 )
 
 
+_ALLOWED: Final = (None, "allow")
+
+
+def _plain_config() -> bool:
+    """Whether `jit` converts scalars as `jax.device_put` does: not when `jit` is
+    disabled, when it checks outputs for NaN or infinity (a captured `nan` would
+    raise), or under a transfer guard (it forbids or logs `jit`'s implicit
+    transfers, not `device_put`'s explicit ones)."""
+    c: Any = jax.config
+    return (
+        not (c.jax_disable_jit or c.jax_debug_nans or c.jax_debug_infs)
+        and c.jax_transfer_guard_host_to_device in _ALLOWED
+        and c.jax_transfer_guard in _ALLOWED
+    )
+
+
 def _to_arrays(values: list[Any]) -> list[jax.Array]:
     """`values` (Python scalars of one type) as weakly typed 0-d arrays, one
     buffer each."""
@@ -86,9 +102,7 @@ def _to_arrays(values: list[Any]) -> list[jax.Array]:
     kind: type[Any] = type(values[0])  # pyright: ignore[reportUnknownVariableType]
     key = (kind, n)
     calls = _calls[key] = _calls.get(key, 0) + 1
-    if (
-        _total < _COMPILE_AFTER or calls <= _RECURRING or jax.config.jax_disable_jit  # pyright: ignore[reportAttributeAccessIssue, reportUnknownMemberType]
-    ):
+    if _total < _COMPILE_AFTER or calls <= _RECURRING or not _plain_config():
         _total += n
         with _gc.paused():
             return jax.device_put(values)  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType, reportUnknownArgumentType]
@@ -510,31 +524,6 @@ def _importable(x: Lifted[Any, Any]) -> Any:
     return found
 
 
-def construct(
-    cls: type[Lifted[Any, Any]],
-    fn: Callable[..., Any],
-    names: frozenset[str],
-    dynamic: Callable[[Any], bool] | None,
-) -> Lifted[Any, Any]:
-    """`fn` lifted with these options into an instance of `cls`, as `Lifted.__init__`
-    lifts it, whatever `cls.__init__` takes (a subclass's own may take `fn`
-    alone): for the instances lift makes of a class it was given (unpickling,
-    `lift.lift(sub_instance, static=...)`, `Sub.closure_convert`)."""
-    raw = _raw_class(cls)
-    self = object.__new__(raw)
-    self._capture(fn, names, dynamic)
-    if names:
-        check_static_names(
-            names,
-            self._skeleton.cache["names"],
-            fn,
-            "lift" if cls is Lifted else cls.__name__,
-        )
-    if raw is not cls:
-        self.__class__ = cls
-    return self
-
-
 def _unpickle(
     cls: type[Lifted[Any, Any]],
     fn: Callable[..., Any],
@@ -542,8 +531,9 @@ def _unpickle(
     dynamic: Callable[[Any], bool] | None,
     leaves: tuple[Any, ...],
 ) -> Lifted[Any, Any]:
-    self = construct(cls, fn, names, dynamic)
-    self._setup(self._skeleton, leaves, leaves)
+    lifted = cls(fn, static=names, dynamic=dynamic)
+    self = object.__new__(cls)
+    self._setup(lifted._skeleton, leaves, leaves)
     self._original = fn
     return self
 

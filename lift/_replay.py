@@ -115,6 +115,7 @@ class _Writer:
             "is_": operator.is_,
             "ndarray": np.ndarray,
             "bool_": np.bool_,
+            "tuple_iter": tuple.__iter__,  # pyright: ignore[reportUnknownMemberType]
         }
         # One name per distinct constant (by identity; `consts` keeps it alive).
         self.const_names: dict[int, str] = {}
@@ -211,8 +212,11 @@ class _Writer:
             # static its value, so the value holds no nested container that
             # could make it cyclic or change the treedef.
             self.fail_unless(f"type({v}) is {self.const(flat)}")
+            # A NamedTuple's items as a tuple's (as JAX reads them), whatever its
+            # class may have been given since.
+            seq = v if flat is tuple or flat is list else f"tuple_iter({v})"
             if not template.slots:
-                self.fail_unless(f"len({v}) == 0")
+                self.fail_unless(f"not tuple({seq})")
                 return
             items: list[str] = []
             later: list[tuple[Any, str]] = []
@@ -223,7 +227,7 @@ class _Writer:
                 else:
                     items.append(f"{v}_{pos}")
                     later.append((slot, items[-1]))
-            self.emit(f"{', '.join(items)}, = {v}")
+            self.emit(f"{', '.join(items)}, = {seq}")
             for slot, item in later:
                 self.slot(slot, item)
             return

@@ -826,6 +826,15 @@ def test_compiled_conversion_keeps_the_soundness_rules(monkeypatch: Any) -> None
     assert jnp.allclose(jax.vmap(inside)(jnp.ones(2)), 0.25)
     with jax.disable_jit():
         assert inside(2.0) == 0.5
+    # Where `jit` would treat the scalars otherwise than `device_put` does: a
+    # transfer guard (forbids implicit transfers), NaN and infinity checks.
+    with jax.transfer_guard("disallow"):
+        (leaf,) = jax.tree_util.tree_leaves(lift.lift(lambda y, lr=0.25: y * lr))
+    assert leaf.weak_type and float(leaf) == 0.25
+    for check in (jax.debug_nans, jax.debug_infs):
+        with check(True):
+            nan = lift.lift(lambda x, v=float("nan"), w=float("inf"): x + v + w)
+            assert all(x.weak_type for x in jax.tree_util.tree_leaves(nan))
     for fn in made:
         (leaf,) = jax.tree_util.tree_leaves(fn)
         assert isinstance(leaf, jax.Array) and not isinstance(leaf, jax.core.Tracer)

@@ -317,3 +317,33 @@ def test_a_namedtuple_registered_as_its_own_node_is_flattened_guarded() -> None:
     # A plain NamedTuple of functions takes the short way, with the same result.
     pair = lift.lift(_Pair(_fn(0.5), _fn(2.0)))
     assert type(pair) is _Pair and pair.second(1.0) == 2.0
+
+
+class _Patched(NamedTuple):
+    first: Any
+    second: Any
+
+
+def test_a_namedtuple_given_its_own_iteration_after_replay_is_read_as_jax_reads_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def make() -> Any:
+        return _holding(_Patched(_fn(0.5), _fn(2.0)))
+
+    for _ in range(3):
+        lift.lift(make())
+    assert replayed(lift.lift(make()))
+    monkeypatch.setattr(
+        _Patched,
+        "__iter__",
+        lambda self: iter((tuple.__getitem__(self, 1), tuple.__getitem__(self, 0))),
+    )
+    fn = make()
+    leaves, treedef = jax.tree_util.tree_flatten(lift.lift(fn))
+    with monkeypatch.context() as m:
+        from lift import _capture
+
+        m.setattr(_capture, "replay", lambda skeleton, obj: None)
+        full_leaves, full_treedef = jax.tree_util.tree_flatten(lift.lift(fn))
+    assert treedef == full_treedef
+    assert [float(x) for x in leaves] == [float(x) for x in full_leaves] == [0.5, 2.0]
