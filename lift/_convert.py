@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 import types
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
 
 import jax
 import jax.core
@@ -35,6 +35,7 @@ import numpy as np
 from . import _compat
 from ._capture import capture
 from ._errors import LiftError, describe
+from ._lifted import construct
 from ._paths import leaf_paths
 
 # JAX's public functions used here, typed once for the type checker.
@@ -423,4 +424,5 @@ def convert(
         value = getattr(fn, attr, None)
         if isinstance(value, str):
             setattr(converted, attr, value)
-    return cls(converted)
+    # Not `cls(converted)`: a subclass's own `__init__` may take other arguments.
+    return cast("_L", construct(cls, converted, frozenset(), None))

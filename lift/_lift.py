@@ -15,7 +15,7 @@ from ._capture import check_static_names
 from ._closure import static_key
 from ._describe import reject
 from ._errors import LiftError
-from ._lifted import Lifted, check_options
+from ._lifted import Lifted, check_options, construct
 from ._optax import as_functions
 from ._rebuild import build
 from ._trees import (
@@ -166,7 +166,9 @@ def lift(
     if issubclass(kind, Lifted):
         if not options:
             return obj
-        return cast("type[Lifted[Any, Any]]", kind)(obj, static=static, dynamic=dynamic)
+        # Not `kind(obj, ...)`: a subclass's own `__init__` may take `fn` alone.
+        sub = cast("type[Lifted[Any, Any]]", kind)
+        return construct(sub, obj, check_options(static, dynamic, sub), dynamic)
     if is_function_like(obj):
         return Lifted(obj, static=static, dynamic=dynamic)
     if (functions := as_functions(obj)) is not None:  # optax.MultiSteps

@@ -524,6 +524,31 @@ def _importable(x: Lifted[Any, Any]) -> Any:
     return found
 
 
+def construct(
+    cls: type[Lifted[Any, Any]],
+    fn: Callable[..., Any],
+    names: frozenset[str],
+    dynamic: Callable[[Any], bool] | None,
+) -> Lifted[Any, Any]:
+    """`fn` lifted with these options into an instance of `cls`, as `Lifted.__init__`
+    lifts it, whatever `cls.__init__` takes (a subclass's own may take `fn`
+    alone): for the instances lift makes of a class it was given (unpickling,
+    `lift.lift(sub_instance, static=...)`, `Sub.closure_convert`)."""
+    raw = _raw_class(cls)
+    self = object.__new__(raw)
+    self._capture(fn, names, dynamic)
+    if names:
+        check_static_names(
+            names,
+            self._skeleton.cache["names"],
+            fn,
+            "lift" if cls is Lifted else cls.__name__,
+        )
+    if raw is not cls:
+        self.__class__ = cls
+    return self
+
+
 def _unpickle(
     cls: type[Lifted[Any, Any]],
     fn: Callable[..., Any],
@@ -531,9 +556,8 @@ def _unpickle(
     dynamic: Callable[[Any], bool] | None,
     leaves: tuple[Any, ...],
 ) -> Lifted[Any, Any]:
-    lifted = cls(fn, static=names, dynamic=dynamic)
-    self = object.__new__(cls)
-    self._setup(lifted._skeleton, leaves, leaves)
+    self = construct(cls, fn, names, dynamic)
+    self._setup(self._skeleton, leaves, leaves)
     self._original = fn
     return self
 

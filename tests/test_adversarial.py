@@ -67,11 +67,6 @@ def _scaled(x, a=jnp.float32(2.0)):
     return a * x
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="lift/_lifted.py _unpickle calls cls(fn, static=..., dynamic=...): a "
-    "subclass whose __init__ takes only fn cannot be unpickled (TypeError)",
-)
 def test_a_subclass_with_its_own_init_pickles():
     m = _Model(_scaled)
     again = pickle.loads(pickle.dumps(m))

@@ -865,3 +865,52 @@ def test_a_tracer_in_a_suspended_generator_is_refused() -> None:
         return s
 
     make(2.0)
+
+
+# -- a subclass whose own `__init__` takes other arguments ---------------------------
+
+
+class _FnOnly(lift.Lifted):
+    """A library's subclass with an `__init__` of its own that takes `fn` alone."""
+
+    def __init__(self, fn: Any) -> None:
+        super().__init__(fn)
+
+
+class _WithNote(lift.Lifted):
+    """One whose `__init__` needs more than `fn`."""
+
+    def __init__(self, fn: Any, note: str) -> None:
+        super().__init__(fn)
+
+
+def _scaled(x: Any, a: Any = 2.0) -> Any:
+    return a * x
+
+
+_REMADE: dict[str, Callable[[Any], Any]] = {
+    "pickle": lambda f: pickle.loads(pickle.dumps(f)),
+    "copy": copy.copy,
+    "deepcopy": copy.deepcopy,
+    "lift static=": lambda f: lift.lift(f, static="a"),
+    "lift dynamic=": lambda f: lift.lift(f, dynamic=lambda v: isinstance(v, float)),
+    "tree_map": lambda f: jax.tree.map(lambda v: v, f),
+    "jax.jit": lambda f: jax.jit(lambda f: f)(f),
+    "closure_convert": lambda f: type(f).closure_convert(_scaled, 1.0),
+}
+
+
+@pytest.mark.parametrize("how", list(_REMADE))
+@pytest.mark.parametrize("cls", [_FnOnly, _WithNote])
+def test_what_lift_makes_of_a_subclass_instance_keeps_its_class(
+    cls: type[lift.Lifted], how: str
+) -> None:
+    # lift builds these instances itself, never through the subclass's `__init__`.
+    f = cls(_scaled) if cls is _FnOnly else cls(_scaled, "note")  # pyright: ignore[reportCallIssue]
+    again = _REMADE[how](f)
+    assert type(again) is cls
+    assert again(3.0) == 6.0
+    if how == "lift static=":
+        assert jax.tree.leaves(again) == []  # `a` is static now
+        with pytest.raises(lift.LiftError, match=rf"^{cls.__name__}\(_scaled "):
+            lift.lift(f, static="nope")
