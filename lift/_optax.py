@@ -8,6 +8,12 @@ object. `lift` takes such an object apart instead: the same optimizer as a pair
 of functions that capture the object's class and attributes (walked like any
 capture, so the inner optimizer's hyperparameters are leaves) and call the
 method on an instance rebuilt from them.
+
+The pair is a named tuple of the object's own `GradientTransformation` type
+extended with the rest of the object's API (`MultiSteps.has_updated`,
+`inner_opt`, ...): those are read from an instance rebuilt from the lifted
+`update`'s current captures, so they see its leaves (tracers under a trace),
+and `gradient_transformation()` is the pair itself.
 """
 
 from __future__ import annotations
@@ -33,9 +39,71 @@ def as_functions(obj: Any) -> Any | None:
         return None
     cls = cast("type[Any]", type(owner))
     attrs: dict[str, Any] = dict(owner.__dict__)
-    return type(transformation)(
+    base = cast("type[Any]", type(transformation))
+    return _transformation_type(base, cls)(
         functools.partial(_init, cls, attrs), functools.partial(_update, cls, attrs)
     )
+
+
+@functools.cache
+def _transformation_type(base: type[Any], cls: type[Any]) -> type[Any]:
+    """`base` (a `GradientTransformation`: a named tuple, flattened as one) named
+    after `cls` and answering for `cls`'s other attributes."""
+    namespace: dict[str, Any] = {
+        "__slots__": (),
+        "__module__": __name__,
+        "__qualname__": cls.__qualname__,
+        "__doc__": f"`{cls.__qualname__}` as a `{base.__name__}` of functions, "
+        "with its other attributes read from an instance rebuilt from `update`.",
+        "__getattr__": _attribute,
+        "__reduce__": _reduce,
+        "_object_class": cls,
+        "gradient_transformation": _itself,
+    }
+    return type(cls.__name__, (base,), namespace)
+
+
+def _reduce(self: Any) -> tuple[Any, ...]:
+    # The type is made here, not importable by name: pickle its recipe.
+    kind = cast(Any, type(self))
+    return _remade, (kind.__bases__[0], kind._object_class, tuple(self))
+
+
+def _remade(base: type[Any], cls: type[Any], fields: tuple[Any, ...]) -> Any:
+    return _transformation_type(base, cls)(*fields)
+
+
+def _attribute(self: Any, name: str) -> Any:
+    # Only for names the named tuple lacks; never dunders (`copy`, `pickle` and
+    # JAX probe for those).
+    if name.startswith("__"):
+        raise AttributeError(name)
+    return getattr(_rebuilt(self), name)
+
+
+def _itself(self: Any) -> Any:
+    """This `GradientTransformation` (the object's own returns its bound methods,
+    of which this is the lifted form)."""
+    return self
+
+
+def _rebuilt(transformation: Any) -> Any:
+    """An instance of the object's class with the attributes `update` holds now."""
+    from ._lift import unlift  # `_lift` imports this module
+
+    update: Any = unlift(transformation.update)
+    func: Any = getattr(update, "func", None)
+    if not (
+        issubclass(type(update), functools.partial)
+        and getattr(func, "__code__", None) is _update.__code__
+    ):
+        raise AttributeError(
+            f"this {type(transformation).__name__}'s update is "
+            f"{type(update).__name__}, not the one lift made: its object's "
+            "attributes are not known"
+        )
+    cls, attrs = cast("tuple[type[Any], dict[str, Any]]", update.args)  # pyright: ignore[reportUnknownMemberType]
+    return _instance(cls, attrs)
 
 
 def _owner(value: Any) -> Any | None:

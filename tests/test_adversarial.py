@@ -133,12 +133,6 @@ def test_lifting_a_closure_over_a_large_object_array_is_cheap():
 # -- lift.flax.TrainState --------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="lift/flax.py TrainState lifts tx only in create(): `state.replace(tx="
-    "optax.adam(...))` (or the constructor) puts plain functions in a pytree "
-    "field, and jax.jit fails with 'not a valid JAX type' at st.tx.init",
-)
 def test_train_state_replace_with_a_new_optimizer_still_jits():
     import optax
 
@@ -247,12 +241,6 @@ def test_a_closure_over_a_bound_builtin_method_inside_jit_is_not_refused():
     assert run(1.0) == 2.0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="lift/flax.py TrainState makes tx a pytree field, so its state dict has a "
-    "'tx' entry that a checkpoint written by flax's TrainState lacks: restoring "
-    "one into the drop-in replacement fails with flax's 'Missing field tx'",
-)
 def test_a_flax_train_state_checkpoint_restores_into_lift_flax_train_state():
     import optax
     from flax import serialization
@@ -273,12 +261,6 @@ def test_a_flax_train_state_checkpoint_restores_into_lift_flax_train_state():
 # -- optax.MultiSteps ------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="lift/_optax.py as_functions returns a bare GradientTransformation for a "
-    "MultiSteps object: its own API (has_updated, inner_opt) is gone from "
-    "lift.lift(optax.MultiSteps(...)), an AttributeError in a training loop",
-)
 def test_a_lifted_multisteps_keeps_has_updated():
     import optax
 

@@ -159,6 +159,71 @@ def test_lift_flax_train_state_keeps_a_lifted_tx_and_subclasses() -> None:
     assert traces[0] == 1
 
 
+def test_the_constructor_and_replace_lift_tx_too() -> None:
+    # `tx` is lifted wherever it is set, so a new optimizer put in with
+    # `replace` (or the plain constructor) reuses the compiled step.
+    step, traces = _counted_step()
+    tx = optax.adam(LRS[0])
+    state = lift.flax.TrainState(
+        step=0,
+        apply_fn=MODEL.apply,
+        params=_params(),
+        tx=tx,
+        opt_state=tx.init(_params()),
+    )
+    assert lift.is_lifted(state.tx.update)
+    _assert_close(_train(step, state).params, _plain_params(LRS[0]))
+    for lr in LRS[1:]:
+        fresh = state.replace(tx=optax.adam(lr))
+        assert lift.is_lifted(fresh.tx.update) and lift.is_lifted(fresh.tx.init)
+        _assert_close(_train(step, fresh).params, _plain_params(lr))
+    assert traces[0] == 1
+    # A rate computed under jit: the replaced optimizer captures the tracer.
+    rate = jax.jit(lambda s, lr: s.replace(tx=optax.adam(lr)))(state, 0.25)
+    [step_size] = [
+        leaf
+        for path, leaf in jax.tree_util.tree_leaves_with_path(rate.tx.update)
+        if jax.tree_util.keystr(path).endswith("['step_size']")
+    ]
+    assert float(step_size) == -0.25
+
+
+def test_replace_lifts_an_optimizer_object_and_keeps_tree_maps() -> None:
+    # `optax.MultiSteps` as `tx`: lifted by `create` and by `replace`, with its
+    # own API kept (`has_updated` on the state's optimizer).
+    state = lift.flax.TrainState.create(
+        apply_fn=MODEL.apply, params=_params(), tx=optax.MultiSteps(optax.sgd(0.1), 2)
+    )
+    step, traces = _counted_step()
+    state = step(state)
+    assert not state.tx.has_updated(state.opt_state)
+    state = step(state.replace(tx=optax.MultiSteps(optax.sgd(0.2), 2)))
+    assert state.tx.has_updated(state.opt_state)
+    assert traces[0] == 1
+    # Tree maps rebuild the state with other leaves, and keep its `tx` as it is.
+    axes = jax.tree.map(lambda _: 0, state)
+    assert jax.tree.structure(axes) == jax.tree.structure(state)
+    cleared = jax.tree.map(
+        lambda _: None,
+        state,
+        is_leaf=lambda x: isinstance(x, optax.GradientTransformation),
+    )
+    assert cleared.tx is None
+
+
+def test_a_subclass_with_its_own_post_init_lifts_tx() -> None:
+    class Checked(lift.flax.TrainState):
+        def __post_init__(self) -> None:
+            super().__post_init__()
+            assert lift.is_lifted(self.tx.update)
+
+    state = Checked.create(apply_fn=MODEL.apply, params=_params(), tx=optax.sgd(0.1))
+    state = state.replace(tx=optax.sgd(0.2))
+    step, traces = _counted_step()
+    step(step(state))
+    assert traces[0] == 1
+
+
 # -- nnx.Optimizer ---------------------------------------------------------------
 
 
@@ -214,6 +279,30 @@ def test_copies_of_a_lift_flax_optimizer() -> None:
         step(nnx.clone(model), copied)
     assert traces[0] == 1
     assert int(optimizer.step[...]) == 0  # the original is untouched
+
+
+def test_assigning_tx_to_a_lift_flax_optimizer_lifts_it() -> None:
+    # nnx would keep a plain optimizer's closures as static data: a new program
+    # for every optimizer assigned.
+    step, traces = _nnx_step()
+    model = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
+    optimizer = lift.flax.Optimizer(model, optax.adam(LRS[0]), wrt=nnx.Param)
+    step(model, optimizer)
+    for lr in LRS[1:]:
+        optimizer.tx = optax.adam(lr)
+        assert lift.is_lifted(optimizer.tx.update)
+        step(model, optimizer)
+    assert traces[0] == 1
+    # The assigned rate is the one used: one step from the same start as
+    # `nnx.Optimizer` with that rate.
+    plain_step, _ = _nnx_step()
+    start = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
+    ours, theirs = nnx.clone(start), nnx.clone(start)
+    optimizer = lift.flax.Optimizer(ours, optax.adam(LRS[0]), wrt=nnx.Param)
+    optimizer.tx = optax.adam(LRS[2])
+    step(ours, optimizer)
+    plain_step(theirs, nnx.Optimizer(theirs, optax.adam(LRS[2]), wrt=nnx.Param))
+    _assert_close(nnx.state(ours, nnx.Param), nnx.state(theirs, nnx.Param))
 
 
 def test_an_nnx_data_subclass_is_the_same_recipe() -> None:
@@ -339,6 +428,65 @@ def test_a_leaf_of_another_shape_is_refused() -> None:
         r"target's \(2,\)\.\nFix: .*\nDocs: errors\.md#state-dict-mismatch$",
     ):
         serialization.from_state_dict(make(jnp.ones(2)), state)
+
+
+def test_a_flax_train_state_checkpoint_restores_with_the_target_optimizer() -> None:
+    # flax's `TrainState` saves no optimizer: its checkpoint restores into
+    # `lift.flax.TrainState` (a subclass too), keeping the target's `tx`.
+    class Plain(train_state.TrainState):
+        stats: Any = None
+
+    class Lifted(lift.flax.TrainState):
+        stats: Any = None
+
+    step, _ = _counted_step()
+    saved = _train(
+        step,
+        Plain.create(
+            apply_fn=MODEL.apply,
+            params=_params(),
+            tx=optax.adam(0.1),
+            stats=jnp.arange(2.0),
+        ),
+    )
+    assert "tx" not in serialization.to_state_dict(saved)
+    target = Lifted.create(
+        apply_fn=MODEL.apply, params=_params(), tx=optax.adam(0.1), stats=jnp.zeros(2)
+    )
+    restored = serialization.from_bytes(target, serialization.to_bytes(saved))
+    assert isinstance(restored, Lifted)
+    assert restored.tx is target.tx
+    assert int(restored.step) == 3
+    np.testing.assert_array_equal(restored.stats, [0.0, 1.0])
+    _assert_close(restored.params, saved.params)
+    _assert_close(restored.opt_state, saved.opt_state)
+    # Training on from there is training on from flax's state.
+    _assert_close(step(restored).params, step(saved).params)
+    # Any other missing field is still refused, as flax does.
+    state = serialization.to_state_dict(saved)
+    del state["stats"]
+    with pytest.raises(ValueError, match="Missing field stats in state dict"):
+        serialization.from_state_dict(target, state)
+    with pytest.raises(ValueError, match=r'Unknown field.*"extra"'):
+        serialization.from_state_dict(target, {**state, "stats": 0, "extra": 1})
+
+
+def test_a_lift_checkpoint_into_flax_train_state_drops_tx_by_hand() -> None:
+    # The other way: flax's `TrainState` has no field for the saved optimizer
+    # and says so; without the `tx` entry the rest restores.
+    saved = _trained(0.1)
+    target = train_state.TrainState.create(
+        apply_fn=MODEL.apply, params=_params(), tx=optax.adamw(0.1, weight_decay=0.05)
+    )
+    data = serialization.to_bytes(saved)
+    with pytest.raises(ValueError, match=r'Unknown field.*"tx"'):
+        serialization.from_bytes(target, data)
+    state = serialization.msgpack_restore(data)
+    del state["tx"]
+    restored = serialization.from_state_dict(target, state)
+    assert int(restored.step) == 2
+    _assert_close(restored.params, saved.params)
+    _assert_close(restored.opt_state, saved.opt_state)
 
 
 def test_subclasses_serialize_too() -> None:

@@ -158,3 +158,61 @@ def test_copies_of_a_lifted_optax_optimizer(make: Any) -> None:
         pickle.dumps(make())
     with pytest.raises(refused, match="local object"):
         pickle.dumps(opt)
+
+
+def test_the_lifted_object_keeps_its_own_api() -> None:
+    # `has_updated`, `inner_opt` and `gradient_transformation()` answer for the
+    # lifted optimizer, eagerly, under jit (as an argument or a capture) and
+    # through copies and `lift.unlift`.
+    opt = lift.lift(optax.MultiSteps(optax.adam(0.1), every_k_schedule=2))
+    assert isinstance(opt, optax.GradientTransformation)
+    assert type(opt).__name__ == "MultiSteps"
+    assert opt.gradient_transformation() is opt
+    p = _params()
+    s = opt.init(p)
+    traces = 0
+
+    @jax.jit
+    def step(opt: Any, p: Any, s: Any) -> Any:
+        nonlocal traces
+        traces += 1
+        u, s = opt.update(_grad(p), s, p)
+        return optax.apply_updates(p, u), s, opt.has_updated(s)
+
+    updated = []
+    for _ in range(4):
+        p, s, now = step(opt, p, s)
+        updated.append(bool(now))
+        assert bool(opt.has_updated(s)) == updated[-1]
+        assert bool(jax.jit(lambda s: opt.has_updated(s))(s)) == updated[-1]
+        for other in (copy.deepcopy(opt), lift.unlift(opt)):
+            assert bool(other.has_updated(s)) == updated[-1]
+    assert updated == [False, True, False, True]
+    assert traces == 1
+    # The inner optimizer, rebuilt with the current leaves: adam's rate.
+    inner = opt.inner_opt
+    u, _ = inner.update({"w": jnp.ones(3)}, inner.init(p), p)
+    np.testing.assert_allclose(u["w"], -0.1 * jnp.ones(3), rtol=1e-4)
+    with pytest.raises(AttributeError, match="'MultiSteps' object has no attribute"):
+        _ = opt.no_such_attribute
+    assert not hasattr(opt, "__deepcopy__")  # dunders are never forwarded
+
+
+def test_the_api_reads_the_lifted_leaves() -> None:
+    # Under vmap over the inner rate, `inner_opt` is each member's optimizer.
+    rates = jnp.asarray(LRS)
+    opts = jax.vmap(lambda lr: lift.lift(optax.MultiSteps(optax.sgd(lr), 2)))(rates)
+
+    @jax.vmap
+    def inner_update(opt: Any) -> Any:
+        p = _params()
+        inner = opt.inner_opt
+        return inner.update({"w": jnp.ones(3)}, inner.init(p), p)[0]["w"]
+
+    np.testing.assert_allclose(
+        inner_update(opts), -rates[:, None] * jnp.ones(3), rtol=1e-6
+    )
+    # Lifting `gradient_transformation()` gives the same type, with the same API.
+    via = lift.lift(optax.MultiSteps(optax.adam(0.1), 2).gradient_transformation())
+    assert type(via) is type(lift.lift(optax.MultiSteps(optax.adam(0.5), 2)))
+    assert not via.has_updated(via.init(_params()))
