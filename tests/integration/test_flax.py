@@ -305,6 +305,38 @@ def test_assigning_tx_to_a_lift_flax_optimizer_lifts_it() -> None:
     _assert_close(nnx.state(ours, nnx.Param), nnx.state(theirs, nnx.Param))
 
 
+def test_optimizer_state_moves_between_nnx_and_lift_flax_optimizers() -> None:
+    # `nnx.Optimizer`'s state has no `tx`: it updates a `lift.flax.Optimizer`,
+    # which keeps its own. The other way, the `tx` entry is dropped by hand.
+    plain_step, _ = _nnx_step()
+    step, _ = _nnx_step()
+    model = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
+    plain = nnx.Optimizer(model, optax.adam(0.1), wrt=nnx.Param)
+    plain_step(model, plain)
+    restored = nnx.clone(model)
+    ours = lift.flax.Optimizer(restored, optax.adam(0.1), wrt=nnx.Param)
+    tx = ours.tx
+    nnx.update(ours, nnx.state(plain))
+    assert ours.tx is tx and int(ours.step[...]) == 1
+    _assert_close(nnx.state(ours, nnx.OptState), nnx.state(plain, nnx.OptState))
+    # Training on from there is training on from `nnx.Optimizer`'s state.
+    step(restored, ours)
+    plain_step(model, plain)
+    _assert_close(nnx.state(restored, nnx.Param), nnx.state(model, nnx.Param))
+
+    back = nnx.Optimizer(
+        nnx.Linear(2, 3, rngs=nnx.Rngs(2)), optax.adam(0.1), wrt=nnx.Param
+    )
+    state = nnx.state(ours)
+    with pytest.raises(ValueError, match="immutable node"):
+        nnx.update(back, state)
+    state = nnx.state(ours)
+    state.pop("tx")
+    nnx.update(back, state)
+    assert int(back.step[...]) == 2
+    _assert_close(nnx.state(back, nnx.OptState), nnx.state(ours, nnx.OptState))
+
+
 def test_an_nnx_data_subclass_is_the_same_recipe() -> None:
     # Without `lift.flax`: `tx` declared data before `nnx.Optimizer` sets it.
     class Optimizer(nnx.Optimizer[Any]):
