@@ -47,6 +47,7 @@ _T = TypeVar("_T")
 # -- Python scalars as weakly typed arrays ---------------------------------------
 
 _SCALARS: Final = frozenset({float, complex, int, bool})
+_FLOATS: Final = frozenset({float, complex})
 
 # Python floats and complexes are converted by a cached `jax.jit` of the identity:
 # its C++ dispatch converts each scalar argument to its own buffer, weakly typed
@@ -629,7 +630,16 @@ def _register(cls: type[Lifted[Any, Any]]) -> None:
     def unflatten(skeleton: Skeleton, children: Iterable[Any]) -> Lifted[Any, Any]:
         self = object.__new__(raw)
         leaves = tuple(children)
-        self._setup(skeleton, leaves, leaves)
+        # A Python float or complex given in a leaf's place (`eqx.tree_at(where,
+        # f, 0.2)`, a `tree_map` returning floats) is converted when next
+        # flattened or called, as a captured one is: one leaf type whatever the
+        # history. Trees without one keep their leaves as given: JAX's own trees
+        # of this structure (`in_axes` ints, `None`, sentinels, `PartitionSpec`s,
+        # equinox's boolean masks), and an int in a float's place, static to
+        # `eqx.filter_jit` as a captured int is.
+        self._setup(
+            skeleton, leaves, leaves if _FLOATS.isdisjoint(map(type, leaves)) else None
+        )
         if raw is not cls:
             self.__class__ = cls
         return self

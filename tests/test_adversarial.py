@@ -316,13 +316,6 @@ def test_checked_given_a_checked_jitted_function_is_refused_with_the_fix():
 # -- a capture replaced by a Python float ----------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="lift/_lifted.py _register unflatten keeps the given leaves as _flat "
-    "unconverted: eqx.tree_at(where, lifted, 0.2) leaves a Python float, which "
-    "eqx.filter_jit treats as static, so a sweep by tree_at compiles per value "
-    "(a freshly lifted float capture flattens to an array and compiles once)",
-)
 def test_a_capture_replaced_by_a_python_float_compiles_once_under_filter_jit():
     import equinox as eqx
 

@@ -380,6 +380,54 @@ def test_eqx_filter_jit_compiles_once_per_structure() -> None:
     assert traces == 1
 
 
+def test_a_float_put_in_a_leafs_place_is_a_leaf_like_a_captured_one() -> None:
+    eqx = pytest.importorskip("equinox")
+    base = lift.lift(lambda x, lr=0.1: x * lr)
+    counter = TraceCounter()
+    call = counter.jit(call_lifted)
+    swept = [eqx.tree_at(lambda f: f.captures["lr"], base, lr) for lr in (0.2, 0.3)]
+    swept.append(jax.tree_util.tree_map(lambda _: 0.4, base))
+    swept.append(jax.tree_util.tree_map(lambda _: 0.5 + 0j, base))
+    for f in swept:
+        (leaf,) = jax.tree_util.tree_leaves(f)
+        assert isinstance(leaf, jax.Array) and leaf.weak_type
+        assert jnp.allclose(f(1.0), leaf)  # called eagerly: the same value
+    for f in swept[:3]:
+        call(f, jnp.ones(2))
+    assert counter.traces == 1
+    with jax.enable_x64(True):
+        (leaf,) = jax.tree_util.tree_leaves(
+            eqx.tree_at(lambda f: f.captures["lr"], base, 0.2)
+        )
+        assert leaf.dtype == jnp.float64
+    # Two made from one float own their buffers: donating one keeps the other.
+    a, b = (eqx.tree_at(lambda f: f.captures["lr"], base, 0.25) for _ in range(2))
+    jax.jit(call_lifted, donate_argnums=0)(a, 1.0)
+    assert b(1.0) == 0.25
+
+
+def test_trees_of_a_lifteds_structure_keep_their_other_leaves() -> None:
+    eqx = pytest.importorskip("equinox")
+    f = lift.lift(lambda x, a=jnp.ones(3), b=2.0: x * a + b)
+    # `in_axes` given as a tree of the function's structure: ints and None.
+    axes = jax.tree_util.tree_map(lambda _: 0, f)
+    axes = eqx.tree_at(
+        lambda g: g.captures["b"], axes, None, is_leaf=lambda x: x is None
+    )
+    assert jax.tree_util.tree_leaves(axes, is_leaf=lambda x: x is None) == [0, None]
+    batched = jax.tree_util.tree_map(lambda x: jnp.stack([x, x]), f)
+    batched = eqx.tree_at(lambda g: g.captures["b"], batched, jnp.asarray(2.0))
+    out = jax.vmap(call_lifted, in_axes=(axes, None))(batched, 1.0)
+    assert out.shape == (2, 3)
+    # equinox's masks are booleans; an int in a float's place stays an int.
+    mask = jax.tree_util.tree_map(eqx.is_inexact_array, f)
+    assert jax.tree_util.tree_leaves(mask) == [True, True]
+    assert jax.tree_util.tree_leaves(jax.tree_util.tree_map(lambda _: 3, f)) == [3, 3]
+    sentinel = object()
+    marked = jax.tree_util.tree_map(lambda _: sentinel, f)
+    assert jax.tree_util.tree_leaves(marked) == [sentinel, sentinel]
+
+
 def test_weak_typing_keeps_a_bf16_model_bf16() -> None:
     scale = lift.lift(lambda x, s=0.5: x * s)
     x = jnp.ones(3, jnp.bfloat16)
