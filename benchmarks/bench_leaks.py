@@ -178,8 +178,7 @@ def optax_suite_rows() -> list[dict[str, Any]]:
         return []
     import optax_suite  # pyright: ignore[reportMissingImports]
 
-    data = json.loads(results.read_text())
-    return [{"": optax_suite.caption(data)}, *optax_suite.summarize(data)]
+    return optax_suite.summarize(json.loads(results.read_text()))
 
 
 def main(quick: bool = False) -> dict[str, list[dict[str, Any]]]:

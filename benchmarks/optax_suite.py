@@ -161,9 +161,11 @@ def caption(results: dict[str, Any]) -> str:
     select = results["select"]
     what = f'`-k "{select}"`' if select else "the whole file"
     loads = ", ".join(f"{r['load']:.1f}" for r in results["runs"])
+    rounds = results["rounds"]
+    rounds = f"{rounds} rounds" if isinstance(rounds, int) else rounds
     return (
         f"optax {results['optax']}'s `alias_test.py`, {what} "
-        f"({results['rounds']} rounds, modes interleaved; run {results['date']}; "
+        f"({rounds}, modes interleaved; run {results['date']}; "
         f"1-minute load average after each run: {loads})"
     )
 
@@ -208,6 +210,7 @@ def main() -> None:
     parser.add_argument(
         "--from-results", action="store_true", help="only rewrite README from --out"
     )
+
     options = parser.parse_args()
     if options.from_results:
         write_readme(json.loads(pathlib.Path(options.out or RESULTS).read_text()))
