@@ -420,3 +420,14 @@ def test_pin_jax_checks_leaks_follows_the_config() -> None:
         assert not _compat.jax_checks_leaks()
         with jax.checking_leaks():
             assert _compat.jax_checks_leaks()
+
+
+def test_an_error_inside_eager_grad_passes_through_checking_leaks() -> None:
+    # The traceback's frames hold grad's tracer `x`: no leak, the error is the
+    # report.
+    def f(x: Any) -> Any:
+        y = x * 2
+        raise ValueError(f"mine: {y.shape}")
+
+    with pytest.raises(ValueError, match=r"^mine: \(\)"), lift.checking_leaks():
+        jax.grad(f)(3.0)
