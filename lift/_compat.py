@@ -24,6 +24,7 @@ import jax.core
 __all__ = [
     "LiveTraces",
     "Tracer",
+    "eager",
     "is_jax_closure_convert",
     "is_tracer",
     "jax_leaked_tracers",
@@ -129,6 +130,18 @@ class LiveTraces:
 def live_traces() -> LiveTraces:
     """Snapshot the traces that are live in this thread now."""
     return LiveTraces()
+
+
+# jax 0.10.2: with no transform running, the current trace is an `EvalTrace`
+# (inside one, `ensure_compile_time_eval` keeps that transform's trace).
+_EVAL_TRACE: Final[type[Any]] = _core.EvalTrace  # pyright: ignore[reportUnknownMemberType]
+_TRACE_CTX: Final[Any] = _core.trace_ctx  # pyright: ignore[reportUnknownMemberType]
+
+
+def eager() -> bool:
+    """Whether no trace is active in this thread: the current trace is JAX's eager
+    one, and what is computed now is a concrete array."""
+    return type(_TRACE_CTX.trace) is _EVAL_TRACE
 
 
 def tracer_aval(tracer: Any) -> str:

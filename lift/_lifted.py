@@ -12,7 +12,6 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Final, Generic, Self, cast
 
 import jax
-from jax._src import core as _core
 from typing_extensions import ParamSpec, TypeVar
 
 from . import _compat, _gc, _registry, _state_dict, _trees as jtu
@@ -70,7 +69,6 @@ def _identity(*xs: Any) -> tuple[Any, ...]:
 
 
 _SingleDevice: Final[type] = jax.sharding.SingleDeviceSharding
-_EvalTrace: Final[type] = _core.EvalTrace  # pyright: ignore[reportUnknownMemberType]
 _identity_jit: Final = cast(
     "Callable[..., tuple[jax.Array, ...]]",
     # The arguments are buffers it made itself from the scalars: donated, the
@@ -135,19 +133,13 @@ def _as_arrays(leaves: tuple[Any, ...]) -> tuple[Any, ...]:
     if not groups:
         return leaves
     out = list(leaves)
-    if _eager():
+    if _compat.eager():
         _convert_groups(out, groups)
     else:
         # Concrete even when a trace is active: these arrays outlive any trace.
         with jax.ensure_compile_time_eval():
             _convert_groups(out, groups)
     return tuple(out)
-
-
-def _eager() -> bool:
-    """Whether no trace is active (the current trace is JAX's eager one)."""
-    trace = cast(Any, _core.trace_ctx.trace)  # pyright: ignore[reportUnknownMemberType]
-    return type(trace) is _EvalTrace  # pyright: ignore[reportUnknownArgumentType]
 
 
 def _convert_groups(out: list[Any], groups: dict[type, list[int]]) -> None:

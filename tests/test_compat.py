@@ -307,3 +307,20 @@ def test_rule_parts_reach_static_arguments_and_callbacks() -> None:
         ("code", debug),
     ]
     assert not _compat.runs_code(jnp.float32) and not _compat.runs_code((1, 2))
+
+
+def test_eager_only_when_no_transform_runs() -> None:
+    seen: list[bool] = []
+
+    def probe(x: Any) -> Any:
+        seen.append(_compat.eager())
+        return x
+
+    assert _compat.eager()
+    for name, make, _ in CASES:
+        seen.clear()
+        make(probe)(jnp.float32(1.0))
+        assert seen and not any(seen), name
+        assert _compat.eager(), name
+    with jax.disable_jit():
+        assert _compat.eager()
