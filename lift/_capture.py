@@ -36,6 +36,7 @@ from ._closure import (
     opaque,
     partial_parts,
     static_key,
+    user_class,
 )
 from ._code import CodeInfo, code_info
 from ._compat import Tracer
@@ -329,6 +330,10 @@ class _Walk:
         forced = forced or (name is not None and name in self.static)
         t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
         if t in _STATIC_ATOMS and self.dynamic is None:
+            if t is type and user_class(value):
+                # A user's class holds data (`registry = [...]`) as an instance
+                # of it does: a tracer there is refused alike.
+                check_opaque(value, t, holder, label)
             return Template(None, (Static(value),), owner, label)
         if (
             t in _ALWAYS_DYNAMIC
@@ -408,6 +413,8 @@ class _Walk:
     ) -> Slot:
         t: type[Any] = type(leaf)  # pyright: ignore[reportUnknownVariableType]
         if t in _STATIC_ATOMS and (forced or self.dynamic is None):
+            if t is type and user_class(leaf):
+                check_opaque(leaf, t, holder, label)
             return Static(leaf)
         if not forced and is_function_like(leaf):
             index = self.ids.get(id(leaf))

@@ -442,17 +442,29 @@ def class_parts(cls: type) -> list[tuple[Label, Any]]:
     """The data a user's class holds (`registry = []`), along its MRO's user
     classes: attributes that are not dunder names or methods. Nothing for a
     library's class."""
-    plan = _class_plans.get(cls)
     mro = cls.__mro__
-    if plan is None or any(len(mro[i].__dict__) != n for i, n, _ in plan):
-        plan = _class_plan(cls)
-        try:
-            _class_plans[cls] = plan
-        except TypeError:  # a class that cannot be weakly referenced
-            pass
+    plan = _class_plans.get(cls)
+    if plan is not None:
+        parts = _read_plan(plan, mro)
+        if parts is not None:
+            return parts
+    plan = _class_plan(cls)
+    try:
+        _class_plans[cls] = plan
+    except TypeError:  # a class that cannot be weakly referenced
+        pass
+    return _read_plan(plan, mro) or []
+
+
+def _read_plan(
+    plan: _ClassPlan, mro: tuple[type, ...]
+) -> list[tuple[Label, Any]] | None:
+    """The data `plan` names, or `None` if a class changed its names since."""
     parts: list[tuple[Label, Any]] = []
-    for i, _, names in plan:
+    for i, keys, names in plan:
         attrs = mro[i].__dict__
+        if tuple(attrs) != keys:
+            return None
         for name, label in names:
             value = attrs.get(name, _MISSING)
             if value is not _MISSING and not isinstance(value, _METHODS):
@@ -461,28 +473,28 @@ def class_parts(cls: type) -> list[tuple[Label, Any]]:
 
 
 # Per class, the user classes of its MRO (by index: the plan must not keep a
-# class alive) with the size of their `__dict__` when read (a class that gains
-# or loses an attribute is read again) and the names of their data attributes:
-# what `class_parts` reads, decided once.
-_ClassPlan = tuple[tuple[int, int, tuple[tuple[str, Label], ...]], ...]
+# class alive) with the names in their `__dict__` when read (a class that gains,
+# loses or reorders an attribute is read again) and those that are not dunder
+# names, each read again at every scan (a method may be replaced by data under
+# the same name): what `class_parts` reads, decided once.
+_ClassPlan = tuple[tuple[int, tuple[str, ...], tuple[tuple[str, Label], ...]], ...]
 _class_plans: weakref.WeakKeyDictionary[type, _ClassPlan] = weakref.WeakKeyDictionary()
 
 
 def _class_plan(cls: type) -> _ClassPlan:
     seen: set[str] = set()
-    plan: list[tuple[int, int, tuple[tuple[str, Label], ...]]] = []
+    plan: list[tuple[int, tuple[str, ...], tuple[tuple[str, Label], ...]]] = []
     for index, klass in enumerate(cls.__mro__):
         if not user_class(klass):
             continue
-        attrs = dict(vars(klass))
+        keys = tuple(vars(klass))
         names: list[tuple[str, Label]] = []
-        for name, value in attrs.items():
+        for name in keys:
             if name in seen or (name.startswith("__") and name.endswith("__")):
                 continue
             seen.add(name)
-            if not isinstance(value, _METHODS):
-                names.append((name, Label.of(FIELD, name)))
-        plan.append((index, len(attrs), tuple(names)))
+            names.append((name, Label.of(FIELD, name)))
+        plan.append((index, keys, tuple(names)))
     return tuple(plan)
 
 

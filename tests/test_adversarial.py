@@ -84,12 +84,6 @@ def _escaped_tracer():
     return kept[0]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="lift/_capture.py:331 returns a `type` capture as a static atom before "
-    "check_opaque: a user class whose data holds an escaped tracer is lifted, "
-    "though an instance of it is refused and find_leaks reports both",
-)
 def test_a_closure_over_a_class_holding_an_escaped_tracer_is_refused_like_an_instance():
     class Registry:
         pass

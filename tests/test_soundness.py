@@ -508,6 +508,72 @@ def test_replay_refuses_a_tracer_hidden_in_an_object_as_the_walk_does(
     sneak(2.0)
 
 
+def _escaped_tracer() -> Any:
+    kept: list[Any] = []
+    with jax.check_tracer_leaks(False):
+        jax.jit(lambda x: kept.append(x) or x)(1.0)
+    return kept[0]
+
+
+def _classes() -> tuple[type, type, type]:
+    import abc
+
+    class Base:
+        pass
+
+    class Registry(Base):
+        names = ("a",)
+
+        def method(self) -> None:
+            pass
+
+    class Abstract(abc.ABC):  # noqa: B024  (a metaclass of its own)
+        pass
+
+    return Base, Registry, Abstract
+
+
+def _changes(escaped: Any) -> list[Callable[[type, type, type], type]]:
+    """Each puts `escaped` in a class's data and returns the class captured."""
+
+    def put(cls: type, name: str, value: Any) -> None:
+        setattr(cls, name, value)
+
+    return [
+        lambda b, r, a: put(r, "names", escaped) or r,  # data of the same name
+        lambda b, r, a: put(r, "method", escaped) or r,  # a method replaced
+        lambda b, r, a: put(b, "extra", [escaped]) or r,  # a base gains data
+        lambda b, r, a: put(a, "kept", escaped) or a,  # with a metaclass
+    ]
+
+
+@pytest.mark.lift_allow_leaks
+@pytest.mark.parametrize("change", range(4))
+@pytest.mark.parametrize("where", ["cell", "list", "static="])
+def test_a_class_holding_an_escaped_tracer_is_refused_wherever_it_is_captured(
+    compile_at_once: None, change: int, where: str
+) -> None:
+    def over(v: Any) -> Callable[[], Any]:
+        return lambda: v
+
+    def through_list(v: Any) -> Callable[[], Any]:
+        return lambda: [v]
+
+    make = {
+        "cell": lambda c: lift.lift(over(c)),
+        "list": lambda c: lift.lift(through_list(c)),
+        "static=": lambda c: lift.lift(over(c), static=("v",)),
+    }[where]
+    base, registry, abstract = _classes()
+    for _ in range(3):  # clean: lifted, and its replay compiled
+        make(registry)
+        make(abstract)
+    captured = _changes(_escaped_tracer())[change](base, registry, abstract)
+    with pytest.raises(lift.LiftError, match="holds a tracer"):
+        make(captured)
+    assert lift.find_leaks(over(captured))
+
+
 def test_branch_analysis_of_a_shared_cell_is_the_union() -> None:
     def make(b2: float) -> tuple[Callable[..., Any], Callable[..., Any]]:
         def reads(x):
