@@ -340,13 +340,48 @@ def builtin_method_parts(m: types.BuiltinMethodType) -> Iterator[tuple[Label, An
         yield Label.of(SELF), owner
 
 
-def array_items(a: np.ndarray[Any, Any]) -> Iterator[tuple[Label, Any]]:
-    """The elements of a NumPy object array, by index (`[3]`, `[(1, 0)]`);
-    nothing for an array of numbers."""
-    if a.dtype.hasobject:
-        for i, value in np.ndenumerate(a):
-            index: Any = i[0] if len(i) == 1 else i
-            yield Label(ITEM, index, None), value
+# Values that hold nothing: an object array's `None`s, numbers and strings are
+# not parts (a scan would visit, and label, each of them for nothing).
+_ATOMS: Final = frozenset({type(None), bool, int, float, complex, str, bytes})
+
+
+def array_items(
+    a: np.ndarray[Any, Any], limit: int | None = None
+) -> Iterator[tuple[Any, Any]]:
+    """The elements of a NumPy object array that may hold something (not `None`,
+    numbers or strings), labelled by index (`[3]`, `[(1, 0)]`, spelled only
+    when a path is reported), at most `limit` of them; nothing for an array of
+    numbers."""
+    if not a.dtype.hasobject or limit == 0:
+        return
+    shape = a.shape
+    flat = len(shape) == 1
+    atoms = _ATOMS
+    found = 0
+    for i, value in enumerate(a.tolist() if flat else a.ravel().tolist()):
+        if type(value) in atoms:  # pyright: ignore[reportUnknownArgumentType]
+            continue
+        yield (_ITEM_FORMAT, i if flat else _NdIndex(i, shape)), value
+        found += 1
+        if found == limit:
+            return
+
+
+_ITEM_FORMAT: Final = "[{!r}]"
+
+
+class _NdIndex:
+    """An element's index in an array of several dimensions, from its flat index
+    (`(1, 0)`), computed when printed."""
+
+    __slots__ = ("flat", "shape")
+
+    def __init__(self, flat: int, shape: tuple[int, ...]) -> None:
+        self.flat = flat
+        self.shape = shape
+
+    def __repr__(self) -> str:
+        return repr(tuple(map(int, np.unravel_index(self.flat, self.shape))))
 
 
 def suspended_parts(x: Any) -> Iterator[tuple[Label, Any]]:
@@ -378,13 +413,14 @@ def _lru_result(elem: Any, key: Any) -> Any:
     return ctypes.cast(base + _LRU_KEY + _WORD, ctypes.POINTER(ctypes.py_object))[0]
 
 
-def cache_parts(fn: Any) -> list[tuple[Label, Any]]:
+def cache_parts(fn: Any) -> list[tuple[Any, Any]]:
     """A `functools.lru_cache` function's parts: what it wraps, each result it
     keeps (labelled by its key) and each key (a list: the cache may change
     while a caller walks it)."""
-    parts: list[tuple[Label, Any]] = [(Label.of(WRAPPED), fn.__wrapped__)]
+    parts: list[tuple[Any, Any]] = [(Label.of(WRAPPED), fn.__wrapped__)]
     attrs = getattr(fn, "__dict__", None)
     keys = Label.of(CACHE_KEY)
+    atoms = _ATOMS
     for ref in gc.get_referents(fn):
         if type(ref) is not dict or ref is attrs:
             continue
@@ -393,9 +429,16 @@ def cache_parts(fn: Any) -> list[tuple[Label, Any]]:
                 value = _lru_result(value, key)
                 if value is _UNREAD:
                     continue
-            parts.append((Label(CACHED, key, None), value))
-            parts.append((keys, key))
+            # Labels spelled only when a path is reported (a cache may hold
+            # millions of entries); numbers, strings and `None` hold nothing.
+            if type(value) not in atoms:
+                parts.append(((_CACHED_FORMAT, key), value))
+            if type(key) not in atoms:
+                parts.append((keys, key))
     return parts
+
+
+_CACHED_FORMAT: Final = f".{CACHED}[{{!r}}]"
 
 
 # Modules whose classes hold no data of the user's: their class attributes are
@@ -764,7 +807,7 @@ def hidden_tracer(obj: Any) -> str | None:
         if t is np.ndarray:
             if not x.dtype.hasobject:
                 continue
-            children = list(array_items(x))
+            children = list(array_items(x, _SCAN_LIMIT - count - len(queue)))
         elif issubclass(t, _OPAQUE_SKIP):
             continue
         else:
@@ -774,10 +817,15 @@ def hidden_tracer(obj: Any) -> str | None:
                 continue
         entries.append((parent, label))
         me = len(entries) - 1
+        room = _SCAN_LIMIT - count - len(queue)  # what the scan can still visit
         for child_label, child in children:
-            if id(child) not in seen:
-                seen.add(id(child))
-                queue.append((child, me, child_label))
+            if type(child) in _ATOMS or id(child) in seen:  # pyright: ignore[reportUnknownArgumentType]
+                continue
+            if room <= 0:
+                break
+            room -= 1
+            seen.add(id(child))
+            queue.append((child, me, child_label))
     return None
 
 
@@ -879,7 +927,24 @@ def _children(x: Any, t: type[Any]) -> list[tuple[Any, Any]]:
     slots = _slots.get(t)
     if slots is None:
         slots = _slots[t] = slot_names(t)
-    parts = list(object_parts(x, slots))
+    # `object_parts`, labels spelled only when a path is reported (an object
+    # may have many attributes), and without what holds nothing.
+    attrs = getattr(x, "__dict__", None)
+    atoms = _ATOMS
+    parts: list[tuple[Any, Any]] = (
+        [
+            ((".{}", k), v)
+            for k, v in list(attrs.items())  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+            if type(v) not in atoms  # pyright: ignore[reportUnknownArgumentType]
+        ]
+        if type(attrs) is dict
+        else []
+    )
+    for name in slots:
+        try:
+            parts.append(((".{}", name), getattr(x, name)))
+        except Exception:  # an unset slot, or a descriptor that raises
+            continue
     if user_class(t):
         parts.append((Label.of(CLASS), t))
     return parts

@@ -100,12 +100,6 @@ def test_a_closure_over_a_class_holding_an_escaped_tracer_is_refused_like_an_ins
         lift.lift(over(Registry))  # and through the class itself
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="lift/_closure.py:343 array_items builds a Label (with its keystr text) "
-    "for every element of an object array, all before hidden_tracer's scan limit: "
-    "lifting a closure over 300 000 None's takes ~2.5 s, ~10x the previous round",
-)
 def test_lifting_a_closure_over_a_large_object_array_is_cheap():
     import time
 
