@@ -208,8 +208,7 @@ def checked(transform: _T) -> _T:
     ```
     """
 
-    if hasattr(type(transform), "lower"):  # `checked(jax.jit(f))`: f is compiled
-        raise _transformed(transform)
+    _check_transform(transform)
 
     @functools.wraps(transform)
     def apply(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
@@ -252,9 +251,36 @@ def checked(transform: _T) -> _T:
         # (reached through), and it binds as a method.
         functools.update_wrapper(call, transformed)
         _reach_through(call, transformed)
+        setattr(call, _MADE, _FUNCTION)
         return call
 
+    setattr(apply, _MADE, _TRANSFORM)
     return cast(_T, apply)
+
+
+# What `checked` made, marked on it: a checked transform, or a function it
+# checks (a plain function, whose `lower` and others are its own attributes).
+_MADE = "_lift_checked"
+_TRANSFORM = "transform"
+_FUNCTION = "function"
+
+
+def _check_transform(transform: Any) -> None:
+    """Refuse what is not a transform: a function already compiled
+    (`jax.jit(f)`, also inside `functools.partial`), or one `checked` made."""
+    inner = transform
+    while isinstance(inner, functools.partial):
+        inner = cast("functools.partial[Any]", inner).func
+    try:
+        # A plain function's own mark (a `jax.jit` of one copies its `__dict__`).
+        made = vars(inner).get(_MADE) if type(inner) is types.FunctionType else None
+        compiled = made is None and hasattr(inner, "lower")
+    except Exception:  # an object whose attributes fail: not ours to judge
+        return
+    if made is not None:
+        raise _checked_twice(inner, made)
+    if compiled:  # `checked(jax.jit(f))`: f is compiled
+        raise _transformed(inner)
 
 
 def _call_under_jax_checks(
@@ -310,6 +336,8 @@ def _called_with_a_value(transform: Any, value: Any) -> LiftError:
 def _transformed(fn: Any) -> LiftError:
     """The error for `lift.checked` given a function already transformed."""
     inner = getattr(fn, "__wrapped__", fn)
+    if type(inner) is types.FunctionType and _MADE in vars(inner):
+        inner = _traced_function(inner) or inner  # `jax.jit(checked(jax.jit)(f))`
     name = getattr(inner, "__name__", None)
     name = name if isinstance(name, str) and name.isidentifier() else "f"
     jit = "lift.jit" if type(fn).__module__.startswith("lift") else "jax.jit"
@@ -319,6 +347,41 @@ def _transformed(fn: Any) -> LiftError:
         f"each trace the transform runs.\nFix: `lift.checked({jit})({name})`.",
         anchor="checked-got-a-function",
     )
+
+
+def _checked_twice(made: Any, kind: str) -> LiftError:
+    """The error for `lift.checked` given what `lift.checked` made."""
+    if kind == _TRANSFORM:
+        inner = getattr(made, "__wrapped__", None)
+        name = getattr(inner, "__qualname__", None) or "transform"
+        return LiftError(
+            f"lift.checked() got lift.checked({name}), a transform already "
+            "checked: it checks each trace it runs as it is.\nFix: check the "
+            f"transform once: `lift.checked({name})(fn)`.",
+            anchor="checked-got-a-function",
+        )
+    fn = _traced_function(made)
+    name = getattr(fn, "__name__", None)
+    name = name if isinstance(name, str) and name.isidentifier() else "f"
+    return LiftError(
+        f"lift.checked() got a function lift.checked already made "
+        f"({describe(fn) if fn is not None else repr(made)}), a function "
+        "already transformed and checked: lift.checked wraps the transform "
+        f"itself.\nFix: call it as it is (it is checked), or make it once: "
+        f"`lift.checked(jax.jit)({name})`.",
+        anchor="checked-got-a-function",
+    )
+
+
+def _traced_function(made: Any) -> Any:
+    """The user's function inside a function `checked` made, if reachable."""
+    fn = made
+    for _ in range(16):
+        inner = getattr(fn, "__wrapped__", None)
+        if inner is None or inner is fn:
+            return None if fn is made else fn
+        fn = inner
+    return None
 
 
 # The calls of checked functions running in this thread, innermost last: a trace

@@ -285,13 +285,6 @@ def test_a_lifted_made_from_a_called_lifted_shares_no_buffer(convert):
 # -- lift.checked given a function already transformed ----------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="lift/_checking.py checked() tests hasattr(type(transform), 'lower'); the "
-    "function lift.checked(jax.jit) returns is a plain function carrying `lower` "
-    "as its own attribute, so lift.checked(checked_f) is accepted and fails later "
-    "with JAX's TypeError about an abstract array",
-)
 def test_checked_given_a_checked_jitted_function_is_refused_with_the_fix():
     def f(x):
         return 2 * x

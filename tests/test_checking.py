@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import jax
@@ -481,3 +481,37 @@ def test_checked_given_a_transformed_function_says_to_pass_the_transform(
         lift.checked(transform(square))(3.0)
     # Its twin, the transform then the function, checks and computes.
     assert float(lift.checked(jax.grad)(square)(3.0)) == 6.0
+
+
+def _double(x: Any) -> Any:
+    return 2 * x
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        (lambda: lift.checked(jax.jit)(_double), r"a function lift\.checked already"),
+        (lambda: lift.checked(jax.grad)(_double), r"a function lift\.checked already"),
+        (lambda: jax.jit(lift.checked(jax.jit)(_double)), r"got jax\.jit\(_double\)"),
+        (lambda: functools.partial(jax.jit(_double)), r"got jax\.jit\(_double\)"),
+        (lambda: lift.checked(jax.jit), r"got lift\.checked\(jit\), a transform"),
+        (lambda: lift.checked(_double), r"got lift\.checked\(_double\), a transform"),
+    ],
+    ids=["checked-jit", "checked-grad", "jit-of-checked", "partial-of-jit", "jit", "f"],
+)
+def test_checked_given_what_it_made_or_a_compiled_function_is_refused(
+    given: Callable[[], Any], said: str
+) -> None:
+    with pytest.raises(lift.LiftError, match=said) as caught:
+        lift.checked(given())
+    assert str(caught.value).endswith("Docs: errors.md#checked-got-a-function")
+    if "function" in said or "jax" in said:
+        assert "_double (" in str(caught.value)  # the user's function, named
+
+
+def test_checked_takes_a_partial_of_a_transform() -> None:
+    jitted = lift.checked(functools.partial(jax.jit, static_argnums=1))(
+        lambda x, n: x * n
+    )
+    assert float(jitted(2.0, 3)) == 6.0
+    assert jitted._cache_size() == 1  # pyright: ignore[reportFunctionMemberAccess]
