@@ -590,11 +590,7 @@ _RAISED = ("LiftError", "LeakError", "LiftAttributeError")
 
 # Raise sites whose messages do not name their section yet, by file and function.
 # No other may be added; remove an entry when its messages gain an anchor.
-_UNANCHORED: dict[str, set[str]] = {
-    "_checking.py": {"__exit__", "_translate", "call"},
-    "_leaks.py": {"check_leaks"},
-    "_plugin.py": {"_check"},
-}
+_UNANCHORED: dict[str, set[str]] = {}
 
 
 def _page_anchors() -> set[str]:
