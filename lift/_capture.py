@@ -39,7 +39,7 @@ from ._closure import (
     user_class,
 )
 from ._code import CodeInfo, code_info
-from ._compat import Tracer
+from ._compat import Tracer, live_traces
 from ._errors import LiftError, describe
 from ._replay import replay, walked
 from ._skeleton import (
@@ -75,6 +75,8 @@ __all__ = [
 ]
 
 _Tracer: Final = Tracer
+# The skeleton cache's mark of a skeleton whose statics hold a live tracer.
+LIVE: Final = "live tracers"
 _ArrayImpl: Final[type[Any]] = type(jax.device_put(np.zeros(())))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType, reportUnknownVariableType]
 
 # Leaves decided by type alone (the fast path of a sweep re-lifting optimizers).
@@ -144,9 +146,17 @@ class _Walk:
         self.names: set[str] = set()
         self.queue: deque[tuple[int, Any]] = deque()
         self.shared = False  # whether some cell is held by several functions
+        # What static capture holds a tracer of a transform still running, if
+        # any: the skeleton is then never cached (it would keep the tracer
+        # alive), and a `Lifted` of it refuses to be flattened.
+        self.live: str | None = None
         # Cells whose capture put a scalar among the leaves: (cell, cell index,
         # whether it is a boolean).
         self.scalar_cells: list[tuple[types.CellType, int, bool]] = []
+
+    def kept(self, live: str | None) -> None:
+        if live is not None and self.live is None:
+            self.live = live
 
     # -- nodes -------------------------------------------------------------------
 
@@ -190,6 +200,8 @@ class _Walk:
             tuple(map(_leaf_type, self.leaves)),
         )
         skeleton.cache["names"] = frozenset(self.names)
+        if self.live is not None:
+            skeleton.cache[LIVE] = self.live
         return skeleton, self.leaves
 
     def parts(
@@ -330,10 +342,10 @@ class _Walk:
         forced = forced or (name is not None and name in self.static)
         t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
         if t in _STATIC_ATOMS and self.dynamic is None:
+            # A user's class holds data (`registry = [...]`) as an instance of
+            # it does: a tracer there is refused alike.
             if t is type and user_class(value):
-                # A user's class holds data (`registry = [...]`) as an instance
-                # of it does: a tracer there is refused alike.
-                check_opaque(value, t, holder, label)
+                self.kept(check_opaque(value, t, holder, label))
             return Template(None, (Static(value),), owner, label)
         if (
             t in _ALWAYS_DYNAMIC
@@ -349,7 +361,7 @@ class _Walk:
             return Template(None, (index,), owner, label)
         if issubclass(t, ITERATORS):
             # Static by identity; a suspended frame's locals may hold a tracer.
-            check_opaque(value, type(value), holder, label)  # pyright: ignore[reportUnknownArgumentType]
+            self.kept(check_opaque(value, type(value), holder, label))  # pyright: ignore[reportUnknownArgumentType]
             return Template(None, (Static(value),), owner, label)
         order = None
         if forced or t not in _DYNAMIC_ATOMS or self.dynamic is not None:
@@ -386,7 +398,7 @@ class _Walk:
                 else:
                     if irregular(value):
                         order = ordered(value, treedef, static_key)
-                    _check_aux(treedef, holder, label)
+                    self.kept(_check_aux(treedef, holder, label))
         else:
             leaves = [value]
             treedef = None
@@ -414,7 +426,7 @@ class _Walk:
         t: type[Any] = type(leaf)  # pyright: ignore[reportUnknownVariableType]
         if t in _STATIC_ATOMS and (forced or self.dynamic is None):
             if t is type and user_class(leaf):
-                check_opaque(leaf, t, holder, label)
+                self.kept(check_opaque(leaf, t, holder, label))
             return Static(leaf)
         if not forced and is_function_like(leaf):
             index = self.ids.get(id(leaf))
@@ -456,7 +468,7 @@ class _Walk:
                 "`dynamic=` predicate accept tracers).",
                 anchor="static-capture-holds-a-tracer",
             )
-        check_opaque(leaf, t, holder, label)
+        self.kept(check_opaque(leaf, t, holder, label))
         return Static(leaf)
 
     @staticmethod
@@ -554,37 +566,53 @@ def _is_bool(leaf: Any) -> bool:
     )
 
 
-def _check_aux(treedef: Any, holder: Any, label: Label) -> None:
-    where = aux_tracer(treedef)
-    if where is not None:
-        raise LiftError(
-            f"{describe(holder)} captures {_variable(label)}, a pytree whose static "
-            f"data holds a tracer at {label.variable or label.text}{where}. A "
-            "treedef's static data is part of the compiled program's key, so "
-            "the tracer would leak.\nFix: make the traced value a child of the "
-            "pytree (not a static field), or pass it as an argument.",
-            anchor="tracer-in-static-pytree-data",
-        )
+def _check_aux(treedef: Any, holder: Any, label: Label) -> str | None:
+    """As `check_opaque`, for the static (aux) data of a captured pytree."""
+    first = aux_tracer(treedef)
+    if first is None:
+        return None
+    what = (
+        f"{describe(holder)} captures {_variable(label)}, a pytree whose static "
+        f"data holds a tracer at {label.variable or label.text}"
+    )
+    where = aux_tracer(treedef, live_traces())
+    if where is None:
+        return f"{what}{first}"
+    raise LiftError(
+        f"{what}{where}, from a transform that has exited. A treedef's static "
+        "data is part of the compiled program's key, so the tracer would leak.\n"
+        "Fix: make the traced value a child of the pytree (not a static field), "
+        "or pass it as an argument.",
+        anchor="tracer-in-static-pytree-data",
+    )
 
 
-def check_opaque(leaf: Any, t: type[Any], holder: Any, label: Label) -> None:
-    """Refuse a static capture with a tracer hidden inside it (the full walk and
-    the replay alike)."""
+def check_opaque(leaf: Any, t: type[Any], holder: Any, label: Label) -> str | None:
+    """Refuse a static capture with a tracer hidden inside it whose transform has
+    exited (the full walk and the replay alike). One whose transform is still
+    running is kept, as the function itself keeps it while it runs there: said
+    (what `Lifted`'s flattening refuses, `LIVE`), or `None`."""
     if issubclass(t, np.generic) or opaque(t):
-        return
-    where = hidden_tracer(leaf)
-    if where is not None:
-        name = label.variable
-        raise LiftError(
-            f"{describe(holder)} captures {_variable(label)}, a "
-            f"{t.__name__} that is not a pytree and holds a "
-            f"tracer at {name or label.text}{where}. lift cannot make "
-            "that tracer a leaf, and keeping it would leak it.\n"
-            "Fix: convert the function with `lift.closure_convert(f, "
-            "*example_args)`, register the class as a pytree, or pass the "
-            "value as an argument.",
-            anchor="hidden-tracer",
-        )
+        return None
+    first = hidden_tracer(leaf)
+    if first is None:
+        return None
+    name = label.variable or label.text
+    what = (
+        f"{describe(holder)} captures {_variable(label)}, a {t.__name__} that is "
+        "not a pytree and holds a tracer at"
+    )
+    where = hidden_tracer(leaf, live_traces())
+    if where is None:
+        return f"{what} {name}{first}"
+    raise LiftError(
+        f"{what} {name}{where}, from a transform that has exited. lift cannot "
+        "make that tracer a leaf, and keeping it would leak it.\n"
+        "Fix: convert the function with `lift.closure_convert(f, "
+        "*example_args)` inside the transform, register the class as a pytree, "
+        "or pass the value as an argument.",
+        anchor="hidden-tracer",
+    )
 
 
 def _variable(label: Label) -> str:
@@ -636,7 +664,7 @@ def capture(
     if previous is not None and skeleton == previous and _exact(skeleton):
         walked(previous, time.perf_counter() - start)  # towards compiling its replay
         return previous, leaves
-    if key[0] is not None:
+    if key[0] is not None and LIVE not in skeleton.cache:
         with _lock:
             _recent_skeletons[key] = weakref.ref(skeleton, _forget(key))
             _keep.append(skeleton)

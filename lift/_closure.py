@@ -32,7 +32,7 @@ import jax
 import numpy as np
 
 from . import _trees as jtu
-from ._compat import Tracer
+from ._compat import LiveTraces, Tracer
 
 __all__ = [
     "Label",
@@ -776,9 +776,10 @@ def jax_dtype(dtype: np.dtype[Any]) -> bool:
     return dtype.kind not in _NOT_JAX_KINDS and dtype.names is None
 
 
-def hidden_tracer(obj: Any) -> str | None:
+def hidden_tracer(obj: Any, live: LiveTraces | None = None) -> str | None:
     """Path to a tracer hidden inside `obj`'s attributes, slots, containers or
     object-array elements, if any: what neither lift nor JAX can see as a leaf.
+    Given `live`, only a tracer whose trace has exited (not one of `live`'s).
 
     Bounded (`_SCAN_LIMIT` objects), and safe on hostile objects: types are read
     with `type()`, and an object whose attributes cannot be read is opaque. The
@@ -803,7 +804,9 @@ def hidden_tracer(obj: Any) -> str | None:
         count += 1
         t = type(x)  # pyright: ignore[reportUnknownVariableType]
         if issubclass(t, _Tracer):
-            return _path(entries, parent, label)
+            if live is None or not live.is_live(x):
+                return _path(entries, parent, label)
+            continue
         if t is np.ndarray:
             if not x.dtype.hasobject:
                 continue
@@ -880,16 +883,17 @@ def has_aux(treedef: Any) -> bool:
 _PLAIN_TREEDEFS: dict[Any, None] = {}  # treedefs `has_aux` said no to (bounded)
 
 
-def aux_tracer(treedef: Any) -> str | None:
+def aux_tracer(treedef: Any, live: LiveTraces | None = None) -> str | None:
     """Path to a tracer in the static (aux) data of `treedef`'s custom nodes: a
     `jax.tree_util.Partial`'s function, an equinox static field, a flax
-    `pytree_node=False` field. Checked only for treedefs that have such data."""
+    `pytree_node=False` field. Checked only for treedefs that have such data.
+    Given `live`, only a tracer whose trace has exited (`hidden_tracer`)."""
     if treedef in _PLAIN_TREEDEFS:
         return None
     found = False
     for kind, aux in _static_data(treedef):
         found = True
-        where = hidden_tracer(aux)
+        where = hidden_tracer(aux, live)
         if where is not None:
             return f"<static data of {getattr(kind, '__name__', kind)}>{where}"
     if not found:

@@ -33,7 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _compat
-from ._capture import capture
+from ._capture import LIVE, capture
 from ._errors import LiftError, describe
 from ._lifted import construct
 from ._paths import leaf_paths
@@ -212,7 +212,7 @@ class _Hidden:
         except LiftError:
             self._refuse()
             raise
-        if any(map(_compat.is_tracer, leaves)):
+        if LIVE in skeleton.cache or any(map(_compat.is_tracer, leaves)):
             self._refuse()
         self.key.append(skeleton)
         self.key.append(tuple(map(self._leaf, leaves)))
@@ -253,6 +253,9 @@ def _tracer_in(part: Any) -> str | None:
         )
     except LiftError as err:
         return f"that lift cannot make a leaf ({str(err).splitlines()[0]})"
+    live = skeleton.cache.get(LIVE)
+    if live is not None:  # hidden in an object: kept only while its trace runs
+        return f"that lift cannot make a leaf ({live})"
     for path, leaf in zip(leaf_paths(skeleton), leaves, strict=True):
         if _compat.is_tracer(leaf):
             where = str(path).lstrip(".") or "value"

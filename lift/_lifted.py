@@ -15,7 +15,7 @@ import jax
 from typing_extensions import ParamSpec, TypeVar
 
 from . import _compat, _gc, _registry, _state_dict, _trees as jtu
-from ._capture import capture, check_static_names
+from ._capture import LIVE, capture, check_static_names
 from ._describe import (
     explain_concretization,
     pformat,
@@ -348,7 +348,9 @@ class Lifted(Generic[_P, _R]):
         what calling computes with."""
         flat = self._flat
         if flat is None:
-            flat = self._flat = _as_arrays(self._leaves)
+            flat = _as_arrays(self._leaves)
+            if LIVE not in self._skeleton.cache:  # else never flattened (`flatten`)
+                self._flat = flat
         return flat
 
     def _function(self) -> Callable[_P, _R]:
@@ -590,6 +592,18 @@ def _static_argument(x: Lifted[Any, Any]) -> LiftError:
     )
 
 
+def _live_static(x: Lifted[Any, Any], live: str) -> LiftError:
+    return LiftError(
+        f"{live}, from a transform still running. Called there, a "
+        f"{type(x).__name__} keeps it as the function does; flattened (given to "
+        "a transform, returned from one, tree_map), its static part would keep "
+        "the tracer beyond that transform.\nFix: convert the function with "
+        "`lift.closure_convert(f, *example_args)` (the tracer becomes a leaf), "
+        "register the class as a pytree, or pass the value as an argument.",
+        anchor="hidden-tracer",
+    )
+
+
 def _raw_class(cls: type[Lifted[Any, Any]]) -> type[Lifted[Any, Any]]:
     """The class an instance of `cls` is built as: `Lifted` when `cls` refuses
     `setattr` and an instance of `Lifted` can become one of `cls`."""
@@ -606,6 +620,9 @@ def _register(cls: type[Lifted[Any, Any]]) -> None:
     def flatten(x: Lifted[Any, Any]) -> tuple[tuple[Any, ...], Skeleton]:
         flat = x._flat
         if flat is None:
+            live = x._skeleton.cache.get(LIVE)
+            if live is not None:
+                raise _live_static(x, live)
             flat = x._flat = _as_arrays(x._leaves)
         return flat, x._skeleton
 

@@ -207,13 +207,6 @@ def test_float_leaves_under_a_mesh_do_not_depend_on_history(monkeypatch):
     assert len(traces) == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="lift/_capture.py:563 check_opaque refuses any tracer hidden in a static "
-    "capture, live or escaped (find_leaks reports escaped ones only); the holders "
-    "added this round (a bound builtin method's __self__) turn a closure that "
-    "worked inside jit into a LiftError",
-)
 def test_a_closure_over_a_bound_builtin_method_inside_jit_is_not_refused():
     @jax.jit
     def run(x):

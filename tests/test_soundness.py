@@ -167,30 +167,42 @@ def test_lift_jit_reads_the_capture_and_compiles_once(holder: Holder) -> None:
     assert counter.traces == 1
 
 
+def _escape(make: Callable[[Any], Callable[..., Any]]) -> Callable[..., Any]:
+    """The closure `make` builds inside a `jit` from its traced argument, kept
+    after the trace has exited (its tracer escaped)."""
+    kept: list[Callable[..., Any]] = []
+
+    def body(x: Any) -> Any:
+        kept.append(make(x))
+        return x
+
+    with jax.check_tracer_leaks(False):
+        jax.jit(body)(1.0)
+    return kept[0]
+
+
+@pytest.mark.lift_allow_leaks
 @pytest.mark.parametrize(
     ("name", "make"), OPAQUE_HOLDERS, ids=[n for n, _ in OPAQUE_HOLDERS]
 )
 def test_a_tracer_in_an_opaque_object_is_refused_and_found(
     name: str, make: Callable[[Any], Any]
 ) -> None:
-    kept: list[Any] = []
-
-    def leak(x: Any) -> Any:
+    def closure(x: Any) -> Callable[[Any], Any]:
         holder = make(x)
+        return lambda y: y * holder.v
 
-        def f(y: Any) -> Any:
-            return y * holder.v
-
-        with pytest.raises(
-            lift.LiftError, match=r"variable 'holder'.*holds a tracer at holder\.v"
-        ):
-            lift.lift(f)
-        kept.append(f)
-        return x
-
-    with jax.check_tracer_leaks(False):
-        jax.jit(leak)(1.0)
-    (found,) = lift.find_leaks(kept)
+    # Inside the transform: kept, as the closure itself keeps it there.
+    out = jax.jit(lambda x: lift.lift(closure(x))(2.0))(3.0)
+    assert float(out) == 6.0
+    f = _escape(closure)
+    with pytest.raises(
+        lift.LiftError,
+        match=r"variable 'holder'.*holds a tracer at holder\.v, from a transform "
+        r"that has exited",
+    ):
+        lift.lift(f)
+    (found,) = lift.find_leaks(f)
     assert found.path.endswith(".captures['holder'].v")
 
 
@@ -479,6 +491,33 @@ def test_calling_before_and_after_a_flatten_is_bit_identical() -> None:
     assert jnp.array_equal(before["w"], inner["w"])
 
 
+def test_a_lifted_holding_a_live_hidden_tracer_is_called_but_not_flattened() -> None:
+    class Box:  # not a pytree
+        def __init__(self, v: Any) -> None:
+            self.v = v
+
+    def make(x: Any) -> Any:
+        box = Box(x)
+        return lift.lift(lambda y: y * box.v)
+
+    said = (
+        r"captures variable 'box', a Box that is not a pytree and holds a tracer "
+        r"at box\.v, from a transform still running(?s:.*)lift\.closure_convert"
+    )
+    assert float(jax.jit(lambda x: make(x)(2.0))(3.0)) == 6.0  # called there
+    for crossing in (
+        lambda x: make(x),  # returned
+        lambda x: jax.jit(call_lifted)(make(x), 2.0),  # given to a transform
+        lambda x: jax.tree_util.tree_leaves(make(x)),
+    ):
+        with pytest.raises(lift.LiftError, match=said):
+            jax.jit(crossing)(3.0)
+    # The way across: the tracer as a leaf.
+    converted = jax.jit(lambda x: lift.closure_convert(make(x), 1.0))(3.0)
+    assert float(converted(2.0)) == 6.0
+
+
+@pytest.mark.lift_allow_leaks
 def test_replay_refuses_a_tracer_hidden_in_an_object_as_the_walk_does(
     compile_at_once: None,
 ) -> None:
@@ -496,16 +535,24 @@ def test_replay_refuses_a_tracer_hidden_in_an_object_as_the_walk_does(
     assert callable(_skeleton(lift.lift(make())).cache.get("replay"))
 
     @jax.jit
-    def sneak(x: Any) -> Any:
+    def inside(x: Any) -> Any:
         box.v = x
         try:
-            with pytest.raises(lift.LiftError, match=r"holds a tracer at box\.v"):
-                lift.lift(make())
+            return lift.lift(make())(2.0)  # a live tracer: kept
         finally:
             box.v = 1.0
+
+    assert float(inside(3.0)) == 6.0
+
+    def sneak(x: Any) -> Any:
+        box.v = x
         return x
 
-    sneak(2.0)
+    with jax.check_tracer_leaks(False):
+        jax.jit(sneak)(2.0)
+    with pytest.raises(lift.LiftError, match=r"holds a tracer at box\.v"):
+        lift.lift(make())
+    box.v = 1.0
 
 
 def _escaped_tracer() -> Any:
@@ -817,36 +864,50 @@ def test_replay_classifies_numpy_leaves_as_the_walk_does(compile_at_once: None) 
     assert jax.jit(call_lifted)(zero_d, 1.0) == 2.0
 
 
+@pytest.mark.lift_allow_leaks
 def test_tracers_in_static_pytree_data_or_opaque_objects_are_refused() -> None:
     class Box:
         pass
 
-    @jax.jit
-    def make(s: Any) -> Any:
+    def partial(s: Any) -> Callable[[Any], Any]:
         p = jax.tree_util.Partial(lambda x: x * s)
-        with pytest.raises(lift.LiftError, match=r"static data holds a tracer"):
-            lift.lift(lambda x: p(x))
+        return lambda x: p(x)
+
+    def attribute(s: Any) -> Callable[[Any], Any]:
         b = Box()
         b.fn = lambda x: x * s  # pyright: ignore[reportAttributeAccessIssue]
-        with pytest.raises(
-            lift.LiftError, match=r"holds a tracer at b\.fn\.captures\['s'\]"
-        ):
-            lift.lift(lambda x: b.fn(x))  # pyright: ignore[reportAttributeAccessIssue]
+        return lambda x: b.fn(x)  # pyright: ignore[reportAttributeAccessIssue]
+
+    def argument(s: Any) -> Callable[[Any], Any]:
         c = Box()
         c.p = functools.partial(lambda a, x: a * x, s)  # pyright: ignore[reportAttributeAccessIssue]
-        with pytest.raises(lift.LiftError, match=r"holds a tracer at c\.p\.args\[0\]"):
-            lift.lift(lambda x: c.p(x))  # pyright: ignore[reportAttributeAccessIssue]
+        return lambda x: c.p(x)  # pyright: ignore[reportAttributeAccessIssue]
 
+    def helper(s: Any) -> Callable[[Any], Any]:
         def helper(x: Any) -> Any:
             return x * s
 
-        with pytest.raises(lift.LiftError, match=r"tracer"):
-            lift.lift(lambda x: helper(x), static=("helper",))
-        return s
+        return lambda x: helper(x)
 
-    make(2.0)
+    cases = [
+        (partial, r"static data holds a tracer"),
+        (attribute, r"holds a tracer at b\.fn\.captures\['s'\]"),
+        (argument, r"holds a tracer at c\.p\.args\[0\]"),
+    ]
+    for make, said in cases:
+        # Inside the transform, called there: kept and computed.
+        assert float(jax.jit(lambda s, make=make: lift.lift(make(s))(3.0))(2.0)) == 6.0
+        escaped = _escape(make)
+        with pytest.raises(lift.LiftError, match=said):
+            lift.lift(escaped)
+    # A function made static by name, holding a tracer: the same.
+    inside = jax.jit(lambda s: lift.lift(helper(s), static=("helper",))(3.0))
+    assert float(inside(2.0)) == 6.0
+    with pytest.raises(lift.LiftError, match=r"tracer"):
+        lift.lift(_escape(helper), static=("helper",))
 
 
+@pytest.mark.lift_allow_leaks
 def test_slots_given_as_an_iterator_are_read() -> None:
     class Slots:
         __slots__ = iter(["a"])
@@ -854,14 +915,12 @@ def test_slots_given_as_an_iterator_are_read() -> None:
         def __init__(self, a: Any) -> None:
             self.a = a
 
-    @jax.jit
-    def make(s: Any) -> Any:
+    def make(s: Any) -> Callable[[Any], Any]:
         holder = Slots(s)
-        with pytest.raises(lift.LiftError, match=r"holds a tracer at holder\.a"):
-            lift.lift(lambda x: x * holder.a)
-        return s
+        return lambda x: x * holder.a
 
-    make(2.0)
+    with pytest.raises(lift.LiftError, match=r"holds a tracer at holder\.a"):
+        lift.lift(_escape(make))
 
 
 def test_lift_jit_sees_rebound_attributes_and_defaults() -> None:
@@ -962,23 +1021,21 @@ def test_a_lifted_pytree_keeps_its_dict_order() -> None:
     assert list(lift.lift({"b": f, "a": f})) == ["b", "a"]
 
 
+@pytest.mark.lift_allow_leaks
 def test_a_tracer_in_a_suspended_generator_is_refused() -> None:
     def produce(x: Any) -> Any:
         kept = x  # noqa: F841  (held by the suspended frame)
         yield 1
         yield 2
 
-    @jax.jit
-    def make(s: Any) -> Any:
+    def make(s: Any) -> Callable[[Any], Any]:
         running = produce(s)
         next(running)
-        with pytest.raises(
-            lift.LiftError, match=r"holds a tracer at running\.<locals>\.x"
-        ):
-            lift.lift(lambda x: (running, x))
-        return s
+        return lambda x: (running, x)
 
-    make(2.0)
+    assert jax.jit(lambda s: lift.lift(make(s))(2.0)[1])(1.0) == 2.0
+    with pytest.raises(lift.LiftError, match=r"holds a tracer at running\.<locals>\.x"):
+        lift.lift(_escape(make))
 
 
 # -- a subclass whose own `__init__` takes other arguments ---------------------------
