@@ -22,6 +22,7 @@ import jax
 import jax.core
 
 __all__ = [
+    "CUSTOM_NODES",
     "LiveTraces",
     "Tracer",
     "eager",
@@ -35,9 +36,14 @@ __all__ = [
 
 # Written against jax 0.10.2: `trace_ctx.trace` is the current trace of this
 # thread (`TracingContext.trace`, backed by a thread-local config state).
-from jax._src import core as _core
+from jax._src import core as _core, tree_util as _jtu_private
 
 _CORE_FILE: Final[str] = str(_core.__file__)  # pyright: ignore[reportUnknownMemberType]
+
+# Written against jax 0.10.2 (and 0.8.0): every type registered with
+# `jax.tree_util`, custom pytree nodes and NamedTuples JAX treats as its own
+# nodes alike, is a key of `tree_util._registry` (a live dict).
+CUSTOM_NODES: Final[dict[type, Any]] = _jtu_private._registry  # pyright: ignore[reportPrivateUsage, reportUnknownMemberType, reportUnknownVariableType]
 
 # Attributes through which a trace reaches the traces enclosing it. Written
 # against jax 0.10.2: `parent_trace` on DynamicJaxprTrace, JaxprTrace,

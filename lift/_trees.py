@@ -17,7 +17,8 @@ from collections.abc import Callable, Iterable
 from typing import Any, Final, TypeAlias, cast
 
 import jax.tree_util as _jtu
-from jax._src import tree_util as _jtu_private
+
+from . import _compat
 
 __all__ = [
     "flatten_checked",
@@ -269,11 +270,8 @@ _ATOMS: Final = frozenset(
 _MAX_VISITS: Final = 64
 
 
-# Every type registered with `jax.tree_util` (JAX keeps them in this dict too).
-_CUSTOM_NODES: Final[dict[type, Any]] = cast(
-    "dict[type, Any]",
-    _jtu_private._registry,  # pyright: ignore[reportPrivateUsage]
-)
+# Every type registered with `jax.tree_util`.
+_CUSTOM_NODES: Final = _compat.CUSTOM_NODES
 
 
 _tuple_iter: Final = cast("Callable[[Any], Iterable[Any]]", tuple.__iter__)  # pyright: ignore[reportUnknownMemberType]

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import pickle
-import sys
-import types
 
 import jax
 import jax.numpy as jnp
@@ -47,10 +45,11 @@ def test_a_lifted_inside_a_hashable_dataclass_static_argument_is_refused():
         return box.fn(x)
 
     jitted = jax.jit(body, static_argnums=0)
+    # Refused at the first call, before anything is traced: never a compile per
+    # call.
     with pytest.raises((lift.LiftError, ValueError), match="static argument"):
-        for i in range(3):
-            jitted(Box(_make(jnp.float32(i))), 1.0)
-    assert len(traces) <= 1
+        jitted(Box(_make(jnp.float32(0))), 1.0)
+    assert traces == []
 
 
 # -- subclasses ------------------------------------------------------------------------
@@ -307,20 +306,3 @@ def test_a_capture_replaced_by_a_python_float_compiles_once_under_filter_jit():
     for lr in (0.2, 0.3, 0.4):
         call(eqx.tree_at(lambda f: f.captures["lr"], base, lr), jnp.ones(2))
     assert len(traces) == 1
-
-
-# -- key paths as peer libraries read them ---------------------------------------------
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="lift/_paths.py: a Lifted's children carry one CapturePath key entry, "
-    "which optax.tree_utils (and any tool reading GetAttrKey/DictKey entries) "
-    "cannot read: tree_get(lifted_adam, 'b1') answers None, not the leaf",
-)
-def test_optax_tree_get_finds_a_captured_hyperparameter():
-    import optax
-
-    opt = lift.lift(optax.adam(0.1, b1=0.8))
-    found = optax.tree_utils.tree_get(opt, "b1")
-    assert found is not None and float(found) == pytest.approx(0.8)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -324,3 +324,20 @@ def test_eager_only_when_no_transform_runs() -> None:
         assert _compat.eager(), name
     with jax.disable_jit():
         assert _compat.eager()
+
+
+def test_custom_nodes_are_jax_registered_types() -> None:
+    # lift reads JAX's registry of pytree node types to tell a NamedTuple JAX
+    # flattens itself from one registered as a node of its own.
+    class Point(NamedTuple):
+        x: float
+
+    class Node(NamedTuple):
+        x: float
+
+    jax.tree_util.register_pytree_node(
+        Node, lambda n: ((n.x,), None), lambda _, xs: Node(*xs)
+    )
+    assert Node in _compat.CUSTOM_NODES
+    assert Point not in _compat.CUSTOM_NODES
+    assert dict in _compat.CUSTOM_NODES
