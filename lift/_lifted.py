@@ -8,6 +8,7 @@ import functools
 import inspect
 import sys
 import types
+import warnings
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Final, Generic, Self, cast
 
@@ -23,7 +24,13 @@ from ._describe import (
     repr_pretty,
     treescope_repr,
 )
-from ._errors import LiftAttributeError, LiftError, describe, missing_attribute
+from ._errors import (
+    LiftAttributeError,
+    LiftError,
+    describe,
+    docs_anchor,
+    missing_attribute,
+)
 from ._paths import _NOT_FOUND, attribute_of, captures_of, leaf_paths
 from ._rebuild import build
 from ._skeleton import (
@@ -197,8 +204,9 @@ class Lifted(Generic[_P, _R]):
     A subclass adds behaviour, not per-instance state: setting an attribute on
     an instance raises `lift.LiftError` (a transform would drop it); data of one
     instance is a capture of its function. A `Lifted` hashes by identity, like a
-    function; given to `jax.jit` as a static argument it raises instead of
-    compiling on every call: pass it as an ordinary argument.
+    function; given to `jax.jit` as a static argument (or inside one), each new
+    one compiles a program of its own, and lift warns at each such compile: pass
+    it as an ordinary argument.
 
     **Arguments:**
 
@@ -385,10 +393,12 @@ class Lifted(Generic[_P, _R]):
 
     def __hash__(self) -> int:
         # By identity, as a function's, for JAX's caches (`lax.scan(lifted, ...)`,
-        # `jax.jit(lifted)`). But as a static argument of `jax.jit` a new `Lifted`
-        # would compile anew on every call: refuse, loudly.
+        # `jax.jit(lifted)`). As a static argument of `jax.jit`, hashed when a call
+        # misses its cache, each new `Lifted` compiles a program of its own: say
+        # so at each such compile. (Not refused: the same `Lifted` passed again
+        # hits the cache, as optax's own tests do with a static optimizer.)
         if _compat.hashed_as_jit_static(self, sys._getframe(1)):
-            raise _static_argument(self)
+            warnings.warn(_static_argument(self), stacklevel=2)
         return object.__hash__(self)
 
     # -- introspection ---------------------------------------------------------
@@ -580,15 +590,15 @@ def _set_attribute(self: Lifted[Any, Any], name: str, value: Any) -> None:
     )
 
 
-def _static_argument(x: Lifted[Any, Any]) -> LiftError:
+def _static_argument(x: Lifted[Any, Any]) -> str:
     cls = type(x).__name__
-    return LiftError(
+    return (
         f"a {cls} ({x.__qualname__}) was given to jax.jit as a static argument "
-        "(static_argnums or static_argnames). A static argument is compared by "
-        f"identity for a {cls}, so every new one would compile anew.\nFix: pass "
-        f"it as a regular (traced) argument: a {cls} is a pytree whose code and "
-        "static captures jax.jit compiles once, and whose arrays it traces.",
-        anchor="lifted-static-argument",
+        "(static_argnums or static_argnames), or inside one: a static argument is "
+        f"compared by identity for a {cls}, so each new one compiles a program "
+        f"of its own.\nFix: pass it as a regular (traced) argument: a {cls} is a "
+        "pytree whose code and static captures jax.jit compiles once, and whose "
+        "arrays it traces." + docs_anchor("lifted-static-argument")
     )
 
 

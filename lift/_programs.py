@@ -507,50 +507,6 @@ def explain_call_error(
             f"arguments to the compiled program as jax.jit does.\nFix: {fix}",
             anchor="jit-argument-not-an-array",
         )
-    if message.startswith("Non-hashable static arguments") and (
-        "errors.md#lifted-static-argument" in message
-    ):
-        from ._lift import is_lifted  # imports this module
-
-        given = [
-            (name, value)
-            for name, value in (*_positional_names(fn, args), *kwargs.items())
-            if name in static
-        ]
-        fix = "do not mark it static: lift.jit traces a Lifted argument"
-        lifted = [name for name, value in given if is_lifted(value)]
-        if lifted:
-            what = f"for the parameter {lifted[0]!r}, which is static"
-        else:
-            # JAX names the type of the static argument whose hash failed.
-            hashed = _HASHED_TYPE.search(message)
-            holders: list[tuple[str, str]] = []
-            for name, value in given:
-                kind = _type(value)
-                if hashed is not None and hashed[1] == (
-                    f"{kind.__module__}.{kind.__qualname__}"
-                ):
-                    holders.append((name, kind.__name__))
-            if holders:
-                name, kind_name = holders[0]
-                what = (
-                    f"inside the {kind_name} given for the parameter {name!r}, "
-                    "which is static"
-                )
-                fix = (
-                    f"make {kind_name} a pytree with the Lifted as a child (a "
-                    "dataclass under `jax.tree_util.register_dataclass`, an "
-                    "equinox.Module) and do not mark it static, or pass the Lifted "
-                    "as an argument of its own: lift.jit traces a Lifted"
-                )
-            else:
-                what = "inside one of its static arguments"
-        return LiftError(
-            f"{describe(fn)} was called with a Lifted {what}: a static Lifted is "
-            "compared by identity, so every new one would compile anew.\nFix: "
-            f"{fix} like any pytree, one program for its code.",
-            anchor="lifted-static-argument",
-        )
     if message.startswith("Non-hashable static arguments"):
         bad = [
             name
@@ -570,13 +526,6 @@ def explain_call_error(
             anchor="jit-unhashable-static",
         )
     return None
-
-
-_HASHED_TYPE: Final = re.compile(r"hash an object of type <class '([^']+)'>")
-
-
-def _type(value: object) -> type[Any]:
-    return type(value)
 
 
 def _positional_names(fn: Any, args: tuple[Any, ...]) -> list[tuple[str, Any]]:
