@@ -9,6 +9,7 @@ objects and never writes to them.
 from __future__ import annotations
 
 import difflib
+import functools
 import threading
 import time
 import types
@@ -568,22 +569,14 @@ def _is_bool(leaf: Any) -> bool:
 
 def _check_aux(treedef: Any, holder: Any, label: Label) -> str | None:
     """As `check_opaque`, for the static (aux) data of a captured pytree."""
-    first = aux_tracer(treedef)
-    if first is None:
-        return None
-    what = (
+    return _live_or_refuse(
+        functools.partial(aux_tracer, treedef),
         f"{describe(holder)} captures {_variable(label)}, a pytree whose static "
-        f"data holds a tracer at {label.variable or label.text}"
-    )
-    where = aux_tracer(treedef, live_traces())
-    if where is None:
-        return f"{what}{first}"
-    raise LiftError(
-        f"{what}{where}, from a transform that has exited. A treedef's static "
-        "data is part of the compiled program's key, so the tracer would leak.\n"
-        "Fix: make the traced value a child of the pytree (not a static field), "
-        "or pass it as an argument.",
-        anchor="tracer-in-static-pytree-data",
+        f"data holds a tracer at {label.variable or label.text}",
+        "A treedef's static data is part of the compiled program's key, so the "
+        "tracer would leak.\nFix: make the traced value a child of the pytree "
+        "(not a static field), or pass it as an argument.",
+        "tracer-in-static-pytree-data",
     )
 
 
@@ -594,24 +587,33 @@ def check_opaque(leaf: Any, t: type[Any], holder: Any, label: Label) -> str | No
     (what `Lifted`'s flattening refuses, `LIVE`), or `None`."""
     if issubclass(t, np.generic) or opaque(t):
         return None
-    first = hidden_tracer(leaf)
-    if first is None:
-        return None
-    name = label.variable or label.text
-    what = (
+    return _live_or_refuse(
+        functools.partial(hidden_tracer, leaf),
         f"{describe(holder)} captures {_variable(label)}, a {t.__name__} that is "
-        "not a pytree and holds a tracer at"
-    )
-    where = hidden_tracer(leaf, live_traces())
-    if where is None:
-        return f"{what} {name}{first}"
-    raise LiftError(
-        f"{what} {name}{where}, from a transform that has exited. lift cannot "
-        "make that tracer a leaf, and keeping it would leak it.\n"
+        f"not a pytree and holds a tracer at {label.variable or label.text}",
+        "lift cannot make that tracer a leaf, and keeping it would leak it.\n"
         "Fix: convert the function with `lift.closure_convert(f, "
         "*example_args)` inside the transform, register the class as a pytree, "
         "or pass the value as an argument.",
-        anchor="hidden-tracer",
+        "hidden-tracer",
+    )
+
+
+def _live_or_refuse(
+    find: Callable[..., str | None], what: str, why_and_fix: str, anchor: str
+) -> str | None:
+    """`None` when `find()` finds no tracer; what it found, when the tracer's
+    transform is still running (`find(live_traces())` finds none of the exited);
+    else a `LiftError`: `what`, where the exited tracer is, `why_and_fix`."""
+    first = find()
+    if first is None:
+        return None
+    where = find(live_traces())
+    if where is None:
+        return f"{what}{first}"
+    raise LiftError(
+        f"{what}{where}, from a transform that has exited. {why_and_fix}",
+        anchor=anchor,
     )
 
 

@@ -20,9 +20,6 @@ from ._paths import leaf_paths
 from ._skeleton import (
     CellNode,
     FunctionNode,
-    HolderNode,
-    MethodNode,
-    PartialNode,
     Ref,
     Skeleton,
     Static,
@@ -140,15 +137,7 @@ def _template_str(
 
 
 def _head(node: Any) -> str:
-    if isinstance(node, FunctionNode):
-        return node.qualname
-    if isinstance(node, MethodNode):
-        return "method"
-    if isinstance(node, PartialNode):
-        return "partial"
-    if isinstance(node, HolderNode):
-        return node.holder.name
-    return "cell"
+    return node.qualname if isinstance(node, FunctionNode) else node.kind
 
 
 def _node_str(

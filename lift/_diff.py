@@ -457,24 +457,12 @@ def _ref_name(skeleton: Skeleton, template: Template) -> str:
     return "..."
 
 
-def _kind(node: Any) -> str:
-    if isinstance(node, FunctionNode):
-        return "function"
-    if isinstance(node, PartialNode):
-        return "functools.partial"
-    if isinstance(node, MethodNode):
-        return "bound method"
-    if isinstance(node, HolderNode):
-        return node.holder.name
-    return "cell"
-
-
 def _owner(skeleton: Skeleton, template: Template) -> str:
     node = skeleton.nodes[skeleton.function_of(template)]
     if isinstance(node, FunctionNode):
         code = node.info.code
         return f"{node.qualname} at {code.co_filename}:{code.co_firstlineno}"
-    return _kind(node)
+    return node.kind
 
 
 def _parts(skeleton: Skeleton, index: int) -> dict[Any, tuple[Any, Template | None]]:
@@ -502,8 +490,8 @@ def _diff_node(
     na, nb = sa.skeleton.nodes[ia], sb.skeleton.nodes[ib]
     if type(na) is not type(nb):
         lines.append(
-            f"{_at(path)}a {_kind(na)} ({_node_name(sa.skeleton, ia)}) in one, a "
-            f"{_kind(nb)} ({_node_name(sb.skeleton, ib)}) in the other"
+            f"{_at(path)}a {na.kind} ({_node_name(sa.skeleton, ia)}) in one, a "
+            f"{nb.kind} ({_node_name(sb.skeleton, ib)}) in the other"
         )
         return
     if isinstance(na, FunctionNode):
@@ -621,7 +609,7 @@ def _slot_str(side: _Side, template: Template, name: str, slot: Any) -> str:
     if type(slot) is int:
         return "a leaf (dynamic)"
     if type(slot) is Ref:
-        return f"a {_kind(side.skeleton.nodes[slot.index])} ({_node_name(side.skeleton, slot.index)})"
+        return f"a {side.skeleton.nodes[slot.index].kind} ({_node_name(side.skeleton, slot.index)})"
     static = cast(Static, slot)
     return (
         f"static {static_str(static.value)} ("

@@ -10,7 +10,10 @@ and its leaves (dynamic captures) are parameters of it.
 Captures are read when the function is called, as Python reads them. Lifting on
 every call would cost tens of microseconds, so each `lift.jit` function keeps the
 cells of the graph it last lifted, with what they held, and lifts again only when
-one of them holds another object (`is`, not `==`).
+one of them holds another object (`is`, not `==`). While they hold the same, a
+call passes the lifted function's leaves, a flat tuple, to the program that
+shares its treedef (`Program.specialized`): JAX dispatches it without calling
+back into Python.
 """
 
 from __future__ import annotations
@@ -220,15 +223,26 @@ def _holds_tracer(lifted: Any) -> bool:
 # -- the public wrapper ----------------------------------------------------------
 
 
-# The fast path checks one cell, or several when that one is `None`. These stand
-# in for it: a function not lifted yet (never current), and a graph without
-# cells (always current).
+# The fast path checks one cell and one function's defaults and attributes (held
+# when lifted: none), or, when that cell is `None`, several cells and `_Watch`es.
+# These stand in for the cell: a function not lifted yet (never current), and a
+# graph without cells (always current).
 _STALE_CELL: Final = types.CellType(None)  # checked against `_EMPTY`
 _NO_CELL: Final = types.CellType(_EMPTY)
+# After them: the program to call, and what to pass it in front of the arguments
+# (the lifted function's leaves, or the function itself: `JitFunction._entry`).
 _Fast: TypeAlias = tuple[
-    types.CellType | None, Any, tuple[types.CellType, ...], tuple[Any, ...], Any
+    types.CellType | None,  # the one cell
+    Any,  # what it held
+    types.FunctionType | None,  # the one function
+    Any,  # its `__defaults__`
+    Any,  # its `__kwdefaults__`
+    tuple[Any, ...],  # the cells and `_Watch`es, when there are several
+    tuple[Any, ...],  # what they held
+    Any,  # the program
+    Any,  # what it takes in front
 ]
-_STALE: Final[_Fast] = (_STALE_CELL, _EMPTY, (), (), None)
+_STALE: Final[_Fast] = (_STALE_CELL, _EMPTY, None, None, None, (), (), None, None)
 
 
 class JitFunction(Generic[_P, _R]):
@@ -271,7 +285,7 @@ class JitFunction(Generic[_P, _R]):
         self._snapshot: _Snapshot | None = None
         # What the call's fast path reads, in one attribute so that another thread
         # never sees half an update: one cell and what it held (or `None` and the
-        # cells and what they held), and the lifted function that goes with them.
+        # cells and what they held), and the call that goes with them.
         self._fast: _Fast = _STALE
 
     @property
@@ -312,13 +326,47 @@ class JitFunction(Generic[_P, _R]):
         cells, contents = snapshot.cells, snapshot.contents
         if any(c is _EMPTY for c in contents):
             return lifted  # reading an empty cell raises: `_Snapshot.current` copes
-        if len(cells) > 1:
-            self._fast = (None, None, cells, contents, lifted)
-        elif cells:
-            self._fast = (cells[0], contents[0], (), (), lifted)
-        else:
-            self._fast = (_NO_CELL, _EMPTY, (), (), lifted)
+        # With one sharding for every argument, the program depends on how many
+        # there are: found on each call (`call` is `None`).
+        call, first = (
+            (None, None) if self._jit is None else self._entry(lifted, self._min_nargs)
+        )
+        one = [i for i, c in enumerate(cells) if type(c) is types.CellType]
+        watched = [c for c in cells if type(c) is _Watch]
+        if len(one) <= 1 and len(watched) <= 1:
+            cell, content = (
+                (cells[one[0]], contents[one[0]]) if one else (_NO_CELL, _EMPTY)
+            )
+            fn: Any = None
+            state: Any = (None, None, ())
+            if watched:
+                fn, state = watched[0].fn, watched[0].state
+            if not state[2]:  # attributes are checked by `_Watch`
+                self._fast = (
+                    cell,
+                    content,
+                    fn,
+                    state[0],
+                    state[1],
+                    (),
+                    (),
+                    call,
+                    first,
+                )
+                return lifted
+        self._fast = (None, None, None, None, None, cells, contents, call, first)
         return lifted
+
+    def _entry(self, lifted: Any, nargs: int) -> tuple[Any, Any]:
+        """The program for a call with `nargs` positional arguments, and what it
+        takes in front of them: the leaves of `lifted`, for the program that
+        shares its treedef (`Program.specialized`), or `lifted` itself."""
+        if self._jit is not None and nargs >= self._min_nargs:
+            leaves, treedef = jax.tree_util.tree_flatten(lifted)  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+            specialized = self.program.specialized(treedef)
+            if specialized is not None:
+                return specialized, tuple(leaves)  # pyright: ignore[reportUnknownArgumentType]
+        return self._jitted(nargs), lifted
 
     def _jitted(self, nargs: int) -> Any:
         jitted = self._jit
@@ -327,21 +375,30 @@ class JitFunction(Generic[_P, _R]):
         return jitted
 
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        cell, content, cells, contents, lifted = self._fast
+        cell, content, fn, defaults, kwdefaults, cells, contents, call, first = (
+            self._fast
+        )
         try:
             if cell is not None:
-                current = cell.cell_contents is content
+                current = cell.cell_contents is content and (
+                    fn is None
+                    or (
+                        fn.__defaults__ is defaults
+                        and fn.__kwdefaults__ is kwdefaults
+                        and not fn.__dict__
+                    )
+                )
             else:
                 current = all(map(_is, map(_contents, cells), contents))
         except ValueError:  # a cell emptied by `del`
             current = False
-        if not current:
+        if not current or call is None or len(args) < self._min_nargs:
             lifted = self._lifted()
-        jitted = self._jit
-        if jitted is None or len(args) < self._min_nargs:
-            jitted = self._jitted(len(args))
+            call, first = self._fast[7:]
+            if call is None or len(args) < self._min_nargs:
+                call, first = self._entry(lifted, len(args))
         try:
-            return jitted(lifted, *args, **kwargs)
+            return call(first, *args, **kwargs)
         except (TypeError, ValueError) as err:
             better = explain_call_error(
                 self._fn, self.program.static_names, err, args, kwargs

@@ -15,7 +15,7 @@ from ._capture import check_static_names
 from ._closure import static_key
 from ._describe import reject
 from ._errors import LiftError
-from ._lifted import Lifted, check_options, construct
+from ._lifted import Lifted, check_options, construct, convert_together
 from ._optax import as_functions
 from ._rebuild import build
 from ._trees import (
@@ -184,6 +184,7 @@ def lift(
     names = check_options(static, dynamic, Lifted)
     seen: set[str] = set()
     out: list[Any] = []
+    made: list[Lifted[Any, Any]] = []
     for leaf in leaves:
         new: Any = leaf
         cls: type[Lifted[Any, Any]] | None = None
@@ -196,7 +197,9 @@ def lift(
             new = object.__new__(cls)
             new._capture(cast(Any, leaf), names, dynamic)  # pyright: ignore[reportPrivateUsage]
             seen.update(new._skeleton.cache["names"])  # pyright: ignore[reportPrivateUsage]
+            made.append(new)
         out.append(new)
+    convert_together(made)
     if names:
         check_static_names(names, frozenset(seen), obj, "lift")
     if irregular(obj):  # dicts in their own order, as the original had them

@@ -6,9 +6,11 @@ from __future__ import annotations
 import copy
 import functools
 import inspect
+import itertools
 import sys
 import types
 import warnings
+import weakref
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Final, Generic, Self, cast
 
@@ -161,6 +163,45 @@ def _convert_groups(out: list[Any], groups: dict[type, list[int]]) -> None:
                 out[i] = arr
 
 
+def convert_together(lifted: Iterable[Lifted[Any, Any]]) -> None:
+    """Have these `Lifted` (made together, as the functions of one optimizer)
+    convert their Python scalars together, in one conversion, when the first of
+    them converts its own: one dispatch for the floats of all, not one each."""
+    members = [
+        x
+        for x in lifted
+        if x._flat is None  # pyright: ignore[reportPrivateUsage]
+        and LIVE not in x._skeleton.cache  # pyright: ignore[reportPrivateUsage]
+        and not _SCALARS.isdisjoint(map(type, x._leaves))  # pyright: ignore[reportPrivateUsage]
+    ]
+    if len(members) > 1:
+        group = [weakref.ref(x) for x in members]
+        for x in members:
+            x._group = group  # pyright: ignore[reportPrivateUsage]
+
+
+def _convert_group(x: Lifted[Any, Any]) -> tuple[Any, ...]:
+    """Convert the scalars of `x` and of the other `Lifted` of its group not
+    converted yet, in one `_as_arrays`; `x`'s leaves converted."""
+    group = x._group  # pyright: ignore[reportPrivateUsage]
+    assert group is not None
+    members: list[Lifted[Any, Any]] = [x]
+    for ref in group:
+        other = ref()
+        if other is not None and other is not x and other._flat is None:  # pyright: ignore[reportPrivateUsage]
+            members.append(other)
+    flat = _as_arrays(
+        tuple(itertools.chain.from_iterable(m._leaves for m in members))  # pyright: ignore[reportPrivateUsage]
+    )
+    start = 0
+    for m in members:
+        end = start + len(m._leaves)  # pyright: ignore[reportPrivateUsage]
+        m._flat = flat[start:end]  # pyright: ignore[reportPrivateUsage]
+        m._group = None  # pyright: ignore[reportPrivateUsage]
+        start = end
+    return flat[: len(x._leaves)]  # pyright: ignore[reportPrivateUsage]
+
+
 # -- the pytree ------------------------------------------------------------------
 
 
@@ -221,6 +262,7 @@ class Lifted(Generic[_P, _R]):
         "__weakref__",
         "_flat",
         "_fn",
+        "_group",
         "_leaves",
         "_original",
         "_skeleton",
@@ -232,6 +274,7 @@ class Lifted(Generic[_P, _R]):
     _skeleton: Skeleton
     _leaves: tuple[Any, ...]
     _flat: tuple[Any, ...] | None
+    _group: list[weakref.ref[Lifted[Any, Any]]] | None
     _fn: Callable[_P, _R] | None
     _original: Any
 
@@ -286,6 +329,7 @@ class Lifted(Generic[_P, _R]):
         self._skeleton = skeleton
         self._leaves = leaves
         self._flat = flat
+        self._group = None
         self._fn = None
         self._original = None
         attrs = skeleton.cache.get("attrs")
@@ -356,6 +400,8 @@ class Lifted(Generic[_P, _R]):
         what calling computes with."""
         flat = self._flat
         if flat is None:
+            if self._group is not None:
+                return _convert_group(self)
             flat = _as_arrays(self._leaves)
             if LIVE not in self._skeleton.cache:  # else never flattened (`flatten`)
                 self._flat = flat
@@ -633,6 +679,8 @@ def _register(cls: type[Lifted[Any, Any]]) -> None:
             live = x._skeleton.cache.get(LIVE)
             if live is not None:
                 raise _live_static(x, live)
+            if x._group is not None:
+                return _convert_group(x), x._skeleton
             flat = x._flat = _as_arrays(x._leaves)
         return flat, x._skeleton
 

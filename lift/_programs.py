@@ -87,6 +87,7 @@ class Program:
     __slots__ = (
         "_by_nargs",
         "_lock",
+        "_specialized",
         "_static_positions",
         "jitted",
         "kwargs",
@@ -128,6 +129,7 @@ class Program:
             default=0,
         )
         self._by_nargs: dict[int, Any] = {}
+        self._specialized: dict[Any, Any] = {}
         self._lock = threading.Lock()
         in_shardings = kwargs.get("in_shardings", MISSING)
         if in_shardings is MISSING or isinstance(in_shardings, (tuple, list)):
@@ -172,6 +174,26 @@ class Program:
                 jitted = self._by_nargs.setdefault(nargs, jitted)
         return jitted
 
+    def specialized(self, treedef: Any) -> Any:
+        """The program for functions that flatten to `treedef`, taking the leaves
+        (a tuple) in front of the arguments, or `None` past `_SPECIALIZED_MAX`.
+
+        It compiles what the trampoline compiles for such a function, but JAX
+        dispatches a call of it without calling back into Python to flatten the
+        `Lifted` and hash its skeleton: a cached call costs what `jax.jit` with the
+        captures as explicit arguments costs.
+        """
+        jitted: Any = self._specialized.get(treedef)
+        if jitted is None:
+            if self.jitted is None or len(self._specialized) >= _SPECIALIZED_MAX:
+                return None
+            jitted = _jax_jit(
+                _unflattening(self.trampoline, treedef), **self._kwargs_for(None)
+            )
+            with self._lock:
+                jitted = self._specialized.setdefault(treedef, jitted)
+        return jitted
+
     def bake(self, lifted: Any, *bound: Any) -> Any:
         """`jax.jit` of the function alone, its captures constants of the program
         (for `jax.export`, which exports a function of its arguments only), and
@@ -194,6 +216,9 @@ class _Missing:
 MISSING: Final = _Missing()
 
 _programs: dict[Any, Program] = {}
+# Treedefs a program specializes for (`Program.specialized`); past them, calls
+# pass the `Lifted` to the shared trampoline, which compiles the same program.
+_SPECIALIZED_MAX: Final = 256
 _programs_lock = threading.Lock()
 _PROGRAMS_MAX: Final = 4096
 
@@ -328,6 +353,23 @@ def _trampoline(fn: Any, signature: inspect.Signature) -> Callable[..., Any]:
         ]
     )
     return trampoline
+
+
+def _unflattening(trampoline: Any, treedef: Any) -> Callable[..., Any]:
+    """The trampoline, taking the leaves of a function that flattens to `treedef`
+    in place of the function, and dressed as the trampoline is."""
+    call = lambda __lifted__, /, *args, **kwargs: trampoline(treedef.unflatten(__lifted__), *args, **kwargs)  # fmt: skip # pyright: ignore[reportUnknownLambdaType, reportUnknownVariableType, reportUnknownMemberType]
+    code: types.CodeType = trampoline.__code__
+    call.__code__ = call.__code__.replace(  # pyright: ignore[reportUnknownMemberType]
+        co_name=code.co_name,
+        co_qualname=code.co_qualname,
+        co_filename=code.co_filename,
+        co_firstlineno=code.co_firstlineno,
+    )
+    call.__name__ = trampoline.__name__
+    call.__qualname__ = trampoline.__qualname__
+    call.__signature__ = trampoline.__signature__  # type: ignore[attr-defined]
+    return call  # pyright: ignore[reportUnknownVariableType]
 
 
 def _as_tuple(value: Any, kind: type) -> tuple[Any, ...]:

@@ -195,6 +195,8 @@ class CellNode:
     """A closure cell; `template is None` for an empty cell. Cells shared by several
     functions of one graph stay shared in the rebuilt graph."""
 
+    kind: Final = "cell"  # what a node is called in messages and reprs
+
     __slots__ = ("key", "label", "owner", "template")
 
     def __init__(self, template: Template | None, label: Label, owner: int) -> None:
@@ -219,6 +221,8 @@ class FunctionNode:
     docstring, module and annotations are compared too: a rebuilt function has
     them, so two functions that differ in them are not interchangeable.
     """
+
+    kind: Final = "function"
 
     __slots__ = (
         "_parts",
@@ -277,6 +281,8 @@ class FunctionNode:
 class PartialNode:
     """A `functools.partial` (or subclass that is not a registered pytree)."""
 
+    kind: Final = "functools.partial"
+
     __slots__ = ("_parts", "cls", "func", "key", "nargs")
 
     def __init__(
@@ -294,6 +300,8 @@ class PartialNode:
 
 class MethodNode:
     """A bound method: `__func__` and `__self__`."""
+
+    kind: Final = "bound method"
 
     __slots__ = ("_parts", "func", "key", "self_")
 
@@ -323,6 +331,10 @@ class HolderNode:
             Static(static),
             tuple((label.ident, t.key) for label, t in parts),
         )
+
+    @property
+    def kind(self) -> str:
+        return self.holder.name
 
     def parts(self) -> tuple[Part, ...]:
         return self._parts

@@ -605,3 +605,27 @@ def test_error_method_of_a_class_that_is_not_a_pytree() -> None:
         r"class a pytree",
     ):
         Plain().apply(jnp.ones(2))
+
+
+def test_calls_past_the_specialized_programs_share_the_trampoline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from lift import _programs
+
+    monkeypatch.setattr(_programs, "_SPECIALIZED_MAX", 1)
+    counter = Counter()
+
+    def make(n: int, lr: float) -> Any:
+        @lift.jit
+        def step(w: Any) -> Any:
+            counter()
+            return w * lr + n
+
+        return step
+
+    w = jnp.ones(2)
+    for lr in (0.5, 0.25):
+        for n in (1, 2, 3):
+            assert jnp.allclose(make(n, lr)(w), lr + n)
+    # One program per static `n`, whichever way it is called.
+    assert counter.traces == 3

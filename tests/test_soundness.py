@@ -477,6 +477,79 @@ def test_a_lifted_with_two_equal_floats_can_be_donated() -> None:
     assert jnp.allclose(out, 0.25) and g(1.0) == 0.25
 
 
+def _counting_conversions(monkeypatch: Any) -> list[int]:
+    """How many floats each conversion of Python scalars took, in order."""
+    from lift import _lifted
+
+    calls: list[int] = []
+    convert = _lifted._to_arrays  # pyright: ignore[reportPrivateUsage]
+
+    def counting(values: list[Any]) -> list[Any]:
+        calls.append(len(values))
+        return convert(values)
+
+    monkeypatch.setattr(_lifted, "_to_arrays", counting)
+    return calls
+
+
+@pytest.mark.parametrize("first", ["flatten", "call init", "call update"])
+def test_the_functions_of_one_optimizer_convert_their_floats_together(
+    first: str, monkeypatch: Any
+) -> None:
+    calls = _counting_conversions(monkeypatch)
+    opt = lift.lift(optax.adamw(0.1, weight_decay=0.01))
+    params = jnp.ones(3)
+    alone = lift.lift(optax.adamw(0.1, weight_decay=0.01).update)
+    calls.clear()
+    if first == "flatten":
+        jax.tree_util.tree_leaves(opt)
+    elif first == "call init":
+        opt.init(params)
+    else:
+        opt.update(params, optax.adamw(0.1).init(params), params)
+    # One conversion for every float of the optimizer, whichever is used first.
+    floats = jax.tree_util.tree_leaves(opt)
+    assert calls == [len(floats)]
+    # The same leaves as the update function lifted alone, in buffers of its own.
+    update_leaves = jax.tree_util.tree_leaves(opt.update)
+    assert [_leaf_bits(x) for x in update_leaves] == [
+        _leaf_bits(x) for x in jax.tree_util.tree_leaves(alone)
+    ]
+    pointers = {x.unsafe_buffer_pointer() for x in floats}
+    assert len(pointers) == len(floats)
+    # Donating the update function's buffers leaves the init function's alone.
+    assert jax.tree_util.tree_leaves(opt.init)  # weight_decay: a float of init's
+    jax.jit(lambda u: u, donate_argnums=0)(opt.update)
+    assert all(x.is_deleted() for x in update_leaves)
+    assert not any(x.is_deleted() for x in jax.tree_util.tree_leaves(opt.init))
+    state = opt.init(params)
+    assert all(jnp.all(x == 0) for x in jax.tree_util.tree_leaves(state)[1:])
+
+
+def _leaf_bits(x: Any) -> tuple[Any, ...]:
+    return (type(x), x.dtype, x.weak_type, np.asarray(x).tobytes())
+
+
+def test_a_function_of_an_optimizer_converts_after_the_others_are_gone(
+    monkeypatch: Any,
+) -> None:
+    calls = _counting_conversions(monkeypatch)
+    opt = lift.lift(optax.adamw(0.1, weight_decay=0.01))
+    update = opt.update
+    del opt
+    gc.collect()
+    calls.clear()
+    leaves = jax.tree_util.tree_leaves(update)
+    assert calls == [len(leaves)]
+    # A copy converts its own, not with the group it came from.
+    twin = lift.lift(optax.adamw(0.1, weight_decay=0.01))
+    copied = copy.copy(twin.update)
+    calls.clear()
+    jax.tree_util.tree_leaves(copied)
+    jax.tree_util.tree_leaves(twin)
+    assert calls == [len(leaves), len(jax.tree_util.tree_leaves(twin))]
+
+
 def test_calling_before_and_after_a_flatten_is_bit_identical() -> None:
     opt = optax.adam(0.1)
     lifted = lift.lift(opt)
@@ -944,6 +1017,27 @@ def test_lift_jit_sees_rebound_attributes_and_defaults() -> None:
     assert jh(1.0) == 2.0
     h.__defaults__ = (5.0,)
     assert jh(1.0) == 5.0
+
+    # An attribute set after the first calls, on a function that had none.
+    def make_plain() -> Any:
+        def p(x):
+            return x * getattr(p, "scale", 1.0)
+
+        return p
+
+    p = make_plain()
+    jp = lift.jit(p)
+    assert jp(1.0) == jp(1.0) == 1.0
+    p.scale = 4.0  # pyright: ignore[reportFunctionMemberAccess]
+    assert jp(1.0) == 4.0
+
+    def k(x, *, s=2.0):
+        return x * s
+
+    jk = lift.jit(k)
+    assert jk(1.0) == jk(1.0) == 2.0
+    k.__kwdefaults__ = {"s": 6.0}
+    assert jk(1.0) == 6.0
 
 
 def test_a_cycle_through_a_registered_node_is_a_lifterror() -> None:
