@@ -234,7 +234,7 @@ _NO_CELL: Final = types.CellType(_EMPTY)
 _Fast: TypeAlias = tuple[
     types.CellType | None,  # the one cell
     Any,  # what it held
-    types.FunctionType | None,  # the one function
+    types.FunctionType,  # the one function
     Any,  # its `__defaults__`
     Any,  # its `__kwdefaults__`
     tuple[Any, ...],  # the cells and `_Watch`es, when there are several
@@ -242,7 +242,15 @@ _Fast: TypeAlias = tuple[
     Any,  # the program
     Any,  # what it takes in front
 ]
-_STALE: Final[_Fast] = (_STALE_CELL, _EMPTY, None, None, None, (), (), None, None)
+
+
+# The one function, when the graph has none: no defaults, no attributes.
+def _no_fn() -> None: ...
+
+
+_NO_FN: Final = _no_fn
+_NO_STATE: Final = (None, None, ())
+_STALE: Final[_Fast] = (_STALE_CELL, _EMPTY, _NO_FN, None, None, (), (), None, None)
 
 
 class JitFunction(Generic[_P, _R]):
@@ -259,6 +267,7 @@ class JitFunction(Generic[_P, _R]):
         "_jit",
         "_lift_options",
         "_min_nargs",
+        "_seen",
         "_snapshot",
         "program",
     )
@@ -283,6 +292,7 @@ class JitFunction(Generic[_P, _R]):
         self._min_nargs = program.min_nargs
         self._lift_options = lift_options
         self._snapshot: _Snapshot | None = None
+        self._seen = False  # called before
         # What the call's fast path reads, in one attribute so that another thread
         # never sees half an update: one cell and what it held (or `None` and the
         # cells and what they held), and the call that goes with them.
@@ -326,21 +336,24 @@ class JitFunction(Generic[_P, _R]):
         cells, contents = snapshot.cells, snapshot.contents
         if any(c is _EMPTY for c in contents):
             return lifted  # reading an empty cell raises: `_Snapshot.current` copes
-        # With one sharding for every argument, the program depends on how many
-        # there are: found on each call (`call` is `None`).
-        call, first = (
-            (None, None) if self._jit is None else self._entry(lifted, self._min_nargs)
-        )
+        call, first = self._entry(lifted, self._min_nargs)
         one = [i for i, c in enumerate(cells) if type(c) is types.CellType]
         watched = [c for c in cells if type(c) is _Watch]
+        if self._jit is None or self._min_nargs:
+            # With one sharding for every argument, or argument numbers counted
+            # from the end, the program depends on how many arguments there are:
+            # every call takes `_slow`, which checks the snapshot.
+            if self._jit is None:
+                call = first = None
+            self._fast = (_STALE_CELL, _EMPTY, _NO_FN, None, None, (), (), call, first)
+            return lifted
         if len(one) <= 1 and len(watched) <= 1:
             cell, content = (
                 (cells[one[0]], contents[one[0]]) if one else (_NO_CELL, _EMPTY)
             )
-            fn: Any = None
-            state: Any = (None, None, ())
-            if watched:
-                fn, state = watched[0].fn, watched[0].state
+            fn, state = (
+                (watched[0].fn, watched[0].state) if watched else (_NO_FN, _NO_STATE)
+            )
             if not state[2]:  # attributes are checked by `_Watch`
                 self._fast = (
                     cell,
@@ -354,7 +367,7 @@ class JitFunction(Generic[_P, _R]):
                     first,
                 )
                 return lifted
-        self._fast = (None, None, None, None, None, cells, contents, call, first)
+        self._fast = (None, None, _NO_FN, None, None, cells, contents, call, first)
         return lifted
 
     def _entry(self, lifted: Any, nargs: int) -> tuple[Any, Any]:
@@ -368,6 +381,24 @@ class JitFunction(Generic[_P, _R]):
                 return specialized, tuple(leaves)  # pyright: ignore[reportUnknownArgumentType]
         return self._jitted(nargs), lifted
 
+    def _slow(self, nargs: int) -> tuple[Any, Any]:
+        """The program and what it takes in front of `nargs` arguments, when the
+        fast path's check fails: a capture rebound, or a call the fast path does
+        not serve (see `_lifted`)."""
+        if not self._seen:
+            # A first call lifts without watching the graph: a closure made anew
+            # for one call (`make_step(lr)(w, g)`) never needs the fast path.
+            self._seen = True
+            options = self._lift_options
+            return self._entry(
+                lift(self._fn, **options) if options else lift(self._fn), nargs
+            )
+        lifted = self._lifted()
+        call, first = self._fast[7:]
+        if call is None or nargs < self._min_nargs:
+            return self._entry(lifted, nargs)
+        return call, first
+
     def _jitted(self, nargs: int) -> Any:
         jitted = self._jit
         if jitted is None or nargs < self._min_nargs:
@@ -380,23 +411,18 @@ class JitFunction(Generic[_P, _R]):
         )
         try:
             if cell is not None:
-                current = cell.cell_contents is content and (
-                    fn is None
-                    or (
-                        fn.__defaults__ is defaults
-                        and fn.__kwdefaults__ is kwdefaults
-                        and not fn.__dict__
-                    )
+                current = (
+                    cell.cell_contents is content
+                    and fn.__defaults__ is defaults
+                    and fn.__kwdefaults__ is kwdefaults
+                    and not fn.__dict__
                 )
             else:
                 current = all(map(_is, map(_contents, cells), contents))
         except ValueError:  # a cell emptied by `del`
             current = False
-        if not current or call is None or len(args) < self._min_nargs:
-            lifted = self._lifted()
-            call, first = self._fast[7:]
-            if call is None or len(args) < self._min_nargs:
-                call, first = self._entry(lifted, len(args))
+        if not current:
+            call, first = self._slow(len(args))
         try:
             return call(first, *args, **kwargs)
         except (TypeError, ValueError) as err:

@@ -163,20 +163,13 @@ def _convert_groups(out: list[Any], groups: dict[type, list[int]]) -> None:
                 out[i] = arr
 
 
-def convert_together(lifted: Iterable[Lifted[Any, Any]]) -> None:
+def convert_together(lifted: list[Lifted[Any, Any]]) -> None:
     """Have these `Lifted` (made together, as the functions of one optimizer)
     convert their Python scalars together, in one conversion, when the first of
     them converts its own: one dispatch for the floats of all, not one each."""
-    members = [
-        x
-        for x in lifted
-        if x._flat is None  # pyright: ignore[reportPrivateUsage]
-        and LIVE not in x._skeleton.cache  # pyright: ignore[reportPrivateUsage]
-        and not _SCALARS.isdisjoint(map(type, x._leaves))  # pyright: ignore[reportPrivateUsage]
-    ]
-    if len(members) > 1:
-        group = [weakref.ref(x) for x in members]
-        for x in members:
+    if len(lifted) > 1:
+        group = [weakref.ref(x) for x in lifted]
+        for x in lifted:
             x._group = group  # pyright: ignore[reportPrivateUsage]
 
 
@@ -188,7 +181,12 @@ def _convert_group(x: Lifted[Any, Any]) -> tuple[Any, ...]:
     members: list[Lifted[Any, Any]] = [x]
     for ref in group:
         other = ref()
-        if other is not None and other is not x and other._flat is None:  # pyright: ignore[reportPrivateUsage]
+        if (
+            other is not None
+            and other is not x
+            and other._flat is None  # pyright: ignore[reportPrivateUsage]
+            and LIVE not in other._skeleton.cache  # pyright: ignore[reportPrivateUsage]
+        ):
             members.append(other)
     flat = _as_arrays(
         tuple(itertools.chain.from_iterable(m._leaves for m in members))  # pyright: ignore[reportPrivateUsage]
@@ -400,11 +398,11 @@ class Lifted(Generic[_P, _R]):
         what calling computes with."""
         flat = self._flat
         if flat is None:
+            if LIVE in self._skeleton.cache:  # never flattened (`flatten`): not kept
+                return _as_arrays(self._leaves)
             if self._group is not None:
                 return _convert_group(self)
-            flat = _as_arrays(self._leaves)
-            if LIVE not in self._skeleton.cache:  # else never flattened (`flatten`)
-                self._flat = flat
+            flat = self._flat = _as_arrays(self._leaves)
         return flat
 
     def _function(self) -> Callable[_P, _R]:

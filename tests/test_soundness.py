@@ -526,6 +526,24 @@ def test_the_functions_of_one_optimizer_convert_their_floats_together(
     assert all(jnp.all(x == 0) for x in jax.tree_util.tree_leaves(state)[1:])
 
 
+def test_a_live_hidden_tracer_stays_unflattenable_beside_a_sibling() -> None:
+    class Box:  # not a pytree
+        def __init__(self, v: Any) -> None:
+            self.v = v
+
+    def inside(x: Any) -> Any:
+        box = Box(x)
+        pair = lift.lift((lambda y: y * box.v, lambda y, lr=0.5: y * lr))
+        jax.tree_util.tree_leaves(pair[1])  # converts the group's floats
+        doubled = pair[0](2.0)  # the live one is still called
+        with pytest.raises(lift.LiftError, match=r"from a transform still running"):
+            jax.tree_util.tree_leaves(pair[0])
+        return doubled, pair[1](x)
+
+    doubled, halved = jax.jit(inside)(3.0)
+    assert float(doubled) == 6.0 and float(halved) == 1.5
+
+
 def _leaf_bits(x: Any) -> tuple[Any, ...]:
     return (type(x), x.dtype, x.weak_type, np.asarray(x).tobytes())
 
