@@ -8,8 +8,10 @@
   in turn: a cached call runs no Python of the function and cannot leak, so the
   check adds one list and a flag read. Goal: 1.15 times `jax.jit`.
 - optax's `alias_test.py` plain, under JAX's checker and under the pytest
-  plugin's two modes: the table `benchmarks/optax_suite.py` measured last
-  (stored in `benchmarks/optax_suite.json`; it takes about an hour on 2 cores).
+  plugin's two modes: the tables `benchmarks/optax_suite.py` measured last, on
+  a fixed subset of the file (`benchmarks/optax_suite.json`) and on the whole
+  file (`benchmarks/optax_suite_all.json`). Goal: the default `--lift-leaks`
+  at most 1.3 times plain, with no finding.
 
 Run `python benchmarks/bench_leaks.py`; `main()` returns the rows.
 """
@@ -171,14 +173,28 @@ def bench_checked_jit(repeats: int = 9, number: int = 2_000) -> list[dict[str, A
     ]
 
 
-def optax_suite_rows() -> list[dict[str, Any]]:
-    """The table `benchmarks/optax_suite.py` stored, or none."""
-    results = Path(__file__).resolve().parent / "optax_suite.json"
-    if not results.exists():
-        return []
-    import optax_suite  # pyright: ignore[reportMissingImports]
+def optax_suite_tables() -> dict[str, list[dict[str, Any]]]:
+    """The tables `benchmarks/optax_suite.py` stored (the fixed subset in
+    `optax_suite.json`, the whole file in `optax_suite_all.json`), by title."""
+    here = Path(__file__).resolve().parent
+    tables: dict[str, list[dict[str, Any]]] = {}
+    for name in ("optax_suite.json", "optax_suite_all.json"):
+        path = here / name
+        if not path.exists():
+            continue
+        import optax_suite  # pyright: ignore[reportMissingImports]
 
-    return optax_suite.summarize(json.loads(results.read_text()))
+        results = json.loads(path.read_text())
+        select = results["select"]
+        what = f'`-k "{select}"`' if select else "the whole file"
+        loads = [r["load"] for r in results["runs"]]
+        title = (
+            f"optax {results['optax']}'s alias_test.py, {what} "
+            f"(`benchmarks/optax_suite.py`; {results['rounds']} rounds, run "
+            f"{results['date']}, load {min(loads):.1f} to {max(loads):.1f})"
+        )
+        tables[title] = optax_suite.summarize(results)
+    return tables
 
 
 def main(quick: bool = False) -> dict[str, list[dict[str, Any]]]:
@@ -186,9 +202,7 @@ def main(quick: bool = False) -> dict[str, list[dict[str, Any]]]:
     rows = bench_find_leaks(10_000 if quick else 100_000, 2 if quick else 5)
     rows += bench_checked_jit(3 if quick else 9, 200 if quick else 2_000)
     tables = {"": rows}
-    suite = optax_suite_rows()
-    if suite:
-        tables["optax's alias_test.py four ways (`benchmarks/optax_suite.py`)"] = suite
+    tables.update(optax_suite_tables())
     for title, table in tables.items():
         if title:
             print(f"\n### {title}\n")

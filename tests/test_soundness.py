@@ -526,11 +526,14 @@ def test_the_functions_of_one_optimizer_convert_their_floats_together(
     assert all(jnp.all(x == 0) for x in jax.tree_util.tree_leaves(state)[1:])
 
 
-def test_a_live_hidden_tracer_stays_unflattenable_beside_a_sibling() -> None:
-    class Box:  # not a pytree
-        def __init__(self, v: Any) -> None:
-            self.v = v
+class Box:
+    """Not a pytree: a tracer in it is hidden from lift and from JAX."""
 
+    def __init__(self, v: Any) -> None:
+        self.v = v
+
+
+def test_a_live_hidden_tracer_stays_unflattenable_beside_a_sibling() -> None:
     def inside(x: Any) -> Any:
         box = Box(x)
         pair = lift.lift((lambda y: y * box.v, lambda y, lr=0.5: y * lr))
@@ -583,10 +586,6 @@ def test_calling_before_and_after_a_flatten_is_bit_identical() -> None:
 
 
 def test_a_lifted_holding_a_live_hidden_tracer_is_called_but_not_flattened() -> None:
-    class Box:  # not a pytree
-        def __init__(self, v: Any) -> None:
-            self.v = v
-
     def make(x: Any) -> Any:
         box = Box(x)
         return lift.lift(lambda y: y * box.v)
