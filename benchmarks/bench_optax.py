@@ -384,11 +384,25 @@ def bench_steady_step(repeats: int, number: int) -> Rows:
     step_static = jax.jit(_make_step([0]), static_argnums=0)
     step_lift = jax.jit(_make_step([0]))
     step_ctp = eqx.filter_jit(_make_step([0]))
+    inner = _make_step([0])
+
+    @jax.jit
+    def step_explicit(hp: Any, params: Any, state: Any, x: Any, y: Any) -> Any:
+        # The anchor: what any dynamic hyperparameters cost, without lift.
+        max_norm, lr, b1, b2, eps, weight_decay = hp
+        opt = optax.chain(
+            optax.clip_by_global_norm(max_norm),
+            optax.adamw(lr, b1=b1, b2=b2, eps=eps, weight_decay=weight_decay),
+        )
+        return inner(opt, params, state, x, y)
+
+    hp = tuple(jnp.asarray(v) for v in (1.0, 1e-3, 0.9, 0.999, 1e-8, 1e-4))
     states = {
         "plain optax (static argument)": plain.init(p),
         "closure_to_pytree + filter_jit": ctp.init(p),
         "inject_hyperparams": inject.init(p),
         "lift": lifted.init(p),
+        "hyperparameters as explicit array arguments": plain.init(p),
     }
     x, y = data
     candidates = {
@@ -396,6 +410,9 @@ def bench_steady_step(repeats: int, number: int) -> Rows:
             plain, p, states["plain optax (static argument)"], x, y
         ),
         "lift": lambda: step_lift(lifted, p, states["lift"], x, y),
+        "hyperparameters as explicit array arguments": lambda: step_explicit(
+            hp, p, states["hyperparameters as explicit array arguments"], x, y
+        ),
         "closure_to_pytree + filter_jit": lambda: step_ctp(
             ctp, p, states["closure_to_pytree + filter_jit"], x, y
         ),

@@ -70,8 +70,10 @@ print(json.dumps({{
     "dispatch": raw["dispatch", "lift (jax.jit)"],
     "flat list dispatch": raw["dispatch", "flat leaf list (jax.jit)"],
     "step ratio": raw["step ratio", "lift"],
+    "step ratio explicit": raw["step ratio", "hyperparameters as explicit array arguments"],
     "jit cached": rj["small", "lift"],
     "jit explicit": rj["small", "array"],
+    "jit wrapper": rj["small", "wrapper"],
     "jit anew": rj["recreated", "lift"],
     "jit anew cached": rj["recreated", "cached"],
     "checked": statistics.median(checked["checked"]),
@@ -107,6 +109,7 @@ _RATIOS = [
     ("closure_to_pytree", "replayed"),
     ("wide closure_to_pytree", "wide walk"),
     ("jit cached", "jit explicit"),
+    ("jit wrapper", "jit explicit"),
     ("jit anew", "jit anew cached"),
     ("checked", "checked jit"),
     ("dispatch", "flat list dispatch"),
@@ -144,7 +147,10 @@ _GOALS: list[tuple[str, str, Any, Any]] = [
     (
         "lift.jit cached call, vs jax.jit with the capture an explicit array",
         "≤ 1.05x",
-        lambda f: f"{_us(f['jit cached'])}, {f['jit cached/jit explicit']:.2f}x",
+        lambda f: (
+            f"{_us(f['jit cached'])}, {f['jit cached/jit explicit']:.2f}x (a "
+            f"Python function forwarding: {f['jit wrapper/jit explicit']:.2f}x)"
+        ),
         lambda f: f["jit cached/jit explicit"] <= 1.05,
     ),
     (
@@ -177,7 +183,10 @@ _GOALS: list[tuple[str, str, Any, Any]] = [
     (
         "steady step, vs plain optax",
         "≤ 1.03x",
-        lambda f: f"{f['step ratio']:.2f}x",
+        lambda f: (
+            f"{f['step ratio']:.2f}x (the hyperparameters as explicit array "
+            f"arguments: {f['step ratio explicit']:.2f}x)"
+        ),
         lambda f: f["step ratio"] <= 1.03,
     ),
 ]
