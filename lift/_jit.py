@@ -41,6 +41,7 @@ from ._errors import LiftError, describe
 from ._lift import lift
 from ._lifted import Lifted
 from ._programs import (
+    CALLING as _CALLING,
     MISSING,
     Lowered,
     Program,
@@ -68,11 +69,11 @@ class _Snapshot:
     same defaults and attributes (`_Watch`).
 
     Made before lifting, from the cells and functions the lift is expected to
-    read (`targets`), and completed by `lifted` once the lift is known to have
-    read them unchanged.
+    read (`targets`), and completed by `lifted`; `verified` once the lift is
+    known to have read those (a first call's lift is checked by the next call).
     """
 
-    __slots__ = ("cells", "contents", "lifted", "targets")
+    __slots__ = ("cells", "contents", "lifted", "targets", "verified")
 
     def __init__(self, targets: list[Any]) -> None:
         self.targets = targets
@@ -88,6 +89,7 @@ class _Snapshot:
         self.cells = tuple(cells)
         self.contents = tuple(contents)
         self.lifted: Any = None
+        self.verified = False
 
     def current(self) -> bool:
         for cell, last in zip(self.cells, self.contents, strict=True):
@@ -241,6 +243,7 @@ _Fast: TypeAlias = tuple[
     tuple[Any, ...],  # what they held
     Any,  # the program
     Any,  # what it takes in front
+    Any,  # the treedef that rebuilds the function from it (`_CALLING`), or `None`
 ]
 
 
@@ -250,7 +253,18 @@ def _no_fn() -> None: ...
 
 _NO_FN: Final = _no_fn
 _NO_STATE: Final = (None, None, ())
-_STALE: Final[_Fast] = (_STALE_CELL, _EMPTY, _NO_FN, None, None, (), (), None, None)
+_STALE: Final[_Fast] = (
+    _STALE_CELL,
+    _EMPTY,
+    _NO_FN,
+    None,
+    None,
+    (),
+    (),
+    None,
+    None,
+    None,
+)
 
 
 class JitFunction(Generic[_P, _R]):
@@ -306,11 +320,18 @@ class JitFunction(Generic[_P, _R]):
     def _lifted(self) -> Any:
         """The function as a pytree, lifted again if a capture was rebound."""
         snapshot = self._snapshot
-        if snapshot is not None and snapshot.current():
-            return snapshot.lifted
         fn = self._fn
+        if snapshot is not None and snapshot.current():
+            if snapshot.verified:
+                return snapshot.lifted
+            # Made by a first call (`_slow`): kept if the lift read what it watches.
+            found = _targets(snapshot.lifted, fn)
+            if _same(found, snapshot.targets):
+                return self._keep(snapshot)
+            targets = found
+        else:
+            targets = snapshot.targets if snapshot is not None else _guess(fn)
         self._fast = _STALE
-        targets = snapshot.targets if snapshot is not None else _guess(fn)
         lifted: Any = None
         for _ in range(_ATTEMPTS):
             # What the graph holds is read before the lift and checked after it:
@@ -318,7 +339,7 @@ class JitFunction(Generic[_P, _R]):
             # either way, so the lift is tried again. Read after, it would be
             # recorded as current next to a lift of the old value.
             snapshot = _Snapshot(targets)
-            lifted = lift(fn, **self._lift_options) if self._lift_options else lift(fn)
+            lifted = self._lift()
             if _holds_tracer(lifted):
                 # A captured tracer lives as long as its trace: keeping it here
                 # would leak it, so such a function is lifted afresh on each call.
@@ -332,11 +353,23 @@ class JitFunction(Generic[_P, _R]):
             self._snapshot = None  # rebound faster than it lifts: keep nothing
             return lifted
         snapshot.lifted = lifted
+        return self._keep(snapshot)
+
+    def _lift(self) -> Any:
+        options = self._lift_options
+        return lift(self._fn, **options) if options else lift(self._fn)
+
+    def _keep(self, snapshot: _Snapshot) -> Any:
+        """Keep a snapshot known to be current, and the fast path that goes with
+        it; its lifted function."""
+        snapshot.verified = True
         self._snapshot = snapshot
+        lifted = snapshot.lifted
         cells, contents = snapshot.cells, snapshot.contents
         if any(c is _EMPTY for c in contents):
+            self._fast = _STALE
             return lifted  # reading an empty cell raises: `_Snapshot.current` copes
-        call, first = self._entry(lifted, self._min_nargs)
+        call, first, treedef = self._entry(lifted, self._min_nargs)
         one = [i for i, c in enumerate(cells) if type(c) is types.CellType]
         watched = [c for c in cells if type(c) is _Watch]
         if self._jit is None or self._min_nargs:
@@ -344,8 +377,19 @@ class JitFunction(Generic[_P, _R]):
             # from the end, the program depends on how many arguments there are:
             # every call takes `_slow`, which checks the snapshot.
             if self._jit is None:
-                call = first = None
-            self._fast = (_STALE_CELL, _EMPTY, _NO_FN, None, None, (), (), call, first)
+                call = first = treedef = None
+            self._fast = (
+                _STALE_CELL,
+                _EMPTY,
+                _NO_FN,
+                None,
+                None,
+                (),
+                (),
+                call,
+                first,
+                treedef,
+            )
             return lifted
         if len(one) <= 1 and len(watched) <= 1:
             cell, content = (
@@ -365,39 +409,58 @@ class JitFunction(Generic[_P, _R]):
                     (),
                     call,
                     first,
+                    treedef,
                 )
                 return lifted
-        self._fast = (None, None, _NO_FN, None, None, cells, contents, call, first)
+        self._fast = (
+            None,
+            None,
+            _NO_FN,
+            None,
+            None,
+            cells,
+            contents,
+            call,
+            first,
+            treedef,
+        )
         return lifted
 
-    def _entry(self, lifted: Any, nargs: int) -> tuple[Any, Any]:
-        """The program for a call with `nargs` positional arguments, and what it
-        takes in front of them: the leaves of `lifted`, for the program that
-        shares its treedef (`Program.specialized`), or `lifted` itself."""
+    def _entry(self, lifted: Any, nargs: int) -> tuple[Any, Any, Any]:
+        """The program for a call with `nargs` positional arguments, what it takes
+        in front of them, and the treedef it rebuilds the function with: the
+        leaves of `lifted`, for the program that shares its treedef
+        (`Program.specialized`), or `lifted` itself (and `None`)."""
         if self._jit is not None and nargs >= self._min_nargs:
-            leaves, treedef = jax.tree_util.tree_flatten(lifted)  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+            leaves, treedef = cast(
+                "tuple[list[Any], Any]",
+                jax.tree_util.tree_flatten(lifted),  # pyright: ignore[reportUnknownMemberType]
+            )
             specialized = self.program.specialized(treedef)
             if specialized is not None:
-                return specialized, tuple(leaves)  # pyright: ignore[reportUnknownArgumentType]
-        return self._jitted(nargs), lifted
+                return specialized, tuple(leaves), treedef
+        return self._jitted(nargs), lifted, None
 
-    def _slow(self, nargs: int) -> tuple[Any, Any]:
-        """The program and what it takes in front of `nargs` arguments, when the
-        fast path's check fails: a capture rebound, or a call the fast path does
-        not serve (see `_lifted`)."""
+    def _slow(self, nargs: int) -> tuple[Any, Any, Any]:
+        """What `_entry` gives for a call with `nargs` positional arguments, when
+        the fast path's check fails: a capture rebound, a first call, or a call
+        the fast path does not serve (see `_keep`)."""
         if not self._seen:
-            # A first call lifts without watching the graph: a closure made anew
-            # for one call (`make_step(lr)(w, g)`) never needs the fast path.
+            # A first call lifts without checking what the lift read: a closure
+            # made anew for one call (`make_step(lr)(w, g)`) never needs it. The
+            # next call checks it (`_lifted`), and keeps this lift if current.
             self._seen = True
-            options = self._lift_options
-            return self._entry(
-                lift(self._fn, **options) if options else lift(self._fn), nargs
-            )
+            snapshot = _Snapshot(_guess(self._fn))
+            lifted = self._lift()
+            if not _holds_tracer(lifted):
+                snapshot.lifted = lifted
+                self._snapshot = snapshot
+            return self._entry(lifted, nargs)
         lifted = self._lifted()
-        call, first = self._fast[7:]
+        call, first, treedef = self._fast[7:]
         if call is None or nargs < self._min_nargs:
             return self._entry(lifted, nargs)
-        return call, first
+        return call, first, treedef
 
     def _jitted(self, nargs: int) -> Any:
         jitted = self._jit
@@ -406,9 +469,18 @@ class JitFunction(Generic[_P, _R]):
         return jitted
 
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        cell, content, fn, defaults, kwdefaults, cells, contents, call, first = (
-            self._fast
-        )
+        (
+            cell,
+            content,
+            fn,
+            defaults,
+            kwdefaults,
+            cells,
+            contents,
+            call,
+            first,
+            tree,
+        ) = self._fast
         try:
             if cell is not None:
                 current = (
@@ -422,7 +494,8 @@ class JitFunction(Generic[_P, _R]):
         except ValueError:  # a cell emptied by `del`
             current = False
         if not current:
-            call, first = self._slow(len(args))
+            call, first, tree = self._slow(len(args))
+        _CALLING.treedef = tree
         try:
             return call(first, *args, **kwargs)
         except (TypeError, ValueError) as err:
@@ -453,23 +526,24 @@ class JitFunction(Generic[_P, _R]):
     def _lower(
         self, bound: tuple[Any, ...], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Lowered:
-        lifted = self._lifted()
-        jitted = self._jitted(len(bound) + len(args))
-        inner = jitted.lower(lifted, *bound, *args, **kwargs)
-        return Lowered(inner, (lifted, *bound))
+        call, first, _CALLING.treedef = self._entry(
+            self._lifted(), len(bound) + len(args)
+        )
+        inner = call.lower(first, *bound, *args, **kwargs)
+        return Lowered(inner, (first, *bound))
 
     def _trace(
         self, bound: tuple[Any, ...], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Traced:
         lifted = self._lifted()
-        jitted = self._jitted(len(bound) + len(args))
-        inner = jitted.trace(lifted, *bound, *args, **kwargs)
+        call, first, _CALLING.treedef = self._entry(lifted, len(bound) + len(args))
+        inner = call.trace(first, *bound, *args, **kwargs)
         program = self.program
 
         def alone() -> Any:
             return program.bake(lifted, *bound).trace(*args, **kwargs)
 
-        return Traced(inner, (lifted, *bound), alone)
+        return Traced(inner, (first, *bound), alone)
 
     @overload
     def __get__(self, instance: None, owner: type | None = None) -> Self: ...

@@ -173,31 +173,55 @@ def convert_together(lifted: list[Lifted[Any, Any]]) -> None:
             x._group = group  # pyright: ignore[reportPrivateUsage]
 
 
+class _Converted:
+    """A group member's leaves, converted by another member's first use: taken
+    at its own first use if what decides a conversion (the float width, the
+    default device) is still what it was then."""
+
+    __slots__ = ("context", "flat")
+
+    def __init__(self, context: tuple[Any, Any], flat: tuple[Any, ...]) -> None:
+        self.context = context
+        self.flat = flat
+
+
+def _context() -> tuple[Any, Any]:
+    """What decides where and how wide a converted scalar is."""
+    c: Any = jax.config
+    return c.jax_enable_x64, c.jax_default_device
+
+
 def _convert_group(x: Lifted[Any, Any]) -> tuple[Any, ...]:
-    """Convert the scalars of `x` and of the other `Lifted` of its group not
-    converted yet, in one `_as_arrays`; `x`'s leaves converted."""
+    """`x`'s leaves converted at its first use (not flattened or called before),
+    with the scalars of the other members of its group not converted yet."""
     group = x._group  # pyright: ignore[reportPrivateUsage]
-    assert group is not None
-    members: list[Lifted[Any, Any]] = [x]
+    x._group = None  # pyright: ignore[reportPrivateUsage]
+    context = _context()
+    if type(group) is _Converted:
+        flat = group.flat if group.context == context else _as_arrays(x._leaves)  # pyright: ignore[reportPrivateUsage]
+        x._flat = flat  # pyright: ignore[reportPrivateUsage]
+        return flat
+    assert type(group) is list
+    others: list[Lifted[Any, Any]] = []
     for ref in group:
         other = ref()
         if (
             other is not None
-            and other is not x
+            and other._group is group  # pyright: ignore[reportPrivateUsage]
             and other._flat is None  # pyright: ignore[reportPrivateUsage]
             and LIVE not in other._skeleton.cache  # pyright: ignore[reportPrivateUsage]
         ):
-            members.append(other)
+            others.append(other)
     flat = _as_arrays(
-        tuple(itertools.chain.from_iterable(m._leaves for m in members))  # pyright: ignore[reportPrivateUsage]
+        tuple(itertools.chain(x._leaves, *(m._leaves for m in others)))  # pyright: ignore[reportPrivateUsage]
     )
-    start = 0
-    for m in members:
+    start = len(x._leaves)  # pyright: ignore[reportPrivateUsage]
+    x._flat = own = flat[:start]  # pyright: ignore[reportPrivateUsage]
+    for m in others:
         end = start + len(m._leaves)  # pyright: ignore[reportPrivateUsage]
-        m._flat = flat[start:end]  # pyright: ignore[reportPrivateUsage]
-        m._group = None  # pyright: ignore[reportPrivateUsage]
+        m._group = _Converted(context, flat[start:end])  # pyright: ignore[reportPrivateUsage]
         start = end
-    return flat[: len(x._leaves)]  # pyright: ignore[reportPrivateUsage]
+    return own
 
 
 # -- the pytree ------------------------------------------------------------------
@@ -272,7 +296,9 @@ class Lifted(Generic[_P, _R]):
     _skeleton: Skeleton
     _leaves: tuple[Any, ...]
     _flat: tuple[Any, ...] | None
-    _group: list[weakref.ref[Lifted[Any, Any]]] | None
+    # The `Lifted` made with it by one `lift(pytree)` (`convert_together`), or
+    # its leaves converted by one of them (`_Converted`).
+    _group: list[weakref.ref[Lifted[Any, Any]]] | _Converted | None
     _fn: Callable[_P, _R] | None
     _original: Any
 

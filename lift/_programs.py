@@ -28,6 +28,7 @@ from ._closure import code_of
 from ._errors import LiftError, describe
 
 __all__ = [
+    "CALLING",
     "MISSING",
     "Compiled",
     "Lowered",
@@ -177,6 +178,7 @@ class Program:
     def specialized(self, treedef: Any) -> Any:
         """The program for functions that flatten to `treedef`, taking the leaves
         (a tuple) in front of the arguments, or `None` past `_SPECIALIZED_MAX`.
+        Set `CALLING.treedef` to the called function's treedef before each call.
 
         It compiles what the trampoline compiles for such a function, but JAX
         dispatches a call of it without calling back into Python to flatten the
@@ -187,9 +189,7 @@ class Program:
         if jitted is None:
             if self.jitted is None or len(self._specialized) >= _SPECIALIZED_MAX:
                 return None
-            jitted = _jax_jit(
-                _unflattening(self.trampoline, treedef), **self._kwargs_for(None)
-            )
+            jitted = _jax_jit(_unflattening(self.trampoline), **self._kwargs_for(None))
             with self._lock:
                 jitted = self._specialized.setdefault(treedef, jitted)
         return jitted
@@ -355,10 +355,22 @@ def _trampoline(fn: Any, signature: inspect.Signature) -> Callable[..., Any]:
     return trampoline
 
 
-def _unflattening(trampoline: Any, treedef: Any) -> Callable[..., Any]:
-    """The trampoline, taking the leaves of a function that flattens to `treedef`
-    in place of the function, and dressed as the trampoline is."""
-    call = lambda __lifted__, /, *args, **kwargs: trampoline(treedef.unflatten(__lifted__), *args, **kwargs)  # fmt: skip # pyright: ignore[reportUnknownLambdaType, reportUnknownVariableType, reportUnknownMemberType]
+class _Calling(threading.local):
+    """The treedef of the function a specialized program is called for, set by
+    the caller (`JitFunction`) before each call: traced, the program rebuilds
+    that function, not the first of those with an equal treedef (statics equal
+    by their own `__eq__` are not the same objects)."""
+
+    treedef: Any = None
+
+
+CALLING: Final = _Calling()
+
+
+def _unflattening(trampoline: Any) -> Callable[..., Any]:
+    """The trampoline, taking a function's leaves in place of the function (its
+    treedef is `CALLING.treedef`), and dressed as the trampoline is."""
+    call = lambda __lifted__, /, *args, **kwargs: trampoline(CALLING.treedef.unflatten(__lifted__), *args, **kwargs)  # fmt: skip # pyright: ignore[reportUnknownLambdaType, reportUnknownVariableType, reportUnknownMemberType]
     code: types.CodeType = trampoline.__code__
     call.__code__ = call.__code__.replace(  # pyright: ignore[reportUnknownMemberType]
         co_name=code.co_name,
