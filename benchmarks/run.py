@@ -65,6 +65,30 @@ def _version(dist: str) -> str:
         return "not installed"
 
 
+def _commit() -> str:
+    """The checkout's commit, with `+` when it has uncommitted changes."""
+    import subprocess
+
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+    return f" (commit {head}{'+' if dirty else ''})"
+
+
 def header() -> str:
     import jax
 
@@ -78,7 +102,7 @@ def header() -> str:
     versions = ", ".join(
         f"{name} {version}"
         for name, version in (
-            ("lift", lift.__version__),
+            ("lift", lift.__version__ + _commit()),
             ("jax", jax.__version__),
             ("jaxlib", _version("jaxlib")),
             ("optax", _version("optax")),

@@ -59,6 +59,9 @@ _R = TypeVar("_R")
 
 _EMPTY: Final = object()  # what an empty cell holds, for the staleness check
 _contents: Final = operator.attrgetter("cell_contents")
+_defaults: Final = operator.attrgetter("__defaults__")
+_kwdefaults: Final = operator.attrgetter("__kwdefaults__")
+_attrs: Final = operator.attrgetter("__dict__")
 _is: Final = operator.is_
 # -- what a call reads -------------------------------------------------------------
 
@@ -233,10 +236,14 @@ _STALE_CELL: Final = types.CellType(None)  # checked against `_EMPTY`
 _NO_CELL: Final = types.CellType(_EMPTY)
 # After them: the program to call, and what to pass it in front of the arguments
 # (the lifted function's leaves, or the function itself: `JitFunction._entry`).
+# With several cells (the one cell `None`), the functions, their defaults and
+# keyword-only defaults are tuples of them, each function's attribute dict empty
+# when lifted (a function with attributes is watched by a `_Watch` among the
+# cells).
 _Fast: TypeAlias = tuple[
     types.CellType | None,  # the one cell
     Any,  # what it held
-    types.FunctionType,  # the one function
+    Any,  # the one function
     Any,  # its `__defaults__`
     Any,  # its `__kwdefaults__`
     tuple[Any, ...],  # the cells and `_Watch`es, when there are several
@@ -412,14 +419,21 @@ class JitFunction(Generic[_P, _R]):
                     treedef,
                 )
                 return lifted
+        # Functions without attributes are checked in C (`__call__`), not by
+        # their `_Watch`'s property.
+        plain = [w for w in watched if not w.state[2]]
+        inline = {id(w) for w in plain}
+        kept = [
+            (c, v) for c, v in zip(cells, contents, strict=True) if id(c) not in inline
+        ]
         self._fast = (
             None,
             None,
-            _NO_FN,
-            None,
-            None,
-            cells,
-            contents,
+            tuple(w.fn for w in plain),
+            tuple(w.state[0] for w in plain),
+            tuple(w.state[1] for w in plain),
+            tuple(c for c, _ in kept),
+            tuple(v for _, v in kept),
             call,
             first,
             treedef,
@@ -490,7 +504,12 @@ class JitFunction(Generic[_P, _R]):
                     and not fn.__dict__
                 )
             else:
-                current = all(map(_is, map(_contents, cells), contents))
+                current = (
+                    all(map(_is, map(_contents, cells), contents))
+                    and all(map(_is, map(_defaults, fn), defaults))
+                    and all(map(_is, map(_kwdefaults, fn), kwdefaults))
+                    and not any(map(len, map(_attrs, fn)))
+                )
         except ValueError:  # a cell emptied by `del`
             current = False
         if not current:

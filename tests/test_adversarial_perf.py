@@ -246,6 +246,33 @@ def test_defaults_and_attributes_rebound_after_the_fast_path_is_set():
     assert float(f(1.0)) == 3.0
 
 
+def test_nested_functions_rebound_after_the_fast_path_is_set():
+    # Several cells and functions: the fast path checks them all, the nested
+    # function's defaults, keyword-only defaults and attributes too.
+    def make():
+        a, b = 1.0, 2.0
+
+        def inner(x, c=1.0, *, d=1.0):
+            return x * c * d * getattr(inner, "scale", 1.0)
+
+        def outer(x):
+            return inner(x) + a + b
+
+        return outer, inner
+
+    outer, inner = make()
+    f = lift.jit(outer)
+    assert [float(f(1.0)) for _ in range(3)] == [4.0] * 3
+    inner.__defaults__ = (3.0,)
+    assert [float(f(1.0)) for _ in range(2)] == [6.0] * 2
+    inner.__kwdefaults__ = {"d": 2.0}
+    assert [float(f(1.0)) for _ in range(2)] == [9.0] * 2
+    inner.scale = 0.5  # pyright: ignore[reportFunctionMemberAccess]
+    assert [float(f(1.0)) for _ in range(2)] == [6.0] * 2
+    del inner.scale  # pyright: ignore[reportFunctionMemberAccess]
+    assert float(f(1.0)) == 9.0
+
+
 def test_a_capture_deleted_then_rebound_to_another_kind():
     n = 2
 
