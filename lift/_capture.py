@@ -571,8 +571,10 @@ def _check_aux(treedef: Any, holder: Any, label: Label) -> str | None:
     """As `check_opaque`, for the static (aux) data of a captured pytree."""
     return _live_or_refuse(
         functools.partial(aux_tracer, treedef),
-        f"{describe(holder)} captures {_variable(label)}, a pytree whose static "
-        f"data holds a tracer at {label.variable or label.text}",
+        lambda: (
+            f"{describe(holder)} captures {_variable(label)}, a pytree whose "
+            f"static data holds a tracer at {label.variable or label.text}"
+        ),
         "A treedef's static data is part of the compiled program's key, so the "
         "tracer would leak.\nFix: make the traced value a child of the pytree "
         "(not a static field), or pass it as an argument.",
@@ -589,8 +591,10 @@ def check_opaque(leaf: Any, t: type[Any], holder: Any, label: Label) -> str | No
         return None
     return _live_or_refuse(
         functools.partial(hidden_tracer, leaf),
-        f"{describe(holder)} captures {_variable(label)}, a {t.__name__} that is "
-        f"not a pytree and holds a tracer at {label.variable or label.text}",
+        lambda: (
+            f"{describe(holder)} captures {_variable(label)}, a {t.__name__} "
+            f"that is not a pytree and holds a tracer at {label.variable or label.text}"
+        ),
         "lift cannot make that tracer a leaf, and keeping it would leak it.\n"
         "Fix: convert the function with `lift.closure_convert(f, "
         "*example_args)` inside the transform, register the class as a pytree, "
@@ -600,19 +604,23 @@ def check_opaque(leaf: Any, t: type[Any], holder: Any, label: Label) -> str | No
 
 
 def _live_or_refuse(
-    find: Callable[..., str | None], what: str, why_and_fix: str, anchor: str
+    find: Callable[..., str | None],
+    what: Callable[[], str],
+    why_and_fix: str,
+    anchor: str,
 ) -> str | None:
-    """`None` when `find()` finds no tracer; what it found, when the tracer's
-    transform is still running (`find(live_traces())` finds none of the exited);
-    else a `LiftError`: `what`, where the exited tracer is, `why_and_fix`."""
+    """`None` when `find()` finds no tracer (the common case: nothing else is
+    computed); what it found, when the tracer's transform is still running
+    (`find(live_traces())` finds none of the exited); else a `LiftError`:
+    `what()`, where the exited tracer is, `why_and_fix`."""
     first = find()
     if first is None:
         return None
     where = find(live_traces())
     if where is None:
-        return f"{what}{first}"
+        return f"{what()}{first}"
     raise LiftError(
-        f"{what}{where}, from a transform that has exited. {why_and_fix}",
+        f"{what()}{where}, from a transform that has exited. {why_and_fix}",
         anchor=anchor,
     )
 
