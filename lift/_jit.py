@@ -18,6 +18,7 @@ back into Python.
 
 from __future__ import annotations
 
+import copy
 import inspect
 import operator
 import types
@@ -572,6 +573,21 @@ class JitFunction(Generic[_P, _R]):
         if instance is None:
             return self
         return _BoundJitFunction(self, instance)
+
+    # Copies share the program (compiled code, one per code object anyway) and
+    # watch their function afresh.
+    def __copy__(self) -> Self:
+        new = object.__new__(type(self))
+        new._setup(self._fn, self.program, self._lift_options)
+        new.__dict__.update(self.__dict__)
+        return new
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Self:
+        new = object.__new__(type(self))
+        fn = copy.deepcopy(self._fn, memo)
+        new._setup(fn, self.program, copy.deepcopy(self._lift_options, memo))
+        new.__dict__.update(copy.deepcopy(self.__dict__, memo))
+        return new
 
     def __repr__(self) -> str:
         return f"<lift.jit {describe(self._fn)}>"
