@@ -597,6 +597,27 @@ _HASHES_STATIC_ARGS: Final = frozenset({"_infer_params", "_infer_params_internal
 
 _HASH_DEPTH: Final = 8  # `__hash__` methods nested inside one another, at most
 
+# Where JAX's and lift's own Python frames come from.
+_LIBRARIES: Final = (
+    os.path.dirname(jax.__file__) + os.sep,
+    os.path.dirname(__file__) + os.sep,
+)
+
+
+def user_stacklevel(frame: types.FrameType) -> int:
+    """The `stacklevel` that makes a warning issued by the function `frame` called
+    point at the user's code: past JAX's and lift's frames and `__hash__` methods
+    (an object hashing what it holds), to the call that caused them."""
+    level = 2
+    current: types.FrameType | None = frame
+    while current is not None and (
+        current.f_code.co_name == "__hash__"
+        or current.f_code.co_filename.startswith(_LIBRARIES)
+    ):
+        current = current.f_back
+        level += 1
+    return level if current is not None else 2
+
 
 def hashed_as_jit_static(obj: object, frame: types.FrameType) -> bool:
     """Whether `frame`, the caller of `obj.__hash__`, is `jax.jit` hashing `obj`

@@ -472,8 +472,11 @@ class Lifted(Generic[_P, _R]):
         # misses its cache, each new `Lifted` compiles a program of its own: say
         # so at each such compile. (Not refused: the same `Lifted` passed again
         # hits the cache, as optax's own tests do with a static optimizer.)
-        if _compat.hashed_as_jit_static(self, sys._getframe(1)):
-            warnings.warn(_static_argument(self), stacklevel=2)
+        caller = sys._getframe(1)
+        if _compat.hashed_as_jit_static(self, caller):
+            warnings.warn(
+                _static_argument(self), stacklevel=_compat.user_stacklevel(caller)
+            )
         return object.__hash__(self)
 
     # -- introspection ---------------------------------------------------------

@@ -376,9 +376,10 @@ def test_each_new_lifted_as_a_static_argument_warns_at_its_compile(how: str):
     call = _static_calls(how, counted)
     # Each new Lifted is a new static value: a compile each, each one said.
     for n, lr in enumerate((0.1, 0.2), start=1):
-        with pytest.warns(UserWarning, match=_STATIC_MESSAGE):
+        with pytest.warns(UserWarning, match=_STATIC_MESSAGE) as said:
             call(_make_update(lr))
         assert len(traces) == n
+        assert [w.filename for w in said] == [__file__]  # the user's call, not JAX
 
 
 @pytest.mark.parametrize("how", _HOW)
@@ -458,9 +459,12 @@ def test_a_lifted_inside_a_static_argument_warns(jit: str, holder: str):
     transform: Any = jax.jit if jit == "jax.jit" else lift.jit
     apply = transform(counted, static_argnums=0)
     for n, lr in enumerate((0.1, 0.2), start=1):
-        with pytest.warns(UserWarning, match=r"errors\.md#lifted-static-argument"):
+        with pytest.warns(
+            UserWarning, match=r"errors\.md#lifted-static-argument"
+        ) as said:
             apply(_HOLDERS[holder](_make_update(lr)), jnp.ones(3))
         assert len(traces) == n
+        assert [w.filename for w in said] == [__file__]
 
 
 def test_a_holder_of_a_lifted_hashed_as_the_jitted_function_is_not_refused():
