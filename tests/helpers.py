@@ -10,10 +10,15 @@ import jax
 
 
 class TraceCounter:
-    """Counts how often JAX traces a function: `counter.traces`."""
+    """Counts how often JAX traces a function: `counter.traces`. Call it inside
+    the traced function, or jit through it (`counter.jit(fn)`). (A captured int
+    would not count: lift rebuilds a function with fresh cells.)"""
 
     def __init__(self) -> None:
         self.traces = 0
+
+    def __call__(self) -> None:
+        self.traces += 1
 
     def jit(self, fn: Callable[..., Any], **kwargs: Any) -> Callable[..., Any]:
         def counted(*args: Any, **kw: Any) -> Any:

@@ -9,18 +9,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import TraceCounter as _Counter
 
 import lift
-
-
-class _Counter:
-    """Counts traces: called inside the traced function."""
-
-    def __init__(self) -> None:
-        self.traces = 0
-
-    def __call__(self) -> None:
-        self.traces += 1
 
 
 @pytest.fixture

@@ -10,20 +10,10 @@ import copy
 import jax
 import jax.numpy as jnp
 import pytest
+from helpers import TraceCounter as _Counter
 
 import lift
 from lift import _programs
-
-
-class _Counter:
-    """Counts traces: called inside the traced function."""
-
-    def __init__(self) -> None:
-        self.traces = 0
-
-    def __call__(self) -> None:
-        self.traces += 1
-
 
 # -- a `lift.jit` function as an object ---------------------------------------------------
 
