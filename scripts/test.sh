@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run the test suite the way CI does: under JAX's tracer-leak checking and with
 # eight host devices. Needs only the `test` extra (CI's linters and docs build live
-# in .ci/run). The whole suite takes about 10-12 minutes on 2 cores.
+# in .ci/run). The whole suite takes about 17 minutes on 2 cores.
 #
 #   bash scripts/test.sh            # everything
 #   bash scripts/test.sh --quick    # the core in about a minute: capture, transforms,
