@@ -81,8 +81,9 @@ def test_a_sibling_tree_mapped_first_converts_the_group_once_each():
 # -- lift.jit: ahead of time and calls share one trace ---------------------------------
 
 
+@pytest.mark.parametrize("stage_first", [True, False])
 @pytest.mark.parametrize("stage", ["lower", "trace"])
-def test_a_stage_and_calls_of_one_function_trace_once(stage):
+def test_a_stage_and_calls_of_one_function_trace_once(stage, stage_first):
     counter = _Counter()
     a = jnp.float32(2.0)
 
@@ -91,24 +92,12 @@ def test_a_stage_and_calls_of_one_function_trace_once(stage):
         counter()
         return a * x
 
-    getattr(f, stage)(1.0)
+    if stage_first:
+        getattr(f, stage)(1.0)
     for _ in range(3):
         assert float(f(1.0)) == 2.0
-    assert counter.traces == 1
-
-
-def test_calls_then_a_stage_trace_once():
-    counter = _Counter()
-    a = jnp.float32(2.0)
-
-    @lift.jit
-    def f(x):
-        counter()
-        return a * x
-
-    for _ in range(3):
-        f(1.0)
-    f.lower(1.0)
+    if not stage_first:
+        getattr(f, stage)(1.0)
     assert counter.traces == 1
 
 
