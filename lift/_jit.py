@@ -377,49 +377,29 @@ class JitFunction(Generic[_P, _R]):
         if any(c is _EMPTY for c in contents):
             self._fast = _STALE
             return lifted  # reading an empty cell raises: `_Snapshot.current` copes
-        call, first, treedef = self._entry(lifted, self._min_nargs)
-        one = [i for i, c in enumerate(cells) if type(c) is types.CellType]
-        watched = [c for c in cells if type(c) is _Watch]
         if self._jit is None or self._min_nargs:
             # With one sharding for every argument, or argument numbers counted
             # from the end, the program depends on how many arguments there are:
             # every call takes `_slow`, which checks the snapshot.
-            if self._jit is None:
-                call = first = treedef = None
             self._fast = (
-                _STALE_CELL,
-                _EMPTY,
-                _NO_FN,
-                None,
-                None,
-                (),
-                (),
-                call,
-                first,
-                treedef,
+                _STALE
+                if self._jit is None
+                else (*_STALE[:7], *self._entry(lifted, self._min_nargs))
             )
             return lifted
-        if len(one) <= 1 and len(watched) <= 1:
+        entry = self._entry(lifted, self._min_nargs)
+        one = [i for i, c in enumerate(cells) if type(c) is types.CellType]
+        watched = [c for c in cells if type(c) is _Watch]
+        if len(one) <= 1 and len(watched) <= 1 and not any(w.state[2] for w in watched):
+            # One cell and one function without attributes: checked inline.
             cell, content = (
                 (cells[one[0]], contents[one[0]]) if one else (_NO_CELL, _EMPTY)
             )
             fn, state = (
                 (watched[0].fn, watched[0].state) if watched else (_NO_FN, _NO_STATE)
             )
-            if not state[2]:  # attributes are checked by `_Watch`
-                self._fast = (
-                    cell,
-                    content,
-                    fn,
-                    state[0],
-                    state[1],
-                    (),
-                    (),
-                    call,
-                    first,
-                    treedef,
-                )
-                return lifted
+            self._fast = (cell, content, fn, state[0], state[1], (), (), *entry)
+            return lifted
         # Functions without attributes are checked in C (`__call__`), not by
         # their `_Watch`'s property.
         plain = [w for w in watched if not w.state[2]]
@@ -435,9 +415,7 @@ class JitFunction(Generic[_P, _R]):
             tuple(w.state[1] for w in plain),
             tuple(c for c, _ in kept),
             tuple(v for _, v in kept),
-            call,
-            first,
-            treedef,
+            *entry,
         )
         return lifted
 

@@ -134,18 +134,13 @@ def _as_arrays(leaves: tuple[Any, ...]) -> tuple[Any, ...]:
     buffer is shared with another `Lifted` (donating one never deletes
     another's). Scalars of one type are converted together (`_to_arrays`).
     """
-    kinds = _SCALARS.intersection(map(type, leaves))
-    if not kinds:
+    groups: dict[type, list[int]] = {}
+    for i, leaf in enumerate(leaves):
+        t = type(leaf)  # pyright: ignore[reportUnknownVariableType]
+        if t in _SCALARS:
+            groups.setdefault(t, []).append(i)  # pyright: ignore[reportUnknownArgumentType]
+    if not groups:
         return leaves
-    if len(kinds) == 1:  # the common case: floats only
-        (kind,) = kinds
-        groups = {kind: [i for i, leaf in enumerate(leaves) if type(leaf) is kind]}
-    else:
-        groups: dict[type, list[int]] = {}
-        for i, leaf in enumerate(leaves):
-            t = type(leaf)  # pyright: ignore[reportUnknownVariableType]
-            if t in kinds:
-                groups.setdefault(t, []).append(i)  # pyright: ignore[reportUnknownArgumentType]
     out = list(leaves)
     if _compat.eager():
         _convert_groups(out, groups)

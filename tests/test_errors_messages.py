@@ -343,42 +343,45 @@ _STATIC_MESSAGE = (
 )
 
 
-def _static_calls(how: str, counted: Callable[[Any, Any], Any]) -> Callable[[Any], Any]:
+_TRACES: list[None] = []  # a global: lift.jit rebuilds what a function captures
+
+
+def _counted(update: Any, g: Any) -> Any:
+    _TRACES.append(None)
+    return update(g)
+
+
+def _static_calls(how: str) -> Callable[[Any], Any]:
+    """A call of `_counted` (traces counted in `_TRACES`, cleared here) with the
+    `Lifted` given as a static argument, `how`."""
+    _TRACES.clear()
     g = jnp.ones(3)
     if how == "static_argnames":
         by_name = jax.jit(
-            lambda g, update: counted(update, g), static_argnames="update"
+            lambda g, update: _counted(update, g), static_argnames="update"
         )
         return lambda update: by_name(g, update=update)
     if how == "in a tuple":
-        in_tuple = jax.jit(lambda u, g: counted(u[0], g), static_argnums=0)
+        in_tuple = jax.jit(lambda u, g: _counted(u[0], g), static_argnums=0)
         return lambda update: in_tuple((update, "adam"), g)
     if how == "lift.jit":
-        with_lift = lift.jit(counted, static_argnums=0)
+        with_lift = lift.jit(_counted, static_argnums=0)
         return lambda update: with_lift(update, g)
-    plain = jax.jit(counted, static_argnums=0)
+    plain = jax.jit(_counted, static_argnums=0)
     return lambda update: plain(update, g)
 
 
-_TRACES: list[None] = []
 _HOW = ["static_argnums", "static_argnames", "in a tuple", "lift.jit"]
 
 
 @pytest.mark.parametrize("how", _HOW)
 def test_each_new_lifted_as_a_static_argument_warns_at_its_compile(how: str):
-    traces = _TRACES  # a global: lift.jit rebuilds what a function captures
-    traces.clear()
-
-    def counted(update: Any, g: Any) -> Any:
-        _TRACES.append(None)
-        return update(g)
-
-    call = _static_calls(how, counted)
+    call = _static_calls(how)
     # Each new Lifted is a new static value: a compile each, each one said.
     for n, lr in enumerate((0.1, 0.2), start=1):
         with pytest.warns(UserWarning, match=_STATIC_MESSAGE) as said:
             call(_make_update(lr))
-        assert len(traces) == n
+        assert len(_TRACES) == n
         assert [w.filename for w in said] == [__file__]  # the user's call, not JAX
 
 
@@ -386,20 +389,13 @@ def test_each_new_lifted_as_a_static_argument_warns_at_its_compile(how: str):
 def test_the_same_lifted_as_a_static_argument_compiles_once(how: str):
     # optax's own tests jit a step with the optimizer static, and pass the same
     # one at every step: one compile, one warning, then cache hits.
-    traces = _TRACES  # a global: lift.jit rebuilds what a function captures
-    traces.clear()
-
-    def counted(update: Any, g: Any) -> Any:
-        _TRACES.append(None)
-        return update(g)
-
-    call = _static_calls(how, counted)
+    call = _static_calls(how)
     update = _make_update(0.1)
     with pytest.warns(UserWarning, match="static argument"):
         call(update)
     for _ in range(3):
         assert (call(update) == -0.1).all()  # no warning: an error in this suite
-    assert len(traces) == 1
+    assert len(_TRACES) == 1
 
 
 def test_a_lifted_as_a_traced_argument_compiles_once():
