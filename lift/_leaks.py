@@ -609,7 +609,7 @@ class _Walk:
             | types.MappingProxyType,
         ):
             return _CONTAINER, ()
-        if cls.__name__ == "ClosedJaxpr" and hasattr(obj, "consts"):
+        if _compat.holds_consts(obj):
             return _JAXPR, ()
         if isinstance(obj, _Array | np.generic):
             return _SKIP, ()
