@@ -566,9 +566,11 @@ def jax_checks_leaks() -> bool:
 # -- traces that exit inside `lift.checking_leaks()` --------------------------------
 #
 # JAX's checker runs where a trace is entered with `check_leaks=True` (jit, scan,
-# vmap, linearize); eager `grad`/`jvp`/`vjp` enter their traces through
+# vmap); eager `grad`/`jvp`/`vjp`/`linearize` enter their traces through
 # `core.set_current_trace(trace)` without it (jax 0.10.2 and 0.8.0,
-# `interpreters/ad.py`), so a tracer escaping them is never reported. While a
+# `interpreters/ad.py`), so a tracer escaping them is never reported. From jax
+# 0.11 eager `grad`, `vjp` and `linearize` are checked (`JAX_CHECKS_EAGER_GRAD`);
+# eager `jvp` still is not, and JAX's checker is off unless asked for. While a
 # `lift.checking_leaks()` block runs, `core.set_current_trace` is a subclass
 # that notes each trace it leaves (by weak reference, nothing kept alive); on
 # exit the block asks which of those traces still have tracers.
@@ -577,8 +579,9 @@ _recorders: list[dict[int, Any]] = []  # one per running block, innermost last
 _original_set_current_trace: Any = None
 
 
-# The traces JAX's checker never looks at (jax 0.10.2 and 0.8.0: eager `grad`,
-# `jvp`, `vjp`, `linearize`); the others (`jit`, `scan`, `vmap`, ...) it checks.
+# The eager traces lift watches: those of `grad`, `jvp`, `vjp` and `linearize`,
+# which JAX's checker misses on jax 0.10.2 and 0.8.0 (`JVPTrace` of eager `jvp`
+# on every version); the others (`jit`, `scan`, `vmap`, ...) it checks.
 _UNCHECKED_TRACES: Final = frozenset({"JVPTrace", "LinearizeTrace"})
 
 

@@ -47,11 +47,17 @@ done
 if [ "$ends" = 1 ]; then
     # The two ends of what lift supports (pyproject.toml's `requires-python` and
     # `jax>=`), one after the other: each uses both cores while it compiles.
+    failed=()
     for end in "3.11 oldest" "3.13 newest"; do
         read -r python jax <<<"$end"
         echo "== The suite on Python $python with the $jax JAX" >&2
-        bash "$here/test.sh" --python "$python" --jax "$jax" ${args[@]+"${args[@]}"}
+        bash "$here/test.sh" --python "$python" --jax "$jax" ${args[@]+"${args[@]}"} ||
+            failed+=("Python $python with the $jax JAX")
     done
+    if [ ${#failed[@]} -gt 0 ]; then
+        printf 'FAILED: the suite on %s\n' "${failed[@]}" >&2
+        exit 1
+    fi
     exit 0
 fi
 

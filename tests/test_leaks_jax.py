@@ -445,3 +445,30 @@ def test_an_error_inside_eager_grad_passes_through_checking_leaks() -> None:
 
     with pytest.raises(ValueError, match=r"^mine: \(\)"), lift.checking_leaks():
         jax.grad(f)(3.0)
+
+
+@pytest.mark.parametrize("transform", ["grad", "vjp", "linearize", "jvp"])
+def test_eager_ad_escapes_jax_reports_by_version_and_lift_always(
+    transform: str,
+) -> None:
+    lst: list[Any] = []
+
+    def f(x: Any) -> Any:
+        lst.append(x)
+        return x * 2.0
+
+    runs: dict[str, Callable[[], Any]] = {
+        "grad": lambda: jax.grad(f)(1.0),
+        "vjp": lambda: jax.vjp(f, 1.0),
+        "linearize": lambda: jax.linearize(f, 1.0),
+        "jvp": lambda: jax.jvp(f, (1.0,), (1.0,)),
+    }
+    by_jax = _jax_report(lambda: runs[transform]())
+    checked_by_jax = _compat.JAX_CHECKS_EAGER_GRAD and transform != "jvp"
+    assert by_jax.startswith("Leaked trace") is checked_by_jax
+    lst.clear()
+    with (
+        pytest.raises(lift.LeakError, match=r"lst\[0\]: float32\[\] from "),
+        lift.checking_leaks(),
+    ):
+        runs[transform]()
