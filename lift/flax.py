@@ -24,6 +24,8 @@ import dataclasses
 from typing import Any
 
 import jax
+import jax.numpy as jnp
+import numpy as np
 from flax import nnx, serialization, struct
 from flax.training import train_state
 
@@ -119,9 +121,11 @@ def _register(cls: type[TrainState]) -> None:
                     f"instance of {cls.__name__}, at path "
                     f"{serialization.current_path()}"
                 )
-            updates[name] = serialization.from_state_dict(  # pyright: ignore[reportUnknownMemberType]
-                getattr(x, name), state.pop(name), name=name
+            target = getattr(x, name)
+            value = serialization.from_state_dict(  # pyright: ignore[reportUnknownMemberType]
+                target, state.pop(name), name=name
             )
+            updates[name] = _weak_like(target, value)
         if state:
             raise ValueError(
                 f'Unknown field(s) "{",".join(state)}" in state dict while '
@@ -133,6 +137,32 @@ def _register(cls: type[TrainState]) -> None:
     serialization.register_serialization_state(  # pyright: ignore[reportUnknownMemberType]
         cls, to_state_dict, from_state_dict, override=True
     )
+
+
+def _weak_like(target: Any, restored: Any) -> Any:
+    """`restored` with each leaf weakly typed where the target's is.
+
+    flax restores every leaf as a NumPy array, strongly typed, where the state
+    held a weakly typed one: `step` (a Python `0` from `create`, then `step + 1`
+    in `apply_gradients`). `jax.jit` keys on weak types, so a resumed state would
+    compile its step a second time. Leaves of `tx` are restored by lift's own
+    handler, which does this already; other leaves are left as flax gives them.
+    """
+    if jax.tree.structure(target) != jax.tree.structure(restored):
+        return restored  # a custom restore: not ours to second-guess
+
+    def leaf(t: Any, r: Any) -> Any:
+        weak = (
+            getattr(t, "weak_type", False)
+            if isinstance(t, jax.Array)
+            else type(t) in (int, float, complex)  # weak when traced
+        )
+        if weak and not getattr(r, "weak_type", False) and np.ndim(r) == 0:
+            # `full_like` on a weakly typed scalar keeps its dtype and weak type.
+            return jax.lax.full_like(jnp.asarray(t), np.asarray(r))
+        return r
+
+    return jax.tree.map(leaf, target, restored)
 
 
 _register(TrainState)
