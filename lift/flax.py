@@ -13,7 +13,8 @@ compiles once per structure.
 `TrainState` (no `tx` in its state dict) restores into `TrainState` here, which
 keeps the target's optimizer.
 
-This module imports flax; `import lift` does not. flax's serialization handles a
+This module imports flax (`pip install "jax-lift[flax]"`); `import lift` does
+not. Without flax, `import lift.flax` raises `ModuleNotFoundError` saying so. flax's serialization handles a
 `Lifted` (its leaves, by key path) once flax is imported, whether or not this
 module is.
 """
@@ -26,8 +27,18 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import nnx, serialization, struct
-from flax.training import train_state
+
+try:
+    from flax import nnx, serialization, struct
+    from flax.training import train_state
+except ModuleNotFoundError as err:
+    if err.name is None or err.name.partition(".")[0] != "flax":
+        raise
+    raise ModuleNotFoundError(
+        "lift.flax needs flax, which is not installed.\n"
+        'Fix: pip install "jax-lift[flax]"  (or: pip install flax)',
+        name="flax",
+    ) from err
 
 from ._lift import is_lifted, lift
 from ._optax import as_functions

@@ -231,6 +231,8 @@ def _documented(text: str) -> set[str]:
     names: set[str] = set()
     for path in re.findall(r"^::: lift\.([\w.]+)\s*$", text, flags=re.MULTILINE):
         *owner, name = path.split(".")
+        if owner[:1] == ["flax"]:
+            continue  # `lift.flax`, a module of its own: not in `lift.__all__`
         if not owner:
             names.add(name)
             continue

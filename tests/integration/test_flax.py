@@ -621,3 +621,27 @@ def test_flax_handlers_are_registered_lazily() -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout == "ok\n"
+
+
+def test_import_lift_flax_without_flax_says_how_to_install_it() -> None:
+    # `None` in `sys.modules` makes `import flax` fail as if it were not installed.
+    code = textwrap.dedent(
+        """
+        import sys
+        sys.modules["flax"] = None
+        try:
+            import lift.flax
+        except ModuleNotFoundError as err:
+            print(type(err).__name__, err.name)
+            print(err)
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        "ModuleNotFoundError flax",
+        "lift.flax needs flax, which is not installed.",
+        'Fix: pip install "jax-lift[flax]"  (or: pip install flax)',
+    ]
