@@ -39,12 +39,17 @@ def _leaf_str(x: Any) -> str:
         return x.text
     shape = getattr(x, "shape", None)
     dtype = getattr(x, "dtype", None)
-    if shape is None or dtype is None:  # a Python scalar, converted when used
-        return f"{jnp.result_type(x)}[]={x!r}"
+    if shape is None or dtype is None:
+        if type(x) in (float, complex):  # a Python scalar, converted when used
+            return f"{jnp.result_type(x)}[]={x!r}"
+        # Not an array: what `jax.tree.map` put there (an `in_axes` prefix's
+        # `0` or `None`), shown as it is.
+        return static_str(x)
     text = f"{dtype}[{','.join(str(d) for d in shape)}]"
     if shape == () and not isinstance(x, Tracer):
         try:
-            text += f"={np.asarray(x)[()]}"
+            # `str`: `f"{np.float32(0.1)}"` formats a Python float, 0.10000000149011612.
+            text += "=" + str(np.asarray(x)[()])
         except Exception:  # a deleted (donated) buffer, a placeholder
             pass
     return text

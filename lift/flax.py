@@ -40,6 +40,7 @@ except ModuleNotFoundError as err:
         name="flax",
     ) from err
 
+from . import _trees as jtu
 from ._lift import is_lifted, lift
 from ._optax import as_functions
 from ._trees import is_function_like
@@ -159,7 +160,7 @@ def _weak_like(target: Any, restored: Any) -> Any:
     compile its step a second time. Leaves of `tx` are restored by lift's own
     handler, which does this already; other leaves are left as flax gives them.
     """
-    if jax.tree.structure(target) != jax.tree.structure(restored):
+    if jtu.tree_structure(target) != jtu.tree_structure(restored):
         return restored  # a custom restore: not ours to second-guess
 
     def leaf(t: Any, r: Any) -> Any:
@@ -170,10 +171,10 @@ def _weak_like(target: Any, restored: Any) -> Any:
         )
         if weak and not getattr(r, "weak_type", False) and np.ndim(r) == 0:
             # `full_like` on a weakly typed scalar keeps its dtype and weak type.
-            return jax.lax.full_like(jnp.asarray(t), np.asarray(r))
+            return jax.lax.full_like(jnp.asarray(t), np.asarray(r))  # pyright: ignore[reportUnknownMemberType]
         return r
 
-    return jax.tree.map(leaf, target, restored)
+    return jtu.tree_map(leaf, target, restored)
 
 
 _register(TrainState)

@@ -278,3 +278,24 @@ def test_unknown_attributes_are_attribute_errors() -> None:
     assert not hasattr(f, "_nothing")
     with pytest.raises(AttributeError, match="'Lifted' object has no attribute 'fun'"):
         f.fun  # noqa: B018
+
+
+def test_repr_of_a_converted_float_prints_as_float32_prints_it() -> None:
+    # Once flattened, a captured 0.1 is a float32 array: shown as `0.1`, not as
+    # the Python float it widens to (`0.10000000149011612`).
+    def make(lr: float) -> Any:
+        return lift.lift(lambda g: -lr * g)
+
+    f = make(0.1)
+    jax.tree.leaves(f)
+    assert repr(f).endswith("(lr=float32[]=0.1))")
+
+
+def test_repr_of_an_in_axes_prefix_shows_its_axes() -> None:
+    def make(lr: float, b: float) -> Any:
+        return lift.lift(lambda g: -lr * g + b)
+
+    f = make(0.1, 0.2)
+    axes = jax.tree.map(lambda _: None, f)
+    assert repr(axes).endswith("(b=None, lr=None))")
+    assert repr(jax.tree.map(lambda _: 0, f)).endswith("(b=0, lr=0))")
