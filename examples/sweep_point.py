@@ -12,16 +12,16 @@ programs it compiled (cache misses) and how many it loaded (cache hits).
 import sys
 
 import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
 
+import lift
+
+# Before the first compile: the cache's directory, and every program written.
 jax.config.update("jax_compilation_cache_dir", sys.argv[3])
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
 jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
-
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-import optax  # noqa: E402
-
-import lift  # noqa: E402
 
 events = []
 jax.monitoring.register_event_listener(lambda event, **_: events.append(event))
