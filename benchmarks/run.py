@@ -32,9 +32,10 @@ ROOT = HERE.parent
 LEAD = """\
 # lift benchmarks
 
-First what a user choosing between them wants to know: a learning-rate sweep
-with plain optax, `optax.inject_hyperparams`, equinox's `closure_to_pytree` and
-`lift`, side by side; then what a `lift.jit` call and leak checking cost. The
+First, what choosing a way to sweep hyperparameters comes down to: a
+learning-rate sweep with plain optax, `optax.inject_hyperparams`, equinox's
+`closure_to_pytree` and `lift`, side by side. Then what a `lift.jit` call and
+leak checking cost. The
 goals the project holds its own code to, measured against 0.1.0, come last.
 """
 
