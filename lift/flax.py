@@ -56,8 +56,11 @@ class TrainState(train_state.TrainState):
     and a jitted step compiles once for every rate. Subclass it as you would
     flax's (for `batch_stats`, say). It serializes with `flax.serialization`:
     the optimizer's leaves are saved under their key paths, and its code comes
-    from the target you restore into. A checkpoint of flax's own `TrainState`,
-    which has no `tx`, restores too: the target's optimizer is kept.
+    from the target you restore into. Restored, `step` and the optimizer's
+    leaves are weakly typed where the target's are (flax alone gives NumPy
+    arrays), so a resumed state reuses the compiled step. A checkpoint of
+    flax's own `TrainState`, which has no `tx`, restores too: the target's
+    optimizer is kept.
 
     `tx` is lifted wherever it is set: by `create`, the constructor and
     `state.replace(tx=optax.adam(lr))` alike (a subclass defining
