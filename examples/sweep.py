@@ -195,7 +195,7 @@ WAYS: dict[str, Callable[[np.ndarray, int, Any, tqdm], np.ndarray]] = {
 NUMERICS = (
     "Δloss: lifted, Adam's hyperparameters are float32 values at run time where plain\n"
     "optax folds them in as float64 constants, so the curves differ in the last bits\n"
-    "at first and can drift apart later (the plot's middle panel; docs: Optimizers\n"
+    "at first and can drift apart later (the plot's lower left; docs: Optimizers\n"
     "without recompilation, Numerics). Run with --x64 to compute in float64: lift's\n"
     "curves are then plain optax's (lift + vmap batches the arithmetic differently)."
 )
@@ -225,7 +225,13 @@ def plot(rates: np.ndarray, rows: list[dict[str, Any]], out: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(15, 4.4), width_ratios=(3, 2, 2))
+    # The loss curves across the top; below, how far the lifted ways are from
+    # plain optax, and the wall times.
+    fig = plt.figure(figsize=(11, 8.4))
+    grid = fig.add_gridspec(2, 2, height_ratios=(3, 2), width_ratios=(3, 2))
+    ax1 = fig.add_subplot(grid[0, :])
+    ax2 = fig.add_subplot(grid[1, 0])
+    ax3 = fig.add_subplot(grid[1, 1])
     colors = plt.get_cmap("viridis")(np.linspace(0, 0.9, len(rates)))
     by_way = {r["way"]: r for r in rows}
     plain = by_way["plain optax"]["curves"]
@@ -251,7 +257,7 @@ def plot(rates: np.ndarray, rows: list[dict[str, Any]], out: Path) -> None:
     ax1.set_xlabel("step")
     ax1.set_ylabel("training loss")
     ax1.set_title("Loss: lift (solid), lift + vmap (dashed), plain optax (circles)")
-    ax1.legend(fontsize=7, ncol=2)
+    ax1.legend(fontsize=8, ncol=2)
     # How far each lifted way is from plain optax, step by step (worst rate).
     for name, color, style in (
         ("lift", "#4c72b0", "-"),
