@@ -17,27 +17,6 @@ against the same function taking its flat leaves (`keep_unused=True`, so both
 really pass them); `tree_flatten`; the cost of `lift` itself on fresh optimizers;
 and how lift's cost scales with closure depth and the number of captures.
 
-The vmapped sweep saves dispatches (one per step for all rates, or none with
-`lax.scan`), and once compiled a member's step costs about half what it does in
-the loop (the longer sweep measures it). But XLA:CPU takes about twice as long
-to compile the batched program as the single step (the "compiling" column: its
-LLVM passes run per kernel, and the batched kernels are larger). Saving about
-20 µs on each of 800 member-steps does not make up for 150 ms more of
-compiling; the longer sweep's 8 000 member-steps about break even. On this
-2-core CPU the loop's dispatches already overlap its execution, so batching
-saves little else.
-
-How lift's cost scales is measured along each of its paths: the first lift of a
-structure, the full walks of fresh objects of it (until they have cost what
-compiling its replay would), the compile, and the replays after it; and the
-first `tree_flatten` of floats never seen before, each converted to an array
-once. Next to them, a bare Python loop over the same kind of fresh objects
-gives the floor the machine sets: 10 000 fresh closure levels (about 4 MB of
-objects), and a replay's bytecode for them (about 3 MB), no longer fit in its
-caches, so every pass over them costs more per level than over 100. The
-linearity goals allow a path's cost per unit to double from 100 to 10 000, or
-to grow as much as the bare loop's does, and no more.
-
 Timings take the candidates of a table in turns, sample by sample, so that a busy
 machine slows them alike; each row gives the median and the min-max of the
 samples.
@@ -67,6 +46,30 @@ from equinox.internal import closure_to_pytree
 
 import lift
 from lift._gc import paused  # the collector paused while timing, as `timeit` does
+
+# After the tables, on the benchmarks page: how the results come about.
+NOTES = """
+The vmapped sweep saves dispatches (one per step for all rates, or none with
+`lax.scan`), and once compiled a member's step costs about half what it does in
+the loop (the longer sweep measures it). But XLA:CPU takes about twice as long
+to compile the batched program as the single step (the "compiling" column: its
+LLVM passes run per kernel, and the batched kernels are larger). Saving about
+20 µs on each of 800 member-steps does not make up for 150 ms more of
+compiling; the longer sweep's 8 000 member-steps about break even. On this
+2-core CPU the loop's dispatches already overlap its execution, so batching
+saves little else.
+
+How lift's cost scales is measured along each of its paths: the first lift of a
+structure, the full walks of fresh objects of it (until they have cost what
+compiling its replay would), the compile, and the replays after it; and the
+first `tree_flatten` of floats never seen before, each converted to an array
+once. Next to them, a bare Python loop over the same kind of fresh objects
+gives the floor the machine sets: 10 000 fresh closure levels (about 4 MB of
+objects), and a replay's bytecode for them (about 3 MB), no longer fit in its
+caches, so every pass over them costs more per level than over 100. The
+linearity goals allow a path's cost per unit to double from 100 to 10 000, or
+to grow as much as the bare loop's does, and no more.
+"""
 
 Rows = list[dict[str, Any]]
 
@@ -996,7 +999,8 @@ def main(quick: bool = False) -> dict[str, Rows]:
             r, sizes
         ),
     }
-    tables = {"Goals": goals(), **tables}
+    # The goals after the tables they are read from: a user reads the sweep first.
+    tables = {**tables, "Goals": goals()}
     for title, rows in tables.items():
         print(f"\n{title}\n")
         print(markdown(rows))

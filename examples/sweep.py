@@ -8,15 +8,18 @@
    compiled program and one dispatch.
 
 The lifted ways train with the learning rate as a float32 input of the program,
-where plain optax folds it in as a constant: their loss curves match plain
-optax's to the last bits at first and can drift apart later (the table's "max
-rel. Δloss vs plain" column; the Numerics section of the optimizers guide).
+where plain optax folds it in as a constant computed in float64: their loss
+curves match plain optax's to the last bits at first and can drift apart later
+(the table's "max rel. Δloss vs plain" column; the Numerics section of the
+optimizers guide). With `--x64` every way computes in float64 and the lifted
+curves are plain optax's: the difference was float32 rounding, not lift.
 
 The problem is a small synthetic regression (a two-layer MLP fitting a noisy
 teacher) generated here, so the script needs nothing but its dependencies.
 
     python examples/sweep.py                 # 8 rates, 200 steps, out/sweep.png
     python examples/sweep.py --rates 16 --steps 500 --out sweep.png
+    python examples/sweep.py --x64           # float64: the Δloss column near 0
 """
 
 from __future__ import annotations
@@ -53,16 +56,20 @@ def make_data(n: int = 512, d: int = 8, seed: int = 0) -> tuple[jax.Array, jax.A
     w1 = rng.normal(size=(d, 16)).astype(np.float32) / np.sqrt(d)
     w2 = rng.normal(size=(16,)).astype(np.float32)
     y = np.tanh(x @ w1) @ w2 + 0.1 * rng.normal(size=n).astype(np.float32)
-    return jnp.asarray(x), jnp.asarray(y.astype(np.float32))
+    # JAX's default float: float32, or float64 under `--x64`.
+    return jnp.asarray(x, dtype=float), jnp.asarray(y, dtype=float)
 
 
 def init_params(d: int = 8, hidden: int = 32, seed: int = 1) -> dict[str, jax.Array]:
     rng = np.random.default_rng(seed)
     return {
-        "w1": jnp.asarray(rng.normal(size=(d, hidden)).astype(np.float32) / np.sqrt(d)),
+        "w1": jnp.asarray(
+            rng.normal(size=(d, hidden)).astype(np.float32) / np.sqrt(d), dtype=float
+        ),
         "b1": jnp.zeros(hidden),
         "w2": jnp.asarray(
-            rng.normal(size=(hidden,)).astype(np.float32) / np.sqrt(hidden)
+            rng.normal(size=(hidden,)).astype(np.float32) / np.sqrt(hidden),
+            dtype=float,
         ),
         "b2": jnp.zeros(()),
     }
@@ -167,7 +174,8 @@ def lifted_vmap(rates: np.ndarray, steps: int, data: Any, bar: tqdm) -> np.ndarr
 
         return jax.vmap(train)(opts)
 
-    curves = sweep(jax.device_put(rates.astype(np.float32)), init_params(), *data)
+    rates = rates.astype(jnp.result_type(float))  # no eager op to compile
+    curves = sweep(jax.device_put(rates), init_params(), *data)
     curves = np.asarray(jax.block_until_ready(curves))
     bar.update(len(rates))
     return curves
@@ -183,11 +191,17 @@ WAYS: dict[str, Callable[[np.ndarray, int, Any, tqdm], np.ndarray]] = {
 # -- reporting ---------------------------------------------------------------------------
 
 
-# What the last column of the table means, in one line.
+# What the last column of the table means.
 NUMERICS = (
-    "Δloss: lifted, Adam's hyperparameters are float32 values at run time where plain "
-    "optax constant-folds them, so the curves can drift apart, in the last bits first "
-    "(docs: Optimizers without recompilation, Numerics)."
+    "Δloss: lifted, Adam's hyperparameters are float32 values at run time where plain\n"
+    "optax folds them in as float64 constants, so the curves differ in the last bits\n"
+    "at first and can drift apart later (the plot's lower left; docs: Optimizers\n"
+    "without recompilation, Numerics). Run with --x64 to compute in float64: lift's\n"
+    "curves are then plain optax's (lift + vmap batches the arithmetic differently)."
+)
+NUMERICS_X64 = (
+    "Δloss: in float64 (--x64) lift's curves are plain optax's; lift + vmap batches\n"
+    "the arithmetic differently, a difference in the last bits."
 )
 
 
@@ -211,39 +225,77 @@ def plot(rates: np.ndarray, rows: list[dict[str, Any]], out: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2), width_ratios=(3, 2))
+    # The loss curves across the top; below, how far the lifted ways are from
+    # plain optax, and the wall times.
+    fig = plt.figure(figsize=(11, 8.4))
+    grid = fig.add_gridspec(2, 2, height_ratios=(3, 2), width_ratios=(3, 2))
+    ax1 = fig.add_subplot(grid[0, :])
+    ax2 = fig.add_subplot(grid[1, 0])
+    ax3 = fig.add_subplot(grid[1, 1])
     colors = plt.get_cmap("viridis")(np.linspace(0, 0.9, len(rates)))
     by_way = {r["way"]: r for r in rows}
+    plain = by_way["plain optax"]["curves"]
+    steps = plain.shape[1]
+    every = max(steps // 12, 1)
     for i, lr in enumerate(rates):
+        ax1.plot(by_way["lift"]["curves"][i], color=colors[i], lw=1.5)
+        ax1.plot(by_way["lift + vmap"]["curves"][i], color=colors[i], lw=1.5, ls="--")
+        # Plain optax on top, as markers: where the curves agree, the markers
+        # sit on the lines; where they drift apart, off them.
         ax1.plot(
-            by_way["lift + vmap"]["curves"][i], color=colors[i], label=f"lr={lr:.1e}"
-        )
-        ax1.plot(
-            by_way["plain optax"]["curves"][i],
+            plain[i],
             color=colors[i],
-            ls=":",
-            lw=2.5,
-            alpha=0.6,
+            ls="none",
+            marker="o",
+            markevery=(i % every, every),
+            markersize=5,
+            markerfacecolor="none",
+            zorder=3,
+            label=f"lr={lr:.1e}",
         )
     ax1.set_yscale("log")
     ax1.set_xlabel("step")
     ax1.set_ylabel("training loss")
-    ax1.set_title("Adam on a synthetic regression (solid: lift + vmap, dotted: plain)")
-    ax1.legend(fontsize=7, ncol=2)
+    ax1.set_title("Loss: lift (solid), lift + vmap (dashed), plain optax (circles)")
+    ax1.legend(fontsize=8, ncol=2)
+    # How far each lifted way is from plain optax, step by step (worst rate).
+    for name, color, style in (
+        ("lift", "#4c72b0", "-"),
+        ("lift + vmap", "#55a868", "--"),
+    ):
+        rel = np.abs(by_way[name]["curves"] - plain) / np.abs(plain)
+        worst = np.max(rel, axis=0)
+        label = f"{name} (0 at every step)" if not worst.any() else name
+        ax2.plot(np.maximum(worst, 1e-17), color=color, ls=style, lw=2, label=label)
+    eps = float(np.finfo(plain.dtype).eps)
+    ax2.axhline(eps, color="#999999", lw=0.8, ls=":")
+    ax2.annotate(
+        f"{plain.dtype} eps",
+        (steps * 0.6, eps),
+        fontsize=7,
+        color="#666666",
+        va="bottom",
+    )
+    ax2.set_yscale("log")
+    ax2.set_ylim(bottom=1e-17 if plain.dtype == np.float64 else 1e-9)
+    ax2.set_xlabel("step")
+    ax2.set_ylabel("max rel. Δloss vs plain")
+    ax2.set_title(f"Distance from plain optax ({plain.dtype}, worst rate)")
+    ax2.legend(fontsize=8)
     names = [r["way"] for r in rows]
     times = [r["time"] for r in rows]
-    bars = ax2.bar(names, times, color=["#999999", "#4c72b0", "#55a868"])
+    bars = ax3.bar(names, times, color=["#999999", "#4c72b0", "#55a868"])
     for bar, r in zip(bars, rows, strict=True):
-        ax2.annotate(
+        ax3.annotate(
             f"{r['time']:.2f} s\n{r['compiles']} compile{'s' if r['compiles'] != 1 else ''}",
             (bar.get_x() + bar.get_width() / 2, bar.get_height()),
             ha="center",
             va="bottom",
             fontsize=8,
         )
-    ax2.set_ylabel("wall time, compile included (s)")
-    ax2.set_title(f"{len(rates)} learning rates")
-    ax2.set_ylim(0, max(times) * 1.3)
+    ax3.set_ylabel("wall time, compile included (s)")
+    ax3.set_title(f"{len(rates)} learning rates")
+    ax3.set_ylim(0, max(times) * 1.3)
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=120)
@@ -264,6 +316,11 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         default=ROOT / "out" / "sweep.png",
         help="PNG to write (default out/sweep.png)",
     )
+    parser.add_argument(
+        "--x64",
+        action="store_true",
+        help="compute in float64 (jax_enable_x64): the lifted curves match plain optax's",
+    )
     processes = HERE / "processes.py"
     if processes.exists():
         parser.add_argument(
@@ -272,6 +329,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             help="also run the sweep as separate processes with lift.jit (examples/processes.py)",
         )
     args = parser.parse_args(argv)
+    if args.x64:
+        jax.config.update("jax_enable_x64", True)
 
     rates = np.geomspace(1e-3, 3e-1, args.rates)
     data = make_data()
@@ -281,6 +340,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     print(
         f"jax {jax.__version__}, optax {optax.__version__}, {os.cpu_count()} CPU cores: "
         f"{args.rates} learning rates x {args.steps} Adam steps"
+        + (", float64 (--x64)" if args.x64 else "")
     )
     rows: list[dict[str, Any]] = []
     with tqdm(
@@ -305,7 +365,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         plain = rows[0]["curves"]
         r["delta"] = float(np.max(np.abs(r["curves"] - plain) / np.abs(plain)))
     print(table(rows))
-    print(NUMERICS)
+    print(NUMERICS_X64 if args.x64 else NUMERICS)
     plot(rates, rows, args.out)
     print(f"loss curves and times: {args.out}")
     if getattr(args, "processes", False):

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from ._lift import is_lifted as is_lifted, lift as lift, unlift as unlift
     from ._lifted import Lifted as Lifted
     from ._paths import CapturePath as CapturePath
+    from ._replace import replace as replace
 
     closure_convert = Lifted.closure_convert
 
@@ -44,6 +45,7 @@ __all__ = [
     "is_lifted",
     "jit",
     "lift",
+    "replace",
     "unlift",
 ]
 
@@ -61,6 +63,7 @@ _LAZY = {
     "is_lifted": "_lift",
     "jit": "_jit",
     "lift": "_lift",
+    "replace": "_replace",
     "unlift": "_lift",
 }
 

@@ -204,7 +204,7 @@ def checked(transform: _T) -> _T:
     ```text
     1 tracer escaped the transform that created it:
       STASH[0]: float32[] from jit(step), in global 'STASH' used by step (...) — return the value from the transformed function instead of storing it in STASH
-    Docs: errors.md#leak-report
+    Docs: errors/#leak-report
     ```
     """
 
@@ -445,7 +445,7 @@ class checking_leaks:
     ```text
     1 tracer escaped the transform that created it:
       STASH[0]: float32[] from jit(step) — return the value from the transformed function instead of storing it
-    Docs: errors.md#leak-report
+    Docs: errors/#leak-report
     ```
     """
 

@@ -39,12 +39,17 @@ def _leaf_str(x: Any) -> str:
         return x.text
     shape = getattr(x, "shape", None)
     dtype = getattr(x, "dtype", None)
-    if shape is None or dtype is None:  # a Python scalar, converted when used
-        return f"{jnp.result_type(x)}[]={x!r}"
+    if shape is None or dtype is None:
+        if type(x) in (float, complex):  # a Python scalar, converted when used
+            return f"{jnp.result_type(x)}[]={x!r}"
+        # Not an array: what `jax.tree.map` put there (an `in_axes` prefix's
+        # `0` or `None`), shown as it is.
+        return static_str(x)
     text = f"{dtype}[{','.join(str(d) for d in shape)}]"
     if shape == () and not isinstance(x, Tracer):
         try:
-            text += f"={np.asarray(x)[()]}"
+            # `str`: `f"{np.float32(0.1)}"` formats a Python float, 0.10000000149011612.
+            text += "=" + str(np.asarray(x)[()])
         except Exception:  # a deleted (donated) buffer, a placeholder
             pass
     return text
@@ -348,58 +353,59 @@ def reject(obj: Any, name: str) -> LiftError:
 
 
 # How much of its static data a skeleton's repr spells out.
-_SKELETON_CHARS: Final = 400
+_SKELETON_CHARS: Final = 160
 
 
 def skeleton_repr(skeleton: Skeleton) -> str:
-    """`Skeleton(qualname (file:line), nodes=3, leaves=1, static: path=value, ...)`.
+    """`Skeleton(qualname (file:line), nodes=3, leaves=1, static: name=value, ...
+    #1a2b3c4d)`.
 
-    The repr of a `Lifted`'s treedef, which `jax_explain_cache_misses` prints:
-    two skeletons that differ in a static value print differently. Statics are
-    listed by key path up to `_SKELETON_CHARS` characters; when some are left out
-    a fingerprint of the whole (`#1a2b3c4d`) still tells two skeletons apart.
+    The repr of a `Lifted`'s treedef, which `jax_explain_cache_misses` prints
+    twice when a static value changed: it is kept short, and leads with what most
+    often differs. Statics are named by their variable (`nesterov=True`, not its
+    whole key path, which `lift.diff` gives), those that are not `None` first,
+    equal ones counted once (`params=None (x5)`), up to `_SKELETON_CHARS`
+    characters; the fingerprint of the whole (`#1a2b3c4d`) tells apart two
+    skeletons whose shown statics agree.
     """
-    from ._paths import node_path, treedef_paths
+    from ._paths import treedef_paths
 
     root = skeleton.nodes[0]
     head = _head(root)
     if isinstance(root, FunctionNode):
         code = root.info.code
         head += f" ({os.path.basename(code.co_filename)}:{code.co_firstlineno})"
-    statics: list[str] = []
-    used = 0
-    left = 0
+    counts: dict[tuple[bool, str], int] = {}
     for template in skeleton.templates():
         found = [(pos, s) for pos, s in enumerate(template.slots) if type(s) is Static]
         if not found:
             continue
-        if used > _SKELETON_CHARS:
-            left += len(found)
-            continue
-        prefix = "".join(
-            str(e) for e in node_path(skeleton, skeleton.function_of(template))
-        )
-        prefix += template.label.text
-        if len(prefix) > 120:  # a capture nested thousands deep
-            prefix = f"{prefix[:40]}...{prefix[-77:]}"
+        variable = template.label.variable
+        name = variable if isinstance(variable, str) else template.label.text
         for pos, slot in found:
-            if used > _SKELETON_CHARS:
-                left += 1
-                continue
             sub = (
                 ""
                 if template.treedef is None
                 else "".join(str(e) for e in treedef_paths(template.treedef)[pos])
             )
-            item = f"{prefix}{sub}={static_str(slot.value, 40)}"
-            statics.append(item)
-            used += len(item) + 2
+            item = f"{name}{sub}={static_str(slot.value, 40)}"
+            key = (slot.value is None, item)
+            counts[key] = counts.get(key, 0) + 1
+    statics: list[str] = []
+    used = 0
+    # Stable: source order within each group, values that are not `None` first.
+    ordered = sorted(counts.items(), key=lambda kv: kv[0][0])
+    for shown, ((_, item), n) in enumerate(ordered):
+        if used > _SKELETON_CHARS:
+            statics.append(f"...({sum(c for _, c in ordered[shown:])} more)")
+            break
+        text = item if n == 1 else f"{item} (x{n})"
+        statics.append(text)
+        used += len(text) + 2
     text = f"{head}, nodes={len(skeleton.nodes)}, leaves={skeleton.nleaves}"
     if statics:
         text += ", static: " + ", ".join(statics)
-    if left:
-        text += f", ...({left} more) #{hash(skeleton) & 0xFFFFFFFF:08x}"
-    return f"Skeleton({text})"
+    return f"Skeleton({text} #{hash(skeleton) & 0xFFFFFFFF:08x})"
 
 
 def treescope_repr(x: Lifted[Any, Any], path: str | None, subtree_renderer: Any) -> Any:

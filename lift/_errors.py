@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import re
 import sys
-from typing import Any
+from typing import Any, Final
 
 __all__ = [
     "LeakError",
@@ -16,14 +16,20 @@ __all__ = [
     "missing_attribute",
 ]
 
-_ANCHOR = re.compile(r"\nDocs: errors\.md#([\w-]+)$")
+# The documentation site's address, which every message's last line starts
+# with: `Docs: <DOCS_URL>errors/#<anchor>`, the Errors page of the built site.
+# Empty while the site has no public address: the line is then the page's path
+# on any copy of the site (`mkdocs serve`: http://127.0.0.1:8000/errors/#...).
+DOCS_URL: Final = ""
+
+_ANCHOR = re.compile(r"\nDocs: " + re.escape(DOCS_URL) + r"errors/#([\w-]+)$")
 
 
 class _Anchored(Exception):
     """A message that ends with where the Errors page explains it.
 
     `anchor` (keyword) is a heading id of `docs/errors.md`; the line
-    `Docs: errors.md#<anchor>` is appended to the message. Every message raised
+    `Docs: errors/#<anchor>` (the site's page) is appended to the message. Every message raised
     in `lift/` names one (the test suite checks each raise site and each anchor).
     """
 
@@ -58,8 +64,37 @@ class LiftAttributeError(LiftError, AttributeError):
     """A `Lifted` has no such attribute: `hasattr` and `getattr(x, name, default)`
     see an `AttributeError`, `except lift.LiftError` sees lift's."""
 
+    # `(lifted, name)` until the message is first read (see `missing_attribute`).
+    _unwritten: tuple[Any, str] | None = None
+
+    def __str__(self) -> str:
+        if self._unwritten is not None:
+            lifted, name = self._unwritten
+            self._unwritten = None
+            message = _missing_message(lifted, name)
+            self.args = (message + docs_anchor(self.anchor or "lifted-a-factory"),)
+        return super().__str__()
+
+    @classmethod
+    def written_when_read(cls, lifted: Any, name: str) -> LiftAttributeError:
+        """The error for `lifted.name`, its message written when first read."""
+        err = cls(anchor="lifted-a-factory")
+        err.name = name
+        err.obj = lifted
+        err._unwritten = (lifted, name)
+        return err
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # By function: the class's `__module__` is "lift", which does not export it.
+        return (_attribute_error, (str(self),))
+
+
+def _attribute_error(message: str) -> LiftAttributeError:
+    return LiftAttributeError(message, anchor="lifted-a-factory")
+
 
 LiftError.__module__ = "lift"
+LiftAttributeError.__module__ = "lift"
 LeakError.__module__ = "lift"
 
 
@@ -83,7 +118,7 @@ def docs_anchor(anchor: str) -> str:
     site); the docs' tests check that every anchor used in `lift/` exists there.
     Prefer `LiftError(message, anchor=...)`, which appends it.
     """
-    return f"\nDocs: errors.md#{anchor}"
+    return f"\nDocs: {DOCS_URL}errors/#{anchor}"
 
 
 def missing_attribute(lifted: Any, name: str) -> LiftAttributeError:
@@ -94,25 +129,7 @@ def missing_attribute(lifted: Any, name: str) -> LiftAttributeError:
     annotation is a class that has `name`. The message is written when read, so
     that `hasattr` and `getattr(x, name, default)` stay cheap.
     """
-    return _MissingAttribute(lifted, name)
-
-
-class _MissingAttribute(LiftAttributeError):
-    def __init__(self, lifted: Any, name: str) -> None:
-        super().__init__()
-        self.anchor = "lifted-a-factory"
-        self.name = name
-        self.obj = lifted
-        self._message: str | None = None
-
-    def __str__(self) -> str:
-        if self._message is None:
-            self._message = _missing_message(self.obj, str(self.name))
-            self._message += docs_anchor("lifted-a-factory")
-        return self._message
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (LiftAttributeError, (str(self),))
+    return LiftAttributeError.written_when_read(lifted, name)
 
 
 def _missing_message(lifted: Any, name: str) -> str:

@@ -13,7 +13,8 @@ compiles once per structure.
 `TrainState` (no `tx` in its state dict) restores into `TrainState` here, which
 keeps the target's optimizer.
 
-This module imports flax; `import lift` does not. flax's serialization handles a
+This module imports flax (`pip install "jax-lift[flax]"`); `import lift` does
+not. Without flax, `import lift.flax` raises `ModuleNotFoundError` saying so. flax's serialization handles a
 `Lifted` (its leaves, by key path) once flax is imported, whether or not this
 module is.
 """
@@ -24,9 +25,22 @@ import dataclasses
 from typing import Any
 
 import jax
-from flax import nnx, serialization, struct
-from flax.training import train_state
+import jax.numpy as jnp
+import numpy as np
 
+try:
+    from flax import nnx, serialization, struct
+    from flax.training import train_state
+except ModuleNotFoundError as err:
+    if err.name is None or err.name.partition(".")[0] != "flax":
+        raise
+    raise ModuleNotFoundError(
+        "lift.flax needs flax, which is not installed.\n"
+        'Fix: pip install "jax-lift[flax]"  (or: pip install flax)',
+        name="flax",
+    ) from err
+
+from . import _trees as jtu
 from ._lift import is_lifted, lift
 from ._optax import as_functions
 from ._trees import is_function_like
@@ -42,8 +56,11 @@ class TrainState(train_state.TrainState):
     and a jitted step compiles once for every rate. Subclass it as you would
     flax's (for `batch_stats`, say). It serializes with `flax.serialization`:
     the optimizer's leaves are saved under their key paths, and its code comes
-    from the target you restore into. A checkpoint of flax's own `TrainState`,
-    which has no `tx`, restores too: the target's optimizer is kept.
+    from the target you restore into. Restored, `step` and the optimizer's
+    leaves are weakly typed where the target's are (flax alone gives NumPy
+    arrays), so a resumed state reuses the compiled step. A checkpoint of
+    flax's own `TrainState`, which has no `tx`, restores too: the target's
+    optimizer is kept.
 
     `tx` is lifted wherever it is set: by `create`, the constructor and
     `state.replace(tx=optax.adam(lr))` alike (a subclass defining
@@ -119,9 +136,11 @@ def _register(cls: type[TrainState]) -> None:
                     f"instance of {cls.__name__}, at path "
                     f"{serialization.current_path()}"
                 )
-            updates[name] = serialization.from_state_dict(  # pyright: ignore[reportUnknownMemberType]
-                getattr(x, name), state.pop(name), name=name
+            target = getattr(x, name)
+            value = serialization.from_state_dict(  # pyright: ignore[reportUnknownMemberType]
+                target, state.pop(name), name=name
             )
+            updates[name] = _weak_like(target, value)
         if state:
             raise ValueError(
                 f'Unknown field(s) "{",".join(state)}" in state dict while '
@@ -133,6 +152,32 @@ def _register(cls: type[TrainState]) -> None:
     serialization.register_serialization_state(  # pyright: ignore[reportUnknownMemberType]
         cls, to_state_dict, from_state_dict, override=True
     )
+
+
+def _weak_like(target: Any, restored: Any) -> Any:
+    """`restored` with each leaf weakly typed where the target's is.
+
+    flax restores every leaf as a NumPy array, strongly typed, where the state
+    held a weakly typed one: `step` (a Python `0` from `create`, then `step + 1`
+    in `apply_gradients`). `jax.jit` keys on weak types, so a resumed state would
+    compile its step a second time. Leaves of `tx` are restored by lift's own
+    handler, which does this already; other leaves are left as flax gives them.
+    """
+    if jtu.tree_structure(target) != jtu.tree_structure(restored):
+        return restored  # a custom restore: not ours to second-guess
+
+    def leaf(t: Any, r: Any) -> Any:
+        weak = (
+            getattr(t, "weak_type", False)
+            if isinstance(t, jax.Array)
+            else type(t) in (int, float, complex)  # weak when traced
+        )
+        if weak and not getattr(r, "weak_type", False) and np.ndim(r) == 0:
+            # `full_like` on a weakly typed scalar keeps its dtype and weak type.
+            return jax.lax.full_like(jnp.asarray(t), np.asarray(r))  # pyright: ignore[reportUnknownMemberType]
+        return r
+
+    return jtu.tree_map(leaf, target, restored)
 
 
 _register(TrainState)

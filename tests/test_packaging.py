@@ -62,6 +62,17 @@ def test_wheel_version_is_lift_version(wheel: Path):
     assert _metadata(wheel)["Version"] == lift.__version__
 
 
+def test_version_is_the_changelogs_newest_entry():
+    # The changelog's first entry describes what is installed: while it is
+    # unreleased, the version is its development release (`0.2.0.dev0`).
+    text = (ROOT / "docs" / "changelog.md").read_text()
+    match = re.search(r"^## (\S+) — (.+)$", text, flags=re.MULTILINE)
+    assert match is not None, "docs/changelog.md has no version heading"
+    version, status = match[1], match[2].strip()
+    expected = f"{version}.dev0" if status == "unreleased" else version
+    assert lift.__version__ == expected
+
+
 def test_wheel_metadata(wheel: Path):
     metadata = _metadata(wheel)
     assert metadata["Name"] == "jax-lift"

@@ -76,3 +76,38 @@ def test_demo_offers_the_processes_sweep_when_its_example_exists() -> None:
     assert "--rates" in result.stdout
     assert "--steps" in result.stdout
     assert "--out" in result.stdout
+
+
+def test_demo_in_float64_shows_the_lifted_curves_are_plain_optaxs(
+    tmp_path: Path,
+) -> None:
+    # Δloss in float32 is the hyperparameters' float32 rounding: with --x64 the
+    # lifted curves are plain optax's, bit for bit.
+    env = {k: v for k, v in os.environ.items() if k != "JAX_CHECK_TRACER_LEAKS"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "examples" / "sweep.py"),
+            *("--rates", "2", "--steps", "20", "--x64"),
+            *("--out", str(tmp_path / "sweep.png")),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "float64 (--x64)" in result.stdout
+    delta = {
+        m.group(1): float(m.group(2))
+        for m in re.finditer(
+            r"^(plain optax|lift \+ vmap|lift)\s+\d+\s+\d+\s+[\d.]+\s+([\d.e+-]+)\s*$",
+            result.stdout,
+            flags=re.MULTILINE,
+        )
+    }
+    assert delta["lift"] == 0.0, result.stdout
+    assert delta["lift + vmap"] < 1e-9, result.stdout
+    assert "in float64 (--x64) lift's curves are plain optax's" in result.stdout

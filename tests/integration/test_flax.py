@@ -383,12 +383,55 @@ def test_to_bytes_round_trip_restores_the_optimizer_leaves() -> None:
         jax.tree.leaves(restored.tx), jax.tree.leaves(saved.tx), strict=True
     ):
         assert a.dtype == b.dtype and a.weak_type == b.weak_type
-    # (flax restores `params`, `opt_state` and `step` as NumPy arrays: the
-    # optimizer is put back into the saved state to count programs.)
     step, traces = _counted_step()
-    _assert_close(step(saved.replace(tx=restored.tx)).params, step(saved).params)
-    assert traces[0] == 1
     _assert_close(step(restored).params, step(saved).params)
+    assert traces[0] == 1
+
+
+@pytest.mark.parametrize("via", ["bytes", "state dict"])
+def test_a_resumed_train_state_reuses_the_compiled_step(via: str) -> None:
+    # flax restores every leaf as a NumPy array, strongly typed; `step` was a
+    # weakly typed int32 (a Python 0, then `step + 1`), and `jax.jit` keys on
+    # weak types: a resumed state compiled its step a second time.
+    step, traces = _counted_step()
+    saved = _train(
+        step,
+        lift.flax.TrainState.create(
+            apply_fn=MODEL.apply, params=_params(), tx=optax.adam(0.1)
+        ),
+        2,
+    )
+    assert traces[0] == 1
+    target = lift.flax.TrainState.create(
+        apply_fn=MODEL.apply, params=_params(), tx=optax.adam(0.5)
+    )
+    if via == "bytes":
+        resumed = serialization.from_bytes(target, serialization.to_bytes(saved))
+    else:
+        resumed = serialization.from_state_dict(
+            target, serialization.to_state_dict(saved)
+        )
+    assert resumed.step.weak_type and resumed.step.dtype == saved.step.dtype
+    assert lift.diff(saved, resumed) is None
+    _assert_close(step(resumed).params, step(saved).params)
+    assert int(step(resumed).step) == 3
+    assert traces[0] == 1
+
+
+def test_a_flax_checkpoint_resumes_into_lift_flax_without_a_recompile() -> None:
+    step, traces = _counted_step()
+    flax_state = train_state.TrainState.create(
+        apply_fn=MODEL.apply, params=_params(), tx=optax.adam(0.1)
+    )
+    data = serialization.to_bytes(_train(step, flax_state, 2))
+    fresh = lift.flax.TrainState.create(
+        apply_fn=MODEL.apply, params=_params(), tx=optax.adam(0.1)
+    )
+    step(fresh)
+    assert traces[0] == 2  # flax's own state, then lift.flax's
+    resumed = serialization.from_bytes(fresh, data)
+    assert int(step(resumed).step) == 3
+    assert traces[0] == 2
 
 
 def test_state_dict_holds_leaves_by_key_path() -> None:
@@ -444,7 +487,7 @@ def test_a_state_dict_of_another_optimizer_is_refused() -> None:
         lift.LiftError,
         match=r"(?s)does not fit the lifted function chain\.<locals>\.update_fn .*"
         r"missing .*unexpected .*\nFix: restore into a target made by the same code"
-        r".*\nDocs: errors\.md#state-dict-mismatch$",
+        r".*\nDocs: errors/#state-dict-mismatch$",
     ):
         serialization.from_state_dict(lift.lift(optax.sgd(0.1, momentum=0.9)), state)
 
@@ -457,7 +500,7 @@ def test_a_leaf_of_another_shape_is_refused() -> None:
     with pytest.raises(
         lift.LiftError,
         match=r"(?s)The state dict's \.captures\['w'\] has shape \(3,\), the "
-        r"target's \(2,\)\.\nFix: .*\nDocs: errors\.md#state-dict-mismatch$",
+        r"target's \(2,\)\.\nFix: .*\nDocs: errors/#state-dict-mismatch$",
     ):
         serialization.from_state_dict(make(jnp.ones(2)), state)
 
@@ -578,3 +621,27 @@ def test_flax_handlers_are_registered_lazily() -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout == "ok\n"
+
+
+def test_import_lift_flax_without_flax_says_how_to_install_it() -> None:
+    # `None` in `sys.modules` makes `import flax` fail as if it were not installed.
+    code = textwrap.dedent(
+        """
+        import sys
+        sys.modules["flax"] = None
+        try:
+            import lift.flax
+        except ModuleNotFoundError as err:
+            print(type(err).__name__, err.name)
+            print(err)
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        "ModuleNotFoundError flax",
+        "lift.flax needs flax, which is not installed.",
+        'Fix: pip install "jax-lift[flax]"  (or: pip install flax)',
+    ]

@@ -201,3 +201,6 @@ def checked_test() -> int:
 
 
 assert_type(checked_test(), int)
+
+# `replace` keeps the type it is given: a `Lifted` of the same signature.
+assert_type(lift.replace(lifted, scale=2.0), lift.Lifted[[jax.Array], jax.Array])
