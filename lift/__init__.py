@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from ._lift import is_lifted as is_lifted, lift as lift, unlift as unlift
     from ._lifted import Lifted as Lifted
     from ._paths import CapturePath as CapturePath
+    from ._verify import verifying as verifying
 
     closure_convert = Lifted.closure_convert
 
@@ -45,6 +46,7 @@ __all__ = [
     "jit",
     "lift",
     "unlift",
+    "verifying",
 ]
 
 # Public names imported on first use, so that importing `lift` (as pytest does
@@ -62,6 +64,7 @@ _LAZY = {
     "jit": "_jit",
     "lift": "_lift",
     "unlift": "_lift",
+    "verifying": "_verify",
 }
 
 

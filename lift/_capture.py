@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import difflib
 import functools
+import operator
 import threading
-import time
 import types
 import weakref
 from collections import deque
@@ -65,6 +65,7 @@ from ._trees import (
     is_function_like,
     ordered,
 )
+from ._verify import STATE, disagree, same_leaves
 
 __all__ = [
     "capture",
@@ -668,17 +669,57 @@ def capture(
     if previous is not None:
         leaves = replay(previous, obj)
         if leaves is not None:
+            if STATE.on:
+                _check_replay(previous, leaves, obj, static)
             return previous, leaves
-    start = time.perf_counter()
     skeleton, leaves = _walk(obj, static, dynamic)
-    if previous is not None and skeleton == previous and _exact(skeleton):
-        walked(previous, time.perf_counter() - start)  # towards compiling its replay
+    if (
+        previous is not None
+        and skeleton == previous
+        and _exact(skeleton)
+        and LIVE not in skeleton.cache  # the mark is the walk's, not the key's
+    ):
+        walked(previous)  # towards compiling its replay
         return previous, leaves
     if key[0] is not None and LIVE not in skeleton.cache:
         with _lock:
             _recent_skeletons[key] = weakref.ref(skeleton, _forget(key))
             _keep.append(skeleton)
     return skeleton, leaves
+
+
+def _check_replay(
+    skeleton: Skeleton, leaves: list[Any], obj: Any, static: frozenset[str]
+) -> None:
+    """With `lift.verifying()` on: that the replay gave what the full walk gives."""
+    try:
+        walked_skeleton, walked_leaves = _walk(obj, static, None)
+    except LiftError as err:
+        raise disagree(
+            "replay of a shape seen before", obj, f"the full walk refuses it ({err})"
+        ) from err
+    if walked_skeleton != skeleton:
+        raise disagree(
+            "replay of a shape seen before",
+            obj,
+            f"another treedef:\n  replay: {skeleton!r:.400}\n  walk:   "
+            f"{walked_skeleton!r:.400}",
+        )
+    if LIVE in walked_skeleton.cache:
+        raise disagree(
+            "replay of a shape seen before",
+            obj,
+            f"the full walk finds {walked_skeleton.cache[LIVE]}, which the replay "
+            "let through",
+        )
+    if len(leaves) != len(walked_leaves) or not all(
+        map(operator.is_, leaves, walked_leaves)
+    ):
+        raise disagree(
+            "replay of a shape seen before",
+            obj,
+            f"other leaves ({same_leaves(leaves, walked_leaves) or 'other objects'})",
+        )
 
 
 def _walk(

@@ -52,6 +52,7 @@ from ._programs import (
     program,
 )
 from ._skeleton import CellNode, FunctionNode, Ref, Skeleton, Template
+from ._verify import STATE as _VERIFY, disagree, same_leaves
 
 __all__ = ["JitFunction", "jit"]
 
@@ -226,6 +227,36 @@ def _holds_tracer(lifted: Any) -> bool:
     return any(isinstance(leaf, Tracer) for leaf in leaves)
 
 
+def _check_cached(fn: Any, lift_now: Callable[[], Any], first: Any, tree: Any) -> None:
+    """With `lift.verifying()` on: that what a cached call passes (`first`, the
+    leaves for `tree`, or a lifted function when `tree` is `None`) is what
+    lifting the function now gives."""
+    try:
+        fresh = lift_now()
+    except LiftError as err:
+        raise disagree(
+            "lift.jit cached call", fn, f"lifting it now refuses it ({err})"
+        ) from err
+    leaves, treedef = cast(
+        "tuple[list[Any], Any]",
+        jax.tree_util.tree_flatten(fresh),  # pyright: ignore[reportUnknownMemberType]
+    )
+    if tree is None:
+        first, tree = cast(
+            "tuple[list[Any], Any]",
+            jax.tree_util.tree_flatten(first),  # pyright: ignore[reportUnknownMemberType]
+        )
+    if treedef != tree:
+        raise disagree(
+            "lift.jit cached call",
+            fn,
+            f"another treedef:\n  cached: {tree!r:.400}\n  now:    {treedef!r:.400}",
+        )
+    differs = same_leaves(first, leaves)
+    if differs is not None:
+        raise disagree("lift.jit cached call", fn, f"other leaves ({differs})")
+
+
 # -- the public wrapper ----------------------------------------------------------
 
 
@@ -331,6 +362,8 @@ class JitFunction(Generic[_P, _R]):
         fn = self._fn
         if snapshot is not None and snapshot.current():
             if snapshot.verified:
+                if _VERIFY.on:
+                    _check_cached(fn, self._lift, snapshot.lifted, None)
                 return snapshot.lifted
             # Made by a first call (`_slow`): kept if the lift read what it watches.
             found = _targets(snapshot.lifted, fn)
@@ -493,6 +526,8 @@ class JitFunction(Generic[_P, _R]):
             current = False
         if not current:
             call, first, tree = self._slow(len(args))
+        elif _VERIFY.on:
+            _check_cached(self._fn, self._lift, first, tree)
         _CALLING.treedef = tree
         try:
             return call(first, *args, **kwargs)
