@@ -184,6 +184,23 @@ def _as_arrays(leaves: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(out)
 
 
+def _put_scalars(leaves: tuple[Any, ...]) -> list[Any]:
+    """The leaves with Python scalars converted by `jax.device_put` (the rule
+    every faster conversion must agree with)."""
+    out = list(leaves)
+    where = [i for i, leaf in enumerate(leaves) if type(leaf) in _SCALARS]  # pyright: ignore[reportUnknownArgumentType]
+    if where:
+        scalars = [leaves[i] for i in where]
+        if _compat.eager():
+            arrays = _put(scalars)
+        else:
+            with jax.ensure_compile_time_eval():  # pyright: ignore[reportUnknownMemberType]
+                arrays = _put(scalars)
+        for i, arr in zip(where, arrays, strict=True):
+            out[i] = arr
+    return out
+
+
 def _convert_groups(out: list[Any], groups: dict[type, list[int]]) -> None:
     for t, where in groups.items():
         if t is not float and t is not complex:
@@ -218,10 +235,8 @@ class _Converted:
         self.flat = flat
 
 
-def _context() -> tuple[Any, Any]:
-    """What decides where and how wide a converted scalar is."""
-    c: Any = jax.config
-    return c.jax_enable_x64, c.jax_default_device
+# What decides where and how wide a converted scalar is.
+_context: Final = _compat.conversion_context
 
 
 def _convert_group(x: Lifted[Any, Any]) -> tuple[Any, ...]:
@@ -233,7 +248,7 @@ def _convert_group(x: Lifted[Any, Any]) -> tuple[Any, ...]:
     if type(group) is _Converted:
         flat = group.flat if group.context == context else _as_arrays(x._leaves)  # pyright: ignore[reportPrivateUsage]
         if _VERIFY.on and flat is group.flat:
-            differs = same_leaves(flat, _as_arrays(x._leaves))  # pyright: ignore[reportPrivateUsage]
+            differs = same_leaves(flat, _put_scalars(x._leaves))  # pyright: ignore[reportPrivateUsage]
             if differs is not None:
                 raise disagree(
                     "float conversion of a group", x, f"other leaves ({differs})"

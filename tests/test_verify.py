@@ -105,8 +105,8 @@ def test_a_stale_jit_cached_call_is_caught() -> None:
         assert float(step(1.0)) == 0.0
     # Break the fast path: what it passes in front of the arguments.
     fast = step._fast
-    assert fast[9] is not None  # the leaves of the specialized program
-    step._fast = (*fast[:8], tuple(leaf * 2 for leaf in fast[8]), fast[9])
+    assert fast.tree is not None  # `first`: the leaves of the specialized program
+    step._fast = fast._replace(first=tuple(leaf * 2 for leaf in fast.first))
     with lift.verifying(False):
         assert float(step(1.0)) == -1.0  # served wrong, unchecked
     with (
