@@ -410,6 +410,10 @@ class _Walk:
             slots.append(
                 self.slot(leaf, forced, branched, holder, label, new_nodes, pos)
             )
+        if t in _OWN_CONTAINERS and all(type(s) is Static for s in slots):
+            # A list or dict holding no dynamic leaf and no function (a log, a
+            # cache, a counter): the user's own object, its contents the key.
+            return Template(None, (_own(value),), owner, label)
         template = Template(treedef, tuple(slots), owner, label, order)
         for node_index, pos in new_nodes:
             self.parents[node_index] = (template, pos)
@@ -471,6 +475,8 @@ class _Walk:
                 anchor="static-capture-holds-a-tracer",
             )
         self.kept(check_opaque(leaf, t, holder, label))
+        if t is set:  # a leaf to JAX: the user's own, as a list is
+            return _own(leaf)
         return Static(leaf)
 
     @staticmethod
@@ -528,6 +534,35 @@ class _Walk:
             ):
                 out.add(id(cell))
         return frozenset(out)
+
+
+# Containers the lifted function shares with the original when they hold no
+# dynamic leaf (`_own`): what code appends to, fills or counts in.
+_OWN_CONTAINERS: Final = (list, dict)
+
+
+def _own(value: Any) -> Static:
+    """A list, dict or set kept as the user's very object: compared by its
+    contents as they are now (type and value at every depth, dict order
+    included), never replaced by an equal one (`exact=False`: a skeleton
+    holding it is not shared, and the replay takes only that object)."""
+    try:
+        key = _contents_key(value)
+        hash(key)
+    except Exception:  # an unhashable static inside: by identity
+        return Static(value)
+    return Static(value, key, exact=False)
+
+
+def _contents_key(value: Any) -> Any:
+    t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
+    if t is list:
+        return (t, tuple(map(_contents_key, value)))
+    if t is dict:
+        return (t, tuple((static_key(k), _contents_key(v)) for k, v in value.items()))
+    if t is set:
+        return (t, frozenset(map(static_key, value)))
+    return static_key(value)
 
 
 def _leaf_type(leaf: Any) -> Any:

@@ -840,8 +840,12 @@ def jit(fn: Callable[_P, _R] | None = None, /, **jit_kwargs: Any) -> Any:
 
     Captures are read when the function is called, as Python reads them: a
     captured variable bound or rebound after decoration is seen at the next call
-    (a dynamic one without retracing). Changes inside a captured object, such as
-    a list mutated in place, are not seen: rebind the variable instead.
+    (a dynamic one without retracing), and so are defaults, keyword-only
+    defaults and function attributes changed in place, and a change of
+    `jax_enable_x64` or of the default device. Changes inside a captured object,
+    such as a list mutated in place, are seen when the program traces (the list
+    is the user's own), not by a program compiled before: rebind the variable
+    to have it lifted again.
 
     ```python
     import jax.numpy as jnp
