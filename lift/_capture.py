@@ -40,8 +40,9 @@ from ._closure import (
     user_class,
 )
 from ._code import CodeInfo, code_info
-from ._compat import Tracer, live_traces
+from ._compat import CUSTOM_NODES, Tracer, live_traces
 from ._errors import LiftError, describe
+from ._mutation import mutated_names
 from ._replay import replay, walked
 from ._skeleton import (
     COMPOSITES,
@@ -274,6 +275,11 @@ class _Walk:
                 )
                 for label, value in function_parts(fn)
             )
+            for (label, template), (_, value) in zip(
+                parts, function_parts(fn), strict=True
+            ):
+                if type(value) in _OWN_CONTAINERS and label.kind != ATTR:
+                    _refuse_mutation(fn, label.variable, value, template, self.leaves)
         return FunctionNode(
             info,
             fn.__globals__,
@@ -316,6 +322,8 @@ class _Walk:
                 f"`lift(f, static=({name!r},))` if it is not an array.",
                 anchor="rebinds-a-dynamic-capture",
             )
+        if type(contents) in _OWN_CONTAINERS:
+            _refuse_mutation(fn, name, contents, template, self.leaves)
         added = len(self.leaves) - before
         if added == 1:  # the common case, one value: no generator
             leaf = self.leaves[before]
@@ -410,7 +418,11 @@ class _Walk:
             slots.append(
                 self.slot(leaf, forced, branched, holder, label, new_nodes, pos)
             )
-        if t in _OWN_CONTAINERS and all(type(s) is Static for s in slots):
+        if (
+            t in _OWN_CONTAINERS
+            and all(type(s) is Static for s in slots)
+            and _plain(value)
+        ):
             # A list or dict holding no dynamic leaf and no function (a log, a
             # cache, a counter): the user's own object, its contents the key.
             return Template(None, (_own(value),), owner, label)
@@ -541,6 +553,32 @@ class _Walk:
 _OWN_CONTAINERS: Final = (list, dict)
 
 
+def _refuse_mutation(
+    fn: types.FunctionType,
+    name: str | None,
+    value: Any,
+    template: Template,
+    leaves: list[Any],
+) -> None:
+    """A `LiftError` if `fn` mutates `name`, a captured list or dict that is
+    rebuilt around its leaves (not the user's own object: see `_own`)."""
+    if name is None or template.treedef is None:
+        return  # kept whole (`_own`): the user's own object
+    if name not in mutated_names(fn.__code__):
+        return
+    what = type(value).__name__
+    raise LiftError(
+        f"{describe(fn)} mutates the captured variable {name!r} in place, a "
+        f"{what} that holds {_what(template, leaves)}. lift rebuilds such a "
+        f"{what} around its leaves, so the change would reach a copy, not your "
+        f"{what}.\nFix: pass {name!r} as an argument and return what the code "
+        f"adds to it, or keep only static values in it (a {what} without "
+        "arrays, floats or functions is your own object inside the lifted "
+        "function).",
+        anchor="mutates-a-rebuilt-container",
+    )
+
+
 def _own(value: Any) -> Static:
     """A list, dict or set kept as the user's very object: compared by its
     contents as they are now (type and value at every depth, dict order
@@ -552,6 +590,24 @@ def _own(value: Any) -> Static:
     except Exception:  # an unhashable static inside: by identity
         return Static(value)
     return Static(value, key, exact=False)
+
+
+def _plain(value: Any) -> bool:
+    """Whether `value` nests only lists, tuples and dicts, not pytree nodes of
+    other kinds (whose static data JAX's treedef compares in its own way)."""
+    stack = [value]
+    while stack:
+        x = stack.pop()
+        t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
+        if t is list or t is tuple:
+            stack.extend(x)
+        elif t is dict:
+            stack.extend(x.values())
+        elif x is not None and (
+            t in CUSTOM_NODES or hasattr(cast(Any, t), "_fields")  # a NamedTuple
+        ):
+            return False
+    return True
 
 
 def _contents_key(value: Any) -> Any:

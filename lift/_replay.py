@@ -71,7 +71,9 @@ def replay(skeleton: Skeleton, obj: Any) -> list[Any] | None:
     cache = skeleton.cache
     fn = cache.get("replay")
     if fn is None:
-        if cache.get("walked", 0) < (1 if STATE.on else REPLAY_AFTER):
+        if cache.get("walked", 0) < (
+            min(1, REPLAY_AFTER) if STATE.on else REPLAY_AFTER
+        ):
             return None
         fn = cache["replay"] = _compile(skeleton)
     if fn is _NO_REPLAY:

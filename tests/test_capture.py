@@ -838,3 +838,95 @@ def test_signed_zero_float_captures_keep_their_sign() -> None:
         plus, minus = (jax.tree_util.tree_leaves(make(z))[0] for z in (0.0, -0.0))
         assert not jnp.signbit(plus)
         assert jnp.signbit(minus)
+
+
+def _appends(params: Any) -> Any:
+    def f(x):
+        params.append(x)
+        return x
+
+    return f
+
+
+def _stores_item(params: Any) -> Any:
+    def f(x, k=0):
+        params[k] = x
+        return x
+
+    return f
+
+
+def _deletes_item(params: Any) -> Any:
+    def f(x):
+        del params[0]
+        return x
+
+    return f
+
+
+def _updates_default(params: Any) -> Any:
+    def f(x, params=params):
+        params.update(b=x)
+        return x
+
+    return f
+
+
+def _pops_kwdefault(params: Any) -> Any:
+    def f(x, *, params=params):
+        params.pop()
+        return x
+
+    return f
+
+
+def _inner_appends(params: Any) -> Any:
+    def f(x):
+        def inner():
+            params.append(x)
+
+        inner()
+        return x
+
+    return f
+
+
+@pytest.mark.parametrize(
+    ("make", "value"),
+    [
+        (_appends, [jnp.ones(2)]),
+        (_stores_item, [0.5]),
+        (_stores_item, {0: jnp.ones(1)}),
+        (_deletes_item, [0.5, 1.0]),
+        (_updates_default, {"a": 0.1}),
+        (_pops_kwdefault, [0.1]),
+        (_inner_appends, [np.float32(1.0)]),
+    ],
+    ids=["append", "item", "dict item", "del item", "update", "pop", "inner"],
+)
+def test_mutating_a_container_that_holds_leaves_is_refused(
+    make: Any, value: Any
+) -> None:
+    kind = type(value).__name__
+    with pytest.raises(
+        lift.LiftError,
+        match=rf"(?s){make.__name__}.<locals>.f \(.*test_capture.py:\d+\) mutates the "
+        rf"captured variable 'params' in place, a {kind} that holds a dynamic value.*"
+        r"reach a copy, not your.*Fix: pass 'params' as an argument.*"
+        r"mutates-a-rebuilt-container",
+    ):
+        lift.lift(make(value))
+
+
+def test_reading_a_container_that_holds_leaves_or_a_local_of_its_name_is_fine() -> None:
+    params = [jnp.ones(2), 0.5]
+
+    def f(x):
+        def inner():
+            params = []  # a local of its own
+            params.append(x)
+            return params
+
+        return params[0] * params[1] * x + len(inner())
+
+    assert jnp.allclose(lift.lift(f)(2.0), 2.0)
