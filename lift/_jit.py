@@ -363,6 +363,19 @@ def _scalars(lifted: Any) -> bool:
 
 
 _SCALARS: Final = frozenset({float, complex, int, bool})
+_ONE_DEVICE: Final = object()  # a process with one device: its default is fixed
+_devices: list[bool] = []
+
+
+def _one_device() -> bool:
+    """Whether the process has a single device (of the default backend, and no
+    other backend), so that `jax_default_device` cannot place a scalar elsewhere."""
+    if not _devices:
+        api = cast(Any, jax)
+        _devices.append(api.default_backend() == "cpu" and api.device_count() == 1)
+    return _devices[0]
+
+
 _X64: Final = X64
 _DEVICE: Final = DEFAULT_DEVICE
 
@@ -485,6 +498,9 @@ class JitFunction(Generic[_P, _R]):
         call, first, tree = self._entry(lifted, self._min_nargs)
         # The width and device the scalars were converted under, if any.
         context = snapshot.context if _scalars(lifted) else None
+        if context is not None and context[1] is None and _one_device():
+            # No default device to set but the one: only the width can change.
+            context = (context[0], _ONE_DEVICE)
         one = [i for i, c in enumerate(cells) if type(c) is types.CellType]
         watched = [c for c in cells if type(c) is _Watch]
         # What each function held when the snapshot was made (before the lift).
@@ -628,7 +644,10 @@ class JitFunction(Generic[_P, _R]):
                     and not any(map(len, map(_attrs, fn)))
                 )
             if context is not None and current:
-                current = _X64.value is context[0] and _DEVICE.value is context[1]
+                x64, device = context
+                current = _X64.value is x64 and (
+                    device is _ONE_DEVICE or _DEVICE.value is device
+                )
         except ValueError:  # a cell emptied by `del`
             current = False
         if not current:
