@@ -19,8 +19,6 @@ import os
 import threading
 from typing import Any, Final
 
-import numpy as np
-
 from ._errors import LiftError
 
 __all__ = ["ENV", "STATE", "disagree", "same_leaves", "verifying"]
@@ -104,6 +102,8 @@ def disagree(path: str, what: Any, detail: str) -> LiftError:
 def _leaf(x: Any) -> tuple[Any, ...]:
     """What must agree between two leaves: type, shape, dtype, weak type,
     sharding, commitment and bits (`0.0` and `-0.0` differ, `nan` equals itself)."""
+    import numpy as np  # not when `lift` is imported
+
     t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
     aval = getattr(x, "aval", None)
     if aval is None or not hasattr(x, "addressable_shards"):
@@ -141,6 +141,8 @@ def same_leaves(a: Any, b: Any) -> str | None:
 
 
 def _shown(x: Any) -> str:
+    import numpy as np
+
     aval = getattr(x, "aval", None)
     try:
         value = repr(x) if aval is None else f"{aval.str_short()} {np.asarray(x)!r}"
