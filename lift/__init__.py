@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from ._lifted import Lifted as Lifted
     from ._paths import CapturePath as CapturePath
     from ._replace import replace as replace
+    from ._verify import verifying as verifying
 
     closure_convert = Lifted.closure_convert
 
@@ -47,6 +48,7 @@ __all__ = [
     "lift",
     "replace",
     "unlift",
+    "verifying",
 ]
 
 # Public names imported on first use, so that importing `lift` (as pytest does
@@ -65,6 +67,7 @@ _LAZY = {
     "lift": "_lift",
     "replace": "_replace",
     "unlift": "_lift",
+    "verifying": "_verify",
 }
 
 

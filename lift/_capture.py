@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import difflib
 import functools
+import operator
 import threading
-import time
 import types
 import weakref
 from collections import deque
@@ -40,8 +40,9 @@ from ._closure import (
     user_class,
 )
 from ._code import CodeInfo, code_info
-from ._compat import Tracer, live_traces
+from ._compat import CUSTOM_NODES, Tracer, live_traces
 from ._errors import LiftError, describe
+from ._mutation import mutated_names
 from ._replay import replay, walked
 from ._skeleton import (
     COMPOSITES,
@@ -65,6 +66,7 @@ from ._trees import (
     is_function_like,
     ordered,
 )
+from ._verify import STATE, disagree, same_leaves
 
 __all__ = [
     "capture",
@@ -273,6 +275,11 @@ class _Walk:
                 )
                 for label, value in function_parts(fn)
             )
+            for (label, template), (_, value) in zip(
+                parts, function_parts(fn), strict=True
+            ):
+                if type(value) in _OWN_CONTAINERS and label.kind != ATTR:
+                    _refuse_mutation(fn, label.variable, value, template, self.leaves)
         return FunctionNode(
             info,
             fn.__globals__,
@@ -315,6 +322,8 @@ class _Walk:
                 f"`lift(f, static=({name!r},))` if it is not an array.",
                 anchor="rebinds-a-dynamic-capture",
             )
+        if type(contents) in _OWN_CONTAINERS:
+            _refuse_mutation(fn, name, contents, template, self.leaves)
         added = len(self.leaves) - before
         if added == 1:  # the common case, one value: no generator
             leaf = self.leaves[before]
@@ -409,6 +418,14 @@ class _Walk:
             slots.append(
                 self.slot(leaf, forced, branched, holder, label, new_nodes, pos)
             )
+        if (
+            t in _OWN_CONTAINERS
+            and all(type(s) is Static for s in slots)
+            and _plain(value)
+        ):
+            # A list or dict holding no dynamic leaf and no function (a log, a
+            # cache, a counter): the user's own object, its contents the key.
+            return Template(None, (_own(value),), owner, label)
         template = Template(treedef, tuple(slots), owner, label, order)
         for node_index, pos in new_nodes:
             self.parents[node_index] = (template, pos)
@@ -470,6 +487,8 @@ class _Walk:
                 anchor="static-capture-holds-a-tracer",
             )
         self.kept(check_opaque(leaf, t, holder, label))
+        if t is set:  # a leaf to JAX: the user's own, as a list is
+            return _own(leaf)
         return Static(leaf)
 
     @staticmethod
@@ -527,6 +546,79 @@ class _Walk:
             ):
                 out.add(id(cell))
         return frozenset(out)
+
+
+# Containers the lifted function shares with the original when they hold no
+# dynamic leaf (`_own`): what code appends to, fills or counts in.
+_OWN_CONTAINERS: Final = (list, dict)
+
+
+def _refuse_mutation(
+    fn: types.FunctionType,
+    name: str | None,
+    value: Any,
+    template: Template,
+    leaves: list[Any],
+) -> None:
+    """A `LiftError` if `fn` mutates `name`, a captured list or dict that is
+    rebuilt around its leaves (not the user's own object: see `_own`)."""
+    if name is None or template.treedef is None:
+        return  # kept whole (`_own`): the user's own object
+    if name not in mutated_names(fn.__code__):
+        return
+    what = type(value).__name__
+    raise LiftError(
+        f"{describe(fn)} mutates the captured variable {name!r} in place, a "
+        f"{what} that holds {_what(template, leaves)}. lift rebuilds such a "
+        f"{what} around its leaves, so the change would reach a copy, not your "
+        f"{what}.\nFix: pass {name!r} as an argument and return what the code "
+        f"adds to it, or keep only static values in it (a {what} without "
+        "arrays, floats or functions is your own object inside the lifted "
+        "function).",
+        anchor="mutates-a-rebuilt-container",
+    )
+
+
+def _own(value: Any) -> Static:
+    """A list, dict or set kept as the user's very object: compared by its
+    contents as they are now (type and value at every depth, dict order
+    included), never replaced by an equal one (`exact=False`: a skeleton
+    holding it is not shared, and the replay takes only that object)."""
+    try:
+        key = _contents_key(value)
+        hash(key)
+    except Exception:  # an unhashable static inside: by identity
+        return Static(value)
+    return Static(value, key, exact=False)
+
+
+def _plain(value: Any) -> bool:
+    """Whether `value` nests only lists, tuples and dicts, not pytree nodes of
+    other kinds (whose static data JAX's treedef compares in its own way)."""
+    stack = [value]
+    while stack:
+        x = stack.pop()
+        t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
+        if t is list or t is tuple:
+            stack.extend(x)
+        elif t is dict:
+            stack.extend(x.values())
+        elif x is not None and (
+            t in CUSTOM_NODES or hasattr(cast(Any, t), "_fields")  # a NamedTuple
+        ):
+            return False
+    return True
+
+
+def _contents_key(value: Any) -> Any:
+    t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
+    if t is list:
+        return (t, tuple(map(_contents_key, value)))
+    if t is dict:
+        return (t, tuple((static_key(k), _contents_key(v)) for k, v in value.items()))
+    if t is set:
+        return (t, frozenset(map(static_key, value)))
+    return static_key(value)
 
 
 def _leaf_type(leaf: Any) -> Any:
@@ -668,17 +760,57 @@ def capture(
     if previous is not None:
         leaves = replay(previous, obj)
         if leaves is not None:
+            if STATE.on:
+                _check_replay(previous, leaves, obj, static)
             return previous, leaves
-    start = time.perf_counter()
     skeleton, leaves = _walk(obj, static, dynamic)
-    if previous is not None and skeleton == previous and _exact(skeleton):
-        walked(previous, time.perf_counter() - start)  # towards compiling its replay
+    if (
+        previous is not None
+        and skeleton == previous
+        and _exact(skeleton)
+        and LIVE not in skeleton.cache  # the mark is the walk's, not the key's
+    ):
+        walked(previous)  # towards compiling its replay
         return previous, leaves
     if key[0] is not None and LIVE not in skeleton.cache:
         with _lock:
             _recent_skeletons[key] = weakref.ref(skeleton, _forget(key))
             _keep.append(skeleton)
     return skeleton, leaves
+
+
+def _check_replay(
+    skeleton: Skeleton, leaves: list[Any], obj: Any, static: frozenset[str]
+) -> None:
+    """With `lift.verifying()` on: that the replay gave what the full walk gives."""
+    try:
+        walked_skeleton, walked_leaves = _walk(obj, static, None)
+    except LiftError as err:
+        raise disagree(
+            "replay of a shape seen before", obj, f"the full walk refuses it ({err})"
+        ) from err
+    if walked_skeleton != skeleton:
+        raise disagree(
+            "replay of a shape seen before",
+            obj,
+            f"another treedef:\n  replay: {skeleton!r:.400}\n  walk:   "
+            f"{walked_skeleton!r:.400}",
+        )
+    if LIVE in walked_skeleton.cache:
+        raise disagree(
+            "replay of a shape seen before",
+            obj,
+            f"the full walk finds {walked_skeleton.cache[LIVE]}, which the replay "
+            "let through",
+        )
+    if len(leaves) != len(walked_leaves) or not all(
+        map(operator.is_, leaves, walked_leaves)
+    ):
+        raise disagree(
+            "replay of a shape seen before",
+            obj,
+            f"other leaves ({same_leaves(leaves, walked_leaves) or 'other objects'})",
+        )
 
 
 def _walk(

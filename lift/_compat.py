@@ -24,6 +24,9 @@ import jax.extend.core
 
 __all__ = [
     "CUSTOM_NODES",
+    "DEFAULT_DEVICE",
+    "X64",
+    "conversion_context",
     "LiveTraces",
     "Tracer",
     "eager",
@@ -730,3 +733,17 @@ def _is_jitted(frame: types.FrameType, obj: object) -> bool:
     return fun is obj or any(
         getattr(fun, attr, None) is obj for attr in ("__self__", "__func__")
     )
+
+
+# What decides how a captured Python scalar becomes an array: the default float
+# width and the default device. Written against jax 0.10.2 (and 0.8.0, 0.12.0):
+# `config.enable_x64` and `config.default_device` are `State`s whose `.value`
+# reads this thread's setting (context managers included) in about 20 ns, where
+# `jax.config.jax_enable_x64` takes 80 (read on every `lift.jit` cached call).
+X64: Final[Any] = cast(Any, _config.enable_x64)  # pyright: ignore[reportUnknownMemberType]
+DEFAULT_DEVICE: Final[Any] = cast(Any, _config.default_device)  # pyright: ignore[reportUnknownMemberType]
+
+
+def conversion_context() -> tuple[Any, Any]:
+    """`(jax_enable_x64, jax_default_device)` as they are now."""
+    return X64.value, DEFAULT_DEVICE.value

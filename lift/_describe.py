@@ -73,6 +73,27 @@ def static_str(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _static_part(value: Any) -> str:
+    """A static capture: a list, dict or set (the user's own object) item by
+    item, its first `_ITEMS` items and a count of the others."""
+    t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
+    if t is not list and t is not dict and t is not set:
+        return static_str(value)
+    items: list[Any] = list(value.items() if t is dict else value)  # pyright: ignore[reportUnknownArgumentType, reportUnknownMemberType]
+    if not items:
+        return "set()" if t is set else "[]" if t is list else "{}"
+    shown = [
+        f"{static_str(k)}: {static_str(v)}" if t is dict else static_str(k)
+        for k, v in (
+            items[:_ITEMS] if t is dict else ((i, None) for i in items[:_ITEMS])
+        )
+    ]
+    if len(items) > _ITEMS:
+        shown.append(f"...({len(items) - _ITEMS} more)")
+    opening, closing = ("[", "]") if t is list else ("{", "}")
+    return f"{opening}{', '.join(shown)}{closing}"
+
+
 class _Shown:
     __slots__ = ("text",)
 
@@ -127,7 +148,7 @@ def _template_str(
                 _Shown(_node_str(skeleton, slot.index, leaves, depth + 1, shown))
             )
         else:
-            parts.append(_Shown(static_str(cast(Static, slot).value)))
+            parts.append(_Shown(_static_part(cast(Static, slot).value)))
     if template.treedef is None:
         return parts[0].text
     outer, _depth.level = _depth.level, depth + 1

@@ -23,7 +23,7 @@ import inspect
 import operator
 import types
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Final, Generic, Self, TypeAlias, TypeVar, cast, overload
+from typing import Any, Final, Generic, NamedTuple, Self, TypeVar, cast, overload
 
 import jax
 from jax.core import Tracer
@@ -34,10 +34,9 @@ from ._closure import (
     Holder,
     Label,
     cells as cells_of,
-    function_state,
     register_holder,
-    same_state,
 )
+from ._compat import DEFAULT_DEVICE, X64, conversion_context
 from ._errors import LiftError, describe
 from ._lift import lift
 from ._lifted import Lifted
@@ -52,6 +51,7 @@ from ._programs import (
     program,
 )
 from ._skeleton import CellNode, FunctionNode, Ref, Skeleton, Template
+from ._verify import STATE as _VERIFY, disagree, same_leaves
 
 __all__ = ["JitFunction", "jit"]
 
@@ -77,10 +77,11 @@ class _Snapshot:
     known to have read those (a first call's lift is checked by the next call).
     """
 
-    __slots__ = ("cells", "contents", "lifted", "targets", "verified")
+    __slots__ = ("cells", "contents", "context", "lifted", "targets", "verified")
 
     def __init__(self, targets: list[Any]) -> None:
         self.targets = targets
+        self.context = conversion_context()
         cells: list[Any] = [
             t if type(t) is types.CellType else _Watch(t) for t in targets
         ]
@@ -96,6 +97,8 @@ class _Snapshot:
         self.verified = False
 
     def current(self) -> bool:
+        if conversion_context() != self.context:
+            return False
         for cell, last in zip(self.cells, self.contents, strict=True):
             try:
                 now = cell.cell_contents
@@ -166,18 +169,55 @@ _ATTEMPTS: Final = 8
 class _Watch:
     """Stands for a function's defaults and attributes among the watched cells:
     its `cell_contents` is one token while they are the objects they were, and a
-    new object once one is rebound (`f.scale = 3.0`, `f.__defaults__ = ...`)."""
+    new object once one is rebound or changed in place (`f.scale = 3.0`,
+    `f.__defaults__ = ...`, `f.__kwdefaults__['lr'] = 0.5`)."""
 
     __slots__ = ("fn", "state", "token")
 
     def __init__(self, fn: types.FunctionType) -> None:
         self.fn = fn
-        self.state = function_state(fn)
+        self.state = _function_state(fn)
         self.token = object()
 
     @property
     def cell_contents(self) -> object:
-        return self.token if same_state(self.fn, self.state) else object()
+        return self.token if _function_state(self.fn) == self.state else object()
+
+
+class _ById:
+    """A value compared by identity (`==` on two of them is `is`)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is _ById and other.value is self.value
+
+    def __hash__(self) -> int:
+        return id(self.value)
+
+
+def _function_state(fn: types.FunctionType) -> tuple[Any, ...]:
+    """What a function holds besides its cells, compared by identity: its
+    defaults, its keyword-only defaults (the dict and what it holds: Python
+    reads it at each call), and its attributes."""
+    kwdefaults = fn.__kwdefaults__
+    return (
+        _ById(fn.__defaults__),
+        _ById(kwdefaults),
+        tuple((k, _ById(v)) for k, v in kwdefaults.items()) if kwdefaults else (),
+        tuple((k, _ById(v)) for k, v in fn.__dict__.items()),
+    )
+
+
+def _recorded(watch: _Watch) -> tuple[Any, Any, tuple[Any, ...] | None, bool]:
+    """What a `_Watch` recorded: defaults, keyword-only defaults, the values
+    these held (`None` for no dict), and whether the function had attributes."""
+    defaults, kwdefaults, items, attrs = watch.state
+    values = None if kwdefaults.value is None else tuple(v.value for _, v in items)
+    return defaults.value, kwdefaults.value, values, bool(attrs)
 
 
 def _graph(skeleton: Skeleton, root: Any, cells: list[Any]) -> None:
@@ -226,33 +266,73 @@ def _holds_tracer(lifted: Any) -> bool:
     return any(isinstance(leaf, Tracer) for leaf in leaves)
 
 
+def _check_cached(fn: Any, lift_now: Callable[[], Any], first: Any, tree: Any) -> None:
+    """With `lift.verifying()` on: that what a cached call passes (`first`, the
+    leaves for `tree`, or a lifted function when `tree` is `None`) is what
+    lifting the function now gives."""
+    try:
+        fresh = lift_now()
+    except LiftError as err:
+        raise disagree(
+            "lift.jit cached call", fn, f"lifting it now refuses it ({err})"
+        ) from err
+    leaves, treedef = cast(
+        "tuple[list[Any], Any]",
+        jax.tree_util.tree_flatten(fresh),  # pyright: ignore[reportUnknownMemberType]
+    )
+    if tree is None:
+        first, tree = cast(
+            "tuple[list[Any], Any]",
+            jax.tree_util.tree_flatten(first),  # pyright: ignore[reportUnknownMemberType]
+        )
+    if treedef != tree:
+        raise disagree(
+            "lift.jit cached call",
+            fn,
+            f"another treedef:\n  cached: {tree!r:.400}\n  now:    {treedef!r:.400}",
+        )
+    differs = same_leaves(first, leaves)
+    if differs is not None:
+        raise disagree("lift.jit cached call", fn, f"other leaves ({differs})")
+
+
 # -- the public wrapper ----------------------------------------------------------
 
 
-# The fast path checks one cell and one function's defaults and attributes (held
-# when lifted: none), or, when that cell is `None`, several cells and `_Watch`es.
-# These stand in for the cell: a function not lifted yet (never current), and a
-# graph without cells (always current).
+# The fast path checks one cell and one function's defaults, keyword-only
+# defaults and attributes (held when lifted: none), or, when that cell is `None`,
+# several cells and `_Watch`es. These stand in for the cell: a function not
+# lifted yet (never current), and a graph without cells (always current).
 _STALE_CELL: Final = types.CellType(None)  # checked against `_EMPTY`
 _NO_CELL: Final = types.CellType(_EMPTY)
-# After them: the program to call, and what to pass it in front of the arguments
-# (the lifted function's leaves, or the function itself: `JitFunction._entry`).
-# With several cells (the one cell `None`), the functions, their defaults and
-# keyword-only defaults are tuples of them, each function's attribute dict empty
-# when lifted (a function with attributes is watched by a `_Watch` among the
-# cells).
-_Fast: TypeAlias = tuple[
-    types.CellType | None,  # the one cell
-    Any,  # what it held
-    Any,  # the one function
-    Any,  # its `__defaults__`
-    Any,  # its `__kwdefaults__`
-    tuple[Any, ...],  # the cells and `_Watch`es, when there are several
-    tuple[Any, ...],  # what they held
-    Any,  # the program
-    Any,  # what it takes in front
-    Any,  # the treedef that rebuilds the function from it (`_CALLING`), or `None`
-]
+
+
+class _Fast(NamedTuple):
+    """Everything a call reads, in one object written in one assignment, so that
+    another thread never sees half an update: what the graph held when lifted
+    (one cell, or several cells and `_Watch`es; with several, the functions,
+    their defaults and keyword-only defaults are tuples of them, each
+    function's attribute dict empty when lifted, and one whose keyword-only
+    defaults hold values is watched by a `_Watch`), the float width and default
+    device its scalars were converted under (`None`: it has none), the program
+    to call and what to pass it in front of the arguments (the lifted
+    function's leaves, or the function itself: `JitFunction._entry`), the
+    treedef that rebuilds the function from them (`_CALLING`, or `None`), and
+    the snapshot it was made from."""
+
+    cell: types.CellType | None
+    content: Any
+    fn: Any
+    defaults: Any
+    kwdefaults: Any
+    kwvalues: tuple[Any, ...] | None  # what the one function's dict holds
+    cells: tuple[Any, ...]
+    contents: tuple[Any, ...]
+    context: tuple[Any, Any] | None
+    call: Any
+    first: Any
+    tree: Any
+    snapshot: _Snapshot | None
 
 
 # The one function, when the graph has none: no defaults, no attributes.
@@ -260,19 +340,44 @@ def _no_fn() -> None: ...
 
 
 _NO_FN: Final = _no_fn
-_NO_STATE: Final = (None, None, ())
-_STALE: Final[_Fast] = (
-    _STALE_CELL,
-    _EMPTY,
-    _NO_FN,
-    None,
-    None,
-    (),
-    (),
-    None,
-    None,
-    None,
+_NO_STATE: Final = (None, None, None, False)
+_STALE: Final = _Fast(
+    _STALE_CELL, _EMPTY, _NO_FN, None, None, None, (), (), None, None, None, None, None
 )
+
+
+def _stale(snapshot: _Snapshot | None, entry: tuple[Any, Any, Any] | None) -> _Fast:
+    """A state every call checks on the slow path (`JitFunction._slow`)."""
+    if snapshot is None and entry is None:
+        return _STALE
+    call, first, tree = entry if entry is not None else (None, None, None)
+    return _STALE._replace(call=call, first=first, tree=tree, snapshot=snapshot)
+
+
+def _scalars(lifted: Any) -> bool:
+    """Whether `lifted`'s leaves hold Python scalars, converted by the float
+    width and default device of the moment (any leaf, if it is no `Lifted`)."""
+    if not isinstance(lifted, Lifted):
+        return True
+    return any(type(leaf) in _SCALARS for leaf in lifted._leaves)  # pyright: ignore[reportPrivateUsage, reportUnknownMemberType, reportUnknownArgumentType, reportUnknownVariableType]
+
+
+_SCALARS: Final = frozenset({float, complex, int, bool})
+_ONE_DEVICE: Final = object()  # a process with one device: its default is fixed
+_devices: list[bool] = []
+
+
+def _one_device() -> bool:
+    """Whether the process has a single device (of the default backend, and no
+    other backend), so that `jax_default_device` cannot place a scalar elsewhere."""
+    if not _devices:
+        api = cast(Any, jax)
+        _devices.append(api.default_backend() == "cpu" and api.device_count() == 1)
+    return _devices[0]
+
+
+_X64: Final = X64
+_DEVICE: Final = DEFAULT_DEVICE
 
 
 class JitFunction(Generic[_P, _R]):
@@ -290,7 +395,6 @@ class JitFunction(Generic[_P, _R]):
         "_lift_options",
         "_min_nargs",
         "_seen",
-        "_snapshot",
         "program",
     )
 
@@ -313,11 +417,8 @@ class JitFunction(Generic[_P, _R]):
         self._jit = program.jitted
         self._min_nargs = program.min_nargs
         self._lift_options = lift_options
-        self._snapshot: _Snapshot | None = None
         self._seen = False  # called before
-        # What the call's fast path reads, in one attribute so that another thread
-        # never sees half an update: one cell and what it held (or `None` and the
-        # cells and what they held), and the call that goes with them.
+        # What a call reads, the snapshot of the last lift included (`_Fast`).
         self._fast: _Fast = _STALE
 
     @property
@@ -327,11 +428,22 @@ class JitFunction(Generic[_P, _R]):
 
     def _lifted(self) -> Any:
         """The function as a pytree, lifted again if a capture was rebound."""
-        snapshot = self._snapshot
+        fast = self._state()
+        snapshot = fast.snapshot
+        return fast.first if snapshot is None else snapshot.lifted
+
+    def _state(self) -> _Fast:
+        """A state whose snapshot is current (lifting again if a capture was
+        rebound), kept for the next calls; or, for a function that cannot be
+        kept, one without a snapshot, holding a fresh lift in `first`."""
+        fast = self._fast
+        snapshot = fast.snapshot
         fn = self._fn
         if snapshot is not None and snapshot.current():
             if snapshot.verified:
-                return snapshot.lifted
+                if _VERIFY.on:
+                    _check_cached(fn, self._lift, snapshot.lifted, None)
+                return fast
             # Made by a first call (`_slow`): kept if the lift read what it watches.
             found = _targets(snapshot.lifted, fn)
             if _same(found, snapshot.targets):
@@ -339,7 +451,6 @@ class JitFunction(Generic[_P, _R]):
             targets = found
         else:
             targets = snapshot.targets if snapshot is not None else _guess(fn)
-        self._fast = _STALE
         lifted: Any = None
         for _ in range(_ATTEMPTS):
             # What the graph holds is read before the lift and checked after it:
@@ -351,15 +462,15 @@ class JitFunction(Generic[_P, _R]):
             if _holds_tracer(lifted):
                 # A captured tracer lives as long as its trace: keeping it here
                 # would leak it, so such a function is lifted afresh on each call.
-                self._snapshot = None
-                return lifted
+                self._fast = _STALE
+                return _STALE._replace(first=lifted)
             found = _targets(lifted, fn)
             if _same(found, targets) and snapshot.current():
                 break
             targets = found
         else:
-            self._snapshot = None  # rebound faster than it lifts: keep nothing
-            return lifted
+            self._fast = _STALE  # rebound faster than it lifts: keep nothing
+            return _STALE._replace(first=lifted)
         snapshot.lifted = lifted
         return self._keep(snapshot)
 
@@ -367,57 +478,89 @@ class JitFunction(Generic[_P, _R]):
         options = self._lift_options
         return lift(self._fn, **options) if options else lift(self._fn)
 
-    def _keep(self, snapshot: _Snapshot) -> Any:
-        """Keep a snapshot known to be current, and the fast path that goes with
-        it; its lifted function."""
+    def _keep(self, snapshot: _Snapshot) -> _Fast:
+        """Keep a snapshot known to be current, with the fast path that goes with
+        it, in one assignment; that state."""
         snapshot.verified = True
-        self._snapshot = snapshot
         lifted = snapshot.lifted
         cells, contents = snapshot.cells, snapshot.contents
         if any(c is _EMPTY for c in contents):
-            self._fast = _STALE
-            return lifted  # reading an empty cell raises: `_Snapshot.current` copes
+            # Reading an empty cell raises: `_Snapshot.current` copes.
+            fast = self._fast = _stale(snapshot, None)
+            return fast
         if self._jit is None or self._min_nargs:
             # With one sharding for every argument, or argument numbers counted
             # from the end, the program depends on how many arguments there are:
             # every call takes `_slow`, which checks the snapshot.
-            self._fast = (
-                _STALE
-                if self._jit is None
-                else (*_STALE[:7], *self._entry(lifted, self._min_nargs))
-            )
-            return lifted
-        entry = self._entry(lifted, self._min_nargs)
+            entry = None if self._jit is None else self._entry(lifted, self._min_nargs)
+            fast = self._fast = _stale(snapshot, entry)
+            return fast
+        call, first, tree = self._entry(lifted, self._min_nargs)
+        # The width and device the scalars were converted under, if any.
+        context = snapshot.context if _scalars(lifted) else None
+        if context is not None and context[1] is None and _one_device():
+            # No default device to set but the one: only the width can change.
+            context = (context[0], _ONE_DEVICE)
         one = [i for i, c in enumerate(cells) if type(c) is types.CellType]
         watched = [c for c in cells if type(c) is _Watch]
-        if len(one) <= 1 and len(watched) <= 1 and not any(w.state[2] for w in watched):
+        # What each function held when the snapshot was made (before the lift).
+        recorded = [_recorded(w) for w in watched]
+        if len(one) <= 1 and len(watched) <= 1 and not any(r[3] for r in recorded):
             # One cell and one function without attributes: checked inline.
             cell, content = (
                 (cells[one[0]], contents[one[0]]) if one else (_NO_CELL, _EMPTY)
             )
-            fn, state = (
-                (watched[0].fn, watched[0].state) if watched else (_NO_FN, _NO_STATE)
+            fn, (defaults, kwdefaults, kwvalues, _) = (
+                (watched[0].fn, recorded[0]) if watched else (_NO_FN, _NO_STATE)
             )
-            self._fast = (cell, content, fn, state[0], state[1], (), (), *entry)
-            return lifted
-        # Functions without attributes are checked in C (`__call__`), not by
-        # their `_Watch`'s property.
-        plain = [w for w in watched if not w.state[2]]
-        inline = {id(w) for w in plain}
-        kept = [
-            (c, v) for c, v in zip(cells, contents, strict=True) if id(c) not in inline
-        ]
-        self._fast = (
-            None,
-            None,
-            tuple(w.fn for w in plain),
-            tuple(w.state[0] for w in plain),
-            tuple(w.state[1] for w in plain),
-            tuple(c for c, _ in kept),
-            tuple(v for _, v in kept),
-            *entry,
-        )
-        return lifted
+            fast = _Fast(
+                cell,
+                content,
+                fn,
+                defaults,
+                kwdefaults,
+                kwvalues,
+                (),
+                (),
+                context,
+                call,
+                first,
+                tree,
+                snapshot,
+            )
+        else:
+            # Functions without attributes or keyword-only defaults are checked
+            # in C (`__call__`), not by their `_Watch`'s property.
+            plain = [
+                (w, r)
+                for w, r in zip(watched, recorded, strict=True)
+                if not r[3] and r[1] is None
+            ]
+            inline = {id(w) for w, _ in plain}
+            kept = [
+                (c, v)
+                for c, v in zip(cells, contents, strict=True)
+                if id(c) not in inline
+            ]
+            fast = _Fast(
+                None,
+                None,
+                tuple(w.fn for w, _ in plain),
+                tuple(r[0] for _, r in plain),
+                tuple(r[1] for _, r in plain),
+                None,
+                tuple(c for c, _ in kept),
+                tuple(v for _, v in kept),
+                context,
+                call,
+                first,
+                tree,
+                snapshot,
+            )
+        # Current when made: the snapshot was checked after the lift, and its
+        # `_Watch`es and defaults read before it.
+        self._fast = fast
+        return fast
 
     def _entry(self, lifted: Any, nargs: int) -> tuple[Any, Any, Any]:
         """The program for a call with `nargs` positional arguments, what it takes
@@ -441,19 +584,20 @@ class JitFunction(Generic[_P, _R]):
         if not self._seen:
             # A first call lifts without checking what the lift read: a closure
             # made anew for one call (`make_step(lr)(w, g)`) never needs it. The
-            # next call checks it (`_lifted`), and keeps this lift if current.
+            # next call checks it (`_state`), and keeps this lift if current.
             self._seen = True
             snapshot = _Snapshot(_guess(self._fn))
             lifted = self._lift()
             if not _holds_tracer(lifted):
                 snapshot.lifted = lifted
-                self._snapshot = snapshot
+                self._fast = _stale(snapshot, None)
             return self._entry(lifted, nargs)
-        lifted = self._lifted()
-        call, first, treedef = self._fast[7:]
-        if call is None or nargs < self._min_nargs:
-            return self._entry(lifted, nargs)
-        return call, first, treedef
+        fast = self._state()
+        if fast.snapshot is None:  # not kept: `first` is the lift
+            return self._entry(fast.first, nargs)
+        if fast.call is None or nargs < self._min_nargs:
+            return self._entry(fast.snapshot.lifted, nargs)
+        return fast.call, fast.first, fast.tree
 
     def _jitted(self, nargs: int) -> Any:
         jitted = self._jit
@@ -468,11 +612,14 @@ class JitFunction(Generic[_P, _R]):
             fn,
             defaults,
             kwdefaults,
+            kwvalues,
             cells,
             contents,
+            context,
             call,
             first,
             tree,
+            _,
         ) = self._fast
         try:
             if cell is not None:
@@ -481,6 +628,13 @@ class JitFunction(Generic[_P, _R]):
                     and fn.__defaults__ is defaults
                     and fn.__kwdefaults__ is kwdefaults
                     and not fn.__dict__
+                    and (
+                        kwvalues is None
+                        or (
+                            len(kwdefaults) == len(kwvalues)
+                            and all(map(_is, kwdefaults.values(), kwvalues))
+                        )
+                    )
                 )
             else:
                 current = (
@@ -489,10 +643,17 @@ class JitFunction(Generic[_P, _R]):
                     and all(map(_is, map(_kwdefaults, fn), kwdefaults))
                     and not any(map(len, map(_attrs, fn)))
                 )
+            if context is not None and current:
+                x64, device = context
+                current = _X64.value is x64 and (
+                    device is _ONE_DEVICE or _DEVICE.value is device
+                )
         except ValueError:  # a cell emptied by `del`
             current = False
         if not current:
             call, first, tree = self._slow(len(args))
+        elif _VERIFY.on:
+            _check_cached(self._fn, self._lift, first, tree)
         _CALLING.treedef = tree
         try:
             return call(first, *args, **kwargs)
@@ -698,8 +859,12 @@ def jit(fn: Callable[_P, _R] | None = None, /, **jit_kwargs: Any) -> Any:
 
     Captures are read when the function is called, as Python reads them: a
     captured variable bound or rebound after decoration is seen at the next call
-    (a dynamic one without retracing). Changes inside a captured object, such as
-    a list mutated in place, are not seen: rebind the variable instead.
+    (a dynamic one without retracing), and so are defaults, keyword-only
+    defaults and function attributes changed in place, and a change of
+    `jax_enable_x64` or of the default device. Changes inside a captured object,
+    such as a list mutated in place, are seen when the program traces (the list
+    is the user's own), not by a program compiled before: rebind the variable
+    to have it lifted again.
 
     ```python
     import jax.numpy as jnp

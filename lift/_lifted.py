@@ -41,6 +41,7 @@ from ._skeleton import (
     root_name,
 )
 from ._trees import is_function_like
+from ._verify import STATE as _VERIFY, disagree, same_leaves
 
 __all__ = ["Lifted"]
 
@@ -112,16 +113,48 @@ def _to_arrays(values: list[Any]) -> list[jax.Array]:
     calls = _calls[key] = _calls.get(key, 0) + 1
     if _total < _COMPILE_AFTER or calls <= _RECURRING or not _plain_config():
         _total += n
-        with _gc.paused():
-            return jax.device_put(values)  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType, reportUnknownArgumentType]
-    arrays: tuple[jax.Array, ...] = _identity_jit(*values)
+        put = _put(values)
+        if _VERIFY.on and _plain_config():  # the compiled way checked too
+            _check_conversion(values, _compiled(values), put)
+        return put
+    compiled = _compiled(values)
+    if compiled is None:
+        return _put(values)
+    if _VERIFY.on:
+        _check_conversion(values, compiled, _put(values))
+    return compiled
+
+
+def _put(values: list[Any]) -> list[Any]:
+    with _gc.paused():
+        return jax.device_put(values)  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType, reportUnknownArgumentType]
+
+
+def _compiled(values: list[Any]) -> list[Any] | None:
+    """`values` converted by the compiled identity, or `None` where its outputs
+    are not what `jax.device_put` gives."""
+    arrays: tuple[Any, ...] = _identity_jit(*values)
     first = arrays[0]
     if first.committed or type(first.sharding) is not _SingleDevice:
         # A sharding context (`jax.set_mesh`) places `jit`'s outputs on its mesh,
         # where `jax.device_put` places the scalars as it always does.
-        with _gc.paused():
-            return jax.device_put(values)  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType, reportUnknownArgumentType]
+        return None
     return list(arrays)
+
+
+def _check_conversion(
+    values: list[Any], compiled: list[Any] | None, put: list[Any]
+) -> None:
+    """With `lift.verifying()` on: the compiled conversion gives `device_put`'s."""
+    if compiled is None:
+        return
+    differs = same_leaves(compiled, put)
+    if differs is not None:
+        raise disagree(
+            "float conversion",
+            f"{len(values)} captured {type(values[0]).__name__}s",
+            f"the compiled identity and jax.device_put differ ({differs})",
+        )
 
 
 def _as_arrays(leaves: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -149,6 +182,23 @@ def _as_arrays(leaves: tuple[Any, ...]) -> tuple[Any, ...]:
         with jax.ensure_compile_time_eval():
             _convert_groups(out, groups)
     return tuple(out)
+
+
+def _put_scalars(leaves: tuple[Any, ...]) -> list[Any]:
+    """The leaves with Python scalars converted by `jax.device_put` (the rule
+    every faster conversion must agree with)."""
+    out = list(leaves)
+    where = [i for i, leaf in enumerate(leaves) if type(leaf) in _SCALARS]  # pyright: ignore[reportUnknownArgumentType]
+    if where:
+        scalars = [leaves[i] for i in where]
+        if _compat.eager():
+            arrays = _put(scalars)
+        else:
+            with jax.ensure_compile_time_eval():  # pyright: ignore[reportUnknownMemberType]
+                arrays = _put(scalars)
+        for i, arr in zip(where, arrays, strict=True):
+            out[i] = arr
+    return out
 
 
 def _convert_groups(out: list[Any], groups: dict[type, list[int]]) -> None:
@@ -185,10 +235,8 @@ class _Converted:
         self.flat = flat
 
 
-def _context() -> tuple[Any, Any]:
-    """What decides where and how wide a converted scalar is."""
-    c: Any = jax.config
-    return c.jax_enable_x64, c.jax_default_device
+# What decides where and how wide a converted scalar is.
+_context: Final = _compat.conversion_context
 
 
 def _convert_group(x: Lifted[Any, Any]) -> tuple[Any, ...]:
@@ -199,6 +247,12 @@ def _convert_group(x: Lifted[Any, Any]) -> tuple[Any, ...]:
     context = _context()
     if type(group) is _Converted:
         flat = group.flat if group.context == context else _as_arrays(x._leaves)  # pyright: ignore[reportPrivateUsage]
+        if _VERIFY.on and flat is group.flat:
+            differs = same_leaves(flat, _put_scalars(x._leaves))  # pyright: ignore[reportPrivateUsage]
+            if differs is not None:
+                raise disagree(
+                    "float conversion of a group", x, f"other leaves ({differs})"
+                )
         x._flat = flat  # pyright: ignore[reportPrivateUsage]
         return flat
     assert type(group) is list

@@ -15,14 +15,12 @@ from __future__ import annotations
 
 import itertools
 import operator
-import time
 import types
 from collections.abc import Callable
 from typing import Any, Final, cast
 
 import numpy as np
 
-from . import _trees as jtu
 from ._closure import (
     ATTR,
     DEFAULT,
@@ -47,19 +45,20 @@ from ._skeleton import (
     Static,
     Template,
 )
-from ._trees import irregular, is_cyclic, is_function_like
+from ._trees import flatten_checked, irregular, is_function_like, read_as_tuple
+from ._verify import STATE
 
 __all__ = ["replay", "walked"]
 
-# A replay is compiled once re-walking its graph has cost as much as compiling it
-# would: the rent-or-buy rule, never more than twice the cost of the best choice
-# made in hindsight. Walking costs 2-8 µs per node, generating and compiling the
-# replay 25-75 µs (ten to sixteen walks), replaying it 0.2-1 µs. The estimate
-# `_seconds_per_node` starts at 50 µs and then follows what compiles measure.
-# Beyond `MAX_NODES` nodes a graph is never compiled (its source would be
-# megabytes).
+# A shape's replay is compiled when a closure of that shape has been walked
+# `REPLAY_AFTER` times more (walking costs 2-8 µs a node, generating and compiling
+# the replay 25-75 µs, replaying it 0.2-1 µs: eight walks pay for a compile), and
+# with `lift.verifying()` on, at its first re-walk, so that it is checked. Which
+# path a lift takes depends only on how many lifts of that shape came before,
+# never on timings. Beyond `MAX_NODES` nodes a graph is never compiled (its source
+# would be megabytes).
+REPLAY_AFTER: Final = 8
 MAX_NODES: Final = 50_000
-_seconds_per_node = 50e-6
 # Static values compared by value (others must be the very same object; anything
 # else takes the full walk, which also scans objects for hidden tracers).
 _ATOMS: Final = frozenset({int, bool, str, bytes, type(None)})
@@ -72,7 +71,9 @@ def replay(skeleton: Skeleton, obj: Any) -> list[Any] | None:
     cache = skeleton.cache
     fn = cache.get("replay")
     if fn is None:
-        if cache.get("walked", 0.0) < compile_cost(skeleton):
+        if cache.get("walked", 0) < (
+            min(1, REPLAY_AFTER) if STATE.on else REPLAY_AFTER
+        ):
             return None
         fn = cache["replay"] = _compile(skeleton)
     if fn is _NO_REPLAY:
@@ -83,15 +84,10 @@ def replay(skeleton: Skeleton, obj: Any) -> list[Any] | None:
         return None
 
 
-def compile_cost(skeleton: Skeleton) -> float:
-    """Estimated seconds to generate and compile `skeleton`'s replay."""
-    return len(skeleton.nodes) * _seconds_per_node
-
-
-def walked(skeleton: Skeleton, seconds: float) -> None:
+def walked(skeleton: Skeleton) -> None:
     """Count a full walk that captured to `skeleton` again towards compiling it."""
     cache = skeleton.cache
-    cache["walked"] = cache.get("walked", 0.0) + seconds
+    cache["walked"] = cache.get("walked", 0) + 1
 
 
 class _Writer:
@@ -103,11 +99,10 @@ class _Writer:
         self.consts: dict[str, Any] = {
             "FunctionType": types.FunctionType,
             "MethodType": types.MethodType,
-            # JAX's C++ flattening, without `tree_flatten`'s Python frame.
-            "flatten": jtu.registry_flatten,
+            # The full walk's own flattening (cycles and depth guarded).
+            "flatten_checked": flatten_checked,
             "is_function_like": is_function_like,
             "irregular": irregular,
-            "is_cyclic": is_cyclic,
             "static_key": static_key,
             "hidden_tracer": hidden_tracer,
             "aux_tracer": aux_tracer,
@@ -231,14 +226,15 @@ class _Writer:
             for slot, item in later:
                 self.slot(slot, item)
             return
-        # Cyclic values take the full walk (JAX's flattening would not return),
-        # and so do values whose dicts JAX would reorder or compare loosely
-        # (only possible when the recorded structure has dicts).
+        # Values whose dicts JAX would reorder or compare loosely take the full
+        # walk (only possible when the recorded structure has dicts), and so do
+        # those the walk's own flattening refuses (cyclic, too deep: JAX's
+        # would not return).
         if "{" in str(template.treedef) or "dict" in str(template.treedef):
             self.fail_unless(f"not irregular({v})")
-        else:
-            self.fail_unless(f"not is_cyclic({v})")
-        self.emit(f"{v}, td = flatten({v}, is_function_like)")
+        self.emit(f"flat = flatten_checked({v}, is_function_like)")
+        self.fail_unless("flat is not None")
+        self.emit(f"{v}, td = flat")
         self.fail_unless(f"td == {self.const(template.treedef)}")
         if has_aux(template.treedef):
             self.fail_unless("aux_tracer(td) is None")
@@ -387,10 +383,10 @@ def _flat_sequence(template: Template) -> type | None:
     if kind is tuple or kind is list:
         return kind
     # A NamedTuple that reads its items as a tuple does (as JAX's flattening does).
-    if not issubclass(kind, tuple):
+    if not read_as_tuple(kind):
         return None
-    named = cast("type[Any]", kind)
-    if hasattr(named, "_fields") and all(
+    named: type[Any] = kind
+    if all(
         getattr(named, name) is getattr(tuple, name)
         for name in ("__iter__", "__len__", "__getitem__")
     ):
@@ -401,12 +397,8 @@ def _flat_sequence(template: Template) -> type | None:
 def _compile(skeleton: Skeleton) -> Callable[[Any], list[Any] | None] | str:
     if len(skeleton.nodes) > MAX_NODES:
         return _NO_REPLAY
-    global _seconds_per_node
-    start = time.perf_counter()
     writer = _Writer(skeleton)
     source = writer.write()
     namespace = dict(writer.consts)
     exec(compile(source, f"<lift replay {next(_counter)}>", "exec"), namespace)
-    measured = (time.perf_counter() - start) / len(skeleton.nodes)
-    _seconds_per_node = (_seconds_per_node + measured) / 2
     return namespace["replay"]

@@ -22,6 +22,7 @@ from . import _compat
 
 __all__ = [
     "flatten_checked",
+    "read_as_tuple",
     "registry_flatten",
     "HOLDERS",
     "irregular",
@@ -281,6 +282,14 @@ def _is_namedtuple(t: type[Any]) -> bool:
     return issubclass(t, tuple) and hasattr(cast(Any, t), "_fields")
 
 
+def read_as_tuple(t: type[Any]) -> bool:
+    """Whether JAX's flattening reads a value of type `t` by `tuple`'s own
+    iteration (or a list's): tuples, lists, and NamedTuples not registered as
+    nodes of their own (which flatten as they like). The full walk and the
+    replay both decide by this."""
+    return t is tuple or t is list or (_is_namedtuple(t) and t not in _CUSTOM_NODES)
+
+
 def flatten_checked(
     value: Any, is_leaf: Callable[[Any], bool]
 ) -> tuple[list[Any], TreeDef] | None:
@@ -289,7 +298,7 @@ def flatten_checked(
     t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
     if t in _ATOMS:
         return tree_flatten(value, is_leaf=is_leaf)
-    if t is tuple or t is list or (_is_namedtuple(t) and t not in _CUSTOM_NODES):
+    if read_as_tuple(t):
         # The common case (an optimizer's `init` and `update`): items that are
         # leaves for `is_leaf` or atoms, so nothing below them to cycle through
         # (a NamedTuple registered as a node of its own flattens as it likes:

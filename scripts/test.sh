@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Run the test suite the way CI does: under JAX's tracer-leak checking and with
-# eight host devices. Needs only the `test` extra (CI's linters and docs build live
+# Run the test suite the way CI does: under JAX's tracer-leak checking, with every
+# fast path checked against the full walk (`LIFT_VERIFY=1`) and with eight host
+# devices. Needs only the `test` extra (CI's linters and docs build live
 # in .ci/run).
 #
 #   bash scripts/test.sh                  # the whole suite, with python3 and the
@@ -65,5 +66,7 @@ fi
 source "$here/_venv.sh" test
 python -c 'import sys, jax; print(f"Python {sys.version.split()[0]}, jax {jax.__version__}")'
 export JAX_CHECK_TRACER_LEAKS=1
+# Every fast path of lift also runs the full walk and raises on a difference.
+export LIFT_VERIFY=1
 export XLA_FLAGS="--xla_force_host_platform_device_count=8"
 python -m pytest ${args[@]+"${args[@]}"}

@@ -8,6 +8,7 @@ import functools
 import inspect
 import math
 import types
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -276,16 +277,137 @@ def test_python_branch_on_dynamic_capture_names_it() -> None:
         jax.jit(lambda f, x: f(x))(lift.lift(clip), 1.0)
 
 
-def test_captured_containers_are_copies() -> None:
-    seen: list[int] = []
+# -- side effects reach the user's objects --------------------------------------------
 
+
+def _effect(kind: str, store: Any) -> None:
+    """What the lifted code does to the captured container: a log, a cache, a set."""
+    if kind == "list":
+        store.append("called")
+    elif kind == "dict":
+        store[len(store)] = "called"
+    else:
+        store.add("called")
+
+
+def _in_cell(kind: str, store: Any) -> Any:
     def f(x):
-        seen.append(x)
-        return len(seen)
+        _effect(kind, store)
+        return x * 2.0
 
-    g = lift.lift(f)
-    assert g(1) == 1
-    assert seen == []  # the lifted function appended to its own copy
+    return f
+
+
+def _in_default(kind: str, store: Any) -> Any:
+    def f(x, store=store):
+        _effect(kind, store)
+        return x * 2.0
+
+    return f
+
+
+def _in_kwdefault(kind: str, store: Any) -> Any:
+    def f(x, *, store=store):
+        _effect(kind, store)
+        return x * 2.0
+
+    return f
+
+
+def _use(kind: str, store: Any, x: Any) -> Any:
+    _effect(kind, store)
+    return x * 2.0
+
+
+def _in_partial_arg(kind: str, store: Any) -> Any:
+    return functools.partial(_use, kind, store)
+
+
+def _use_keywords(x: Any, *, kind: str, store: Any) -> Any:
+    return _use(kind, store, x)
+
+
+def _in_partial_keyword(kind: str, store: Any) -> Any:
+    return functools.partial(_use_keywords, kind=kind, store=store)
+
+
+def _in_attribute(kind: str, store: Any) -> Any:
+    def f(x):
+        _effect(kind, f.store)  # type: ignore[attr-defined]
+        return x * 2.0
+
+    f.store = store  # type: ignore[attr-defined]
+    return f
+
+
+class _Logger:
+    def __init__(self, kind: str, store: Any) -> None:
+        self.kind, self.store = kind, store
+
+    def step(self, x: Any) -> Any:
+        _effect(self.kind, self.store)
+        return x * 2.0
+
+
+def _in_self(kind: str, store: Any) -> Any:
+    return _Logger(kind, store).step
+
+
+_STORE_HOLDERS = {
+    "cell": _in_cell,
+    "default": _in_default,
+    "kwdefault": _in_kwdefault,
+    "partial arg": _in_partial_arg,
+    "partial keyword": _in_partial_keyword,
+    "attribute": _in_attribute,
+    "bound self": _in_self,
+}
+_CONSUMERS = {
+    "eager": lambda fn: lift.lift(fn)(jnp.ones(())),
+    "jax.jit": lambda fn: jax.jit(lambda f, x: f(x))(lift.lift(fn), jnp.ones(())),
+    "lift.jit": lambda fn: lift.jit(fn)(jnp.ones(())),
+    "vmap": lambda fn: jax.vmap(lambda f, x: f(x), in_axes=(None, 0))(
+        lift.lift(fn), jnp.ones(3)
+    ),
+}
+
+
+@pytest.mark.parametrize("consumer", list(_CONSUMERS))
+@pytest.mark.parametrize("holder", list(_STORE_HOLDERS))
+@pytest.mark.parametrize("kind", ["list", "dict", "set"])
+def test_a_captured_container_is_the_users_own_object(
+    kind: str, holder: str, consumer: str
+) -> None:
+    store: Any = {"list": list, "dict": dict, "set": set}[kind]()
+    fn = _STORE_HOLDERS[holder](kind, store)
+    out = _CONSUMERS[consumer](fn)
+    assert jnp.allclose(out, 2.0)
+    assert "called" in (store.values() if kind == "dict" else store)
+    assert len(store) == 1  # once: eagerly, or when traced
+
+
+_TRACES: list[None] = []  # a global: not captured
+
+
+def test_a_captured_containers_contents_are_part_of_the_key() -> None:
+    traces = _TRACES
+    traces.clear()
+
+    def make(seen: list[Any]) -> Any:
+        def f(x):
+            _TRACES.append(None)
+            return x * len(seen)
+
+        return f
+
+    run = jax.jit(lambda f, x: f(x))
+    a, b = [1], [1]  # equal contents, equal keys: one program
+    assert run(lift.lift(make(a)), 1.0) == 1.0
+    assert run(lift.lift(make(b)), 1.0) == 1.0
+    assert len(traces) == 1
+    b.append(3)  # what the code put there is seen by the next lift
+    assert run(lift.lift(make(b)), 1.0) == 2.0
+    assert len(traces) == 2
 
 
 def test_unhashable_static_compares_by_identity() -> None:
@@ -348,7 +470,7 @@ def test_container_of_moderate_depth_lifts() -> None:
         node.append([])
         node = node[0]  # type: ignore[assignment]
     out = lift.lift(lambda: deep)()
-    assert type(out) is list and out is not deep
+    assert out is deep  # holding no dynamic leaf: the user's own list
 
 
 def test_cyclic_container_is_lift_error() -> None:
@@ -716,3 +838,95 @@ def test_signed_zero_float_captures_keep_their_sign() -> None:
         plus, minus = (jax.tree_util.tree_leaves(make(z))[0] for z in (0.0, -0.0))
         assert not jnp.signbit(plus)
         assert jnp.signbit(minus)
+
+
+def _appends(params: Any) -> Any:
+    def f(x):
+        params.append(x)
+        return x
+
+    return f
+
+
+def _stores_item(params: Any) -> Any:
+    def f(x, k=0):
+        params[k] = x
+        return x
+
+    return f
+
+
+def _deletes_item(params: Any) -> Any:
+    def f(x):
+        del params[0]
+        return x
+
+    return f
+
+
+def _updates_default(params: Any) -> Any:
+    def f(x, params=params):
+        params.update(b=x)
+        return x
+
+    return f
+
+
+def _pops_kwdefault(params: Any) -> Any:
+    def f(x, *, params=params):
+        params.pop()
+        return x
+
+    return f
+
+
+def _inner_appends(params: Any) -> Any:
+    def f(x):
+        def inner():
+            params.append(x)
+
+        inner()
+        return x
+
+    return f
+
+
+@pytest.mark.parametrize(
+    ("make", "value"),
+    [
+        (_appends, [jnp.ones(2)]),
+        (_stores_item, [0.5]),
+        (_stores_item, {0: jnp.ones(1)}),
+        (_deletes_item, [0.5, 1.0]),
+        (_updates_default, {"a": 0.1}),
+        (_pops_kwdefault, [0.1]),
+        (_inner_appends, [np.float32(1.0)]),
+    ],
+    ids=["append", "item", "dict item", "del item", "update", "pop", "inner"],
+)
+def test_mutating_a_container_that_holds_leaves_is_refused(
+    make: Any, value: Any
+) -> None:
+    kind = type(value).__name__
+    with pytest.raises(
+        lift.LiftError,
+        match=rf"(?s){make.__name__}.<locals>.f \(.*test_capture.py:\d+\) mutates the "
+        rf"captured variable 'params' in place, a {kind} that holds a dynamic value.*"
+        r"reach a copy, not your.*Fix: pass 'params' as an argument.*"
+        r"mutates-a-rebuilt-container",
+    ):
+        lift.lift(make(value))
+
+
+def test_reading_a_container_that_holds_leaves_or_a_local_of_its_name_is_fine() -> None:
+    params = [jnp.ones(2), 0.5]
+
+    def f(x):
+        def inner():
+            params = []  # a local of its own
+            params.append(x)
+            return params
+
+        return params[0] * params[1] * x + len(inner())
+
+    assert jnp.allclose(lift.lift(f)(2.0), 2.0)

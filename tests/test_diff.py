@@ -99,12 +99,26 @@ def test_unhashable_static_compared_by_identity() -> None:
     def holding(obj: Any) -> Any:
         return lift.lift(lambda x: x if obj else -x)
 
-    text = lift.diff(holding({1}), holding({1}))
+    class Unhashable:
+        __hash__ = None  # type: ignore[assignment]
+
+    text = lift.diff(holding(Unhashable()), holding(Unhashable()))
+    assert text is not None
+    assert text.startswith(".captures['obj']: obj = <test_diff.test_unhashable_")
+    assert "compared by identity" in text
+
+
+def test_a_captured_set_is_compared_by_its_contents() -> None:
+    def holding(obj: Any) -> Any:
+        return lift.lift(lambda x: x if obj else -x)
+
+    # The user's own set, keyed by what it holds: equal sets share a program.
+    assert lift.diff(holding({1}), holding({1})) is None
+    text = lift.diff(holding({1}), holding({2}))
     assert text is not None
     assert text.startswith(
-        ".captures['obj']: obj = {1} vs {1}, static because it is a set"
+        ".captures['obj']: obj = {1} vs {2}, static because it is a set"
     )
-    assert "compared by identity" in text
 
 
 def test_different_code_names_both_functions() -> None:

@@ -235,9 +235,9 @@ def test_long_lived_function_closing_over_a_rebound_tracer_keeps_none() -> None:
         return out
 
     assert float(jax.grad(outer)(3.0)) == 2.0
-    assert f._snapshot is None or not any(  # pyright: ignore[reportPrivateUsage]
+    assert f._fast.snapshot is None or not any(  # pyright: ignore[reportPrivateUsage]
         isinstance(leaf, jax.core.Tracer)
-        for leaf in jax.tree_util.tree_leaves(f._snapshot.lifted)  # pyright: ignore[reportPrivateUsage]
+        for leaf in jax.tree_util.tree_leaves(f._fast.snapshot.lifted)  # pyright: ignore[reportPrivateUsage]
     )
     assert float(f(2.0)) == 2.0
 
@@ -629,3 +629,87 @@ def test_calls_past_the_specialized_programs_share_the_trampoline(
             assert jnp.allclose(make(n, lr)(w), lr + n)
     # One program per static `n`, whichever way it is called.
     assert counter.traces == 3
+
+
+# -- what Python would compute now ---------------------------------------------------
+
+
+def test_keyword_only_defaults_changed_in_place_are_seen() -> None:
+    @lift.jit
+    def step(w, *, lr=0.1):
+        return w * lr
+
+    for _ in range(3):  # the fast path is set
+        assert float(step(1.0)) == pytest.approx(0.1)
+    step.__wrapped__.__kwdefaults__["lr"] = 0.5  # pyright: ignore[reportOptionalSubscript]
+    assert float(step(1.0)) == pytest.approx(0.5)
+    step.__wrapped__.__kwdefaults__["lr"] = 2  # an int: static, another program
+    assert float(step(1.0)) == 2.0
+
+
+def test_keyword_only_defaults_changed_in_place_are_seen_deep_in_the_graph() -> None:
+    def helper(x, *, lr=0.1):
+        return x * lr
+
+    k = jnp.asarray(1.0)
+
+    @lift.jit
+    def step(w):
+        return helper(w) * k
+
+    for _ in range(3):
+        assert float(step(1.0)) == pytest.approx(0.1)
+    helper.__kwdefaults__["lr"] = 0.5  # pyright: ignore[reportOptionalSubscript]
+    assert float(step(1.0)) == pytest.approx(0.5)
+
+
+def test_defaults_replaced_and_attributes_changed_in_place_are_seen() -> None:
+    def helper(x, lr=0.1):
+        return x * lr * helper.scale  # type: ignore[attr-defined]
+
+    helper.scale = 1.0  # type: ignore[attr-defined]
+
+    @lift.jit
+    def step(w):
+        return helper(w)
+
+    for _ in range(3):
+        assert float(step(1.0)) == pytest.approx(0.1)
+    helper.__defaults__ = (0.2,)
+    assert float(step(1.0)) == pytest.approx(0.2)
+    helper.__dict__["scale"] = 3.0
+    assert float(step(1.0)) == pytest.approx(0.6)
+    vars(helper).update(scale=5.0)
+    assert float(step(1.0)) == pytest.approx(1.0)
+
+
+def test_x64_switched_on_after_a_32_bit_call_is_seen() -> None:
+    lr = 0.1
+
+    @lift.jit
+    def step(w):
+        return w * lr
+
+    for _ in range(3):
+        assert step(1.0).dtype == jnp.float32
+    with jax.enable_x64(True):
+        out = step(np.float64(1.0))
+        assert out.dtype == jnp.float64 and float(out) == 0.1  # not 0.10000000149
+        assert float(step(np.float64(1.0))) == 0.1
+    assert step(1.0).dtype == jnp.float32
+
+
+def test_a_default_device_set_after_a_call_is_seen() -> None:
+    lr = 0.1
+
+    @lift.jit
+    def step():
+        return lr * 2
+
+    devices = jax.devices()
+    for _ in range(3):
+        step()
+    for device in devices[1:3]:
+        with jax.default_device(device):
+            assert step().devices() == {device}
+            assert step().devices() == {device}

@@ -282,3 +282,61 @@ def test_checked_scan_ignores_a_lifted_built_by_another_thread():
         t.join(TIMEOUT)
     assert not any(t.is_alive() for t in threads)
     assert outcome == {"a": 4.0, "b": 3.0}
+
+
+def test_lift_jit_calls_racing_rebindings_see_some_binding_and_then_the_last() -> None:
+    # Four threads rebind a captured float (and a keyword-only default in
+    # place) while four call: every result is what one of the bindings gives,
+    # and once the rebinding stops every call gives the last one.
+    lr = 0.0
+
+    @lift.jit
+    def step(w, *, scale=1.0):
+        return w * lr * scale
+
+    values = [float(i) for i in range(1, 9)]
+    allowed = {v * s for v in [0.0, *values] for s in (1.0, 2.0)}
+    lock = threading.Lock()
+    seen: list[float] = []
+
+    def work(i: int) -> None:
+        nonlocal lr
+        if i < 4:
+            for k in range(ITERATIONS):
+                lr = values[(i + k) % len(values)]
+                step.__wrapped__.__kwdefaults__["scale"] = 1.0 + (k % 2)  # pyright: ignore[reportOptionalSubscript]
+        else:
+            got = [float(step(jnp.ones(()))) for _ in range(ITERATIONS)]
+            with lock:
+                seen.extend(got)
+
+    sys.setswitchinterval(1e-6)
+    try:
+        run_threads(work)
+    finally:
+        sys.setswitchinterval(0.005)
+    assert seen and all(any(abs(v - a) < 1e-5 for a in allowed) for v in seen)
+    for final in (3.0, 5.0):
+        lr = final
+        step.__wrapped__.__kwdefaults__["scale"] = 2.0  # pyright: ignore[reportOptionalSubscript]
+        assert [float(step(jnp.ones(()))) for _ in range(3)] == [2 * final] * 3
+
+
+def test_a_state_written_late_by_a_slower_thread_is_not_served_stale() -> None:
+    # The interleaving of two threads racing a rebinding, made deterministic: a
+    # thread that lifted the old binding stores its state after another stored
+    # the new one. Each state holds its own snapshot and program entry, so the
+    # next call sees the old state is not current and lifts again.
+    lr = 1.0
+
+    @lift.jit
+    def step(w):
+        return w * lr
+
+    for _ in range(3):
+        assert float(step(1.0)) == 1.0
+    late = step._fast  # pyright: ignore[reportPrivateUsage]
+    lr = 2.0
+    assert float(step(1.0)) == 2.0
+    step._fast = late  # pyright: ignore[reportPrivateUsage]
+    assert [float(step(1.0)) for _ in range(3)] == [2.0] * 3

@@ -1,0 +1,201 @@
+"""`lift.verifying()` and `LIFT_VERIFY=1`: every fast path checked against the full walk.
+
+Each test breaks one fast path on purpose and checks that the switch catches
+it, and that without the switch the broken path would have been served.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import lift
+from lift import _jit, _lifted, _replay, _verify
+
+
+def _make(lr: Any, w: Any) -> Any:
+    def inner(x):
+        return x * lr
+
+    return lambda x: inner(x) - w
+
+
+def _broken_replay(skeleton: Any) -> Any:
+    """A replay that swaps the first two leaves it finds."""
+    writer = _replay._Writer(skeleton)
+    source = writer.write()
+    namespace = dict(writer.consts)
+    exec(compile(source, "<broken replay>", "exec"), namespace)
+    good = namespace["replay"]
+
+    def replay(obj: Any) -> Any:
+        leaves = good(obj)
+        if leaves is not None and len(leaves) > 1:
+            leaves[0], leaves[1] = leaves[1], leaves[0]
+        return leaves
+
+    return replay
+
+
+def test_a_broken_replay_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_replay, "REPLAY_AFTER", 0)
+    monkeypatch.setattr(_replay, "_compile", _broken_replay)
+    with lift.verifying(False):
+        for lr in (0.1, 0.2):  # the second lift of the shape is replayed, wrong
+            x = lift.lift(_make(lr, jnp.asarray(10.0)))
+        assert float(x(1.0)) == pytest.approx(9.8)  # swapped: what the check is for
+    with (
+        lift.verifying(),
+        pytest.raises(
+            lift.LiftError,
+            match=r"(?s)lift's replay of a shape seen before disagrees with the "
+            r"full walk for _make.<locals>.<lambda> \(.*test_verify.py:\d+\): "
+            r"other leaves \(leaf 0: .*fast-path-disagrees",
+        ),
+    ):
+        lift.lift(_make(0.3, jnp.asarray(10.0)))
+
+
+def test_a_replay_that_accepts_what_the_walk_refuses_is_caught(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def make(items: Any) -> Any:
+        return lambda: len(items)
+
+    monkeypatch.setattr(_replay, "REPLAY_AFTER", 0)
+    real = _replay._compile
+    # A replay that skips every check: it reads the closure as the one it saw.
+    monkeypatch.setattr(
+        _replay, "_compile", lambda skeleton: (real(skeleton), lambda obj: [])[1]
+    )
+    lift.lift(make([1, 2]))
+    loop: list[Any] = [1]
+    loop.append(loop)
+    with lift.verifying(False):
+        lift.lift(make(loop))  # accepted, wrongly
+    with (
+        lift.verifying(),
+        pytest.raises(
+            lift.LiftError,
+            match=r"(?s)replay of a shape seen before disagrees .* the full walk "
+            r"refuses it \(.*contains itself",
+        ),
+    ):
+        lift.lift(make(loop))
+
+
+def _jitted(lr: Any) -> Any:
+    @lift.jit
+    def step(w):
+        return w - lr * 2.0
+
+    return step
+
+
+def test_a_stale_jit_cached_call_is_caught() -> None:
+    step = _jitted(jnp.asarray(0.5))
+    for _ in range(3):  # the third call takes the fast path
+        assert float(step(1.0)) == 0.0
+    # Break the fast path: what it passes in front of the arguments.
+    fast = step._fast
+    assert fast.tree is not None  # `first`: the leaves of the specialized program
+    step._fast = fast._replace(first=tuple(leaf * 2 for leaf in fast.first))
+    with lift.verifying(False):
+        assert float(step(1.0)) == -1.0  # served wrong, unchecked
+    with (
+        lift.verifying(),
+        pytest.raises(
+            lift.LiftError,
+            match=r"(?s)lift's lift.jit cached call disagrees with the full walk "
+            r"for _jitted.<locals>.step .*other leaves \(leaf 0: ",
+        ),
+    ):
+        step(1.0)
+
+
+def test_a_jit_cached_call_that_lifting_now_refuses_is_caught(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    step = _jitted(0.5)
+    for _ in range(3):
+        step(1.0)
+
+    def refuse(self: Any) -> Any:
+        raise lift.LiftError("refused")
+
+    monkeypatch.setattr(_jit.JitFunction, "_lift", refuse)
+    with lift.verifying(False):
+        assert float(step(1.0)) == 0.0  # the fast path does not lift
+    with (
+        lift.verifying(),
+        pytest.raises(
+            lift.LiftError, match=r"lift.jit cached call .*lifting it now refuses it"
+        ),
+    ):
+        step(1.0)
+
+
+def test_a_wrong_float_conversion_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_lifted, "_COMPILE_AFTER", 0)
+    monkeypatch.setattr(_lifted, "_RECURRING", 0)
+    # A compiled conversion that loses the weak type (a bf16 model would turn f32).
+    monkeypatch.setattr(
+        _lifted,
+        "_identity_jit",
+        lambda *xs: tuple(jnp.asarray(x, dtype=jnp.float32) for x in xs),
+    )
+    with lift.verifying(False):
+        leaf = jax.tree_util.tree_leaves(lift.lift(_make(0.25, 1.5)))[0]
+        assert not leaf.weak_type  # served wrong, unchecked
+    with (
+        lift.verifying(),
+        pytest.raises(
+            lift.LiftError,
+            match=r"(?s)float conversion disagrees with the full walk for 2 "
+            r"captured floats: the compiled identity and jax.device_put differ "
+            r"\(leaf 0: ",
+        ),
+    ):
+        jax.tree_util.tree_leaves(lift.lift(_make(0.25, 1.5)))
+
+
+def test_the_checks_pass_on_sound_paths() -> None:
+    with lift.verifying():
+        for lr in (0.1, 0.2, 0.3):
+            x = lift.lift(_make(lr, np.float32(1.0)))
+            assert float(x(1.0)) == pytest.approx(lr - 1.0)
+        step = _jitted(0.5)
+        for _ in range(3):
+            assert float(step(1.0)) == 0.0
+
+
+def test_the_switch_nests_and_restores() -> None:
+    before = _verify.STATE.on
+    with lift.verifying():
+        assert _verify.STATE.on
+        with lift.verifying(False):
+            assert not _verify.STATE.on
+        assert _verify.STATE.on
+    assert _verify.STATE.on is before
+
+
+@pytest.mark.parametrize(
+    ("value", "on"), [("1", True), ("true", True), ("0", False), ("", False)]
+)
+def test_the_environment_variable_turns_it_on(value: str, on: bool) -> None:
+    env = {**os.environ, "LIFT_VERIFY": value}
+    out = subprocess.run(
+        [sys.executable, "-c", "from lift import _verify; print(_verify.STATE.on)"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() == str(on)
