@@ -12,9 +12,11 @@ from typing_extensions import ParamSpec
 
 from . import _trees as jtu
 from ._capture import check_static_names
-from ._closure import static_key
+from ._closure import aux_tracer, static_key
+from ._compat import live_traces
 from ._describe import reject
 from ._errors import LiftError
+from ._leaks import find_leaks
 from ._lifted import Lifted, check_options, construct, convert_together
 from ._optax import as_functions
 from ._rebuild import build
@@ -181,6 +183,7 @@ def lift(
     leaves, treedef = flat
     if jtu.treedef_is_leaf(treedef) and treedef.num_leaves == 1:
         raise reject(obj, "lift")
+    _check_static_data(obj, treedef)
     names = check_options(static, dynamic, Lifted)
     seen: set[str] = set()
     out: list[Any] = []
@@ -206,6 +209,36 @@ def lift(
         rebuild, perm, _ = ordered(obj, treedef, static_key)
         return jtu.unflatten(rebuild, [out[i] for i in perm])
     return jtu.unflatten(treedef, out)
+
+
+def _check_static_data(obj: Any, treedef: jtu.TreeDef) -> None:
+    """Refuse `obj` when its treedef's static data (an equinox `static=True`
+    field, a `jax.tree_util.Partial`'s function, a node's aux data) holds a
+    tracer whose transform has exited, as a closure capturing `obj` is refused.
+    One whose transform is still running is kept, as the pytree keeps it there."""
+    if aux_tracer(treedef) is None:  # the common case: one cached lookup
+        return
+    where = aux_tracer(treedef, live_traces())
+    if where is None:
+        return
+    # The leak scan spells the path from `obj` and names who holds the tracer
+    # (a `Partial`'s function it reads as `.func`, not as static data).
+    found = find_leaks(obj)
+    leaks = [leak for leak in found if "<static>" in leak.path] or found
+    if leaks:
+        leak = leaks[0]
+        where = leak.path.removeprefix("roots[0]")
+        if leak.function is not None:
+            what = f"{leak.kind} {leak.variable!r}" if leak.variable else leak.kind
+            where += f" ({what} of {leak.function}, {leak.filename}:{leak.lineno})"
+    raise LiftError(
+        f"lift() got a {type(obj).__name__} whose static data holds a tracer at "
+        f"{where}, from a transform that has exited. A treedef's static data is "
+        f"part of the compiled program's key, so the tracer would leak.\nFix: make "
+        f"the traced value a child of the pytree (not a static field), or return "
+        f"it from the transform instead of storing it.",
+        anchor="tracer-in-static-pytree-data",
+    )
 
 
 def _is_liftable(x: Any) -> bool:

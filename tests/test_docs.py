@@ -23,6 +23,11 @@ session: later blocks use what earlier ones defined). Conventions, for writers:
   renders it) is replaced by the file at `path`, relative to the repository,
   indented as the line is: a page that shows a script runs the script's code.
   The namespace's `__file__` is the page.
+- Requirements. A page written against a library the test extra cannot always
+  install (a release that needs a newer JAX than the oldest lift supports)
+  says so on a line of its own, `<!-- requires: blackjax>=1.7 -->`; where that
+  library is missing or older, the page's test is skipped, and the skip says
+  which version was found.
 - Environment. Pages run as a user runs them: with JAX's own tracer-leak checking
   off (the suite turns it on for every other test), since the leak-checking
   guide has to leak on purpose. Pages that show leak checking turn it on where
@@ -39,6 +44,7 @@ import ast
 import contextlib
 import dataclasses
 import doctest
+import importlib.metadata
 import inspect
 import io
 import re
@@ -55,6 +61,9 @@ API = DOCS / "api"
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^`]*)$")
 _SKIP = "<!-- skip -->"
+_REQUIRES = re.compile(
+    r"^<!-- requires: (?P<name>[\w.-]+)>=(?P<version>[\w.]+) -->$", re.MULTILINE
+)
 _TITLE = re.compile(r'\btitle="(?P<title>[^"]+\.py)"')
 _SNIPPET = re.compile(
     r'^(?P<indent>[ \t]*)--8<-- "(?P<path>[^"]+)"[ \t]*$', re.MULTILINE
@@ -182,6 +191,22 @@ def _run_blocks(text: str, filename: str, label: str) -> int:
     return ran
 
 
+def _require(name: str, version: str, page: Path) -> None:
+    """Skip `page`, saying why, unless distribution `name` >= `version` is installed."""
+    try:
+        found = importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip(f"{page} needs {name}>={version}, which is not installed")
+    if _release(found) < _release(version):
+        pytest.skip(f"{page} needs {name}>={version}, and {name} {found} is installed")
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """`1.7.1` as `(1, 7, 1)`: the leading numbers of a version string."""
+    numbers = re.match(r"\d+(\.\d+)*", version)
+    return tuple(int(n) for n in numbers[0].split(".")) if numbers else ()
+
+
 def _public() -> list[str]:
     return [name for name in lift.__all__ if not name.startswith("__")]
 
@@ -196,8 +221,11 @@ def _docstring(name: str) -> str:
     "path", _pages(), ids=lambda p: str(p.relative_to(ROOT)).replace("/", "-")
 )
 def test_examples_run(path: Path):
+    text = path.read_text()
+    for need in _REQUIRES.finditer(text):
+        _require(need["name"], need["version"], path.relative_to(ROOT))
     with _as_a_user_runs_it():
-        _run_blocks(path.read_text(), str(path), str(path.relative_to(ROOT)))
+        _run_blocks(text, str(path), str(path.relative_to(ROOT)))
 
 
 # The examples of `checked`, `find_leaks` and `Leak` leak on purpose.
@@ -296,6 +324,27 @@ def test_api_summary_lists_every_public_name():
     text = (API / "index.md").read_text()
     linked = set(re.findall(r"\]\[lift\.(\w+)\]", text))
     assert sorted(set(_public()) - linked) == [], "names missing from the API summary"
+
+
+def test_pages_requiring_a_library_skip_saying_which_version_is_found():
+    page = (
+        "<!-- requires: pytest>=8 -->\n# A page\n<!-- requires: no-such-dist>=1.0 -->"
+    )
+    assert [m.groups() for m in _REQUIRES.finditer(page)] == [
+        ("pytest", "8"),
+        ("no-such-dist", "1.0"),
+    ]
+    _require("pytest", "8", Path("page.md"))  # installed: no skip
+    with pytest.raises(
+        pytest.skip.Exception, match=r"page\.md needs pytest>=999, and pytest \d"
+    ):
+        _require("pytest", "999", Path("page.md"))
+    with pytest.raises(
+        pytest.skip.Exception, match=r"no-such-dist>=1\.0, which is not installed"
+    ):
+        _require("no-such-dist", "1.0", Path("page.md"))
+    assert _release("1.7.1") == (1, 7, 1)
+    assert _release("0.12.0.1") > _release("0.9")
 
 
 def test_block_titles_and_included_files():

@@ -159,3 +159,46 @@ def test_lift_accepts_a_closure_over_its_clean_twin(store: Store) -> None:
         return y * 2.0 if holder is not None else y
 
     assert float(lift.lift(f)(3.0)) == 6.0
+
+
+_PYTREES = [s for s in STORES if s.pytree]
+
+
+@pytest.mark.parametrize("store", _PYTREES, ids=[s.name for s in _PYTREES])
+def test_lift_of_the_pytree_refuses_it_as_a_closure_over_it_is_refused(
+    store: Store,
+) -> None:
+    # `lift.lift(pytree)` reads the static data a closure's capture is checked
+    # for, and names the path from the object it was given.
+    holder = store.make(_escaped())
+    for given, root in [(holder, ""), ({"model": holder}, "['model']")]:
+        with pytest.raises(
+            lift.LiftError,
+            match=r"static data holds a tracer at .*, from a transform that has exited",
+        ) as info:
+            lift.lift(given)
+        message = str(info.value)
+        assert re.search(r"holds a tracer at " + _under(store, root), message), message
+        assert "captured variable 'v' of closure_of.<locals>.<lambda>" in message
+        assert re.search(r"helpers\.py:\d+\)", message), message  # closure_of's line
+        assert info.value.anchor == "tracer-in-static-pytree-data"
+
+
+@pytest.mark.parametrize("store", _PYTREES, ids=[s.name for s in _PYTREES])
+def test_lift_of_the_pytree_inside_the_transform_keeps_it(store: Store) -> None:
+    def body(x: Any) -> Any:
+        holder, double = lift.lift((store.make(x), lambda y: 2.0 * y))
+        assert holder is not None
+        return double(x)
+
+    with jax.check_tracer_leaks(True):
+        assert float(jax.jit(body)(1.5)) == 3.0
+
+
+@pytest.mark.parametrize("store", _PYTREES, ids=[s.name for s in _PYTREES])
+def test_lift_of_the_pytree_clean_twin(store: Store) -> None:
+    given = store.make(jnp.ones(()))
+    holder, double = lift.lift((given, lambda y: 2.0 * y))
+    assert lift.is_lifted(double)
+    assert float(double(3.0)) == 6.0
+    assert jax.tree_util.tree_structure(holder) == jax.tree_util.tree_structure(given)
