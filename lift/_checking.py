@@ -79,6 +79,36 @@ def _place(
     return leaks, rest
 
 
+def _all_modules() -> list[tuple[str, Any]]:
+    """Every imported module but lift's own: where a library keeps a tracer
+    (the last place a report looks, after the user's own modules)."""
+    out: list[tuple[str, Any]] = []
+    for name, module in list(sys.modules.items()):
+        if isinstance(module, types.ModuleType) and name.partition(".")[0] != "lift":
+            out.append((name, module))
+    return out
+
+
+def place_escaped(
+    tracers: list[Any], roots: list[tuple[str, Any]]
+) -> tuple[list[Leak], list[Any]]:
+    """Leak reports for tracers known to have escaped (their trace exited and
+    they are still alive), each named from `roots` first, then from the user's
+    modules, then from any module; and the tracers none of them reaches."""
+    return _place(tracers, [lambda: roots, _user_modules, _all_modules])
+
+
+def unseen_error(tracers: list[Any], where: str) -> LeakError:
+    """The error for escaped tracers that no variable lift can see holds."""
+    return LeakError(
+        f"{len(tracers)} tracer(s) of transforms that exited {where} are still "
+        f"alive, held by no variable lift can see: "
+        f"{', '.join(map(_short, tracers[:3]))}. Return the value from the "
+        "transformed function instead of storing it.",
+        anchor="leak-unseen",
+    )
+
+
 def _caller_roots(frame: types.FrameType | None) -> list[tuple[str, Any]]:
     """Named roots for a scan: the locals of `frame` and the globals its code
     names (the block that ran inside `checking_leaks()`)."""
@@ -498,14 +528,7 @@ class checking_leaks:
             )
             leaks.extend(found)
             if rest and not leaks:
-                raise LeakError(
-                    f"{len(rest)} tracer(s) of transforms that exited inside "
-                    "lift.checking_leaks() are still alive, held by no variable "
-                    f"lift can see: {', '.join(map(_short, rest[:3]))}. Return "
-                    "the value from the transformed function instead of storing "
-                    "it.",
-                    anchor="leak-unseen",
-                )
+                raise unseen_error(rest, "inside lift.checking_leaks()")
         if leaks:
             raise LeakError(format_leaks(leaks), anchor="leak-report")
 

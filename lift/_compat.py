@@ -511,23 +511,30 @@ def jax_checks_leaks() -> bool:
 # that notes each trace it leaves (by weak reference, nothing kept alive); on
 # exit the block asks which of those traces still have tracers.
 
-_recorders: list[dict[int, Any]] = []  # one per running block, innermost last
+_recorders: list[tuple[dict[int, Any], bool]] = []  # (recorder, every kind)
 _original_set_current_trace: Any = None
 
 
 # The traces JAX's checker never looks at (jax 0.10.2 and 0.8.0: eager `grad`,
 # `jvp`, `vjp`, `linearize`); the others (`jit`, `scan`, `vmap`, ...) it checks.
 _UNCHECKED_TRACES: Final = frozenset({"JVPTrace", "LinearizeTrace"})
+# Traces that hold no tracer of their own: not noted (jax 0.10.2 to 0.12: an
+# `EvalTrace` outlives its block, kept by JAX's dispatch caches).
+_NO_TRACERS: Final = frozenset({"EvalTrace"})
 
 
 def _note_exit(trace: Any) -> None:
-    """Note an eager AD trace that exited normally (one unwound by an exception
-    is not noted: the traceback's frames hold its tracers, and the error is the
+    """Note a trace that exited normally (one unwound by an exception is not
+    noted: the traceback's frames hold its tracers, and the error is the
     report)."""
-    if type(trace).__name__ not in _UNCHECKED_TRACES:
+    kind = type(trace).__name__
+    if kind in _NO_TRACERS:
         return
+    unchecked = kind in _UNCHECKED_TRACES
     key = id(trace)
-    for recorder in _recorders:
+    for recorder, every in _recorders:
+        if not (every or unchecked):
+            continue
         ref = recorder.get(key)
         if ref is None or ref() is not trace:
             try:
@@ -551,19 +558,28 @@ def _watching_class(base: type) -> type:
 
 
 @contextlib.contextmanager
-def watching_trace_exits() -> Generator[dict[int, Any]]:
-    """Note (weakly) every trace that exits while the block runs, eager `grad`
-    and `jvp` traces included: `escaped_tracers` then names their tracers."""
+def watching_trace_exits(every: bool = False) -> Generator[dict[int, Any]]:
+    """Note (weakly) the traces that exit while the block runs: the eager `grad`
+    and `jvp` traces JAX's checker does not look at, or with `every` each trace
+    but JAX's eager one (`jit`, `vmap`, `scan`, ... too). `escaped_tracers` then
+    names their tracers still alive.
+
+    A trace that exits normally is freed at once (its tracers with it: measured
+    for jit, grad, vmap, scan, cond, while_loop, custom_jvp, checkpoint,
+    linearize and vjp on jax 0.10.2 and 0.12.0.1), so a noted trace still alive
+    at the end of the block is the sign of a kept tracer, found without the
+    garbage collection JAX's checker runs at every trace exit."""
     global _original_set_current_trace
     recorder: dict[int, Any] = {}
     if not _recorders:
         _original_set_current_trace = _core.set_current_trace
         _core.set_current_trace = _watching_class(_original_set_current_trace)
-    _recorders.append(recorder)
+    entry = (recorder, every)
+    _recorders.append(entry)
     try:
         yield recorder
     finally:
-        _recorders.remove(recorder)
+        _recorders.remove(entry)
         if not _recorders and _original_set_current_trace is not None:
             _core.set_current_trace = _original_set_current_trace
             _original_set_current_trace = None

@@ -70,6 +70,7 @@ _STORED_LIFTED = "lifted function"
 _STATIC_FIELD = "static pytree data"
 
 
+_ABSENT: Any = object()
 _MARKERS = frozenset({_STORED_LIFTED, _STATIC_FIELD})  # holders already pytrees
 
 
@@ -572,9 +573,44 @@ class _Walk:
                 self.push(value, index, label, (fn, label.variable, label.role))
         if is_user_file(code.co_filename):
             glob = fn.__globals__
-            for name in _code_names(code, self.code_names):
+            names = _code_names(code, self.code_names)
+            for name in names:
                 if name in glob:
-                    self.push(glob[name], index, name, (fn, name, _GLOBAL), reset=True)
+                    value = glob[name]
+                    if type(value) is types.ModuleType:
+                        self.module_names(value, name, names, fn, index)
+                    else:
+                        self.push(value, index, name, (fn, name, _GLOBAL), reset=True)
+
+    def module_names(
+        self,
+        module: types.ModuleType,
+        alias: str,
+        names: tuple[str, ...],
+        fn: types.FunctionType,
+        index: int,
+    ) -> None:
+        """The attributes of a module that `fn`'s code names (`mylib.step`,
+        `pkg.mod.step` through `import pkg.mod`): what the function reaches
+        through the module, walked as its globals. A module is not walked whole
+        (JAX's and NumPy's are vast); its names the code does not use are
+        reached, if at all, from what it does use."""
+        stack = [(module, alias)]
+        done = {id(module)}
+        while stack:
+            mod, prefix = stack.pop()
+            attrs = vars(mod)
+            for name in names:
+                value = attrs.get(name, _ABSENT)
+                if value is _ABSENT:
+                    continue
+                where = f"{prefix}.{name}"
+                if type(value) is types.ModuleType:
+                    if id(value) not in done:
+                        done.add(id(value))
+                        stack.append((value, where))
+                    continue
+                self.push(value, index, where, (fn, where, _GLOBAL), reset=True)
 
     def partial(self, p: functools.partial[Any], index: int) -> None:
         func = p.func
@@ -701,10 +737,37 @@ class _Walk:
 
     def render(self, chain: list[int]) -> str:
         start = 0
+        entries = self.entries
         for i, entry in enumerate(chain):
-            if self.entries[entry][3]:
+            if entries[entry][3]:
                 start = i
-        return "".join(_label_text(self.entries[e][1]) for e in chain[start:])
+        text = "".join(_label_text(entries[e][1]) for e in chain[start:])
+        return self.module_of(chain, start) + text
+
+    def module_of(self, chain: list[int], start: int) -> str:
+        """`mylib.` when the path starts at a global of a module other than the
+        one whose code reached it (a library's registry, seen from a test), so
+        that the report names the module holding it; else nothing."""
+        entries = self.entries
+        _, label, edge, _ = entries[chain[start]]
+        if (
+            edge is None
+            or edge[2] != _GLOBAL
+            or type(label) is not str
+            or "." in label
+            or type(edge[0]) is not types.FunctionType
+        ):
+            return ""
+        module = edge[0].__module__
+        for e in chain[:start]:
+            before = entries[e][2]
+            if (
+                before is not None
+                and type(before[0]) is types.FunctionType
+                and before[0].__module__ != module
+            ):
+                return f"{module}."
+        return ""
 
     def report(self, tracer: Any, index: int) -> Leak:
         chain = self.chain(index)
@@ -747,6 +810,15 @@ class _Walk:
         advice = None
         if stored is not None and kind != _GLOBAL:
             advice = _stored_advice(stored[0], stored[2])
+        elif kind != _GLOBAL and location is not None and any(
+            e is not None and e[2] == _GLOBAL for e in edges[:holder]
+        ):
+            # A closure kept in a registry (a module's list or dict, a class
+            # attribute): lifting it would still store it there.
+            advice = (
+                "return the value from the transformed function instead of "
+                f"storing {qualname} in {location}"
+            )
         if _compat.is_jax_closure_convert(fn):
             advice = (
                 "jax.closure_convert keeps integer, boolean and key tracers in its "

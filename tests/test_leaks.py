@@ -53,8 +53,9 @@ def test_report_reads_like_the_issue() -> None:
     line = STASH[0].__code__.co_firstlineno
     assert str(leak) == (
         f"STASH[0] -> {STASH[0].__qualname__} ({__file__}:{line}), captured "
-        "variable 'x': float32[] from jit(step) — lift the function or pass x as "
-        "an argument"
+        "variable 'x': float32[] from jit(step) — return the value from the "
+        f"transformed function instead of storing {STASH[0].__qualname__} in "
+        "STASH[0]"
     )
     assert leak.path == "STASH[0].captures['x']"
     assert (leak.function, leak.variable, leak.lineno) == (
