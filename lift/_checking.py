@@ -63,7 +63,9 @@ def _lifted_roots(
 
 
 def _place(
-    tracers: list[Any], rounds: list[Callable[[], Iterable[tuple[str, Any]]]]
+    tracers: list[Any],
+    rounds: list[Callable[[], Iterable[tuple[str, Any]]]],
+    home: str | None = None,
 ) -> tuple[list[Leak], list[Any]]:
     """Leak reports for `tracers`, each named from the first round of roots that
     reaches it; and the tracers no round reached."""
@@ -72,7 +74,7 @@ def _place(
     for roots in rounds:
         if not rest:
             break
-        found, placed = scan_tracers(roots(), only=rest)
+        found, placed = scan_tracers(roots(), only=rest, home=home)
         leaks.extend(found)
         ids = set(map(id, placed))
         rest = [t for t in rest if id(t) not in ids]
@@ -90,12 +92,13 @@ def _all_modules() -> list[tuple[str, Any]]:
 
 
 def place_escaped(
-    tracers: list[Any], roots: list[tuple[str, Any]]
+    tracers: list[Any], roots: list[tuple[str, Any]], home: str | None = None
 ) -> tuple[list[Leak], list[Any]]:
     """Leak reports for tracers known to have escaped (their trace exited and
     they are still alive), each named from `roots` first, then from the user's
-    modules, then from any module; and the tracers none of them reaches."""
-    return _place(tracers, [lambda: roots, _user_modules, _all_modules])
+    modules, then from any module; and the tracers none of them reaches.
+    `home`: the module of the roots (`scan_tracers`)."""
+    return _place(tracers, [lambda: roots, _user_modules, _all_modules], home)
 
 
 def unseen_error(tracers: list[Any], where: str) -> LeakError:

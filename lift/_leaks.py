@@ -70,8 +70,12 @@ _STORED_LIFTED = "lifted function"
 _STATIC_FIELD = "static pytree data"
 
 
+_MODULE_GLOBAL = "module global"  # a module's variable, a module given as root
+
 _ABSENT: Any = object()
-_MARKERS = frozenset({_STORED_LIFTED, _STATIC_FIELD})  # holders already pytrees
+_STORED = frozenset({_STORED_LIFTED, _STATIC_FIELD})  # holders already pytrees
+_MARKERS = _STORED | {_MODULE_GLOBAL}  # edges that name no holding function
+_REGISTRIES = frozenset({_GLOBAL, _MODULE_GLOBAL})  # module-level storage
 
 
 def _stored_advice(holder: Any, how: str | None) -> str:
@@ -403,6 +407,7 @@ class _Walk:
         limit: int,
         only: frozenset[int] | None = None,
         skip: frozenset[int] = frozenset(),
+        home: str | None = None,
     ) -> None:
         self.limit = limit
         self.only = only  # ids of the tracers to report (JAX's report), or all
@@ -422,6 +427,7 @@ class _Walk:
         self.plain: set[type] = set()  # classes whose instances hold a __dict__
         self.plans: dict[type, tuple[int, tuple[str, ...]]] = {}
         self.lifted = _lifted_api()
+        self.home = home
 
     def push(
         self,
@@ -759,6 +765,8 @@ class _Walk:
         ):
             return ""
         module = edge[0].__module__
+        if self.home is not None:
+            return "" if module == self.home else f"{module}."
         for e in chain[:start]:
             before = entries[e][2]
             if (
@@ -786,7 +794,7 @@ class _Walk:
             None,
         )
         stored = next(
-            (e for e in edges[:holder] if e is not None and e[2] in _MARKERS), None
+            (e for e in edges[:holder] if e is not None and e[2] in _STORED), None
         )
         if holder is None:
             advice = None if stored is None else _stored_advice(stored[0], stored[2])
@@ -810,8 +818,10 @@ class _Walk:
         advice = None
         if stored is not None and kind != _GLOBAL:
             advice = _stored_advice(stored[0], stored[2])
-        elif kind != _GLOBAL and location is not None and any(
-            e is not None and e[2] == _GLOBAL for e in edges[:holder]
+        elif (
+            kind != _GLOBAL
+            and location is not None
+            and any(e is not None and e[2] in _REGISTRIES for e in edges[:holder])
         ):
             # A closure kept in a registry (a module's list or dict, a class
             # attribute): lifting it would still store it there.
@@ -855,18 +865,23 @@ def scan_tracers(
     limit: int = DEFAULT_LIMIT,
     only: Iterable[Any] | None = None,
     skip: Iterable[Any] = (),
+    home: str | None = None,
 ) -> tuple[list[Leak], list[Any]]:
-    """As `scan`, with the escaped tracers themselves, one per leak."""
+    """As `scan`, with the escaped tracers themselves, one per leak. `home`:
+    the module the roots belong to (a test's); a global of any other module is
+    named with its module (`mylib._REGISTRY[0]`)."""
     walk = _Walk(
         limit,
         None if only is None else frozenset(map(id, only)),
         frozenset(map(id, skip)),
+        home,
     )
     for label, root in roots:
         if issubclass(type(root), types.ModuleType):  # pyright: ignore[reportUnknownArgumentType]
             module = cast(types.ModuleType, root)
             for name, value in vars(module).items():
-                walk.push(value, -1, f"{module.__name__}.{name}", reset=True)
+                where = f"{module.__name__}.{name}"
+                walk.push(value, -1, where, (module, where, _MODULE_GLOBAL), True)
         else:
             walk.push(root, -1, label, reset=True)
     with _gc.paused():

@@ -109,12 +109,14 @@ def _check(item: pytest.Item, watch: _Watch) -> None:
     before = item.stash.get(_BEFORE, empty)
     roots = _roots(item)
     roots.extend((getattr(f, "__qualname__", "lifted"), f) for f in list(watch.lifted))
-    leaks, tracers = scan_tracers(roots, skip=before)
+    module = getattr(getattr(item, "module", None), "__name__", None)
+    home = module if isinstance(module, str) else None
+    leaks, tracers = scan_tracers(roots, skip=before, home=home)
     if watch.exits:
         known = {id(t) for t in [*before, *tracers]}
         rest = [t for t in escaped_tracers(watch.exits) if id(t) not in known]
         if rest:
-            found, unplaced = place_escaped(rest, roots)
+            found, unplaced = place_escaped(rest, roots, home)
             leaks.extend(found)
             tracers.extend(t for t in rest if id(t) not in set(map(id, unplaced)))
             if unplaced and not leaks:
@@ -145,16 +147,20 @@ class _Watch:
         from ._compat import watching_trace_exits
         from ._registry import recording
 
-        stack = self.stack = ExitStack()
         exhaustive = item.config.stash.get(_MODE, "fast") == "exhaustive"
         if exhaustive or bool(cast(Any, jax.config).jax_check_tracer_leaks):
-            stack.enter_context(checking_leaks())
+            # Entered as it is, not through an `ExitStack`: its `LeakError`
+            # then carries no context of the stack's own.
+            self.stack = checking_leaks()
         else:
+            stack = self.stack = ExitStack()
             self.lifted = stack.enter_context(recording())
             self.exits = stack.enter_context(watching_trace_exits(every=True))
         return self
 
     def __enter__(self) -> _Watch:
+        if not isinstance(self.stack, ExitStack):
+            self.stack.__enter__()
         return self
 
     def __exit__(self, *exc: Any) -> Any:
