@@ -156,13 +156,20 @@ def _translate(
     )
     if leaks:
         return LeakError(format_leaks(leaks), anchor="leak-report")
-    lines = [line for line in str(exc).split("\n") if line.strip()]
-    what = lines[1] if len(lines) > 1 else (lines[0] if lines else type(exc).__name__)
+    if isinstance(exc, IndexError):
+        # JAX's checker failed explaining its report (jax#26560): its message
+        # ("list index out of range") says nothing of the tracer.
+        what = ", ".join(map(_short, jax_tracers[:3])) or "a tracer"
+        source = "JAX's checker failed while explaining it, jax issue 26560"
+    else:
+        lines = [line for line in str(exc).split("\n") if line.strip()]
+        what = lines[1] if len(lines) > 1 else (lines[0] if lines else "a tracer")
+        source = "JAX's report follows, above"
     error = LeakError(
         "JAX found a tracer that escaped its transform, held by no variable "
         f"lift can see from the failing frames: {what.strip()}. Return the "
         "value from the transformed function instead of storing it, or lift "
-        "the closure that captured it (JAX's report follows, above).",
+        f"the closure that captured it ({source}).",
         anchor="leak-unseen",
     )
     error.__cause__ = exc  # kept: JAX's reference chain says more than lift can
@@ -326,7 +333,7 @@ def _call_under_jax_checks(
     __tracebackhide__ = True
     mode = _compat.filtering_mode()
     try:
-        with _compat.full_tracebacks():
+        with _compat.full_tracebacks(), _compat.snapshots_are_not_leaks():
             return transformed(*a, **k)
     except Exception as exc:
         if not pending:
@@ -498,6 +505,7 @@ class checking_leaks:
         stack = ExitStack()
         mode = _compat.filtering_mode()
         stack.enter_context(jax.checking_leaks())
+        stack.enter_context(_compat.snapshots_are_not_leaks())
         stack.enter_context(_compat.full_tracebacks())
         bucket = stack.enter_context(recording())
         # Eager `grad`/`jvp` traces, which JAX's checker does not look at.

@@ -970,14 +970,19 @@ def suspended_locals(x: Any) -> list[tuple[str, Any]]:
     if frame is None:
         return []
     snapshot = frame.f_locals
-    try:
-        return list(snapshot.items())
-    finally:
-        if sys.version_info < (3, 13):
-            # The snapshot stays on the frame and would keep values the
-            # generator later drops alive: emptied at once (a live view from
-            # 3.13 on).
-            snapshot.clear()
+    items = list(snapshot.items())
+    if sys.version_info < (3, 13) and sys.getrefcount(snapshot) <= _ONLY_THE_FRAME:
+        # Before 3.13 the snapshot stays on the frame and would keep values the
+        # generator later drops alive: emptied, when the frame alone holds it
+        # (the next reader rebuilds it). One the generator holds itself (`ns =
+        # locals()` is that very dict) is its own data, and left as it is.
+        snapshot.clear()
+    return items
+
+
+# A frame's `f_locals` snapshot held by the frame alone: the frame, the local
+# name, `getrefcount`'s argument.
+_ONLY_THE_FRAME: Final = 3
 
 
 def _full_cells(fn: types.FunctionType) -> Iterator[tuple[Label, types.CellType]]:

@@ -431,13 +431,12 @@ def _running_traces() -> list[Any]:
             # drops them (a leak to JAX's checker). Emptied at once; the next
             # reader rebuilds it. (From 3.13 `f_locals` is a live view: kept.)
             snapshot = frame.f_locals
-            try:
-                for value in snapshot.values():
-                    if isinstance(value, _TRACE) and value.is_valid():
-                        found.append(value)
-            finally:
-                if _SNAPSHOT_LOCALS:
-                    snapshot.clear()
+            for value in snapshot.values():
+                if isinstance(value, _TRACE) and value.is_valid():
+                    found.append(value)
+            if _SNAPSHOT_LOCALS and sys.getrefcount(snapshot) <= _ONLY_THE_FRAMES:
+                snapshot.clear()  # (one the code holds, `locals()`, is its own)
+            del snapshot
         frame = frame.f_back
     return found
 
@@ -602,6 +601,70 @@ def escaped_tracers(recorder: dict[int, Any]) -> list[Any]:
         if isinstance(x, Tracer) and not live.is_live(x)
     ]
     return found
+
+
+# -- frames' locals snapshots, which JAX's checker takes for leaks ----------------
+#
+# On CPython 3.11 and 3.12 reading `frame.f_locals` of a running function's
+# frame (`equinox.error_if` does, for every frame on the stack, while tracing)
+# leaves a snapshot dict on the frame that keeps the values it read after the
+# frame itself drops them. JAX's checker (`maybe_find_leaked_tracers`, jax 0.10.2
+# and 0.12: `gc.collect()` then `gc.get_referrers(trace)`) then sees the exiting
+# trace's tracers held by a frame of the stack, and reports a leak, or on 3.11
+# fails with `IndexError` while explaining it (jax#26560). While lift checks, the
+# checker is wrapped: when it finds tracers, the snapshots no one else holds are
+# emptied (the next reader of `f_locals` rebuilds its own) and it looks again.
+# From 3.13 (PEP 667) `f_locals` is a live view and nothing is cached.
+
+_STALE_SNAPSHOTS: Final = sys.version_info < (3, 13)
+# A snapshot held by its frame only: the frame, the caller's name, the argument.
+_ONLY_THE_FRAMES: Final = 3
+_original_find_leaked: Any = None
+_snapshot_checks = 0  # blocks running with the checker wrapped
+
+
+def _drop_stale_snapshots() -> None:
+    """Empty the `f_locals` snapshot of each function frame on this thread's
+    stack that nothing but the frame holds (a dict the code itself holds,
+    `ns = locals()`, is left as it is)."""
+    frame: types.FrameType | None = sys._getframe(1)  # pyright: ignore[reportPrivateUsage]
+    while frame is not None:
+        if frame.f_code.co_flags & _OPTIMIZED:
+            snapshot = frame.f_locals
+            if sys.getrefcount(snapshot) <= _ONLY_THE_FRAMES:
+                snapshot.clear()
+            del snapshot
+        frame = frame.f_back
+
+
+def _find_leaked_tracers(trace: Any) -> list[Any]:
+    found: list[Any] = _original_find_leaked(trace)
+    if not found:
+        return found
+    del found  # held here, they would be found again
+    _drop_stale_snapshots()
+    return _original_find_leaked(trace)
+
+
+@contextlib.contextmanager
+def snapshots_are_not_leaks() -> Generator[None]:
+    """While the block runs, JAX's leak checker does not count tracers held only
+    by the `f_locals` snapshots of the frames on the stack (CPython 3.11, 3.12)."""
+    global _original_find_leaked, _snapshot_checks
+    if not _STALE_SNAPSHOTS:
+        yield
+        return
+    if _snapshot_checks == 0:
+        _original_find_leaked = _core.maybe_find_leaked_tracers  # pyright: ignore[reportUnknownMemberType]
+        _core.maybe_find_leaked_tracers = _find_leaked_tracers  # pyright: ignore[reportAttributeAccessIssue]
+    _snapshot_checks += 1
+    try:
+        yield
+    finally:
+        _snapshot_checks -= 1
+        if _snapshot_checks == 0:
+            _core.maybe_find_leaked_tracers = _original_find_leaked  # pyright: ignore[reportAttributeAccessIssue]
+            _original_find_leaked = None
 
 
 # The frames in which `jax.jit` hashes its static arguments on a cache miss (it

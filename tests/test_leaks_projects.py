@@ -14,7 +14,6 @@ clean twin fails under either.
 
 from __future__ import annotations
 
-import importlib.metadata
 import os
 import re
 import subprocess
@@ -24,8 +23,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pytest
-
-pytest_plugins = ("pytester",)
+from helpers import plugin_args
 
 # {kept}: `x` (the tracer) in the leak, `CONCRETE` in the twin. The line of
 # each function that holds the value is what a report must name.
@@ -277,14 +275,6 @@ CASES = (
 )
 
 
-def _plugin_args() -> list[str]:
-    installed = any(
-        ep.value == "lift._plugin"
-        for ep in importlib.metadata.entry_points(group="pytest11")
-    )
-    return [] if installed else ["-p", "lift._plugin"]
-
-
 def _module(case: Case, leak: bool) -> str:
     return f"lib_{case.name}_{'leak' if leak else 'clean'}"
 
@@ -345,7 +335,7 @@ Runs = tuple[dict[str, str | None], dict[str, str | None]]
 
 @pytest.fixture(scope="module")
 def runs(project: Path) -> Runs:
-    ours = _outcomes(project, *_plugin_args(), "--lift-leaks", jax_checker=False)
+    ours = _outcomes(project, *plugin_args(), "--lift-leaks", jax_checker=False)
     theirs = _outcomes(project, jax_checker=True)
     return ours, theirs
 
