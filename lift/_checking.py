@@ -15,7 +15,14 @@ import jax
 
 from . import _compat
 from ._errors import LeakError, LiftError, describe
-from ._leaks import Leak, format_leaks, is_user_file, scan, scan_tracers
+from ._leaks import (
+    Leak,
+    closure_holding,
+    format_leaks,
+    is_user_file,
+    scan,
+    scan_tracers,
+)
 from ._registry import recording
 
 _UnexpectedTracerError: type[Exception] = jax.errors.UnexpectedTracerError
@@ -86,7 +93,10 @@ def _all_modules() -> list[tuple[str, Any]]:
     (the last place a report looks, after the user's own modules)."""
     out: list[tuple[str, Any]] = []
     for name, module in list(sys.modules.items()):
-        if isinstance(module, types.ModuleType) and name.partition(".")[0] != "lift":
+        if (
+            type(cast(object, module)) is types.ModuleType
+            and name.partition(".")[0] != "lift"
+        ):
             out.append((name, module))
     return out
 
@@ -102,7 +112,11 @@ def place_escaped(
 
 
 def unseen_error(tracers: list[Any], where: str) -> LeakError:
-    """The error for escaped tracers that no variable lift can see holds."""
+    """The error for escaped tracers that no variable lift can see holds: the
+    closures holding them, where there are such, else the tracers."""
+    leaks = [x for t in tracers if (x := closure_holding(t)) is not None]
+    if len(leaks) == len(tracers):
+        return LeakError(format_leaks(leaks), anchor="leak-report")
     return LeakError(
         f"{len(tracers)} tracer(s) of transforms that exited {where} are still "
         f"alive, held by no variable lift can see: "
@@ -154,6 +168,8 @@ def _translate(
             lambda: lifted,
         ],
     )
+    if not leaks:
+        leaks = [x for t in jax_tracers if (x := closure_holding(t)) is not None]
     if leaks:
         return LeakError(format_leaks(leaks), anchor="leak-report")
     if isinstance(exc, IndexError):

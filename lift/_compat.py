@@ -655,7 +655,7 @@ def snapshots_are_not_leaks() -> Generator[None]:
         yield
         return
     if _snapshot_checks == 0:
-        _original_find_leaked = _core.maybe_find_leaked_tracers  # pyright: ignore[reportUnknownMemberType]
+        _original_find_leaked = cast(Any, _core).maybe_find_leaked_tracers
         _core.maybe_find_leaked_tracers = _find_leaked_tracers  # pyright: ignore[reportAttributeAccessIssue]
     _snapshot_checks += 1
     try:

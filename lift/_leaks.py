@@ -14,6 +14,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
+import gc
 import os
 import sysconfig
 import types
@@ -30,6 +31,7 @@ from ._closure import (
     KEYWORD,
     LRU_WRAPPER,
     SELF,
+    STDLIB_HOLDERS,
     SUSPENDED_FRAMES,
     Label,
     array_items,
@@ -41,7 +43,9 @@ from ._closure import (
     function_parts,
     instance_class,
     method_parts,
+    opened_by_referents,
     partial_parts,
+    referent_parts,
     slot_names,
     suspended_parts,
 )
@@ -246,6 +250,51 @@ def check_leaks(*roots: Any, limit: int = DEFAULT_LIMIT) -> None:
     leaks = find_leaks(*roots, limit=limit)
     if leaks:
         raise LeakError(format_leaks(leaks), anchor="leak-report")
+
+
+_UNSEEN_HOLDER = (
+    "held by no variable lift can see: by JAX (a returned pytree's static "
+    "data) or a C extension (atexit)"
+)
+
+
+def closure_holding(tracer: Any) -> Leak | None:
+    """The report for an escaped tracer that no root reaches, when a closure
+    holds it: the function, its variable and its line, found from the tracer's
+    referrers (cell, closure, function). `None` if no function holds it.
+
+    Costs a few passes over the heap (`gc.get_referrers`): only for tracers
+    known to have escaped."""
+    with _gc.paused():
+        for cell in gc.get_referrers(tracer):
+            if type(cell) is not types.CellType:
+                continue
+            for closure in gc.get_referrers(cell):
+                if type(closure) is not tuple:
+                    continue
+                for fn in gc.get_referrers(closure):
+                    if type(fn) is types.FunctionType and fn.__closure__ is closure:
+                        return _closure_leak(fn, closure.index(cell), tracer)
+    return None
+
+
+def _closure_leak(fn: types.FunctionType, index: int, tracer: Any) -> Leak:
+    code = fn.__code__
+    variable = code.co_freevars[index]
+    return Leak(
+        f"<{_UNSEEN_HOLDER}>",
+        fn.__qualname__,
+        variable,
+        code.co_filename,
+        code.co_firstlineno,
+        f"{_compat.tracer_aval(tracer)} from {_compat.transform_name(tracer)}",
+        _CAPTURED,
+        f"<{_UNSEEN_HOLDER}>",
+        None,
+        "return the value from the transformed function instead of keeping a "
+        "closure over it (a static field of a returned pytree is not traced: "
+        "make it a pytree node)",
+    )
 
 
 def format_leaks(leaks: Iterable[Leak]) -> str:
@@ -536,6 +585,8 @@ class _Walk:
             self.parts(builtin_method_parts(obj), index)  # `stash.append`: `stash`
         elif cls in SUSPENDED_FRAMES:
             self.suspended(obj, index)
+        elif cls in STDLIB_HOLDERS:
+            self.parts(STDLIB_HOLDERS[cls](obj), index)
         elif cls is LRU_WRAPPER:
             parts = cache_parts(obj)
             self.keep.append(parts)
@@ -635,11 +686,12 @@ class _Walk:
             edge = (fn, "self", _SELF) if label.kind == SELF else None
             self.push(value, index, label, edge)
 
-    def plan(self, obj: Any, cls: type) -> tuple[int, tuple[str, ...]]:
-        """How to walk objects of type `cls` (decided once per type and scan)."""
+    def plan(self, obj: Any, cls: type) -> tuple[int, tuple[str, ...], bool]:
+        """How to walk objects of type `cls`, and whether that holds for every
+        instance (decided once per type and scan when it does)."""
         lifted = self.lifted
         if lifted is not None and lifted[0](obj):
-            return _LIFTED, ()
+            return _LIFTED, (), True
         if issubclass(
             cls,
             dict
@@ -650,17 +702,24 @@ class _Walk:
             | collections.deque
             | types.MappingProxyType,
         ):
-            return _CONTAINER, ()
+            return _CONTAINER, (), True
         if cls.__name__ == "ClosedJaxpr" and hasattr(obj, "consts"):
-            return _JAXPR, ()
+            return _JAXPR, (), True
         if isinstance(obj, _Array | np.generic):
-            return _SKIP, ()
+            return _SKIP, (), True
         try:
             leaves = _tree_leaves(obj, is_leaf=lambda y: y is not obj)  # pyright: ignore[reportUnknownLambdaType]
-            if not (len(leaves) == 1 and leaves[0] is obj):
-                return _PYTREE, ()
-        except Exception:  # a node whose flatten fails is walked as an object
-            pass
+        except Exception:
+            # This instance does not flatten (a `lift.jit` function whose
+            # captures cannot): walked as an object, and the type's other
+            # instances decided by themselves, so that the report does not
+            # depend on which instance the walk met first.
+            return (*self.as_object(cls), False)
+        if not (len(leaves) == 1 and leaves[0] is obj):
+            return _PYTREE, (), True
+        return (*self.as_object(cls), True)
+
+    def as_object(self, cls: type) -> tuple[int, tuple[str, ...]]:
         if _is_closed_type(cls):  # pyright: ignore[reportUnknownArgumentType]
             return _LIBRARY, ()
         return _OBJECT, slot_names(cls)  # pyright: ignore[reportUnknownArgumentType]
@@ -668,13 +727,17 @@ class _Walk:
     def other(self, obj: Any, cls: type, index: int) -> None:
         plan = self.plans.get(cls)
         if plan is None:
-            plan = self.plans[cls] = self.plan(obj, cls)
-            if plan[0] == _OBJECT:
+            kind, slots, stable = self.plan(obj, cls)
+            plan = (kind, slots)
+            if stable:
+                self.plans[cls] = plan
+            if kind == _OBJECT:
                 # The class attributes its instances read: walked once, named
                 # from the first instance met.
                 self.parts(instance_class(cls), index)
                 if (
-                    not plan[1]
+                    stable
+                    and not slots
                     and not callable(cast(object, obj))
                     and cls.__getattribute__ is object.__getattribute__
                     and type(getattr(obj, "__dict__", None)) is dict
@@ -682,22 +745,51 @@ class _Walk:
                     self.plain.add(cls)  # walked in `run`: its `__dict__` only
         kind, slots = plan
         if kind in (_OBJECT, _LIBRARY):
-            if callable(obj):
-                wrapped = getattr(obj, "__wrapped__", None)
-                if wrapped is not None:
-                    self.push(wrapped, index, ".__wrapped__")
-            if kind == _LIBRARY:
+            self.walk_object(obj, cls, index, kind, slots)
+        elif kind == _PYTREE:
+            try:
+                children, treedef = _flatten_with_path(obj, is_leaf=_not(obj))
+            except Exception:  # this instance does not flatten: an object
+                self.walk_object(obj, cls, index, *self.as_object(cls))
                 return
-            attrs = getattr(obj, "__dict__", None)
-            if isinstance(attrs, dict):
-                self.push_all(attrs.items(), index, _ATTR)  # pyright: ignore
-            for name in slots:
-                try:
-                    value = getattr(obj, name)
-                except Exception:  # an unset slot, or a descriptor that raises
-                    continue
-                self.push(value, index, (_ATTR, name))
-        elif kind == _CONTAINER:
+            self.keep.append(children)
+            for path, child in children:
+                self.push(child, index, _keystr(path))
+            for label, aux in aux_parts(treedef):
+                self.keep.append(aux)
+                self.push(aux, index, label, (obj, None, _STATIC_FIELD))
+        else:
+            self.walk_kind(obj, index, kind)
+
+    def walk_object(
+        self, obj: Any, cls: type, index: int, kind: int, slots: tuple[str, ...]
+    ) -> None:
+        """An object's `__wrapped__`, and unless a library's, its attributes and
+        slots (a C iterator, `map`, `itemgetter`: what it holds)."""
+        if callable(obj):
+            wrapped = getattr(obj, "__wrapped__", None)
+            if wrapped is not None:
+                self.push(wrapped, index, ".__wrapped__")
+        if opened_by_referents(cls):
+            parts = list(referent_parts(obj))
+            self.keep.append(parts)
+            self.parts(parts, index)
+            return
+        if kind == _LIBRARY:
+            return
+        attrs = getattr(obj, "__dict__", None)
+        if isinstance(attrs, dict):
+            self.push_all(attrs.items(), index, _ATTR)  # pyright: ignore
+        for name in slots:
+            try:
+                value = getattr(obj, name)
+            except Exception:  # an unset slot, or a descriptor that raises
+                continue
+            self.push(value, index, (_ATTR, name))
+
+    def walk_kind(self, obj: Any, index: int, kind: int) -> None:
+        """Containers, `Lifted` and traced programs."""
+        if kind == _CONTAINER:
             if isinstance(obj, dict | types.MappingProxyType):
                 self.push_all(obj.items(), index, _KEY)  # pyright: ignore
             elif isinstance(obj, tuple) and hasattr(obj, "_fields"):  # pyright: ignore
@@ -719,17 +811,6 @@ class _Walk:
             consts = list(obj.consts)
             self.keep.append(consts)
             self.push_all(enumerate(consts), index, ".consts[{}]")
-        elif kind == _PYTREE:
-            try:
-                children, treedef = _flatten_with_path(obj, is_leaf=_not(obj))
-            except Exception:  # a node that cannot flatten this instance: opaque
-                return
-            self.keep.append(children)
-            for path, child in children:
-                self.push(child, index, _keystr(path))
-            for label, aux in aux_parts(treedef):
-                self.keep.append(aux)
-                self.push(aux, index, label, (obj, None, _STATIC_FIELD))
 
     # -- reports ----------------------------------------------------------------
 

@@ -269,8 +269,9 @@ CASES = (
         "held_by_no_variable",
         AT_EXIT,
         "import {m}\n\ndef test_step():\n    {m}.step(1.0)\n",
-        r"1 tracer\(s\) of transforms that exited in test_step\[?\]? are still "
-        r"alive, held by no variable lift can see: float32\[\] from jit\(traced\)",
+        re.escape("<held by no variable lift can see: by JAX")
+        + r".* -> step\.<locals>\.traced\.<locals>\.<lambda> \(.*MODULE\.py:12\), "
+        + r"captured variable 'kept': float32\[\] from jit\(traced\)",
     ),
 )
 
