@@ -25,6 +25,8 @@ from typing import NamedTuple
 import pytest
 from helpers import plugin_args
 
+pytest_plugins = ("pytester",)
+
 # {kept}: `x` (the tracer) in the leak, `CONCRETE` in the twin. The line of
 # each function that holds the value is what a report must name.
 CLOSURE_IN_LIST = """\
@@ -360,3 +362,80 @@ def test_clean_twin_passes_both(case: Case, runs: Runs) -> None:
     test = f"test_{_module(case, False)}"
     assert theirs[test] is None, theirs[test]
     assert ours[test] is None, ours[test]
+
+
+# What tests keep that is no leak: results of transforms that hold no tracer,
+# errors raised inside a trace, callbacks, pmap, equinox's filtered transforms.
+NOT_LEAKS = """
+import jax, jax.numpy as jnp, pytest, equinox as eqx, numpy as np
+
+@pytest.fixture(scope="module")
+def linearized():
+    return jax.linearize(jnp.sin, 1.0)
+
+KEPT = {}
+
+def test_linearize_fixture(linearized):
+    out, f_jvp = linearized
+    assert abs(float(f_jvp(1.0)) - float(jnp.cos(1.0))) < 1e-6
+
+def test_make_jaxpr_kept():
+    KEPT["jaxpr"] = jax.make_jaxpr(lambda x: jnp.sin(x) * 2)(1.0)
+
+def test_lowered_kept():
+    KEPT["lowered"] = jax.jit(lambda x: x * 2).lower(1.0)
+
+def test_vjp_kept():
+    KEPT["vjp"] = jax.vjp(jnp.sin, 1.0)[1]
+
+def test_raises_inside_jit():
+    def f(x):
+        y = jax.lax.scan(lambda c, z: (c + z, z), x, jnp.arange(3.0))[0]
+        raise ValueError("boom")
+    with pytest.raises(ValueError, match="boom"):
+        jax.jit(f)(1.0)
+
+def test_raises_concretization():
+    with pytest.raises(jax.errors.ConcretizationTypeError):
+        jax.jit(lambda x: float(x))(1.0)
+
+def test_eqx_filter_jit_grad():
+    model = eqx.nn.MLP(2, 2, 4, 2, key=jax.random.key(0))
+    @eqx.filter_jit
+    def loss(m, x):
+        return jnp.sum(m(x) ** 2)
+    g = eqx.filter_grad(loss)(model, jnp.ones(2))
+    KEPT["grad"] = g
+
+def test_checkpoint_custom_vjp():
+    f = jax.checkpoint(lambda x: jnp.sin(x) * x, policy=jax.checkpoint_policies.nothing_saveable)
+    assert jax.grad(f)(1.0) is not None
+    assert jax.jit(jax.vmap(jax.grad(jax.nn.softplus)))(jnp.ones(3)) is not None
+
+def test_while_cond_pmap_shard():
+    jax.lax.while_loop(lambda c: c < 3, lambda c: c + 1, 0)
+    jax.pmap(lambda x: x * 2)(jnp.ones((1,)))
+
+def test_pure_callback():
+    def cb(x): return np.asarray(x) * 2
+    jax.jit(lambda x: jax.pure_callback(cb, jax.ShapeDtypeStruct((), jnp.float32), x))(1.0)
+
+def test_jit_of_method_cached_class():
+    class M(eqx.Module):
+        w: jax.Array
+        def __call__(self, x): return self.w * x
+    KEPT["m"] = M(jnp.ones(2))
+    jax.jit(KEPT["m"].__call__)(jnp.ones(2))
+"""
+
+
+def test_default_mode_passes_what_is_no_leak(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("JAX_CHECK_TRACER_LEAKS", "0")
+    pytester.makepyfile(test_not_leaks=NOT_LEAKS)
+    result = pytester.runpytest_subprocess(*plugin_args(), "--lift-leaks")
+    result.assert_outcomes(passed=11)
+    monkeypatch.setenv("JAX_CHECK_TRACER_LEAKS", "1")
+    result = pytester.runpytest_subprocess()
+    result.assert_outcomes(passed=11)
