@@ -19,6 +19,7 @@ from ._leaks import (
     Leak,
     closure_holding,
     format_leaks,
+    holder_kinds,
     is_user_file,
     scan,
     scan_tracers,
@@ -115,13 +116,15 @@ def unseen_error(tracers: list[Any], where: str) -> LeakError:
     """The error for escaped tracers that no variable lift can see holds: the
     closures holding them, where there are such, else the tracers."""
     leaks = [x for t in tracers if (x := closure_holding(t)) is not None]
-    if len(leaks) == len(tracers):
+    if leaks and len(leaks) == len(tracers):
         return LeakError(format_leaks(leaks), anchor="leak-report")
+    kinds = holder_kinds(tracers, [leaks])
+    held = f" (held by {', '.join(kinds[:4])}: objects lift does not open)"
     return LeakError(
         f"{len(tracers)} tracer(s) of transforms that exited {where} are still "
         f"alive, held by no variable lift can see: "
-        f"{', '.join(map(_short, tracers[:3]))}. Return the value from the "
-        "transformed function instead of storing it.",
+        f"{', '.join(map(_short, tracers[:3]))}{held if kinds else ''}. Return "
+        "the value from the transformed function instead of storing it.",
         anchor="leak-unseen",
     )
 

@@ -278,6 +278,30 @@ def closure_holding(tracer: Any) -> Leak | None:
     return None
 
 
+def holder_kinds(tracers: list[Any], mine: Iterable[Any] = ()) -> list[str]:
+    """The kinds of object that hold `tracers` directly (`jaxlib...PyTreeDef`,
+    `tuple`), for a report that cannot name a variable: what lift could not
+    look inside, named rather than skipped. `mine`: the caller's own lists."""
+    ignore = {id(tracers), *map(id, mine)}
+    kinds: dict[str, None] = {}
+    with _gc.paused():
+        refs = [r for r in gc.get_referrers(*tracers) if id(r) not in ignore]
+        ignore.add(id(refs))
+        for ref in refs:
+            if type(ref) is types.FrameType:
+                continue
+            # A tuple, list, dict or cell says little: what holds it says more.
+            if type(ref) in _PLAIN_HOLDERS:
+                outer = [r for r in gc.get_referrers(ref) if id(r) not in ignore]
+                ref = next((r for r in outer if type(r) is not types.FrameType), ref)
+            t = type(ref)
+            kinds[f"{t.__module__}.{t.__qualname__}".removeprefix("builtins.")] = None
+    return list(kinds)
+
+
+_PLAIN_HOLDERS: frozenset[type] = frozenset({tuple, list, dict, types.CellType})
+
+
 def _closure_leak(fn: types.FunctionType, index: int, tracer: Any) -> Leak:
     code = fn.__code__
     variable = code.co_freevars[index]

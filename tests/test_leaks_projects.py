@@ -158,6 +158,22 @@ def step(x):
     return jax.jit(traced)(x)
 """
 
+IN_AN_ERROR = """\
+import jax
+import numpy
+
+CONCRETE = numpy.float32(1.0)
+_ERRORS = []
+
+
+def step(x):
+    def traced(x):
+        _ERRORS.append(ValueError({kept}))
+        return x * 2
+
+    return jax.jit(traced)(x)
+"""
+
 
 class Case(NamedTuple):
     name: str
@@ -274,6 +290,14 @@ CASES = (
         re.escape("<held by no variable lift can see: by JAX")
         + r".* -> step\.<locals>\.traced\.<locals>\.<lambda> \(.*MODULE\.py:12\), "
         + r"captured variable 'kept': float32\[\] from jit\(traced\)",
+    ),
+    Case(
+        "in_an_object_lift_does_not_open",
+        IN_AN_ERROR,
+        "import {m}\n\ndef test_step():\n    {m}.step(1.0)\n",
+        r"1 tracer\(s\) of transforms that exited in test_step are still alive, "
+        r"held by no variable lift can see: float32\[\] from jit\(traced\) \(held "
+        r"by .*ValueError.*: objects lift does not open\)",
     ),
 )
 
