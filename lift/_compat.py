@@ -13,6 +13,7 @@ import gc
 import inspect
 import os
 import sys
+import threading
 import types
 import weakref
 from collections.abc import Generator, Iterable
@@ -510,7 +511,10 @@ def jax_checks_leaks() -> bool:
 # that notes each trace it leaves (by weak reference, nothing kept alive); on
 # exit the block asks which of those traces still have tracers.
 
-_recorders: list[tuple[dict[int, Any], bool]] = []  # (recorder, every kind)
+# (recorder, every kind, the thread it watches): a trace exiting in another
+# thread (still running there, perhaps) is not the block's, as JAX's checker,
+# whose switch is per thread, does not look at it either.
+_recorders: list[tuple[dict[int, Any], bool, int]] = []
 _original_set_current_trace: Any = None
 
 
@@ -531,8 +535,9 @@ def _note_exit(trace: Any) -> None:
         return
     unchecked = kind in _UNCHECKED_TRACES
     key = id(trace)
-    for recorder, every in _recorders:
-        if not (every or unchecked):
+    thread = threading.get_ident()
+    for recorder, every, watched in _recorders:
+        if not (every or unchecked) or watched != thread:
             continue
         ref = recorder.get(key)
         if ref is None or ref() is not trace:
@@ -573,12 +578,13 @@ def watching_trace_exits(every: bool = False) -> Generator[dict[int, Any]]:
     if not _recorders:
         _original_set_current_trace = _core.set_current_trace
         _core.set_current_trace = _watching_class(_original_set_current_trace)
-    entry = (recorder, every)
+    entry = (recorder, every, threading.get_ident())
     _recorders.append(entry)
     try:
         yield recorder
     finally:
-        _recorders.remove(entry)
+        # By identity: two blocks' records may be equal dicts.
+        del _recorders[next(i for i, e in enumerate(_recorders) if e is entry)]
         if not _recorders and _original_set_current_trace is not None:
             _core.set_current_trace = _original_set_current_trace
             _original_set_current_trace = None
