@@ -294,7 +294,7 @@ def holder_kinds(tracers: list[Any], mine: Iterable[Any] = ()) -> list[str]:
             if type(ref) in _PLAIN_HOLDERS:
                 outer = [r for r in gc.get_referrers(ref) if id(r) not in ignore]
                 ref = next((r for r in outer if type(r) is not types.FrameType), ref)
-            t = type(ref)
+            t: type[Any] = type(ref)  # pyright: ignore[reportUnknownVariableType]
             kinds[f"{t.__module__}.{t.__qualname__}".removeprefix("builtins.")] = None
     return list(kinds)
 
@@ -738,10 +738,10 @@ class _Walk:
             # captures cannot): walked as an object, and the type's other
             # instances decided by themselves, so that the report does not
             # depend on which instance the walk met first.
-            return (*self.as_object(cls), False)
+            return (*self.as_object(cls), False)  # pyright: ignore[reportUnknownArgumentType]
         if not (len(leaves) == 1 and leaves[0] is obj):
             return _PYTREE, (), True
-        return (*self.as_object(cls), True)
+        return (*self.as_object(cls), True)  # pyright: ignore[reportUnknownArgumentType]
 
     def as_object(self, cls: type) -> tuple[int, tuple[str, ...]]:
         if _is_closed_type(cls):  # pyright: ignore[reportUnknownArgumentType]
