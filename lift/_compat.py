@@ -21,6 +21,7 @@ from typing import Any, Final
 
 import jax
 import jax.core
+import jax.extend.core
 
 __all__ = [
     "CUSTOM_NODES",
@@ -37,9 +38,26 @@ __all__ = [
 
 # Written against jax 0.10.2: `trace_ctx.trace` is the current trace of this
 # thread (`TracingContext.trace`, backed by a thread-local config state).
-from jax._src import core as _core, tree_util as _jtu_private
+from jax._src import api_util as _api_util, core as _core, tree_util as _jtu_private
 
 _CORE_FILE: Final[str] = str(_core.__file__)  # pyright: ignore[reportUnknownMemberType]
+
+# The installed JAX as numbers (`0.12.0.1` -> `(0, 12, 0)`), for the behaviours
+# below that changed between releases.
+JAX_VERSION: Final[tuple[int, ...]] = tuple(
+    int(part) for part in jax.__version__.split(".")[:3] if part.isdigit()
+)
+
+# jax 0.11 and later: eager `grad` linearizes under `check_leaks=True`
+# (`interpreters/ad.py`), so JAX's own checker reports a tracer escaping it (as
+# "Leaked trace LinearizeTrace", its holders named by object ids); jax 0.10.2
+# and 0.8.0 never report it.
+JAX_CHECKS_EAGER_GRAD: Final = JAX_VERSION >= (0, 11)
+
+# jax 0.10.2 and 0.8.0: JAX's `_why_alive` raises `IndexError` when a closure
+# cell is in the chain of references to a leaked tracer (jax issue 26560), and
+# the report is lost. Fixed in jax 0.11: the cell is named in the chain.
+JAX_ISSUE_26560: Final = JAX_VERSION < (0, 11)
 
 # Written against jax 0.10.2 (and 0.8.0): every type registered with
 # `jax.tree_util`, custom pytree nodes and NamedTuples JAX treats as its own
@@ -256,6 +274,51 @@ def _in_why_alive(exc: BaseException) -> bool:
     return False
 
 
+# -- A traced program and its constants -----------------------------------------
+#
+# jax 0.10.2 and 0.8.0: `jax.make_jaxpr` returns a `ClosedJaxpr` pairing a
+# `Jaxpr` (the program, with `constvars`) and the constants' values
+# (`.consts`); the inner `Jaxpr` holds no value. jax 0.11 and 0.12 merge the two
+# (`jax.extend.core.ClosedJaxpr is jax.extend.core.Jaxpr`): a `Jaxpr` carries
+# its constants' values itself, and `closed.jaxpr is closed`. Keeping "the
+# program" then keeps the tracers it closed over alive.
+
+
+def bare_jaxpr(closed: Any) -> Any:
+    """The program of the traced `closed`, holding none of its constants' values.
+
+    Evaluated as `jax.core.eval_jaxpr(bare, consts, *args)` on every JAX: on
+    0.11+ its constants are its leading inputs (`eval_jaxpr` binds
+    `[*consts, *args]` to them), on 0.10 and older its `constvars`.
+    """
+    jaxpr = closed.jaxpr
+    if getattr(jaxpr, "num_consts", 0):  # jax >= 0.11: values attached
+        jaxpr = jaxpr.with_consts([])
+    return jaxpr
+
+
+def holds_consts(obj: object) -> bool:
+    """Whether `obj` is a traced program holding its constants' values: a
+    `ClosedJaxpr` (jax <= 0.10), or a `Jaxpr` (jax >= 0.11)."""
+    return isinstance(obj, jax.extend.core.ClosedJaxpr)
+
+
+# -- `jax.jit`'s options ----------------------------------------------------------
+#
+# `jax.jit(f, donate_argnums=...)` donates an argument passed by keyword too: it
+# infers `donate_argnames` from `f`'s signature (`api_util.resolve_argnums`).
+# jax 0.10.2 and 0.8.0 name the positional-or-keyword parameters of the
+# non-negative numbers; jax 0.11 and 0.12 those of negative ones as well,
+# counted from the end of all of `f`'s parameters (keyword-only ones included).
+
+
+def inferred_argnames(
+    signature: inspect.Signature, argnums: tuple[int, ...]
+) -> tuple[str, ...]:
+    """The parameter names `jax.jit` infers from `argnums` for `signature`."""
+    return _api_util.infer_argnums_and_argnames(signature, argnums, None)[1]
+
+
 # -- The Python code a jaxpr's parameters run -----------------------------------
 #
 # Written against jax 0.10.2. A jaxpr shows custom derivative rules and callbacks
@@ -271,7 +334,6 @@ import functools  # noqa: E402
 from typing import cast  # noqa: E402
 
 from jax._src import (  # noqa: E402
-    api_util as _api_util,
     callback as _callback,
     linear_util as _lu,
     util as _util,
@@ -504,9 +566,11 @@ def jax_checks_leaks() -> bool:
 # -- traces that exit inside `lift.checking_leaks()` --------------------------------
 #
 # JAX's checker runs where a trace is entered with `check_leaks=True` (jit, scan,
-# vmap, linearize); eager `grad`/`jvp`/`vjp` enter their traces through
+# vmap); eager `grad`/`jvp`/`vjp`/`linearize` enter their traces through
 # `core.set_current_trace(trace)` without it (jax 0.10.2 and 0.8.0,
-# `interpreters/ad.py`), so a tracer escaping them is never reported. While a
+# `interpreters/ad.py`), so a tracer escaping them is never reported. From jax
+# 0.11 eager `grad`, `vjp` and `linearize` are checked (`JAX_CHECKS_EAGER_GRAD`);
+# eager `jvp` still is not, and JAX's checker is off unless asked for. While a
 # `lift.checking_leaks()` block runs, `core.set_current_trace` is a subclass
 # that notes each trace it leaves (by weak reference, nothing kept alive); on
 # exit the block asks which of those traces still have tracers.
@@ -518,8 +582,9 @@ _recorders: list[tuple[dict[int, Any], bool, int]] = []
 _original_set_current_trace: Any = None
 
 
-# The traces JAX's checker never looks at (jax 0.10.2 and 0.8.0: eager `grad`,
-# `jvp`, `vjp`, `linearize`); the others (`jit`, `scan`, `vmap`, ...) it checks.
+# The eager traces lift watches: those of `grad`, `jvp`, `vjp` and `linearize`,
+# which JAX's checker misses on jax 0.10.2 and 0.8.0 (`JVPTrace` of eager `jvp`
+# on every version); the others (`jit`, `scan`, `vmap`, ...) it checks.
 _UNCHECKED_TRACES: Final = frozenset({"JVPTrace", "LinearizeTrace"})
 # Traces that hold no tracer of their own: not noted (jax 0.10.2 to 0.12: an
 # `EvalTrace` outlives its block, kept by JAX's dispatch caches).

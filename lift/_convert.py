@@ -414,7 +414,7 @@ def convert(
     consts = tuple(_as_leaf(c) for c in closed.consts)
     name = getattr(fn, "__name__", None) or "fn"
     program = Program(
-        closed.jaxpr,
+        _compat.bare_jaxpr(closed),
         in_tree,
         out_trees[-1],
         _signature(leaves),

@@ -727,7 +727,7 @@ class _Walk:
             | types.MappingProxyType,
         ):
             return _CONTAINER, (), True
-        if cls.__name__ == "ClosedJaxpr" and hasattr(obj, "consts"):
+        if _compat.holds_consts(obj):
             return _JAXPR, (), True
         if isinstance(obj, _Array | np.generic):
             return _SKIP, (), True

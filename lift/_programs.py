@@ -24,6 +24,7 @@ from typing import Any, Final, cast
 
 import jax
 
+from . import _compat
 from ._closure import code_of
 from ._errors import LiftError, describe
 
@@ -451,6 +452,12 @@ def _translate(
                     anchor="jit-options",
                 )
         kwargs[option] = names
+    if "donate_argnums" in options and "donate_argnames" not in options:
+        # What `jax.jit` infers from `fn`'s own signature (an argument donated by
+        # number is donated when passed by keyword too), not from the trampoline's.
+        kwargs["donate_argnames"] = _compat.inferred_argnames(
+            signature, _as_tuple(options["donate_argnums"], int)
+        )
     static = _resolved(signature, options, "static")
     donated = _resolved(signature, options, "donate")
     both = sorted(static & donated)

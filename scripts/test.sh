@@ -1,16 +1,24 @@
 #!/usr/bin/env bash
 # Run the test suite the way CI does: under JAX's tracer-leak checking and with
 # eight host devices. Needs only the `test` extra (CI's linters and docs build live
-# in .ci/run). The whole suite takes about 17 minutes on 2 cores.
+# in .ci/run).
 #
-#   bash scripts/test.sh            # everything
-#   bash scripts/test.sh --quick    # the core in about a minute: capture, transforms,
-#                                   # lift.jit, closure conversion, leak checking
+#   bash scripts/test.sh                  # the whole suite, with python3 and the
+#                                         # newest JAX pip finds for it
+#   bash scripts/test.sh --quick          # the core in about a minute: capture,
+#                                         # transforms, lift.jit, closure
+#                                         # conversion, leak checking
+#   bash scripts/test.sh --python 3.13    # another Python (python3.13 on PATH, or
+#                                         # pyenv's), in a virtualenv of its own
+#   bash scripts/test.sh --jax 0.8.0      # another JAX (`oldest`: the oldest that
+#                                         # pyproject.toml declares, `newest`)
+#   bash scripts/test.sh --ends           # what CI runs: the oldest JAX on Python
+#                                         # 3.11 and the newest JAX on Python 3.13
 #
 # Other arguments go to pytest (`bash scripts/test.sh --quick -x`,
 # `bash scripts/test.sh tests/test_jit.py -k donation`).
 set -euo pipefail
-source "$(dirname "$0")/_venv.sh" test
+here="$(dirname "$0")"
 QUICK=(
     tests/test_capture.py
     tests/test_soundness.py
@@ -24,13 +32,38 @@ QUICK=(
     tests/test_errors_messages.py
 )
 args=()
-for arg in "$@"; do
-    if [ "$arg" = "--quick" ]; then
-        args=("${QUICK[@]}" ${args[@]+"${args[@]}"})
-    else
-        args+=("$arg")
-    fi
+ends=0
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --quick) args=("${QUICK[@]}" ${args[@]+"${args[@]}"}) ;;
+        --python) export LIFT_PYTHON="$2"; shift ;;
+        --jax) export LIFT_JAX="$2"; shift ;;
+        --ends) ends=1 ;;
+        *) args+=("$1") ;;
+    esac
+    shift
 done
+
+if [ "$ends" = 1 ]; then
+    # The two ends of what lift supports (pyproject.toml's `requires-python` and
+    # `jax>=`), one after the other: each uses both cores while it compiles.
+    failed=()
+    for end in "3.11 oldest" "3.13 newest"; do
+        read -r python jax <<<"$end"
+        echo "== The suite on Python $python with the $jax JAX" >&2
+        bash "$here/test.sh" --python "$python" --jax "$jax" ${args[@]+"${args[@]}"} ||
+            failed+=("Python $python with the $jax JAX")
+    done
+    if [ ${#failed[@]} -gt 0 ]; then
+        printf 'FAILED: the suite on %s\n' "${failed[@]}" >&2
+        exit 1
+    fi
+    exit 0
+fi
+
+# shellcheck disable=SC1091
+source "$here/_venv.sh" test
+python -c 'import sys, jax; print(f"Python {sys.version.split()[0]}, jax {jax.__version__}")'
 export JAX_CHECK_TRACER_LEAKS=1
 export XLA_FLAGS="--xla_force_host_platform_device_count=8"
 python -m pytest ${args[@]+"${args[@]}"}

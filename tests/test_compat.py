@@ -8,6 +8,8 @@ transform it reports. A JAX upgrade that breaks an assumption fails here first.
 from __future__ import annotations
 
 import functools
+import gc
+import inspect
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
@@ -341,3 +343,39 @@ def test_custom_nodes_are_jax_registered_types() -> None:
     assert Node in _compat.CUSTOM_NODES
     assert Point not in _compat.CUSTOM_NODES
     assert dict in _compat.CUSTOM_NODES
+
+
+def test_bare_jaxpr_holds_no_constant_and_evaluates_with_them() -> None:
+    scale = jnp.arange(3.0) + 1.0
+    closed = jax.make_jaxpr(lambda x: x * scale)(jnp.ones(3))
+    assert _compat.holds_consts(closed)
+    assert not _compat.holds_consts(object())
+    (const,) = closed.consts
+    bare = _compat.bare_jaxpr(closed)
+    # Nothing reachable from the program is the constant (jax >= 0.11 attaches
+    # constants to the `Jaxpr` itself; jax <= 0.10 keeps them beside it).
+    seen: set[int] = set()
+    stack: list[Any] = [bare]
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen or inspect.ismodule(obj) or isinstance(obj, type):
+            continue
+        seen.add(id(obj))
+        assert obj is not const
+        stack.extend(gc.get_referents(obj))
+    out = jax.core.eval_jaxpr(bare, [const], jnp.full(3, 2.0))  # pyright: ignore[reportUnknownMemberType]
+    assert jnp.array_equal(out[0], jnp.array([2.0, 4.0, 6.0]))
+
+
+def test_inferred_argnames_are_what_jax_jit_donates() -> None:
+    def f(x: Any, n: Any, y: Any, *, k: int = 3) -> Any:
+        return x * n + y * k
+
+    signature = inspect.signature(f)
+    assert _compat.inferred_argnames(signature, (0, 2)) == ("x", "y")
+    # Negative numbers: named from jax 0.11 on, counted over every parameter.
+    expected = ("y",) if _compat.JAX_VERSION >= (0, 11) else ()
+    assert _compat.inferred_argnames(signature, (-2,)) == expected
+    x, n, y = jnp.ones(2), jnp.ones(2), jnp.ones(2)
+    jax.jit(f, donate_argnums=-2)(x, y=y, n=n)
+    assert y.is_deleted() == bool(expected)

@@ -125,3 +125,61 @@ def test_installed_wheel_runs_the_readme_example(wheel: Path, tmp_path: Path):
         check=False,
     )
     assert run.returncode == 0, run.stderr
+
+
+# -- where the suite runs ---------------------------------------------------------
+
+
+def _venv_sh(snippet: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """Run `snippet` after sourcing the functions of scripts/_venv.sh (not its
+    body, which would make a virtualenv)."""
+    head = (ROOT / "scripts" / "_venv.sh").read_text().split("\npython=")[0]
+    functions = head.replace('extra="$1"', "") + f"\nroot={ROOT}\n"
+    return subprocess.run(
+        ["bash", "-c", functions + snippet],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        cwd=ROOT,
+    )
+
+
+def test_the_oldest_jax_is_the_one_pyproject_declares():
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        deps = tomllib.load(f)["project"]["dependencies"]
+    (declared,) = (d.removeprefix("jax>=") for d in deps if d.startswith("jax>="))
+    done = _venv_sh("lift_oldest_jax")
+    assert done.stdout.strip() == declared
+
+
+def test_a_missing_python_fails_loudly_naming_what_to_install():
+    done = _venv_sh('lift_find_python 3.99 && echo "found"', PATH="/usr/bin:/bin")
+    assert done.returncode != 0
+    assert "found" not in done.stdout
+    assert "Python 3.99 is needed" in done.stderr
+    assert "pyenv install 3.99" in done.stderr
+
+
+def test_the_running_python_is_found_as_ci_finds_it():
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    done = _venv_sh(
+        f'"$(lift_find_python {version})" -c "import sys; print(sys.version)"'
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(version + ".")
+
+
+def test_classifiers_name_the_pythons_ci_runs():
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        project = tomllib.load(f)["project"]
+    listed = {
+        c.rsplit(" ", 1)[1]
+        for c in project["classifiers"]
+        if re.fullmatch(r"Programming Language :: Python :: 3\.\d+", c)
+    }
+    ci = (ROOT / ".ci" / "run").read_text() + (ROOT / "scripts" / "test.sh").read_text()
+    tested = set(re.findall(r"--python (3\.\d+)", ci)) | set(
+        re.findall(r'"(3\.\d+) (?:oldest|newest)"', ci)
+    )
+    assert listed == tested == {"3.11", "3.12", "3.13"}
+    assert project["requires-python"] == ">=3.11"
