@@ -15,7 +15,15 @@ import jax
 
 from . import _compat
 from ._errors import LeakError, LiftError, describe
-from ._leaks import Leak, format_leaks, is_user_file, scan, scan_tracers
+from ._leaks import (
+    Leak,
+    closure_holding,
+    format_leaks,
+    holder_kinds,
+    is_user_file,
+    scan,
+    scan_tracers,
+)
 from ._registry import recording
 
 _UnexpectedTracerError: type[Exception] = jax.errors.UnexpectedTracerError
@@ -63,7 +71,9 @@ def _lifted_roots(
 
 
 def _place(
-    tracers: list[Any], rounds: list[Callable[[], Iterable[tuple[str, Any]]]]
+    tracers: list[Any],
+    rounds: list[Callable[[], Iterable[tuple[str, Any]]]],
+    home: str | None = None,
 ) -> tuple[list[Leak], list[Any]]:
     """Leak reports for `tracers`, each named from the first round of roots that
     reaches it; and the tracers no round reached."""
@@ -72,11 +82,51 @@ def _place(
     for roots in rounds:
         if not rest:
             break
-        found, placed = scan_tracers(roots(), only=rest)
+        found, placed = scan_tracers(roots(), only=rest, home=home)
         leaks.extend(found)
         ids = set(map(id, placed))
         rest = [t for t in rest if id(t) not in ids]
     return leaks, rest
+
+
+def _all_modules() -> list[tuple[str, Any]]:
+    """Every imported module but lift's own: where a library keeps a tracer
+    (the last place a report looks, after the user's own modules)."""
+    out: list[tuple[str, Any]] = []
+    for name, module in list(sys.modules.items()):
+        if (
+            type(cast(object, module)) is types.ModuleType
+            and name.partition(".")[0] != "lift"
+        ):
+            out.append((name, module))
+    return out
+
+
+def place_escaped(
+    tracers: list[Any], roots: list[tuple[str, Any]], home: str | None = None
+) -> tuple[list[Leak], list[Any]]:
+    """Leak reports for tracers known to have escaped (their trace exited and
+    they are still alive), each named from `roots` first, then from the user's
+    modules, then from any module; and the tracers none of them reaches.
+    `home`: the module of the roots (`scan_tracers`)."""
+    return _place(tracers, [lambda: roots, _user_modules, _all_modules], home)
+
+
+def unseen_error(tracers: list[Any], where: str) -> LeakError:
+    """The error for escaped tracers that no variable lift can see holds: the
+    closures holding them, where there are such, else the tracers."""
+    leaks = [x for t in tracers if (x := closure_holding(t)) is not None]
+    if leaks and len(leaks) == len(tracers):
+        return LeakError(format_leaks(leaks), anchor="leak-report")
+    kinds = holder_kinds(tracers, [leaks])
+    held = f" (held by {', '.join(kinds[:4])}: objects lift does not open)"
+    return LeakError(
+        f"{len(tracers)} tracer(s) of transforms that exited {where} are still "
+        f"alive, held by no variable lift can see: "
+        f"{', '.join(map(_short, tracers[:3]))}{held if kinds else ''}. Return "
+        "the value from the transformed function instead of storing it.",
+        anchor="leak-unseen",
+    )
 
 
 def _caller_roots(frame: types.FrameType | None) -> list[tuple[str, Any]]:
@@ -121,15 +171,24 @@ def _translate(
             lambda: lifted,
         ],
     )
+    if not leaks:
+        leaks = [x for t in jax_tracers if (x := closure_holding(t)) is not None]
     if leaks:
         return LeakError(format_leaks(leaks), anchor="leak-report")
-    lines = [line for line in str(exc).split("\n") if line.strip()]
-    what = lines[1] if len(lines) > 1 else (lines[0] if lines else type(exc).__name__)
+    if isinstance(exc, IndexError):
+        # JAX's checker failed explaining its report (jax#26560): its message
+        # ("list index out of range") says nothing of the tracer.
+        what = ", ".join(map(_short, jax_tracers[:3])) or "a tracer"
+        source = "JAX's checker failed while explaining it, jax issue 26560"
+    else:
+        lines = [line for line in str(exc).split("\n") if line.strip()]
+        what = lines[1] if len(lines) > 1 else (lines[0] if lines else "a tracer")
+        source = "JAX's report follows, above"
     error = LeakError(
         "JAX found a tracer that escaped its transform, held by no variable "
         f"lift can see from the failing frames: {what.strip()}. Return the "
         "value from the transformed function instead of storing it, or lift "
-        "the closure that captured it (JAX's report follows, above).",
+        f"the closure that captured it ({source}).",
         anchor="leak-unseen",
     )
     error.__cause__ = exc  # kept: JAX's reference chain says more than lift can
@@ -293,7 +352,7 @@ def _call_under_jax_checks(
     __tracebackhide__ = True
     mode = _compat.filtering_mode()
     try:
-        with _compat.full_tracebacks():
+        with _compat.full_tracebacks(), _compat.snapshots_are_not_leaks():
             return transformed(*a, **k)
     except Exception as exc:
         if not pending:
@@ -465,6 +524,7 @@ class checking_leaks:
         stack = ExitStack()
         mode = _compat.filtering_mode()
         stack.enter_context(jax.checking_leaks())
+        stack.enter_context(_compat.snapshots_are_not_leaks())
         stack.enter_context(_compat.full_tracebacks())
         bucket = stack.enter_context(recording())
         # Eager `grad`/`jvp` traces, which JAX's checker does not look at.
@@ -498,14 +558,7 @@ class checking_leaks:
             )
             leaks.extend(found)
             if rest and not leaks:
-                raise LeakError(
-                    f"{len(rest)} tracer(s) of transforms that exited inside "
-                    "lift.checking_leaks() are still alive, held by no variable "
-                    f"lift can see: {', '.join(map(_short, rest[:3]))}. Return "
-                    "the value from the transformed function instead of storing "
-                    "it.",
-                    anchor="leak-unseen",
-                )
+                raise unseen_error(rest, "inside lift.checking_leaks()")
         if leaks:
             raise LeakError(format_leaks(leaks), anchor="leak-report")
 

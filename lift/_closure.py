@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import collections.abc
+import contextvars
 import ctypes
 import functools
 import gc
@@ -384,6 +385,111 @@ class _NdIndex:
         return repr(tuple(map(int, np.unravel_index(self.flat, self.shape))))
 
 
+# -- holders of the standard library that are not plain objects ------------------
+
+_VALUE: Final = "<value>"  # a `ContextVar`'s value in the current context
+_KEY_FORMAT: Final = "[{!r}]"
+_MEMBER_FORMAT: Final = "{{…}}"
+
+
+def _descriptor_parts(d: Any) -> Iterator[tuple[Any, Any]]:
+    """The functions a method descriptor or property holds."""
+    for attr in _DESCRIPTOR_FUNCTIONS[type(d)]:
+        fn = getattr(d, attr, None)
+        if fn is not None:
+            yield Label.of(attr), fn
+
+
+_DESCRIPTOR_FUNCTIONS: Final[dict[type, tuple[str, ...]]] = {
+    staticmethod: (METHOD_FUNC,),
+    classmethod: (METHOD_FUNC,),
+    property: ("fget", "fset", "fdel"),
+    functools.cached_property: ("func",),
+    functools.partialmethod: ("func", "args", "keywords"),
+}
+
+
+def _context_parts(ctx: contextvars.Context) -> Iterator[tuple[Any, Any]]:
+    """A `contextvars.Context`'s values, by variable name."""
+    for var, value in list(ctx.items()):
+        yield (_KEY_FORMAT, var.name), value
+
+
+def _context_var_parts(var: contextvars.ContextVar[Any]) -> Iterator[tuple[Any, Any]]:
+    """A `ContextVar`'s value in the current context (its default otherwise)."""
+    try:
+        value = var.get()
+    except LookupError:  # neither set nor given a default
+        return
+    yield Label.of(_VALUE), value
+
+
+def _finalize_parts(f: weakref.finalize[Any, Any]) -> Iterator[tuple[Any, Any]]:
+    """What a live `weakref.finalize` will call, and with what (kept strongly
+    in `weakref.finalize`'s registry until it runs)."""
+    info = f.peek()
+    if info is None:
+        return
+    _, func, args, kwargs = info
+    yield Label.of(FUNC), func
+    for i, value in enumerate(args):
+        yield Label.of(ARG, i), value
+    for name, value in kwargs.items():
+        yield Label.of(KEYWORD, name), value
+
+
+def _weak_value_parts(
+    d: weakref.WeakValueDictionary[Any, Any],
+) -> Iterator[tuple[Any, Any]]:
+    for key, value in list(d.items()):
+        yield (_KEY_FORMAT, key), value
+
+
+def _weak_set_parts(s: weakref.WeakSet[Any]) -> Iterator[tuple[Any, Any]]:
+    for value in list(s):
+        yield (_MEMBER_FORMAT, None), value
+
+
+# Modules whose C types hold references no attribute shows (iterators, `map`,
+# `zip`, `itertools` objects, `operator.itemgetter`, dict views): opened by
+# what the garbage collector says they hold.
+_OPENED_BY_REFERENTS: Final = frozenset(
+    {"builtins", "itertools", "operator", "_operator", "collections", "_collections"}
+)
+_REFERENT: Final = ".<referent {}>"
+
+
+def opened_by_referents(cls: type) -> bool:
+    """Whether instances of `cls` are opened by `referent_parts`: a C type of
+    the builtins, `itertools` or `operator` (not an exception: its traceback
+    holds frames, no data of the user's)."""
+    module = getattr(cls, "__module__", None)
+    return (
+        module in _OPENED_BY_REFERENTS
+        and "__dict__" not in dir(cls)
+        and not issubclass(cls, BaseException | type)
+    )
+
+
+def referent_parts(obj: Any) -> Iterator[tuple[Any, Any]]:
+    """What a C object holds, as the garbage collector sees it, by position."""
+    for i, value in enumerate(gc.get_referents(obj)):
+        if type(value) not in _ATOMS:
+            yield (_REFERENT, i), value
+
+
+# Standard-library holders whose contents no attribute or `__dict__` shows: the
+# leak scan and the hidden-tracer check open each through its own reader.
+STDLIB_HOLDERS: Final[dict[type, Callable[[Any], Iterator[tuple[Any, Any]]]]] = {
+    **dict.fromkeys(_DESCRIPTOR_FUNCTIONS, _descriptor_parts),
+    contextvars.Context: _context_parts,
+    contextvars.ContextVar: _context_var_parts,
+    weakref.finalize: _finalize_parts,
+    weakref.WeakValueDictionary: _weak_value_parts,
+    weakref.WeakSet: _weak_set_parts,
+}
+
+
 def suspended_parts(x: Any) -> Iterator[tuple[Label, Any]]:
     """A suspended generator's or coroutine's local variables."""
     for name, value in suspended_locals(x):
@@ -467,13 +573,10 @@ def user_class(cls: type) -> bool:
     return found
 
 
-# Class attributes that are code, not data: methods and their descriptors.
+# Class attributes that hold nothing of the user's: the descriptors CPython
+# makes for slots and builtin methods. (A user's methods, static and class
+# methods and properties are parts: their closures and defaults may hold values.)
 _METHODS: Final = (
-    types.FunctionType,
-    staticmethod,
-    classmethod,
-    property,
-    functools.cached_property,
     types.MethodDescriptorType,
     types.WrapperDescriptorType,
     types.MemberDescriptorType,
@@ -482,9 +585,10 @@ _METHODS: Final = (
 
 
 def class_parts(cls: type) -> list[tuple[Label, Any]]:
-    """The data a user's class holds (`registry = []`), along its MRO's user
-    classes: attributes that are not dunder names or methods. Nothing for a
-    library's class."""
+    """What a user's class holds, along its MRO's user classes: its data
+    (`registry = []`), its methods, static and class methods and properties
+    (whose closures and defaults may hold values); not dunder names. Nothing
+    for a library's class."""
     mro = cls.__mro__
     plan = _class_plans.get(cls)
     if plan is not None:
@@ -920,6 +1024,9 @@ def _children(x: Any, t: type[Any]) -> list[tuple[Any, Any]]:
         return list(partial_parts(x))
     if t in SUSPENDED_FRAMES:
         return list(suspended_parts(x))
+    reader = STDLIB_HOLDERS.get(t)
+    if reader is not None:
+        return list(reader(x))
     if issubclass(t, collections.abc.Mapping):
         return [(("[{!r}]", k), v) for k, v in list(x.items())]
     if issubclass(t, (list, tuple, set, frozenset, collections.deque)):
@@ -928,6 +1035,8 @@ def _children(x: Any, t: type[Any]) -> list[tuple[Any, Any]]:
         return list(builtin_method_parts(x))
     if t is LRU_WRAPPER:
         return cache_parts(x)
+    if opened_by_referents(t):
+        return list(referent_parts(x))
     slots = _slots.get(t)
     if slots is None:
         slots = _slots[t] = slot_names(t)
@@ -970,14 +1079,19 @@ def suspended_locals(x: Any) -> list[tuple[str, Any]]:
     if frame is None:
         return []
     snapshot = frame.f_locals
-    try:
-        return list(snapshot.items())
-    finally:
-        if sys.version_info < (3, 13):
-            # The snapshot stays on the frame and would keep values the
-            # generator later drops alive: emptied at once (a live view from
-            # 3.13 on).
-            snapshot.clear()
+    items = list(snapshot.items())
+    if sys.version_info < (3, 13) and sys.getrefcount(snapshot) <= _ONLY_THE_FRAME:
+        # Before 3.13 the snapshot stays on the frame and would keep values the
+        # generator later drops alive: emptied, when the frame alone holds it
+        # (the next reader rebuilds it). One the generator holds itself (`ns =
+        # locals()` is that very dict) is its own data, and left as it is.
+        snapshot.clear()
+    return items
+
+
+# A frame's `f_locals` snapshot held by the frame alone: the frame, the local
+# name, `getrefcount`'s argument.
+_ONLY_THE_FRAME: Final = 3
 
 
 def _full_cells(fn: types.FunctionType) -> Iterator[tuple[Label, types.CellType]]:

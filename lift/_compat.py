@@ -13,6 +13,7 @@ import gc
 import inspect
 import os
 import sys
+import threading
 import types
 import weakref
 from collections.abc import Generator, Iterable
@@ -496,13 +497,12 @@ def _running_traces() -> list[Any]:
             # drops them (a leak to JAX's checker). Emptied at once; the next
             # reader rebuilds it. (From 3.13 `f_locals` is a live view: kept.)
             snapshot = frame.f_locals
-            try:
-                for value in snapshot.values():
-                    if isinstance(value, _TRACE) and value.is_valid():
-                        found.append(value)
-            finally:
-                if _SNAPSHOT_LOCALS:
-                    snapshot.clear()
+            for value in snapshot.values():
+                if isinstance(value, _TRACE) and value.is_valid():
+                    found.append(value)
+            if _SNAPSHOT_LOCALS and sys.getrefcount(snapshot) <= _ONLY_THE_FRAMES:
+                snapshot.clear()  # (one the code holds, `locals()`, is its own)
+            del snapshot
         frame = frame.f_back
     return found
 
@@ -578,7 +578,10 @@ def jax_checks_leaks() -> bool:
 # that notes each trace it leaves (by weak reference, nothing kept alive); on
 # exit the block asks which of those traces still have tracers.
 
-_recorders: list[dict[int, Any]] = []  # one per running block, innermost last
+# (recorder, every kind, the thread it watches): a trace exiting in another
+# thread (still running there, perhaps) is not the block's, as JAX's checker,
+# whose switch is per thread, does not look at it either.
+_recorders: list[tuple[dict[int, Any], bool, int]] = []
 _original_set_current_trace: Any = None
 
 
@@ -586,16 +589,24 @@ _original_set_current_trace: Any = None
 # which JAX's checker misses on jax 0.10.2 and 0.8.0 (`JVPTrace` of eager `jvp`
 # on every version); the others (`jit`, `scan`, `vmap`, ...) it checks.
 _UNCHECKED_TRACES: Final = frozenset({"JVPTrace", "LinearizeTrace"})
+# Traces that hold no tracer of their own: not noted (jax 0.10.2 to 0.12: an
+# `EvalTrace` outlives its block, kept by JAX's dispatch caches).
+_NO_TRACERS: Final = frozenset({"EvalTrace"})
 
 
 def _note_exit(trace: Any) -> None:
-    """Note an eager AD trace that exited normally (one unwound by an exception
-    is not noted: the traceback's frames hold its tracers, and the error is the
+    """Note a trace that exited normally (one unwound by an exception is not
+    noted: the traceback's frames hold its tracers, and the error is the
     report)."""
-    if type(trace).__name__ not in _UNCHECKED_TRACES:
+    kind = type(trace).__name__
+    if kind in _NO_TRACERS:
         return
+    unchecked = kind in _UNCHECKED_TRACES
     key = id(trace)
-    for recorder in _recorders:
+    thread = threading.get_ident()
+    for recorder, every, watched in _recorders:
+        if not (every or unchecked) or watched != thread:
+            continue
         ref = recorder.get(key)
         if ref is None or ref() is not trace:
             try:
@@ -619,19 +630,29 @@ def _watching_class(base: type) -> type:
 
 
 @contextlib.contextmanager
-def watching_trace_exits() -> Generator[dict[int, Any]]:
-    """Note (weakly) every trace that exits while the block runs, eager `grad`
-    and `jvp` traces included: `escaped_tracers` then names their tracers."""
+def watching_trace_exits(every: bool = False) -> Generator[dict[int, Any]]:
+    """Note (weakly) the traces that exit while the block runs: the eager `grad`
+    and `jvp` traces JAX's checker does not look at, or with `every` each trace
+    but JAX's eager one (`jit`, `vmap`, `scan`, ... too). `escaped_tracers` then
+    names their tracers still alive.
+
+    A trace that exits normally is freed at once (its tracers with it: measured
+    for jit, grad, vmap, scan, cond, while_loop, custom_jvp, checkpoint,
+    linearize and vjp on jax 0.10.2 and 0.12.0.1), so a noted trace still alive
+    at the end of the block is the sign of a kept tracer, found without the
+    garbage collection JAX's checker runs at every trace exit."""
     global _original_set_current_trace
     recorder: dict[int, Any] = {}
     if not _recorders:
         _original_set_current_trace = _core.set_current_trace
         _core.set_current_trace = _watching_class(_original_set_current_trace)
-    _recorders.append(recorder)
+    entry = (recorder, every, threading.get_ident())
+    _recorders.append(entry)
     try:
         yield recorder
     finally:
-        _recorders.remove(recorder)
+        # By identity: two blocks' records may be equal dicts.
+        del _recorders[next(i for i, e in enumerate(_recorders) if e is entry)]
         if not _recorders and _original_set_current_trace is not None:
             _core.set_current_trace = _original_set_current_trace
             _original_set_current_trace = None
@@ -654,6 +675,70 @@ def escaped_tracers(recorder: dict[int, Any]) -> list[Any]:
         if isinstance(x, Tracer) and not live.is_live(x)
     ]
     return found
+
+
+# -- frames' locals snapshots, which JAX's checker takes for leaks ----------------
+#
+# On CPython 3.11 and 3.12 reading `frame.f_locals` of a running function's
+# frame (`equinox.error_if` does, for every frame on the stack, while tracing)
+# leaves a snapshot dict on the frame that keeps the values it read after the
+# frame itself drops them. JAX's checker (`maybe_find_leaked_tracers`, jax 0.10.2
+# and 0.12: `gc.collect()` then `gc.get_referrers(trace)`) then sees the exiting
+# trace's tracers held by a frame of the stack, and reports a leak, or on 3.11
+# fails with `IndexError` while explaining it (jax#26560). While lift checks, the
+# checker is wrapped: when it finds tracers, the snapshots no one else holds are
+# emptied (the next reader of `f_locals` rebuilds its own) and it looks again.
+# From 3.13 (PEP 667) `f_locals` is a live view and nothing is cached.
+
+_STALE_SNAPSHOTS: Final = sys.version_info < (3, 13)
+# A snapshot held by its frame only: the frame, the caller's name, the argument.
+_ONLY_THE_FRAMES: Final = 3
+_original_find_leaked: Any = None
+_snapshot_checks = 0  # blocks running with the checker wrapped
+
+
+def _drop_stale_snapshots() -> None:
+    """Empty the `f_locals` snapshot of each function frame on this thread's
+    stack that nothing but the frame holds (a dict the code itself holds,
+    `ns = locals()`, is left as it is)."""
+    frame: types.FrameType | None = sys._getframe(1)  # pyright: ignore[reportPrivateUsage]
+    while frame is not None:
+        if frame.f_code.co_flags & _OPTIMIZED:
+            snapshot = frame.f_locals
+            if sys.getrefcount(snapshot) <= _ONLY_THE_FRAMES:
+                snapshot.clear()
+            del snapshot
+        frame = frame.f_back
+
+
+def _find_leaked_tracers(trace: Any) -> list[Any]:
+    found: list[Any] = _original_find_leaked(trace)
+    if not found:
+        return found
+    del found  # held here, they would be found again
+    _drop_stale_snapshots()
+    return _original_find_leaked(trace)
+
+
+@contextlib.contextmanager
+def snapshots_are_not_leaks() -> Generator[None]:
+    """While the block runs, JAX's leak checker does not count tracers held only
+    by the `f_locals` snapshots of the frames on the stack (CPython 3.11, 3.12)."""
+    global _original_find_leaked, _snapshot_checks
+    if not _STALE_SNAPSHOTS:
+        yield
+        return
+    if _snapshot_checks == 0:
+        _original_find_leaked = cast(Any, _core).maybe_find_leaked_tracers
+        _core.maybe_find_leaked_tracers = _find_leaked_tracers  # pyright: ignore[reportAttributeAccessIssue]
+    _snapshot_checks += 1
+    try:
+        yield
+    finally:
+        _snapshot_checks -= 1
+        if _snapshot_checks == 0:
+            _core.maybe_find_leaked_tracers = _original_find_leaked  # pyright: ignore[reportAttributeAccessIssue]
+            _original_find_leaked = None
 
 
 # The frames in which `jax.jit` hashes its static arguments on a cache miss (it

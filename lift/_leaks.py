@@ -14,6 +14,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
+import gc
 import os
 import sysconfig
 import types
@@ -30,6 +31,7 @@ from ._closure import (
     KEYWORD,
     LRU_WRAPPER,
     SELF,
+    STDLIB_HOLDERS,
     SUSPENDED_FRAMES,
     Label,
     array_items,
@@ -41,7 +43,9 @@ from ._closure import (
     function_parts,
     instance_class,
     method_parts,
+    opened_by_referents,
     partial_parts,
+    referent_parts,
     slot_names,
     suspended_parts,
 )
@@ -70,7 +74,12 @@ _STORED_LIFTED = "lifted function"
 _STATIC_FIELD = "static pytree data"
 
 
-_MARKERS = frozenset({_STORED_LIFTED, _STATIC_FIELD})  # holders already pytrees
+_MODULE_GLOBAL = "module global"  # a module's variable, a module given as root
+
+_ABSENT: Any = object()
+_STORED = frozenset({_STORED_LIFTED, _STATIC_FIELD})  # holders already pytrees
+_MARKERS = _STORED | {_MODULE_GLOBAL}  # edges that name no holding function
+_REGISTRIES = frozenset({_GLOBAL, _MODULE_GLOBAL})  # module-level storage
 
 
 def _stored_advice(holder: Any, how: str | None) -> str:
@@ -243,6 +252,75 @@ def check_leaks(*roots: Any, limit: int = DEFAULT_LIMIT) -> None:
         raise LeakError(format_leaks(leaks), anchor="leak-report")
 
 
+_UNSEEN_HOLDER = (
+    "held by no variable lift can see: by JAX (a returned pytree's static "
+    "data) or a C extension (atexit)"
+)
+
+
+def closure_holding(tracer: Any) -> Leak | None:
+    """The report for an escaped tracer that no root reaches, when a closure
+    holds it: the function, its variable and its line, found from the tracer's
+    referrers (cell, closure, function). `None` if no function holds it.
+
+    Costs a few passes over the heap (`gc.get_referrers`): only for tracers
+    known to have escaped."""
+    with _gc.paused():
+        for cell in gc.get_referrers(tracer):
+            if type(cell) is not types.CellType:
+                continue
+            for closure in gc.get_referrers(cell):
+                if type(closure) is not tuple:
+                    continue
+                for fn in gc.get_referrers(closure):
+                    if type(fn) is types.FunctionType and fn.__closure__ is closure:
+                        return _closure_leak(fn, closure.index(cell), tracer)
+    return None
+
+
+def holder_kinds(tracers: list[Any], mine: Iterable[Any] = ()) -> list[str]:
+    """The kinds of object that hold `tracers` directly (`jaxlib...PyTreeDef`,
+    `tuple`), for a report that cannot name a variable: what lift could not
+    look inside, named rather than skipped. `mine`: the caller's own lists."""
+    ignore = {id(tracers), *map(id, mine)}
+    kinds: dict[str, None] = {}
+    with _gc.paused():
+        refs = [r for r in gc.get_referrers(*tracers) if id(r) not in ignore]
+        ignore.add(id(refs))
+        for ref in refs:
+            if type(ref) is types.FrameType:
+                continue
+            # A tuple, list, dict or cell says little: what holds it says more.
+            if type(ref) in _PLAIN_HOLDERS:
+                outer = [r for r in gc.get_referrers(ref) if id(r) not in ignore]
+                ref = next((r for r in outer if type(r) is not types.FrameType), ref)
+            t: type[Any] = type(ref)  # pyright: ignore[reportUnknownVariableType]
+            kinds[f"{t.__module__}.{t.__qualname__}".removeprefix("builtins.")] = None
+    return list(kinds)
+
+
+_PLAIN_HOLDERS: frozenset[type] = frozenset({tuple, list, dict, types.CellType})
+
+
+def _closure_leak(fn: types.FunctionType, index: int, tracer: Any) -> Leak:
+    code = fn.__code__
+    variable = code.co_freevars[index]
+    return Leak(
+        f"<{_UNSEEN_HOLDER}>",
+        fn.__qualname__,
+        variable,
+        code.co_filename,
+        code.co_firstlineno,
+        f"{_compat.tracer_aval(tracer)} from {_compat.transform_name(tracer)}",
+        _CAPTURED,
+        f"<{_UNSEEN_HOLDER}>",
+        None,
+        "return the value from the transformed function instead of keeping a "
+        "closure over it (a static field of a returned pytree is not traced: "
+        "make it a pytree node)",
+    )
+
+
 def format_leaks(leaks: Iterable[Leak]) -> str:
     """The text of a `LeakError`: one line per leak."""
     lines = [str(leak) for leak in leaks]
@@ -402,6 +480,7 @@ class _Walk:
         limit: int,
         only: frozenset[int] | None = None,
         skip: frozenset[int] = frozenset(),
+        home: str | None = None,
     ) -> None:
         self.limit = limit
         self.only = only  # ids of the tracers to report (JAX's report), or all
@@ -421,6 +500,7 @@ class _Walk:
         self.plain: set[type] = set()  # classes whose instances hold a __dict__
         self.plans: dict[type, tuple[int, tuple[str, ...]]] = {}
         self.lifted = _lifted_api()
+        self.home = home
 
     def push(
         self,
@@ -529,6 +609,8 @@ class _Walk:
             self.parts(builtin_method_parts(obj), index)  # `stash.append`: `stash`
         elif cls in SUSPENDED_FRAMES:
             self.suspended(obj, index)
+        elif cls in STDLIB_HOLDERS:
+            self.parts(STDLIB_HOLDERS[cls](obj), index)
         elif cls is LRU_WRAPPER:
             parts = cache_parts(obj)
             self.keep.append(parts)
@@ -572,9 +654,44 @@ class _Walk:
                 self.push(value, index, label, (fn, label.variable, label.role))
         if is_user_file(code.co_filename):
             glob = fn.__globals__
-            for name in _code_names(code, self.code_names):
+            names = _code_names(code, self.code_names)
+            for name in names:
                 if name in glob:
-                    self.push(glob[name], index, name, (fn, name, _GLOBAL), reset=True)
+                    value = glob[name]
+                    if type(value) is types.ModuleType:
+                        self.module_names(value, name, names, fn, index)
+                    else:
+                        self.push(value, index, name, (fn, name, _GLOBAL), reset=True)
+
+    def module_names(
+        self,
+        module: types.ModuleType,
+        alias: str,
+        names: tuple[str, ...],
+        fn: types.FunctionType,
+        index: int,
+    ) -> None:
+        """The attributes of a module that `fn`'s code names (`mylib.step`,
+        `pkg.mod.step` through `import pkg.mod`): what the function reaches
+        through the module, walked as its globals. A module is not walked whole
+        (JAX's and NumPy's are vast); its names the code does not use are
+        reached, if at all, from what it does use."""
+        stack = [(module, alias)]
+        done = {id(module)}
+        while stack:
+            mod, prefix = stack.pop()
+            attrs = vars(mod)
+            for name in names:
+                value = attrs.get(name, _ABSENT)
+                if value is _ABSENT:
+                    continue
+                where = f"{prefix}.{name}"
+                if type(value) is types.ModuleType:
+                    if id(value) not in done:
+                        done.add(id(value))
+                        stack.append((value, where))
+                    continue
+                self.push(value, index, where, (fn, where, _GLOBAL), reset=True)
 
     def partial(self, p: functools.partial[Any], index: int) -> None:
         func = p.func
@@ -593,11 +710,12 @@ class _Walk:
             edge = (fn, "self", _SELF) if label.kind == SELF else None
             self.push(value, index, label, edge)
 
-    def plan(self, obj: Any, cls: type) -> tuple[int, tuple[str, ...]]:
-        """How to walk objects of type `cls` (decided once per type and scan)."""
+    def plan(self, obj: Any, cls: type) -> tuple[int, tuple[str, ...], bool]:
+        """How to walk objects of type `cls`, and whether that holds for every
+        instance (decided once per type and scan when it does)."""
         lifted = self.lifted
         if lifted is not None and lifted[0](obj):
-            return _LIFTED, ()
+            return _LIFTED, (), True
         if issubclass(
             cls,
             dict
@@ -608,17 +726,24 @@ class _Walk:
             | collections.deque
             | types.MappingProxyType,
         ):
-            return _CONTAINER, ()
+            return _CONTAINER, (), True
         if _compat.holds_consts(obj):
-            return _JAXPR, ()
+            return _JAXPR, (), True
         if isinstance(obj, _Array | np.generic):
-            return _SKIP, ()
+            return _SKIP, (), True
         try:
             leaves = _tree_leaves(obj, is_leaf=lambda y: y is not obj)  # pyright: ignore[reportUnknownLambdaType]
-            if not (len(leaves) == 1 and leaves[0] is obj):
-                return _PYTREE, ()
-        except Exception:  # a node whose flatten fails is walked as an object
-            pass
+        except Exception:
+            # This instance does not flatten (a `lift.jit` function whose
+            # captures cannot): walked as an object, and the type's other
+            # instances decided by themselves, so that the report does not
+            # depend on which instance the walk met first.
+            return (*self.as_object(cls), False)  # pyright: ignore[reportUnknownArgumentType]
+        if not (len(leaves) == 1 and leaves[0] is obj):
+            return _PYTREE, (), True
+        return (*self.as_object(cls), True)  # pyright: ignore[reportUnknownArgumentType]
+
+    def as_object(self, cls: type) -> tuple[int, tuple[str, ...]]:
         if _is_closed_type(cls):  # pyright: ignore[reportUnknownArgumentType]
             return _LIBRARY, ()
         return _OBJECT, slot_names(cls)  # pyright: ignore[reportUnknownArgumentType]
@@ -626,13 +751,17 @@ class _Walk:
     def other(self, obj: Any, cls: type, index: int) -> None:
         plan = self.plans.get(cls)
         if plan is None:
-            plan = self.plans[cls] = self.plan(obj, cls)
-            if plan[0] == _OBJECT:
+            kind, slots, stable = self.plan(obj, cls)
+            plan = (kind, slots)
+            if stable:
+                self.plans[cls] = plan
+            if kind == _OBJECT:
                 # The class attributes its instances read: walked once, named
                 # from the first instance met.
                 self.parts(instance_class(cls), index)
                 if (
-                    not plan[1]
+                    stable
+                    and not slots
                     and not callable(cast(object, obj))
                     and cls.__getattribute__ is object.__getattribute__
                     and type(getattr(obj, "__dict__", None)) is dict
@@ -640,22 +769,51 @@ class _Walk:
                     self.plain.add(cls)  # walked in `run`: its `__dict__` only
         kind, slots = plan
         if kind in (_OBJECT, _LIBRARY):
-            if callable(obj):
-                wrapped = getattr(obj, "__wrapped__", None)
-                if wrapped is not None:
-                    self.push(wrapped, index, ".__wrapped__")
-            if kind == _LIBRARY:
+            self.walk_object(obj, cls, index, kind, slots)
+        elif kind == _PYTREE:
+            try:
+                children, treedef = _flatten_with_path(obj, is_leaf=_not(obj))
+            except Exception:  # this instance does not flatten: an object
+                self.walk_object(obj, cls, index, *self.as_object(cls))
                 return
-            attrs = getattr(obj, "__dict__", None)
-            if isinstance(attrs, dict):
-                self.push_all(attrs.items(), index, _ATTR)  # pyright: ignore
-            for name in slots:
-                try:
-                    value = getattr(obj, name)
-                except Exception:  # an unset slot, or a descriptor that raises
-                    continue
-                self.push(value, index, (_ATTR, name))
-        elif kind == _CONTAINER:
+            self.keep.append(children)
+            for path, child in children:
+                self.push(child, index, _keystr(path))
+            for label, aux in aux_parts(treedef):
+                self.keep.append(aux)
+                self.push(aux, index, label, (obj, None, _STATIC_FIELD))
+        else:
+            self.walk_kind(obj, index, kind)
+
+    def walk_object(
+        self, obj: Any, cls: type, index: int, kind: int, slots: tuple[str, ...]
+    ) -> None:
+        """An object's `__wrapped__`, and unless a library's, its attributes and
+        slots (a C iterator, `map`, `itemgetter`: what it holds)."""
+        if callable(obj):
+            wrapped = getattr(obj, "__wrapped__", None)
+            if wrapped is not None:
+                self.push(wrapped, index, ".__wrapped__")
+        if opened_by_referents(cls):
+            parts = list(referent_parts(obj))
+            self.keep.append(parts)
+            self.parts(parts, index)
+            return
+        if kind == _LIBRARY:
+            return
+        attrs = getattr(obj, "__dict__", None)
+        if isinstance(attrs, dict):
+            self.push_all(attrs.items(), index, _ATTR)  # pyright: ignore
+        for name in slots:
+            try:
+                value = getattr(obj, name)
+            except Exception:  # an unset slot, or a descriptor that raises
+                continue
+            self.push(value, index, (_ATTR, name))
+
+    def walk_kind(self, obj: Any, index: int, kind: int) -> None:
+        """Containers, `Lifted` and traced programs."""
+        if kind == _CONTAINER:
             if isinstance(obj, dict | types.MappingProxyType):
                 self.push_all(obj.items(), index, _KEY)  # pyright: ignore
             elif isinstance(obj, tuple) and hasattr(obj, "_fields"):  # pyright: ignore
@@ -677,17 +835,6 @@ class _Walk:
             consts = list(obj.consts)
             self.keep.append(consts)
             self.push_all(enumerate(consts), index, ".consts[{}]")
-        elif kind == _PYTREE:
-            try:
-                children, treedef = _flatten_with_path(obj, is_leaf=_not(obj))
-            except Exception:  # a node that cannot flatten this instance: opaque
-                return
-            self.keep.append(children)
-            for path, child in children:
-                self.push(child, index, _keystr(path))
-            for label, aux in aux_parts(treedef):
-                self.keep.append(aux)
-                self.push(aux, index, label, (obj, None, _STATIC_FIELD))
 
     # -- reports ----------------------------------------------------------------
 
@@ -701,10 +848,39 @@ class _Walk:
 
     def render(self, chain: list[int]) -> str:
         start = 0
+        entries = self.entries
         for i, entry in enumerate(chain):
-            if self.entries[entry][3]:
+            if entries[entry][3]:
                 start = i
-        return "".join(_label_text(self.entries[e][1]) for e in chain[start:])
+        text = "".join(_label_text(entries[e][1]) for e in chain[start:])
+        return self.module_of(chain, start) + text
+
+    def module_of(self, chain: list[int], start: int) -> str:
+        """`mylib.` when the path starts at a global of a module other than the
+        one whose code reached it (a library's registry, seen from a test), so
+        that the report names the module holding it; else nothing."""
+        entries = self.entries
+        _, label, edge, _ = entries[chain[start]]
+        if (
+            edge is None
+            or edge[2] != _GLOBAL
+            or type(label) is not str
+            or "." in label
+            or type(edge[0]) is not types.FunctionType
+        ):
+            return ""
+        module = edge[0].__module__
+        if self.home is not None:
+            return "" if module == self.home else f"{module}."
+        for e in chain[:start]:
+            before = entries[e][2]
+            if (
+                before is not None
+                and type(before[0]) is types.FunctionType
+                and before[0].__module__ != module
+            ):
+                return f"{module}."
+        return ""
 
     def report(self, tracer: Any, index: int) -> Leak:
         chain = self.chain(index)
@@ -723,7 +899,7 @@ class _Walk:
             None,
         )
         stored = next(
-            (e for e in edges[:holder] if e is not None and e[2] in _MARKERS), None
+            (e for e in edges[:holder] if e is not None and e[2] in _STORED), None
         )
         if holder is None:
             advice = None if stored is None else _stored_advice(stored[0], stored[2])
@@ -747,6 +923,17 @@ class _Walk:
         advice = None
         if stored is not None and kind != _GLOBAL:
             advice = _stored_advice(stored[0], stored[2])
+        elif (
+            kind != _GLOBAL
+            and location is not None
+            and any(e is not None and e[2] in _REGISTRIES for e in edges[:holder])
+        ):
+            # A closure kept in a registry (a module's list or dict, a class
+            # attribute): lifting it would still store it there.
+            advice = (
+                "return the value from the transformed function instead of "
+                f"storing {qualname} in {location}"
+            )
         if _compat.is_jax_closure_convert(fn):
             advice = (
                 "jax.closure_convert keeps integer, boolean and key tracers in its "
@@ -783,18 +970,23 @@ def scan_tracers(
     limit: int = DEFAULT_LIMIT,
     only: Iterable[Any] | None = None,
     skip: Iterable[Any] = (),
+    home: str | None = None,
 ) -> tuple[list[Leak], list[Any]]:
-    """As `scan`, with the escaped tracers themselves, one per leak."""
+    """As `scan`, with the escaped tracers themselves, one per leak. `home`:
+    the module the roots belong to (a test's); a global of any other module is
+    named with its module (`mylib._REGISTRY[0]`)."""
     walk = _Walk(
         limit,
         None if only is None else frozenset(map(id, only)),
         frozenset(map(id, skip)),
+        home,
     )
     for label, root in roots:
         if issubclass(type(root), types.ModuleType):  # pyright: ignore[reportUnknownArgumentType]
             module = cast(types.ModuleType, root)
             for name, value in vars(module).items():
-                walk.push(value, -1, f"{module.__name__}.{name}", reset=True)
+                where = f"{module.__name__}.{name}"
+                walk.push(value, -1, where, (module, where, _MODULE_GLOBAL), True)
         else:
             walk.push(root, -1, label, reset=True)
     with _gc.paused():

@@ -17,7 +17,7 @@ nothing to test suites that do not use it.
 from __future__ import annotations
 
 from collections.abc import Generator, Iterable
-from contextlib import AbstractContextManager
+from contextlib import ExitStack
 from typing import Any, cast
 
 import pytest
@@ -94,55 +94,96 @@ def _roots(item: pytest.Item) -> list[tuple[str, Any]]:
     return roots
 
 
-def _check(item: pytest.Item, lifted: Iterable[Any] = ()) -> None:
+def _check(item: pytest.Item, watch: _Watch) -> None:
     """Fail the current phase for what escaped since the test's setup began:
-    reachable from what the test names, or from a `Lifted` built in the phase."""
+    reachable from what the test names, or from a `Lifted` built in the phase,
+    or (the fast mode's record of trace exits) a tracer of a trace that exited
+    in the phase and is still alive, wherever it is kept."""
     __tracebackhide__ = True
+    from ._checking import place_escaped, unseen_error
+    from ._compat import escaped_tracers
     from ._errors import LeakError
     from ._leaks import format_leaks, scan_tracers
 
     empty: list[Any] = []
     before = item.stash.get(_BEFORE, empty)
     roots = _roots(item)
-    roots.extend((getattr(f, "__qualname__", "lifted"), f) for f in list(lifted))
-    leaks, tracers = scan_tracers(roots, skip=before)
+    roots.extend((getattr(f, "__qualname__", "lifted"), f) for f in list(watch.lifted))
+    module = getattr(getattr(item, "module", None), "__name__", None)
+    home = module if isinstance(module, str) else None
+    leaks, tracers = scan_tracers(roots, skip=before, home=home)
+    if watch.exits:
+        known = {id(t) for t in [*before, *tracers]}
+        rest = [t for t in escaped_tracers(watch.exits) if id(t) not in known]
+        if rest:
+            found, unplaced = place_escaped(rest, roots, home)
+            leaks.extend(found)
+            tracers.extend(t for t in rest if id(t) not in set(map(id, unplaced)))
+            if unplaced and not leaks:
+                before.extend(unplaced)
+                raise unseen_error(unplaced, f"in {item.name}")
     if leaks:
         before.extend(tracers)  # each leak fails one phase only
         raise LeakError(format_leaks(leaks), anchor="leak-report")
 
 
-def _watch(item: pytest.Item) -> AbstractContextManager[Any]:
+class _Watch:
     """What runs around a phase: in the exhaustive mode (or when JAX's own
     checker is on anyway, its caches already off) `lift.checking_leaks()`; in
-    the fast mode only a record of the `Lifted` built, JAX's caches kept on."""
-    import jax
+    the fast mode a record of the `Lifted` built and of the traces that exit
+    (`lifted`, `exits`), JAX's caches kept on."""
 
-    from ._checking import checking_leaks
-    from ._registry import recording
+    __slots__ = ("exits", "lifted", "stack")
 
-    exhaustive = item.config.stash.get(_MODE, "fast") == "exhaustive"
-    if exhaustive or bool(cast(Any, jax.config).jax_check_tracer_leaks):
-        return checking_leaks()
-    return recording()
+    def __init__(self) -> None:
+        self.lifted: Iterable[Any] = ()
+        self.exits: dict[int, Any] = {}
+        self.stack: Any = None
+
+    def start(self, item: pytest.Item) -> _Watch:
+        import jax
+
+        from ._checking import checking_leaks
+        from ._compat import watching_trace_exits
+        from ._registry import recording
+
+        exhaustive = item.config.stash.get(_MODE, "fast") == "exhaustive"
+        if exhaustive or bool(cast(Any, jax.config).jax_check_tracer_leaks):
+            # Entered as it is, not through an `ExitStack`: its `LeakError`
+            # then carries no context of the stack's own.
+            self.stack = checking_leaks()
+        else:
+            stack = self.stack = ExitStack()
+            self.lifted = stack.enter_context(recording())
+            self.exits = stack.enter_context(watching_trace_exits(every=True))
+        return self
+
+    def __enter__(self) -> _Watch:
+        if not isinstance(self.stack, ExitStack):
+            self.stack.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> Any:
+        __tracebackhide__ = True
+        return self.stack.__exit__(*exc)
 
 
 def _phase(item: pytest.Item) -> Generator[None, Any, Any]:
     """One phase of a test (setup, call, teardown), watched for leaks."""
     __tracebackhide__ = True
-    lifted: Any = ()
+    watch = _Watch()
     try:
-        with _watch(item) as bucket:
-            lifted = bucket if bucket is not None else ()
+        with watch.start(item):
             result = yield
     except BaseException:
         # This phase failed (JAX's checker reported a leak, or the test): what
         # escaped in it is this phase's, not a later phase's to report again.
         try:
-            _check(item, lifted)
+            _check(item, watch)
         except Exception:  # the phase's own error is the report
             pass
         raise
-    _check(item, lifted)
+    _check(item, watch)
     return result
 
 

@@ -402,6 +402,92 @@ def class_attribute(v: Any) -> Any:
     return cls()
 
 
+def method_closure(v: Any) -> Any:
+    """An instance whose class's method closes over `v`."""
+
+    class Model:
+        def method(self) -> Any:
+            return v
+
+    return Model()
+
+
+def property_closure(v: Any) -> Any:
+    class Model:
+        @property
+        def value(self) -> Any:
+            return v
+
+    return Model()
+
+
+def staticmethod_closure(v: Any) -> Any:
+    class Model:
+        @staticmethod
+        def make() -> Any:
+            return v
+
+    return Model()
+
+
+def classmethod_closure(v: Any) -> Any:
+    class Model:
+        @classmethod
+        def make(cls) -> Any:
+            return v
+
+    return Model()
+
+
+def context(v: Any) -> Any:
+    """A `contextvars.Context` in which a variable holds `v`."""
+    import contextvars
+
+    var: contextvars.ContextVar[Any] = contextvars.ContextVar("state")
+    ctx = contextvars.copy_context()
+    ctx.run(var.set, v)
+    return ctx
+
+
+def context_var(v: Any) -> Any:
+    import contextvars
+
+    return contextvars.ContextVar("state", default=v)
+
+
+class _Target:
+    """An object alive for the session: what a finalizer or weak value needs."""
+
+    state: Any = None
+
+
+_TARGETS: list[_Target] = []
+
+
+def _noop(*args: Any) -> None:
+    del args
+
+
+def finalizer(v: Any) -> Any:
+    """A `weakref.finalize` that will call a function with `v`."""
+    import weakref
+
+    target = _Target()
+    _TARGETS.append(target)
+    return weakref.finalize(target, _noop, v)
+
+
+def weak_values(v: Any) -> Any:
+    import weakref
+
+    target = _Target()
+    target.state = v
+    values: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
+    values["k"] = target
+    values.target = target  # pyright: ignore[reportAttributeAccessIssue] (alive as long as the dict)
+    return values
+
+
 def closure_of(v: Any) -> Callable[[], Any]:
     return lambda: v
 
@@ -414,7 +500,8 @@ class Store(NamedTuple):
     `pytree`: whether the object is a pytree holding `v` in its static data;
     `report`: what a `LeakError`'s line says (from `x`), when a function is the
     holder it names (`x.func -> f (file:line), captured variable 'v'`), else
-    `path`.
+    `path`; `registered`: the object is kept by a registry of the standard
+    library for as long as its target lives (`weakref.finalize`).
     """
 
     name: str
@@ -422,6 +509,7 @@ class Store(NamedTuple):
     path: str
     pytree: bool = False
     report: str | None = None
+    registered: bool = False
 
 
 def _namespace(v: Any) -> Any:
@@ -467,6 +555,39 @@ STORES: tuple[Store, ...] = (
     Store("cache", cached, r"x\.<cache>\[1\]"),
     Store("class attribute", class_attribute, r"x\.__class__\.registry\[0\]"),
     Store(
+        "method",
+        method_closure,
+        r"x\.__class__\.method\.captures\['v'\]",
+        report=r"x\.__class__\.method -> method_closure\.<locals>\.Model\.method "
+        r"\(.*\), captured variable 'v'",
+    ),
+    Store(
+        "property",
+        property_closure,
+        r"x\.__class__\.value\.fget\.captures\['v'\]",
+        report=r"x\.__class__\.value\.fget -> property_closure\.<locals>\.Model\."
+        r"value \(.*\), captured variable 'v'",
+    ),
+    Store(
+        "staticmethod",
+        staticmethod_closure,
+        r"x\.__class__\.make\.__func__\.captures\['v'\]",
+        report=r"x\.__class__\.make\.__func__ -> staticmethod_closure\.<locals>\."
+        r"Model\.make \(.*\), captured variable 'v'",
+    ),
+    Store(
+        "classmethod",
+        classmethod_closure,
+        r"x\.__class__\.make\.__func__\.captures\['v'\]",
+        report=r"x\.__class__\.make\.__func__ -> classmethod_closure\.<locals>\."
+        r"Model\.make \(.*\), captured variable 'v'",
+    ),
+    Store("contextvars.Context", context, r"x\['state'\]"),
+    Store("contextvars.ContextVar", context_var, r"x\.<value>"),
+    Store("weakref.finalize", finalizer, r"x\.args\[0\]", registered=True),
+    Store("WeakValueDictionary", weak_values, r"x\['k'\]\.state"),
+    Store("map iterator", lambda v: map(str, [v]), r"x(\.<referent \d>|\[0\])+"),
+    Store(
         "tree_util.Partial",
         _tree_partial,
         r"x\.func\.captures\['v'\]",
@@ -491,3 +612,15 @@ STORES: tuple[Store, ...] = (
         r"captured variable 'v'",
     ),
 )
+
+
+def plugin_args() -> list[str]:
+    """pytest arguments that load lift's plugin: none when it is installed (its
+    entry point loads it), `-p lift._plugin` from a source tree."""
+    import importlib.metadata
+
+    installed = any(
+        ep.value == "lift._plugin"
+        for ep in importlib.metadata.entry_points(group="pytest11")
+    )
+    return [] if installed else ["-p", "lift._plugin"]

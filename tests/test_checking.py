@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -528,3 +530,46 @@ def test_checked_takes_a_partial_of_a_transform() -> None:
     )
     assert float(jitted(2.0, 3)) == 6.0
     assert jitted._cache_size() == 1  # pyright: ignore[reportFunctionMemberAccess]
+
+
+class _Fn(eqx.Module):
+    """GenJAX's `Fn`: a function kept in a static field."""
+
+    source: Any = eqx.field(static=True)
+
+
+def _returns_static_closure(x: Any) -> Any:
+    return _Fn(lambda: x)
+
+
+def test_checking_leaks_names_a_closure_in_a_returned_static_field() -> None:
+    # JAX's checker fails inside jit, before the output exists: the closure is
+    # found from the tracer itself, as `checked(jax.jit)` finds it in the output.
+    line = _returns_static_closure.__code__.co_firstlineno + 1
+    with (
+        pytest.raises(
+            lift.LeakError,
+            match=re.escape(
+                f"_returns_static_closure.<locals>.<lambda> ({__file__}:{line}), "
+                "captured variable 'x': float32[] from jit(_returns_static_closure)"
+            ),
+        ) as info,
+        lift.checking_leaks(),
+    ):
+        jax.jit(_returns_static_closure)(1.0)
+    assert "make it a pytree node" in str(info.value)
+    with (
+        jax.check_tracer_leaks(False),
+        pytest.raises(lift.LeakError, match=r"output\.<static>\[\d\] -> "),
+    ):
+        lift.checked(jax.jit)(_returns_static_closure)(1.0)
+
+
+def test_checking_leaks_static_field_twin() -> None:
+    def returns_static_constant(x: Any) -> Any:
+        c = np.float32(2.0)
+        return _Fn(lambda: c), x * 2
+
+    with lift.checking_leaks():
+        _, out = jax.jit(returns_static_constant)(1.0)
+    assert float(out) == 2.0

@@ -53,8 +53,9 @@ def test_report_reads_like_the_issue() -> None:
     line = STASH[0].__code__.co_firstlineno
     assert str(leak) == (
         f"STASH[0] -> {STASH[0].__qualname__} ({__file__}:{line}), captured "
-        "variable 'x': float32[] from jit(step) — lift the function or pass x as "
-        "an argument"
+        "variable 'x': float32[] from jit(step) — return the value from the "
+        f"transformed function instead of storing {STASH[0].__qualname__} in "
+        "STASH[0]"
     )
     assert leak.path == "STASH[0].captures['x']"
     assert (leak.function, leak.variable, leak.lineno) == (
@@ -494,3 +495,47 @@ def test_pmap_tracers_are_described_as_pmap() -> None:
     (leak,) = lift.find_leaks(box)
     assert leak.tracer == "float32[] from pmap"
     assert lift.find_leaks(jax.pmap(lambda x: x)(jnp.ones(2))) == []  # twin
+
+
+def _unflattenable_jit() -> Any:
+    """A `lift.jit` function whose flatten raises: it captures a list that
+    contains itself."""
+    loop: list[Any] = []
+    loop.append(loop)
+
+    @lift.jit
+    def cyclic(y: Any) -> Any:
+        return y if loop else -y
+
+    return cyclic
+
+
+def _jit_over(v: Any) -> Any:
+    @lift.jit
+    def scaled(y: Any) -> Any:
+        return y * v
+
+    return scaled
+
+
+def test_report_is_the_same_whatever_the_order_of_roots() -> None:
+    # The walk used to decide how to open a type from its first instance: after
+    # a `lift.jit` function whose flatten raised, the next was opened as a
+    # plain object (and told to lift what is already lifted).
+    bad, good = _unflattenable_jit(), _jit_over(_escaped())
+    with pytest.raises(lift.LiftError, match="contains itself"):
+        jax.tree_util.tree_leaves(bad)
+    (first,) = lift.find_leaks(bad, good)
+    (second,) = lift.find_leaks(good, bad)
+    assert first.path.replace("roots[1]", "roots[0]") == second.path
+    assert (first.function, first.variable, first.hint) == (
+        second.function,
+        second.variable,
+        second.hint,
+    )
+    assert "is already lifted" in first.hint
+
+
+def test_report_is_the_same_whatever_the_order_of_roots_twin() -> None:
+    bad, good = _unflattenable_jit(), _jit_over(jnp.float32(2.0))
+    assert lift.find_leaks(bad, good) == lift.find_leaks(good, bad) == []

@@ -253,13 +253,17 @@ def test_fast_mode_is_the_default_and_leaves_jax_checker_off(
     modes: pytest.Pytester,
 ) -> None:
     result = modes.runpytest_subprocess(*_plugin_args(), "--lift-leaks", "-v")
-    result.assert_outcomes(passed=2, failed=1)
+    result.assert_outcomes(passed=1, failed=2)
     result.stdout.fnmatch_lines(
         [
             "*test_names_its_global FAILED*",
-            "*test_leak_held_elsewhere PASSED*",  # not named by the test: missed
+            # Reached through the module the test names, and seen as a trace
+            # that exited and stayed alive: found without JAX's checker.
+            "*test_leak_held_elsewhere FAILED*",
             "*test_jax_checker_off PASSED*",
             "*STASH[[]0[]]: float32[[][]] from jit(<lambda>)*",
+            "*leaky_helpers.CACHE[[]0[]]: float32[[][]] from jit(<lambda>), in "
+            "global 'CACHE' used by run (*leaky_helpers.py:5)*",
         ]
     )
 

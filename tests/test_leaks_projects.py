@@ -1,0 +1,465 @@
+"""The pytest plugin's default mode against JAX's own checker, on small projects.
+
+Each case is a library module (or package) that keeps something made inside a
+transform at module level, and a test that reaches the library one of the ways
+tests do: `import mylib`, `from mylib import step`, `import pkg.mod as m`,
+through a fixture, a class attribute, a helper module, an instance's method.
+Every case has a clean twin that keeps a concrete value in the same place. The
+whole project runs twice in a subprocess, under `pytest --lift-leaks` (the
+default mode, JAX's checker off) and under `JAX_CHECK_TRACER_LEAKS=1` without
+the plugin: every test JAX's checker fails, the default mode fails too, naming
+where the tracer is kept, the function, its `file:line` and the variable; no
+clean twin fails under either.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+from helpers import plugin_args
+
+pytest_plugins = ("pytester",)
+
+# {kept}: `x` (the tracer) in the leak, `CONCRETE` in the twin. The line of
+# each function that holds the value is what a report must name.
+CLOSURE_IN_LIST = """\
+import jax
+import numpy
+
+CONCRETE = numpy.float32(1.0)
+_REGISTRY = []
+
+
+def step(x):
+    def traced(x):
+        kept = {kept}
+
+        def held():
+            return kept
+
+        _REGISTRY.append(held)
+        return x * 2
+
+    return jax.jit(traced)(x)
+"""
+CLOSURE_LINE = 12  # `def held()`
+
+CLOSURE_IN_DICT = CLOSURE_IN_LIST.replace("_REGISTRY = []", "_REGISTRY = {{}}").replace(
+    "_REGISTRY.append(held)", '_REGISTRY["held"] = held'
+)
+
+ON_NAMESPACE = """\
+import types
+
+import jax
+import numpy
+
+CONCRETE = numpy.float32(1.0)
+STATE = types.SimpleNamespace()
+
+
+def step(x):
+    def traced(x):
+        kept = {kept}
+
+        def held():
+            return kept
+
+        STATE.last = held
+        return x * 2
+
+    return jax.jit(traced)(x)
+"""
+
+ON_CLASS = """\
+import jax
+import numpy
+
+CONCRETE = numpy.float32(1.0)
+
+
+class Registry:
+    items = []
+
+
+def step(x):
+    def traced(x):
+        kept = {kept}
+
+        def held():
+            return kept
+
+        Registry.items.append(held)
+        return x * 2
+
+    return jax.jit(traced)(x)
+"""
+
+TRACER_IN_LIST = """\
+import jax
+import numpy
+
+CONCRETE = numpy.float32(1.0)
+_CACHE = []
+
+
+def step(x):
+    def traced(x):
+        _CACHE.append({kept})
+        return x * 2
+
+    return jax.jit(traced)(x)
+"""
+
+METHOD = """\
+import jax
+import numpy
+
+CONCRETE = numpy.float32(1.0)
+_SEEN = []
+
+
+class Model:
+    def step(self, x):
+        def traced(x):
+            kept = {kept}
+
+            def held():
+                return kept
+
+            _SEEN.append(held)
+            return x * 2
+
+        return jax.jit(traced)(x)
+"""
+
+AT_EXIT = """\
+import atexit
+
+import jax
+import numpy
+
+CONCRETE = numpy.float32(1.0)
+
+
+def step(x):
+    def traced(x):
+        kept = {kept}
+        atexit.register(lambda: kept)
+        return x * 2
+
+    return jax.jit(traced)(x)
+"""
+
+IN_AN_ERROR = """\
+import jax
+import numpy
+
+CONCRETE = numpy.float32(1.0)
+_ERRORS = []
+
+
+def step(x):
+    def traced(x):
+        _ERRORS.append(ValueError({kept}))
+        return x * 2
+
+    return jax.jit(traced)(x)
+"""
+
+
+class Case(NamedTuple):
+    name: str
+    library: str  # the library's source, with {kept}
+    test: str  # the test's source, {m} the library module's name
+    report: str  # a regex the default mode's report must match (MODULE: its name)
+    package: bool = False  # the library is `{m}/mod.py` in a package
+
+
+HELD = r"step\.<locals>\.traced\.<locals>\.held \(.*{file}:{line}\), captured variable 'kept'"
+REGISTRY_ADVICE = r"return the value from the transformed function instead of storing"
+
+
+def _held(where: str, file: str = "MODULE.py", line: int = CLOSURE_LINE) -> str:
+    return (
+        re.escape(where)
+        + " -> "
+        + HELD.format(file=re.escape(file), line=line)
+        + r": float32\[\] from jit\(traced\) — "
+        + REGISTRY_ADVICE
+    )
+
+
+CASES = (
+    Case(
+        "import_module",
+        CLOSURE_IN_LIST,
+        "import {m}\n\ndef test_step():\n    {m}.step(1.0)\n",
+        _held("MODULE._REGISTRY[0]"),
+    ),
+    Case(
+        "from_import",
+        CLOSURE_IN_LIST,
+        "from {m} import step\n\ndef test_step():\n    step(1.0)\n",
+        _held("MODULE._REGISTRY[0]"),
+    ),
+    Case(
+        "package_alias",
+        CLOSURE_IN_LIST,
+        "import {m}.mod as m\n\ndef test_step():\n    m.step(1.0)\n",
+        _held("MODULE.mod._REGISTRY[0]", file="mod.py"),
+        package=True,
+    ),
+    Case(
+        "package_dotted",
+        CLOSURE_IN_LIST,
+        "import {m}.mod\n\ndef test_step():\n    {m}.mod.step(1.0)\n",
+        _held("MODULE.mod._REGISTRY[0]", file="mod.py"),
+        package=True,
+    ),
+    Case(
+        "fixture_value",
+        CLOSURE_IN_LIST,
+        "import pytest\nimport {m}\n\n@pytest.fixture\ndef step():\n"
+        "    return {m}.step\n\ndef test_step(step):\n    step(1.0)\n",
+        _held("MODULE._REGISTRY[0]"),
+    ),
+    Case(
+        "fixture_calls",
+        CLOSURE_IN_LIST,
+        "import pytest\nimport {m}\n\n@pytest.fixture\ndef trained():\n"
+        "    return {m}.step(1.0)\n\ndef test_step(trained):\n    assert trained == 2\n",
+        _held("MODULE._REGISTRY[0]"),
+    ),
+    Case(
+        "class_attribute",
+        CLOSURE_IN_LIST,
+        "import {m}\n\nclass TestStep:\n    step = staticmethod({m}.step)\n\n"
+        "    def test_step(self):\n        self.step(1.0)\n",
+        _held("MODULE._REGISTRY[0]"),
+    ),
+    Case(
+        "helper_module",
+        CLOSURE_IN_LIST,
+        "import helper_{m}\n\ndef test_step():\n    helper_{m}.train()\n",
+        _held("MODULE._REGISTRY[0]"),
+    ),
+    Case(
+        "registry_key",
+        CLOSURE_IN_DICT,
+        "import {m}\n\ndef test_step():\n    {m}.step(1.0)\n",
+        _held("MODULE._REGISTRY['held']"),
+    ),
+    Case(
+        "attribute_path",
+        ON_NAMESPACE,
+        "import {m}\n\ndef test_step():\n    {m}.step(1.0)\n",
+        _held("MODULE.STATE.last", line=14),
+    ),
+    Case(
+        "class_registry",
+        ON_CLASS,
+        "import {m}\n\ndef test_step():\n    {m}.step(1.0)\n",
+        _held("MODULE.Registry.items[0]", line=15),
+    ),
+    Case(
+        "tracer_in_list",
+        TRACER_IN_LIST,
+        "import {m}\n\ndef test_step():\n    {m}.step(1.0)\n",
+        re.escape("MODULE._CACHE[0]: float32[] from jit(traced), in global '_CACHE' ")
+        + r"used by step \(.*MODULE\.py:8\)",
+    ),
+    Case(
+        "instance_method",
+        METHOD,
+        "import {m}\n\ndef test_step():\n    {m}.Model().step(1.0)\n",
+        re.escape("MODULE._SEEN[0] -> Model.step.<locals>.traced.<locals>.held (")
+        + r".*MODULE\.py:13\), captured variable 'kept'",
+    ),
+    Case(
+        "held_by_no_variable",
+        AT_EXIT,
+        "import {m}\n\ndef test_step():\n    {m}.step(1.0)\n",
+        re.escape("<held by no variable lift can see: by JAX")
+        + r".* -> step\.<locals>\.traced\.<locals>\.<lambda> \(.*MODULE\.py:12\), "
+        + r"captured variable 'kept': float32\[\] from jit\(traced\)",
+    ),
+    Case(
+        "in_an_object_lift_does_not_open",
+        IN_AN_ERROR,
+        "import {m}\n\ndef test_step():\n    {m}.step(1.0)\n",
+        r"1 tracer\(s\) of transforms that exited in test_step are still alive, "
+        r"held by no variable lift can see: float32\[\] from jit\(traced\) \(held "
+        r"by .*ValueError.*: objects lift does not open\)",
+    ),
+)
+
+
+def _module(case: Case, leak: bool) -> str:
+    return f"lib_{case.name}_{'leak' if leak else 'clean'}"
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("projects")
+    for case in CASES:
+        for leak in (True, False):
+            m = _module(case, leak)
+            source = case.library.format(kept="x" if leak else "CONCRETE")
+            if case.package:
+                (root / m).mkdir()
+                (root / m / "__init__.py").write_text("")
+                (root / m / "mod.py").write_text(source)
+            else:
+                (root / f"{m}.py").write_text(source)
+            if case.name == "helper_module":
+                (root / f"helper_{m}.py").write_text(
+                    f"import {m}\n\ndef train():\n    return {m}.step(1.0)\n"
+                )
+            (root / f"test_{m}.py").write_text(case.test.format(m=m))
+    (root / "conftest.py").write_text("")
+    return root
+
+
+def _outcomes(project: Path, *args: str, jax_checker: bool) -> dict[str, str | None]:
+    """Each test file's failure text (`None`: its test passed), from a run of
+    the project's suite in a subprocess."""
+    xml = project / f"report-{jax_checker}.xml"
+    env = {**os.environ, "JAX_CHECK_TRACER_LEAKS": "1" if jax_checker else "0"}
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(project), *filter(None, [os.environ.get("PYTHONPATH")])]
+    )
+    subprocess.run(
+        [
+            *(sys.executable, "-m", "pytest", *args, "-p", "no:cacheprovider"),
+            *("-q", f"--junitxml={xml}", f"--rootdir={project}", str(project)),
+        ],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        check=False,
+        timeout=600,
+    )
+    out: dict[str, str | None] = {}
+    for case in ET.parse(xml).getroot().iter("testcase"):
+        file = case.get("classname", "").split(".")[0]
+        bad = case.find("failure")
+        if bad is None:
+            bad = case.find("error")
+        out[file] = None if bad is None else (bad.get("message", "") + (bad.text or ""))
+    return out
+
+
+Runs = tuple[dict[str, str | None], dict[str, str | None]]
+
+
+@pytest.fixture(scope="module")
+def runs(project: Path) -> Runs:
+    ours = _outcomes(project, *plugin_args(), "--lift-leaks", jax_checker=False)
+    theirs = _outcomes(project, jax_checker=True)
+    return ours, theirs
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_default_mode_fails_what_jax_fails_and_names_it(case: Case, runs: Runs) -> None:
+    ours, theirs = runs
+    test = f"test_{_module(case, True)}"
+    jax_says = theirs[test]
+    assert jax_says is not None, "JAX's checker passed the leak"
+    assert "Leaked" in jax_says
+    report = ours[test]
+    assert report is not None, "the default mode passed a leak JAX's checker fails"
+    m = _module(case, True)
+    assert re.search(case.report.replace("MODULE", re.escape(m)), report), report
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_clean_twin_passes_both(case: Case, runs: Runs) -> None:
+    ours, theirs = runs
+    test = f"test_{_module(case, False)}"
+    assert theirs[test] is None, theirs[test]
+    assert ours[test] is None, ours[test]
+
+
+# What tests keep that is no leak: results of transforms that hold no tracer,
+# errors raised inside a trace, callbacks, pmap, equinox's filtered transforms.
+NOT_LEAKS = """
+import jax, jax.numpy as jnp, pytest, equinox as eqx, numpy as np
+
+@pytest.fixture(scope="module")
+def linearized():
+    return jax.linearize(jnp.sin, 1.0)
+
+KEPT = {}
+
+def test_linearize_fixture(linearized):
+    out, f_jvp = linearized
+    assert abs(float(f_jvp(1.0)) - float(jnp.cos(1.0))) < 1e-6
+
+def test_make_jaxpr_kept():
+    KEPT["jaxpr"] = jax.make_jaxpr(lambda x: jnp.sin(x) * 2)(1.0)
+
+def test_lowered_kept():
+    KEPT["lowered"] = jax.jit(lambda x: x * 2).lower(1.0)
+
+def test_vjp_kept():
+    KEPT["vjp"] = jax.vjp(jnp.sin, 1.0)[1]
+
+def test_raises_inside_jit():
+    def f(x):
+        y = jax.lax.scan(lambda c, z: (c + z, z), x, jnp.arange(3.0))[0]
+        raise ValueError("boom")
+    with pytest.raises(ValueError, match="boom"):
+        jax.jit(f)(1.0)
+
+def test_raises_concretization():
+    with pytest.raises(jax.errors.ConcretizationTypeError):
+        jax.jit(lambda x: float(x))(1.0)
+
+def test_eqx_filter_jit_grad():
+    model = eqx.nn.MLP(2, 2, 4, 2, key=jax.random.key(0))
+    @eqx.filter_jit
+    def loss(m, x):
+        return jnp.sum(m(x) ** 2)
+    g = eqx.filter_grad(loss)(model, jnp.ones(2))
+    KEPT["grad"] = g
+
+def test_checkpoint_custom_vjp():
+    f = jax.checkpoint(lambda x: jnp.sin(x) * x, policy=jax.checkpoint_policies.nothing_saveable)
+    assert jax.grad(f)(1.0) is not None
+    assert jax.jit(jax.vmap(jax.grad(jax.nn.softplus)))(jnp.ones(3)) is not None
+
+def test_while_cond_pmap_shard():
+    jax.lax.while_loop(lambda c: c < 3, lambda c: c + 1, 0)
+    jax.pmap(lambda x: x * 2)(jnp.ones((1,)))
+
+def test_pure_callback():
+    def cb(x): return np.asarray(x) * 2
+    jax.jit(lambda x: jax.pure_callback(cb, jax.ShapeDtypeStruct((), jnp.float32), x))(1.0)
+
+def test_jit_of_method_cached_class():
+    class M(eqx.Module):
+        w: jax.Array
+        def __call__(self, x): return self.w * x
+    KEPT["m"] = M(jnp.ones(2))
+    jax.jit(KEPT["m"].__call__)(jnp.ones(2))
+"""
+
+
+def test_default_mode_passes_what_is_no_leak(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("JAX_CHECK_TRACER_LEAKS", "0")
+    pytester.makepyfile(test_not_leaks=NOT_LEAKS)
+    result = pytester.runpytest_subprocess(*plugin_args(), "--lift-leaks")
+    result.assert_outcomes(passed=11)
+    monkeypatch.setenv("JAX_CHECK_TRACER_LEAKS", "1")
+    result = pytester.runpytest_subprocess()
+    result.assert_outcomes(passed=11)
