@@ -78,6 +78,8 @@ __all__ = [
 _Tracer: Final = Tracer
 # The skeleton cache's mark of a skeleton whose statics hold a live tracer.
 LIVE: Final = "live tracers"
+# Its mark of a skeleton holding a user's empty cell (only that closure has it).
+USER_CELLS: Final = "user cells"
 _ArrayImpl: Final[type[Any]] = type(jax.device_put(np.zeros(())))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType, reportUnknownVariableType]
 
 # Leaves decided by type alone (the fast path of a sweep re-lifting optimizers).
@@ -154,6 +156,9 @@ class _Walk:
         # Cells whose capture put a scalar among the leaves: (cell, cell index,
         # whether it is a boolean).
         self.scalar_cells: list[tuple[types.CellType, int, bool]] = []
+        # Whether the skeleton holds a user's empty cell (by identity): never
+        # kept for another closure to replay.
+        self.user_cells = False
 
     def kept(self, live: str | None) -> None:
         if live is not None and self.live is None:
@@ -203,6 +208,8 @@ class _Walk:
         skeleton.cache["names"] = frozenset(self.names)
         if self.live is not None:
             skeleton.cache[LIVE] = self.live
+        if self.user_cells:
+            skeleton.cache[USER_CELLS] = True
         return skeleton, self.leaves
 
     def parts(
@@ -297,9 +304,12 @@ class _Walk:
         name = cast(str, label.key)
         try:
             contents = cell.cell_contents
-        except ValueError:  # an empty cell: keep it empty
+        except ValueError:
+            # An empty cell: the user's own, which Python binds later (a
+            # decorator's function named in its own body, `super()`'s class).
             self.names.add(name)
-            return CellNode(None, label, owner)
+            self.user_cells = True
+            return CellNode(None, label, owner, cell)
         branched = name in info.branched or id(cell) in self.branched_cells
         before = len(self.leaves)
         template = self.template(contents, index, label, fn, branched)
@@ -674,7 +684,8 @@ def capture(
     if previous is not None and skeleton == previous and _exact(skeleton):
         walked(previous, time.perf_counter() - start)  # towards compiling its replay
         return previous, leaves
-    if key[0] is not None and LIVE not in skeleton.cache:
+    cache = skeleton.cache
+    if key[0] is not None and LIVE not in cache and USER_CELLS not in cache:
         with _lock:
             _recent_skeletons[key] = weakref.ref(skeleton, _forget(key))
             _keep.append(skeleton)

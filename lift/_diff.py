@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import dataclasses
-import dis
 import functools
 import types
 from collections.abc import Callable
@@ -12,7 +11,6 @@ from typing import Any, Final, cast
 
 from . import _trees as jtu
 from ._capture import default_dynamic
-from ._code import _CONDITIONAL, _LOADS, _TRANSPARENT
 from ._describe import static_str
 from ._lift import flatten_lifted, is_lifted, stops_flattening
 from ._lifted import Lifted
@@ -650,29 +648,8 @@ def _why_static(side: _Side, template: Template, name: str, slot: Static) -> str
 def _branch_site(skeleton: Skeleton, name: str) -> str | None:
     """`file:line` where a function of the graph branches in Python on `name`."""
     for node in skeleton.nodes:
-        if not isinstance(node, FunctionNode) or name not in node.info.branched:
-            continue
-        stack = [node.info.code]
-        while stack:
-            code = stack.pop()
-            line = _branch_line(code, name)
-            if line is not None:
-                return f"{code.co_filename}:{line}"
-            stack.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
-    return None
-
-
-def _branch_line(code: types.CodeType, name: str) -> int | None:
-    """The line of the first conditional jump in `code` on a line that loads `name`."""
-    loads: set[int] = set()
-    for ins in dis.get_instructions(code):
-        if ins.opname in _TRANSPARENT:
-            continue
-        line = ins.positions.lineno if ins.positions is not None else None
-        if line is None:
-            continue
-        if ins.opname in _LOADS and ins.argval == name:
-            loads.add(line)
-        elif ins.opname in _CONDITIONAL and line in loads:
-            return line
+        if isinstance(node, FunctionNode):
+            site = node.info.branch_sites.get(name)
+            if site is not None:
+                return f"{site[0]}:{site[1]}"
     return None
