@@ -547,13 +547,16 @@ def _leaf_type(leaf: Any) -> Any:
 
 
 def _meta(fn: types.FunctionType) -> Static:
-    """A function's docstring, module and annotations, as one static."""
+    """A function's docstring, module and annotations, as one static keyed by
+    the docstring and module only: annotations never change what the code
+    computes, and are new objects at every `def` (jaxtyping's `Float[Array,
+    "n"]`, 3.12's type parameters), so keying on them would compile every new
+    closure anew. (A rebuilt function may carry an equal closure's annotations.)"""
     doc, module, annotations = fn.__doc__, fn.__module__, fn.__annotations__
-    if annotations:
-        return Static((doc, module, dict(annotations)))
+    value = (doc, module, dict(annotations) if annotations else None)
     if (doc is None or type(doc) is str) and type(module) is str:
-        return Static((doc, module, None), ("meta", doc, module), exact=True)
-    return Static((doc, module, None))
+        return Static(value, ("meta", doc, module), exact=True)
+    return Static(value, Static((doc, module)).slot_key, exact=False)
 
 
 # Leaf types that Python control flow can read (`if b2 != 1.0`, `if mask`).

@@ -15,7 +15,7 @@ import os
 import sys
 import types
 import weakref
-from collections.abc import Generator, Iterable
+from collections.abc import Callable, Generator, Iterable
 from typing import Any, Final
 
 import jax
@@ -32,6 +32,7 @@ __all__ = [
     "live_traces",
     "transform_name",
     "tracer_aval",
+    "valid_jaxtype",
 ]
 
 # Written against jax 0.10.2: `trace_ctx.trace` is the current trace of this
@@ -44,6 +45,11 @@ _CORE_FILE: Final[str] = str(_core.__file__)  # pyright: ignore[reportUnknownMem
 # `jax.tree_util`, custom pytree nodes and NamedTuples JAX treats as its own
 # nodes alike, is a key of `tree_util._registry` (a live dict).
 CUSTOM_NODES: Final[dict[type, Any]] = _jtu_private._registry  # pyright: ignore[reportPrivateUsage, reportUnknownMemberType, reportUnknownVariableType]
+
+# Written against jax 0.10.2 and 0.12.0.1: whether JAX has a type for a value
+# (what `jax.extend.core.valid_jaxtype` re-exports; `jax.core.valid_jaxtype` is
+# deprecated in 0.10 and gone in 0.12).
+valid_jaxtype: Final[Callable[[Any], bool]] = _core.valid_jaxtype  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
 
 # Attributes through which a trace reaches the traces enclosing it. Written
 # against jax 0.10.2: `parent_trace` on DynamicJaxprTrace, JaxprTrace,
