@@ -125,6 +125,7 @@ class CodeInfo:
 
     __slots__ = (
         "__weakref__",
+        "_operands",
         "branch_sites",
         "branched",
         "branches_on_params",
@@ -179,6 +180,18 @@ class CodeInfo:
         self.unplain = self.branched | self.rebound
         self.global_names = frozenset(names)
         self.branches_on_params = flows
+        self._operands: dict[int, frozenset[Source]] | None = None
+
+    def operands(self, offset: int) -> frozenset[Source]:
+        """The free variables and parameters the operands of the instruction at
+        `offset` were computed from, through calls too (`if positive(lr):`,
+        `int(n)`, `jnp.zeros((n,))`): which captures an error raised there (a
+        traced value needed concrete) can be blamed on. Read on first use (an
+        error's diagnosis), then kept."""
+        operands = self._operands
+        if operands is None:
+            operands = self._operands = _Scan(self.code, through_calls=True).operands
+        return operands.get(offset, _NONE)
 
 
 class _Scan:
@@ -192,10 +205,15 @@ class _Scan:
     stack.
     """
 
-    def __init__(self, code: types.CodeType) -> None:
+    def __init__(self, code: types.CodeType, through_calls: bool = False) -> None:
         self.free_branches: dict[str, int] = {}
         self.param_branches: set[str] = set()
         self.stores: set[str] = set()
+        # With `through_calls`, a call's result carries its operands' variables,
+        # and `operands` records what each instruction popped.
+        self.through_calls = through_calls
+        self.operands: dict[int, frozenset[Source]] = {}
+        self.popped: list[frozenset[Source]] = []
         instructions = list(dis.get_instructions(code))
         nparams = code.co_argcount + code.co_kwonlyargcount
         self.params = frozenset(code.co_varnames[:nparams])
@@ -238,7 +256,10 @@ class _Scan:
             elif stack is None:
                 stack = []  # not reached by a jump followed here
             if ins.opname not in _NO_STACK:
+                self.popped.clear()
                 stack = self.step(ins, stack, pending, ins.offset in guarded)
+                if self.through_calls and self.popped:
+                    self.operands[ins.offset] = _NONE.union(*self.popped)
 
     def step(
         self,
@@ -250,8 +271,12 @@ class _Scan:
         """`stack` after `ins` (`None` where control does not fall through)."""
         op = ins.opname
 
+        popped = self.popped
+
         def pop() -> frozenset[Source]:
-            return stack.pop() if stack else _NONE
+            value = stack.pop() if stack else _NONE
+            popped.append(value)
+            return value
 
         if op in _FAST_LOADS:
             guarded = guarded or op == "LOAD_FAST_AND_CLEAR"
@@ -290,9 +315,7 @@ class _Scan:
         elif op in _UNARY:
             stack.append(pop())
         elif op in _BUILDS:  # `lr in (a, b)` compares `lr` with `b`
-            n = ins.arg or 0
-            items = stack[len(stack) - n :] if n else []
-            del stack[len(stack) - n :]
+            items = [pop() for _ in range(ins.arg or 0)]
             stack.append(_NONE.union(*items))
         elif op == "TO_BOOL" or op == "UNARY_NOT":
             self.truth(pop())
@@ -323,7 +346,7 @@ class _Scan:
         elif op in _ENDS:
             return None
         else:
-            _generic(ins, stack, pending)
+            _generic(ins, stack, pending, popped if self.through_calls else None)
         return stack
 
     def fast(self, name: str, offset: int) -> frozenset[Source]:
@@ -376,9 +399,11 @@ def _generic(
     ins: dis.Instruction,
     stack: list[frozenset[Source]],
     pending: dict[int, list[frozenset[Source]]],
+    popped: list[frozenset[Source]] | None = None,
 ) -> None:
     """An instruction read by its stack effect only: its result (if any) comes
-    from no variable (a call, an attribute, a container)."""
+    from no variable (a call, an attribute, a container), or, when `popped` is
+    given (recording), from all it popped."""
     try:
         effect = dis.stack_effect(ins.opcode, ins.arg, jump=False)
     except ValueError:  # an instruction without a stack effect of its own
@@ -386,8 +411,14 @@ def _generic(
     if effect > 0:
         stack.extend([_NONE] * effect)
     else:
-        del stack[max(0, len(stack) - (1 - effect)) :]
-        stack.append(_NONE)
+        start = max(0, len(stack) - (1 - effect))
+        taken = stack[start:]
+        del stack[start:]
+        if popped is None:
+            stack.append(_NONE)
+        else:
+            popped.extend(taken)
+            stack.append(_NONE.union(*taken))
     if ins.opcode in dis.hasjrel or ins.opcode in dis.hasjabs:
         try:
             jumped = dis.stack_effect(ins.opcode, ins.arg, jump=True)
