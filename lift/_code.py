@@ -223,13 +223,15 @@ class _Scan:
             set(code.co_cellvars) - set(code.co_varnames)
         )
         self.freevars = code.co_freevars
-        self.shadowed = _comprehension_scopes(code, instructions)
-        guarded = _guarded_loads(instructions)
         entries = _exception_entries(code)
+        self.shadowed = _comprehension_scopes(instructions, entries)
+        guarded = _guarded_loads(instructions)
         # What each local variable was computed from, over all its assignments
-        # (`k = n; while k > 0.5:`); a second pass sees what a loop assigns late.
+        # (`k = n; while k > 0.5:`); a second pass, when some local holds a
+        # variable's value, sees what a loop assigns after reading.
         self.locals: dict[str, frozenset[Source]] = {}
-        for _ in range(2):
+        self.run(code, instructions, entries, guarded)
+        if self.locals:
             self.run(code, instructions, entries, guarded)
 
     def run(
@@ -437,7 +439,7 @@ def _exception_entries(code: types.CodeType) -> list[Any]:
 
 
 def _comprehension_scopes(
-    code: types.CodeType, instructions: list[dis.Instruction]
+    instructions: list[dis.Instruction], entries: list[Any]
 ) -> list[tuple[int, int, frozenset[str]]]:
     """The bytecode ranges of comprehensions inlined into `code` (3.12+, PEP
     709) and the variables each shadows: the ranges its exception handler
@@ -448,7 +450,7 @@ def _comprehension_scopes(
         return []
     by_offset = {i.offset: k for k, i in enumerate(instructions)}
     out: list[tuple[int, int, frozenset[str]]] = []
-    for entry in _exception_entries(code):
+    for entry in entries:
         k = by_offset.get(entry.target)
         if k is None:
             continue
