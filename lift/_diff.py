@@ -104,7 +104,7 @@ def _leaf_type(x: Any) -> str:
     weak type)."""
     try:
         aval: Any = jax.typeof(x)
-    except TypeError:  # not a JAX value: jit would refuse it
+    except Exception:  # not a JAX value (`2**100`, an object): jit refuses it
         return type(x).__name__
     if not hasattr(aval, "str_short"):
         return str(aval)
