@@ -80,6 +80,8 @@ __all__ = [
 _Tracer: Final = Tracer
 # The skeleton cache's mark of a skeleton whose statics hold a live tracer.
 LIVE: Final = "live tracers"
+# Its mark of a skeleton holding a user's empty cell (only that closure has it).
+USER_CELLS: Final = "user cells"
 _ArrayImpl: Final[type[Any]] = type(jax.device_put(np.zeros(())))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType, reportUnknownVariableType]
 
 # Leaves decided by type alone (the fast path of a sweep re-lifting optimizers).
@@ -156,6 +158,9 @@ class _Walk:
         # Cells whose capture put a scalar among the leaves: (cell, cell index,
         # whether it is a boolean).
         self.scalar_cells: list[tuple[types.CellType, int, bool]] = []
+        # Whether the skeleton holds a user's empty cell (by identity): never
+        # kept for another closure to replay.
+        self.user_cells = False
 
     def kept(self, live: str | None) -> None:
         if live is not None and self.live is None:
@@ -205,6 +210,8 @@ class _Walk:
         skeleton.cache["names"] = frozenset(self.names)
         if self.live is not None:
             skeleton.cache[LIVE] = self.live
+        if self.user_cells:
+            skeleton.cache[USER_CELLS] = True
         return skeleton, self.leaves
 
     def parts(
@@ -304,9 +311,12 @@ class _Walk:
         name = cast(str, label.key)
         try:
             contents = cell.cell_contents
-        except ValueError:  # an empty cell: keep it empty
+        except ValueError:
+            # An empty cell: the user's own, which Python binds later (a
+            # decorator's function named in its own body, `super()`'s class).
             self.names.add(name)
-            return CellNode(None, label, owner)
+            self.user_cells = True
+            return CellNode(None, label, owner, cell)
         branched = name in info.branched or id(cell) in self.branched_cells
         before = len(self.leaves)
         template = self.template(contents, index, label, fn, branched)
@@ -629,13 +639,16 @@ def _leaf_type(leaf: Any) -> Any:
 
 
 def _meta(fn: types.FunctionType) -> Static:
-    """A function's docstring, module and annotations, as one static."""
+    """A function's docstring, module and annotations, as one static keyed by
+    the docstring and module only: annotations never change what the code
+    computes, and are new objects at every `def` (jaxtyping's `Float[Array,
+    "n"]`, 3.12's type parameters), so keying on them would compile every new
+    closure anew. (A rebuilt function may carry an equal closure's annotations.)"""
     doc, module, annotations = fn.__doc__, fn.__module__, fn.__annotations__
-    if annotations:
-        return Static((doc, module, dict(annotations)))
+    value = (doc, module, dict(annotations) if annotations else None)
     if (doc is None or type(doc) is str) and type(module) is str:
-        return Static((doc, module, None), ("meta", doc, module), exact=True)
-    return Static((doc, module, None))
+        return Static(value, ("meta", doc, module), exact=True)
+    return Static(value, Static((doc, module)).slot_key, exact=False)
 
 
 # Leaf types that Python control flow can read (`if b2 != 1.0`, `if mask`).
@@ -772,7 +785,8 @@ def capture(
     ):
         walked(previous)  # towards compiling its replay
         return previous, leaves
-    if key[0] is not None and LIVE not in skeleton.cache:
+    cache = skeleton.cache
+    if key[0] is not None and LIVE not in cache and USER_CELLS not in cache:
         with _lock:
             _recent_skeletons[key] = weakref.ref(skeleton, _forget(key))
             _keep.append(skeleton)

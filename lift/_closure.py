@@ -33,7 +33,7 @@ import jax
 import numpy as np
 
 from . import _trees as jtu
-from ._compat import LiveTraces, Tracer
+from ._compat import LiveTraces, Tracer, valid_jaxtype
 
 __all__ = [
     "Label",
@@ -795,12 +795,14 @@ def static_key(value: Any, depth: int = 0) -> Any:
         return (t, frozenset(items) if t is frozenset else tuple(items))
     if t is range:
         return (t, value.start, value.stop, value.step)
+    # By the dtype itself: its `str` is `'<V1'` for every 1-byte ml_dtype
+    # (`int4` and `uint4` alike).
     if issubclass(t, np.generic):
-        return (t, value.dtype.str, value.tobytes())
+        return (t, value.dtype, value.tobytes())
     if t is np.ndarray:
         if value.dtype.hasobject or value.nbytes > _ARRAY_BYTES:
             return _ById(value)
-        return (t, value.dtype.str, value.shape, value.tobytes())
+        return (t, value.dtype, value.shape, value.tobytes())
     if t is dict:
         # Annotations reach here: a dict compared by its items, in order.
         return (
@@ -876,8 +878,21 @@ _SCAN_LIMIT: Final = 100_000
 
 def jax_dtype(dtype: np.dtype[Any]) -> bool:
     """Whether JAX can hold NumPy values of `dtype` (not strings, objects, dates
-    or structured records)."""
-    return dtype.kind not in _NOT_JAX_KINDS and dtype.names is None
+    or structured records, nor `longdouble`, `void` or the ml_dtypes JAX has no
+    type for, such as `complex32`: asked of JAX once per dtype)."""
+    known = _JAX_DTYPES.get(dtype)
+    if known is None:
+        known = dtype.kind not in _NOT_JAX_KINDS and dtype.names is None
+        if known:
+            try:
+                known = bool(valid_jaxtype(np.zeros((), dtype)))
+            except Exception:  # a dtype NumPy cannot make a zero of
+                known = False
+        _JAX_DTYPES[dtype] = known
+    return known
+
+
+_JAX_DTYPES: dict[np.dtype[Any], bool] = {}
 
 
 def hidden_tracer(obj: Any, live: LiveTraces | None = None) -> str | None:

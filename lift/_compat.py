@@ -16,7 +16,7 @@ import sys
 import threading
 import types
 import weakref
-from collections.abc import Generator, Iterable
+from collections.abc import Callable, Generator, Iterable
 from typing import Any, Final
 
 import jax
@@ -37,6 +37,7 @@ __all__ = [
     "live_traces",
     "transform_name",
     "tracer_aval",
+    "valid_jaxtype",
 ]
 
 # Written against jax 0.10.2: `trace_ctx.trace` is the current trace of this
@@ -66,6 +67,11 @@ JAX_ISSUE_26560: Final = JAX_VERSION < (0, 11)
 # `jax.tree_util`, custom pytree nodes and NamedTuples JAX treats as its own
 # nodes alike, is a key of `tree_util._registry` (a live dict).
 CUSTOM_NODES: Final[dict[type, Any]] = _jtu_private._registry  # pyright: ignore[reportPrivateUsage, reportUnknownMemberType, reportUnknownVariableType]
+
+# Written against jax 0.10.2 and 0.12.0.1: whether JAX has a type for a value
+# (what `jax.extend.core.valid_jaxtype` re-exports; `jax.core.valid_jaxtype` is
+# deprecated in 0.10 and gone in 0.12).
+valid_jaxtype: Final[Callable[[Any], bool]] = _core.valid_jaxtype  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
 
 # Attributes through which a trace reaches the traces enclosing it. Written
 # against jax 0.10.2: `parent_trace` on DynamicJaxprTrace, JaxprTrace,

@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._code import code_info
 from ._compat import Tracer
 from ._errors import LiftError, describe, docs_anchor
 from ._paths import leaf_paths
@@ -217,7 +218,16 @@ def repr_pretty(x: Lifted[Any, Any], p: Any, cycle: bool) -> None:
 
 def explain_concretization(x: Lifted[Any, Any], err: BaseException) -> LiftError | None:
     """Name the capture, and the function that used it, when a traced leaf was
-    needed as a concrete Python value."""
+    needed as a concrete Python value; `None` when the value came from no
+    capture (an argument traced by `vmap` or `jit`).
+
+    Which capture is lift's own knowledge: the innermost frame of the graph's
+    code where the error passed, the instruction it stopped at, and the
+    variables that instruction's operands were computed from (`CodeInfo.
+    operands`), each matched by identity against the `Lifted`'s leaves. Only
+    where the bytecode cannot tell (a value read through an attribute) are the
+    frame's captured tracers, and the argument JAX's message names, consulted.
+    """
     leaves = x._arrays()
     tracers = {id(leaf): i for i, leaf in enumerate(leaves) if isinstance(leaf, Tracer)}
     if not tracers:
@@ -225,34 +235,35 @@ def explain_concretization(x: Lifted[Any, Any], err: BaseException) -> LiftError
     skeleton = x._skeleton
     codes = {n.info.code for n in skeleton.nodes if isinstance(n, FunctionNode)}
     owners = skeleton.leaf_owner()
-    found: list[tuple[str, int]] = []
-    code = innermost = None
+    last: types.TracebackType | None = None
     tb = err.__traceback__
     while tb is not None:
-        frame = tb.tb_frame
-        if frame.f_code in codes:
-            innermost = frame.f_code
-            here = [
-                (name, tracers[id(v)])
-                for name, v in frame.f_locals.items()
-                if id(v) in tracers
-            ]
-            if here:
-                found, code = here, frame.f_code
+        if tb.tb_frame.f_code in codes:
+            last = tb
         tb = tb.tb_next
-    # JAX names the argument the value came from (`g.__dict__['b2']`): trust it
-    # over the frame's locals, which may hold other captured tracers.
-    blamed = _blamed_arguments(str(err))
-    if blamed is not None:
-        paths = [str(p) for p in leaf_paths(skeleton)]
-        ours = [
-            i for i in range(len(paths)) if any(b.endswith(paths[i]) for b in blamed)
-        ]
-        if not ours:
-            return None  # a traced argument of the function, not a capture
-        found = [(n, i) for n, i in found if i in ours] or [("", ours[0])]
-        code = code or innermost
-    if not found or code is None:
+    if last is None:
+        return None
+    frame, code = last.tb_frame, last.tb_frame.f_code
+    local = frame.f_locals
+    sources = code_info(code).operands(last.tb_lasti)
+    found = [
+        (name, i)
+        for _, name in sorted(sources)
+        if name in local
+        for i in _leaves_in(local[name], tracers)
+    ]
+    # Of those, the ones JAX was converting, where its frames show them.
+    converted = [(n, i) for n, i in found if id(leaves[i]) in _converted(last)]
+    found = converted or found
+    if sources and (
+        not found or any(_foreign(local.get(n), tracers) for _, n in sources)
+    ):
+        # Computed from arguments (or static values) alone, or from a traced
+        # argument too: making a capture static would not help.
+        return None
+    if not found:
+        found = _guessed(err, skeleton, local, tracers)
+    if not found:
         return None
     index = found[0][1]
     name = owners[index][1] or found[0][0]
@@ -267,7 +278,10 @@ def explain_concretization(x: Lifted[Any, Any], err: BaseException) -> LiftError
         use = "as a Python int (`int()`, an index, a `range`, a shape)"
         other = "compute with it as an array"
     else:
-        use = "where a concrete value is needed (a shape, a size, `float()`, NumPy)"
+        use = (
+            "where a concrete value is needed (a shape, a size, `float()`, "
+            "`.item()`, NumPy)"
+        )
         other = "compute with it as an array"
     return LiftError(
         f"{where} uses the captured variable {name!r} {use}, but lift made it a "
@@ -278,6 +292,68 @@ def explain_concretization(x: Lifted[Any, Any], err: BaseException) -> LiftError
     )
 
 
+def _leaves_in(value: Any, tracers: dict[int, int]) -> list[int]:
+    """The indices of the `Lifted`'s traced leaves that `value` is or holds."""
+    index = tracers.get(id(value))
+    if index is not None:
+        return [index]
+    if isinstance(value, Tracer) or not isinstance(value, (tuple, list, dict)):
+        return []
+    try:
+        held = jax.tree_util.tree_leaves(value)
+    except Exception:  # a container JAX cannot flatten: holds no leaf of ours
+        return []
+    return [tracers[id(v)] for v in held if id(v) in tracers]
+
+
+def _converted(tb: types.TracebackType) -> set[int]:
+    """The ids of the tracers held by the frames below `tb` (JAX's own, where
+    it converts a value: `Tracer.__index__`'s `self`), one container deep."""
+    out: set[int] = set()
+    below = tb.tb_next
+    while below is not None:
+        for v in below.tb_frame.f_locals.values():
+            if isinstance(v, Tracer):
+                out.add(id(v))
+            elif type(v) is tuple:
+                out.update(id(w) for w in v if isinstance(w, Tracer))  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+        below = below.tb_next
+    return out
+
+
+def _foreign(value: Any, tracers: dict[int, int]) -> bool:
+    """Whether `value` is a tracer that is not a leaf of the `Lifted` (an
+    argument the transform traces)."""
+    return isinstance(value, Tracer) and id(value) not in tracers
+
+
+def _guessed(
+    err: BaseException,
+    skeleton: Skeleton,
+    local: dict[str, Any],
+    tracers: dict[int, int],
+) -> list[tuple[str, int]]:
+    """Where the bytecode cannot tell: the captured tracers of the frame that
+    JAX's message says the value depended on (its argument `__lifted__[k]` is
+    leaf `k` under `lift.jit`), or all the frame's captured tracers."""
+    here = [(n, tracers[id(v)]) for n, v in local.items() if id(v) in tracers]
+    blamed = _blamed_arguments(str(err))
+    if blamed is None:
+        return here
+    paths = [str(p) for p in leaf_paths(skeleton)]
+    ours: list[int] = []
+    for b in blamed:
+        k = _LIFTED_ARGUMENT.fullmatch(b)
+        if k is not None and int(k[1]) < len(paths):
+            ours.append(int(k[1]))
+        ours.extend(i for i in range(len(paths)) if b.endswith(paths[i]))
+    if not ours:
+        return []  # a traced argument of the function, not a capture
+    return [(n, i) for n, i in here if i in ours] or [("", ours[0])]
+
+
+# `lift.jit`'s programs take a function's leaves as their first argument.
+_LIFTED_ARGUMENT: Final = re.compile(r"__lifted___*\[(\d+)\]")
 _DEPENDS: Final = re.compile(
     r"depends on the values? of the arguments? (.+?)\.(?:\n|$)"
 )

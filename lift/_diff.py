@@ -4,15 +4,15 @@
 from __future__ import annotations
 
 import dataclasses
-import dis
 import functools
 import types
 from collections.abc import Callable
 from typing import Any, Final, cast
 
+import jax
+
 from . import _trees as jtu
 from ._capture import default_dynamic
-from ._code import _CONDITIONAL, _LOADS, _TRANSPARENT
 from ._describe import static_str
 from ._lift import flatten_lifted, is_lifted, stops_flattening
 from ._lifted import Lifted
@@ -42,10 +42,12 @@ def diff(a: Any, b: Any) -> str | None:
     variable, both values, and why the value is static (an `int`; declared with
     `static=`; used in an `if` at `file:line`). A function or `Lifted` held in a
     pytree's static metadata (a dataclass field that is not a pytree field) is
-    named, with the fix: it compiles anew for every new object. This is the
-    answer to "why did this retrace?" (leaves of other shapes or dtypes retrace
-    too, as any `jax.jit` argument does; compare `jax.typeof` of the leaves for
-    those).
+    named, with the fix: it compiles anew for every new object. So is each
+    leaf whose shape, dtype or weak type differs (`optax.adam(0.1)`'s weakly
+    typed learning rate against `optax.adam(np.float32(0.2))`'s), and a dict
+    captured with the same keys in another order (lift keeps insertion order).
+    This is the answer to "why did this retrace?": `None` exactly when one
+    `jax.jit` program serves both.
 
     ```python
     import lift
@@ -66,19 +68,48 @@ def diff(a: Any, b: Any) -> str | None:
     - `a`, `b`: any two pytrees, `Lifted` or holding them.
 
     **Returns:** a description with one line per difference, or `None` when the
-    treedefs are equal.
+    treedefs and the leaves' types are equal.
     """
     flatten_lifted(a, "diff")  # refuses containers JAX cannot flatten, by name
     flatten_lifted(b, "diff")
-    ta = jtu.tree_structure(a, is_leaf=_iterator)
-    tb = jtu.tree_structure(b, is_leaf=_iterator)
-    if _same(ta, tb):
-        return None
+    la, ta = jtu.tree_flatten_with_path(a, is_leaf=_iterator)
+    lb, tb = jtu.tree_flatten_with_path(b, is_leaf=_iterator)
     lines: list[str] = []
-    _diff_trees(a, b, lines)
-    if not lines:  # not expected: say what JAX compares
-        lines.append(f"the pytree structures differ: {ta} != {tb}")
-    return "\n".join(lines)
+    if not _same(ta, tb):
+        _diff_trees(a, b, lines)
+        if not lines:  # not expected: say what JAX compares
+            lines.append(f"the pytree structures differ: {ta} != {tb}")
+    if len(la) == len(lb):
+        _diff_leaves(la, lb, lines)
+    return "\n".join(lines) if lines else None
+
+
+def _diff_leaves(
+    la: list[tuple[Any, Any]], lb: list[tuple[Any, Any]], lines: list[str]
+) -> None:
+    """Leaves `jax.jit` would trace anew for: another shape, dtype or weak type
+    (a Python float is weakly typed, `np.float32(0.2)` is not)."""
+    for (path, x), (_, y) in zip(la, lb, strict=True):
+        kx, ky = _leaf_type(x), _leaf_type(y)
+        if kx != ky:
+            lines.append(
+                f"{_at(jtu.keystr(path))}a leaf of type {kx} in one, {ky} in the "
+                "other (jax.jit compiles a program per leaf shape, dtype and weak "
+                "type)"
+            )
+
+
+def _leaf_type(x: Any) -> str:
+    """What `jax.jit` keys a leaf on, as `jax.typeof` prints it (`~` marks a
+    weak type)."""
+    try:
+        aval: Any = jax.typeof(x)
+    except Exception:  # not a JAX value (`2**100`, an object): jit refuses it
+        return type(x).__name__
+    if not hasattr(aval, "str_short"):
+        return str(aval)
+    weak = "~" if getattr(aval, "weak_type", False) else ""
+    return weak + aval.str_short(short_dtypes=True)
 
 
 # -- pytrees ------------------------------------------------------------------------
@@ -552,7 +583,8 @@ def _diff_node(
 def _shape(template: Template) -> str:
     if template.treedef is None:
         return "a single value"
-    text = str(template.treedef)
+    # Dicts as the rebuilt value holds them: in insertion order.
+    text = str(template.treedef if template.order is None else template.order[0])
     text = text.removeprefix("PyTreeDef(").removesuffix(")")
     return text if len(text) <= 60 else text[:57] + "..."
 
@@ -571,6 +603,12 @@ def _diff_template(
         lines.append(
             f"{where}: {variable or 'it'} holds {_shape(ta)} in one, {_shape(tb)} in "
             "the other"
+            + (
+                " (the same keys in another order: lift keeps a dict's insertion "
+                "order, as Python iterates it, so each order is its own program)"
+                if ta.treedef == tb.treedef
+                else ""
+            )
         )
         return
     name = variable or "it"
@@ -650,29 +688,8 @@ def _why_static(side: _Side, template: Template, name: str, slot: Static) -> str
 def _branch_site(skeleton: Skeleton, name: str) -> str | None:
     """`file:line` where a function of the graph branches in Python on `name`."""
     for node in skeleton.nodes:
-        if not isinstance(node, FunctionNode) or name not in node.info.branched:
-            continue
-        stack = [node.info.code]
-        while stack:
-            code = stack.pop()
-            line = _branch_line(code, name)
-            if line is not None:
-                return f"{code.co_filename}:{line}"
-            stack.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
-    return None
-
-
-def _branch_line(code: types.CodeType, name: str) -> int | None:
-    """The line of the first conditional jump in `code` on a line that loads `name`."""
-    loads: set[int] = set()
-    for ins in dis.get_instructions(code):
-        if ins.opname in _TRANSPARENT:
-            continue
-        line = ins.positions.lineno if ins.positions is not None else None
-        if line is None:
-            continue
-        if ins.opname in _LOADS and ins.argval == name:
-            loads.add(line)
-        elif ins.opname in _CONDITIONAL and line in loads:
-            return line
+        if isinstance(node, FunctionNode):
+            site = node.info.branch_sites.get(name)
+            if site is not None:
+                return f"{site[0]}:{site[1]}"
     return None

@@ -500,9 +500,9 @@ class Lifted(Generic[_P, _R]):
         except TypeError as err:
             # JAX's concretization errors, and those that say a value was needed
             # concrete (`jnp.zeros((n,))` with a traced `n`): name the capture.
-            if not isinstance(
-                err, jax.errors.ConcretizationTypeError
-            ) and "concrete value was not available" not in str(err):
+            if not isinstance(err, _CONCRETIZATION) and "concrete value" not in str(
+                err
+            ):
                 raise
             better = explain_concretization(self, err)
             if better is None:
@@ -600,6 +600,12 @@ class Lifted(Generic[_P, _R]):
 
 
 _NO_NAMES: Final[frozenset[str]] = frozenset()
+_CONCRETIZATION: Final = (
+    jax.errors.ConcretizationTypeError,
+    jax.errors.TracerBoolConversionError,
+    jax.errors.TracerIntegerConversionError,
+    jax.errors.TracerArrayConversionError,
+)
 
 
 def check_options(

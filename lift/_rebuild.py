@@ -2,7 +2,8 @@
 
 Every function is made afresh with `types.FunctionType` and new cells
 (`types.CellType`): nothing of the function the skeleton was captured from is
-reused, so the user's function, cells and defaults are never touched. Cells
+reused (but an empty cell, which Python fills later), so the user's function,
+cells and defaults are never touched. Cells
 shared by several functions of the graph stay shared; recursion and cycles are
 closed by creating every cell empty first and filling it last.
 """
@@ -39,7 +40,8 @@ def build_nodes(skeleton: Skeleton, leaves: Sequence[Any]) -> list[Any]:
     objs: list[Any] = [None] * len(nodes)
     for i, node in enumerate(nodes):
         if type(node) is CellNode:
-            objs[i] = types.CellType()
+            # An empty cell is the user's (bound later, read when called).
+            objs[i] = types.CellType() if node.cell is None else node.cell
     for i, node in enumerate(nodes):
         if type(node) is FunctionNode:
             closure = tuple(objs[c] for c in node.cells) if node.cells else None

@@ -319,8 +319,11 @@ class _Writer:
                 if not new:
                     self.fail_unless(f"c{j} is o{c}")
                     continue
-                template = cast(CellNode, self.skeleton.nodes[c]).template
+                cell = cast(CellNode, self.skeleton.nodes[c])
+                template = cell.template
                 if template is None:
+                    # An empty cell is the user's own: this one, still empty.
+                    self.fail_unless(f"o{c} is {self.const(cell.cell)}")
                     self.emit("try:")
                     self.emit(f"o{c}.cell_contents", 2)
                     self.emit("return None", 2)

@@ -193,17 +193,33 @@ Part: TypeAlias = tuple[Label, Template]
 
 class CellNode:
     """A closure cell; `template is None` for an empty cell. Cells shared by several
-    functions of one graph stay shared in the rebuilt graph."""
+    functions of one graph stay shared in the rebuilt graph.
+
+    An empty cell is the user's own (`cell`, compared by identity): Python binds
+    it later (`super()`'s `__class__` once the class exists, a decorated
+    function's own name once the decorator returns), and the rebuilt function
+    reads it then, as the original does.
+    """
 
     kind: Final = "cell"  # what a node is called in messages and reprs
 
-    __slots__ = ("key", "label", "owner", "template")
+    __slots__ = ("cell", "key", "label", "owner", "template")
 
-    def __init__(self, template: Template | None, label: Label, owner: int) -> None:
+    def __init__(
+        self,
+        template: Template | None,
+        label: Label,
+        owner: int,
+        cell: Any = None,
+    ) -> None:
         self.template = template
         self.label = label
         self.owner = owner
-        self.key = ("cell", None if template is None else template.key)
+        self.cell = cell
+        self.key = (
+            "cell",
+            template.key if template is not None else _UserCell(cell),
+        )
 
     @property
     def name(self) -> str:
@@ -356,6 +372,34 @@ class _Identity:
 
     def __hash__(self) -> int:
         return id(self.value)
+
+
+class _UserCell:
+    """The key of a user's cell, empty when captured. Two are equal while both
+    are still empty (a program traced then never read either) or when they are
+    the same cell; a cell Python has bound since differs from every other, so a
+    program that read one is never served for another."""
+
+    __slots__ = ("cell",)
+
+    def __init__(self, cell: Any) -> None:
+        self.cell = cell
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not _UserCell:
+            return False
+        return self.cell is other.cell or (_empty(self.cell) and _empty(other.cell))
+
+    def __hash__(self) -> int:
+        return hash("empty cell")
+
+
+def _empty(cell: Any) -> bool:
+    try:
+        _ = cell.cell_contents
+    except ValueError:
+        return True
+    return False
 
 
 class _CodeKey:

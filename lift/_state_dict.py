@@ -61,7 +61,17 @@ def _keys(x: Lifted[Any, Any]) -> tuple[list[str], list[Any]]:
 def to_state_dict(x: Lifted[Any, Any]) -> dict[str, Any]:
     """The leaves of `x` by key path: what flax writes for it."""
     keys, leaves = _keys(x)
-    return dict(zip(keys, leaves, strict=True))
+    return dict(zip(keys, map(_storable, leaves), strict=True))
+
+
+def _is_key(x: Any) -> bool:
+    return isinstance(x, jax.Array) and jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
+
+
+def _storable(leaf: Any) -> Any:
+    """A leaf as flax can write it: a typed PRNG key as its key data (NumPy
+    cannot hold a key, so msgpack could not either)."""
+    return jax.random.key_data(leaf) if _is_key(leaf) else leaf
 
 
 def from_state_dict(target: Lifted[Any, Any], state: dict[str, Any]) -> Any:
@@ -86,6 +96,22 @@ def from_state_dict(target: Lifted[Any, Any], state: dict[str, Any]) -> Any:
 
 def _like(target: Any, value: Any, key: str) -> Any:
     """`value` as a leaf of the target's kind, dtype and shape."""
+    if _is_key(target):
+        # Stored as key data (`_storable`); wrapped again with the target's
+        # implementation.
+        if _is_key(value):
+            value = jax.random.key_data(value)
+        data = jax.random.key_data(target)
+        if np.shape(value) != data.shape:
+            raise LiftError(
+                f"The state dict's {key} holds PRNG key data of shape "
+                f"{np.shape(value)}, the target's key data {data.shape}.\nFix: "
+                "restore into a target made with the same keys.",
+                anchor="state-dict-mismatch",
+            )
+        raw: Any = jnp.asarray(value, dtype=data.dtype)  # pyright: ignore[reportUnknownMemberType]
+        wrapped: Any = jax.random.wrap_key_data(raw, impl=jax.random.key_impl(target))  # pyright: ignore[reportUnknownVariableType, reportUnknownMemberType]
+        return wrapped  # pyright: ignore[reportUnknownVariableType]
     shape: tuple[int, ...] = np.shape(value)
     want: tuple[int, ...] = np.shape(target)
     if shape != want:

@@ -8,6 +8,7 @@ from typing import Any
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 import pytest
 from flax import struct
@@ -47,11 +48,14 @@ def test_names_static_difference_by_path_variable_values_and_reason() -> None:
     )
 
 
-def test_none_when_treedefs_are_equal_whatever_the_shapes() -> None:
-    # SPEC: `None` when the treedefs are equal. Shapes are jit's business.
+def test_a_leaf_of_another_shape_is_a_difference() -> None:
+    # SPEC: `None` exactly when `jax.jit` reuses one program; a leaf of another
+    # shape, dtype or weak type retraces, and is said by path and both types.
     a, b = make(0.1, 10, jnp.ones(2)), make(0.1, 10, jnp.ones(3))
     assert jax.tree_util.tree_structure(a) == jax.tree_util.tree_structure(b)
-    assert lift.diff(a, b) is None
+    text = lift.diff(a, b)
+    assert text is not None
+    assert ": a leaf of type f32[2] in one, f32[3] in the other" in text
 
 
 def test_names_static_versus_dynamic() -> None:
@@ -205,7 +209,11 @@ def test_inside_any_pytrees() -> None:
     assert text.startswith(
         "['opt'].captures['inner'].captures['steps']: steps = 1 vs 2"
     )
-    assert lift.diff({"a": jnp.ones(2)}, {"a": jnp.ones(3)}) is None
+    assert lift.diff({"a": jnp.ones(2)}, {"a": jnp.ones(3)}) == (
+        "['a']: a leaf of type f32[2] in one, f32[3] in the other (jax.jit "
+        "compiles a program per leaf shape, dtype and weak type)"
+    )
+    assert lift.diff({"a": jnp.ones(2)}, {"a": jnp.zeros(2)}) is None
 
 
 class _State(train_state.TrainState):
@@ -453,3 +461,72 @@ def test_an_eq_that_cannot_answer_is_a_difference_with_its_reason(
     text = lift.diff(holding(held(1)), holding(held(1)))
     assert text is not None
     assert f"; {why} (in " in text
+
+
+# -- `None` exactly when `jax.jit` serves both with one program ----------------------
+
+
+def _holding(d: Any) -> Any:
+    def f(x):
+        return x * len(d)
+
+    return lift.lift(f)
+
+
+_PAIRS = {
+    "adam, two float learning rates": (
+        lambda: lift.lift(optax.adam(0.1)),
+        lambda: lift.lift(optax.adam(0.2)),
+    ),
+    "adam, a float and a float32 learning rate": (
+        lambda: lift.lift(optax.adam(0.1)),
+        lambda: lift.lift(optax.adam(np.float32(0.2))),
+    ),
+    "adam, a float and a float16 learning rate": (
+        lambda: lift.lift(optax.adam(0.1)),
+        lambda: lift.lift(optax.adam(jnp.float16(0.2))),
+    ),
+    "a captured dict in another order": (
+        lambda: _holding({"a": 1, "b": 2}),
+        lambda: _holding({"b": 2, "a": 1}),
+    ),
+    "plain dicts in another order": (
+        lambda: {"a": 1.0, "b": jnp.ones(2)},
+        lambda: {"b": jnp.ones(2), "a": 2.0},
+    ),
+    "a static int": (lambda: make(0.1, 1), lambda: make(0.1, 2)),
+    "a leaf's shape": (
+        lambda: make(0.1, 1, jnp.ones(2)),
+        lambda: make(0.1, 1, jnp.ones(3)),
+    ),
+    "a weak and a strong float": (lambda: {"a": 1.0}, lambda: {"a": np.float32(1)}),
+    "an int and a float": (lambda: {"a": 1}, lambda: {"a": 1.0}),
+    "equal": (lambda: make(0.1, 1, jnp.ones(2)), lambda: make(0.3, 1, jnp.zeros(2))),
+}
+
+
+@pytest.mark.parametrize("pair", list(_PAIRS))
+def test_none_exactly_when_jax_jit_traces_once(pair: str) -> None:
+    first, second = _PAIRS[pair]
+    a, b = first(), second()
+    traces = 0
+
+    @jax.jit
+    def run(tree: Any) -> Any:
+        nonlocal traces
+        traces += 1
+        return jax.tree_util.tree_leaves(tree)[:1]
+
+    run(a)
+    run(b)
+    text = lift.diff(a, b)
+    assert (text is None) == (traces == 1), (text, traces)
+    if pair == "a captured dict in another order":
+        assert text is not None
+        assert "the same keys in another order" in text
+    if pair == "adam, a float and a float32 learning rate":
+        assert text == (
+            ".update.captures['update_fns'][1].captures['tx'].update.captures["
+            "'step_size']: a leaf of type ~f32[] in one, f32[] in the other (jax.jit "
+            "compiles a program per leaf shape, dtype and weak type)"
+        )

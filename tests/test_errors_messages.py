@@ -135,7 +135,7 @@ def test_a_float_used_as_a_shape_is_not_called_control_flow(shape: str):
             rf"^test_a_float_used_as_a_shape_is_not_called_control_flow\.<locals>\."
             rf"make\.<locals>\.<lambda> \({HERE}:\d+\) uses the captured variable "
             r"'n' where a concrete value is needed \(a shape, a size, `float\(\)`, "
-            r"NumPy\), but lift made it a traced value \(~?float32\[\]\), so its "
+            r"`\.item\(\)`, NumPy\), but lift made it a traced value \(~?float32\[\]\), so its "
             r"value is unknown while tracing\.\n"
             r"Fix: keep it static, `lift\(f, static=\('n',\)\)` \(each new value then "
             r"compiles anew\), or compute with it as an array\.\n"

@@ -78,7 +78,10 @@ def test_replay_gives_what_the_full_walk_gives(
 ) -> None:
     walked = [lift.lift(holder.make(v)) for v in (1.0, 2.0)]
     replayed = lift.lift(holder.make(7.0))
-    assert callable(_skeleton(replayed).cache.get("replay"))
+    # An empty cell is its closure's own (Python may bind it later): such a
+    # skeleton is never replayed for another closure, but compares equal.
+    if holder.name != "beside an empty cell":
+        assert callable(_skeleton(replayed).cache.get("replay"))
     assert _treedef(replayed) == _treedef(walked[0])
     assert [float(x) for x in jax.tree_util.tree_leaves(replayed)] == [7.0]
     assert replayed(2.0) == 14.0

@@ -1,0 +1,227 @@
+"""Static keys are exact and stable: what splits programs is what changes the
+computation (a dtype, a value), never an incidental object (an annotation made
+anew at every `def`); values JAX cannot hold stay static; every leaf kind
+survives every serializer lift supports."""
+
+from __future__ import annotations
+
+import copy
+import functools
+import pickle
+import sys
+import textwrap
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import pytest
+from helpers import TraceCounter, call_lifted
+
+import lift
+
+
+def _table(t: Any) -> Any:
+    def f(x):
+        return x + jnp.asarray(t).astype(jnp.float32).sum()
+
+    return f
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        (ml_dtypes.int4, ml_dtypes.uint4),
+        (ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2),
+        (np.int8, np.uint8),
+    ],
+    ids=["int4-uint4", "float8", "int8-uint8"],
+)
+def test_static_arrays_of_same_bytes_and_other_dtypes_never_share_a_program(a, b):
+    first = np.array([-1, 2], dtype=a) if a is not ml_dtypes.float8_e4m3fn else None
+    if first is None:
+        first = np.array([1.5, 2.0], dtype=a)
+    second = first.view(b)  # the same bytes: `dtype.str` is `'<V1'` for both ml_dtypes
+    counter = TraceCounter()
+    run = counter.jit(call_lifted)
+    for t in (first, second, first):
+        got = run(lift.lift(_table(t), static=("t",)), 0.0)
+        assert float(got) == pytest.approx(float(_table(t)(0.0)))
+    assert counter.traces == 2
+    assert lift.diff(
+        lift.lift(_table(first), static=("t",)),
+        lift.lift(_table(second), static=("t",)),
+    )
+
+
+def test_static_scalars_of_other_ml_dtypes_never_share_a_program():
+    a = np.array([3], dtype=ml_dtypes.int4)[0]
+    b = np.array([3], dtype=ml_dtypes.uint4)[0]
+    keyed = [
+        jax.tree_util.tree_structure(lift.lift(_table(v), static=("t",)))
+        for v in (a, b)
+    ]
+    assert keyed[0] != keyed[1]
+
+
+def _without_future(src: str) -> dict[str, Any]:
+    """Run `src` as a module without this one's `from __future__ import
+    annotations` (which `exec` inherits): its annotations are objects made at
+    every `def`."""
+    space: dict[str, Any] = {}
+    exec(compile(textwrap.dedent(src), "<test>", "exec", dont_inherit=True), space)
+    return space
+
+
+_jaxtyped = _without_future(
+    """
+    from jaxtyping import Array, Float
+
+    def make(lr):
+        def f(x: Float[Array, "n"]) -> Float[Array, "n"]:
+            return x * lr
+
+        return f
+    """
+)["make"]
+
+
+def test_annotations_made_anew_at_every_def_do_not_split_programs():
+    counter = TraceCounter()
+    run = counter.jit(call_lifted)
+    lifted = [lift.lift(_jaxtyped(v)) for v in (0.1, 0.2, 0.3)]
+    for g in lifted:
+        run(g, jnp.ones(2))
+    assert counter.traces == 1
+    assert lift.diff(lifted[0], lifted[1]) is None
+    # The function keeps its annotations, for whatever reads them.
+    assert "x" in lift.unlift(lifted[0]).__annotations__
+    assert set(lifted[0].__wrapped__.__annotations__) == {"x", "return"}
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="type parameters: 3.12+")
+def test_type_parameters_do_not_split_programs():
+    space = _without_future(
+        """
+        def make(lr):
+            def f[T](x: T) -> T:
+                return x * lr
+            return f
+        """
+    )
+    counter = TraceCounter()
+    run = counter.jit(call_lifted)
+    for v in (0.1, 0.2, 0.3):
+        assert float(run(lift.lift(space["make"](v)), 1.0)) == pytest.approx(v)
+    assert counter.traces == 1
+
+
+def _unholdable() -> list[Any]:
+    out: list[Any] = [np.longdouble, np.clongdouble, np.void]
+    for name in ("complex32", "bcomplex32", "float8_e5m3fnu"):
+        dtype = getattr(ml_dtypes, name, None)
+        if dtype is not None and not _jax_has(dtype):
+            out.append(dtype)
+    return out
+
+
+def _jax_has(dtype: Any) -> bool:
+    try:
+        jax.device_put(np.zeros((), dtype))
+    except TypeError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("dtype", _unholdable(), ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("kind", ["array", "scalar"])
+def test_values_of_dtypes_jax_cannot_hold_stay_static(dtype, kind):
+    value = np.zeros(2, dtype)
+    if kind == "scalar":
+        value = value[0]
+
+    def make(t):
+        def f(x):
+            return x + np.size(t)
+
+        return f
+
+    lifted = lift.lift(make(value))
+    assert jax.tree_util.tree_leaves(lifted) == []
+    counter = TraceCounter()
+    run = counter.jit(call_lifted)
+    assert float(run(lifted, 1.0)) == 1.0 + np.size(value)
+    assert float(run(lift.lift(make(value)), 1.0)) == 1.0 + np.size(value)
+    assert counter.traces == 1
+    assert float(lift.jit(make(value))(1.0)) == 1.0 + np.size(value)
+
+
+# -- every leaf kind through every serializer ------------------------------------
+
+
+def _uses(x: Any, v: Any = None) -> Any:
+    """Module level, so that a partial of it pickles."""
+    del v
+    return x
+
+
+_LEAVES = {
+    "typed key": lambda: jax.random.key(0),
+    "typed keys": lambda: jax.random.split(jax.random.key(1), 3),
+    "raw key": lambda: jax.random.PRNGKey(0),
+    "bfloat16": lambda: jnp.ones(2, jnp.bfloat16),
+    "int4": lambda: jnp.array([1, 2], jnp.int4),
+    "numpy int4": lambda: np.array([1, 2], ml_dtypes.int4),
+    "float8": lambda: jnp.ones(2, jnp.float8_e4m3fn),
+    "bool": lambda: jnp.array(True),
+    "uint32": lambda: jnp.arange(3, dtype=jnp.uint32),
+    "float": lambda: 0.5,
+    "complex": lambda: 1 + 2j,
+    "numpy float32": lambda: np.float32(0.5),
+    "numpy 0-d": lambda: np.array(0.5),
+}
+
+
+def _flax_bytes(x: Any) -> Any:
+    serialization = pytest.importorskip("flax.serialization")
+    return serialization.from_bytes(x, serialization.to_bytes(x))
+
+
+def _flax_state(x: Any) -> Any:
+    serialization = pytest.importorskip("flax.serialization")
+    return serialization.from_state_dict(x, serialization.to_state_dict(x))
+
+
+_SERIALIZERS = {
+    "copy": copy.copy,
+    "deepcopy": copy.deepcopy,
+    "pickle": lambda x: pickle.loads(pickle.dumps(x)),
+    "flax bytes": _flax_bytes,
+    "flax state dict": _flax_state,
+}
+
+
+def _data(leaf: Any) -> Any:
+    if isinstance(leaf, jax.Array) and jnp.issubdtype(leaf.dtype, jax.dtypes.prng_key):
+        return (str(jax.random.key_impl(leaf)), np.asarray(jax.random.key_data(leaf)))
+    return (jax.typeof(leaf), np.asarray(leaf))
+
+
+@pytest.mark.parametrize("serializer", list(_SERIALIZERS))
+@pytest.mark.parametrize("leaf", list(_LEAVES))
+def test_every_leaf_kind_round_trips_through_every_serializer(leaf, serializer):
+    value = _LEAVES[leaf]()
+    lifted = lift.lift(functools.partial(_uses, v=value))
+    back = _SERIALIZERS[serializer](lifted)
+    assert jax.tree_util.tree_structure(back) == jax.tree_util.tree_structure(lifted)
+    (a,) = jax.tree_util.tree_leaves(lifted)
+    (b,) = jax.tree_util.tree_leaves(back)
+    (ta, da), (tb, db) = _data(a), _data(b)
+    assert ta == tb
+    np.testing.assert_array_equal(da, db)
+    counter = TraceCounter()
+    run = counter.jit(call_lifted)
+    run(lifted, 1.0)
+    run(back, 1.0)
+    assert counter.traces == 1
