@@ -646,7 +646,7 @@ def _meta(fn: types.FunctionType) -> Static:
     closure anew. (A rebuilt function may carry an equal closure's annotations.)"""
     doc, module, annotations = fn.__doc__, fn.__module__, fn.__annotations__
     value = (doc, module, dict(annotations) if annotations else None)
-    if (doc is None or type(doc) is str) and type(module) is str:
+    if (doc is None or type(doc) is str) and (module is None or type(module) is str):
         return Static(value, ("meta", doc, module), exact=True)
     return Static(value, Static((doc, module)).slot_key, exact=False)
 

@@ -630,6 +630,11 @@ def _diff_template(
             _, why = _unequal(su.value, sv.value)  # an `__eq__` that cannot say
             if _by_identity(type(su.value)):  # pyright: ignore[reportUnknownArgumentType]
                 why = ""  # said by `_why_static`
+            if _reordered(su.value, sv.value):
+                why = (
+                    "the same keys in another order: lift keeps a dict's insertion "
+                    "order, as Python iterates it, so each order is its own program"
+                )
             lines.append(
                 f"{sub}: {name} = {static_str(su.value)} vs {static_str(sv.value)}, "
                 f"static because {_why_static(sa, ta, name, su)}"
@@ -657,6 +662,14 @@ def _slot_str(side: _Side, template: Template, name: str, slot: Any) -> str:
 
 def _a(noun: str) -> str:
     return f"{'an' if noun[:1].lower() in 'aeiou' else 'a'} {noun}"
+
+
+def _reordered(a: Any, b: Any) -> bool:
+    """Whether `a` and `b` are dicts with the same items in another order."""
+    if type(a) is not dict or type(b) is not dict:
+        return False
+    ka, kb = list(cast("dict[Any, Any]", a)), list(cast("dict[Any, Any]", b))
+    return ka != kb and len(ka) == len(kb) and set(ka) == set(kb)
 
 
 def _why_static(side: _Side, template: Template, name: str, slot: Static) -> str:
