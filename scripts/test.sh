@@ -47,14 +47,27 @@ done
 
 if [ "$ends" = 1 ]; then
     # The two ends of what lift supports (pyproject.toml's `requires-python` and
-    # `jax>=`), one after the other: each uses both cores while it compiles.
-    failed=()
-    for end in "3.11 oldest" "3.13 newest"; do
+    # `jax>=`), side by side (each is mostly one core's work), each end's output
+    # shown whole when it is done.
+    logs="$(mktemp -d)"
+    ends_run=("3.11 oldest" "3.13 newest")
+    pids=()
+    for end in "${ends_run[@]}"; do
         read -r python jax <<<"$end"
-        echo "== The suite on Python $python with the $jax JAX" >&2
-        bash "$here/test.sh" --python "$python" --jax "$jax" ${args[@]+"${args[@]}"} ||
-            failed+=("Python $python with the $jax JAX")
+        bash "$here/test.sh" --python "$python" --jax "$jax" ${args[@]+"${args[@]}"} \
+            >"$logs/$python.log" 2>&1 &
+        pids+=($!)
     done
+    failed=()
+    for i in "${!ends_run[@]}"; do
+        read -r python jax <<<"${ends_run[$i]}"
+        status=0
+        wait "${pids[$i]}" || status=$?
+        echo "== The suite on Python $python with the $jax JAX" >&2
+        cat "$logs/$python.log"
+        [ "$status" = 0 ] || failed+=("Python $python with the $jax JAX")
+    done
+    rm -r "$logs"
     if [ ${#failed[@]} -gt 0 ]; then
         printf 'FAILED: the suite on %s\n' "${failed[@]}" >&2
         exit 1
