@@ -334,8 +334,16 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
 
     rates = np.geomspace(1e-3, 3e-1, args.rates)
     data = make_data()
-    # Untimed: compile the few eager ops every way shares (data, parameter init).
-    jax.block_until_ready((init_params(), optax.adam(1e-3).init(init_params())))
+    # Untimed: compile the few eager ops the ways share (data, parameter init, and
+    # the optimizer's init, plain and lifted: eagerly each op is a program of its
+    # own, and newer JAX compiles the lifted init's separately).
+    jax.block_until_ready(
+        (
+            init_params(),
+            optax.adam(1e-3).init(init_params()),
+            lift.lift(optax.adam(1e-3)).init(init_params()),
+        )
+    )
 
     print(
         f"jax {jax.__version__}, optax {optax.__version__}, {os.cpu_count()} CPU cores: "
