@@ -311,13 +311,16 @@ def test_a_cache_miss_explanation_is_short_and_leads_with_what_differs(
         return opt.update(p, opt.init(p), p)[0]
 
     p = jnp.ones(3)
-    step(lift.lift(optax.adam(0.1)), p)
-    jax.config.update("jax_explain_cache_misses", True)
-    try:
-        with caplog.at_level(logging.WARNING):
-            step(lift.lift(optax.adam(0.1, nesterov=True)), p)
-    finally:
-        jax.config.update("jax_explain_cache_misses", False)
+    # As a user sees it: under leak checking jax 0.8.0 bypasses its cache and
+    # explains no miss.
+    with jax.check_tracer_leaks(False):
+        step(lift.lift(optax.adam(0.1)), p)
+        jax.config.update("jax_explain_cache_misses", True)
+        try:
+            with caplog.at_level(logging.WARNING):
+                step(lift.lift(optax.adam(0.1, nesterov=True)), p)
+        finally:
+            jax.config.update("jax_explain_cache_misses", False)
     [line] = [r for r in caplog.text.splitlines() if "pytree metadata" in r]
     assert "static: nesterov=True, params=None (x5), mu_dtype=None #" in line
     assert "static: nesterov=False, params=None (x5), mu_dtype=None #" in line
