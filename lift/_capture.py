@@ -644,7 +644,8 @@ def _meta(fn: types.FunctionType) -> Static:
     computes, and are new objects at every `def` (jaxtyping's `Float[Array,
     "n"]`, 3.12's type parameters), so keying on them would compile every new
     closure anew. (A rebuilt function may carry an equal closure's annotations.)"""
-    doc, module, annotations = fn.__doc__, fn.__module__, fn.__annotations__
+    doc, annotations = fn.__doc__, fn.__annotations__
+    module = cast(object, fn.__module__)  # `None` for code exec'd without `__name__`
     value = (doc, module, dict(annotations) if annotations else None)
     if (doc is None or type(doc) is str) and (module is None or type(module) is str):
         return Static(value, ("meta", doc, module), exact=True)
