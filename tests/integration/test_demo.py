@@ -11,32 +11,29 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_demo_runs_and_reports_one_compile_per_lifted_way(tmp_path: Path) -> None:
-    out = tmp_path / "plots" / "sweep.png"
-    env = dict(os.environ)
-    # As a user runs it: under leak checking JAX bypasses its caches, and eager
-    # ops compile again on every call.
-    env.pop("JAX_CHECK_TRACER_LEAKS", None)
-    # Nor with lift's fast-path checks, whose second float conversion compiles a
-    # program of its own.
-    env.pop("LIFT_VERIFY", None)
+def _run_demo(*args: str, without: tuple[str, ...]) -> subprocess.CompletedProcess[str]:
+    """`examples/sweep.py` with `args`, in a process whose environment lacks the
+    variables `without`."""
+    env = {k: v for k, v in os.environ.items() if k not in without}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "examples" / "sweep.py"),
-            "--rates",
-            "2",
-            "--steps",
-            "5",
-            "--out",
-            str(out),
-        ],
+    return subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "sweep.py"), *args],
         capture_output=True,
         text=True,
         env=env,
         timeout=600,
         check=False,
+    )
+
+
+def test_demo_runs_and_reports_one_compile_per_lifted_way(tmp_path: Path) -> None:
+    out = tmp_path / "plots" / "sweep.png"
+    # As a user runs it: under leak checking JAX bypasses its caches, and eager
+    # ops compile again on every call; nor with lift's fast-path checks, whose
+    # second float conversion compiles a program of its own.
+    result = _run_demo(
+        *("--rates", "2", "--steps", "5", "--out", str(out)),
+        without=("JAX_CHECK_TRACER_LEAKS", "LIFT_VERIFY"),
     )
     assert result.returncode == 0, result.stderr
     rows = {
@@ -86,20 +83,10 @@ def test_demo_in_float64_shows_the_lifted_curves_are_plain_optaxs(
 ) -> None:
     # Δloss in float32 is the hyperparameters' float32 rounding: with --x64 the
     # lifted curves are plain optax's, bit for bit.
-    env = {k: v for k, v in os.environ.items() if k != "JAX_CHECK_TRACER_LEAKS"}
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "examples" / "sweep.py"),
-            *("--rates", "2", "--steps", "20", "--x64"),
-            *("--out", str(tmp_path / "sweep.png")),
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-        check=False,
+    result = _run_demo(
+        *("--rates", "2", "--steps", "20", "--x64"),
+        *("--out", str(tmp_path / "sweep.png")),
+        without=("JAX_CHECK_TRACER_LEAKS",),
     )
     assert result.returncode == 0, result.stderr
     assert "float64 (--x64)" in result.stdout
