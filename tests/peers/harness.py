@@ -308,7 +308,8 @@ def load_expected(suite: Suite) -> list[dict[str, Any]]:
 def expected_for(entries: list[dict[str, Any]], nodeid: str, mode: str) -> Any:
     for entry in entries:
         if mode in entry["modes"] and (
-            nodeid == entry["test"] or nodeid.startswith(entry["test"] + "::")
+            nodeid == entry["test"]
+            or nodeid.startswith((entry["test"] + "::", entry["test"] + "["))
         ):
             return entry
     return None
