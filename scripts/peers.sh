@@ -1,19 +1,44 @@
 #!/usr/bin/env bash
-# optax's own test suite, as shipped in its wheel, run three times: plain, with
-# every optimizer and schedule lifted, and lifted with init/update called through
-# jax.jit. Fails on a test whose outcome differs from the plain run unless
-# tests/peers/expected.toml explains it, and when the patch was not live.
-# Default: the files that build optimizers; `--all` for every file. Other
-# arguments go to tests/peers/run.py (`--help`).
+# Other libraries' own test suites, each run in several modes and compared with
+# its plain run (tests/peers/harness.py). Fails on a test whose outcome differs
+# from the plain run unless the suite's tests/peers/*expected.toml explains it,
+# on a leak report in a leak-checking mode that the file does not explain, and
+# when a mode was not live.
 #
-# `--blackjax` first runs blackjax's own tests instead (from its sdist), plain
-# and with every top-level factory lifted; other arguments go to
-# tests/peers/blackjax_run.py (`bash scripts/peers.sh --blackjax --quick`).
+#   bash scripts/peers.sh [ARGS]              optax's tests (tests/peers/run.py):
+#                                             plain, every optimizer lifted, and
+#                                             lifted and jitted; default: the files
+#                                             that build optimizers, `--all` for
+#                                             every file, `--quick` without the
+#                                             four heaviest
+#   bash scripts/peers.sh --blackjax [ARGS]   blackjax's (from its sdist), plain
+#                                             and with every top-level factory lifted
+#   bash scripts/peers.sh --equinox [ARGS]    equinox's (its release tag's tests),
+#   bash scripts/peers.sh --optimistix [ARGS] optimistix's: plain and under
+#                                             `pytest --lift-leaks`
+#   bash scripts/peers.sh --suite NAME [ARGS] the same, by name (optax, blackjax,
+#                                             equinox, optimistix)
+#
+# Every runner takes --quick, --file PATH, --modes plain,..., --keep DIR,
+# --reuse and pytest arguments after `--` (`--help` lists its modes).
 set -euo pipefail
 source "$(dirname "$0")/_venv.sh" peers
-if [ "${1:-}" = "--blackjax" ]; then
+suite=optax
+case "${1:-}" in
+--blackjax | --equinox | --optimistix | --optax)
+    suite="${1#--}"
     shift
-    python tests/peers/blackjax_run.py "$@"
-    exit
-fi
-python tests/peers/run.py "$@"
+    ;;
+--suite)
+    suite="${2:?--suite needs a name: optax, blackjax, equinox or optimistix}"
+    shift 2
+    ;;
+esac
+case "$suite" in
+optax) python tests/peers/run.py "$@" ;;
+blackjax | equinox | optimistix) python "tests/peers/${suite}_run.py" "$@" ;;
+*)
+    echo "error: no peer suite $suite (optax, blackjax, equinox, optimistix)" >&2
+    exit 2
+    ;;
+esac
