@@ -378,12 +378,10 @@ class CacheHolders(NamedTuple):
     def __str__(self) -> str:
         shown = ", ".join(self.names[:4])
         more = f" and {len(self.names) - 4} more" if len(self.names) > 4 else ""
-        clear = "jax.clear_caches()"
-        if any(n.startswith("equinox.") for n in self.names):
-            clear += " (and equinox.clear_caches())"
         return (
             f"held by the libraries' caches {shown}{more}, not stored by the code "
-            f"under test; {clear} empties such caches"
+            "under test (each is emptied by its cache_clear(); most of JAX's by "
+            "jax.clear_caches())"
         )
 
 
