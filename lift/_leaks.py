@@ -391,12 +391,13 @@ def _library_caches() -> list[tuple[str, Any]]:
     out: dict[int, tuple[str, Any]] = {}
     for name, module in list(sys.modules.items()):
         filename = getattr(module, "__file__", None)
-        attrs = getattr(module, "__dict__", None)
+        attrs: Any = getattr(module, "__dict__", None)
         if not isinstance(filename, str) or is_user_file(filename):
             continue
         if not isinstance(attrs, dict):
             continue
-        for key, value in list(attrs.items()):  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+        items: list[tuple[str, Any]] = list(cast(dict[str, Any], attrs).items())
+        for key, value in items:
             if id(value) in out or isinstance(value, type):
                 continue
             if callable(getattr(type(value), "cache_clear", None)):  # pyright: ignore[reportUnknownArgumentType]

@@ -90,8 +90,9 @@ def pytest_terminal_summary(
     tracers only libraries' caches keep (not failed: not the test's escapes)."""
     from ._leaks import unopened_text
 
-    unopened = config.stash.get(_UNOPENED, {})
-    cached = config.stash.get(_CACHED, {})
+    none: dict[str, Any] = {}
+    unopened = config.stash.get(_UNOPENED, none)
+    cached = config.stash.get(_CACHED, none)
     for title, found in (
         ("holders not opened", {k: unopened_text(v) for k, v in unopened.items()}),
         ("tracers kept by libraries' caches", cached),
