@@ -14,8 +14,6 @@ import pytest
 
 import lift
 
-pytestmark = pytest.mark.lift_allow_leaks  # each case holds an escaped tracer
-
 
 @pytest.fixture(autouse=True)
 def _jax_leak_checks_off() -> Iterator[None]:
@@ -101,6 +99,7 @@ def test_find_leaks_names_what_it_cannot_open(case: str) -> None:
         lift.find_leaks(make(jax.numpy.ones(()), True))
 
 
+@pytest.mark.lift_allow_leaks  # escapes on purpose (JAX's checker sees it)
 @pytest.mark.parametrize("case", CASES)
 def test_find_leaks_names_what_it_cannot_open_twin(case: str) -> None:
     make, _ = CASES[case]
@@ -111,6 +110,7 @@ def test_find_leaks_names_what_it_cannot_open_twin(case: str) -> None:
     assert leak.tracer == "float32[] from jit(<lambda>)"
 
 
+@pytest.mark.lift_allow_leaks  # escapes on purpose (JAX's checker sees it)
 def test_a_leak_report_lists_what_was_not_opened_after_the_leaks() -> None:
     roots = (DictRaises(_escaped(), True), [_escaped()])
     with warnings.catch_warnings():
@@ -124,6 +124,7 @@ def test_a_leak_report_lists_what_was_not_opened_after_the_leaks() -> None:
     assert lines[3] == "  could not open roots[0].__dict__: RuntimeError: no dict here"
 
 
+@pytest.mark.lift_allow_leaks  # escapes on purpose (JAX's checker sees it)
 def test_a_leak_report_lists_what_was_not_opened_twin() -> None:
     with pytest.raises(lift.LeakError, match="1 tracer escaped") as info:
         lift.check_leaks(DictRaises(1, False), [_escaped()])
@@ -135,6 +136,7 @@ def test_check_leaks_warns_of_what_it_cannot_open_when_nothing_leaked() -> None:
         assert lift.check_leaks(IterRaises(1, True)) is None
 
 
+@pytest.mark.lift_allow_leaks  # escapes on purpose (JAX's checker sees it)
 def test_a_proxy_that_raises_is_still_opened_where_it_can_be() -> None:
     # `__wrapped__` raised: its `__dict__` was still walked, and the tracer found.
     with pytest.warns(RuntimeWarning, match="proxy has no __wrapped__"):
@@ -142,6 +144,7 @@ def test_a_proxy_that_raises_is_still_opened_where_it_can_be() -> None:
     assert leak.path == "roots[0].value"
 
 
+@pytest.mark.lift_allow_leaks  # escapes on purpose (JAX's checker sees it)
 def test_the_report_is_the_same_whatever_the_order_of_roots() -> None:
     bad, leaky = DictRaises(1, True), [_escaped()]
     with pytest.warns(RuntimeWarning, match="no dict here") as first:
@@ -154,6 +157,7 @@ def test_the_report_is_the_same_whatever_the_order_of_roots() -> None:
     )
 
 
+@pytest.mark.lift_allow_leaks  # escapes on purpose (JAX's checker sees it)
 def test_the_report_is_the_same_whatever_the_order_of_roots_twin() -> None:
     good, leaky = DictRaises(1, False), [_escaped()]
     with warnings.catch_warnings():
