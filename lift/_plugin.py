@@ -11,9 +11,11 @@ after each phase with JAX's own checker left as it is; `exhaustive` also runs
 each phase inside `lift.checking_leaks()` (JAX's gc-based checker), which finds
 leaks held anywhere at several times the cost. A holder the scan cannot open
 (an attribute that raises) is named: in the leak report of a failing phase,
-and in a section of the run's summary for tests that pass. This module imports neither JAX
-nor the rest of `lift` until it is switched on, so installing the library costs
-nothing to test suites that do not use it.
+and in a section of the run's summary for tests that pass; so are tracers that
+only libraries' caches keep (JAX's, after an eager `grad` over a jitted
+closure), which fail no test. This module imports neither JAX nor the rest of
+`lift` until it is switched on, so installing the library costs nothing to
+test suites that do not use it.
 """
 
 from __future__ import annotations
