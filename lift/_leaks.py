@@ -7,9 +7,9 @@ objects' `__dict__` and `__slots__`, class attributes, and the constants of
 traced programs. It is iterative (closures nest 10 000 deep), breadth-first (so
 each leak is named by its shortest path), visits each object once (cycles are
 fine) and stops after a bounded number of objects. What it cannot open (an
-attribute, `__dict__` or iteration that raises) it names (`Unopened`): in a
-`LeakError`'s report, and as a `RuntimeWarning` from `find_leaks` and
-`check_leaks` when there is no leak to report.
+attribute, `__dict__` or iteration that raises) it names (`Unopened`): after
+the leaks in a `LeakError`'s report, and in `find_leaks(...).unopened`; never
+as an error of its own, so that a clean scan passes.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ import os
 import sys
 import sysconfig
 import types
-import warnings
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple, cast
 
@@ -234,12 +233,14 @@ def unopened_text(unopened: Iterable[Unopened]) -> str:
     )
 
 
-def _warn_unopened(unopened: list[Unopened]) -> None:
-    if unopened:
-        warnings.warn(f"lift: {unopened_text(unopened)}", RuntimeWarning, stacklevel=3)
+class Leaks(list[Leak]):
+    """What `find_leaks` returns: a list of [`lift.Leak`][], and `unopened`,
+    the holders the scan could not open (a tracer inside them is not seen)."""
+
+    unopened: tuple[Unopened, ...] = ()
 
 
-def find_leaks(*roots: Any, limit: int = DEFAULT_LIMIT) -> list[Leak]:
+def find_leaks(*roots: Any, limit: int = DEFAULT_LIMIT) -> Leaks:
     """Every tracer reachable from `roots` whose transform has already exited.
 
     **Arguments:**
@@ -274,12 +275,12 @@ def find_leaks(*roots: Any, limit: int = DEFAULT_LIMIT) -> list[Leak]:
     ```
 
     An object the scan cannot look inside (an attribute, `__dict__` or
-    iteration that raises) is named in a `RuntimeWarning` ("lift: 1 holder(s)
-    could not be opened … could not open roots[0]: RuntimeError: …").
+    iteration that raises) is named in the result's `unopened`, each with its
+    path and error (`could not open roots[0].__dict__: RuntimeError: …`).
     """
     unopened: list[Unopened] = []
-    leaks = _find(roots, limit, unopened)
-    _warn_unopened(unopened)
+    leaks = Leaks(_find(roots, limit, unopened))
+    leaks.unopened = tuple(dict.fromkeys(unopened))
     return leaks
 
 
@@ -296,8 +297,8 @@ def check_leaks(*roots: Any, limit: int = DEFAULT_LIMIT) -> None:
     **Returns:** `None` when nothing escaped.
 
     **Raises:** `lift.LeakError`, listing each leak with its function, `file:line`,
-    variable and the fix, then what the scan could not open; with no leak, what
-    it could not open is a `RuntimeWarning` (as from `find_leaks`).
+    variable and the fix, then what the scan could not open (with no leak,
+    `find_leaks(...).unopened` names that).
 
     ```python
     import jax
@@ -311,7 +312,6 @@ def check_leaks(*roots: Any, limit: int = DEFAULT_LIMIT) -> None:
     leaks = _find(roots, limit, unopened)
     if leaks:
         raise LeakError(format_leaks(leaks, unopened), anchor="leak-report")
-    _warn_unopened(unopened)
 
 
 _UNSEEN_HOLDER = (
