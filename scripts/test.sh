@@ -9,7 +9,7 @@
 # default mode (`--lift-leaks`, fast) with JAX's checker off, as a user's suite
 # runs it; `both` runs under JAX's checker with the plugin on too (each test
 # then runs inside `lift.checking_leaks()`). `--ends` runs the oldest end with
-# `both` and the newest with `lift`.
+# `jax` and the newest with `lift`.
 #
 #   bash scripts/test.sh                  # the whole suite, with python3 and the
 #                                         # newest JAX pip finds for it
@@ -22,7 +22,7 @@
 #                                         # pyproject.toml declares, `newest`)
 #   bash scripts/test.sh --leaks lift     # under lift's plugin (`jax`, `both`)
 #   bash scripts/test.sh --ends           # what CI runs: the oldest JAX on Python
-#                                         # 3.11 (--leaks both) and the newest JAX
+#                                         # 3.11 (--leaks jax) and the newest JAX
 #                                         # on Python 3.13 (--leaks lift)
 #
 # Other arguments go to pytest (`bash scripts/test.sh --quick -x`,
@@ -65,7 +65,7 @@ if [ "$ends" = 1 ]; then
     # `jax>=`), side by side (each is mostly one core's work), each end's output
     # shown whole when it is done.
     logs="$(mktemp -d)"
-    ends_run=("3.11 oldest both" "3.13 newest lift")
+    ends_run=("3.11 oldest jax" "3.13 newest lift")
     pids=()
     for end in "${ends_run[@]}"; do
         read -r python jax checker <<<"$end"
