@@ -65,18 +65,19 @@ if [ "$ends" = 1 ]; then
     # `jax>=`), side by side (each is mostly one core's work), each end's output
     # shown whole when it is done.
     logs="$(mktemp -d)"
-    ends_run=("3.11 oldest jax" "3.13 newest lift")
+    ends_run=("3.11 oldest" "3.13 newest")
+    ends_leaks=(jax lift) # the leak checking of each end (--leaks)
     pids=()
-    for end in "${ends_run[@]}"; do
-        read -r python jax checker <<<"$end"
-        bash "$here/test.sh" --python "$python" --jax "$jax" --leaks "$checker" \
+    for i in "${!ends_run[@]}"; do
+        read -r python jax <<<"${ends_run[$i]}"
+        bash "$here/test.sh" --python "$python" --jax "$jax" --leaks "${ends_leaks[$i]}" \
             ${args[@]+"${args[@]}"} \
             >"$logs/$python.log" 2>&1 &
         pids+=($!)
     done
     failed=()
     for i in "${!ends_run[@]}"; do
-        read -r python jax _ <<<"${ends_run[$i]}"
+        read -r python jax <<<"${ends_run[$i]}"
         status=0
         wait "${pids[$i]}" || status=$?
         echo "== The suite on Python $python with the $jax JAX" >&2
