@@ -9,20 +9,24 @@ import types
 import weakref
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack
-from typing import Any, ParamSpec, TypeVar, cast
+from typing import Any, NamedTuple, ParamSpec, TypeVar, cast
 
 import jax
 
 from . import _compat
 from ._errors import LeakError, LiftError, describe
 from ._leaks import (
+    CacheHolders,
     Leak,
+    Unopened,
+    cache_holders,
     closure_holding,
     format_leaks,
     holder_kinds,
     is_user_file,
     scan,
     scan_tracers,
+    split_cached,
 )
 from ._registry import recording
 
@@ -74,15 +78,19 @@ def _place(
     tracers: list[Any],
     rounds: list[Callable[[], Iterable[tuple[str, Any]]]],
     home: str | None = None,
+    unopened: list[Unopened] | None = None,
 ) -> tuple[list[Leak], list[Any]]:
     """Leak reports for `tracers`, each named from the first round of roots that
-    reaches it; and the tracers no round reached."""
+    reaches it; and the tracers no round reached. `unopened` receives what the
+    rounds could not open (all but the last resort, every module: a library's
+    objects that cannot be opened are not the user's to act on)."""
     leaks: list[Leak] = []
     rest = tracers
     for roots in rounds:
         if not rest:
             break
-        found, placed = scan_tracers(roots(), only=rest, home=home)
+        into = None if roots is _all_modules else unopened
+        found, placed = scan_tracers(roots(), only=rest, home=home, unopened=into)
         leaks.extend(found)
         ids = set(map(id, placed))
         rest = [t for t in rest if id(t) not in ids]
@@ -102,14 +110,35 @@ def _all_modules() -> list[tuple[str, Any]]:
     return out
 
 
+class Placed(NamedTuple):
+    """Where escaped tracers are (`place_escaped`): `leaks`, named; `unplaced`,
+    held by nothing lift can see; `cached`, the libraries' caches that alone
+    keep `kept` alive (no leak of the code under test)."""
+
+    leaks: list[Leak]
+    unplaced: list[Any]
+    cached: CacheHolders | None
+    kept: list[Any]
+
+
 def place_escaped(
-    tracers: list[Any], roots: list[tuple[str, Any]], home: str | None = None
-) -> tuple[list[Leak], list[Any]]:
+    tracers: list[Any],
+    roots: list[tuple[str, Any]],
+    home: str | None = None,
+    unopened: list[Unopened] | None = None,
+) -> Placed:
     """Leak reports for tracers known to have escaped (their trace exited and
     they are still alive), each named from `roots` first, then from the user's
-    modules, then from any module; and the tracers none of them reaches.
+    modules; of the rest, those libraries' caches keep (JAX's, equinox's: not
+    the user's escapes); then the others named from any module.
     `home`: the module of the roots (`scan_tracers`)."""
-    return _place(tracers, [lambda: roots, _user_modules, _all_modules], home)
+    leaks, rest = _place(tracers, [lambda: roots, _user_modules], home, unopened)
+    cached, others = split_cached(rest)
+    left = {id(t) for t in others}
+    kept = [t for t in rest if id(t) not in left]
+    found, unplaced = _place(others, [_all_modules], home)
+    leaks.extend(found)
+    return Placed(leaks, unplaced, cached, kept)
 
 
 def unseen_error(tracers: list[Any], where: str) -> LeakError:
@@ -163,6 +192,7 @@ def _translate(
     # call, which would otherwise be the shortest path and name no holder.
     # `escaped`: tracers of eager transforms that exited in the block (one may
     # hold JAX's tracer: a `grad` tracer stored inside `jit`).
+    unopened: list[Unopened] = []
     leaks, _ = _place(
         [*jax_tracers, *escaped],
         [
@@ -170,11 +200,27 @@ def _translate(
             _user_modules,
             lambda: lifted,
         ],
+        unopened=unopened,
     )
+    cached = None if leaks else cache_holders(jax_tracers)
+    if cached is not None:
+        # Retained by JAX's caches (an eager `grad` over a function that jits a
+        # closure over its argument): JAX's checker cannot tell that from a leak.
+        error = LeakError(
+            f"JAX's checker reported {len(jax_tracers)} tracer(s) that no "
+            f"variable of the code under test holds: {cached}. JAX's checker "
+            "cannot tell a cache from a leak: run this without it (lift's "
+            "pytest plugin, in its default mode, leaves it off and does not "
+            "report such tracers), or exempt the test "
+            "(@pytest.mark.lift_allow_leaks).",
+            anchor="leak-unseen",
+        )
+        error.__cause__ = exc
+        return error
     if not leaks:
         leaks = [x for t in jax_tracers if (x := closure_holding(t)) is not None]
     if leaks:
-        return LeakError(format_leaks(leaks), anchor="leak-report")
+        return LeakError(format_leaks(leaks, unopened), anchor="leak-report")
     if isinstance(exc, IndexError):
         # JAX's checker failed explaining its report (jax#26560): its message
         # ("list index out of range") says nothing of the tracer.
@@ -211,12 +257,14 @@ def _leak_error(
     __tracebackhide__ = True
     error = _translate(exc, named, lifted, escaped)
     if error is None and escaped and isinstance(exc, _UnexpectedTracerError):
+        unopened: list[Unopened] = []
         leaks, _ = _place(
             escaped,
             [lambda: _frame_roots(exc.__traceback__), _user_modules, lambda: lifted],
+            unopened=unopened,
         )
         if leaks:
-            error = LeakError(format_leaks(leaks), anchor="leak-report")
+            error = LeakError(format_leaks(leaks, unopened), anchor="leak-report")
             error.__cause__ = exc
     if error is None:
         _compat.filter_traceback(exc, mode)
@@ -299,9 +347,10 @@ def checked(transform: _T) -> _T:
             roots: list[tuple[str, Any]] = [("output", out), (_describe(fn), fn)]
             for bucket in pending:
                 roots.extend(_lifted_roots(bucket))
-            leaks = scan(roots)
+            unopened: list[Unopened] = []
+            leaks = scan(roots, unopened=unopened)
             if leaks:
-                raise LeakError(format_leaks(leaks), anchor="leak-report")
+                raise LeakError(format_leaks(leaks, unopened), anchor="leak-report")
             return out
 
         # A plain function (a proxy object's call costs more than the check on
@@ -546,7 +595,8 @@ class checking_leaks:
             if isinstance(exc, Exception):
                 _leak_error(exc, [], lifted, mode, escaped)
             return
-        leaks, tracers = scan_tracers(lifted)
+        unopened: list[Unopened] = []
+        leaks, tracers = scan_tracers(lifted, unopened=unopened)
         if escaped:
             # Named from the block's own frame (its locals, the globals its
             # code names), then the user's modules.
@@ -555,12 +605,14 @@ class checking_leaks:
             found, rest = _place(
                 [t for t in escaped if id(t) not in placed],
                 [lambda: _caller_roots(frame), _user_modules],
+                unopened=unopened,
             )
             leaks.extend(found)
-            if rest and not leaks:
+            # Tracers only libraries' caches keep are not the block's escapes.
+            if rest and not leaks and cache_holders(rest) is None:
                 raise unseen_error(rest, "inside lift.checking_leaks()")
         if leaks:
-            raise LeakError(format_leaks(leaks), anchor="leak-report")
+            raise LeakError(format_leaks(leaks, unopened), anchor="leak-report")
 
     def __call__(self, fn: Callable[_P, _R]) -> Callable[_P, _R]:
         @functools.wraps(fn)

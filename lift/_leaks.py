@@ -6,7 +6,10 @@ globals a function's code names, `Lifted` captures, pytree children, containers,
 objects' `__dict__` and `__slots__`, class attributes, and the constants of
 traced programs. It is iterative (closures nest 10 000 deep), breadth-first (so
 each leak is named by its shortest path), visits each object once (cycles are
-fine) and stops after a bounded number of objects.
+fine) and stops after a bounded number of objects. What it cannot open (an
+attribute, `__dict__` or iteration that raises) it names (`Unopened`): after
+the leaks in a `LeakError`'s report, and in `find_leaks(...).unopened`; never
+as an error of its own, so that a clean scan passes.
 """
 
 from __future__ import annotations
@@ -16,10 +19,11 @@ import dataclasses
 import functools
 import gc
 import os
+import sys
 import sysconfig
 import types
 from collections.abc import Callable, Iterable
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import jax
 import numpy as np
@@ -192,7 +196,51 @@ class Leak:
         )
 
 
-def find_leaks(*roots: Any, limit: int = DEFAULT_LIMIT) -> list[Leak]:
+class Unopened(NamedTuple):
+    """A holder the scan could not look inside: a tracer there is not seen.
+
+    `path`: how it is reached from the root (`state.model`); `error`: what
+    opening it raised (`RuntimeError: no dict`)."""
+
+    path: str
+    error: str
+
+    def __str__(self) -> str:
+        return f"could not open {self.path}: {self.error}"
+
+
+def _error_text(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    return text if len(text) <= 200 else f"{text[:199]}…"
+
+
+#: At most this many unopened holders are listed in one report.
+_UNOPENED_SHOWN = 5
+
+
+def unopened_text(unopened: Iterable[Unopened]) -> str:
+    """The lines naming what a scan could not open (empty when nothing)."""
+    items = list(dict.fromkeys(unopened))
+    if not items:
+        return ""
+    lines = [f"  {u}" for u in items[:_UNOPENED_SHOWN]]
+    if len(items) > _UNOPENED_SHOWN:
+        lines.append(f"  (and {len(items) - _UNOPENED_SHOWN} more)")
+    return (
+        f"{len(items)} holder(s) could not be opened, so a tracer inside "
+        "is not seen (make the attribute readable, or scan its parts "
+        "yourself):\n" + "\n".join(lines)
+    )
+
+
+class Leaks(list[Leak]):
+    """What `find_leaks` returns: a list of [`lift.Leak`][], and `unopened`,
+    the holders the scan could not open (a tracer inside them is not seen)."""
+
+    unopened: tuple[Unopened, ...] = ()
+
+
+def find_leaks(*roots: Any, limit: int = DEFAULT_LIMIT) -> Leaks:
     """Every tracer reachable from `roots` whose transform has already exited.
 
     **Arguments:**
@@ -225,8 +273,20 @@ def find_leaks(*roots: Any, limit: int = DEFAULT_LIMIT) -> list[Leak]:
     ```text
     STASH[0] STASH float32[] from jit(step)
     ```
+
+    An object the scan cannot look inside (an attribute, `__dict__` or
+    iteration that raises) is named in the result's `unopened`, each with its
+    path and error (`could not open roots[0].__dict__: RuntimeError: …`).
     """
-    return scan([(_root_label(root, i), root) for i, root in enumerate(roots)], limit)
+    unopened: list[Unopened] = []
+    leaks = Leaks(_find(roots, limit, unopened))
+    leaks.unopened = tuple(dict.fromkeys(unopened))
+    return leaks
+
+
+def _find(roots: tuple[Any, ...], limit: int, unopened: list[Unopened]) -> list[Leak]:
+    named = [(_root_label(root, i), root) for i, root in enumerate(roots)]
+    return scan(named, limit, unopened=unopened)
 
 
 def check_leaks(*roots: Any, limit: int = DEFAULT_LIMIT) -> None:
@@ -237,7 +297,8 @@ def check_leaks(*roots: Any, limit: int = DEFAULT_LIMIT) -> None:
     **Returns:** `None` when nothing escaped.
 
     **Raises:** `lift.LeakError`, listing each leak with its function, `file:line`,
-    variable and the fix.
+    variable and the fix, then what the scan could not open (with no leak,
+    `find_leaks(...).unopened` names that).
 
     ```python
     import jax
@@ -247,9 +308,10 @@ def check_leaks(*roots: Any, limit: int = DEFAULT_LIMIT) -> None:
     ```
     """
     __tracebackhide__ = True
-    leaks = find_leaks(*roots, limit=limit)
+    unopened: list[Unopened] = []
+    leaks = _find(roots, limit, unopened)
     if leaks:
-        raise LeakError(format_leaks(leaks), anchor="leak-report")
+        raise LeakError(format_leaks(leaks, unopened), anchor="leak-report")
 
 
 _UNSEEN_HOLDER = (
@@ -302,6 +364,91 @@ def holder_kinds(tracers: list[Any], mine: Iterable[Any] = ()) -> list[str]:
 _PLAIN_HOLDERS: frozenset[type] = frozenset({tuple, list, dict, types.CellType})
 
 
+#: The most objects `cache_holders` visits inside libraries' caches.
+_CACHE_OBJECTS = 2_000_000
+
+
+class CacheHolders(NamedTuple):
+    """Escaped tracers that no variable of the user's reaches, kept alive by
+    libraries' caches (JAX's: `jax._src.pjit._infer_params_cached`, ...):
+    retained, but not stored by the code under test. `names`: those caches."""
+
+    names: tuple[str, ...]
+
+    def __str__(self) -> str:
+        shown = ", ".join(self.names[:4])
+        more = f" and {len(self.names) - 4} more" if len(self.names) > 4 else ""
+        return (
+            f"held by the libraries' caches {shown}{more}, not stored by the code "
+            "under test (each is emptied by its cache_clear(); most of JAX's by "
+            "jax.clear_caches())"
+        )
+
+
+def _library_caches() -> list[tuple[str, Any]]:
+    """The module-level caches of libraries (objects with `cache_clear`: JAX's
+    `weakref_lru_cache`s, `functools.lru_cache`s), each named once."""
+    out: dict[int, tuple[str, Any]] = {}
+    for name, module in list(sys.modules.items()):
+        filename = getattr(module, "__file__", None)
+        attrs: Any = getattr(module, "__dict__", None)
+        if not isinstance(filename, str) or is_user_file(filename):
+            continue
+        if not isinstance(attrs, dict):
+            continue
+        items: list[tuple[str, Any]] = list(cast(dict[str, Any], attrs).items())
+        for key, value in items:
+            if id(value) in out or isinstance(value, type):
+                continue
+            if callable(getattr(type(value), "cache_clear", None)):  # pyright: ignore[reportUnknownArgumentType]
+                inner = getattr(value, "__wrapped__", value)
+                where = getattr(inner, "__module__", None)
+                what = getattr(inner, "__qualname__", None)
+                label = f"{where}.{what}" if where and what else f"{name}.{key}"
+                out[id(value)] = (label, value)
+    return sorted(out.values(), key=lambda c: c[0])
+
+
+def cache_holders(tracers: list[Any]) -> CacheHolders | None:
+    """The libraries' caches that reach `tracers` (escaped tracers no variable
+    of the user's reaches: lift's scan does not open JAX's C caches), when they
+    reach every one of them; else `None`."""
+    names, rest = split_cached(tracers)
+    return names if names is not None and not rest else None
+
+
+def split_cached(tracers: list[Any]) -> tuple[CacheHolders | None, list[Any]]:
+    """The libraries' caches that reach some of `tracers` (or `None`), and the
+    tracers they do not reach.
+
+    Walks each cache's contents as the garbage collector sees them
+    (`gc.get_referents`), iteratively and bounded: only for tracers known to
+    have escaped."""
+    wanted = {id(t) for t in tracers}
+    if not wanted:
+        return None, []
+    names: dict[str, None] = {}
+    reached: set[int] = set()
+    seen: set[int] = set()
+    # Not through a function's globals: a module is not the cache's content.
+    seen.update(id(getattr(m, "__dict__", None)) for m in list(sys.modules.values()))
+    with _gc.paused():
+        for label, cache in _library_caches():
+            stack = [cache]
+            while stack and len(seen) < _CACHE_OBJECTS:
+                obj = stack.pop()
+                for child in gc.get_referents(obj):
+                    key = id(child)
+                    if key in wanted:  # and walked on: a tracer holds others
+                        reached.add(key)
+                        names[label] = None
+                    if key not in seen and type(child) not in _ATOMIC:
+                        seen.add(key)
+                        stack.append(child)
+    rest = [t for t in tracers if id(t) not in reached]
+    return (CacheHolders(tuple(names)) if names else None), rest
+
+
 def _closure_leak(fn: types.FunctionType, index: int, tracer: Any) -> Leak:
     code = fn.__code__
     variable = code.co_freevars[index]
@@ -321,14 +468,16 @@ def _closure_leak(fn: types.FunctionType, index: int, tracer: Any) -> Leak:
     )
 
 
-def format_leaks(leaks: Iterable[Leak]) -> str:
-    """The text of a `LeakError`: one line per leak."""
+def format_leaks(leaks: Iterable[Leak], unopened: Iterable[Unopened] = ()) -> str:
+    """The text of a `LeakError`: one line per leak, then what the scan could
+    not open (where another tracer may be)."""
     lines = [str(leak) for leak in leaks]
     what = "tracer escaped the transform that created it"
     if len(lines) != 1:
         what = "tracers escaped the transforms that created them"
     body = "\n".join(f"  {line}" for line in lines)
-    return f"{len(lines)} {what}:\n{body}"
+    more = unopened_text(unopened)
+    return f"{len(lines)} {what}:\n{body}" + (f"\n{more}" if more else "")
 
 
 def _root_label(root: Any, index: int) -> str:
@@ -501,6 +650,8 @@ class _Walk:
         self.plans: dict[type, tuple[int, tuple[str, ...]]] = {}
         self.lifted = _lifted_api()
         self.home = home
+        # What could not be opened: (entry, what was being read, the error).
+        self.failed: list[tuple[int, str, BaseException]] = []
 
     def push(
         self,
@@ -565,8 +716,8 @@ class _Walk:
                     continue
                 try:
                     expand(obj, index)
-                except Exception:  # a proxy whose attributes fail: nothing to see
-                    pass
+                except Exception as exc:  # a proxy whose attributes fail: named
+                    self.failed.append((index, "", exc))
                 continue
             for key, value in items:  # pyright: ignore[reportUnknownVariableType]
                 if type(value) in atomic:  # pyright: ignore[reportUnknownArgumentType]
@@ -764,7 +915,7 @@ class _Walk:
                     and not slots
                     and not callable(cast(object, obj))
                     and cls.__getattribute__ is object.__getattribute__
-                    and type(getattr(obj, "__dict__", None)) is dict
+                    and type(self.attribute(obj, "__dict__", index)) is dict
                 ):
                     self.plain.add(cls)  # walked in `run`: its `__dict__` only
         kind, slots = plan
@@ -791,7 +942,7 @@ class _Walk:
         """An object's `__wrapped__`, and unless a library's, its attributes and
         slots (a C iterator, `map`, `itemgetter`: what it holds)."""
         if callable(obj):
-            wrapped = getattr(obj, "__wrapped__", None)
+            wrapped = self.attribute(obj, "__wrapped__", index)
             if wrapped is not None:
                 self.push(wrapped, index, ".__wrapped__")
         if opened_by_referents(cls):
@@ -801,15 +952,29 @@ class _Walk:
             return
         if kind == _LIBRARY:
             return
-        attrs = getattr(obj, "__dict__", None)
+        attrs = self.attribute(obj, "__dict__", index)
         if isinstance(attrs, dict):
             self.push_all(attrs.items(), index, _ATTR)  # pyright: ignore
         for name in slots:
-            try:
-                value = getattr(obj, name)
-            except Exception:  # an unset slot, or a descriptor that raises
-                continue
-            self.push(value, index, (_ATTR, name))
+            value = self.attribute(obj, name, index, _ABSENT)
+            if value is not _ABSENT:
+                self.push(value, index, (_ATTR, name))
+
+    def attribute(self, obj: Any, name: str, index: int, default: Any = None) -> Any:
+        """`getattr(obj, name, default)`; an error other than `AttributeError`
+        (an unset slot, no such attribute) is named as what was not opened."""
+        try:
+            return getattr(obj, name, default)
+        except Exception as exc:
+            self.failed.append((index, f".{name}", exc))
+            return default
+
+    def unopened(self) -> list[Unopened]:
+        """What this scan could not open, with the path to each."""
+        return [
+            Unopened(self.render(self.chain(index)) + where, _error_text(exc))
+            for index, where, exc in self.failed
+        ]
 
     def walk_kind(self, obj: Any, index: int, kind: int) -> None:
         """Containers, `Lifted` and traced programs."""
@@ -958,11 +1123,13 @@ def scan(
     limit: int = DEFAULT_LIMIT,
     only: Iterable[Any] | None = None,
     skip: Iterable[Any] = (),
+    unopened: list[Unopened] | None = None,
 ) -> list[Leak]:
     """`find_leaks` over roots that already have names (`output`, `STASH`);
     `only`: report just these tracers (those JAX's checker named); `skip`: never
-    report these (those that escaped before a check began)."""
-    return scan_tracers(roots, limit, only, skip)[0]
+    report these (those that escaped before a check began); `unopened`: a list
+    that receives what the scan could not open."""
+    return scan_tracers(roots, limit, only, skip, unopened=unopened)[0]
 
 
 def scan_tracers(
@@ -971,6 +1138,7 @@ def scan_tracers(
     only: Iterable[Any] | None = None,
     skip: Iterable[Any] = (),
     home: str | None = None,
+    unopened: list[Unopened] | None = None,
 ) -> tuple[list[Leak], list[Any]]:
     """As `scan`, with the escaped tracers themselves, one per leak. `home`:
     the module the roots belong to (a test's); a global of any other module is
@@ -991,4 +1159,6 @@ def scan_tracers(
             walk.push(root, -1, label, reset=True)
     with _gc.paused():
         leaks = walk.run()
+    if unopened is not None:
+        unopened.extend(walk.unopened())
     return leaks, walk.tracers

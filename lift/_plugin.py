@@ -9,9 +9,13 @@ exempts a test. Two modes (`--lift-leaks-mode`, `lift_leaks_mode`): `fast`, the
 default, scans what the test and its fixtures name (and every `Lifted` built)
 after each phase with JAX's own checker left as it is; `exhaustive` also runs
 each phase inside `lift.checking_leaks()` (JAX's gc-based checker), which finds
-leaks held anywhere at several times the cost. This module imports neither JAX
-nor the rest of `lift` until it is switched on, so installing the library costs
-nothing to test suites that do not use it.
+leaks held anywhere at several times the cost. A holder the scan cannot open
+(an attribute that raises) is named: in the leak report of a failing phase,
+and in a section of the run's summary for tests that pass; so are tracers that
+only libraries' caches keep (JAX's, after an eager `grad` over a jitted
+closure), which fail no test. This module imports neither JAX nor the rest of
+`lift` until it is switched on, so installing the library costs nothing to
+test suites that do not use it.
 """
 
 from __future__ import annotations
@@ -29,6 +33,10 @@ MODES = ("fast", "exhaustive")
 _ENABLED = pytest.StashKey[bool]()
 _MODE = pytest.StashKey[str]()
 _BEFORE = pytest.StashKey[list[Any]]()  # tracers escaped before the test's setup
+# Per test (node id), what the scans of its passing phases could not open.
+_UNOPENED = pytest.StashKey[dict[str, list[Any]]]()
+# Per test, the tracers of its traces that only libraries' caches keep alive.
+_CACHED = pytest.StashKey[dict[str, str]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -72,6 +80,32 @@ def pytest_configure(config: pytest.Config) -> None:
     if mode not in MODES:
         raise pytest.UsageError(f"lift_leaks_mode must be one of {MODES}: {mode!r}")
     config.stash[_MODE] = str(mode)
+    config.stash[_UNOPENED] = {}
+    config.stash[_CACHED] = {}
+
+
+def pytest_terminal_summary(
+    terminalreporter: Any, exitstatus: int, config: pytest.Config
+) -> None:
+    """Name what the checks of passing tests could not open (a tracer there
+    would not have been seen: make it readable, or exempt the test), and the
+    tracers only libraries' caches keep (not failed: not the test's escapes)."""
+    from ._leaks import unopened_text
+
+    none: dict[str, Any] = {}
+    unopened = config.stash.get(_UNOPENED, none)
+    cached = config.stash.get(_CACHED, none)
+    for title, found in (
+        ("holders not opened", {k: unopened_text(v) for k, v in unopened.items()}),
+        ("tracers kept by libraries' caches", cached),
+    ):
+        if not found:
+            continue
+        terminalreporter.write_sep("=", f"lift --lift-leaks: {title}")
+        for nodeid, text in list(found.items())[:20]:
+            terminalreporter.write_line(f"{nodeid}: {text}")
+        if len(found) > 20:
+            terminalreporter.write_line(f"(and {len(found) - 20} more tests)")
 
 
 def _on(item: pytest.Item) -> bool:
@@ -103,7 +137,7 @@ def _check(item: pytest.Item, watch: _Watch) -> None:
     from ._checking import place_escaped, unseen_error
     from ._compat import escaped_tracers
     from ._errors import LeakError
-    from ._leaks import format_leaks, scan_tracers
+    from ._leaks import Unopened, format_leaks, scan_tracers
 
     empty: list[Any] = []
     before = item.stash.get(_BEFORE, empty)
@@ -111,20 +145,31 @@ def _check(item: pytest.Item, watch: _Watch) -> None:
     roots.extend((getattr(f, "__qualname__", "lifted"), f) for f in list(watch.lifted))
     module = getattr(getattr(item, "module", None), "__name__", None)
     home = module if isinstance(module, str) else None
-    leaks, tracers = scan_tracers(roots, skip=before, home=home)
+    unopened: list[Unopened] = []
+    leaks, tracers = scan_tracers(roots, skip=before, home=home, unopened=unopened)
     if watch.exits:
         known = {id(t) for t in [*before, *tracers]}
         rest = [t for t in escaped_tracers(watch.exits) if id(t) not in known]
         if rest:
-            found, unplaced = place_escaped(rest, roots, home)
-            leaks.extend(found)
-            tracers.extend(t for t in rest if id(t) not in set(map(id, unplaced)))
-            if unplaced and not leaks:
-                before.extend(unplaced)
-                raise unseen_error(unplaced, f"in {item.name}")
+            placed = place_escaped(rest, roots, home, unopened)
+            leaks.extend(placed.leaks)
+            off = {id(t) for t in [*placed.unplaced, *placed.kept]}
+            tracers.extend(t for t in rest if id(t) not in off)
+            if placed.kept:
+                # Kept by libraries' caches, not by the test: named, not failed.
+                before.extend(placed.kept)
+                item.config.stash[_CACHED][item.nodeid] = (
+                    f"{len(placed.kept)} tracer(s) still alive, {placed.cached}"
+                )
+            if placed.unplaced and not leaks:
+                before.extend(placed.unplaced)
+                raise unseen_error(placed.unplaced, f"in {item.name}")
     if leaks:
         before.extend(tracers)  # each leak fails one phase only
-        raise LeakError(format_leaks(leaks), anchor="leak-report")
+        raise LeakError(format_leaks(leaks, unopened), anchor="leak-report")
+    if unopened:
+        noted = item.config.stash[_UNOPENED].setdefault(item.nodeid, [])
+        noted.extend(u for u in unopened if u not in noted)
 
 
 class _Watch:

@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
-# Run the test suite the way CI does: under JAX's tracer-leak checking, with every
-# fast path checked against the full walk (`LIFT_VERIFY=1`) and with eight host
+# Run the test suite the way CI does: checked for leaked tracers, with every fast
+# path checked against the full walk (`LIFT_VERIFY=1`) and with eight host
 # devices. Needs only the `test` extra (CI's linters and docs build live
 # in .ci/run).
+#
+# Leak checking (`--leaks`): `jax`, the default, runs under JAX's own checker
+# (`JAX_CHECK_TRACER_LEAKS=1`); `lift` runs under lift's own pytest plugin in its
+# default mode (`--lift-leaks`, fast) with JAX's checker off, as a user's suite
+# runs it; `both` runs under JAX's checker with the plugin on too (each test
+# then runs inside `lift.checking_leaks()`). `--ends` runs the oldest end with
+# `jax` and the newest with `lift`.
 #
 #   bash scripts/test.sh                  # the whole suite, with python3 and the
 #                                         # newest JAX pip finds for it
@@ -13,8 +20,10 @@
 #                                         # pyenv's), in a virtualenv of its own
 #   bash scripts/test.sh --jax 0.8.0      # another JAX (`oldest`: the oldest that
 #                                         # pyproject.toml declares, `newest`)
+#   bash scripts/test.sh --leaks lift     # under lift's plugin (`jax`, `both`)
 #   bash scripts/test.sh --ends           # what CI runs: the oldest JAX on Python
-#                                         # 3.11 and the newest JAX on Python 3.13
+#                                         # 3.11 (--leaks jax) and the newest JAX
+#                                         # on Python 3.13 (--leaks lift)
 #
 # Other arguments go to pytest (`bash scripts/test.sh --quick -x`,
 # `bash scripts/test.sh tests/test_jit.py -k donation`).
@@ -34,16 +43,22 @@ QUICK=(
 )
 args=()
 ends=0
+leaks=jax
 while [ $# -gt 0 ]; do
     case "$1" in
         --quick) args=("${QUICK[@]}" ${args[@]+"${args[@]}"}) ;;
         --python) export LIFT_PYTHON="$2"; shift ;;
         --jax) export LIFT_JAX="$2"; shift ;;
+        --leaks) leaks="$2"; shift ;;
         --ends) ends=1 ;;
         *) args+=("$1") ;;
     esac
     shift
 done
+case "$leaks" in
+    jax | lift | both) ;;
+    *) echo "error: --leaks takes jax, lift or both, not '$leaks'" >&2; exit 2 ;;
+esac
 
 if [ "$ends" = 1 ]; then
     # The two ends of what lift supports (pyproject.toml's `requires-python` and
@@ -51,10 +66,12 @@ if [ "$ends" = 1 ]; then
     # shown whole when it is done.
     logs="$(mktemp -d)"
     ends_run=("3.11 oldest" "3.13 newest")
+    ends_leaks=(jax lift) # the leak checking of each end (--leaks)
     pids=()
-    for end in "${ends_run[@]}"; do
-        read -r python jax <<<"$end"
-        bash "$here/test.sh" --python "$python" --jax "$jax" ${args[@]+"${args[@]}"} \
+    for i in "${!ends_run[@]}"; do
+        read -r python jax <<<"${ends_run[$i]}"
+        bash "$here/test.sh" --python "$python" --jax "$jax" --leaks "${ends_leaks[$i]}" \
+            ${args[@]+"${args[@]}"} \
             >"$logs/$python.log" 2>&1 &
         pids+=($!)
     done
@@ -78,8 +95,16 @@ fi
 # shellcheck disable=SC1091
 source "$here/_venv.sh" test
 python -c 'import sys, jax; print(f"Python {sys.version.split()[0]}, jax {jax.__version__}")'
-export JAX_CHECK_TRACER_LEAKS=1
+plugin=()
+if [ "$leaks" = lift ]; then
+    # tests/conftest.py keeps this (it sets JAX's checker on only by default).
+    export JAX_CHECK_TRACER_LEAKS=0
+else
+    export JAX_CHECK_TRACER_LEAKS=1
+fi
+[ "$leaks" = jax ] || plugin=(--lift-leaks)
+echo "leak checking: $leaks (JAX_CHECK_TRACER_LEAKS=$JAX_CHECK_TRACER_LEAKS${plugin[*]+, ${plugin[*]}})"
 # Every fast path of lift also runs the full walk and raises on a difference.
 export LIFT_VERIFY=1
 export XLA_FLAGS="--xla_force_host_platform_device_count=8"
-python -m pytest ${args[@]+"${args[@]}"}
+python -m pytest ${plugin[@]+"${plugin[@]}"} ${args[@]+"${args[@]}"}

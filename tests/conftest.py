@@ -1,7 +1,10 @@
 """Test environment: eight CPU devices and JAX's own tracer-leak checking.
 
 `scripts/test.sh` sets the same variables; setting them here too keeps a bare
-`pytest` run honest. Both must happen before JAX is imported.
+`pytest` run honest. Both must happen before JAX is imported. JAX's checker is
+only a default: `scripts/test.sh --leaks lift` runs the suite under lift's own
+plugin instead (`pytest --lift-leaks` with `JAX_CHECK_TRACER_LEAKS=0`, which is
+kept here), whose fast mode needs JAX's checker off.
 
 `LIFT_VERIFY=1 pytest ...` (or `pytest --lift-verify ...`) runs the suite with
 every fast path of lift checked against the full walk (`lift.verifying`), as CI

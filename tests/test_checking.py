@@ -573,3 +573,48 @@ def test_checking_leaks_static_field_twin() -> None:
     with lift.checking_leaks():
         _, out = jax.jit(returns_static_constant)(1.0)
     assert float(out) == 2.0
+
+
+def _cube_root(a: Any) -> Any:
+    optx = pytest.importorskip("optimistix")
+
+    def fn(y: Any, args: Any) -> Any:
+        return y**3 - a
+
+    solver = optx.Newton(rtol=1e-6, atol=1e-6)
+    return optx.root_find(fn, solver, jnp.array(1.0), throw=False).value
+
+
+def test_tracers_kept_by_jax_caches_are_no_escape_of_the_block() -> None:
+    # Eager grad over a function that jits a closure over grad's tracer: JAX's
+    # caches keep it. lift's own record of eager traces does not report it;
+    # JAX's checker (on inside the block) does from jax 0.11, and the error
+    # then names the caches instead of a variable lift cannot find.
+    with jax.check_tracer_leaks(False):  # compiled once, outside the check
+        jax.grad(_cube_root)(2.0)
+    with lift.checking_leaks(), jax.check_tracer_leaks(False):  # lift's record
+        jax.grad(_cube_root)(2.0)
+    if _compat.JAX_VERSION < (0, 11):
+        with lift.checking_leaks():
+            jax.grad(_cube_root)(2.0)
+        return
+    with (
+        pytest.raises(lift.LeakError, match="held by the libraries' caches"),
+        lift.checking_leaks(),
+    ):
+        jax.grad(_cube_root)(2.0)
+
+
+def test_tracers_kept_by_jax_caches_twin_a_stored_one_is_reported() -> None:
+    def stored(a: Any) -> Any:
+        STASH.append(a)
+        return _cube_root(a)
+
+    with jax.check_tracer_leaks(False):
+        jax.grad(_cube_root)(2.0)
+    with (
+        pytest.raises(lift.LeakError, match=r"STASH\[0\]: float32\[\] from grad"),
+        lift.checking_leaks(),
+        jax.check_tracer_leaks(False),  # lift's record alone, as above
+    ):
+        jax.grad(stored)(2.0)

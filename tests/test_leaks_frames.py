@@ -72,6 +72,7 @@ def test_reading_frames_while_tracing_is_no_leak(fn: Any) -> None:
         assert float(lift.checked(jax.jit)(fn)(jnp.float32(2.0))) in (5.0, 4.0)
 
 
+@pytest.mark.lift_allow_leaks  # stores its tracer on purpose
 @pytest.mark.parametrize("fn", [_reads_frames_and_stashes, _error_if_and_stash])
 def test_reading_frames_while_tracing_leak_twin(fn: Any) -> None:
     with (

@@ -49,7 +49,12 @@ def _plugin_args() -> list[str]:
 
 
 @pytest.fixture
-def leaky(pytester: pytest.Pytester) -> pytest.Pytester:
+def leaky(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> pytest.Pytester:
+    # Written for JAX's checker on (its report without the plugin, the plugin
+    # then inside `lift.checking_leaks()`), whatever this run's own checking.
+    monkeypatch.setenv("JAX_CHECK_TRACER_LEAKS", "1")
     pytester.makepyfile(test_leaky=LEAKY)
     return pytester
 
@@ -289,3 +294,103 @@ def test_mode_from_the_ini_and_bad_modes(modes: pytest.Pytester) -> None:
     result.assert_outcomes(failed=3)
     result = modes.runpytest_subprocess(*_plugin_args(), "--lift-leaks-mode=slow")
     result.stderr.fnmatch_lines(["*invalid choice: 'slow'*"])
+
+
+UNOPENED = """
+import jax
+
+class Sealed:
+    @property
+    def __dict__(self):
+        raise RuntimeError("sealed")
+
+SEALED = Sealed()
+STASH = []
+
+def test_clean_names_a_sealed_object():
+    assert SEALED is not None
+
+def test_leaky_names_it_too():
+    jax.jit(lambda x: STASH.append(x) or x)(1.0)
+    assert SEALED is not None
+"""
+
+
+def test_what_cannot_be_opened_is_named_and_fails_no_clean_test(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("JAX_CHECK_TRACER_LEAKS", "0")
+    pytester.makepyfile(test_unopened=UNOPENED)
+    result = pytester.runpytest_subprocess(*_plugin_args(), "--lift-leaks", "-v")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*test_clean_names_a_sealed_object PASSED*",
+            "*test_leaky_names_it_too FAILED*",
+            # In the failing test's report, after its leak.
+            "*STASH[[]0[]]: float32[[][]] from jit(<lambda>)*",
+            "*could not open SEALED.__dict__: RuntimeError: sealed",
+            # For the passing one, in the summary.
+            "*lift --lift-leaks: holders not opened*",
+            "test_unopened.py::test_clean_names_a_sealed_object: 1 holder(s) could "
+            "not be opened*",
+        ]
+    )
+
+
+def test_what_cannot_be_opened_is_named_twin(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("JAX_CHECK_TRACER_LEAKS", "0")
+    readable = UNOPENED.replace('raise RuntimeError("sealed")', "return {}")
+    pytester.makepyfile(test_unopened=readable)
+    result = pytester.runpytest_subprocess(*_plugin_args(), "--lift-leaks")
+    result.assert_outcomes(passed=1, failed=1)
+    assert "could not open" not in result.stdout.str()
+
+
+ROOT_FIND = """
+import jax
+import jax.numpy as jnp
+import optimistix as optx
+
+SAVED = []
+
+def cube_root(a):
+    def fn(y, args):
+        return y**3 - a
+    solver = optx.Newton(rtol=1e-6, atol=1e-6)
+    return optx.root_find(fn, solver, jnp.array(1.0), throw=False).value
+
+def test_grad_over_root_find():
+    # optimistix jits a closure over `a`, a grad tracer: JAX's caches keep it.
+    for _ in range(2):
+        assert abs(jax.grad(cube_root)(2.0) - 1 / (3 * 2 ** (2 / 3))) < 1e-4
+
+def test_grad_over_root_find_stored():
+    def stored(a):
+        SAVED.append(a)
+        return cube_root(a)
+    jax.grad(stored)(2.0)
+"""
+
+
+def test_tracers_only_jax_caches_keep_are_named_not_failed(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("JAX_CHECK_TRACER_LEAKS", "0")
+    pytester.makepyfile(test_root_find=ROOT_FIND)
+    result = pytester.runpytest_subprocess(*_plugin_args(), "--lift-leaks", "-v")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*test_grad_over_root_find PASSED*",
+            # The twin stores grad's tracer: a leak, named as one.
+            "*test_grad_over_root_find_stored FAILED*",
+            "*lift.LeakError: 1 tracer escaped the transform that created it:*",
+            "*lift --lift-leaks: tracers kept by libraries' caches*",
+            "test_root_find.py::test_grad_over_root_find: * tracer(s) still alive, "
+            "held by the libraries' caches *jax._src.*, not stored by the code under "
+            "test*",
+        ]
+    )
