@@ -66,7 +66,7 @@ if [ "$ends" = 1 ]; then
     # shown whole when it is done.
     logs="$(mktemp -d)"
     ends_run=("3.11 oldest" "3.13 newest")
-    ends_leaks=(jax lift) # the leak checking of each end (--leaks)
+    ends_leaks=(jax jax) # the leak checking of each end (--leaks)
     pids=()
     for i in "${!ends_run[@]}"; do
         read -r python jax <<<"${ends_run[$i]}"
