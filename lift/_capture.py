@@ -44,7 +44,7 @@ from ._closure import (
 )
 from ._code import CodeInfo, code_info
 from ._compat import CUSTOM_NODES, Tracer, live_traces
-from ._errors import LiftError, describe
+from ._errors import LiftError, describe, static_fix
 from ._mutation import ANY, ATTR_STEP, Path, mutated_paths
 from ._replay import replay, walked
 from ._skeleton import (
@@ -143,11 +143,6 @@ def _plain_reach(value: Any) -> set[int]:
                 if c is list or c is dict:
                     reach.add(id(child))
     return reach
-
-
-def static_fix(name: str | None) -> str:
-    """The fix that keeps a capture static, as code: `lift(f, static=('n',))`."""
-    return f"`lift(f, static=({name or 'name'!r},))`"
 
 
 def default_dynamic(x: Any) -> bool:
@@ -389,9 +384,10 @@ class _Walk:
                 "dynamic captures are pytree leaves and cannot be "
                 "reassigned from inside it.\n"
                 f"Fix: pass {name!r} as an argument and return its new "
-                "value, or keep it static with "
-                f"`lift(f, static=({name!r},))` if it is not an array.",
+                f"value, or keep it static with {static_fix((name,))} if it is "
+                "not an array.",
                 anchor="rebinds-a-dynamic-capture",
+                static=(name,),
             )
         if template.treedef is not None:
             _refuse_mutation(fn, name, contents, template, self.leaves)
@@ -463,18 +459,22 @@ class _Walk:
                     raise LiftError(
                         f"{describe(holder)} captures {_variable(label)}, which "
                         f"JAX's pytree flattening refuses ({err}).\nFix: use dict "
-                        "keys of one type, or keep it static with `lift(f, "
-                        f"static=({name or 'name'!r},))`.",
+                        f"keys of one type, or keep it static with "
+                        f"{static_fix((name or 'name',))}.",
                         anchor="capture-flattening-refused",
+                        static=(name or "name",),
                     ) from err
                 if flat is None:
+                    if forced:  # kept whole, by identity, as the fix says
+                        return Template(None, (Static(value),), owner, label)
                     raise LiftError(
                         f"{describe(holder)} captures {_variable(label)}, a "
                         "container that contains itself or nests more than "
                         f"{MAX_CONTAINER_DEPTH} levels deep, which JAX's pytree "
                         "flattening cannot take.\nFix: pass it as an argument, or "
-                        f"keep it static with `lift(f, static=({name or 'name'!r},))`.",
+                        f"keep it static with {static_fix((name or 'name',))}.",
                         anchor="container-cycle",
+                        static=(name or "name",),
                     )
                 leaves, treedef = flat
                 if treedef.num_nodes == 1 and treedef.num_leaves == 1:
@@ -564,8 +564,9 @@ class _Walk:
                     f"{t.__name__}, which your `dynamic=` predicate made a leaf, but "
                     "JAX cannot trace it.\nFix: make the predicate accept only "
                     "arrays and numbers, or keep it static with "
-                    f"{self.static_fix(name)}.",
+                    f"{static_fix((name or 'name',))}.",
                     anchor="dynamic-predicate",
+                    static=(name or "name",),
                 )
             index = len(self.leaves)
             self.leaves.append(leaf)
@@ -620,10 +621,6 @@ class _Walk:
             return found
 
         return is_leaf
-
-    def static_fix(self, name: str | None) -> str:
-        """The `static=` form of a fix, as the caller can use it."""
-        return static_fix(name)
 
     @staticmethod
     def order(nodes: list[Node]) -> tuple[int, ...]:
