@@ -733,8 +733,9 @@ def _rebuilt(value: Any, kept: set[int]) -> set[int]:
     def is_leaf(x: Any) -> bool:
         if id(x) in kept or is_function_like(x):
             return True
-        if type(x) is list or type(x) is dict:  # pyright: ignore[reportUnknownArgumentType]
-            visited.add(id(x))
+        t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
+        if t is list or t is dict:
+            visited.add(id(cast(object, x)))
         return False
 
     flatten_checked(value, is_leaf)
