@@ -256,10 +256,9 @@ def _from_node(td: TreeDef, node: Any, children: list[TreeDef]) -> TreeDef:
     )
 
 
-class _Cycle(Exception):
-    """A pytree node met again and again while flattening: a cycle."""
-
-
+_NODE_TYPES: Final = frozenset(
+    {list, tuple, dict, collections.OrderedDict, collections.defaultdict}
+)
 # Types never pytree nodes: not counted when met more than once.
 _ATOMS: Final = frozenset(
     {int, float, complex, bool, str, bytes, type(None), types.FunctionType}
@@ -313,16 +312,28 @@ def flatten_checked(
     if is_cyclic(value):
         return None
     visits: dict[int, int] = {}
+    cut: list[bool] = []
 
     def guarded(x: Any) -> bool:
-        if type(x) not in _ATOMS:
+        if is_leaf(x):
+            return True
+        t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
+        # Only a pytree node can close a cycle: a leaf met many times (one
+        # array in a list a hundred times) is sharing, not a cycle.
+        if t in _NODE_TYPES or t in _CUSTOM_NODES or _is_namedtuple(t):
             n = visits.get(id(x), 0) + 1
             if n > _MAX_VISITS:
-                raise _Cycle
+                # Cut here, as a leaf, rather than raise: an exception raised
+                # inside JAX's recursive flattening leaves the interpreter's
+                # recursion depth counted up by the frames it unwinds (jax
+                # 0.10.2), until a later call fails with `RecursionError`.
+                cut.append(True)
+                return True
             visits[id(x)] = n
-        return is_leaf(x)
+        return False
 
     try:
-        return tree_flatten(value, is_leaf=guarded)
-    except (RecursionError, _Cycle):
+        flat = tree_flatten(value, is_leaf=guarded)
+    except RecursionError:
         return None
+    return None if cut else flat
