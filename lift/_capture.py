@@ -28,6 +28,7 @@ from ._closure import (
     KEYWORD,
     SELF,
     Label,
+    attributes_by_global,
     aux_tracer,
     cells,
     code_of,
@@ -36,9 +37,10 @@ from ._closure import (
     hidden_tracer,
     holder_of,
     jax_dtype,
+    leaf_class,
     method_parts,
-    opaque,
     partial_parts,
+    scanned,
     static_key,
     user_class,
 )
@@ -249,7 +251,7 @@ class _Walk:
             self.parents,
             len(self.leaves),
             frozenset(self.float_leaves),
-            tuple(map(_leaf_type, self.leaves)),
+            tuple(map(leaf_class, self.leaves)),
         )
         skeleton.cache["names"] = frozenset(self.names)
         if self.live is not None:
@@ -314,9 +316,7 @@ class _Walk:
             # A module-level `def f` reading `f.scale` reaches its attributes
             # through the module global, not through the rebuilt function:
             # leaves there would be dead, so its attributes are static instead.
-            by_global = fn.__name__ in info.global_names and (
-                fn.__globals__.get(fn.__name__) is fn
-            )
+            by_global = attributes_by_global(fn, info.global_names)
             parts = tuple(
                 (
                     label,
@@ -870,13 +870,6 @@ def _contents_key(value: Any) -> Any:
     return static_key(value)
 
 
-def _leaf_type(leaf: Any) -> Any:
-    t: type[Any] = type(leaf)  # pyright: ignore[reportUnknownVariableType]
-    if t is np.ndarray:
-        return (t, leaf.ndim == 0, leaf.dtype == np.bool_)
-    return t
-
-
 def _meta(fn: types.FunctionType) -> Static:
     """A function's docstring, module and annotations, as one static keyed by
     the docstring and module only: annotations never change what the code
@@ -932,7 +925,7 @@ def check_opaque(leaf: Any, t: type[Any], holder: Any, label: Label) -> str | No
     exited (the full walk and the replay alike). One whose transform is still
     running is kept, as the function itself keeps it while it runs there: said
     (what `Lifted`'s flattening refuses, `LIVE`), or `None`."""
-    if issubclass(t, np.generic) or opaque(t):
+    if not scanned(t):
         return None
     return _live_or_refuse(
         functools.partial(hidden_tracer, leaf),

@@ -289,6 +289,49 @@ def read_as_tuple(t: type[Any]) -> bool:
     return t is tuple or t is list or (_is_namedtuple(t) and t not in _CUSTOM_NODES)
 
 
+def _check_keys(value: Any) -> None:
+    """A `ValueError` for a dict in `value` (through lists, tuples, dicts and
+    registered nodes) whose keys JAX's flattening cannot sort, raised before it
+    runs: an exception raised inside its recursion leaves the interpreter's
+    recursion depth counted up by the frames it unwinds (jax 0.10.2), until
+    later calls fail. Each object is looked into once (cycles end)."""
+    stack = [value]
+    seen: set[int] = set()
+    while stack:
+        x = stack.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
+        if isinstance(x, dict):
+            mapping = cast("dict[Any, Any]", x)
+            if t is not collections.OrderedDict:
+                try:
+                    sorted(mapping)
+                except Exception as err:
+                    raise ValueError(
+                        f"dict keys {list(mapping)!r:.80} cannot be sorted ({err})"
+                    ) from None
+            stack.extend(mapping.values())
+        elif isinstance(x, (list, tuple)) and t not in _CUSTOM_NODES:
+            stack.extend(cast("list[Any]", x))
+        elif t in _CUSTOM_NODES:
+            stack.extend(_children_of(x))
+
+
+def _children_of(x: Any) -> list[Any]:
+    """A registered node's children, one level down (its own flatten)."""
+    first = [True]
+
+    def is_leaf(_: Any) -> bool:
+        if first[0]:
+            first[0] = False
+            return False
+        return True
+
+    return tree_flatten(x, is_leaf=is_leaf)[0]
+
+
 def flatten_checked(
     value: Any, is_leaf: Callable[[Any], bool]
 ) -> tuple[list[Any], TreeDef] | None:
@@ -311,6 +354,7 @@ def flatten_checked(
             return tree_flatten(value, is_leaf=is_leaf)
     if is_cyclic(value):
         return None
+    _check_keys(value)
     visits: dict[int, int] = {}
     cut: list[bool] = []
 
