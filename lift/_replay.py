@@ -5,10 +5,30 @@ same static captures, new leaves. For such a skeleton we generate, once, a
 straight-line Python function that walks a new object in the order the skeleton
 records, checks at every step that it would capture to the very same skeleton
 (same code object, globals, names, container structures, static values, leaf
-types, and sharing of nodes and cells) and returns its leaves, or `None` at the
-first difference, in which case the caller takes the full walk. This is how
+classes, and sharing of nodes and cells) and returns its leaves, or `None` at
+the first difference, in which case the caller takes the full walk. This is how
 `dataclasses` and `attrs` make their methods fast: the checks are specialised
 away into constants.
+
+The replay restates no decision of the full walk (`lift._capture`): each is
+one function, which the walk calls and the generated code calls (or the
+generator reads when it compiles); a decision it cannot state cheaply makes
+the shape, or the node, take the full walk.
+
+| Decision | Stated once in | The replay |
+|---|---|---|
+| What a node is (function, bound method, registered holder, partial) | `_Walk.run`; `is_function_like` | checks the recorded node's exact type |
+| Which parts are read, in which order | `lift._closure` (`function_parts`, `partial_parts`, `method_parts`, `Holder.parts`, `Label.source`) | reads each part by its label's `source` |
+| A capture's structure | `flatten_checked(v, is_function_like)`, `read_as_tuple` | the same call, treedef compared; a flat tuple/list/NamedTuple unpacked when `read_as_tuple` says JAX reads it so |
+| Static or dynamic (`dynamic=`, `static=`, branch analysis, float conversion, dtypes JAX cannot hold) | `_Walk.kind`, which reads of a leaf only its `leaf_class` | checks `leaf_class` of each leaf (its type, inlined, but for NumPy arrays); `static=`/`dynamic=` shapes are never replayed (`capture`) |
+| The key of a static | `static_key` | compares by `static_key` (inlined for atoms); a static compared by more than its key (`Static.exact` false: a user's own list or dict, a class's `__eq__`) is never replayed (`_replayable`) |
+| A hidden tracer in a static, a tracer in static pytree data | `scanned` + `hidden_tracer`; `has_aux` + `aux_tracer` | the same calls; any tracer found: the full walk (which refuses, or marks a live one) |
+| Dicts JAX reorders or compares loosely | `irregular`, `ordered` | `irregular` true: the full walk; a template recorded with an order: never replayed |
+| Attributes read through the global naming the function | `attributes_by_global` | never replayed (depends on what the global holds now) |
+| Sharing and cycles | the walk's `ids` (one node per object); `flatten_checked`'s cycle guard | every node bound once and checked distinct at the end; the same `flatten_checked` |
+| Mutated containers | `mutated_paths` + `_refuse_mutation` | code that mutates a captured container: never replayed (`_replayable`) |
+| Rebinding a dynamic capture | `CodeInfo.rebound` | the same code and leaf classes give the same answer |
+| Empty cells | `_Walk.cell` | a skeleton holding one is never kept for replay (`USER_CELLS`) |
 """
 
 from __future__ import annotations
