@@ -26,7 +26,7 @@ the shape, or the node, take the full walk.
 | Dicts JAX reorders or compares loosely | `irregular`, `ordered` | `irregular` true: the full walk; a template recorded with an order: never replayed |
 | Attributes read through the global naming the function | `attributes_by_global` | never replayed (depends on what the global holds now) |
 | Sharing and cycles | the walk's `ids` (one node per object); `flatten_checked`'s cycle guard | every node bound once and checked distinct at the end; the same `flatten_checked` |
-| Mutated containers | `mutated_paths` + `_refuse_mutation` | code that mutates a captured container: never replayed (`_replayable`) |
+| Mutated containers | `mutated_paths` + `_refuse_mutation` | code that mutates through a capture whose structure rebuilds a list or dict: never replayed (`_replayable`); otherwise the walk's answer is the same for every value of the shape |
 | Rebinding a dynamic capture | `CodeInfo.rebound` | the same code and leaf classes give the same answer |
 | Empty cells | `_Walk.cell` | a skeleton holding one is never kept for replay (`USER_CELLS`) |
 """
@@ -405,12 +405,15 @@ def _replayable(skeleton: Skeleton) -> bool:
                 return False
             mutated = mutated_paths(node.info.code)
             if mutated and any(
-                t.treedef is not None and label.variable in mutated
+                label.variable in mutated and _rebuilds_containers(t)
                 for label, t in node.parts()
             ):
                 return False
             if mutated and any(
-                cast(CellNode, skeleton.nodes[c]).name in mutated for c in node.cells
+                (cell := cast(CellNode, skeleton.nodes[c])).name in mutated
+                and cell.template is not None
+                and _rebuilds_containers(cell.template)
+                for c in node.cells
             ):
                 return False
         elif isinstance(node, (MethodNode, PartialNode)):
@@ -419,8 +422,7 @@ def _replayable(skeleton: Skeleton) -> bool:
             if isinstance(target, FunctionNode):
                 code = target.info.code
                 mutated = mutated_paths(code)
-                bound = _bound_parameters(node, code)
-                if bound & set(mutated):
+                if _bound_parameters(node, code) & set(mutated):
                     return False
         for _, t in node.parts():
             if t.order is not None:
@@ -432,12 +434,27 @@ def _replayable(skeleton: Skeleton) -> bool:
     return True
 
 
+def _rebuilds_containers(template: Template) -> bool:
+    """Whether `template` rebuilds a list or dict (one of its treedef's nodes):
+    what mutating code could change a copy of (`_refuse_mutation` refuses
+    only those), else its answer is the same for every value of the shape."""
+    treedef: Any = template.treedef
+    stack = [treedef] if treedef is not None else []
+    while stack:
+        td = stack.pop()
+        data = td.node_data()
+        if data is not None and data[0] in (list, dict):
+            return True
+        stack.extend(td.children())
+    return False
+
+
 def _bound_parameters(node: MethodNode | PartialNode, code: types.CodeType) -> set[str]:
     """The parameters of `code` that a method's object or a partial's
     arguments (those with a structure: containers) are passed to."""
     names: set[str] = set()
     for label, t in node.parts():
-        if t.treedef is None:
+        if not _rebuilds_containers(t):
             continue
         if label.kind == SELF and code.co_argcount:
             names.add(code.co_varnames[0])
