@@ -302,8 +302,10 @@ def _check_keys(value: Any) -> None:
         if id(x) in seen:
             continue
         seen.add(id(x))
+        # By the real type: `isinstance` reads `__class__`, which a hostile
+        # object may make raise.
         t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
-        if isinstance(x, dict):
+        if issubclass(t, dict):
             mapping = cast("dict[Any, Any]", x)
             if t is not collections.OrderedDict:
                 try:
@@ -313,7 +315,7 @@ def _check_keys(value: Any) -> None:
                         f"dict keys {list(mapping)!r:.80} cannot be sorted ({err})"
                     ) from None
             stack.extend(mapping.values())
-        elif isinstance(x, (list, tuple)) and t not in _CUSTOM_NODES:
+        elif issubclass(t, (list, tuple)) and t not in _CUSTOM_NODES:
             stack.extend(cast("list[Any]", x))
         elif t in _CUSTOM_NODES:
             stack.extend(_children_of(x))
