@@ -17,7 +17,7 @@ from ._compat import live_traces
 from ._describe import reject
 from ._errors import LiftError
 from ._leaks import find_leaks
-from ._lifted import Lifted, check_options, construct, convert_together
+from ._lifted import Lifted, check_options, construct
 from ._optax import as_functions
 from ._rebuild import build
 from ._trees import (
@@ -202,7 +202,6 @@ def lift(
             seen.update(new._skeleton.cache["names"])  # pyright: ignore[reportPrivateUsage]
             made.append(new)
         out.append(new)
-    convert_together(made)
     if names:
         check_static_names(names, frozenset(seen), obj, "lift")
     if irregular(obj):  # dicts in their own order, as the original had them

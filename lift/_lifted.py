@@ -6,11 +6,9 @@ from __future__ import annotations
 import copy
 import functools
 import inspect
-import itertools
 import sys
 import types
 import warnings
-import weakref
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Final, Generic, Self, cast
 
@@ -213,71 +211,6 @@ def _convert_groups(out: list[Any], groups: dict[type, list[int]]) -> None:
                 out[i] = arr
 
 
-def convert_together(lifted: list[Lifted[Any, Any]]) -> None:
-    """Have these `Lifted` (made together, as the functions of one optimizer)
-    convert their Python scalars together, in one conversion, when the first of
-    them converts its own: one dispatch for the floats of all, not one each."""
-    if len(lifted) > 1:
-        group = [weakref.ref(x) for x in lifted]
-        for x in lifted:
-            x._group = group  # pyright: ignore[reportPrivateUsage]
-
-
-class _Converted:
-    """A group member's leaves, converted by another member's first use: taken
-    at its own first use if what decides a conversion (the float width, the
-    default device) is still what it was then."""
-
-    __slots__ = ("context", "flat")
-
-    def __init__(self, context: tuple[Any, Any], flat: tuple[Any, ...]) -> None:
-        self.context = context
-        self.flat = flat
-
-
-# What decides where and how wide a converted scalar is.
-_context: Final = _compat.conversion_context
-
-
-def _convert_group(x: Lifted[Any, Any]) -> tuple[Any, ...]:
-    """`x`'s leaves converted at its first use (not flattened or called before),
-    with the scalars of the other members of its group not converted yet."""
-    group = x._group  # pyright: ignore[reportPrivateUsage]
-    x._group = None  # pyright: ignore[reportPrivateUsage]
-    context = _context()
-    if type(group) is _Converted:
-        flat = group.flat if group.context == context else _as_arrays(x._leaves)  # pyright: ignore[reportPrivateUsage]
-        if _VERIFY.on and flat is group.flat:
-            differs = same_leaves(flat, _put_scalars(x._leaves))  # pyright: ignore[reportPrivateUsage]
-            if differs is not None:
-                raise disagree(
-                    "float conversion of a group", x, f"other leaves ({differs})"
-                )
-        x._flat = flat  # pyright: ignore[reportPrivateUsage]
-        return flat
-    assert type(group) is list
-    others: list[Lifted[Any, Any]] = []
-    for ref in group:
-        other = ref()
-        if (
-            other is not None
-            and other._group is group  # pyright: ignore[reportPrivateUsage]
-            and other._flat is None  # pyright: ignore[reportPrivateUsage]
-            and LIVE not in other._skeleton.cache  # pyright: ignore[reportPrivateUsage]
-        ):
-            others.append(other)
-    flat = _as_arrays(
-        tuple(itertools.chain(x._leaves, *(m._leaves for m in others)))  # pyright: ignore[reportPrivateUsage]
-    )
-    start = len(x._leaves)  # pyright: ignore[reportPrivateUsage]
-    x._flat = own = flat[:start]  # pyright: ignore[reportPrivateUsage]
-    for m in others:
-        end = start + len(m._leaves)  # pyright: ignore[reportPrivateUsage]
-        m._group = _Converted(context, flat[start:end])  # pyright: ignore[reportPrivateUsage]
-        start = end
-    return own
-
-
 # -- the pytree ------------------------------------------------------------------
 
 
@@ -338,7 +271,6 @@ class Lifted(Generic[_P, _R]):
         "__weakref__",
         "_flat",
         "_fn",
-        "_group",
         "_leaves",
         "_original",
         "_skeleton",
@@ -350,9 +282,6 @@ class Lifted(Generic[_P, _R]):
     _skeleton: Skeleton
     _leaves: tuple[Any, ...]
     _flat: tuple[Any, ...] | None
-    # The `Lifted` made with it by one `lift(pytree)` (`convert_together`), or
-    # its leaves converted by one of them (`_Converted`).
-    _group: list[weakref.ref[Lifted[Any, Any]]] | _Converted | None
     _fn: Callable[_P, _R] | None
     _original: Any
 
@@ -407,7 +336,6 @@ class Lifted(Generic[_P, _R]):
         self._skeleton = skeleton
         self._leaves = leaves
         self._flat = flat
-        self._group = None
         self._fn = None
         self._original = None
         attrs = skeleton.cache.get("attrs")
@@ -480,8 +408,6 @@ class Lifted(Generic[_P, _R]):
         if flat is None:
             if LIVE in self._skeleton.cache:  # never flattened (`flatten`): not kept
                 return _as_arrays(self._leaves)
-            if self._group is not None:
-                return _convert_group(self)
             flat = self._flat = _as_arrays(self._leaves)
         return flat
 
@@ -766,8 +692,6 @@ def _register(cls: type[Lifted[Any, Any]]) -> None:
             live = x._skeleton.cache.get(LIVE)
             if live is not None:
                 raise _live_static(x, live)
-            if x._group is not None:
-                return _convert_group(x), x._skeleton
             flat = x._flat = _as_arrays(x._leaves)
         return flat, x._skeleton
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -26,6 +27,26 @@ class TraceCounter:
             return fn(*args, **kw)
 
         return jax.jit(counted, **kwargs)
+
+
+def calls_made(fn: Callable[[], Any]) -> int:
+    """How many function calls (Python and builtin) running `fn()` makes: a
+    measure of work that does not depend on how busy the machine is, so tests
+    can say a walk is linear without timing it."""
+    count = 0
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        nonlocal count
+        if event in ("call", "c_call"):
+            count += 1
+
+    previous = sys.getprofile()
+    sys.setprofile(profile)
+    try:
+        fn()
+    finally:
+        sys.setprofile(previous)
+    return count
 
 
 def call_lifted(g: Any, *args: Any) -> Any:

@@ -666,3 +666,26 @@ def test_unlift_and_diff_of_cyclic_or_deep_containers(kind: str):
 def test_lift_jit_of_a_value_that_is_not_callable_is_a_lifterror(kind: str):
     with pytest.raises(lift.LiftError, match=r"jit"):
         lift.jit(VALUES[kind]())
+
+
+def _escaped_tracer():
+    kept = []
+    with jax.check_tracer_leaks(False):
+        jax.jit(lambda x: kept.append(x) or x)(1.0)
+    return kept[0]
+
+
+def test_a_closure_over_a_class_holding_an_escaped_tracer_is_refused_like_an_instance():
+    class Registry:
+        pass
+
+    Registry.value = _escaped_tracer()
+
+    def over(v):
+        return lambda: v
+
+    assert lift.find_leaks(over(Registry))  # the leak checker sees it
+    with pytest.raises(lift.LiftError, match="tracer"):
+        lift.lift(over(Registry()))  # refused through an instance
+    with pytest.raises(lift.LiftError, match="tracer"):
+        lift.lift(over(Registry))  # and through the class itself

@@ -670,3 +670,35 @@ def test_the_anchor_is_the_last_line_and_an_attribute():
     again = pickle.loads(pickle.dumps(err))
     assert str(again) == str(err) and again.anchor == "options"
     assert lift.LeakError("x").anchor is None
+
+
+def _make(a):
+    return lift.lift(lambda x: a * x)
+
+
+def test_a_lifted_inside_a_hashable_dataclass_static_argument_warns():
+    @dataclasses.dataclass(frozen=True)
+    class Box:
+        fn: object
+
+    traces = []
+
+    def body(box, x):
+        traces.append(None)
+        return box.fn(x)
+
+    jitted = jax.jit(body, static_argnums=0)
+    # Never a silent compile per call: each new one is said.
+    for i in range(2):
+        with pytest.warns(UserWarning, match="static argument"):
+            jitted(Box(_make(jnp.float32(i))), 1.0)
+    assert len(traces) == 2
+
+
+def test_checked_given_a_checked_jitted_function_is_refused_with_the_fix():
+    def f(x):
+        return 2 * x
+
+    jitted = lift.checked(jax.jit)(f)
+    with pytest.raises(lift.LiftError, match="already"):
+        lift.checked(jitted)

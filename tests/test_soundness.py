@@ -502,7 +502,7 @@ def _counting_conversions(monkeypatch: Any) -> list[int]:
 
 
 @pytest.mark.parametrize("first", ["flatten", "call init", "call update"])
-def test_the_functions_of_one_optimizer_convert_their_floats_together(
+def test_each_function_of_one_optimizer_converts_its_own_floats_at_its_first_use(
     first: str, monkeypatch: Any
 ) -> None:
     calls = _counting_conversions(monkeypatch)
@@ -512,13 +512,18 @@ def test_the_functions_of_one_optimizer_convert_their_floats_together(
     calls.clear()
     if first == "flatten":
         jax.tree_util.tree_leaves(opt)
+        used = [opt.init, opt.update]
     elif first == "call init":
         opt.init(params)
+        used = [opt.init]
     else:
         opt.update(params, optax.adamw(0.1).init(params), params)
-    # One conversion for every float of the optimizer, whichever is used first.
+        used = [opt.update]
+    # One conversion for each function used, of all its floats; none for the other.
+    made = list(calls)
+    sizes = [len(jax.tree_util.tree_leaves(f)) for f in used]
+    assert made == [n for n in sizes if n]
     floats = jax.tree_util.tree_leaves(opt)
-    assert calls == [len(floats)]
     # The same leaves as the update function lifted alone, in buffers of its own.
     update_leaves = jax.tree_util.tree_leaves(opt.update)
     assert [_leaf_bits(x) for x in update_leaves] == [
@@ -571,13 +576,14 @@ def test_a_function_of_an_optimizer_converts_after_the_others_are_gone(
     calls.clear()
     leaves = jax.tree_util.tree_leaves(update)
     assert calls == [len(leaves)]
-    # A copy converts its own, not with the group it came from.
+    # A copy converts its own, and the optimizer's functions each theirs.
     twin = lift.lift(optax.adamw(0.1, weight_decay=0.01))
     copied = copy.copy(twin.update)
     calls.clear()
     jax.tree_util.tree_leaves(copied)
     jax.tree_util.tree_leaves(twin)
-    assert calls == [len(leaves), len(jax.tree_util.tree_leaves(twin))]
+    sizes = [len(jax.tree_util.tree_leaves(f)) for f in (twin.init, twin.update)]
+    assert calls == [len(leaves), *(n for n in sizes if n)]
 
 
 def test_calling_before_and_after_a_flatten_is_bit_identical() -> None:

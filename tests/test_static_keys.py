@@ -225,3 +225,21 @@ def test_every_leaf_kind_round_trips_through_every_serializer(leaf, serializer):
     run(lifted, 1.0)
     run(back, 1.0)
     assert counter.traces == 1
+
+
+class _Model(lift.Lifted):
+    """A library author's subclass with its own `__init__` (no options)."""
+
+    def __init__(self, fn):
+        super().__init__(fn)
+
+
+def _scaled(x, a=jnp.float32(2.0)):
+    return a * x
+
+
+def test_a_subclass_with_its_own_init_pickles():
+    m = _Model(_scaled)
+    again = pickle.loads(pickle.dumps(m))
+    assert type(again) is _Model
+    assert again(1.0) == 2.0

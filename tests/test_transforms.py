@@ -91,3 +91,30 @@ def test_sharded_captures_through_jit_and_shard_map() -> None:
         )(g, x)
 
     np.testing.assert_allclose(per_shard(g, jnp.ones(8)), np.arange(8.0) + 1.0)
+
+
+def test_jit_of_a_lifted_used_as_a_method_is_not_refused():
+    # Found refused (hashed as a static argument); fixed since: kept as a guard.
+    class Model:
+        @lift.lift
+        def apply(self, x):
+            return 2 * x
+
+    m = Model()
+    assert m.apply(1.0) == 2.0
+    assert jax.jit(m.apply)(1.0) == 2.0
+
+
+def test_a_closure_over_a_bound_builtin_method_inside_jit_is_not_refused():
+    @jax.jit
+    def run(x):
+        seen = [x]
+        push = seen.append  # a bound builtin method of a list holding a live tracer
+
+        def record(y):
+            push(y)
+            return 2 * y
+
+        return lift.lift(record)(x)
+
+    assert run(1.0) == 2.0

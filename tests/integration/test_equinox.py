@@ -202,3 +202,22 @@ def test_static_field_pitfall() -> None:
         field = Trainer(lift.lift(lambda g, lr=lr: -lr * g))
         np.testing.assert_allclose(apply(field, g, "field"), -lr * g, rtol=1e-6)
     assert traces == {"static": 3, "field": 1}
+
+
+def test_a_capture_replaced_by_a_python_float_compiles_once_under_filter_jit():
+    import equinox as eqx
+
+    def make(lr):
+        return lift.lift(lambda x: x * lr)
+
+    traces = []
+
+    @eqx.filter_jit
+    def call(f, x):
+        traces.append(None)
+        return f(x)
+
+    base = make(0.1)
+    for lr in (0.2, 0.3, 0.4):
+        call(eqx.tree_at(lambda f: f.captures["lr"], base, lr), jnp.ones(2))
+    assert len(traces) == 1

@@ -216,3 +216,13 @@ def test_the_api_reads_the_lifted_leaves() -> None:
     via = lift.lift(optax.MultiSteps(optax.adam(0.1), 2).gradient_transformation())
     assert type(via) is type(lift.lift(optax.MultiSteps(optax.adam(0.5), 2)))
     assert not via.has_updated(via.init(_params()))
+
+
+def test_a_lifted_multisteps_keeps_has_updated():
+    import optax
+
+    opt = lift.lift(optax.MultiSteps(optax.adam(0.1), every_k_schedule=2))
+    params = {"w": jnp.ones(2)}
+    state = opt.init(params)
+    _, state = opt.update(params, state, params)
+    assert not opt.has_updated(state)

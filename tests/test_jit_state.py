@@ -1,9 +1,11 @@
-"""Found by attacking the specialized `lift.jit` call (a program per treedef taking
-the leaves, the inline fast path, the first call lifting without checking what it
-read) and the grouped float conversion of one `lift(pytree)`: each test states
-the contract a break violated, and cases around them that held."""
+"""`lift.jit` serves what Python would compute now: captures rebound in place
+(cells, defaults, attributes, nested functions), the x64 setting, stages
+(`.lower`, `.trace`) sharing the calls' trace, copies of a `lift.jit` function,
+`lift.jit` functions nested in each other and passed through transforms."""
 
 from __future__ import annotations
+
+import copy
 
 import jax
 import jax.numpy as jnp
@@ -12,6 +14,7 @@ import pytest
 from helpers import TraceCounter as _Counter
 
 import lift
+from lift import _programs
 
 
 @pytest.fixture
@@ -19,66 +22,6 @@ def x64_off():
     jax.config.update("jax_enable_x64", False)
     yield
     jax.config.update("jax_enable_x64", False)
-
-
-# -- grouped float conversion: history --------------------------------------------------
-
-
-def _pair(lr):
-    return {"scale": lambda x: x * lr, "shift": lambda x: x + lr}
-
-
-def test_a_sibling_used_later_converts_at_the_x64_of_its_own_first_use(x64_off):
-    fns = lift.lift(_pair(0.1))
-    alone = lift.lift(_pair(0.1)["shift"])
-    fns["scale"](1.0)  # converts both siblings' floats, at float32
-    jax.config.update("jax_enable_x64", True)
-    got = fns["shift"](np.float64(0.0))
-    expected = alone(np.float64(0.0))
-    assert expected.dtype == np.float64 and float(expected) == 0.1
-    assert [x.dtype for x in jax.tree.leaves(fns["shift"])] == [
-        x.dtype for x in jax.tree.leaves(alone)
-    ]
-    assert float(got) == 0.1
-
-
-def test_a_sibling_used_later_is_placed_where_it_is_first_used():
-    if len(jax.devices()) < 2:
-        pytest.skip("needs several devices")
-    other = jax.devices()[1]
-    fns = lift.lift(_pair(0.5))
-    with jax.default_device(other):
-        fns["scale"](1.0)
-    alone = lift.lift(_pair(0.5)["shift"])
-    assert [x.devices() for x in jax.tree.leaves(alone)] == [{jax.devices()[0]}]
-    assert [x.devices() for x in jax.tree.leaves(fns["shift"])] == [{jax.devices()[0]}]
-
-
-def test_a_sibling_copied_before_conversion_shares_no_buffer_with_it():
-    import copy
-
-    fns = lift.lift(_pair(0.5))
-    copied = copy.copy(fns["shift"])
-    fns["scale"](1.0)  # converts the group, the original "shift" included
-    jax.jit(lambda f: f(1.0), donate_argnums=0)(copied)
-    assert float(fns["shift"](1.0)) == 1.5
-    assert not any(x.is_deleted() for x in jax.tree.leaves(fns["shift"]))
-
-
-def test_a_sibling_tree_mapped_first_converts_the_group_once_each():
-    fns = lift.lift(_pair(0.5))
-    doubled = jax.tree.map(lambda x: 2 * x, fns["scale"])
-    assert float(doubled(1.0)) == 1.0
-    assert float(fns["scale"](1.0)) == 0.5
-    assert float(fns["shift"](1.0)) == 1.5
-    pointers = [
-        x.unsafe_buffer_pointer()
-        for x in jax.tree.leaves(fns["scale"]) + jax.tree.leaves(fns["shift"])
-    ]
-    assert len(set(pointers)) == 2
-
-
-# -- lift.jit: ahead of time and calls share one trace ---------------------------------
 
 
 @pytest.mark.parametrize("stage_first", [True, False])
@@ -99,9 +42,6 @@ def test_a_stage_and_calls_of_one_function_trace_once(stage, stage_first):
     if not stage_first:
         getattr(f, stage)(1.0)
     assert counter.traces == 1
-
-
-# -- lift.jit: a static capture equal to another closure's ------------------------------
 
 
 class _Act:
@@ -139,9 +79,6 @@ def test_a_new_trace_runs_with_this_closures_own_static_capture():
     np.testing.assert_allclose(reference(_Act("a", 3), jnp.ones(2)), [3.0, 3.0])
 
 
-# -- lift.jit: first, second and later calls agree --------------------------------------
-
-
 def _x64_after(calls):
     lr = 0.1
 
@@ -160,9 +97,6 @@ def _x64_after(calls):
 
 def test_toggling_x64_gives_the_same_after_one_call_as_after_two(x64_off):
     assert _x64_after(1) == _x64_after(2)
-
-
-# -- lift.jit: rebinding with the calls that always take `_slow` ------------------------
 
 
 def test_negative_static_argnums_see_a_rebound_capture():
@@ -269,3 +203,177 @@ def test_a_capture_deleted_then_rebound_to_another_kind():
     assert [float(f(1.0)) for _ in range(2)] == [5.0] * 2
     n = 4
     assert [float(f(1.0)) for _ in range(2)] == [4.0] * 2
+
+
+@pytest.mark.parametrize("calls", [0, 2])
+@pytest.mark.parametrize("how", [copy.copy, copy.deepcopy])
+def test_a_jit_function_copies(calls, how):
+    a = jnp.float32(2.0)
+    counter = _Counter()
+
+    @lift.jit
+    def f(x):
+        counter()
+        return a * x
+
+    for _ in range(calls):
+        f(1.0)
+    copy.deepcopy({"step": jax.jit(lambda x: x)})  # what jax.jit allows
+    copied = how({"step": f})["step"]
+    assert [float(copied(1.0)) for _ in range(2)] == [2.0, 2.0]
+    assert copied.__name__ == "f" and copied.program is f.program
+    assert counter.traces == 1  # the copy shares the compiled program
+    a = jnp.float32(3.0)  # the copy watches the same captures
+    assert float(copied(1.0)) == 3.0
+
+
+def test_a_function_in_a_captured_tuple_is_watched_before_and_after_it_gains_an_attribute():
+    def g(x, k=2.0):
+        return x * k
+
+    pair = (g,)
+
+    @lift.jit
+    def f(x):
+        return pair[0](x)
+
+    assert [float(f(1.0)) for _ in range(3)] == [2.0] * 3
+    g.__defaults__ = (5.0,)
+    assert float(f(1.0)) == 5.0
+    g.tag = 1  # from here watched through its attributes
+    g.__defaults__ = (7.0,)
+    assert [float(f(1.0)) for _ in range(2)] == [7.0] * 2
+    g.__defaults__ = (8.0,)
+    assert float(f(1.0)) == 8.0
+
+
+def test_several_functions_each_rebound_after_another_gains_an_attribute():
+    a, b = 2.0, 3.0
+
+    def inner(x, k=1.0):
+        return x * a * k
+
+    def other(x, k=1.0):
+        return x * k
+
+    @lift.jit
+    def f(x):
+        return inner(x) + other(b)
+
+    assert [float(f(1.0)) for _ in range(3)] == [5.0] * 3
+    inner.tag = 1.0
+    assert float(f(1.0)) == 5.0
+    other.__defaults__ = (2.0,)
+    assert [float(f(1.0)) for _ in range(2)] == [8.0] * 2
+    inner.__defaults__ = (2.0,)
+    assert [float(f(1.0)) for _ in range(2)] == [10.0] * 2
+    inner.tag = 2.0
+    other.__defaults__ = (3.0,)
+    assert [float(f(1.0)) for _ in range(2)] == [13.0] * 2
+
+
+def test_a_nested_functions_empty_cell_bound_then_deleted():
+    b = 1.0
+
+    def h(x):
+        return x * c  # noqa: F821 (bound below)
+
+    @lift.jit
+    def f(x):
+        return h(x) + b
+
+    for _ in range(2):
+        with pytest.raises(NameError):
+            f(1.0)
+    c = 3.0
+    assert [float(f(1.0)) for _ in range(2)] == [4.0] * 2
+    c = 5.0
+    assert float(f(1.0)) == 6.0
+    del c
+    with pytest.raises(NameError):
+        f(1.0)
+
+
+def test_an_outer_jit_sees_a_capture_of_an_inner_jit_rebound():
+    inner_counter, outer_counter = _Counter(), _Counter()
+    lr = 2.0
+
+    @lift.jit
+    def inner(x):
+        inner_counter()
+        return x * lr
+
+    b = 1.0
+
+    @lift.jit
+    def outer(x):
+        outer_counter()
+        return inner(x) + b
+
+    assert float(inner(1.0)) == 2.0
+    assert [float(outer(1.0)) for _ in range(3)] == [3.0] * 3
+    lr = 5.0
+    assert [float(outer(1.0)), float(inner(1.0)), float(outer(1.0))] == [6.0, 5.0, 6.0]
+    assert (inner_counter.traces, outer_counter.traces) == (1, 1)
+
+
+def test_an_inner_jit_called_alone_then_inside_jax_jit_traces_once():
+    counter = _Counter()
+    a = jnp.float32(2.0)
+
+    @lift.jit
+    def inner(x):
+        counter()
+        return a * x
+
+    inner(1.0)
+    assert float(jax.jit(lambda x: inner(x))(1.0)) == 2.0
+    assert counter.traces == 1
+
+
+def test_nested_jits_under_disable_jit_after_compiling():
+    a = 2.0
+
+    @lift.jit
+    def inner(x):
+        return x * a
+
+    @lift.jit
+    def outer(x):
+        return inner(x) + 1.0
+
+    outer(1.0)
+    with jax.disable_jit():
+        assert [float(outer(1.0)) for _ in range(2)] == [3.0] * 2
+
+
+def test_a_jit_closure_over_a_tracer_keeps_nothing_after_the_trace():
+    counter = _Counter()
+
+    def outer(y):
+        @lift.jit
+        def inner(x):
+            counter()
+            return x * y
+
+        return inner(1.0) + inner(2.0)
+
+    with jax.checking_leaks():
+        assert float(jax.jit(outer)(3.0)) == 9.0
+    assert counter.traces == 1
+    assert lift.find_leaks(_programs.CALLING.__dict__) == []
+
+
+def test_a_jit_function_as_a_transformed_argument_keeps_no_tracer():
+    a = jnp.float32(2.0)
+
+    @lift.jit
+    def f(x):
+        return a * x
+
+    with jax.checking_leaks():
+        assert float(jax.jit(lambda g, x: g(x))(f, 1.0)) == 2.0
+        grads = jax.grad(lambda g: g(1.0))(f)
+    assert float(jax.tree.leaves(grads)[0]) == 1.0
+    assert float(f(1.0)) == 2.0
+    assert lift.find_leaks(f, _programs.CALLING.__dict__) == []
