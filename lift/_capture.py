@@ -23,8 +23,12 @@ import numpy as np
 
 from . import _gc
 from ._closure import (
+    ARG,
     ATTR,
+    KEYWORD,
+    SELF,
     Label,
+    attributes_by_global,
     aux_tracer,
     cells,
     code_of,
@@ -33,16 +37,17 @@ from ._closure import (
     hidden_tracer,
     holder_of,
     jax_dtype,
+    leaf_class,
     method_parts,
-    opaque,
     partial_parts,
+    scanned,
     static_key,
     user_class,
 )
 from ._code import CodeInfo, code_info
 from ._compat import CUSTOM_NODES, Tracer, live_traces
-from ._errors import LiftError, describe
-from ._mutation import mutated_names
+from ._errors import LiftError, describe, static_fix
+from ._mutation import ANY, ATTR_STEP, Path, mutated_paths
 from ._replay import replay, walked
 from ._skeleton import (
     COMPOSITES,
@@ -65,6 +70,7 @@ from ._trees import (
     irregular,
     is_function_like,
     ordered,
+    read_as_tuple,
 )
 from ._verify import STATE, disagree, same_leaves
 
@@ -103,6 +109,42 @@ _DYNAMIC_ATOMS: Final = frozenset({float, complex, _ArrayImpl, np.ndarray})
 _ALWAYS_DYNAMIC: Final = frozenset({float, complex, _ArrayImpl})
 
 _PY_SCALARS: Final = (float, complex, int)
+
+# What `_Walk.kind` says of a leaf.
+STATIC: Final = "static"
+DYNAMIC: Final = "dynamic"
+NODE: Final = "node"
+
+_tuple_iter: Final = cast("Callable[[Any], Iterable[Any]]", tuple.__iter__)  # pyright: ignore[reportUnknownMemberType]
+
+
+def _children(x: Any) -> Iterable[Any]:
+    """The items of a list, tuple or NamedTuple (by `tuple`'s own iteration, as
+    JAX reads them), or a dict's values."""
+    if type(x) is dict:
+        return cast("dict[Any, Any]", x).values()
+    return _tuple_iter(x) if isinstance(x, tuple) else cast("list[Any]", x)
+
+
+def _plain_reach(value: Any) -> set[int]:
+    """The lists and dicts below `value` (not `value` itself: `template` keeps
+    it whole itself) reached through lists, tuples, dicts and NamedTuples
+    alone, by id; empty, cheaply, for a value nesting none."""
+    t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
+    if not (t is list or t is dict or read_as_tuple(t)):
+        return set()
+    reach: set[int] = set()
+    seen = {id(value)}
+    stack = [value]
+    while stack:
+        for child in _children(stack.pop()):
+            c: type[Any] = type(child)  # pyright: ignore[reportUnknownVariableType]
+            if (c is list or c is dict or read_as_tuple(c)) and id(child) not in seen:
+                seen.add(id(child))
+                stack.append(child)
+                if c is list or c is dict:
+                    reach.add(id(child))
+    return reach
 
 
 def default_dynamic(x: Any) -> bool:
@@ -185,9 +227,11 @@ class _Walk:
             if t is types.FunctionType:
                 self.nodes[index] = self.function(index, obj)
             elif t is types.MethodType:
-                self.nodes[index] = MethodNode(
-                    self.parts(method_parts(obj), index, obj)
+                parts = self.parts(method_parts(obj), index, obj)
+                _refuse_part_mutations(
+                    obj.__func__, parts, [obj.__func__, obj.__self__], self.leaves
                 )
+                self.nodes[index] = MethodNode(parts)
             elif (holder := holder_of(obj)) is not None:
                 self.nodes[index] = HolderNode(
                     holder,
@@ -195,9 +239,11 @@ class _Walk:
                     self.parts(holder.parts(obj), index, obj),
                 )
             else:
-                self.nodes[index] = PartialNode(
-                    t, self.parts(partial_parts(obj), index, obj)
+                parts = self.parts(partial_parts(obj), index, obj)
+                _refuse_part_mutations(
+                    obj.func, parts, [v for _, v in partial_parts(obj)], self.leaves
                 )
+                self.nodes[index] = PartialNode(t, parts)
         nodes: list[Node] = self.nodes  # type: ignore[assignment]
         skeleton = Skeleton(
             nodes,
@@ -205,7 +251,7 @@ class _Walk:
             self.parents,
             len(self.leaves),
             frozenset(self.float_leaves),
-            tuple(map(_leaf_type, self.leaves)),
+            tuple(map(leaf_class, self.leaves)),
         )
         skeleton.cache["names"] = frozenset(self.names)
         if self.live is not None:
@@ -270,9 +316,7 @@ class _Walk:
             # A module-level `def f` reading `f.scale` reaches its attributes
             # through the module global, not through the rebuilt function:
             # leaves there would be dead, so its attributes are static instead.
-            by_global = fn.__name__ in info.global_names and (
-                fn.__globals__.get(fn.__name__) is fn
-            )
+            by_global = attributes_by_global(fn, info.global_names)
             parts = tuple(
                 (
                     label,
@@ -285,8 +329,20 @@ class _Walk:
             for (label, template), (_, value) in zip(
                 parts, function_parts(fn), strict=True
             ):
-                if type(value) in _OWN_CONTAINERS and label.kind != ATTR:
+                if template.treedef is None:
+                    continue
+                if label.kind != ATTR:
                     _refuse_mutation(fn, label.variable, value, template, self.leaves)
+                elif fn.__name__ in fn.__code__.co_freevars:
+                    # `f.log.append(...)` in `f`, which names itself by a cell.
+                    _refuse_mutation(
+                        fn,
+                        fn.__name__,
+                        value,
+                        template,
+                        self.leaves,
+                        ((ATTR_STEP, label.key),),
+                    )
         return FunctionNode(
             info,
             fn.__globals__,
@@ -328,11 +384,12 @@ class _Walk:
                 "dynamic captures are pytree leaves and cannot be "
                 "reassigned from inside it.\n"
                 f"Fix: pass {name!r} as an argument and return its new "
-                "value, or keep it static with "
-                f"`lift(f, static=({name!r},))` if it is not an array.",
+                f"value, or keep it static with {static_fix((name,))} if it is "
+                "not an array.",
                 anchor="rebinds-a-dynamic-capture",
+                static=(name,),
             )
-        if type(contents) in _OWN_CONTAINERS:
+        if template.treedef is not None:
             _refuse_mutation(fn, name, contents, template, self.leaves)
         added = len(self.leaves) - before
         if added == 1:  # the common case, one value: no generator
@@ -384,13 +441,16 @@ class _Walk:
             self.kept(check_opaque(value, type(value), holder, label))  # pyright: ignore[reportUnknownArgumentType]
             return Template(None, (Static(value),), owner, label)
         order = None
+        owned: dict[int, bool] = {}
         if forced or t not in _DYNAMIC_ATOMS or self.dynamic is not None:
             if is_function_like(value):
                 leaves = [value]
                 treedef = None
             else:
                 try:
-                    flat = flatten_checked(value, is_function_like)
+                    flat = flatten_checked(
+                        value, self.own_leaf(value, forced, branched, owned)
+                    )
                 except (TypeError, ValueError) as err:
                     # JAX cannot flatten it (dict keys it cannot sort, a node
                     # whose flatten fails): whole and static, or refused.
@@ -399,18 +459,22 @@ class _Walk:
                     raise LiftError(
                         f"{describe(holder)} captures {_variable(label)}, which "
                         f"JAX's pytree flattening refuses ({err}).\nFix: use dict "
-                        "keys of one type, or keep it static with `lift(f, "
-                        f"static=({name or 'name'!r},))`.",
+                        f"keys of one type, or keep it static with "
+                        f"{static_fix((name or 'name',))}.",
                         anchor="capture-flattening-refused",
+                        static=(name or "name",),
                     ) from err
                 if flat is None:
+                    if forced:  # kept whole, by identity, as the fix says
+                        return Template(None, (Static(value),), owner, label)
                     raise LiftError(
                         f"{describe(holder)} captures {_variable(label)}, a "
                         "container that contains itself or nests more than "
                         f"{MAX_CONTAINER_DEPTH} levels deep, which JAX's pytree "
                         "flattening cannot take.\nFix: pass it as an argument, or "
-                        f"keep it static with `lift(f, static=({name or 'name'!r},))`.",
+                        f"keep it static with {static_fix((name or 'name',))}.",
                         anchor="container-cycle",
+                        static=(name or "name",),
                     )
                 leaves, treedef = flat
                 if treedef.num_nodes == 1 and treedef.num_leaves == 1:
@@ -424,9 +488,10 @@ class _Walk:
             treedef = None
         slots: list[Slot] = []
         new_nodes: list[tuple[int, int]] = []
+        frozen = frozenset(k for k, v in owned.items() if v)
         for pos, leaf in enumerate(leaves):
             slots.append(
-                self.slot(leaf, forced, branched, holder, label, new_nodes, pos)
+                self.slot(leaf, forced, branched, holder, label, new_nodes, pos, frozen)
             )
         if (
             t in _OWN_CONTAINERS
@@ -441,6 +506,28 @@ class _Walk:
             self.parents[node_index] = (template, pos)
         return template
 
+    def kind(self, leaf: Any, forced: bool, branched: bool) -> str:
+        """What the walk makes of one leaf of a captured value: `STATIC`,
+        `DYNAMIC` or `NODE` (a function-like, walked as a node of its own). The
+        one statement of the `dynamic=` rule, `static=` names and branch
+        analysis; `slot` records what it says and raises where it cannot be
+        kept (a tracer made static, a `dynamic=` leaf JAX cannot trace)."""
+        t: type[Any] = type(leaf)  # pyright: ignore[reportUnknownVariableType]
+        if t in _STATIC_ATOMS and (forced or self.dynamic is None):
+            return STATIC
+        if not forced and is_function_like(leaf):
+            return NODE
+        if forced:
+            return STATIC
+        if self.dynamic is not None:
+            dyn = bool(self.dynamic(leaf))
+        else:
+            dyn = t in _ALWAYS_DYNAMIC or default_dynamic(leaf)
+        if dyn and branched and _branch_static(leaf, t):
+            # `if b2 != 1.0:` in Python: a traced b2 could not run. Keep it static.
+            dyn = False
+        return DYNAMIC if dyn else STATIC
+
     def slot(
         self,
         leaf: Any,
@@ -450,38 +537,37 @@ class _Walk:
         label: Label,
         new_nodes: list[tuple[int, int]],
         pos: int,
+        owned: frozenset[int] = frozenset(),
     ) -> Slot:
         t: type[Any] = type(leaf)  # pyright: ignore[reportUnknownVariableType]
         if t in _STATIC_ATOMS and (forced or self.dynamic is None):
             if t is type and user_class(leaf):
                 self.kept(check_opaque(leaf, t, holder, label))
             return Static(leaf)
-        if not forced and is_function_like(leaf):
+        if owned and id(leaf) in owned:
+            # A list or dict nested in the capture that holds no dynamic leaf
+            # and no function: the user's own object, as at the top (`_own`).
+            self.kept(check_opaque(leaf, t, holder, label))
+            return _own(leaf)
+        what = self.kind(leaf, forced, branched)
+        if what is NODE:
             index = self.ids.get(id(leaf))
             if index is None:
                 index = self.new_node(leaf)
                 new_nodes.append((index, pos))
             return Ref(index)
         name = label.variable
-        if forced:
-            dyn = False
-        elif self.dynamic is not None:
-            dyn = bool(self.dynamic(leaf))
-            if dyn and not is_jax_value(leaf):
+        if what is DYNAMIC:
+            if self.dynamic is not None and not forced and not is_jax_value(leaf):
                 raise LiftError(
                     f"{describe(holder)} captures {_variable(label)}, a "
                     f"{t.__name__}, which your `dynamic=` predicate made a leaf, but "
                     "JAX cannot trace it.\nFix: make the predicate accept only "
                     "arrays and numbers, or keep it static with "
-                    f"`lift(f, static=({name or 'name'!r},))`.",
+                    f"{static_fix((name or 'name',))}.",
                     anchor="dynamic-predicate",
+                    static=(name or "name",),
                 )
-        else:
-            dyn = t in _ALWAYS_DYNAMIC or default_dynamic(leaf)
-        if dyn and branched and _branch_static(leaf, t):
-            # `if b2 != 1.0:` in Python: a traced b2 could not run. Keep it static.
-            dyn = False
-        if dyn:
             index = len(self.leaves)
             self.leaves.append(leaf)
             if issubclass(t, _PY_SCALARS):
@@ -500,6 +586,41 @@ class _Walk:
         if t is set:  # a leaf to JAX: the user's own, as a list is
             return _own(leaf)
         return Static(leaf)
+
+    def own_leaf(
+        self, value: Any, forced: bool, branched: bool, owned: dict[int, bool]
+    ) -> Callable[[Any], bool]:
+        """The `is_leaf` a capture is flattened with: function-likes, and the
+        lists and dicts nested in `value` through lists, tuples, dicts and
+        NamedTuples that hold no dynamic leaf and no function, each kept whole,
+        the user's own object (`_own`), so that code appending to it or filling
+        it acts on it. (One inside a registered node is rebuilt with the node,
+        whose unflatten may demand a container there: mutating it is refused,
+        `_refuse_mutation`.) `owned` records the answer for each list or dict
+        met."""
+        reach = _plain_reach(value)
+        if not reach:
+            return is_function_like
+
+        def is_leaf(x: Any) -> bool:
+            t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
+            if (t is not list and t is not dict) or id(x) not in reach:
+                return is_function_like(x)
+            found = owned.get(id(x))
+            if found is None:
+                flat = flatten_checked(x, is_function_like)
+                found = owned[id(x)] = (
+                    flat is not None
+                    and _plain(x)
+                    and all(
+                        not issubclass(type(leaf), _Tracer)  # pyright: ignore[reportUnknownArgumentType]
+                        and self.kind(leaf, forced, branched) is STATIC
+                        for leaf in flat[0]
+                    )
+                )
+            return found
+
+        return is_leaf
 
     @staticmethod
     def order(nodes: list[Node]) -> tuple[int, ...]:
@@ -569,24 +690,142 @@ def _refuse_mutation(
     value: Any,
     template: Template,
     leaves: list[Any],
+    prefix: Path = (),
 ) -> None:
-    """A `LiftError` if `fn` mutates `name`, a captured list or dict that is
-    rebuilt around its leaves (not the user's own object: see `_own`)."""
+    """A `LiftError` if `fn`'s code mutates a list or dict that lift rebuilds
+    around its leaves (not the user's own object: see `_own`), reached from the
+    variable `name` (which holds `value`, captured as `template`) by a path the
+    code reads (`state[0].append`, `d['log'][k] = v`); `prefix`: the part of
+    the path that leads from `name` to `value` (a function attribute's)."""
     if name is None or template.treedef is None:
-        return  # kept whole (`_own`): the user's own object
-    if name not in mutated_names(fn.__code__):
+        return  # kept whole: the user's own object
+    paths = mutated_paths(fn.__code__).get(name)
+    if not paths:
         return
-    what = type(value).__name__
-    raise LiftError(
-        f"{describe(fn)} mutates the captured variable {name!r} in place, a "
-        f"{what} that holds {_what(template, leaves)}. lift rebuilds such a "
-        f"{what} around its leaves, so the change would reach a copy, not your "
-        f"{what}.\nFix: pass {name!r} as an argument and return what the code "
-        f"adds to it, or keep only static values in it (a {what} without "
-        "arrays, floats or functions is your own object inside the lifted "
-        "function).",
-        anchor="mutates-a-rebuilt-container",
+    kept = {id(s.value) for s in template.slots if type(s) is Static}
+    rebuilt = _rebuilt(value, kept)
+    for path in paths:
+        if path[: len(prefix)] != prefix:
+            continue
+        target = _target(value, path[len(prefix) :], kept, rebuilt)
+        if target is None:
+            continue
+        what = type(target).__name__
+        at = "" if not path else f" (at `{name}{_path_text(path)}`)"
+        held = _what_in(target, template, leaves)
+        raise LiftError(
+            f"{describe(fn)} mutates the captured variable {name!r} in place{at}, "
+            f"a {what} that {held}. lift rebuilds such a {what} around its "
+            f"leaves, so the change would reach a copy, not your {what}.\nFix: "
+            f"pass {name!r} as an argument and return what the code adds to it, "
+            f"or keep only static values in it, outside pytree nodes (a {what} "
+            "without arrays, floats or functions, in a capture or in lists, "
+            "tuples and dicts, is your own object inside the lifted function).",
+            anchor="mutates-a-rebuilt-container",
+        )
+
+
+def _rebuilt(value: Any, kept: set[int]) -> set[int]:
+    """The lists and dicts in `value` that JAX's flattening rebuilds (it visits
+    them as nodes: not those kept whole, nor a pytree's static data), by id."""
+    visited: set[int] = set()
+
+    def is_leaf(x: Any) -> bool:
+        if id(x) in kept or is_function_like(x):
+            return True
+        t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
+        if t is list or t is dict:
+            visited.add(id(cast(object, x)))
+        return False
+
+    flatten_checked(value, is_leaf)
+    return visited
+
+
+def _target(value: Any, path: Path, kept: set[int], rebuilt: set[int]) -> Any:
+    """A list or dict that `path` reaches in `value` and that lift rebuilds
+    (`rebuilt`), or `None`. A key the code computes (`ANY`) reaches every
+    item; what cannot be read (another branch of the code) reaches nothing."""
+    current = [value]
+    for step in path:
+        following: list[Any] = []
+        for x in current:
+            if id(x) in kept:
+                continue  # the user's own object, and all it holds
+            try:
+                if step == ANY:
+                    if isinstance(x, dict):
+                        following.extend(cast("dict[Any, Any]", x).values())
+                    elif isinstance(x, (list, tuple)):
+                        following.extend(cast("list[Any]", x))
+                elif step[0] == ATTR_STEP:
+                    following.append(getattr(x, step[1]))
+                else:
+                    following.append(x[step[1]])
+            except Exception:  # not there: nothing
+                continue
+        current = following
+    for x in current:
+        if id(x) in rebuilt:
+            return x
+    return None
+
+
+def _what_in(target: Any, template: Template, leaves: list[Any]) -> str:
+    """What a rebuilt container holds, for a message."""
+    held = {id(leaves[s]): leaves[s] for s in template.slots if type(s) is int}
+    flat = flatten_checked(target, is_function_like)
+    for leaf in flat[0] if flat is not None else ():
+        if id(leaf) in held:
+            return f"holds a dynamic value ({_aval(leaf)})"
+    if flat is not None and any(map(is_function_like, flat[0])):
+        return "holds a function"
+    return "sits in a pytree node"
+
+
+def _path_text(path: Path) -> str:
+    return "".join(
+        "[…]"
+        if step == ANY
+        else f".{step[1]}"
+        if step[0] == ATTR_STEP
+        else f"[{step[1]!r}]"
+        for step in path
     )
+
+
+def _parameter(fn: Any, label: Label) -> tuple[types.FunctionType, str] | None:
+    """The function and parameter a partial's argument or a bound method's
+    object is passed to, when that function is a plain one."""
+    offset = 0
+    func = fn
+    if type(func) is types.MethodType:
+        func, offset = func.__func__, 1
+    if type(func) is not types.FunctionType:
+        return None
+    code = func.__code__
+    if label.kind == SELF or label.kind == ARG:
+        i = (0 if label.kind == SELF else cast(int, label.key)) + offset
+        return (func, code.co_varnames[i]) if i < code.co_argcount else None
+    if label.kind == KEYWORD:
+        return func, cast(str, label.key)
+    return None
+
+
+def _refuse_part_mutations(
+    func: Any,
+    parts: tuple[tuple[Label, Template], ...],
+    obj_parts: list[Any],
+    leaves: list[Any],
+) -> None:
+    """`_refuse_mutation` for the arguments a partial binds and the object a
+    method is bound to, by the parameters of the function they are passed to."""
+    for (label, template), value in zip(parts, obj_parts, strict=True):
+        if template.treedef is None or label.kind not in (SELF, ARG, KEYWORD):
+            continue
+        found = _parameter(func, label)
+        if found is not None:
+            _refuse_mutation(found[0], found[1], value, template, leaves)
 
 
 def _own(value: Any) -> Static:
@@ -629,13 +868,6 @@ def _contents_key(value: Any) -> Any:
     if t is set:
         return (t, frozenset(map(static_key, value)))
     return static_key(value)
-
-
-def _leaf_type(leaf: Any) -> Any:
-    t: type[Any] = type(leaf)  # pyright: ignore[reportUnknownVariableType]
-    if t is np.ndarray:
-        return (t, leaf.ndim == 0, leaf.dtype == np.bool_)
-    return t
 
 
 def _meta(fn: types.FunctionType) -> Static:
@@ -693,7 +925,7 @@ def check_opaque(leaf: Any, t: type[Any], holder: Any, label: Label) -> str | No
     exited (the full walk and the replay alike). One whose transform is still
     running is kept, as the function itself keeps it while it runs there: said
     (what `Lifted`'s flattening refuses, `LIVE`), or `None`."""
-    if issubclass(t, np.generic) or opaque(t):
+    if not scanned(t):
         return None
     return _live_or_refuse(
         functools.partial(hidden_tracer, leaf),

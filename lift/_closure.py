@@ -1121,3 +1121,38 @@ def _full_cells(fn: types.FunctionType) -> Iterator[tuple[Label, types.CellType]
 def opaque(t: type[Any]) -> bool:
     """Whether a static value of type `t` can hold nothing lift must look into."""
     return issubclass(t, _OPAQUE_SKIP) and t is not np.ndarray
+
+
+# -- decisions the full walk and the replay share -----------------------------------
+#
+# Each states one decision of the walk; the replay's generator reads the same
+# function (at compile time, or in the code it emits), so the two cannot drift.
+
+_UNSCANNED: Final = frozenset({int, bool, str, bytes, type(None), type(Ellipsis)})
+
+
+def scanned(t: type[Any]) -> bool:
+    """Whether a static capture of type `t` is scanned for a hidden tracer
+    (`hidden_tracer`): not atoms, NumPy scalars, nor what `opaque` says holds
+    nothing. (A class is scanned: `hidden_tracer` answers at once for a
+    library's.)"""
+    return not (t in _UNSCANNED or issubclass(t, np.generic) or opaque(t))
+
+
+def leaf_class(leaf: Any) -> Any:
+    """Everything the walk's rule (`_Walk.kind`, with branch analysis) reads of
+    a dynamic leaf: its type, and for a NumPy array whether JAX holds its
+    dtype, whether it is 0-d and whether it is boolean. Two dynamic leaves of
+    one class are decided alike; the replay checks each leaf's class."""
+    t: type[Any] = type(leaf)  # pyright: ignore[reportUnknownVariableType]
+    if t is np.ndarray:
+        return (t, leaf.ndim == 0, bool(leaf.dtype == np.bool_), jax_dtype(leaf.dtype))
+    return t
+
+
+def attributes_by_global(fn: types.FunctionType, global_names: frozenset[str]) -> bool:
+    """Whether `fn` reads its own attributes through the module global naming it
+    (a module-level `def f` reading `f.scale`): leaves there would be dead in
+    the rebuilt function, so its attributes are static (`global_names`: the
+    names its code looks up as globals)."""
+    return fn.__name__ in global_names and fn.__globals__.get(fn.__name__) is fn

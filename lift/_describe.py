@@ -16,7 +16,7 @@ import numpy as np
 
 from ._code import code_info
 from ._compat import Tracer
-from ._errors import LiftError, describe, docs_anchor
+from ._errors import LiftError, describe, docs_anchor, static_fix
 from ._paths import leaf_paths
 from ._skeleton import (
     CellNode,
@@ -286,9 +286,10 @@ def explain_concretization(x: Lifted[Any, Any], err: BaseException) -> LiftError
     return LiftError(
         f"{where} uses the captured variable {name!r} {use}, but lift made it a "
         f"traced value ({aval}), so its value is unknown while tracing.\nFix: keep "
-        f"it static, `lift(f, static={names!r})` (each new value then compiles "
+        f"it static, {static_fix(names)} (each new value then compiles "
         f"anew), or {other}.",
         anchor="control-flow-on-a-capture",
+        static=names,
     )
 
 

@@ -14,6 +14,8 @@ __all__ = [
     "describe",
     "docs_anchor",
     "missing_attribute",
+    "static_fix",
+    "under_lift_jit",
 ]
 
 # The documentation site's address, which every message's last line starts
@@ -34,13 +36,24 @@ class _Anchored(Exception):
     """
 
     anchor: str | None
+    # The captures a message's fix keeps static (`static_fix`), if it has one.
+    static_names: tuple[str, ...] | None = None
 
-    def __init__(self, message: str = "", /, *, anchor: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str = "",
+        /,
+        *,
+        anchor: str | None = None,
+        static: tuple[str, ...] | None = None,
+    ) -> None:
         if anchor is not None and _ANCHOR.search(message) is None:
             message += docs_anchor(anchor)
         super().__init__(message)
         found = _ANCHOR.search(message)
         self.anchor = found[1] if found is not None else None
+        if static is not None:
+            self.static_names = static
 
 
 class LiftError(_Anchored, TypeError):
@@ -109,6 +122,29 @@ def describe(fn: Any) -> str:
     if not isinstance(name, str):
         name = code.co_qualname
     return f"{name} ({code.co_filename}:{code.co_firstlineno})"
+
+
+def static_fix(names: tuple[str, ...], jit: bool = False) -> str:
+    """The fix that keeps captures static, as code to paste (give the error
+    `static=names`): `lift(f, static=('b2',))`; under `lift.jit` (`jit`),
+    `lift.jit(lift.lift(f, static=('b2',)))`."""
+    if jit:
+        return f"`lift.jit(lift.lift(f, static={names!r}))`"
+    return f"`lift(f, static={names!r})`"
+
+
+def under_lift_jit(err: LiftError) -> LiftError:
+    """`err` as `lift.jit` raises it: a fix that keeps captures static in the
+    form that works there. `err` itself when it has no such fix."""
+    names = err.static_names
+    if names is None:
+        return err
+    text = str(err).replace(static_fix(names), static_fix(names, jit=True))
+    if text == str(err):
+        return err
+    better = type(err)(text, anchor=err.anchor)
+    better.__traceback__ = err.__traceback__
+    return better
 
 
 def docs_anchor(anchor: str) -> str:

@@ -37,7 +37,7 @@ from ._closure import (
     register_holder,
 )
 from ._compat import DEFAULT_DEVICE, X64, conversion_context
-from ._errors import LiftError, describe
+from ._errors import LiftError, describe, under_lift_jit
 from ._lift import lift
 from ._lifted import Lifted
 from ._programs import (
@@ -476,7 +476,13 @@ class JitFunction(Generic[_P, _R]):
 
     def _lift(self) -> Any:
         options = self._lift_options
-        return lift(self._fn, **options) if options else lift(self._fn)
+        try:
+            return lift(self._fn, **options) if options else lift(self._fn)
+        except LiftError as err:
+            better = under_lift_jit(err)
+            if better is err:
+                raise
+            raise better from None
 
     def _keep(self, snapshot: _Snapshot) -> _Fast:
         """Keep a snapshot known to be current, with the fast path that goes with
@@ -658,6 +664,8 @@ class JitFunction(Generic[_P, _R]):
         try:
             return call(first, *args, **kwargs)
         except (TypeError, ValueError) as err:
+            if isinstance(err, LiftError) and err.static_names is not None:
+                raise under_lift_jit(err) from None
             better = explain_call_error(
                 self._fn, self.program.static_names, err, args, kwargs
             )
@@ -688,7 +696,10 @@ class JitFunction(Generic[_P, _R]):
         call, first, _CALLING.treedef = self._entry(
             self._lifted(), len(bound) + len(args)
         )
-        inner = call.lower(first, *bound, *args, **kwargs)
+        try:
+            inner = call.lower(first, *bound, *args, **kwargs)
+        except LiftError as err:
+            raise under_lift_jit(err) from None
         return Lowered(inner, (first, *bound))
 
     def _trace(
@@ -696,7 +707,10 @@ class JitFunction(Generic[_P, _R]):
     ) -> Traced:
         lifted = self._lifted()
         call, first, _CALLING.treedef = self._entry(lifted, len(bound) + len(args))
-        inner = call.trace(first, *bound, *args, **kwargs)
+        try:
+            inner = call.trace(first, *bound, *args, **kwargs)
+        except LiftError as err:
+            raise under_lift_jit(err) from None
         program = self.program
 
         def alone() -> Any:

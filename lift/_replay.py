@@ -5,10 +5,30 @@ same static captures, new leaves. For such a skeleton we generate, once, a
 straight-line Python function that walks a new object in the order the skeleton
 records, checks at every step that it would capture to the very same skeleton
 (same code object, globals, names, container structures, static values, leaf
-types, and sharing of nodes and cells) and returns its leaves, or `None` at the
-first difference, in which case the caller takes the full walk. This is how
+classes, and sharing of nodes and cells) and returns its leaves, or `None` at
+the first difference, in which case the caller takes the full walk. This is how
 `dataclasses` and `attrs` make their methods fast: the checks are specialised
 away into constants.
+
+The replay restates no decision of the full walk (`lift._capture`): each is
+one function, which the walk calls and the generated code calls (or the
+generator reads when it compiles); a decision it cannot state cheaply makes
+the shape, or the node, take the full walk.
+
+| Decision | Stated once in | The replay |
+|---|---|---|
+| What a node is (function, bound method, registered holder, partial) | `_Walk.run`; `is_function_like` | checks the recorded node's exact type |
+| Which parts are read, in which order | `lift._closure` (`function_parts`, `partial_parts`, `method_parts`, `Holder.parts`, `Label.source`) | reads each part by its label's `source` |
+| A capture's structure | `flatten_checked(v, is_function_like)`, `read_as_tuple` | the same call, treedef compared; a flat tuple/list/NamedTuple unpacked when `read_as_tuple` says JAX reads it so |
+| Static or dynamic (`dynamic=`, `static=`, branch analysis, float conversion, dtypes JAX cannot hold) | `_Walk.kind`, which reads of a leaf only its `leaf_class` | checks `leaf_class` of each leaf (its type, inlined, but for NumPy arrays); `static=`/`dynamic=` shapes are never replayed (`capture`) |
+| The key of a static | `static_key` | compares by `static_key` (inlined for atoms); a static compared by more than its key (`Static.exact` false: a user's own list or dict, a class's `__eq__`) is never replayed (`_replayable`) |
+| A hidden tracer in a static, a tracer in static pytree data | `scanned` + `hidden_tracer`; `has_aux` + `aux_tracer` | the same calls; any tracer found: the full walk (which refuses, or marks a live one) |
+| Dicts JAX reorders or compares loosely | `irregular`, `ordered` | `irregular` true: the full walk; a template recorded with an order: never replayed |
+| Attributes read through the global naming the function | `attributes_by_global` | never replayed (depends on what the global holds now) |
+| Sharing and cycles | the walk's `ids` (one node per object); `flatten_checked`'s cycle guard | every node bound once and checked distinct at the end; the same `flatten_checked` |
+| Mutated containers | `mutated_paths` + `_refuse_mutation` | code that mutates through a capture whose structure rebuilds a list or dict: never replayed (`_replayable`); otherwise the walk's answer is the same for every value of the shape |
+| Rebinding a dynamic capture | `CodeInfo.rebound` | the same code and leaf classes give the same answer |
+| Empty cells | `_Walk.cell` | a skeleton holding one is never kept for replay (`USER_CELLS`) |
 """
 
 from __future__ import annotations
@@ -19,21 +39,22 @@ import types
 from collections.abc import Callable
 from typing import Any, Final, cast
 
-import numpy as np
-
 from ._closure import (
+    ARG,
     ATTR,
     DEFAULT,
     KEYWORD,
     KWDEFAULT,
+    SELF,
     Label,
     aux_tracer,
     has_aux,
     hidden_tracer,
-    jax_dtype,
-    opaque,
+    leaf_class,
+    scanned,
     static_key,
 )
+from ._mutation import mutated_paths
 from ._skeleton import (
     CellNode,
     FunctionNode,
@@ -106,10 +127,8 @@ class _Writer:
             "static_key": static_key,
             "hidden_tracer": hidden_tracer,
             "aux_tracer": aux_tracer,
-            "jax_dtype": jax_dtype,
+            "leaf_class": leaf_class,
             "is_": operator.is_,
-            "ndarray": np.ndarray,
-            "bool_": np.bool_,
             "tuple_iter": tuple.__iter__,  # pyright: ignore[reportUnknownMemberType]
         }
         # One name per distinct constant (by identity; `consts` keeps it alive).
@@ -146,25 +165,22 @@ class _Writer:
 
     def slot(self, slot: Any, expr: str) -> None:
         if type(slot) is int:
-            leaf_type = self.skeleton.leaf_types[slot]
+            recorded = self.skeleton.leaf_types[slot]
             self.emit(f"l{slot} = {expr}")
-            if type(leaf_type) is tuple:
-                # A NumPy array: as the full walk reads it (dtype JAX holds,
-                # and 0-d or boolean for branch analysis).
-                _, zero_d, boolean = cast("tuple[type, bool, bool]", leaf_type)
-                check = (
-                    f"type(l{slot}) is ndarray and jax_dtype(l{slot}.dtype) and "
-                    f"(l{slot}.ndim == 0) is {zero_d} and "
-                    f"bool(l{slot}.dtype == bool_) is {bool(boolean)}"
-                )
+            if type(recorded) is tuple:
+                # A NumPy array: all the walk's rule reads of it (`leaf_class`).
+                check = f"leaf_class(l{slot}) == {self.const(recorded)}"
             else:
-                check = f"type(l{slot}) is {self.const(leaf_type)}"
+                # Any other leaf's class is its type (`leaf_class`), inlined.
+                check = f"type(l{slot}) is {self.const(recorded)}"
             self.fail_unless(check)
         elif type(slot) is Ref:
             self.bind(slot.index, expr)
         else:
             # What the full walk would make of the value: the same static by
-            # type and value (`static_key`), and no tracer hidden inside it.
+            # type and value (`static_key`), and no tracer hidden inside it
+            # (`scanned`, `hidden_tracer`: else the walk decides, refusing or
+            # marking it live).
             assert isinstance(slot, Static)
             value = slot.value
             t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
@@ -172,11 +188,9 @@ class _Writer:
             s = self.local(expr)
             if value is None:
                 self.fail_unless(f"{s} is None")
-            elif slot.by_identity or not slot.exact:
-                # Equal by a class's own `__eq__` is not the same value: only the
-                # very object is.
+            elif slot.by_identity:
                 self.fail_unless(f"{s} is {k}")
-            elif t in _ATOMS:  # (int, bool, str, bytes)
+            elif t in _ATOMS:  # (int, bool, str, bytes): `static_key` inlined
                 self.fail_unless(
                     f"{s} is {k} or (type({s}) is {self.const(t)} and {s} == {k})"
                 )
@@ -188,7 +202,7 @@ class _Writer:
             else:
                 key = self.const(static_key(value))
                 self.fail_unless(f"{s} is {k} or static_key({s}) == {key}")
-            if not (t in _ATOMS or issubclass(t, np.generic) or opaque(t)):
+            if scanned(t):
                 self.fail_unless(f"hidden_tracer({s}) is None")
 
     def template(self, template: Template, expr: str) -> None:
@@ -297,9 +311,8 @@ class _Writer:
                     [lb for lb, _ in parts if lb.kind == KWDEFAULT],
                 )
             )
-        checks.append(
-            self.keys_check(f"{o}.__dict__", [lb for lb, _ in parts if lb.kind == ATTR])
-        )
+        attrs = [lb for lb, _ in parts if lb.kind == ATTR]
+        checks.append(self.keys_check(f"{o}.__dict__", attrs))
         self.fail_unless(" and ".join(checks))
         if node.cells:
             # The code object fixes the closure's length: unpack it in one step,
@@ -373,6 +386,87 @@ class _Writer:
         return "def replay(o0):\n" + "\n".join(self.lines) + "\n"
 
 
+def _replayable(skeleton: Skeleton) -> bool:
+    """Whether the replay can state every decision the walk made for
+    `skeleton`: not when a static is compared by more than its key (a user's
+    own list or dict, a class's own `__eq__`: `Static.exact`), nor when a
+    capture holds dicts in an order of their own (`Template.order`), nor when some
+    function's code mutates a captured variable through a path (the walk's
+    `_refuse_mutation` reads the value along it)."""
+    for node in skeleton.nodes:
+        if isinstance(node, FunctionNode):
+            if not node.meta.exact:
+                return False
+            if node.name in node.info.global_names and any(
+                label.kind == ATTR for label, _ in node.parts()
+            ):
+                # Whether its attributes are static depends on what the global
+                # is bound to now (`attributes_by_global`): the walk's to say.
+                return False
+            mutated = mutated_paths(node.info.code)
+            if mutated and any(
+                label.variable in mutated and _rebuilds_containers(t)
+                for label, t in node.parts()
+            ):
+                return False
+            if mutated and any(
+                (cell := cast(CellNode, skeleton.nodes[c])).name in mutated
+                and cell.template is not None
+                and _rebuilds_containers(cell.template)
+                for c in node.cells
+            ):
+                return False
+        elif isinstance(node, (MethodNode, PartialNode)):
+            func = node.func.slots[0] if len(node.func.slots) == 1 else None
+            target = skeleton.nodes[func.index] if type(func) is Ref else None
+            if isinstance(target, FunctionNode):
+                code = target.info.code
+                mutated = mutated_paths(code)
+                if _bound_parameters(node, code) & set(mutated):
+                    return False
+        for _, t in node.parts():
+            if t.order is not None:
+                # Dicts in an order JAX's flattening loses: the walk records
+                # it (`ordered`), which a treedef check cannot see.
+                return False
+            if any(type(s) is Static and not s.exact for s in t.slots):
+                return False
+    return True
+
+
+def _rebuilds_containers(template: Template) -> bool:
+    """Whether `template` rebuilds a list or dict (one of its treedef's nodes):
+    what mutating code could change a copy of (`_refuse_mutation` refuses
+    only those), else its answer is the same for every value of the shape."""
+    treedef: Any = template.treedef
+    stack = [treedef] if treedef is not None else []
+    while stack:
+        td = stack.pop()
+        data = td.node_data()
+        if data is not None and data[0] in (list, dict):
+            return True
+        stack.extend(td.children())
+    return False
+
+
+def _bound_parameters(node: MethodNode | PartialNode, code: types.CodeType) -> set[str]:
+    """The parameters of `code` that a method's object or a partial's
+    arguments (those with a structure: containers) are passed to."""
+    names: set[str] = set()
+    for label, t in node.parts():
+        if not _rebuilds_containers(t):
+            continue
+        if label.kind == SELF and code.co_argcount:
+            names.add(code.co_varnames[0])
+        elif label.kind == ARG:
+            i = cast(int, label.key) + (0 if isinstance(node, PartialNode) else 1)
+            if i < code.co_argcount:
+                names.add(code.co_varnames[i])
+        elif label.kind == KEYWORD:
+            names.add(cast(str, label.key))
+    return names
+
+
 def _flat_sequence(template: Template) -> type | None:
     """The type of a captured tuple, list or NamedTuple whose items are all leaves
     of its treedef (functions, dynamic leaves, statics), else `None`."""
@@ -398,7 +492,7 @@ def _flat_sequence(template: Template) -> type | None:
 
 
 def _compile(skeleton: Skeleton) -> Callable[[Any], list[Any] | None] | str:
-    if len(skeleton.nodes) > MAX_NODES:
+    if len(skeleton.nodes) > MAX_NODES or not _replayable(skeleton):
         return _NO_REPLAY
     writer = _Writer(skeleton)
     source = writer.write()

@@ -256,10 +256,9 @@ def _from_node(td: TreeDef, node: Any, children: list[TreeDef]) -> TreeDef:
     )
 
 
-class _Cycle(Exception):
-    """A pytree node met again and again while flattening: a cycle."""
-
-
+_NODE_TYPES: Final = frozenset(
+    {list, tuple, dict, collections.OrderedDict, collections.defaultdict}
+)
 # Types never pytree nodes: not counted when met more than once.
 _ATOMS: Final = frozenset(
     {int, float, complex, bool, str, bytes, type(None), types.FunctionType}
@@ -290,6 +289,51 @@ def read_as_tuple(t: type[Any]) -> bool:
     return t is tuple or t is list or (_is_namedtuple(t) and t not in _CUSTOM_NODES)
 
 
+def _check_keys(value: Any) -> None:
+    """A `ValueError` for a dict in `value` (through lists, tuples, dicts and
+    registered nodes) whose keys JAX's flattening cannot sort, raised before it
+    runs: an exception raised inside its recursion leaves the interpreter's
+    recursion depth counted up by the frames it unwinds (jax 0.10.2), until
+    later calls fail. Each object is looked into once (cycles end)."""
+    stack = [value]
+    seen: set[int] = set()
+    while stack:
+        x = stack.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        # By the real type: `isinstance` reads `__class__`, which a hostile
+        # object may make raise.
+        t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
+        if issubclass(t, dict):
+            mapping = cast("dict[Any, Any]", x)
+            if t is not collections.OrderedDict:
+                try:
+                    sorted(mapping)
+                except Exception as err:
+                    raise ValueError(
+                        f"dict keys {list(mapping)!r:.80} cannot be sorted ({err})"
+                    ) from None
+            stack.extend(mapping.values())
+        elif issubclass(t, (list, tuple)) and t not in _CUSTOM_NODES:
+            stack.extend(cast("list[Any]", x))
+        elif t in _CUSTOM_NODES:
+            stack.extend(_children_of(x))
+
+
+def _children_of(x: Any) -> list[Any]:
+    """A registered node's children, one level down (its own flatten)."""
+    first = [True]
+
+    def is_leaf(_: Any) -> bool:
+        if first[0]:
+            first[0] = False
+            return False
+        return True
+
+    return tree_flatten(x, is_leaf=is_leaf)[0]
+
+
 def flatten_checked(
     value: Any, is_leaf: Callable[[Any], bool]
 ) -> tuple[list[Any], TreeDef] | None:
@@ -312,17 +356,30 @@ def flatten_checked(
             return tree_flatten(value, is_leaf=is_leaf)
     if is_cyclic(value):
         return None
+    _check_keys(value)
     visits: dict[int, int] = {}
+    cut: list[bool] = []
 
     def guarded(x: Any) -> bool:
-        if type(x) not in _ATOMS:
+        if is_leaf(x):
+            return True
+        t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
+        # Only a pytree node can close a cycle: a leaf met many times (one
+        # array in a list a hundred times) is sharing, not a cycle.
+        if t in _NODE_TYPES or t in _CUSTOM_NODES or _is_namedtuple(t):
             n = visits.get(id(x), 0) + 1
             if n > _MAX_VISITS:
-                raise _Cycle
+                # Cut here, as a leaf, rather than raise: an exception raised
+                # inside JAX's recursive flattening leaves the interpreter's
+                # recursion depth counted up by the frames it unwinds (jax
+                # 0.10.2), until a later call fails with `RecursionError`.
+                cut.append(True)
+                return True
             visits[id(x)] = n
-        return is_leaf(x)
+        return False
 
     try:
-        return tree_flatten(value, is_leaf=guarded)
-    except (RecursionError, _Cycle):
+        flat = tree_flatten(value, is_leaf=guarded)
+    except RecursionError:
         return None
+    return None if cut else flat

@@ -933,3 +933,81 @@ def test_reading_a_container_that_holds_leaves_or_a_local_of_its_name_is_fine() 
         return params[0] * params[1] * x + len(inner())
 
     assert jnp.allclose(lift.lift(f)(2.0), 2.0)
+
+
+# A message whose fix keeps a capture static says so in the form that works
+# where the error was raised: `lift(f, static=...)` for `lift.lift`,
+# `lift.jit(lift.lift(f, static=...))` under `lift.jit`; both forms then work.
+
+
+def _rebinds(n: Any) -> Any:
+    def f(x):
+        nonlocal n
+        n = n + 1
+        return x * n
+
+    return f
+
+
+def _mixed_keys(n: Any) -> Any:
+    table = {1: n, "a": n}
+
+    def f(x):
+        return x * table[1]
+
+    return f
+
+
+def _cyclic(n: Any) -> Any:
+    ring: list[Any] = [n]
+    ring.append(ring)
+
+    def f(x):
+        return x * ring[0]
+
+    return f
+
+
+def _shape(n: Any) -> Any:
+    def f(x):
+        return jnp.zeros(int(n)) + x
+
+    return f
+
+
+_STATIC_FIXES: dict[str, tuple[Any, Any, str, dict[str, Any]]] = {
+    "rebinds": (_rebinds, jnp.ones(()), "n", {}),
+    "flattening refused": (_mixed_keys, 0.5, "table", {}),
+    "container cycle": (_cyclic, 0.5, "ring", {}),
+    "concrete value": (_shape, 2.0, "n", {}),
+    "dynamic predicate": (_shape, "2", "n", {"dynamic": lambda leaf: True}),
+}
+
+
+@pytest.mark.parametrize("case", list(_STATIC_FIXES))
+def test_a_static_fix_is_written_for_lift_jit_under_lift_jit(case: str) -> None:
+    make, value, name, options = _STATIC_FIXES[case]
+    lift_form = rf"`lift\(f, static=\('{name}',\)\)`"
+    jit_form = rf"`lift\.jit\(lift\.lift\(f, static=\('{name}',\)\)\)`"
+    with pytest.raises(lift.LiftError, match=rf"Fix: .*{lift_form}"):
+        jax.jit(lambda g, x: g(x))(lift.lift(make(value), **options), 1.0)
+    with pytest.raises(lift.LiftError, match=rf"Fix: .*{jit_form}"):
+        lift.jit(make(value), **options)(1.0)
+    if case != "rebinds":  # (an array cannot be made static; a float can)
+        expected = make(value)(1.0)
+        assert np.allclose(
+            lift.jit(lift.lift(make(value), static=(name,)))(1.0), expected
+        )
+        assert np.allclose(lift.lift(make(value), static=(name,))(1.0), expected)
+
+
+def test_a_static_fix_under_lift_jit_lower_and_trace() -> None:
+    jit_form = r"`lift\.jit\(lift\.lift\(f, static=\('n',\)\)\)`"
+    for stage in ("lower", "trace"):
+        with pytest.raises(lift.LiftError, match=rf"Fix: .*{jit_form}"):
+            getattr(lift.jit(_shape(2.0)), stage)(1.0)
+
+
+def test_the_rebinding_fix_works_under_lift_jit_for_a_float() -> None:
+    f = lift.jit(lift.lift(_rebinds(1.0), static=("n",)))
+    assert float(f(1.0)) == 2.0

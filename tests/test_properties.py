@@ -759,7 +759,10 @@ def test_replay_accepts_only_what_the_full_walk_gives_the_same(spec, rnd):
     fn, _ = build(spec)
     skeleton, _ = _capture._walk(fn, frozenset(), None)
     replay = _replay._compile(skeleton)
-    assert callable(replay)
+    if not callable(replay):
+        # A shape whose decisions the replay cannot state takes the full walk.
+        assert not _replay._replayable(skeleton)
+        return
     for other in (spec, _perturb(spec, rnd)):
         again, _ = build(other)
         leaves = replay(again)

@@ -553,5 +553,58 @@ def test_every_lift_of_a_shape_is_what_the_full_walk_gives(
                 strict=True,
             ):
                 assert type(a) is type(b) if isinstance(b, str) else np.allclose(a, b)
-    if value != "dict int keys":  # dicts JAX would reorder always take the walk
+    # Dicts in an order JAX's flattening loses always take the walk.
+    if value not in ("dict int keys", "dict"):
         assert replayed(x)
+
+
+def _module_level(x: Any) -> Any:
+    return x * _module_level.scale  # type: ignore[attr-defined]
+
+
+_module_level.scale = 0.5  # type: ignore[attr-defined]
+
+
+def _copy_of(fn: Any) -> Any:
+    copy = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, None, None)
+    copy.__qualname__ = fn.__qualname__
+    copy.__annotations__ = fn.__annotations__
+    copy.__dict__.update(fn.__dict__)
+    return copy
+
+
+@pytest.mark.parametrize("verify", [False, True])
+def test_attributes_read_through_a_global_are_the_walks_decision_after_replays(
+    verify: bool,
+) -> None:
+    # A module-level function reading its attribute through its global name
+    # keeps the attribute static; a copy of it (same code and globals, not the
+    # object the name is bound to) reads the copy's attribute, a leaf. Lifted
+    # after the original's shape is replayed, the copy is what the walk says.
+    from lift import _capture
+
+    with lift.verifying(verify):
+        for _ in range(3):
+            assert not jax.tree_util.tree_leaves(lift.lift(_module_level))
+        copy = _copy_of(_module_level)
+        skeleton, leaves = _capture.capture(copy)
+    walked, walked_leaves = _capture._walk(copy, frozenset(), None)
+    assert skeleton == walked
+    assert leaves == walked_leaves == [0.5]
+
+
+def test_a_dict_in_its_own_order_then_in_sorted_order_is_the_walks() -> None:
+    # JAX's treedef of {"b": .., "a": ..} and {"a": .., "b": ..} is one; the
+    # walk records the first's insertion order, so the two skeletons differ.
+    from lift import _capture
+
+    def make(d: Any) -> Any:
+        return lambda: d
+
+    for _ in range(3):
+        _capture.capture(make({"b": 1.0, "a": 2.0}))
+    sorted_one = make({"a": 2.0, "b": 1.0})
+    skeleton, leaves = _capture.capture(sorted_one)
+    walked, walked_leaves = _capture._walk(sorted_one, frozenset(), None)
+    assert skeleton == walked and leaves == walked_leaves
+    assert list(lift.lift(sorted_one)()) == ["a", "b"]

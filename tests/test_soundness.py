@@ -79,8 +79,10 @@ def test_replay_gives_what_the_full_walk_gives(
     walked = [lift.lift(holder.make(v)) for v in (1.0, 2.0)]
     replayed = lift.lift(holder.make(7.0))
     # An empty cell is its closure's own (Python may bind it later): such a
-    # skeleton is never replayed for another closure, but compares equal.
-    if holder.name != "beside an empty cell":
+    # skeleton is never replayed for another closure, but compares equal. A
+    # dict in an order JAX's flattening loses takes the full walk too (the
+    # walk records its order, which the treedef the replay checks does not).
+    if holder.name not in ("beside an empty cell", "dict in insertion order"):
         assert callable(_skeleton(replayed).cache.get("replay"))
     assert _treedef(replayed) == _treedef(walked[0])
     assert [float(x) for x in jax.tree_util.tree_leaves(replayed)] == [7.0]
