@@ -219,6 +219,27 @@ def test_lift_jit_over_an_nnx_model_sees_the_optimizers_update() -> None:
     assert float(loss(x)) == pytest.approx(float(jnp.sum(model(x) ** 2)))
 
 
+def _tripled(x: Any) -> Any:
+    return x * 3.0
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="lift.jit keys programs on code but serves the old program after "
+    "the function's __code__ is replaced in place (as IPython's autoreload "
+    "does); lift.verifying() calls it a disagreement",
+)
+def test_lift_jit_sees_its_functions_code_replaced_in_place() -> None:
+    def step(x: Any) -> Any:
+        return x * 2.0
+
+    compiled = lift.jit(step)
+    assert float(compiled(1.0)) == 2.0
+    assert float(compiled(1.0)) == 2.0
+    step.__code__ = _tripled.__code__
+    assert float(compiled(1.0)) == step(1.0) == 3.0
+
+
 # -- static keys -----------------------------------------------------------------
 
 
@@ -375,6 +396,31 @@ def test_fast_mode_passes_odeint_under_jit_as_jax_checker_does(
     monkeypatch.setenv("JAX_CHECK_TRACER_LEAKS", "0")
     result = pytester.runpytest_subprocess(*_plugin_args(), "--lift-leaks")
     result.assert_outcomes(passed=1)
+
+
+class _Model:
+    """A stateful object whose jitted method takes it as a static argument."""
+
+    def __init__(self) -> None:
+        self.last: Any = None
+
+    def step(self, x: Any) -> Any:
+        self.last = x
+        return x * 2
+
+
+@pytest.mark.lift_allow_leaks
+@pytest.mark.xfail(
+    strict=True,
+    reason="lift.checked(jax.jit) does not scan the static arguments of the "
+    "call that traced: a method that stores a tracer on self (static_argnums=0) "
+    "passes, where JAX's checker fails it",
+)
+def test_checked_jit_finds_a_tracer_stored_on_a_static_argument() -> None:
+    model = _Model()
+    step = lift.checked(jax.jit)(_Model.step, static_argnums=0)
+    with jax.check_tracer_leaks(False), pytest.raises(lift.LeakError, match="last"):
+        step(model, 1.0)
 
 
 # -- find_leaks --------------------------------------------------------------------
