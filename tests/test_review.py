@@ -7,6 +7,7 @@ Each test asserts what the contract promises and is marked
 from __future__ import annotations
 
 import dataclasses
+import enum
 import functools
 import heapq
 import importlib.metadata
@@ -18,6 +19,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import pytest
+from helpers import call_lifted
 
 import lift
 
@@ -291,6 +293,31 @@ def test_a_rebuilt_lifted_keeps_its_own_signature() -> None:
     rebuilt = jax.tree_util.tree_map(lambda v: v, lifted)
     assert inspect.signature(rebuilt) == inspect.signature(g)
     assert lift.unlift(lifted).__annotations__ == g.__annotations__
+
+
+class _Rate(float, enum.Enum):
+    SLOW = 0.01
+    FAST = 0.1
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a float-valued Enum member is made a dynamic leaf (it is a float "
+    "by isinstance): under jit it becomes a tracer, its identity and .value "
+    "are gone, and the call fails with a bare AttributeError",
+)
+def test_a_float_enum_member_keeps_its_identity_under_jit() -> None:
+    def make(rate: _Rate) -> Callable[[Any], Any]:
+        def f(x: Any) -> Any:
+            if rate is _Rate.FAST:
+                return x * 2
+            return x * rate.value
+
+        return f
+
+    for rate in _Rate:
+        f = make(rate)
+        assert jax.jit(call_lifted)(lift.lift(f), 1.0) == pytest.approx(f(1.0))
 
 
 # -- diagnosis -----------------------------------------------------------------
