@@ -9,6 +9,7 @@ objects and never writes to them.
 from __future__ import annotations
 
 import difflib
+import enum
 import functools
 import operator
 import threading
@@ -107,16 +108,53 @@ _PY_SCALARS: Final = (float, complex, int)
 
 def default_dynamic(x: Any) -> bool:
     """The default rule: arrays, tracers, NumPy values of dtypes JAX can hold,
-    Python `float`/`complex`."""
+    Python `float`/`complex` (not an `Enum` member valued as one: a tracer in
+    its place would lose its identity)."""
     t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
     if issubclass(t, (np.ndarray, np.generic)):
         return jax_dtype(x.dtype)
-    if issubclass(t, (_Tracer, float, complex)):
+    if issubclass(t, _Tracer):
         return True
+    if issubclass(t, (float, complex)):
+        return not issubclass(t, enum.Enum)
     try:
         return isinstance(x, jax.Array)
     except Exception:  # an object whose attribute access fails: static
         return False
+
+
+def unsortable_registry(value: Any) -> bool:
+    """Whether `value` holds a dict whose keys do not sort (types, as in a
+    `functools.singledispatch` registry) and nothing dynamic by the default
+    rule: static as a whole, compared by its items. Walked iteratively through
+    dicts, lists and tuples, at most `_REGISTRY_VISITS` of them."""
+    stack = [value]
+    unsortable = False
+    seen = 0
+    while stack:
+        x = stack.pop()
+        t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
+        if t is dict:
+            seen += 1
+            if seen > _REGISTRY_VISITS:
+                return False
+            if not unsortable:
+                try:
+                    sorted(x)  # pyright: ignore[reportUnknownArgumentType]
+                except TypeError:
+                    unsortable = True
+            stack.extend(x.values())  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+        elif t is list or t is tuple:
+            seen += 1
+            if seen > _REGISTRY_VISITS:
+                return False
+            stack.extend(x)  # pyright: ignore[reportUnknownArgumentType]
+        elif default_dynamic(x):
+            return False
+    return unsortable
+
+
+_REGISTRY_VISITS: Final = 1_000
 
 
 def is_jax_value(x: Any) -> bool:
@@ -395,6 +433,9 @@ class _Walk:
                     # JAX cannot flatten it (dict keys it cannot sort, a node
                     # whose flatten fails): whole and static, or refused.
                     if forced:
+                        return Template(None, (Static(value),), owner, label)
+                    if unsortable_registry(value):
+                        self.kept(check_opaque(value, t, holder, label))
                         return Template(None, (Static(value),), owner, label)
                     raise LiftError(
                         f"{describe(holder)} captures {_variable(label)}, which "
