@@ -684,12 +684,14 @@ def _meta(fn: types.FunctionType) -> Static:
     the docstring and module only: annotations never change what the code
     computes, and are new objects at every `def` (jaxtyping's `Float[Array,
     "n"]`, 3.12's type parameters), so keying on them would compile every new
-    closure anew. (A rebuilt function may carry an equal closure's annotations.)"""
+    closure anew. With annotations it is not exact: a skeleton captured before
+    (equal, one program) stands in only where the replay found the very same
+    annotations, so each `Lifted` rebuilds its own function's signature."""
     doc, annotations = fn.__doc__, fn.__annotations__
     module = cast(object, fn.__module__)  # `None` for code exec'd without `__name__`
     value = (doc, module, dict(annotations) if annotations else None)
     if (doc is None or type(doc) is str) and (module is None or type(module) is str):
-        return Static(value, ("meta", doc, module), exact=True)
+        return Static(value, ("meta", doc, module), exact=not annotations)
     return Static(value, Static((doc, module)).slot_key, exact=False)
 
 
