@@ -334,10 +334,13 @@ def _holds_tracer(lifted: Any) -> bool:
     return any(isinstance(leaf, Tracer) for leaf in leaves)
 
 
-def _check_cached(fn: Any, lift_now: Callable[[], Any], first: Any, tree: Any) -> None:
+def _check_cached(
+    fn: Any, lift_now: Callable[[], Any], first: Any, tree: Any, kept: Any
+) -> None:
     """With `lift.verifying()` on: that what a cached call passes (`first`, the
     leaves for `tree`, or a lifted function when `tree` is `None`) is what
-    lifting the function now gives."""
+    lifting the function now gives. `kept` is the lift it was made from: when
+    that too differs from lifting now, the captures changed in place."""
     try:
         fresh = lift_now()
     except LiftError as err:
@@ -361,7 +364,22 @@ def _check_cached(fn: Any, lift_now: Callable[[], Any], first: Any, tree: Any) -
         )
     differs = same_leaves(first, leaves)
     if differs is not None:
-        raise disagree("lift.jit cached call", fn, f"other leaves ({differs})")
+        if kept is None or same_leaves(jax.tree_util.tree_leaves(kept), leaves) is None:
+            raise disagree("lift.jit cached call", fn, f"other leaves ({differs})")
+        # Every capture it watches holds what it held, and the lift it kept
+        # differs from one made now: a value inside a captured container or
+        # object changed in place, which a cached call does not see (it would
+        # walk them on every call).
+        raise LiftError(
+            f"lift.jit's cached call of {describe(fn)} serves leaves that lifting "
+            f"it now would not ({differs}): a value inside a captured container "
+            "or object (`config['lr'] = 0.5`, an optimizer updating a captured "
+            "model) changed in place since the function was last lifted, which a "
+            "cached call does not see.\nFix: rebind the variable "
+            "(`config = {**config, 'lr': 0.5}`), or pass the object as an "
+            "argument of the function.",
+            anchor="changed-in-place",
+        )
 
 
 # -- the public wrapper ----------------------------------------------------------
@@ -525,7 +543,8 @@ class JitFunction(Generic[_P, _R]):
         if snapshot is not None and snapshot.current():
             if snapshot.verified:
                 if _VERIFY.on:
-                    _check_cached(fn, self._lift, snapshot.lifted, None)
+                    lifted = snapshot.lifted
+                    _check_cached(fn, self._lift, lifted, None, lifted)
                 return fast
             # Made by a first call (`_slow`): kept if the lift read what it watches.
             found = _targets(snapshot.lifted, fn)
@@ -710,7 +729,7 @@ class JitFunction(Generic[_P, _R]):
             call,
             first,
             tree,
-            _,
+            snapshot,
         ) = self._fast
         try:
             if cell is not None:
@@ -746,7 +765,8 @@ class JitFunction(Generic[_P, _R]):
         if not current:
             call, first, tree = self._slow(len(args))
         elif _VERIFY.on:
-            _check_cached(self._fn, self._lift, first, tree)
+            kept = None if snapshot is None else snapshot.lifted
+            _check_cached(self._fn, self._lift, first, tree, kept)
         _CALLING.treedef = tree
         try:
             return call(first, *args, **kwargs)
@@ -954,10 +974,17 @@ def jit(fn: Callable[_P, _R] | None = None, /, **jit_kwargs: Any) -> Any:
     captured variable bound or rebound after decoration is seen at the next call
     (a dynamic one without retracing), and so are defaults, keyword-only
     defaults and function attributes changed in place, and a change of
-    `jax_enable_x64` or of the default device. Changes inside a captured object,
-    such as a list mutated in place, are seen when the program traces (the list
-    is the user's own), not by a program compiled before: rebind the variable
-    to have it lifted again.
+    `jax_enable_x64` or of the default device; so are a function's `__code__`
+    replaced (as IPython's autoreload does) and a captured `functools.partial`'s
+    keywords changed in place. Changes inside a captured container or object
+    are not seen by a call that does not trace: `config['lr'] = 0.5` on a
+    captured dict, an optimizer updating a captured `nnx` model in place, a
+    list mutated in place (seen when the program traces, as the list is the
+    user's own). Seeing them would walk every captured object on every call;
+    such a call serves what was lifted last, and `lift.verifying()` reports
+    it. `jax.jit` sees neither kind of change. Rebind the variable (`config =
+    {**config, 'lr': 0.5}`) to have it lifted again, or pass the object as an
+    argument (a model to `nnx.jit`, or to the `lift.jit` function).
 
     ```python
     import jax.numpy as jnp
