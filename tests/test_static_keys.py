@@ -6,10 +6,12 @@ survives every serializer lift supports."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import pickle
 import sys
 import textwrap
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -225,3 +227,38 @@ def test_every_leaf_kind_round_trips_through_every_serializer(leaf, serializer):
     run(lifted, 1.0)
     run(back, 1.0)
     assert counter.traces == 1
+
+
+# -- statics compared by their class's own `__eq__` --------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class _Head:
+    width: int
+    activation: Callable[[Any], Any] = dataclasses.field(
+        default=jnp.tanh, compare=False
+    )
+
+
+def test_statics_equal_by_their_eq_share_a_program_as_jax_static_arguments_do() -> None:
+    # A class's own `__eq__`/`__hash__` key a static, as JAX keys
+    # `static_argnums`: what it ignores (`compare=False`) never splits programs.
+    def make(head: _Head) -> Callable[[Any], Any]:
+        def apply(x: Any) -> Any:
+            return head.activation(x) * head.width
+
+        return apply
+
+    heads = [_Head(2, jnp.tanh), _Head(2, jax.nn.relu)]
+    by_jax = jax.jit(lambda head, x: make(head)(x), static_argnums=0)
+    expected = [float(by_jax(head, -1.0)) for head in heads]
+    assert expected[1] == expected[0]  # JAX serves the first program for both
+    got = [float(lift.jit(make(head))(-1.0)) for head in heads]
+    assert got == pytest.approx(expected)
+    first, second = (lift.lift(make(head)) for head in heads)
+    assert lift.diff(first, second) is None  # one program serves both
+    wider = lift.lift(make(_Head(3, jnp.tanh)))
+    assert "width=2" in (lift.diff(first, wider) or "")
+    assert float(lift.jit(make(_Head(3, jnp.tanh)))(-1.0)) == pytest.approx(
+        3 * float(jnp.tanh(-1.0))
+    )
