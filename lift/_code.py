@@ -266,9 +266,7 @@ class _Scan:
                 self.popped.clear()
                 stack = self.step(ins, stack, pending, ins.offset in guarded)
                 if self.through_calls and self.popped:
-                    self.operands[ins.offset] = (
-                        _NONE.union(*self.popped) - _SEQUENCES
-                    )
+                    self.operands[ins.offset] = _NONE.union(*self.popped) - _SEQUENCES
 
     def step(
         self,
