@@ -695,7 +695,8 @@ def _key_str(key: Any) -> str:
             continue
         if type(item) is not tuple or not item:
             raise _Unreadable
-        t = item[0]
+        item = cast("tuple[Any, ...]", item)
+        t: Any = item[0]
         parts: list[tuple[bool, Any]]
         if t is list or t is tuple:
             items = list(item[1])
