@@ -684,14 +684,14 @@ def _meta(fn: types.FunctionType) -> Static:
     the docstring and module only: annotations never change what the code
     computes, and are new objects at every `def` (jaxtyping's `Float[Array,
     "n"]`, 3.12's type parameters), so keying on them would compile every new
-    closure anew. With annotations it is not exact: a skeleton captured before
-    (equal, one program) stands in only where the replay found the very same
-    annotations, so each `Lifted` rebuilds its own function's signature."""
+    closure anew. A skeleton captured before stands in for an equal one only
+    with the very same annotations (`_same_annotations`), so that each `Lifted`
+    rebuilds its own function's signature."""
     doc, annotations = fn.__doc__, fn.__annotations__
     module = cast(object, fn.__module__)  # `None` for code exec'd without `__name__`
     value = (doc, module, dict(annotations) if annotations else None)
     if (doc is None or type(doc) is str) and (module is None or type(module) is str):
-        return Static(value, ("meta", doc, module), exact=not annotations)
+        return Static(value, ("meta", doc, module), exact=True)
     return Static(value, Static((doc, module)).slot_key, exact=False)
 
 
@@ -825,6 +825,7 @@ def capture(
         previous is not None
         and skeleton == previous
         and _exact(skeleton)
+        and _same_annotations(skeleton, previous)
         and LIVE not in skeleton.cache  # the mark is the walk's, not the key's
     ):
         walked(previous)  # towards compiling its replay
@@ -883,6 +884,22 @@ def _walk(
         if branched:
             result = _Walk(obj, static, dynamic, branched).run()
         return result
+
+
+def _same_annotations(a: Skeleton, b: Skeleton) -> bool:
+    """Whether two equal skeletons' functions carry the very same annotations
+    (not part of the key: an equal skeleton with others would rebuild them)."""
+    for x, y in zip(a.nodes, b.nodes, strict=True):
+        if type(x) is FunctionNode and type(y) is FunctionNode:
+            u, v = x.meta.value[2], y.meta.value[2]
+            if u is None or v is None:
+                if u is not v:
+                    return False
+            elif tuple(u) != tuple(v) or not all(
+                map(operator.is_, u.values(), v.values())
+            ):
+                return False
+    return True
 
 
 def _exact(skeleton: Skeleton) -> bool:
