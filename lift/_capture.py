@@ -9,6 +9,7 @@ objects and never writes to them.
 from __future__ import annotations
 
 import difflib
+import enum
 import functools
 import operator
 import threading
@@ -149,16 +150,53 @@ def _plain_reach(value: Any) -> set[int]:
 
 def default_dynamic(x: Any) -> bool:
     """The default rule: arrays, tracers, NumPy values of dtypes JAX can hold,
-    Python `float`/`complex`."""
+    Python `float`/`complex` (not an `Enum` member valued as one: a tracer in
+    its place would lose its identity)."""
     t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
     if issubclass(t, (np.ndarray, np.generic)):
         return jax_dtype(x.dtype)
-    if issubclass(t, (_Tracer, float, complex)):
+    if issubclass(t, _Tracer):
         return True
+    if issubclass(t, (float, complex)):
+        return not issubclass(t, enum.Enum)
     try:
         return isinstance(x, jax.Array)
     except Exception:  # an object whose attribute access fails: static
         return False
+
+
+def unsortable_registry(value: Any) -> bool:
+    """Whether `value` holds a dict whose keys do not sort (types, as in a
+    `functools.singledispatch` registry) and nothing dynamic by the default
+    rule: static as a whole, compared by its items. Walked iteratively through
+    dicts, lists and tuples, at most `_REGISTRY_VISITS` of them."""
+    stack = [value]
+    unsortable = False
+    seen = 0
+    while stack:
+        x = stack.pop()
+        t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
+        if t is dict:
+            seen += 1
+            if seen > _REGISTRY_VISITS:
+                return False
+            if not unsortable:
+                try:
+                    sorted(x)  # pyright: ignore[reportUnknownArgumentType]
+                except TypeError:
+                    unsortable = True
+            stack.extend(x.values())  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+        elif t is list or t is tuple:
+            seen += 1
+            if seen > _REGISTRY_VISITS:
+                return False
+            stack.extend(x)  # pyright: ignore[reportUnknownArgumentType]
+        elif default_dynamic(x):
+            return False
+    return unsortable
+
+
+_REGISTRY_VISITS: Final = 1_000
 
 
 def is_jax_value(x: Any) -> bool:
@@ -455,6 +493,9 @@ class _Walk:
                     # JAX cannot flatten it (dict keys it cannot sort, a node
                     # whose flatten fails): whole and static, or refused.
                     if forced:
+                        return Template(None, (Static(value),), owner, label)
+                    if unsortable_registry(value):
+                        self.kept(check_opaque(value, t, holder, label))
                         return Template(None, (Static(value),), owner, label)
                     raise LiftError(
                         f"{describe(holder)} captures {_variable(label)}, which "
@@ -875,7 +916,9 @@ def _meta(fn: types.FunctionType) -> Static:
     the docstring and module only: annotations never change what the code
     computes, and are new objects at every `def` (jaxtyping's `Float[Array,
     "n"]`, 3.12's type parameters), so keying on them would compile every new
-    closure anew. (A rebuilt function may carry an equal closure's annotations.)"""
+    closure anew. A skeleton captured before stands in for an equal one only
+    with the very same annotations (`_same_annotations`), so that each `Lifted`
+    rebuilds its own function's signature."""
     doc, annotations = fn.__doc__, fn.__annotations__
     module = cast(object, fn.__module__)  # `None` for code exec'd without `__name__`
     value = (doc, module, dict(annotations) if annotations else None)
@@ -1014,6 +1057,7 @@ def capture(
         previous is not None
         and skeleton == previous
         and _exact(skeleton)
+        and _same_annotations(skeleton, previous)
         and LIVE not in skeleton.cache  # the mark is the walk's, not the key's
     ):
         walked(previous)  # towards compiling its replay
@@ -1072,6 +1116,22 @@ def _walk(
         if branched:
             result = _Walk(obj, static, dynamic, branched).run()
         return result
+
+
+def _same_annotations(a: Skeleton, b: Skeleton) -> bool:
+    """Whether two equal skeletons' functions carry the very same annotations
+    (not part of the key: an equal skeleton with others would rebuild them)."""
+    for x, y in zip(a.nodes, b.nodes, strict=True):
+        if type(x) is FunctionNode and type(y) is FunctionNode:
+            u, v = x.meta.value[2], y.meta.value[2]
+            if u is None or v is None:
+                if u is not v:
+                    return False
+            elif tuple(u) != tuple(v) or not all(
+                map(operator.is_, u.values(), v.values())
+            ):
+                return False
+    return True
 
 
 def _exact(skeleton: Skeleton) -> bool:

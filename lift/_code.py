@@ -92,6 +92,11 @@ _NO_STACK: Final = frozenset(
 # its jump (3.13 adds `TO_BOOL`): skipped when reading an `isinstance` guard.
 _TRANSPARENT: Final = frozenset({"TO_BOOL", "EXTENDED_ARG", "CACHE", "NOP"})
 _NONE: Final[frozenset[Source]] = frozenset()
+# What a stack slot carries when its value is a tuple or list the code built or
+# loaded (`(a, b)`): indexing it (`(a, b)[lr > 0.5]`) is Python selection, which
+# a traced index cannot do.
+_SEQUENCE: Final[Source] = ("sequence", "")
+_SEQUENCES: Final[frozenset[Source]] = frozenset({_SEQUENCE})
 
 
 class CodeInfo:
@@ -261,7 +266,7 @@ class _Scan:
                 self.popped.clear()
                 stack = self.step(ins, stack, pending, ins.offset in guarded)
                 if self.through_calls and self.popped:
-                    self.operands[ins.offset] = _NONE.union(*self.popped)
+                    self.operands[ins.offset] = _NONE.union(*self.popped) - _SEQUENCES
 
     def step(
         self,
@@ -313,12 +318,19 @@ class _Scan:
                     self.store(ins.argval, value)
         elif op in _BINARY:
             right, left = pop(), pop()
-            stack.append(left | right)
+            if _SEQUENCE in left and (
+                op == "BINARY_SUBSCR" or ins.argrepr == "[]"  # 3.14's subscript
+            ):
+                self.truth(right)
+            stack.append((left | right) - _SEQUENCES)
         elif op in _UNARY:
             stack.append(pop())
         elif op in _BUILDS:  # `lr in (a, b)` compares `lr` with `b`
             items = [pop() for _ in range(ins.arg or 0)]
-            stack.append(_NONE.union(*items))
+            built = _NONE.union(*items)
+            stack.append(built if op == "BUILD_SET" else built | _SEQUENCES)
+        elif op == "LOAD_CONST" and type(ins.argval) is tuple:
+            stack.append(_SEQUENCES)
         elif op == "TO_BOOL" or op == "UNARY_NOT":
             self.truth(pop())
             stack.append(_NONE)
@@ -377,7 +389,7 @@ class _Scan:
         for kind, name in value:
             if kind == FREE:
                 self.free_branches.setdefault(name, self.line)
-            else:
+            elif kind == PARAM:
                 self.param_branches.add(name)
 
 

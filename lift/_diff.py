@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any, Final, cast
 
 import jax
+import numpy as np
 
 from . import _trees as jtu
 from ._capture import default_dynamic
@@ -636,7 +637,7 @@ def _diff_template(
                     "order, as Python iterates it, so each order is its own program"
                 )
             lines.append(
-                f"{sub}: {name} = {static_str(su.value)} vs {static_str(sv.value)}, "
+                f"{sub}: {name} = {_keyed_str(su)} vs {_keyed_str(sv)}, "
                 f"static because {_why_static(sa, ta, name, su)}"
                 + (f"; {why}" if why else "")
                 + f" (in {_owner(sa.skeleton, ta)})"
@@ -654,10 +655,96 @@ def _slot_str(side: _Side, template: Template, name: str, slot: Any) -> str:
     if type(slot) is Ref:
         return f"a {side.skeleton.nodes[slot.index].kind} ({_node_name(side.skeleton, slot.index)})"
     static = cast(Static, slot)
-    return (
-        f"static {static_str(static.value)} ("
-        f"{_why_static(side, template, name, static)})"
-    )
+    return f"static {_keyed_str(static)} ({_why_static(side, template, name, static)})"
+
+
+def _keyed_str(slot: Static) -> str:
+    """A static as its `Lifted` was keyed with it: a captured list, dict or set
+    kept whole (the user's own object, changed since, perhaps) as it held when
+    lifted, read back from its key; any other static as it is."""
+    value = slot.value
+    t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
+    if (t is list or t is dict or t is set) and not slot.by_identity:
+        try:
+            text = _key_str(slot.slot_key)
+        except _Unreadable:
+            pass
+        else:
+            return text if len(text) <= _LIMIT else text[: _LIMIT - 3] + "..."
+    return static_str(value)
+
+
+_LIMIT: Final = 80  # as `static_str` cuts a value
+
+
+class _Unreadable(Exception):
+    """A static key `_key_str` cannot read back."""
+
+
+def _key_str(key: Any) -> str:
+    """The text of the value a static key (`static_key`, or the contents key of
+    a list, dict or set kept whole) was made from, nested items included; read
+    iteratively (an explicit stack of pending texts)."""
+    out: list[str] = []
+    # Items are a key to read, or a literal text to emit.
+    stack: list[tuple[bool, Any]] = [(True, key)]
+    while stack:
+        is_key, item = stack.pop()
+        if not is_key:
+            out.append(item)
+            continue
+        if type(item) is not tuple or not item:
+            raise _Unreadable
+        item = cast("tuple[Any, ...]", item)
+        t: Any = item[0]
+        parts: list[tuple[bool, Any]]
+        if t is list or t is tuple:
+            items = list(item[1])
+            close = "," if t is tuple and len(items) == 1 else ""
+            parts = _joined(
+                items, "[" if t is list else "(", close + ("]" if t is list else ")")
+            )
+        elif t is set or t is frozenset:
+            items = sorted(item[1], key=repr)
+            if not items:
+                parts = [(False, "set()" if t is set else "frozenset()")]
+            else:
+                parts = _joined(
+                    items, "{" if t is set else "frozenset({", "}" if t is set else "})"
+                )
+        elif t is dict:
+            parts = [(False, "{")]
+            for i, (k, v) in enumerate(item[1]):
+                if i:
+                    parts.append((False, ", "))
+                parts += [(True, k), (False, ": "), (True, v)]
+            parts.append((False, "}"))
+        elif t is float and len(item) == 2:
+            parts = [(False, repr(float.fromhex(item[1])))]
+        elif t is complex and len(item) == 3:
+            parts = [
+                (False, repr(complex(float.fromhex(item[1]), float.fromhex(item[2]))))
+            ]
+        elif type(t) is type and len(item) == 2 and isinstance(item[1], t):
+            parts = [(False, static_str(item[1]))]
+        elif type(t) is type and len(item) == 3 and isinstance(item[2], item[1]):
+            parts = [(False, static_str(item[2]))]  # compared by its own `__eq__`
+        elif type(t) is type and issubclass(t, np.generic) and len(item) == 3:
+            parts = [(False, static_str(np.frombuffer(item[2], item[1])[0]))]
+        else:
+            raise _Unreadable
+        stack.extend(reversed(parts))
+    return "".join(out)
+
+
+def _joined(items: list[Any], open_: str, close: str) -> list[tuple[bool, Any]]:
+    parts: list[tuple[bool, Any]] = [(False, open_)]
+    for i, k in enumerate(items):
+        if i:
+            parts.append((False, ", "))
+        parts.append((True, k))
+    parts.append((False, close))
+    return parts
 
 
 def _a(noun: str) -> str:

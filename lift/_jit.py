@@ -19,6 +19,7 @@ back into Python.
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 import operator
 import types
@@ -50,7 +51,7 @@ from ._programs import (
     options_key,
     program,
 )
-from ._skeleton import CellNode, FunctionNode, Ref, Skeleton, Template
+from ._skeleton import CellNode, FunctionNode, PartialNode, Ref, Skeleton, Template
 from ._verify import STATE as _VERIFY, disagree, same_leaves
 
 __all__ = ["JitFunction", "jit"]
@@ -60,6 +61,7 @@ _R = TypeVar("_R")
 
 _EMPTY: Final = object()  # what an empty cell holds, for the staleness check
 _contents: Final = operator.attrgetter("cell_contents")
+_code: Final = operator.attrgetter("__code__")
 _defaults: Final = operator.attrgetter("__defaults__")
 _kwdefaults: Final = operator.attrgetter("__kwdefaults__")
 _attrs: Final = operator.attrgetter("__dict__")
@@ -83,7 +85,12 @@ class _Snapshot:
         self.targets = targets
         self.context = conversion_context()
         cells: list[Any] = [
-            t if type(t) is types.CellType else _Watch(t) for t in targets
+            t
+            if type(t) is types.CellType
+            else _Watch(t)
+            if type(t) is types.FunctionType
+            else _PartialWatch(t)
+            for t in targets
         ]
         contents: list[Any] = []
         for cell in cells:
@@ -167,10 +174,11 @@ _ATTEMPTS: Final = 8
 
 
 class _Watch:
-    """Stands for a function's defaults and attributes among the watched cells:
-    its `cell_contents` is one token while they are the objects they were, and a
-    new object once one is rebound or changed in place (`f.scale = 3.0`,
-    `f.__defaults__ = ...`, `f.__kwdefaults__['lr'] = 0.5`)."""
+    """Stands for a function's code, defaults and attributes among the watched
+    cells: its `cell_contents` is one token while they are the objects they
+    were, and a new object once one is rebound or changed in place
+    (`f.scale = 3.0`, `f.__defaults__ = ...`, `f.__kwdefaults__['lr'] = 0.5`,
+    `f.__code__ = ...` as IPython's autoreload does)."""
 
     __slots__ = ("fn", "state", "token")
 
@@ -182,6 +190,55 @@ class _Watch:
     @property
     def cell_contents(self) -> object:
         return self.token if _function_state(self.fn) == self.state else object()
+
+
+class _PartialWatch:
+    """As `_Watch`, for a captured `functools.partial`: its function, arguments,
+    keywords (the dict and what it holds: Python reads it at each call,
+    `p.keywords['lr'] = 0.5` changes it in place) and attributes."""
+
+    __slots__ = (
+        "args",
+        "attr_names",
+        "attr_values",
+        "func",
+        "keywords",
+        "partial",
+        "token",
+        "values",
+    )
+
+    def __init__(self, partial: functools.partial[Any]) -> None:
+        self.partial = partial
+        self.func = partial.func
+        self.args = partial.args
+        self.keywords = partial.keywords
+        self.values = tuple(self.keywords.values())
+        attrs = vars(partial)
+        self.attr_names = tuple(attrs)
+        self.attr_values = tuple(attrs.values())
+        self.token = object()
+
+    @property
+    def cell_contents(self) -> object:
+        p = self.partial
+        keywords = p.keywords
+        attrs = vars(p)
+        if (
+            p.func is self.func
+            and p.args is self.args
+            and keywords is self.keywords
+            and len(keywords) == len(self.values)
+            and all(map(_is, keywords.values(), self.values))
+            and (
+                tuple(attrs) == self.attr_names
+                and all(map(_is, attrs.values(), self.attr_values))
+                if self.attr_names
+                else not attrs
+            )
+        ):
+            return self.token
+        return object()
 
 
 class _ById:
@@ -200,11 +257,12 @@ class _ById:
 
 
 def _function_state(fn: types.FunctionType) -> tuple[Any, ...]:
-    """What a function holds besides its cells, compared by identity: its
-    defaults, its keyword-only defaults (the dict and what it holds: Python
+    """What a function holds besides its cells, compared by identity: its code,
+    its defaults, its keyword-only defaults (the dict and what it holds: Python
     reads it at each call), and its attributes."""
     kwdefaults = fn.__kwdefaults__
     return (
+        _ById(fn.__code__),
         _ById(fn.__defaults__),
         _ById(kwdefaults),
         tuple((k, _ById(v)) for k, v in kwdefaults.items()) if kwdefaults else (),
@@ -212,12 +270,22 @@ def _function_state(fn: types.FunctionType) -> tuple[Any, ...]:
     )
 
 
-def _recorded(watch: _Watch) -> tuple[Any, Any, tuple[Any, ...] | None, bool]:
-    """What a `_Watch` recorded: defaults, keyword-only defaults, the values
-    these held (`None` for no dict), and whether the function had attributes."""
-    defaults, kwdefaults, items, attrs = watch.state
+class _Recorded(NamedTuple):
+    """What a `_Watch` recorded: code, defaults, keyword-only defaults, the
+    values these held (`None` for no dict), and whether the function had
+    attributes."""
+
+    code: Any
+    defaults: Any
+    kwdefaults: Any
+    kwvalues: tuple[Any, ...] | None
+    attrs: bool
+
+
+def _recorded(watch: _Watch) -> _Recorded:
+    code, defaults, kwdefaults, items, attrs = watch.state
     values = None if kwdefaults.value is None else tuple(v.value for _, v in items)
-    return defaults.value, kwdefaults.value, values, bool(attrs)
+    return _Recorded(code.value, defaults.value, kwdefaults.value, values, bool(attrs))
 
 
 def _graph(skeleton: Skeleton, root: Any, cells: list[Any]) -> None:
@@ -238,7 +306,7 @@ def _graph(skeleton: Skeleton, root: Any, cells: list[Any]) -> None:
             for index, (_, cell) in zip(node.cells, cells_of(obj), strict=True):
                 objs[index] = cell
             cells.append(obj)
-        elif type(node) is CellNode:
+        elif type(node) is CellNode or type(node) is PartialNode:
             cells.append(obj)
         for label, template in node.parts():
             slots = template.slots
@@ -266,10 +334,13 @@ def _holds_tracer(lifted: Any) -> bool:
     return any(isinstance(leaf, Tracer) for leaf in leaves)
 
 
-def _check_cached(fn: Any, lift_now: Callable[[], Any], first: Any, tree: Any) -> None:
+def _check_cached(
+    fn: Any, lift_now: Callable[[], Any], first: Any, tree: Any, kept: Any
+) -> None:
     """With `lift.verifying()` on: that what a cached call passes (`first`, the
     leaves for `tree`, or a lifted function when `tree` is `None`) is what
-    lifting the function now gives."""
+    lifting the function now gives. `kept` is the lift it was made from: when
+    that too differs from lifting now, the captures changed in place."""
     try:
         fresh = lift_now()
     except LiftError as err:
@@ -293,7 +364,22 @@ def _check_cached(fn: Any, lift_now: Callable[[], Any], first: Any, tree: Any) -
         )
     differs = same_leaves(first, leaves)
     if differs is not None:
-        raise disagree("lift.jit cached call", fn, f"other leaves ({differs})")
+        if kept is None or same_leaves(jax.tree_util.tree_leaves(kept), leaves) is None:
+            raise disagree("lift.jit cached call", fn, f"other leaves ({differs})")
+        # Every capture it watches holds what it held, and the lift it kept
+        # differs from one made now: a value inside a captured container or
+        # object changed in place, which a cached call does not see (it would
+        # walk them on every call).
+        raise LiftError(
+            f"lift.jit's cached call of {describe(fn)} serves leaves that lifting "
+            f"it now would not ({differs}): a value inside a captured container "
+            "or object (`config['lr'] = 0.5`, an optimizer updating a captured "
+            "model) changed in place since the function was last lifted, which a "
+            "cached call does not see.\nFix: rebind the variable "
+            "(`config = {**config, 'lr': 0.5}`), or pass the object as an "
+            "argument of the function.",
+            anchor="changed-in-place",
+        )
 
 
 # -- the public wrapper ----------------------------------------------------------
@@ -310,8 +396,9 @@ _NO_CELL: Final = types.CellType(_EMPTY)
 class _Fast(NamedTuple):
     """Everything a call reads, in one object written in one assignment, so that
     another thread never sees half an update: what the graph held when lifted
-    (one cell, or several cells and `_Watch`es; with several, the functions,
-    their defaults and keyword-only defaults are tuples of them, each
+    (one cell, or several cells and `_Watch`es, a partial's included; with
+    several, the functions, their code, defaults and keyword-only defaults are
+    tuples of them, each
     function's attribute dict empty when lifted, and one whose keyword-only
     defaults hold values is watched by a `_Watch`), the float width and default
     device its scalars were converted under (`None`: it has none), the program
@@ -323,6 +410,7 @@ class _Fast(NamedTuple):
     cell: types.CellType | None
     content: Any
     fn: Any
+    code: Any
     defaults: Any
     kwdefaults: Any
     kwvalues: tuple[Any, ...] | None  # what the one function's dict holds
@@ -340,9 +428,22 @@ def _no_fn() -> None: ...
 
 
 _NO_FN: Final = _no_fn
-_NO_STATE: Final = (None, None, None, False)
+_NO_STATE: Final = _Recorded(_NO_FN.__code__, None, None, None, False)
 _STALE: Final = _Fast(
-    _STALE_CELL, _EMPTY, _NO_FN, None, None, None, (), (), None, None, None, None, None
+    _STALE_CELL,
+    _EMPTY,
+    _NO_FN,
+    _NO_FN.__code__,
+    None,
+    None,
+    None,
+    (),
+    (),
+    None,
+    None,
+    None,
+    None,
+    None,
 )
 
 
@@ -442,7 +543,8 @@ class JitFunction(Generic[_P, _R]):
         if snapshot is not None and snapshot.current():
             if snapshot.verified:
                 if _VERIFY.on:
-                    _check_cached(fn, self._lift, snapshot.lifted, None)
+                    lifted = snapshot.lifted
+                    _check_cached(fn, self._lift, lifted, None, lifted)
                 return fast
             # Made by a first call (`_slow`): kept if the lift read what it watches.
             found = _targets(snapshot.lifted, fn)
@@ -511,18 +613,24 @@ class JitFunction(Generic[_P, _R]):
         watched = [c for c in cells if type(c) is _Watch]
         # What each function held when the snapshot was made (before the lift).
         recorded = [_recorded(w) for w in watched]
-        if len(one) <= 1 and len(watched) <= 1 and not any(r[3] for r in recorded):
+        if (
+            len(one) <= 1
+            and len(watched) <= 1
+            and len(one) + len(watched) == len(cells)  # no partial
+            and not any(r.attrs for r in recorded)
+        ):
             # One cell and one function without attributes: checked inline.
             cell, content = (
                 (cells[one[0]], contents[one[0]]) if one else (_NO_CELL, _EMPTY)
             )
-            fn, (defaults, kwdefaults, kwvalues, _) = (
+            fn, (code, defaults, kwdefaults, kwvalues, _) = (
                 (watched[0].fn, recorded[0]) if watched else (_NO_FN, _NO_STATE)
             )
             fast = _Fast(
                 cell,
                 content,
                 fn,
+                code,
                 defaults,
                 kwdefaults,
                 kwvalues,
@@ -540,7 +648,7 @@ class JitFunction(Generic[_P, _R]):
             plain = [
                 (w, r)
                 for w, r in zip(watched, recorded, strict=True)
-                if not r[3] and r[1] is None
+                if not r.attrs and r.kwdefaults is None
             ]
             inline = {id(w) for w, _ in plain}
             kept = [
@@ -552,8 +660,9 @@ class JitFunction(Generic[_P, _R]):
                 None,
                 None,
                 tuple(w.fn for w, _ in plain),
-                tuple(r[0] for _, r in plain),
-                tuple(r[1] for _, r in plain),
+                tuple(r.code for _, r in plain),
+                tuple(r.defaults for _, r in plain),
+                tuple(r.kwdefaults for _, r in plain),
                 None,
                 tuple(c for c, _ in kept),
                 tuple(v for _, v in kept),
@@ -616,6 +725,7 @@ class JitFunction(Generic[_P, _R]):
             cell,
             content,
             fn,
+            code,
             defaults,
             kwdefaults,
             kwvalues,
@@ -625,12 +735,13 @@ class JitFunction(Generic[_P, _R]):
             call,
             first,
             tree,
-            _,
+            snapshot,
         ) = self._fast
         try:
             if cell is not None:
                 current = (
                     cell.cell_contents is content
+                    and fn.__code__ is code
                     and fn.__defaults__ is defaults
                     and fn.__kwdefaults__ is kwdefaults
                     and not fn.__dict__
@@ -645,6 +756,7 @@ class JitFunction(Generic[_P, _R]):
             else:
                 current = (
                     all(map(_is, map(_contents, cells), contents))
+                    and all(map(_is, map(_code, fn), code))
                     and all(map(_is, map(_defaults, fn), defaults))
                     and all(map(_is, map(_kwdefaults, fn), kwdefaults))
                     and not any(map(len, map(_attrs, fn)))
@@ -659,7 +771,8 @@ class JitFunction(Generic[_P, _R]):
         if not current:
             call, first, tree = self._slow(len(args))
         elif _VERIFY.on:
-            _check_cached(self._fn, self._lift, first, tree)
+            kept = None if snapshot is None else snapshot.lifted
+            _check_cached(self._fn, self._lift, first, tree, kept)
         _CALLING.treedef = tree
         try:
             return call(first, *args, **kwargs)
@@ -875,10 +988,17 @@ def jit(fn: Callable[_P, _R] | None = None, /, **jit_kwargs: Any) -> Any:
     captured variable bound or rebound after decoration is seen at the next call
     (a dynamic one without retracing), and so are defaults, keyword-only
     defaults and function attributes changed in place, and a change of
-    `jax_enable_x64` or of the default device. Changes inside a captured object,
-    such as a list mutated in place, are seen when the program traces (the list
-    is the user's own), not by a program compiled before: rebind the variable
-    to have it lifted again.
+    `jax_enable_x64` or of the default device; so are a function's `__code__`
+    replaced (as IPython's autoreload does) and a captured `functools.partial`'s
+    keywords changed in place. Changes inside a captured container or object
+    are not seen by a call that does not trace: `config['lr'] = 0.5` on a
+    captured dict, an optimizer updating a captured `nnx` model in place, a
+    list mutated in place (seen when the program traces, as the list is the
+    user's own). Seeing them would walk every captured object on every call;
+    such a call serves what was lifted last, and `lift.verifying()` reports
+    it. `jax.jit` sees neither kind of change. Rebind the variable (`config =
+    {**config, 'lr': 0.5}`) to have it lifted again, or pass the object as an
+    argument (a model to `nnx.jit`, or to the `lift.jit` function).
 
     ```python
     import jax.numpy as jnp

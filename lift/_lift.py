@@ -150,7 +150,8 @@ def lift(
     - `static`: names of captured variables (free variables, default parameters,
       partial keywords; at any depth) to keep static whatever their type.
     - `dynamic`: a predicate on a captured leaf, replacing the default rule
-      (arrays, tracers, NumPy values, Python `float` and `complex` are dynamic).
+      (arrays, tracers, NumPy values, Python `float` and `complex` are dynamic;
+      a float-valued `Enum` member is not).
 
     **Returns:** a `Lifted`, or `obj`'s structure with its functions lifted.
 

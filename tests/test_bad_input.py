@@ -689,3 +689,35 @@ def test_a_closure_over_a_class_holding_an_escaped_tracer_is_refused_like_an_ins
         lift.lift(over(Registry()))  # refused through an instance
     with pytest.raises(lift.LiftError, match="tracer"):
         lift.lift(over(Registry))  # and through the class itself
+
+
+# -- functools.singledispatch ------------------------------------------------------
+
+
+@functools.singledispatch
+def _convert(x: Any) -> Any:
+    return x * 2
+
+
+@_convert.register
+def _(x: int) -> Any:
+    return x * 3
+
+
+def test_a_closure_over_a_singledispatch_function_lifts() -> None:
+    # Its registry is a dict keyed by types, which JAX cannot sort: holding no
+    # float or array, it is static as a whole.
+    def make(conv: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        return lambda x: conv(x) + 1.0
+
+    f = make(_convert)
+    assert float(lift.lift(f)(2.0)) == f(2.0) == 5.0
+    assert float(jax.jit(lambda g, x: g(x))(lift.lift(f), 2.0)) == 5.0
+    structure = jax.tree_util.tree_structure
+    assert structure(lift.lift(f)) == structure(lift.lift(make(_convert)))
+
+
+def test_a_dict_of_unsortable_keys_holding_a_float_is_still_refused() -> None:
+    table = {int: 0.5, str: 1.5}
+    with pytest.raises(lift.LiftError, match=r"JAX's pytree flattening refuses"):
+        lift.lift(lambda x: x * table[int])

@@ -174,3 +174,19 @@ def test_a_branch_on_a_capture_under_vmap_over_the_capture_is_named():
         lift.LiftError, match=r"(?s)captured variable 'v'.*static=\('v',\)"
     ):
         jax.vmap(run)(jnp.ones(3))
+
+
+def test_selecting_by_a_float_capture_keeps_it_static() -> None:
+    # `(a, b)[lr > 0.5]` indexes a Python tuple: a traced `lr` could not.
+    def make(lr: float) -> Any:
+        def f(x: Any) -> Any:
+            return (x, 2 * x)[lr > 0.5]
+
+        return f
+
+    for lr in (0.1, 0.9):
+        f = make(lr)
+        lifted = lift.lift(f)
+        assert lifted(1.0) == f(1.0)
+        assert float(jax.jit(lambda g, x: g(x))(lifted, 1.0)) == f(1.0)
+        assert jax.tree_util.tree_leaves(lifted) == []

@@ -530,3 +530,23 @@ def test_none_exactly_when_jax_jit_traces_once(pair: str) -> None:
             "'step_size']: a leaf of type ~f32[] in one, f32[] in the other (jax.jit "
             "compiles a program per leaf shape, dtype and weak type)"
         )
+
+
+def test_diff_shows_a_grown_list_as_each_lifted_was_keyed() -> None:
+    # The list is the user's own object, grown since the first lift: each side
+    # is shown as it was when that `Lifted` was keyed.
+    def make() -> tuple[Any, list[str]]:
+        names = ["a"]
+
+        def f(x: Any) -> Any:
+            return x * len(names)
+
+        return f, names
+
+    f, names = make()
+    before = lift.lift(f)
+    names.append("b")
+    after = lift.lift(f)
+    said = lift.diff(before, after)
+    assert said is not None
+    assert "names = ['a'] vs ['a', 'b']" in said

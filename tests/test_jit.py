@@ -713,3 +713,105 @@ def test_a_default_device_set_after_a_call_is_seen() -> None:
         with jax.default_device(device):
             assert step().devices() == {device}
             assert step().devices() == {device}
+
+
+# -- in-place changes ------------------------------------------------------------
+
+
+def test_lift_jit_sees_a_captured_partials_keyword_changed_in_place() -> None:
+    # As `f.__kwdefaults__['lr'] = 0.5` is seen, so is `p.keywords['lr']`:
+    # Python reads both at each call.
+    def scaled(w: Any, lr: float) -> Any:
+        return w * lr
+
+    def make(p: Any) -> Any:
+        @lift.jit
+        def step(w: Any) -> Any:
+            return p(w)
+
+        return step
+
+    p = functools.partial(scaled, lr=0.1)
+    step = make(p)
+    step(1.0)
+    step(1.0)
+    p.keywords["lr"] = 0.5
+    assert float(step(1.0)) == pytest.approx(0.5)
+
+
+def _tripled(x: Any) -> Any:
+    return x * 3.0
+
+
+def test_lift_jit_sees_its_functions_code_replaced_in_place() -> None:
+    # As IPython's autoreload does.
+    def step(x: Any) -> Any:
+        return x * 2.0
+
+    compiled = lift.jit(step)
+    assert float(compiled(1.0)) == 2.0
+    assert float(compiled(1.0)) == 2.0
+    step.__code__ = _tripled.__code__
+    assert float(compiled(1.0)) == step(1.0) == 3.0
+
+
+def test_lift_jit_sees_a_captured_dict_rebound_without_retracing() -> None:
+    traces = Counter()
+
+    def make() -> tuple[Any, Any]:
+        config = {"lr": 0.1}
+
+        @lift.jit
+        def step(w: Any) -> Any:
+            traces()
+            return w * config["lr"]
+
+        def set_lr(lr: float) -> None:
+            nonlocal config
+            config = {**config, "lr": lr}
+
+        return step, set_lr
+
+    step, set_lr = make()
+    assert float(step(1.0)) == pytest.approx(0.1)
+    set_lr(0.5)
+    assert float(step(1.0)) == pytest.approx(0.5)
+    assert traces.traces == 1
+
+
+def test_verifying_reports_a_captured_dict_changed_in_place() -> None:
+    # A cached call does not walk captured containers: documented, and reported.
+    config = {"lr": 0.1}
+
+    @lift.jit
+    def step(w: Any) -> Any:
+        return w * config["lr"]
+
+    step(1.0)
+    step(1.0)
+    config["lr"] = 0.5
+    with lift.verifying(), pytest.raises(lift.LiftError, match=r"changed in place"):
+        step(1.0)
+    with lift.verifying(False):
+        assert float(step(1.0)) == pytest.approx(0.1)  # what was lifted last
+
+
+def test_lift_jit_over_an_nnx_model_as_an_argument_sees_the_optimizers_update() -> None:
+    import optax
+    from flax import nnx
+
+    model = nnx.Linear(2, 1, rngs=nnx.Rngs(0))
+    optimizer = nnx.Optimizer(model, optax.sgd(0.1), wrt=nnx.Param)
+    x = jnp.ones((1, 2))
+
+    @lift.jit
+    def loss(model: Any, x: Any) -> Any:
+        return jnp.sum(model(x) ** 2)
+
+    before = float(loss(model, x))
+    assert before == pytest.approx(float(jnp.sum(model(x) ** 2)))
+    grads = nnx.grad(lambda m: jnp.sum(m(x) ** 2))(model)
+    optimizer.update(model, grads)
+    after = float(loss(model, x))
+    assert after == pytest.approx(float(jnp.sum(model(x) ** 2)))
+    assert after != pytest.approx(before)

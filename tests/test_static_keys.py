@@ -6,10 +6,14 @@ survives every serializer lift supports."""
 from __future__ import annotations
 
 import copy
+import dataclasses
+import enum
 import functools
+import inspect
 import pickle
 import sys
 import textwrap
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -243,3 +247,87 @@ def test_a_subclass_with_its_own_init_pickles():
     again = pickle.loads(pickle.dumps(m))
     assert type(again) is _Model
     assert again(1.0) == 2.0
+
+
+# -- statics compared by their class's own `__eq__` --------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class _Head:
+    width: int
+    activation: Callable[[Any], Any] = dataclasses.field(
+        default=jnp.tanh, compare=False
+    )
+
+
+def test_statics_equal_by_their_eq_share_a_program_as_jax_static_arguments_do() -> None:
+    # A class's own `__eq__`/`__hash__` key a static, as JAX keys
+    # `static_argnums`: what it ignores (`compare=False`) never splits programs.
+    def make(head: _Head) -> Callable[[Any], Any]:
+        def apply(x: Any) -> Any:
+            return head.activation(x) * head.width
+
+        return apply
+
+    heads = [_Head(2, jnp.tanh), _Head(2, jax.nn.relu)]
+    by_jax = jax.jit(lambda head, x: make(head)(x), static_argnums=0)
+    expected = [float(by_jax(head, -1.0)) for head in heads]
+    assert expected[1] == expected[0]  # JAX serves the first program for both
+    got = [float(lift.jit(make(head))(-1.0)) for head in heads]
+    assert got == pytest.approx(expected)
+    first, second = (lift.lift(make(head)) for head in heads)
+    assert lift.diff(first, second) is None  # one program serves both
+    wider = lift.lift(make(_Head(3, jnp.tanh)))
+    assert "width=2" in (lift.diff(first, wider) or "")
+    assert float(lift.jit(make(_Head(3, jnp.tanh)))(-1.0)) == pytest.approx(
+        3 * float(jnp.tanh(-1.0))
+    )
+
+
+# -- a float-valued Enum member ------------------------------------------------
+
+
+class _Rate(float, enum.Enum):
+    SLOW = 0.01
+    FAST = 0.1
+
+
+def test_a_float_enum_member_keeps_its_identity_under_jit() -> None:
+    # A float by `isinstance`, but static: a tracer in its place would have
+    # neither its identity nor its `.value`.
+    def make(rate: _Rate) -> Callable[[Any], Any]:
+        def f(x: Any) -> Any:
+            if rate is _Rate.FAST:
+                return x * 2
+            return x * rate.value
+
+        return f
+
+    for rate in _Rate:
+        f = make(rate)
+        assert jax.jit(call_lifted)(lift.lift(f), 1.0) == pytest.approx(f(1.0))
+        assert jax.tree_util.tree_leaves(lift.lift(f)) == []
+
+
+# -- annotations -----------------------------------------------------------------
+
+
+def test_a_rebuilt_lifted_keeps_its_own_signature() -> None:
+    # Annotations are not part of the key (one program serves both closures),
+    # but each `Lifted`, rebuilt from its leaves or unlifted, carries its own.
+    def make(scale: float, kind: type) -> Callable[[Any], Any]:
+        def f(x: Any) -> Any:
+            return x * scale
+
+        # As a module without `from __future__ import annotations` has them.
+        f.__annotations__ = {"x": kind, "return": kind}
+        return f
+
+    first = lift.lift(make(1.0, int))
+    g = make(2.0, str)
+    lifted = lift.lift(g)
+    rebuilt = jax.tree_util.tree_map(lambda v: v, lifted)
+    assert inspect.signature(rebuilt) == inspect.signature(g)
+    assert lift.unlift(lifted).__annotations__ == g.__annotations__
+    structure = jax.tree_util.tree_structure
+    assert structure(first) == structure(lifted)
