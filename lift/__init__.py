@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from ._jit import jit as jit
     from ._leaks import (
         Leak as Leak,
+        Leaks as Leaks,
         check_leaks as check_leaks,
         find_leaks as find_leaks,
     )
@@ -34,6 +35,7 @@ __all__ = [
     "CapturePath",
     "Leak",
     "LeakError",
+    "Leaks",
     "LiftError",
     "Lifted",
     "__version__",
@@ -56,6 +58,7 @@ __all__ = [
 _LAZY = {
     "CapturePath": "_paths",
     "Leak": "_leaks",
+    "Leaks": "_leaks",
     "Lifted": "_lifted",
     "check_leaks": "_leaks",
     "checked": "_checking",

@@ -62,7 +62,7 @@ _flatten_with_path = jax.tree_util.tree_flatten_with_path  # pyright: ignore
 _keystr: Callable[[Any], str] = jax.tree_util.keystr  # pyright: ignore
 _Array: type[Any] = jax.Array
 
-__all__ = ["Leak", "check_leaks", "find_leaks"]
+__all__ = ["Leak", "Leaks", "check_leaks", "find_leaks"]
 
 #: Default bound on the number of objects one scan visits.
 DEFAULT_LIMIT = 2_000_000
@@ -235,7 +235,26 @@ def unopened_text(unopened: Iterable[Unopened]) -> str:
 
 class Leaks(list[Leak]):
     """What `find_leaks` returns: a list of [`lift.Leak`][], and `unopened`,
-    the holders the scan could not open (a tracer inside them is not seen)."""
+    the holders the scan could not open (a tracer inside them is not seen),
+    each with its path and the error opening it raised.
+
+    ```python
+    import lift
+
+    class Guarded:
+        @property
+        def __dict__(self):
+            raise RuntimeError("locked")
+
+    found = lift.find_leaks(Guarded())
+    assert isinstance(found, lift.Leaks) and found == []
+    print(len(found.unopened))
+    ```
+
+    ```text
+    1
+    ```
+    """
 
     unopened: tuple[Unopened, ...] = ()
 

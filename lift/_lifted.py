@@ -182,23 +182,6 @@ def _as_arrays(leaves: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(out)
 
 
-def _put_scalars(leaves: tuple[Any, ...]) -> list[Any]:
-    """The leaves with Python scalars converted by `jax.device_put` (the rule
-    every faster conversion must agree with)."""
-    out = list(leaves)
-    where = [i for i, leaf in enumerate(leaves) if type(leaf) in _SCALARS]  # pyright: ignore[reportUnknownArgumentType]
-    if where:
-        scalars = [leaves[i] for i in where]
-        if _compat.eager():
-            arrays = _put(scalars)
-        else:
-            with jax.ensure_compile_time_eval():  # pyright: ignore[reportUnknownMemberType]
-                arrays = _put(scalars)
-        for i, arr in zip(where, arrays, strict=True):
-            out[i] = arr
-    return out
-
-
 def _convert_groups(out: list[Any], groups: dict[type, list[int]]) -> None:
     for t, where in groups.items():
         if t is not float and t is not complex:

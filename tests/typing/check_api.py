@@ -187,7 +187,8 @@ assert_type(lift.jit(double)(x), jax.Array)
 
 # -- leak checking -----------------------------------------------------------------
 
-assert_type(lift.find_leaks(lifted, [x]), list[lift.Leak])
+assert_type(lift.find_leaks(lifted, [x]), lift.Leaks)
+assert_type(lift.find_leaks(lifted)[0], lift.Leak)
 assert_type(lift.check_leaks(lifted), None)
 # `checked` returns the transform as it was typed.
 assert_type(lift.checked(jax.vmap)(double)(x), jax.Array)
