@@ -269,7 +269,10 @@ def _leak_error(
     if error is None:
         _compat.filter_traceback(exc, mode)
         return
-    raise error from error.__cause__
+    try:
+        raise error from error.__cause__
+    finally:
+        del error  # not kept by this frame (its traceback holds it)
 
 
 def checked(transform: _T) -> _T:

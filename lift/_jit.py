@@ -584,7 +584,10 @@ class JitFunction(Generic[_P, _R]):
             better = under_lift_jit(err)
             if better is err:
                 raise
-            raise better from None
+            try:
+                raise better from None
+            finally:
+                del better  # not kept by this frame (its traceback holds it)
 
     def _keep(self, snapshot: _Snapshot) -> _Fast:
         """Keep a snapshot known to be current, with the fast path that goes with
@@ -784,7 +787,10 @@ class JitFunction(Generic[_P, _R]):
             )
             if better is None:
                 raise
-            raise better from err
+            try:
+                raise better from err
+            finally:
+                del better  # not kept by this frame (its traceback holds it)
 
     def lower(self, *args: _P.args, **kwargs: _P.kwargs) -> Lowered:
         """Lower for the given arguments, as `jax.jit(fn).lower(...)` does.

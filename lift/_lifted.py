@@ -416,7 +416,12 @@ class Lifted(Generic[_P, _R]):
             better = explain_concretization(self, err)
             if better is None:
                 raise
-            raise better from err
+            try:
+                raise better from err
+            finally:
+                # Not kept by this frame, which its traceback holds: a cycle
+                # that would keep this function (and its tracers) alive.
+                del better
 
     def __get__(self, instance: Any, owner: type | None = None) -> Any:
         # Behave like a function when stored on a class: bind `self`.

@@ -5,6 +5,8 @@ of the function's own argument is never blamed on a capture."""
 
 from __future__ import annotations
 
+import gc
+import weakref
 from typing import Any
 
 import jax
@@ -174,6 +176,31 @@ def test_a_branch_on_a_capture_under_vmap_over_the_capture_is_named():
         lift.LiftError, match=r"(?s)captured variable 'v'.*static=\('v',\)"
     ):
         jax.vmap(run)(jnp.ones(3))
+
+
+def test_a_caught_diagnosis_keeps_nothing_alive() -> None:
+    # The error's traceback holds the frames it unwound, not a cycle back to
+    # the error: dropped, it frees the lifted function and its traced captures
+    # at once, with no garbage collection (a leak check sees nothing kept).
+    made: list[weakref.ref[Any]] = []
+
+    def run(v: Any) -> Any:
+        lifted = lift.lift(_branch_through_a_call(v))
+        made.append(weakref.ref(lifted))
+        return lifted(1.0)
+
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        with pytest.raises(lift.LiftError, match="captured variable 'v'"):
+            jax.vmap(run)(jnp.ones(3))
+        with pytest.raises(lift.LiftError, match="captured variable 'v'"):
+            lift.jit(run)(jnp.ones(()))
+        assert len(made) == 2
+        assert [ref() for ref in made] == [None, None]
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def test_selecting_by_a_float_capture_keeps_it_static() -> None:
