@@ -394,3 +394,59 @@ def test_tracers_only_jax_caches_keep_are_named_not_failed(
             "test*",
         ]
     )
+
+
+CYCLE = """
+import gc
+import jax
+import lift
+
+gc.disable()  # no collection between the test and the plugin's check
+
+def test_garbage_cycle():
+    class Node:
+        pass
+
+    def step(x):
+        node = Node()
+        node.me = node  # a cycle: unreachable once the test returns
+        node.f = lift.lift(lambda y: y * x)
+        return x
+
+    jax.jit(step)(1.0)
+
+STORED = []
+
+def test_stored_cycle():
+    class Node:
+        pass
+
+    def step(x):
+        node = Node()
+        node.me = node
+        node.f = lift.lift(lambda y: y * x)
+        STORED.append(node)
+        return x
+
+    jax.jit(step)(1.0)
+"""
+
+
+def test_a_tracer_held_only_by_garbage_fails_no_test(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As JAX's checker, which collects garbage before it looks: a tracer no
+    # live object reaches cannot be used again, and is no leak; its twin,
+    # stored, is one.
+    monkeypatch.setenv("JAX_CHECK_TRACER_LEAKS", "0")
+    pytester.makepyfile(test_cycle=CYCLE)
+    result = pytester.runpytest_subprocess(*_plugin_args(), "--lift-leaks", "-v")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*test_garbage_cycle PASSED*",
+            "*test_stored_cycle FAILED*",
+            "*lift.LeakError: 1 tracer escaped*",
+            "*captured variable 'x'*",
+        ]
+    )
