@@ -22,6 +22,7 @@ import os
 import sys
 import sysconfig
 import types
+import weakref
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple, cast
 
@@ -399,14 +400,15 @@ class CacheHolders(NamedTuple):
         more = f" and {len(self.names) - 4} more" if len(self.names) > 4 else ""
         return (
             f"held by the libraries' caches {shown}{more}, not stored by the code "
-            "under test (each is emptied by its cache_clear(); most of JAX's by "
-            "jax.clear_caches())"
+            "under test (a cache is emptied by its cache_clear(), most of JAX's "
+            "by jax.clear_caches(); a finalizer holds until its object dies)"
         )
 
 
 def _library_caches() -> list[tuple[str, Any]]:
     """The module-level caches of libraries (objects with `cache_clear`: JAX's
-    `weakref_lru_cache`s, `functools.lru_cache`s), each named once."""
+    `weakref_lru_cache`s and `util.cache()` functions, `functools.lru_cache`s),
+    each named once."""
     out: dict[int, tuple[str, Any]] = {}
     for name, module in list(sys.modules.items()):
         filename = getattr(module, "__file__", None)
@@ -419,13 +421,45 @@ def _library_caches() -> list[tuple[str, Any]]:
         for key, value in items:
             if id(value) in out or isinstance(value, type):
                 continue
-            if callable(getattr(type(value), "cache_clear", None)):  # pyright: ignore[reportUnknownArgumentType]
+            clear = getattr(type(value), "cache_clear", None)  # pyright: ignore[reportUnknownArgumentType]
+            if clear is None and type(value) is types.FunctionType:
+                # A function wrapping a cache, its `cache_clear` its own (JAX's
+                # `util.cache()`): read from its `__dict__`, no property run.
+                clear = value.__dict__.get("cache_clear")
+            if callable(clear):
                 inner = getattr(value, "__wrapped__", value)
                 where = getattr(inner, "__module__", None)
                 what = getattr(inner, "__qualname__", None)
                 label = f"{where}.{what}" if where and what else f"{name}.{key}"
                 out[id(value)] = (label, value)
     return sorted(out.values(), key=lambda c: c[0])
+
+
+def _library_finalizers() -> list[tuple[str, Any]]:
+    """The pending `weakref.finalize` callbacks that libraries registered (JAX
+    registers one per constant a trace stages, holding the trace): what each
+    will call and with what, named by the callback. Kept alive by
+    `weakref.finalize`'s own registry, which no variable reaches."""
+    registry: Any = getattr(weakref.finalize, "_registry", None)
+    if not isinstance(registry, dict):
+        return []
+    out: dict[str, list[Any]] = {}
+    for finalizer in list(cast(dict[Any, Any], registry)):
+        try:
+            info = finalizer.peek()
+        except Exception:  # not a finalizer as the standard library makes them
+            continue
+        if info is None:
+            continue
+        _, func, args, kwargs = info
+        inner = getattr(func, "__func__", func)
+        code = getattr(inner, "__code__", None)
+        if not isinstance(code, types.CodeType) or is_user_file(code.co_filename):
+            continue  # the user's own finalizer: its holdings are the user's
+        what = getattr(inner, "__qualname__", None) or type(inner).__qualname__
+        label = f"{getattr(inner, '__module__', None)}.{what} (a pending finalizer)"
+        out.setdefault(label, []).append((func, args, kwargs))
+    return sorted(out.items())
 
 
 def cache_holders(tracers: list[Any]) -> CacheHolders | None:
@@ -452,7 +486,7 @@ def split_cached(tracers: list[Any]) -> tuple[CacheHolders | None, list[Any]]:
     # Not through a function's globals: a module is not the cache's content.
     seen.update(id(getattr(m, "__dict__", None)) for m in list(sys.modules.values()))
     with _gc.paused():
-        for label, cache in _library_caches():
+        for label, cache in [*_library_caches(), *_library_finalizers()]:
             stack = [cache]
             while stack and len(seen) < _CACHE_OBJECTS:
                 obj = stack.pop()

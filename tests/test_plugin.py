@@ -450,3 +450,58 @@ def test_a_tracer_held_only_by_garbage_fails_no_test(
             "*captured variable 'x'*",
         ]
     )
+
+
+ODEINT = """
+import jax
+import jax.numpy as jnp
+import pytest
+from jax.experimental.ode import odeint
+
+SAVED = []
+
+def test_odeint_in_jit():
+    def solve(y0, k):
+        return odeint(lambda y, t: -k * y, y0, jnp.linspace(0.0, 1.0, 3))
+
+    out = jax.jit(solve)(1.0, 2.0)
+    assert abs(float(out[-1]) - float(jnp.exp(-2.0))) < 1e-3
+
+def test_forward_mode_over_odeint_fails():
+    # JAX refuses forward mode through odeint's custom_vjp (jax issue 3558),
+    # leaving the trace it was in held by its own pending finalizers.
+    def f(k):
+        return odeint(lambda x, t: k * x, 1.0, jnp.linspace(0, 1.0, 5)).sum()
+
+    with pytest.raises(TypeError, match="can't apply forward-mode"):
+        jax.jacfwd(f)(3.0)
+
+def test_odeint_in_jit_stored():
+    def solve(y0, k):
+        SAVED.append(k)
+        return odeint(lambda y, t: -k * y, y0, jnp.linspace(0.0, 1.0, 3))
+
+    jax.jit(solve)(1.0, 2.0)
+"""
+
+
+def test_odeint_passes_as_under_jax_checker_and_a_stored_twin_fails(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # odeint converts its closure through JAX's cached closure_convert, whose
+    # cache keeps a tracer of the jit: JAX's, not the test's, as JAX's checker
+    # (which runs with the caches off) finds too.
+    pytester.makepyfile(test_odeint=ODEINT)
+    monkeypatch.setenv("JAX_CHECK_TRACER_LEAKS", "1")
+    pytester.runpytest_subprocess("-k", "not stored").assert_outcomes(passed=2)
+    monkeypatch.setenv("JAX_CHECK_TRACER_LEAKS", "0")
+    result = pytester.runpytest_subprocess(*_plugin_args(), "--lift-leaks", "-v")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*test_odeint_in_jit PASSED*",
+            "*test_forward_mode_over_odeint_fails PASSED*",
+            "*test_odeint_in_jit_stored FAILED*",
+            "*SAVED[[]0[]]: float32[[][]] from jit(solve)*",
+        ]
+    )

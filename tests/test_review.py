@@ -176,38 +176,6 @@ def test_fast_mode_fails_a_test_jax_fails_for_a_tracer_kept_in_a_local(
     result.stdout.fnmatch_lines(["*LeakError*seen*"])
 
 
-ODEINT = """
-import jax
-import jax.numpy as jnp
-from jax.experimental.ode import odeint
-
-def test_odeint_in_jit():
-    def solve(y0, k):
-        return odeint(lambda y, t: -k * y, y0, jnp.linspace(0.0, 1.0, 3))
-
-    out = jax.jit(solve)(1.0, 2.0)
-    assert abs(float(out[-1]) - float(jnp.exp(-2.0))) < 1e-3
-"""
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="the fast mode fails a clean test of jax.experimental.ode.odeint "
-    "under jit (a tracer kept by JAX's own closure_convert cache, which JAX's "
-    "checker passes) and tells the user to stop storing "
-    "_closure_convert_for_avals",
-)
-def test_fast_mode_passes_odeint_under_jit_as_jax_checker_does(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    pytester.makepyfile(test_odeint=ODEINT)
-    monkeypatch.setenv("JAX_CHECK_TRACER_LEAKS", "1")
-    pytester.runpytest_subprocess().assert_outcomes(passed=1)
-    monkeypatch.setenv("JAX_CHECK_TRACER_LEAKS", "0")
-    result = pytester.runpytest_subprocess(*_plugin_args(), "--lift-leaks")
-    result.assert_outcomes(passed=1)
-
-
 class _Model:
     """A stateful object whose jitted method takes it as a static argument."""
 
