@@ -348,6 +348,9 @@ def checked(transform: _T) -> _T:
             if not pending:
                 return out  # served from the cache: no Python of fn ran
             roots: list[tuple[str, Any]] = [("output", out), (_describe(fn), fn)]
+            # The call's arguments: a static one (`self` of a method jitted with
+            # `static_argnums=0`) is the caller's object, where `fn` may store.
+            roots.extend(_argument_roots(fn, a, k))
             for bucket in pending:
                 roots.extend(_lifted_roots(bucket))
             unopened: list[Unopened] = []
@@ -374,6 +377,23 @@ def checked(transform: _T) -> _T:
 _MADE = "_lift_checked"
 _TRANSFORM = "transform"
 _FUNCTION = "function"
+
+
+def _argument_roots(
+    fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> list[tuple[str, Any]]:
+    """A call's arguments as named roots: by `fn`'s parameter names where it
+    has them (`self`, `state`), else by position (`args[2]`)."""
+    code = getattr(fn, "__code__", None)
+    names = (
+        code.co_varnames[: code.co_argcount] if isinstance(code, types.CodeType) else ()
+    )
+    roots = [
+        (names[i] if i < len(names) else f"args[{i}]", value)
+        for i, value in enumerate(args)
+    ]
+    roots.extend(kwargs.items())
+    return roots
 
 
 def _check_transform(transform: Any) -> None:

@@ -306,6 +306,9 @@ def find_leaks(*roots: Any, limit: int = DEFAULT_LIMIT) -> Leaks:
 
 def _find(roots: tuple[Any, ...], limit: int, unopened: list[Unopened]) -> list[Leak]:
     named = [(_root_label(root, i), root) for i, root in enumerate(roots)]
+    # By name (stable): a tracer two roots reach at the same depth is named
+    # from the same one whatever the order they were given in.
+    named.sort(key=lambda pair: pair[0])
     return scan(named, limit, unopened=unopened)
 
 
@@ -819,8 +822,28 @@ class _Walk:
             parts = cache_parts(obj)
             self.keep.append(parts)
             self.parts(parts, index)
+        elif issubclass(cls, weakref.ReferenceType):  # pyright: ignore[reportUnknownArgumentType]
+            # `weakref.ref`, `WeakMethod`: what it refers to, while alive (a
+            # tracer there is held by something else, reached through this).
+            self.push(obj(), index, "()")
+        elif issubclass(cls, BaseException):  # pyright: ignore[reportUnknownArgumentType]
+            self.exception(obj, cls, index)  # pyright: ignore[reportUnknownArgumentType]
         else:
             self.other(obj, cls, index)  # pyright: ignore[reportUnknownArgumentType]
+
+    def exception(self, exc: BaseException, cls: type, index: int) -> None:
+        """A kept exception's arguments, attributes, notes and the exceptions it
+        chains; not its traceback (the frames it unwound, whose locals are the
+        running code's, not data the error was given)."""
+        self.push(exc.args, index, ".args")
+        self.push(exc.__cause__, index, ".__cause__")
+        self.push(exc.__context__, index, ".__context__")
+        if _is_closed_type(cls):  # a builtin error: its own attributes only
+            attrs = self.attribute(exc, "__dict__", index)
+            if isinstance(attrs, dict):
+                self.push_all(attrs.items(), index, _ATTR)  # pyright: ignore
+        else:
+            self.other(exc, cls, index)
 
     def parts(self, parts: Iterable[tuple[Label, Any]], index: int) -> None:
         """Push a holder's parts, as `lift._closure` describes them."""

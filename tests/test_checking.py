@@ -618,3 +618,42 @@ def test_tracers_kept_by_jax_caches_twin_a_stored_one_is_reported() -> None:
         jax.check_tracer_leaks(False),  # lift's record alone, as above
     ):
         jax.grad(stored)(2.0)
+
+
+class _Model:
+    """A stateful object whose jitted method takes it as a static argument."""
+
+    def __init__(self) -> None:
+        self.last: Any = None
+
+    def step(self, x: Any) -> Any:
+        self.last = x
+        return x * 2
+
+
+def test_checked_jit_finds_a_tracer_stored_on_a_static_argument() -> None:
+    model = _Model()
+    step = lift.checked(jax.jit)(_Model.step, static_argnums=0)
+    with (
+        jax.check_tracer_leaks(False),
+        pytest.raises(
+            lift.LeakError, match=r"self\.last: float32\[\] from jit\(step\)"
+        ),
+    ):
+        step(model, 1.0)
+
+
+def test_checked_jit_with_a_static_argument_that_keeps_nothing() -> None:
+    class Scale:
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def step(self, x: Any) -> Any:
+            self.calls += 1
+            return x * 2
+
+    model = Scale()
+    step = lift.checked(jax.jit)(Scale.step, static_argnums=0)
+    assert float(step(model, 1.0)) == 2.0
+    assert float(step(model, 2.0)) == 4.0
+    assert model.calls == 1  # traced once: the second call hit the cache

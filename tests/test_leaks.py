@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import sys
 import types
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -539,3 +540,85 @@ def test_report_is_the_same_whatever_the_order_of_roots() -> None:
 def test_report_is_the_same_whatever_the_order_of_roots_twin() -> None:
     bad, good = _unflattenable_jit(), _jit_over(jnp.float32(2.0))
     assert lift.find_leaks(bad, good) == lift.find_leaks(good, bad) == []
+
+
+class _Holder:
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+def test_a_tracer_two_roots_reach_is_named_from_the_same_one_in_any_order() -> None:
+    tracer = _escaped()
+    model = _Holder(tracer)
+    cache = {"last": tracer}
+
+    def uses_model() -> Any:
+        return model
+
+    def uses_cache() -> Any:
+        return cache
+
+    def report(*roots: Any) -> list[tuple[str, Any, Any]]:
+        return [(x.path, x.function, x.variable) for x in lift.find_leaks(*roots)]
+
+    assert report(uses_model, uses_cache) == report(uses_cache, uses_model)
+    assert len(report(uses_model, uses_cache)) == 1
+
+
+def test_a_weak_reference_is_followed_to_what_it_refers_to() -> None:
+    holder = _Holder(_escaped())
+    ref = weakref.ref(holder)
+
+    def reads() -> Any:
+        return ref().value  # pyright: ignore[reportOptionalMemberAccess]
+
+    (leak,) = lift.find_leaks(reads)
+    assert leak.path.endswith("['ref']().value")
+    assert (leak.function, leak.variable) == (reads.__qualname__, "ref")
+    assert leak.detail == "ref().value"
+
+
+def test_a_dead_weak_reference_holds_nothing() -> None:
+    holder = _Holder(_escaped())
+    ref = weakref.ref(holder)
+    del holder
+
+    def reads() -> Any:
+        return ref()
+
+    found = lift.find_leaks(reads)
+    assert found == [] and found.unopened == ()
+
+
+class _Failure(Exception):
+    def __init__(self, message: str, value: Any) -> None:
+        super().__init__(message)
+        self.value = value
+
+
+def test_a_kept_exception_is_opened_its_args_attributes_and_chain() -> None:
+    caught = ValueError("not finite", _escaped())
+    chained = RuntimeError("step failed")
+    chained.__cause__ = ValueError("inner", _escaped())
+    errors = [caught, _Failure("diverged", _escaped()), chained]
+
+    def reads() -> Any:
+        return errors
+
+    found = lift.find_leaks(reads)
+    assert {leak.variable for leak in found} == {"errors"}
+    assert sorted(leak.path.partition("['errors']")[2] for leak in found) == [
+        "[0].args[1]",
+        "[1].value",
+        "[2].__cause__.args[1]",
+    ]
+
+
+def test_a_kept_exception_without_tracers_is_clean() -> None:
+    errors = [ValueError("not finite", 1.0), _Failure("diverged", jnp.ones(2))]
+
+    def reads() -> Any:
+        return errors
+
+    found = lift.find_leaks(reads)
+    assert found == [] and found.unopened == ()

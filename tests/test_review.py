@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import heapq
 import importlib.metadata
-import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -174,92 +173,3 @@ def test_fast_mode_fails_a_test_jax_fails_for_a_tracer_kept_in_a_local(
     result = pytester.runpytest_subprocess(*_plugin_args(), "--lift-leaks")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*LeakError*seen*"])
-
-
-class _Model:
-    """A stateful object whose jitted method takes it as a static argument."""
-
-    def __init__(self) -> None:
-        self.last: Any = None
-
-    def step(self, x: Any) -> Any:
-        self.last = x
-        return x * 2
-
-
-@pytest.mark.lift_allow_leaks
-@pytest.mark.xfail(
-    strict=True,
-    reason="lift.checked(jax.jit) does not scan the static arguments of the "
-    "call that traced: a method that stores a tracer on self (static_argnums=0) "
-    "passes, where JAX's checker fails it",
-)
-def test_checked_jit_finds_a_tracer_stored_on_a_static_argument() -> None:
-    model = _Model()
-    step = lift.checked(jax.jit)(_Model.step, static_argnums=0)
-    with jax.check_tracer_leaks(False), pytest.raises(lift.LeakError, match="last"):
-        step(model, 1.0)
-
-
-# -- find_leaks --------------------------------------------------------------------
-
-
-class _Holder:
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-
-@pytest.mark.lift_allow_leaks
-@pytest.mark.xfail(
-    strict=True,
-    reason="a tracer reached from two roots is reported under whichever root "
-    "comes first: the report (holder, function, variable) depends on the "
-    "order of the roots",
-)
-def test_a_report_does_not_depend_on_the_order_of_roots() -> None:
-    tracer = _escaped()
-    model = _Holder(tracer)
-    cache = {"last": tracer}
-
-    def uses_model() -> Any:
-        return model
-
-    def uses_cache() -> Any:
-        return cache
-
-    def report(*roots: Any) -> list[tuple[str, Any, Any]]:
-        leaks = lift.find_leaks(*roots)
-        return sorted((leak.path, leak.function, leak.variable) for leak in leaks)
-
-    assert report(uses_model, uses_cache) == report(uses_cache, uses_model)
-
-
-@pytest.mark.lift_allow_leaks
-@pytest.mark.xfail(
-    strict=True,
-    reason="find_leaks skips a weakref.ref silently: the tracer its referent "
-    "holds is neither reported nor the holder named",
-)
-def test_find_leaks_opens_or_names_a_weak_reference() -> None:
-    holder = _Holder(_escaped())
-    ref = weakref.ref(holder)
-
-    def reads() -> Any:
-        return ref().value  # pyright: ignore[reportOptionalMemberAccess]
-
-    assert lift.find_leaks(reads) != []
-
-
-@pytest.mark.lift_allow_leaks
-@pytest.mark.xfail(
-    strict=True,
-    reason="find_leaks skips an exception's args silently: a caught error "
-    "kept with a tracer in it is neither reported nor named",
-)
-def test_find_leaks_opens_or_names_a_kept_exception() -> None:
-    errors = [ValueError("not finite", _escaped())]
-
-    def reads() -> Any:
-        return errors
-
-    assert lift.find_leaks(reads) != []
