@@ -174,6 +174,22 @@ def step(x):
     return jax.jit(traced)(x)
 """
 
+IN_A_LIBRARY_OBJECT = """\
+import jax
+import numpy
+
+CONCRETE = numpy.float32(1.0)
+_KEPT = []
+
+
+def step(x):
+    def traced(x):
+        _KEPT.append(numpy.vectorize(len, doc={kept}))
+        return x * 2
+
+    return jax.jit(traced)(x)
+"""
+
 
 class Case(NamedTuple):
     name: str
@@ -292,12 +308,19 @@ CASES = (
         + r"captured variable 'kept': float32\[\] from jit\(traced\)",
     ),
     Case(
-        "in_an_object_lift_does_not_open",
+        "in_a_kept_error",
         IN_AN_ERROR,
+        "import {m}\n\ndef test_step():\n    {m}.step(1.0)\n",
+        re.escape("MODULE._ERRORS[0].args[0]: float32[] from jit(traced), in ")
+        + r"global '_ERRORS' used by step \(.*MODULE\.py:8\)",
+    ),
+    Case(
+        "in_an_object_lift_does_not_open",
+        IN_A_LIBRARY_OBJECT,
         "import {m}\n\ndef test_step():\n    {m}.step(1.0)\n",
         r"1 tracer\(s\) of transforms that exited in test_step are still alive, "
         r"held by no variable lift can see: float32\[\] from jit\(traced\) \(held "
-        r"by .*ValueError.*: objects lift does not open\)",
+        r"by .*numpy\.vectorize.*: objects lift does not open\)",
     ),
 )
 
