@@ -26,11 +26,12 @@ from __future__ import annotations
 
 import argparse
 import collections
+import concurrent.futures
+import contextlib
 import dataclasses
 import json
 import os
 import pathlib
-import resource
 import shutil
 import subprocess
 import sys
@@ -259,30 +260,39 @@ def run_mode(
         *canary,
         *files,
     ]
-    print(f"== {suite.name}, {mode}: pytest on {len(files)} files", flush=True)
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    proc = subprocess.run(
-        command,
-        cwd=root,
-        env=env,
-        check=False,
-        capture_output=quiet,
-        text=True,
+    # One write: modes run side by side (`--jobs`) print whole lines.
+    print(
+        f"== {suite.name}, {mode}: pytest on {len(files)} files\n", end="", flush=True
     )
+    start = time.perf_counter()
+    # Its own CPU time (`wait4`), right while other modes run beside it.
+    with tempfile.TemporaryFile("w+") if quiet else contextlib.nullcontext() as out:
+        proc = subprocess.Popen(
+            command,
+            cwd=root,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT if quiet else None,
+            text=True,
+        )
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        output = ""
+        if out is not None:
+            out.seek(0)
+            output = out.read()
     elapsed = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     # 0: all passed, 1: some failed (plain runs have failures of their own).
     if proc.returncode not in (0, 1) or not report.exists():
-        tail = (proc.stdout or "")[-3000:]
         sys.exit(
-            f"pytest did not complete in mode {mode} (exit {proc.returncode})\n{tail}"
+            f"pytest did not complete in mode {mode} (exit {proc.returncode})\n"
+            + output[-3000:]
         )
     result: Report = json.loads(report.read_text())
+    if quiet:
+        result["stdout"] = output
     result["wall_seconds"] = elapsed
-    result["cpu_seconds"] = (after.ru_utime - before.ru_utime) + (
-        after.ru_stime - before.ru_stime
-    )
+    result["cpu_seconds"] = usage.ru_utime + usage.ru_stime
     return result
 
 
@@ -439,6 +449,15 @@ def parser_for(suite: Suite, doc: str) -> argparse.ArgumentParser:
         default=",".join(suite.default_modes),
         help=f"comma-separated, plain first (default {','.join(suite.default_modes)})",
     )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run up to N modes at once, each mode's output shown when it ends"
+        " (default 1: each mode's times are then its own, as the cost tables"
+        " need)",
+    )
     parser.add_argument("--keep", metavar="DIR", help="work in DIR and keep it")
     parser.add_argument(
         "--reuse",
@@ -483,6 +502,7 @@ def main(suite: Suite, doc: str, argv: list[str] | None = None) -> int:
             "pytest_args": args.pytest_args,
             "versions": versions(suite),
         }
+        todo: list[str] = []
         for mode in modes:
             path = workdir / f"report-{mode}.json"
             old = json.loads(path.read_text()) if path.exists() else {}
@@ -490,12 +510,24 @@ def main(suite: Suite, doc: str, argv: list[str] | None = None) -> int:
                 print(f"== {mode}: reusing {path}")
                 reports[mode] = old
             else:
-                reports[mode] = run_mode(
-                    suite, mode, tree.root, files, args.pytest_args
-                )
-                reports[mode]["key"] = key
-                path.write_text(json.dumps(reports[mode], indent=0, sort_keys=True))
-            lines.append(summarise(suite, mode, reports[mode]))
+                todo.append(mode)
+
+        def run(mode: str) -> Report:
+            return run_mode(
+                suite, mode, tree.root, files, args.pytest_args, quiet=args.jobs > 1
+            )
+
+        # Modes are independent pytest processes: with --jobs, side by side.
+        with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:
+            for mode, report in zip(todo, pool.map(run, todo), strict=True):
+                if args.jobs > 1:
+                    print(f"== {suite.name}, {mode}: pytest's output", flush=True)
+                    print(report.pop("stdout", ""), flush=True)
+                report["key"] = key
+                path = workdir / f"report-{mode}.json"
+                path.write_text(json.dumps(report, indent=0, sort_keys=True))
+                reports[mode] = report
+        lines = [summarise(suite, mode, reports[mode]) for mode in modes]
     finally:
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
