@@ -132,10 +132,7 @@ def _iterator(x: Any) -> bool:
 
 
 def _one_level(x: Any) -> jtu.TreeDef:
-    def below(v: Any) -> bool:
-        return v is not x
-
-    return jtu.tree_structure(x, is_leaf=below)
+    return jtu.tree_structure(x, is_leaf=jtu.one_level(x))
 
 
 def _diff_trees(a: Any, b: Any, lines: list[str]) -> None:
@@ -173,11 +170,7 @@ def _diff_trees(a: Any, b: Any, lines: list[str]) -> None:
 
 def _children(x: Any) -> list[tuple[Any, Any]]:
     """`x`'s children with their key paths (one level)."""
-
-    def below(v: Any) -> bool:
-        return v is not x
-
-    return jtu.tree_flatten_with_path(x, is_leaf=below)[0]
+    return jtu.tree_flatten_with_path(x, is_leaf=jtu.one_level(x))[0]
 
 
 def _what(x: Any) -> str:

@@ -55,6 +55,7 @@ from ._closure import (
     suspended_parts,
 )
 from ._errors import LeakError
+from ._trees import one_level
 
 # jax.tree_util, typed once for the type checker.
 _tree_leaves: Callable[..., list[Any]] = jax.tree_util.tree_leaves
@@ -626,11 +627,6 @@ _ATOMIC: frozenset[type] = frozenset(
 )
 
 
-def _not(obj: Any) -> Callable[[Any], bool]:
-    """`is_leaf` for flattening `obj` one level: everything but `obj` is a leaf."""
-    return lambda y: y is not obj
-
-
 def _code_names(
     code: types.CodeType, cache: dict[types.CodeType, tuple[str, ...]]
 ) -> tuple[str, ...]:
@@ -959,7 +955,7 @@ class _Walk:
         if isinstance(obj, _Array | np.generic):
             return _SKIP, (), True
         try:
-            leaves = _tree_leaves(obj, is_leaf=lambda y: y is not obj)  # pyright: ignore[reportUnknownLambdaType]
+            leaves = _tree_leaves(obj, is_leaf=one_level(obj))
         except Exception:
             # This instance does not flatten (a `lift.jit` function whose
             # captures cannot): walked as an object, and the type's other
@@ -999,7 +995,7 @@ class _Walk:
             self.walk_object(obj, cls, index, kind, slots)
         elif kind == _PYTREE:
             try:
-                children, treedef = _flatten_with_path(obj, is_leaf=_not(obj))
+                children, treedef = _flatten_with_path(obj, is_leaf=one_level(obj))
             except Exception:  # this instance does not flatten: an object
                 self.walk_object(obj, cls, index, *self.as_object(cls))
                 return

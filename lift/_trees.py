@@ -31,6 +31,7 @@ __all__ = [
     "MAX_CONTAINER_DEPTH",
     "is_cyclic",
     "is_function_like",
+    "one_level",
     "DictKey",
     "GetAttrKey",
     "SequenceKey",
@@ -67,6 +68,23 @@ registry_flatten = cast(
     "Callable[..., tuple[list[Any], TreeDef]]",
     _jtu.default_registry.flatten,  # pyright: ignore[reportUnknownMemberType]
 )
+
+
+def one_level(x: Any) -> Callable[[Any], bool]:
+    """`is_leaf` that flattens `x` one level: `x` itself is flattened, once;
+    everything under it is a leaf, `x` again too (a node that holds itself:
+    `y is not x` alone recurses without end there, in C++, which is a
+    `RecursionError` on Python 3.11 and 3.12 and a broken interpreter on 3.13)."""
+    first = True
+
+    def is_leaf(y: Any) -> bool:
+        nonlocal first
+        if first and y is x:
+            first = False
+            return False
+        return True
+
+    return is_leaf
 
 
 def unflatten(treedef: TreeDef, leaves: Iterable[Any]) -> Any:
