@@ -34,3 +34,13 @@ def pytest_configure(config: pytest.Config) -> None:
         from lift import _verify
 
         _verify.STATE.on = True
+
+
+@pytest.fixture
+def x64_off():
+    """float32 JAX for the test, whatever the test before it left."""
+    import jax
+
+    jax.config.update("jax_enable_x64", False)
+    yield
+    jax.config.update("jax_enable_x64", False)

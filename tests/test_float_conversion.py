@@ -14,13 +14,6 @@ import pytest
 import lift
 
 
-@pytest.fixture
-def x64_off():
-    jax.config.update("jax_enable_x64", False)
-    yield
-    jax.config.update("jax_enable_x64", False)
-
-
 def _pair(lr):
     return {"scale": lambda x: x * lr, "shift": lambda x: x + lr}
 

@@ -17,13 +17,6 @@ import lift
 from lift import _programs
 
 
-@pytest.fixture
-def x64_off():
-    jax.config.update("jax_enable_x64", False)
-    yield
-    jax.config.update("jax_enable_x64", False)
-
-
 @pytest.mark.parametrize("stage_first", [True, False])
 @pytest.mark.parametrize("stage", ["lower", "trace"])
 def test_a_stage_and_calls_of_one_function_trace_once(stage, stage_first):
