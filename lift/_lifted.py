@@ -174,15 +174,17 @@ def _as_arrays(leaves: tuple[Any, ...]) -> tuple[Any, ...]:
         return leaves
     out = list(leaves)
     if _compat.eager():
-        _convert_groups(out, groups)
+        _convert_by_type(out, groups)
     else:
         # Concrete even when a trace is active: these arrays outlive any trace.
         with jax.ensure_compile_time_eval():
-            _convert_groups(out, groups)
+            _convert_by_type(out, groups)
     return tuple(out)
 
 
-def _convert_groups(out: list[Any], groups: dict[type, list[int]]) -> None:
+def _convert_by_type(out: list[Any], groups: dict[type, list[int]]) -> None:
+    """Replace `out`'s scalars, at the positions `groups` lists for each type,
+    by arrays (floats and complexes in batches of `_BATCH`)."""
     for t, where in groups.items():
         if t is not float and t is not complex:
             chunks = [where]  # ints and bools (a `dynamic=` rule): rare
