@@ -740,7 +740,7 @@ def _refuse_mutation(
     the path that leads from `name` to `value` (a function attribute's)."""
     if name is None or template.treedef is None:
         return  # kept whole: the user's own object
-    paths = mutated_paths(fn.__code__).get(name)
+    paths = mutated_paths(fn.__code__, fn.__globals__).get(name)
     if not paths:
         return
     kept = {id(s.value) for s in template.slots if type(s) is Static}

@@ -17,13 +17,14 @@ from typing import Any, Final, TypeAlias
 
 from ._closure import CELL, Label
 
-__all__ = ["CodeInfo", "code_info"]
+__all__ = ["FREE", "PARAM", "CodeInfo", "Flow", "Source", "code_info"]
 
 # What a variable is to the code reading it (PEP 709 makes a comprehension's
 # variable a local of the function around it, so names alone cannot tell).
 FREE: Final = "free"  # a free variable: a closure cell the function captured
 PARAM: Final = "param"  # one of the function's own parameters
-Source: TypeAlias = tuple[str, str]  # (FREE or PARAM, name)
+# (FREE or PARAM, name); a reading of its own (`lift._mutation`) adds more.
+Source: TypeAlias = tuple[Any, ...]
 
 _FAST_LOADS: Final = frozenset(
     {"LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_BORROW", "LOAD_FAST_AND_CLEAR"}
@@ -199,29 +200,35 @@ class CodeInfo:
         return operands.get(offset, _NONE)
 
 
-class _Scan:
-    """One pass over a code object's bytecode, following the stack: which free
-    variables and parameters reach a truth test, and which free variables are
-    stored to.
+class Flow:
+    """One pass over a code object's bytecode (CPython 3.11+) that follows its
+    stack: the abstract interpreter lift's readings of code share.
 
-    Each stack slot holds the variables its value was computed from (through
-    arithmetic, comparisons, subscripts and local variables, not calls). Jumps
-    carry the stack to their targets; exception handlers start from an unknown
-    stack.
+    Each stack slot holds a frozenset of facts about its value (`Source`s: the
+    variables it was computed from, and whatever else a subclass tracks). A
+    subclass's `step` says what the instructions it reads make of their operands
+    and falls back to this one's, which moves slots: loads and stores of
+    variables (by scope: a free variable, a parameter, a local, which holds what
+    all its assignments stored), `COPY`, `SWAP`, `POP_TOP`, and jumps, which
+    carry the stack to their targets (where ways meet, a slot holds what each
+    brings); any other instruction is read by its stack effect, its result
+    holding `unknown` (or, with `through_calls`, all its operands held).
+    Exception handlers start from an unknown stack. A second pass, when some
+    local holds something, sees what a loop assigns after reading.
     """
 
-    def __init__(self, code: types.CodeType, through_calls: bool = False) -> None:
-        self.free_branches: dict[str, int] = {}
-        self.param_branches: set[str] = set()
-        self.stores: set[str] = set()
-        # With `through_calls`, a call's result carries its operands' variables,
-        # and `operands` records what each instruction popped.
-        self.through_calls = through_calls
+    # What a slot holds when nothing is known of its value.
+    unknown: frozenset[Source] = _NONE
+    # A result read by stack effect carries its operands' facts, and `operands`
+    # records what each instruction popped (by offset).
+    through_calls: bool = False
+
+    def __init__(self, code: types.CodeType) -> None:
+        self.stores: set[str] = set()  # free variables stored to or deleted
         self.operands: dict[int, frozenset[Source]] = {}
         self.popped: list[frozenset[Source]] = []
         instructions = list(dis.get_instructions(code))
-        nparams = code.co_argcount + code.co_kwonlyargcount
-        self.params = frozenset(code.co_varnames[:nparams])
+        self.params = self.parameters(code)
         # `LOAD_DEREF`'s argument indexes the locals, then cells that are not
         # parameters, then free variables (3.11+).
         self.first_free = len(code.co_varnames) + len(
@@ -230,27 +237,36 @@ class _Scan:
         self.freevars = code.co_freevars
         entries = _exception_entries(code)
         self.shadowed = _comprehension_scopes(instructions, entries)
-        guarded = _guarded_loads(instructions)
+        self.guarded = self.guarded_loads(instructions)
         # What each local variable was computed from, over all its assignments
-        # (`k = n; while k > 0.5:`); a second pass, when some local holds a
-        # variable's value, sees what a loop assigns after reading.
+        # (`k = n; while k > 0.5:`).
         self.locals: dict[str, frozenset[Source]] = {}
-        self.run(code, instructions, entries, guarded)
+        self.run(code, instructions, entries)
         if self.locals:
-            self.run(code, instructions, entries, guarded)
+            self.run(code, instructions, entries)
+
+    def parameters(self, code: types.CodeType) -> frozenset[str]:
+        """The locals whose value is a `PARAM` source: the named parameters."""
+        return frozenset(code.co_varnames[: code.co_argcount + code.co_kwonlyargcount])
+
+    def guarded_loads(self, instructions: list[dis.Instruction]) -> set[int]:
+        """Offsets of loads whose value is known not to matter (`unknown`)."""
+        return set()
 
     def run(
         self,
         code: types.CodeType,
         instructions: list[dis.Instruction],
         entries: list[Any],
-        guarded: set[int],
     ) -> None:
         pending: dict[int, list[frozenset[Source]]] = {}
+        unknown = self.unknown
         for entry in entries:
-            pending[entry.target] = [_NONE] * (entry.depth + 1 + int(entry.lasti))
+            pending[entry.target] = [unknown] * (entry.depth + 1 + int(entry.lasti))
         stack: list[frozenset[Source]] | None = []
         self.line = code.co_firstlineno
+        through_calls = self.through_calls
+        popped = self.popped
         for ins in instructions:
             if ins.positions is not None and ins.positions.lineno is not None:
                 self.line = ins.positions.lineno
@@ -263,47 +279,43 @@ class _Scan:
             elif stack is None:
                 stack = []  # not reached by a jump followed here
             if ins.opname not in _NO_STACK:
-                self.popped.clear()
-                stack = self.step(ins, stack, pending, ins.offset in guarded)
-                if self.through_calls and self.popped:
-                    self.operands[ins.offset] = _NONE.union(*self.popped) - _SEQUENCES
+                popped.clear()
+                stack = self.step(ins, stack, pending)
+                if through_calls and popped:
+                    self.operands[ins.offset] = _NONE.union(*popped) - _SEQUENCES
+
+    def pop(self, stack: list[frozenset[Source]]) -> frozenset[Source]:
+        value = stack.pop() if stack else self.unknown
+        self.popped.append(value)
+        return value
 
     def step(
         self,
         ins: dis.Instruction,
         stack: list[frozenset[Source]],
         pending: dict[int, list[frozenset[Source]]],
-        guarded: bool,
     ) -> list[frozenset[Source]] | None:
         """`stack` after `ins` (`None` where control does not fall through)."""
         op = ins.opname
-
-        popped = self.popped
-
-        def pop() -> frozenset[Source]:
-            value = stack.pop() if stack else _NONE
-            popped.append(value)
-            return value
-
         if op in _FAST_LOADS:
-            guarded = guarded or op == "LOAD_FAST_AND_CLEAR"
-            stack.append(_NONE if guarded else self.fast(ins.argval, ins.offset))
+            guarded = op == "LOAD_FAST_AND_CLEAR" or ins.offset in self.guarded
+            stack.append(self.unknown if guarded else self.fast(ins.argval, ins.offset))
         elif op in _FAST_PAIRS:
             stack.extend(self.fast(name, ins.offset) for name in ins.argval)
         elif op == "STORE_FAST_LOAD_FAST":
-            self.store(ins.argval[0], pop())
+            self.store(ins.argval[0], self.pop(stack))
             stack.append(self.fast(ins.argval[1], ins.offset))
         elif op == "STORE_FAST_STORE_FAST":
-            self.store(ins.argval[0], pop())
-            self.store(ins.argval[1], pop())
+            self.store(ins.argval[0], self.pop(stack))
+            self.store(ins.argval[1], self.pop(stack))
         elif op == "STORE_FAST":
-            self.store(ins.argval, pop())
+            self.store(ins.argval, self.pop(stack))
         elif op in _DEREF_LOADS:
             if op == "LOAD_FROM_DICT_OR_DEREF":
-                pop()
+                self.pop(stack)
             free = self.free(ins)
-            if guarded:
-                stack.append(_NONE)
+            if ins.offset in self.guarded:
+                stack.append(self.unknown)
             elif free is not None:
                 stack.append(frozenset({(FREE, free)}))
             else:
@@ -313,61 +325,43 @@ class _Scan:
             if free is not None:
                 self.stores.add(free)
             if op == "STORE_DEREF":
-                value = pop()
+                value = self.pop(stack)
                 if free is None:
                     self.store(ins.argval, value)
-        elif op in _BINARY:
-            right, left = pop(), pop()
-            if _SEQUENCE in left and (
-                op == "BINARY_SUBSCR" or ins.argrepr == "[]"  # 3.14's subscript
-            ):
-                self.truth(right)
-            stack.append((left | right) - _SEQUENCES)
-        elif op in _UNARY:
-            stack.append(pop())
-        elif op in _BUILDS:  # `lr in (a, b)` compares `lr` with `b`
-            items = [pop() for _ in range(ins.arg or 0)]
-            built = _NONE.union(*items)
-            stack.append(built if op == "BUILD_SET" else built | _SEQUENCES)
-        elif op == "LOAD_CONST" and type(ins.argval) is tuple:
-            stack.append(_SEQUENCES)
-        elif op == "TO_BOOL" or op == "UNARY_NOT":
-            self.truth(pop())
-            stack.append(_NONE)
         elif op == "COPY":
             n = ins.arg or 1
-            stack.append(stack[-n] if len(stack) >= n else _NONE)
+            stack.append(stack[-n] if len(stack) >= n else self.unknown)
         elif op == "SWAP":
             n = ins.arg or 2
             if len(stack) >= n:
                 stack[-1], stack[-n] = stack[-n], stack[-1]
         elif op == "POP_TOP":
-            pop()
+            self.pop(stack)
         elif op == "PUSH_NULL":
-            stack.append(_NONE)
+            stack.append(self.unknown)
         elif op in _TRUTH_JUMPS or op in _NONE_JUMPS:
-            value = pop()
+            value = self.pop(stack)
             if op in _TRUTH_JUMPS:
                 self.truth(value)
-            _carry(pending, ins, stack)
+            self.carry(pending, ins, stack)
         elif op in _KEEPING_JUMPS:
-            value = pop()
+            value = self.pop(stack)
             self.truth(value)
-            _carry(pending, ins, [*stack, value])
+            self.carry(pending, ins, [*stack, value])
         elif op in _UNCONDITIONAL:
-            _carry(pending, ins, stack)
+            self.carry(pending, ins, stack)
             return None
         elif op in _ENDS:
             return None
         else:
-            _generic(ins, stack, pending, popped if self.through_calls else None)
+            self.generic(ins, stack, pending)
         return stack
 
     def fast(self, name: str, offset: int) -> frozenset[Source]:
         """What a local holds: what was assigned to it, and the parameter of
         that name, unless a comprehension inlined there (3.12+) has a variable
         of that name."""
-        assigned = self.locals.get(name, _NONE)
+        assigned = self.locals.get(name, self.unknown)
         if name in self.params and not any(
             name in names and start <= offset < end
             for start, end, names in self.shadowed
@@ -386,61 +380,112 @@ class _Scan:
         return self.freevars[k] if 0 <= k < len(self.freevars) else None
 
     def truth(self, value: frozenset[Source]) -> None:
+        """A value whose truth Python tests (`if`, `while`, `and`, `not`)."""
+
+    def carry(
+        self,
+        pending: dict[int, list[frozenset[Source]]],
+        ins: dis.Instruction,
+        stack: list[frozenset[Source]],
+    ) -> None:
+        """Record the stack a forward jump brings to its target."""
+        target = ins.argval
+        if type(target) is not int or target <= ins.offset:
+            return  # a loop's back edge: its head was read already
+        there = pending.get(target)
+        if there is None or len(there) != len(stack):
+            pending[target] = list(stack)
+        else:
+            pending[target] = [a | b for a, b in zip(there, stack, strict=True)]
+
+    def generic(
+        self,
+        ins: dis.Instruction,
+        stack: list[frozenset[Source]],
+        pending: dict[int, list[frozenset[Source]]],
+    ) -> None:
+        """An instruction read by its stack effect only: its result (if any)
+        holds `unknown` (a call, an attribute, a container), or, with
+        `through_calls`, all it popped."""
+        try:
+            effect = dis.stack_effect(ins.opcode, ins.arg, jump=False)
+        except ValueError:  # an instruction without a stack effect of its own
+            return
+        if effect > 0:
+            stack.extend([self.unknown] * effect)
+        else:
+            start = max(0, len(stack) - (1 - effect))
+            taken = stack[start:]
+            del stack[start:]
+            if not self.through_calls:
+                stack.append(self.unknown)
+            else:
+                self.popped.extend(taken)
+                stack.append(_NONE.union(*taken))
+        if ins.opcode in dis.hasjrel or ins.opcode in dis.hasjabs:
+            try:
+                jumped = dis.stack_effect(ins.opcode, ins.arg, jump=True)
+            except ValueError:
+                return
+            depth = max(0, len(stack) - effect + jumped)
+            carried = stack[:depth] + [self.unknown] * (depth - len(stack))
+            self.carry(pending, ins, carried)
+
+
+class _Scan(Flow):
+    """Which free variables and parameters reach a truth test, and which free
+    variables are stored to (`Flow.stores`).
+
+    Each stack slot holds the variables its value was computed from (through
+    arithmetic, comparisons, subscripts and local variables, not calls).
+    """
+
+    def __init__(self, code: types.CodeType, through_calls: bool = False) -> None:
+        self.free_branches: dict[str, int] = {}
+        self.param_branches: set[str] = set()
+        # With `through_calls`, a call's result carries its operands' variables,
+        # and `operands` records what each instruction popped.
+        self.through_calls = through_calls
+        super().__init__(code)
+
+    def guarded_loads(self, instructions: list[dis.Instruction]) -> set[int]:
+        return _guarded_loads(instructions)
+
+    def step(
+        self,
+        ins: dis.Instruction,
+        stack: list[frozenset[Source]],
+        pending: dict[int, list[frozenset[Source]]],
+    ) -> list[frozenset[Source]] | None:
+        op = ins.opname
+        if op in _BINARY:
+            right, left = self.pop(stack), self.pop(stack)
+            if _SEQUENCE in left and (
+                op == "BINARY_SUBSCR" or ins.argrepr == "[]"  # 3.14's subscript
+            ):
+                self.truth(right)
+            stack.append((left | right) - _SEQUENCES)
+        elif op in _UNARY:
+            stack.append(self.pop(stack))
+        elif op in _BUILDS:  # `lr in (a, b)` compares `lr` with `b`
+            items = [self.pop(stack) for _ in range(ins.arg or 0)]
+            built = _NONE.union(*items)
+            stack.append(built if op == "BUILD_SET" else built | _SEQUENCES)
+        elif op == "LOAD_CONST" and type(ins.argval) is tuple:
+            stack.append(_SEQUENCES)
+        elif op == "TO_BOOL" or op == "UNARY_NOT":
+            self.truth(self.pop(stack))
+            stack.append(_NONE)
+        else:
+            return super().step(ins, stack, pending)
+        return stack
+
+    def truth(self, value: frozenset[Source]) -> None:
         for kind, name in value:
             if kind == FREE:
                 self.free_branches.setdefault(name, self.line)
             elif kind == PARAM:
                 self.param_branches.add(name)
-
-
-def _carry(
-    pending: dict[int, list[frozenset[Source]]],
-    ins: dis.Instruction,
-    stack: list[frozenset[Source]],
-) -> None:
-    """Record the stack a forward jump brings to its target."""
-    target = ins.argval
-    if type(target) is not int or target <= ins.offset:
-        return  # a loop's back edge: its head was read already
-    there = pending.get(target)
-    if there is None or len(there) != len(stack):
-        pending[target] = list(stack)
-    else:
-        pending[target] = [a | b for a, b in zip(there, stack, strict=True)]
-
-
-def _generic(
-    ins: dis.Instruction,
-    stack: list[frozenset[Source]],
-    pending: dict[int, list[frozenset[Source]]],
-    popped: list[frozenset[Source]] | None = None,
-) -> None:
-    """An instruction read by its stack effect only: its result (if any) comes
-    from no variable (a call, an attribute, a container), or, when `popped` is
-    given (recording), from all it popped."""
-    try:
-        effect = dis.stack_effect(ins.opcode, ins.arg, jump=False)
-    except ValueError:  # an instruction without a stack effect of its own
-        return
-    if effect > 0:
-        stack.extend([_NONE] * effect)
-    else:
-        start = max(0, len(stack) - (1 - effect))
-        taken = stack[start:]
-        del stack[start:]
-        if popped is None:
-            stack.append(_NONE)
-        else:
-            popped.extend(taken)
-            stack.append(_NONE.union(*taken))
-    if ins.opcode in dis.hasjrel or ins.opcode in dis.hasjabs:
-        try:
-            jumped = dis.stack_effect(ins.opcode, ins.arg, jump=True)
-        except ValueError:
-            return
-        depth = max(0, len(stack) - effect + jumped)
-        carried = stack[:depth] + [_NONE] * (depth - len(stack))
-        _carry(pending, ins, carried)
 
 
 def _exception_entries(code: types.CodeType) -> list[Any]:

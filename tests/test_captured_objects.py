@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import heapq
 import textwrap
+from bisect import insort
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -28,6 +30,7 @@ import pytest
 
 import lift
 from lift import _replay
+from lift._mutation import ANY, mutated_paths
 
 # How the function reaches its container (`{c}` in the code below), the code
 # building it, and the variable a refusal names.
@@ -356,3 +359,277 @@ def test_a_shape_lifted_often_still_refuses_a_dynamic_container(
                     lift.lift(make(start(), 3.0))
             with pytest.raises(lift.LiftError, match="mutates the captured variable"):
                 lift.lift(make(_DYNAMIC_CONTAINERS[mutation](), 3.0))
+
+
+# -- what the analysis sees: each way code mutates a container, and reads ------
+#
+# Each maker builds `step` over a container holding a float (rebuilt around it,
+# so mutating it must be refused) and returns it with the container; in
+# `state[k].append(x)` the list mutated holds none (the user's own, which the
+# change must reach).
+
+
+def _augmented_item() -> tuple[Callable[[Any], Any], Any]:
+    metrics = {"loss": 0.0}
+
+    def step(x: Any) -> Any:
+        metrics["loss"] += x
+        return x
+
+    return step, metrics
+
+
+def _nested_append() -> tuple[Callable[[Any], Any], Any]:
+    state: dict[str, Any] = {"lr": 0.5, "log": []}
+
+    def step(x: Any) -> Any:
+        state["log"].append(x)
+        return x * state["lr"]
+
+    return step, state
+
+
+def _computed_index() -> tuple[Callable[[Any], Any], Any]:
+    buf = [0.0, 0.0]
+
+    def step(x: Any) -> Any:
+        i = 0
+        buf[i + 1] = x
+        return x
+
+    return step, buf
+
+
+def _slice_store() -> tuple[Callable[[Any], Any], Any]:
+    buf = [0.0, 0.0]
+
+    def step(x: Any) -> Any:
+        buf[:] = [x, x]
+        return x
+
+    return step, buf
+
+
+def _bounded_slice_store() -> tuple[Callable[[Any], Any], Any]:
+    buf = [0.0, 0.0]
+
+    def step(x: Any, a: int = 0, b: int = 1) -> Any:
+        buf[a:b] = [x]
+        return x
+
+    return step, buf
+
+
+def _slice_delete() -> tuple[Callable[[Any], Any], Any]:
+    buf = [0.0, 0.0]
+
+    def step(x: Any) -> Any:
+        del buf[1:]
+        return x
+
+    return step, buf
+
+
+def _heappush() -> tuple[Callable[[Any], Any], Any]:
+    heap = [0.5]
+
+    def step(x: Any) -> Any:
+        heapq.heappush(heap, x)
+        return x
+
+    return step, heap
+
+
+def _imported_insort() -> tuple[Callable[[Any], Any], Any]:
+    buf = [0.5]
+
+    def step(x: Any) -> Any:
+        insort(buf, 1.0)
+        return x
+
+    return step, buf
+
+
+def _through_a_local() -> tuple[Callable[[Any], Any], Any]:
+    state: dict[str, Any] = {"lr": 0.5, "log": [0.5]}
+
+    def step(x: Any) -> Any:
+        log = state["log"]
+        log += [x]
+        return x
+
+    return step, state
+
+
+_MUTATING: dict[str, Callable[[], tuple[Callable[[Any], Any], Any]]] = {
+    "metrics[k] += x": _augmented_item,
+    "state[k].append(x)": _nested_append,  # (reaches the user's list)
+    "buf[i + 1] = x": _computed_index,
+    "buf[:] = ...": _slice_store,
+    "buf[a:b] = ...": _bounded_slice_store,
+    "del buf[1:]": _slice_delete,
+    "heapq.heappush(buf, x)": _heappush,
+    "insort(buf, x)": _imported_insort,
+    "log = state[k]; log += [x]": _through_a_local,
+}
+
+
+@pytest.mark.parametrize("case", list(_MUTATING))
+def test_a_mutated_container_reaches_the_user_or_is_refused(case: str) -> None:
+    # Lifted past the count after which a shape's fast path is compiled, with
+    # the checks on and off: refused every time with the user's container
+    # untouched, or (a container holding no dynamic leaf) changed as the plain
+    # function changes it.
+    plain, expected = _MUTATING[case]()
+    plain(2.0)
+    for verify in (False, True):
+        with lift.verifying(verify):
+            for _ in range(_replay.REPLAY_AFTER + 2):
+                step, container = _MUTATING[case]()
+                before = repr(container)
+                if case == "state[k].append(x)":
+                    lift.lift(step)(2.0)
+                    assert container == expected
+                    continue
+                with pytest.raises(
+                    lift.LiftError,
+                    match=r"mutates the captured variable '\w+' in place(?s:.*)"
+                    r"mutates-a-rebuilt-container",
+                ):
+                    lift.lift(step)(2.0)
+                assert repr(container) == before
+
+
+def _read_index() -> tuple[Callable[[Any], Any], Any]:
+    buf = [0.5, 1.5]
+
+    def step(x: Any) -> Any:
+        i = 0
+        return x * buf[i + 1]
+
+    return step, buf
+
+
+def _slice_copy() -> tuple[Callable[[Any], Any], Any]:
+    buf = [0.5, 1.5]
+
+    def step(x: Any) -> Any:
+        copy = buf[:]
+        copy.append(x)  # the copy's, not the capture's
+        return sum(copy)
+
+    return step, buf
+
+
+def _reductions() -> tuple[Callable[[Any], Any], Any]:
+    buf = [0.5, 1.5]
+
+    def step(x: Any) -> Any:
+        return x * sum(buf) + jnp.asarray(buf).sum()
+
+    return step, buf
+
+
+def _read_item() -> tuple[Callable[[Any], Any], Any]:
+    metrics = {"loss": 0.5}
+
+    def step(x: Any) -> Any:
+        return (metrics["loss"] + x) * len(metrics)
+
+    return step, metrics
+
+
+def _as_a_key() -> tuple[Callable[[Any], Any], Any]:
+    buf = ["k", 1.5]
+
+    def step(x: Any) -> Any:
+        other: dict[Any, Any] = {}
+        other[buf[0]] = x  # `other` is mutated, not `buf`
+        return other["k"] * buf[1]
+
+    return step, buf
+
+
+def _own_heappush() -> tuple[Callable[[Any], Any], Any]:
+    heap = [0.5]
+
+    def step(x: Any) -> Any:
+        return heappush(heap, x)  # this module's, which only reads
+
+    return step, heap
+
+
+_READING: dict[str, Callable[[], tuple[Callable[[Any], Any], Any]]] = {
+    "buf[i + 1]": _read_index,
+    "copy = buf[:]; copy.append(x)": _slice_copy,
+    "sum(buf), jnp.asarray(buf)": _reductions,
+    "metrics[k] + x, len(metrics)": _read_item,
+    "other[buf[0]] = x": _as_a_key,
+    "heappush(buf, x) of one's own": _own_heappush,
+}
+
+
+def heappush(heap: list[Any], x: Any) -> Any:
+    """Named like `heapq.heappush`, and mutates nothing."""
+    return heap[0] * x
+
+
+@pytest.mark.parametrize("case", list(_READING))
+def test_reading_a_container_holding_a_float_is_not_a_mutation(case: str) -> None:
+    plain, _ = _READING[case]()
+    expected = plain(2.0)
+    for verify in (False, True):
+        with lift.verifying(verify):
+            for _ in range(_replay.REPLAY_AFTER + 2):
+                step, container = _READING[case]()
+                before = repr(container)
+                assert np.allclose(lift.lift(step)(2.0), expected)
+                assert repr(container) == before
+
+
+def _paths_of(fn: Any, namespace: Any = None) -> dict[str, set[Any]]:
+    return {k: set(v) for k, v in mutated_paths(fn.__code__, namespace).items()}
+
+
+def test_mutated_paths_lead_to_the_container_mutated() -> None:
+    # By constant keys and attributes; `ANY` for a key the code computes (or
+    # that one way gives as a constant and another computes); `()` for the
+    # capture itself (a slice store, an augmented item, a mutating call).
+    state: Any = {"log": [[]]}
+
+    def nested(x: Any) -> None:
+        state["log"][0].append(x)
+
+    def attribute(x: Any, self: Any = None) -> None:
+        self.log.clear()
+
+    def joined(x: Any, a: bool = True, i: int = 1) -> None:
+        state[0 if a else i].append(x)
+
+    def unpacked(x: Any) -> None:
+        first, _ = state
+        first.append(x)
+
+    def inner(x: Any) -> None:
+        def f() -> None:
+            state[1:] = []
+
+        f()
+
+    def called(x: Any) -> None:
+        heapq.heapify(state["log"])
+
+    def own(x: Any) -> None:
+        heappush(state, x)
+
+    log, item = ("item", "log"), ("item", 0)
+    assert _paths_of(nested) == {"state": {(log, item)}}
+    assert _paths_of(attribute) == {"self": {(("attr", "log"),)}}
+    assert _paths_of(joined) == {"state": {(ANY,)}}
+    assert _paths_of(unpacked) == {"state": {(ANY,)}}
+    assert _paths_of(inner) == {"state": {()}}
+    assert _paths_of(called, called.__globals__) == {"state": {(log,)}}
+    # A function of one's own named like a mutating one: not one, by the
+    # globals; without them (the replay's question), it may be.
+    assert _paths_of(own, own.__globals__) == {}
+    assert _paths_of(own) == {"state": {()}}
