@@ -46,6 +46,7 @@ from ._closure import (
     cells,
     class_parts,
     function_parts,
+    holder_of,
     instance_class,
     method_parts,
     opened_by_referents,
@@ -814,6 +815,13 @@ class _Walk:
             self.suspended(obj, index)
         elif cls in STDLIB_HOLDERS:
             self.parts(STDLIB_HOLDERS[cls](obj), index)
+        elif (holder := holder_of(obj)) is not None:
+            # A `lift.jit` function: the function it wraps, already lifted, as
+            # lift's closure graph takes it (flattened, it would be lifted
+            # afresh at every visit: a `lift.jit` closure that calls itself
+            # then without end).
+            for label, part in holder.parts(obj):
+                self.push(part, index, label, (obj, None, _STORED_LIFTED))
         elif cls is LRU_WRAPPER:
             parts = cache_parts(obj)
             self.keep.append(parts)
