@@ -77,6 +77,7 @@ _SELF = "bound object"
 _PARTIAL = "partial argument"
 _ATTRIBUTE = "function attribute"
 _LOCAL_KIND = "local variable of a suspended generator"
+_FRAME_LOCAL = "local variable"  # of a running frame, when a trace exited
 _STORED_LIFTED = "lifted function"
 _STATIC_FIELD = "static pytree data"
 
@@ -180,6 +181,11 @@ class Leak:
             return f"lift the partial (`lift.lift(p)`) or pass {var} as an argument"
         if self.kind == _ATTRIBUTE:
             return f"lift the function or pass {var} as an argument"
+        if self.kind == _FRAME_LOCAL:
+            return (
+                "return the value from the transformed function instead of "
+                f"keeping it in {var}, which outlives the transform"
+            )
         return "return the value from the transformed function instead of storing it"
 
     def __str__(self) -> str:
@@ -683,12 +689,15 @@ class _Walk:
         only: frozenset[int] | None = None,
         skip: frozenset[int] = frozenset(),
         home: str | None = None,
+        live: Any = None,
     ) -> None:
         self.limit = limit
         self.only = only  # ids of the tracers to report (JAX's report), or all
         self.skip = skip  # ids of tracers not to report (escaped before)
         self.tracers: list[Any] = []  # the tracer of each leak, in order
-        self.live = _compat.live_traces()
+        # What is live, or (`only` known to have escaped) `_NONE_LIVE`.
+        self.live: Any = _compat.live_traces() if live is None else live
+        self.stop = False  # whether to stop once every one of `only` is found
         self.seen: set[int] = set()
         self.keep: list[Any] = []  # temporaries built by the walk keep their ids
         # (parent entry, label, (function, variable, kind) or None, path restarts)
@@ -766,6 +775,8 @@ class _Walk:
                     ):
                         self.leaks.append(self.report(obj, index))
                         self.tracers.append(obj)
+                        if self.stop and len(self.tracers) == len(only or ()):
+                            break  # all found, each by its shortest path
                     continue
                 try:
                     expand(obj, index)
@@ -1160,7 +1171,7 @@ class _Walk:
         )
         filename = code.co_filename if isinstance(code, types.CodeType) else None
         lineno = code.co_firstlineno if isinstance(code, types.CodeType) else None
-        location = self.render(chain[:holder])
+        location = self.render(chain[:holder]) if holder else None
         if location == qualname or not location:
             location = None
         rest = "".join(_label_text(entries[e][1]) for e in chain[holder + 1 :])
@@ -1242,3 +1253,61 @@ def scan_tracers(
     if unopened is not None:
         unopened.extend(walk.unopened())
     return leaks, walk.tracers
+
+
+class _NoneLive:
+    """`LiveTraces` for tracers already known to have escaped."""
+
+    @staticmethod
+    def is_live(tracer: Any) -> bool:
+        return False
+
+
+_NONE_LIVE = _NoneLive()
+#: The most objects one frame's naming walk visits.
+_FRAME_LIMIT = 200_000
+
+
+def frame_leaks(
+    holdings: Iterable[_compat.FrameHolding],
+) -> tuple[list[Leak], list[Any], list[Unopened]]:
+    """The leaks of tracers that the user's frames held in local variables
+    when their trace exited (`_compat.watching_trace_exits(frames=...)`), each
+    named by its shortest path from the local (`seen[0]`, a local variable of
+    `test_log`); the tracers, one per leak; what the walk could not open."""
+    leaks: list[Leak] = []
+    tracers: list[Any] = []
+    unopened: list[Unopened] = []
+    for held in holdings:
+        wanted = {id(t): (name, t) for name, t in held.tracers}
+        walk = _Walk(_FRAME_LIMIT, frozenset(wanted), live=_NONE_LIVE)
+        walk.stop = True
+        for name, value in held.names:
+            walk.push(value, -1, name, (held.code, name, _FRAME_LOCAL), reset=True)
+        try:
+            with _gc.paused():
+                walk.run()
+        except Exception as exc:  # named, and each tracer reported as held
+            where = f"the locals of {held.code.co_qualname}"
+            unopened.append(Unopened(where, _error_text(exc)))
+        leaks.extend(walk.leaks)
+        tracers.extend(walk.tracers)
+        unopened.extend(walk.unopened())
+        named = {id(t) for t in walk.tracers}
+        for key, (name, tracer) in wanted.items():
+            if key not in named:  # reached by a way the walk does not take
+                leaks.append(_local_leak(held.code, name, tracer))
+                tracers.append(tracer)
+    return leaks, tracers, unopened
+
+
+def _local_leak(code: types.CodeType, name: str, tracer: Any) -> Leak:
+    return Leak(
+        f"<inside {name}>",
+        code.co_qualname,
+        name,
+        code.co_filename,
+        code.co_firstlineno,
+        f"{_compat.tracer_aval(tracer)} from {_compat.transform_name(tracer)}",
+        _FRAME_LOCAL,
+    )

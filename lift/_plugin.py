@@ -7,7 +7,8 @@ test; tracers that escaped before its setup began are never its fault. A leak
 fails the phase with the `LeakError` text; `@pytest.mark.lift_allow_leaks`
 exempts a test. Two modes (`--lift-leaks-mode`, `lift_leaks_mode`): `fast`, the
 default, scans what the test and its fixtures name (and every `Lifted` built)
-after each phase with JAX's own checker left as it is; `exhaustive` also runs
+after each phase, and the locals of the user's frames on the stack as each
+trace exits, with JAX's own checker left as it is; `exhaustive` also runs
 each phase inside `lift.checking_leaks()` (JAX's gc-based checker), which finds
 leaks held anywhere at several times the cost. A holder the scan cannot open
 (an attribute that raises) is named: in the leak report of a failing phase,
@@ -162,6 +163,14 @@ def _check_once(item: pytest.Item, watch: _Watch, confirm: bool) -> bool:
     home = module if isinstance(module, str) else None
     unopened: list[Unopened] = []
     leaks, tracers = scan_tracers(roots, skip=before, home=home, unopened=unopened)
+    if watch.held:
+        # Held by the user's frames when their trace exited (gone since).
+        known = {id(t) for t in [*before, *tracers]}
+        fresh = [(leak, t) for leak, t in watch.held if id(t) not in known]
+        leaks.extend(leak for leak, _ in fresh)
+        tracers.extend(t for _, t in fresh)
+        if fresh:
+            unopened.extend(watch.held_unopened)
     if leaks and confirm:
         return True
     if watch.exits:
@@ -196,13 +205,17 @@ class _Watch:
     """What runs around a phase: in the exhaustive mode (or when JAX's own
     checker is on anyway, its caches already off) `lift.checking_leaks()`; in
     the fast mode a record of the `Lifted` built and of the traces that exit
-    (`lifted`, `exits`), JAX's caches kept on."""
+    (`lifted`, `exits`), JAX's caches kept on, and the leaks found in the
+    user's frames as traces exited (`held`: each with its tracer, and what
+    naming them could not open)."""
 
-    __slots__ = ("exits", "lifted", "stack")
+    __slots__ = ("exits", "held", "held_unopened", "lifted", "stack")
 
     def __init__(self) -> None:
         self.lifted: Iterable[Any] = ()
         self.exits: dict[int, Any] = {}
+        self.held: list[tuple[Any, Any]] = []
+        self.held_unopened: list[Any] = []
         self.stack: Any = None
 
     def start(self, item: pytest.Item) -> _Watch:
@@ -220,8 +233,23 @@ class _Watch:
         else:
             stack = self.stack = ExitStack()
             self.lifted = stack.enter_context(recording())
-            self.exits = stack.enter_context(watching_trace_exits(every=True))
+            self.exits = stack.enter_context(
+                watching_trace_exits(every=True, frames=self.note_frames)
+            )
         return self
+
+    def note_frames(self, holdings: list[Any]) -> None:
+        """Name the tracers the user's frames hold as their trace exits (the
+        frames may drop them before the phase ends)."""
+        from ._leaks import frame_leaks
+
+        leaks, tracers, unopened = frame_leaks(holdings)
+        known = {id(t) for _, t in self.held}
+        for leak, tracer in zip(leaks, tracers, strict=True):
+            if id(tracer) not in known:
+                known.add(id(tracer))
+                self.held.append((leak, tracer))
+        self.held_unopened.extend(u for u in unopened if u not in self.held_unopened)
 
     def __enter__(self) -> _Watch:
         if not isinstance(self.stack, ExitStack):

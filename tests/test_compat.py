@@ -413,3 +413,42 @@ def test_eager_grad_over_a_jitted_closure_leaves_tracers_in_jax_caches() -> None
     # A tracer that a variable also holds is reached by lift's scan first; the
     # caches alone are asked only about what no variable holds.
     assert "not stored by the code under test" in str(cached)
+
+
+def test_frames_holding_an_exited_trace_are_named_not_those_inside_one() -> None:
+    # At the inner jit's exit, `g` (running inside the vmap) holds that jit's
+    # tracer in `inner` (escaped) and the vmap's in `outer` (live): only the
+    # first is told, with the frame and the local holding it.
+    told: list[tuple[str, list[str], list[str]]] = []
+
+    def tell(found: list[_compat.FrameHolding]) -> None:
+        for held in found:  # not kept: its locals would hold the tracer on
+            names = [name for name, _ in held.tracers]
+            kinds = [_compat.transform_name(t) for _, t in held.tracers]
+            told.append((held.code.co_name, names, kinds))
+
+    def g(x: Any) -> Any:
+        inner: list[Any] = []
+        outer = [x]
+        jax.jit(lambda y: inner.append(y) or y)(outer[0])
+        return x
+
+    with _compat.watching_trace_exits(every=True, frames=tell):
+        jax.vmap(g)(jnp.arange(2.0))
+    assert told == [("g", ["inner"], ["jit(<lambda>)"])]
+
+
+@pytest.mark.skipif(
+    not _compat._SNAPSHOT_LOCALS,  # pyright: ignore[reportPrivateUsage]
+    reason="from Python 3.13 (PEP 667) f_locals caches no snapshot",
+)
+def test_frame_watch_keeps_the_names_exec_wrote_into_the_locals() -> None:
+    # Before 3.13 `exec` writes into the frame's `f_locals` snapshot, which the
+    # next `locals()` returns: emptying it would lose `y`.
+    def run() -> Any:
+        exec("y = 1")
+        jax.jit(lambda x: x + 1)(1.0)  # its exit reads this frame's locals
+        return locals()["y"]
+
+    with _compat.watching_trace_exits(every=True, frames=lambda found: None):
+        assert run() == 1

@@ -505,3 +505,142 @@ def test_odeint_passes_as_under_jax_checker_and_a_stored_twin_fails(
             "*SAVED[[]0[]]: float32[[][]] from jit(solve)*",
         ]
     )
+
+
+# A tracer kept in a local variable of the test or of a function on the stack
+# when its trace exits: JAX's checker fails the test there; the frame drops the
+# local before the phase ends, so the fast mode looks as each trace exits.
+LOCALS = """
+import jax
+import jax.numpy as jnp
+
+def test_local_log():
+    seen = []
+
+    def f(x):
+        seen.append(x)
+        return x * 2
+
+    assert float(jax.jit(f)(1.0)) == 2.0
+    assert len(seen) == 1
+
+def run_logged(x):
+    log = []
+    out = jax.jit(lambda y: log.append(y) or y + 1)(x)
+    assert len(log) == 1
+    return out
+
+def test_helper_local():
+    assert float(run_logged(1.0)) == 2.0
+
+def test_dict_of_lists():
+    store = {"runs": {"steps": []}}
+
+    def f(x):
+        store["runs"]["steps"].append(x)
+        return x
+
+    jax.jit(f)(1.0)
+    assert len(store["runs"]["steps"]) == 1
+
+def test_vmap_of_jit_keeps_the_inner_tracer():
+    def g(x):
+        inner = []
+
+        def h(y):
+            inner.append(y)
+            return y * 2
+
+        out = jax.jit(h)(x)  # `inner` outlives this jit, inside the vmap
+        assert len(inner) == 1
+        return out
+
+    jax.vmap(g)(jnp.arange(3.0))
+"""
+
+# The twins: what the functions on the stack hold is concrete, or a tracer of
+# a transform still running (the vmap's, the grad's, the outer jit's) when an
+# inner jit exits.
+LOCALS_CLEAN = """
+import gc
+import weakref
+
+import jax
+import jax.numpy as jnp
+
+def test_local_log_of_shapes():
+    seen = []
+
+    def f(x):
+        seen.append(x.shape)
+        return x * 2
+
+    assert float(jax.jit(f)(1.0)) == 2.0
+    assert seen == [()]
+
+def test_vmap_of_jit_holds_the_outer_tracer():
+    def g(x):
+        outer = {"x": [x]}  # the vmap's tracer, while the vmap runs
+        return jax.jit(lambda y: y * 2)(outer["x"][0]) + outer["x"][0]
+
+    jax.vmap(g)(jnp.arange(3.0))
+    jax.jit(jax.vmap(g))(jnp.arange(3.0))
+
+def test_grad_of_jit_holds_the_outer_tracer():
+    def loss(w):
+        held = [w]
+        return jax.jit(lambda v: v * 2)(held[0]) * held[0]
+
+    assert float(jax.grad(loss)(1.0)) == 4.0
+
+class Big:
+    pass
+
+def test_reading_the_locals_keeps_nothing_alive():
+    big = Big()
+    ref = weakref.ref(big)
+    jax.jit(lambda x: x * 2)(1.0)  # its exit reads this frame's locals
+    del big
+    gc.collect()
+    assert ref() is None, "a snapshot of this frame's locals keeps it"
+"""
+
+
+def test_fast_mode_fails_a_test_jax_fails_for_a_tracer_kept_in_a_local(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makepyfile(test_locals=LOCALS)
+    monkeypatch.setenv("JAX_CHECK_TRACER_LEAKS", "1")
+    pytester.runpytest_subprocess().assert_outcomes(failed=4)  # JAX's checker
+    monkeypatch.setenv("JAX_CHECK_TRACER_LEAKS", "0")
+    result = pytester.runpytest_subprocess(*_plugin_args(), "--lift-leaks")
+    result.assert_outcomes(failed=4)
+    result.stdout.fnmatch_lines(
+        [
+            "*LeakError: 1 tracer escaped*",
+            "*test_local_log (*test_locals.py:4), local variable 'seen' at "
+            "seen[[]0[]]: float32[[][]] from jit(f) — return the value from the "
+            "transformed function instead of keeping it in seen*",
+            "*LeakError: 1 tracer escaped*",
+            "*run_logged (*test_locals.py:14), local variable 'log' at log[[]0[]]: "
+            "float32[[][]] from jit(<lambda>)*",
+            "*LeakError: 1 tracer escaped*",
+            "*test_dict_of_lists (*), local variable 'store' at "
+            "store[[]'runs'[]][[]'steps'[]][[]0[]]: float32[[][]] from jit(f)*",
+            "*LeakError: 1 tracer escaped*",
+            "*test_vmap_of_jit_keeps_the_inner_tracer.<locals>.g (*), local "
+            "variable 'inner' at inner[[]0[]]: float32[[][]] from jit(h)*",
+        ]
+    )
+    assert "from vmap" not in result.stdout.str()  # the outer tracers: not kept
+
+
+def test_fast_mode_passes_the_twins_jax_passes(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makepyfile(test_locals_clean=LOCALS_CLEAN)
+    monkeypatch.setenv("JAX_CHECK_TRACER_LEAKS", "1")
+    pytester.runpytest_subprocess().assert_outcomes(passed=4)  # JAX's checker
+    monkeypatch.setenv("JAX_CHECK_TRACER_LEAKS", "0")
+    result = pytester.runpytest_subprocess(*_plugin_args(), "--lift-leaks")
+    result.assert_outcomes(passed=4)
