@@ -574,6 +574,13 @@ def jax_checks_leaks() -> bool:
     return _CHECK_TRACER_LEAKS.value is True
 
 
+def jax_leak_checks_declined() -> bool:
+    """Whether the running code turned JAX's checker off for itself
+    (`with jax.check_tracer_leaks(False):`, a thread-local setting; jax 0.8.0
+    to 0.12 give a sentinel object when none is set): a leak there is meant."""
+    return _CHECK_TRACER_LEAKS.get_local() is False
+
+
 # -- traces that exit inside `lift.checking_leaks()` --------------------------------
 #
 # JAX's checker runs where a trace is entered with `check_leaks=True` (jit, scan,
@@ -812,7 +819,9 @@ def _still_running(trace: Any) -> bool:
 def _check_frames(trace: Any) -> None:
     """At the last exit of `trace`: tell the blocks watching this thread's
     frames which of the user's frames hold its tracers."""
-    if type(trace) is _EVAL_TRACE:
+    if type(trace) is _EVAL_TRACE or jax_leak_checks_declined():
+        # A block that turned JAX's checker off for itself keeps its tracers
+        # on purpose, and JAX's checker does not look at it either.
         return
     thread = threading.get_ident()
     told = [r.frames for r in _recorders if r.frames is not None and r.thread == thread]

@@ -603,6 +603,12 @@ def test_reading_the_locals_keeps_nothing_alive():
     del big
     gc.collect()
     assert ref() is None, "a snapshot of this frame's locals keeps it"
+
+def test_a_block_that_turns_the_checker_off_keeps_its_tracer():
+    kept = []  # on purpose: JAX's checker is told not to look
+    with jax.check_tracer_leaks(False):
+        jax.jit(lambda x: kept.append(x) or x)(1.0)
+    assert len(kept) == 1
 """
 
 
@@ -640,7 +646,7 @@ def test_fast_mode_passes_the_twins_jax_passes(
 ) -> None:
     pytester.makepyfile(test_locals_clean=LOCALS_CLEAN)
     monkeypatch.setenv("JAX_CHECK_TRACER_LEAKS", "1")
-    pytester.runpytest_subprocess().assert_outcomes(passed=4)  # JAX's checker
+    pytester.runpytest_subprocess().assert_outcomes(passed=5)  # JAX's checker
     monkeypatch.setenv("JAX_CHECK_TRACER_LEAKS", "0")
     result = pytester.runpytest_subprocess(*_plugin_args(), "--lift-leaks")
-    result.assert_outcomes(passed=4)
+    result.assert_outcomes(passed=5)
