@@ -933,7 +933,9 @@ def _decide_kind(t: Any) -> tuple[int, Any]:
         return _METHOD, None
     if issubclass(t, (type, types.ModuleType, BaseException)):
         return _SKIP, None
-    module: str = getattr(t, "__module__", None) or "builtins"
+    module: object = getattr(t, "__module__", None) or "builtins"
+    if not isinstance(module, str):
+        module = ""  # a class whose `__module__` is a property of its own
     if module.partition(".")[0] in _CLOSED_PACKAGES:
         return _SKIP, None  # JAX's, NumPy's, lift's, pytest's and C objects
     # An instance `__dict__` as Python makes it (no property to run).
