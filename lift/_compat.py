@@ -799,14 +799,21 @@ def _left(trace: Any) -> bool:
 
 def _still_running(trace: Any) -> bool:
     """Whether `trace` is the current trace or an open one, or a parent of one."""
-    stack: list[Any] = [_TRACE_CTX.trace]
-    stack.extend(entry[1] for entry in _open_traces.values())
+    starts: list[Any] = [_TRACE_CTX.trace]
+    starts.extend(entry[1] for entry in _open_traces.values())
+    return _reaches(starts, trace)
+
+
+def _reaches(starts: list[Any], trace: Any) -> bool:
+    """Whether `trace` is one of `starts` or a parent of one (through
+    `_PARENT_ATTRS`, iteratively)."""
+    stack = [t for t in starts if t is not None]
     seen: set[int] = set()
     while stack:
         t = stack.pop()
         if t is trace:
             return True
-        if t is None or id(t) in seen:
+        if id(t) in seen:
             continue
         seen.add(id(t))
         for attr in _PARENT_ATTRS:
@@ -860,20 +867,7 @@ def _frames_holding(trace: Any, frame: types.FrameType | None) -> list[FrameHold
 def _runs_beneath(trace: Any, frame: types.FrameType) -> bool:
     """Whether a JAX frame beneath `frame` runs `trace` (or a trace whose
     parents reach it): `frame` is then inside it, its tracers its own."""
-    stack = _running_traces(frame.f_back)
-    seen: set[int] = set()
-    while stack:
-        t = stack.pop()
-        if t is trace:
-            return True
-        if id(t) in seen:
-            continue
-        seen.add(id(t))
-        for attr in _PARENT_ATTRS:
-            parent = getattr(t, attr, None)
-            if parent is not None:
-                stack.append(parent)
-    return False
+    return _reaches(_running_traces(frame.f_back), trace)
 
 
 def _frame_locals(
