@@ -49,8 +49,7 @@ from ._code import CodeInfo, code_info
 from ._compat import CUSTOM_NODES, Tracer, live_traces
 from ._errors import LiftError, describe, static_fix
 from ._mutation import ANY, ATTR_STEP, Path, mutated_paths
-from ._replay import replay, walked
-from ._skeleton import (
+from ._nodes import (
     COMPOSITES,
     CellNode,
     FunctionNode,
@@ -59,11 +58,12 @@ from ._skeleton import (
     Node,
     PartialNode,
     Ref,
-    Skeleton,
     Slot,
     Static,
     Template,
 )
+from ._replay import replay, walked
+from ._skeleton import Skeleton
 from ._trees import (
     ITERATORS,
     MAX_CONTAINER_DEPTH,

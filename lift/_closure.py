@@ -698,6 +698,21 @@ def holder_of(obj: Any) -> Holder | None:
     return jtu.HOLDERS.get(type(obj))  # pyright: ignore[reportUnknownArgumentType]
 
 
+# Types whose instances stand for a function they rebuild from their leaves:
+# `lift.Lifted` and each subclass, registered as the class is made. The leak scan
+# opens one as the function it rebuilds (and names it in a report).
+_FUNCTION_OF: dict[type, Callable[[Any], Any]] = {}
+
+
+def register_function_of(cls: type, function_of: Callable[[Any], Any]) -> None:
+    _FUNCTION_OF[cls] = function_of
+
+
+def function_of(obj: Any) -> Callable[[Any], Any] | None:
+    """How to rebuild the function `obj` stands for, if it is a `Lifted`."""
+    return _FUNCTION_OF.get(type(obj))  # pyright: ignore[reportUnknownArgumentType]
+
+
 def slot_names(cls: type) -> tuple[str, ...]:
     """Every slot an instance of `cls` may hold, along the MRO: the member
     descriptors `__slots__` made, whatever form it was given in (a string, a

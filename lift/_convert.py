@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 import types
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
+from typing import Any, Final
 
 import jax
 import jax.core
@@ -35,7 +35,6 @@ import numpy as np
 from . import _compat
 from ._capture import LIVE, capture
 from ._errors import LiftError, describe
-from ._lifted import construct
 from ._paths import leaf_paths
 
 # JAX's public functions used here, typed once for the type checker.
@@ -47,12 +46,8 @@ _asarray: Callable[[Any], Any] = jnp.asarray  # pyright: ignore
 _Jaxpr: type[Any] = jax.extend.core.Jaxpr  # pyright: ignore
 _ClosedJaxpr: type[Any] = jax.extend.core.ClosedJaxpr  # pyright: ignore
 
-if TYPE_CHECKING:
-    from ._lifted import Lifted
 
 __all__ = ["convert"]
-
-_L = TypeVar("_L", bound="Lifted[Any, Any]")
 
 
 def _short(shape: tuple[int, ...], dtype: Any) -> str:
@@ -377,22 +372,22 @@ def _as_leaf(const: Any) -> Any:
 
 
 def convert(
-    cls: type[_L], fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> _L:
-    """Trace `fn` on `args`/`kwargs` and return `cls` lifting the program.
+    fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> types.FunctionType:
+    """Trace `fn` on `args`/`kwargs` and return a function running the program.
 
     **Arguments:**
 
-    - `cls`: `Lifted` or a subclass of it; the result is an instance of it.
     - `fn`: the function to convert.
     - `args`, `kwargs`: example arguments; their shapes and dtypes are the ones
       the result accepts.
 
     **Returns:**
 
-    An instance of `cls` whose leaves are every tracer and array `fn` closed
-    over (through cells, globals, attributes, anything), and whose static part
-    is the traced program.
+    A function that runs the traced program on the constants it closed over:
+    lifted (`Lifted.closure_convert`), its leaves are every tracer and array
+    `fn` closed over (through cells, globals, attributes, anything), and its
+    static part is the program.
     """
     if not callable(fn):
         raise LiftError(
@@ -427,5 +422,4 @@ def convert(
         value = getattr(fn, attr, None)
         if isinstance(value, str):
             setattr(converted, attr, value)
-    # Not `cls(converted)`: a subclass's own `__init__` may take other arguments.
-    return cast("_L", construct(cls, converted, frozenset(), None))
+    return converted

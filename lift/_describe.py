@@ -4,11 +4,10 @@ about a function's captures."""
 # pyright: reportPrivateUsage=false
 from __future__ import annotations
 
-import os
 import re
 import threading
 import types
-from typing import TYPE_CHECKING, Any, Final, cast
+from typing import Any, Final, cast
 
 import jax
 import jax.numpy as jnp
@@ -16,19 +15,10 @@ import numpy as np
 
 from ._code import code_info
 from ._compat import Tracer
-from ._errors import LiftError, describe, docs_anchor, static_fix
+from ._errors import LiftError, describe, docs_anchor, static_fix, static_str
+from ._nodes import CellNode, FunctionNode, Ref, Static, Template
 from ._paths import leaf_paths
-from ._skeleton import (
-    CellNode,
-    FunctionNode,
-    Ref,
-    Skeleton,
-    Static,
-    Template,
-)
-
-if TYPE_CHECKING:
-    from ._lifted import Lifted
+from ._skeleton import LiftedParts, Skeleton, node_head
 
 __all__ = ["explain_concretization", "pformat", "reject"]
 
@@ -54,24 +44,6 @@ def _leaf_str(x: Any) -> str:
         except Exception:  # a deleted (donated) buffer, a placeholder
             pass
     return text
-
-
-# `<function f at 0x7f...>`, `<Foo object at 0x7f...>`: the name says it all.
-_ADDRESS: Final = re.compile(r" at 0x[0-9a-fA-F]+")
-
-
-def static_str(value: Any, limit: int = 80) -> str:
-    """A static value as people read it: its repr without object addresses, cut
-    to `limit` characters."""
-    if type(value) is types.FunctionType:  # never `isinstance`: hostile objects
-        text = f"<function {value.__qualname__}>"
-    else:
-        try:
-            text = repr(value)
-        except Exception:
-            text = f"<{type(value).__qualname__} object>"
-        text = _ADDRESS.sub("", text)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _static_part(value: Any) -> str:
@@ -163,17 +135,13 @@ def _template_str(
     return _RUNS.sub(_elide, text) if len(parts) > _ITEMS else text
 
 
-def _head(node: Any) -> str:
-    return node.qualname if isinstance(node, FunctionNode) else node.kind
-
-
 def _node_str(
     skeleton: Skeleton, index: int, leaves: tuple[Any, ...], depth: int, shown: set[int]
 ) -> str:
     """A node and its captures: `name(var=value, ...)`, nested functions to
     `_DEPTH` levels, each node spelled out once."""
     node = skeleton.nodes[index]
-    head = _head(node)
+    head = node_head(node)
     if index in shown or depth > _DEPTH:
         return f"<{head}>"
     shown.add(index)
@@ -197,26 +165,26 @@ def _node_str(
     return f"{head}({', '.join(items)})"
 
 
-def pformat(x: Lifted[Any, Any]) -> str:
+def pformat(x: LiftedParts) -> str:
     """`Cls(qualname(var=value, ...))`: dynamic captures as dtype and shape, with
     the value of a scalar (`float32[]=0.001`), static ones as their value
     (`nesterov=False`)."""
     leaves = x._flat if x._flat is not None else x._leaves
     level = _depth.level
     if level > _DEPTH:  # a `Lifted` inside a capture, deep down
-        return f"{type(x).__name__}(<{_head(x._skeleton.nodes[0])}>)"
+        return f"{type(x).__name__}(<{node_head(x._skeleton.nodes[0])}>)"
     return f"{type(x).__name__}({_node_str(x._skeleton, 0, leaves, level, set())})"
 
 
-def repr_pretty(x: Lifted[Any, Any], p: Any, cycle: bool) -> None:
+def repr_pretty(x: LiftedParts, p: Any, cycle: bool) -> None:
     """IPython's pretty printer: the repr (a cycle as the name only)."""
     if cycle:
-        p.text(f"{type(x).__name__}(<{_head(x._skeleton.nodes[0])}>)")
+        p.text(f"{type(x).__name__}(<{node_head(x._skeleton.nodes[0])}>)")
     else:
         p.text(pformat(x))
 
 
-def explain_concretization(x: Lifted[Any, Any], err: BaseException) -> LiftError | None:
+def explain_concretization(x: LiftedParts, err: BaseException) -> LiftError | None:
     """Name the capture, and the function that used it, when a traced leaf was
     needed as a concrete Python value; `None` when the value came from no
     capture (an argument traced by `vmap` or `jit`).
@@ -450,63 +418,7 @@ def reject(obj: Any, name: str) -> LiftError:
     return LiftError(f"{name}() got {what}{docs_anchor(anchor)}")
 
 
-# How much of its static data a skeleton's repr spells out.
-_SKELETON_CHARS: Final = 160
-
-
-def skeleton_repr(skeleton: Skeleton) -> str:
-    """`Skeleton(qualname (file:line), nodes=3, leaves=1, static: name=value, ...
-    #1a2b3c4d)`.
-
-    The repr of a `Lifted`'s treedef, which `jax_explain_cache_misses` prints
-    twice when a static value changed: it is kept short, and leads with what most
-    often differs. Statics are named by their variable (`nesterov=True`, not its
-    whole key path, which `lift.diff` gives), those that are not `None` first,
-    equal ones counted once (`params=None (x5)`), up to `_SKELETON_CHARS`
-    characters; the fingerprint of the whole (`#1a2b3c4d`) tells apart two
-    skeletons whose shown statics agree.
-    """
-    from ._paths import treedef_paths
-
-    root = skeleton.nodes[0]
-    head = _head(root)
-    if isinstance(root, FunctionNode):
-        code = root.info.code
-        head += f" ({os.path.basename(code.co_filename)}:{code.co_firstlineno})"
-    counts: dict[tuple[bool, str], int] = {}
-    for template in skeleton.templates():
-        found = [(pos, s) for pos, s in enumerate(template.slots) if type(s) is Static]
-        if not found:
-            continue
-        variable = template.label.variable
-        name = variable if isinstance(variable, str) else template.label.text
-        for pos, slot in found:
-            sub = (
-                ""
-                if template.treedef is None
-                else "".join(str(e) for e in treedef_paths(template.treedef)[pos])
-            )
-            item = f"{name}{sub}={static_str(slot.value, 40)}"
-            key = (slot.value is None, item)
-            counts[key] = counts.get(key, 0) + 1
-    statics: list[str] = []
-    used = 0
-    # Stable: source order within each group, values that are not `None` first.
-    ordered = sorted(counts.items(), key=lambda kv: kv[0][0])
-    for shown, ((_, item), n) in enumerate(ordered):
-        if used > _SKELETON_CHARS:
-            statics.append(f"...({sum(c for _, c in ordered[shown:])} more)")
-            break
-        text = item if n == 1 else f"{item} (x{n})"
-        statics.append(text)
-        used += len(text) + 2
-    text = f"{head}, nodes={len(skeleton.nodes)}, leaves={skeleton.nleaves}"
-    if statics:
-        text += ", static: " + ", ".join(statics)
-    return f"Skeleton({text} #{hash(skeleton) & 0xFFFFFFFF:08x})"
-
-
-def treescope_repr(x: Lifted[Any, Any], path: str | None, subtree_renderer: Any) -> Any:
+def treescope_repr(x: LiftedParts, path: str | None, subtree_renderer: Any) -> Any:
     """treescope's rendering of a `Lifted` (its `__treescope_repr__`): the
     function's qualified name and its captures, captured functions nested to
     `_DEPTH` levels. treescope is imported here, never by `import lift`."""
@@ -517,7 +429,7 @@ def treescope_repr(x: Lifted[Any, Any], path: str | None, subtree_renderer: Any)
 
     name = type(x).__name__
     if _depth.level > _DEPTH:
-        return rendering_parts.text(f"{name}(<{_head(x._skeleton.nodes[0])}>)")
+        return rendering_parts.text(f"{name}(<{node_head(x._skeleton.nodes[0])}>)")
     attributes: dict[str, Any] = {"__qualname__": x.__qualname__}
     for part in ("args", "keywords", "func", "__func__", "__self__"):
         value = getattr(x, part, _MISSING)

@@ -14,21 +14,21 @@ import numpy as np
 
 from . import _trees as jtu
 from ._capture import default_dynamic
-from ._describe import static_str
+from ._errors import static_str
 from ._lift import flatten_lifted, is_lifted, stops_flattening
 from ._lifted import Lifted
-from ._paths import treedef_paths
-from ._skeleton import (
+from ._nodes import (
     CellNode,
     FunctionNode,
     HolderNode,
     MethodNode,
     PartialNode,
     Ref,
-    Skeleton,
     Static,
     Template,
 )
+from ._skeleton import Skeleton
+from ._trees import treedef_paths
 
 __all__ = ["diff"]
 

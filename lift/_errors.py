@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import re
 import sys
+import types
 from typing import Any, Final
 
 __all__ = [
@@ -15,6 +16,7 @@ __all__ = [
     "docs_anchor",
     "missing_attribute",
     "static_fix",
+    "static_str",
     "under_lift_jit",
 ]
 
@@ -231,3 +233,21 @@ def _required_args(fn: Any) -> str:
         and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
     ]
     return ", ".join(required)
+
+
+# `<function f at 0x7f...>`, `<Foo object at 0x7f...>`: the name says it all.
+_ADDRESS: Final = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+def static_str(value: Any, limit: int = 80) -> str:
+    """A static value as people read it: its repr without object addresses, cut
+    to `limit` characters."""
+    if type(value) is types.FunctionType:  # never `isinstance`: hostile objects
+        text = f"<function {value.__qualname__}>"
+    else:
+        try:
+            text = repr(value)
+        except Exception:
+            text = f"<{type(value).__qualname__} object>"
+        text = _ADDRESS.sub("", text)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -41,6 +41,7 @@ from ._compat import DEFAULT_DEVICE, X64, conversion_context
 from ._errors import LiftError, describe, under_lift_jit
 from ._lift import lift
 from ._lifted import Lifted
+from ._nodes import CellNode, FunctionNode, PartialNode, Ref, Template
 from ._programs import (
     CALLING as _CALLING,
     MISSING,
@@ -51,7 +52,7 @@ from ._programs import (
     options_key,
     program,
 )
-from ._skeleton import CellNode, FunctionNode, PartialNode, Ref, Skeleton, Template
+from ._skeleton import Skeleton
 from ._verify import STATE as _VERIFY, disagree, same_leaves
 
 __all__ = ["JitFunction", "jit"]

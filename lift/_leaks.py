@@ -45,6 +45,7 @@ from ._closure import (
     cache_parts,
     cells,
     class_parts,
+    function_of,
     function_parts,
     holder_of,
     instance_class,
@@ -550,24 +551,13 @@ def _root_label(root: Any, index: int) -> str:
         return root.__name__
     if kind is types.FunctionType:
         return root.__qualname__
-    lifted = _lifted_api()
-    if lifted is not None and lifted[0](root):
+    if function_of(root) is not None:
         return getattr(root, "__qualname__", f"roots[{index}]")
     return f"roots[{index}]"
 
 
 # ----------------------------------------------------------------------------
 # The walk.
-
-
-@functools.cache
-def _lifted_api() -> tuple[Callable[[Any], bool], Callable[[Any], Any]] | None:
-    # Imported on first use: `lift/__init__.py` imports this module.
-    try:
-        from lift import is_lifted, unlift  # pyright: ignore[reportAttributeAccessIssue]
-    except ImportError:  # the core is not importable (partial installs)
-        return None
-    return is_lifted, unlift
 
 
 def _library_dirs() -> tuple[str, ...]:
@@ -710,7 +700,6 @@ class _Walk:
         self.cell_labels: dict[types.CodeType, tuple[Label, ...]] = {}
         self.plain: set[type] = set()  # classes whose instances hold a __dict__
         self.plans: dict[type, tuple[int, tuple[str, ...]]] = {}
-        self.lifted = _lifted_api()
         self.home = home
         # What could not be opened: (entry, what was being read, the error).
         self.failed: list[tuple[int, str, BaseException]] = []
@@ -875,7 +864,7 @@ class _Walk:
             self.push(value, index, label, (code, label.variable, _LOCAL_KIND))
 
     def is_lifted(self, obj: Any) -> bool:
-        return self.lifted is not None and self.lifted[0](obj)
+        return function_of(obj) is not None
 
     def function(self, fn: types.FunctionType, index: int) -> None:
         code = fn.__code__
@@ -955,8 +944,7 @@ class _Walk:
     def plan(self, obj: Any, cls: type) -> tuple[int, tuple[str, ...], bool]:
         """How to walk objects of type `cls`, and whether that holds for every
         instance (decided once per type and scan when it does)."""
-        lifted = self.lifted
-        if lifted is not None and lifted[0](obj):
+        if function_of(obj) is not None:
             return _LIFTED, (), True
         if issubclass(
             cls,
@@ -1080,8 +1068,9 @@ class _Walk:
             else:
                 self.push_all(enumerate(obj), index, _INDEX)  # pyright: ignore
         elif kind == _LIFTED:
-            assert self.lifted is not None
-            plain = self.lifted[1](obj)
+            rebuild = function_of(obj)
+            assert rebuild is not None
+            plain = rebuild(obj)
             self.keep.append(plain)
             self.push(plain, index, "", (obj, None, _STORED_LIFTED))
             self.push(obj.__wrapped__, index, ".__wrapped__")

@@ -17,9 +17,8 @@ from ._compat import live_traces
 from ._describe import reject
 from ._errors import LiftError
 from ._leaks import find_leaks
-from ._lifted import Lifted, check_options, construct
+from ._lifted import Lifted, check_options, construct, rebuilt
 from ._optax import as_functions
-from ._rebuild import build
 from ._trees import (
     ITERATORS,
     MAX_CONTAINER_DEPTH,
@@ -246,7 +245,7 @@ def _is_liftable(x: Any) -> bool:
 
 
 def _unlift_one(x: Any) -> Any:
-    return build(x._skeleton, x._arrays()) if is_lifted(x) else x
+    return rebuilt(x) if is_lifted(x) else x
 
 
 def is_lifted(x: Any) -> bool:
@@ -306,6 +305,6 @@ def unlift(x: Any) -> Any:
     ```
     """
     if is_lifted(x):
-        return build(x._skeleton, x._arrays())
+        return rebuilt(x)
     leaves, treedef = flatten_lifted(x, "unlift")
     return jtu.unflatten(treedef, [_unlift_one(leaf) for leaf in leaves])

@@ -17,6 +17,8 @@ from typing_extensions import ParamSpec, TypeVar
 
 from . import _compat, _gc, _registry, _state_dict, _trees as jtu
 from ._capture import LIVE, capture, check_static_names
+from ._closure import register_function_of
+from ._convert import convert
 from ._describe import (
     explain_concretization,
     pformat,
@@ -380,9 +382,9 @@ class Lifted(Generic[_P, _R]):
         assert make(3.0)(2.0) == 6.0  # the traced `scale` became a leaf
         ```
         """
-        from ._convert import convert
-
-        return convert(cls, fn, example_args, example_kwargs)
+        converted = convert(fn, example_args, example_kwargs)
+        # Not `cls(converted)`: a subclass's own `__init__` may take other arguments.
+        return cast("Self", construct(cls, converted, frozenset(), None))
 
     # -- calling ------------------------------------------------------------------
 
@@ -470,7 +472,7 @@ class Lifted(Generic[_P, _R]):
         is that leaf. A partial's `args`, `keywords` and `func`, and a bound
         method's `__func__` and `__self__`, are read the same way.
         """
-        return captures_of(self)
+        return captures_of(self, Lifted)
 
     if not TYPE_CHECKING:  # typos in attribute names stay type errors
 
@@ -479,7 +481,7 @@ class Lifted(Generic[_P, _R]):
             # (`.args[0]`, `.func`, ...), never lift's own state.
             if name.startswith("_") and name not in ("__func__", "__self__"):
                 raise AttributeError(name)
-            value = attribute_of(self, name)
+            value = attribute_of(self, name, Lifted)
             if value is _NOT_FOUND:
                 raise missing_attribute(self, name)  # `lift.lift(optax.adam).init`
             return value
@@ -713,6 +715,13 @@ def _register(cls: type[Lifted[Any, Any]]) -> None:
         return self
 
     jtu.register_pytree_with_keys(cls, flatten_with_keys, unflatten, flatten)
+    register_function_of(cls, rebuilt)
+
+
+def rebuilt(x: Lifted[Any, Any]) -> Callable[..., Any]:
+    """A new function with fresh cells holding `x`'s current leaves (what
+    `lift.unlift` gives)."""
+    return build(x._skeleton, x._arrays())
 
 
 _register(Lifted)

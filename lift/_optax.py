@@ -22,6 +22,8 @@ import functools
 import types
 from typing import Any, cast
 
+from ._lifted import Lifted, rebuilt
+
 __all__ = ["as_functions"]
 
 
@@ -89,9 +91,9 @@ def _itself(self: Any) -> Any:
 
 def _rebuilt(transformation: Any) -> Any:
     """An instance of the object's class with the attributes `update` holds now."""
-    from ._lift import unlift  # `_lift` imports this module
-
-    update: Any = unlift(transformation.update)
+    update: Any = transformation.update
+    if isinstance(update, Lifted):
+        update = rebuilt(cast("Lifted[..., Any]", update))
     func: Any = getattr(update, "func", None)
     if not (
         issubclass(type(update), functools.partial)

@@ -9,24 +9,14 @@ memory linear in the graph.
 
 from __future__ import annotations
 
-import functools
-from typing import TYPE_CHECKING, Any, Final, cast
+from typing import Any, Final, cast
 
 from . import _trees as jtu
 from ._closure import ARG, CAPTURES, KEYWORD
+from ._nodes import CellNode, FunctionNode, MethodNode, PartialNode, Ref, Template
 from ._rebuild import build_nodes
-from ._skeleton import (
-    CellNode,
-    FunctionNode,
-    MethodNode,
-    PartialNode,
-    Ref,
-    Skeleton,
-    Template,
-)
-
-if TYPE_CHECKING:
-    from ._lifted import Lifted
+from ._skeleton import LiftedParts, Skeleton
+from ._trees import treedef_paths
 
 __all__ = [
     "CapturePath",
@@ -35,7 +25,6 @@ __all__ = [
     "captures_of",
     "leaf_paths",
     "node_path",
-    "treedef_paths",
 ]
 
 
@@ -104,21 +93,6 @@ def _slot_entries(template: Template, pos: int) -> tuple[Any, ...]:
     if template.treedef is None:
         return ()
     return treedef_paths(template.treedef)[pos]
-
-
-@functools.lru_cache(maxsize=4096)
-def treedef_paths(treedef: jtu.TreeDef) -> tuple[tuple[Any, ...], ...]:
-    dummy = treedef.unflatten([_Marker()] * treedef.num_leaves)
-    pairs, _ = jtu.tree_flatten_with_path(dummy, is_leaf=_is_marker)
-    return tuple(tuple(p) for p, _ in pairs)
-
-
-def _is_marker(x: object) -> bool:
-    return isinstance(x, _Marker)
-
-
-class _Marker:
-    __slots__ = ()
 
 
 _PATH_KEEP: Final = 16
@@ -231,12 +205,10 @@ def _root_parts(skeleton: Skeleton) -> list[tuple[Any, Template]]:
 
 
 def _materializer(
-    x: Lifted[Any, Any], templates: list[Template]
+    x: LiftedParts, templates: list[Template], lifted: type[Any]
 ) -> tuple[tuple[Any, ...], list[Any]]:
     """The leaves, and the rebuilt nodes with the functions `templates` refer to
     as `Lifted` (lifted with `x`'s options), so `.captures` goes on at depth."""
-    from ._lifted import Lifted
-
     skeleton = x._skeleton
     leaves = x._arrays()
     objs = build_nodes(skeleton, leaves)
@@ -247,20 +219,20 @@ def _materializer(
                 skeleton.nodes[slot.index], (FunctionNode, PartialNode, MethodNode)
             ):
                 obj = objs[slot.index]
-                if not isinstance(obj, Lifted):
-                    view = object.__new__(Lifted)
+                if not isinstance(obj, lifted):
+                    view = object.__new__(lifted)
                     view._capture(obj, names, dynamic)
                     objs[slot.index] = view
     return leaves, objs
 
 
-def captures_of(x: Lifted[Any, Any]) -> dict[str, Any]:
+def captures_of(x: LiftedParts, lifted: type[Any]) -> dict[str, Any]:
     """`x.captures`: the root's captured variables by name, current leaves, with
     captured functions as `Lifted` (see `Lifted.captures`)."""
     parts = [
         (label, t) for label, t in _root_parts(x._skeleton) if label.kind in CAPTURES
     ]
-    leaves, objs = _materializer(x, [t for _, t in parts])
+    leaves, objs = _materializer(x, [t for _, t in parts], lifted)
     return {
         cast(str, label.variable): t.materialize(leaves, objs) for label, t in parts
     }
@@ -269,7 +241,7 @@ def captures_of(x: Lifted[Any, Any]) -> dict[str, Any]:
 _NOT_FOUND: Final = object()
 
 
-def attribute_of(x: Lifted[Any, Any], name: str) -> Any:
+def attribute_of(x: LiftedParts, name: str, lifted: type[Any]) -> Any:
     """The part of `x`'s root that a key path names `.{name}` (a partial's `args`,
     `keywords` and `func`, a bound method's `__func__` and `__self__`), or
     `_NOT_FOUND`."""
@@ -281,7 +253,7 @@ def attribute_of(x: Lifted[Any, Any], name: str) -> Any:
     ]
     if not parts or (name == "__dict__"):
         return _NOT_FOUND
-    leaves, objs = _materializer(x, [t for _, t in parts])
+    leaves, objs = _materializer(x, [t for _, t in parts], lifted)
     kind = parts[0][0].kind
     if kind == ARG:
         ordered = sorted(parts, key=lambda p: cast(int, p[0].key))

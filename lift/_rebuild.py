@@ -15,14 +15,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ._closure import make_partial, set_function_parts
-from ._skeleton import (
-    CellNode,
-    FunctionNode,
-    HolderNode,
-    MethodNode,
-    PartialNode,
-    Skeleton,
-)
+from ._nodes import CellNode, FunctionNode, HolderNode, MethodNode, PartialNode
+from ._skeleton import Skeleton
 
 __all__ = ["build", "build_nodes"]
 

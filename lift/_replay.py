@@ -55,17 +55,17 @@ from ._closure import (
     static_key,
 )
 from ._mutation import mutated_paths
-from ._skeleton import (
+from ._nodes import (
     CellNode,
     FunctionNode,
     HolderNode,
     MethodNode,
     PartialNode,
     Ref,
-    Skeleton,
     Static,
     Template,
 )
+from ._skeleton import Skeleton
 from ._trees import flatten_checked, irregular, is_function_like, read_as_tuple
 from ._verify import STATE
 

@@ -13,412 +13,25 @@ functions; `lift._paths` names where each leaf sits.
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Sequence
-from typing import Any, Final, TypeAlias, cast
+import os
+from collections.abc import Callable
+from typing import Any, Final, Protocol
 
-from . import _trees as jtu
-from ._closure import ARG, Holder, Label, is_exact, static_key
-from ._code import CodeInfo
+from ._errors import static_str
+from ._nodes import (
+    COMPOSITES,
+    CellNode,
+    FunctionNode,
+    Node,
+    Ref,
+    Static,
+    Template,
+)
 
-__all__ = [
-    "COMPOSITES",
-    "CellNode",
-    "FunctionNode",
-    "HolderNode",
-    "MethodNode",
-    "Node",
-    "PartialNode",
-    "Ref",
-    "Skeleton",
-    "Slot",
-    "Static",
-    "Template",
-    "root_function",
-    "root_name",
-]
+__all__ = ["LiftedParts", "Skeleton", "root_function", "root_name", "skeleton_repr"]
 
 
-class Ref:
-    """A slot holding another node of the graph (a function, partial or method)."""
-
-    __slots__ = ("index", "slot_key")
-
-    def __init__(self, index: int) -> None:
-        self.index = index
-        self.slot_key: tuple[str, int] = ("ref", index)
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is Ref and other.index == self.index
-
-    def __hash__(self) -> int:
-        return hash(("ref", self.index))
-
-    def __repr__(self) -> str:
-        return f"Ref({self.index})"
-
-
-# Statics whose key says everything about their value.
-_EXACT_TYPES: Final = frozenset({int, bool, str, bytes, float, complex, type(None)})
-
-
-class Static:
-    """A slot holding a static value: compared by type and value at every depth
-    (`lift._closure.static_key`) when hashable, by identity otherwise."""
-
-    __slots__ = ("_exact", "_hash", "_key", "slot_key", "value")
-
-    def __init__(self, value: Any, key: Any = None, exact: bool | None = None) -> None:
-        self.value = value
-        if exact is None and type(value) in _EXACT_TYPES:
-            exact = True
-        self._exact = exact
-        try:
-            if key is None:
-                key = static_key(value)
-            h = hash(key)
-        except Exception:  # unhashable, or a `__hash__` that fails: by identity
-            self._key = None
-            self.slot_key: Any = _Identity(value)
-            h = hash(("id", id(value)))
-        else:
-            self._key = key
-            self.slot_key = key
-        self._hash = h
-
-    @property
-    def exact(self) -> bool:
-        """Whether equal statics are interchangeable: the key says everything
-        about the value (not so for a class with an `__eq__` of its own, such as
-        a dataclass holding `0.0` where another holds `-0.0`)."""
-        exact = self._exact
-        if exact is None:
-            exact = self._exact = self._key is None or is_exact(self._key)
-        return exact
-
-    @property
-    def by_identity(self) -> bool:
-        return self._key is None
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not Static:
-            return False
-        if self._key is None or other._key is None:
-            return self.value is other.value
-        if self._hash != other._hash:
-            return False
-        try:
-            return bool(self._key == other._key)
-        except Exception:  # an `__eq__` that fails: the same object or not
-            return self.value is other.value
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __repr__(self) -> str:
-        return f"Static({self.value!r})"
-
-
-Slot: TypeAlias = "int | Ref | Static"
 # A capture that holds one atom (the common case) has no treedef: `treedef is None`.
-
-
-class Template:
-    """One captured value: a pytree structure and what stands in each slot.
-
-    `treedef` is JAX's (dicts in sorted key order), and `slots` follow its leaf
-    order. `order` is `None`, or for values holding dicts whose keys are not in
-    sorted order or not all strings: a treedef that rebuilds each dict in its
-    insertion order, the permutation of slots it takes, and the dict keys by
-    type and value (JAX compares them with `==`, so `1` and `1.0` would mix).
-
-    `owner` (the node holding the capture) and `label` (how it is reached from
-    the owner) are for messages and key paths only.
-    """
-
-    __slots__ = ("key", "label", "order", "owner", "slots", "treedef")
-
-    def __init__(
-        self,
-        treedef: jtu.TreeDef | None,
-        slots: tuple[Slot, ...],
-        owner: int,
-        label: Label,
-        order: tuple[jtu.TreeDef, tuple[int, ...], Any] | None = None,
-    ) -> None:
-        self.treedef = treedef
-        self.slots = slots
-        self.owner = owner
-        self.label = label
-        self.order = order
-        # Compared and hashed in C: a static by its key, a reference by index.
-        keys: tuple[Any, ...] = (
-            slots
-            if len(slots) == 1 and type(slots[0]) is int  # one leaf: the common case
-            else tuple(
-                s if type(s) is int else cast("Ref | Static", s).slot_key for s in slots
-            )
-        )
-        self.key: tuple[Any, ...] = (
-            (treedef, keys) if order is None else (treedef, keys, order)
-        )
-
-    @property
-    def name(self) -> str | None:
-        """The captured variable's name, when the capture has one."""
-        return self.label.variable
-
-    def materialize(self, leaves: Sequence[Any], objs: Sequence[Any]) -> Any:
-        values: list[Any] = [
-            leaves[s]
-            if type(s) is int
-            else objs[s.index]
-            if type(s) is Ref
-            else cast(Static, s).value
-            for s in self.slots
-        ]
-        if self.treedef is None:
-            return values[0]
-        if self.order is not None:
-            ordered, perm, _ = self.order
-            return ordered.unflatten([values[p] for p in perm])
-        return self.treedef.unflatten(values)
-
-    def leaf_indices(self) -> list[int]:
-        return [s for s in self.slots if type(s) is int]
-
-
-Part: TypeAlias = tuple[Label, Template]
-
-
-class CellNode:
-    """A closure cell; `template is None` for an empty cell. Cells shared by several
-    functions of one graph stay shared in the rebuilt graph.
-
-    An empty cell is the user's own (`cell`, compared by identity): Python binds
-    it later (`super()`'s `__class__` once the class exists, a decorated
-    function's own name once the decorator returns), and the rebuilt function
-    reads it then, as the original does.
-    """
-
-    kind: Final = "cell"  # what a node is called in messages and reprs
-
-    __slots__ = ("cell", "key", "label", "owner", "template")
-
-    def __init__(
-        self,
-        template: Template | None,
-        label: Label,
-        owner: int,
-        cell: Any = None,
-    ) -> None:
-        self.template = template
-        self.label = label
-        self.owner = owner
-        self.cell = cell
-        self.key = (
-            "cell",
-            template.key if template is not None else _UserCell(cell),
-        )
-
-    @property
-    def name(self) -> str:
-        return cast(str, self.label.key)
-
-    def parts(self) -> tuple[Part, ...]:
-        return () if self.template is None else ((self.label, self.template),)
-
-
-class FunctionNode:
-    """A `types.FunctionType`: code, globals, cells and its other parts (defaults,
-    keyword-only defaults, attributes: see `lift._closure.function_parts`).
-
-    `has_defaults`/`has_kwdefaults` tell `None` from empty. Name, qualified name,
-    docstring, module and annotations are compared too: a rebuilt function has
-    them, so two functions that differ in them are not interchangeable.
-    """
-
-    kind: Final = "function"
-
-    __slots__ = (
-        "_parts",
-        "cells",
-        "has_defaults",
-        "has_kwdefaults",
-        "info",
-        "key",
-        "meta",
-        "name",
-        "qualname",
-    )
-
-    def __init__(
-        self,
-        info: CodeInfo,
-        globals_: dict[str, Any],
-        name: str,
-        qualname: str,
-        cells: tuple[int, ...],
-        parts: tuple[Part, ...],
-        has_defaults: bool,
-        has_kwdefaults: bool,
-        meta: Static,
-    ) -> None:
-        self.info = info
-        self.name = name
-        self.qualname = qualname
-        self.cells = cells
-        self._parts = parts
-        self.has_defaults = has_defaults
-        self.has_kwdefaults = has_kwdefaults
-        # (`__doc__`, `__module__`, `__annotations__`)
-        self.meta = meta
-        self.key = (
-            "fn",
-            _CodeKey(info),
-            _Identity(globals_),
-            name,
-            qualname,
-            cells,
-            tuple((label.ident, t.key) for label, t in parts),
-            has_defaults,
-            has_kwdefaults,
-            meta,
-        )
-
-    @property
-    def globals(self) -> dict[str, Any]:
-        return self.key[2].value  # type: ignore[union-attr]
-
-    def parts(self) -> tuple[Part, ...]:
-        return self._parts
-
-
-class PartialNode:
-    """A `functools.partial` (or subclass that is not a registered pytree)."""
-
-    kind: Final = "functools.partial"
-
-    __slots__ = ("_parts", "cls", "func", "key", "nargs")
-
-    def __init__(
-        self, cls: type[functools.partial[Any]], parts: tuple[Part, ...]
-    ) -> None:
-        self.cls = cls
-        self._parts = parts
-        self.func = parts[0][1]
-        self.nargs = sum(1 for label, _ in parts if label.kind == ARG)
-        self.key = ("partial", cls, tuple((label.ident, t.key) for label, t in parts))
-
-    def parts(self) -> tuple[Part, ...]:
-        return self._parts
-
-
-class MethodNode:
-    """A bound method: `__func__` and `__self__`."""
-
-    kind: Final = "bound method"
-
-    __slots__ = ("_parts", "func", "key", "self_")
-
-    def __init__(self, parts: tuple[Part, ...]) -> None:
-        self._parts = parts
-        self.func = parts[0][1]
-        self.self_ = parts[1][1]
-        self.key = ("method", tuple((label.ident, t.key) for label, t in parts))
-
-    def parts(self) -> tuple[Part, ...]:
-        return self._parts
-
-
-class HolderNode:
-    """A registered holder (`lift._closure.Holder`): a `lift.jit` function."""
-
-    __slots__ = ("_parts", "func", "holder", "key", "static")
-
-    def __init__(self, holder: Holder, static: Any, parts: tuple[Part, ...]) -> None:
-        self.holder = holder
-        self.static = static
-        self._parts = parts
-        self.func = parts[0][1]
-        self.key = (
-            "holder",
-            holder.cls,
-            Static(static),
-            tuple((label.ident, t.key) for label, t in parts),
-        )
-
-    @property
-    def kind(self) -> str:
-        return self.holder.name
-
-    def parts(self) -> tuple[Part, ...]:
-        return self._parts
-
-
-Node: TypeAlias = "FunctionNode | CellNode | PartialNode | MethodNode | HolderNode"
-# Nodes rebuilt from the others, in dependency order (`Skeleton.order`).
-COMPOSITES: Final = (PartialNode, MethodNode, HolderNode)
-
-
-class _Identity:
-    __slots__ = ("value",)
-
-    def __init__(self, value: object) -> None:
-        self.value = value
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is _Identity and other.value is self.value
-
-    def __hash__(self) -> int:
-        return id(self.value)
-
-
-class _UserCell:
-    """The key of a user's cell, empty when captured. Two are equal while both
-    are still empty (a program traced then never read either) or when they are
-    the same cell; a cell Python has bound since differs from every other, so a
-    program that read one is never served for another."""
-
-    __slots__ = ("cell",)
-
-    def __init__(self, cell: Any) -> None:
-        self.cell = cell
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not _UserCell:
-            return False
-        return self.cell is other.cell or (_empty(self.cell) and _empty(other.cell))
-
-    def __hash__(self) -> int:
-        return hash("empty cell")
-
-
-def _empty(cell: Any) -> bool:
-    try:
-        _ = cell.cell_contents
-    except ValueError:
-        return True
-    return False
-
-
-class _CodeKey:
-    """Compares code objects by value (two lambdas that differ in a constant never
-    compare equal) while hashing with the hash computed once per code object."""
-
-    __slots__ = ("info",)
-
-    def __init__(self, info: CodeInfo) -> None:
-        self.info = info
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not _CodeKey:
-            return False
-        a, b = self.info, other.info
-        return a is b or (a.hash == b.hash and a.code == b.code)
-
-    def __hash__(self) -> int:
-        return self.info.hash
 
 
 class Skeleton:
@@ -491,7 +104,7 @@ class Skeleton:
     def __repr__(self) -> str:
         # The code and the static values (bounded), so that two treedefs that
         # differ print differently where JAX explains a cache miss.
-        from ._describe import skeleton_repr
+        from ._skeleton import skeleton_repr
 
         return skeleton_repr(self)
 
@@ -549,3 +162,85 @@ def root_name(skeleton: Skeleton, which: str) -> str:
         if data is not None and type(data[1]) is Skeleton:  # a partial of a `Lifted`
             return root_name(data[1], which)
     return "partial"
+
+
+def node_head(node: Any) -> str:
+    return node.qualname if isinstance(node, FunctionNode) else node.kind
+
+
+# How much of its static data a skeleton's repr spells out.
+_SKELETON_CHARS: Final = 160
+
+
+def skeleton_repr(skeleton: Skeleton) -> str:
+    """`Skeleton(qualname (file:line), nodes=3, leaves=1, static: name=value, ...
+    #1a2b3c4d)`.
+
+    The repr of a `Lifted`'s treedef, which `jax_explain_cache_misses` prints
+    twice when a static value changed: it is kept short, and leads with what most
+    often differs. Statics are named by their variable (`nesterov=True`, not its
+    whole key path, which `lift.diff` gives), those that are not `None` first,
+    equal ones counted once (`params=None (x5)`), up to `_SKELETON_CHARS`
+    characters; the fingerprint of the whole (`#1a2b3c4d`) tells apart two
+    skeletons whose shown statics agree.
+    """
+    from ._trees import treedef_paths
+
+    root = skeleton.nodes[0]
+    head = node_head(root)
+    if isinstance(root, FunctionNode):
+        code = root.info.code
+        head += f" ({os.path.basename(code.co_filename)}:{code.co_firstlineno})"
+    counts: dict[tuple[bool, str], int] = {}
+    for template in skeleton.templates():
+        found = [(pos, s) for pos, s in enumerate(template.slots) if type(s) is Static]
+        if not found:
+            continue
+        variable = template.label.variable
+        name = variable if isinstance(variable, str) else template.label.text
+        for pos, slot in found:
+            sub = (
+                ""
+                if template.treedef is None
+                else "".join(str(e) for e in treedef_paths(template.treedef)[pos])
+            )
+            item = f"{name}{sub}={static_str(slot.value, 40)}"
+            key = (slot.value is None, item)
+            counts[key] = counts.get(key, 0) + 1
+    statics: list[str] = []
+    used = 0
+    # Stable: source order within each group, values that are not `None` first.
+    ordered = sorted(counts.items(), key=lambda kv: kv[0][0])
+    for shown, ((_, item), n) in enumerate(ordered):
+        if used > _SKELETON_CHARS:
+            statics.append(f"...({sum(c for _, c in ordered[shown:])} more)")
+            break
+        text = item if n == 1 else f"{item} (x{n})"
+        statics.append(text)
+        used += len(text) + 2
+    text = f"{head}, nodes={len(skeleton.nodes)}, leaves={skeleton.nleaves}"
+    if statics:
+        text += ", static: " + ", ".join(statics)
+    return f"Skeleton({text} #{hash(skeleton) & 0xFFFFFFFF:08x})"
+
+
+class LiftedParts(Protocol):
+    """A `lift.Lifted` as the modules beneath `lift._lifted` read it: a skeleton
+    and its leaves (`_leaves` as captured, `_flat` converted once, `_arrays()`
+    converting them now), the name of its function and its captures by name."""
+
+    _skeleton: Skeleton
+    _leaves: tuple[Any, ...]
+    _flat: tuple[Any, ...] | None
+
+    __qualname__: str
+
+    @property
+    def captures(self) -> dict[str, Any]: ...
+
+    @property
+    def __wrapped__(self) -> Callable[..., Any]: ...
+
+    def _arrays(self) -> tuple[Any, ...]: ...
+
+    def _capture(self, fn: Any, names: frozenset[str], dynamic: Any) -> None: ...

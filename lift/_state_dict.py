@@ -15,7 +15,7 @@ it, through the target `Lifted` that `from_state_dict` is given.
 from __future__ import annotations
 
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -24,14 +24,12 @@ import wrapt
 
 from . import _trees as jtu
 from ._errors import LiftError, describe
-
-if TYPE_CHECKING:
-    from ._lifted import Lifted
+from ._skeleton import LiftedParts
 
 __all__ = ["from_state_dict", "register", "to_state_dict"]
 
 
-def register(cls: type[Lifted[Any, Any]]) -> None:
+def register(cls: type[Any]) -> None:
     """Give `cls` flax state-dict handlers once `flax.serialization` is imported
     (now, if it already is). A handler the user registered first is kept."""
 
@@ -44,7 +42,7 @@ def register(cls: type[Lifted[Any, Any]]) -> None:
     wrapt.register_post_import_hook(hook, "flax.serialization")  # pyright: ignore[reportUnknownMemberType]
 
 
-def _keys(x: Lifted[Any, Any]) -> tuple[list[str], list[Any]]:
+def _keys(x: LiftedParts) -> tuple[list[str], list[Any]]:
     """Each leaf's state-dict key (its key path as `keystr` prints it) and value."""
     with_paths: list[tuple[Any, Any]] = jtu.tree_flatten_with_path(x)[0]
     keys: list[str] = []
@@ -58,7 +56,7 @@ def _keys(x: Lifted[Any, Any]) -> tuple[list[str], list[Any]]:
     return keys, [leaf for _, leaf in with_paths]
 
 
-def to_state_dict(x: Lifted[Any, Any]) -> dict[str, Any]:
+def to_state_dict(x: LiftedParts) -> dict[str, Any]:
     """The leaves of `x` by key path: what flax writes for it."""
     keys, leaves = _keys(x)
     return dict(zip(keys, map(_storable, leaves), strict=True))
@@ -74,7 +72,7 @@ def _storable(leaf: Any) -> Any:
     return jax.random.key_data(leaf) if _is_key(leaf) else leaf
 
 
-def from_state_dict(target: Lifted[Any, Any], state: dict[str, Any]) -> Any:
+def from_state_dict(target: LiftedParts, state: dict[str, Any]) -> Any:
     """`target` with the leaves of `state`, each cast to its target leaf's dtype,
     shape and weak type (so a restored optimizer compiles and computes as the
     one saved)."""

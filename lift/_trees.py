@@ -18,32 +18,33 @@ from typing import Any, Final, TypeAlias, cast
 
 import jax.tree_util as _jtu
 
-from . import _compat
+from . import _compat, _trees as jtu
 
 __all__ = [
-    "flatten_checked",
-    "read_as_tuple",
-    "registry_flatten",
-    "HOLDERS",
-    "irregular",
-    "ordered",
-    "ITERATORS",
-    "MAX_CONTAINER_DEPTH",
-    "is_cyclic",
-    "is_function_like",
-    "one_level",
     "DictKey",
     "GetAttrKey",
+    "HOLDERS",
+    "ITERATORS",
+    "MAX_CONTAINER_DEPTH",
     "SequenceKey",
     "TreeDef",
+    "flatten_checked",
+    "irregular",
+    "is_cyclic",
+    "is_function_like",
     "keystr",
+    "one_level",
+    "ordered",
+    "read_as_tuple",
     "register_pytree_with_keys",
+    "registry_flatten",
     "tree_flatten",
     "tree_flatten_with_path",
     "tree_leaves",
     "tree_map",
     "tree_structure",
     "treedef_is_leaf",
+    "treedef_paths",
 ]
 
 TreeDef: TypeAlias = Any
@@ -401,3 +402,18 @@ def flatten_checked(
     except RecursionError:
         return None
     return None if cut else flat
+
+
+@functools.lru_cache(maxsize=4096)
+def treedef_paths(treedef: jtu.TreeDef) -> tuple[tuple[Any, ...], ...]:
+    dummy = treedef.unflatten([_Marker()] * treedef.num_leaves)
+    pairs, _ = jtu.tree_flatten_with_path(dummy, is_leaf=_is_marker)
+    return tuple(tuple(p) for p, _ in pairs)
+
+
+def _is_marker(x: object) -> bool:
+    return isinstance(x, _Marker)
+
+
+class _Marker:
+    __slots__ = ()
