@@ -1,4 +1,4 @@
-"""Pins what `lift/_compat.py` assumes about JAX's internals.
+"""Pins what `lift/_compat/` assumes about JAX's internals.
 
 Each test stores a tracer from inside a transform, checks it is live while the
 transform runs and escaped once it has exited, and checks the name of the
@@ -20,6 +20,7 @@ import pytest
 from jax.experimental import io_callback
 
 from lift import _compat
+from lift._compat import trace_exits
 
 pytestmark = pytest.mark.lift_allow_leaks
 
@@ -425,8 +426,8 @@ def test_frames_holding_an_exited_trace_are_named_not_those_inside_one(
     # JAX's checker off for itself (as this file's fixture does for every test:
     # `declined`) is not looked at.
     if not declined:
-        monkeypatch.setattr(_compat, "jax_leak_checks_declined", lambda: False)
-    assert _compat.jax_leak_checks_declined() is declined
+        monkeypatch.setattr(trace_exits, "jax_leak_checks_declined", lambda: False)
+    assert trace_exits.jax_leak_checks_declined() is declined
     told: list[tuple[str, list[str], list[str]]] = []
 
     def tell(found: list[_compat.FrameHolding]) -> None:
@@ -447,7 +448,7 @@ def test_frames_holding_an_exited_trace_are_named_not_those_inside_one(
 
 
 @pytest.mark.skipif(
-    not _compat._SNAPSHOT_LOCALS,  # pyright: ignore[reportPrivateUsage]
+    not _compat.SNAPSHOT_LOCALS,  # pyright: ignore[reportPrivateUsage]
     reason="from Python 3.13 (PEP 667) f_locals caches no snapshot",
 )
 def test_frame_watch_keeps_the_names_exec_wrote_into_the_locals() -> None:

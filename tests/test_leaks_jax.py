@@ -1,5 +1,5 @@
 """JAX's own leak-checker cases, through `find_leaks`, `checked` and
-`checking_leaks`; and pins of what `lift/_compat.py` assumes for leak checking.
+`checking_leaks`; and pins of what `lift/_compat/` assumes for leak checking.
 
 The cases follow the leak-checker tests of JAX's `tests/api_test.py` (a jit, a
 pmap, a grad, a scan and a sublevel leak; the clean cases JAX must not report).
@@ -336,7 +336,7 @@ def test_pin_traces_running_under_shard_map_are_found_on_the_stack() -> None:
                 parents.append(trace)
                 trace = getattr(trace, "parent_trace", None)
             found.append(c._trace not in parents)
-            found.append(any(t is c._trace for t in _compat._running_traces()))  # pyright: ignore[reportPrivateUsage]
+            found.append(any(t is c._trace for t in _compat.running_traces()))  # pyright: ignore[reportPrivateUsage]
             return y + c
 
         mesh = jax.make_mesh((len(jax.devices()),), ("i",))

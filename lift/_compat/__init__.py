@@ -1,0 +1,71 @@
+"""Everything `lift` knows about JAX's internals, in one place.
+
+Nothing else in `lift` imports `jax._src`, reads JAX's private attributes or
+parses JAX's messages; each use here is marked with the JAX versions it was
+written against and pinned by `tests/test_compat.py` on the oldest and newest
+JAX. One module per subsystem of JAX that lift reads:
+
+- `traces`: tracers and traces (the transform a tracer belongs to, whether its
+  trace still runs) and the JAX version facts the others read;
+- `programs`: traced programs (a jaxpr's constants, `jax.jit`'s inferred
+  options, the Python code a jaxpr's parameters run);
+- `checker`: JAX's own leak checker (the tracers its report carries, the
+  frames' locals snapshots it takes for leaks);
+- `trace_exits`: the traces that exit inside `lift.checking_leaks()`, and what
+  the user's frames hold of them;
+- `stack`: tracebacks and the stack (JAX's filtering, warnings' stack level,
+  `jax.jit` hashing a static argument);
+- `config`: JAX's configuration, read fast.
+
+The rest of `lift` imports from this package, never from its modules.
+"""
+
+from __future__ import annotations
+
+from .checker import (
+    jax_leaked_tracers as jax_leaked_tracers,
+    snapshots_are_not_leaks as snapshots_are_not_leaks,
+)
+from .config import (
+    DEFAULT_DEVICE as DEFAULT_DEVICE,
+    X64 as X64,
+    conversion_context as conversion_context,
+    jax_checks_leaks as jax_checks_leaks,
+    jax_leak_checks_declined as jax_leak_checks_declined,
+)
+from .programs import (
+    bare_jaxpr as bare_jaxpr,
+    holds_consts as holds_consts,
+    inferred_argnames as inferred_argnames,
+    rule_parts as rule_parts,
+    runs_code as runs_code,
+)
+from .stack import (
+    filter_traceback as filter_traceback,
+    filtering_mode as filtering_mode,
+    full_tracebacks as full_tracebacks,
+    hashed_as_jit_static as hashed_as_jit_static,
+    user_stacklevel as user_stacklevel,
+)
+from .trace_exits import (
+    FrameHolding as FrameHolding,
+    escaped_tracers as escaped_tracers,
+    watching_trace_exits as watching_trace_exits,
+)
+from .traces import (
+    CUSTOM_NODES as CUSTOM_NODES,
+    JAX_CHECKS_EAGER_GRAD as JAX_CHECKS_EAGER_GRAD,
+    JAX_ISSUE_26560 as JAX_ISSUE_26560,
+    JAX_VERSION as JAX_VERSION,
+    SNAPSHOT_LOCALS as SNAPSHOT_LOCALS,
+    LiveTraces as LiveTraces,
+    Tracer as Tracer,
+    eager as eager,
+    is_jax_closure_convert as is_jax_closure_convert,
+    is_tracer as is_tracer,
+    live_traces as live_traces,
+    running_traces as running_traces,
+    tracer_aval as tracer_aval,
+    transform_name as transform_name,
+    valid_jaxtype as valid_jaxtype,
+)

@@ -1,0 +1,124 @@
+"""JAX's own leak checker: the tracers its report carries, and the frames'
+locals snapshots it takes for leaks (Python 3.11 and 3.12).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import types
+from collections.abc import Generator, Iterable
+from typing import Any, Final, cast
+
+from jax._src import core as _core
+
+from .traces import CORE_FILE, ONLY_THE_FRAMES, OPTIMIZED, is_tracer
+
+
+def _leaked_tracer_lists(tb: types.TracebackType | None) -> Iterable[list[Any]]:
+    while tb is not None:
+        frame = tb.tb_frame
+        code = frame.f_code
+        # jax 0.10.2, jax/_src/core.py: `ensure_no_leaks` binds the list as
+        # `leaked_tracers` before raising, `leaked_tracer_error` as `tracers`
+        # (still on the stack when `_why_alive` raises IndexError, jax#26560).
+        if code.co_filename == CORE_FILE:
+            for name in ("leaked_tracers", "tracers"):
+                found = frame.f_locals.get(name)
+                if isinstance(found, list):
+                    tracers: list[Any] = list(found)  # pyright: ignore[reportUnknownArgumentType]
+                    if all(map(is_tracer, tracers)):
+                        yield tracers
+        tb = tb.tb_next
+
+
+def jax_leaked_tracers(exc: BaseException) -> list[Any] | None:
+    """The tracers behind JAX's leaked-tracer error, or `None` if `exc` is not one.
+
+    JAX (0.10.2) raises a bare `Exception("Leaked trace ...")` when a trace exits
+    with tracers still referenced under `jax.checking_leaks()`, and while
+    building that message its `_why_alive` can itself fail with `IndexError`
+    when a closure cell is in the chain of references (jax issue 26560). Both
+    are recognised here, and the leaked tracers recovered from the frames. An
+    `IndexError` is JAX's only when it was raised inside `_why_alive`: any other
+    is the user's own (the traceback must be unfiltered, see `full_tracebacks`).
+    """
+    is_report = type(exc) is Exception and str(exc).startswith("Leaked ")
+    if not is_report and not (isinstance(exc, IndexError) and _in_why_alive(exc)):
+        return None
+    for found in _leaked_tracer_lists(exc.__traceback__):
+        return list(found)
+    return [] if is_report else None
+
+
+def _in_why_alive(exc: BaseException) -> bool:
+    tb = exc.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        # jax 0.10.2, jax/_src/core.py: `leaked_tracer_error` -> `_why_alive`.
+        if code.co_filename == CORE_FILE and code.co_name == "_why_alive":
+            return True
+        tb = tb.tb_next
+    return False
+
+
+# -- frames' locals snapshots, which JAX's checker takes for leaks ----------------
+#
+# On CPython 3.11 and 3.12 reading `frame.f_locals` of a running function's
+# frame (`equinox.error_if` does, for every frame on the stack, while tracing)
+# leaves a snapshot dict on the frame that keeps the values it read after the
+# frame itself drops them. JAX's checker (`maybe_find_leaked_tracers`, jax 0.10.2
+# and 0.12: `gc.collect()` then `gc.get_referrers(trace)`) then sees the exiting
+# trace's tracers held by a frame of the stack, and reports a leak, or on 3.11
+# fails with `IndexError` while explaining it (jax#26560). While lift checks, the
+# checker is wrapped: when it finds tracers, the snapshots no one else holds are
+# emptied (the next reader of `f_locals` rebuilds its own) and it looks again.
+# From 3.13 (PEP 667) `f_locals` is a live view and nothing is cached.
+
+_STALE_SNAPSHOTS: Final = sys.version_info < (3, 13)
+_original_find_leaked: Any = None
+_snapshot_checks = 0  # blocks running with the checker wrapped
+
+
+def _drop_stale_snapshots() -> None:
+    """Empty the `f_locals` snapshot of each function frame on this thread's
+    stack that nothing but the frame holds (a dict the code itself holds,
+    `ns = locals()`, is left as it is)."""
+    frame: types.FrameType | None = sys._getframe(1)  # pyright: ignore[reportPrivateUsage]
+    while frame is not None:
+        if frame.f_code.co_flags & OPTIMIZED:
+            snapshot = frame.f_locals
+            if sys.getrefcount(snapshot) <= ONLY_THE_FRAMES:
+                snapshot.clear()
+            del snapshot
+        frame = frame.f_back
+
+
+def _find_leaked_tracers(trace: Any) -> list[Any]:
+    found: list[Any] = _original_find_leaked(trace)
+    if not found:
+        return found
+    del found  # held here, they would be found again
+    _drop_stale_snapshots()
+    return _original_find_leaked(trace)
+
+
+@contextlib.contextmanager
+def snapshots_are_not_leaks() -> Generator[None]:
+    """While the block runs, JAX's leak checker does not count tracers held only
+    by the `f_locals` snapshots of the frames on the stack (CPython 3.11, 3.12)."""
+    global _original_find_leaked, _snapshot_checks
+    if not _STALE_SNAPSHOTS:
+        yield
+        return
+    if _snapshot_checks == 0:
+        _original_find_leaked = cast(Any, _core).maybe_find_leaked_tracers
+        _core.maybe_find_leaked_tracers = _find_leaked_tracers  # pyright: ignore[reportAttributeAccessIssue]
+    _snapshot_checks += 1
+    try:
+        yield
+    finally:
+        _snapshot_checks -= 1
+        if _snapshot_checks == 0:
+            _core.maybe_find_leaked_tracers = _original_find_leaked  # pyright: ignore[reportAttributeAccessIssue]
+            _original_find_leaked = None

@@ -1,0 +1,136 @@
+"""Tracebacks and the stack: JAX's traceback filtering, the user's stack
+level for warnings, and whether a `__hash__` runs as `jax.jit` hashes a static
+argument.
+"""
+
+from __future__ import annotations
+
+import os
+import types
+from typing import Any, Final
+
+import jax
+
+# -- Tracebacks JAX has not filtered ---------------------------------------------
+#
+# Written against jax 0.10.2. `api_boundary` (jax/_src/traceback_util.py) drops
+# JAX's frames from an exception's traceback, and with them the frames that tell
+# JAX's leak report (and its jax#26560 IndexError) from the user's own error.
+# Leak checking runs with filtering off and filters afterwards, as the outermost
+# `api_boundary` would have, the exceptions it lets through.
+from jax._src import config as _config, traceback_util as _traceback_util
+
+
+def filtering_mode() -> str:
+    """The traceback filtering JAX applies now ("auto" resolved)."""
+    return str(_traceback_util._filtering_mode())  # pyright: ignore[reportPrivateUsage, reportUnknownMemberType]
+
+
+def full_tracebacks() -> Any:
+    """A context in which JAX leaves exception tracebacks whole."""
+    return _config.traceback_filtering("off")  # pyright: ignore[reportUnknownMemberType]
+
+
+def filter_traceback(exc: BaseException, mode: str) -> None:
+    """Filter `exc`'s traceback as JAX's `api_boundary` does in `mode`."""
+    tb = exc.__traceback__
+    if tb is None or mode == "off" or _traceback_util._is_under_reraiser(exc):  # pyright: ignore[reportPrivateUsage, reportUnknownMemberType]
+        return
+    if mode == "tracebackhide":
+        _traceback_util._add_tracebackhide_to_hidden_frames(tb)  # pyright: ignore[reportPrivateUsage, reportUnknownMemberType]
+        return
+    entries: list[types.TracebackType] = []
+    while tb is not None:
+        entries.append(tb)
+        tb = tb.tb_next
+    include = _traceback_util.include_frame  # pyright: ignore[reportUnknownMemberType]
+    kept = [e for e in entries if include(e.tb_frame)]
+    if len(kept) == len(entries):
+        return  # no JAX frame in it: nothing JAX would have removed
+    # As `filter_traceback`, but each entry keeps its own instruction (the frame's
+    # current one has moved on since: it is handling this exception).
+    out: types.TracebackType | None = None
+    for e in reversed(kept):
+        out = types.TracebackType(out, e.tb_frame, e.tb_lasti, e.tb_lineno)
+    exc.with_traceback(out)
+    if mode == "quiet_remove_frames":
+        exc.add_note("--------------------\n" + _traceback_util._simplified_tb_msg)  # pyright: ignore[reportPrivateUsage, reportUnknownMemberType]
+
+
+# The frames in which `jax.jit` hashes its static arguments on a cache miss (it
+# hashes the jitted function there too, as `fun`). Written against jax 0.10.2
+# (`pjit._infer_params`) and 0.8.0 (`pjit._infer_params_internal`).
+_PJIT_FILE: Final = os.path.join("jax", "_src", "pjit.py")
+_HASHES_STATIC_ARGS: Final = frozenset({"_infer_params", "_infer_params_internal"})
+
+
+_HASH_DEPTH: Final = 8  # `__hash__` methods nested inside one another, at most
+
+# Where JAX's and lift's own Python frames come from.
+_LIBRARIES: Final = (
+    os.path.dirname(jax.__file__) + os.sep,
+    os.path.dirname(os.path.dirname(__file__)) + os.sep,
+)
+
+
+def user_stacklevel(frame: types.FrameType) -> int:
+    """The `stacklevel` that makes a warning issued by the function `frame` called
+    point at the user's code: past JAX's and lift's frames and `__hash__` methods
+    (an object hashing what it holds), to the call that caused them."""
+    level = 2
+    current: types.FrameType | None = frame
+    while current is not None and (
+        current.f_code.co_name == "__hash__"
+        or current.f_code.co_filename.startswith(_LIBRARIES)
+    ):
+        current = current.f_back
+        level += 1
+    return level if current is not None else 2
+
+
+def hashed_as_jit_static(obj: object, frame: types.FrameType) -> bool:
+    """Whether `frame`, the caller of `obj.__hash__`, is `jax.jit` hashing `obj`
+    as a static argument (or inside one), rather than as the function it jits
+    (`jax.jit(obj)`, `jax.jit(obj.method)`).
+
+    Inside a container hashed in C (a tuple) the caller is `jax.jit`'s own frame;
+    inside an object whose `__hash__` is written in Python (a frozen dataclass,
+    an `equinox.Module`) it is that `__hash__`, and `jax.jit` is further up.
+    """
+    name = frame.f_code.co_name
+    if name == "__hash__":
+        return _hashed_inside_jit_static(frame)
+    if name not in _HASHES_STATIC_ARGS or not frame.f_code.co_filename.endswith(
+        _PJIT_FILE
+    ):
+        return False
+    return not _is_jitted(frame, obj)
+
+
+def _hashed_inside_jit_static(frame: types.FrameType) -> bool:
+    """`hashed_as_jit_static` for a caller that is another `__hash__`: up through
+    such frames (at most `_HASH_DEPTH`) to the one that hashed the outermost."""
+    outer = frame
+    for _ in range(_HASH_DEPTH):
+        back = outer.f_back
+        if back is None:
+            return False
+        code = back.f_code
+        if code.co_name != "__hash__":
+            if code.co_name not in _HASHES_STATIC_ARGS or not code.co_filename.endswith(
+                _PJIT_FILE
+            ):
+                return False
+            # The outermost object hashed: a static argument, or the jitted function.
+            return not _is_jitted(back, outer.f_locals.get("self"))
+        outer = back
+    return False
+
+
+def _is_jitted(frame: types.FrameType, obj: object) -> bool:
+    """Whether `obj` is the function `jax.jit` hashes in `frame` (`fun`), or the
+    instance or function of that bound method."""
+    fun = frame.f_locals.get("fun")
+    return fun is obj or any(
+        getattr(fun, attr, None) is obj for attr in ("__self__", "__func__")
+    )

@@ -1,0 +1,497 @@
+"""Traces that exit inside `lift.checking_leaks()`, and the tracers of an
+exiting trace that the user's frames still hold.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import functools
+import gc
+import os
+import sys
+import threading
+import types
+import weakref
+from collections.abc import Callable, Generator, Iterable
+from typing import Any, Final, NamedTuple, cast
+
+from jax._src import core as _core
+
+from .config import jax_leak_checks_declined
+from .traces import (
+    EVAL_TRACE,
+    JAX_DIR,
+    ONLY_THE_FRAMES,
+    OPTIMIZED,
+    PARENT_ATTRS,
+    SNAPSHOT_LOCALS,
+    TRACE_CTX,
+    Tracer,
+    live_traces,
+    running_traces,
+)
+
+# -- traces that exit inside `lift.checking_leaks()` --------------------------------
+#
+# JAX's checker runs where a trace is entered with `check_leaks=True` (jit, scan,
+# vmap); eager `grad`/`jvp`/`vjp`/`linearize` enter their traces through
+# `core.set_current_trace(trace)` without it (jax 0.10.2 and 0.8.0,
+# `interpreters/ad.py`), so a tracer escaping them is never reported. From jax
+# 0.11 eager `grad`, `vjp` and `linearize` are checked (`JAX_CHECKS_EAGER_GRAD`);
+# eager `jvp` still is not, and JAX's checker is off unless asked for. While a
+# `lift.checking_leaks()` block runs, `core.set_current_trace` is a subclass
+# that notes each trace it leaves (by weak reference, nothing kept alive); on
+# exit the block asks which of those traces still have tracers.
+
+
+# A block's record: the traces it saw exit, whether it notes every kind (or the
+# eager `grad` and `jvp` ones only), the thread it watches (a trace exiting in
+# another thread, still running there perhaps, is not the block's, as JAX's
+# checker, whose switch is per thread, does not look at it either), and what
+# it is told of the user's frames holding an exiting trace's tracers.
+class _Recorder(NamedTuple):
+    exits: dict[int, Any]
+    every: bool
+    thread: int
+    frames: Callable[[list[FrameHolding]], None] | None
+
+
+_recorders: list[_Recorder] = []
+_original_set_current_trace: Any = None
+
+
+# The eager traces lift watches: those of `grad`, `jvp`, `vjp` and `linearize`,
+# which JAX's checker misses on jax 0.10.2 and 0.8.0 (`JVPTrace` of eager `jvp`
+# on every version); the others (`jit`, `scan`, `vmap`, ...) it checks.
+_UNCHECKED_TRACES: Final = frozenset({"JVPTrace", "LinearizeTrace"})
+# Traces that hold no tracer of their own: not noted (jax 0.10.2 to 0.12: an
+# `EvalTrace` outlives its block, kept by JAX's dispatch caches).
+_NO_TRACERS: Final = frozenset({"EvalTrace"})
+
+
+def _note_exit(trace: Any) -> None:
+    """Note a trace that exited normally (one unwound by an exception is not
+    noted: the traceback's frames hold its tracers, and the error is the
+    report)."""
+    kind = type(trace).__name__
+    if kind in _NO_TRACERS:
+        return
+    unchecked = kind in _UNCHECKED_TRACES
+    key = id(trace)
+    thread = threading.get_ident()
+    for recorder, every, watched, _ in _recorders:
+        if not (every or unchecked) or watched != thread:
+            continue
+        ref = recorder.get(key)
+        if ref is None or ref() is not trace:
+            try:
+                recorder[key] = weakref.ref(trace)
+            except TypeError:  # a trace that cannot be weakly referenced
+                return
+
+
+def _watching_class(base: type) -> type:
+    class WatchedSetCurrentTrace(base):  # type: ignore[misc, valid-type]
+        __slots__ = ()
+
+        def __enter__(self) -> Any:
+            out = cast(Any, super()).__enter__()
+            if _frame_watchers:
+                _entered(cast(Any, self).trace)
+            return out
+
+        def __exit__(self, *exc: Any) -> Any:
+            trace: Any = cast(Any, self).trace
+            last = False
+            try:
+                out = cast(Any, super()).__exit__(*exc)
+            finally:
+                if _frame_watchers:
+                    last = _left(trace)
+            if exc[0] is None:
+                _note_exit(trace)
+                if last:
+                    _check_frames(trace)
+            return out
+
+    return WatchedSetCurrentTrace
+
+
+@contextlib.contextmanager
+def watching_trace_exits(
+    every: bool = False,
+    frames: Callable[[list[FrameHolding]], None] | None = None,
+) -> Generator[dict[int, Any]]:
+    """Note (weakly) the traces that exit while the block runs: the eager `grad`
+    and `jvp` traces JAX's checker does not look at, or with `every` each trace
+    but JAX's eager one (`jit`, `vmap`, `scan`, ... too). `escaped_tracers` then
+    names their tracers still alive.
+
+    A trace that exits normally is freed at once (its tracers with it: measured
+    for jit, grad, vmap, scan, cond, while_loop, custom_jvp, checkpoint,
+    linearize and vjp on jax 0.10.2 and 0.12.0.1), so a noted trace still alive
+    at the end of the block is the sign of a kept tracer, found without the
+    garbage collection JAX's checker runs at every trace exit.
+
+    With `frames`, each time a trace exits for good in this thread (not a
+    transform's switch back to the trace it runs in), the user's frames on the
+    stack are looked at for its tracers in their local variables (see
+    `FrameHolding`); `frames` is called with those that hold some, while they
+    still do. (A local dropped before the block ends would be gone by then.)"""
+    global _original_set_current_trace, _frame_watchers
+    recorder: dict[int, Any] = {}
+    if not _recorders:
+        _original_set_current_trace = _core.set_current_trace
+        _core.set_current_trace = _watching_class(_original_set_current_trace)
+    entry = _Recorder(recorder, every, threading.get_ident(), frames)
+    _recorders.append(entry)
+    if frames is not None:
+        _frame_watchers += 1
+    try:
+        yield recorder
+    finally:
+        # By identity: two blocks' records may be equal dicts.
+        del _recorders[next(i for i, e in enumerate(_recorders) if e is entry)]
+        if frames is not None:
+            _frame_watchers -= 1
+            if not _frame_watchers:
+                _open_traces.clear()
+                _kinds.clear()
+                _user_codes.clear()
+        if not _recorders and _original_set_current_trace is not None:
+            _core.set_current_trace = _original_set_current_trace
+            _original_set_current_trace = None
+
+
+def escaped_tracers(recorder: dict[int, Any]) -> list[Any]:
+    """The tracers still alive of the traces `recorder` saw exit: escaped ones
+    (after a garbage collection, so that only reachable tracers count)."""
+    if not any(ref() is not None for ref in recorder.values()):
+        return []
+    gc.collect()
+    live = live_traces()
+    traces = [t for ref in recorder.values() if (t := ref()) is not None]
+    traces = [t for t in traces if not live.has(t)]
+    if not traces:
+        return []
+    found = [
+        x
+        for x in gc.get_referrers(*traces)
+        if isinstance(x, Tracer) and not live.is_live(x)
+    ]
+    return found
+
+
+# -- tracers of an exiting trace that the user's frames hold -----------------------
+#
+# JAX's checker (`maybe_find_leaked_tracers`, jax 0.8.0 to 0.12) looks at the
+# exit of a trace for any tracer of it still referenced, a caller's local
+# variable included: `seen.append(x)` inside a jitted closure over the test's
+# local `seen` fails the test there, even though the test's frame drops `seen`
+# before any later look could see it. While a block watches frames, each trace
+# that exits for good is looked for in the locals of the user's frames then on
+# the stack (not JAX's, lift's, pytest's, pluggy's, the standard library's or
+# an installed package's: `_is_user_code`), directly or inside plain
+# containers, objects' attributes and closures, to a bounded depth and number
+# of objects.
+#
+# "For good": `core.set_current_trace(t)` is also entered to switch back to a
+# trace still running, the one a transform runs in (jax 0.10.2: every
+# `BatchTrace`, `JVPTrace`, `LinearizeTrace` and `JaxprTrace` primitive
+# enters its `parent_trace`, a linearize trace its `tangent_trace`), and the
+# user's function running in that trace holds its tracers legitimately. A
+# trace exits for good when no `set_current_trace` of it is still open and no
+# open or current trace reaches it through its parents; where it was entered
+# before the block began watching, the JAX frames beneath the holding frame
+# tell (`running_traces`).
+
+_frame_watchers = 0  # blocks watching frames
+# id of each trace entered (while frames are watched) and not yet left: how
+# many times, and the trace (held while open: the `with` holds it anyway).
+_open_traces: dict[int, list[Any]] = {}
+# The most objects looked at per trace exit, and the deepest: a local at depth
+# 0, a tracer in a dict of lists at 2.
+_FRAME_BUDGET: Final = 1_000
+_FRAME_DEPTH: Final = 4
+
+
+class FrameHolding(NamedTuple):
+    """A frame of the user's code holding tracers of a trace that just exited
+    for good: its code, the line it was at, its local variables (name, value)
+    and the tracers found through them (the local's name, the tracer)."""
+
+    code: types.CodeType
+    lineno: int
+    names: list[tuple[str, Any]]
+    tracers: list[tuple[str, Any]]
+
+
+def _entered(trace: Any) -> None:
+    entry = _open_traces.get(id(trace))
+    if entry is None:
+        _open_traces[id(trace)] = [1, trace]
+    else:
+        entry[0] += 1
+
+
+def _left(trace: Any) -> bool:
+    """Count a `set_current_trace(trace)` left; whether it was the last one
+    open (one entered before frames were watched is not counted: `False`)."""
+    entry = _open_traces.get(id(trace))
+    if entry is None:
+        return False
+    if entry[0] > 1:
+        entry[0] -= 1
+        return False
+    del _open_traces[id(trace)]
+    return True
+
+
+def _still_running(trace: Any) -> bool:
+    """Whether `trace` is the current trace or an open one, or a parent of one."""
+    starts: list[Any] = [TRACE_CTX.trace]
+    starts.extend(entry[1] for entry in _open_traces.values())
+    return _reaches(starts, trace)
+
+
+def _reaches(starts: list[Any], trace: Any) -> bool:
+    """Whether `trace` is one of `starts` or a parent of one (through
+    `PARENT_ATTRS`, iteratively)."""
+    stack = [t for t in starts if t is not None]
+    seen: set[int] = set()
+    while stack:
+        t = stack.pop()
+        if t is trace:
+            return True
+        if id(t) in seen:
+            continue
+        seen.add(id(t))
+        for attr in PARENT_ATTRS:
+            parent = getattr(t, attr, None)
+            if parent is not None:
+                stack.append(parent)
+    return False
+
+
+def _check_frames(trace: Any) -> None:
+    """At the last exit of `trace`: tell the blocks watching this thread's
+    frames which of the user's frames hold its tracers."""
+    if type(trace) is EVAL_TRACE or jax_leak_checks_declined():
+        # A block that turned JAX's checker off for itself keeps its tracers
+        # on purpose, and JAX's checker does not look at it either.
+        return
+    thread = threading.get_ident()
+    told = [r.frames for r in _recorders if r.frames is not None and r.thread == thread]
+    if not told or _still_running(trace):
+        return
+    found = _frames_holding(trace, sys._getframe(2))  # pyright: ignore[reportPrivateUsage]
+    if found:
+        for frames in told:
+            frames(found)
+
+
+def _frames_holding(trace: Any, frame: types.FrameType | None) -> list[FrameHolding]:
+    found: list[FrameHolding] = []
+    budget = _FRAME_BUDGET
+    users = _user_codes
+    while frame is not None:
+        code = frame.f_code
+        known = users.get(id(code))  # by id: a code object's hash reads it all
+        if known is None:
+            variables = None
+            if code.co_flags & OPTIMIZED and _is_user_code(code.co_filename):
+                variables = frozenset(
+                    (*code.co_varnames, *code.co_cellvars, *code.co_freevars)
+                )
+            known = users[id(code)] = (code, variables)  # held: the id stays its own
+        variables = known[1]
+        if variables is not None:
+            names = _frame_locals(frame, variables)
+            tracers, budget = _tracers_of(trace, names, budget)
+            if tracers and not _runs_beneath(trace, frame):
+                found.append(FrameHolding(code, frame.f_lineno, names, tracers))
+        frame = frame.f_back
+    return found
+
+
+def _runs_beneath(trace: Any, frame: types.FrameType) -> bool:
+    """Whether a JAX frame beneath `frame` runs `trace` (or a trace whose
+    parents reach it): `frame` is then inside it, its tracers its own."""
+    return _reaches(running_traces(frame.f_back), trace)
+
+
+def _frame_locals(
+    frame: types.FrameType, variables: frozenset[str]
+) -> list[tuple[str, Any]]:
+    """A running frame's local variables (cells' contents included), leaving
+    no snapshot behind: before 3.13 `f_locals` caches one on the frame, which
+    would keep the values after the frame drops them; emptied when nothing
+    else holds it (a dict the code holds, `ns = locals()`, is its own) and it
+    holds only the code's `variables` (names `exec` wrote there are the
+    code's own data: the next `locals()` would miss them)."""
+    snapshot = frame.f_locals
+    items = list(snapshot.items())
+    if (
+        SNAPSHOT_LOCALS
+        and sys.getrefcount(snapshot) <= ONLY_THE_FRAMES
+        and variables.issuperset(snapshot)
+    ):
+        snapshot.clear()
+    del snapshot
+    return items
+
+
+# How `_tracers_of` opens each type of object, decided once per type (and
+# forgotten when the last block watching frames ends, so that no class is kept).
+_SKIP, _TRACER, _ITEMS, _VALUES, _OBJECT, _FUNCTION, _METHOD = range(7)
+_kinds: dict[Any, tuple[int, Any]] = {}
+_UNDECIDED: Final = (-1, None)
+# Each code object met on the stack, with its variables' names if it is a
+# function of the user's (as `_kinds`, forgotten when the last block watching
+# frames ends).
+_user_codes: dict[int, tuple[types.CodeType, frozenset[str] | None]] = {}
+_CLOSED_PACKAGES: Final = frozenset(
+    {"jax", "jaxlib", "numpy", "lift", "builtins", "ml_dtypes", "_pytest", "pytest"}
+)
+
+
+def _kind(t: Any) -> tuple[int, Any]:
+    found = _kinds.get(t)
+    if found is None:
+        found = _kinds[t] = _decide_kind(t)
+    return found
+
+
+def _decide_kind(t: Any) -> tuple[int, Any]:
+    if issubclass(t, Tracer):
+        return _TRACER, None
+    if issubclass(t, dict):
+        return _VALUES, cast(Any, dict).values
+    bases: tuple[Any, ...] = (list, tuple, set, frozenset, collections.deque)
+    for base in bases:
+        if issubclass(t, base):
+            return _ITEMS, base.__iter__  # a subclass's own `__iter__` is not run
+    if t is types.FunctionType:
+        return _FUNCTION, None
+    if t is types.MethodType:
+        return _METHOD, None
+    if issubclass(t, (type, types.ModuleType, BaseException)):
+        return _SKIP, None
+    module: object = getattr(t, "__module__", None) or "builtins"
+    if not isinstance(module, str):
+        module = ""  # a class whose `__module__` is a property of its own
+    if module.partition(".")[0] in _CLOSED_PACKAGES:
+        return _SKIP, None  # JAX's, NumPy's, lift's, pytest's and C objects
+    # An instance `__dict__` as Python makes it (no property to run).
+    for klass in t.__mro__:
+        descriptor = klass.__dict__.get("__dict__")
+        if descriptor is not None:
+            if type(descriptor) in _PLAIN_DICT:
+                return _OBJECT, None
+            break
+    return _SKIP, None
+
+
+# How Python classes (getset) and C types such as `SimpleNamespace` (member)
+# give their instances' `__dict__`: no code of the class's own runs.
+_PLAIN_DICT: Final = (types.GetSetDescriptorType, types.MemberDescriptorType)
+
+
+def _tracers_of(
+    trace: Any, names: list[tuple[str, Any]], budget: int
+) -> tuple[list[tuple[str, Any]], int]:
+    """The tracers of `trace` that `names` hold, breadth-first, at most
+    `_FRAME_DEPTH` deep and `budget` objects; with the budget left."""
+    found: list[tuple[str, Any]] = []
+    kinds = _kinds
+    # Breadth-first: a list read from `at` on (numbers and strings not queued).
+    queue = [
+        (value, 0, name)
+        for name, value in names
+        if kinds.get(type(value), _UNDECIDED)[0] != _SKIP
+    ]
+    at = 0
+    seen: set[int] = set()
+    while at < len(queue) and budget > 0:
+        obj, depth, name = queue[at]
+        at += 1
+        budget -= 1
+        kind, how = kinds.get(type(obj)) or _kind(type(obj))
+        if kind == _SKIP:
+            continue
+        if kind == _TRACER:
+            if getattr(obj, "_trace", None) is trace and all(
+                t is not obj for _, t in found
+            ):
+                found.append((name, obj))
+            continue
+        if depth >= _FRAME_DEPTH or id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if kind in (_ITEMS, _VALUES):
+            children: Iterable[Any] = how(obj)
+        elif kind == _OBJECT:
+            children = object.__getattribute__(obj, "__dict__").values()
+        elif kind == _FUNCTION:
+            children = []
+            for cell in obj.__closure__ or ():
+                try:
+                    children.append(cell.cell_contents)
+                except ValueError:  # an empty cell
+                    pass
+        else:  # a bound method
+            children = (obj.__self__,)
+        for child in children:
+            budget -= 1
+            if budget <= 0:
+                break
+            known = kinds.get(type(child))
+            if known is None or known[0] != _SKIP:  # numbers and strings: not queued
+                queue.append((child, depth + 1, name))
+    return found, budget
+
+
+_user_files: dict[str, bool] = {}
+
+
+def _is_user_code(filename: str) -> bool:
+    """Whether code from `filename` is the user's: not JAX's, jaxlib's, lift's,
+    pytest's, pluggy's, the standard library's nor an installed package's (as
+    lift's scans decide: the project under test is the user's when installed
+    editable, from its own tree; equinox's or diffrax's frames, many and full
+    of pytrees under every solve, are not looked at)."""
+    user = _user_files.get(filename)
+    if user is None:
+        user = _user_files[filename] = _classify(filename)
+    return user
+
+
+def _classify(filename: str) -> bool:
+    if filename.startswith("<"):
+        return not filename.startswith("<frozen ")  # exec'd code is the user's
+    return not os.path.abspath(filename).startswith(_library_paths())
+
+
+@functools.cache
+def _library_paths() -> tuple[str, ...]:
+    """Where JAX's, jaxlib's, lift's, pytest's and pluggy's code is (from a
+    source tree too), the standard library's and installed packages'."""
+    import sysconfig
+
+    others = {
+        JAX_DIR,
+        os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ""),
+    }
+    for name in ("jaxlib", "_pytest", "pytest", "pluggy"):
+        spec = getattr(sys.modules.get(name), "__file__", None)
+        if isinstance(spec, str):
+            others.add(os.path.join(os.path.dirname(os.path.abspath(spec)), ""))
+    paths = sysconfig.get_paths()
+    others.update(
+        os.path.join(os.path.abspath(paths[k]), "")
+        for k in ("stdlib", "platstdlib", "purelib", "platlib")
+        if k in paths
+    )
+    others.add(os.path.join(os.path.dirname(os.path.abspath(os.__file__)), ""))
+    return tuple(sorted(others))
