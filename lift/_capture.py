@@ -24,30 +24,20 @@ import numpy as np
 
 from . import _gc
 from ._closure import (
-    ARG,
-    ATTR,
-    KEYWORD,
-    SELF,
-    Label,
-    attributes_by_global,
-    aux_tracer,
     cells,
     code_of,
     function_parts,
     has_defaults,
-    hidden_tracer,
     holder_of,
-    jax_dtype,
-    leaf_class,
     method_parts,
     partial_parts,
-    scanned,
-    static_key,
     user_class,
 )
 from ._code import CodeInfo, code_info
 from ._compat import CUSTOM_NODES, Tracer, live_traces
 from ._errors import LiftError, describe, static_fix
+from ._hidden import aux_tracer, hidden_tracer, jax_dtype
+from ._labels import ARG, ATTR, KEYWORD, SELF, Label
 from ._mutation import ANY, ATTR_STEP, Path, mutated_paths
 from ._nodes import (
     COMPOSITES,
@@ -64,6 +54,7 @@ from ._nodes import (
 )
 from ._replay import replay, walked
 from ._skeleton import Skeleton
+from ._static import attributes_by_global, leaf_class, scanned, static_key
 from ._trees import (
     ITERATORS,
     MAX_CONTAINER_DEPTH,

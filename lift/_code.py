@@ -15,7 +15,7 @@ import weakref
 from collections import deque
 from typing import Any, Final, TypeAlias
 
-from ._closure import CELL, Label
+from ._labels import CELL, Label
 
 __all__ = ["FREE", "PARAM", "CodeInfo", "Flow", "Source", "code_info"]
 

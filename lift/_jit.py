@@ -30,15 +30,10 @@ import jax
 from jax.core import Tracer
 from typing_extensions import ParamSpec
 
-from ._closure import (
-    WRAPPED,
-    Holder,
-    Label,
-    cells as cells_of,
-    register_holder,
-)
+from ._closure import Holder, cells as cells_of, register_holder
 from ._compat import DEFAULT_DEVICE, X64, conversion_context
 from ._errors import LiftError, describe, under_lift_jit
+from ._labels import WRAPPED, Label
 from ._lift import lift
 from ._lifted import Lifted
 from ._nodes import CellNode, FunctionNode, PartialNode, Ref, Template

@@ -31,18 +31,7 @@ import numpy as np
 
 from . import _compat, _gc
 from ._closure import (
-    ARG,
-    CELL,
-    KEYWORD,
-    LRU_WRAPPER,
-    SELF,
-    STDLIB_HOLDERS,
-    SUSPENDED_FRAMES,
-    Label,
-    array_items,
-    aux_parts,
     builtin_method_parts,
-    cache_parts,
     cells,
     class_parts,
     function_of,
@@ -50,13 +39,22 @@ from ._closure import (
     holder_of,
     instance_class,
     method_parts,
-    opened_by_referents,
     partial_parts,
-    referent_parts,
     slot_names,
-    suspended_parts,
 )
 from ._errors import LeakError
+from ._hidden import aux_parts
+from ._labels import ARG, CELL, KEYWORD, SELF, Label
+from ._stdlib_holders import (
+    LRU_WRAPPER,
+    STDLIB_HOLDERS,
+    SUSPENDED_FRAMES,
+    array_items,
+    cache_parts,
+    opened_by_referents,
+    referent_parts,
+    suspended_parts,
+)
 from ._trees import one_level
 
 # jax.tree_util, typed once for the type checker.

@@ -12,13 +12,14 @@ from typing_extensions import ParamSpec
 
 from . import _trees as jtu
 from ._capture import check_static_names
-from ._closure import aux_tracer, static_key
 from ._compat import live_traces
 from ._describe import reject
 from ._errors import LiftError
+from ._hidden import aux_tracer
 from ._leaks import find_leaks
 from ._lifted import Lifted, check_options, construct, rebuilt
 from ._optax import as_functions
+from ._static import static_key
 from ._trees import (
     ITERATORS,
     MAX_CONTAINER_DEPTH,

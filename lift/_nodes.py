@@ -13,8 +13,10 @@ from collections.abc import Sequence
 from typing import Any, Final, TypeAlias, cast
 
 from . import _trees as jtu
-from ._closure import ARG, Holder, Label, is_exact, static_key
+from ._closure import Holder
 from ._code import CodeInfo
+from ._labels import ARG, Label
+from ._static import is_exact, static_key
 
 __all__ = [
     "COMPOSITES",

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Final, cast
 
 from . import _trees as jtu
-from ._closure import ARG, CAPTURES, KEYWORD
+from ._labels import ARG, CAPTURES, KEYWORD
 from ._nodes import CellNode, FunctionNode, MethodNode, PartialNode, Ref, Template
 from ._rebuild import build_nodes
 from ._skeleton import LiftedParts, Skeleton

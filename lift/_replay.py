@@ -39,21 +39,8 @@ import types
 from collections.abc import Callable
 from typing import Any, Final, cast
 
-from ._closure import (
-    ARG,
-    ATTR,
-    DEFAULT,
-    KEYWORD,
-    KWDEFAULT,
-    SELF,
-    Label,
-    aux_tracer,
-    has_aux,
-    hidden_tracer,
-    leaf_class,
-    scanned,
-    static_key,
-)
+from ._hidden import aux_tracer, has_aux, hidden_tracer
+from ._labels import ARG, ATTR, DEFAULT, KEYWORD, KWDEFAULT, SELF, Label
 from ._mutation import mutated_paths
 from ._nodes import (
     CellNode,
@@ -66,6 +53,7 @@ from ._nodes import (
     Template,
 )
 from ._skeleton import Skeleton
+from ._static import leaf_class, scanned, static_key
 from ._trees import flatten_checked, irregular, is_function_like, read_as_tuple
 from ._verify import STATE
 
