@@ -17,12 +17,8 @@ if TYPE_CHECKING:
     from ._checking import checked as checked, checking_leaks as checking_leaks
     from ._diff import diff as diff
     from ._jit import jit as jit
-    from ._leaks import (
-        Leak as Leak,
-        Leaks as Leaks,
-        check_leaks as check_leaks,
-        find_leaks as find_leaks,
-    )
+    from ._leak_report import Leak as Leak, Leaks as Leaks
+    from ._leaks import check_leaks as check_leaks, find_leaks as find_leaks
     from ._lift import is_lifted as is_lifted, lift as lift, unlift as unlift
     from ._lifted import Lifted as Lifted
     from ._paths import CapturePath as CapturePath
@@ -57,8 +53,8 @@ __all__ = [
 # for the `lift._plugin` entry point) does not import JAX until a name is used.
 _LAZY = {
     "CapturePath": "_paths",
-    "Leak": "_leaks",
-    "Leaks": "_leaks",
+    "Leak": "_leak_report",
+    "Leaks": "_leak_report",
     "Lifted": "_lifted",
     "check_leaks": "_leaks",
     "checked": "_checking",

@@ -15,19 +15,16 @@ import jax
 
 from . import _compat
 from ._errors import LeakError, LiftError, describe
-from ._leaks import (
+from ._leak_caches import (
     CacheHolders,
-    Leak,
-    Unopened,
     cache_holders,
     closure_holding,
-    format_leaks,
     holder_kinds,
-    is_user_file,
-    scan,
-    scan_tracers,
     split_cached,
 )
+from ._leak_report import Leak, Unopened, format_leaks
+from ._leak_scan import is_user_file, scan_tracers
+from ._leaks import scan
 from ._registry import recording
 
 _UnexpectedTracerError: type[Exception] = jax.errors.UnexpectedTracerError

@@ -91,7 +91,7 @@ def pytest_terminal_summary(
     """Name what the checks of passing tests could not open (a tracer there
     would not have been seen: make it readable, or exempt the test), and the
     tracers only libraries' caches keep (not failed: not the test's escapes)."""
-    from ._leaks import unopened_text
+    from ._leak_report import unopened_text
 
     none: dict[str, Any] = {}
     unopened = config.stash.get(_UNOPENED, none)
@@ -153,7 +153,8 @@ def _check_once(item: pytest.Item, watch: _Watch, confirm: bool) -> bool:
     from ._checking import place_escaped, unseen_error
     from ._compat import escaped_tracers
     from ._errors import LeakError
-    from ._leaks import Unopened, format_leaks, scan_tracers
+    from ._leak_report import Unopened, format_leaks
+    from ._leak_scan import scan_tracers
 
     empty: list[Any] = []
     before = item.stash.get(_BEFORE, empty)
@@ -285,7 +286,7 @@ def pytest_runtest_setup(item: pytest.Item) -> Generator[None, Any, Any]:
     __tracebackhide__ = True
     if not _on(item):
         return (yield)
-    from ._leaks import scan_tracers
+    from ._leak_scan import scan_tracers
 
     # Tracers that escaped before this test ran are not its fault.
     item.stash[_BEFORE] = scan_tracers(_roots(item))[1]

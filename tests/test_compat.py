@@ -391,9 +391,9 @@ def test_eager_grad_over_a_jitted_closure_leaves_tracers_in_jax_caches() -> None
     # per call (jax 0.8.0: pjit._infer_params_cached; 0.10.2: separate_consts,
     # donation_vector; 0.12.0.1: trace_to_jaxpr, _dce_jaxpr, and equinox's
     # filter_eval_shape cache). The leak checks name those caches rather than
-    # report the tracers as the test's escapes (lift._leaks.cache_holders).
+    # report the tracers as the test's escapes (lift._leak_scan.cache_holders).
     optx = pytest.importorskip("optimistix")
-    from lift._leaks import cache_holders
+    from lift._leak_caches import cache_holders
 
     def cube_root(a: Any) -> Any:
         def fn(y: Any, args: Any) -> Any:
