@@ -17,9 +17,12 @@ instructions that mutate an operand record its paths:
   attribute even if not called there (`push = x.append`);
 - an augmented assignment to the container (`x += [v]`, `x |= {...}`), which
   lists and dicts do in place;
-- a call of a function known to mutate its first argument, named through the
-  function's globals (`heapq.heappush(x, v)`, `from bisect import insort`:
-  `_MUTATING_FUNCTIONS`).
+- a call of a function known to mutate its first argument, resolved by the
+  object its name is bound to in the function's globals, under any name
+  (`heapq.heappush(x, v)`, `hq.heappush`, `from heapq import heappush as push`:
+  `_MUTATING_FUNCTIONS`), or in a module the code imports itself; and a
+  builtin container's mutating method called unbound (`list.append(x, v)`,
+  `app = dict.update; app(x, other)`: `_MUTATING_METHODS`).
 
 The path is the one from the captured value to the container mutated
 (`state[0].append` mutates `state[0]`, not `state`; a slice store mutates the
@@ -28,20 +31,23 @@ code computes. Reading is not mutating: `x[i + 1]`, `x[:]` (a copy),
 `sum(x)`, `len(x)`, `x['loss'] + v`, or `x` used as another container's key.
 
 Not seen: a function of the user's own (or of a library other than those
-listed) that mutates its argument, one of those listed under another name
-(`from heapq import heappush as push`), a method called on an item reached by
-iterating (`for row in rows: row.append(v)`), a container reached through a
-call's result (`x.get('log').append(v)`), or stored into another object and
-mutated there (`box.items = x; box.items.append(v)`).
+listed) that mutates its argument, one of those listed reached under another
+name through another module (`mylib.push`, set to `heapq.heappush`), a method
+called on an item reached by iterating (`for row in rows: row.append(v)`), a
+container reached through a call's result (`x.get('log').append(v)`), or
+stored into another object and mutated there (`box.items = x;
+box.items.append(v)`).
 
 Code with none of the instructions that record (an item or slice store or
-deletion, an augmented operator, the name of a mutating method or function) is
-not followed at all: most is not (`_may_mutate`).
+deletion, an augmented operator, the name of a mutating method or function, or
+of a global the function's globals bind to one) is not followed at all: most is
+not (`_may_mutate`).
 """
 
 from __future__ import annotations
 
 import bisect
+import builtins
 import dis
 import heapq
 import operator
@@ -51,7 +57,7 @@ import threading
 import types
 import weakref
 from collections.abc import Mapping
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, TypeAlias, cast
 
 from ._code import FREE, PARAM, Flow, Source
 
@@ -104,12 +110,20 @@ _MUTATING_FUNCTIONS: Final = (
         ),
     ),
 )
+# The builtin containers' mutating methods, called unbound (`list.append(buf,
+# v)`, `app = dict.update`): by the chain that names each (`("list", "append")`).
+_MUTATING_METHODS: Final = tuple(
+    (t, tuple(sorted(n for n in _MUTATORS if n in vars(t)))) for t in (list, dict, set)
+)
 _MUTATING: Final[dict[int, object]] = {
     id(f): f
-    for module, names in _MUTATING_FUNCTIONS
-    for f in (getattr(module, name) for name in names)
+    for owner, names in (*_MUTATING_FUNCTIONS, *_MUTATING_METHODS)
+    for f in (vars(owner)[name] for name in names)
 }
 _MUTATING_NAMES: Final = frozenset(n for _, names in _MUTATING_FUNCTIONS for n in names)
+_METHOD_CHAINS: Final = frozenset(
+    (t.__name__, n) for t, names in _MUTATING_METHODS for n in names
+)
 
 # A step of a path: an item by a constant key, an attribute, or an item whose
 # key the code computes (`ANY`).
@@ -118,15 +132,20 @@ ATTR_STEP: Final = "attr"
 ANY: Final = ("item", None, "any")
 Path: TypeAlias = tuple[tuple[Any, ...], ...]
 # A captured name passed, at a path, to a call of a global chain
-# (`heapq.heappush` is `("heapq", "heappush")`).
+# (`heapq.heappush` is `(_GLOBAL, "heapq", "heappush")`) or of a module the
+# code imports itself (`(_IMPORT, "heapq", "heappush")`).
 _Call: TypeAlias = tuple[str, Path, tuple[str, ...]]
 
 # What a stack slot holds besides paths into variables (`(FREE, name, *steps)`,
 # `(PARAM, name, *steps)`): a constant key, a slice, a global and attributes
-# read from it, or a value of which nothing is known (never a constant key).
+# read from it, a module the code imports and attributes read from it, an
+# import's names (`from m import a`), or a value of which nothing is known
+# (never a constant key).
 _CONST: Final = "const"
 _SLICE: Final[Source] = ("slice",)
 _GLOBAL: Final = "global"
+_IMPORT: Final = "import"
+_FROMLIST: Final[Source] = ("fromlist",)
 _UNKNOWN: Final[frozenset[Source]] = frozenset({("unknown",)})
 _VARIABLES: Final = (FREE, PARAM)
 
@@ -159,12 +178,16 @@ _WRITES: Final = frozenset(
 _BINARY_OP: Final = dis.opmap["BINARY_OP"]
 _NAMES: Final = _MUTATORS | _MUTATING_NAMES
 
-# Keyed by `id(code)`, holding the code weakly: an entry is dropped with it.
+# Keyed by `id(code)`, holding the code weakly (an entry is dropped with it):
+# the names that may be a mutating function's alias (`_aliases`), and for each
+# set of aliases met, the code's mutations and the calls that may be.
+_Analysis: TypeAlias = tuple[dict[str, frozenset[Path]], tuple[_Call, ...]]
 _cache: dict[
     int,
-    tuple[weakref.ref[types.CodeType], dict[str, frozenset[Path]], tuple[_Call, ...]],
+    tuple[weakref.ref[types.CodeType], frozenset[str], dict[frozenset[str], _Analysis]],
 ] = {}
 _lock = threading.Lock()
+_NO_ALIASES: Final[frozenset[str]] = frozenset()
 
 
 def mutated_names(
@@ -176,36 +199,55 @@ def mutated_names(
 
 
 def mutated_paths(
-    code: types.CodeType, namespace: Mapping[str, Any] | None = None
+    code: types.CodeType,
+    namespace: Mapping[str, Any] | None = None,
+    *,
+    named: bool = False,
 ) -> dict[str, frozenset[Path]]:
     """For each variable (free variable or parameter) that `code`, or code nested
     in it, mutates through: the paths from its value to the containers mutated
     (`()` for the value itself).
 
     `namespace`: the globals the code runs in (`fn.__globals__`), which tell
-    whether a call of `heappush` or `hq.heappush` is `heapq.heappush`; without
-    it, a call of any function named like one of `_MUTATING_FUNCTIONS` counts.
+    whether a call of `heappush`, `hq.heappush` or `push` is `heapq.heappush`
+    (by the object the name is bound to); without it, a call of any function
+    named like one of `_MUTATING_FUNCTIONS` (or `list.append`, ...) counts, and
+    no other name. `named`: with `namespace`, a call named like one counts
+    too, whatever the name is bound to now (the replay's question: a global may
+    be rebound after it is compiled).
     """
-    paths, calls = _analysis(code)
+    names, results = _entry(code)
+    aliases = _NO_ALIASES if namespace is None else _aliases(names, namespace)
+    found_paths = results.get(aliases)
+    if found_paths is None:
+        found_paths = _analysis(code, aliases)
+    paths, calls = found_paths
     if not calls:
         return paths
     found = {name: set(p) for name, p in paths.items()}
-    for name, path, chain in calls:
-        if namespace is None or _resolves(chain, namespace):
+    for name, path, callee in calls:
+        if (
+            namespace is None
+            or (named and _named(callee))
+            or _resolves(callee, namespace)
+        ):
             found.setdefault(name, set()).add(path)
     return {name: frozenset(p) for name, p in found.items()}
 
 
-def _analysis(
+def _entry(
     code: types.CodeType,
-) -> tuple[dict[str, frozenset[Path]], tuple[_Call, ...]]:
-    """`code`'s mutations, and the calls that may be, cached."""
+) -> tuple[frozenset[str], dict[frozenset[str], _Analysis]]:
+    """`code`'s cache entry: made on first sight (its names: see `_aliases`)."""
     entry = _cache.get(id(code))
     if entry is not None and entry[0]() is code:
         return entry[1], entry[2]
-    found, calls = _scan(code)
-    paths = {name: frozenset(p) for name, p in found.items()}
-    ordered = tuple(sorted(calls, key=repr))
+    names: set[str] = set()
+    todo = [code]
+    while todo:
+        c = todo.pop()
+        names.update(c.co_names)
+        todo.extend(k for k in c.co_consts if type(k) is types.CodeType)
     key = id(code)
 
     def forget(_: object) -> None:
@@ -213,20 +255,85 @@ def _analysis(
             if (old := _cache.get(key)) is not None and old[0]() is None:
                 del _cache[key]
 
+    results: dict[frozenset[str], _Analysis] = {}
+    new = (weakref.ref(code, forget), frozenset(names - _NAMES), results)
     with _lock:
-        _cache[key] = (weakref.ref(code, forget), paths, ordered)
-    return paths, ordered
+        _cache[key] = new
+    return new[1], new[2]
 
 
-def _resolves(chain: tuple[str, ...], namespace: Mapping[str, Any]) -> bool:
-    """Whether the global `chain[0]`, then attributes of modules (read from
-    their `__dict__`: no code runs), is one of `_MUTATING_FUNCTIONS`."""
-    value: object = namespace.get(chain[0])
-    for name in chain[1:]:
-        if not isinstance(value, types.ModuleType):
+def _analysis(code: types.CodeType, aliases: frozenset[str]) -> _Analysis:
+    """`code`'s mutations, and the calls that may be, with the global names in
+    `aliases` taken for mutating functions; kept in its cache entry."""
+    found, calls = _scan(code, aliases)
+    result = (
+        {name: frozenset(p) for name, p in found.items()},
+        tuple(sorted(calls, key=repr)),
+    )
+    with _lock:
+        entry = _cache.get(id(code))
+        if entry is not None and entry[0]() is code:
+            entry[2][aliases] = result
+    return result
+
+
+def _aliases(names: frozenset[str], namespace: Mapping[str, Any]) -> frozenset[str]:
+    """The names among `names` (those of a code object not named like a mutating
+    function) that `namespace` binds to one (`from heapq import heappush as
+    push`, `app = list.append`): the code's calls of them are followed."""
+    out: list[str] = []
+    for name in names:
+        value = namespace.get(name)
+        if value is not None and _MUTATING.get(id(value)) is value:
+            out.append(name)
+    return frozenset(out) if out else _NO_ALIASES
+
+
+def _named(callee: tuple[str, ...]) -> bool:
+    """Whether a call's callee is named like a mutating function."""
+    return callee[-1] in _MUTATING_NAMES or callee[-2:] in _METHOD_CHAINS
+
+
+def _resolves(callee: tuple[str, ...], namespace: Mapping[str, Any]) -> bool:
+    """Whether a callee is one of `_MUTATING_FUNCTIONS` or `_MUTATING_METHODS`:
+    the global `callee[1]` (a builtin if `namespace` binds no such name), or the
+    module the code imports, then attributes of modules and classes (read from
+    their `__dict__`, a class's through its MRO: no code runs)."""
+    kind, first, *rest = callee
+    value: object
+    if kind == _IMPORT:
+        value = sys.modules.get(first)
+    elif first in namespace:
+        value = namespace[first]
+    else:
+        table: object = namespace.get("__builtins__", builtins)
+        if isinstance(table, types.ModuleType):
+            table = table.__dict__
+        value = (
+            cast("dict[str, object]", table).get(first) if type(table) is dict else None
+        )
+    for name in rest:
+        if isinstance(value, types.ModuleType):
+            value = value.__dict__.get(name)
+        elif isinstance(value, type):
+            value = _class_attribute(value, name)
+        else:
             return False
-        value = value.__dict__.get(name)
     return _MUTATING.get(id(value)) is value
+
+
+_MRO: Final[Any] = vars(type)["__mro__"]
+_DICT: Final[Any] = vars(type)["__dict__"]
+
+
+def _class_attribute(cls: type[Any], name: str) -> object:
+    """`name` in the `__dict__` of `cls` or of a class in its MRO, read as
+    `inspect.getattr_static` does: no code of theirs runs."""
+    for klass in _MRO.__get__(cls):
+        table = _DICT.__get__(klass)
+        if name in table:
+            return table[name]
+    return None
 
 
 def _parameters(code: types.CodeType) -> frozenset[str]:
@@ -235,7 +342,9 @@ def _parameters(code: types.CodeType) -> frozenset[str]:
     return frozenset(code.co_varnames[:count])
 
 
-def _scan(code: types.CodeType) -> tuple[dict[str, set[Path]], set[_Call]]:
+def _scan(
+    code: types.CodeType, aliases: frozenset[str]
+) -> tuple[dict[str, set[Path]], set[_Call]]:
     """Captured names `code` mutates through, with the paths, and the calls that
     may: its free variables and parameters (what lift captures as cells and
     defaults), and in nested code the free variables that are those (not the
@@ -250,16 +359,18 @@ def _scan(code: types.CodeType) -> tuple[dict[str, set[Path]], set[_Call]]:
             for k in c.co_consts
             if type(k) is types.CodeType
         )
-        if captured and _may_mutate(c):
-            _Mutations(c, captured, found, calls)
+        if captured and _may_mutate(c, aliases):
+            _Mutations(c, captured, aliases, found, calls)
     return found, calls
 
 
-def _may_mutate(code: types.CodeType) -> bool:
+def _may_mutate(code: types.CodeType, aliases: frozenset[str] = _NO_ALIASES) -> bool:
     """Whether `code` (not the code nested in it) has an instruction that
     `_Mutations` records: read from its opcodes (every other byte of
-    `co_code`) and names."""
-    if not _NAMES.isdisjoint(code.co_names):
+    `co_code`) and names (with `aliases`, the globals bound to a mutating
+    function)."""
+    names = code.co_names
+    if not _NAMES.isdisjoint(names) or (aliases and not aliases.isdisjoint(names)):
         return True
     raw = code.co_code
     opcodes = set(raw[::2])
@@ -287,10 +398,12 @@ class _Mutations(Flow):
         self,
         code: types.CodeType,
         captured: frozenset[str],
+        aliases: frozenset[str],
         found: dict[str, set[Path]],
         calls: set[_Call],
     ) -> None:
         self.captured = captured
+        self.aliases = aliases
         self.found = found
         self.calls = calls
         super().__init__(code)
@@ -309,12 +422,25 @@ class _Mutations(Flow):
             value: object = ins.argval
             if type(value) in (int, str):
                 stack.append(frozenset({(_CONST, value)}))
-            else:  # (3.14 folds `x[:]`'s slice into a constant)
-                stack.append(frozenset({_SLICE}) if type(value) is slice else _UNKNOWN)
+            elif type(value) is slice:  # (3.14 folds `x[:]`'s slice into one)
+                stack.append(frozenset({_SLICE}))
+            elif type(value) is tuple:  # (an import's names, among others)
+                stack.append(frozenset({_FROMLIST}))
+            else:
+                stack.append(_UNKNOWN)
         elif op == "LOAD_GLOBAL" or op == "LOAD_NAME":
             found = frozenset({(_GLOBAL, str(ins.argval))})
             nulls = [_UNKNOWN] * ((ins.arg or 0) & 1 if op == "LOAD_GLOBAL" else 0)
             stack.extend([found, *nulls] if _NULL_AFTER else [*nulls, found])
+        elif op == "IMPORT_NAME":  # `import m`, `from m import f`: the module
+            fromlist, level = self.pop(stack), self.pop(stack)
+            name = str(ins.argval)
+            if _FROMLIST not in fromlist:  # `import a.b` gives `a`
+                name = name.partition(".")[0]
+            absolute = level == frozenset({(_CONST, 0)})  # (not `from . import`)
+            stack.append(frozenset({(_IMPORT, name)}) if absolute else _UNKNOWN)
+        elif op == "IMPORT_FROM":  # the module stays beneath
+            stack.append(_attribute(stack[-1] if stack else _UNKNOWN, str(ins.argval)))
         elif op == "LOAD_ATTR" or op == "LOAD_METHOD":
             obj = self.pop(stack)
             name = str(ins.argval)
@@ -375,11 +501,13 @@ class _Mutations(Flow):
             return
         first = stack[top - count]
         for callee in stack[top - count - 2] | stack[top - count - 1]:
-            if callee[0] != _GLOBAL or callee[-1] not in _MUTATING_NAMES:
+            if (callee[0] != _GLOBAL and callee[0] != _IMPORT) or not (
+                _named(callee) or (callee[0] == _GLOBAL and callee[1] in self.aliases)
+            ):
                 continue
             for source in first:
                 if source[0] in _VARIABLES and source[1] in self.captured:
-                    self.calls.add((source[1], source[2:], callee[1:]))
+                    self.calls.add((source[1], source[2:], callee))
 
 
 def _paths(value: frozenset[Source]) -> frozenset[Source]:
@@ -389,12 +517,12 @@ def _paths(value: frozenset[Source]) -> frozenset[Source]:
 
 def _attribute(obj: frozenset[Source], name: str) -> frozenset[Source]:
     """What reading the attribute `name` of a slot gives: the paths one step
-    on, a global chain one name longer."""
+    on, a global's or a module's chain one name longer."""
     out: set[Source] = set()
     for source in obj:
         if source[0] in _VARIABLES:
             out.add((*source, (ATTR_STEP, name)))
-        elif source[0] == _GLOBAL:
+        elif source[0] == _GLOBAL or source[0] == _IMPORT:
             out.add((*source, name))
     return frozenset(out) if out else _UNKNOWN
 

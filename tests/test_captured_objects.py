@@ -15,12 +15,18 @@ never run on a silent copy.
 
 from __future__ import annotations
 
+import bisect as b
 import dataclasses
 import functools
 import heapq
+import heapq as hq
+import operator as ops
+import re
 import textwrap
 from bisect import insort
 from collections.abc import Callable
+from heapq import heappush as push, nsmallest as smallest
+from operator import getitem as at
 from typing import Any, Final
 
 import jax
@@ -633,3 +639,282 @@ def test_mutated_paths_lead_to_the_container_mutated() -> None:
     # globals; without them (the replay's question), it may be.
     assert _paths_of(own, own.__globals__) == {}
     assert _paths_of(own) == {"state": {()}}
+
+
+# -- mutations found by the object a name is bound to, and their clean twins ---
+#
+# Each maker takes the container and returns `step`, which mutates it (`_SEEN`)
+# or reads it the same way (`_CLEAN`). A container of static values is the
+# user's own, which the change reaches under every consumer; one holding a
+# float is rebuilt, so the mutation is refused, naming the function, its
+# file:line and the variable, with the container untouched.
+
+app = list.append  # a global alias of an unbound method
+
+
+def _aliased_push(buf: Any) -> Callable[[Any], Any]:
+    def step(x: Any) -> Any:
+        push(buf, 1)  # `from heapq import heappush as push`
+        return x * 2.0
+
+    return step
+
+
+def _module_alias(buf: Any) -> Callable[[Any], Any]:
+    def step(x: Any) -> Any:
+        hq.heappush(buf, 1)  # `import heapq as hq`
+        return x * 2.0
+
+    return step
+
+
+def _bisect_alias(buf: Any) -> Callable[[Any], Any]:
+    def step(x: Any) -> Any:
+        b.insort(buf, 1)  # `import bisect as b`
+        return x * 2.0
+
+    return step
+
+
+def _imported_inside(buf: Any) -> Callable[[Any], Any]:
+    def step(x: Any) -> Any:
+        from heapq import heappush as put
+
+        put(buf, 1)
+        return x * 2.0
+
+    return step
+
+
+def _module_imported_inside(buf: Any) -> Callable[[Any], Any]:
+    def step(x: Any) -> Any:
+        import bisect as bs
+
+        bs.insort(buf, 1)
+        return x * 2.0
+
+    return step
+
+
+def _unbound_append(buf: Any) -> Callable[[Any], Any]:
+    def step(x: Any) -> Any:
+        list.append(buf, 1)
+        return x * 2.0
+
+    return step
+
+
+def _unbound_extend(buf: Any) -> Callable[[Any], Any]:
+    def step(x: Any) -> Any:
+        list.extend(buf, [1, 2])
+        return x * 2.0
+
+    return step
+
+
+def _unbound_update(d: Any) -> Callable[[Any], Any]:
+    def step(x: Any) -> Any:
+        dict.update(d, {"k": 1})
+        return x * 2.0
+
+    return step
+
+
+def _unbound_add(s: Any) -> Callable[[Any], Any]:
+    def step(x: Any) -> Any:
+        set.add(s, 1)
+        return x * 2.0
+
+    return step
+
+
+def _local_method_alias(buf: Any) -> Callable[[Any], Any]:
+    def step(x: Any) -> Any:
+        add = list.append
+        add(buf, 1)
+        return x * 2.0
+
+    return step
+
+
+def _global_method_alias(buf: Any) -> Callable[[Any], Any]:
+    def step(x: Any) -> Any:
+        app(buf, 1)
+        return x * 2.0
+
+    return step
+
+
+# What the maker's variable is named, what the user's container starts as and
+# holds after one run, and one holding a float (`None`: a set, a leaf to JAX,
+# never rebuilt).
+_Case = tuple[
+    Callable[[Any], Callable[[Any], Any]],
+    str,
+    Callable[[], Any],
+    Any,
+    "Callable[[], Any] | None",
+]
+_SEEN: dict[str, _Case] = {
+    "push(buf, 1), push = heappush": (_aliased_push, "buf", list, [1], lambda: [0.5]),
+    "hq.heappush(buf, 1)": (_module_alias, "buf", list, [1], lambda: [0.5]),
+    "b.insort(buf, 1)": (
+        _bisect_alias,
+        "buf",
+        lambda: [0, 2],
+        [0, 1, 2],
+        lambda: [0.5],
+    ),
+    "from heapq import heappush as put (inside)": (
+        _imported_inside,
+        "buf",
+        list,
+        [1],
+        lambda: [0.5],
+    ),
+    "import bisect as bs (inside)": (
+        _module_imported_inside,
+        "buf",
+        lambda: [0, 2],
+        [0, 1, 2],
+        lambda: [0.5],
+    ),
+    "list.append(buf, 1)": (_unbound_append, "buf", list, [1], lambda: [0.5]),
+    "list.extend(buf, xs)": (_unbound_extend, "buf", list, [1, 2], lambda: [0.5]),
+    "dict.update(d, other)": (_unbound_update, "d", dict, {"k": 1}, lambda: {"w": 0.5}),
+    "set.add(s, 1)": (_unbound_add, "s", set, {1}, None),
+    "add = list.append; add(buf, 1)": (
+        _local_method_alias,
+        "buf",
+        list,
+        [1],
+        lambda: [0.5],
+    ),
+    "app(buf, 1), app = list.append": (
+        _global_method_alias,
+        "buf",
+        list,
+        [1],
+        lambda: [0.5],
+    ),
+}
+
+_RUN: dict[str, Callable[[Callable[[Any], Any]], Any]] = {
+    "eager": lambda step: lift.lift(step)(2.0),
+    "jax.jit": lambda step: jax.jit(lambda g, x: g(x))(lift.lift(step), 2.0),
+    "lift.jit": lambda step: lift.jit(step)(2.0),
+}
+
+
+@pytest.mark.parametrize("consumer", list(_RUN))
+@pytest.mark.parametrize("case", list(_SEEN))
+def test_a_seen_mutation_reaches_the_users_container(case: str, consumer: str) -> None:
+    make, _, start, after, _ = _SEEN[case]
+    c = start()
+    assert float(_RUN[consumer](make(c))) == 4.0
+    assert c == after  # the user's own object, changed once (one trace)
+    if consumer == "eager":  # past the count after which a shape is replayed
+        for verify in (False, True):
+            with lift.verifying(verify):
+                for _ in range(_replay.REPLAY_AFTER + 2):
+                    c = start()
+                    lift.lift(make(c))(2.0)
+                    assert c == after
+
+
+def _refusal(step: Callable[[Any], Any], name: str) -> str:
+    """What a refusal of `step` says first: the function, its file:line, the
+    variable."""
+    code = step.__code__
+    where = f"{step.__qualname__} ({code.co_filename}:{code.co_firstlineno})"
+    return re.escape(f"{where} mutates the captured variable {name!r} in place")
+
+
+@pytest.mark.parametrize("consumer", list(_RUN))
+@pytest.mark.parametrize("case", [k for k, v in _SEEN.items() if v[4] is not None])
+def test_a_seen_mutation_of_a_rebuilt_container_is_refused(
+    case: str, consumer: str
+) -> None:
+    make, name, _, _, dynamic = _SEEN[case]
+    assert dynamic is not None
+    for verify in (False, True):
+        with lift.verifying(verify):
+            for _ in range(_replay.REPLAY_AFTER + 2 if consumer == "eager" else 1):
+                c = dynamic()
+                before = repr(c)
+                step = make(c)
+                with pytest.raises(lift.LiftError, match=_refusal(step, name)):
+                    _RUN[consumer](step)
+                assert repr(c) == before  # nothing ran on a copy
+
+
+def _aliased_reader(buf: Any) -> Callable[[Any], Any]:
+    def step(x: Any) -> Any:
+        return x * at(buf, 0) + ops.getitem(buf, 1)  # read, by alias
+
+    return step
+
+
+def _unbound_readers(buf: Any) -> Callable[[Any], Any]:
+    def step(x: Any) -> Any:
+        size = list.__len__
+        return x * (list.__getitem__(buf, 0) + sum(list.copy(buf)) + size(buf))
+
+    return step
+
+
+def _unbound_dict_reader(d: Any) -> Callable[[Any], Any]:
+    def step(x: Any) -> Any:
+        return x * dict.get(d, "w") + len(dict.keys(d))
+
+    return step
+
+
+# Read with the same shapes (all containers hold a float: mutating them would
+# be refused), and not mutated.
+_CLEAN: dict[str, tuple[Callable[[Any], Callable[[Any], Any]], Callable[[], Any]]] = {
+    "at(buf, 0), ops.getitem(buf, 1)": (_aliased_reader, lambda: [0.5, 1.5]),
+    "list.copy(buf), size = list.__len__": (_unbound_readers, lambda: [0.5, 1.5]),
+    "dict.get(d, k), dict.keys(d)": (_unbound_dict_reader, lambda: {"w": 0.5}),
+}
+
+
+@pytest.mark.parametrize("consumer", list(_RUN))
+@pytest.mark.parametrize("case", list(_CLEAN))
+def test_a_clean_twin_is_not_refused(case: str, consumer: str) -> None:
+    make, start = _CLEAN[case]
+    expected = make(start())(2.0)
+    c = start()
+    before = repr(c)
+    assert np.allclose(_RUN[consumer](make(c)), expected)
+    assert repr(c) == before
+
+
+def test_a_call_is_resolved_by_the_object_its_name_is_bound_to() -> None:
+    # With the globals: a mutating function under any name, a builtin
+    # container's method through its class; not a name bound to another
+    # object. Without them, only the standard names count; `named` counts both.
+    class Own:
+        def append(self, x: Any) -> None: ...
+
+    def aliased(buf: Any) -> None:
+        push(buf, 1)
+
+    def shadowed(buf: Any) -> None:
+        list.append(buf, 1)
+
+    def reader(buf: Any) -> None:
+        smallest(1, buf)
+
+    whole = {"buf": {()}}
+    assert _paths_of(aliased, aliased.__globals__) == whole
+    assert _paths_of(aliased) == {}
+    assert {
+        k: set(v)
+        for k, v in mutated_paths(aliased.__code__, {"push": push}, named=True).items()
+    } == whole
+    assert _paths_of(aliased, {"push": print}) == {}
+    assert _paths_of(shadowed, shadowed.__globals__) == whole  # the builtin
+    assert _paths_of(shadowed, {"list": Own}) == {}
+    assert _paths_of(shadowed) == whole
+    assert _paths_of(reader, reader.__globals__) == {}
