@@ -7,8 +7,14 @@ refuses it when it lifts. The bytecode is read once per code object, with the
 code objects nested in it (inner functions, lambdas, comprehensions), by
 following its stack (`lift._code.Flow`, on CPython 3.11 to 3.13): each slot
 holds the paths into captured variables its value is (`x`, `x[0]`, `x['log']`,
-`x[k]`, `x.log`, through local variables too: `log = self.log`), and the
-instructions that mutate an operand record its paths:
+`x[k]`, `x.log`, through local variables too: `log = self.log`), and what
+holds a path's items: an iterator over it or a shallow copy of it (`iter(x)`,
+`x[:]`, `list(x)`, `x.values()`), `x.items()`, `enumerate(x)`, `zip(x, y)`,
+whose items are `x[…]` (`for row in x: row.append(v)` mutates `x[…]`). The
+calls of accessors give what they read (`x.get('log')`, `x.setdefault(k, [])`
+and `x.pop(k)` give `x[k]`; `next(it)`, an item; `getattr(x, 'log')`,
+`x.log`: by name, `_METHOD_RESULTS` and `_BUILTIN_RESULTS`). The instructions
+that mutate an operand record its paths:
 
 - an item store or deletion, whatever computes the key (`x[k] = v`,
   `x[i + 1] = v`, `del x[k]`), and an augmented one (`x['loss'] += v`);
@@ -27,16 +33,21 @@ instructions that mutate an operand record its paths:
 The path is the one from the captured value to the container mutated
 (`state[0].append` mutates `state[0]`, not `state`; a slice store mutates the
 container itself): `mutated_paths` gives it, step by step, `ANY` for a key the
-code computes. Reading is not mutating: `x[i + 1]`, `x[:]` (a copy),
-`sum(x)`, `len(x)`, `x['loss'] + v`, or `x` used as another container's key.
+code computes. Reading is not mutating: `x[i + 1]`, `x[:]` (a copy, whose
+own mutations are not `x`'s: its items' are), `sum(x)`, `len(x)`,
+`x['loss'] + v`, or `x` used as another container's key.
 
 Not seen: a function of the user's own (or of a library other than those
-listed) that mutates its argument, one of those listed reached under another
-name through another module (`mylib.push`, set to `heapq.heappush`), a method
-called on an item reached by iterating (`for row in rows: row.append(v)`), a
-container reached through a call's result (`x.get('log').append(v)`), or
-stored into another object and mutated there (`box.items = x;
-box.items.append(v)`).
+listed) that mutates its argument, or a method of another object that does
+(`rng.shuffle(x)`); one of those listed reached under another name through
+another module (`mylib.push`, set to `heapq.heappush`); a container reached
+through the result of another call (`max(rows, key=len).append(v)`,
+`copy.copy(x)[0].append(v)`) or passed to a function defined in the code and
+mutated there (`def add(r): r.append(v)`, then `add(x)`); an item reached by
+iterating in a comprehension or a generator expression on 3.11 (`[r.append(v)
+for r in rows]`: 3.12 inlines comprehensions), or in a generator expression on
+any version; or a container stored into another object and mutated there
+(`box.items = x; box.items.append(v)`).
 
 Code with none of the instructions that record (an item or slice store or
 deletion, an augmented operator, the name of a mutating method or function, or
@@ -148,6 +159,44 @@ _IMPORT: Final = "import"
 _FROMLIST: Final[Source] = ("fromlist",)
 _UNKNOWN: Final[frozenset[Source]] = frozenset({("unknown",)})
 _VARIABLES: Final = (FREE, PARAM)
+# Values that hold a captured path's items, or give them when iterated
+# (`(kind, FREE or PARAM, name, *steps)`, of which `x[…]` is an item): a
+# shallow copy or an iterator (`x[:]`, `list(x)`, `iter(x)`, `x.values()`),
+# what `x.items()` and `enumerate(x)` give (pairs of a key and `x[…]`), one of
+# those pairs, and what `zip(x, y)` gives (tuples holding `x[…]`).
+_ELEMENTS: Final = "elements"
+_PAIRS: Final = "pairs"
+_PAIR: Final = "pair"
+_ZIPPED: Final = "zipped"
+_HOLDING: Final = frozenset({_ELEMENTS, _PAIRS, _PAIR, _ZIPPED})
+
+# What calls of accessors give (by name: not resolved), of a captured path's
+# method or of a builtin: an item (by the first argument, the key, or `ANY`;
+# with the second, a default, as well), an iterator or copy of it (`_ELEMENTS`,
+# `_PAIRS`, `_PAIR`), one of its iterator's items (`next`), or its attribute.
+_METHOD_RESULTS: Final = {
+    "get": "item",
+    "setdefault": "item",  # (which `_MUTATORS` records as a mutation too)
+    "pop": "item",
+    "__getitem__": "item",
+    "values": _ELEMENTS,
+    "copy": _ELEMENTS,
+    "items": _PAIRS,
+    "popitem": _PAIR,
+}
+_BUILTIN_RESULTS: Final = {
+    "iter": _ELEMENTS,
+    "list": _ELEMENTS,
+    "tuple": _ELEMENTS,
+    "reversed": _ELEMENTS,
+    "sorted": _ELEMENTS,
+    "filter": _ELEMENTS,  # (of its second argument)
+    "enumerate": _PAIRS,
+    "zip": _ZIPPED,  # (of every argument)
+    "next": "next",
+    "getattr": "attribute",
+}
+_UNBOUND_OWNERS: Final = frozenset({"list", "dict"})  # (`dict.get(d, k)`)
 
 # Instructions that only pop: how many slots, and the depth of the container
 # they write to (0: none).
@@ -161,10 +210,12 @@ _POPS: Final = {
     "STORE_GLOBAL": (1, 0),
     "STORE_NAME": (1, 0),
 }
-# The instruction whose operands are a call's (3.11 pops them at `PRECALL`).
+# The instruction whose operands are a call's (3.11 pops them at `PRECALL`),
+# and the one that pushes its result.
 _CALLS: Final = (
     frozenset({"PRECALL"}) if "PRECALL" in dis.opmap else frozenset({"CALL", "CALL_KW"})
 )
+_RESULTS: Final = frozenset({"CALL", "CALL_KW"})
 # 3.13 pushes `LOAD_GLOBAL`'s NULL after the global, 3.11 and 3.12 before it.
 _NULL_AFTER: Final = sys.version_info >= (3, 13)
 # Opcodes that write to a container they pop (and `BINARY_OP`, whose augmented
@@ -406,6 +457,7 @@ class _Mutations(Flow):
         self.aliases = aliases
         self.found = found
         self.calls = calls
+        self.result: frozenset[Source] | None = None  # a call's, until pushed
         super().__init__(code)
 
     def parameters(self, code: types.CodeType) -> frozenset[str]:
@@ -465,8 +517,16 @@ class _Mutations(Flow):
             else:
                 stack.append(_UNKNOWN)
         elif op == "BINARY_SLICE":  # 3.12+: `x[a:b]`, a copy
+            container = stack[-3] if len(stack) >= 3 else _UNKNOWN
             del stack[-3:]
-            stack.append(_UNKNOWN)
+            stack.append(_iterated(container))
+        elif op == "GET_ITER":
+            stack.append(_iterated(self.pop(stack)))
+        elif op == "FOR_ITER":  # pushes the next item, or jumps
+            iterator = stack[-1] if stack else _UNKNOWN
+            self.generic(ins, stack, pending)
+            if stack:
+                stack[-1] = _element(iterator)
         elif op == "BUILD_SLICE":
             del stack[len(stack) - (ins.arg or 2) :]
             stack.append(frozenset({_SLICE}))
@@ -476,14 +536,24 @@ class _Mutations(Flow):
                 self.mutate(stack[-container])
             del stack[len(stack) - count :]
         elif op == "UNPACK_SEQUENCE" or op == "UNPACK_EX":
+            value = self.pop(stack)
             arg = ins.arg or 0
-            count = arg if op == "UNPACK_SEQUENCE" else (arg & 0xFF) + 1 + (arg >> 8)
-            items = _item(self.pop(stack), frozenset())
-            stack.extend([items] * count)
+            if op == "UNPACK_SEQUENCE":
+                items = [_item(value, frozenset({(_CONST, k)})) for k in range(arg)]
+            else:  # `a, *rest = x`: `rest` a list of `x`'s items
+                before, after = arg & 0xFF, arg >> 8
+                item = _item(value, frozenset())
+                items = [item] * before + [_iterated(value)] + [item] * after
+            stack.extend(reversed(items))  # (the first on top)
         else:
             if op in _CALLS:
-                self.call(ins, stack)
-            return super().step(ins, stack, pending)
+                self.result = self.call(ins, stack)
+            after = super().step(ins, stack, pending)
+            if op in _RESULTS and self.result is not None:
+                if after:
+                    after[-1] = self.result
+                self.result = None
+            return after
         return stack
 
     def mutate(self, value: frozenset[Source]) -> None:
@@ -492,27 +562,122 @@ class _Mutations(Flow):
             if source[0] in _VARIABLES and source[1] in self.captured:
                 self.found.setdefault(source[1], set()).add(source[2:])
 
-    def call(self, ins: dis.Instruction, stack: list[frozenset[Source]]) -> None:
-        """Record a call of a function named like a mutating one, with the paths
-        of its first argument."""
+    def call(
+        self, ins: dis.Instruction, stack: list[frozenset[Source]]
+    ) -> frozenset[Source] | None:
+        """Record a call of a function named like a mutating one (or bound to
+        one: `aliases`), with the paths of its first argument; what an
+        accessor's call gives (`_METHOD_RESULTS`, `_BUILTIN_RESULTS`), if it is
+        one."""
         count = ins.arg or 0
         top = len(stack) - (ins.opname == "CALL_KW")  # (its keywords' names)
-        if count < 1 or top - count - 2 < 0:
-            return
-        first = stack[top - count]
-        for callee in stack[top - count - 2] | stack[top - count - 1]:
-            if (callee[0] != _GLOBAL and callee[0] != _IMPORT) or not (
-                _named(callee) or (callee[0] == _GLOBAL and callee[1] in self.aliases)
-            ):
+        if top - count - 2 < 0:
+            return None
+        args = stack[top - count : top]
+        callees = stack[top - count - 2] | stack[top - count - 1]
+        out: set[Source] = set()
+        for callee in callees:
+            kind = callee[0]
+            if kind in _VARIABLES:
+                step = callee[-1] if len(callee) > 2 else None
+                if step is not None and step[0] == ATTR_STEP:
+                    how = _METHOD_RESULTS.get(step[1])
+                    if how is not None:  # `x.get(k)`
+                        out.update(_result(frozenset({callee[:-1]}), how, args))
                 continue
-            for source in first:
-                if source[0] in _VARIABLES and source[1] in self.captured:
-                    self.calls.add((source[1], source[2:], callee))
+            if kind != _GLOBAL and kind != _IMPORT:
+                continue
+            if kind == _GLOBAL and len(callee) == 2 and callee[1] in _BUILTIN_RESULTS:
+                out.update(_called(callee[1], args))
+            elif (
+                kind == _GLOBAL
+                and len(callee) == 3
+                and callee[1] in _UNBOUND_OWNERS
+                and callee[2] in _METHOD_RESULTS
+                and args
+            ):  # `dict.get(d, k)`
+                out.update(_result(args[0], _METHOD_RESULTS[callee[2]], args[1:]))
+            if args and (
+                _named(callee) or (kind == _GLOBAL and callee[1] in self.aliases)
+            ):
+                for source in args[0]:
+                    if source[0] in _VARIABLES and source[1] in self.captured:
+                        self.calls.add((source[1], source[2:], callee))
+        return frozenset(out) if out else None
 
 
 def _paths(value: frozenset[Source]) -> frozenset[Source]:
-    """The paths into variables a slot holds."""
-    return frozenset(s for s in value if s[0] in _VARIABLES)
+    """The paths into variables a slot holds, and what holds their items."""
+    return frozenset(s for s in value if s[0] in _VARIABLES or s[0] in _HOLDING)
+
+
+def _result(
+    obj: frozenset[Source], how: str, args: list[frozenset[Source]]
+) -> frozenset[Source]:
+    """What calling an accessor method of `obj` with `args` gives (`how`: see
+    `_METHOD_RESULTS`)."""
+    if how == "item":  # `x.get(k, default)`; `x.pop()` an item too
+        found = _item(obj, args[0] if args else frozenset())
+        return found | _paths(args[1]) if len(args) > 1 else found
+    out = frozenset((how, *s) for s in obj if s[0] in _VARIABLES)
+    return out if out else _UNKNOWN
+
+
+def _called(name: str, args: list[frozenset[Source]]) -> frozenset[Source]:
+    """What calling the builtin `name` with `args` gives (`_BUILTIN_RESULTS`)."""
+    how = _BUILTIN_RESULTS[name]
+    if not args:
+        return _UNKNOWN
+    if how == _ELEMENTS:  # `iter(x)`, `list(x)`, `sorted(x)`, `filter(f, x)`
+        return _iterated(args[1] if name == "filter" and len(args) > 1 else args[0])
+    if how == "next":  # `next(it, default)`
+        found = _element(args[0])
+        return found | _paths(args[1]) if len(args) > 1 else found
+    if how == "attribute":  # `getattr(x, "log", default)`
+        key = _constant(args[1]) if len(args) > 1 else None
+        if type(key) is not str:
+            return _UNKNOWN
+        found = _attribute(args[0], key)
+        return found | _paths(args[2]) if len(args) > 2 else found
+    out: set[Source] = set()
+    for value in args if how == _ZIPPED else args[:1]:
+        for s in value:  # what gives `x[…]` when iterated: paths, copies
+            if s[0] in _VARIABLES:
+                out.add((how, *s))
+            elif s[0] == _ELEMENTS:
+                out.add((how, *s[1:]))
+    return frozenset(out) if out else _UNKNOWN
+
+
+def _iterated(value: frozenset[Source]) -> frozenset[Source]:
+    """An iterator over a slot's value, or a shallow copy of it: what holds its
+    items (a pair's are its key and its value)."""
+    out: set[Source] = set()
+    for s in value:
+        if s[0] in _VARIABLES:
+            out.add((_ELEMENTS, *s))
+        elif s[0] == _PAIR:
+            out.add((_ELEMENTS, *s[1:]))
+        elif s[0] in _HOLDING:
+            out.add(s)
+    return frozenset(out) if out else _UNKNOWN
+
+
+def _element(value: frozenset[Source]) -> frozenset[Source]:
+    """An item of a slot's value, by a key the code computes or by iterating:
+    `x[…]` for a path `x` or what holds its items."""
+    out: set[Source] = set()
+    for s in value:
+        kind = s[0]
+        if kind in _VARIABLES:
+            out.add((*s, ANY))
+        elif kind in (_ELEMENTS, _PAIR):
+            out.add((*s[1:], ANY))
+        elif kind == _PAIRS:
+            out.add((_PAIR, *s[1:]))
+        elif kind == _ZIPPED:
+            out.add((_ELEMENTS, *s[1:]))
+    return frozenset(out) if out else _UNKNOWN
 
 
 def _attribute(obj: frozenset[Source], name: str) -> frozenset[Source]:
@@ -529,13 +694,26 @@ def _attribute(obj: frozenset[Source], name: str) -> frozenset[Source]:
 
 def _item(container: frozenset[Source], key: frozenset[Source]) -> frozenset[Source]:
     """What reading an item of a slot gives: its paths one step on, by the
-    constant key if the key is one, else `ANY`; nothing for a slice (a copy)."""
+    constant key if the key is one, else `ANY`; for a slice, a copy holding its
+    items; for what holds a path's items, one of them (not a pair's key)."""
     if key == frozenset({_SLICE}):
-        return _UNKNOWN
-    step: tuple[Any, ...] = ANY
-    if len(key) == 1:
-        (only,) = key
+        return _iterated(container)
+    constant = _constant(key)
+    step: tuple[Any, ...] = ANY if constant is None else (ITEM_STEP, constant)
+    out: set[Source] = set()
+    for s in container:
+        if s[0] in _VARIABLES:
+            out.add((*s, step))
+        elif s[0] in _HOLDING and not (s[0] == _PAIR and step[1] in (0, -2)):
+            out.update(_element(frozenset({s})) - _UNKNOWN)
+    return frozenset(out) if out else _UNKNOWN
+
+
+def _constant(value: frozenset[Source]) -> object:
+    """The constant key a slot holds (an `int` or a `str`), if it holds only
+    that."""
+    if len(value) == 1:
+        (only,) = value
         if only[0] == _CONST:
-            step = (ITEM_STEP, only[1])
-    out = frozenset((*s, step) for s in container if s[0] in _VARIABLES)
-    return out if out else _UNKNOWN
+            return only[1]
+    return None

@@ -177,6 +177,7 @@ _MUTATIONS: dict[str, tuple[str, Callable[[], Any], Any]] = {
     "fill": ("{c}['k'] = 1", dict, {"k": 1}),
     "count": ("{c}['n'] = {c}.get('n', 0) + 1", dict, {"n": 1}),
     "add": ("{c}.add(1)", set, {1}),
+    "rows": ("for row in {c}: row.append(1)", lambda: [[], []], [[1], [1]]),
 }
 
 
@@ -272,7 +273,7 @@ def test_a_mutation_reaches_the_users_container(
     if _refused(holder, mutation):
         with pytest.raises(
             lift.LiftError,
-            match=r"mutates the captured variable 'self' in place \(at `self.log`\), "
+            match=r"mutates the captured variable 'self' in place \(at `self.log[^`]*`\), "
             r"a (list|dict) that sits in a pytree node",
         ):
             _CONSUMERS[consumer](make, c, lr)
@@ -312,6 +313,7 @@ _DYNAMIC_CONTAINERS: dict[str, Callable[[], Any]] = {
     "append": lambda: [0.5],
     "fill": lambda: {"w": jnp.ones(2)},
     "count": lambda: {"w": np.float32(1.0)},
+    "rows": lambda: [[], [0.5]],
 }
 
 
@@ -346,7 +348,12 @@ def test_a_plain_object_holding_a_dynamic_container_is_the_users_own(
     make = _maker("self", mutation)
     c = _DYNAMIC_CONTAINERS[mutation]()
     lift.lift(make(c, 3.0))(2.0)
-    assert (len(c) == 2) if mutation == "append" else (set(c) > {"w"})
+    if mutation == "append":
+        assert len(c) == 2
+    elif mutation == "rows":
+        assert c == [[1], [0.5, 1]]
+    else:
+        assert set(c) > {"w"}
 
 
 @pytest.mark.parametrize("mutation", list(_DYNAMIC_CONTAINERS))
@@ -598,9 +605,10 @@ def _paths_of(fn: Any, namespace: Any = None) -> dict[str, set[Any]]:
 
 
 def test_mutated_paths_lead_to_the_container_mutated() -> None:
-    # By constant keys and attributes; `ANY` for a key the code computes (or
-    # that one way gives as a constant and another computes); `()` for the
-    # capture itself (a slice store, an augmented item, a mutating call).
+    # By constant keys and attributes (and positions unpacked); `ANY` for a
+    # key the code computes (or that one way gives as a constant and another
+    # computes); `()` for the capture itself (a slice store, an augmented item,
+    # a mutating call).
     state: Any = {"log": [[]]}
 
     def nested(x: Any) -> None:
@@ -632,7 +640,7 @@ def test_mutated_paths_lead_to_the_container_mutated() -> None:
     assert _paths_of(nested) == {"state": {(log, item)}}
     assert _paths_of(attribute) == {"self": {(("attr", "log"),)}}
     assert _paths_of(joined) == {"state": {(ANY,)}}
-    assert _paths_of(unpacked) == {"state": {(ANY,)}}
+    assert _paths_of(unpacked) == {"state": {(("item", 0),)}}
     assert _paths_of(inner) == {"state": {()}}
     assert _paths_of(called, called.__globals__) == {"state": {(log,)}}
     # A function of one's own named like a mutating one: not one, by the
@@ -745,6 +753,101 @@ def _global_method_alias(buf: Any) -> Callable[[Any], Any]:
     return step
 
 
+def _iterated_rows(rows: Any) -> Callable[[Any], Any]:
+    def step(x: Any) -> Any:
+        for row in rows:
+            row.append(1)
+        return x * 2.0
+
+    return step
+
+
+def _iterated_items(d: Any) -> Callable[[Any], Any]:
+    def step(x: Any) -> Any:
+        for _, row in d.items():
+            row.append(1)
+        return x * 2.0
+
+    return step
+
+
+def _iterated_values(d: Any) -> Callable[[Any], Any]:
+    def step(x: Any) -> Any:
+        for row in d.values():
+            row.append(1)
+        return x * 2.0
+
+    return step
+
+
+def _enumerated(rows: Any) -> Callable[[Any], Any]:
+    def step(x: Any) -> Any:
+        for i, row in enumerate(rows):
+            row.append(i)
+        return x * 2.0
+
+    return step
+
+
+def _zipped(rows: Any) -> Callable[[Any], Any]:
+    def step(x: Any) -> Any:
+        for row, k in zip(rows, range(9), strict=False):
+            row.append(k)
+        return x * 2.0
+
+    return step
+
+
+def _got(state: Any) -> Callable[[Any], Any]:
+    def step(x: Any) -> Any:
+        state.get("log").append(1)
+        return x * 2.0
+
+    return step
+
+
+def _got_by_computed_key(state: Any) -> Callable[[Any], Any]:
+    def step(x: Any, key: str = "log") -> Any:
+        state.get(key).append(1)
+        return x * 2.0
+
+    return step
+
+
+def _set_default(d: Any) -> Callable[[Any], Any]:
+    def step(x: Any) -> Any:
+        d.setdefault("log", []).append(1)
+        return x * 2.0
+
+    return step
+
+
+def _next_of_iter(rows: Any) -> Callable[[Any], Any]:
+    def step(x: Any) -> Any:
+        next(iter(rows)).append(1)
+        return x * 2.0
+
+    return step
+
+
+def _item_of_a_copy(rows: Any) -> Callable[[Any], Any]:
+    def step(x: Any) -> Any:
+        copy = list(rows)
+        copy[0].append(1)  # the copy's item is the user's
+        rows[:][0].append(1)
+        return x * 2.0
+
+    return step
+
+
+def _popped(rows: Any) -> Callable[[Any], Any]:
+    def step(x: Any) -> Any:
+        rows.pop().append(1)  # the list popped stays the user's
+        return x * 2.0
+
+    return step
+
+
 # What the maker's variable is named, what the user's container starts as and
 # holds after one run, and one holding a float (`None`: a set, a leaf to JAX,
 # never rebuilt).
@@ -797,6 +900,77 @@ _SEEN: dict[str, _Case] = {
         [1],
         lambda: [0.5],
     ),
+    "for row in rows: row.append(1)": (
+        _iterated_rows,
+        "rows",
+        lambda: [[], [2]],
+        [[1], [2, 1]],
+        lambda: [[], [0.5]],
+    ),
+    "for _, row in d.items(): row.append(1)": (
+        _iterated_items,
+        "d",
+        lambda: {"a": [], "b": [2]},
+        {"a": [1], "b": [2, 1]},
+        lambda: {"a": [], "b": [0.5]},
+    ),
+    "for row in d.values(): row.append(1)": (
+        _iterated_values,
+        "d",
+        lambda: {"a": []},
+        {"a": [1]},
+        lambda: {"a": [0.5]},
+    ),
+    "for i, row in enumerate(rows)": (
+        _enumerated,
+        "rows",
+        lambda: [[], []],
+        [[0], [1]],
+        lambda: [[0.5]],
+    ),
+    "for row, k in zip(rows, ks)": (
+        _zipped,
+        "rows",
+        lambda: [[], []],
+        [[0], [1]],
+        lambda: [[0.5]],
+    ),
+    "state.get('log').append(1)": (
+        _got,
+        "state",
+        lambda: {"log": [], "n": 2},
+        {"log": [1], "n": 2},
+        lambda: {"log": [0.5]},
+    ),
+    "state.get(key).append(1)": (
+        _got_by_computed_key,
+        "state",
+        lambda: {"log": []},
+        {"log": [1]},
+        lambda: {"log": [0.5]},
+    ),
+    "d.setdefault('log', []).append(1)": (
+        _set_default,
+        "d",
+        lambda: {"log": [2]},
+        {"log": [2, 1]},
+        lambda: {"w": 0.5},  # (`d` itself is mutated when it has no 'log')
+    ),
+    "next(iter(rows)).append(1)": (
+        _next_of_iter,
+        "rows",
+        lambda: [[]],
+        [[1]],
+        lambda: [[0.5]],
+    ),
+    "list(rows)[0].append(1), rows[:][0].append(1)": (
+        _item_of_a_copy,
+        "rows",
+        lambda: [[]],
+        [[1, 1]],
+        lambda: [[0.5]],
+    ),
+    "rows.pop().append(1)": (_popped, "rows", lambda: [[2]], [], lambda: [[0.5]]),
 }
 
 _RUN: dict[str, Callable[[Callable[[Any], Any]], Any]] = {
@@ -870,12 +1044,70 @@ def _unbound_dict_reader(d: Any) -> Callable[[Any], Any]:
     return step
 
 
+def _rows_read(rows: Any) -> Callable[[Any], Any]:
+    def step(x: Any) -> Any:
+        total = 0
+        for row in rows:
+            total += len(row)
+        for i, row in enumerate(rows):
+            total += i * len(row)
+        return x * total
+
+    return step
+
+
+def _items_read(d: Any) -> Callable[[Any], Any]:
+    def step(x: Any) -> Any:
+        total = x * 0.0
+        for name, row in d.items():
+            name += "/"  # a new string: the key is not `d`'s item
+            total = total + row[0] * len(name)
+        return total + sum(row[0] for row in d.values())
+
+    return step
+
+
+def _got_read(state: Any) -> Callable[[Any], Any]:
+    def step(x: Any) -> Any:
+        log = state.get("log") + [x]  # noqa: RUF005 (a new list)
+        log.append(x)
+        return x * state.get("log")[0] + len(log) + next(iter(state["log"]))
+
+    return step
+
+
+def _copies_mutated(rows: Any) -> Callable[[Any], Any]:
+    def step(x: Any) -> Any:
+        copy = list(rows)
+        copy.append([x])  # the copy, not `rows`
+        part = rows[:1]
+        part.append([x])
+        first, *rest = rows
+        rest.append(first)
+        return x * (len(copy) + len(part) + len(rest))
+
+    return step
+
+
 # Read with the same shapes (all containers hold a float: mutating them would
 # be refused), and not mutated.
 _CLEAN: dict[str, tuple[Callable[[Any], Callable[[Any], Any]], Callable[[], Any]]] = {
     "at(buf, 0), ops.getitem(buf, 1)": (_aliased_reader, lambda: [0.5, 1.5]),
     "list.copy(buf), size = list.__len__": (_unbound_readers, lambda: [0.5, 1.5]),
     "dict.get(d, k), dict.keys(d)": (_unbound_dict_reader, lambda: {"w": 0.5}),
+    "for row in rows: total += len(row)": (_rows_read, lambda: [[0.5], [1.5, 2.5]]),
+    "for name, row in d.items(): name += '/'": (
+        _items_read,
+        lambda: {"a": [0.5], "b": [1.5]},
+    ),
+    "state.get('log') + [x], next(iter(...))": (
+        _got_read,
+        lambda: {"log": [0.5]},
+    ),
+    "copy = list(rows); copy.append(x), rows[:1], *rest": (
+        _copies_mutated,
+        lambda: [[0.5], [1.5]],
+    ),
 }
 
 
