@@ -10,7 +10,9 @@ holds the paths into captured variables its value is (`x`, `x[0]`, `x['log']`,
 `x[k]`, `x.log`, through local variables too: `log = self.log`), and what
 holds a path's items: an iterator over it or a shallow copy of it (`iter(x)`,
 `x[:]`, `list(x)`, `x.values()`), `x.items()`, `enumerate(x)`, `zip(x, y)`,
-whose items are `x[…]` (`for row in x: row.append(v)` mutates `x[…]`). The
+whose items are `x[…]` (`for row in x: row.append(v)` mutates `x[…]`; a
+comprehension or a generator expression compiled to code of its own, as all
+are on 3.11, is followed with what the iterator it is given holds). The
 calls of accessors give what they read (`x.get('log')`, `x.setdefault(k, [])`
 and `x.pop(k)` give `x[k]`; `next(it)`, an item; `getattr(x, 'log')`,
 `x.log`: by name, `_METHOD_RESULTS` and `_BUILTIN_RESULTS`). The instructions
@@ -43,16 +45,15 @@ listed) that mutates its argument, or a method of another object that does
 another module (`mylib.push`, set to `heapq.heappush`); a container reached
 through the result of another call (`max(rows, key=len).append(v)`,
 `copy.copy(x)[0].append(v)`) or passed to a function defined in the code and
-mutated there (`def add(r): r.append(v)`, then `add(x)`); an item reached by
-iterating in a comprehension or a generator expression on 3.11 (`[r.append(v)
-for r in rows]`: 3.12 inlines comprehensions), or in a generator expression on
-any version; or a container stored into another object and mutated there
-(`box.items = x; box.items.append(v)`).
+mutated there (`def add(r): r.append(v)`, then `add(x)`); what a generator
+expression yields (`list(r for r in rows)[0].append(v)`); or a container
+stored into another object and mutated there (`box.items = x;
+box.items.append(v)`).
 
 Code with none of the instructions that record (an item or slice store or
 deletion, an augmented operator, the name of a mutating method or function, or
-of a global the function's globals bind to one) is not followed at all: most is
-not (`_may_mutate`).
+of a global the function's globals bind to one), itself or in a comprehension
+it defines, is not followed at all: most is not (`_may_mutate`, `_feeds`).
 """
 
 from __future__ import annotations
@@ -169,6 +170,11 @@ _PAIRS: Final = "pairs"
 _PAIR: Final = "pair"
 _ZIPPED: Final = "zipped"
 _HOLDING: Final = frozenset({_ELEMENTS, _PAIRS, _PAIR, _ZIPPED})
+# A function made from a comprehension's or a generator expression's code
+# (`(_CODE, id(code))`), which the code defining it calls with an iterator (its
+# `.0`): where that holds a path's items, the nested code is followed with
+# them (`any(r.append(v) for r in rows)`, and comprehensions on 3.11).
+_CODE: Final = "code"
 
 # What calls of accessors give (by name: not resolved), of a captured path's
 # method or of a builtin: an item (by the first argument, the key, or `ANY`;
@@ -402,17 +408,41 @@ def _scan(
     enclosing code's own locals)."""
     found: dict[str, set[Path]] = {}
     calls: set[_Call] = set()
+    # What the iterator a comprehension's code is called with holds, by
+    # `id(code)`: filled by the code defining it, followed before it.
+    seeds: dict[int, set[Source]] = {}
     todo = [(code, frozenset(code.co_freevars) | _parameters(code))]
     while todo:  # iteratively, nested code included
         c, captured = todo.pop()
+        seeded = seeds.pop(id(c), None)
+        if seeded:
+            captured |= {s[2] for s in seeded}  # (`(kind, FREE, name, ...)`)
         todo.extend(
             (k, captured & frozenset(k.co_freevars))
             for k in c.co_consts
             if type(k) is types.CodeType
         )
-        if captured and _may_mutate(c, aliases):
-            _Mutations(c, captured, aliases, found, calls)
+        if captured and (_may_mutate(c, aliases) or _feeds(c, aliases)):
+            start = {".0": frozenset(seeded)} if seeded else None
+            _Mutations(c, captured, aliases, found, calls, seeds, start)
     return found, calls
+
+
+def _comprehension(code: types.CodeType) -> bool:
+    """Whether `code` is a comprehension's or a generator expression's: called
+    once, with an iterator (`.0`), by the code defining it."""
+    return code.co_argcount == 1 and code.co_varnames[:1] == (".0",)
+
+
+def _feeds(code: types.CodeType, aliases: frozenset[str]) -> bool:
+    """Whether `code` defines a comprehension or a generator expression that
+    may mutate (what it iterates, which `code` gives it)."""
+    return any(
+        type(k) is types.CodeType
+        and _comprehension(k)
+        and (_may_mutate(k, aliases) or _feeds(k, aliases))
+        for k in code.co_consts
+    )
 
 
 def _may_mutate(code: types.CodeType, aliases: frozenset[str] = _NO_ALIASES) -> bool:
@@ -452,13 +482,16 @@ class _Mutations(Flow):
         aliases: frozenset[str],
         found: dict[str, set[Path]],
         calls: set[_Call],
+        seeds: dict[int, set[Source]],
+        start: dict[str, frozenset[Source]] | None = None,
     ) -> None:
         self.captured = captured
         self.aliases = aliases
         self.found = found
         self.calls = calls
+        self.seeds = seeds
         self.result: frozenset[Source] | None = None  # a call's, until pushed
-        super().__init__(code)
+        super().__init__(code, start)
 
     def parameters(self, code: types.CodeType) -> frozenset[str]:
         return _parameters(code)  # `*args` and `**kwargs` too
@@ -478,6 +511,8 @@ class _Mutations(Flow):
                 stack.append(frozenset({_SLICE}))
             elif type(value) is tuple:  # (an import's names, among others)
                 stack.append(frozenset({_FROMLIST}))
+            elif type(value) is types.CodeType and _comprehension(value):
+                stack.append(frozenset({(_CODE, id(value))}))
             else:
                 stack.append(_UNKNOWN)
         elif op == "LOAD_GLOBAL" or op == "LOAD_NAME":
@@ -520,6 +555,16 @@ class _Mutations(Flow):
             container = stack[-3] if len(stack) >= 3 else _UNKNOWN
             del stack[-3:]
             stack.append(_iterated(container))
+        elif op == "MAKE_FUNCTION":  # the code on top (3.11+)
+            code = stack[-1] if stack else _UNKNOWN
+            self.generic(ins, stack, pending)
+            if stack:
+                stack[-1] = frozenset(s for s in code if s[0] == _CODE) or _UNKNOWN
+        elif op == "SET_FUNCTION_ATTRIBUTE":  # 3.13: the function stays on top
+            function = stack[-1] if stack else _UNKNOWN
+            self.generic(ins, stack, pending)
+            if stack:
+                stack[-1] = function
         elif op == "GET_ITER":
             stack.append(_iterated(self.pop(stack)))
         elif op == "FOR_ITER":  # pushes the next item, or jumps
@@ -575,6 +620,14 @@ class _Mutations(Flow):
             return None
         args = stack[top - count : top]
         callees = stack[top - count - 2] | stack[top - count - 1]
+        if count == 0:  # a comprehension's function, then its iterator
+            for function in stack[top - 2]:
+                if function[0] == _CODE:
+                    self.seeds.setdefault(function[1], set()).update(
+                        s
+                        for s in stack[top - 1]
+                        if s[0] in _HOLDING and s[2] in self.captured
+                    )
         out: set[Source] = set()
         for callee in callees:
             kind = callee[0]

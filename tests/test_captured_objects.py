@@ -848,6 +848,30 @@ def _popped(rows: Any) -> Callable[[Any], Any]:
     return step
 
 
+def _comprehended(rows: Any) -> Callable[[Any], Any]:
+    def step(x: Any) -> Any:
+        [row.append(1) for row in rows]  # a function of its own on 3.11
+        return x * 2.0
+
+    return step
+
+
+def _generated(rows: Any) -> Callable[[Any], Any]:
+    def step(x: Any) -> Any:
+        any(row.append(1) for row in rows)  # a function of its own
+        return x * 2.0
+
+    return step
+
+
+def _nested_comprehension(d: Any) -> Callable[[Any], Any]:
+    def step(x: Any) -> Any:
+        {k: [row.append(1) for row in rows] for k, rows in d.items()}
+        return x * 2.0
+
+    return step
+
+
 # What the maker's variable is named, what the user's container starts as and
 # holds after one run, and one holding a float (`None`: a set, a leaf to JAX,
 # never rebuilt).
@@ -971,6 +995,27 @@ _SEEN: dict[str, _Case] = {
         lambda: [[0.5]],
     ),
     "rows.pop().append(1)": (_popped, "rows", lambda: [[2]], [], lambda: [[0.5]]),
+    "[row.append(1) for row in rows]": (
+        _comprehended,
+        "rows",
+        lambda: [[], [2]],
+        [[1], [2, 1]],
+        lambda: [[0.5]],
+    ),
+    "any(row.append(1) for row in rows)": (
+        _generated,
+        "rows",
+        lambda: [[], [2]],
+        [[1], [2, 1]],  # (`append` gives `None`: `any` goes on to the end)
+        lambda: [[0.5]],
+    ),
+    "{k: [row.append(1) for row in rows] for k, rows in d.items()}": (
+        _nested_comprehension,
+        "d",
+        lambda: {"a": [[], [2]]},
+        {"a": [[1], [2, 1]]},
+        lambda: {"a": [[0.5]]},
+    ),
 }
 
 _RUN: dict[str, Callable[[Callable[[Any], Any]], Any]] = {
@@ -1076,6 +1121,15 @@ def _got_read(state: Any) -> Callable[[Any], Any]:
     return step
 
 
+def _comprehensions_read(rows: Any) -> Callable[[Any], Any]:
+    def step(x: Any) -> Any:
+        sizes = [len(row) for row in rows]
+        sizes.append(0)  # the comprehension's list
+        return x * (sum(len(row) for row in rows) + sum(sizes))
+
+    return step
+
+
 def _copies_mutated(rows: Any) -> Callable[[Any], Any]:
     def step(x: Any) -> Any:
         copy = list(rows)
@@ -1103,6 +1157,10 @@ _CLEAN: dict[str, tuple[Callable[[Any], Callable[[Any], Any]], Callable[[], Any]
     "state.get('log') + [x], next(iter(...))": (
         _got_read,
         lambda: {"log": [0.5]},
+    ),
+    "[len(row) for row in rows].append(0), sum(len(row) for row in rows)": (
+        _comprehensions_read,
+        lambda: [[0.5], [1.5]],
     ),
     "copy = list(rows); copy.append(x), rows[:1], *rest": (
         _copies_mutated,
