@@ -27,10 +27,11 @@ that mutate an operand record its paths:
   lists and dicts do in place;
 - a call of a function known to mutate its first argument, resolved by the
   object its name is bound to in the function's globals, under any name
-  (`heapq.heappush(x, v)`, `hq.heappush`, `from heapq import heappush as push`:
-  `_MUTATING_FUNCTIONS`), or in a module the code imports itself; and a
-  builtin container's mutating method called unbound (`list.append(x, v)`,
-  `app = dict.update; app(x, other)`: `_MUTATING_METHODS`).
+  (`heapq.heappush(x, v)`, `hq.heappush`, `from heapq import heappush as push`,
+  `random.shuffle`, `np.random.shuffle`: `_MUTATING_FUNCTIONS`), or in a
+  module the code imports itself; and a builtin container's mutating method
+  called unbound (`list.append(x, v)`, `app = dict.update; app(x, other)`:
+  `_MUTATING_METHODS`).
 
 The path is the one from the captured value to the container mutated
 (`state[0].append` mutates `state[0]`, not `state`; a slice store mutates the
@@ -71,6 +72,8 @@ import weakref
 from collections.abc import Mapping
 from typing import Any, Final, TypeAlias, cast
 
+import numpy.random
+
 from ._code import FREE, PARAM, Flow, Source
 
 __all__ = ["ANY", "ATTR_STEP", "ITEM_STEP", "Path", "mutated_names", "mutated_paths"]
@@ -104,6 +107,7 @@ _MUTATING_FUNCTIONS: Final = (
     (heapq, ("heappush", "heappop", "heapify", "heapreplace", "heappushpop")),
     (bisect, ("insort", "insort_left", "insort_right")),
     (random, ("shuffle",)),
+    (numpy.random, ("shuffle",)),  # (a list too: `np.random.shuffle(x)`)
     (
         operator,
         (
