@@ -343,9 +343,9 @@ def _aliases(names: frozenset[str], namespace: Mapping[str, Any]) -> frozenset[s
     function) that `namespace` binds to one (`from heapq import heappush as
     push`, `app = list.append`): the code's calls of them are followed."""
     out: list[str] = []
-    for name in names:
-        value = namespace.get(name)
-        if value is not None and _MUTATING.get(id(value)) is value:
+    for name in namespace.keys() & names:  # (in C: most names are attributes')
+        value = namespace[name]
+        if _MUTATING.get(id(value)) is value:
             out.append(name)
     return frozenset(out) if out else _NO_ALIASES
 
