@@ -49,7 +49,10 @@ through the result of another call (`max(rows, key=len).append(v)`,
 mutated there (`def add(r): r.append(v)`, then `add(x)`); what a generator
 expression yields (`list(r for r in rows)[0].append(v)`); or a container
 stored into another object and mutated there (`box.items = x;
-box.items.append(v)`).
+box.items.append(v)`). And the other way: a local holds what all its
+assignments stored (`Flow`), so a loop variable reused for two containers
+(`for row in a: ...`, then `for row in b: row.append(v)`) counts as mutating
+both.
 
 Code with none of the instructions that record (an item or slice store or
 deletion, an augmented operator, the name of a mutating method or function, or
