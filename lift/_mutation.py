@@ -284,7 +284,7 @@ def mutated_paths(
     aliases = _NO_ALIASES if namespace is None else _aliases(names, namespace)
     found_paths = results.get(aliases)
     if found_paths is None:
-        found_paths = _analysis(code, aliases)
+        found_paths = _analysis(code, aliases, results)
     paths, calls = found_paths
     if not calls:
         return paths
@@ -326,18 +326,21 @@ def _entry(
     return new[1], new[2]
 
 
-def _analysis(code: types.CodeType, aliases: frozenset[str]) -> _Analysis:
+def _analysis(
+    code: types.CodeType,
+    aliases: frozenset[str],
+    results: dict[frozenset[str], _Analysis],
+) -> _Analysis:
     """`code`'s mutations, and the calls that may be, with the global names in
-    `aliases` taken for mutating functions; kept in its cache entry."""
+    `aliases` taken for mutating functions; kept in `results` (its cache
+    entry's)."""
     found, calls = _scan(code, aliases)
     result = (
         {name: frozenset(p) for name, p in found.items()},
         tuple(sorted(calls, key=repr)),
     )
     with _lock:
-        entry = _cache.get(id(code))
-        if entry is not None and entry[0]() is code:
-            entry[2][aliases] = result
+        results[aliases] = result
     return result
 
 
