@@ -13,6 +13,7 @@ import threading
 import types
 import weakref
 from collections import deque
+from collections.abc import Mapping
 from typing import Any, Final, TypeAlias
 
 from ._labels import CELL, Label
@@ -223,7 +224,13 @@ class Flow:
     # records what each instruction popped (by offset).
     through_calls: bool = False
 
-    def __init__(self, code: types.CodeType) -> None:
+    def __init__(
+        self,
+        code: types.CodeType,
+        start: Mapping[str, frozenset[Source]] | None = None,
+    ) -> None:
+        """`start`: what some locals hold on entry (a comprehension's iterator,
+        `.0`, which the code defining it passes)."""
         self.stores: set[str] = set()  # free variables stored to or deleted
         self.operands: dict[int, frozenset[Source]] = {}
         self.popped: list[frozenset[Source]] = []
@@ -240,7 +247,7 @@ class Flow:
         self.guarded = self.guarded_loads(instructions)
         # What each local variable was computed from, over all its assignments
         # (`k = n; while k > 0.5:`).
-        self.locals: dict[str, frozenset[Source]] = {}
+        self.locals: dict[str, frozenset[Source]] = dict(start) if start else {}
         self.run(code, instructions, entries)
         if self.locals:
             self.run(code, instructions, entries)

@@ -7,8 +7,16 @@ refuses it when it lifts. The bytecode is read once per code object, with the
 code objects nested in it (inner functions, lambdas, comprehensions), by
 following its stack (`lift._code.Flow`, on CPython 3.11 to 3.13): each slot
 holds the paths into captured variables its value is (`x`, `x[0]`, `x['log']`,
-`x[k]`, `x.log`, through local variables too: `log = self.log`), and the
-instructions that mutate an operand record its paths:
+`x[k]`, `x.log`, through local variables too: `log = self.log`), and what
+holds a path's items: an iterator over it or a shallow copy of it (`iter(x)`,
+`x[:]`, `list(x)`, `x.values()`), `x.items()`, `enumerate(x)`, `zip(x, y)`,
+whose items are `x[…]` (`for row in x: row.append(v)` mutates `x[…]`; a
+comprehension or a generator expression compiled to code of its own, as all
+are on 3.11, is followed with what the iterator it is given holds). The
+calls of accessors give what they read (`x.get('log')`, `x.setdefault(k, [])`
+and `x.pop(k)` give `x[k]`; `next(it)`, an item; `getattr(x, 'log')`,
+`x.log`: by name, `_METHOD_RESULTS` and `_BUILTIN_RESULTS`). The instructions
+that mutate an operand record its paths:
 
 - an item store or deletion, whatever computes the key (`x[k] = v`,
   `x[i + 1] = v`, `del x[k]`), and an augmented one (`x['loss'] += v`);
@@ -17,31 +25,45 @@ instructions that mutate an operand record its paths:
   attribute even if not called there (`push = x.append`);
 - an augmented assignment to the container (`x += [v]`, `x |= {...}`), which
   lists and dicts do in place;
-- a call of a function known to mutate its first argument, named through the
-  function's globals (`heapq.heappush(x, v)`, `from bisect import insort`:
-  `_MUTATING_FUNCTIONS`).
+- a call of a function known to mutate its first argument, resolved by the
+  object its name is bound to in the function's globals, under any name
+  (`heapq.heappush(x, v)`, `hq.heappush`, `from heapq import heappush as push`,
+  `random.shuffle`, `np.random.shuffle`: `_MUTATING_FUNCTIONS`), or in a
+  module the code imports itself; and a builtin container's mutating method
+  called unbound (`list.append(x, v)`, `app = dict.update; app(x, other)`:
+  `_MUTATING_METHODS`).
 
 The path is the one from the captured value to the container mutated
 (`state[0].append` mutates `state[0]`, not `state`; a slice store mutates the
 container itself): `mutated_paths` gives it, step by step, `ANY` for a key the
-code computes. Reading is not mutating: `x[i + 1]`, `x[:]` (a copy),
-`sum(x)`, `len(x)`, `x['loss'] + v`, or `x` used as another container's key.
+code computes. Reading is not mutating: `x[i + 1]`, `x[:]` (a copy, whose
+own mutations are not `x`'s: its items' are), `sum(x)`, `len(x)`,
+`x['loss'] + v`, or `x` used as another container's key.
 
 Not seen: a function of the user's own (or of a library other than those
-listed) that mutates its argument, one of those listed under another name
-(`from heapq import heappush as push`), a method called on an item reached by
-iterating (`for row in rows: row.append(v)`), a container reached through a
-call's result (`x.get('log').append(v)`), or stored into another object and
-mutated there (`box.items = x; box.items.append(v)`).
+listed) that mutates its argument, or a method of another object that does
+(`rng.shuffle(x)`); one of those listed reached under another name through
+another module (`mylib.push`, set to `heapq.heappush`); a container reached
+through the result of another call (`max(rows, key=len).append(v)`,
+`copy.copy(x)[0].append(v)`) or passed to a function defined in the code and
+mutated there (`def add(r): r.append(v)`, then `add(x)`); what a generator
+expression yields (`list(r for r in rows)[0].append(v)`); or a container
+stored into another object and mutated there (`box.items = x;
+box.items.append(v)`). And the other way: a local holds what all its
+assignments stored (`Flow`), so a loop variable reused for two containers
+(`for row in a: ...`, then `for row in b: row.append(v)`) counts as mutating
+both.
 
 Code with none of the instructions that record (an item or slice store or
-deletion, an augmented operator, the name of a mutating method or function) is
-not followed at all: most is not (`_may_mutate`).
+deletion, an augmented operator, the name of a mutating method or function, or
+of a global the function's globals bind to one), itself or in a comprehension
+it defines, is not followed at all: most is not (`_may_mutate`, `_feeds`).
 """
 
 from __future__ import annotations
 
 import bisect
+import builtins
 import dis
 import heapq
 import operator
@@ -51,7 +73,9 @@ import threading
 import types
 import weakref
 from collections.abc import Mapping
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, TypeAlias, cast
+
+import numpy.random
 
 from ._code import FREE, PARAM, Flow, Source
 
@@ -86,6 +110,7 @@ _MUTATING_FUNCTIONS: Final = (
     (heapq, ("heappush", "heappop", "heapify", "heapreplace", "heappushpop")),
     (bisect, ("insort", "insort_left", "insort_right")),
     (random, ("shuffle",)),
+    (numpy.random, ("shuffle",)),  # (a list too: `np.random.shuffle(x)`)
     (
         operator,
         (
@@ -104,12 +129,20 @@ _MUTATING_FUNCTIONS: Final = (
         ),
     ),
 )
+# The builtin containers' mutating methods, called unbound (`list.append(buf,
+# v)`, `app = dict.update`): by the chain that names each (`("list", "append")`).
+_MUTATING_METHODS: Final = tuple(
+    (t, tuple(sorted(n for n in _MUTATORS if n in vars(t)))) for t in (list, dict, set)
+)
 _MUTATING: Final[dict[int, object]] = {
     id(f): f
-    for module, names in _MUTATING_FUNCTIONS
-    for f in (getattr(module, name) for name in names)
+    for owner, names in (*_MUTATING_FUNCTIONS, *_MUTATING_METHODS)
+    for f in (vars(owner)[name] for name in names)
 }
 _MUTATING_NAMES: Final = frozenset(n for _, names in _MUTATING_FUNCTIONS for n in names)
+_METHOD_CHAINS: Final = frozenset(
+    (t.__name__, n) for t, names in _MUTATING_METHODS for n in names
+)
 
 # A step of a path: an item by a constant key, an attribute, or an item whose
 # key the code computes (`ANY`).
@@ -118,17 +151,65 @@ ATTR_STEP: Final = "attr"
 ANY: Final = ("item", None, "any")
 Path: TypeAlias = tuple[tuple[Any, ...], ...]
 # A captured name passed, at a path, to a call of a global chain
-# (`heapq.heappush` is `("heapq", "heappush")`).
+# (`heapq.heappush` is `(_GLOBAL, "heapq", "heappush")`) or of a module the
+# code imports itself (`(_IMPORT, "heapq", "heappush")`).
 _Call: TypeAlias = tuple[str, Path, tuple[str, ...]]
 
 # What a stack slot holds besides paths into variables (`(FREE, name, *steps)`,
 # `(PARAM, name, *steps)`): a constant key, a slice, a global and attributes
-# read from it, or a value of which nothing is known (never a constant key).
+# read from it, a module the code imports and attributes read from it, an
+# import's names (`from m import a`), or a value of which nothing is known
+# (never a constant key).
 _CONST: Final = "const"
 _SLICE: Final[Source] = ("slice",)
 _GLOBAL: Final = "global"
+_IMPORT: Final = "import"
+_FROMLIST: Final[Source] = ("fromlist",)
 _UNKNOWN: Final[frozenset[Source]] = frozenset({("unknown",)})
 _VARIABLES: Final = (FREE, PARAM)
+# Values that hold a captured path's items, or give them when iterated
+# (`(kind, FREE or PARAM, name, *steps)`, of which `x[…]` is an item): a
+# shallow copy or an iterator (`x[:]`, `list(x)`, `iter(x)`, `x.values()`),
+# what `x.items()` and `enumerate(x)` give (pairs of a key and `x[…]`), one of
+# those pairs, and what `zip(x, y)` gives (tuples holding `x[…]`).
+_ELEMENTS: Final = "elements"
+_PAIRS: Final = "pairs"
+_PAIR: Final = "pair"
+_ZIPPED: Final = "zipped"
+_HOLDING: Final = frozenset({_ELEMENTS, _PAIRS, _PAIR, _ZIPPED})
+# A function made from a comprehension's or a generator expression's code
+# (`(_CODE, id(code))`), which the code defining it calls with an iterator (its
+# `.0`): where that holds a path's items, the nested code is followed with
+# them (`any(r.append(v) for r in rows)`, and comprehensions on 3.11).
+_CODE: Final = "code"
+
+# What calls of accessors give (by name: not resolved), of a captured path's
+# method or of a builtin: an item (by the first argument, the key, or `ANY`;
+# with the second, a default, as well), an iterator or copy of it (`_ELEMENTS`,
+# `_PAIRS`, `_PAIR`), one of its iterator's items (`next`), or its attribute.
+_METHOD_RESULTS: Final = {
+    "get": "item",
+    "setdefault": "item",  # (which `_MUTATORS` records as a mutation too)
+    "pop": "item",
+    "__getitem__": "item",
+    "values": _ELEMENTS,
+    "copy": _ELEMENTS,
+    "items": _PAIRS,
+    "popitem": _PAIR,
+}
+_BUILTIN_RESULTS: Final = {
+    "iter": _ELEMENTS,
+    "list": _ELEMENTS,
+    "tuple": _ELEMENTS,
+    "reversed": _ELEMENTS,
+    "sorted": _ELEMENTS,
+    "filter": _ELEMENTS,  # (of its second argument)
+    "enumerate": _PAIRS,
+    "zip": _ZIPPED,  # (of every argument)
+    "next": "next",
+    "getattr": "attribute",
+}
+_UNBOUND_OWNERS: Final = frozenset({"list", "dict"})  # (`dict.get(d, k)`)
 
 # Instructions that only pop: how many slots, and the depth of the container
 # they write to (0: none).
@@ -142,10 +223,12 @@ _POPS: Final = {
     "STORE_GLOBAL": (1, 0),
     "STORE_NAME": (1, 0),
 }
-# The instruction whose operands are a call's (3.11 pops them at `PRECALL`).
+# The instruction whose operands are a call's (3.11 pops them at `PRECALL`),
+# and the one that pushes its result.
 _CALLS: Final = (
     frozenset({"PRECALL"}) if "PRECALL" in dis.opmap else frozenset({"CALL", "CALL_KW"})
 )
+_RESULTS: Final = frozenset({"CALL", "CALL_KW"})
 # 3.13 pushes `LOAD_GLOBAL`'s NULL after the global, 3.11 and 3.12 before it.
 _NULL_AFTER: Final = sys.version_info >= (3, 13)
 # Opcodes that write to a container they pop (and `BINARY_OP`, whose augmented
@@ -159,12 +242,16 @@ _WRITES: Final = frozenset(
 _BINARY_OP: Final = dis.opmap["BINARY_OP"]
 _NAMES: Final = _MUTATORS | _MUTATING_NAMES
 
-# Keyed by `id(code)`, holding the code weakly: an entry is dropped with it.
+# Keyed by `id(code)`, holding the code weakly (an entry is dropped with it):
+# the names that may be a mutating function's alias (`_aliases`), and for each
+# set of aliases met, the code's mutations and the calls that may be.
+_Analysis: TypeAlias = tuple[dict[str, frozenset[Path]], tuple[_Call, ...]]
 _cache: dict[
     int,
-    tuple[weakref.ref[types.CodeType], dict[str, frozenset[Path]], tuple[_Call, ...]],
+    tuple[weakref.ref[types.CodeType], frozenset[str], dict[frozenset[str], _Analysis]],
 ] = {}
 _lock = threading.Lock()
+_NO_ALIASES: Final[frozenset[str]] = frozenset()
 
 
 def mutated_names(
@@ -176,36 +263,55 @@ def mutated_names(
 
 
 def mutated_paths(
-    code: types.CodeType, namespace: Mapping[str, Any] | None = None
+    code: types.CodeType,
+    namespace: Mapping[str, Any] | None = None,
+    *,
+    named: bool = False,
 ) -> dict[str, frozenset[Path]]:
     """For each variable (free variable or parameter) that `code`, or code nested
     in it, mutates through: the paths from its value to the containers mutated
     (`()` for the value itself).
 
     `namespace`: the globals the code runs in (`fn.__globals__`), which tell
-    whether a call of `heappush` or `hq.heappush` is `heapq.heappush`; without
-    it, a call of any function named like one of `_MUTATING_FUNCTIONS` counts.
+    whether a call of `heappush`, `hq.heappush` or `push` is `heapq.heappush`
+    (by the object the name is bound to); without it, a call of any function
+    named like one of `_MUTATING_FUNCTIONS` (or `list.append`, ...) counts, and
+    no other name. `named`: with `namespace`, a call named like one counts
+    too, whatever the name is bound to now (the replay's question: a global may
+    be rebound after it is compiled).
     """
-    paths, calls = _analysis(code)
+    names, results = _entry(code)
+    aliases = _NO_ALIASES if namespace is None else _aliases(names, namespace)
+    found_paths = results.get(aliases)
+    if found_paths is None:
+        found_paths = _analysis(code, aliases, results)
+    paths, calls = found_paths
     if not calls:
         return paths
     found = {name: set(p) for name, p in paths.items()}
-    for name, path, chain in calls:
-        if namespace is None or _resolves(chain, namespace):
+    for name, path, callee in calls:
+        if (
+            namespace is None
+            or (named and _named(callee))
+            or _resolves(callee, namespace)
+        ):
             found.setdefault(name, set()).add(path)
     return {name: frozenset(p) for name, p in found.items()}
 
 
-def _analysis(
+def _entry(
     code: types.CodeType,
-) -> tuple[dict[str, frozenset[Path]], tuple[_Call, ...]]:
-    """`code`'s mutations, and the calls that may be, cached."""
+) -> tuple[frozenset[str], dict[frozenset[str], _Analysis]]:
+    """`code`'s cache entry: made on first sight (its names: see `_aliases`)."""
     entry = _cache.get(id(code))
     if entry is not None and entry[0]() is code:
         return entry[1], entry[2]
-    found, calls = _scan(code)
-    paths = {name: frozenset(p) for name, p in found.items()}
-    ordered = tuple(sorted(calls, key=repr))
+    names: set[str] = set()
+    todo = [code]
+    while todo:
+        c = todo.pop()
+        names.update(c.co_names)
+        todo.extend(k for k in c.co_consts if type(k) is types.CodeType)
     key = id(code)
 
     def forget(_: object) -> None:
@@ -213,20 +319,88 @@ def _analysis(
             if (old := _cache.get(key)) is not None and old[0]() is None:
                 del _cache[key]
 
+    results: dict[frozenset[str], _Analysis] = {}
+    new = (weakref.ref(code, forget), frozenset(names - _NAMES), results)
     with _lock:
-        _cache[key] = (weakref.ref(code, forget), paths, ordered)
-    return paths, ordered
+        _cache[key] = new
+    return new[1], new[2]
 
 
-def _resolves(chain: tuple[str, ...], namespace: Mapping[str, Any]) -> bool:
-    """Whether the global `chain[0]`, then attributes of modules (read from
-    their `__dict__`: no code runs), is one of `_MUTATING_FUNCTIONS`."""
-    value: object = namespace.get(chain[0])
-    for name in chain[1:]:
-        if not isinstance(value, types.ModuleType):
+def _analysis(
+    code: types.CodeType,
+    aliases: frozenset[str],
+    results: dict[frozenset[str], _Analysis],
+) -> _Analysis:
+    """`code`'s mutations, and the calls that may be, with the global names in
+    `aliases` taken for mutating functions; kept in `results` (its cache
+    entry's)."""
+    found, calls = _scan(code, aliases)
+    result = (
+        {name: frozenset(p) for name, p in found.items()},
+        tuple(sorted(calls, key=repr)),
+    )
+    with _lock:
+        results[aliases] = result
+    return result
+
+
+def _aliases(names: frozenset[str], namespace: Mapping[str, Any]) -> frozenset[str]:
+    """The names among `names` (those of a code object not named like a mutating
+    function) that `namespace` binds to one (`from heapq import heappush as
+    push`, `app = list.append`): the code's calls of them are followed."""
+    out: list[str] = []
+    for name in namespace.keys() & names:  # (in C: most names are attributes')
+        value = namespace[name]
+        if _MUTATING.get(id(value)) is value:
+            out.append(name)
+    return frozenset(out) if out else _NO_ALIASES
+
+
+def _named(callee: tuple[str, ...]) -> bool:
+    """Whether a call's callee is named like a mutating function."""
+    return callee[-1] in _MUTATING_NAMES or callee[-2:] in _METHOD_CHAINS
+
+
+def _resolves(callee: tuple[str, ...], namespace: Mapping[str, Any]) -> bool:
+    """Whether a callee is one of `_MUTATING_FUNCTIONS` or `_MUTATING_METHODS`:
+    the global `callee[1]` (a builtin if `namespace` binds no such name), or the
+    module the code imports, then attributes of modules and classes (read from
+    their `__dict__`, a class's through its MRO: no code runs)."""
+    kind, first, *rest = callee
+    value: object
+    if kind == _IMPORT:
+        value = sys.modules.get(first)
+    elif first in namespace:
+        value = namespace[first]
+    else:
+        table: object = namespace.get("__builtins__", builtins)
+        if isinstance(table, types.ModuleType):
+            table = table.__dict__
+        value = (
+            cast("dict[str, object]", table).get(first) if type(table) is dict else None
+        )
+    for name in rest:
+        if isinstance(value, types.ModuleType):
+            value = value.__dict__.get(name)
+        elif isinstance(value, type):
+            value = _class_attribute(value, name)
+        else:
             return False
-        value = value.__dict__.get(name)
     return _MUTATING.get(id(value)) is value
+
+
+_MRO: Final[Any] = vars(type)["__mro__"]
+_DICT: Final[Any] = vars(type)["__dict__"]
+
+
+def _class_attribute(cls: type[Any], name: str) -> object:
+    """`name` in the `__dict__` of `cls` or of a class in its MRO, read as
+    `inspect.getattr_static` does: no code of theirs runs."""
+    for klass in _MRO.__get__(cls):
+        table = _DICT.__get__(klass)
+        if name in table:
+            return table[name]
+    return None
 
 
 def _parameters(code: types.CodeType) -> frozenset[str]:
@@ -235,31 +409,59 @@ def _parameters(code: types.CodeType) -> frozenset[str]:
     return frozenset(code.co_varnames[:count])
 
 
-def _scan(code: types.CodeType) -> tuple[dict[str, set[Path]], set[_Call]]:
+def _scan(
+    code: types.CodeType, aliases: frozenset[str]
+) -> tuple[dict[str, set[Path]], set[_Call]]:
     """Captured names `code` mutates through, with the paths, and the calls that
     may: its free variables and parameters (what lift captures as cells and
     defaults), and in nested code the free variables that are those (not the
     enclosing code's own locals)."""
     found: dict[str, set[Path]] = {}
     calls: set[_Call] = set()
+    # What the iterator a comprehension's code is called with holds, by
+    # `id(code)`: filled by the code defining it, followed before it.
+    seeds: dict[int, set[Source]] = {}
     todo = [(code, frozenset(code.co_freevars) | _parameters(code))]
     while todo:  # iteratively, nested code included
         c, captured = todo.pop()
+        seeded = seeds.pop(id(c), None)
+        if seeded:
+            captured |= {s[2] for s in seeded}  # (`(kind, FREE, name, ...)`)
         todo.extend(
             (k, captured & frozenset(k.co_freevars))
             for k in c.co_consts
             if type(k) is types.CodeType
         )
-        if captured and _may_mutate(c):
-            _Mutations(c, captured, found, calls)
+        if captured and (_may_mutate(c, aliases) or _feeds(c, aliases)):
+            start = {".0": frozenset(seeded)} if seeded else None
+            _Mutations(c, captured, aliases, found, calls, seeds, start)
     return found, calls
 
 
-def _may_mutate(code: types.CodeType) -> bool:
+def _comprehension(code: types.CodeType) -> bool:
+    """Whether `code` is a comprehension's or a generator expression's: called
+    once, with an iterator (`.0`), by the code defining it."""
+    return code.co_argcount == 1 and code.co_varnames[:1] == (".0",)
+
+
+def _feeds(code: types.CodeType, aliases: frozenset[str]) -> bool:
+    """Whether `code` defines a comprehension or a generator expression that
+    may mutate (what it iterates, which `code` gives it)."""
+    return any(
+        type(k) is types.CodeType
+        and _comprehension(k)
+        and (_may_mutate(k, aliases) or _feeds(k, aliases))
+        for k in code.co_consts
+    )
+
+
+def _may_mutate(code: types.CodeType, aliases: frozenset[str] = _NO_ALIASES) -> bool:
     """Whether `code` (not the code nested in it) has an instruction that
     `_Mutations` records: read from its opcodes (every other byte of
-    `co_code`) and names."""
-    if not _NAMES.isdisjoint(code.co_names):
+    `co_code`) and names (with `aliases`, the globals bound to a mutating
+    function)."""
+    names = code.co_names
+    if not _NAMES.isdisjoint(names) or (aliases and not aliases.isdisjoint(names)):
         return True
     raw = code.co_code
     opcodes = set(raw[::2])
@@ -287,13 +489,19 @@ class _Mutations(Flow):
         self,
         code: types.CodeType,
         captured: frozenset[str],
+        aliases: frozenset[str],
         found: dict[str, set[Path]],
         calls: set[_Call],
+        seeds: dict[int, set[Source]],
+        start: dict[str, frozenset[Source]] | None = None,
     ) -> None:
         self.captured = captured
+        self.aliases = aliases
         self.found = found
         self.calls = calls
-        super().__init__(code)
+        self.seeds = seeds
+        self.result: frozenset[Source] | None = None  # a call's, until pushed
+        super().__init__(code, start)
 
     def parameters(self, code: types.CodeType) -> frozenset[str]:
         return _parameters(code)  # `*args` and `**kwargs` too
@@ -309,12 +517,27 @@ class _Mutations(Flow):
             value: object = ins.argval
             if type(value) in (int, str):
                 stack.append(frozenset({(_CONST, value)}))
-            else:  # (3.14 folds `x[:]`'s slice into a constant)
-                stack.append(frozenset({_SLICE}) if type(value) is slice else _UNKNOWN)
+            elif type(value) is slice:  # (3.14 folds `x[:]`'s slice into one)
+                stack.append(frozenset({_SLICE}))
+            elif type(value) is tuple:  # (an import's names, among others)
+                stack.append(frozenset({_FROMLIST}))
+            elif type(value) is types.CodeType and _comprehension(value):
+                stack.append(frozenset({(_CODE, id(value))}))
+            else:
+                stack.append(_UNKNOWN)
         elif op == "LOAD_GLOBAL" or op == "LOAD_NAME":
             found = frozenset({(_GLOBAL, str(ins.argval))})
             nulls = [_UNKNOWN] * ((ins.arg or 0) & 1 if op == "LOAD_GLOBAL" else 0)
             stack.extend([found, *nulls] if _NULL_AFTER else [*nulls, found])
+        elif op == "IMPORT_NAME":  # `import m`, `from m import f`: the module
+            fromlist, level = self.pop(stack), self.pop(stack)
+            name = str(ins.argval)
+            if _FROMLIST not in fromlist:  # `import a.b` gives `a`
+                name = name.partition(".")[0]
+            absolute = level == frozenset({(_CONST, 0)})  # (not `from . import`)
+            stack.append(frozenset({(_IMPORT, name)}) if absolute else _UNKNOWN)
+        elif op == "IMPORT_FROM":  # the module stays beneath
+            stack.append(_attribute(stack[-1] if stack else _UNKNOWN, str(ins.argval)))
         elif op == "LOAD_ATTR" or op == "LOAD_METHOD":
             obj = self.pop(stack)
             name = str(ins.argval)
@@ -339,8 +562,26 @@ class _Mutations(Flow):
             else:
                 stack.append(_UNKNOWN)
         elif op == "BINARY_SLICE":  # 3.12+: `x[a:b]`, a copy
+            container = stack[-3] if len(stack) >= 3 else _UNKNOWN
             del stack[-3:]
-            stack.append(_UNKNOWN)
+            stack.append(_iterated(container))
+        elif op == "MAKE_FUNCTION":  # the code on top (3.11+)
+            code = stack[-1] if stack else _UNKNOWN
+            self.generic(ins, stack, pending)
+            if stack:
+                stack[-1] = frozenset(s for s in code if s[0] == _CODE) or _UNKNOWN
+        elif op == "SET_FUNCTION_ATTRIBUTE":  # 3.13: the function stays on top
+            function = stack[-1] if stack else _UNKNOWN
+            self.generic(ins, stack, pending)
+            if stack:
+                stack[-1] = function
+        elif op == "GET_ITER":
+            stack.append(_iterated(self.pop(stack)))
+        elif op == "FOR_ITER":  # pushes the next item, or jumps
+            iterator = stack[-1] if stack else _UNKNOWN
+            self.generic(ins, stack, pending)
+            if stack:
+                stack[-1] = _element(iterator)
         elif op == "BUILD_SLICE":
             del stack[len(stack) - (ins.arg or 2) :]
             stack.append(frozenset({_SLICE}))
@@ -350,14 +591,24 @@ class _Mutations(Flow):
                 self.mutate(stack[-container])
             del stack[len(stack) - count :]
         elif op == "UNPACK_SEQUENCE" or op == "UNPACK_EX":
+            value = self.pop(stack)
             arg = ins.arg or 0
-            count = arg if op == "UNPACK_SEQUENCE" else (arg & 0xFF) + 1 + (arg >> 8)
-            items = _item(self.pop(stack), frozenset())
-            stack.extend([items] * count)
+            if op == "UNPACK_SEQUENCE":
+                items = [_item(value, frozenset({(_CONST, k)})) for k in range(arg)]
+            else:  # `a, *rest = x`: `rest` a list of `x`'s items
+                before, after = arg & 0xFF, arg >> 8
+                item = _item(value, frozenset())
+                items = [item] * before + [_iterated(value)] + [item] * after
+            stack.extend(reversed(items))  # (the first on top)
         else:
             if op in _CALLS:
-                self.call(ins, stack)
-            return super().step(ins, stack, pending)
+                self.result = self.call(ins, stack)
+            after = super().step(ins, stack, pending)
+            if op in _RESULTS and self.result is not None:
+                if after:
+                    after[-1] = self.result
+                self.result = None
+            return after
         return stack
 
     def mutate(self, value: frozenset[Source]) -> None:
@@ -366,48 +617,166 @@ class _Mutations(Flow):
             if source[0] in _VARIABLES and source[1] in self.captured:
                 self.found.setdefault(source[1], set()).add(source[2:])
 
-    def call(self, ins: dis.Instruction, stack: list[frozenset[Source]]) -> None:
-        """Record a call of a function named like a mutating one, with the paths
-        of its first argument."""
+    def call(
+        self, ins: dis.Instruction, stack: list[frozenset[Source]]
+    ) -> frozenset[Source] | None:
+        """Record a call of a function named like a mutating one (or bound to
+        one: `aliases`), with the paths of its first argument; what an
+        accessor's call gives (`_METHOD_RESULTS`, `_BUILTIN_RESULTS`), if it is
+        one."""
         count = ins.arg or 0
         top = len(stack) - (ins.opname == "CALL_KW")  # (its keywords' names)
-        if count < 1 or top - count - 2 < 0:
-            return
-        first = stack[top - count]
-        for callee in stack[top - count - 2] | stack[top - count - 1]:
-            if callee[0] != _GLOBAL or callee[-1] not in _MUTATING_NAMES:
+        if top - count - 2 < 0:
+            return None
+        args = stack[top - count : top]
+        callees = stack[top - count - 2] | stack[top - count - 1]
+        if count == 0:  # a comprehension's function, then its iterator
+            for function in stack[top - 2]:
+                if function[0] == _CODE:
+                    self.seeds.setdefault(function[1], set()).update(
+                        s
+                        for s in stack[top - 1]
+                        if s[0] in _HOLDING and s[2] in self.captured
+                    )
+        out: set[Source] = set()
+        for callee in callees:
+            kind = callee[0]
+            if kind in _VARIABLES:
+                step = callee[-1] if len(callee) > 2 else None
+                if step is not None and step[0] == ATTR_STEP:
+                    how = _METHOD_RESULTS.get(step[1])
+                    if how is not None:  # `x.get(k)`
+                        out.update(_result(frozenset({callee[:-1]}), how, args))
                 continue
-            for source in first:
-                if source[0] in _VARIABLES and source[1] in self.captured:
-                    self.calls.add((source[1], source[2:], callee[1:]))
+            if kind != _GLOBAL and kind != _IMPORT:
+                continue
+            if kind == _GLOBAL and len(callee) == 2 and callee[1] in _BUILTIN_RESULTS:
+                out.update(_called(callee[1], args))
+            elif (
+                kind == _GLOBAL
+                and len(callee) == 3
+                and callee[1] in _UNBOUND_OWNERS
+                and callee[2] in _METHOD_RESULTS
+                and args
+            ):  # `dict.get(d, k)`
+                out.update(_result(args[0], _METHOD_RESULTS[callee[2]], args[1:]))
+            if args and (
+                _named(callee) or (kind == _GLOBAL and callee[1] in self.aliases)
+            ):
+                for source in args[0]:
+                    if source[0] in _VARIABLES and source[1] in self.captured:
+                        self.calls.add((source[1], source[2:], callee))
+        return frozenset(out) if out else None
 
 
 def _paths(value: frozenset[Source]) -> frozenset[Source]:
-    """The paths into variables a slot holds."""
-    return frozenset(s for s in value if s[0] in _VARIABLES)
+    """The paths into variables a slot holds, and what holds their items."""
+    return frozenset(s for s in value if s[0] in _VARIABLES or s[0] in _HOLDING)
+
+
+def _result(
+    obj: frozenset[Source], how: str, args: list[frozenset[Source]]
+) -> frozenset[Source]:
+    """What calling an accessor method of `obj` with `args` gives (`how`: see
+    `_METHOD_RESULTS`)."""
+    if how == "item":  # `x.get(k, default)`; `x.pop()` an item too
+        found = _item(obj, args[0] if args else frozenset())
+        return found | _paths(args[1]) if len(args) > 1 else found
+    out = frozenset((how, *s) for s in obj if s[0] in _VARIABLES)
+    return out if out else _UNKNOWN
+
+
+def _called(name: str, args: list[frozenset[Source]]) -> frozenset[Source]:
+    """What calling the builtin `name` with `args` gives (`_BUILTIN_RESULTS`)."""
+    how = _BUILTIN_RESULTS[name]
+    if not args:
+        return _UNKNOWN
+    if how == _ELEMENTS:  # `iter(x)`, `list(x)`, `sorted(x)`, `filter(f, x)`
+        return _iterated(args[1] if name == "filter" and len(args) > 1 else args[0])
+    if how == "next":  # `next(it, default)`
+        found = _element(args[0])
+        return found | _paths(args[1]) if len(args) > 1 else found
+    if how == "attribute":  # `getattr(x, "log", default)`
+        key = _constant(args[1]) if len(args) > 1 else None
+        if type(key) is not str:
+            return _UNKNOWN
+        found = _attribute(args[0], key)
+        return found | _paths(args[2]) if len(args) > 2 else found
+    out: set[Source] = set()
+    for value in args if how == _ZIPPED else args[:1]:
+        for s in value:  # what gives `x[…]` when iterated: paths, copies
+            if s[0] in _VARIABLES:
+                out.add((how, *s))
+            elif s[0] == _ELEMENTS:
+                out.add((how, *s[1:]))
+    return frozenset(out) if out else _UNKNOWN
+
+
+def _iterated(value: frozenset[Source]) -> frozenset[Source]:
+    """An iterator over a slot's value, or a shallow copy of it: what holds its
+    items (a pair's are its key and its value)."""
+    out: set[Source] = set()
+    for s in value:
+        if s[0] in _VARIABLES:
+            out.add((_ELEMENTS, *s))
+        elif s[0] == _PAIR:
+            out.add((_ELEMENTS, *s[1:]))
+        elif s[0] in _HOLDING:
+            out.add(s)
+    return frozenset(out) if out else _UNKNOWN
+
+
+def _element(value: frozenset[Source]) -> frozenset[Source]:
+    """An item of a slot's value, by a key the code computes or by iterating:
+    `x[…]` for a path `x` or what holds its items."""
+    out: set[Source] = set()
+    for s in value:
+        kind = s[0]
+        if kind in _VARIABLES:
+            out.add((*s, ANY))
+        elif kind in (_ELEMENTS, _PAIR):
+            out.add((*s[1:], ANY))
+        elif kind == _PAIRS:
+            out.add((_PAIR, *s[1:]))
+        elif kind == _ZIPPED:
+            out.add((_ELEMENTS, *s[1:]))
+    return frozenset(out) if out else _UNKNOWN
 
 
 def _attribute(obj: frozenset[Source], name: str) -> frozenset[Source]:
     """What reading the attribute `name` of a slot gives: the paths one step
-    on, a global chain one name longer."""
+    on, a global's or a module's chain one name longer."""
     out: set[Source] = set()
     for source in obj:
         if source[0] in _VARIABLES:
             out.add((*source, (ATTR_STEP, name)))
-        elif source[0] == _GLOBAL:
+        elif source[0] == _GLOBAL or source[0] == _IMPORT:
             out.add((*source, name))
     return frozenset(out) if out else _UNKNOWN
 
 
 def _item(container: frozenset[Source], key: frozenset[Source]) -> frozenset[Source]:
     """What reading an item of a slot gives: its paths one step on, by the
-    constant key if the key is one, else `ANY`; nothing for a slice (a copy)."""
+    constant key if the key is one, else `ANY`; for a slice, a copy holding its
+    items; for what holds a path's items, one of them (not a pair's key)."""
     if key == frozenset({_SLICE}):
-        return _UNKNOWN
-    step: tuple[Any, ...] = ANY
-    if len(key) == 1:
-        (only,) = key
+        return _iterated(container)
+    constant = _constant(key)
+    step: tuple[Any, ...] = ANY if constant is None else (ITEM_STEP, constant)
+    out: set[Source] = set()
+    for s in container:
+        if s[0] in _VARIABLES:
+            out.add((*s, step))
+        elif s[0] in _HOLDING and not (s[0] == _PAIR and step[1] in (0, -2)):
+            out.update(_element(frozenset({s})) - _UNKNOWN)
+    return frozenset(out) if out else _UNKNOWN
+
+
+def _constant(value: frozenset[Source]) -> object:
+    """The constant key a slot holds (an `int` or a `str`), if it holds only
+    that."""
+    if len(value) == 1:
+        (only,) = value
         if only[0] == _CONST:
-            step = (ITEM_STEP, only[1])
-    out = frozenset((*s, step) for s in container if s[0] in _VARIABLES)
-    return out if out else _UNKNOWN
+            return only[1]
+    return None

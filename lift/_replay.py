@@ -26,7 +26,7 @@ the shape, or the node, take the full walk.
 | Dicts JAX reorders or compares loosely | `irregular`, `ordered` | `irregular` true: the full walk; a template recorded with an order: never replayed |
 | Attributes read through the global naming the function | `attributes_by_global` | never replayed (depends on what the global holds now) |
 | Sharing and cycles | the walk's `ids` (one node per object); `flatten_checked`'s cycle guard | every node bound once and checked distinct at the end; the same `flatten_checked` |
-| Mutated containers | `mutated_paths` (with the function's globals, which tell `heapq.heappush` from another `heappush`) + `_refuse_mutation` | code that mutates through a capture whose structure rebuilds a list or dict, or calls a function named like a mutating one on it: never replayed (`_replayable`); otherwise the walk's answer is the same for every value of the shape |
+| Mutated containers | `mutated_paths` (with the function's globals, which tell `heapq.heappush` from another `heappush` and find it under another name) + `_refuse_mutation` | code that mutates through a capture whose structure rebuilds a list or dict, or calls a function named like a mutating one on it (or a global bound to one when the replay is made): never replayed (`_replayable`); otherwise the walk's answer is the same for every value of the shape |
 | Rebinding a dynamic capture | `CodeInfo.rebound` | the same code and leaf classes give the same answer |
 | Empty cells | `_Walk.cell` | a skeleton holding one is never kept for replay (`USER_CELLS`) |
 """
@@ -391,9 +391,10 @@ def _replayable(skeleton: Skeleton) -> bool:
                 # Whether its attributes are static depends on what the global
                 # is bound to now (`attributes_by_global`): the walk's to say.
                 return False
-            # Without the globals: a call of any function named like a mutating
-            # one counts (what it is bound to is the walk's to say).
-            mutated = mutated_paths(node.info.code)
+            # A call of any function named like a mutating one counts, whatever
+            # it is bound to (the walk's to say), and one of a global bound to
+            # one now (`push` after `from heapq import heappush as push`).
+            mutated = mutated_paths(node.info.code, node.globals, named=True)
             if mutated and any(
                 label.variable in mutated and _rebuilds_containers(t)
                 for label, t in node.parts()
@@ -411,7 +412,7 @@ def _replayable(skeleton: Skeleton) -> bool:
             target = skeleton.nodes[func.index] if type(func) is Ref else None
             if isinstance(target, FunctionNode):
                 code = target.info.code
-                mutated = mutated_paths(code)
+                mutated = mutated_paths(code, target.globals, named=True)
                 if _bound_parameters(node, code) & set(mutated):
                     return False
         for _, t in node.parts():

@@ -6,7 +6,10 @@ local of the function around it; 3.13 fuses instructions
 (`LOAD_FAST_LOAD_FAST`, `STORE_FAST_LOAD_FAST`). Names alone cannot tell a
 capture from a local of the same name: scopes can. Generated programs (below)
 mix every way code can branch on a capture, shadow it or rebind it, and check
-that exactly the captures Python branches on are static.
+that exactly the captures Python branches on are static; others mix the ways
+code mutates a captured container (iterating it, through accessors' results,
+comprehensions, aliases) with reads of the same shapes, and check that exactly
+the containers mutated are refused when rebuilt.
 """
 
 from __future__ import annotations
@@ -536,3 +539,148 @@ def test_generated_programs_trace_once_per_static_values_under_jit(
         out = run(lift.lift(make(*values)), 1.0)
         assert np.isclose(float(out), make(*values)(1.0), rtol=1e-5, atol=1e-6), src
     assert counter.traces == 1, src
+
+
+# -- generated programs: mutation of captured containers -------------------------
+#
+# Bodies mix every way the mutation analysis sees code mutate a captured list or
+# dict (through iteration, accessors' results, comprehensions and generator
+# expressions, aliases and unbound methods) with reads of the same shapes. The
+# analysis names exactly the containers mutated; lifted over containers holding
+# floats (rebuilt) it refuses iff one is, and over containers of ints (the
+# user's own) the lifted function changes them as the plain one changes copies.
+# Each form's names carry its index (`row3`): a local holds what all its
+# assignments stored, so a name reused for two containers counts for both.
+
+# (container, lines, whether they mutate it)
+_MUTATION_FORMS: tuple[tuple[str, tuple[str, ...], bool], ...] = (
+    ("rows", ("for row{k} in rows: row{k}.append(1.0)",), True),
+    (
+        "rows",
+        ("for i{k}, row{k} in enumerate(rows): row{k}.append(float(i{k}))",),
+        True,
+    ),
+    ("rows", ("for row{k}, j{k} in zip(rows, range(3)): row{k}.append(1.0)",), True),
+    ("rows", ("next(iter(rows)).append(1.0)",), True),
+    ("rows", ("[row{k}.append(1.0) for row{k} in rows]",), True),
+    ("rows", ("any(row{k}.append(1.0) for row{k} in rows)",), True),
+    ("rows", ("list(rows)[0].append(1.0)",), True),
+    ("rows", ("rows[:][-1].append(1.0)",), True),
+    ("rows", ("app{k} = list.append", "app{k}(rows[0], 1.0)"), True),
+    ("rows", ("rows[0].append(1.0)",), True),
+    ("rows", ("for row{k} in rows: total += len(row{k})",), False),
+    ("rows", ("total += sum(len(row{k}) for row{k} in rows)",), False),
+    ("rows", ("copy{k} = list(rows)", "copy{k}.append([1.0])"), False),
+    ("rows", ("first{k}, *rest{k} = rows", "rest{k}.append(first{k})"), False),
+    (
+        "rows",
+        ("sizes{k} = [len(row{k}) for row{k} in rows]", "sizes{k}.append(0)"),
+        False,
+    ),
+    ("d", ("for _, row{k} in d.items(): row{k}.append(1.0)",), True),
+    ("d", ("for row{k} in d.values(): row{k}.append(1.0)",), True),
+    ("d", ("d.get('a').append(1.0)",), True),
+    ("d", ("d.setdefault('a', []).append(1.0)",), True),
+    ("d", ("dict.get(d, 'a').append(1.0)",), True),
+    ("d", ("{{n{k}: r{k}.append(1.0) for n{k}, r{k} in d.items()}}",), True),
+    (
+        "d",
+        ("for n{k}, row{k} in d.items():", "    n{k} += '/'", "    total += len(n{k})"),
+        False,
+    ),
+    ("d", ("total += len(d.get('a')) + len(dict.keys(d))",), False),
+    ("buf", ("push(buf, 1.0)",), True),
+    ("buf", ("hq.heappush(buf, 1.0)",), True),
+    ("buf", ("list.append(buf, 1.0)",), True),
+    ("buf", ("random.shuffle(buf)",), True),
+    ("buf", ("np.random.shuffle(buf)",), True),
+    ("buf", ("from heapq import heappush as put{k}", "put{k}(buf, 1.0)"), True),
+    ("buf", ("total += at(buf, 0) + len(list.copy(buf))",), False),
+    ("buf", ("total += heappush(buf, 1.0)",), False),  # this namespace's: a reader
+)
+
+
+@st.composite
+def _mutation_program(draw: st.DrawFn) -> tuple[str, set[str]]:
+    """Source of `make(rows, d, buf)` returning a closure `f(x)`, and the
+    captures its code mutates."""
+    lines = ["total = 0"]
+    mutated: set[str] = set()
+    for k in range(draw(st.integers(1, 5))):
+        container, form, mutates = draw(st.sampled_from(_MUTATION_FORMS))
+        lines.extend(line.format(k=k) for line in form)
+        if mutates:
+            mutated.add(container)
+    body = textwrap.indent("\n".join(lines), " " * 8)
+    src = (
+        "def make(rows, d, buf):\n"
+        "    def f(x):\n"
+        f"{body}\n"
+        "        return x * 2.0 + total\n"
+        "    return f\n"
+    )
+    return src, mutated
+
+
+def _build_mutating(src: str) -> Any:
+    import heapq
+    import operator
+    import random
+
+    space: dict[str, Any] = {
+        "np": np,
+        "random": random,
+        "hq": heapq,
+        "push": heapq.heappush,
+        "at": operator.getitem,
+        "heappush": lambda heap, x: heap[0] * 0.0,  # named like one, reads
+    }
+    exec(compile(src, "<generated>", "exec"), space)
+    return space["make"]
+
+
+def _containers(value: Any) -> tuple[Any, Any, Any]:
+    return [[value], [value * 2]], {"a": [value]}, [value, value * 3, value * 2]
+
+
+def _seeded(fn: Any, x: float) -> Any:
+    """`fn(x)` with Python's and NumPy's global generators seeded alike."""
+    import random
+
+    random.seed(0)
+    np.random.seed(0)
+    return fn(x)
+
+
+@_SETTINGS
+@given(_mutation_program())
+def test_generated_programs_refuse_exactly_the_mutated_rebuilt_containers(
+    program: tuple[str, set[str]],
+):
+    from lift._mutation import mutated_names
+
+    src, mutated = program
+    make = _build_mutating(src)
+    fn = make(*_containers(0.5))
+    assert mutated_names(fn.__code__, fn.__globals__) == mutated, src
+    # Holding floats: rebuilt, so a mutation is refused, the containers intact.
+    dynamic = _containers(0.5)
+    before = repr(dynamic)
+    if mutated:
+        names = "|".join(sorted(mutated))
+        with pytest.raises(
+            lift.LiftError, match=rf"mutates the captured variable '({names})'"
+        ):
+            lift.lift(make(*dynamic))
+        assert repr(dynamic) == before, src
+    else:
+        expected = _seeded(make(*_containers(0.5)), 1.0)
+        got = _seeded(lift.lift(make(*dynamic)), 1.0)
+        assert math.isclose(float(got), expected, rel_tol=1e-5), src
+        assert repr(dynamic) == before, src
+    # Holding ints: the user's own, changed as the plain function changes its.
+    own, copies = _containers(1), _containers(1)
+    expected = _seeded(make(*copies), 1.0)
+    got = _seeded(lift.lift(make(*own)), 1.0)
+    assert math.isclose(float(got), expected, rel_tol=1e-5), src
+    assert own == copies, src
