@@ -33,9 +33,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _compat
-from ._capture import LIVE, capture
+from ._capture import capture
 from ._errors import LiftError, describe
 from ._paths import leaf_paths
+from ._walk import LIVE
 
 # JAX's public functions used here, typed once for the type checker.
 _flatten: Callable[[Any], tuple[list[Any], Any]] = jax.tree_util.tree_flatten  # pyright: ignore

@@ -13,7 +13,6 @@ import jax
 import numpy as np
 
 from . import _trees as jtu
-from ._capture import default_dynamic
 from ._errors import static_str
 from ._lift import flatten_lifted, is_lifted, stops_flattening
 from ._lifted import Lifted
@@ -28,6 +27,7 @@ from ._nodes import (
     Template,
 )
 from ._skeleton import Skeleton
+from ._static import default_dynamic
 from ._trees import treedef_paths
 
 __all__ = ["diff"]

@@ -8,6 +8,8 @@ import sys
 import types
 from typing import Any, Final
 
+from ._labels import Label
+
 __all__ = [
     "LeakError",
     "LiftAttributeError",
@@ -251,3 +253,15 @@ def static_str(value: Any, limit: int = 80) -> str:
             text = f"<{type(value).__qualname__} object>"
         text = _ADDRESS.sub("", text)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def variable_str(label: Label) -> str:
+    name = label.variable
+    if name is not None:
+        return f"variable {name!r}"
+    return f"`{label.text}`"
+
+
+def aval_str(x: Any) -> str:
+    aval = getattr(x, "aval", None)
+    return str(aval) if aval is not None else type(x).__name__

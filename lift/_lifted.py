@@ -16,7 +16,7 @@ import jax
 from typing_extensions import ParamSpec, TypeVar
 
 from . import _compat, _gc, _registry, _state_dict, _trees as jtu
-from ._capture import LIVE, capture, check_static_names
+from ._capture import capture, check_static_names
 from ._closure import register_function_of
 from ._convert import convert
 from ._describe import (
@@ -42,6 +42,7 @@ from ._skeleton import (
 )
 from ._trees import is_function_like
 from ._verify import STATE as _VERIFY, disagree, same_leaves
+from ._walk import LIVE
 
 __all__ = ["Lifted"]
 

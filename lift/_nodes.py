@@ -9,6 +9,7 @@ two skeletons compare."""
 from __future__ import annotations
 
 import functools
+import types
 from collections.abc import Sequence
 from typing import Any, Final, TypeAlias, cast
 
@@ -415,3 +416,19 @@ class _CodeKey:
 
     def __hash__(self) -> int:
         return self.info.hash
+
+
+def function_meta(fn: types.FunctionType) -> Static:
+    """A function's docstring, module and annotations, as one static keyed by
+    the docstring and module only: annotations never change what the code
+    computes, and are new objects at every `def` (jaxtyping's `Float[Array,
+    "n"]`, 3.12's type parameters), so keying on them would compile every new
+    closure anew. A skeleton captured before stands in for an equal one only
+    with the very same annotations (`_same_annotations`), so that each `Lifted`
+    rebuilds its own function's signature."""
+    doc, annotations = fn.__doc__, fn.__annotations__
+    module = cast(object, fn.__module__)  # `None` for code exec'd without `__name__`
+    value = (doc, module, dict(annotations) if annotations else None)
+    if (doc is None or type(doc) is str) and (module is None or type(module) is str):
+        return Static(value, ("meta", doc, module), exact=True)
+    return Static(value, Static((doc, module)).slot_key, exact=False)

@@ -10,14 +10,33 @@ by type and value at every depth (so `0.0` is not `-0.0` and `1` is not
 
 from __future__ import annotations
 
+import enum
+import functools
 import types
-from typing import Any, Final
+from collections.abc import Callable, Iterable
+from typing import Any, Final, cast
 
+import jax
 import numpy as np
 
-from ._hidden import jax_dtype, opaque
+from ._compat import Tracer as _Tracer, live_traces
+from ._errors import LiftError, describe, variable_str
+from ._hidden import aux_tracer, hidden_tracer, jax_dtype, opaque
+from ._labels import Label
+from ._trees import read_as_tuple
 
-__all__ = ["attributes_by_global", "is_exact", "leaf_class", "scanned", "static_key"]
+__all__ = [
+    "attributes_by_global",
+    "check_aux",
+    "check_opaque",
+    "default_dynamic",
+    "is_exact",
+    "is_jax_value",
+    "leaf_class",
+    "scanned",
+    "static_key",
+    "unsortable_registry",
+]
 
 
 _PLAIN: Final = frozenset({int, bool, str, bytes, type(None)})
@@ -150,3 +169,193 @@ def attributes_by_global(fn: types.FunctionType, global_names: frozenset[str]) -
     the rebuilt function, so its attributes are static (`global_names`: the
     names its code looks up as globals)."""
     return fn.__name__ in global_names and fn.__globals__.get(fn.__name__) is fn
+
+
+_tuple_iter: Final = cast("Callable[[Any], Iterable[Any]]", tuple.__iter__)  # pyright: ignore[reportUnknownMemberType]
+
+
+def _children(x: Any) -> Iterable[Any]:
+    """The items of a list, tuple or NamedTuple (by `tuple`'s own iteration, as
+    JAX reads them), or a dict's values."""
+    if type(x) is dict:
+        return cast("dict[Any, Any]", x).values()
+    return _tuple_iter(x) if isinstance(x, tuple) else cast("list[Any]", x)
+
+
+def plain_reach(value: Any) -> set[int]:
+    """The lists and dicts below `value` (not `value` itself: `template` keeps
+    it whole itself) reached through lists, tuples, dicts and NamedTuples
+    alone, by id; empty, cheaply, for a value nesting none."""
+    t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
+    if not (t is list or t is dict or read_as_tuple(t)):
+        return set()
+    reach: set[int] = set()
+    seen = {id(value)}
+    stack = [value]
+    while stack:
+        for child in _children(stack.pop()):
+            c: type[Any] = type(child)  # pyright: ignore[reportUnknownVariableType]
+            if (c is list or c is dict or read_as_tuple(c)) and id(child) not in seen:
+                seen.add(id(child))
+                stack.append(child)
+                if c is list or c is dict:
+                    reach.add(id(child))
+    return reach
+
+
+def default_dynamic(x: Any) -> bool:
+    """The default rule: arrays, tracers, NumPy values of dtypes JAX can hold,
+    Python `float`/`complex` (not an `Enum` member valued as one: a tracer in
+    its place would lose its identity)."""
+    t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
+    if issubclass(t, (np.ndarray, np.generic)):
+        return jax_dtype(x.dtype)
+    if issubclass(t, _Tracer):
+        return True
+    if issubclass(t, (float, complex)):
+        return not issubclass(t, enum.Enum)
+    try:
+        return isinstance(x, jax.Array)
+    except Exception:  # an object whose attribute access fails: static
+        return False
+
+
+def unsortable_registry(value: Any) -> bool:
+    """Whether `value` holds a dict whose keys do not sort (types, as in a
+    `functools.singledispatch` registry) and nothing dynamic by the default
+    rule: static as a whole, compared by its items. Walked iteratively through
+    dicts, lists and tuples, at most `_REGISTRY_VISITS` of them."""
+    stack = [value]
+    unsortable = False
+    seen = 0
+    while stack:
+        x = stack.pop()
+        t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
+        if t is dict:
+            seen += 1
+            if seen > _REGISTRY_VISITS:
+                return False
+            if not unsortable:
+                try:
+                    sorted(x)  # pyright: ignore[reportUnknownArgumentType]
+                except TypeError:
+                    unsortable = True
+            stack.extend(x.values())  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+        elif t is list or t is tuple:
+            seen += 1
+            if seen > _REGISTRY_VISITS:
+                return False
+            stack.extend(x)  # pyright: ignore[reportUnknownArgumentType]
+        elif default_dynamic(x):
+            return False
+    return unsortable
+
+
+_REGISTRY_VISITS: Final = 1_000
+
+
+def is_jax_value(x: Any) -> bool:
+    """What a dynamic leaf may be: something `jax.jit` takes as an argument."""
+    return default_dynamic(x) or type(x) in (int, bool)  # pyright: ignore[reportUnknownArgumentType]
+
+
+def check_aux(treedef: Any, holder: Any, label: Label) -> str | None:
+    """As `check_opaque`, for the static (aux) data of a captured pytree."""
+    return _live_or_refuse(
+        functools.partial(aux_tracer, treedef),
+        lambda: (
+            f"{describe(holder)} captures {variable_str(label)}, a pytree whose "
+            f"static data holds a tracer at {label.variable or label.text}"
+        ),
+        "A treedef's static data is part of the compiled program's key, so the "
+        "tracer would leak.\nFix: make the traced value a child of the pytree "
+        "(not a static field), or pass it as an argument.",
+        "tracer-in-static-pytree-data",
+    )
+
+
+def check_opaque(leaf: Any, t: type[Any], holder: Any, label: Label) -> str | None:
+    """Refuse a static capture with a tracer hidden inside it whose transform has
+    exited (the full walk and the replay alike). One whose transform is still
+    running is kept, as the function itself keeps it while it runs there: said
+    (what `Lifted`'s flattening refuses, `LIVE`), or `None`."""
+    if not scanned(t):
+        return None
+    return _live_or_refuse(
+        functools.partial(hidden_tracer, leaf),
+        lambda: (
+            f"{describe(holder)} captures {variable_str(label)}, a {t.__name__} "
+            f"that is not a pytree and holds a tracer at {label.variable or label.text}"
+        ),
+        "lift cannot make that tracer a leaf, and keeping it would leak it.\n"
+        "Fix: convert the function with `lift.closure_convert(f, "
+        "*example_args)` inside the transform, register the class as a pytree, "
+        "or pass the value as an argument.",
+        "hidden-tracer",
+    )
+
+
+def _live_or_refuse(
+    find: Callable[..., str | None],
+    what: Callable[[], str],
+    why_and_fix: str,
+    anchor: str,
+) -> str | None:
+    """`None` when `find()` finds no tracer (the common case: nothing else is
+    computed); what it found, when the tracer's transform is still running
+    (`find(live_traces())` finds none of the exited); else a `LiftError`:
+    `what()`, where the exited tracer is, `why_and_fix`."""
+    first = find()
+    if first is None:
+        return None
+    where = find(live_traces())
+    if where is None:
+        return f"{what()}{first}"
+    raise LiftError(
+        f"{what()}{where}, from a transform that has exited. {why_and_fix}",
+        anchor=anchor,
+    )
+
+
+# Leaf types that Python control flow can read (`if b2 != 1.0`, `if mask`).
+# Python scalars: a branch on one makes it static.
+PY_SCALARS: Final = (float, complex, int)
+BRANCHABLE: Final = (float, complex, int, np.generic, np.ndarray)
+
+
+def branch_static(leaf: Any, t: type[Any]) -> bool:
+    """Whether a dynamic `leaf` that code branches on must stay static: Python
+    scalars, NumPy scalars and 0-d NumPy arrays (concrete values Python can read)."""
+    if issubclass(t, PY_SCALARS):
+        return True
+    return issubclass(t, (np.generic, np.ndarray)) and leaf.ndim == 0
+
+
+def is_bool(leaf: Any) -> bool:
+    t: type[Any] = type(leaf)  # pyright: ignore[reportUnknownVariableType]
+    return (
+        issubclass(t, (np.generic, np.ndarray))
+        and leaf.dtype == np.bool_
+        and leaf.ndim == 0
+    )
+
+
+ArrayImpl: Final[type[Any]] = type(jax.device_put(np.zeros(())))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType, reportUnknownVariableType]
+
+# Leaves decided by type alone (the fast path of a sweep re-lifting optimizers).
+STATIC_ATOMS: Final = frozenset(
+    {
+        int,
+        bool,
+        str,
+        bytes,
+        type(None),
+        type(Ellipsis),
+        type,
+        types.ModuleType,
+        np.dtype,
+    }
+)
+DYNAMIC_ATOMS: Final = frozenset({float, complex, ArrayImpl, np.ndarray})
+# Dynamic by type alone (a NumPy array also needs a dtype JAX can hold).
+ALWAYS_DYNAMIC: Final = frozenset({float, complex, ArrayImpl})

@@ -1,0 +1,210 @@
+"""Side effects on captures (SPEC 1): code that mutates a captured list or dict
+in place must reach the user's own object.
+
+A list or dict with no dynamic leaf is kept as the user's object wherever it
+sits; one that holds dynamic leaves is rebuilt around them, so code mutating it
+(`lift._mutation` reads which) would change a copy: lift refuses it when it
+lifts, naming the function, `file:line` and the path mutated."""
+
+from __future__ import annotations
+
+import types
+from typing import Any, Final, cast
+
+from ._compat import CUSTOM_NODES
+from ._errors import LiftError, aval_str, describe
+from ._labels import ARG, KEYWORD, SELF, Label
+from ._mutation import ANY, ATTR_STEP, Path, mutated_paths
+from ._nodes import Static, Template
+from ._static import static_key
+from ._trees import flatten_checked, is_function_like
+
+# Containers the lifted function shares with the original when they hold no
+# dynamic leaf (`own_static`): what code appends to, fills or counts in.
+OWN_CONTAINERS: Final = (list, dict)
+
+
+def refuse_mutation(
+    fn: types.FunctionType,
+    name: str | None,
+    value: Any,
+    template: Template,
+    leaves: list[Any],
+    prefix: Path = (),
+) -> None:
+    """A `LiftError` if `fn`'s code mutates a list or dict that lift rebuilds
+    around its leaves (not the user's own object: see `own_static`), reached from the
+    variable `name` (which holds `value`, captured as `template`) by a path the
+    code reads (`state[0].append`, `d['log'][k] = v`); `prefix`: the part of
+    the path that leads from `name` to `value` (a function attribute's)."""
+    if name is None or template.treedef is None:
+        return  # kept whole: the user's own object
+    paths = mutated_paths(fn.__code__, fn.__globals__).get(name)
+    if not paths:
+        return
+    kept = {id(s.value) for s in template.slots if type(s) is Static}
+    rebuilt = _rebuilt(value, kept)
+    for path in paths:
+        if path[: len(prefix)] != prefix:
+            continue
+        target = _target(value, path[len(prefix) :], kept, rebuilt)
+        if target is None:
+            continue
+        what = type(target).__name__
+        at = "" if not path else f" (at `{name}{_path_text(path)}`)"
+        held = _what_in(target, template, leaves)
+        raise LiftError(
+            f"{describe(fn)} mutates the captured variable {name!r} in place{at}, "
+            f"a {what} that {held}. lift rebuilds such a {what} around its "
+            f"leaves, so the change would reach a copy, not your {what}.\nFix: "
+            f"pass {name!r} as an argument and return what the code adds to it, "
+            f"or keep only static values in it, outside pytree nodes (a {what} "
+            "without arrays, floats or functions, in a capture or in lists, "
+            "tuples and dicts, is your own object inside the lifted function).",
+            anchor="mutates-a-rebuilt-container",
+        )
+
+
+def _rebuilt(value: Any, kept: set[int]) -> set[int]:
+    """The lists and dicts in `value` that JAX's flattening rebuilds (it visits
+    them as nodes: not those kept whole, nor a pytree's static data), by id."""
+    visited: set[int] = set()
+
+    def is_leaf(x: Any) -> bool:
+        if id(x) in kept or is_function_like(x):
+            return True
+        t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
+        if t is list or t is dict:
+            visited.add(id(cast(object, x)))
+        return False
+
+    flatten_checked(value, is_leaf)
+    return visited
+
+
+def _target(value: Any, path: Path, kept: set[int], rebuilt: set[int]) -> Any:
+    """A list or dict that `path` reaches in `value` and that lift rebuilds
+    (`rebuilt`), or `None`. A key the code computes (`ANY`) reaches every
+    item; what cannot be read (another branch of the code) reaches nothing."""
+    current = [value]
+    for step in path:
+        following: list[Any] = []
+        for x in current:
+            if id(x) in kept:
+                continue  # the user's own object, and all it holds
+            try:
+                if step == ANY:
+                    if isinstance(x, dict):
+                        following.extend(cast("dict[Any, Any]", x).values())
+                    elif isinstance(x, (list, tuple)):
+                        following.extend(cast("list[Any]", x))
+                elif step[0] == ATTR_STEP:
+                    following.append(getattr(x, step[1]))
+                else:
+                    following.append(x[step[1]])
+            except Exception:  # not there: nothing
+                continue
+        current = following
+    for x in current:
+        if id(x) in rebuilt:
+            return x
+    return None
+
+
+def _what_in(target: Any, template: Template, leaves: list[Any]) -> str:
+    """What a rebuilt container holds, for a message."""
+    held = {id(leaves[s]): leaves[s] for s in template.slots if type(s) is int}
+    flat = flatten_checked(target, is_function_like)
+    for leaf in flat[0] if flat is not None else ():
+        if id(leaf) in held:
+            return f"holds a dynamic value ({aval_str(leaf)})"
+    if flat is not None and any(map(is_function_like, flat[0])):
+        return "holds a function"
+    return "sits in a pytree node"
+
+
+def _path_text(path: Path) -> str:
+    return "".join(
+        "[…]"
+        if step == ANY
+        else f".{step[1]}"
+        if step[0] == ATTR_STEP
+        else f"[{step[1]!r}]"
+        for step in path
+    )
+
+
+def _parameter(fn: Any, label: Label) -> tuple[types.FunctionType, str] | None:
+    """The function and parameter a partial's argument or a bound method's
+    object is passed to, when that function is a plain one."""
+    offset = 0
+    func = fn
+    if type(func) is types.MethodType:
+        func, offset = func.__func__, 1
+    if type(func) is not types.FunctionType:
+        return None
+    code = func.__code__
+    if label.kind == SELF or label.kind == ARG:
+        i = (0 if label.kind == SELF else cast(int, label.key)) + offset
+        return (func, code.co_varnames[i]) if i < code.co_argcount else None
+    if label.kind == KEYWORD:
+        return func, cast(str, label.key)
+    return None
+
+
+def refuse_part_mutations(
+    func: Any,
+    parts: tuple[tuple[Label, Template], ...],
+    obj_parts: list[Any],
+    leaves: list[Any],
+) -> None:
+    """`refuse_mutation` for the arguments a partial binds and the object a
+    method is bound to, by the parameters of the function they are passed to."""
+    for (label, template), value in zip(parts, obj_parts, strict=True):
+        if template.treedef is None or label.kind not in (SELF, ARG, KEYWORD):
+            continue
+        found = _parameter(func, label)
+        if found is not None:
+            refuse_mutation(found[0], found[1], value, template, leaves)
+
+
+def own_static(value: Any) -> Static:
+    """A list, dict or set kept as the user's very object: compared by its
+    contents as they are now (type and value at every depth, dict order
+    included), never replaced by an equal one (`exact=False`: a skeleton
+    holding it is not shared, and the replay takes only that object)."""
+    try:
+        key = _contents_key(value)
+        hash(key)
+    except Exception:  # an unhashable static inside: by identity
+        return Static(value)
+    return Static(value, key, exact=False)
+
+
+def nests_plainly(value: Any) -> bool:
+    """Whether `value` nests only lists, tuples and dicts, not pytree nodes of
+    other kinds (whose static data JAX's treedef compares in its own way)."""
+    stack = [value]
+    while stack:
+        x = stack.pop()
+        t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
+        if t is list or t is tuple:
+            stack.extend(x)
+        elif t is dict:
+            stack.extend(x.values())
+        elif x is not None and (
+            t in CUSTOM_NODES or hasattr(cast(Any, t), "_fields")  # a NamedTuple
+        ):
+            return False
+    return True
+
+
+def _contents_key(value: Any) -> Any:
+    t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
+    if t is list:
+        return (t, tuple(map(_contents_key, value)))
+    if t is dict:
+        return (t, tuple((static_key(k), _contents_key(v)) for k, v in value.items()))
+    if t is set:
+        return (t, frozenset(map(static_key, value)))
+    return static_key(value)
