@@ -19,149 +19,61 @@ back into Python.
 from __future__ import annotations
 
 import copy
-import functools
 import inspect
 import operator
 import types
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Final, Generic, NamedTuple, Self, TypeVar, cast, overload
+from typing import Any, Final, Generic, Self, TypeVar, cast, overload
 
 import jax
-from jax.core import Tracer
 from typing_extensions import ParamSpec
 
-from ._closure import Holder, cells as cells_of, register_holder
-from ._compat import DEFAULT_DEVICE, X64, conversion_context
+from ._aot import Lowered, Traced
+from ._closure import Holder, register_holder
+from ._compat import DEFAULT_DEVICE, X64
 from ._errors import LiftError, describe, under_lift_jit
+from ._jit_watch import (
+    EMPTY,
+    NO_CELL,
+    NO_FN,
+    NO_STATE,
+    STALE,
+    Fast,
+    Snapshot,
+    Watch,
+    check_cached,
+    guess_changed,
+    holds_tracer,
+    is_,
+    record_of,
+    same_contents,
+    stale,
+    watched_targets,
+)
 from ._labels import WRAPPED, Label
 from ._lift import lift
 from ._lifted import Lifted
-from ._nodes import CellNode, FunctionNode, PartialNode, Ref, Template
 from ._programs import (
     CALLING as _CALLING,
     MISSING,
-    Lowered,
     Program,
-    Traced,
     explain_call_error,
     options_key,
     program,
 )
-from ._skeleton import Skeleton
-from ._verify import STATE as _VERIFY, disagree, same_leaves
+from ._verify import STATE as _VERIFY
 
 __all__ = ["JitFunction", "jit"]
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
-_EMPTY: Final = object()  # what an empty cell holds, for the staleness check
 _contents: Final = operator.attrgetter("cell_contents")
 _code: Final = operator.attrgetter("__code__")
 _defaults: Final = operator.attrgetter("__defaults__")
 _kwdefaults: Final = operator.attrgetter("__kwdefaults__")
 _attrs: Final = operator.attrgetter("__dict__")
-_is: Final = operator.is_
 # -- what a call reads -------------------------------------------------------------
-
-
-class _Snapshot:
-    """A lifted function, and what the graph it came from held then: it is current
-    while each cell holds the same object, and each function of the graph the
-    same defaults and attributes (`_Watch`).
-
-    Made before lifting, from the cells and functions the lift is expected to
-    read (`targets`), and completed by `lifted`; `verified` once the lift is
-    known to have read those (a first call's lift is checked by the next call).
-    """
-
-    __slots__ = ("cells", "contents", "context", "lifted", "targets", "verified")
-
-    def __init__(self, targets: list[Any]) -> None:
-        self.targets = targets
-        self.context = conversion_context()
-        cells: list[Any] = [
-            t
-            if type(t) is types.CellType
-            else _Watch(t)
-            if type(t) is types.FunctionType
-            else _PartialWatch(t)
-            for t in targets
-        ]
-        contents: list[Any] = []
-        for cell in cells:
-            try:
-                contents.append(cell.cell_contents)
-            except ValueError:
-                contents.append(_EMPTY)
-        self.cells = tuple(cells)
-        self.contents = tuple(contents)
-        self.lifted: Any = None
-        self.verified = False
-
-    def current(self) -> bool:
-        if conversion_context() != self.context:
-            return False
-        for cell, last in zip(self.cells, self.contents, strict=True):
-            try:
-                now = cell.cell_contents
-            except ValueError:
-                now = _EMPTY
-            if now is not last:
-                return False
-        return True
-
-
-def _targets(lifted: Any, root: Any) -> list[Any]:
-    """The cells and functions of the graph `lifted` was lifted from."""
-    targets: list[Any] = []
-    if isinstance(lifted, Lifted) and not isinstance(root, Lifted):
-        skeleton: Skeleton = lifted._skeleton  # pyright: ignore[reportPrivateUsage, reportUnknownMemberType]
-        closure = getattr(root, "__closure__", None)
-        if type(root) is types.FunctionType and len(skeleton.nodes) == 1 + len(
-            closure or ()
-        ):
-            # The common case: a function whose captures hold no functions.
-            targets.extend(closure or ())
-            targets.append(root)
-        else:
-            _graph(skeleton, root, targets)
-    return targets
-
-
-def _guess(root: Any) -> list[Any]:
-    """The targets of a function not lifted yet: its cells, and those of the
-    closures they hold (checked against the lift's graph after it)."""
-    targets: list[Any] = []
-    if type(root) is types.FunctionType:
-        seen = {id(root)}
-        todo = [root]
-        while todo:
-            fn = todo.pop()
-            targets.append(fn)
-            for cell in fn.__closure__ or ():
-                if id(cell) in seen:
-                    continue
-                seen.add(id(cell))
-                targets.append(cell)
-                try:
-                    value = cell.cell_contents
-                except ValueError:
-                    continue
-                if (
-                    type(value) is types.FunctionType
-                    and value.__closure__ is not None
-                    and id(value) not in seen
-                ):
-                    seen.add(id(value))
-                    todo.append(value)
-    return targets
-
-
-def _same(a: list[Any], b: list[Any]) -> bool:
-    """The same cells and functions, in any order: a snapshot made from either
-    watches the other's."""
-    return len(a) == len(b) and {id(x) for x in a} == {id(x) for x in b}
 
 
 # How many times a lift is tried again when a capture it read was rebound
@@ -169,286 +81,7 @@ def _same(a: list[Any], b: list[Any]) -> bool:
 _ATTEMPTS: Final = 8
 
 
-class _Watch:
-    """Stands for a function's code, defaults and attributes among the watched
-    cells: its `cell_contents` is one token while they are the objects they
-    were, and a new object once one is rebound or changed in place
-    (`f.scale = 3.0`, `f.__defaults__ = ...`, `f.__kwdefaults__['lr'] = 0.5`,
-    `f.__code__ = ...` as IPython's autoreload does)."""
-
-    __slots__ = ("fn", "state", "token")
-
-    def __init__(self, fn: types.FunctionType) -> None:
-        self.fn = fn
-        self.state = _function_state(fn)
-        self.token = object()
-
-    @property
-    def cell_contents(self) -> object:
-        return self.token if _function_state(self.fn) == self.state else object()
-
-
-class _PartialWatch:
-    """As `_Watch`, for a captured `functools.partial`: its function, arguments,
-    keywords (the dict and what it holds: Python reads it at each call,
-    `p.keywords['lr'] = 0.5` changes it in place) and attributes."""
-
-    __slots__ = (
-        "args",
-        "attr_names",
-        "attr_values",
-        "func",
-        "keywords",
-        "partial",
-        "token",
-        "values",
-    )
-
-    def __init__(self, partial: functools.partial[Any]) -> None:
-        self.partial = partial
-        self.func = partial.func
-        self.args = partial.args
-        self.keywords = partial.keywords
-        self.values = tuple(self.keywords.values())
-        attrs = vars(partial)
-        self.attr_names = tuple(attrs)
-        self.attr_values = tuple(attrs.values())
-        self.token = object()
-
-    @property
-    def cell_contents(self) -> object:
-        p = self.partial
-        keywords = p.keywords
-        attrs = vars(p)
-        if (
-            p.func is self.func
-            and p.args is self.args
-            and keywords is self.keywords
-            and len(keywords) == len(self.values)
-            and all(map(_is, keywords.values(), self.values))
-            and (
-                tuple(attrs) == self.attr_names
-                and all(map(_is, attrs.values(), self.attr_values))
-                if self.attr_names
-                else not attrs
-            )
-        ):
-            return self.token
-        return object()
-
-
-class _ById:
-    """A value compared by identity (`==` on two of them is `is`)."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: object) -> None:
-        self.value = value
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is _ById and other.value is self.value
-
-    def __hash__(self) -> int:
-        return id(self.value)
-
-
-def _function_state(fn: types.FunctionType) -> tuple[Any, ...]:
-    """What a function holds besides its cells, compared by identity: its code,
-    its defaults, its keyword-only defaults (the dict and what it holds: Python
-    reads it at each call), and its attributes."""
-    kwdefaults = fn.__kwdefaults__
-    return (
-        _ById(fn.__code__),
-        _ById(fn.__defaults__),
-        _ById(kwdefaults),
-        tuple((k, _ById(v)) for k, v in kwdefaults.items()) if kwdefaults else (),
-        tuple((k, _ById(v)) for k, v in fn.__dict__.items()),
-    )
-
-
-class _Recorded(NamedTuple):
-    """What a `_Watch` recorded: code, defaults, keyword-only defaults, the
-    values these held (`None` for no dict), and whether the function had
-    attributes."""
-
-    code: Any
-    defaults: Any
-    kwdefaults: Any
-    kwvalues: tuple[Any, ...] | None
-    attrs: bool
-
-
-def _recorded(watch: _Watch) -> _Recorded:
-    code, defaults, kwdefaults, items, attrs = watch.state
-    values = None if kwdefaults.value is None else tuple(v.value for _, v in items)
-    return _Recorded(code.value, defaults.value, kwdefaults.value, values, bool(attrs))
-
-
-def _graph(skeleton: Skeleton, root: Any, cells: list[Any]) -> None:
-    """The original cells and functions behind the skeleton's nodes.
-
-    Follows the skeleton from `root` the way it was captured: every node is found
-    from a node of smaller index, through a cell, default, partial argument or
-    bound method's parts.
-    """
-    nodes = skeleton.nodes
-    objs: list[Any] = [None] * len(nodes)
-    objs[0] = root
-    for i, node in enumerate(nodes):
-        obj = objs[i]
-        if obj is None:
-            continue
-        if type(node) is FunctionNode:
-            for index, (_, cell) in zip(node.cells, cells_of(obj), strict=True):
-                objs[index] = cell
-            cells.append(obj)
-        elif type(node) is CellNode or type(node) is PartialNode:
-            cells.append(obj)
-        for label, template in node.parts():
-            slots = template.slots
-            if not any(type(s) is Ref for s in slots):
-                continue
-            value = label.read(obj)
-            for slot, v in zip(slots, _parts(template, value), strict=True):
-                if type(slot) is Ref and objs[slot.index] is None:
-                    objs[slot.index] = v
-
-
-def _parts(template: Template, value: Any) -> list[Any]:
-    """The values standing in a template's slots."""
-    treedef = template.treedef  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-    if treedef is None:
-        return [value]
-    return list(treedef.flatten_up_to(value))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
-
-
-def _holds_tracer(lifted: Any) -> bool:
-    if isinstance(lifted, Lifted):
-        leaves: Any = lifted._leaves  # pyright: ignore[reportPrivateUsage, reportUnknownMemberType]
-    else:
-        leaves = jax.tree_util.tree_leaves(lifted)
-    return any(isinstance(leaf, Tracer) for leaf in leaves)
-
-
-def _check_cached(
-    fn: Any, lift_now: Callable[[], Any], first: Any, tree: Any, kept: Any
-) -> None:
-    """With `lift.verifying()` on: that what a cached call passes (`first`, the
-    leaves for `tree`, or a lifted function when `tree` is `None`) is what
-    lifting the function now gives. `kept` is the lift it was made from: when
-    that too differs from lifting now, the captures changed in place."""
-    try:
-        fresh = lift_now()
-    except LiftError as err:
-        raise disagree(
-            "lift.jit cached call", fn, f"lifting it now refuses it ({err})"
-        ) from err
-    leaves, treedef = cast(
-        "tuple[list[Any], Any]",
-        jax.tree_util.tree_flatten(fresh),  # pyright: ignore[reportUnknownMemberType]
-    )
-    if tree is None:
-        first, tree = cast(
-            "tuple[list[Any], Any]",
-            jax.tree_util.tree_flatten(first),  # pyright: ignore[reportUnknownMemberType]
-        )
-    if treedef != tree:
-        raise disagree(
-            "lift.jit cached call",
-            fn,
-            f"another treedef:\n  cached: {tree!r:.400}\n  now:    {treedef!r:.400}",
-        )
-    differs = same_leaves(first, leaves)
-    if differs is not None:
-        if kept is None or same_leaves(jax.tree_util.tree_leaves(kept), leaves) is None:
-            raise disagree("lift.jit cached call", fn, f"other leaves ({differs})")
-        # Every capture it watches holds what it held, and the lift it kept
-        # differs from one made now: a value inside a captured container or
-        # object changed in place, which a cached call does not see (it would
-        # walk them on every call).
-        raise LiftError(
-            f"lift.jit's cached call of {describe(fn)} serves leaves that lifting "
-            f"it now would not ({differs}): a value inside a captured container "
-            "or object (`config['lr'] = 0.5`, an optimizer updating a captured "
-            "model) changed in place since the function was last lifted, which a "
-            "cached call does not see.\nFix: rebind the variable "
-            "(`config = {**config, 'lr': 0.5}`), or pass the object as an "
-            "argument of the function.",
-            anchor="changed-in-place",
-        )
-
-
 # -- the public wrapper ----------------------------------------------------------
-
-
-# The fast path checks one cell and one function's defaults, keyword-only
-# defaults and attributes (held when lifted: none), or, when that cell is `None`,
-# several cells and `_Watch`es. These stand in for the cell: a function not
-# lifted yet (never current), and a graph without cells (always current).
-_STALE_CELL: Final = types.CellType(None)  # checked against `_EMPTY`
-_NO_CELL: Final = types.CellType(_EMPTY)
-
-
-class _Fast(NamedTuple):
-    """Everything a call reads, in one object written in one assignment, so that
-    another thread never sees half an update: what the graph held when lifted
-    (one cell, or several cells and `_Watch`es, a partial's included; with
-    several, the functions, their code, defaults and keyword-only defaults are
-    tuples of them, each
-    function's attribute dict empty when lifted, and one whose keyword-only
-    defaults hold values is watched by a `_Watch`), the float width and default
-    device its scalars were converted under (`None`: it has none), the program
-    to call and what to pass it in front of the arguments (the lifted
-    function's leaves, or the function itself: `JitFunction._entry`), the
-    treedef that rebuilds the function from them (`_CALLING`, or `None`), and
-    the snapshot it was made from."""
-
-    cell: types.CellType | None
-    content: Any
-    fn: Any
-    code: Any
-    defaults: Any
-    kwdefaults: Any
-    kwvalues: tuple[Any, ...] | None  # what the one function's dict holds
-    cells: tuple[Any, ...]
-    contents: tuple[Any, ...]
-    context: tuple[Any, Any] | None
-    call: Any
-    first: Any
-    tree: Any
-    snapshot: _Snapshot | None
-
-
-# The one function, when the graph has none: no defaults, no attributes.
-def _no_fn() -> None: ...
-
-
-_NO_FN: Final = _no_fn
-_NO_STATE: Final = _Recorded(_NO_FN.__code__, None, None, None, False)
-_STALE: Final = _Fast(
-    _STALE_CELL,
-    _EMPTY,
-    _NO_FN,
-    _NO_FN.__code__,
-    None,
-    None,
-    None,
-    (),
-    (),
-    None,
-    None,
-    None,
-    None,
-    None,
-)
-
-
-def _stale(snapshot: _Snapshot | None, entry: tuple[Any, Any, Any] | None) -> _Fast:
-    """A state every call checks on the slow path (`JitFunction._slow`)."""
-    if snapshot is None and entry is None:
-        return _STALE
-    call, first, tree = entry if entry is not None else (None, None, None)
-    return _STALE._replace(call=call, first=first, tree=tree, snapshot=snapshot)
 
 
 def _scalars(lifted: Any) -> bool:
@@ -515,8 +148,8 @@ class JitFunction(Generic[_P, _R]):
         self._min_nargs = program.min_nargs
         self._lift_options = lift_options
         self._seen = False  # called before
-        # What a call reads, the snapshot of the last lift included (`_Fast`).
-        self._fast: _Fast = _STALE
+        # What a call reads, the snapshot of the last lift included (`Fast`).
+        self._fast: Fast = STALE
 
     @property
     def __wrapped__(self) -> Callable[_P, _R]:
@@ -529,7 +162,7 @@ class JitFunction(Generic[_P, _R]):
         snapshot = fast.snapshot
         return fast.first if snapshot is None else snapshot.lifted
 
-    def _state(self) -> _Fast:
+    def _state(self) -> Fast:
         """A state whose snapshot is current (lifting again if a capture was
         rebound), kept for the next calls; or, for a function that cannot be
         kept, one without a snapshot, holding a fresh lift in `first`."""
@@ -540,35 +173,35 @@ class JitFunction(Generic[_P, _R]):
             if snapshot.verified:
                 if _VERIFY.on:
                     lifted = snapshot.lifted
-                    _check_cached(fn, self._lift, lifted, None, lifted)
+                    check_cached(fn, self._lift, lifted, None, lifted)
                 return fast
             # Made by a first call (`_slow`): kept if the lift read what it watches.
-            found = _targets(snapshot.lifted, fn)
-            if _same(found, snapshot.targets):
+            found = watched_targets(snapshot.lifted, fn)
+            if same_contents(found, snapshot.targets):
                 return self._keep(snapshot)
             targets = found
         else:
-            targets = snapshot.targets if snapshot is not None else _guess(fn)
+            targets = snapshot.targets if snapshot is not None else guess_changed(fn)
         lifted: Any = None
         for _ in range(_ATTEMPTS):
             # What the graph holds is read before the lift and checked after it:
             # a capture rebound meanwhile (by another thread) may have been read
             # either way, so the lift is tried again. Read after, it would be
             # recorded as current next to a lift of the old value.
-            snapshot = _Snapshot(targets)
+            snapshot = Snapshot(targets)
             lifted = self._lift()
-            if _holds_tracer(lifted):
+            if holds_tracer(lifted):
                 # A captured tracer lives as long as its trace: keeping it here
                 # would leak it, so such a function is lifted afresh on each call.
-                self._fast = _STALE
-                return _STALE._replace(first=lifted)
-            found = _targets(lifted, fn)
-            if _same(found, targets) and snapshot.current():
+                self._fast = STALE
+                return STALE._replace(first=lifted)
+            found = watched_targets(lifted, fn)
+            if same_contents(found, targets) and snapshot.current():
                 break
             targets = found
         else:
-            self._fast = _STALE  # rebound faster than it lifts: keep nothing
-            return _STALE._replace(first=lifted)
+            self._fast = STALE  # rebound faster than it lifts: keep nothing
+            return STALE._replace(first=lifted)
         snapshot.lifted = lifted
         return self._keep(snapshot)
 
@@ -585,22 +218,22 @@ class JitFunction(Generic[_P, _R]):
             finally:
                 del better  # not kept by this frame (its traceback holds it)
 
-    def _keep(self, snapshot: _Snapshot) -> _Fast:
+    def _keep(self, snapshot: Snapshot) -> Fast:
         """Keep a snapshot known to be current, with the fast path that goes with
         it, in one assignment; that state."""
         snapshot.verified = True
         lifted = snapshot.lifted
         cells, contents = snapshot.cells, snapshot.contents
-        if any(c is _EMPTY for c in contents):
-            # Reading an empty cell raises: `_Snapshot.current` copes.
-            fast = self._fast = _stale(snapshot, None)
+        if any(c is EMPTY for c in contents):
+            # Reading an empty cell raises: `Snapshot.current` copes.
+            fast = self._fast = stale(snapshot, None)
             return fast
         if self._jit is None or self._min_nargs:
             # With one sharding for every argument, or argument numbers counted
             # from the end, the program depends on how many arguments there are:
             # every call takes `_slow`, which checks the snapshot.
             entry = None if self._jit is None else self._entry(lifted, self._min_nargs)
-            fast = self._fast = _stale(snapshot, entry)
+            fast = self._fast = stale(snapshot, entry)
             return fast
         call, first, tree = self._entry(lifted, self._min_nargs)
         # The width and device the scalars were converted under, if any.
@@ -609,9 +242,9 @@ class JitFunction(Generic[_P, _R]):
             # No default device to set but the one: only the width can change.
             context = (context[0], _ONE_DEVICE)
         one = [i for i, c in enumerate(cells) if type(c) is types.CellType]
-        watched = [c for c in cells if type(c) is _Watch]
+        watched = [c for c in cells if type(c) is Watch]
         # What each function held when the snapshot was made (before the lift).
-        recorded = [_recorded(w) for w in watched]
+        recorded = [record_of(w) for w in watched]
         if (
             len(one) <= 1
             and len(watched) <= 1
@@ -620,12 +253,12 @@ class JitFunction(Generic[_P, _R]):
         ):
             # One cell and one function without attributes: checked inline.
             cell, content = (
-                (cells[one[0]], contents[one[0]]) if one else (_NO_CELL, _EMPTY)
+                (cells[one[0]], contents[one[0]]) if one else (NO_CELL, EMPTY)
             )
             fn, (code, defaults, kwdefaults, kwvalues, _) = (
-                (watched[0].fn, recorded[0]) if watched else (_NO_FN, _NO_STATE)
+                (watched[0].fn, recorded[0]) if watched else (NO_FN, NO_STATE)
             )
-            fast = _Fast(
+            fast = Fast(
                 cell,
                 content,
                 fn,
@@ -643,7 +276,7 @@ class JitFunction(Generic[_P, _R]):
             )
         else:
             # Functions without attributes or keyword-only defaults are checked
-            # in C (`__call__`), not by their `_Watch`'s property.
+            # in C (`__call__`), not by their `Watch`'s property.
             plain = [
                 (w, r)
                 for w, r in zip(watched, recorded, strict=True)
@@ -655,7 +288,7 @@ class JitFunction(Generic[_P, _R]):
                 for c, v in zip(cells, contents, strict=True)
                 if id(c) not in inline
             ]
-            fast = _Fast(
+            fast = Fast(
                 None,
                 None,
                 tuple(w.fn for w, _ in plain),
@@ -672,7 +305,7 @@ class JitFunction(Generic[_P, _R]):
                 snapshot,
             )
         # Current when made: the snapshot was checked after the lift, and its
-        # `_Watch`es and defaults read before it.
+        # `Watch`es and defaults read before it.
         self._fast = fast
         return fast
 
@@ -700,11 +333,11 @@ class JitFunction(Generic[_P, _R]):
             # made anew for one call (`make_step(lr)(w, g)`) never needs it. The
             # next call checks it (`_state`), and keeps this lift if current.
             self._seen = True
-            snapshot = _Snapshot(_guess(self._fn))
+            snapshot = Snapshot(guess_changed(self._fn))
             lifted = self._lift()
-            if not _holds_tracer(lifted):
+            if not holds_tracer(lifted):
                 snapshot.lifted = lifted
-                self._fast = _stale(snapshot, None)
+                self._fast = stale(snapshot, None)
             return self._entry(lifted, nargs)
         fast = self._state()
         if fast.snapshot is None:  # not kept: `first` is the lift
@@ -748,16 +381,16 @@ class JitFunction(Generic[_P, _R]):
                         kwvalues is None
                         or (
                             len(kwdefaults) == len(kwvalues)
-                            and all(map(_is, kwdefaults.values(), kwvalues))
+                            and all(map(is_, kwdefaults.values(), kwvalues))
                         )
                     )
                 )
             else:
                 current = (
-                    all(map(_is, map(_contents, cells), contents))
-                    and all(map(_is, map(_code, fn), code))
-                    and all(map(_is, map(_defaults, fn), defaults))
-                    and all(map(_is, map(_kwdefaults, fn), kwdefaults))
+                    all(map(is_, map(_contents, cells), contents))
+                    and all(map(is_, map(_code, fn), code))
+                    and all(map(is_, map(_defaults, fn), defaults))
+                    and all(map(is_, map(_kwdefaults, fn), kwdefaults))
                     and not any(map(len, map(_attrs, fn)))
                 )
             if context is not None and current:
@@ -771,7 +404,7 @@ class JitFunction(Generic[_P, _R]):
             call, first, tree = self._slow(len(args))
         elif _VERIFY.on:
             kept = None if snapshot is None else snapshot.lifted
-            _check_cached(self._fn, self._lift, first, tree, kept)
+            check_cached(self._fn, self._lift, first, tree, kept)
         _CALLING.treedef = tree
         try:
             return call(first, *args, **kwargs)

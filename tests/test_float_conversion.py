@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import lift
+from lift import _floats
 
 
 def _pair(lr):
@@ -71,8 +72,6 @@ def test_float_leaves_under_a_mesh_do_not_depend_on_history(monkeypatch):
     # where jax.device_put gave single-device ones. Fixed since; kept as a guard.
     from jax.sharding import AxisType
 
-    from lift import _lifted
-
     if len(jax.devices()) < 2:
         pytest.skip("needs several devices")
 
@@ -91,12 +90,12 @@ def test_float_leaves_under_a_mesh_do_not_depend_on_history(monkeypatch):
 
     mesh = jax.make_mesh((len(jax.devices()),), ("x",), axis_types=(AxisType.Explicit,))
     with jax.set_mesh(mesh):
-        monkeypatch.setattr(_lifted, "_COMPILE_AFTER", 10**9)
-        monkeypatch.setattr(_lifted, "_RECURRING", 10**9)
+        monkeypatch.setattr(_floats, "_COMPILE_AFTER", 10**9)
+        monkeypatch.setattr(_floats, "_RECURRING", 10**9)
         first = make(0.2, 0.3)
         call(first, 1.0)
-        monkeypatch.setattr(_lifted, "_COMPILE_AFTER", 0)
-        monkeypatch.setattr(_lifted, "_RECURRING", 0)
+        monkeypatch.setattr(_floats, "_COMPILE_AFTER", 0)
+        monkeypatch.setattr(_floats, "_RECURRING", 0)
         later = make(0.2, 0.3)
         call(later, 1.0)
     assert kinds(first) == kinds(later)

@@ -47,6 +47,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import lift
+from lift import _floats as lift_floats
 
 settings.register_profile(
     "ci",
@@ -778,7 +779,7 @@ def test_replay_accepts_only_what_the_full_walk_gives_the_same(spec, rnd):
 #
 # A `Lifted` converts its Python floats and complexes with `jax.device_put` until
 # a count of them has been converted often enough, then with a compiled identity
-# (`lift._lifted._to_arrays`). Which one ran must never show in the leaves.
+# (`lift._floats._to_arrays`). Which one ran must never show in the leaves.
 
 
 def _leaf_facts(leaf: Any) -> tuple[Any, ...]:
@@ -794,17 +795,16 @@ def _leaf_facts(leaf: Any) -> tuple[Any, ...]:
 
 
 def _converted_both_ways(values: list[Any], monkeypatch: Any) -> tuple[Any, Any]:
-    from lift import _lifted
 
     def leaves() -> list[Any]:
         fn = functools.partial(lambda *a: a, *values)
         return jax.tree_util.tree_leaves(lift.lift(fn))
 
-    monkeypatch.setattr(_lifted, "_COMPILE_AFTER", 10**9)
-    monkeypatch.setattr(_lifted, "_RECURRING", 0)
+    monkeypatch.setattr(lift_floats, "_COMPILE_AFTER", 10**9)
+    monkeypatch.setattr(lift_floats, "_RECURRING", 0)
     by_device_put = leaves()
-    monkeypatch.setattr(_lifted, "_COMPILE_AFTER", 0)
-    monkeypatch.setattr(_lifted, "_RECURRING", 0)
+    monkeypatch.setattr(lift_floats, "_COMPILE_AFTER", 0)
+    monkeypatch.setattr(lift_floats, "_RECURRING", 0)
     by_identity = leaves()
     return by_device_put, by_identity
 
@@ -832,10 +832,9 @@ def test_both_conversions_give_the_same_leaves(values: list[Any]) -> None:
 
 
 def test_compiled_conversion_keeps_the_soundness_rules(monkeypatch: Any) -> None:
-    from lift import _lifted
 
-    monkeypatch.setattr(_lifted, "_COMPILE_AFTER", 0)
-    monkeypatch.setattr(_lifted, "_RECURRING", 0)
+    monkeypatch.setattr(lift_floats, "_COMPILE_AFTER", 0)
+    monkeypatch.setattr(lift_floats, "_RECURRING", 0)
     # Two equal floats are two buffers: donating the `Lifted` works.
     f = lift.lift(lambda x, a=0.5, b=0.5: x * a * b)
     g, out = jax.jit(lambda f, x: (f, f(x)), donate_argnums=0)(f, jnp.ones(2))

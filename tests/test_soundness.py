@@ -34,7 +34,7 @@ from helpers import (
 )
 
 import lift
-from lift import _replay
+from lift import _floats, _replay
 
 _IDS = [h.name for h in HOLDERS]
 
@@ -488,16 +488,15 @@ def test_a_lifted_with_two_equal_floats_can_be_donated() -> None:
 
 def _counting_conversions(monkeypatch: Any) -> list[int]:
     """How many floats each conversion of Python scalars took, in order."""
-    from lift import _lifted
 
     calls: list[int] = []
-    convert = _lifted._to_arrays  # pyright: ignore[reportPrivateUsage]
+    convert = _floats._to_arrays  # pyright: ignore[reportPrivateUsage]
 
     def counting(values: list[Any]) -> list[Any]:
         calls.append(len(values))
         return convert(values)
 
-    monkeypatch.setattr(_lifted, "_to_arrays", counting)
+    monkeypatch.setattr(_floats, "_to_arrays", counting)
     return calls
 
 

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import lift
-from lift import _jit, _lifted, _replay, _verify
+from lift import _floats, _jit, _replay, _verify
 
 
 def _make(lr: Any, w: Any) -> Any:
@@ -143,11 +143,11 @@ def test_a_jit_cached_call_that_lifting_now_refuses_is_caught(
 
 
 def test_a_wrong_float_conversion_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_lifted, "_COMPILE_AFTER", 0)
-    monkeypatch.setattr(_lifted, "_RECURRING", 0)
+    monkeypatch.setattr(_floats, "_COMPILE_AFTER", 0)
+    monkeypatch.setattr(_floats, "_RECURRING", 0)
     # A compiled conversion that loses the weak type (a bf16 model would turn f32).
     monkeypatch.setattr(
-        _lifted,
+        _floats,
         "_identity_jit",
         lambda *xs: tuple(jnp.asarray(x, dtype=jnp.float32) for x in xs),
     )
