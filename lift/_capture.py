@@ -33,7 +33,7 @@ from ._trees import (
     is_function_like,
 )
 from ._verify import STATE, disagree, same_leaves
-from ._walk import LIVE, USER_CELLS, Walk
+from ._walk import Walk
 
 __all__ = ["capture", "check_static_names", "hidden_tracer", "is_function_like"]
 
@@ -71,12 +71,11 @@ def capture(
         and skeleton == previous
         and _exact(skeleton)
         and _same_annotations(skeleton, previous)
-        and LIVE not in skeleton.cache  # the mark is the walk's, not the key's
+        and skeleton.live is None  # the mark is the walk's, not the key's
     ):
         walked(previous)  # towards compiling its replay
         return previous, leaves
-    cache = skeleton.cache
-    if key[0] is not None and LIVE not in cache and USER_CELLS not in cache:
+    if key[0] is not None and skeleton.live is None and not skeleton.user_cells:
         with _lock:
             _recent_skeletons[key] = weakref.ref(skeleton, _forget(key))
             _keep.append(skeleton)
@@ -100,12 +99,11 @@ def _check_replay(
             f"another treedef:\n  replay: {skeleton!r:.400}\n  walk:   "
             f"{walked_skeleton!r:.400}",
         )
-    if LIVE in walked_skeleton.cache:
+    if walked_skeleton.live is not None:
         raise disagree(
             "replay of a shape seen before",
             obj,
-            f"the full walk finds {walked_skeleton.cache[LIVE]}, which the replay "
-            "let through",
+            f"the full walk finds {walked_skeleton.live}, which the replay let through",
         )
     if len(leaves) != len(walked_leaves) or not all(
         map(operator.is_, leaves, walked_leaves)
@@ -150,7 +148,7 @@ def _same_annotations(a: Skeleton, b: Skeleton) -> bool:
 def _exact(skeleton: Skeleton) -> bool:
     """Whether every static of `skeleton` is determined by its key, so that an
     equal skeleton (one captured before) may stand in for it."""
-    exact = skeleton.cache.get("exact")
+    exact = skeleton.exact
     if exact is None:
         statics = [
             s
@@ -160,7 +158,7 @@ def _exact(skeleton: Skeleton) -> bool:
             if type(s) is Static
         ]
         statics.extend(n.meta for n in skeleton.nodes if type(n) is FunctionNode)
-        exact = skeleton.cache["exact"] = all(s.exact for s in statics)
+        exact = skeleton.exact = all(s.exact for s in statics)
     return exact
 
 

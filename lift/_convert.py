@@ -36,7 +36,6 @@ from . import _compat
 from ._capture import capture
 from ._errors import LiftError, describe
 from ._paths import leaf_paths
-from ._walk import LIVE
 
 # JAX's public functions used here, typed once for the type checker.
 _flatten: Callable[[Any], tuple[list[Any], Any]] = jax.tree_util.tree_flatten  # pyright: ignore
@@ -208,7 +207,7 @@ class _Hidden:
         except LiftError:
             self._refuse()
             raise
-        if LIVE in skeleton.cache or any(map(_compat.is_tracer, leaves)):
+        if skeleton.live is not None or any(map(_compat.is_tracer, leaves)):
             self._refuse()
         self.key.append(skeleton)
         self.key.append(tuple(map(self._leaf, leaves)))
@@ -249,7 +248,7 @@ def _tracer_in(part: Any) -> str | None:
         )
     except LiftError as err:
         return f"that lift cannot make a leaf ({str(err).splitlines()[0]})"
-    live = skeleton.cache.get(LIVE)
+    live = skeleton.live
     if live is not None:  # hidden in an object: kept only while its trace runs
         return f"that lift cannot make a leaf ({live})"
     for path, leaf in zip(leaf_paths(skeleton), leaves, strict=True):

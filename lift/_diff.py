@@ -422,7 +422,7 @@ class _Side:
 
     def __init__(self, skeleton: Skeleton) -> None:
         self.skeleton = skeleton
-        names, dynamic = skeleton.cache.get("options", (frozenset[str](), None))
+        names, dynamic = skeleton.options or (frozenset[str](), None)
         self.names: frozenset[str] = names
         self.dynamic: Callable[[Any], bool] | None = dynamic
 

@@ -54,7 +54,6 @@ from ._labels import WRAPPED, Label
 from ._lift import lift
 from ._lifted import Lifted
 from ._programs import (
-    CALLING as _CALLING,
     MISSING,
     Program,
     explain_call_error,
@@ -119,6 +118,7 @@ class JitFunction(Generic[_P, _R]):
     __slots__ = (
         "__dict__",
         "__weakref__",
+        "_calling",
         "_fast",
         "_fn",
         "_jit",
@@ -144,6 +144,7 @@ class JitFunction(Generic[_P, _R]):
     def _setup(self, fn: Any, program: Program, lift_options: dict[str, Any]) -> None:
         self._fn = fn
         self.program = program
+        self._calling = program.calling
         self._jit = program.jitted
         self._min_nargs = program.min_nargs
         self._lift_options = lift_options
@@ -405,7 +406,7 @@ class JitFunction(Generic[_P, _R]):
         elif _VERIFY.on:
             kept = None if snapshot is None else snapshot.lifted
             check_cached(self._fn, self._lift, first, tree, kept)
-        _CALLING.treedef = tree
+        self._calling.treedef = tree
         try:
             return call(first, *args, **kwargs)
         except (TypeError, ValueError) as err:
@@ -441,7 +442,7 @@ class JitFunction(Generic[_P, _R]):
     def _lower(
         self, bound: tuple[Any, ...], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Lowered:
-        call, first, _CALLING.treedef = self._entry(
+        call, first, self._calling.treedef = self._entry(
             self._lifted(), len(bound) + len(args)
         )
         try:
@@ -454,7 +455,7 @@ class JitFunction(Generic[_P, _R]):
         self, bound: tuple[Any, ...], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Traced:
         lifted = self._lifted()
-        call, first, _CALLING.treedef = self._entry(lifted, len(bound) + len(args))
+        call, first, self._calling.treedef = self._entry(lifted, len(bound) + len(args))
         try:
             inner = call.trace(first, *bound, *args, **kwargs)
         except LiftError as err:

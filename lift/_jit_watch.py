@@ -357,7 +357,7 @@ class Fast(NamedTuple):
     device its scalars were converted under (`None`: it has none), the program
     to call and what to pass it in front of the arguments (the lifted
     function's leaves, or the function itself: `JitFunction._entry`), the
-    treedef that rebuilds the function from them (`_CALLING`, or `None`), and
+    treedef that rebuilds the function from them (`Program.calling`, or `None`), and
     the snapshot it was made from."""
 
     cell: types.CellType | None

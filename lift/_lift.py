@@ -200,7 +200,7 @@ def lift(
             # `static=` names may be captured by any of the functions.
             new = object.__new__(cls)
             new._capture(cast(Any, leaf), names, dynamic)  # pyright: ignore[reportPrivateUsage]
-            seen.update(new._skeleton.cache["names"])  # pyright: ignore[reportPrivateUsage]
+            seen.update(new._skeleton.names)  # pyright: ignore[reportPrivateUsage]
             made.append(new)
         out.append(new)
     if names:

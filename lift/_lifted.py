@@ -42,7 +42,6 @@ from ._skeleton import (
     root_name,
 )
 from ._trees import is_function_like
-from ._walk import LIVE
 
 __all__ = ["Lifted"]
 
@@ -146,7 +145,7 @@ class Lifted(Generic[_P, _R]):
         if names:
             check_static_names(
                 names,
-                self._skeleton.cache["names"],
+                self._skeleton.names,
                 fn,
                 "lift" if type(self) is Lifted else type(self).__name__,
             )
@@ -173,7 +172,7 @@ class Lifted(Generic[_P, _R]):
                     fn, "lift" if type(self) is Lifted else type(self).__name__
                 )
             skeleton, leaves = capture(fn, static=names, dynamic=dynamic)
-            skeleton.cache["options"] = (names, dynamic)
+            skeleton.options = (names, dynamic)
             self._setup(skeleton, tuple(leaves), None)
             self._original = fn
         _registry.record(self)
@@ -186,11 +185,11 @@ class Lifted(Generic[_P, _R]):
         self._flat = flat
         self._fn = None
         self._original = None
-        attrs = skeleton.cache.get("attrs")
+        attrs = skeleton.attrs
         if attrs is None:
             root = root_function(skeleton)
             doc, module, _ = root.meta.value if root is not None else (None, None, None)
-            attrs = skeleton.cache["attrs"] = {
+            attrs = skeleton.attrs = {
                 "__name__": root_name(skeleton, "name"),
                 "__qualname__": root_name(skeleton, "qualname"),
                 "__doc__": doc,
@@ -254,7 +253,7 @@ class Lifted(Generic[_P, _R]):
         what calling computes with."""
         flat = self._flat
         if flat is None:
-            if LIVE in self._skeleton.cache:  # never flattened (`flatten`): not kept
+            if self._skeleton.live is not None:  # never flattened (`flatten`): not kept
                 return as_arrays(self._leaves)
             flat = self._flat = as_arrays(self._leaves)
         return flat
@@ -370,7 +369,7 @@ class Lifted(Generic[_P, _R]):
         # Pickled as the function (which must be picklable: a module-level
         # function, or a partial of one), the options it was lifted with, and the
         # current leaves.
-        names, dynamic = self._skeleton.cache.get("options", (_NO_NAMES, None))
+        names, dynamic = self._skeleton.options or (_NO_NAMES, None)
         fn = self._original if self._original is not None else _importable(self)
         return (_unpickle, (type(self), fn, names, dynamic, self._arrays()))
 
@@ -457,7 +456,7 @@ def construct(
     if names:
         check_static_names(
             names,
-            self._skeleton.cache["names"],
+            self._skeleton.names,
             fn,
             "lift" if cls is Lifted else cls.__name__,
         )
@@ -542,7 +541,7 @@ def _register(cls: type[Lifted[Any, Any]]) -> None:
     def flatten(x: Lifted[Any, Any]) -> tuple[tuple[Any, ...], Skeleton]:
         flat = x._flat
         if flat is None:
-            live = x._skeleton.cache.get(LIVE)
+            live = x._skeleton.live
             if live is not None:
                 raise _live_static(x, live)
             flat = x._flat = as_arrays(x._leaves)

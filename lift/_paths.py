@@ -53,7 +53,7 @@ def leaf_paths(skeleton: Skeleton) -> tuple[CapturePath, ...]:
     longer than `2 * _PATH_KEEP` entries (a closure nested thousands deep)
     keeps its first and last `_PATH_KEEP` entries around an `Elided` entry.
     """
-    cached: tuple[CapturePath, ...] | None = skeleton.cache.get("paths")
+    cached: tuple[CapturePath, ...] | None = skeleton.paths
     if cached is None:
         # Per function node: (head, tail, length) of its path from the root.
         spans: dict[int, tuple[tuple[Any, ...], tuple[Any, ...], int]] = {
@@ -81,7 +81,7 @@ def leaf_paths(skeleton: Skeleton) -> tuple[CapturePath, ...]:
                         )
                     )
         cached = tuple(p if p is not None else CapturePath(()) for p in paths)
-        skeleton.cache["paths"] = cached
+        skeleton.paths = cached
     return cached
 
 
@@ -212,7 +212,7 @@ def _materializer(
     skeleton = x._skeleton
     leaves = x._arrays()
     objs = build_nodes(skeleton, leaves)
-    names, dynamic = skeleton.cache.get("options", (frozenset[str](), None))
+    names, dynamic = skeleton.options or (frozenset[str](), None)
     for template in templates:
         for slot in template.slots:
             if type(slot) is Ref and isinstance(

@@ -29,7 +29,7 @@ from ._closure import code_of
 from ._errors import LiftError, describe
 
 __all__ = [
-    "CALLING",
+    "Calling",
     "MISSING",
     "Program",
     "explain_call_error",
@@ -88,6 +88,7 @@ class Program:
         "_lock",
         "_specialized",
         "_static_positions",
+        "calling",
         "jitted",
         "kwargs",
         "min_nargs",
@@ -130,6 +131,9 @@ class Program:
         self._by_nargs: dict[int, Any] = {}
         self._specialized: dict[Any, Any] = {}
         self._lock = threading.Lock()
+        # The treedef of the function each thread calls a specialized program
+        # for (`Calling`): this program's own per-call state.
+        self.calling = Calling()
         in_shardings = kwargs.get("in_shardings", MISSING)
         if in_shardings is MISSING or isinstance(in_shardings, (tuple, list)):
             self.jitted: Any = _jax_jit(trampoline, **self._kwargs_for(None))
@@ -176,7 +180,7 @@ class Program:
     def specialized(self, treedef: Any) -> Any:
         """The program for functions that flatten to `treedef`, taking the leaves
         (a tuple) in front of the arguments, or `None` past `_SPECIALIZED_MAX`.
-        Set `CALLING.treedef` to the called function's treedef before each call.
+        Set `calling.treedef` to the called function's treedef before each call.
 
         It compiles what the trampoline compiles for such a function, but JAX
         dispatches a call of it without calling back into Python to flatten the
@@ -187,7 +191,9 @@ class Program:
         if jitted is None:
             if self.jitted is None or len(self._specialized) >= _SPECIALIZED_MAX:
                 return None
-            jitted = _jax_jit(_unflattening(self.trampoline), **self._kwargs_for(None))
+            jitted = _jax_jit(
+                _unflattening(self.trampoline, self.calling), **self._kwargs_for(None)
+            )
             with self._lock:
                 jitted = self._specialized.setdefault(treedef, jitted)
         return jitted
@@ -346,22 +352,19 @@ def _trampoline(fn: Any, signature: inspect.Signature) -> Callable[..., Any]:
     return trampoline
 
 
-class _Calling(threading.local):
+class Calling(threading.local):
     """The treedef of the function a specialized program is called for, set by
-    the caller (`JitFunction`) before each call: traced, the program rebuilds
-    that function, not the first of those with an equal treedef (statics equal
-    by their own `__eq__` are not the same objects)."""
+    the caller (`JitFunction`) before each call, per thread: traced, the program
+    rebuilds that function, not the first of those with an equal treedef
+    (statics equal by their own `__eq__` are not the same objects)."""
 
     treedef: Any = None
 
 
-CALLING: Final = _Calling()
-
-
-def _unflattening(trampoline: Any) -> Callable[..., Any]:
+def _unflattening(trampoline: Any, calling: Calling) -> Callable[..., Any]:
     """The trampoline, taking a function's leaves in place of the function (its
-    treedef is `CALLING.treedef`), and dressed as the trampoline is."""
-    call = lambda __lifted__, /, *args, **kwargs: trampoline(CALLING.treedef.unflatten(__lifted__), *args, **kwargs)  # fmt: skip # pyright: ignore[reportUnknownLambdaType, reportUnknownVariableType, reportUnknownMemberType]
+    treedef is `calling.treedef`), and dressed as the trampoline is."""
+    call = lambda __lifted__, /, *args, **kwargs: trampoline(calling.treedef.unflatten(__lifted__), *args, **kwargs)  # fmt: skip # pyright: ignore[reportUnknownLambdaType, reportUnknownVariableType, reportUnknownMemberType]
     code: types.CodeType = trampoline.__code__
     call.__code__ = call.__code__.replace(  # pyright: ignore[reportUnknownMemberType]
         co_name=code.co_name,

@@ -28,7 +28,7 @@ the shape, or the node, take the full walk.
 | Sharing and cycles | the walk's `ids` (one node per object); `flatten_checked`'s cycle guard | every node bound once and checked distinct at the end; the same `flatten_checked` |
 | Mutated containers | `mutated_paths` (with the function's globals, which tell `heapq.heappush` from another `heappush` and find it under another name) + `_refuse_mutation` | code that mutates through a capture whose structure rebuilds a list or dict, or calls a function named like a mutating one on it (or a global bound to one when the replay is made): never replayed (`_replayable`); otherwise the walk's answer is the same for every value of the shape |
 | Rebinding a dynamic capture | `CodeInfo.rebound` | the same code and leaf classes give the same answer |
-| Empty cells | `_Walk.cell` | a skeleton holding one is never kept for replay (`USER_CELLS`) |
+| Empty cells | `_Walk.cell` | a skeleton holding one is never kept for replay (`Skeleton.user_cells`) |
 """
 
 from __future__ import annotations
@@ -77,14 +77,11 @@ _counter = itertools.count()
 
 def replay(skeleton: Skeleton, obj: Any) -> list[Any] | None:
     """The leaves of `obj` if it captures to exactly `skeleton`, else `None`."""
-    cache = skeleton.cache
-    fn = cache.get("replay")
+    fn = skeleton.replay
     if fn is None:
-        if cache.get("walked", 0) < (
-            min(1, REPLAY_AFTER) if STATE.on else REPLAY_AFTER
-        ):
+        if skeleton.walked < (min(1, REPLAY_AFTER) if STATE.on else REPLAY_AFTER):
             return None
-        fn = cache["replay"] = _compile(skeleton)
+        fn = skeleton.replay = _compile(skeleton)
     if fn is _NO_REPLAY:
         return None
     try:
@@ -95,8 +92,7 @@ def replay(skeleton: Skeleton, obj: Any) -> list[Any] | None:
 
 def walked(skeleton: Skeleton) -> None:
     """Count a full walk that captured to `skeleton` again towards compiling it."""
-    cache = skeleton.cache
-    cache["walked"] = cache.get("walked", 0) + 1
+    skeleton.walked += 1
 
 
 class _Writer:

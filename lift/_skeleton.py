@@ -49,14 +49,22 @@ class Skeleton:
     __slots__ = (
         "__weakref__",
         "_hash",
-        "cache",
+        "attrs",
+        "exact",
         "float_leaves",
         "key",
         "leaf_types",
+        "live",
+        "names",
         "nleaves",
         "nodes",
+        "options",
         "order",
         "parents",
+        "paths",
+        "replay",
+        "user_cells",
+        "walked",
     )
 
     def __init__(
@@ -79,8 +87,26 @@ class Skeleton:
         self.leaf_types = leaf_types
         self.key = tuple(n.key for n in nodes)
         self._hash = hash(self.key)
-        # Derived facts other modules compute once per skeleton (not compared).
-        self.cache: dict[str, Any] = {}
+        # Derived facts, each computed once per skeleton (none is compared):
+        # what the full walk found (`lift._walk`): the names of the captured
+        # variables; a live tracer its statics hold, described (a skeleton made
+        # inside a transform, never kept for another closure); whether it holds
+        # a user's empty cell (only that closure has it).
+        self.names: frozenset[str] = frozenset()
+        self.live: str | None = None
+        self.user_cells = False
+        # Whether every static is determined by its key (`lift._capture`).
+        self.exact: bool | None = None
+        # The options lifted with, `(static names, dynamic)`, and the function's
+        # name, qualified name, docstring and module (`lift._lifted`).
+        self.options: tuple[frozenset[str], Any] | None = None
+        self.attrs: dict[str, Any] | None = None
+        # Each leaf's key path (`lift._paths`).
+        self.paths: tuple[Any, ...] | None = None
+        # The full walks of this shape so far, and its replay once compiled
+        # (`lift._replay`).
+        self.walked = 0
+        self.replay: Any = None  # a function, or the replay module's `_NO_REPLAY`
 
     def __eq__(self, other: object) -> bool:
         if self is other:

@@ -278,7 +278,7 @@ def check_opaque(leaf: Any, t: type[Any], holder: Any, label: Label) -> str | No
     """Refuse a static capture with a tracer hidden inside it whose transform has
     exited (the full walk and the replay alike). One whose transform is still
     running is kept, as the function itself keeps it while it runs there: said
-    (what `Lifted`'s flattening refuses, `LIVE`), or `None`."""
+    (what `Lifted`'s flattening refuses, `Skeleton.live`), or `None`."""
     if not scanned(t):
         return None
     return _live_or_refuse(

@@ -78,14 +78,10 @@ from ._trees import (
     ordered,
 )
 
-__all__ = ["DYNAMIC", "LIVE", "NODE", "STATIC", "USER_CELLS"]
+__all__ = ["DYNAMIC", "NODE", "STATIC"]
 
 
 _Tracer: Final = Tracer
-# The skeleton cache's mark of a skeleton whose statics hold a live tracer.
-LIVE: Final = "live tracers"
-# Its mark of a skeleton holding a user's empty cell (only that closure has it).
-USER_CELLS: Final = "user cells"
 
 
 # What `Walk.kind` says of a leaf.
@@ -181,11 +177,9 @@ class Walk:
             frozenset(self.float_leaves),
             tuple(map(leaf_class, self.leaves)),
         )
-        skeleton.cache["names"] = frozenset(self.names)
-        if self.live is not None:
-            skeleton.cache[LIVE] = self.live
-        if self.user_cells:
-            skeleton.cache[USER_CELLS] = True
+        skeleton.names = frozenset(self.names)
+        skeleton.live = self.live
+        skeleton.user_cells = self.user_cells
         return skeleton, self.leaves
 
     def parts(

@@ -473,7 +473,7 @@ def _agree(obj: Any) -> bool:
     assert hash(skeleton) == hash(walked)
     assert len(leaves) == len(walked_leaves)
     assert all(a is b for a, b in zip(leaves, walked_leaves, strict=True))
-    return callable(skeleton.cache.get("replay"))
+    return callable(skeleton.replay)
 
 
 _EXAMPLES = 200

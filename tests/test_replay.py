@@ -36,7 +36,7 @@ def skeleton(x: lift.Lifted) -> Any:
 
 
 def replayed(x: lift.Lifted) -> bool:
-    return callable(skeleton(x).cache.get("replay"))
+    return callable(skeleton(x).replay)
 
 
 def test_same_shape_shares_the_skeleton_object() -> None:
@@ -132,7 +132,7 @@ def test_replay_is_compiled_after_a_count_of_lifts_never_timings(
         for i in range(1, after + 2):
             assert not replayed(lift.lift(shape(0.1 * i)))
         x = lift.lift(shape(0.7))
-        assert skeleton(x).cache["walked"] == after
+        assert skeleton(x).walked == after
     assert replayed(x) and x(2.0) == pytest.approx(1.4)
 
 
