@@ -4,31 +4,23 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
 import types
-from collections.abc import Callable
 from typing import Any, Final, cast
 
 import jax
-import numpy as np
 
 from . import _trees as jtu
+from ._diff_skeleton import (
+    a_or_an,
+    at_path,
+    diff_lifted,
+    is_function,
+    join_path,
+    static_unequal,
+)
 from ._errors import static_str
 from ._lift import flatten_lifted, is_lifted, stops_flattening
 from ._lifted import Lifted
-from ._nodes import (
-    CellNode,
-    FunctionNode,
-    HolderNode,
-    MethodNode,
-    PartialNode,
-    Ref,
-    Static,
-    Template,
-)
-from ._skeleton import Skeleton
-from ._static import default_dynamic
-from ._trees import treedef_paths
 
 __all__ = ["diff"]
 
@@ -94,7 +86,7 @@ def _diff_leaves(
         kx, ky = _leaf_type(x), _leaf_type(y)
         if kx != ky:
             lines.append(
-                f"{_at(jtu.keystr(path))}a leaf of type {kx} in one, {ky} in the "
+                f"{at_path(jtu.keystr(path))}a leaf of type {kx} in one, {ky} in the "
                 "other (jax.jit compiles a program per leaf shape, dtype and weak "
                 "type)"
             )
@@ -142,11 +134,13 @@ def _diff_trees(a: Any, b: Any, lines: list[str]) -> None:
     while stack:
         path, x, y = stack.pop()
         if is_lifted(x) and is_lifted(y):
-            _diff_lifted(path, x, y, lines)
+            diff_lifted(path, x, y, lines)
             continue
         if is_lifted(x) or is_lifted(y) or stops_flattening(x) or stops_flattening(y):
             if _what(x) != _what(y) or type(x) is not type(y):
-                lines.append(f"{_at(path)}{_what(x)} in one, {_what(y)} in the other")
+                lines.append(
+                    f"{at_path(path)}{_what(x)} in one, {_what(y)} in the other"
+                )
             continue
         sx, sy = _one_level(x), _one_level(y)
         same = _same(sx, sy)
@@ -154,7 +148,7 @@ def _diff_trees(a: Any, b: Any, lines: list[str]) -> None:
             continue
         dx, dy = sx.node_data(), sy.node_data()
         if dx is None or dy is None or dx[0] is not dy[0]:
-            lines.append(f"{_at(path)}{_what(x)} in one, {_what(y)} in the other")
+            lines.append(f"{at_path(path)}{_what(x)} in one, {_what(y)} in the other")
             continue
         if not same:
             _diff_metadata(path, x, y, dx[1], dy[1], lines)
@@ -165,7 +159,7 @@ def _diff_trees(a: Any, b: Any, lines: list[str]) -> None:
         if [k for k, _ in cx] != [k for k, _ in cy]:
             continue  # other keys or fields: said by `_diff_metadata`
         for (kx, vx), (_, vy) in reversed(list(zip(cx, cy, strict=True))):
-            stack.append((_join(path, jtu.keystr(kx)), vx, vy))
+            stack.append((join_path(path, jtu.keystr(kx)), vx, vy))
 
 
 def _children(x: Any) -> list[tuple[Any, Any]]:
@@ -193,7 +187,7 @@ def _what(x: Any) -> str:
             )
     except Exception:
         pass
-    return _a(t.__name__)
+    return a_or_an(t.__name__)
 
 
 _FIX: Final = (
@@ -214,7 +208,7 @@ def _diff_metadata(
     fields: dict[str | None, list[str]] = {}
     reasons: list[str] = []
     for fx, fy in zip(hx, hy, strict=False):
-        unequal, why = _unequal(fx, fy)
+        unequal, why = static_unequal(fx, fy)
         if unequal:
             field = _field_of(x, fx) or _field_of(y, fy)
             fields.setdefault(field, []).append(_fn_name(fx))
@@ -235,7 +229,7 @@ def _diff_metadata(
         where = f"{path}.{field}" if field else path
         what = names[0] if len(names) == 1 else f"{', '.join(names)}"
         lines.append(
-            f"{_at(where)}{what} {'is' if len(names) == 1 else 'are'} held in the "
+            f"{at_path(where)}{what} {'is' if len(names) == 1 else 'are'} held in the "
             f"static metadata of {type(x).__name__} "
             f"({'field ' + repr(field) if field else 'a field that'} is not a pytree "
             "field), which JAX compares with `==`: a function is equal only to "
@@ -248,7 +242,7 @@ def _diff_metadata(
         return
     if len(hx) != len(hy):
         lines.append(
-            f"{_at(path)}{type(x).__name__}'s static metadata holds {len(hx)} "
+            f"{at_path(path)}{type(x).__name__}'s static metadata holds {len(hx)} "
             f"function(s) in one, {len(hy)} in the other"
         )
         return
@@ -262,22 +256,22 @@ def _diff_metadata(
         ]
         if not only:  # equal keys of other types (`1` and `1.0`)
             only = [f"keys equal by `==` but of other types ({_what(x)})"]
-        lines.append(f"{_at(path)}the dicts' keys differ: {', '.join(only)}")
+        lines.append(f"{at_path(path)}the dicts' keys differ: {', '.join(only)}")
         return
     if isinstance(x, (list, tuple)) and len(cast("list[Any]", x)) != len(
         cast("list[Any]", y)
     ):
-        lines.append(f"{_at(path)}{_what(x)} in one, {_what(y)} in the other")
+        lines.append(f"{at_path(path)}{_what(x)} in one, {_what(y)} in the other")
         return
     lines.append(
-        f"{_at(path)}{_type_name(x)}'s static metadata differs: "
+        f"{at_path(path)}{_type_name(x)}'s static metadata differs: "
         f"{static_str(mx)} vs {static_str(my)}"
         + "".join(
             f"; {why}"
             for why in dict.fromkeys(
                 why
                 for u, v in zip(_atoms(mx), _atoms(my), strict=False)
-                for unequal, why in [_unequal(u, v)]
+                for unequal, why in [static_unequal(u, v)]
                 if unequal and why
             )
         )
@@ -291,52 +285,6 @@ def _keys(reprs: list[str]) -> str:
     return f"the keys {', '.join(reprs)} are"
 
 
-def _by_identity(t: type[Any]) -> bool:
-    """Whether `==` on instances of `t` is identity: no `__eq__` of its own."""
-    return getattr(t, "__eq__", None) is object.__eq__
-
-
-def _unequal(u: Any, v: Any) -> tuple[bool, str]:
-    """Whether JAX's `==` on static data finds `u` and `v` different, and why
-    when the user could not tell from their values: an object compared by
-    identity, an `__eq__` that raises or answers with an array (both taken as
-    different here)."""
-    if u is v:
-        return False, ""
-    t: type[Any] = type(u)  # pyright: ignore[reportUnknownVariableType]
-    try:
-        eq = u == v
-        if type(eq) is bool:
-            unequal = not eq
-        elif getattr(eq, "shape", None) not in (None, ()):
-            return True, (
-                f"{_a(t.__name__)}'s `==` answers with an array, not True or False: "
-                "taken as different"
-            )
-        else:
-            unequal = not bool(eq)
-    except Exception as err:
-        return True, (
-            f"comparing {_a(t.__name__)} with `==` raised {type(err).__name__}: "
-            "taken as different"
-        )
-    if unequal and type(v) is t and _by_identity(t) and not _is_function(u):
-        return True, (
-            f"{_a(t.__name__)} has no `__eq__` of its own: compared by identity, "
-            "so each new one compiles anew"
-        )
-    return unequal, ""
-
-
-def _is_function(v: Any) -> bool:
-    t: type[Any] = type(v)  # pyright: ignore[reportUnknownVariableType]
-    return issubclass(t, Lifted) or t in (
-        types.FunctionType,
-        types.MethodType,
-        functools.partial,
-    )
-
-
 _SCAN_LIMIT: Final = 10_000
 
 
@@ -345,26 +293,9 @@ def _type_name(x: Any) -> str:
     return t.__name__
 
 
-# A path longer than this (functions nested thousands deep) keeps its start and
-# end around ` ... `: each step then costs the same, however deep the walk.
-_PATH_CHARS: Final = 1000
-
-
-def _join(path: str, more: str) -> str:
-    path += more
-    if len(path) > _PATH_CHARS:
-        path = f"{path[:300]} ... {path[-(_PATH_CHARS - 305) :]}"
-    return path
-
-
-def _at(path: str) -> str:
-    """`path: ` before a message, nothing at the top of the tree."""
-    return f"{path}: " if path else ""
-
-
 def _functions_in(data: Any) -> list[Any]:
     """The functions (`Lifted` included) held in static metadata, in order."""
-    return [v for v in _atoms(data) if _is_function(v)]
+    return [v for v in _atoms(data) if is_function(v)]
 
 
 def _atoms(data: Any) -> list[Any]:
@@ -377,7 +308,7 @@ def _atoms(data: Any) -> list[Any]:
         v = stack.pop()
         seen += 1
         t: type[Any] = type(v)  # pyright: ignore[reportUnknownVariableType]
-        if _is_function(v):
+        if is_function(v):
             found.append(v)
         elif t in (tuple, list, frozenset, set) or issubclass(t, tuple):
             stack.extend(reversed(list(cast("tuple[Any, ...]", v))))
@@ -413,376 +344,3 @@ def _fn_name(fn: Any) -> str:
 
 
 # -- lifted functions ---------------------------------------------------------------
-
-
-class _Side:
-    """One of the two skeletons being compared, and how it was lifted."""
-
-    __slots__ = ("dynamic", "names", "skeleton")
-
-    def __init__(self, skeleton: Skeleton) -> None:
-        self.skeleton = skeleton
-        names, dynamic = skeleton.options or (frozenset[str](), None)
-        self.names: frozenset[str] = names
-        self.dynamic: Callable[[Any], bool] | None = dynamic
-
-
-def _diff_lifted(
-    prefix: str, x: Lifted[Any, Any], y: Lifted[Any, Any], lines: list[str]
-) -> None:
-    if type(x) is not type(y):
-        lines.append(
-            f"{_at(prefix)}a {type(x).__qualname__} in one, a {type(y).__qualname__} in "
-            "the other"
-        )
-        return
-    sa, sb = _Side(x._skeleton), _Side(y._skeleton)
-    if sa.skeleton == sb.skeleton:
-        return
-    before = len(lines)
-    # Both graphs walked together from their roots, by what refers to what: a
-    # subgraph of another size elsewhere does not shift what is compared.
-    stack: list[tuple[str, int, int]] = [(prefix, 0, 0)]
-    seen: set[tuple[int, int]] = set()
-    while stack:
-        path, ia, ib = stack.pop()
-        if (ia, ib) in seen:
-            continue
-        seen.add((ia, ib))
-        _diff_node(path, sa, sb, ia, ib, lines, stack)
-    if len(lines) == before:
-        lines.append(
-            f"{_at(prefix)}the same functions and values, shared differently (one "
-            "object captured in two places in one, two equal objects in the other)"
-        )
-
-
-def _node_name(skeleton: Skeleton, index: int) -> str:
-    """A node as people know it: `qualname (file:line)`, `functools.partial(f)`."""
-    node = skeleton.nodes[index]
-    if isinstance(node, FunctionNode):
-        code = node.info.code
-        return f"{node.qualname} ({code.co_filename}:{code.co_firstlineno})"
-    if isinstance(node, CellNode):
-        return _node_name(skeleton, node.owner)
-    inner = _ref_name(skeleton, node.func)
-    if isinstance(node, PartialNode):
-        return f"functools.partial({inner})"
-    if isinstance(node, MethodNode):
-        return f"bound method ({inner})"
-    return f"{node.holder.name}({inner})"
-
-
-def _ref_name(skeleton: Skeleton, template: Template) -> str:
-    slots = template.slots
-    if len(slots) == 1 and type(slots[0]) is Ref:
-        node = skeleton.nodes[slots[0].index]
-        if isinstance(node, FunctionNode):
-            return node.qualname
-    return "..."
-
-
-def _owner(skeleton: Skeleton, template: Template) -> str:
-    node = skeleton.nodes[skeleton.function_of(template)]
-    if isinstance(node, FunctionNode):
-        code = node.info.code
-        return f"{node.qualname} at {code.co_filename}:{code.co_firstlineno}"
-    return node.kind
-
-
-def _parts(skeleton: Skeleton, index: int) -> dict[Any, tuple[Any, Template | None]]:
-    """A node's parts by what they are called, a function's cells included."""
-    node = skeleton.nodes[index]
-    out: dict[Any, tuple[Any, Template | None]] = {}
-    if isinstance(node, FunctionNode):
-        for c in node.cells:
-            cell = cast(CellNode, skeleton.nodes[c])
-            out[cell.label.ident] = (cell.label, cell.template)
-    for label, template in node.parts():
-        out[label.ident] = (label, template)
-    return out
-
-
-def _diff_node(
-    path: str,
-    sa: _Side,
-    sb: _Side,
-    ia: int,
-    ib: int,
-    lines: list[str],
-    stack: list[tuple[str, int, int]],
-) -> None:
-    na, nb = sa.skeleton.nodes[ia], sb.skeleton.nodes[ib]
-    if type(na) is not type(nb):
-        lines.append(
-            f"{_at(path)}a {na.kind} ({_node_name(sa.skeleton, ia)}) in one, a "
-            f"{nb.kind} ({_node_name(sb.skeleton, ib)}) in the other"
-        )
-        return
-    if isinstance(na, FunctionNode):
-        assert isinstance(nb, FunctionNode)
-        ca, cb = na.info.code, nb.info.code
-        if ca is not cb and (na.info.hash != nb.info.hash or ca != cb):
-            same = (ca.co_filename, ca.co_firstlineno, na.qualname) == (
-                cb.co_filename,
-                cb.co_firstlineno,
-                nb.qualname,
-            )
-            lines.append(
-                f"{path + ' is a' if path else 'two'} different function"
-                f"{'' if path else 's'}: {_node_name(sa.skeleton, ia)} vs "
-                f"{_node_name(sb.skeleton, ib)}"
-                + (" (same name and line, different code)" if same else "")
-            )
-            return
-        if na.globals is not nb.globals:
-            lines.append(
-                f"{_at(path)}{na.qualname} reads another module's globals (the module "
-                "was loaded twice)"
-            )
-        if (na.name, na.qualname) != (nb.name, nb.qualname):
-            lines.append(f"{_at(path)}renamed, {na.qualname!r} vs {nb.qualname!r}")
-        if na.meta != nb.meta:
-            lines.append(
-                f"{_at(path)}{na.qualname}'s docstring, module or annotations differ"
-            )
-        if (na.has_defaults, na.has_kwdefaults) != (nb.has_defaults, nb.has_kwdefaults):
-            lines.append(f"{_at(path)}{na.qualname} has defaults in one only")
-    elif isinstance(na, HolderNode):
-        assert isinstance(nb, HolderNode)
-        if Static(na.static) != Static(nb.static):
-            lines.append(f"{_at(path)}{na.holder.name} options differ")
-    pa, pb = _parts(sa.skeleton, ia), _parts(sb.skeleton, ib)
-    for ident in pa.keys() - pb.keys():
-        lines.append(f"{path}{pa[ident][0].text}: captured in one only")
-    for ident in pb.keys() - pa.keys():
-        lines.append(f"{path}{pb[ident][0].text}: captured in one only")
-    for ident, (label, ta) in pa.items():
-        if ident not in pb:
-            continue
-        tb = pb[ident][1]
-        where = _join(path, label.text)
-        if ta is None or tb is None:
-            if (ta is None) != (tb is None):
-                lines.append(
-                    f"{where}: {label.variable} is not yet bound in one (an empty "
-                    "closure cell)"
-                )
-            continue
-        _diff_template(where, label.variable, sa, sb, ta, tb, lines, stack)
-    if list(pa) != list(pb) and pa.keys() == pb.keys():
-        lines.append(f"{_at(path)}the same captures, in another order")
-
-
-def _shape(template: Template) -> str:
-    if template.treedef is None:
-        return "a single value"
-    # Dicts as the rebuilt value holds them: in insertion order.
-    text = str(template.treedef if template.order is None else template.order[0])
-    text = text.removeprefix("PyTreeDef(").removesuffix(")")
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _diff_template(
-    where: str,
-    variable: str | None,
-    sa: _Side,
-    sb: _Side,
-    ta: Template,
-    tb: Template,
-    lines: list[str],
-    stack: list[tuple[str, int, int]],
-) -> None:
-    if ta.treedef != tb.treedef or ta.order != tb.order:
-        lines.append(
-            f"{where}: {variable or 'it'} holds {_shape(ta)} in one, {_shape(tb)} in "
-            "the other"
-            + (
-                " (the same keys in another order: lift keeps a dict's insertion "
-                "order, as Python iterates it, so each order is its own program)"
-                if ta.treedef == tb.treedef
-                else ""
-            )
-        )
-        return
-    name = variable or "it"
-    subpaths = treedef_paths(ta.treedef) if ta.treedef is not None else None
-    for pos, (u, v) in enumerate(zip(ta.slots, tb.slots, strict=True)):
-        sub = where
-        if subpaths is not None:
-            sub += "".join(str(e) for e in subpaths[pos])
-        tu, tv = type(u), type(v)
-        if tu is int and tv is int:
-            continue
-        if tu is Ref and tv is Ref:
-            stack.append((sub, cast(Ref, u).index, cast(Ref, v).index))
-            continue
-        if tu is Static and tv is Static:
-            if u == v:
-                continue
-            su, sv = cast(Static, u), cast(Static, v)
-            _, why = _unequal(su.value, sv.value)  # an `__eq__` that cannot say
-            if _by_identity(type(su.value)):  # pyright: ignore[reportUnknownArgumentType]
-                why = ""  # said by `_why_static`
-            if _reordered(su.value, sv.value):
-                why = (
-                    "the same keys in another order: lift keeps a dict's insertion "
-                    "order, as Python iterates it, so each order is its own program"
-                )
-            lines.append(
-                f"{sub}: {name} = {_keyed_str(su)} vs {_keyed_str(sv)}, "
-                f"static because {_why_static(sa, ta, name, su)}"
-                + (f"; {why}" if why else "")
-                + f" (in {_owner(sa.skeleton, ta)})"
-            )
-            continue
-        lines.append(
-            f"{sub}: {name} is {_slot_str(sa, ta, name, u)} in one, "
-            f"{_slot_str(sb, tb, name, v)} in the other (in {_owner(sa.skeleton, ta)})"
-        )
-
-
-def _slot_str(side: _Side, template: Template, name: str, slot: Any) -> str:
-    if type(slot) is int:
-        return "a leaf (dynamic)"
-    if type(slot) is Ref:
-        return f"a {side.skeleton.nodes[slot.index].kind} ({_node_name(side.skeleton, slot.index)})"
-    static = cast(Static, slot)
-    return f"static {_keyed_str(static)} ({_why_static(side, template, name, static)})"
-
-
-def _keyed_str(slot: Static) -> str:
-    """A static as its `Lifted` was keyed with it: a captured list, dict or set
-    kept whole (the user's own object, changed since, perhaps) as it held when
-    lifted, read back from its key; any other static as it is."""
-    value = slot.value
-    t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
-    if (t is list or t is dict or t is set) and not slot.by_identity:
-        try:
-            text = _key_str(slot.slot_key)
-        except _Unreadable:
-            pass
-        else:
-            return text if len(text) <= _LIMIT else text[: _LIMIT - 3] + "..."
-    return static_str(value)
-
-
-_LIMIT: Final = 80  # as `static_str` cuts a value
-
-
-class _Unreadable(Exception):
-    """A static key `_key_str` cannot read back."""
-
-
-def _key_str(key: Any) -> str:
-    """The text of the value a static key (`static_key`, or the contents key of
-    a list, dict or set kept whole) was made from, nested items included; read
-    iteratively (an explicit stack of pending texts)."""
-    out: list[str] = []
-    # Items are a key to read, or a literal text to emit.
-    stack: list[tuple[bool, Any]] = [(True, key)]
-    while stack:
-        is_key, item = stack.pop()
-        if not is_key:
-            out.append(item)
-            continue
-        if type(item) is not tuple or not item:
-            raise _Unreadable
-        item = cast("tuple[Any, ...]", item)
-        t: Any = item[0]
-        parts: list[tuple[bool, Any]]
-        if t is list or t is tuple:
-            items = list(item[1])
-            close = "," if t is tuple and len(items) == 1 else ""
-            parts = _joined(
-                items, "[" if t is list else "(", close + ("]" if t is list else ")")
-            )
-        elif t is set or t is frozenset:
-            items = sorted(item[1], key=repr)
-            if not items:
-                parts = [(False, "set()" if t is set else "frozenset()")]
-            else:
-                parts = _joined(
-                    items, "{" if t is set else "frozenset({", "}" if t is set else "})"
-                )
-        elif t is dict:
-            parts = [(False, "{")]
-            for i, (k, v) in enumerate(item[1]):
-                if i:
-                    parts.append((False, ", "))
-                parts += [(True, k), (False, ": "), (True, v)]
-            parts.append((False, "}"))
-        elif t is float and len(item) == 2:
-            parts = [(False, repr(float.fromhex(item[1])))]
-        elif t is complex and len(item) == 3:
-            parts = [
-                (False, repr(complex(float.fromhex(item[1]), float.fromhex(item[2]))))
-            ]
-        elif type(t) is type and len(item) == 2 and isinstance(item[1], t):
-            parts = [(False, static_str(item[1]))]
-        elif type(t) is type and len(item) == 3 and isinstance(item[2], item[1]):
-            parts = [(False, static_str(item[2]))]  # compared by its own `__eq__`
-        elif type(t) is type and issubclass(t, np.generic) and len(item) == 3:
-            parts = [(False, static_str(np.frombuffer(item[2], item[1])[0]))]
-        else:
-            raise _Unreadable
-        stack.extend(reversed(parts))
-    return "".join(out)
-
-
-def _joined(items: list[Any], open_: str, close: str) -> list[tuple[bool, Any]]:
-    parts: list[tuple[bool, Any]] = [(False, open_)]
-    for i, k in enumerate(items):
-        if i:
-            parts.append((False, ", "))
-        parts.append((True, k))
-    parts.append((False, close))
-    return parts
-
-
-def _a(noun: str) -> str:
-    return f"{'an' if noun[:1].lower() in 'aeiou' else 'a'} {noun}"
-
-
-def _reordered(a: Any, b: Any) -> bool:
-    """Whether `a` and `b` are dicts with the same items in another order."""
-    if type(a) is not dict or type(b) is not dict:
-        return False
-    ka, kb = list(cast("dict[Any, Any]", a)), list(cast("dict[Any, Any]", b))
-    return ka != kb and len(ka) == len(kb) and set(ka) == set(kb)
-
-
-def _why_static(side: _Side, template: Template, name: str, slot: Static) -> str:
-    """Why a captured value is static, as the user can act on it."""
-    value = slot.value
-    if slot.by_identity:
-        return (
-            f"it is {_a(type(value).__name__)}, not a float or array, and unhashable: "
-            "compared by identity, so each new object compiles anew"
-        )
-    if name in side.names:
-        return f"you declared it static (static=({name!r},))"
-    if side.dynamic is not None:
-        return "your `dynamic=` predicate left it static"
-    t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
-    if t in (float, complex) or default_dynamic(value):
-        site = _branch_site(side.skeleton, name)
-        if site is not None:
-            return f"it is used in `if` at {site} (a traced value could not run there)"
-        return "code branches on it in Python (a traced value could not run there)"
-    if _by_identity(t) and not issubclass(t, (type, types.ModuleType)):
-        return (
-            f"it is {_a(t.__name__)}, not a float or array, with no `__eq__` of its "
-            "own: compared by identity, so each new object compiles anew"
-        )
-    return f"it is {_a(t.__name__)}, not a float or array"
-
-
-def _branch_site(skeleton: Skeleton, name: str) -> str | None:
-    """`file:line` where a function of the graph branches in Python on `name`."""
-    for node in skeleton.nodes:
-        if isinstance(node, FunctionNode):
-            site = node.info.branch_sites.get(name)
-            if site is not None:
-                return f"{site[0]}:{site[1]}"
-    return None

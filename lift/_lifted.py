@@ -578,6 +578,11 @@ def _register(cls: type[Lifted[Any, Any]]) -> None:
     register_function_of(cls, rebuilt)
 
 
+def skeleton_of(x: Lifted[Any, Any]) -> Skeleton:
+    """`x`'s skeleton: its treedef's static half."""
+    return x._skeleton
+
+
 def rebuilt(x: Lifted[Any, Any]) -> Callable[..., Any]:
     """A new function with fresh cells holding `x`'s current leaves (what
     `lift.unlift` gives)."""

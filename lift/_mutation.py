@@ -21,17 +21,17 @@ that mutate an operand record its paths:
 - an item store or deletion, whatever computes the key (`x[k] = v`,
   `x[i + 1] = v`, `del x[k]`), and an augmented one (`x['loss'] += v`);
 - a slice store or deletion (`x[:] = v`, `x[a:b] = v`, `del x[1:]`);
-- a mutating method (`.append`, `.update`, ...: `_MUTATORS`), read as an
+- a mutating method (`.append`, `.update`, ...: `MUTATORS`), read as an
   attribute even if not called there (`push = x.append`);
 - an augmented assignment to the container (`x += [v]`, `x |= {...}`), which
   lists and dicts do in place;
 - a call of a function known to mutate its first argument, resolved by the
   object its name is bound to in the function's globals, under any name
   (`heapq.heappush(x, v)`, `hq.heappush`, `from heapq import heappush as push`,
-  `random.shuffle`, `np.random.shuffle`: `_MUTATING_FUNCTIONS`), or in a
+  `random.shuffle`, `np.random.shuffle`: `MUTATING_FUNCTIONS`), or in a
   module the code imports itself; and a builtin container's mutating method
   called unbound (`list.append(x, v)`, `app = dict.update; app(x, other)`:
-  `_MUTATING_METHODS`).
+  `MUTATING_METHODS`).
 
 The path is the one from the captured value to the container mutated
 (`state[0].append` mutates `state[0]`, not `state`; a slice store mutates the
@@ -62,87 +62,27 @@ it defines, is not followed at all: most is not (`_may_mutate`, `_feeds`).
 
 from __future__ import annotations
 
-import bisect
-import builtins
 import dis
-import heapq
-import operator
-import random
 import sys
 import threading
 import types
 import weakref
 from collections.abc import Mapping
-from typing import Any, Final, TypeAlias, cast
-
-import numpy.random
+from typing import Any, Final, TypeAlias
 
 from ._code import FREE, PARAM, Flow, Source
+from ._mutators import (
+    IMPORT,
+    MUTATING_NAMES,
+    MUTATORS,
+    NO_ALIASES,
+    aliases_in,
+    named_like_a_mutator,
+    resolves_to_a_mutator,
+)
 
 __all__ = ["ANY", "ATTR_STEP", "ITEM_STEP", "Path", "mutated_names", "mutated_paths"]
 
-# Methods of `list`, `dict` and `set` that change the container.
-_MUTATORS: Final = frozenset(
-    {
-        "append",
-        "extend",
-        "insert",
-        "pop",
-        "remove",
-        "clear",
-        "sort",
-        "reverse",
-        "update",
-        "setdefault",
-        "popitem",
-        "add",
-        "discard",
-        "__setitem__",
-        "__delitem__",
-        "__iadd__",
-        "__ior__",
-    }
-)
-
-# Functions of the standard library that mutate their first argument, by the
-# names their modules give them.
-_MUTATING_FUNCTIONS: Final = (
-    (heapq, ("heappush", "heappop", "heapify", "heapreplace", "heappushpop")),
-    (bisect, ("insort", "insort_left", "insort_right")),
-    (random, ("shuffle",)),
-    (numpy.random, ("shuffle",)),  # (a list too: `np.random.shuffle(x)`)
-    (
-        operator,
-        (
-            "setitem",
-            "delitem",
-            "iadd",
-            "iconcat",
-            "imul",
-            "ior",
-            "__setitem__",
-            "__delitem__",
-            "__iadd__",
-            "__iconcat__",
-            "__imul__",
-            "__ior__",
-        ),
-    ),
-)
-# The builtin containers' mutating methods, called unbound (`list.append(buf,
-# v)`, `app = dict.update`): by the chain that names each (`("list", "append")`).
-_MUTATING_METHODS: Final = tuple(
-    (t, tuple(sorted(n for n in _MUTATORS if n in vars(t)))) for t in (list, dict, set)
-)
-_MUTATING: Final[dict[int, object]] = {
-    id(f): f
-    for owner, names in (*_MUTATING_FUNCTIONS, *_MUTATING_METHODS)
-    for f in (vars(owner)[name] for name in names)
-}
-_MUTATING_NAMES: Final = frozenset(n for _, names in _MUTATING_FUNCTIONS for n in names)
-_METHOD_CHAINS: Final = frozenset(
-    (t.__name__, n) for t, names in _MUTATING_METHODS for n in names
-)
 
 # A step of a path: an item by a constant key, an attribute, or an item whose
 # key the code computes (`ANY`).
@@ -152,7 +92,7 @@ ANY: Final = ("item", None, "any")
 Path: TypeAlias = tuple[tuple[Any, ...], ...]
 # A captured name passed, at a path, to a call of a global chain
 # (`heapq.heappush` is `(_GLOBAL, "heapq", "heappush")`) or of a module the
-# code imports itself (`(_IMPORT, "heapq", "heappush")`).
+# code imports itself (`(IMPORT, "heapq", "heappush")`).
 _Call: TypeAlias = tuple[str, Path, tuple[str, ...]]
 
 # What a stack slot holds besides paths into variables (`(FREE, name, *steps)`,
@@ -163,7 +103,6 @@ _Call: TypeAlias = tuple[str, Path, tuple[str, ...]]
 _CONST: Final = "const"
 _SLICE: Final[Source] = ("slice",)
 _GLOBAL: Final = "global"
-_IMPORT: Final = "import"
 _FROMLIST: Final[Source] = ("fromlist",)
 _UNKNOWN: Final[frozenset[Source]] = frozenset({("unknown",)})
 _VARIABLES: Final = (FREE, PARAM)
@@ -189,7 +128,7 @@ _CODE: Final = "code"
 # `_PAIRS`, `_PAIR`), one of its iterator's items (`next`), or its attribute.
 _METHOD_RESULTS: Final = {
     "get": "item",
-    "setdefault": "item",  # (which `_MUTATORS` records as a mutation too)
+    "setdefault": "item",  # (which `MUTATORS` records as a mutation too)
     "pop": "item",
     "__getitem__": "item",
     "values": _ELEMENTS,
@@ -240,10 +179,10 @@ _WRITES: Final = frozenset(
     if name in dis.opmap
 )
 _BINARY_OP: Final = dis.opmap["BINARY_OP"]
-_NAMES: Final = _MUTATORS | _MUTATING_NAMES
+_NAMES: Final = MUTATORS | MUTATING_NAMES
 
 # Keyed by `id(code)`, holding the code weakly (an entry is dropped with it):
-# the names that may be a mutating function's alias (`_aliases`), and for each
+# the names that may be a mutating function's alias (`aliases`), and for each
 # set of aliases met, the code's mutations and the calls that may be.
 _Analysis: TypeAlias = tuple[dict[str, frozenset[Path]], tuple[_Call, ...]]
 _cache: dict[
@@ -251,7 +190,6 @@ _cache: dict[
     tuple[weakref.ref[types.CodeType], frozenset[str], dict[frozenset[str], _Analysis]],
 ] = {}
 _lock = threading.Lock()
-_NO_ALIASES: Final[frozenset[str]] = frozenset()
 
 
 def mutated_names(
@@ -275,13 +213,13 @@ def mutated_paths(
     `namespace`: the globals the code runs in (`fn.__globals__`), which tell
     whether a call of `heappush`, `hq.heappush` or `push` is `heapq.heappush`
     (by the object the name is bound to); without it, a call of any function
-    named like one of `_MUTATING_FUNCTIONS` (or `list.append`, ...) counts, and
+    named like one of `MUTATING_FUNCTIONS` (or `list.append`, ...) counts, and
     no other name. `named`: with `namespace`, a call named like one counts
     too, whatever the name is bound to now (the replay's question: a global may
     be rebound after it is compiled).
     """
     names, results = _entry(code)
-    aliases = _NO_ALIASES if namespace is None else _aliases(names, namespace)
+    aliases = NO_ALIASES if namespace is None else aliases_in(names, namespace)
     found_paths = results.get(aliases)
     if found_paths is None:
         found_paths = _analysis(code, aliases, results)
@@ -292,8 +230,8 @@ def mutated_paths(
     for name, path, callee in calls:
         if (
             namespace is None
-            or (named and _named(callee))
-            or _resolves(callee, namespace)
+            or (named and named_like_a_mutator(callee))
+            or resolves_to_a_mutator(callee, namespace)
         ):
             found.setdefault(name, set()).add(path)
     return {name: frozenset(p) for name, p in found.items()}
@@ -302,7 +240,7 @@ def mutated_paths(
 def _entry(
     code: types.CodeType,
 ) -> tuple[frozenset[str], dict[frozenset[str], _Analysis]]:
-    """`code`'s cache entry: made on first sight (its names: see `_aliases`)."""
+    """`code`'s cache entry: made on first sight (its names: see `aliases`)."""
     entry = _cache.get(id(code))
     if entry is not None and entry[0]() is code:
         return entry[1], entry[2]
@@ -342,65 +280,6 @@ def _analysis(
     with _lock:
         results[aliases] = result
     return result
-
-
-def _aliases(names: frozenset[str], namespace: Mapping[str, Any]) -> frozenset[str]:
-    """The names among `names` (those of a code object not named like a mutating
-    function) that `namespace` binds to one (`from heapq import heappush as
-    push`, `app = list.append`): the code's calls of them are followed."""
-    out: list[str] = []
-    for name in namespace.keys() & names:  # (in C: most names are attributes')
-        value = namespace[name]
-        if _MUTATING.get(id(value)) is value:
-            out.append(name)
-    return frozenset(out) if out else _NO_ALIASES
-
-
-def _named(callee: tuple[str, ...]) -> bool:
-    """Whether a call's callee is named like a mutating function."""
-    return callee[-1] in _MUTATING_NAMES or callee[-2:] in _METHOD_CHAINS
-
-
-def _resolves(callee: tuple[str, ...], namespace: Mapping[str, Any]) -> bool:
-    """Whether a callee is one of `_MUTATING_FUNCTIONS` or `_MUTATING_METHODS`:
-    the global `callee[1]` (a builtin if `namespace` binds no such name), or the
-    module the code imports, then attributes of modules and classes (read from
-    their `__dict__`, a class's through its MRO: no code runs)."""
-    kind, first, *rest = callee
-    value: object
-    if kind == _IMPORT:
-        value = sys.modules.get(first)
-    elif first in namespace:
-        value = namespace[first]
-    else:
-        table: object = namespace.get("__builtins__", builtins)
-        if isinstance(table, types.ModuleType):
-            table = table.__dict__
-        value = (
-            cast("dict[str, object]", table).get(first) if type(table) is dict else None
-        )
-    for name in rest:
-        if isinstance(value, types.ModuleType):
-            value = value.__dict__.get(name)
-        elif isinstance(value, type):
-            value = _class_attribute(value, name)
-        else:
-            return False
-    return _MUTATING.get(id(value)) is value
-
-
-_MRO: Final[Any] = vars(type)["__mro__"]
-_DICT: Final[Any] = vars(type)["__dict__"]
-
-
-def _class_attribute(cls: type[Any], name: str) -> object:
-    """`name` in the `__dict__` of `cls` or of a class in its MRO, read as
-    `inspect.getattr_static` does: no code of theirs runs."""
-    for klass in _MRO.__get__(cls):
-        table = _DICT.__get__(klass)
-        if name in table:
-            return table[name]
-    return None
 
 
 def _parameters(code: types.CodeType) -> frozenset[str]:
@@ -455,7 +334,7 @@ def _feeds(code: types.CodeType, aliases: frozenset[str]) -> bool:
     )
 
 
-def _may_mutate(code: types.CodeType, aliases: frozenset[str] = _NO_ALIASES) -> bool:
+def _may_mutate(code: types.CodeType, aliases: frozenset[str] = NO_ALIASES) -> bool:
     """Whether `code` (not the code nested in it) has an instruction that
     `_Mutations` records: read from its opcodes (every other byte of
     `co_code`) and names (with `aliases`, the globals bound to a mutating
@@ -535,13 +414,13 @@ class _Mutations(Flow):
             if _FROMLIST not in fromlist:  # `import a.b` gives `a`
                 name = name.partition(".")[0]
             absolute = level == frozenset({(_CONST, 0)})  # (not `from . import`)
-            stack.append(frozenset({(_IMPORT, name)}) if absolute else _UNKNOWN)
+            stack.append(frozenset({(IMPORT, name)}) if absolute else _UNKNOWN)
         elif op == "IMPORT_FROM":  # the module stays beneath
             stack.append(_attribute(stack[-1] if stack else _UNKNOWN, str(ins.argval)))
         elif op == "LOAD_ATTR" or op == "LOAD_METHOD":
             obj = self.pop(stack)
             name = str(ins.argval)
-            if name in _MUTATORS:
+            if name in MUTATORS:
                 self.mutate(obj)
             attribute = _attribute(obj, name)
             if dis.stack_effect(ins.opcode, ins.arg) > 0:
@@ -648,7 +527,7 @@ class _Mutations(Flow):
                     if how is not None:  # `x.get(k)`
                         out.update(_result(frozenset({callee[:-1]}), how, args))
                 continue
-            if kind != _GLOBAL and kind != _IMPORT:
+            if kind != _GLOBAL and kind != IMPORT:
                 continue
             if kind == _GLOBAL and len(callee) == 2 and callee[1] in _BUILTIN_RESULTS:
                 out.update(_called(callee[1], args))
@@ -661,7 +540,8 @@ class _Mutations(Flow):
             ):  # `dict.get(d, k)`
                 out.update(_result(args[0], _METHOD_RESULTS[callee[2]], args[1:]))
             if args and (
-                _named(callee) or (kind == _GLOBAL and callee[1] in self.aliases)
+                named_like_a_mutator(callee)
+                or (kind == _GLOBAL and callee[1] in self.aliases)
             ):
                 for source in args[0]:
                     if source[0] in _VARIABLES and source[1] in self.captured:
@@ -750,7 +630,7 @@ def _attribute(obj: frozenset[Source], name: str) -> frozenset[Source]:
     for source in obj:
         if source[0] in _VARIABLES:
             out.add((*source, (ATTR_STEP, name)))
-        elif source[0] == _GLOBAL or source[0] == _IMPORT:
+        elif source[0] == _GLOBAL or source[0] == IMPORT:
             out.add((*source, name))
     return frozenset(out) if out else _UNKNOWN
 
