@@ -1,4 +1,3 @@
-# pyright: reportPrivateUsage=false
 """`lift.diff`: why two pytrees would compile separately, in the user's terms."""
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from typing import Any, Final, cast
 import numpy as np
 
 from ._errors import static_str
-from ._lifted import Lifted, skeleton_of
+from ._lifted import Lifted
 from ._nodes import (
     CellNode,
     FunctionNode,
@@ -23,7 +23,7 @@ from ._nodes import (
     Static,
     Template,
 )
-from ._skeleton import Skeleton
+from ._skeleton import Skeleton, skeleton_of
 from ._static import default_dynamic
 from ._trees import treedef_paths
 

@@ -1,6 +1,5 @@
 """`lift`, `unlift`, `is_lifted`: the functions users call."""
 
-# pyright: reportPrivateUsage=false
 from __future__ import annotations
 
 import functools
@@ -19,6 +18,7 @@ from ._hidden import aux_tracer
 from ._leaks import find_leaks
 from ._lifted import Lifted, check_options, construct, rebuilt
 from ._optax import as_functions
+from ._skeleton import capture_into, skeleton_of
 from ._static import static_key
 from ._trees import (
     ITERATORS,
@@ -199,8 +199,8 @@ def lift(
         if cls is not None:
             # `static=` names may be captured by any of the functions.
             new = object.__new__(cls)
-            new._capture(cast(Any, leaf), names, dynamic)  # pyright: ignore[reportPrivateUsage]
-            seen.update(new._skeleton.names)  # pyright: ignore[reportPrivateUsage]
+            capture_into(new, cast(Any, leaf), names, dynamic)
+            seen.update(skeleton_of(new).names)
             made.append(new)
         out.append(new)
     if names:

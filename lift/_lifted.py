@@ -19,13 +19,7 @@ from . import _compat, _registry, _state_dict, _trees as jtu
 from ._capture import capture, check_static_names
 from ._closure import register_function_of
 from ._convert import convert
-from ._describe import (
-    explain_concretization,
-    pformat,
-    reject,
-    repr_pretty,
-    treescope_repr,
-)
+from ._describe import explain_concretization, reject
 from ._errors import (
     LiftAttributeError,
     LiftError,
@@ -36,6 +30,7 @@ from ._errors import (
 from ._floats import as_arrays
 from ._paths import _NOT_FOUND, attribute_of, captures_of, leaf_paths
 from ._rebuild import build
+from ._repr import pformat, repr_pretty, treescope_repr
 from ._skeleton import (
     Skeleton,
     root_function,
@@ -576,11 +571,6 @@ def _register(cls: type[Lifted[Any, Any]]) -> None:
 
     jtu.register_pytree_with_keys(cls, flatten_with_keys, unflatten, flatten)
     register_function_of(cls, rebuilt)
-
-
-def skeleton_of(x: Lifted[Any, Any]) -> Skeleton:
-    """`x`'s skeleton: its treedef's static half."""
-    return x._skeleton
 
 
 def rebuilt(x: Lifted[Any, Any]) -> Callable[..., Any]:

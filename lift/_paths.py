@@ -1,4 +1,3 @@
-# pyright: reportPrivateUsage=false
 """Where each leaf sits: the key paths of a `Lifted`.
 
 `tree_flatten_with_path` of a `Lifted` gives each leaf one `CapturePath` entry
@@ -15,7 +14,7 @@ from . import _trees as jtu
 from ._labels import ARG, CAPTURES, KEYWORD
 from ._nodes import CellNode, FunctionNode, MethodNode, PartialNode, Ref, Template
 from ._rebuild import build_nodes
-from ._skeleton import LiftedParts, Skeleton
+from ._skeleton import LiftedParts, Skeleton, arrays_of, capture_into, skeleton_of
 from ._trees import treedef_paths
 
 __all__ = [
@@ -209,8 +208,8 @@ def _materializer(
 ) -> tuple[tuple[Any, ...], list[Any]]:
     """The leaves, and the rebuilt nodes with the functions `templates` refer to
     as `Lifted` (lifted with `x`'s options), so `.captures` goes on at depth."""
-    skeleton = x._skeleton
-    leaves = x._arrays()
+    skeleton = skeleton_of(x)
+    leaves = arrays_of(x)
     objs = build_nodes(skeleton, leaves)
     names, dynamic = skeleton.options or (frozenset[str](), None)
     for template in templates:
@@ -221,7 +220,7 @@ def _materializer(
                 obj = objs[slot.index]
                 if not isinstance(obj, lifted):
                     view = object.__new__(lifted)
-                    view._capture(obj, names, dynamic)
+                    capture_into(view, obj, names, dynamic)
                     objs[slot.index] = view
     return leaves, objs
 
@@ -230,7 +229,7 @@ def captures_of(x: LiftedParts, lifted: type[Any]) -> dict[str, Any]:
     """`x.captures`: the root's captured variables by name, current leaves, with
     captured functions as `Lifted` (see `Lifted.captures`)."""
     parts = [
-        (label, t) for label, t in _root_parts(x._skeleton) if label.kind in CAPTURES
+        (label, t) for label, t in _root_parts(skeleton_of(x)) if label.kind in CAPTURES
     ]
     leaves, objs = _materializer(x, [t for _, t in parts], lifted)
     return {
@@ -248,7 +247,7 @@ def attribute_of(x: LiftedParts, name: str, lifted: type[Any]) -> Any:
     key = jtu.GetAttrKey(name)
     parts = [
         (label, t)
-        for label, t in _root_parts(x._skeleton)
+        for label, t in _root_parts(skeleton_of(x))
         if label.entries and label.entries[0] == key
     ]
     if not parts or (name == "__dict__"):

@@ -28,7 +28,17 @@ from ._nodes import (
     Template,
 )
 
-__all__ = ["LiftedParts", "Skeleton", "root_function", "root_name", "skeleton_repr"]
+__all__ = [
+    "LiftedParts",
+    "Skeleton",
+    "arrays_of",
+    "capture_into",
+    "leaves_as_shown",
+    "root_function",
+    "root_name",
+    "skeleton_of",
+    "skeleton_repr",
+]
 
 
 # A capture that holds one atom (the common case) has no treedef: `treedef is None`.
@@ -270,3 +280,27 @@ class LiftedParts(Protocol):
     def _arrays(self) -> tuple[Any, ...]: ...
 
     def _capture(self, fn: Any, names: frozenset[str], dynamic: Any) -> None: ...
+
+
+# The one place beneath `lift._lifted` that reads a `Lifted`'s private state.
+
+
+def skeleton_of(x: LiftedParts) -> Skeleton:
+    """`x`'s skeleton: its treedef's static half."""
+    return x._skeleton  # pyright: ignore[reportPrivateUsage]
+
+
+def arrays_of(x: LiftedParts) -> tuple[Any, ...]:
+    """`x`'s leaves, its Python scalars converted (once)."""
+    return x._arrays()  # pyright: ignore[reportPrivateUsage]
+
+
+def leaves_as_shown(x: LiftedParts) -> tuple[Any, ...]:
+    """`x`'s leaves as they are now: converted if they were, as captured if not
+    (a repr converts nothing)."""
+    return x._flat if x._flat is not None else x._leaves  # pyright: ignore[reportPrivateUsage]
+
+
+def capture_into(x: LiftedParts, fn: Any, names: frozenset[str], dynamic: Any) -> None:
+    """Lift `fn` into `x`, a `Lifted` made with `object.__new__`."""
+    x._capture(fn, names, dynamic)  # pyright: ignore[reportPrivateUsage]

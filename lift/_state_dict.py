@@ -11,7 +11,6 @@ A state dict holds the leaves only, each under the `keystr` of its key path
 it, through the target `Lifted` that `from_state_dict` is given.
 """
 
-# pyright: reportPrivateUsage=false
 from __future__ import annotations
 
 from types import ModuleType

@@ -17,7 +17,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 import lift
 
-_jit_module = importlib.import_module("lift._jit")
+_jit_module = importlib.import_module("lift._jit_function")
 _verify = importlib.import_module("lift._verify")
 
 JITS: list[Callable[..., Any]] = [jax.jit, lift.jit]

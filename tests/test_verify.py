@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import lift
-from lift import _floats, _jit, _replay, _verify
+from lift import _floats, _jit_function, _replay, _verify
 
 
 def _make(lr: Any, w: Any) -> Any:
@@ -130,7 +130,7 @@ def test_a_jit_cached_call_that_lifting_now_refuses_is_caught(
     def refuse(self: Any) -> Any:
         raise lift.LiftError("refused")
 
-    monkeypatch.setattr(_jit.JitFunction, "_lift", refuse)
+    monkeypatch.setattr(_jit_function.JitFunction, "_lift", refuse)
     with lift.verifying(False):
         assert float(step(1.0)) == 0.0  # the fast path does not lift
     with (
