@@ -14,6 +14,8 @@ from typing import Any
 
 import jax
 
+from ._compat import is_signature_mismatch
+
 __all__ = ["Compiled", "Lowered", "Traced"]
 
 
@@ -162,7 +164,7 @@ class Compiled(_Bound, jax.stages.Compiled):
         except TypeError as err:
             given: Any = jax.tree_util.tree_structure((args, kwargs))  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
             expected: Any = self.in_tree  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-            if given == expected or not str(err).startswith("Function compiled"):
+            if given == expected or not is_signature_mismatch(err):
                 raise
             raise TypeError(
                 f"The function was compiled for arguments {expected} (static "

@@ -4,14 +4,13 @@ and what `lift` (or a `Lifted` subclass) cannot take, said with the fix."""
 
 from __future__ import annotations
 
-import re
 import types
-from typing import Any, Final
+from typing import Any
 
 import jax
 
 from ._code import code_info
-from ._compat import Tracer
+from ._compat import LIFTED_ARGUMENT, Tracer, concretized_arguments
 from ._errors import LiftError, describe, docs_anchor, static_fix
 from ._nodes import FunctionNode
 from ._paths import leaf_paths
@@ -142,34 +141,19 @@ def _guessed(
     JAX's message says the value depended on (its argument `__lifted__[k]` is
     leaf `k` under `lift.jit`), or all the frame's captured tracers."""
     here = [(n, tracers[id(v)]) for n, v in local.items() if id(v) in tracers]
-    blamed = _blamed_arguments(str(err))
+    blamed = concretized_arguments(str(err))
     if blamed is None:
         return here
     paths = [str(p) for p in leaf_paths(skeleton)]
     ours: list[int] = []
     for b in blamed:
-        k = _LIFTED_ARGUMENT.fullmatch(b)
+        k = LIFTED_ARGUMENT.fullmatch(b)
         if k is not None and int(k[1]) < len(paths):
             ours.append(int(k[1]))
         ours.extend(i for i in range(len(paths)) if b.endswith(paths[i]))
     if not ours:
         return []  # a traced argument of the function, not a capture
     return [(n, i) for n, i in here if i in ours] or [("", ours[0])]
-
-
-# `lift.jit`'s programs take a function's leaves as their first argument.
-_LIFTED_ARGUMENT: Final = re.compile(r"__lifted___*\[(\d+)\]")
-_DEPENDS: Final = re.compile(
-    r"depends on the values? of the arguments? (.+?)\.(?:\n|$)"
-)
-
-
-def _blamed_arguments(message: str) -> list[str] | None:
-    """The argument paths JAX's message says a concrete value depended on."""
-    match = _DEPENDS.search(message)
-    if match is None:
-        return None
-    return [p.strip() for p in re.split(r", | and ", match[1]) if p.strip()]
 
 
 def reject(obj: Any, name: str) -> LiftError:

@@ -11,6 +11,7 @@ from typing import Any, Final, cast
 
 import numpy as np
 
+from ._compat import treedef_text
 from ._errors import static_str
 from ._lifted import Lifted
 from ._nodes import (
@@ -256,8 +257,9 @@ def _shape(template: Template) -> str:
     if template.treedef is None:
         return "a single value"
     # Dicts as the rebuilt value holds them: in insertion order.
-    text = str(template.treedef if template.order is None else template.order[0])
-    text = text.removeprefix("PyTreeDef(").removesuffix(")")
+    text = treedef_text(
+        template.treedef if template.order is None else template.order[0]
+    )
     return text if len(text) <= 60 else text[:57] + "..."
 
 

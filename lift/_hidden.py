@@ -28,7 +28,7 @@ from ._closure import (
     slots_of,
     user_class,
 )
-from ._compat import LiveTraces, Tracer, valid_jaxtype
+from ._compat import LiveTraces, Tracer, has_custom_nodes, valid_jaxtype
 from ._labels import CLASS, STATIC, Label
 from ._stdlib_holders import (
     LRU_WRAPPER,
@@ -178,7 +178,7 @@ def _plain_aux(aux: Any) -> bool:
 def _static_data(treedef: Any) -> Iterator[tuple[Any, Any]]:
     """`(node type, static data)` of `treedef`'s custom nodes whose static data
     could hold a tracer."""
-    if "CustomNode" not in str(treedef):
+    if not has_custom_nodes(treedef):
         return
     stack = [treedef]
     while stack:

@@ -268,9 +268,9 @@ class Lifted(Generic[_P, _R]):
         except TypeError as err:
             # JAX's concretization errors, and those that say a value was needed
             # concrete (`jnp.zeros((n,))` with a traced `n`): name the capture.
-            if not isinstance(err, _CONCRETIZATION) and "concrete value" not in str(
-                err
-            ):
+            if not isinstance(
+                err, _CONCRETIZATION
+            ) and not _compat.asks_for_a_concrete_value(err):
                 raise
             better = explain_concretization(self, err)
             if better is None:

@@ -461,3 +461,44 @@ def test_frame_watch_keeps_the_names_exec_wrote_into_the_locals() -> None:
 
     with _compat.watching_trace_exits(every=True, frames=lambda found: None):
         assert run() == 1
+
+
+# -- JAX's messages and reprs (`lift._compat.messages`) ----------------------------
+
+
+def test_a_concretization_message_names_the_arguments_a_value_depended_on() -> None:
+    # lift.jit's programs take the function's leaves as `__lifted__`: JAX names
+    # a leaf a branch read as `__lifted__[k]`, which lift maps to the capture.
+    def program(__lifted__: tuple[Any, ...], x: Any) -> Any:
+        return x if __lifted__[1] > 0 else -x
+
+    with pytest.raises(jax.errors.ConcretizationTypeError) as info:
+        jax.jit(program)((1.0, 2.0), 3.0)
+    named = _compat.concretized_arguments(str(info.value))
+    assert named is not None
+    found = [m[1] for n in named if (m := _compat.LIFTED_ARGUMENT.fullmatch(n))]
+    assert found == ["1"]
+    assert _compat.concretized_arguments("no argument named") is None
+
+
+def test_a_shape_from_a_tracer_asks_for_a_concrete_value() -> None:
+    with pytest.raises(TypeError) as info:
+        jax.jit(lambda n: jnp.zeros((n,)))(3)
+    assert _compat.asks_for_a_concrete_value(info.value)
+    assert not _compat.asks_for_a_concrete_value(TypeError("unsupported operand"))
+
+
+def test_a_compiled_program_called_with_another_structure_says_so() -> None:
+    compiled = jax.jit(lambda x: x + 1).lower(jnp.ones(3)).compile()
+    with pytest.raises(TypeError) as info:
+        compiled(jnp.ones(3), jnp.ones(2))
+    assert _compat.is_signature_mismatch(info.value)
+    assert not _compat.is_signature_mismatch(TypeError("other"))
+
+
+def test_a_treedef_repr_names_custom_nodes() -> None:
+    partial = jax.tree_util.tree_structure(jax.tree_util.Partial(lambda x: x, 1.0))
+    plain = jax.tree_util.tree_structure([1, (2,), {"a": None}])
+    assert _compat.has_custom_nodes(partial)
+    assert not _compat.has_custom_nodes(plain)
+    assert _compat.treedef_text(jax.tree_util.tree_structure([1, (2,)])) == "[*, (*,)]"

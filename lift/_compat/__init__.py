@@ -15,7 +15,8 @@ JAX. One module per subsystem of JAX that lift reads:
   the user's frames hold of them;
 - `stack`: tracebacks and the stack (JAX's filtering, warnings' stack level,
   `jax.jit` hashing a static argument);
-- `config`: JAX's configuration, read fast.
+- `config`: JAX's configuration, read fast;
+- `messages`: JAX's messages and reprs, where lift must read their words.
 
 The rest of `lift` imports from this package, never from its modules.
 """
@@ -32,6 +33,14 @@ from .config import (
     conversion_context as conversion_context,
     jax_checks_leaks as jax_checks_leaks,
     jax_leak_checks_declined as jax_leak_checks_declined,
+)
+from .messages import (
+    LIFTED_ARGUMENT as LIFTED_ARGUMENT,
+    asks_for_a_concrete_value as asks_for_a_concrete_value,
+    concretized_arguments as concretized_arguments,
+    has_custom_nodes as has_custom_nodes,
+    is_signature_mismatch as is_signature_mismatch,
+    treedef_text as treedef_text,
 )
 from .programs import (
     bare_jaxpr as bare_jaxpr,

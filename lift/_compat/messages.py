@@ -1,0 +1,63 @@
+"""JAX's messages and reprs, read: the only place lift parses JAX's text.
+
+Written against jax 0.10.2, 0.8.0 and 0.12.0.1 (pinned by
+`tests/test_compat.py`). Where JAX offers no structured form, lift reads its
+words here, each reading with a fallback that keeps lift's own behaviour
+(an error passed on unexplained, a treedef walked in full).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Final
+
+__all__ = [
+    "LIFTED_ARGUMENT",
+    "asks_for_a_concrete_value",
+    "concretized_arguments",
+    "has_custom_nodes",
+    "is_signature_mismatch",
+    "treedef_text",
+]
+
+# How JAX names the leaves of `lift.jit`'s first argument, `__lifted__`, in its
+# messages: `__lifted__[0]` (`__lifted___[0]` when the name is mangled).
+LIFTED_ARGUMENT: Final = re.compile(r"__lifted___*\[(\d+)\]")
+
+# `ConcretizationTypeError`: "... depends on the value of the argument x." (or
+# "the values of the arguments a, b and c").
+_DEPENDS: Final = re.compile(
+    r"depends on the values? of the arguments? (.+?)\.(?:\n|$)"
+)
+
+
+def concretized_arguments(message: str) -> list[str] | None:
+    """The argument paths JAX's concretization message says a value depended
+    on, or `None` when it names none."""
+    match = _DEPENDS.search(message)
+    if match is None:
+        return None
+    return [p.strip() for p in re.split(r", | and ", match[1]) if p.strip()]
+
+
+def asks_for_a_concrete_value(err: BaseException) -> bool:
+    """Whether `err` (a `TypeError`) says a value was needed concrete
+    (`jnp.zeros((n,))` with a traced `n`), as JAX's concretization errors do."""
+    return "concrete value" in str(err)
+
+
+def is_signature_mismatch(err: BaseException) -> bool:
+    """Whether `err` is a compiled program called with arguments of another
+    structure ("Function compiled with input pytree does not match ...")."""
+    return str(err).startswith("Function compiled")
+
+
+def has_custom_nodes(treedef: Any) -> bool:
+    """Whether `treedef` has a node of a type registered with `jax.tree_util`
+    (its repr names each such node `CustomNode`): only those carry static data."""
+    return "CustomNode" in str(treedef)
+
+
+def treedef_text(treedef: Any) -> str:
+    """`treedef`'s structure as its repr spells it, without `PyTreeDef(...)`."""
+    return str(treedef).removeprefix("PyTreeDef(").removesuffix(")")
