@@ -14,7 +14,8 @@ from typing import Any, Final, cast
 from ._compat import CUSTOM_NODES
 from ._errors import LiftError, aval_str, describe
 from ._labels import ARG, KEYWORD, SELF, Label
-from ._mutation import ANY, ATTR_STEP, Path, mutated_paths
+from ._mutating_flow import ANY, ATTR_STEP, Path
+from ._mutation import mutated_paths
 from ._nodes import Static, Template
 from ._static import static_key
 from ._trees import flatten_checked, is_function_like

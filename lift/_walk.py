@@ -27,7 +27,7 @@ from ._code import CodeInfo, code_info
 from ._compat import Tracer
 from ._errors import LiftError, aval_str, describe, static_fix, variable_str
 from ._labels import ATTR, Label
-from ._mutation import ATTR_STEP
+from ._mutating_flow import ATTR_STEP
 from ._nodes import (
     COMPOSITES,
     CellNode,

@@ -37,7 +37,8 @@ import pytest
 
 import lift
 from lift import _replay
-from lift._mutation import ANY, mutated_paths
+from lift._mutating_flow import ANY
+from lift._mutation import mutated_paths
 
 # How the function reaches its container (`{c}` in the code below), the code
 # building it, and the variable a refusal names.
