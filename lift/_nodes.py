@@ -16,10 +16,12 @@ from typing import Any, Final, TypeAlias, cast
 from . import _trees as jtu
 from ._closure import Holder
 from ._code import CodeInfo
+from ._errors import LiftError
 from ._labels import ARG, Label
 from ._static import is_exact, static_key
 
 __all__ = [
+    "rebuild_order",
     "COMPOSITES",
     "CellNode",
     "FunctionNode",
@@ -432,3 +434,33 @@ def function_meta(fn: types.FunctionType) -> Static:
     if (doc is None or type(doc) is str) and (module is None or type(module) is str):
         return Static(value, ("meta", doc, module), exact=True)
     return Static(value, Static((doc, module)).slot_key, exact=False)
+
+
+def rebuild_order(nodes: list[Node]) -> tuple[int, ...]:
+    """Partial and method nodes, each after the partials/methods it refers to."""
+    pending = {
+        i: {
+            s.index
+            for _, t in n.parts()
+            for s in t.slots
+            if type(s) is Ref and isinstance(nodes[s.index], COMPOSITES)
+        }
+        for i, n in enumerate(nodes)
+        if isinstance(n, COMPOSITES)
+    }
+    out: list[int] = []
+    done: set[int] = set()
+    while pending:
+        ready = [i for i, deps in pending.items() if deps <= done]
+        if not ready:
+            raise LiftError(
+                "the captured partials or bound methods refer to each other in a "
+                "cycle, which cannot be rebuilt.\nFix: break the cycle through a "
+                "function (a closure can refer to itself).",
+                anchor="partial-cycle",
+            )
+        for i in sorted(ready):
+            out.append(i)
+            done.add(i)
+            del pending[i]
+    return tuple(out)

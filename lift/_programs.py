@@ -27,6 +27,16 @@ import jax
 from . import _compat
 from ._closure import code_of
 from ._errors import LiftError, describe
+from ._jit_options import (
+    ARGNUMS,
+    POSITIONAL,
+    as_tuple,
+    fn_name,
+    resolved,
+    shifted,
+    static_positions,
+    translate,
+)
 
 __all__ = [
     "Calling",
@@ -37,20 +47,8 @@ __all__ = [
     "program",
 ]
 
-# Typed loosely: options reach it as a dict, checked by `_translate` and by JAX.
+# Typed loosely: options reach it as a dict, checked by `translate` and by JAX.
 _jax_jit: Final = cast("Callable[..., Any]", jax.jit)  # pyright: ignore[reportUnknownMemberType]
-
-# `jax.jit` keywords that name positional parameters by number, and by name.
-_ARGNUMS: Final = ("static_argnums", "donate_argnums")
-_ARGNAMES: Final = ("static_argnames", "donate_argnames")
-_POSITIONAL: Final = (
-    inspect.Parameter.POSITIONAL_ONLY,
-    inspect.Parameter.POSITIONAL_OR_KEYWORD,
-)
-_KEYWORD: Final = (
-    inspect.Parameter.POSITIONAL_OR_KEYWORD,
-    inspect.Parameter.KEYWORD_ONLY,
-)
 
 
 # -- the shared programs -------------------------------------------------------------
@@ -121,11 +119,11 @@ class Program:
         # ignores a donated one, but the trampoline would take the `Lifted` in
         # front for it: such calls go through `for_nargs`.
         self.min_nargs = max(
-            (-n for o in _ARGNUMS for n in _as_tuple(kwargs.get(o), int) if n < 0),
+            (-n for o in ARGNUMS for n in as_tuple(kwargs.get(o), int) if n < 0),
             default=0,
         )
         self.min_static_nargs = max(
-            (-n for n in _as_tuple(kwargs.get("static_argnums"), int) if n < 0),
+            (-n for n in as_tuple(kwargs.get("static_argnums"), int) if n < 0),
             default=0,
         )
         self._by_nargs: dict[int, Any] = {}
@@ -203,7 +201,7 @@ class Program:
         (for `jax.export`, which exports a function of its arguments only), and
         `bound` its first arguments (a method's instance)."""
         fn = functools.partial(self.trampoline, lifted, *bound)
-        return _jax_jit(fn, **_shifted(self.options, len(bound)))
+        return _jax_jit(fn, **shifted(self.options, len(bound)))
 
 
 class _Missing:
@@ -279,14 +277,14 @@ def program(fn: Any, options: dict[str, Any], options_key: Any) -> Program:
         if program is not None:
             return program
     signature = _signature(fn)
-    kwargs = _translate(fn, signature, options)
-    static_names = frozenset(_resolved(signature, options, "static"))
+    kwargs = translate(fn, signature, options)
+    static_names = frozenset(resolved(signature, options, "static"))
     program = Program(
         _trampoline(fn, signature),
         kwargs,
         static_names,
         options,
-        _static_positions(signature, kwargs),
+        static_positions(signature, kwargs),
     )
     if key is not None:
         with _programs_lock:
@@ -378,152 +376,10 @@ def _unflattening(trampoline: Any, calling: Calling) -> Callable[..., Any]:
     return call  # pyright: ignore[reportUnknownVariableType]
 
 
-def _as_tuple(value: Any, kind: type) -> tuple[Any, ...]:
-    if value is None:
-        return ()
-    if isinstance(value, kind):
-        return (value,)
-    return tuple(value)
-
-
-def _translate(
-    fn: Any, signature: inspect.Signature, options: dict[str, Any]
-) -> dict[str, Any]:
-    """`jax.jit` options for the trampoline, from options meant for `fn`.
-
-    Checked against `fn`'s own signature first, so that a mistake is reported in
-    terms of `fn`'s parameters rather than the trampoline's shifted ones.
-    """
-    params = list(signature.parameters.values())
-    positional = [p for p in params if p.kind in _POSITIONAL]
-    star_args = any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params)
-    star_kwargs = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
-    keywords = {p.name for p in params if p.kind in _KEYWORD}
-    listed = ", ".join(p.name for p in positional) or "none"
-    kwargs = dict(options)
-    for option in _ARGNUMS:
-        if option not in options:
-            continue
-        nums = _as_tuple(options[option], int)
-        for n in nums:
-            if not isinstance(n, int):
-                raise LiftError(
-                    f"lift.jit({describe(fn)}) got {option}={nums!r}: {n!r} is not "
-                    "an int.",
-                    anchor="jit-options",
-                )
-            if not star_args and not -len(positional) <= n < len(positional):
-                raise LiftError(
-                    f"lift.jit({describe(fn)}) got {option}={nums!r}, but the function "
-                    f"has {len(positional)} positional parameters ({listed}), so "
-                    f"{n} names none of them.\nFix: number `{_fn_name(fn)}`'s own "
-                    f"parameters from 0, or use {option.replace('nums', 'names')}=...",
-                    anchor="jit-options",
-                )
-        # The lifted function goes in front; negative numbers count from the end.
-        kwargs[option] = tuple(n + 1 if n >= 0 else n for n in nums)
-    for option in _ARGNAMES:
-        if option not in options:
-            continue
-        names = _as_tuple(options[option], str)
-        for name in names:
-            p = signature.parameters.get(name)
-            if p is not None and p.kind is inspect.Parameter.POSITIONAL_ONLY:
-                raise LiftError(
-                    f"lift.jit({describe(fn)}) got {option}={names!r}, but {name!r} "
-                    "is a positional-only parameter, which has no name at the call "
-                    f"site.\nFix: use {option.replace('names', 'nums')}="
-                    f"({params.index(p)},).",
-                    anchor="jit-options",
-                )
-            if name not in keywords and not star_kwargs:
-                raise LiftError(
-                    f"lift.jit({describe(fn)}) got {option}={names!r}, but "
-                    f"`{_fn_name(fn)}` has no parameter {name!r} (its parameters: "
-                    f"{', '.join(signature.parameters) or 'none'}).\nFix: name one "
-                    "of its parameters.",
-                    anchor="jit-options",
-                )
-        kwargs[option] = names
-    if "donate_argnums" in options and "donate_argnames" not in options:
-        # What `jax.jit` infers from `fn`'s own signature (an argument donated by
-        # number is donated when passed by keyword too), not from the trampoline's.
-        kwargs["donate_argnames"] = _compat.inferred_argnames(
-            signature, _as_tuple(options["donate_argnums"], int)
-        )
-    static = _resolved(signature, options, "static")
-    donated = _resolved(signature, options, "donate")
-    both = sorted(static & donated)
-    if both:
-        raise LiftError(
-            f"lift.jit({describe(fn)}) marks the parameter {both[0]!r} both static "
-            "and donated; a static argument is part of the program's key and has no "
-            "buffer to donate.\nFix: remove it from donate_argnums/donate_argnames.",
-            anchor="jit-options",
-        )
-    return kwargs
-
-
-def _resolved(
-    signature: inspect.Signature, options: dict[str, Any], kind: str
-) -> set[str]:
-    """The parameter names that `{kind}_argnums` and `{kind}_argnames` designate."""
-    positional = [
-        p.name for p in signature.parameters.values() if p.kind in _POSITIONAL
-    ]
-    names = set(_as_tuple(options.get(f"{kind}_argnames"), str))
-    for n in _as_tuple(options.get(f"{kind}_argnums"), int):
-        if -len(positional) <= n < len(positional):
-            names.add(positional[n])
-    return names
-
-
-def _shifted(options: dict[str, Any], k: int) -> dict[str, Any]:
-    """Options for the function with its first `k` positional arguments bound."""
-    if not k:
-        return options
-    options = dict(options)
-    for option in _ARGNUMS:
-        if option in options:
-            nums = _as_tuple(options[option], int)
-            options[option] = tuple(n - k for n in nums if n < 0 or n >= k)
-    in_shardings = options.get("in_shardings")
-    if isinstance(in_shardings, (tuple, list)):
-        options["in_shardings"] = tuple(in_shardings[k:])  # pyright: ignore[reportUnknownArgumentType]
-    return options
-
-
-def _static_positions(
-    signature: inspect.Signature, kwargs: dict[str, Any]
-) -> tuple[int, ...]:
-    """The trampoline's static positions: `static_argnums` (already shifted) and
-    the positions of positional parameters named by `static_argnames`, as
-    `jax.jit` resolves them."""
-    positional = [
-        p.name for p in signature.parameters.values() if p.kind in _POSITIONAL
-    ]
-    positions = set(_as_tuple(kwargs.get("static_argnums"), int))
-    for name in _as_tuple(kwargs.get("static_argnames"), str):
-        if name in positional:
-            positions.add(positional.index(name) + 1)
-    return tuple(sorted(positions))
-
-
-def _fn_name(fn: Any) -> str:
-    name = getattr(fn, "__name__", None)
-    return name if isinstance(name, str) else type(fn).__name__
-
-
-_BAD_ARGUMENT: Final = re.compile(
-    r"^Error interpreting argument to .* The problematic value is of type "
-    r"<class '(?P<type>[^']+)'> and was passed to the function at path (?P<path>\S+)\."
-)
-
-
 def _too_few_args(program: Program, nargs: int) -> ValueError:
     """The error `jax.jit` raises for a negative argument number out of range."""
     option = "static_argnums"
-    n = min(_as_tuple(program.kwargs[option], int))
+    n = min(as_tuple(program.kwargs[option], int))
     return ValueError(
         f"Positional argument indices, e.g. for `{option}`, must have value greater "
         f"than or equal to -len(args) and less than len(args), but got value {n} "
@@ -539,15 +395,14 @@ def explain_call_error(
     kwargs: dict[str, Any],
 ) -> LiftError | None:
     """Say which parameter `jax.jit` rejected, and how to mark it static."""
-    message = str(err)
-    match = _BAD_ARGUMENT.match(message)
-    if match is not None:
-        path = match["path"]
+    rejected = _compat.bad_argument(err)
+    if rejected is not None:
+        kind, path = rejected
         name = re.split(r"[\[.]", path, maxsplit=1)[0]
         if name.startswith("__lifted__"):
             return None
         fix = (
-            f"mark it static, `lift.jit({_fn_name(fn)}, static_argnames=({name!r},))`, "
+            f"mark it static, `lift.jit({fn_name(fn)}, static_argnames=({name!r},))`, "
             "or pass an array."
         )
         if name == "self":
@@ -556,12 +411,12 @@ def explain_call_error(
                 "`jax.tree_util.register_dataclass`), or " + fix
             )
         return LiftError(
-            f"{describe(fn)} was called with a {match['type']} for its parameter "
+            f"{describe(fn)} was called with a {kind} for its parameter "
             f"{name!r} (at {path}), which is not an array: lift.jit passes "
             f"arguments to the compiled program as jax.jit does.\nFix: {fix}",
             anchor="jit-argument-not-an-array",
         )
-    if message.startswith("Non-hashable static arguments"):
+    if _compat.is_unhashable_static(err):
         bad = [
             name
             for name, value in (*_positional_names(fn, args), *kwargs.items())
@@ -583,9 +438,7 @@ def explain_call_error(
 
 
 def _positional_names(fn: Any, args: tuple[Any, ...]) -> list[tuple[str, Any]]:
-    names = [
-        p.name for p in _signature(fn).parameters.values() if p.kind in _POSITIONAL
-    ]
+    names = [p.name for p in _signature(fn).parameters.values() if p.kind in POSITIONAL]
     return [
         (names[i] if i < len(names) else f"args[{i}]", a) for i, a in enumerate(args)
     ]

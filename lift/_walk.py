@@ -29,7 +29,6 @@ from ._errors import LiftError, aval_str, describe, static_fix, variable_str
 from ._labels import ATTR, Label
 from ._mutating_flow import ATTR_STEP
 from ._nodes import (
-    COMPOSITES,
     CellNode,
     FunctionNode,
     HolderNode,
@@ -41,6 +40,7 @@ from ._nodes import (
     Static,
     Template,
     function_meta,
+    rebuild_order,
 )
 from ._side_effects import (
     OWN_CONTAINERS,
@@ -171,7 +171,7 @@ class Walk:
         nodes: list[Node] = self.nodes  # type: ignore[assignment]
         skeleton = Skeleton(
             nodes,
-            self.order(nodes),
+            rebuild_order(nodes),
             self.parents,
             len(self.leaves),
             frozenset(self.float_leaves),
@@ -546,36 +546,6 @@ class Walk:
             return found
 
         return is_leaf
-
-    @staticmethod
-    def order(nodes: list[Node]) -> tuple[int, ...]:
-        """Partial and method nodes, each after the partials/methods it refers to."""
-        pending = {
-            i: {
-                s.index
-                for _, t in n.parts()
-                for s in t.slots
-                if type(s) is Ref and isinstance(nodes[s.index], COMPOSITES)
-            }
-            for i, n in enumerate(nodes)
-            if isinstance(n, COMPOSITES)
-        }
-        out: list[int] = []
-        done: set[int] = set()
-        while pending:
-            ready = [i for i, deps in pending.items() if deps <= done]
-            if not ready:
-                raise LiftError(
-                    "the captured partials or bound methods refer to each other in a "
-                    "cycle, which cannot be rebuilt.\nFix: break the cycle through a "
-                    "function (a closure can refer to itself).",
-                    anchor="partial-cycle",
-                )
-            for i in sorted(ready):
-                out.append(i)
-                done.add(i)
-                del pending[i]
-        return tuple(out)
 
     def branched_elsewhere(self) -> frozenset[int]:
         """Cells holding a scalar leaf that another function sharing the cell

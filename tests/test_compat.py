@@ -502,3 +502,13 @@ def test_a_treedef_repr_names_custom_nodes() -> None:
     assert _compat.has_custom_nodes(partial)
     assert not _compat.has_custom_nodes(plain)
     assert _compat.treedef_text(jax.tree_util.tree_structure([1, (2,)])) == "[*, (*,)]"
+
+
+def test_jit_names_an_argument_it_cannot_take_and_an_unhashable_static_one() -> None:
+    with pytest.raises(TypeError) as info:
+        jax.jit(lambda x: x)("a string")
+    assert _compat.bad_argument(info.value) == ("str", "x")
+    assert _compat.bad_argument(TypeError("other")) is None
+    with pytest.raises(ValueError) as unhashable:
+        jax.jit(lambda x, n: x, static_argnums=1)(1.0, [1, 2])
+    assert _compat.is_unhashable_static(unhashable.value)

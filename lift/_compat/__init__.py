@@ -37,9 +37,11 @@ from .config import (
 from .messages import (
     LIFTED_ARGUMENT as LIFTED_ARGUMENT,
     asks_for_a_concrete_value as asks_for_a_concrete_value,
+    bad_argument as bad_argument,
     concretized_arguments as concretized_arguments,
     has_custom_nodes as has_custom_nodes,
     is_signature_mismatch as is_signature_mismatch,
+    is_unhashable_static as is_unhashable_static,
     treedef_text as treedef_text,
 )
 from .programs import (

@@ -14,6 +14,8 @@ from typing import Any, Final
 __all__ = [
     "LIFTED_ARGUMENT",
     "asks_for_a_concrete_value",
+    "bad_argument",
+    "is_unhashable_static",
     "concretized_arguments",
     "has_custom_nodes",
     "is_signature_mismatch",
@@ -61,3 +63,24 @@ def has_custom_nodes(treedef: Any) -> bool:
 def treedef_text(treedef: Any) -> str:
     """`treedef`'s structure as its repr spells it, without `PyTreeDef(...)`."""
     return str(treedef).removeprefix("PyTreeDef(").removesuffix(")")
+
+
+# `jax.jit` called with a value it cannot take as an argument: "Error
+# interpreting argument to <fn> as an abstract array. The problematic value is
+# of type <class 'str'> and was passed to the function at path x."
+_BAD_ARGUMENT: Final = re.compile(
+    r"^Error interpreting argument to .* The problematic value is of type "
+    r"<class '(?P<type>[^']+)'> and was passed to the function at path (?P<path>\S+)\."
+)
+
+
+def bad_argument(err: BaseException) -> tuple[str, str] | None:
+    """`(type name, argument path)` of the value `jax.jit` could not take as an
+    argument, if `err` says so."""
+    match = _BAD_ARGUMENT.match(str(err))
+    return None if match is None else (match["type"], match["path"])
+
+
+def is_unhashable_static(err: BaseException) -> bool:
+    """Whether `err` is `jax.jit`'s refusal of an unhashable static argument."""
+    return str(err).startswith("Non-hashable static arguments")
