@@ -18,7 +18,7 @@ from typing import Any, Final, NamedTuple, cast
 
 from jax._src import core as _core
 
-from .config import jax_leak_checks_declined
+from .config import jax_checks_leaks, jax_leak_checks_declined
 from .traces import (
     EVAL_TRACE,
     JAX_DIR,
@@ -277,9 +277,11 @@ def _reaches(starts: list[Any], trace: Any) -> bool:
 def _check_frames(trace: Any) -> None:
     """At the last exit of `trace`: tell the blocks watching this thread's
     frames which of the user's frames hold its tracers."""
-    if type(trace) is EVAL_TRACE or jax_leak_checks_declined():
+    if type(trace) is EVAL_TRACE or jax_leak_checks_declined() or jax_checks_leaks():
         # A block that turned JAX's checker off for itself keeps its tracers
-        # on purpose, and JAX's checker does not look at it either.
+        # on purpose, and JAX's checker does not look at it either; one that
+        # turned it on (`jax.checking_leaks()`, `lift.checking_leaks()`) has
+        # its leaks reported by that checker, which the code may catch.
         return
     thread = threading.get_ident()
     told = [r.frames for r in _recorders if r.frames is not None and r.thread == thread]
