@@ -237,6 +237,7 @@ class _Watch:
 
         from ._checking import checking_leaks
         from ._compat import watching_trace_exits
+        from ._leak_scan import FrameOpener
         from ._registry import recording
 
         exhaustive = item.config.stash.get(_MODE, "fast") == "exhaustive"
@@ -248,7 +249,12 @@ class _Watch:
             stack = self.stack = ExitStack()
             self.lifted = stack.enter_context(recording())
             self.exits = stack.enter_context(
-                watching_trace_exits(every=True, frames=self.note_frames)
+                watching_trace_exits(
+                    every=True,
+                    frames=self.note_frames,
+                    opener=FrameOpener(),
+                    threads=True,
+                )
             )
         return self
 
