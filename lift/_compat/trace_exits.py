@@ -8,6 +8,7 @@ import collections
 import contextlib
 import functools
 import gc
+import itertools
 import os
 import sys
 import threading
@@ -105,7 +106,7 @@ def _watching_class(base: type) -> type:
 
         def __exit__(self, *exc: Any) -> Any:
             trace: Any = cast(Any, self).trace
-            last = False
+            last = None
             try:
                 out = cast(Any, super()).__exit__(*exc)
             finally:
@@ -113,8 +114,8 @@ def _watching_class(base: type) -> type:
                     last = _left(trace)
             if exc[0] is None:
                 _note_exit(trace)
-                if last:
-                    _check_frames(trace)
+                if last is not None:
+                    _check_frames(trace, last)
             return out
 
     return WatchedSetCurrentTrace
@@ -211,8 +212,10 @@ def escaped_tracers(recorder: dict[int, Any]) -> list[Any]:
 # that exits for good is looked for in the locals of the user's frames then on
 # the stack (not JAX's, lift's, pytest's, pluggy's, the standard library's or
 # an installed package's: `_is_user_code`), directly or inside plain
-# containers, objects' attributes and closures, to a bounded depth and number
-# of objects.
+# containers, objects' attributes and closures, and through what the leak scan
+# opens (`watching_trace_exits(opener=...)`), to a bounded depth and number of
+# objects, in a bounded number of frames; and in the finalizers registered
+# while the trace ran.
 #
 # "For good": `core.set_current_trace(t)` is also entered to switch back to a
 # trace still running, the one a transform runs in (jax 0.10.2: every
@@ -246,33 +249,42 @@ _openers: list[Callable[[Any], Iterable[Any]]] = []
 class FrameHolding(NamedTuple):
     """A frame of the user's code holding tracers of a trace that just exited
     for good: its code, the line it was at, its local variables (name, value)
-    and the tracers found through them (the local's name, the tracer)."""
+    and the tracers found through them (the local's name, the tracer). With
+    no code, not a frame: a holder no variable reaches (a finalizer), named
+    as its only "variable"."""
 
-    code: types.CodeType
+    code: types.CodeType | None
     lineno: int
     names: list[tuple[str, Any]]
     tracers: list[tuple[str, Any]]
 
 
+# What `weakref.finalize` keeps (each finalizer's function and arguments) until
+# its object dies: a tracer given to a finalizer registered in a trace is held
+# there, by no variable, and gone once the object dies.
+_FINALIZERS: Final[dict[Any, Any]] = cast(Any, weakref.finalize)._registry
+
+
 def _entered(trace: Any) -> None:
     entry = _open_traces.get(id(trace))
     if entry is None:
-        _open_traces[id(trace)] = [1, trace]
+        _open_traces[id(trace)] = [1, trace, len(_FINALIZERS)]
     else:
         entry[0] += 1
 
 
-def _left(trace: Any) -> bool:
-    """Count a `set_current_trace(trace)` left; whether it was the last one
-    open (one entered before frames were watched is not counted: `False`)."""
+def _left(trace: Any) -> int | None:
+    """Count a `set_current_trace(trace)` left; if it was the last one open,
+    how many finalizers there were when it was first entered (one entered
+    before frames were watched is not counted: `None`)."""
     entry = _open_traces.get(id(trace))
     if entry is None:
-        return False
+        return None
     if entry[0] > 1:
         entry[0] -= 1
-        return False
+        return None
     del _open_traces[id(trace)]
-    return True
+    return entry[2]
 
 
 def _still_running(trace: Any) -> bool:
@@ -301,9 +313,11 @@ def _reaches(starts: list[Any], trace: Any) -> bool:
     return False
 
 
-def _check_frames(trace: Any) -> None:
+def _check_frames(trace: Any, finalizers: int = 0) -> None:
     """At the last exit of `trace`: tell the blocks watching this thread's
-    frames which of the user's frames hold its tracers."""
+    frames which of the user's frames hold its tracers (and which of the
+    finalizers registered since it was entered: those past the first
+    `finalizers`)."""
     if type(trace) is EVAL_TRACE or jax_leak_checks_declined() or jax_checks_leaks():
         # A block that turned JAX's checker off for itself keeps its tracers
         # on purpose, and JAX's checker does not look at it either; one that
@@ -319,6 +333,8 @@ def _check_frames(trace: Any) -> None:
     if not told or _still_running(trace):
         return
     found = _frames_holding(trace, sys._getframe(2))  # pyright: ignore[reportPrivateUsage]
+    if len(_FINALIZERS) > finalizers:
+        found.extend(_finalizers_holding(trace, len(_FINALIZERS) - finalizers))
     if found:
         for frames in told:
             frames(found)
@@ -338,6 +354,22 @@ def _frames_holding(trace: Any, frame: types.FrameType | None) -> list[FrameHold
         if tracers and not _runs_beneath(trace, frame):
             found.append(FrameHolding(frame.f_code, frame.f_lineno, names, tracers))
     return found
+
+
+def _finalizers_holding(trace: Any, count: int) -> list[FrameHolding]:
+    """The last `count` finalizers registered that hold tracers of `trace`
+    (each a `FrameHolding` of no code: the finalizer is its only name)."""
+    found: list[FrameHolding] = []
+    opener = _openers[-1] if _openers else None
+    for finalizer in list(itertools.islice(reversed(_FINALIZERS), count)):
+        names = [(_FINALIZER, finalizer)]
+        tracers, _ = _tracers_of(trace, names, _FRAME_BUDGET, opener)
+        if tracers:
+            found.append(FrameHolding(None, 0, names, tracers))
+    return found
+
+
+_FINALIZER: Final = "<a weakref.finalize>"
 
 
 def _user_frames(
