@@ -435,5 +435,3 @@ def test_frame_look_cost_on_a_deep_stack() -> None:
         jax.config.update("jax_check_tracer_leaks", prev)
     ratio = min(watched) / min(plain)
     assert ratio < 1.5, f"{ratio:.2f}x plain ({min(watched):.3f}s vs {min(plain):.3f}s)"
-
-
