@@ -726,6 +726,36 @@ class LeakWalk:
         )
 
 
+class _NoneLive:
+    @staticmethod
+    def is_live(tracer: Any) -> bool:
+        return False
+
+
+class FrameOpener:
+    """The parts of one object as the leak scan opens it (its holders: slots,
+    exceptions, partials, suspended generators, NumPy object arrays, a user's
+    function's globals, ...), for the look at the user's frames as a trace
+    exits (`_compat.watching_trace_exits(opener=...)`), which opens plain
+    containers and objects itself."""
+
+    __slots__ = ("walk",)
+
+    def __init__(self) -> None:
+        self.walk = LeakWalk(0, live=_NoneLive())
+
+    def __call__(self, obj: Any) -> list[Any]:
+        walk = self.walk
+        walk.seen = {id(obj)}
+        walk.entries.clear()
+        walk.failed.clear()
+        walk.keep.clear()  # what the last call built: its parts are queued
+        walk.expand(obj, -1)
+        children = [child for child, _ in walk.queue]
+        walk.queue.clear()
+        return children
+
+
 def scan_tracers(
     roots: Iterable[tuple[str, Any]],
     limit: int = DEFAULT_LIMIT,

@@ -145,13 +145,15 @@ def frame_leaks(
         wanted = {id(t): (name, t) for name, t in held.tracers}
         walk = LeakWalk(_FRAME_LIMIT, frozenset(wanted), live=_NONE_LIVE)
         walk.stop = True
+        code = held.code
         for name, value in held.names:
-            walk.push(value, -1, name, (held.code, name, FRAME_LOCAL), reset=True)
+            edge = None if code is None else (code, name, FRAME_LOCAL)
+            walk.push(value, -1, name, edge, reset=True)
         try:
             with _gc.paused():
                 walk.run()
         except Exception as exc:  # named, and each tracer reported as held
-            where = f"the locals of {held.code.co_qualname}"
+            where = f"the locals of {getattr(code, 'co_qualname', '')}"
             unopened.append(Unopened(where, error_text(exc)))
         leaks.extend(walk.leaks)
         tracers.extend(walk.tracers)
@@ -159,6 +161,14 @@ def frame_leaks(
         named = {id(t) for t in walk.tracers}
         for key, (name, tracer) in wanted.items():
             if key not in named:  # reached by a way the walk does not take
-                leaks.append(local_leak(held.code, name, tracer))
+                if code is None:
+                    description = (
+                        f"{_compat.tracer_aval(tracer)} from "
+                        f"{_compat.transform_name(tracer)}"
+                    )
+                    path = f"<inside {name}>"
+                    leaks.append(Leak(path, None, None, None, None, description))
+                else:
+                    leaks.append(local_leak(code, name, tracer))
                 tracers.append(tracer)
     return leaks, tracers, unopened

@@ -129,6 +129,19 @@ def _roots(item: pytest.Item) -> list[tuple[str, Any]]:
     return roots
 
 
+def _cached_fixtures(item: pytest.Item) -> list[tuple[str, Any]]:
+    """The values of the fixtures a test requests that an earlier test already
+    set up (a higher scope's, cached on its definition)."""
+    roots: list[tuple[str, Any]] = []
+    info = getattr(item, "_fixtureinfo", None)
+    for name, defs in getattr(info, "name2fixturedefs", {}).items():
+        for fixturedef in defs:
+            cached = getattr(fixturedef, "cached_result", None)
+            if isinstance(cached, tuple) and cached:
+                roots.append((f"fixture {name}", cast(Any, cached)[0]))
+    return roots
+
+
 def _check(item: pytest.Item, watch: _Watch) -> None:
     """Fail the current phase for what escaped since the test's setup began:
     reachable from what the test names, or from a `Lifted` built in the phase,
@@ -224,6 +237,7 @@ class _Watch:
 
         from ._checking import checking_leaks
         from ._compat import watching_trace_exits
+        from ._leak_scan import FrameOpener
         from ._registry import recording
 
         exhaustive = item.config.stash.get(_MODE, "fast") == "exhaustive"
@@ -235,7 +249,12 @@ class _Watch:
             stack = self.stack = ExitStack()
             self.lifted = stack.enter_context(recording())
             self.exits = stack.enter_context(
-                watching_trace_exits(every=True, frames=self.note_frames)
+                watching_trace_exits(
+                    every=True,
+                    frames=self.note_frames,
+                    opener=FrameOpener(),
+                    threads=True,
+                )
             )
         return self
 
@@ -288,8 +307,10 @@ def pytest_runtest_setup(item: pytest.Item) -> Generator[None, Any, Any]:
         return (yield)
     from ._leak_scan import scan_tracers
 
-    # Tracers that escaped before this test ran are not its fault.
-    item.stash[_BEFORE] = scan_tracers(_roots(item))[1]
+    # Tracers that escaped before this test ran are not its fault: held by
+    # what it names, or by a fixture value already cached from an earlier test
+    # (a session or module fixture, not yet in `item.funcargs`).
+    item.stash[_BEFORE] = scan_tracers([*_roots(item), *_cached_fixtures(item)])[1]
     return (yield from _phase(item))
 
 

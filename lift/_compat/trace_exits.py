@@ -8,6 +8,7 @@ import collections
 import contextlib
 import functools
 import gc
+import itertools
 import os
 import sys
 import threading
@@ -16,9 +17,11 @@ import weakref
 from collections.abc import Callable, Generator, Iterable
 from typing import Any, Final, NamedTuple, cast
 
+import jax
+import numpy as np
 from jax._src import core as _core
 
-from .config import jax_leak_checks_declined
+from .config import jax_checks_leaks, jax_leak_checks_declined
 from .traces import (
     EVAL_TRACE,
     JAX_DIR,
@@ -53,7 +56,7 @@ from .traces import (
 class _Recorder(NamedTuple):
     exits: dict[int, Any]
     every: bool
-    thread: int
+    thread: int | None  # `None`: every thread's
     frames: Callable[[list[FrameHolding]], None] | None
 
 
@@ -81,7 +84,7 @@ def _note_exit(trace: Any) -> None:
     key = id(trace)
     thread = threading.get_ident()
     for recorder, every, watched, _ in _recorders:
-        if not (every or unchecked) or watched != thread:
+        if not (every or unchecked) or (watched is not None and watched != thread):
             continue
         ref = recorder.get(key)
         if ref is None or ref() is not trace:
@@ -103,7 +106,7 @@ def _watching_class(base: type) -> type:
 
         def __exit__(self, *exc: Any) -> Any:
             trace: Any = cast(Any, self).trace
-            last = False
+            last = None
             try:
                 out = cast(Any, super()).__exit__(*exc)
             finally:
@@ -111,8 +114,8 @@ def _watching_class(base: type) -> type:
                     last = _left(trace)
             if exc[0] is None:
                 _note_exit(trace)
-                if last:
-                    _check_frames(trace)
+                if last is not None:
+                    _check_frames(trace, last)
             return out
 
     return WatchedSetCurrentTrace
@@ -122,6 +125,8 @@ def _watching_class(base: type) -> type:
 def watching_trace_exits(
     every: bool = False,
     frames: Callable[[list[FrameHolding]], None] | None = None,
+    opener: Callable[[Any], Iterable[Any]] | None = None,
+    threads: bool = False,
 ) -> Generator[dict[int, Any]]:
     """Note (weakly) the traces that exit while the block runs: the eager `grad`
     and `jvp` traces JAX's checker does not look at, or with `every` each trace
@@ -138,21 +143,35 @@ def watching_trace_exits(
     transform's switch back to the trace it runs in), the user's frames on the
     stack are looked at for its tracers in their local variables (see
     `FrameHolding`); `frames` is called with those that hold some, while they
-    still do. (A local dropped before the block ends would be gone by then.)"""
+    still do. (A local dropped before the block ends would be gone by then.)
+    `opener` gives the parts of an object the look does not open itself (an
+    instance with `__slots__`, an exception, a partial, a suspended generator,
+    a NumPy object array, a user's function's globals: the leak scan's
+    knowledge of holders, `lift._leak_scan.FrameOpener`).
+
+    With `threads`, traces exiting in every thread are noted and looked at
+    (as `JAX_CHECK_TRACER_LEAKS=1` checks every thread); else this thread's
+    only (as `jax.checking_leaks()`, whose switch is per thread)."""
     global _original_set_current_trace, _frame_watchers
     recorder: dict[int, Any] = {}
     if not _recorders:
         _original_set_current_trace = _core.set_current_trace
         _core.set_current_trace = _watching_class(_original_set_current_trace)
-    entry = _Recorder(recorder, every, threading.get_ident(), frames)
+    entry = _Recorder(
+        recorder, every, None if threads else threading.get_ident(), frames
+    )
     _recorders.append(entry)
     if frames is not None:
         _frame_watchers += 1
+    if opener is not None:
+        _openers.append(opener)
     try:
         yield recorder
     finally:
         # By identity: two blocks' records may be equal dicts.
         del _recorders[next(i for i, e in enumerate(_recorders) if e is entry)]
+        if opener is not None:
+            del _openers[next(i for i, o in enumerate(_openers) if o is opener)]
         if frames is not None:
             _frame_watchers -= 1
             if not _frame_watchers:
@@ -193,8 +212,10 @@ def escaped_tracers(recorder: dict[int, Any]) -> list[Any]:
 # that exits for good is looked for in the locals of the user's frames then on
 # the stack (not JAX's, lift's, pytest's, pluggy's, the standard library's or
 # an installed package's: `_is_user_code`), directly or inside plain
-# containers, objects' attributes and closures, to a bounded depth and number
-# of objects.
+# containers, objects' attributes and closures, and through what the leak scan
+# opens (`watching_trace_exits(opener=...)`), to a bounded depth and number of
+# objects, in a bounded number of frames; and in the finalizers registered
+# while the trace ran.
 #
 # "For good": `core.set_current_trace(t)` is also entered to switch back to a
 # trace still running, the one a transform runs in (jax 0.10.2: every
@@ -210,42 +231,60 @@ _frame_watchers = 0  # blocks watching frames
 # id of each trace entered (while frames are watched) and not yet left: how
 # many times, and the trace (held while open: the `with` holds it anyway).
 _open_traces: dict[int, list[Any]] = {}
-# The most objects looked at per trace exit, and the deepest: a local at depth
-# 0, a tracer in a dict of lists at 2.
-_FRAME_BUDGET: Final = 1_000
-_FRAME_DEPTH: Final = 4
+# The most objects (and items of containers) looked at per trace exit, and
+# the deepest: a local at depth 0, a tracer in a dict of lists at 2.
+_FRAME_BUDGET: Final = 5_000
+_FRAME_DEPTH: Final = 64
+# The most user frames looked at per trace exit: the innermost and the
+# outermost (the test's own, its fixtures'), the frames between a deep
+# recursion's not read.
+_FRAME_INNER: Final = 8
+_FRAME_OUTER: Final = 4
+_FRAME_WALK: Final = 96
+# What opens objects the look does not (see `watching_trace_exits`), the
+# innermost block's.
+_openers: list[Callable[[Any], Iterable[Any]]] = []
 
 
 class FrameHolding(NamedTuple):
     """A frame of the user's code holding tracers of a trace that just exited
     for good: its code, the line it was at, its local variables (name, value)
-    and the tracers found through them (the local's name, the tracer)."""
+    and the tracers found through them (the local's name, the tracer). With
+    no code, not a frame: a holder no variable reaches (a finalizer), named
+    as its only "variable"."""
 
-    code: types.CodeType
+    code: types.CodeType | None
     lineno: int
     names: list[tuple[str, Any]]
     tracers: list[tuple[str, Any]]
 
 
+# What `weakref.finalize` keeps (each finalizer's function and arguments) until
+# its object dies: a tracer given to a finalizer registered in a trace is held
+# there, by no variable, and gone once the object dies.
+_FINALIZERS: Final[dict[Any, Any]] = cast(Any, weakref.finalize)._registry
+
+
 def _entered(trace: Any) -> None:
     entry = _open_traces.get(id(trace))
     if entry is None:
-        _open_traces[id(trace)] = [1, trace]
+        _open_traces[id(trace)] = [1, trace, len(_FINALIZERS)]
     else:
         entry[0] += 1
 
 
-def _left(trace: Any) -> bool:
-    """Count a `set_current_trace(trace)` left; whether it was the last one
-    open (one entered before frames were watched is not counted: `False`)."""
+def _left(trace: Any) -> int | None:
+    """Count a `set_current_trace(trace)` left; if it was the last one open,
+    how many finalizers there were when it was first entered (one entered
+    before frames were watched is not counted: `None`)."""
     entry = _open_traces.get(id(trace))
     if entry is None:
-        return False
+        return None
     if entry[0] > 1:
         entry[0] -= 1
-        return False
+        return None
     del _open_traces[id(trace)]
-    return True
+    return entry[2]
 
 
 def _still_running(trace: Any) -> bool:
@@ -274,18 +313,28 @@ def _reaches(starts: list[Any], trace: Any) -> bool:
     return False
 
 
-def _check_frames(trace: Any) -> None:
+def _check_frames(trace: Any, finalizers: int = 0) -> None:
     """At the last exit of `trace`: tell the blocks watching this thread's
-    frames which of the user's frames hold its tracers."""
-    if type(trace) is EVAL_TRACE or jax_leak_checks_declined():
+    frames which of the user's frames hold its tracers (and which of the
+    finalizers registered since it was entered: those past the first
+    `finalizers`)."""
+    if type(trace) is EVAL_TRACE or jax_leak_checks_declined() or jax_checks_leaks():
         # A block that turned JAX's checker off for itself keeps its tracers
-        # on purpose, and JAX's checker does not look at it either.
+        # on purpose, and JAX's checker does not look at it either; one that
+        # turned it on (`jax.checking_leaks()`, `lift.checking_leaks()`) has
+        # its leaks reported by that checker, which the code may catch.
         return
     thread = threading.get_ident()
-    told = [r.frames for r in _recorders if r.frames is not None and r.thread == thread]
+    told = [
+        r.frames
+        for r in _recorders
+        if r.frames is not None and (r.thread is None or r.thread == thread)
+    ]
     if not told or _still_running(trace):
         return
     found = _frames_holding(trace, sys._getframe(2))  # pyright: ignore[reportPrivateUsage]
+    if len(_FINALIZERS) > finalizers:
+        found.extend(_finalizers_holding(trace, len(_FINALIZERS) - finalizers))
     if found:
         for frames in told:
             frames(found)
@@ -293,9 +342,89 @@ def _check_frames(trace: Any) -> None:
 
 def _frames_holding(trace: Any, frame: types.FrameType | None) -> list[FrameHolding]:
     found: list[FrameHolding] = []
+    chosen = _user_frames(frame)
     budget = _FRAME_BUDGET
+    opener = _openers[-1] if _openers else None
+    seen: set[int] = set()  # an object two frames hold is looked at once
+    for frame, variables in chosen:
+        if budget <= 0:
+            break
+        names = _frame_locals(frame, variables)
+        tracers, budget = _tracers_of(trace, names, budget, opener, seen)
+        if tracers and not _runs_beneath(trace, frame):
+            found.append(FrameHolding(frame.f_code, frame.f_lineno, names, tracers))
+    return found
+
+
+def _finalizers_holding(trace: Any, count: int) -> list[FrameHolding]:
+    """The last `count` finalizers registered that hold tracers of `trace`
+    (each a `FrameHolding` of no code: the finalizer is its only name)."""
+    found: list[FrameHolding] = []
+    opener = _openers[-1] if _openers else None
+    for finalizer in list(itertools.islice(reversed(_FINALIZERS), count)):
+        names = [(_FINALIZER, finalizer)]
+        tracers, _ = _tracers_of(trace, names, _FRAME_BUDGET, opener)
+        if tracers:
+            found.append(FrameHolding(None, 0, names, tracers))
+    return found
+
+
+_FINALIZER: Final = "<a weakref.finalize>"
+
+
+def _user_frames(
+    frame: types.FrameType | None,
+) -> list[tuple[types.FrameType, frozenset[str]]]:
+    """The user's frames from `frame` down, innermost first, each with its
+    variables' names: at most `_FRAME_INNER` innermost and `_FRAME_OUTER`
+    outermost (the test's, its fixtures'), from at most `_FRAME_WALK` frames
+    at each end of the stack (Python pays for each frame it passes; the
+    bottom of a deeper stack is found in C, with `sys._getframe`)."""
+    chosen: list[tuple[types.FrameType, frozenset[str]]] = []
+    start = frame
+    frame = _walk_user_frames(frame, _FRAME_WALK, chosen)
+    if frame is not None:
+        # Deeper than `_FRAME_WALK`: the frame `_FRAME_WALK` above the bottom.
+        here = sys._getframe(0)  # pyright: ignore[reportPrivateUsage]
+        offset = 0
+        while here is not None and here is not start:
+            here = here.f_back
+            offset += 1
+        offset += _FRAME_WALK  # where `frame` is, counted from this one
+        low, high = offset, offset * 2
+        while _frame_at(high) is not None:
+            low, high = high, high * 2
+        while high - low > 1:  # `low` exists, `high` does not
+            middle = (low + high) // 2
+            if _frame_at(middle) is None:
+                high = middle
+            else:
+                low = middle
+        outer: list[tuple[types.FrameType, frozenset[str]]] = []
+        _walk_user_frames(_frame_at(max(offset, low - _FRAME_WALK + 1)), None, outer)
+        chosen.extend(outer[-_FRAME_OUTER:])
+    if len(chosen) > _FRAME_INNER + _FRAME_OUTER:
+        chosen = chosen[:_FRAME_INNER] + chosen[len(chosen) - _FRAME_OUTER :]
+    return chosen
+
+
+def _frame_at(depth: int) -> types.FrameType | None:
+    try:
+        return sys._getframe(depth + 1)  # pyright: ignore[reportPrivateUsage]
+    except ValueError:
+        return None
+
+
+def _walk_user_frames(
+    frame: types.FrameType | None,
+    most: int | None,
+    into: list[tuple[types.FrameType, frozenset[str]]],
+) -> types.FrameType | None:
+    """Add the user's frames among `most` frames from `frame` down (all with
+    `None`) to `into`; the first frame not walked."""
     users = _user_codes
-    while frame is not None:
+    walked = 0
+    while frame is not None and (most is None or walked < most):
         code = frame.f_code
         known = users.get(id(code))  # by id: a code object's hash reads it all
         if known is None:
@@ -305,14 +434,11 @@ def _frames_holding(trace: Any, frame: types.FrameType | None) -> list[FrameHold
                     (*code.co_varnames, *code.co_cellvars, *code.co_freevars)
                 )
             known = users[id(code)] = (code, variables)  # held: the id stays its own
-        variables = known[1]
-        if variables is not None:
-            names = _frame_locals(frame, variables)
-            tracers, budget = _tracers_of(trace, names, budget)
-            if tracers and not _runs_beneath(trace, frame):
-                found.append(FrameHolding(code, frame.f_lineno, names, tracers))
+        if known[1] is not None:
+            into.append((frame, known[1]))
         frame = frame.f_back
-    return found
+        walked += 1
+    return frame
 
 
 def _runs_beneath(trace: Any, frame: types.FrameType) -> bool:
@@ -344,15 +470,41 @@ def _frame_locals(
 
 # How `_tracers_of` opens each type of object, decided once per type (and
 # forgotten when the last block watching frames ends, so that no class is kept).
-_SKIP, _TRACER, _ITEMS, _VALUES, _OBJECT, _FUNCTION, _METHOD = range(7)
+_SKIP, _TRACER, _ITEMS, _VALUES, _OBJECT, _FUNCTION, _METHOD, _OPEN, _ARRAY = range(9)
 _kinds: dict[Any, tuple[int, Any]] = {}
 _UNDECIDED: Final = (-1, None)
 # Each code object met on the stack, with its variables' names if it is a
 # function of the user's (as `_kinds`, forgotten when the last block watching
 # frames ends).
 _user_codes: dict[int, tuple[types.CodeType, frozenset[str] | None]] = {}
-_CLOSED_PACKAGES: Final = frozenset(
-    {"jax", "jaxlib", "numpy", "lift", "builtins", "ml_dtypes", "_pytest", "pytest"}
+# Objects that hold nothing (or whose parts are never the user's data).
+_ATOMIC: Final = (
+    str,
+    bytes,
+    bytearray,
+    int,
+    float,
+    complex,
+    bool,
+    type(None),
+    type(Ellipsis),
+    type(NotImplemented),
+    range,
+    slice,
+    type,
+    types.ModuleType,
+    types.CodeType,
+    types.FrameType,
+    types.TracebackType,
+    types.MethodWrapperType,
+    types.WrapperDescriptorType,
+    types.MethodDescriptorType,
+    types.GetSetDescriptorType,
+    types.MemberDescriptorType,
+    types.BuiltinFunctionType,
+    np.dtype,
+    np.generic,
+    jax.Array,
 )
 
 
@@ -376,21 +528,46 @@ def _decide_kind(t: Any) -> tuple[int, Any]:
         return _FUNCTION, None
     if t is types.MethodType:
         return _METHOD, None
-    if issubclass(t, (type, types.ModuleType, BaseException)):
+    if t is np.ndarray:
+        return _ARRAY, None
+    if t is not types.BuiltinMethodType and issubclass(t, _ATOMIC):
         return _SKIP, None
+    if issubclass(t, BaseException):
+        return _OPEN, None
     module: object = getattr(t, "__module__", None) or "builtins"
     if not isinstance(module, str):
         module = ""  # a class whose `__module__` is a property of its own
-    if module.partition(".")[0] in _CLOSED_PACKAGES:
-        return _SKIP, None  # JAX's, NumPy's, lift's, pytest's and C objects
-    # An instance `__dict__` as Python makes it (no property to run).
-    for klass in t.__mro__:
-        descriptor = klass.__dict__.get("__dict__")
-        if descriptor is not None:
-            if type(descriptor) in _PLAIN_DICT:
-                return _OBJECT, None
-            break
-    return _SKIP, None
+    if (
+        t.__flags__ & _HEAP_TYPE  # a class of Python's: not a C type's parts
+        and module.partition(".")[0] not in _CLOSED_PACKAGES
+        and not issubclass(t, functools.partial)
+        and not _slotted(t)
+    ):
+        # An instance `__dict__` as Python makes it (no property to run).
+        for klass in t.__mro__:
+            descriptor = klass.__dict__.get("__dict__")
+            if descriptor is not None:
+                if type(descriptor) in _PLAIN_DICT:
+                    return _OBJECT, None
+                break
+    return _OPEN, None  # as the leak scan opens it (subclasses of lists too)
+
+
+_HEAP_TYPE: Final = 1 << 9  # Py_TPFLAGS_HEAPTYPE
+_CLOSED_PACKAGES: Final = frozenset(
+    {"jax", "jaxlib", "numpy", "lift", "builtins", "ml_dtypes", "_pytest", "pytest"}
+)
+
+
+def _slotted(t: type) -> bool:
+    """Whether a class of its MRO declares `__slots__` (values outside the
+    instance `__dict__`)."""
+    for klass in t.__mro__[:-1]:
+        slots = vars(klass).get("__slots__", ())
+        names = (slots,) if isinstance(slots, str) else slots
+        if any(n not in ("__dict__", "__weakref__") for n in names):
+            return True
+    return False
 
 
 # How Python classes (getset) and C types such as `SimpleNamespace` (member)
@@ -399,10 +576,15 @@ _PLAIN_DICT: Final = (types.GetSetDescriptorType, types.MemberDescriptorType)
 
 
 def _tracers_of(
-    trace: Any, names: list[tuple[str, Any]], budget: int
+    trace: Any,
+    names: list[tuple[str, Any]],
+    budget: int,
+    opener: Callable[[Any], Iterable[Any]] | None = None,
+    seen: set[int] | None = None,
 ) -> tuple[list[tuple[str, Any]], int]:
     """The tracers of `trace` that `names` hold, breadth-first, at most
-    `_FRAME_DEPTH` deep and `budget` objects; with the budget left."""
+    `_FRAME_DEPTH` deep and `budget` objects and items; with the budget left.
+    What the look does not open itself `opener` opens (if given)."""
     found: list[tuple[str, Any]] = []
     kinds = _kinds
     # Breadth-first: a list read from `at` on (numbers and strings not queued).
@@ -412,7 +594,8 @@ def _tracers_of(
         if kinds.get(type(value), _UNDECIDED)[0] != _SKIP
     ]
     at = 0
-    seen: set[int] = set()
+    if seen is None:
+        seen = set()
     while at < len(queue) and budget > 0:
         obj, depth, name = queue[at]
         at += 1
@@ -431,17 +614,31 @@ def _tracers_of(
         seen.add(id(obj))
         if kind in (_ITEMS, _VALUES):
             children: Iterable[Any] = how(obj)
+            if len(obj) > 4:
+                # Numbers, strings, arrays: told apart by their types, in C.
+                budget -= len(obj) // 8
+                held = set(map(type, how(obj)))
+                if all(kinds.get(k, _UNDECIDED)[0] == _SKIP for k in held):
+                    continue
         elif kind == _OBJECT:
             children = object.__getattribute__(obj, "__dict__").values()
         elif kind == _FUNCTION:
-            children = []
-            for cell in obj.__closure__ or ():
-                try:
-                    children.append(cell.cell_contents)
-                except ValueError:  # an empty cell
-                    pass
-        else:  # a bound method
+            if opener is not None and _is_user_code(obj.__code__.co_filename):
+                # Its cells, defaults and the globals its code names.
+                children = _opened(opener, obj)
+            else:
+                children = []
+                for cell in obj.__closure__ or ():
+                    try:
+                        children.append(cell.cell_contents)
+                    except ValueError:  # an empty cell
+                        pass
+        elif kind == _METHOD:  # a bound method
             children = (obj.__self__,)
+        elif opener is None or (kind == _ARRAY and obj.dtype.kind != "O"):
+            continue
+        else:
+            children = _opened(opener, obj)
         for child in children:
             budget -= 1
             if budget <= 0:
@@ -450,6 +647,13 @@ def _tracers_of(
             if known is None or known[0] != _SKIP:  # numbers and strings: not queued
                 queue.append((child, depth + 1, name))
     return found, budget
+
+
+def _opened(opener: Callable[[Any], Iterable[Any]], obj: Any) -> Iterable[Any]:
+    try:
+        return opener(obj)
+    except Exception:  # what cannot be opened holds nothing the look can see
+        return ()
 
 
 _user_files: dict[str, bool] = {}
