@@ -14,7 +14,8 @@ from ._errors import LeakError as LeakError, LiftError as LiftError
 from ._version import __version__ as __version__
 
 if TYPE_CHECKING:
-    from ._checking import checked as checked, checking_leaks as checking_leaks
+    from ._checked import checked as checked
+    from ._checking import checking_leaks as checking_leaks
     from ._diff import diff as diff
     from ._jit import jit as jit
     from ._leak_report import Leak as Leak, Leaks as Leaks
@@ -57,7 +58,7 @@ _LAZY = {
     "Leaks": "_leak_report",
     "Lifted": "_lifted",
     "check_leaks": "_leaks",
-    "checked": "_checking",
+    "checked": "_checked",
     "checking_leaks": "_checking",
     "diff": "_diff",
     "find_leaks": "_leaks",

@@ -6,9 +6,10 @@ import inspect
 import re
 import sys
 import types
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from ._labels import Label
+if TYPE_CHECKING:  # `import lift` imports this module, and JAX only when used
+    from ._labels import Label
 
 __all__ = [
     "LeakError",

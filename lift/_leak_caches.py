@@ -12,8 +12,8 @@ from collections.abc import Iterable
 from typing import Any, NamedTuple, cast
 
 from . import _gc
+from ._leak_reach import ATOMIC, is_user_file
 from ._leak_report import Leak, closure_leak
-from ._leak_scan import ATOMIC, is_user_file
 
 __all__ = [
     "CacheHolders",

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 from . import _compat
 from ._closure import function_of
+from ._labels import Label
 
 __all__ = ["Leak", "Leaks", "Unopened", "format_leaks", "unopened_text"]
 
@@ -274,3 +275,136 @@ def local_leak(code: types.CodeType, name: str, tracer: Any) -> Leak:
 
 #: At most this many unopened holders are listed in one report.
 _UNOPENED_SHOWN = 5
+
+
+# -- a scan's path to a leak ---------------------------------------------------------
+
+# A label as a scan stores it: text, `(format, key)` (rendered only for a
+# report), or a `Label`.
+PathLabel = str | tuple[str, Any] | Label
+
+
+def label_text(label: PathLabel) -> str:
+    if isinstance(label, str):
+        return label
+    if isinstance(label, Label):
+        return label.text
+    fmt, key = label
+    return fmt.format(key)
+
+
+def chain_to(entries: list[Any], index: int) -> list[int]:
+    """The entries from a root to entry `index`."""
+    out: list[int] = []
+    while index >= 0:
+        out.append(index)
+        index = entries[index][0]
+    out.reverse()
+    return out
+
+
+def path_text(entries: list[Any], chain: list[int], home: str | None) -> str:
+    """The path a chain of entries spells, from its last module-level holder."""
+    start = 0
+    for i, entry in enumerate(chain):
+        if entries[entry][3]:
+            start = i
+    text = "".join(label_text(entries[e][1]) for e in chain[start:])
+    return _module_of(entries, chain, start, home) + text
+
+
+def _module_of(
+    entries: list[Any], chain: list[int], start: int, home: str | None
+) -> str:
+    """`mylib.` when the path starts at a global of a module other than the
+    one whose code reached it (a library's registry, seen from a test), so
+    that the report names the module holding it; else nothing."""
+    _, label, edge, _ = entries[chain[start]]
+    if (
+        edge is None
+        or edge[2] != GLOBAL
+        or type(label) is not str
+        or "." in label
+        or type(edge[0]) is not types.FunctionType
+    ):
+        return ""
+    module = edge[0].__module__
+    if home is not None:
+        return "" if module == home else f"{module}."
+    for e in chain[:start]:
+        before = entries[e][2]
+        if (
+            before is not None
+            and type(before[0]) is types.FunctionType
+            and before[0].__module__ != module
+        ):
+            return f"{module}."
+    return ""
+
+
+def leak_at(entries: list[Any], home: str | None, tracer: Any, index: int) -> Leak:
+    """The report of `tracer`, found at entry `index` of a scan's `entries`
+    (`(parent, label, edge, resets)`, one per object visited)."""
+    chain = chain_to(entries, index)
+    path = path_text(entries, chain, home)
+    description = f"{_compat.tracer_aval(tracer)} from {_compat.transform_name(tracer)}"
+    edges = [entries[e][2] for e in chain]
+    holder = next(
+        (
+            i
+            for i in reversed(range(len(chain)))
+            if (edge := edges[i]) is not None and edge[2] not in MARKERS
+        ),
+        None,
+    )
+    stored = next((e for e in edges[:holder] if e is not None and e[2] in STORED), None)
+    if holder is None:
+        advice = None if stored is None else stored_advice(stored[0], stored[2])
+        return Leak(path, None, None, None, None, description, advice=advice)
+    edge = entries[chain[holder]][2]
+    assert edge is not None
+    fn, variable, kind = edge
+    code = fn if isinstance(fn, types.CodeType) else getattr(fn, "__code__", None)
+    qualname = (
+        fn.co_qualname
+        if isinstance(fn, types.CodeType)
+        else getattr(fn, "__qualname__", None) or type(fn).__qualname__
+    )
+    filename = code.co_filename if isinstance(code, types.CodeType) else None
+    lineno = code.co_firstlineno if isinstance(code, types.CodeType) else None
+    location = path_text(entries, chain[:holder], home) if holder else None
+    if location == qualname or not location:
+        location = None
+    rest = "".join(label_text(entries[e][1]) for e in chain[holder + 1 :])
+    detail = f"{variable}{rest}" if rest else None
+    advice = None
+    if stored is not None and kind != GLOBAL:
+        advice = stored_advice(stored[0], stored[2])
+    elif (
+        kind != GLOBAL
+        and location is not None
+        and any(e is not None and e[2] in REGISTRIES for e in edges[:holder])
+    ):
+        # A closure kept in a registry (a module's list or dict, a class
+        # attribute): lifting it would still store it there.
+        advice = (
+            "return the value from the transformed function instead of "
+            f"storing {qualname} in {location}"
+        )
+    if _compat.is_jax_closure_convert(fn):
+        advice = (
+            "jax.closure_convert keeps integer, boolean and key tracers in its "
+            "closure: convert with lift.closure_convert(f, *example_args) instead"
+        )
+    return Leak(
+        path,
+        qualname,
+        variable,
+        filename,
+        lineno,
+        description,
+        kind,
+        location,
+        detail,
+        advice,
+    )

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import collections
 import functools
-import os
-import sysconfig
 import types
 import weakref
 from collections.abc import Callable, Iterable
@@ -41,23 +39,24 @@ from ._closure import (
 )
 from ._hidden import aux_parts
 from ._labels import ARG, CELL, KEYWORD, SELF, Label
+from ._leak_reach import ATOMIC, code_names, is_closed_type, is_user_file, param_name
 from ._leak_report import (
     ABSENT,
     BOUND,
     CAPTURED,
     GENERATOR_LOCAL,
     GLOBAL,
-    MARKERS,
     MODULE_GLOBAL,
     PARTIAL,
-    REGISTRIES,
     STATIC_FIELD,
-    STORED,
     STORED_LIFTED,
     Leak,
+    PathLabel,
     Unopened,
+    chain_to,
     error_text,
-    stored_advice,
+    leak_at,
+    path_text,
 )
 from ._stdlib_holders import (
     LRU_WRAPPER,
@@ -88,95 +87,6 @@ __all__ = []
 # The walk.
 
 
-def _library_dirs() -> tuple[str, ...]:
-    paths = sysconfig.get_paths()
-    dirs = {
-        paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths
-    }
-    dirs.add(os.path.dirname(os.path.abspath(__file__)))
-    dirs.add(os.path.dirname(os.path.abspath(os.__file__)))
-    return tuple(sorted(os.path.join(os.path.abspath(d), "") for d in dirs))
-
-
-_LIBRARY_DIRS = _library_dirs()
-
-
-@functools.lru_cache(maxsize=256)
-def is_user_file(filename: str) -> bool:
-    """Whether code from `filename` is the user's (not the stdlib, site-packages
-    or lift): only the user's functions have their globals and frames scanned."""
-    if filename.startswith("<"):
-        return True  # exec'd or interactive code is the user's
-    return not os.path.abspath(filename).startswith(_LIBRARY_DIRS)
-
-
-# Standard-library objects a user stores things in (`SimpleNamespace`,
-# `argparse.Namespace`, `threading.local`, ...) are opened like the user's own;
-# JAX's, NumPy's, pytest's, lift's and the builtins' (exceptions and their
-# tracebacks) are not.
-_CLOSED_MODULES = frozenset(
-    {"jax", "jaxlib", "numpy", "builtins", "ml_dtypes", "lift", "_pytest", "pytest"}
-)
-
-
-def _is_closed_type(cls: type) -> bool:
-    module = getattr(cls, "__module__", None) or "builtins"
-    return module.partition(".")[0] in _CLOSED_MODULES
-
-
-ATOMIC: frozenset[type] = frozenset(
-    {
-        str,
-        bytes,
-        bytearray,
-        int,
-        float,
-        complex,
-        bool,
-        type(None),
-        type(Ellipsis),
-        type(NotImplemented),
-        range,
-        slice,
-        types.ModuleType,
-        types.CodeType,
-        types.FrameType,
-        types.TracebackType,
-        types.MethodWrapperType,
-        types.WrapperDescriptorType,
-        types.MethodDescriptorType,
-        types.GetSetDescriptorType,
-        types.MemberDescriptorType,
-        np.dtype,
-    }
-)
-
-
-def _code_names(
-    code: types.CodeType, cache: dict[types.CodeType, tuple[str, ...]]
-) -> tuple[str, ...]:
-    """Global names a code object (and the code nested in it) refers to."""
-    found = cache.get(code)
-    if found is not None:
-        return found
-    names: dict[str, None] = {}
-    stack = [code]
-    while stack:
-        c = stack.pop()
-        names.update(dict.fromkeys(c.co_names))
-        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
-    found = tuple(names)
-    cache[code] = found
-    return found
-
-
-def _param_name(fn: Any, index: int) -> str:
-    code = getattr(fn, "__code__", None)
-    if isinstance(code, types.CodeType) and index < code.co_argcount:
-        return code.co_varnames[index]
-    return f"args[{index}]"
-
-
 # Labels are rendered only for reports: an entry stores (format, key).
 _INDEX = "[{}]"
 _KEY = "[{!r}]"
@@ -185,17 +95,6 @@ _SET_ITEM = "{{…}}"
 
 # Per-type plans for objects that are not one of the core kinds.
 _SKIP, _LIFTED, _CONTAINER, _JAXPR, _PYTREE, _OBJECT, _LIBRARY = range(7)
-
-_Label = str | tuple[str, Any] | Label
-
-
-def _label_text(label: _Label) -> str:
-    if isinstance(label, str):
-        return label
-    if isinstance(label, Label):
-        return label.text
-    fmt, key = label
-    return fmt.format(key)
 
 
 class LeakWalk:
@@ -220,7 +119,7 @@ class LeakWalk:
         self.keep: list[Any] = []  # temporaries built by the walk keep their ids
         # (parent entry, label, (function, variable, kind) or None, path restarts)
         self.entries: list[
-            tuple[int, _Label, tuple[Any, str | None, str | None] | None, bool]
+            tuple[int, PathLabel, tuple[Any, str | None, str | None] | None, bool]
         ] = []
         self.queue: collections.deque[tuple[Any, int]] = collections.deque()
         self.leaks: list[Leak] = []
@@ -236,7 +135,7 @@ class LeakWalk:
         self,
         obj: Any,
         parent: int,
-        label: _Label,
+        label: PathLabel,
         edge: tuple[Any, str | None, str | None] | None = None,
         reset: bool = False,
     ) -> None:
@@ -370,7 +269,7 @@ class LeakWalk:
         self.push(exc.args, index, ".args")
         self.push(exc.__cause__, index, ".__cause__")
         self.push(exc.__context__, index, ".__context__")
-        if _is_closed_type(cls):  # a builtin error: its own attributes only
+        if is_closed_type(cls):  # a builtin error: its own attributes only
             attrs = self.attribute(exc, "__dict__", index)
             if isinstance(attrs, dict):
                 self.push_all(attrs.items(), index, _ATTR)  # pyright: ignore
@@ -413,7 +312,7 @@ class LeakWalk:
                 self.push(value, index, label, (fn, label.variable, label.role))
         if is_user_file(code.co_filename):
             glob = fn.__globals__
-            names = _code_names(code, self.code_names)
+            names = code_names(code, self.code_names)
             for name in names:
                 if name in glob:
                     value = glob[name]
@@ -456,7 +355,7 @@ class LeakWalk:
         func = p.func
         for label, value in partial_parts(p):
             if label.kind == ARG:
-                edge = (func, _param_name(func, cast(int, label.key)), PARTIAL)
+                edge = (func, param_name(func, cast(int, label.key)), PARTIAL)
             elif label.kind == KEYWORD:
                 edge = (func, label.variable, PARTIAL)
             else:
@@ -502,7 +401,7 @@ class LeakWalk:
         return (*self.as_object(cls), True)  # pyright: ignore[reportUnknownArgumentType]
 
     def as_object(self, cls: type) -> tuple[int, tuple[str, ...]]:
-        if _is_closed_type(cls):  # pyright: ignore[reportUnknownArgumentType]
+        if is_closed_type(cls):  # pyright: ignore[reportUnknownArgumentType]
             return _LIBRARY, ()
         return _OBJECT, slot_names(cls)  # pyright: ignore[reportUnknownArgumentType]
 
@@ -579,7 +478,11 @@ class LeakWalk:
     def unopened(self) -> list[Unopened]:
         """What this scan could not open, with the path to each."""
         return [
-            Unopened(self.render(self.chain(index)) + where, error_text(exc))
+            Unopened(
+                path_text(self.entries, chain_to(self.entries, index), self.home)
+                + where,
+                error_text(exc),
+            )
             for index, where, exc in self.failed
         ]
 
@@ -611,119 +514,8 @@ class LeakWalk:
 
     # -- reports ----------------------------------------------------------------
 
-    def chain(self, index: int) -> list[int]:
-        out: list[int] = []
-        while index >= 0:
-            out.append(index)
-            index = self.entries[index][0]
-        out.reverse()
-        return out
-
-    def render(self, chain: list[int]) -> str:
-        start = 0
-        entries = self.entries
-        for i, entry in enumerate(chain):
-            if entries[entry][3]:
-                start = i
-        text = "".join(_label_text(entries[e][1]) for e in chain[start:])
-        return self.module_of(chain, start) + text
-
-    def module_of(self, chain: list[int], start: int) -> str:
-        """`mylib.` when the path starts at a global of a module other than the
-        one whose code reached it (a library's registry, seen from a test), so
-        that the report names the module holding it; else nothing."""
-        entries = self.entries
-        _, label, edge, _ = entries[chain[start]]
-        if (
-            edge is None
-            or edge[2] != GLOBAL
-            or type(label) is not str
-            or "." in label
-            or type(edge[0]) is not types.FunctionType
-        ):
-            return ""
-        module = edge[0].__module__
-        if self.home is not None:
-            return "" if module == self.home else f"{module}."
-        for e in chain[:start]:
-            before = entries[e][2]
-            if (
-                before is not None
-                and type(before[0]) is types.FunctionType
-                and before[0].__module__ != module
-            ):
-                return f"{module}."
-        return ""
-
     def report(self, tracer: Any, index: int) -> Leak:
-        chain = self.chain(index)
-        path = self.render(chain)
-        description = (
-            f"{_compat.tracer_aval(tracer)} from {_compat.transform_name(tracer)}"
-        )
-        entries = self.entries
-        edges = [entries[e][2] for e in chain]
-        holder = next(
-            (
-                i
-                for i in reversed(range(len(chain)))
-                if (edge := edges[i]) is not None and edge[2] not in MARKERS
-            ),
-            None,
-        )
-        stored = next(
-            (e for e in edges[:holder] if e is not None and e[2] in STORED), None
-        )
-        if holder is None:
-            advice = None if stored is None else stored_advice(stored[0], stored[2])
-            return Leak(path, None, None, None, None, description, advice=advice)
-        edge = entries[chain[holder]][2]
-        assert edge is not None
-        fn, variable, kind = edge
-        code = fn if isinstance(fn, types.CodeType) else getattr(fn, "__code__", None)
-        qualname = (
-            fn.co_qualname
-            if isinstance(fn, types.CodeType)
-            else getattr(fn, "__qualname__", None) or type(fn).__qualname__
-        )
-        filename = code.co_filename if isinstance(code, types.CodeType) else None
-        lineno = code.co_firstlineno if isinstance(code, types.CodeType) else None
-        location = self.render(chain[:holder]) if holder else None
-        if location == qualname or not location:
-            location = None
-        rest = "".join(_label_text(entries[e][1]) for e in chain[holder + 1 :])
-        detail = f"{variable}{rest}" if rest else None
-        advice = None
-        if stored is not None and kind != GLOBAL:
-            advice = stored_advice(stored[0], stored[2])
-        elif (
-            kind != GLOBAL
-            and location is not None
-            and any(e is not None and e[2] in REGISTRIES for e in edges[:holder])
-        ):
-            # A closure kept in a registry (a module's list or dict, a class
-            # attribute): lifting it would still store it there.
-            advice = (
-                "return the value from the transformed function instead of "
-                f"storing {qualname} in {location}"
-            )
-        if _compat.is_jax_closure_convert(fn):
-            advice = (
-                "jax.closure_convert keeps integer, boolean and key tracers in its "
-                "closure: convert with lift.closure_convert(f, *example_args) instead"
-            )
-        return Leak(
-            path,
-            qualname,
-            variable,
-            filename,
-            lineno,
-            description,
-            kind,
-            location,
-            detail,
-            advice,
-        )
+        return leak_at(self.entries, self.home, tracer, index)
 
 
 class _NoneLive:

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import lift
-from lift import _checking, _compat
+from lift import _checked, _compat
 
 pytestmark = pytest.mark.lift_allow_leaks
 
@@ -33,13 +33,13 @@ def _clear() -> Iterator[None]:
 def scans(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Counts the scans `checked` runs."""
     count = [0]
-    real = _checking.scan
+    real = _checked.scan
 
     def counting(*args: Any, **kwargs: Any) -> Any:
         count[0] += 1
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(_checking, "scan", counting)
+    monkeypatch.setattr(_checked, "scan", counting)
     return count
 
 

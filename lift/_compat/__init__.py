@@ -12,7 +12,7 @@ JAX. One module per subsystem of JAX that lift reads:
 - `checker`: JAX's own leak checker (the tracers its report carries, the
   frames' locals snapshots it takes for leaks);
 - `trace_exits`: the traces that exit inside `lift.checking_leaks()`, and what
-  the user's frames hold of them;
+  the user's frames hold of them (their locals read by `frame_locals`);
 - `stack`: tracebacks and the stack (JAX's filtering, warnings' stack level,
   `jax.jit` hashing a static argument);
 - `config`: JAX's configuration, read fast;

@@ -1,0 +1,256 @@
+"""What a frame's locals hold: the tracers among them and what they reach, for
+the frame look of `trace_exits` at a trace's exit.
+
+Bounded (`FRAME_DEPTH` deep, a budget of objects and items), and safe: types
+are read with `type()`; a container is read in C; an object is opened by its
+`__dict__` and slots, or by the leak scan's opener (`lift._leak_scan`) for
+what only it knows; code outside the user's files is not looked into."""
+
+from __future__ import annotations
+
+import collections
+import functools
+import os
+import sys
+import types
+from collections.abc import Callable, Iterable
+from typing import Any, Final, cast
+
+import jax
+import numpy as np
+
+from .traces import JAX_DIR, Tracer
+
+FRAME_DEPTH: Final = 64
+
+# How `tracers_of` opens each type of object, decided once per type (and
+# forgotten when the last block watching frames ends, so that no class is kept).
+_SKIP, _TRACER, _ITEMS, _VALUES, _OBJECT, _FUNCTION, _METHOD, _OPEN, _ARRAY = range(9)
+
+
+KINDS: dict[Any, tuple[int, Any]] = {}
+_UNDECIDED: Final = (-1, None)
+
+
+# Objects that hold nothing (or whose parts are never the user's data).
+_ATOMIC: Final = (
+    str,
+    bytes,
+    bytearray,
+    int,
+    float,
+    complex,
+    bool,
+    type(None),
+    type(Ellipsis),
+    type(NotImplemented),
+    range,
+    slice,
+    type,
+    types.ModuleType,
+    types.CodeType,
+    types.FrameType,
+    types.TracebackType,
+    types.MethodWrapperType,
+    types.WrapperDescriptorType,
+    types.MethodDescriptorType,
+    types.GetSetDescriptorType,
+    types.MemberDescriptorType,
+    types.BuiltinFunctionType,
+    np.dtype,
+    np.generic,
+    jax.Array,
+)
+
+
+def _kind(t: Any) -> tuple[int, Any]:
+    found = KINDS.get(t)
+    if found is None:
+        found = KINDS[t] = _decide_kind(t)
+    return found
+
+
+def _decide_kind(t: Any) -> tuple[int, Any]:
+    if issubclass(t, Tracer):
+        return _TRACER, None
+    if issubclass(t, dict):
+        return _VALUES, cast(Any, dict).values
+    bases: tuple[Any, ...] = (list, tuple, set, frozenset, collections.deque)
+    for base in bases:
+        if issubclass(t, base):
+            return _ITEMS, base.__iter__  # a subclass's own `__iter__` is not run
+    if t is types.FunctionType:
+        return _FUNCTION, None
+    if t is types.MethodType:
+        return _METHOD, None
+    if t is np.ndarray:
+        return _ARRAY, None
+    if t is not types.BuiltinMethodType and issubclass(t, _ATOMIC):
+        return _SKIP, None
+    if issubclass(t, BaseException):
+        return _OPEN, None
+    module: object = getattr(t, "__module__", None) or "builtins"
+    if not isinstance(module, str):
+        module = ""  # a class whose `__module__` is a property of its own
+    if (
+        t.__flags__ & _HEAP_TYPE  # a class of Python's: not a C type's parts
+        and module.partition(".")[0] not in _CLOSED_PACKAGES
+        and not issubclass(t, functools.partial)
+        and not _slotted(t)
+    ):
+        # An instance `__dict__` as Python makes it (no property to run).
+        for klass in t.__mro__:
+            descriptor = klass.__dict__.get("__dict__")
+            if descriptor is not None:
+                if type(descriptor) in _PLAIN_DICT:
+                    return _OBJECT, None
+                break
+    return _OPEN, None  # as the leak scan opens it (subclasses of lists too)
+
+
+_HEAP_TYPE: Final = 1 << 9  # Py_TPFLAGS_HEAPTYPE
+_CLOSED_PACKAGES: Final = frozenset(
+    {"jax", "jaxlib", "numpy", "lift", "builtins", "ml_dtypes", "_pytest", "pytest"}
+)
+
+
+def _slotted(t: type) -> bool:
+    """Whether a class of its MRO declares `__slots__` (values outside the
+    instance `__dict__`)."""
+    for klass in t.__mro__[:-1]:
+        slots = vars(klass).get("__slots__", ())
+        names = (slots,) if isinstance(slots, str) else slots
+        if any(n not in ("__dict__", "__weakref__") for n in names):
+            return True
+    return False
+
+
+# How Python classes (getset) and C types such as `SimpleNamespace` (member)
+# give their instances' `__dict__`: no code of the class's own runs.
+_PLAIN_DICT: Final = (types.GetSetDescriptorType, types.MemberDescriptorType)
+
+
+def tracers_of(
+    trace: Any,
+    names: list[tuple[str, Any]],
+    budget: int,
+    opener: Callable[[Any], Iterable[Any]] | None = None,
+    seen: set[int] | None = None,
+) -> tuple[list[tuple[str, Any]], int]:
+    """The tracers of `trace` that `names` hold, breadth-first, at most
+    `FRAME_DEPTH` deep and `budget` objects and items; with the budget left.
+    What the look does not open itself `opener` opens (if given)."""
+    found: list[tuple[str, Any]] = []
+    kinds = KINDS
+    # Breadth-first: a list read from `at` on (numbers and strings not queued).
+    queue = [
+        (value, 0, name)
+        for name, value in names
+        if kinds.get(type(value), _UNDECIDED)[0] != _SKIP
+    ]
+    at = 0
+    if seen is None:
+        seen = set()
+    while at < len(queue) and budget > 0:
+        obj, depth, name = queue[at]
+        at += 1
+        budget -= 1
+        kind, how = kinds.get(type(obj)) or _kind(type(obj))
+        if kind == _SKIP:
+            continue
+        if kind == _TRACER:
+            if getattr(obj, "_trace", None) is trace and all(
+                t is not obj for _, t in found
+            ):
+                found.append((name, obj))
+            continue
+        if depth >= FRAME_DEPTH or id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if kind in (_ITEMS, _VALUES):
+            children: Iterable[Any] = how(obj)
+            if len(obj) > 4:
+                # Numbers, strings, arrays: told apart by their types, in C.
+                budget -= len(obj) // 8
+                held = set(map(type, how(obj)))
+                if all(kinds.get(k, _UNDECIDED)[0] == _SKIP for k in held):
+                    continue
+        elif kind == _OBJECT:
+            children = object.__getattribute__(obj, "__dict__").values()
+        elif kind == _FUNCTION:
+            if opener is not None and is_user_code(obj.__code__.co_filename):
+                # Its cells, defaults and the globals its code names.
+                children = _opened(opener, obj)
+            else:
+                children = []
+                for cell in obj.__closure__ or ():
+                    try:
+                        children.append(cell.cell_contents)
+                    except ValueError:  # an empty cell
+                        pass
+        elif kind == _METHOD:  # a bound method
+            children = (obj.__self__,)
+        elif opener is None or (kind == _ARRAY and obj.dtype.kind != "O"):
+            continue
+        else:
+            children = _opened(opener, obj)
+        for child in children:
+            budget -= 1
+            if budget <= 0:
+                break
+            known = kinds.get(type(child))
+            if known is None or known[0] != _SKIP:  # numbers and strings: not queued
+                queue.append((child, depth + 1, name))
+    return found, budget
+
+
+def _opened(opener: Callable[[Any], Iterable[Any]], obj: Any) -> Iterable[Any]:
+    try:
+        return opener(obj)
+    except Exception:  # what cannot be opened holds nothing the look can see
+        return ()
+
+
+_user_files: dict[str, bool] = {}
+
+
+def is_user_code(filename: str) -> bool:
+    """Whether code from `filename` is the user's: not JAX's, jaxlib's, lift's,
+    pytest's, pluggy's, the standard library's nor an installed package's (as
+    lift's scans decide: the project under test is the user's when installed
+    editable, from its own tree; equinox's or diffrax's frames, many and full
+    of pytrees under every solve, are not looked at)."""
+    user = _user_files.get(filename)
+    if user is None:
+        user = _user_files[filename] = _classify(filename)
+    return user
+
+
+def _classify(filename: str) -> bool:
+    if filename.startswith("<"):
+        return not filename.startswith("<frozen ")  # exec'd code is the user's
+    return not os.path.abspath(filename).startswith(_library_paths())
+
+
+@functools.cache
+def _library_paths() -> tuple[str, ...]:
+    """Where JAX's, jaxlib's, lift's, pytest's and pluggy's code is (from a
+    source tree too), the standard library's and installed packages'."""
+    import sysconfig
+
+    others = {
+        JAX_DIR,
+        os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ""),
+    }
+    for name in ("jaxlib", "_pytest", "pytest", "pluggy"):
+        spec = getattr(sys.modules.get(name), "__file__", None)
+        if isinstance(spec, str):
+            others.add(os.path.join(os.path.dirname(os.path.abspath(spec)), ""))
+    paths = sysconfig.get_paths()
+    others.update(
+        os.path.join(os.path.abspath(paths[k]), "")
+        for k in ("stdlib", "platstdlib", "purelib", "platlib")
+        if k in paths
+    )
+    others.add(os.path.join(os.path.dirname(os.path.abspath(os.__file__)), ""))
+    return tuple(sorted(others))
