@@ -570,7 +570,15 @@ def _register(cls: type[Lifted[Any, Any]]) -> None:
         return self
 
     jtu.register_pytree_with_keys(cls, flatten_with_keys, unflatten, flatten)
-    register_function_of(cls, rebuilt)
+    register_function_of(cls, _as_held)
+
+
+def _as_held(x: Lifted[Any, Any]) -> Callable[..., Any]:
+    """The function `x` stands for, as the leak scan opens it: rebuilt from its
+    leaves as they are, its Python floats left unconverted (converting them
+    would place them on the device, and at the width, in effect during the
+    scan instead of at `x`'s own first use: a scan changes nothing)."""
+    return build(x._skeleton, x._flat if x._flat is not None else x._leaves)
 
 
 def rebuilt(x: Lifted[Any, Any]) -> Callable[..., Any]:

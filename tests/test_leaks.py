@@ -687,3 +687,21 @@ def test_a_lift_jit_closure_that_calls_itself_is_walked_as_one_node() -> None:
     assert leak.path == "roots[0][0].__wrapped__.captures['scale']"
     assert leak.variable == "scale"
     assert "is already lifted" in leak.hint
+
+
+def test_scanning_a_lifted_function_converts_none_of_its_floats() -> None:
+    # A scan (and the plugin's look at a test's locals at a trace exit) opens a
+    # `Lifted` as the function it stands for, without converting its floats:
+    # they are converted at the function's own first use, on its device.
+    if len(jax.devices()) < 2:
+        pytest.skip("needs several devices")
+    scale = 0.5
+
+    def make() -> Any:
+        return lift.lift(lambda x: scale * x)
+
+    f = make()
+    with jax.default_device(jax.devices()[1]):
+        assert lift.find_leaks(f) == []
+    assert float(f(2.0)) == 1.0
+    assert [x.devices() for x in jax.tree.leaves(f)] == [{jax.devices()[0]}]
