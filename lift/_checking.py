@@ -222,8 +222,7 @@ def _translate(
         what = ", ".join(map(_short, jax_tracers[:3])) or "a tracer"
         source = "JAX's checker failed while explaining it, jax issue 26560"
     else:
-        lines = [line for line in str(exc).split("\n") if line.strip()]
-        what = lines[1] if len(lines) > 1 else (lines[0] if lines else "a tracer")
+        what = _compat.leaked_tracer_text(exc)
         source = "JAX's report follows, above"
     error = LeakError(
         "JAX found a tracer that escaped its transform, held by no variable "

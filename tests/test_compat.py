@@ -512,3 +512,17 @@ def test_jit_names_an_argument_it_cannot_take_and_an_unhashable_static_one() -> 
     with pytest.raises(ValueError) as unhashable:
         jax.jit(lambda x, n: x, static_argnums=1)(1.0, [1, 2])
     assert _compat.is_unhashable_static(unhashable.value)
+
+
+def test_a_leak_report_names_the_tracer_on_its_second_line() -> None:
+    kept: list[Any] = []
+
+    @jax.jit
+    def f(x: Any) -> Any:
+        kept.append(x)
+        return x
+
+    with pytest.raises(Exception) as info, jax.checking_leaks():
+        f(1.0)
+    assert "float32[]" in _compat.leaked_tracer_text(info.value)  # the tracer
+    assert _compat.leaked_tracer_text(Exception("one line")) == "one line"

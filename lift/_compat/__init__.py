@@ -42,6 +42,7 @@ from .messages import (
     has_custom_nodes as has_custom_nodes,
     is_signature_mismatch as is_signature_mismatch,
     is_unhashable_static as is_unhashable_static,
+    leaked_tracer_text as leaked_tracer_text,
     treedef_text as treedef_text,
 )
 from .programs import (

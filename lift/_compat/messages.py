@@ -19,6 +19,7 @@ __all__ = [
     "concretized_arguments",
     "has_custom_nodes",
     "is_signature_mismatch",
+    "leaked_tracer_text",
     "treedef_text",
 ]
 
@@ -84,3 +85,10 @@ def bad_argument(err: BaseException) -> tuple[str, str] | None:
 def is_unhashable_static(err: BaseException) -> bool:
     """Whether `err` is `jax.jit`'s refusal of an unhashable static argument."""
     return str(err).startswith("Non-hashable static arguments")
+
+
+def leaked_tracer_text(exc: BaseException) -> str:
+    """What JAX's leak report says of the tracer: its second line ("Leaked
+    trace ...", then the tracer and what refers to it), or the first."""
+    lines = [line for line in str(exc).split("\n") if line.strip()]
+    return (lines[1] if len(lines) > 1 else (lines[0] if lines else "a tracer")).strip()
