@@ -84,12 +84,16 @@ def checked(transform: _T) -> _T:
         transformed = transform(_tracing(fn), *args, **kwargs)
 
         checks = _compat.jax_checks_leaks
+        here = _compat.CHECKED_HERE
 
         def call(*a: Any, **k: Any) -> Any:
             __tracebackhide__ = True
             outer = getattr(_calls, "pending", None)
             pending: list[weakref.WeakSet[Any]] = []
             _calls.pending = pending
+            # The plugin's look at the caller's frames as a trace exits stands
+            # aside: this call reports what its trace leaves.
+            was, here.on = here.on, True
             if checks():
                 # JAX's checker runs only when its leak checking is on; the
                 # full traceback then tells its report from the user's error.
@@ -97,11 +101,13 @@ def checked(transform: _T) -> _T:
                     out = _call_under_jax_checks(transformed, fn, pending, a, k)
                 finally:
                     _calls.pending = outer
+                    here.on = was
             else:
                 try:
                     out = transformed(*a, **k)
                 finally:
                     _calls.pending = outer
+                    here.on = was
             if not pending:
                 return out  # served from the cache: no Python of fn ran
             roots: list[tuple[str, Any]] = [("output", out), (describe_short(fn), fn)]

@@ -62,6 +62,7 @@ from ._stdlib_holders import (
     LRU_WRAPPER,
     STDLIB_HOLDERS,
     SUSPENDED_FRAMES,
+    WEAK_HOLDERS,
     array_items,
     cache_parts,
     opened_by_referents,
@@ -537,15 +538,26 @@ class FrameOpener:
         self.walk = LeakWalk(0, live=_NoneLive())
 
     def __call__(self, obj: Any) -> list[Any]:
+        if isinstance(obj, WEAK_HOLDERS):
+            # The look runs before the garbage collector (JAX's checker
+            # collects first): through a weak reference it would reach
+            # garbage, and what it names it keeps alive until the phase ends.
+            # A tracer alive there by another holder is still alive then.
+            return []
         walk = self.walk
         walk.seen = {id(obj)}
-        walk.entries.clear()
-        walk.failed.clear()
-        walk.keep.clear()  # what the last call built: its parts are queued
-        walk.expand(obj, -1)
-        children = [child for child, _ in walk.queue]
-        walk.queue.clear()
-        return children
+        try:
+            walk.expand(obj, -1)
+            return [child for child, _ in walk.queue]
+        finally:
+            # Nothing kept past the call: the look's caller holds the parts,
+            # and an object the last exit's look opened dies when the user
+            # drops it, not when the next trace exits.
+            walk.queue.clear()
+            walk.entries.clear()
+            walk.failed.clear()
+            walk.keep.clear()
+            walk.seen = set()
 
 
 def scan_tracers(

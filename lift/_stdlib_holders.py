@@ -188,6 +188,15 @@ STDLIB_HOLDERS: Final[dict[type, Callable[[Any], Iterator[tuple[Any, Any]]]]] = 
 }
 
 
+# Holders that refer to their contents weakly: what they reach is alive only
+# while something else holds it, or until the garbage collector frees a cycle.
+WEAK_HOLDERS: Final = (
+    weakref.ReferenceType,
+    weakref.WeakValueDictionary,
+    weakref.WeakSet,
+)
+
+
 def suspended_parts(x: Any) -> Iterator[tuple[Label, Any]]:
     """A suspended generator's or coroutine's local variables."""
     for name, value in suspended_locals(x):

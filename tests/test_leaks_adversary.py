@@ -348,6 +348,48 @@ FALSE_REPORTS = (
             """
         },
     ),
+    # The same with a `lift.checked` function's `LeakError`: the frame look
+    # saw `held` holding the tracer as the trace exited, and failed the test
+    # the code had already made pass.
+    Case(
+        "caught_from_lift_checked",
+        {
+            "test_caught_from_lift_checked.py": """
+                import jax, pytest, lift
+                def test_it():
+                    held = []
+                    with pytest.raises(lift.LeakError):
+                        lift.checked(jax.jit)(lambda x: (held.append(x), x)[1])(1.0)
+                    held.clear()
+            """
+        },
+    ),
+    # A weak reference, from a test's local, to a cycle that holds a tracer:
+    # garbage at the trace's exit, which JAX's checker collects before it
+    # looks. The frame look, which runs before any collection, followed the
+    # reference, named the tracer and kept it alive to the end of the phase.
+    Case(
+        "weakly_held_garbage",
+        {
+            "test_weakly_held_garbage.py": """
+                import gc, weakref, jax
+                class Box:
+                    def __init__(self, v):
+                        self.v, self.me = v, self  # a cycle: freed by the collector
+                def test_it():
+                    refs = []
+                    members = weakref.WeakSet()
+                    def f(x):
+                        box = Box(x * 2)
+                        refs.append(weakref.ref(box))
+                        members.add(box)
+                        return x
+                    jax.jit(f)(1.0)
+                    gc.collect()
+                    assert all(r() is None for r in refs) and not members
+            """
+        },
+    ),
 )
 
 ALL = FALSE_PASSES + FALSE_REPORTS

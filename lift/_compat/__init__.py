@@ -60,6 +60,7 @@ from .stack import (
     user_stacklevel as user_stacklevel,
 )
 from .trace_exits import (
+    CHECKED_HERE as CHECKED_HERE,
     FrameHolding as FrameHolding,
     escaped_tracers as escaped_tracers,
     watching_trace_exits as watching_trace_exits,

@@ -223,6 +223,18 @@ def escaped_tracers(recorder: dict[int, Any]) -> list[Any]:
 # tell (`running_traces`).
 
 _frame_watchers = 0  # blocks watching frames
+
+
+class _CheckedHere(threading.local):
+    """Whether this thread runs a call of a `lift.checked` function, which
+    scans what the call's trace leaves and raises its own report (one the code
+    may catch, as it may catch JAX's checker's): the frames are not looked at
+    then, as they are not while JAX's checker is on."""
+
+    on: bool = False
+
+
+CHECKED_HERE: Final = _CheckedHere()
 # id of each trace entered (while frames are watched) and not yet left: how
 # many times, and the trace (held while open: the `with` holds it anyway).
 _open_traces: dict[int, list[Any]] = {}
@@ -312,11 +324,17 @@ def _check_frames(trace: Any, finalizers: int = 0) -> None:
     frames which of the user's frames hold its tracers (and which of the
     finalizers registered since it was entered: those past the first
     `finalizers`)."""
-    if type(trace) is EVAL_TRACE or jax_leak_checks_declined() or jax_checks_leaks():
+    if (
+        type(trace) is EVAL_TRACE
+        or CHECKED_HERE.on
+        or jax_leak_checks_declined()
+        or jax_checks_leaks()
+    ):
         # A block that turned JAX's checker off for itself keeps its tracers
         # on purpose, and JAX's checker does not look at it either; one that
-        # turned it on (`jax.checking_leaks()`, `lift.checking_leaks()`) has
-        # its leaks reported by that checker, which the code may catch.
+        # turned it on (`jax.checking_leaks()`, `lift.checking_leaks()`) or a
+        # `lift.checked` call has its leaks reported by that checker, which
+        # the code may catch.
         return
     thread = threading.get_ident()
     told = [
