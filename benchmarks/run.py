@@ -34,8 +34,9 @@ LEAD = """\
 
 First, what choosing a way to sweep hyperparameters comes down to: a
 learning-rate sweep with plain optax, `optax.inject_hyperparams`, equinox's
-`closure_to_pytree` and `lift`, side by side. Then what a `lift.jit` call and
-leak checking cost. The
+`closure_to_pytree` and `lift`, side by side, and the same choice in two
+libraries built on closures (blackjax's samplers, a GenJAX-style model
+library). Then what a `lift.jit` call and leak checking cost. The
 goals the project holds its own code to, measured against 0.1.0, come last.
 """
 
