@@ -335,8 +335,41 @@ _CASES: dict[str, tuple[Maker, str]] = {
 }
 
 
-@pytest.mark.parametrize("consumer", list(_RUN))
-@pytest.mark.parametrize("case", list(_CASES))
+# What the analysis does not see yet, each listed in docs/errors.md; strict,
+# so a case fails the day it is fixed.
+_UNSEEN = (
+    "not seen by the mutation analysis: docs/errors.md#mutates-a-rebuilt-container"
+)
+_NOT_SEEN: dict[str, tuple[str, ...]] = {
+    "registered dataclass: m.calls += 1": tuple(_RUN),
+    "registered dataclass: setattr(m, 'calls', 5)": tuple(_RUN),
+    "log = state[k]; def add(): log.append(1)": tuple(_RUN),
+    "[log.append(1) for log in [state[k]]]": tuple(_RUN),
+    "[*rows][0].append(1)": tuple(_RUN),
+    "{**d}[k].append(1)": tuple(_RUN),
+    "helper.log.append(1), helper another captured function": tuple(_RUN),
+    "push = partial(list.append, buf); push(1)": tuple(_RUN),
+    # eager, the array is the user's own; under a jit it is a tracer
+    "buf[0] = 1.0 on a captured numpy array": ("jax.jit", "lift.jit"),
+}
+
+
+def _case_params() -> list[Any]:
+    return [
+        pytest.param(
+            case,
+            consumer,
+            id=f"{case}-{consumer}",
+            marks=[pytest.mark.xfail(strict=True, reason=_UNSEEN)]
+            if consumer in _NOT_SEEN.get(case, ())
+            else [],
+        )
+        for case in _CASES
+        for consumer in _RUN
+    ]
+
+
+@pytest.mark.parametrize(("case", "consumer"), _case_params())
 def test_the_users_object_sees_the_change_or_lift_refuses(
     case: str, consumer: str
 ) -> None:
@@ -344,6 +377,7 @@ def test_the_users_object_sees_the_change_or_lift_refuses(
     _check(make, consumer, variable)
 
 
+@pytest.mark.xfail(strict=True, reason=_UNSEEN)
 def test_a_partial_of_a_builtin_mutator_acts_on_the_users_list() -> None:
     # plain Python: `functools.partial(list.append, buf)(1)` appends to buf.
     buf = [0.5]
