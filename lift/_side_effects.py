@@ -18,6 +18,7 @@ from ._errors import LiftError, aval_str, describe
 from ._labels import ARG, KEYWORD, SELF, Label
 from ._mutating_flow import ANY, ATTR_STEP, ITEM_STEP, Path
 from ._mutation import mutated_paths
+from ._mutators import MUTATING
 from ._nodes import Static, Template
 from ._static import static_key
 from ._trees import flatten_checked, is_function_like
@@ -211,9 +212,34 @@ def refuse_part_mutations(
     for (label, template), value in zip(parts, obj_parts, strict=True):
         if template.treedef is None or label.kind not in (SELF, ARG, KEYWORD):
             continue
+        if id(func) in MUTATING and label.kind == ARG and label.key == 0:
+            _refuse_mutator_partial(func, value, template, leaves)
+            continue
         found = _parameter(func, label)
         if found is not None:
             refuse_mutation(found[0], found[1], value, template, leaves, found[2])
+
+
+def _refuse_mutator_partial(
+    func: Any, value: Any, template: Template, leaves: list[Any]
+) -> None:
+    """A `LiftError` if a partial of a function or builtin method that mutates
+    its first argument (`partial(list.append, buf)`) binds there a list or dict
+    lift rebuilds: calling it would change the copy. Refused when it is lifted,
+    called or not (its only use is mutating)."""
+    kept = {id(s.value) for s in template.slots if type(s) is Static}
+    if id(value) in kept or id(value) not in _rebuilt(value, kept):
+        return
+    what = type(value).__name__
+    name = getattr(func, "__qualname__", None) or repr(func)
+    raise LiftError(
+        f"functools.partial({name}, …) mutates its first argument in place, a "
+        f"{what} that {_what_in(value, template, leaves)}. lift rebuilds such a "
+        f"{what} around its leaves, so the change would reach a copy, not your "
+        f"{what}.\nFix: call {name} on a {what} passed as an argument, or keep "
+        "only static values in it.",
+        anchor="mutates-a-rebuilt-container",
+    )
 
 
 def own_static(value: Any) -> Static:
