@@ -13,6 +13,8 @@ import inspect
 import types
 from typing import Any, Final, cast
 
+import numpy as np
+
 from ._compat import CUSTOM_NODES
 from ._errors import LiftError, aval_str, describe
 from ._labels import ARG, KEYWORD, SELF, Label
@@ -47,13 +49,22 @@ def refuse_mutation(
     variable `name` (which holds `value`, captured as `template`) by a path the
     code reads (`state[0].append`, `d['log'][k] = v`); `prefix`: the part of
     the path that leads from `name` to `value` (a function attribute's)."""
-    if name is None or template.treedef is None:
+    if name is None or not checked_for_mutation(value, template):
         return  # kept whole: the user's own object
     paths = mutated_paths(fn.__code__, fn.__globals__).get(name)
     if not paths:
         return
     kept = {id(s.value) for s in template.slots if type(s) is Static}
     rebuilt = _rebuilt(value, kept)
+    # NumPy arrays lift makes leaves: under a transform each is a tracer,
+    # which cannot be written in place.
+    flat = flatten_checked(value, is_function_like)
+    arrays = {
+        id(x): x
+        for x in (flat[0] if flat is not None else ())
+        if isinstance(x, np.ndarray) and id(x) not in kept
+    }
+    rebuilt |= arrays.keys()
     for path in paths:
         if not _leads_through(path, prefix):
             continue
@@ -62,6 +73,16 @@ def refuse_mutation(
             continue
         what = type(target).__name__
         at = "" if not path else f" (at `{name}{_path_text(path)}`)"
+        if id(target) in arrays:
+            raise LiftError(
+                f"{describe(fn)} mutates the captured variable {name!r} in "
+                f"place{at}, a NumPy array ({target.dtype}{list(target.shape)}) that "
+                "lift makes a leaf: under a transform it is a tracer, which "
+                "cannot be written in place, and your array would not see the "
+                f"change.\nFix: pass {name!r} as an argument and return the new "
+                "value (`x.at[i].set(v)` on a JAX array).",
+                anchor="mutates-a-rebuilt-container",
+            )
         held = _what_in(target, template, leaves)
         plain = type(target) in OWN_CONTAINERS
         keep = (
@@ -80,6 +101,14 @@ def refuse_mutation(
             f"or {keep}.",
             anchor="mutates-a-rebuilt-container",
         )
+
+
+def checked_for_mutation(value: Any, template: Template) -> bool:
+    """Whether code mutating what `template` captures could miss the user's
+    object: a pytree rebuilt around leaves, or a NumPy array made a leaf."""
+    return template.treedef is not None or (
+        isinstance(value, np.ndarray) and any(type(s) is int for s in template.slots)
+    )
 
 
 def _rebuilt(value: Any, kept: set[int]) -> set[int]:
