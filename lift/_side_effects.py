@@ -59,12 +59,13 @@ def refuse_mutation(
     # NumPy arrays lift makes leaves: under a transform each is a tracer,
     # which cannot be written in place.
     flat = flatten_checked(value, is_function_like)
-    arrays = {
-        id(x): x
+    leaf_ids: list[int] = [
+        id(cast(object, x))
         for x in (flat[0] if flat is not None else ())
-        if isinstance(x, np.ndarray) and id(x) not in kept
-    }
-    rebuilt |= arrays.keys()
+        if isinstance(x, np.ndarray)
+    ]
+    arrays = set(leaf_ids) - kept
+    rebuilt |= arrays
     for path in paths:
         if not _leads_through(path, prefix):
             continue
