@@ -62,7 +62,7 @@ def refuse_mutation(
     leaf_ids: list[int] = [
         id(cast(object, x))
         for x in (flat[0] if flat is not None else ())
-        if isinstance(x, np.ndarray)
+        if issubclass(type(cast(object, x)), np.ndarray)
     ]
     arrays = set(leaf_ids) - kept
     rebuilt |= arrays
@@ -108,7 +108,8 @@ def checked_for_mutation(value: Any, template: Template) -> bool:
     """Whether code mutating what `template` captures could miss the user's
     object: a pytree rebuilt around leaves, or a NumPy array made a leaf."""
     return template.treedef is not None or (
-        isinstance(value, np.ndarray) and any(type(s) is int for s in template.slots)
+        issubclass(type(cast(object, value)), np.ndarray)
+        and any(type(s) is int for s in template.slots)
     )
 
 
