@@ -80,6 +80,7 @@ _BUILTIN_RESULTS: Final = {
     "zip": _ZIPPED,  # (of every argument)
     "next": "next",
     "getattr": "attribute",
+    "type": "class",  # (`type(x).append(x, v)`, as `x.__class__.append`)
 }
 _UNBOUND_OWNERS: Final = frozenset({"list", "dict"})  # (`dict.get(d, k)`)
 
@@ -214,6 +215,13 @@ class Mutations(Flow):
             self.generic(ins, stack, pending)
             if stack:
                 stack[-1] = _element(iterator)
+        elif op == "MATCH_KEYS":  # `case {"log": log}`: the subject's items
+            subject = stack[-2] if len(stack) >= 2 else _UNKNOWN
+            stack.append(_iterated(subject))
+        elif op == "COPY_DICT_WITHOUT_KEYS":  # `case {**rest}`: a copy of them
+            subject = stack[-2] if len(stack) >= 2 else _UNKNOWN
+            self.pop(stack)
+            stack.append(_iterated(subject))
         elif op == "BUILD_SLICE":
             del stack[len(stack) - (ins.arg or 2) :]
             stack.append(frozenset({_SLICE}))
@@ -275,6 +283,14 @@ class Mutations(Flow):
             kind = callee[0]
             if kind in _VARIABLES:
                 step = callee[-1] if len(callee) > 2 else None
+                if (
+                    step is not None
+                    and step[0] == ATTR_STEP
+                    and step[1] in MUTATORS
+                    and callee[-2:-1] == ((ATTR_STEP, "__class__"),)
+                    and args
+                ):  # `x.__class__.append(y, v)`, `type(x).append(y, v)`: `y`
+                    self.mutate(args[0])
                 if step is not None and step[0] == ATTR_STEP:
                     how = _METHOD_RESULTS.get(step[1])
                     if how is not None:  # `x.get(k)`
@@ -284,6 +300,12 @@ class Mutations(Flow):
                 continue
             if kind == _GLOBAL and len(callee) == 2 and callee[1] in _BUILTIN_RESULTS:
                 out.update(_called(callee[1], args))
+                if (
+                    callee[1] == "getattr"
+                    and len(args) > 1
+                    and _constant(args[1]) in MUTATORS
+                ):  # `getattr(x, "append")`, as `x.append`
+                    self.mutate(args[0])
             elif (
                 kind == _GLOBAL
                 and len(callee) == 3
@@ -329,6 +351,8 @@ def _called(name: str, args: list[frozenset[Source]]) -> frozenset[Source]:
     if how == "next":  # `next(it, default)`
         found = _element(args[0])
         return found | _paths(args[1]) if len(args) > 1 else found
+    if how == "class":  # `type(x)`: `x.__class__`
+        return _attribute(args[0], "__class__") if len(args) == 1 else _UNKNOWN
     if how == "attribute":  # `getattr(x, "log", default)`
         key = _constant(args[1]) if len(args) > 1 else None
         if type(key) is not str:

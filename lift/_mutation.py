@@ -243,6 +243,10 @@ def _may_mutate(code: types.CodeType, aliases: frozenset[str] = NO_ALIASES) -> b
     names = code.co_names
     if not _NAMES.isdisjoint(names) or (aliases and not aliases.isdisjoint(names)):
         return True
+    if "getattr" in names and any(
+        type(k) is str and k in MUTATORS for k in code.co_consts
+    ):  # `getattr(x, "append")`
+        return True
     raw = code.co_code
     opcodes = set(raw[::2])
     return not _WRITES.isdisjoint(opcodes) or (

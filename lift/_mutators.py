@@ -46,6 +46,7 @@ MUTATORS: Final = frozenset(
         "__delitem__",
         "__iadd__",
         "__ior__",
+        "__imul__",
     }
 )
 

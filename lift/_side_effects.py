@@ -8,17 +8,28 @@ lifts, naming the function, `file:line` and the path mutated."""
 
 from __future__ import annotations
 
+import collections
+import inspect
 import types
 from typing import Any, Final, cast
+
+import numpy as np
 
 from ._compat import CUSTOM_NODES
 from ._errors import LiftError, aval_str, describe
 from ._labels import ARG, KEYWORD, SELF, Label
-from ._mutating_flow import ANY, ATTR_STEP, Path
+from ._mutating_flow import ANY, ATTR_STEP, ITEM_STEP, Path
 from ._mutation import mutated_paths
+from ._mutators import MUTATING
 from ._nodes import Static, Template
 from ._static import static_key
 from ._trees import flatten_checked, is_function_like
+
+# The lists and dicts JAX flattens as nodes, so that lift rebuilds them around
+# their leaves: `dict`'s subclasses `OrderedDict` and `defaultdict` too.
+_REBUILT_TYPES: Final = frozenset(
+    {list, dict, collections.OrderedDict, collections.defaultdict}
+)
 
 # Containers the lifted function shares with the original when they hold no
 # dynamic leaf (`own_static`): what code appends to, fills or counts in.
@@ -38,32 +49,68 @@ def refuse_mutation(
     variable `name` (which holds `value`, captured as `template`) by a path the
     code reads (`state[0].append`, `d['log'][k] = v`); `prefix`: the part of
     the path that leads from `name` to `value` (a function attribute's)."""
-    if name is None or template.treedef is None:
+    if name is None or not checked_for_mutation(value, template):
         return  # kept whole: the user's own object
     paths = mutated_paths(fn.__code__, fn.__globals__).get(name)
     if not paths:
         return
     kept = {id(s.value) for s in template.slots if type(s) is Static}
     rebuilt = _rebuilt(value, kept)
+    # NumPy arrays lift makes leaves: under a transform each is a tracer,
+    # which cannot be written in place.
+    flat = flatten_checked(value, is_function_like)
+    leaf_ids: list[int] = [
+        id(cast(object, x))
+        for x in (flat[0] if flat is not None else ())
+        if issubclass(type(cast(object, x)), np.ndarray)
+    ]
+    arrays = set(leaf_ids) - kept
+    rebuilt |= arrays
     for path in paths:
-        if path[: len(prefix)] != prefix:
+        if not _leads_through(path, prefix):
             continue
         target = _target(value, path[len(prefix) :], kept, rebuilt)
         if target is None:
             continue
         what = type(target).__name__
         at = "" if not path else f" (at `{name}{_path_text(path)}`)"
+        if id(target) in arrays:
+            raise LiftError(
+                f"{describe(fn)} mutates the captured variable {name!r} in "
+                f"place{at}, a NumPy array ({target.dtype}{list(target.shape)}) that "
+                "lift makes a leaf: under a transform it is a tracer, which "
+                "cannot be written in place, and your array would not see the "
+                f"change.\nFix: pass {name!r} as an argument and return the new "
+                "value (`x.at[i].set(v)` on a JAX array).",
+                anchor="mutates-a-rebuilt-container",
+            )
         held = _what_in(target, template, leaves)
+        plain = type(target) in OWN_CONTAINERS
+        keep = (
+            f"keep only static values in it, outside pytree nodes (a {what} "
+            "without arrays, floats or functions, in a capture or in lists, "
+            "tuples and dicts, is your own object inside the lifted function)"
+            if plain
+            else "use a plain dict holding only static values, outside pytree "
+            "nodes (your own object inside the lifted function)"
+        )
         raise LiftError(
             f"{describe(fn)} mutates the captured variable {name!r} in place{at}, "
             f"a {what} that {held}. lift rebuilds such a {what} around its "
             f"leaves, so the change would reach a copy, not your {what}.\nFix: "
             f"pass {name!r} as an argument and return what the code adds to it, "
-            f"or keep only static values in it, outside pytree nodes (a {what} "
-            "without arrays, floats or functions, in a capture or in lists, "
-            "tuples and dicts, is your own object inside the lifted function).",
+            f"or {keep}.",
             anchor="mutates-a-rebuilt-container",
         )
+
+
+def checked_for_mutation(value: Any, template: Template) -> bool:
+    """Whether code mutating what `template` captures could miss the user's
+    object: a pytree rebuilt around leaves, or a NumPy array made a leaf."""
+    return template.treedef is not None or (
+        issubclass(type(cast(object, value)), np.ndarray)
+        and any(type(s) is int for s in template.slots)
+    )
 
 
 def _rebuilt(value: Any, kept: set[int]) -> set[int]:
@@ -75,12 +122,23 @@ def _rebuilt(value: Any, kept: set[int]) -> set[int]:
         if id(x) in kept or is_function_like(x):
             return True
         t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
-        if t is list or t is dict:
+        if t in _REBUILT_TYPES:
             visited.add(id(cast(object, x)))
         return False
 
     flatten_checked(value, is_leaf)
     return visited
+
+
+def _leads_through(path: Path, prefix: Path) -> bool:
+    """Whether `path` starts with `prefix`, a key the code computes (`ANY`)
+    matching any item's (`args[i]` reaches a partial's argument at `args[0]`)."""
+    if len(path) < len(prefix):
+        return False
+    return all(
+        a == b or (a == ANY and b[0] != ATTR_STEP)
+        for a, b in zip(path, prefix, strict=False)
+    )
 
 
 def _target(value: Any, path: Path, kept: set[int], rebuilt: set[int]) -> Any:
@@ -101,7 +159,9 @@ def _target(value: Any, path: Path, kept: set[int], rebuilt: set[int]) -> Any:
                         following.extend(cast("list[Any]", x))
                 elif step[0] == ATTR_STEP:
                     following.append(getattr(x, step[1]))
-                else:
+                elif not isinstance(x, dict) or step[1] in x:
+                    # (A dict's by a key it holds: never a defaultdict's
+                    # `__missing__`, which would add the key.)
                     following.append(x[step[1]])
             except Exception:  # not there: nothing
                 continue
@@ -121,6 +181,8 @@ def _what_in(target: Any, template: Template, leaves: list[Any]) -> str:
             return f"holds a dynamic value ({aval_str(leaf)})"
     if flat is not None and any(map(is_function_like, flat[0])):
         return "holds a function"
+    if type(target) not in OWN_CONTAINERS:  # (`OrderedDict`, `defaultdict`)
+        return "JAX flattens as a pytree node"
     return "sits in a pytree node"
 
 
@@ -135,9 +197,11 @@ def _path_text(path: Path) -> str:
     )
 
 
-def _parameter(fn: Any, label: Label) -> tuple[types.FunctionType, str] | None:
+def _parameter(fn: Any, label: Label) -> tuple[types.FunctionType, str, Path] | None:
     """The function and parameter a partial's argument or a bound method's
-    object is passed to, when that function is a plain one."""
+    object is passed to, when that function is a plain one, and the path from
+    that parameter to the value (`args[k]` for `*args`, `kw[name]` for
+    `**kw`)."""
     offset = 0
     func = fn
     if type(func) is types.MethodType:
@@ -147,9 +211,24 @@ def _parameter(fn: Any, label: Label) -> tuple[types.FunctionType, str] | None:
     code = func.__code__
     if label.kind == SELF or label.kind == ARG:
         i = (0 if label.kind == SELF else cast(int, label.key)) + offset
-        return (func, code.co_varnames[i]) if i < code.co_argcount else None
+        if i < code.co_argcount:
+            return func, code.co_varnames[i], ()
+        if code.co_flags & inspect.CO_VARARGS:  # `def g(*args)`: `args[k]`
+            rest = code.co_varnames[code.co_argcount + code.co_kwonlyargcount]
+            return func, rest, ((ITEM_STEP, i - code.co_argcount),)
+        return None
     if label.kind == KEYWORD:
-        return func, cast(str, label.key)
+        key = cast(str, label.key)
+        named = code.co_varnames[code.co_posonlyargcount : code.co_argcount]
+        kwonly = code.co_varnames[
+            code.co_argcount : code.co_argcount + code.co_kwonlyargcount
+        ]
+        if key in named or key in kwonly or not code.co_flags & inspect.CO_VARKEYWORDS:
+            return func, key, ()
+        # `def g(x, **kw)`: `kw[key]`.
+        at = code.co_argcount + code.co_kwonlyargcount
+        at += bool(code.co_flags & inspect.CO_VARARGS)
+        return func, code.co_varnames[at], ((ITEM_STEP, key),)
     return None
 
 
@@ -164,9 +243,34 @@ def refuse_part_mutations(
     for (label, template), value in zip(parts, obj_parts, strict=True):
         if template.treedef is None or label.kind not in (SELF, ARG, KEYWORD):
             continue
+        if id(func) in MUTATING and label.kind == ARG and label.key == 0:
+            _refuse_mutator_partial(func, value, template, leaves)
+            continue
         found = _parameter(func, label)
         if found is not None:
-            refuse_mutation(found[0], found[1], value, template, leaves)
+            refuse_mutation(found[0], found[1], value, template, leaves, found[2])
+
+
+def _refuse_mutator_partial(
+    func: Any, value: Any, template: Template, leaves: list[Any]
+) -> None:
+    """A `LiftError` if a partial of a function or builtin method that mutates
+    its first argument (`partial(list.append, buf)`) binds there a list or dict
+    lift rebuilds: calling it would change the copy. Refused when it is lifted,
+    called or not (its only use is mutating)."""
+    kept = {id(s.value) for s in template.slots if type(s) is Static}
+    if id(value) in kept or id(value) not in _rebuilt(value, kept):
+        return
+    what = type(value).__name__
+    name = getattr(func, "__qualname__", None) or repr(func)
+    raise LiftError(
+        f"functools.partial({name}, …) mutates its first argument in place, a "
+        f"{what} that {_what_in(value, template, leaves)}. lift rebuilds such a "
+        f"{what} around its leaves, so the change would reach a copy, not your "
+        f"{what}.\nFix: call {name} on a {what} passed as an argument, or keep "
+        "only static values in it.",
+        anchor="mutates-a-rebuilt-container",
+    )
 
 
 def own_static(value: Any) -> Static:

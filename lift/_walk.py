@@ -44,6 +44,7 @@ from ._nodes import (
 )
 from ._side_effects import (
     OWN_CONTAINERS,
+    checked_for_mutation,
     nests_plainly,
     own_static,
     refuse_mutation,
@@ -251,7 +252,7 @@ class Walk:
             for (label, template), (_, value) in zip(
                 parts, function_parts(fn), strict=True
             ):
-                if template.treedef is None:
+                if not checked_for_mutation(value, template):
                     continue
                 if label.kind != ATTR:
                     refuse_mutation(fn, label.variable, value, template, self.leaves)
@@ -311,7 +312,7 @@ class Walk:
                 anchor="rebinds-a-dynamic-capture",
                 static=(name,),
             )
-        if template.treedef is not None:
+        if checked_for_mutation(contents, template):
             refuse_mutation(fn, name, contents, template, self.leaves)
         added = len(self.leaves) - before
         if added == 1:  # the common case, one value: no generator
