@@ -1,6 +1,7 @@
-"""Adversarial cases: where the plugin's default mode (`pytest --lift-leaks`)
-disagrees with JAX's own checker (`JAX_CHECK_TRACER_LEAKS=1`), or costs far
-more than a plain run.
+"""The plugin's default mode (`pytest --lift-leaks`) agrees with JAX's own
+checker (`JAX_CHECK_TRACER_LEAKS=1`) where the two could part: tracers held by
+frames that drop them before the phase ends, and what did not escape; and its
+look at the frames stays cheap on a deep stack.
 
 Each case is a small project (one test per file, so that `_outcomes` of
 tests/test_leaks_projects.py keys each by its file), run in a subprocess under
@@ -404,7 +405,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[dict, dict
     """Each case's project run under the default mode and under JAX's checker
     (each case its own project: the false reports' conftest fixtures differ)."""
     out: dict[str, tuple[dict, dict]] = {}
-    root = tmp_path_factory.mktemp("adversary")
+    root = tmp_path_factory.mktemp("agrees")
     for case in ALL:
         project = root / case.name
         project.mkdir()
