@@ -25,6 +25,7 @@ from .traces import (
     PARENT_ATTRS,
     SNAPSHOT_LOCALS,
     TRACE_CTX,
+    LiveTraces,
     Tracer,
     live_traces,
     running_traces,
