@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _compat
-from ._errors import LiftError, describe
+from ._errors import LiftError, array_text, describe
 from ._program_parts import ProgramParts
 
 # JAX's public functions used here, typed once for the type checker.
@@ -43,10 +43,6 @@ _asarray: Callable[[Any], Any] = jnp.asarray  # pyright: ignore
 
 
 __all__ = ["convert"]
-
-
-def _short(shape: tuple[int, ...], dtype: Any) -> str:
-    return f"{jnp.dtype(dtype).name}[{','.join(map(str, shape))}]"
 
 
 def _signature(leaves: list[Any]) -> tuple[tuple[tuple[int, ...], Any], ...]:
@@ -116,7 +112,7 @@ class Program:
         return self._hash
 
     def __repr__(self) -> str:
-        ins = ", ".join(_short(s, d) for s, d in self.in_sig)
+        ins = ", ".join(array_text(s, d) for s, d in self.in_sig)
         return f"Program({self.name}({ins}))"
 
     def run(self, consts: tuple[Any, ...], args: tuple[Any, ...], kwargs: Any) -> Any:
@@ -132,8 +128,8 @@ class Program:
             )
         given = _signature(leaves)
         if given != self.in_sig:
-            expected = ", ".join(_short(s, d) for s, d in self.in_sig)
-            got = ", ".join(_short(s, d) for s, d in given)
+            expected = ", ".join(array_text(s, d) for s, d in self.in_sig)
+            got = ", ".join(array_text(s, d) for s, d in given)
             raise LiftError(
                 f"{self.where} was closure-converted for arguments ({expected}) and "
                 f"was called with ({got}).\nFix: call it with arguments of those shapes "

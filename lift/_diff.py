@@ -17,7 +17,7 @@ from ._diff_skeleton import (
     join_path,
     static_unequal,
 )
-from ._errors import static_str
+from ._errors import array_text, static_str, type_text
 from ._lift import flatten_lifted, is_lifted, stops_flattening
 from ._lifted import Lifted
 
@@ -98,10 +98,7 @@ def _leaf_type(x: Any) -> str:
         aval: Any = jax.typeof(x)
     except Exception:  # not a JAX value (`2**100`, an object): jit refuses it
         return type(x).__name__
-    if not hasattr(aval, "str_short"):
-        return str(aval)
-    weak = "~" if getattr(aval, "weak_type", False) else ""
-    return weak + aval.str_short(short_dtypes=True)
+    return type_text(aval)
 
 
 # -- pytrees ------------------------------------------------------------------------
@@ -181,9 +178,7 @@ def _what(x: Any) -> str:
     try:
         shape, dtype = getattr(x, "shape", None), getattr(x, "dtype", None)
         if type(shape) is tuple and dtype is not None:
-            return (
-                f"{dtype}[{','.join(str(d) for d in cast('tuple[Any, ...]', shape))}]"
-            )
+            return array_text(cast("tuple[Any, ...]", shape), dtype)
     except Exception:
         pass
     return a_or_an(t.__name__)

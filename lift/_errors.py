@@ -1,4 +1,5 @@
-"""The library's exceptions, and the one way messages name a function."""
+"""The library's exceptions, and the one way messages name a function and a
+value's type."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import inspect
 import re
 import sys
 import types
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:  # `import lift` imports this module, and JAX only when used
@@ -15,11 +17,13 @@ __all__ = [
     "LeakError",
     "LiftAttributeError",
     "LiftError",
+    "array_text",
     "describe",
     "docs_anchor",
     "missing_attribute",
     "static_fix",
     "static_str",
+    "type_text",
     "under_lift_jit",
 ]
 
@@ -263,6 +267,22 @@ def variable_str(label: Label) -> str:
     return f"`{label.text}`"
 
 
-def aval_str(x: Any) -> str:
-    aval = getattr(x, "aval", None)
-    return str(aval) if aval is not None else type(x).__name__
+def array_text(shape: Iterable[Any], dtype: Any, weak: bool = False) -> str:
+    """How every message names an array type: `float32[3]`, `int4[2,2]`,
+    `key<fry>[]`; `~float32[]` for a weakly typed one (`weak`), which `jax.jit`
+    keys apart from a strong one."""
+    return f"{'~' if weak else ''}{dtype}[{','.join(map(str, shape))}]"
+
+
+def type_text(x: Any) -> str:
+    """`x`'s type as messages name it: an array's, a tracer's or an abstract
+    value's as `array_text` spells it (its weak type marked), anything else by
+    its class's name."""
+    aval = getattr(x, "aval", x)  # a tracer's or `jax.Array`'s; else `x` itself
+    try:
+        shape, dtype = aval.shape, aval.dtype
+        if type(shape) is tuple and dtype is not None:
+            return array_text(shape, dtype, getattr(aval, "weak_type", False) is True)
+    except Exception:  # no shape or dtype, or an object whose attributes raise
+        pass
+    return type(x).__name__

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._compat import Tracer
-from ._errors import static_str
+from ._errors import array_text, static_str
 from ._nodes import CellNode, FunctionNode, Ref, Static, Template
 from ._skeleton import LiftedParts, Skeleton, leaves_as_shown, node_head, skeleton_of
 
@@ -33,7 +33,7 @@ def _leaf_str(x: Any) -> str:
         # Not an array: what `jax.tree.map` put there (an `in_axes` prefix's
         # `0` or `None`), shown as it is.
         return static_str(x)
-    text = f"{dtype}[{','.join(str(d) for d in shape)}]"
+    text = array_text(shape, dtype)
     if shape == () and not isinstance(x, Tracer):
         try:
             # `str`: `f"{np.float32(0.1)}"` formats a Python float, 0.10000000149011612.

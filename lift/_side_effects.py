@@ -16,7 +16,7 @@ from typing import Any, Final, cast
 import numpy as np
 
 from ._compat import CUSTOM_NODES
-from ._errors import LiftError, aval_str, describe
+from ._errors import LiftError, describe, type_text
 from ._labels import ARG, KEYWORD, SELF, Label
 from ._mutating_flow import ANY, ATTR_STEP, ITEM_STEP, Path
 from ._mutation import mutated_paths
@@ -77,7 +77,7 @@ def refuse_mutation(
         if id(target) in arrays:
             raise LiftError(
                 f"{describe(fn)} mutates the captured variable {name!r} in "
-                f"place{at}, a NumPy array ({target.dtype}{list(target.shape)}) that "
+                f"place{at}, a NumPy array ({type_text(target)}) that "
                 "lift makes a leaf: under a transform it is a tracer, which "
                 "cannot be written in place, and your array would not see the "
                 f"change.\nFix: pass {name!r} as an argument and return the new "
@@ -178,7 +178,7 @@ def _what_in(target: Any, template: Template, leaves: list[Any]) -> str:
     flat = flatten_checked(target, is_function_like)
     for leaf in flat[0] if flat is not None else ():
         if id(leaf) in held:
-            return f"holds a dynamic value ({aval_str(leaf)})"
+            return f"holds a dynamic value ({type_text(leaf)})"
     if flat is not None and any(map(is_function_like, flat[0])):
         return "holds a function"
     if type(target) not in OWN_CONTAINERS:  # (`OrderedDict`, `defaultdict`)

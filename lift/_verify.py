@@ -19,7 +19,7 @@ import os
 import threading
 from typing import Any, Final
 
-from ._errors import LiftError
+from ._errors import LiftError, type_text
 
 __all__ = ["ENV", "STATE", "disagree", "same_leaves", "verifying"]
 
@@ -145,7 +145,7 @@ def _shown(x: Any) -> str:
 
     aval = getattr(x, "aval", None)
     try:
-        value = repr(x) if aval is None else f"{aval.str_short()} {np.asarray(x)!r}"
+        value = repr(x) if aval is None else f"{type_text(x)} {np.asarray(x)!r}"
     except Exception:
         value = f"{type(x).__name__} {aval}"
     return f"{type(x).__name__} {value:.80}"

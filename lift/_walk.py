@@ -25,7 +25,7 @@ from ._closure import (
 )
 from ._code import CodeInfo, code_info
 from ._compat import Tracer
-from ._errors import LiftError, aval_str, describe, static_fix, variable_str
+from ._errors import LiftError, describe, static_fix, type_text, variable_str
 from ._labels import ATTR, Label
 from ._mutating_flow import ATTR_STEP
 from ._nodes import (
@@ -502,7 +502,7 @@ class Walk:
         if issubclass(t, _Tracer):
             raise LiftError(
                 f"{describe(holder)} captures {variable_str(label)} as static, "
-                f"but it holds a tracer ({aval_str(leaf)}). A static capture becomes "
+                f"but it holds a tracer ({type_text(leaf)}). A static capture becomes "
                 "part of the compiled program's key and would leak the tracer.\n"
                 "Fix: let it be dynamic (remove it from `static=`, or make your "
                 "`dynamic=` predicate accept tracers).",
@@ -578,5 +578,5 @@ class Walk:
 def _what(template: Template, leaves: list[Any]) -> str:
     for s in template.slots:
         if type(s) is int:
-            return f"a dynamic value ({aval_str(leaves[s])})"
+            return f"a dynamic value ({type_text(leaves[s])})"
     return "a function"

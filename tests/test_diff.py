@@ -55,7 +55,7 @@ def test_a_leaf_of_another_shape_is_a_difference() -> None:
     assert jax.tree_util.tree_structure(a) == jax.tree_util.tree_structure(b)
     text = lift.diff(a, b)
     assert text is not None
-    assert ": a leaf of type f32[2] in one, f32[3] in the other" in text
+    assert ": a leaf of type float32[2] in one, float32[3] in the other" in text
 
 
 def test_names_static_versus_dynamic() -> None:
@@ -210,7 +210,7 @@ def test_inside_any_pytrees() -> None:
         "['opt'].captures['inner'].captures['steps']: steps = 1 vs 2"
     )
     assert lift.diff({"a": jnp.ones(2)}, {"a": jnp.ones(3)}) == (
-        "['a']: a leaf of type f32[2] in one, f32[3] in the other (jax.jit "
+        "['a']: a leaf of type float32[2] in one, float32[3] in the other (jax.jit "
         "compiles a program per leaf shape, dtype and weak type)"
     )
     assert lift.diff({"a": jnp.ones(2)}, {"a": jnp.zeros(2)}) is None
@@ -527,7 +527,7 @@ def test_none_exactly_when_jax_jit_traces_once(pair: str) -> None:
     if pair == "adam, a float and a float32 learning rate":
         assert text == (
             ".update.captures['update_fns'][1].captures['tx'].update.captures["
-            "'step_size']: a leaf of type ~f32[] in one, f32[] in the other (jax.jit "
+            "'step_size']: a leaf of type ~float32[] in one, float32[] in the other (jax.jit "
             "compiles a program per leaf shape, dtype and weak type)"
         )
 
