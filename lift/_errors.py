@@ -8,7 +8,7 @@ import re
 import sys
 import types
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 if TYPE_CHECKING:  # `import lift` imports this module, and JAX only when used
     from ._labels import Label
@@ -280,9 +280,11 @@ def type_text(x: Any) -> str:
     its class's name."""
     aval = getattr(x, "aval", x)  # a tracer's or `jax.Array`'s; else `x` itself
     try:
-        shape, dtype = aval.shape, aval.dtype
+        shape: Any = aval.shape
+        dtype: Any = aval.dtype
         if type(shape) is tuple and dtype is not None:
-            return array_text(shape, dtype, getattr(aval, "weak_type", False) is True)
+            weak = getattr(aval, "weak_type", False) is True
+            return array_text(cast("tuple[Any, ...]", shape), dtype, weak)
     except Exception:  # no shape or dtype, or an object whose attributes raise
         pass
     return type(x).__name__
