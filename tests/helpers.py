@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import types
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -136,52 +137,107 @@ class OneSlot:
         self.v = v
 
 
-def _cell(v: Any) -> Callable[..., Any]:
+def times(x: Any, v: Any) -> Any:
+    """How a holder's function uses its value unless told otherwise: `x * v`."""
+    return x * v
+
+
+class UsingBox:
+    """A registered pytree node holding `v` (its child) and how its method uses
+    it (static data): a bound method's `self` for any `use`."""
+
+    def __init__(self, v: Any, use: Callable[[Any, Any], Any]) -> None:
+        self.v = v
+        self.use = use
+
+    def method(self, x: Any) -> Any:
+        return self.use(x, self.v)
+
+
+jax.tree_util.register_pytree_node(
+    UsingBox,
+    lambda b: ((b.v,), b.use),
+    lambda use, children: UsingBox(children[0], use),
+)
+
+# A holder's maker: `make(v, use)` is a function `f` with `f(x) == use(x, v)`
+# that holds `v` its own way (`use` defaults to `times`).
+Make = Callable[..., Callable[..., Any]]
+
+
+def _cell(v: Any, use: Callable[[Any, Any], Any] = times) -> Callable[..., Any]:
     def f(x):
-        return x * v
+        return use(x, v)
 
     return f
 
 
-def _default(v: Any) -> Callable[..., Any]:
+def _default(v: Any, use: Callable[[Any, Any], Any] = times) -> Callable[..., Any]:
     def f(x, v=v):
-        return x * v
+        return use(x, v)
 
     return f
 
 
-def _kwdefault(v: Any) -> Callable[..., Any]:
+def _kwdefault(v: Any, use: Callable[[Any, Any], Any] = times) -> Callable[..., Any]:
     def f(x, *, v=v):
-        return x * v
+        return use(x, v)
 
     return f
 
 
-def _posonly_default(v: Any) -> Callable[..., Any]:
+def _posonly_default(
+    v: Any, use: Callable[[Any, Any], Any] = times
+) -> Callable[..., Any]:
     def f(x, /, v=v, *, c=2):
-        return x * v * c / 2.0
+        return use(x, v) if c == 2 else None
 
     return f
 
 
-def _attribute(v: Any) -> Callable[..., Any]:
+def _attribute(v: Any, use: Callable[[Any, Any], Any] = times) -> Callable[..., Any]:
     def f(x):
-        return x * f.v  # pyright: ignore[reportFunctionMemberAccess]
+        return use(x, f.v)  # pyright: ignore[reportFunctionMemberAccess]
 
     f.v = v  # pyright: ignore[reportFunctionMemberAccess]
     return f
 
 
-def _partial_arg(v: Any) -> Callable[..., Any]:
-    return functools.partial(lambda v, x: x * v, v)
+def _partial_arg(v: Any, use: Callable[[Any, Any], Any] = times) -> Callable[..., Any]:
+    return functools.partial(lambda v, x: use(x, v), v)
 
 
-def _partial_keyword(v: Any) -> Callable[..., Any]:
-    return functools.partial(lambda x, v: x * v, v=v)
+def _partial_keyword(
+    v: Any, use: Callable[[Any, Any], Any] = times
+) -> Callable[..., Any]:
+    return functools.partial(lambda x, v: use(x, v), v=v)
 
 
-def _bound_self(v: Any) -> Callable[..., Any]:
-    return Box(v).scaled
+def _bound_self(v: Any, use: Callable[[Any, Any], Any] = times) -> Callable[..., Any]:
+    if use is times:
+        return Box(v).scaled
+    return UsingBox(v, use).method
+
+
+def _self_itself(v: Any, use: Callable[[Any, Any], Any] = times) -> Callable[..., Any]:
+    return types.MethodType(lambda self, x: use(x, self), v)
+
+
+# The ways a function holds a value by itself, for any value and any use: what
+# the matrices of values (hostile objects, replayed shapes) take their
+# holders from. `HOLDERS` below adds the ways through other functions and
+# containers, for values a function multiplies by.
+HOLD: dict[str, Make] = {
+    "cell": _cell,
+    "default": _default,
+    "kwdefault": _kwdefault,
+    "positional-only default": _posonly_default,
+    "function attribute": _attribute,
+    "partial argument": _partial_arg,
+    "partial keyword": _partial_keyword,
+    "bound self": _bound_self,
+    "self itself": _self_itself,
+}
 
 
 def _dict(v: Any) -> Callable[..., Any]:

@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import HOLD
 
 import lift
 from lift import _replay
@@ -476,74 +477,28 @@ def _use(v: Any) -> Any:
     )
 
 
-def _in_cell(v: Any) -> Any:
-    return lambda: _use(v)
+def _uses(x: Any, v: Any) -> Any:
+    return _use(v)
 
 
-def _in_default(v: Any) -> Any:
-    def f(v=v):
-        return _use(v)
-
-    return f
-
-
-def _in_kwdefault(v: Any) -> Any:
-    def f(*, v=v):
-        return _use(v)
-
-    return f
-
-
-def _in_partial(v: Any) -> Any:
-    return functools.partial(_use, v)
-
-
-def _in_attribute(v: Any) -> Any:
-    def f():
-        return _use(f.v)  # type: ignore[attr-defined]
-
-    f.v = v  # type: ignore[attr-defined]
-    return f
-
-
-class _Holder:
-    def __init__(self, v: Any) -> None:
-        self.v = v
-
-    def __call__(self) -> Any:
-        return _use(self.v)
-
-
-jax.tree_util.register_pytree_node(
-    _Holder, lambda h: ((h.v,), None), lambda _, c: _Holder(c[0])
+@pytest.mark.parametrize(
+    ("holder", "value"),
+    # `types.MethodType` refuses `None` as `self`.
+    [(h, v) for h in HOLD for v in _VALUES if (h, v) != ("self itself", "None")],
 )
-
-
-def _in_self(v: Any) -> Any:
-    return _Holder(v).__call__
-
-
-_HOLDERS = {
-    "cell": _in_cell,
-    "default": _in_default,
-    "kwdefault": _in_kwdefault,
-    "partial": _in_partial,
-    "attribute": _in_attribute,
-    "self": _in_self,
-}
-
-
-@pytest.mark.parametrize("value", list(_VALUES))
-@pytest.mark.parametrize("holder", list(_HOLDERS))
 def test_every_lift_of_a_shape_is_what_the_full_walk_gives(
     holder: str, value: str
 ) -> None:
-    make, values = _HOLDERS[holder], _VALUES[value]
+    values = _VALUES[value]
+
+    def make(v: Any) -> Any:
+        return HOLD[holder](v, _uses)
+
     with lift.verifying():  # raises at the first lift that differs
         for i in range(5):
             fn = make(values(i))
             x = lift.lift(fn)
-            expected, got = fn(), x()
+            expected, got = fn(None), x(None)
             assert jax.tree_util.tree_structure(got) == jax.tree_util.tree_structure(
                 expected
             )
