@@ -19,6 +19,7 @@ rule is `lift._static`.
 
 from __future__ import annotations
 
+import collections
 import functools
 import sys
 import types
@@ -27,6 +28,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final, cast
 
 from . import _trees as jtu
+from ._compat import has_custom_nodes
 from ._labels import (
     ARG,
     ATTR,
@@ -39,16 +41,20 @@ from ._labels import (
     KWDEFAULT,
     METHOD_FUNC,
     SELF,
+    STATIC,
     Label,
 )
 
 __all__ = [
+    "aux_parts",
     "code_of",
     "default_names",
     "function_parts",
+    "has_aux",
     "object_parts",
     "partial_parts",
     "slot_names",
+    "static_data",
 ]
 
 # -- the parts of each holder ------------------------------------------------------
@@ -417,3 +423,53 @@ def slots_of(cls: type) -> tuple[str, ...]:
     if slots is None:
         slots = _slots[cls] = slot_names(cls)
     return slots
+
+
+# -- the static (aux) data of a pytree node -----------------------------------------
+
+
+_BUILTIN_NODES: Final = frozenset(
+    {tuple, list, dict, type(None), collections.OrderedDict, collections.defaultdict}
+)
+
+
+def _plain_aux(aux: Any) -> bool:
+    """Static data that cannot hold a tracer (a NamedTuple's `None`, field names),
+    or that lift vetted when it made it (a closure-converted program)."""
+    t: type[Any] = type(aux)  # pyright: ignore[reportUnknownVariableType]
+    if aux is None or t in (str, int, type) or getattr(t, "vetted", False) is True:
+        return True
+    return t is tuple and all(type(a) in (str, int, type(None)) for a in aux)
+
+
+def static_data(treedef: Any) -> Iterator[tuple[Any, Any]]:
+    """`(node type, static data)` of `treedef`'s custom nodes whose static data
+    could hold a tracer."""
+    if not has_custom_nodes(treedef):
+        return
+    stack = [treedef]
+    while stack:
+        td = stack.pop()
+        node = td.node_data()
+        if (
+            node is not None
+            and node[0] not in _BUILTIN_NODES
+            and not _plain_aux(node[1])
+        ):
+            yield node
+        stack.extend(td.children())
+
+
+def has_aux(treedef: Any) -> bool:
+    """Whether `treedef` has a custom node whose static data could hold a tracer."""
+    return next(static_data(treedef), None) is not None
+
+
+def aux_parts(treedef: Any) -> Iterator[tuple[Label, Any]]:
+    """The static (aux) data of a pytree node flattened one level (`treedef` its
+    treedef), when it could hold a tracer: a `jax.tree_util.Partial`'s function,
+    an equinox `static=True` or flax `pytree_node=False` field."""
+    if has_aux(treedef):
+        node = treedef.node_data()
+        if node is not None:
+            yield Label.of(STATIC), node[1]

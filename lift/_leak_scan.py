@@ -19,13 +19,14 @@ import functools
 import types
 import weakref
 from collections.abc import Callable, Iterable
-from typing import Any, cast
+from typing import Any, Final, cast
 
 import jax
 import numpy as np
 
 from . import _compat, _gc
 from ._closure import (
+    aux_parts,
     builtin_method_parts,
     cells,
     class_parts,
@@ -37,7 +38,6 @@ from ._closure import (
     partial_parts,
     slot_names,
 )
-from ._hidden import aux_parts
 from ._labels import ARG, CELL, KEYWORD, SELF, Label
 from ._leak_reach import ATOMIC, code_names, is_closed_type, is_user_file, param_name
 from ._leak_report import (
@@ -55,6 +55,7 @@ from ._leak_report import (
     Unopened,
     chain_to,
     error_text,
+    label_text,
     leak_at,
     path_text,
 )
@@ -81,7 +82,7 @@ _Array: type[Any] = jax.Array
 #: Default bound on the number of objects one scan visits.
 DEFAULT_LIMIT = 2_000_000
 
-__all__ = []
+__all__ = ["FrameOpener", "LeakWalk", "first_tracer", "scan_tracers"]
 
 
 # ----------------------------------------------------------------------------
@@ -108,8 +109,17 @@ class LeakWalk:
         skip: frozenset[int] = frozenset(),
         home: str | None = None,
         live: Any = None,
+        first: bool = False,
+        globals: bool = True,
     ) -> None:
         self.limit = limit
+        # The bounded mode capture asks for (`first_tracer`): stop at the first
+        # tracer found (its entry `found`), and do not follow a function's
+        # globals (a static capture's code reads them when it runs, from its
+        # module: they are not captured).
+        self.first = first
+        self.found: int | None = None
+        self.globals = globals
         self.only = only  # ids of the tracers to report (JAX's report), or all
         self.skip = skip  # ids of tracers not to report (escaped before)
         self.tracers: list[Any] = []  # the tracer of each leak, in order
@@ -190,6 +200,9 @@ class LeakWalk:
                         and id(obj) not in skip
                         and not self.live.is_live(obj)
                     ):
+                        if self.first:
+                            self.found = index
+                            break
                         self.leaks.append(self.report(obj, index))
                         self.tracers.append(obj)
                         if self.stop and len(self.tracers) == len(only or ()):
@@ -311,7 +324,7 @@ class LeakWalk:
         if fn.__defaults__ or fn.__kwdefaults__ or fn.__dict__:
             for label, value in function_parts(fn):
                 self.push(value, index, label, (fn, label.variable, label.role))
-        if is_user_file(code.co_filename):
+        if self.globals and is_user_file(code.co_filename):
             glob = fn.__globals__
             names = code_names(code, self.code_names)
             for name in names:
@@ -523,6 +536,26 @@ class _NoneLive:
     @staticmethod
     def is_live(tracer: Any) -> bool:
         return False
+
+
+_NONE_LIVE: Final = _NoneLive()
+
+
+def first_tracer(obj: Any, limit: int, live: Any = None) -> str | None:
+    """The path (`.a[0].b`) from `obj` to the nearest tracer it holds, any
+    tracer or (given `live`) one whose trace has exited; `None` if the first
+    `limit` objects hold none. The leak scan's walk, bounded, for capture:
+    what a static capture hides where no pytree reaches."""
+    walk = LeakWalk(
+        limit, live=_NONE_LIVE if live is None else live, first=True, globals=False
+    )
+    walk.push(obj, -1, "")
+    walk.run()
+    if walk.found is None:
+        return None
+    return "".join(
+        label_text(walk.entries[e][1]) for e in chain_to(walk.entries, walk.found)
+    )
 
 
 class FrameOpener:

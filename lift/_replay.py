@@ -39,7 +39,8 @@ import types
 from collections.abc import Callable
 from typing import Any, Final, cast
 
-from ._hidden import aux_tracer, has_aux, hidden_tracer
+from ._closure import has_aux
+from ._hidden import aux_tracer, hidden_tracer
 from ._labels import ARG, ATTR, DEFAULT, KEYWORD, KWDEFAULT, SELF, Label
 from ._mutation import mutated_paths
 from ._nodes import (

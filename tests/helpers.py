@@ -607,6 +607,18 @@ def _proxy(v: Any) -> Any:
     return types.MappingProxyType({"k": v})
 
 
+def _chained(v: Any) -> Any:
+    """An error raised while handling another, which holds `v`."""
+    try:
+        try:
+            raise KeyError(v)
+        except KeyError:
+            raise ValueError("while handling it") from None
+    except ValueError as e:
+        e.__traceback__ = None
+        return e
+
+
 def _tree_partial(v: Any) -> Any:
     return jax.tree_util.Partial(closure_of(v))
 
@@ -664,6 +676,12 @@ STORES: tuple[Store, ...] = (
     Store("weakref.finalize", finalizer, r"x\.args\[0\]", registered=True),
     Store("WeakValueDictionary", weak_values, r"x\['k'\]\.state"),
     Store("map iterator", lambda v: map(str, [v]), r"x(\.<referent \d>|\[0\])+"),
+    Store("kept exception", lambda v: ValueError("kept", v), r"x\.args\[1\]"),
+    Store(
+        "chained exception",
+        lambda v: _chained(v),
+        r"x\.__context__\.args\[0\]",
+    ),
     Store(
         "tree_util.Partial",
         _tree_partial,
