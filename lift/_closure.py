@@ -193,11 +193,6 @@ def builtin_method_parts(m: types.BuiltinMethodType) -> Iterator[tuple[Label, An
         yield Label.of(SELF), owner
 
 
-# Values that hold nothing: an object array's `None`s, numbers and strings are
-# not parts (a scan would visit, and label, each of them for nothing).
-ATOMS: Final = frozenset({type(None), bool, int, float, complex, str, bytes})
-
-
 # -- classes: the user's, and what an instance reads from its class --------------
 
 

@@ -17,8 +17,8 @@ from typing import Any, Final
 import jax
 import numpy as np
 
+from ._atoms import HOLD_NOTHING
 from ._closure import (
-    ATOMS,
     builtin_method_parts,
     cells,
     class_parts,
@@ -140,7 +140,7 @@ def hidden_tracer(obj: Any, live: LiveTraces | None = None) -> str | None:
         me = len(entries) - 1
         room = _SCAN_LIMIT - count - len(queue)  # what the scan can still visit
         for child_label, child in children:
-            if type(child) in ATOMS or id(child) in seen:  # pyright: ignore[reportUnknownArgumentType]
+            if type(child) in HOLD_NOTHING or id(child) in seen:  # pyright: ignore[reportUnknownArgumentType]
                 continue
             if room <= 0:
                 break
@@ -255,7 +255,7 @@ def _children(x: Any, t: type[Any]) -> list[tuple[Any, Any]]:
     # `object_parts`, labels spelled only when a path is reported (an object
     # may have many attributes), and without what holds nothing.
     attrs = getattr(x, "__dict__", None)
-    atoms = ATOMS
+    atoms = HOLD_NOTHING
     parts: list[tuple[Any, Any]] = (
         [
             ((".{}", k), v)
