@@ -194,10 +194,13 @@ _user_files: dict[str, bool] = {}
 
 def is_user_code(filename: str) -> bool:
     """Whether code from `filename` is the user's: not JAX's, jaxlib's, lift's,
-    pytest's, pluggy's, the standard library's nor an installed package's (as
-    lift's scans decide: the project under test is the user's when installed
-    editable, from its own tree; equinox's or diffrax's frames, many and full
-    of pytrees under every solve, are not looked at)."""
+    pytest's, pluggy's, the standard library's (its frozen modules', `<frozen
+    os>`, too) nor an installed package's; exec'd and interactive code
+    (`<string>`, `<stdin>`) is. The one rule of lift's scans: the leak scan
+    opens the globals and frames of the user's functions only, the frame look
+    at a trace's exit the user's frames only. The project under test is the
+    user's when installed editable, from its own tree; equinox's or diffrax's
+    frames, many and full of pytrees under every solve, are not looked at."""
     user = _user_files.get(filename)
     if user is None:
         user = _user_files[filename] = _classify(filename)
