@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final, cast
 
 from . import _trees as jtu
+from ._caches import per_class
 from ._labels import (
     ARG,
     ATTR,
@@ -202,24 +203,15 @@ _LIBRARY_MODULES: Final = frozenset(
     {"jax", "jaxlib", "numpy", "builtins", "ml_dtypes", "lift", "_pytest", "pytest"}
     | set(sys.stdlib_module_names)
 )
-_user_classes: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDictionary()
 
 
+@per_class
 def user_class(cls: type) -> bool:
     """Whether `cls` is defined outside JAX, NumPy, pytest, lift and the standard
     library: a class whose attributes may hold the user's values."""
-    try:
-        return _user_classes[cls]
-    except (KeyError, TypeError):
-        pass
     module = getattr(cls, "__module__", None)
     mine = (module if type(module) is str else "builtins").partition(".")[0]
-    found = mine not in _LIBRARY_MODULES
-    try:
-        _user_classes[cls] = found
-    except TypeError:  # a class that cannot be weakly referenced
-        pass
-    return found
+    return mine not in _LIBRARY_MODULES
 
 
 # Class attributes that hold nothing of the user's: the descriptors CPython
@@ -403,12 +395,5 @@ def code_of(obj: Any) -> types.CodeType | None:
     return None
 
 
-_slots: weakref.WeakKeyDictionary[type, tuple[str, ...]] = weakref.WeakKeyDictionary()
-
-
-def slots_of(cls: type) -> tuple[str, ...]:
-    """`slot_names(cls)`, computed once per class."""
-    slots = _slots.get(cls)
-    if slots is None:
-        slots = _slots[cls] = slot_names(cls)
-    return slots
+# `slot_names(cls)`, computed once per class.
+slots_of: Final = per_class(slot_names)

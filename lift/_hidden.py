@@ -18,6 +18,7 @@ import jax
 import numpy as np
 
 from ._atoms import HOLD_NOTHING
+from ._caches import BoundedDict
 from ._closure import (
     builtin_method_parts,
     cells,
@@ -198,7 +199,8 @@ def has_aux(treedef: Any) -> bool:
     return next(_static_data(treedef), None) is not None
 
 
-_PLAIN_TREEDEFS: dict[Any, None] = {}  # treedefs `has_aux` said no to (bounded)
+# Treedefs `has_aux` said no to.
+_PLAIN_TREEDEFS: BoundedDict[Any, None] = BoundedDict(1024)
 
 
 def aux_tracer(treedef: Any, live: LiveTraces | None = None) -> str | None:
@@ -215,9 +217,7 @@ def aux_tracer(treedef: Any, live: LiveTraces | None = None) -> str | None:
         if where is not None:
             return f"<static data of {getattr(kind, '__name__', kind)}>{where}"
     if not found:
-        if len(_PLAIN_TREEDEFS) >= 1024:
-            _PLAIN_TREEDEFS.clear()
-        _PLAIN_TREEDEFS[treedef] = None
+        _PLAIN_TREEDEFS.add(treedef, None)
     return None
 
 
