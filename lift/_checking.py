@@ -13,6 +13,7 @@ from typing import Any, NamedTuple, ParamSpec, TypeVar, cast
 import jax
 
 from . import _compat
+from ._compat import is_user_code
 from ._errors import LeakError, LiftError, describe
 from ._leak_caches import (
     CacheHolders,
@@ -21,7 +22,6 @@ from ._leak_caches import (
     holder_kinds,
     split_cached,
 )
-from ._leak_reach import is_user_file
 from ._leak_report import Leak, Unopened, format_leaks
 from ._leak_scan import scan_tracers
 from ._registry import recording
@@ -41,7 +41,7 @@ def _frame_roots(tb: types.TracebackType | None) -> Iterator[tuple[str, Any]]:
         frame = tb.tb_frame
         tb = tb.tb_next
         code = frame.f_code
-        if id(frame) in seen or not is_user_file(code.co_filename):
+        if id(frame) in seen or not is_user_code(code.co_filename):
             continue
         seen.add(id(frame))
         glob = frame.f_globals
@@ -58,7 +58,7 @@ def _user_modules() -> list[tuple[str, Any]]:
     out: list[tuple[str, Any]] = []
     for name, module in list(sys.modules.items()):
         filename = getattr(module, "__file__", None)
-        if isinstance(filename, str) and is_user_file(filename):
+        if isinstance(filename, str) and is_user_code(filename):
             out.append((name, module))
     return out
 

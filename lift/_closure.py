@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final, cast
 
 from . import _trees as jtu
+from ._caches import per_class
 from ._compat import has_custom_nodes
 from ._labels import (
     ARG,
@@ -199,11 +200,6 @@ def builtin_method_parts(m: types.BuiltinMethodType) -> Iterator[tuple[Label, An
         yield Label.of(SELF), owner
 
 
-# Values that hold nothing: an object array's `None`s, numbers and strings are
-# not parts (a scan would visit, and label, each of them for nothing).
-ATOMS: Final = frozenset({type(None), bool, int, float, complex, str, bytes})
-
-
 # -- classes: the user's, and what an instance reads from its class --------------
 
 
@@ -213,24 +209,15 @@ _LIBRARY_MODULES: Final = frozenset(
     {"jax", "jaxlib", "numpy", "builtins", "ml_dtypes", "lift", "_pytest", "pytest"}
     | set(sys.stdlib_module_names)
 )
-_user_classes: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDictionary()
 
 
+@per_class
 def user_class(cls: type) -> bool:
     """Whether `cls` is defined outside JAX, NumPy, pytest, lift and the standard
     library: a class whose attributes may hold the user's values."""
-    try:
-        return _user_classes[cls]
-    except (KeyError, TypeError):
-        pass
     module = getattr(cls, "__module__", None)
     mine = (module if type(module) is str else "builtins").partition(".")[0]
-    found = mine not in _LIBRARY_MODULES
-    try:
-        _user_classes[cls] = found
-    except TypeError:  # a class that cannot be weakly referenced
-        pass
-    return found
+    return mine not in _LIBRARY_MODULES
 
 
 # Class attributes that hold nothing of the user's: the descriptors CPython
@@ -414,15 +401,8 @@ def code_of(obj: Any) -> types.CodeType | None:
     return None
 
 
-_slots: weakref.WeakKeyDictionary[type, tuple[str, ...]] = weakref.WeakKeyDictionary()
-
-
-def slots_of(cls: type) -> tuple[str, ...]:
-    """`slot_names(cls)`, computed once per class."""
-    slots = _slots.get(cls)
-    if slots is None:
-        slots = _slots[cls] = slot_names(cls)
-    return slots
+# `slot_names(cls)`, computed once per class.
+slots_of: Final = per_class(slot_names)
 
 
 # -- the static (aux) data of a pytree node -----------------------------------------

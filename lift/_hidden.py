@@ -15,6 +15,7 @@ from typing import Any, Final
 import jax
 import numpy as np
 
+from ._caches import BoundedDict
 from ._closure import static_data, user_class
 from ._compat import LiveTraces, valid_jaxtype
 from ._leak_scan import first_tracer
@@ -82,7 +83,8 @@ def hidden_tracer(obj: Any, live: LiveTraces | None = None) -> str | None:
     return first_tracer(obj, _SCAN_LIMIT, live)
 
 
-_PLAIN_TREEDEFS: dict[Any, None] = {}  # treedefs `has_aux` said no to (bounded)
+# Treedefs `has_aux` said no to.
+_PLAIN_TREEDEFS: BoundedDict[Any, None] = BoundedDict(1024)
 
 
 def aux_tracer(treedef: Any, live: LiveTraces | None = None) -> str | None:
@@ -99,9 +101,7 @@ def aux_tracer(treedef: Any, live: LiveTraces | None = None) -> str | None:
         if where is not None:
             return f"<static data of {getattr(kind, '__name__', kind)}>{where}"
     if not found:
-        if len(_PLAIN_TREEDEFS) >= 1024:
-            _PLAIN_TREEDEFS.clear()
-        _PLAIN_TREEDEFS[treedef] = None
+        _PLAIN_TREEDEFS.add(treedef, None)
     return None
 
 

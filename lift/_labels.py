@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from . import _trees as jtu
+from ._caches import BoundedDict
 
 __all__ = [
     "ARG",
@@ -121,9 +122,8 @@ class Label:
         """The label of a part (`name`: a default's parameter name)."""
         label = _interned.get((kind, key, name))
         if label is None:
-            if len(_interned) >= _INTERNED_MAX:
-                _interned.clear()  # labels compare by value: a new one is as good
-            label = _interned.setdefault((kind, key, name), cls(kind, key, name))
+            # Emptied when full: labels compare by value, a new one is as good.
+            label = _interned.add((kind, key, name), cls(kind, key, name))
         return label
 
     def source(self, holder: str) -> str:
@@ -176,5 +176,4 @@ class Label:
         return f"Label({self.text})"
 
 
-_interned: dict[tuple[str, Any, Any], Label] = {}
-_INTERNED_MAX: Final = 4096
+_interned: BoundedDict[tuple[str, Any, Any], Label] = BoundedDict(4096)

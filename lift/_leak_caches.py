@@ -12,7 +12,8 @@ from collections.abc import Iterable
 from typing import Any, NamedTuple, cast
 
 from . import _gc
-from ._leak_reach import ATOMIC, is_user_file
+from ._compat import is_user_code
+from ._leak_reach import ATOMIC
 from ._leak_report import Leak, closure_leak
 
 __all__ = [
@@ -97,7 +98,7 @@ def _library_caches() -> list[tuple[str, Any]]:
     for name, module in list(sys.modules.items()):
         filename = getattr(module, "__file__", None)
         attrs: Any = getattr(module, "__dict__", None)
-        if not isinstance(filename, str) or is_user_file(filename):
+        if not isinstance(filename, str) or is_user_code(filename):
             continue
         if not isinstance(attrs, dict):
             continue
@@ -138,7 +139,7 @@ def _library_finalizers() -> list[tuple[str, Any]]:
         _, func, args, kwargs = info
         inner = getattr(func, "__func__", func)
         code = getattr(inner, "__code__", None)
-        if not isinstance(code, types.CodeType) or is_user_file(code.co_filename):
+        if not isinstance(code, types.CodeType) or is_user_code(code.co_filename):
             continue  # the user's own finalizer: its holdings are the user's
         what = getattr(inner, "__qualname__", None) or type(inner).__qualname__
         label = f"{getattr(inner, '__module__', None)}.{what} (a pending finalizer)"

@@ -1,41 +1,16 @@
-"""What the leak scan reaches: whose code is the user's (its functions' globals
-and frames are scanned; the standard library's, site-packages' and lift's are
-not), which types are closed (JAX's, NumPy's, pytest's, lift's: not opened),
-which hold nothing (`ATOMIC`), and the globals a function's code names."""
+"""What the leak scan reaches: which types are closed (JAX's, NumPy's, pytest's,
+lift's: not opened), which hold nothing (`ATOMIC`), and the globals a
+function's code names. Whose code is the user's (its functions' globals and
+frames are scanned) is `lift._compat.is_user_code`, the frame look's rule too."""
 
 from __future__ import annotations
 
-import functools
-import os
-import sysconfig
 import types
-from typing import Any
+from typing import Any, Final
 
-import numpy as np
+from ._atoms import UNOPENED
 
-__all__ = ["ATOMIC", "is_user_file"]
-
-
-def _library_dirs() -> tuple[str, ...]:
-    paths = sysconfig.get_paths()
-    dirs = {
-        paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths
-    }
-    dirs.add(os.path.dirname(os.path.abspath(__file__)))
-    dirs.add(os.path.dirname(os.path.abspath(os.__file__)))
-    return tuple(sorted(os.path.join(os.path.abspath(d), "") for d in dirs))
-
-
-_LIBRARY_DIRS = _library_dirs()
-
-
-@functools.lru_cache(maxsize=256)
-def is_user_file(filename: str) -> bool:
-    """Whether code from `filename` is the user's (not the stdlib, site-packages
-    or lift): only the user's functions have their globals and frames scanned."""
-    if filename.startswith("<"):
-        return True  # exec'd or interactive code is the user's
-    return not os.path.abspath(filename).startswith(_LIBRARY_DIRS)
+__all__ = ["ATOMIC", "code_names", "is_closed_type", "param_name"]
 
 
 # Standard-library objects a user stores things in (`SimpleNamespace`,
@@ -52,32 +27,9 @@ def is_closed_type(cls: type) -> bool:
     return module.partition(".")[0] in _CLOSED_MODULES
 
 
-ATOMIC: frozenset[type] = frozenset(
-    {
-        str,
-        bytes,
-        bytearray,
-        int,
-        float,
-        complex,
-        bool,
-        type(None),
-        type(Ellipsis),
-        type(NotImplemented),
-        range,
-        slice,
-        types.ModuleType,
-        types.CodeType,
-        types.FrameType,
-        types.TracebackType,
-        types.MethodWrapperType,
-        types.WrapperDescriptorType,
-        types.MethodDescriptorType,
-        types.GetSetDescriptorType,
-        types.MemberDescriptorType,
-        np.dtype,
-    }
-)
+# What the leak scan never opens (exact types: a subclass of `int` may hold
+# attributes of its own).
+ATOMIC: Final = UNOPENED
 
 
 def code_names(

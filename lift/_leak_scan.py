@@ -38,8 +38,9 @@ from ._closure import (
     partial_parts,
     slot_names,
 )
+from ._compat import is_user_code
 from ._labels import ARG, CELL, KEYWORD, SELF, Label
-from ._leak_reach import ATOMIC, code_names, is_closed_type, is_user_file, param_name
+from ._leak_reach import ATOMIC, code_names, is_closed_type, param_name
 from ._leak_report import (
     ABSENT,
     BOUND,
@@ -324,7 +325,7 @@ class LeakWalk:
         if fn.__defaults__ or fn.__kwdefaults__ or fn.__dict__:
             for label, value in function_parts(fn):
                 self.push(value, index, label, (fn, label.variable, label.role))
-        if self.globals and is_user_file(code.co_filename):
+        if self.globals and is_user_code(code.co_filename):
             glob = fn.__globals__
             names = code_names(code, self.code_names)
             for name in names:

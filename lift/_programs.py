@@ -25,6 +25,7 @@ from typing import Any, Final, cast
 import jax
 
 from . import _compat
+from ._caches import BoundedDict
 from ._closure import code_of
 from ._errors import LiftError, describe
 from ._jit_options import (
@@ -210,12 +211,12 @@ class _Missing:
 
 MISSING: Final = _Missing()
 
-_programs: dict[Any, Program] = {}
+# The programs functions of one code share, by key (at most 4096: emptied when full).
+_programs: BoundedDict[Any, Program] = BoundedDict(4096)
 # Treedefs a program specializes for (`Program.specialized`); past them, calls
 # pass the `Lifted` to the shared trampoline, which compiles the same program.
 _SPECIALIZED_MAX: Final = 256
 _programs_lock = threading.Lock()
-_PROGRAMS_MAX: Final = 4096
 
 
 def _freeze(value: Any) -> Any:
@@ -288,9 +289,7 @@ def program(fn: Any, options: dict[str, Any], options_key: Any) -> Program:
     )
     if key is not None:
         with _programs_lock:
-            if len(_programs) >= _PROGRAMS_MAX:
-                _programs.clear()
-            program = _programs.setdefault(key, program)
+            program = _programs.add(key, program)
     return program
 
 

@@ -39,6 +39,7 @@ import types
 from collections.abc import Callable
 from typing import Any, Final, cast
 
+from ._atoms import EXACT
 from ._closure import has_aux
 from ._hidden import aux_tracer, hidden_tracer
 from ._labels import ARG, ATTR, DEFAULT, KEYWORD, KWDEFAULT, SELF, Label
@@ -70,8 +71,10 @@ __all__ = ["replay", "walked"]
 REPLAY_AFTER: Final = 8
 MAX_NODES: Final = 50_000
 # Static values compared by value (others must be the very same object; anything
-# else takes the full walk, which also scans objects for hidden tracers).
-_ATOMS: Final = frozenset({int, bool, str, bytes, type(None)})
+# else takes the full walk, which also scans objects for hidden tracers): the
+# exact scalars, as `static_key` compares them (not floats: their key is their
+# bits, checked below).
+_ATOMS: Final = EXACT
 _NO_REPLAY: Final = "no replay"
 _counter = itertools.count()
 

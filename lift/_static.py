@@ -19,6 +19,7 @@ from typing import Any, Final, cast
 import jax
 import numpy as np
 
+from ._atoms import EXACT, INEXACT
 from ._compat import Tracer as _Tracer, live_traces
 from ._errors import LiftError, describe, variable_str
 from ._hidden import aux_tracer, hidden_tracer, jax_dtype, opaque
@@ -39,7 +40,9 @@ __all__ = [
 ]
 
 
-_PLAIN: Final = frozenset({int, bool, str, bytes, type(None)})
+# Compared by type and value as they are (floats by their bits: `0.0` is not
+# `-0.0`).
+_PLAIN: Final = EXACT
 # Small NumPy arrays compare by content; larger ones by identity.
 _ARRAY_BYTES: Final = 4096
 _MAX_DEPTH: Final = 64
@@ -342,20 +345,11 @@ def is_bool(leaf: Any) -> bool:
 
 ArrayImpl: Final[type[Any]] = type(jax.device_put(np.zeros(())))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType, reportUnknownVariableType]
 
-# Leaves decided by type alone (the fast path of a sweep re-lifting optimizers).
-STATIC_ATOMS: Final = frozenset(
-    {
-        int,
-        bool,
-        str,
-        bytes,
-        type(None),
-        type(Ellipsis),
-        type,
-        types.ModuleType,
-        np.dtype,
-    }
-)
-DYNAMIC_ATOMS: Final = frozenset({float, complex, ArrayImpl, np.ndarray})
+# Leaves decided by type alone (the fast path of a sweep re-lifting optimizers):
+# the exact scalars and what is static by identity, or holds no tracer, and is
+# common in an optimizer's state (`...`, classes, modules, dtypes). Floats and
+# complex numbers are not: they become leaves.
+STATIC_ATOMS: Final = EXACT | {type(Ellipsis), type, types.ModuleType, np.dtype}
+DYNAMIC_ATOMS: Final = INEXACT | {ArrayImpl, np.ndarray}
 # Dynamic by type alone (a NumPy array also needs a dtype JAX can hold).
-ALWAYS_DYNAMIC: Final = frozenset({float, complex, ArrayImpl})
+ALWAYS_DYNAMIC: Final = INEXACT | {ArrayImpl}

@@ -20,7 +20,7 @@ from typing import Any, Final, cast
 
 import numpy as np
 
-from ._closure import ATOMS
+from ._atoms import HOLD_NOTHING
 from ._labels import (
     ARG,
     CACHE_KEY,
@@ -57,7 +57,7 @@ def array_items(
         return
     shape = a.shape
     flat = len(shape) == 1
-    atoms = ATOMS
+    atoms = HOLD_NOTHING
     found = 0
     for i, value in enumerate(a.tolist() if flat else a.ravel().tolist()):
         if type(value) in atoms:  # pyright: ignore[reportUnknownArgumentType]
@@ -172,7 +172,7 @@ def opened_by_referents(cls: type) -> bool:
 def referent_parts(obj: Any) -> Iterator[tuple[Any, Any]]:
     """What a C object holds, as the garbage collector sees it, by position."""
     for i, value in enumerate(gc.get_referents(obj)):
-        if type(value) not in ATOMS:
+        if type(value) not in HOLD_NOTHING:
             yield (_REFERENT, i), value
 
 
@@ -233,7 +233,7 @@ def cache_parts(fn: Any) -> list[tuple[Any, Any]]:
     parts: list[tuple[Any, Any]] = [(Label.of(WRAPPED), fn.__wrapped__)]
     attrs = getattr(fn, "__dict__", None)
     keys = Label.of(CACHE_KEY)
-    atoms = ATOMS
+    atoms = HOLD_NOTHING
     for ref in gc.get_referents(fn):
         if type(ref) is not dict or ref is attrs:
             continue

@@ -19,6 +19,7 @@ from typing import Any, Final, TypeAlias, cast
 import jax.tree_util as _jtu
 
 from . import _compat, _trees as jtu
+from ._atoms import SCALARS
 
 __all__ = [
     "DictKey",
@@ -278,10 +279,9 @@ def _from_node(td: TreeDef, node: Any, children: list[TreeDef]) -> TreeDef:
 _NODE_TYPES: Final = frozenset(
     {list, tuple, dict, collections.OrderedDict, collections.defaultdict}
 )
-# Types never pytree nodes: not counted when met more than once.
-_ATOMS: Final = frozenset(
-    {int, float, complex, bool, str, bytes, type(None), types.FunctionType}
-)
+# Types never pytree nodes (the scalars, and functions: leaves to JAX): nothing
+# below them to cycle through.
+_ATOMS: Final = SCALARS | {types.FunctionType}
 # How often one node may be met in one flatten before it is taken for a cycle. A
 # cycle through a registered pytree node (which `is_cyclic` cannot follow) meets
 # each of its nodes once per turn; JAX's recursion would otherwise run out of

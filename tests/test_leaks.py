@@ -705,3 +705,30 @@ def test_scanning_a_lifted_function_converts_none_of_its_floats() -> None:
         assert lift.find_leaks(f) == []
     assert float(f(2.0)) == 1.0
     assert [x.devices() for x in jax.tree.leaves(f)] == [{jax.devices()[0]}]
+
+
+def test_whose_code_is_the_users_is_one_rule(tmp_path: Any) -> None:
+    # The leak scan (its functions' globals, a traceback's frames, the modules
+    # scanned) and the frame look at a trace's exit ask the one function.
+    import os
+    import sysconfig
+
+    import numpy as np
+    import pluggy
+
+    from lift import _checking, _compat, _leak_caches, _leak_scan
+    from lift._compat import frame_locals
+
+    is_user_code = _compat.is_user_code
+    for module in (_checking, _leak_caches, _leak_scan, frame_locals):
+        assert module.is_user_code is is_user_code
+    # Exec'd and interactive code is the user's; a frozen standard module is not.
+    assert is_user_code("<stdin>")
+    assert is_user_code("<string>")
+    assert not is_user_code("<frozen os>")
+    assert not is_user_code("<frozen importlib._bootstrap>")
+    assert is_user_code(str(tmp_path / "mine.py"))
+    site = sysconfig.get_paths()["purelib"]
+    assert not is_user_code(os.path.join(site, "somepackage", "module.py"))
+    for library in (os, np, jax, pytest, pluggy, lift):
+        assert not is_user_code(library.__file__ or "")

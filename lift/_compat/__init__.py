@@ -12,7 +12,8 @@ JAX. One module per subsystem of JAX that lift reads:
 - `checker`: JAX's own leak checker (the tracers its report carries, the
   frames' locals snapshots it takes for leaks);
 - `trace_exits`: the traces that exit inside `lift.checking_leaks()`, and what
-  the user's frames hold of them (their locals read by `frame_locals`);
+  the user's frames hold of them (their locals read by `frame_locals`, which
+  also says whose code is the user's: `is_user_code`);
 - `stack`: tracebacks and the stack (JAX's filtering, warnings' stack level,
   `jax.jit` hashing a static argument);
 - `config`: JAX's configuration, read fast;
@@ -34,6 +35,7 @@ from .config import (
     jax_checks_leaks as jax_checks_leaks,
     jax_leak_checks_declined as jax_leak_checks_declined,
 )
+from .frame_locals import is_user_code as is_user_code
 from .messages import (
     LIFTED_ARGUMENT as LIFTED_ARGUMENT,
     asks_for_a_concrete_value as asks_for_a_concrete_value,

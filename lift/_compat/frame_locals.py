@@ -19,6 +19,7 @@ from typing import Any, Final, cast
 import jax
 import numpy as np
 
+from .._atoms import UNOPENED
 from .traces import JAX_DIR, Tracer
 
 FRAME_DEPTH: Final = 64
@@ -32,35 +33,12 @@ KINDS: dict[Any, tuple[int, Any]] = {}
 _UNDECIDED: Final = (-1, None)
 
 
-# Objects that hold nothing (or whose parts are never the user's data).
-_ATOMIC: Final = (
-    str,
-    bytes,
-    bytearray,
-    int,
-    float,
-    complex,
-    bool,
-    type(None),
-    type(Ellipsis),
-    type(NotImplemented),
-    range,
-    slice,
-    type,
-    types.ModuleType,
-    types.CodeType,
-    types.FrameType,
-    types.TracebackType,
-    types.MethodWrapperType,
-    types.WrapperDescriptorType,
-    types.MethodDescriptorType,
-    types.GetSetDescriptorType,
-    types.MemberDescriptorType,
-    types.BuiltinFunctionType,
-    np.dtype,
-    np.generic,
-    jax.Array,
-)
+# Objects whose parts are never the user's data: what the leak scan never opens,
+# and subclasses of it too (the look is bounded: a subclass of `int` that holds
+# a tracer is the leak scan's to find); and also classes (the leak scan opens a
+# user's class, whose attributes are a place to leak to: not a frame's local
+# data), NumPy scalars and JAX's arrays (no tracer inside).
+_ATOMIC: Final = (*UNOPENED, type, np.generic, jax.Array)
 
 
 def _kind(t: Any) -> tuple[int, Any]:
@@ -85,7 +63,7 @@ def _decide_kind(t: Any) -> tuple[int, Any]:
         return _METHOD, None
     if t is np.ndarray:
         return _ARRAY, None
-    if t is not types.BuiltinMethodType and issubclass(t, _ATOMIC):
+    if issubclass(t, _ATOMIC):
         return _SKIP, None
     if issubclass(t, BaseException):
         return _OPEN, None
@@ -216,10 +194,13 @@ _user_files: dict[str, bool] = {}
 
 def is_user_code(filename: str) -> bool:
     """Whether code from `filename` is the user's: not JAX's, jaxlib's, lift's,
-    pytest's, pluggy's, the standard library's nor an installed package's (as
-    lift's scans decide: the project under test is the user's when installed
-    editable, from its own tree; equinox's or diffrax's frames, many and full
-    of pytrees under every solve, are not looked at)."""
+    pytest's, pluggy's, the standard library's (its frozen modules', `<frozen
+    os>`, too) nor an installed package's; exec'd and interactive code
+    (`<string>`, `<stdin>`) is. The one rule of lift's scans: the leak scan
+    opens the globals and frames of the user's functions only, the frame look
+    at a trace's exit the user's frames only. The project under test is the
+    user's when installed editable, from its own tree; equinox's or diffrax's
+    frames, many and full of pytrees under every solve, are not looked at."""
     user = _user_files.get(filename)
     if user is None:
         user = _user_files[filename] = _classify(filename)
