@@ -64,7 +64,6 @@ from ._stdlib_holders import (
     LRU_WRAPPER,
     STDLIB_HOLDERS,
     SUSPENDED_FRAMES,
-    WEAK_HOLDERS,
     array_items,
     cache_parts,
     opened_by_referents,
@@ -83,7 +82,7 @@ _Array: type[Any] = jax.Array
 #: Default bound on the number of objects one scan visits.
 DEFAULT_LIMIT = 2_000_000
 
-__all__ = ["FrameOpener", "LeakWalk", "first_tracer", "scan_tracers"]
+__all__ = ["NONE_LIVE", "LeakWalk", "first_tracer", "scan_tracers"]
 
 
 # ----------------------------------------------------------------------------
@@ -124,7 +123,7 @@ class LeakWalk:
         self.only = only  # ids of the tracers to report (JAX's report), or all
         self.skip = skip  # ids of tracers not to report (escaped before)
         self.tracers: list[Any] = []  # the tracer of each leak, in order
-        # What is live, or (`only` known to have escaped) `_NONE_LIVE`.
+        # What is live, or (`only` known to have escaped) `NONE_LIVE`.
         self.live: Any = _compat.live_traces() if live is None else live
         self.stop = False  # whether to stop once every one of `only` is found
         self.seen: set[int] = set()
@@ -539,7 +538,7 @@ class _NoneLive:
         return False
 
 
-_NONE_LIVE: Final = _NoneLive()
+NONE_LIVE: Final = _NoneLive()
 
 
 def first_tracer(obj: Any, limit: int, live: Any = None) -> str | None:
@@ -548,7 +547,7 @@ def first_tracer(obj: Any, limit: int, live: Any = None) -> str | None:
     `limit` objects hold none. The leak scan's walk, bounded, for capture:
     what a static capture hides where no pytree reaches."""
     walk = LeakWalk(
-        limit, live=_NONE_LIVE if live is None else live, first=True, globals=False
+        limit, live=NONE_LIVE if live is None else live, first=True, globals=False
     )
     walk.push(obj, -1, "")
     walk.run()
@@ -557,41 +556,6 @@ def first_tracer(obj: Any, limit: int, live: Any = None) -> str | None:
     return "".join(
         label_text(walk.entries[e][1]) for e in chain_to(walk.entries, walk.found)
     )
-
-
-class FrameOpener:
-    """The parts of one object as the leak scan opens it (its holders: slots,
-    exceptions, partials, suspended generators, NumPy object arrays, a user's
-    function's globals, ...), for the look at the user's frames as a trace
-    exits (`_compat.watching_trace_exits(opener=...)`), which opens plain
-    containers and objects itself."""
-
-    __slots__ = ("walk",)
-
-    def __init__(self) -> None:
-        self.walk = LeakWalk(0, live=_NoneLive())
-
-    def __call__(self, obj: Any) -> list[Any]:
-        if isinstance(obj, WEAK_HOLDERS):
-            # The look runs before the garbage collector (JAX's checker
-            # collects first): through a weak reference it would reach
-            # garbage, and what it names it keeps alive until the phase ends.
-            # A tracer alive there by another holder is still alive then.
-            return []
-        walk = self.walk
-        walk.seen = {id(obj)}
-        try:
-            walk.expand(obj, -1)
-            return [child for child, _ in walk.queue]
-        finally:
-            # Nothing kept past the call: the look's caller holds the parts,
-            # and an object the last exit's look opened dies when the user
-            # drops it, not when the next trace exits.
-            walk.queue.clear()
-            walk.entries.clear()
-            walk.failed.clear()
-            walk.keep.clear()
-            walk.seen = set()
 
 
 def scan_tracers(

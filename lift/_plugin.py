@@ -237,7 +237,7 @@ class _Watch:
 
         from ._checking import checking_leaks
         from ._compat import watching_trace_exits
-        from ._leak_scan import FrameOpener
+        from ._frame_opener import FrameOpener
         from ._registry import recording
 
         exhaustive = item.config.stash.get(_MODE, "fast") == "exhaustive"
