@@ -7,6 +7,7 @@ import gc
 import weakref
 
 from lift import _caches, _closure, _hidden, _labels, _programs
+from lift._compat import frame_locals
 
 
 def test_a_bounded_dict_is_emptied_when_full() -> None:
@@ -48,5 +49,7 @@ def test_the_caches_that_share_a_policy_use_the_helper() -> None:
     assert type(_labels._interned) is _caches.BoundedDict  # pyright: ignore[reportPrivateUsage]
     assert type(_hidden._PLAIN_TREEDEFS) is _caches.BoundedDict  # pyright: ignore[reportPrivateUsage]
     assert type(_programs._programs) is _caches.BoundedDict  # pyright: ignore[reportPrivateUsage]
+    # Whose code is the user's, by file name (exec'd code brings new ones).
+    assert type(frame_locals._user_files) is _caches.BoundedDict  # pyright: ignore[reportPrivateUsage]
     for memo in (_closure.user_class, _closure.slots_of):
         assert memo.__wrapped__  # pyright: ignore[reportFunctionMemberAccess]

@@ -20,6 +20,7 @@ import jax
 import numpy as np
 
 from .._atoms import UNOPENED
+from .._caches import BoundedDict
 from .traces import JAX_DIR, Tracer
 
 FRAME_DEPTH: Final = 64
@@ -189,7 +190,8 @@ def _opened(opener: Callable[[Any], Iterable[Any]], obj: Any) -> Iterable[Any]:
         return ()
 
 
-_user_files: dict[str, bool] = {}
+# By file name (exec'd code may bring a new name at every call: bounded).
+_user_files: BoundedDict[str, bool] = BoundedDict(256)
 
 
 def is_user_code(filename: str) -> bool:
@@ -203,7 +205,7 @@ def is_user_code(filename: str) -> bool:
     frames, many and full of pytrees under every solve, are not looked at."""
     user = _user_files.get(filename)
     if user is None:
-        user = _user_files[filename] = _classify(filename)
+        user = _user_files.add(filename, _classify(filename))
     return user
 
 
