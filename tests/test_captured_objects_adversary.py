@@ -343,10 +343,6 @@ _UNSEEN = (
 _NOT_SEEN: dict[str, tuple[str, ...]] = {
     "registered dataclass: m.calls += 1": tuple(_RUN),
     "registered dataclass: setattr(m, 'calls', 5)": tuple(_RUN),
-    "log = state[k]; def add(): log.append(1)": tuple(_RUN),
-    "[log.append(1) for log in [state[k]]]": tuple(_RUN),
-    "[*rows][0].append(1)": tuple(_RUN),
-    "{**d}[k].append(1)": tuple(_RUN),
     "helper.log.append(1), helper another captured function": tuple(_RUN),
     "push = partial(list.append, buf); push(1)": tuple(_RUN),
 }
@@ -481,6 +477,51 @@ def _getattr_read() -> tuple[Callable[..., Any], Any]:
     return step, buf
 
 
+def _inner_closure_read() -> tuple[Callable[..., Any], Any]:
+    state = {"log": [0.5]}
+
+    def step(x: Any) -> Any:
+        log = state["log"]
+
+        def first() -> Any:
+            return log[0]
+
+        return x * first()
+
+    return step, state
+
+
+def _comprehension_over_a_display_read() -> tuple[Callable[..., Any], Any]:
+    state = {"log": [0.5]}
+
+    def step(x: Any) -> Any:
+        return x * sum([log[0] for log in [state["log"]]])
+
+    return step, state
+
+
+def _starred_list_display_read() -> tuple[Callable[..., Any], Any]:
+    rows = [[0.5]]
+
+    def step(x: Any) -> Any:
+        copy = [*rows]
+        copy.append([1.5])  # the new outer list's, not the user's rows
+        return x * [*rows][0][0] * len(copy)  # noqa: RUF015
+
+    return step, rows
+
+
+def _dict_display_read() -> tuple[Callable[..., Any], Any]:
+    d = {"a": [0.5]}
+
+    def step(x: Any) -> Any:
+        copy = {**d, "b": 1.5}
+        copy["c"] = 2.0  # the new dict's
+        return x * {**d}["a"][0] * copy["b"]
+
+    return step, d
+
+
 def _varargs_reader(*args: Any) -> Any:
     return args[0][0] * args[-1]
 
@@ -493,6 +534,10 @@ _READS: dict[str, Maker] = {
     "match state: case {'log': log, **rest}: read": _match_read,
     "type(buf).__len__(buf), buf.__class__.__getitem__(buf, 1)": _type_read,
     "getattr(buf, '__getitem__')(0)": _getattr_read,
+    "log = state[k]; def first(): return log[0]": _inner_closure_read,
+    "[log[0] for log in [state[k]]]": _comprehension_over_a_display_read,
+    "[*rows][0][0], [*rows].append(v)": _starred_list_display_read,
+    "{**d}[k][0], {**d}[k] = v": _dict_display_read,
     "partial(g, buf), def g(*args): args[0][0]": lambda: (
         functools.partial(_varargs_reader, [0.5]),
         None,
