@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import inspect
 import types
+from collections.abc import Iterable
 from typing import Any, Final, cast
 
 import numpy as np
@@ -237,14 +238,17 @@ def refuse_part_mutations(
     parts: tuple[tuple[Label, Template], ...],
     obj_parts: list[Any],
     leaves: list[Any],
+    capturers: Iterable[tuple[types.FunctionType, str]] = (),
 ) -> None:
     """`refuse_mutation` for the arguments a partial binds and the object a
-    method is bound to, by the parameters of the function they are passed to."""
+    method is bound to, by the parameters of the function they are passed to;
+    `capturers`: the functions whose cells hold the partial, and their
+    variables (named by a refusal of a partial of a mutator)."""
     for (label, template), value in zip(parts, obj_parts, strict=True):
         if template.treedef is None or label.kind not in (SELF, ARG, KEYWORD):
             continue
         if id(func) in MUTATING and label.kind == ARG and label.key == 0:
-            _refuse_mutator_partial(func, value, template, leaves)
+            _refuse_mutator_partial(func, value, template, leaves, capturers)
             continue
         found = _parameter(func, label)
         if found is not None:
@@ -252,19 +256,30 @@ def refuse_part_mutations(
 
 
 def _refuse_mutator_partial(
-    func: Any, value: Any, template: Template, leaves: list[Any]
+    func: Any,
+    value: Any,
+    template: Template,
+    leaves: list[Any],
+    capturers: Iterable[tuple[types.FunctionType, str]] = (),
 ) -> None:
     """A `LiftError` if a partial of a function or builtin method that mutates
     its first argument (`partial(list.append, buf)`) binds there a list or dict
     lift rebuilds: calling it would change the copy. Refused when it is lifted,
-    called or not (its only use is mutating)."""
+    called or not (its only use is mutating), naming the first function
+    whose cell holds it (`capturers`), if any."""
     kept = {id(s.value) for s in template.slots if type(s) is Static}
     if id(value) in kept or id(value) not in _rebuilt(value, kept):
         return
     what = type(value).__name__
     name = getattr(func, "__qualname__", None) or repr(func)
+    by = next(iter(capturers), None)
+    who = (
+        ""
+        if by is None
+        else f"{describe(by[0])} captures the variable {by[1]!r}, in which "
+    )
     raise LiftError(
-        f"functools.partial({name}, …) mutates its first argument in place, a "
+        f"{who}functools.partial({name}, …) mutates its first argument in place, a "
         f"{what} that {_what_in(value, template, leaves)}. lift rebuilds such a "
         f"{what} around its leaves, so the change would reach a copy, not your "
         f"{what}.\nFix: call {name} on a {what} passed as an argument, or keep "
