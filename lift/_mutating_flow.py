@@ -13,13 +13,26 @@ from typing import Any, Final, TypeAlias
 from ._flow import DEREF_LOADS, FREE, PARAM, Flow, Source
 from ._mutators import IMPORT, MUTATORS, named_like_a_mutator
 
-__all__ = ["ANY", "ATTR_STEP", "HOLDING", "ITEM_STEP", "VARIABLES", "Mutations", "Path"]
+__all__ = [
+    "ANY",
+    "ATTR_STEP",
+    "HOLDING",
+    "ITEM_STEP",
+    "SETATTR_STEP",
+    "VARIABLES",
+    "Mutations",
+    "Path",
+]
 
 # A step of a path: an item by a constant key, an attribute, or an item whose
 # key the code computes (`ANY`).
 ITEM_STEP: Final = "item"
 ATTR_STEP: Final = "attr"
 ANY: Final = ("item", None, "any")
+# The last step of a path whose object the code sets (or deletes) an attribute
+# of, by name (`None`: a name the code computes): `m.calls = v`,
+# `setattr(m, "calls", v)`, `del m.calls` mutate `m`.
+SETATTR_STEP: Final = "setattr"
 Path: TypeAlias = tuple[tuple[Any, ...], ...]
 
 
@@ -89,7 +102,9 @@ _BUILTIN_RESULTS: Final = {
     "getattr": "attribute",
     "type": "class",  # (`type(x).append(x, v)`, as `x.__class__.append`)
 }
-_UNBOUND_OWNERS: Final = frozenset({"list", "dict"})  # (`dict.get(d, k)`)
+_UNBOUND_OWNERS: Final = frozenset({"list", "dict"})
+ATTRIBUTE_STORES: Final = frozenset({"setattr", "delattr"})
+_ATTRIBUTE_STORES: Final = ATTRIBUTE_STORES  # (`dict.get(d, k)`)
 
 # Instructions that only pop: how many slots, and the depth of the container
 # they write to (0: none).
@@ -98,8 +113,6 @@ _POPS: Final = {
     "DELETE_SUBSCR": (2, 2),
     "STORE_SLICE": (4, 3),  # 3.12+: value, container, start, stop
     "DELETE_SLICE": (3, 3),
-    "STORE_ATTR": (2, 0),
-    "DELETE_ATTR": (1, 0),
     "STORE_GLOBAL": (1, 0),
     "STORE_NAME": (1, 0),
 }
@@ -278,6 +291,10 @@ class Mutations(Flow):
             op == "CALL_INTRINSIC_1" and ins.argrepr == "INTRINSIC_LIST_TO_TUPLE"
         ):  # `(*x,)`: the same items
             pass
+        elif op == "STORE_ATTR" or op == "DELETE_ATTR":  # the object on top
+            self.mutate(_stored(self.pop(stack), str(ins.argval)))
+            if op == "STORE_ATTR":
+                self.pop(stack)
         elif op in _POPS:
             count, container = _POPS[op]
             if container and len(stack) >= container:
@@ -351,6 +368,14 @@ class Mutations(Flow):
                 continue
             if kind != _GLOBAL and kind != IMPORT:
                 continue
+            if (
+                kind == _GLOBAL
+                and len(callee) == 2
+                and callee[1] in _ATTRIBUTE_STORES
+                and len(args) > 1
+            ):  # `setattr(m, "calls", v)`, as `m.calls = v`
+                key = _constant(args[1])
+                self.mutate(_stored(args[0], key if type(key) is str else None))
             if kind == _GLOBAL and len(callee) == 2 and callee[1] in _BUILTIN_RESULTS:
                 out.update(_called(callee[1], args))
                 if (
@@ -420,6 +445,11 @@ def _called(name: str, args: list[frozenset[Source]]) -> frozenset[Source]:
             elif s[0] == _ELEMENTS:
                 out.add((how, *s[1:]))
     return frozenset(out) if out else _UNKNOWN
+
+
+def _stored(obj: frozenset[Source], name: str | None) -> frozenset[Source]:
+    """The paths an attribute store on `obj` mutates (`SETATTR_STEP`)."""
+    return frozenset((*s, (SETATTR_STEP, name)) for s in obj if s[0] in _VARIABLES)
 
 
 def _display(items: list[frozenset[Source]]) -> frozenset[Source]:

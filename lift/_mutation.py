@@ -75,6 +75,7 @@ from typing import Any, Final, TypeAlias
 
 from ._flow import Source
 from ._mutating_flow import (
+    ATTRIBUTE_STORES,
     HOLDING,
     VARIABLES,
     Call,
@@ -100,11 +101,18 @@ __all__ = ["mutated_names", "mutated_paths"]
 # function, mutates nothing, and is not read.
 _WRITES: Final = frozenset(
     dis.opmap[name]
-    for name in ("STORE_SUBSCR", "DELETE_SUBSCR", "STORE_SLICE", "DELETE_SLICE")
+    for name in (
+        "STORE_SUBSCR",
+        "DELETE_SUBSCR",
+        "STORE_SLICE",
+        "DELETE_SLICE",
+        "STORE_ATTR",
+        "DELETE_ATTR",
+    )
     if name in dis.opmap
 )
 _BINARY_OP: Final = dis.opmap["BINARY_OP"]
-_NAMES: Final = MUTATORS | MUTATING_NAMES
+_NAMES: Final = MUTATORS | MUTATING_NAMES | ATTRIBUTE_STORES
 
 # Keyed by `id(code)`, holding the code weakly (an entry is dropped with it):
 # the names that may be a mutating function's alias (`aliases`), and for each
