@@ -25,6 +25,9 @@ that mutate an operand record its paths:
 - an item store or deletion, whatever computes the key (`x[k] = v`,
   `x[i + 1] = v`, `del x[k]`), and an augmented one (`x['loss'] += v`);
 - a slice store or deletion (`x[:] = v`, `x[a:b] = v`, `del x[1:]`);
+- an attribute store or deletion (`x.calls = v`, `x.calls += 1`,
+  `setattr(x, 'calls', v)`, `del x.calls`), whose path ends in a
+  `SETATTR_STEP` (lift refuses it on a registered pytree node it rebuilds);
 - a mutating method (`.append`, `.update`, ...: `MUTATORS`), read as an
   attribute even if not called there (`push = x.append`);
 - an augmented assignment to the container (`x += [v]`, `x |= {...}`), which
@@ -58,10 +61,12 @@ assignments stored (`Flow`), so a loop variable reused for two containers
 (`for row in a: ...`, then `for row in b: row.append(v)`) counts as mutating
 both.
 
-Code with none of the instructions that record (an item or slice store or
-deletion, an augmented operator, the name of a mutating method or function, or
-of a global the function's globals bind to one), itself or in a comprehension
-it defines, is not followed at all: most is not (`_may_mutate`, `_feeds`).
+Code with none of the instructions that record (an item, slice or attribute
+store or deletion, an augmented operator, the name of a mutating method or
+function, `setattr`, or of a global the function's globals bind to one),
+itself or in a comprehension it defines, or in a function it defines that
+closes over its locals, is not followed at all: most is not (`_may_mutate`,
+`_feeds`, `_encloses`).
 """
 
 from __future__ import annotations
