@@ -463,6 +463,46 @@ def _pushing_to(c: Any) -> Callable[[Any], Any]:
     return step
 
 
+def _appending_through_a_display(c: Any) -> Callable[[Any], Any]:
+    def step(x: Any) -> Any:
+        [*c][0].append(1)  # noqa: RUF015
+        return x * 2
+
+    return step
+
+
+def _appending_through_a_closed_over_local(c: Any) -> Callable[[Any], Any]:
+    def step(x: Any) -> Any:
+        log = c["log"]
+
+        def add() -> None:
+            log.append(1)
+
+        add()
+        return x * 2
+
+    return step
+
+
+class _Plain:
+    """An object that is no pytree: lift keeps it as the user's."""
+
+    def __init__(self) -> None:
+        self.w = np.float32(1.0)
+        self.calls = 0
+
+    def __repr__(self) -> str:
+        return f"_Plain(calls={self.calls})"
+
+
+def _counting_calls_of(m: Any) -> Callable[[Any], Any]:
+    def step(x: Any) -> Any:
+        m.calls += 1
+        return x * m.w
+
+    return step
+
+
 # Lifted past the count after which a shape's fast path is compiled (with the
 # checks on and off), then with the container a refusal is due for.
 _RELIFTED: dict[
@@ -494,6 +534,21 @@ _RELIFTED: dict[
         lambda: [],
         lambda: [0.5],
     ),
+    "[*rows][0].append(v) after static rows": (
+        _appending_through_a_display,
+        lambda: [[]],
+        lambda: [[0.5]],
+    ),
+    "log = c[k]; def add(): log.append(v) after static logs": (
+        _appending_through_a_closed_over_local,
+        lambda: {"log": []},
+        lambda: {"log": [0.5]},
+    ),
+    "m.calls += 1 on a registered dataclass after plain objects": (
+        _counting_calls_of,
+        _Plain,
+        lambda: _Model(np.float32(1.0)),
+    ),
     "partial(g, **kw) after static lists": (
         lambda c: functools.partial(_varkw, log=c),
         lambda: [],
@@ -520,7 +575,8 @@ def test_a_refusal_holds_when_the_shape_was_lifted_often(case: str) -> None:
                 c = refused()
                 before = repr(c)
                 with pytest.raises(
-                    lift.LiftError, match=r"mutates (the captured|its first argument)"
+                    lift.LiftError,
+                    match=r"mutates (the captured|its first argument)|sets an attr",
                 ):
                     lift.lift(make(c))(2.0)
                 assert repr(c) == before
