@@ -82,6 +82,7 @@ from ._flow import Source
 from ._mutating_flow import (
     ATTRIBUTE_STORES,
     HOLDING,
+    SETATTR_STEP,
     VARIABLES,
     Call,
     Mutations,
@@ -122,7 +123,8 @@ _NAMES: Final = MUTATORS | MUTATING_NAMES | ATTRIBUTE_STORES
 # Keyed by `id(code)`, holding the code weakly (an entry is dropped with it):
 # the names that may be a mutating function's alias (`aliases`), and for each
 # set of aliases met, the code's mutations and the calls that may be.
-_Analysis: TypeAlias = tuple[dict[str, frozenset[Path]], tuple[Call, ...]]
+_Paths: TypeAlias = dict[str, frozenset[Path]]
+_Analysis: TypeAlias = tuple[_Paths, _Paths, tuple[Call, ...]]
 _cache: dict[
     int,
     tuple[weakref.ref[types.CodeType], frozenset[str], dict[frozenset[str], _Analysis]],
@@ -146,6 +148,7 @@ def mutated_paths(
     namespace: Mapping[str, Any] | None = None,
     *,
     named: bool = False,
+    attributes: bool = False,
 ) -> dict[str, frozenset[Path]]:
     """For each variable (free variable or parameter) that `code`, or code nested
     in it, mutates through: the paths from its value to the containers mutated
@@ -157,14 +160,17 @@ def mutated_paths(
     named like one of `MUTATING_FUNCTIONS` (or `list.append`, ...) counts, and
     no other name. `named`: with `namespace`, a call named like one counts
     too, whatever the name is bound to now (the replay's question: a global may
-    be rebound after it is compiled).
+    be rebound after it is compiled). `attributes`: the paths of attribute
+    stores too (ending in `SETATTR_STEP`: `m.calls = v` mutates `m`), which
+    only a registered pytree node's refusal reads.
     """
     names, results = _entry(code)
     aliases = NO_ALIASES if namespace is None else aliases_in(names, namespace)
     found_paths = results.get(aliases)
     if found_paths is None:
         found_paths = _analysis(code, aliases, results)
-    paths, calls = found_paths
+    with_attributes, without, calls = found_paths
+    paths = with_attributes if attributes else without
     if not calls:
         return paths
     found = {name: set(p) for name, p in paths.items()}
@@ -214,10 +220,13 @@ def _analysis(
     `aliases` taken for mutating functions; kept in `results` (its cache
     entry's)."""
     found, calls = _scan(code, aliases)
-    result = (
-        {name: frozenset(p) for name, p in found.items()},
-        tuple(sorted(calls, key=repr)),
-    )
+    paths = {name: frozenset(p) for name, p in found.items()}
+    without = {
+        name: kept
+        for name, p in paths.items()
+        if (kept := frozenset(q for q in p if not q or q[-1][0] != SETATTR_STEP))
+    }
+    result = (paths, without, tuple(sorted(calls, key=repr)))
     with _lock:
         results[aliases] = result
     return result

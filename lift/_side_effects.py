@@ -52,7 +52,7 @@ def refuse_mutation(
     the path that leads from `name` to `value` (a function attribute's)."""
     if name is None or not checked_for_mutation(value, template):
         return  # kept whole: the user's own object
-    paths = mutated_paths(fn.__code__, fn.__globals__).get(name)
+    paths = mutated_paths(fn.__code__, fn.__globals__, attributes=True).get(name)
     if not paths:
         return
     kept = {id(s.value) for s in template.slots if type(s) is Static}
