@@ -326,9 +326,10 @@ class Walk:
             )
         if checked_for_mutation(contents, template):
             refuse_mutation(fn, name, contents, template, self.leaves)
-        if type(contents) is types.FunctionType or isinstance(
-            contents, functools.partial
-        ):
+        if type(contents) is types.FunctionType or issubclass(
+            type(contents),  # pyright: ignore[reportUnknownArgumentType]
+            functools.partial,
+        ):  # (by type: an object's `__class__` may be hostile)
             key = id(cast(object, contents))
             self.capturers.setdefault(key, []).append((fn, name))
             at = self.ids.get(key)
