@@ -10,16 +10,29 @@ import sys
 import types
 from typing import Any, Final, TypeAlias
 
-from ._flow import FREE, PARAM, Flow, Source
+from ._flow import DEREF_LOADS, FREE, PARAM, Flow, Source
 from ._mutators import IMPORT, MUTATORS, named_like_a_mutator
 
-__all__ = ["ANY", "ATTR_STEP", "ITEM_STEP", "Mutations", "Path"]
+__all__ = [
+    "ANY",
+    "ATTR_STEP",
+    "HOLDING",
+    "ITEM_STEP",
+    "SETATTR_STEP",
+    "VARIABLES",
+    "Mutations",
+    "Path",
+]
 
 # A step of a path: an item by a constant key, an attribute, or an item whose
 # key the code computes (`ANY`).
 ITEM_STEP: Final = "item"
 ATTR_STEP: Final = "attr"
 ANY: Final = ("item", None, "any")
+# The last step of a path whose object the code sets (or deletes) an attribute
+# of, by name (`None`: a name the code computes): `m.calls = v`,
+# `setattr(m, "calls", v)`, `del m.calls` mutate `m`.
+SETATTR_STEP: Final = "setattr"
 Path: TypeAlias = tuple[tuple[Any, ...], ...]
 
 
@@ -48,7 +61,14 @@ _ELEMENTS: Final = "elements"
 _PAIRS: Final = "pairs"
 _PAIR: Final = "pair"
 _ZIPPED: Final = "zipped"
-_HOLDING: Final = frozenset({_ELEMENTS, _PAIRS, _PAIR, _ZIPPED})
+# A list, tuple, set or dict the code builds (a display, `[x]`, `(x, y)`,
+# `{"a": x}`, or what a comprehension appends to), holding the path itself
+# (`(_DISPLAY, FREE or PARAM, name, *steps)`): its items are `x`, not `x[…]`.
+# (What it holds unpacked, `[*x]`, `{**x}`, is `_ELEMENTS`'.)
+_DISPLAY: Final = "display"
+_HOLDING: Final = frozenset({_ELEMENTS, _PAIRS, _PAIR, _ZIPPED, _DISPLAY})
+HOLDING: Final = _HOLDING  # (`(kind, FREE or PARAM, name, *steps)`)
+VARIABLES: Final = _VARIABLES
 # A function made from a comprehension's or a generator expression's code
 # (`(_CODE, id(code))`), which the code defining it calls with an iterator (its
 # `.0`): where that holds a path's items, the nested code is followed with
@@ -82,7 +102,9 @@ _BUILTIN_RESULTS: Final = {
     "getattr": "attribute",
     "type": "class",  # (`type(x).append(x, v)`, as `x.__class__.append`)
 }
-_UNBOUND_OWNERS: Final = frozenset({"list", "dict"})  # (`dict.get(d, k)`)
+_UNBOUND_OWNERS: Final = frozenset({"list", "dict"})
+ATTRIBUTE_STORES: Final = frozenset({"setattr", "delattr"})
+_ATTRIBUTE_STORES: Final = ATTRIBUTE_STORES  # (`dict.get(d, k)`)
 
 # Instructions that only pop: how many slots, and the depth of the container
 # they write to (0: none).
@@ -91,8 +113,6 @@ _POPS: Final = {
     "DELETE_SUBSCR": (2, 2),
     "STORE_SLICE": (4, 3),  # 3.12+: value, container, start, stop
     "DELETE_SLICE": (3, 3),
-    "STORE_ATTR": (2, 0),
-    "DELETE_ATTR": (1, 0),
     "STORE_GLOBAL": (1, 0),
     "STORE_NAME": (1, 0),
 }
@@ -102,6 +122,13 @@ _CALLS: Final = (
     frozenset({"PRECALL"}) if "PRECALL" in dis.opmap else frozenset({"CALL", "CALL_KW"})
 )
 _RESULTS: Final = frozenset({"CALL", "CALL_KW"})
+# Displays: the instructions that build one from the items they pop, that add
+# to the one beneath (its depth their argument) what they pop (an item, a
+# dict's key and value: the value on top), or what they pop unpacked (`[*x]`,
+# `{**x}`).
+_BUILDS: Final = frozenset({"BUILD_LIST", "BUILD_TUPLE", "BUILD_SET"})
+_ADDS: Final = frozenset({"LIST_APPEND", "SET_ADD", "MAP_ADD"})
+_UNPACKS: Final = frozenset({"LIST_EXTEND", "SET_UPDATE", "DICT_UPDATE", "DICT_MERGE"})
 # 3.13 pushes `LOAD_GLOBAL`'s NULL after the global, 3.11 and 3.12 before it.
 _NULL_AFTER: Final = sys.version_info >= (3, 13)
 
@@ -127,8 +154,13 @@ class Mutations(Flow):
         calls: set[Call],
         seeds: dict[int, set[Source]],
         start: dict[str, frozenset[Source]] | None = None,
+        cells: dict[str, frozenset[Source]] | None = None,
     ) -> None:
+        """`cells`: what free variables hold that are locals of the code
+        enclosing this one, assigned a path there (`log = state['log']`, then
+        `def add(): log.append(v)`)."""
         self.captured = captured
+        self.cells = cells or {}
         self.aliases = aliases
         self.found = found
         self.calls = calls
@@ -146,7 +178,16 @@ class Mutations(Flow):
         pending: dict[int, list[frozenset[Source]]],
     ) -> list[frozenset[Source]] | None:
         op = ins.opname
-        if op == "LOAD_CONST":
+        if (
+            op in DEREF_LOADS
+            and self.cells
+            and (free := self.free(ins)) in self.cells
+            and ins.offset not in self.guarded
+        ):  # a local of the enclosing code that holds a path
+            if op == "LOAD_FROM_DICT_OR_DEREF":
+                self.pop(stack)
+            stack.append(frozenset({(FREE, free)}) | self.cells[free])
+        elif op == "LOAD_CONST":
             value: object = ins.argval
             if type(value) in (int, str):
                 stack.append(frozenset({(_CONST, value)}))
@@ -225,6 +266,35 @@ class Mutations(Flow):
         elif op == "BUILD_SLICE":
             del stack[len(stack) - (ins.arg or 2) :]
             stack.append(frozenset({_SLICE}))
+        elif op in _BUILDS or op == "BUILD_MAP" or op == "BUILD_CONST_KEY_MAP":
+            count = ins.arg or 0
+            if op == "BUILD_MAP":  # keys and values alternate
+                count *= 2
+            elif op == "BUILD_CONST_KEY_MAP":  # the values, then the keys' tuple
+                count += 1
+            items = stack[max(0, len(stack) - count) :] if count else []
+            del stack[len(stack) - len(items) :]
+            if op == "BUILD_MAP":
+                items = items[1::2]
+            elif op == "BUILD_CONST_KEY_MAP":
+                items = items[:-1]
+            stack.append(_display(items))
+        elif op in _ADDS or op in _UNPACKS:
+            value = self.pop(stack)
+            if op == "MAP_ADD":
+                self.pop(stack)  # (the key)
+            depth = ins.arg or 1
+            held = _display([value]) if op in _ADDS else _iterated(value)
+            if len(stack) >= depth:
+                stack[-depth] = _joined(stack[-depth], held)
+        elif op == "LIST_TO_TUPLE" or (
+            op == "CALL_INTRINSIC_1" and ins.argrepr == "INTRINSIC_LIST_TO_TUPLE"
+        ):  # `(*x,)`: the same items
+            pass
+        elif op == "STORE_ATTR" or op == "DELETE_ATTR":  # the object on top
+            self.mutate(_stored(self.pop(stack), str(ins.argval)))
+            if op == "STORE_ATTR":
+                self.pop(stack)
         elif op in _POPS:
             count, container = _POPS[op]
             if container and len(stack) >= container:
@@ -298,6 +368,14 @@ class Mutations(Flow):
                 continue
             if kind != _GLOBAL and kind != IMPORT:
                 continue
+            if (
+                kind == _GLOBAL
+                and len(callee) == 2
+                and callee[1] in _ATTRIBUTE_STORES
+                and len(args) > 1
+            ):  # `setattr(m, "calls", v)`, as `m.calls = v`
+                key = _constant(args[1])
+                self.mutate(_stored(args[0], key if type(key) is str else None))
             if kind == _GLOBAL and len(callee) == 2 and callee[1] in _BUILTIN_RESULTS:
                 out.update(_called(callee[1], args))
                 if (
@@ -369,6 +447,25 @@ def _called(name: str, args: list[frozenset[Source]]) -> frozenset[Source]:
     return frozenset(out) if out else _UNKNOWN
 
 
+def _stored(obj: frozenset[Source], name: str | None) -> frozenset[Source]:
+    """The paths an attribute store on `obj` mutates (`SETATTR_STEP`)."""
+    return frozenset((*s, (SETATTR_STEP, name)) for s in obj if s[0] in _VARIABLES)
+
+
+def _display(items: list[frozenset[Source]]) -> frozenset[Source]:
+    """A display holding `items`: what holds the paths among them."""
+    out = frozenset(
+        (_DISPLAY, *s) for item in items for s in item if s[0] in _VARIABLES
+    )
+    return out if out else _UNKNOWN
+
+
+def _joined(a: frozenset[Source], b: frozenset[Source]) -> frozenset[Source]:
+    """A display's holdings with more added (`_UNKNOWN` only if none)."""
+    out = (a | b) - _UNKNOWN
+    return out if out else _UNKNOWN
+
+
 def _iterated(value: frozenset[Source]) -> frozenset[Source]:
     """An iterator over a slot's value, or a shallow copy of it: what holds its
     items (a pair's are its key and its value)."""
@@ -393,6 +490,8 @@ def _element(value: frozenset[Source]) -> frozenset[Source]:
             out.add((*s, ANY))
         elif kind in (_ELEMENTS, _PAIR):
             out.add((*s[1:], ANY))
+        elif kind == _DISPLAY:
+            out.add(s[1:])
         elif kind == _PAIRS:
             out.add((_PAIR, *s[1:]))
         elif kind == _ZIPPED:

@@ -7,10 +7,14 @@ refuses it when it lifts. The bytecode is read once per code object, with the
 code objects nested in it (inner functions, lambdas, comprehensions), by
 following its stack (`lift._code.Flow`, on CPython 3.11 to 3.13): each slot
 holds the paths into captured variables its value is (`x`, `x[0]`, `x['log']`,
-`x[k]`, `x.log`, through local variables too: `log = self.log`), and what
-holds a path's items: an iterator over it or a shallow copy of it (`iter(x)`,
-`x[:]`, `list(x)`, `x.values()`), `x.items()`, `enumerate(x)`, `zip(x, y)`,
-whose items are `x[…]` (`for row in x: row.append(v)` mutates `x[…]`; a
+`x[k]`, `x.log`, through local variables too: `log = self.log`, and in
+the code nested in it that closes over such a local: `log = x['log']; def
+add(): log.append(v)`), and what holds a path's items: an iterator over it
+or a shallow copy of it (`iter(x)`, `x[:]`, `list(x)`, `x.values()`, `[*x]`,
+`{**x}`), `x.items()`, `enumerate(x)`, `zip(x, y)`, whose items are `x[…]`,
+or a list, tuple, set or dict the code builds around it, whose items are `x`
+(`[x]`, `(x, y)`, `{'a': x}`; `for row in x: row.append(v)` mutates `x[…]`,
+`[*x][0].append(v)` too; a
 comprehension or a generator expression compiled to code of its own, as all
 are on 3.11, is followed with what the iterator it is given holds). The
 calls of accessors give what they read (`x.get('log')`, `x.setdefault(k, [])`
@@ -21,6 +25,9 @@ that mutate an operand record its paths:
 - an item store or deletion, whatever computes the key (`x[k] = v`,
   `x[i + 1] = v`, `del x[k]`), and an augmented one (`x['loss'] += v`);
 - a slice store or deletion (`x[:] = v`, `x[a:b] = v`, `del x[1:]`);
+- an attribute store or deletion (`x.calls = v`, `x.calls += 1`,
+  `setattr(x, 'calls', v)`, `del x.calls`), whose path ends in a
+  `SETATTR_STEP` (lift refuses it on a registered pytree node it rebuilds);
 - a mutating method (`.append`, `.update`, ...: `MUTATORS`), read as an
   attribute even if not called there (`push = x.append`);
 - an augmented assignment to the container (`x += [v]`, `x |= {...}`), which
@@ -54,10 +61,12 @@ assignments stored (`Flow`), so a loop variable reused for two containers
 (`for row in a: ...`, then `for row in b: row.append(v)`) counts as mutating
 both.
 
-Code with none of the instructions that record (an item or slice store or
-deletion, an augmented operator, the name of a mutating method or function, or
-of a global the function's globals bind to one), itself or in a comprehension
-it defines, is not followed at all: most is not (`_may_mutate`, `_feeds`).
+Code with none of the instructions that record (an item, slice or attribute
+store or deletion, an augmented operator, the name of a mutating method or
+function, `setattr`, or of a global the function's globals bind to one),
+itself or in a comprehension it defines, or in a function it defines that
+closes over its locals, is not followed at all: most is not (`_may_mutate`,
+`_feeds`, `_encloses`).
 """
 
 from __future__ import annotations
@@ -70,7 +79,17 @@ from collections.abc import Mapping
 from typing import Any, Final, TypeAlias
 
 from ._flow import Source
-from ._mutating_flow import Call, Mutations, Path, comprehension_of, parameters_of
+from ._mutating_flow import (
+    ATTRIBUTE_STORES,
+    HOLDING,
+    SETATTR_STEP,
+    VARIABLES,
+    Call,
+    Mutations,
+    Path,
+    comprehension_of,
+    parameters_of,
+)
 from ._mutators import (
     MUTATING_NAMES,
     MUTATORS,
@@ -88,21 +107,32 @@ __all__ = ["mutated_names", "mutated_paths"]
 # function, mutates nothing, and is not read.
 _WRITES: Final = frozenset(
     dis.opmap[name]
-    for name in ("STORE_SUBSCR", "DELETE_SUBSCR", "STORE_SLICE", "DELETE_SLICE")
+    for name in (
+        "STORE_SUBSCR",
+        "DELETE_SUBSCR",
+        "STORE_SLICE",
+        "DELETE_SLICE",
+        "STORE_ATTR",
+        "DELETE_ATTR",
+    )
     if name in dis.opmap
 )
 _BINARY_OP: Final = dis.opmap["BINARY_OP"]
-_NAMES: Final = MUTATORS | MUTATING_NAMES
+_NAMES: Final = MUTATORS | MUTATING_NAMES | ATTRIBUTE_STORES
 
 # Keyed by `id(code)`, holding the code weakly (an entry is dropped with it):
 # the names that may be a mutating function's alias (`aliases`), and for each
 # set of aliases met, the code's mutations and the calls that may be.
-_Analysis: TypeAlias = tuple[dict[str, frozenset[Path]], tuple[Call, ...]]
+_Paths: TypeAlias = dict[str, frozenset[Path]]
+_Analysis: TypeAlias = tuple[_Paths, _Paths, tuple[Call, ...]]
 _cache: dict[
     int,
     tuple[weakref.ref[types.CodeType], frozenset[str], dict[frozenset[str], _Analysis]],
 ] = {}
 _lock = threading.Lock()
+# What code's free variables hold that are cells of the code enclosing it,
+# assigned a path there (`log = state['log']; def add(): log.append(v)`).
+_Cells: TypeAlias = dict[str, frozenset[Source]]
 
 
 def mutated_names(
@@ -118,6 +148,7 @@ def mutated_paths(
     namespace: Mapping[str, Any] | None = None,
     *,
     named: bool = False,
+    attributes: bool = False,
 ) -> dict[str, frozenset[Path]]:
     """For each variable (free variable or parameter) that `code`, or code nested
     in it, mutates through: the paths from its value to the containers mutated
@@ -129,14 +160,17 @@ def mutated_paths(
     named like one of `MUTATING_FUNCTIONS` (or `list.append`, ...) counts, and
     no other name. `named`: with `namespace`, a call named like one counts
     too, whatever the name is bound to now (the replay's question: a global may
-    be rebound after it is compiled).
+    be rebound after it is compiled). `attributes`: the paths of attribute
+    stores too (ending in `SETATTR_STEP`: `m.calls = v` mutates `m`), which
+    only a registered pytree node's refusal reads.
     """
     names, results = _entry(code)
     aliases = NO_ALIASES if namespace is None else aliases_in(names, namespace)
     found_paths = results.get(aliases)
     if found_paths is None:
         found_paths = _analysis(code, aliases, results)
-    paths, calls = found_paths
+    with_attributes, without, calls = found_paths
+    paths = with_attributes if attributes else without
     if not calls:
         return paths
     found = {name: set(p) for name, p in paths.items()}
@@ -186,10 +220,13 @@ def _analysis(
     `aliases` taken for mutating functions; kept in `results` (its cache
     entry's)."""
     found, calls = _scan(code, aliases)
-    result = (
-        {name: frozenset(p) for name, p in found.items()},
-        tuple(sorted(calls, key=repr)),
-    )
+    paths = {name: frozenset(p) for name, p in found.items()}
+    without = {
+        name: kept
+        for name, p in paths.items()
+        if (kept := frozenset(q for q in p if not q or q[-1][0] != SETATTR_STEP))
+    }
+    result = (paths, without, tuple(sorted(calls, key=repr)))
     with _lock:
         results[aliases] = result
     return result
@@ -200,28 +237,77 @@ def _scan(
 ) -> tuple[dict[str, set[Path]], set[Call]]:
     """Captured names `code` mutates through, with the paths, and the calls that
     may: its free variables and parameters (what lift captures as cells and
-    defaults), and in nested code the free variables that are those (not the
-    enclosing code's own locals)."""
+    defaults), and in nested code the free variables that are those, or that
+    are cells of the enclosing code holding a path into one (`_Cells`), not
+    the enclosing code's other locals."""
     found: dict[str, set[Path]] = {}
     calls: set[Call] = set()
     # What the iterator a comprehension's code is called with holds, by
     # `id(code)`: filled by the code defining it, followed before it.
     seeds: dict[int, set[Source]] = {}
-    todo = [(code, frozenset(code.co_freevars) | parameters_of(code))]
+    todo: list[tuple[types.CodeType, frozenset[str], _Cells]] = [
+        (code, frozenset(code.co_freevars) | parameters_of(code), {})
+    ]
     while todo:  # iteratively, nested code included
-        c, captured = todo.pop()
+        c, captured, cells = todo.pop()
         seeded = seeds.pop(id(c), None)
         if seeded:
             captured |= {s[2] for s in seeded}  # (`(kind, FREE, name, ...)`)
-        todo.extend(
-            (k, captured & frozenset(k.co_freevars))
-            for k in c.co_consts
-            if type(k) is types.CodeType
-        )
-        if captured and (_may_mutate(c, aliases) or _feeds(c, aliases)):
+        held: _Cells = {}  # what its own cells hold that nested code reads
+        if captured and (
+            _may_mutate(c, aliases) or _feeds(c, aliases) or _encloses(c, aliases)
+        ):
             start = {".0": frozenset(seeded)} if seeded else None
-            Mutations(c, captured, aliases, found, calls, seeds, start)
+            flow = Mutations(c, captured, aliases, found, calls, seeds, start, cells)
+            for name in c.co_cellvars:
+                paths = frozenset(
+                    s for s in flow.locals.get(name, ()) if _captured(s, captured)
+                )
+                if paths:
+                    held[name] = paths
+        for k in c.co_consts:
+            if type(k) is not types.CodeType:
+                continue
+            inner = {
+                v: cells.get(v, frozenset()) | held.get(v, frozenset())
+                for v in k.co_freevars
+                if v in cells or v in held
+            }
+            through = {
+                s[2] if s[0] in HOLDING else s[1] for p in inner.values() for s in p
+            }
+            todo.append((k, (captured & frozenset(k.co_freevars)) | through, inner))
     return found, calls
+
+
+def _captured(source: Source, captured: frozenset[str]) -> bool:
+    """Whether `source` is a path into a captured variable, or what holds one's
+    items."""
+    if source[0] in VARIABLES:
+        return source[1] in captured
+    return source[0] in HOLDING and source[2] in captured
+
+
+def _encloses(code: types.CodeType, aliases: frozenset[str]) -> bool:
+    """Whether `code` has cells that code nested in it reads and may mutate
+    (`log = state['log']; def add(): log.append(v)`)."""
+    if not code.co_cellvars:
+        return False
+    cells = frozenset(code.co_cellvars)
+    return any(
+        type(k) is types.CodeType
+        and not cells.isdisjoint(k.co_freevars)
+        and _mutates_within(k, aliases)
+        for k in code.co_consts
+    )
+
+
+def _mutates_within(code: types.CodeType, aliases: frozenset[str]) -> bool:
+    """Whether `code`, or code nested in it, may mutate."""
+    return _may_mutate(code, aliases) or any(
+        type(k) is types.CodeType and _mutates_within(k, aliases)
+        for k in code.co_consts
+    )
 
 
 def _feeds(code: types.CodeType, aliases: frozenset[str]) -> bool:

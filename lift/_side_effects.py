@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import inspect
 import types
+from collections.abc import Iterable
 from typing import Any, Final, cast
 
 import numpy as np
@@ -18,7 +19,7 @@ import numpy as np
 from ._compat import CUSTOM_NODES
 from ._errors import LiftError, describe, type_text
 from ._labels import ARG, KEYWORD, SELF, Label
-from ._mutating_flow import ANY, ATTR_STEP, ITEM_STEP, Path
+from ._mutating_flow import ANY, ATTR_STEP, ITEM_STEP, SETATTR_STEP, Path
 from ._mutation import mutated_paths
 from ._mutators import MUTATING
 from ._nodes import Static, Template
@@ -51,11 +52,12 @@ def refuse_mutation(
     the path that leads from `name` to `value` (a function attribute's)."""
     if name is None or not checked_for_mutation(value, template):
         return  # kept whole: the user's own object
-    paths = mutated_paths(fn.__code__, fn.__globals__).get(name)
+    paths = mutated_paths(fn.__code__, fn.__globals__, attributes=True).get(name)
     if not paths:
         return
     kept = {id(s.value) for s in template.slots if type(s) is Static}
-    rebuilt = _rebuilt(value, kept)
+    nodes: set[int] = set()
+    rebuilt = _rebuilt(value, kept, nodes)
     # NumPy arrays lift makes leaves: under a transform each is a tracer,
     # which cannot be written in place.
     flat = flatten_checked(value, is_function_like)
@@ -68,6 +70,9 @@ def refuse_mutation(
     rebuilt |= arrays
     for path in paths:
         if not _leads_through(path, prefix):
+            continue
+        if path and path[-1][0] == SETATTR_STEP:
+            _refuse_attribute_store(fn, name, value, path, prefix, kept, nodes)
             continue
         target = _target(value, path[len(prefix) :], kept, rebuilt)
         if target is None:
@@ -104,6 +109,41 @@ def refuse_mutation(
         )
 
 
+def _refuse_attribute_store(
+    fn: types.FunctionType,
+    name: str,
+    value: Any,
+    path: Path,
+    prefix: Path,
+    kept: set[int],
+    nodes: set[int],
+) -> None:
+    """A `LiftError` if `path` (ending in an attribute store) reaches a pytree
+    node JAX rebuilds (`nodes`): `m.calls += 1` on a registered dataclass
+    would set the attribute of the copy lift makes (its static fields are
+    part of the structure lift rebuilds it from)."""
+    target = _target(value, path[len(prefix) : -1], kept, nodes)
+    if target is None:
+        return
+    what = type(target).__name__
+    attribute = path[-1][1]
+    store = (
+        f"`{name}{_path_text(path)} = …`"
+        if attribute
+        else f"`setattr({name}{_path_text(path[:-1])}, …)`"
+    )
+    raise LiftError(
+        f"{describe(fn)} sets an attribute of the captured variable {name!r} "
+        f"in place ({store}), a {what} that JAX flattens as a pytree node. "
+        f"lift rebuilds such a {what} around its leaves (its static fields "
+        f"too), so the change would reach a copy, not your {what}.\nFix: pass "
+        f"{name!r} as an argument and return the new value (`dataclasses."
+        "replace`), or keep what the code counts outside the pytree node (a "
+        "list without arrays, or an object that is not a pytree).",
+        anchor="mutates-a-rebuilt-container",
+    )
+
+
 def checked_for_mutation(value: Any, template: Template) -> bool:
     """Whether code mutating what `template` captures could miss the user's
     object: a pytree rebuilt around leaves, or a NumPy array made a leaf."""
@@ -113,9 +153,10 @@ def checked_for_mutation(value: Any, template: Template) -> bool:
     )
 
 
-def _rebuilt(value: Any, kept: set[int]) -> set[int]:
+def _rebuilt(value: Any, kept: set[int], nodes: set[int] | None = None) -> set[int]:
     """The lists and dicts in `value` that JAX's flattening rebuilds (it visits
-    them as nodes: not those kept whole, nor a pytree's static data), by id."""
+    them as nodes: not those kept whole, nor a pytree's static data), by id;
+    in `nodes`, the registered pytree nodes it rebuilds."""
     visited: set[int] = set()
 
     def is_leaf(x: Any) -> bool:
@@ -124,6 +165,8 @@ def _rebuilt(value: Any, kept: set[int]) -> set[int]:
         t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
         if t in _REBUILT_TYPES:
             visited.add(id(cast(object, x)))
+        elif nodes is not None and t in CUSTOM_NODES:
+            nodes.add(id(cast(object, x)))
         return False
 
     flatten_checked(value, is_leaf)
@@ -191,7 +234,7 @@ def _path_text(path: Path) -> str:
         "[…]"
         if step == ANY
         else f".{step[1]}"
-        if step[0] == ATTR_STEP
+        if step[0] == ATTR_STEP or (step[0] == SETATTR_STEP and step[1])
         else f"[{step[1]!r}]"
         for step in path
     )
@@ -237,14 +280,17 @@ def refuse_part_mutations(
     parts: tuple[tuple[Label, Template], ...],
     obj_parts: list[Any],
     leaves: list[Any],
+    capturers: Iterable[tuple[types.FunctionType, str]] = (),
 ) -> None:
     """`refuse_mutation` for the arguments a partial binds and the object a
-    method is bound to, by the parameters of the function they are passed to."""
+    method is bound to, by the parameters of the function they are passed to;
+    `capturers`: the functions whose cells hold the partial, and their
+    variables (named by a refusal of a partial of a mutator)."""
     for (label, template), value in zip(parts, obj_parts, strict=True):
         if template.treedef is None or label.kind not in (SELF, ARG, KEYWORD):
             continue
         if id(func) in MUTATING and label.kind == ARG and label.key == 0:
-            _refuse_mutator_partial(func, value, template, leaves)
+            _refuse_mutator_partial(func, value, template, leaves, capturers)
             continue
         found = _parameter(func, label)
         if found is not None:
@@ -252,19 +298,30 @@ def refuse_part_mutations(
 
 
 def _refuse_mutator_partial(
-    func: Any, value: Any, template: Template, leaves: list[Any]
+    func: Any,
+    value: Any,
+    template: Template,
+    leaves: list[Any],
+    capturers: Iterable[tuple[types.FunctionType, str]] = (),
 ) -> None:
     """A `LiftError` if a partial of a function or builtin method that mutates
     its first argument (`partial(list.append, buf)`) binds there a list or dict
     lift rebuilds: calling it would change the copy. Refused when it is lifted,
-    called or not (its only use is mutating)."""
+    called or not (its only use is mutating), naming the first function
+    whose cell holds it (`capturers`), if any."""
     kept = {id(s.value) for s in template.slots if type(s) is Static}
     if id(value) in kept or id(value) not in _rebuilt(value, kept):
         return
     what = type(value).__name__
     name = getattr(func, "__qualname__", None) or repr(func)
+    by = next(iter(capturers), None)
+    who = (
+        ""
+        if by is None
+        else f"{describe(by[0])} captures the variable {by[1]!r}, in which "
+    )
     raise LiftError(
-        f"functools.partial({name}, …) mutates its first argument in place, a "
+        f"{who}functools.partial({name}, …) mutates its first argument in place, a "
         f"{what} that {_what_in(value, template, leaves)}. lift rebuilds such a "
         f"{what} around its leaves, so the change would reach a copy, not your "
         f"{what}.\nFix: call {name} on a {what} passed as an argument, or keep "

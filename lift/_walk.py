@@ -9,6 +9,7 @@ objects and never writes to them. What is a leaf is the static rule's
 
 from __future__ import annotations
 
+import functools
 import types
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -128,6 +129,11 @@ class Walk:
         # Whether the skeleton holds a user's empty cell (by identity): never
         # kept for another closure to replay.
         self.user_cells = False
+        # The functions and partials a cell holds, by id: the function whose
+        # cell it is and its variable (`helper.log.append(v)` in `step`
+        # mutates an attribute of `helper`; `push(v)`, `push` a partial of
+        # `list.append`, its argument). Checked when the node is made.
+        self.capturers: dict[int, list[tuple[types.FunctionType, str]]] = {}
 
     def kept(self, live: str | None) -> None:
         if live is not None and self.live is None:
@@ -166,7 +172,11 @@ class Walk:
             else:
                 parts = self.parts(partial_parts(obj), index, obj)
                 refuse_part_mutations(
-                    obj.func, parts, [v for _, v in partial_parts(obj)], self.leaves
+                    obj.func,
+                    parts,
+                    [v for _, v in partial_parts(obj)],
+                    self.leaves,
+                    self.capturers.get(id(obj), ()),
                 )
                 self.nodes[index] = PartialNode(t, parts)
         nodes: list[Node] = self.nodes  # type: ignore[assignment]
@@ -266,6 +276,8 @@ class Walk:
                         self.leaves,
                         ((ATTR_STEP, label.key),),
                     )
+        if parts and id(fn) in self.capturers:
+            self.attribute_mutations(fn, parts)
         return FunctionNode(
             info,
             fn.__globals__,
@@ -314,6 +326,18 @@ class Walk:
             )
         if checked_for_mutation(contents, template):
             refuse_mutation(fn, name, contents, template, self.leaves)
+        if type(contents) is types.FunctionType or issubclass(
+            type(contents),  # pyright: ignore[reportUnknownArgumentType]
+            functools.partial,
+        ):  # (by type: an object's `__class__` may be hostile)
+            key = id(cast(object, contents))
+            self.capturers.setdefault(key, []).append((fn, name))
+            at = self.ids.get(key)
+            node = self.nodes[at] if at is not None else None
+            if isinstance(node, FunctionNode) and node.parts():  # made already
+                self.attribute_mutations(
+                    cast(types.FunctionType, contents), node.parts()
+                )
         added = len(self.leaves) - before
         if added == 1:  # the common case, one value: no generator
             leaf = self.leaves[before]
@@ -324,6 +348,29 @@ class Walk:
             if any(issubclass(type(leaf), BRANCHABLE) for leaf in values):  # pyright: ignore[reportUnknownArgumentType]
                 self.scalar_cells.append((cell, index, any(map(is_bool, values))))
         return CellNode(template, label, owner)
+
+    def attribute_mutations(
+        self,
+        fn: types.FunctionType,
+        parts: tuple[tuple[Label, Template], ...],
+    ) -> None:
+        """`refuse_mutation` for the functions whose cells hold `fn`, through
+        its attributes (`helper.log.append(v)`, `helper` captured)."""
+        values = dict(function_parts(fn))
+        for owner, name in self.capturers.get(id(fn), ()):
+            for label, template in parts:
+                if label.kind != ATTR or label not in values:
+                    continue
+                value = values[label]
+                if checked_for_mutation(value, template):
+                    refuse_mutation(
+                        owner,
+                        name,
+                        value,
+                        template,
+                        self.leaves,
+                        ((ATTR_STEP, label.key),),
+                    )
 
     # -- values ------------------------------------------------------------------
 

@@ -1,12 +1,18 @@
-"""Side effects on captured objects that the mutation analysis misses.
+"""The mutation analysis on captured objects: every way a closure (or a
+partial) mutates a captured container here is refused or reaches the user's
+object, and the reads of the same shapes are not refused.
 
-Each case builds a closure (or partial) over a container and a container
+Each case builds a closure (or partial) over a container, or a container
 holding at least one float (so lift rebuilds it around its leaves, unless the
 case says otherwise). Plain Python changes the user's object; a lifted
 function must change the same object, or refuse with a `LiftError` that names
-the function, its file and the variable, leaving the object untouched. The
-worst outcome, and what each case here found, is the third: the change lands
-on a copy and the user's object silently stays as it was.
+the function, its file and the variable, leaving the object untouched, under
+`lift.lift`, `jax.jit` and `lift.jit`. The outcome these tests rule out is the
+third: the change landing on a copy while the user's object silently stays
+as it was. What the analysis does not see yet is listed in `docs/errors.md`
+(`_NOT_SEEN`: strict xfails, so a case fails the day it is fixed); each
+case's read-only twin is in `_READS`, and `_RELIFTED` checks that a refusal
+holds once a shape's fast path (the replay) is compiled.
 """
 
 from __future__ import annotations
@@ -244,6 +250,41 @@ def _dict_display_copy() -> tuple[Callable[..., Any], Any]:
     return step, d
 
 
+def _nested_display() -> tuple[Callable[..., Any], Any]:
+    state = {"log": [0.5]}
+
+    def step(x: Any) -> Any:
+        [[state["log"]]][0][0].append(1)  # plain Python: state['log'] == [0.5, 1]
+        return x * 2
+
+    return step, state
+
+
+def _enumerate_over_a_display() -> tuple[Callable[..., Any], Any]:
+    state = {"log": [0.5]}
+
+    def step(x: Any) -> Any:
+        for _, log in enumerate([state["log"]]):
+            log.append(1)  # plain Python: state['log'] == [0.5, 1]
+        return x * 2
+
+    return step, state
+
+
+def _function_attribute_through_a_list() -> tuple[Callable[..., Any], Any]:
+    def helper(x: Any) -> Any:
+        return x
+
+    helper.log = [0.5]  # type: ignore[attr-defined]
+    fns = [helper]
+
+    def step(x: Any) -> Any:
+        fns[0].log.append(1)  # type: ignore[attr-defined] (helper.log == [0.5, 1])
+        return x * 2
+
+    return step, helper.log  # type: ignore[attr-defined]
+
+
 def _other_functions_attribute() -> tuple[Callable[..., Any], Any]:
     def helper(x: Any) -> Any:
         return x
@@ -321,6 +362,15 @@ _CASES: dict[str, tuple[Maker, str]] = {
     "[log.append(1) for log in [state[k]]]": (_comprehension_over_a_display, "state"),
     "[*rows][0].append(1)": (_starred_list_display, "rows"),
     "{**d}[k].append(1)": (_dict_display_copy, "d"),
+    "[[state[k]]][0][0].append(1)": (_nested_display, "state"),
+    "for _, log in enumerate([state[k]]): log.append(1)": (
+        _enumerate_over_a_display,
+        "state",
+    ),
+    "fns[0].log.append(1), fns = [helper]": (
+        _function_attribute_through_a_list,
+        "fns",
+    ),
     "helper.log.append(1), helper another captured function": (
         _other_functions_attribute,
         "helper",
@@ -341,14 +391,9 @@ _UNSEEN = (
     "not seen by the mutation analysis: docs/errors.md#mutates-a-rebuilt-container"
 )
 _NOT_SEEN: dict[str, tuple[str, ...]] = {
-    "registered dataclass: m.calls += 1": tuple(_RUN),
-    "registered dataclass: setattr(m, 'calls', 5)": tuple(_RUN),
-    "log = state[k]; def add(): log.append(1)": tuple(_RUN),
-    "[log.append(1) for log in [state[k]]]": tuple(_RUN),
-    "[*rows][0].append(1)": tuple(_RUN),
-    "{**d}[k].append(1)": tuple(_RUN),
-    "helper.log.append(1), helper another captured function": tuple(_RUN),
-    "push = partial(list.append, buf); push(1)": tuple(_RUN),
+    "[[state[k]]][0][0].append(1)": tuple(_RUN),
+    "for _, log in enumerate([state[k]]): log.append(1)": tuple(_RUN),
+    "fns[0].log.append(1), fns = [helper]": tuple(_RUN),
 }
 
 
@@ -395,6 +440,69 @@ def _counter_of(c: Any) -> Callable[[Any], Any]:
     return step
 
 
+def _helper_logging_to(c: Any) -> Callable[[Any], Any]:
+    def helper(x: Any) -> Any:
+        return x
+
+    helper.log = c  # type: ignore[attr-defined]
+
+    def step(x: Any) -> Any:
+        helper.log.append(1)  # type: ignore[attr-defined]
+        return helper(x) * 2
+
+    return step
+
+
+def _pushing_to(c: Any) -> Callable[[Any], Any]:
+    push = functools.partial(list.append, c)
+
+    def step(x: Any) -> Any:
+        push(1)
+        return x * 2
+
+    return step
+
+
+def _appending_through_a_display(c: Any) -> Callable[[Any], Any]:
+    def step(x: Any) -> Any:
+        [*c][0].append(1)  # noqa: RUF015
+        return x * 2
+
+    return step
+
+
+def _appending_through_a_closed_over_local(c: Any) -> Callable[[Any], Any]:
+    def step(x: Any) -> Any:
+        log = c["log"]
+
+        def add() -> None:
+            log.append(1)
+
+        add()
+        return x * 2
+
+    return step
+
+
+class _Plain:
+    """An object that is no pytree: lift keeps it as the user's."""
+
+    def __init__(self) -> None:
+        self.w = np.float32(1.0)
+        self.calls = 0
+
+    def __repr__(self) -> str:
+        return f"_Plain(calls={self.calls})"
+
+
+def _counting_calls_of(m: Any) -> Callable[[Any], Any]:
+    def step(x: Any) -> Any:
+        m.calls += 1
+        return x * m.w
+
+    return step
+
+
 # Lifted past the count after which a shape's fast path is compiled (with the
 # checks on and off), then with the container a refusal is due for.
 _RELIFTED: dict[
@@ -415,6 +523,31 @@ _RELIFTED: dict[
         lambda c: functools.partial(_varargs, c),
         lambda: [],
         lambda: [0.5],
+    ),
+    "helper.log.append(v) after static lists": (
+        _helper_logging_to,
+        lambda: [],
+        lambda: [0.5],
+    ),
+    "push = partial(list.append, c) captured, after static lists": (
+        _pushing_to,
+        lambda: [],
+        lambda: [0.5],
+    ),
+    "[*rows][0].append(v) after static rows": (
+        _appending_through_a_display,
+        lambda: [[]],
+        lambda: [[0.5]],
+    ),
+    "log = c[k]; def add(): log.append(v) after static logs": (
+        _appending_through_a_closed_over_local,
+        lambda: {"log": []},
+        lambda: {"log": [0.5]},
+    ),
+    "m.calls += 1 on a registered dataclass after plain objects": (
+        _counting_calls_of,
+        _Plain,
+        lambda: _Model(np.float32(1.0)),
     ),
     "partial(g, **kw) after static lists": (
         lambda c: functools.partial(_varkw, log=c),
@@ -441,7 +574,10 @@ def test_a_refusal_holds_when_the_shape_was_lifted_often(case: str) -> None:
             for _ in range(_replay.REPLAY_AFTER + 2):
                 c = refused()
                 before = repr(c)
-                with pytest.raises(lift.LiftError, match="mutates the captured"):
+                with pytest.raises(
+                    lift.LiftError,
+                    match=r"mutates (the captured|its first argument)|sets an attr",
+                ):
                     lift.lift(make(c))(2.0)
                 assert repr(c) == before
 
@@ -481,6 +617,82 @@ def _getattr_read() -> tuple[Callable[..., Any], Any]:
     return step, buf
 
 
+def _pytree_attribute_read() -> tuple[Callable[..., Any], Any]:
+    m = _Model(np.float32(1.0), calls=2)
+
+    def step(x: Any) -> Any:
+        return x * m.w * (m.calls + 1) * getattr(m, "calls")  # noqa: B009
+
+    return step, m
+
+
+def _inner_closure_read() -> tuple[Callable[..., Any], Any]:
+    state = {"log": [0.5]}
+
+    def step(x: Any) -> Any:
+        log = state["log"]
+
+        def first() -> Any:
+            return log[0]
+
+        return x * first()
+
+    return step, state
+
+
+def _comprehension_over_a_display_read() -> tuple[Callable[..., Any], Any]:
+    state = {"log": [0.5]}
+
+    def step(x: Any) -> Any:
+        return x * sum([log[0] for log in [state["log"]]])
+
+    return step, state
+
+
+def _starred_list_display_read() -> tuple[Callable[..., Any], Any]:
+    rows = [[0.5]]
+
+    def step(x: Any) -> Any:
+        copy = [*rows]
+        copy.append([1.5])  # the new outer list's, not the user's rows
+        return x * [*rows][0][0] * len(copy)  # noqa: RUF015
+
+    return step, rows
+
+
+def _dict_display_read() -> tuple[Callable[..., Any], Any]:
+    d = {"a": [0.5]}
+
+    def step(x: Any) -> Any:
+        copy = {**d, "b": 1.5}
+        copy["c"] = 2.0  # the new dict's
+        return x * {**d}["a"][0] * copy["b"]
+
+    return step, d
+
+
+def _other_functions_attribute_read() -> tuple[Callable[..., Any], Any]:
+    def helper(x: Any) -> Any:
+        return x
+
+    helper.log = [0.5]  # type: ignore[attr-defined]
+
+    def step(x: Any) -> Any:
+        return helper(x) * helper.log[0]  # type: ignore[attr-defined]
+
+    return step, helper.log  # type: ignore[attr-defined]
+
+
+def _captured_builtin_partial_read() -> tuple[Callable[..., Any], Any]:
+    buf = [0.5, 1.5]
+    size = functools.partial(len, buf)
+
+    def step(x: Any) -> Any:
+        return x * size()
+
+    return step, buf
+
+
 def _varargs_reader(*args: Any) -> Any:
     return args[0][0] * args[-1]
 
@@ -493,6 +705,15 @@ _READS: dict[str, Maker] = {
     "match state: case {'log': log, **rest}: read": _match_read,
     "type(buf).__len__(buf), buf.__class__.__getitem__(buf, 1)": _type_read,
     "getattr(buf, '__getitem__')(0)": _getattr_read,
+    "registered dataclass: m.calls + 1, getattr(m, 'calls')": (_pytree_attribute_read),
+    "log = state[k]; def first(): return log[0]": _inner_closure_read,
+    "[log[0] for log in [state[k]]]": _comprehension_over_a_display_read,
+    "[*rows][0][0], [*rows].append(v)": _starred_list_display_read,
+    "{**d}[k][0], {**d}[k] = v": _dict_display_read,
+    "helper.log[0], helper another captured function": (
+        _other_functions_attribute_read
+    ),
+    "size = partial(len, buf); size()": _captured_builtin_partial_read,
     "partial(g, buf), def g(*args): args[0][0]": lambda: (
         functools.partial(_varargs_reader, [0.5]),
         None,
