@@ -16,9 +16,10 @@ from typing import Any, Final, cast
 
 import numpy as np
 
+from ._closure import function_parts
 from ._compat import CUSTOM_NODES
-from ._errors import LiftError, describe, type_text
-from ._labels import ARG, KEYWORD, SELF, Label
+from ._errors import LiftError, describe, static_fix, type_text
+from ._labels import ARG, ATTR, KEYWORD, SELF, Label
 from ._mutating_flow import ANY, ATTR_STEP, ITEM_STEP, SETATTR_STEP, Path
 from ._mutation import mutated_paths
 from ._mutators import MUTATING
@@ -370,3 +371,52 @@ def _contents_key(value: Any) -> Any:
     if t is set:
         return (t, frozenset(map(static_key, value)))
     return static_key(value)
+
+
+def refuse_attribute_mutations(
+    fn: types.FunctionType,
+    parts: tuple[tuple[Label, Template], ...],
+    capturers: list[tuple[types.FunctionType, str]],
+    leaves: list[Any],
+) -> None:
+    """`refuse_mutation` for the functions whose cells hold `fn` (`capturers`:
+    each with its variable), through `fn`'s attributes (`parts`, as captured):
+    `helper.log.append(v)` in `step`, `helper` captured."""
+    values = dict(function_parts(fn))
+    for owner, name in capturers:
+        for label, template in parts:
+            if label.kind != ATTR or label not in values:
+                continue
+            value = values[label]
+            if checked_for_mutation(value, template):
+                refuse_mutation(
+                    owner, name, value, template, leaves, ((ATTR_STEP, label.key),)
+                )
+
+
+def refuse_rebinding(
+    fn: types.FunctionType, name: str, template: Template, leaves: list[Any]
+) -> None:
+    """A `LiftError` if the variable `name`, which `fn`'s code rebinds
+    (`nonlocal name; name = ...`), holds a dynamic leaf or a function
+    (`template`): its new value would not reach the lifted function's leaves."""
+    if all(type(s) is Static for s in template.slots):
+        return
+    what = next(
+        (
+            f"a dynamic value ({type_text(leaves[s])})"
+            for s in template.slots
+            if type(s) is int
+        ),
+        "a function",
+    )
+    raise LiftError(
+        f"{describe(fn)} rebinds the captured variable {name!r} "
+        f"(`nonlocal {name}; {name} = ...`), which holds {what}. A lifted "
+        "function's dynamic captures are pytree leaves and cannot be "
+        "reassigned from inside it.\n"
+        f"Fix: pass {name!r} as an argument and return its new value, or keep it "
+        f"static with {static_fix((name,))} if it is not an array.",
+        anchor="rebinds-a-dynamic-capture",
+        static=(name,),
+    )

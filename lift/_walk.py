@@ -48,8 +48,10 @@ from ._side_effects import (
     checked_for_mutation,
     nests_plainly,
     own_static,
+    refuse_attribute_mutations,
     refuse_mutation,
     refuse_part_mutations,
+    refuse_rebinding,
 )
 from ._skeleton import Skeleton
 from ._static import (
@@ -277,7 +279,7 @@ class Walk:
                         ((ATTR_STEP, label.key),),
                     )
         if parts and id(fn) in self.capturers:
-            self.attribute_mutations(fn, parts)
+            refuse_attribute_mutations(fn, parts, self.capturers[id(fn)], self.leaves)
         return FunctionNode(
             info,
             fn.__globals__,
@@ -311,19 +313,8 @@ class Walk:
         branched = name in info.branched or id(cell) in self.branched_cells
         before = len(self.leaves)
         template = self.template(contents, index, label, fn, branched)
-        if name in info.rebound and any(type(s) is not Static for s in template.slots):
-            raise LiftError(
-                f"{describe(fn)} rebinds the captured variable {name!r} "
-                f"(`nonlocal {name}; {name} = ...`), which holds "
-                f"{_what(template, self.leaves)}. A lifted function's "
-                "dynamic captures are pytree leaves and cannot be "
-                "reassigned from inside it.\n"
-                f"Fix: pass {name!r} as an argument and return its new "
-                f"value, or keep it static with {static_fix((name,))} if it is "
-                "not an array.",
-                anchor="rebinds-a-dynamic-capture",
-                static=(name,),
-            )
+        if name in info.rebound:
+            refuse_rebinding(fn, name, template, self.leaves)
         if checked_for_mutation(contents, template):
             refuse_mutation(fn, name, contents, template, self.leaves)
         if type(contents) is types.FunctionType or issubclass(
@@ -335,8 +326,11 @@ class Walk:
             at = self.ids.get(key)
             node = self.nodes[at] if at is not None else None
             if isinstance(node, FunctionNode) and node.parts():  # made already
-                self.attribute_mutations(
-                    cast(types.FunctionType, contents), node.parts()
+                refuse_attribute_mutations(
+                    cast(types.FunctionType, contents),
+                    node.parts(),
+                    self.capturers[key],
+                    self.leaves,
                 )
         added = len(self.leaves) - before
         if added == 1:  # the common case, one value: no generator
@@ -348,29 +342,6 @@ class Walk:
             if any(issubclass(type(leaf), BRANCHABLE) for leaf in values):  # pyright: ignore[reportUnknownArgumentType]
                 self.scalar_cells.append((cell, index, any(map(is_bool, values))))
         return CellNode(template, label, owner)
-
-    def attribute_mutations(
-        self,
-        fn: types.FunctionType,
-        parts: tuple[tuple[Label, Template], ...],
-    ) -> None:
-        """`refuse_mutation` for the functions whose cells hold `fn`, through
-        its attributes (`helper.log.append(v)`, `helper` captured)."""
-        values = dict(function_parts(fn))
-        for owner, name in self.capturers.get(id(fn), ()):
-            for label, template in parts:
-                if label.kind != ATTR or label not in values:
-                    continue
-                value = values[label]
-                if checked_for_mutation(value, template):
-                    refuse_mutation(
-                        owner,
-                        name,
-                        value,
-                        template,
-                        self.leaves,
-                        ((ATTR_STEP, label.key),),
-                    )
 
     # -- values ------------------------------------------------------------------
 
@@ -620,10 +591,3 @@ class Walk:
             ):
                 out.add(id(cell))
         return frozenset(out)
-
-
-def _what(template: Template, leaves: list[Any]) -> str:
-    for s in template.slots:
-        if type(s) is int:
-            return f"a dynamic value ({type_text(leaves[s])})"
-    return "a function"
