@@ -15,6 +15,7 @@ from typing import Any, Final
 import jax
 import numpy as np
 
+from ._atoms import SCALARS
 from ._caches import BoundedDict
 from ._closure import static_data, user_class
 from ._compat import LiveTraces, valid_jaxtype
@@ -25,15 +26,13 @@ __all__ = ["aux_tracer", "hidden_tracer", "jax_dtype", "opaque"]
 
 # NumPy dtype kinds JAX cannot hold: objects, bytes, strings, dates, durations.
 _NOT_JAX_KINDS: Final = frozenset("OSUMm")
-# Objects the hidden-tracer scan does not look inside.
+# Static captures that hold no tracer to look for, by subclass (`opaque`): the
+# scalars, modules and code, dtypes, JAX's arrays, and NumPy's (but for an
+# array of objects, which `opaque` leaves to the scan).
 _OPAQUE_SKIP: Final = (
+    *SCALARS,
     types.ModuleType,
     types.CodeType,
-    str,
-    bytes,
-    int,
-    float,
-    complex,
     np.dtype,
     np.ndarray,
     jax.Array,

@@ -144,7 +144,9 @@ def is_exact(key: Any) -> bool:
     return True
 
 
-_UNSCANNED: Final = frozenset({int, bool, str, bytes, type(None), type(Ellipsis)})
+# Static captures never scanned, by exact type: the exact scalars and `...`
+# (floats and complex numbers, static only when asked, are `opaque`'s).
+_UNSCANNED: Final = EXACT | {type(Ellipsis)}
 
 
 def scanned(t: type[Any]) -> bool:

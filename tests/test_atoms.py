@@ -8,7 +8,7 @@ import types
 import jax
 import numpy as np
 
-from lift import _atoms, _leak_reach, _replay, _static, _stdlib_holders
+from lift import _atoms, _hidden, _leak_reach, _replay, _static, _stdlib_holders
 from lift._compat import frame_locals
 from lift._trees import _ATOMS as TREE_ATOMS  # pyright: ignore[reportPrivateUsage]
 
@@ -49,6 +49,10 @@ def test_each_walk_derives_its_set_from_the_base() -> None:
     assert _atoms.INEXACT | {_static.ArrayImpl} == _static.ALWAYS_DYNAMIC
     assert _static.ALWAYS_DYNAMIC | {np.ndarray} == _static.DYNAMIC_ATOMS
     assert not _static.STATIC_ATOMS & _static.DYNAMIC_ATOMS
+    # Static captures the hidden-tracer scan passes by: by exact type, and by
+    # subclass (`opaque`).
+    assert _atoms.EXACT | {type(Ellipsis)} == _static._UNSCANNED  # pyright: ignore[reportPrivateUsage]
+    assert set(_hidden._OPAQUE_SKIP) >= _atoms.SCALARS  # pyright: ignore[reportPrivateUsage]
     # Never a pytree node: the scalars and functions.
     assert _atoms.SCALARS | {types.FunctionType} == TREE_ATOMS
 
