@@ -205,6 +205,8 @@ def lift(
         out.append(new)
     if names:
         check_static_names(names, frozenset(seen), obj, "lift")
+    if not made:  # nothing to lift: the user's own object (an `nnx.Module`)
+        return obj
     if irregular(obj):  # dicts in their own order, as the original had them
         rebuild, perm, _ = ordered(obj, treedef, static_key)
         return jtu.unflatten(rebuild, [out[i] for i in perm])

@@ -19,6 +19,7 @@ from . import _compat, _registry, _state_dict, _trees as jtu
 from ._capture import capture, check_static_names
 from ._closure import register_function_of
 from ._convert import convert
+from ._copies import Copies, changed_copy, refuse_changed
 from ._describe import explain_concretization, reject
 from ._errors import (
     LiftAttributeError,
@@ -29,7 +30,7 @@ from ._errors import (
 )
 from ._floats import as_arrays
 from ._paths import _NOT_FOUND, attribute_of, captures_of, leaf_paths
-from ._rebuild import build
+from ._rebuild import build, build_watched
 from ._repr import pformat, repr_pretty, treescope_repr
 from ._skeleton import (
     Skeleton,
@@ -111,6 +112,7 @@ class Lifted(Generic[_P, _R]):
     __slots__ = (
         "__dict__",
         "__weakref__",
+        "_copies",
         "_flat",
         "_fn",
         "_leaves",
@@ -125,6 +127,7 @@ class Lifted(Generic[_P, _R]):
     _leaves: tuple[Any, ...]
     _flat: tuple[Any, ...] | None
     _fn: Callable[_P, _R] | None
+    _copies: Copies
     _original: Any
 
     def __init__(
@@ -179,6 +182,7 @@ class Lifted(Generic[_P, _R]):
         self._leaves = leaves
         self._flat = flat
         self._fn = None
+        self._copies = ()
         self._original = None
         attrs = skeleton.attrs
         if attrs is None:
@@ -256,7 +260,8 @@ class Lifted(Generic[_P, _R]):
     def _function(self) -> Callable[_P, _R]:
         fn = self._fn
         if fn is None:
-            fn = self._fn = build(self._skeleton, self._arrays())
+            fn, self._copies = build_watched(self._skeleton, self._arrays())
+            self._fn = fn
         return fn
 
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
@@ -264,7 +269,7 @@ class Lifted(Generic[_P, _R]):
         if fn is None:
             fn = self._function()
         try:
-            return fn(*args, **kwargs)
+            out = fn(*args, **kwargs)
         except TypeError as err:
             # JAX's concretization errors, and those that say a value was needed
             # concrete (`jnp.zeros((n,))` with a traced `n`): name the capture.
@@ -281,6 +286,11 @@ class Lifted(Generic[_P, _R]):
                 # Not kept by this frame, which its traceback holds: a cycle
                 # that would keep this function (and its tracers) alive.
                 del better
+        if self._copies and (changed := changed_copy(self._copies)) is not None:
+            # The copies are dropped: the next call builds the function afresh.
+            self._fn, self._copies = None, ()
+            raise refuse_changed(changed)
+        return out
 
     def __get__(self, instance: Any, owner: type | None = None) -> Any:
         # Behave like a function when stored on a class: bind `self`.

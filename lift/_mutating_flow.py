@@ -22,6 +22,7 @@ __all__ = [
     "VARIABLES",
     "Mutations",
     "Path",
+    "variable_of",
 ]
 
 # A step of a path: an item by a constant key, an attribute, or an item whose
@@ -67,7 +68,11 @@ _ZIPPED: Final = "zipped"
 # (What it holds unpacked, `[*x]`, `{**x}`, is `_ELEMENTS`'.)
 _DISPLAY: Final = "display"
 _HOLDING: Final = frozenset({_ELEMENTS, _PAIRS, _PAIR, _ZIPPED, _DISPLAY})
-HOLDING: Final = _HOLDING  # (`(kind, FREE or PARAM, name, *steps)`)
+# Each of those kinds holds a path or another of them (`[[x]]` is `(_DISPLAY,
+# _DISPLAY, FREE, "x")`, `enumerate([x])` `(_PAIRS, _DISPLAY, FREE, "x")`), up
+# to `_NESTING` deep; deeper, nothing is known of it.
+HOLDING: Final = _HOLDING  # (`(kind, ..., FREE or PARAM, name, *steps)`)
+_NESTING: Final = 8
 VARIABLES: Final = _VARIABLES
 # A function made from a comprehension's or a generator expression's code
 # (`(_CODE, id(code))`), which the code defining it calls with an iterator (its
@@ -346,7 +351,7 @@ class Mutations(Flow):
                     self.seeds.setdefault(function[1], set()).update(
                         s
                         for s in stack[top - 1]
-                        if s[0] in _HOLDING and s[2] in self.captured
+                        if s[0] in _HOLDING and variable_of(s) in self.captured
                     )
         out: set[Source] = set()
         for callee in callees:
@@ -440,10 +445,10 @@ def _called(name: str, args: list[frozenset[Source]]) -> frozenset[Source]:
     out: set[Source] = set()
     for value in args if how == _ZIPPED else args[:1]:
         for s in value:  # what gives `x[…]` when iterated: paths, copies
-            if s[0] in _VARIABLES:
-                out.add((how, *s))
-            elif s[0] == _ELEMENTS:
+            if s[0] == _ELEMENTS:  # (its items are the path's)
                 out.add((how, *s[1:]))
+            elif s[0] in _VARIABLES or s[0] in _HOLDING:
+                out.update(_held(how, s))
     return frozenset(out) if out else _UNKNOWN
 
 
@@ -453,11 +458,33 @@ def _stored(obj: frozenset[Source], name: str | None) -> frozenset[Source]:
 
 
 def _display(items: list[frozenset[Source]]) -> frozenset[Source]:
-    """A display holding `items`: what holds the paths among them."""
+    """A display holding `items`: what holds the paths among them, and what
+    holds their items (`[[x]]`, `[iter(x)]`)."""
     out = frozenset(
-        (_DISPLAY, *s) for item in items for s in item if s[0] in _VARIABLES
+        held
+        for item in items
+        for s in item
+        if s[0] in _VARIABLES or s[0] in _HOLDING
+        for held in _held(_DISPLAY, s)
     )
     return out if out else _UNKNOWN
+
+
+def _held(kind: str, source: Source) -> tuple[Source, ...]:
+    """`(kind, *source)`, or nothing if that would nest deeper than
+    `_NESTING`."""
+    depth = 0
+    while depth < len(source) and source[depth] in _HOLDING:
+        depth += 1
+    return ((kind, *source),) if depth < _NESTING else ()
+
+
+def variable_of(source: Source) -> str:
+    """The variable a path, or what holds one, leads from."""
+    depth = 0
+    while source[depth] in _HOLDING:
+        depth += 1
+    return source[depth + 1]
 
 
 def _joined(a: frozenset[Source], b: frozenset[Source]) -> frozenset[Source]:
@@ -485,11 +512,11 @@ def _element(value: frozenset[Source]) -> frozenset[Source]:
     `x[…]` for a path `x` or what holds its items."""
     out: set[Source] = set()
     for s in value:
+        while s[0] == _ELEMENTS or s[0] == _PAIR:  # the items of what it holds
+            s = s[1:]
         kind = s[0]
         if kind in _VARIABLES:
             out.add((*s, ANY))
-        elif kind in (_ELEMENTS, _PAIR):
-            out.add((*s[1:], ANY))
         elif kind == _DISPLAY:
             out.add(s[1:])
         elif kind == _PAIRS:

@@ -89,6 +89,7 @@ from ._mutating_flow import (
     Path,
     comprehension_of,
     parameters_of,
+    variable_of,
 )
 from ._mutators import (
     MUTATING_NAMES,
@@ -252,7 +253,7 @@ def _scan(
         c, captured, cells = todo.pop()
         seeded = seeds.pop(id(c), None)
         if seeded:
-            captured |= {s[2] for s in seeded}  # (`(kind, FREE, name, ...)`)
+            captured |= {variable_of(s) for s in seeded}
         held: _Cells = {}  # what its own cells hold that nested code reads
         if captured and (
             _may_mutate(c, aliases) or _feeds(c, aliases) or _encloses(c, aliases)
@@ -273,9 +274,7 @@ def _scan(
                 for v in k.co_freevars
                 if v in cells or v in held
             }
-            through = {
-                s[2] if s[0] in HOLDING else s[1] for p in inner.values() for s in p
-            }
+            through = {variable_of(s) for p in inner.values() for s in p}
             todo.append((k, (captured & frozenset(k.co_freevars)) | through, inner))
     return found, calls
 
@@ -285,7 +284,7 @@ def _captured(source: Source, captured: frozenset[str]) -> bool:
     items."""
     if source[0] in VARIABLES:
         return source[1] in captured
-    return source[0] in HOLDING and source[2] in captured
+    return source[0] in HOLDING and variable_of(source) in captured
 
 
 def _encloses(code: types.CodeType, aliases: frozenset[str]) -> bool:

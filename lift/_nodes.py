@@ -129,7 +129,7 @@ class Template:
     the owner) are for messages and key paths only.
     """
 
-    __slots__ = ("key", "label", "order", "owner", "slots", "treedef")
+    __slots__ = ("copies", "key", "label", "order", "owner", "slots", "treedef")
 
     def __init__(
         self,
@@ -144,6 +144,9 @@ class Template:
         self.owner = owner
         self.label = label
         self.order = order
+        # Whether materializing it may rebuild a list or dict (`lift._copies`):
+        # `False` once a rebuild found none.
+        self.copies = treedef is not None
         # Compared and hashed in C: a static by its key, a reference by index.
         keys: tuple[Any, ...] = (
             slots

@@ -15,10 +15,18 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ._closure import make_partial, set_function_parts
-from ._nodes import CellNode, FunctionNode, HolderNode, MethodNode, PartialNode
+from ._copies import Copies, copies_in
+from ._nodes import (
+    CellNode,
+    FunctionNode,
+    HolderNode,
+    MethodNode,
+    PartialNode,
+    Template,
+)
 from ._skeleton import Skeleton
 
-__all__ = ["build", "build_nodes"]
+__all__ = ["build", "build_nodes", "build_watched"]
 
 
 def build(skeleton: Skeleton, leaves: Sequence[Any]) -> Callable[..., Any]:
@@ -27,11 +35,38 @@ def build(skeleton: Skeleton, leaves: Sequence[Any]) -> Callable[..., Any]:
     return build_nodes(skeleton, leaves)[0]
 
 
-def build_nodes(skeleton: Skeleton, leaves: Sequence[Any]) -> list[Any]:
+def build_watched(
+    skeleton: Skeleton, leaves: Sequence[Any]
+) -> tuple[Callable[..., Any], Copies]:
+    """`build`, with the lists and dicts the function holds as copies
+    (`lift._copies`)."""
+    made: list[tuple[Template, Any]] = []
+    objs = build_nodes(skeleton, leaves, made)
+    return objs[0], copies_in(made, leaves, objs, skeleton.nodes) if made else ()
+
+
+def build_nodes(
+    skeleton: Skeleton,
+    leaves: Sequence[Any],
+    made: list[tuple[Template, Any]] | None = None,
+) -> list[Any]:
     """Every node of the graph rebuilt (cells included), index-aligned with
-    `skeleton.nodes`."""
+    `skeleton.nodes`; in `made`, each capture that may rebuild a list or dict,
+    with its value."""
     nodes = skeleton.nodes
     objs: list[Any] = [None] * len(nodes)
+    if made is None:
+
+        def materialize(t: Template) -> Any:
+            return t.materialize(leaves, objs)
+    else:
+
+        def materialize(t: Template) -> Any:
+            value = t.materialize(leaves, objs)
+            if t.copies:
+                made.append((t, value))
+            return value
+
     for i, node in enumerate(nodes):
         if type(node) is CellNode:
             # An empty cell is the user's (bound later, read when called).
@@ -54,25 +89,25 @@ def build_nodes(skeleton: Skeleton, leaves: Sequence[Any]) -> list[Any]:
         if type(node) is PartialNode:
             objs[i] = make_partial(
                 node.cls,
-                ((label, t.materialize(leaves, objs)) for label, t in node.parts()),
+                ((label, materialize(t)) for label, t in node.parts()),
             )
         elif type(node) is MethodNode:
             objs[i] = types.MethodType(
-                node.func.materialize(leaves, objs),
-                node.self_.materialize(leaves, objs),
+                materialize(node.func),
+                materialize(node.self_),
             )
         elif type(node) is HolderNode:
             objs[i] = node.holder.rebuild(
-                node.static, [t.materialize(leaves, objs) for _, t in node.parts()]
+                node.static, [materialize(t) for _, t in node.parts()]
             )
     for i, node in enumerate(nodes):
         if type(node) is CellNode:
             if node.template is not None:
-                objs[i].cell_contents = node.template.materialize(leaves, objs)
+                objs[i].cell_contents = materialize(node.template)
         elif type(node) is FunctionNode:
             set_function_parts(
                 objs[i],
-                ((label, t.materialize(leaves, objs)) for label, t in node.parts()),
+                ((label, materialize(t)) for label, t in node.parts()),
                 (node.has_defaults, node.has_kwdefaults),
             )
     return objs

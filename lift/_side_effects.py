@@ -8,16 +8,17 @@ lifts, naming the function, `file:line` and the path mutated."""
 
 from __future__ import annotations
 
-import collections
+import functools
 import inspect
 import types
 from collections.abc import Iterable
-from typing import Any, Final, cast
+from typing import Any, Final, TypeAlias, cast
 
 import numpy as np
 
 from ._closure import function_parts
 from ._compat import CUSTOM_NODES
+from ._copies import REBUILT_TYPES
 from ._errors import LiftError, describe, static_fix, type_text
 from ._labels import ARG, ATTR, KEYWORD, SELF, Label
 from ._mutating_flow import ANY, ATTR_STEP, ITEM_STEP, SETATTR_STEP, Path
@@ -27,15 +28,14 @@ from ._nodes import Static, Template
 from ._static import static_key
 from ._trees import flatten_checked, is_function_like
 
-# The lists and dicts JAX flattens as nodes, so that lift rebuilds them around
-# their leaves: `dict`'s subclasses `OrderedDict` and `defaultdict` too.
-_REBUILT_TYPES: Final = frozenset(
-    {list, dict, collections.OrderedDict, collections.defaultdict}
-)
-
 # Containers the lifted function shares with the original when they hold no
 # dynamic leaf (`own_static`): what code appends to, fills or counts in.
 OWN_CONTAINERS: Final = (list, dict)
+
+# A function whose cell holds a function or partial: it, the cell's variable,
+# and the path from the variable's value to what it holds (`()`: the value
+# itself; `((ITEM_STEP, 0),)` for `fns = [helper]`).
+Capturer: TypeAlias = tuple[types.FunctionType, str, Path]
 
 
 def refuse_mutation(
@@ -164,7 +164,7 @@ def _rebuilt(value: Any, kept: set[int], nodes: set[int] | None = None) -> set[i
         if id(x) in kept or is_function_like(x):
             return True
         t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
-        if t in _REBUILT_TYPES:
+        if t in REBUILT_TYPES:
             visited.add(id(cast(object, x)))
         elif nodes is not None and t in CUSTOM_NODES:
             nodes.add(id(cast(object, x)))
@@ -281,7 +281,7 @@ def refuse_part_mutations(
     parts: tuple[tuple[Label, Template], ...],
     obj_parts: list[Any],
     leaves: list[Any],
-    capturers: Iterable[tuple[types.FunctionType, str]] = (),
+    capturers: Iterable[Capturer] = (),
 ) -> None:
     """`refuse_mutation` for the arguments a partial binds and the object a
     method is bound to, by the parameters of the function they are passed to;
@@ -303,7 +303,7 @@ def _refuse_mutator_partial(
     value: Any,
     template: Template,
     leaves: list[Any],
-    capturers: Iterable[tuple[types.FunctionType, str]] = (),
+    capturers: Iterable[Capturer] = (),
 ) -> None:
     """A `LiftError` if a partial of a function or builtin method that mutates
     its first argument (`partial(list.append, buf)`) binds there a list or dict
@@ -373,24 +373,69 @@ def _contents_key(value: Any) -> Any:
     return static_key(value)
 
 
+def captured_functions(
+    fn: types.FunctionType, name: str, value: Any, template: Template
+) -> list[tuple[Any, Path]]:
+    """The functions and partials that `fn`'s variable `name` holds (`value`,
+    captured as `template`), each with the path to it: `value` itself, or
+    those in a container `value` is, when `fn`'s code mutates through the
+    container (`fns[0].log.append(v)`)."""
+    if _function_or_partial(value):
+        return [(value, ())]
+    if template.treedef is None or not mutated_paths(fn.__code__, fn.__globals__).get(
+        name
+    ):
+        return []
+    found: list[tuple[Any, Path]] = []
+    todo: list[tuple[Any, Path]] = [(value, ())]
+    seen: set[int] = set()
+    while todo:  # the lists, tuples and dicts a code's path steps through
+        x, path = todo.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
+        if _function_or_partial(x):
+            found.append((x, path))
+        elif t is list or t is tuple:
+            items = cast("list[Any]", x)
+            todo.extend((v, (*path, (ITEM_STEP, k))) for k, v in enumerate(items))
+        elif t is dict:
+            items = cast("dict[Any, Any]", x).items()
+            todo.extend((v, (*path, (ITEM_STEP, k))) for k, v in items)
+    return found
+
+
+def _function_or_partial(x: Any) -> bool:
+    """By type: an object's `__class__` may be hostile."""
+    t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
+    return t is types.FunctionType or issubclass(t, functools.partial)
+
+
 def refuse_attribute_mutations(
     fn: types.FunctionType,
     parts: tuple[tuple[Label, Template], ...],
-    capturers: list[tuple[types.FunctionType, str]],
+    capturers: list[Capturer],
     leaves: list[Any],
 ) -> None:
     """`refuse_mutation` for the functions whose cells hold `fn` (`capturers`:
-    each with its variable), through `fn`'s attributes (`parts`, as captured):
-    `helper.log.append(v)` in `step`, `helper` captured."""
+    each with its variable and the path to `fn` in it), through `fn`'s
+    attributes (`parts`, as captured): `helper.log.append(v)` in `step`,
+    `helper` captured (`fns[0].log.append(v)`, `fns = [helper]`)."""
     values = dict(function_parts(fn))
-    for owner, name in capturers:
+    for owner, name, prefix in capturers:
         for label, template in parts:
             if label.kind != ATTR or label not in values:
                 continue
             value = values[label]
             if checked_for_mutation(value, template):
                 refuse_mutation(
-                    owner, name, value, template, leaves, ((ATTR_STEP, label.key),)
+                    owner,
+                    name,
+                    value,
+                    template,
+                    leaves,
+                    (*prefix, (ATTR_STEP, label.key)),
                 )
 
 

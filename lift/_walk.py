@@ -9,7 +9,6 @@ objects and never writes to them. What is a leaf is the static rule's
 
 from __future__ import annotations
 
-import functools
 import types
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -45,6 +44,8 @@ from ._nodes import (
 )
 from ._side_effects import (
     OWN_CONTAINERS,
+    Capturer,
+    captured_functions,
     checked_for_mutation,
     nests_plainly,
     own_static,
@@ -132,10 +133,11 @@ class Walk:
         # kept for another closure to replay.
         self.user_cells = False
         # The functions and partials a cell holds, by id: the function whose
-        # cell it is and its variable (`helper.log.append(v)` in `step`
-        # mutates an attribute of `helper`; `push(v)`, `push` a partial of
+        # cell it is, its variable and the path to it there (`helper.log.
+        # append(v)` in `step` mutates an attribute of `helper`, `fns[0].log.
+        # append(v)` one of `fns[0]`; `push(v)`, `push` a partial of
         # `list.append`, its argument). Checked when the node is made.
-        self.capturers: dict[int, list[tuple[types.FunctionType, str]]] = {}
+        self.capturers: dict[int, list[Capturer]] = {}
 
     def kept(self, live: str | None) -> None:
         if live is not None and self.live is None:
@@ -317,17 +319,14 @@ class Walk:
             refuse_rebinding(fn, name, template, self.leaves)
         if checked_for_mutation(contents, template):
             refuse_mutation(fn, name, contents, template, self.leaves)
-        if type(contents) is types.FunctionType or issubclass(
-            type(contents),  # pyright: ignore[reportUnknownArgumentType]
-            functools.partial,
-        ):  # (by type: an object's `__class__` may be hostile)
-            key = id(cast(object, contents))
-            self.capturers.setdefault(key, []).append((fn, name))
+        for held, prefix in captured_functions(fn, name, contents, template):
+            key = id(held)
+            self.capturers.setdefault(key, []).append((fn, name, prefix))
             at = self.ids.get(key)
             node = self.nodes[at] if at is not None else None
             if isinstance(node, FunctionNode) and node.parts():  # made already
                 refuse_attribute_mutations(
-                    cast(types.FunctionType, contents),
+                    cast(types.FunctionType, held),
                     node.parts(),
                     self.capturers[key],
                     self.leaves,

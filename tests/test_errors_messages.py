@@ -702,3 +702,44 @@ def test_checked_given_a_checked_jitted_function_is_refused_with_the_fix():
     jitted = lift.checked(jax.jit)(f)
     with pytest.raises(lift.LiftError, match="already"):
         lift.checked(jitted)
+
+
+def _append_to(log):
+    log.append(1)
+
+
+def test_a_call_that_mutated_a_copy_names_the_variable():
+    # The reading does not follow `_append_to`: the call shows the change.
+    def make():
+        state = {"log": [0.5]}
+        calls = []  # no leaf: the user's own list
+
+        def step(x):
+            calls.append(x)
+            if len(calls) == 1:
+                _append_to(state["log"])
+            return x * len(state["log"])
+
+        return step, state
+
+    step, state = make()
+    lifted = lift.lift(step)
+    with pytest.raises(
+        lift.LiftError,
+        match=(
+            r"^test_a_call_that_mutated_a_copy_names_the_variable\.<locals>\.make"
+            rf"\.<locals>\.step \({HERE}:\d+\) mutated the captured variable "
+            r"'state' in place while it ran: a list that lift rebuilds around its "
+            r"leaves \(it holds dynamic values or functions\), so the change "
+            r"reached lift's copy and your list did not change\.\n"
+            r"Fix: pass 'state' as an argument and return what the code adds to "
+            r"it, or keep only static values in the list \(one without arrays, "
+            r"floats or functions is your own object inside the lifted "
+            r"function\)\.\n"
+            r"Docs: errors/#mutates-a-rebuilt-container$"
+        ),
+    ):
+        lifted(2.0)
+    assert state == {"log": [0.5]}
+    # The copy was dropped: the next call reads the captures afresh.
+    assert lifted(2.0) == 2.0

@@ -9,10 +9,11 @@ function must change the same object, or refuse with a `LiftError` that names
 the function, its file and the variable, leaving the object untouched, under
 `lift.lift`, `jax.jit` and `lift.jit`. The outcome these tests rule out is the
 third: the change landing on a copy while the user's object silently stays
-as it was. What the analysis does not see yet is listed in `docs/errors.md`
-(`_NOT_SEEN`: strict xfails, so a case fails the day it is fixed); each
-case's read-only twin is in `_READS`, and `_RELIFTED` checks that a refusal
-holds once a shape's fast path (the replay) is compiled.
+as it was. Most are refused when lifted, from the bytecode; the shapes the
+reading does not follow are refused by the call that made the change
+(`lift._copies`). Each case's read-only twin is in `_READS`, and `_RELIFTED`
+checks that a refusal holds once a shape's fast path (the replay) is
+compiled.
 """
 
 from __future__ import annotations
@@ -342,6 +343,147 @@ def _numpy_item_store() -> tuple[Callable[..., Any], Any]:
     return step, buf
 
 
+# -- shapes the reading does not follow: the call shows them ------------------
+
+
+def _method_of_a_display() -> tuple[Callable[..., Any], Any]:
+    state = {"log": [0.5]}
+
+    def step(x: Any) -> Any:
+        {"a": state["log"]}.get("a").append(1)  # plain Python: state['log'] gains 1
+        return x * 2
+
+    return step, state
+
+
+def _result_of_a_call() -> tuple[Callable[..., Any], Any]:
+    rows = [[0.5], [0.5, 1.5]]
+
+    def step(x: Any) -> Any:
+        max(rows, key=len).append(1)  # plain Python: rows[1] gains 1
+        return x * 2
+
+    return step, rows
+
+
+def _add(r: list[Any]) -> None:
+    r.append(1)
+
+
+def _passed_to_a_users_function() -> tuple[Callable[..., Any], Any]:
+    state = {"log": [0.5]}
+
+    def step(x: Any) -> Any:
+        _add(state["log"])  # plain Python: state['log'] gains 1
+        return x * 2
+
+    return step, state
+
+
+def _passed_to_an_inner_function() -> tuple[Callable[..., Any], Any]:
+    state = {"log": [0.5]}
+
+    def step(x: Any) -> Any:
+        def add(r: list[Any]) -> None:
+            r.append(1)
+
+        add(state["log"])  # plain Python: state['log'] gains 1
+        return x * 2
+
+    return step, state
+
+
+def _yielded_by_a_generator() -> tuple[Callable[..., Any], Any]:
+    rows = [[0.5]]
+
+    def step(x: Any) -> Any:
+        list(r for r in rows)[0].append(1)  # noqa: RUF015  plain Python: rows[0] gains 1
+        return x * 2
+
+    return step, rows
+
+
+def _dict_call() -> tuple[Callable[..., Any], Any]:
+    state = {"log": [0.5]}
+
+    def step(x: Any) -> Any:
+        dict(log=state["log"])["log"].append(1)  # plain Python: state['log'] gains 1
+        return x * 2
+
+    return step, state
+
+
+def _operator_getitem() -> tuple[Callable[..., Any], Any]:
+    import operator
+
+    state = {"log": [0.5]}
+
+    def step(x: Any) -> Any:
+        operator.getitem(state, "log").append(1)  # plain Python: state['log'] gains 1
+        return x * 2
+
+    return step, state
+
+
+def _through_an_exception() -> tuple[Callable[..., Any], Any]:
+    state = {"log": [0.5]}
+
+    def step(x: Any) -> Any:
+        try:
+            raise ValueError(state["log"])
+        except ValueError as e:
+            e.args[0].append(1)  # plain Python: state['log'] gains 1
+        return x * 2
+
+    return step, state
+
+
+def _registered_node_by_a_users_function() -> tuple[Callable[..., Any], Any]:
+    m = _Counted(np.float32(1.0), [0.5])
+
+    def step(x: Any) -> Any:
+        _add(m.log)  # plain Python: m.log gains 1
+        return x * m.w
+
+    return step, m
+
+
+def _node_attribute_by_a_users_function() -> tuple[Callable[..., Any], Any]:
+    m = _Registered(np.float32(1.0))
+
+    def step(x: Any) -> Any:
+        _rename(m)  # plain Python: m gains an attribute
+        return x * m.w
+
+    return step, m
+
+
+def _rename(o: Any) -> None:
+    o.w2 = o.w
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass
+class _Counted:
+    w: Any
+    log: list[Any]
+
+
+class _Registered:
+    """A registered class that takes attributes as `object` does."""
+
+    def __init__(self, w: Any) -> None:
+        self.w = w
+
+    def __repr__(self) -> str:
+        return f"_Registered({sorted(vars(self))})"
+
+
+jax.tree_util.register_pytree_node(
+    _Registered, lambda p: ((p.w,), None), lambda _, c: _Registered(*c)
+)
+
+
 # The case, its maker, and the variable a refusal must name.
 _CASES: dict[str, tuple[Maker, str]] = {
     "defaultdict counter: counts[k] += 1": (_defaultdict_counter, "counts"),
@@ -382,31 +524,25 @@ _CASES: dict[str, tuple[Maker, str]] = {
         "kw",
     ),
     "buf[0] = 1.0 on a captured numpy array": (_numpy_item_store, "buf"),
-}
-
-
-# What the analysis does not see yet, each listed in docs/errors.md; strict,
-# so a case fails the day it is fixed.
-_UNSEEN = (
-    "not seen by the mutation analysis: docs/errors.md#mutates-a-rebuilt-container"
-)
-_NOT_SEEN: dict[str, tuple[str, ...]] = {
-    "[[state[k]]][0][0].append(1)": tuple(_RUN),
-    "for _, log in enumerate([state[k]]): log.append(1)": tuple(_RUN),
-    "fns[0].log.append(1), fns = [helper]": tuple(_RUN),
+    "{'a': state[k]}.get('a').append(1)": (_method_of_a_display, "state"),
+    "max(rows, key=len).append(1)": (_result_of_a_call, "rows"),
+    "add(state[k]), a function of the module": (_passed_to_a_users_function, "state"),
+    "add(state[k]), def add(r) inside": (_passed_to_an_inner_function, "state"),
+    "list(r for r in rows)[0].append(1)": (_yielded_by_a_generator, "rows"),
+    "dict(log=state[k])['log'].append(1)": (_dict_call, "state"),
+    "operator.getitem(state, k).append(1)": (_operator_getitem, "state"),
+    "raise E(state[k]) ... e.args[0].append(1)": (_through_an_exception, "state"),
+    "add(m.log), m a registered dataclass": (
+        _registered_node_by_a_users_function,
+        "m",
+    ),
+    "set_w2(m), m a registered class": (_node_attribute_by_a_users_function, "m"),
 }
 
 
 def _case_params() -> list[Any]:
     return [
-        pytest.param(
-            case,
-            consumer,
-            id=f"{case}-{consumer}",
-            marks=[pytest.mark.xfail(strict=True, reason=_UNSEEN)]
-            if consumer in _NOT_SEEN.get(case, ())
-            else [],
-        )
+        pytest.param(case, consumer, id=f"{case}-{consumer}")
         for case in _CASES
         for consumer in _RUN
     ]

@@ -705,3 +705,40 @@ def test_diff_names_only_the_static_fields_that_differ():
     found = lift.diff(a, b)
     assert found is not None and ".tx" in found
     assert ".apply_fn" not in found
+
+
+class _Counter(nnx.Module):
+    def __init__(self) -> None:
+        self.count = nnx.BatchStat(jnp.array(0))
+        self.w = nnx.Param(jnp.ones(2))
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        self.count[...] += 1
+        return x * self.w[...]
+
+
+def test_an_nnx_module_keeps_its_state_lifted() -> None:
+    # Plain Python: calling the module counts in its own `count`. lift acts
+    # on the user's module (lifted itself, it holds no function to lift: it is
+    # kept), or refuses; a copy counting in its place is what this rules out.
+    m = _Counter()
+    lifted = lift.lift(m)
+    assert lifted is m
+    lifted(jnp.ones(2))
+    assert int(m.count[...]) == 1
+
+    m = _Counter()
+
+    def step(x: jax.Array) -> jax.Array:
+        return m(x)
+
+    # A closure over it: the module holds arrays, so lift rebuilds it around
+    # them, and the call that counts in the copy is refused.
+    with pytest.raises(lift.LiftError, match=r"step .* mutated the captured .*'m'"):
+        lift.lift(step)(jnp.ones(2))
+    assert int(m.count[...]) == 0
+
+    m = _Counter()
+    with pytest.raises(lift.LiftError, match=r"self"):
+        lift.lift(m.__call__)(jnp.ones(2))
+    assert int(m.count[...]) == 0
