@@ -18,7 +18,8 @@ import lift
 # genjax 1.0 needs Python >= 3.12 and jax >= 0.11.1, < 0.12: it is in no extra,
 # and this file runs where it was installed beside lift.
 genjax = pytest.importorskip(
-    "genjax", reason="genjax is not installed (genjax 1.0 needs Python >= 3.12)"
+    "genjax",
+    reason="genjax is not installed (genjax 1.0 needs Python >= 3.12 and jax < 0.12)",
 )
 from genjax import Pytree, gen, normal  # noqa: E402
 
