@@ -24,7 +24,7 @@ from typing import Any, Final, TypeAlias, cast
 from ._compat import CUSTOM_NODES
 from ._errors import LiftError, describe
 from ._labels import SELF
-from ._nodes import CellNode, Node, Ref, Static, Template
+from ._nodes import CellNode, Node, Template
 from ._trees import flatten_checked, tree_flatten
 
 __all__ = ["REBUILT_TYPES", "Copies", "changed_copy", "copies_in", "refuse_changed"]
@@ -57,16 +57,7 @@ def copies_in(
     that rebuilds none is marked, and never passed again."""
     out: list[Copy] = []
     for template, value in made:
-        slots = {
-            id(
-                leaves[s]
-                if type(s) is int
-                else objs[s.index]
-                if type(s) is Ref
-                else cast(Static, s).value
-            )
-            for s in template.slots
-        }
+        slots = {id(v) for v in template.slot_values(leaves, objs)}
         found: list[tuple[Any, bool]] = []
 
         def is_leaf(

@@ -164,8 +164,10 @@ class Template:
         """The captured variable's name, when the capture has one."""
         return self.label.variable
 
-    def materialize(self, leaves: Sequence[Any], objs: Sequence[Any]) -> Any:
-        values: list[Any] = [
+    def slot_values(self, leaves: Sequence[Any], objs: Sequence[Any]) -> list[Any]:
+        """What fills each slot: a leaf of `leaves`, a rebuilt node of `objs`
+        or a static value."""
+        return [
             leaves[s]
             if type(s) is int
             else objs[s.index]
@@ -173,6 +175,9 @@ class Template:
             else cast(Static, s).value
             for s in self.slots
         ]
+
+    def materialize(self, leaves: Sequence[Any], objs: Sequence[Any]) -> Any:
+        values = self.slot_values(leaves, objs)
         if self.treedef is None:
             return values[0]
         if self.order is not None:
