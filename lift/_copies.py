@@ -127,8 +127,10 @@ def changed_copy(copies: Copies) -> Copy | None:
     return None
 
 
-def refuse_changed(copy: Copy) -> LiftError:
-    """The error for a call that changed `copy`."""
+def refuse_changed(copy: Copy, *, between_calls: bool = False) -> LiftError:
+    """The error for a call that changed `copy`; `between_calls`: for a copy
+    found changed before a call began (through a value an earlier call gave
+    out), which no code of the function changed."""
     x, is_node, _, template, owner = copy
     what = type(x).__name__
     label = template.label
@@ -158,6 +160,15 @@ def refuse_changed(copy: Copy) -> LiftError:
             f"{passed} and return what the code adds to it, or keep only static "
             f"values in the {what} (one without arrays, floats or functions is "
             "your own object inside the lifted function)"
+        )
+    if between_calls:
+        return LiftError(
+            f"lift's copy of {variable} of {describe(owner)} changed between "
+            f"two calls: a {what}{held}, and an earlier call gave it out (returned "
+            f"it, or stored it where your code reached it), so a change made to "
+            f"that value reached lift's copy and your {what} did not change.\n"
+            f"Fix: return a copy of it (`{what}(...)`), or {passed}.",
+            anchor="mutates-a-rebuilt-container",
         )
     return LiftError(
         f"{describe(owner)} mutated {variable} in place while it ran: a {what}"

@@ -268,14 +268,23 @@ class Lifted(Generic[_P, _R]):
         fn = self._fn
         if fn is None:
             fn = self._function()
+        if self._copies and (changed := changed_copy(self._copies)) is not None:
+            # Changed since the last call returned: through a value it gave out.
+            self._fn, self._copies = None, ()
+            raise refuse_changed(changed, between_calls=True)
         try:
             out = fn(*args, **kwargs)
-        except TypeError as err:
+        except BaseException as err:
+            # A call that changed a copy and then raised is refused too, its
+            # error chained: raising must not hide the lost change.
+            if self._copies and (changed := changed_copy(self._copies)) is not None:
+                self._fn, self._copies = None, ()
+                raise refuse_changed(changed) from err
             # JAX's concretization errors, and those that say a value was needed
             # concrete (`jnp.zeros((n,))` with a traced `n`): name the capture.
-            if not isinstance(
-                err, _CONCRETIZATION
-            ) and not _compat.asks_for_a_concrete_value(err):
+            if not isinstance(err, _CONCRETIZATION) and not (
+                isinstance(err, TypeError) and _compat.asks_for_a_concrete_value(err)
+            ):
                 raise
             better = explain_concretization(self, err)
             if better is None:

@@ -892,3 +892,61 @@ def test_a_read_of_a_captured_numpy_array_is_not_refused() -> None:
 
     for run in _RUN.values():
         assert np.allclose(run(make()), 1.0)
+
+
+def _logging_state() -> tuple[Callable[[Any], Any], dict[str, Any]]:
+    state: dict[str, Any] = {"w": 1.0, "log": [0.5]}
+
+    def add(log: list[Any], x: Any) -> None:  # not read: called, so seen by the call
+        log.append(x)
+
+    def step(x: Any) -> Any:
+        add(state["log"], 1)
+        if x > 0:
+            raise ValueError("boom")
+        return x * state["w"]
+
+    return step, state
+
+
+def test_a_call_that_raises_after_changing_a_copy_is_refused() -> None:
+    # plain Python: the log gains 1, then ValueError. Lifted, the change
+    # reached a copy: refused, the ValueError chained, not raised alone.
+    step, state = _logging_state()
+    with pytest.raises(ValueError, match="boom"):
+        step(1.0)
+    assert state["log"] == [0.5, 1]
+
+    step, state = _logging_state()
+    lifted = lift.lift(step)
+    with pytest.raises(
+        lift.LiftError, match=r"step .* mutated the captured variable 'state'"
+    ) as info:
+        lifted(1.0)
+    assert isinstance(info.value.__cause__, ValueError)
+    assert state["log"] == [0.5]
+    # Not carried into the next call: it builds the function afresh.
+    with pytest.raises(lift.LiftError, match="mutated the captured variable 'state'"):
+        lifted(-1.0)
+    assert state["log"] == [0.5]
+
+
+def test_a_copy_given_out_and_changed_is_refused_as_changed_between_calls() -> None:
+    state: dict[str, Any] = {"w": 1.0, "log": [0.5]}
+
+    def read(x: Any) -> Any:
+        return state["log"]
+
+    lifted = lift.lift(read)
+    out = lifted(1.0)
+    assert lifted(1.0) == out  # reading again is not refused
+    out.append(9)
+    with pytest.raises(
+        lift.LiftError,
+        match=r"copy of the captured variable 'state' of .*read .* changed between two calls",
+    ) as info:
+        lifted(1.0)
+    assert "mutated" not in str(info.value)  # the function is not blamed
+    assert state["log"] == [0.5]
+    # The copies were dropped: the next call is built afresh and runs.
+    assert len(lifted(1.0)) == 1
