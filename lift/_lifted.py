@@ -268,18 +268,16 @@ class Lifted(Generic[_P, _R]):
         fn = self._fn
         if fn is None:
             fn = self._function()
-        if self._copies and (changed := changed_copy(self._copies)) is not None:
+        elif self._copies:
             # Changed since the last call returned: through a value it gave out.
-            self._fn, self._copies = None, ()
-            raise refuse_changed(changed, between_calls=True)
+            self._refuse_changed_copy(between_calls=True)
         try:
             out = fn(*args, **kwargs)
-        except BaseException as err:
+        except Exception as err:
             # A call that changed a copy and then raised is refused too, its
             # error chained: raising must not hide the lost change.
-            if self._copies and (changed := changed_copy(self._copies)) is not None:
-                self._fn, self._copies = None, ()
-                raise refuse_changed(changed) from err
+            if self._copies:
+                self._refuse_changed_copy(cause=err)
             # JAX's concretization errors, and those that say a value was needed
             # concrete (`jnp.zeros((n,))` with a traced `n`): name the capture.
             if not isinstance(err, _CONCRETIZATION) and not (
@@ -295,11 +293,20 @@ class Lifted(Generic[_P, _R]):
                 # Not kept by this frame, which its traceback holds: a cycle
                 # that would keep this function (and its tracers) alive.
                 del better
-        if self._copies and (changed := changed_copy(self._copies)) is not None:
-            # The copies are dropped: the next call builds the function afresh.
-            self._fn, self._copies = None, ()
-            raise refuse_changed(changed)
+        if self._copies:
+            self._refuse_changed_copy()
         return out
+
+    def _refuse_changed_copy(
+        self, *, between_calls: bool = False, cause: BaseException | None = None
+    ) -> None:
+        """Refuse a copy this function holds that is no longer as it was built
+        (`lift._copies`), chained to `cause`. The copies are dropped: the next
+        call builds the function afresh. (Raised, not returned: an exception in
+        a local of `__call__` would be a cycle through its traceback.)"""
+        if (changed := changed_copy(self._copies)) is not None:
+            self._fn, self._copies = None, ()
+            raise refuse_changed(changed, between_calls=between_calls) from cause
 
     def __get__(self, instance: Any, owner: type | None = None) -> Any:
         # Behave like a function when stored on a class: bind `self`.
