@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import collections
 import itertools
-from collections.abc import Sequence
-from typing import Any, Final, TypeAlias, cast
+from collections.abc import Iterable, Sequence
+from typing import Any, Final, NamedTuple, TypeAlias, cast
 
 from ._compat import CUSTOM_NODES
 from ._errors import LiftError, describe
@@ -35,10 +35,26 @@ REBUILT_TYPES: Final = frozenset(
     {list, dict, collections.OrderedDict, collections.defaultdict}
 )
 
-# A copy, whether it is a registered pytree node (not a list or dict), its
-# state when it was built (`_state`), the capture it belongs to, and the
-# rebuilt function (or partial) holding that capture.
-Copy: TypeAlias = tuple[Any, bool, tuple[Any, ...], Template, Any]
+# The containers an attribute of a rebuilt node may hold, and those of them
+# that can change in place; lift looks into the others for more.
+_CONTAINERS: Final = (list, dict, set, bytearray, collections.deque, tuple, frozenset)
+_MUTABLE: Final = (list, dict, set, bytearray, collections.deque)
+
+
+class Copy(NamedTuple):
+    """A list, dict or registered pytree node a rebuilt function holds."""
+
+    value: Any
+    is_node: bool  # a registered pytree node, not a list or dict
+    state: tuple[Any, ...]  # what it held when it was built (`_state`)
+    template: Template  # the capture it belongs to
+    owner: Any  # the rebuilt function (or partial) holding that capture
+    # A node's: the containers in its attributes that its `tree_unflatten`
+    # made anew (not its children, nor what its aux data or a default shares
+    # with your object), each with the attribute it is in and its items.
+    inner: tuple[tuple[str, Any, tuple[Any, ...]], ...] = ()
+
+
 Copies: TypeAlias = tuple[Copy, ...]
 
 
@@ -79,8 +95,12 @@ def copies_in(
         owner = objs[node.owner if type(node) is CellNode else template.owner]
         for x, is_node in found:
             state, again = _state(x, is_node), _state(x, is_node)
-            if state is not None and again is not None and _same(state, again):
-                out.append((x, is_node, state, template, owner))
+            if state is None or again is None or not _same(state, again):
+                continue
+            inner = (
+                tuple((a, c, _items(c)) for a, c in _made_anew(x)) if is_node else ()
+            )
+            out.append(Copy(x, is_node, state, template, owner, inner))
     return tuple(out)
 
 
@@ -109,6 +129,60 @@ def _state(x: Any, is_node: bool) -> tuple[Any, ...] | None:
     return (treedef, *children, *itertools.chain.from_iterable(attributes.items()))
 
 
+def _made_anew(x: Any) -> list[tuple[str, Any]]:
+    """The mutable containers in the attributes of the rebuilt node `x` (and
+    in the containers they hold) that its type's `tree_unflatten` makes anew,
+    each with its attribute: those a second unflattening of `x`'s children
+    does not share. (A container it shares, from the aux data or a default,
+    is your object's own, and a change to it reaches you.)"""
+    attributes = cast("dict[str, Any]", getattr(x, "__dict__", {}))
+    mine = _mutable_in(attributes.items())
+    if not mine:
+        return []
+    try:
+        children, treedef = tree_flatten(x, is_leaf=lambda y: y is not x)  # pyright: ignore[reportUnknownLambdaType]
+        twin = treedef.unflatten(children)
+        shared = {id(c) for _, c in _mutable_in(getattr(twin, "__dict__", {}).items())}
+    except Exception:  # it unflattened once, to build `x`; cannot tell now
+        return []
+    return [(a, c) for a, c in mine if id(c) not in shared]
+
+
+def _mutable_in(attributes: Iterable[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """The mutable containers reachable from `attributes` through lists,
+    dicts, sets, tuples and deques, each once, with the attribute holding it."""
+    out: list[tuple[str, Any]] = []
+    seen: set[int] = set()
+    stack: list[tuple[str, Any]] = [
+        (a, v) for a, v in attributes if issubclass(type(v), _CONTAINERS)
+    ]
+    while stack:
+        a, v = stack.pop()
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
+        t: type[Any] = type(v)  # pyright: ignore[reportUnknownVariableType]
+        if issubclass(t, _MUTABLE):
+            out.append((a, v))
+        if issubclass(t, bytearray):
+            continue
+        values: Iterable[Any] = v.values() if issubclass(t, dict) else v
+        stack.extend((a, y) for y in values if issubclass(type(y), _CONTAINERS))
+    return out
+
+
+def _items(c: Any) -> tuple[Any, ...]:
+    """What the mutable container `c` holds, in the form `_same` compares: its
+    length (and a bytearray's bytes) first, then its items."""
+    if isinstance(c, bytearray):
+        return (bytes(c),)
+    if isinstance(c, dict):
+        pairs = cast("dict[Any, Any]", c).items()
+        return (len(pairs), *itertools.chain.from_iterable(pairs))
+    items = tuple(cast("Iterable[Any]", c))
+    return (len(items), *items)
+
+
 def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
     """Whether two states are the same: their items by identity, their
     treedefs equal."""
@@ -120,10 +194,20 @@ def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
 def changed_copy(copies: Copies) -> Copy | None:
     """The first copy whose state is not the one it was built with."""
     for copy in copies:
-        x, is_node, state, _, _ = copy
-        now = _state(x, is_node)
-        if now is None or not _same(state, now):
+        now = _state(copy.value, copy.is_node)
+        if now is None or not _same(copy.state, now):
             return copy
+        if _changed_inner(copy) is not None:
+            return copy
+    return None
+
+
+def _changed_inner(copy: Copy) -> tuple[str, Any] | None:
+    """The first container made anew in an attribute of the node `copy`
+    whose items changed, and that attribute."""
+    for attribute, c, items in copy.inner:
+        if not _same(items, _items(c)):
+            return attribute, c
     return None
 
 
@@ -131,7 +215,7 @@ def refuse_changed(copy: Copy, *, between_calls: bool = False) -> LiftError:
     """The error for a call that changed `copy`; `between_calls`: for a copy
     found changed before a call began (through a value an earlier call gave
     out), which no code of the function changed."""
-    x, is_node, _, template, owner = copy
+    x, is_node, _, template, owner, _ = copy
     what = type(x).__name__
     label = template.label
     name = label.variable
@@ -146,6 +230,12 @@ def refuse_changed(copy: Copy, *, between_calls: bool = False) -> LiftError:
     passed = f"pass {name!r} as an argument" if name else "pass it as an argument"
     if is_node:
         held = ", a pytree node that lift rebuilds around its leaves"
+        if (anew := _changed_inner(copy)) is not None:
+            attribute, c = anew
+            held += (
+                f", and its attribute `{attribute}` holds a "
+                f"{type(c).__name__} that {what}'s `tree_unflatten` makes anew"
+            )
         fix = (
             f"{passed} and return the new value (`dataclasses.replace`), or keep "
             "what the code changes outside the pytree node (a list without "

@@ -7,9 +7,9 @@ holding at least one float (so lift rebuilds it around its leaves, unless the
 case says otherwise). Plain Python changes the user's object; a lifted
 function must change the same object, or refuse with a `LiftError` that names
 the function, its file and the variable, leaving the object untouched, under
-`lift.lift`, `jax.jit` and `lift.jit`. The outcome these tests rule out is the
-third: the change landing on a copy while the user's object silently stays
-as it was. Most are refused when lifted, from the bytecode; the shapes the
+`lift.lift`, `jax.jit`, `lift.jit`, `vmap` and in a `lax.scan` body. The
+outcome these tests rule out is the third: the change landing on a copy while
+the user's object silently stays as it was. Most are refused when lifted, from the bytecode; the shapes the
 reading does not follow are refused by the call that made the change
 (`lift._copies`). Each case's read-only twin is in `_READS`, and `_RELIFTED`
 checks that a refusal holds once a shape's fast path (the replay) is
@@ -39,6 +39,10 @@ _RUN: dict[str, Callable[[Callable[..., Any]], Any]] = {
     "eager": lambda f: lift.lift(f)(2.0),
     "jax.jit": lambda f: jax.jit(lambda g, x: g(x))(lift.lift(f), 2.0),
     "lift.jit": lambda f: lift.jit(f)(2.0),
+    "vmap": lambda f: jax.vmap(lift.lift(f))(np.full(1, 2.0))[0],
+    "lax.scan": lambda f: jax.lax.scan(
+        lambda c, _: (lift.lift(f)(c), None), 2.0, length=1
+    )[0],
 }
 
 
@@ -484,6 +488,107 @@ jax.tree_util.register_pytree_node(
 )
 
 
+@jax.tree_util.register_pytree_node_class
+class _Remembering:
+    """A registered class whose `tree_unflatten` is `cls(*children)`: its
+    `__init__` makes `history` and `state` anew, so a rebuilt one has its own."""
+
+    def __init__(self, w: Any) -> None:
+        self.w = w
+        self.history: list[Any] = []
+        self.state: dict[str, Any] = {"log": [], "seen": (set(),)}
+
+    def tree_flatten(self) -> tuple[tuple[Any], None]:
+        return (self.w,), None
+
+    @classmethod
+    def tree_unflatten(cls, _: None, children: tuple[Any]) -> _Remembering:
+        return cls(*children)
+
+    def remember(self, x: Any) -> Any:
+        self.history.append(1)  # plain Python: m.history gains 1
+        return x * self.w
+
+    def log(self, x: Any) -> Any:
+        self.state["log"].append(1)  # plain Python: m.state['log'] gains 1
+        return x * self.w
+
+    def see(self, x: Any) -> Any:
+        self.state["seen"][0].add(1)  # plain Python: the set gains 1
+        return x * self.w
+
+    def read(self, x: Any) -> Any:
+        return x * self.w * (len(self.history) + len(self.state["log"]) + 1)
+
+    def __repr__(self) -> str:
+        return f"_Remembering({self.history}, {self.state})"
+
+
+class _Shared:
+    """Aux data (hashed by identity) through which a node's list is shared."""
+
+    def __init__(self) -> None:
+        self.items: list[Any] = []
+
+
+@jax.tree_util.register_pytree_node_class
+class _SharingHistory:
+    """A registered class whose `history` comes back from its aux data: a
+    rebuilt one shares your object's list."""
+
+    def __init__(self, w: Any, shared: _Shared | None = None) -> None:
+        self.w = w
+        self.shared = _Shared() if shared is None else shared
+        self.history = self.shared.items
+
+    def tree_flatten(self) -> tuple[tuple[Any], _Shared]:
+        return (self.w,), self.shared
+
+    @classmethod
+    def tree_unflatten(cls, shared: _Shared, children: tuple[Any]) -> _SharingHistory:
+        return cls(*children, shared)
+
+    def remember(self, x: Any) -> Any:
+        self.history.append(1)  # plain Python: m.history gains 1
+        return x * self.w
+
+    def __repr__(self) -> str:
+        return f"_SharingHistory({self.history})"
+
+
+_DEFAULT_HISTORY: list[Any] = []
+
+
+@jax.tree_util.register_pytree_node_class
+class _DefaultHistory:
+    """A registered class whose `history` is a default shared by every
+    instance, rebuilt ones too."""
+
+    def __init__(self, w: Any, history: list[Any] = _DEFAULT_HISTORY) -> None:
+        self.w = w
+        self.history = history
+
+    def tree_flatten(self) -> tuple[tuple[Any], None]:
+        return (self.w,), None
+
+    @classmethod
+    def tree_unflatten(cls, _: None, children: tuple[Any]) -> _DefaultHistory:
+        return cls(*children)
+
+    def remember(self, x: Any) -> Any:
+        self.history.append(1)  # plain Python: the shared list gains 1
+        return x * self.w
+
+    def __repr__(self) -> str:
+        return f"_DefaultHistory({self.history})"
+
+
+def _default_history() -> tuple[Callable[..., Any], Any]:
+    _DEFAULT_HISTORY.clear()
+    m = _DefaultHistory(np.float32(1.0))
+    return m.remember, m
+
+
 # The case, its maker, and the variable a refusal must name.
 _CASES: dict[str, tuple[Maker, str]] = {
     "defaultdict counter: counts[k] += 1": (_defaultdict_counter, "counts"),
@@ -537,6 +642,18 @@ _CASES: dict[str, tuple[Maker, str]] = {
         "m",
     ),
     "set_w2(m), m a registered class": (_node_attribute_by_a_users_function, "m"),
+    "lift(m.remember), self.history.append(1), history made in __init__": (
+        lambda: ((m := _Remembering(np.float32(1.0))).remember, m),
+        "self",
+    ),
+    "lift(m.log), self.state['log'].append(1), state made in __init__": (
+        lambda: ((m := _Remembering(np.float32(1.0))).log, m),
+        "self",
+    ),
+    "lift(m.see), self.state['seen'][0].add(1), a set in a tuple": (
+        lambda: ((m := _Remembering(np.float32(1.0))).see, m),
+        "self",
+    ),
 }
 
 
@@ -554,6 +671,30 @@ def test_the_users_object_sees_the_change_or_lift_refuses(
 ) -> None:
     make, variable = _CASES[case]
     _check(make, consumer, variable)
+
+
+# A container a rebuilt node shares with your object: the change reaches it.
+_SHARED: dict[str, Maker] = {
+    "self.history shared through the aux data": lambda: (
+        (m := _SharingHistory(np.float32(1.0))).remember,
+        m,
+    ),
+    "self.history a default of __init__": _default_history,
+}
+
+
+@pytest.mark.parametrize("consumer", list(_RUN))
+@pytest.mark.parametrize("case", list(_SHARED))
+def test_a_container_a_rebuilt_node_shares_is_changed_not_refused(
+    case: str, consumer: str
+) -> None:
+    f, c = _SHARED[case]()
+    f(2.0)
+    expected = repr(c)
+    f, c = _SHARED[case]()
+    assert repr(c) != expected
+    _RUN[consumer](f)
+    assert repr(c) == expected
 
 
 def test_a_partial_of_a_builtin_mutator_acts_on_the_users_list() -> None:
@@ -718,6 +859,18 @@ def test_a_refusal_holds_when_the_shape_was_lifted_often(case: str) -> None:
                 assert repr(c) == before
 
 
+def test_a_container_made_anew_is_refused_when_the_shape_was_lifted_often() -> None:
+    from lift import _replay
+
+    for verify in (False, True):
+        with lift.verifying(verify):
+            for _ in range(_replay.REPLAY_AFTER + 2):
+                m = _Remembering(np.float32(1.0))
+                with pytest.raises(lift.LiftError, match="attribute `history`"):
+                    lift.lift(m.remember)(2.0)
+                assert m.history == []
+
+
 # -- the clean twins of the cases above: reads, never refused --------------------
 
 
@@ -857,6 +1010,10 @@ _READS: dict[str, Maker] = {
     "partial(g, log=buf), def g(x, **kw): kw['log'][0]": lambda: (
         functools.partial(_varkw_reader, log=[0.5]),
         None,
+    ),
+    "lift(m.read), len(self.history), history made in __init__": lambda: (
+        (m := _Remembering(np.float32(1.0))).read,
+        m,
     ),
 }
 
