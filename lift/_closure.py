@@ -422,22 +422,24 @@ def _plain_aux(aux: Any) -> bool:
     return t is tuple and all(type(a) in (str, int, type(None)) for a in aux)
 
 
-def static_data(treedef: Any) -> Iterator[tuple[Any, Any]]:
-    """`(node type, static data)` of `treedef`'s custom nodes whose static data
-    could hold a tracer."""
+def custom_data(treedef: Any) -> Iterator[tuple[Any, Any]]:
+    """`(node type, static data)` of each of `treedef`'s custom nodes, in a
+    fixed order."""
     if not has_custom_nodes(treedef):
         return
     stack = [treedef]
     while stack:
         td = stack.pop()
         node = td.node_data()
-        if (
-            node is not None
-            and node[0] not in _BUILTIN_NODES
-            and not _plain_aux(node[1])
-        ):
+        if node is not None and node[0] not in _BUILTIN_NODES:
             yield node
         stack.extend(td.children())
+
+
+def static_data(treedef: Any) -> Iterator[tuple[Any, Any]]:
+    """`(node type, static data)` of `treedef`'s custom nodes whose static data
+    could hold a tracer."""
+    return (node for node in custom_data(treedef) if not _plain_aux(node[1]))
 
 
 def has_aux(treedef: Any) -> bool:

@@ -10,7 +10,7 @@ from typing import Any
 import jax
 
 from ._code import code_info
-from ._compat import LIFTED_ARGUMENT, Tracer, concretized_arguments
+from ._compat import LIFTED_ARGUMENT, Tracer, concretized_arguments, tracer_use
 from ._errors import LiftError, describe, docs_anchor, static_fix
 from ._nodes import FunctionNode
 from ._paths import leaf_paths
@@ -80,6 +80,12 @@ def explain_concretization(x: LiftedParts, err: BaseException) -> LiftError | No
     elif isinstance(err, jax.errors.TracerIntegerConversionError):
         use = "as a Python int (`int()`, an index, a `range`, a shape)"
         other = "compute with it as an array"
+    elif (kind := tracer_use(err)) == "format":
+        use = "in a format spec (`f'{x:.3g}'`, `format()`)"
+        other = "print it with `jax.debug.print` (its value at run time)"
+    elif kind == "hash":
+        use = "as a hashed Python value (a dict key, a set member, a cache key)"
+        other = "look it up with `jnp.where` or `jax.lax.switch`"
     else:
         use = (
             "where a concrete value is needed (a shape, a size, `float()`, "

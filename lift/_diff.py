@@ -20,6 +20,7 @@ from ._diff_skeleton import (
 from ._errors import array_text, static_str, type_text
 from ._lift import flatten_lifted, is_lifted, stops_flattening
 from ._lifted import Lifted
+from ._static import ArrayImpl
 
 __all__ = ["diff"]
 
@@ -36,7 +37,9 @@ def diff(a: Any, b: Any) -> str | None:
     pytree's static metadata (a dataclass field that is not a pytree field) is
     named, with the fix: it compiles anew for every new object. So is each
     leaf whose shape, dtype or weak type differs (`optax.adam(0.1)`'s weakly
-    typed learning rate against `optax.adam(np.float32(0.2))`'s), and a dict
+    typed learning rate against `optax.adam(np.float32(0.2))`'s) or whose
+    placement does (an array committed to another device with
+    `jax.device_put`, or committed in one and not in the other), and a dict
     captured with the same keys in another order (lift keeps insertion order).
     This is the answer to "why did this retrace?": `None` exactly when one
     `jax.jit` program serves both.
@@ -89,6 +92,31 @@ def _diff_leaves(
                 "other (jax.jit compiles a program per leaf shape, dtype and weak "
                 "type)"
             )
+        elif (px := _placement(x)) != (py := _placement(y)):
+            lines.append(
+                f"{at_path(jtu.keystr(path))}a leaf {_placement_text(px)} in one, "
+                f"{_placement_text(py)} in the other (jax.jit compiles a program "
+                "per placement of an array committed to its devices)"
+            )
+
+
+def _placement(x: Any) -> tuple[bool, Any]:
+    """Where `jax.jit` takes a leaf to be: committed to its sharding (put there
+    with `jax.device_put`, or computed from such), or not (a NumPy array, a
+    Python scalar, an array on the default device)."""
+    if type(x) is not ArrayImpl or not x.committed:
+        return (False, None)
+    return (True, x.sharding)
+
+
+def _placement_text(placement: tuple[bool, Any]) -> str:
+    committed, sharding = placement
+    if not committed:
+        return "not committed to a device"
+    devices = sorted(sharding.device_set, key=lambda d: d.id)
+    if len(devices) == 1:
+        return f"committed to {devices[0]}"
+    return f"sharded as {static_str(sharding, 100)}"
 
 
 def _leaf_type(x: Any) -> str:

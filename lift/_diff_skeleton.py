@@ -11,6 +11,7 @@ from typing import Any, Final, cast
 
 import numpy as np
 
+from ._closure import custom_data
 from ._compat import treedef_text
 from ._errors import static_str
 from ._lifted import Lifted
@@ -285,6 +286,15 @@ def _diff_template(
             )
         )
         return
+    if ta.aux != tb.aux:
+        # Equal treedefs whose static data differs as statics do (`0.0` and
+        # `-0.0`, `1` and `True`), which JAX's `==` does not see.
+        lines.append(
+            f"{where}: {variable or 'it'} holds {_shape(ta)} in both, whose "
+            f"static (aux) data differs: {_aux_str(ta)} vs {_aux_str(tb)} "
+            f"(in {_owner(sa.skeleton, ta)})"
+        )
+        return
     name = variable or "it"
     subpaths = treedef_paths(ta.treedef) if ta.treedef is not None else None
     for pos, (u, v) in enumerate(zip(ta.slots, tb.slots, strict=True)):
@@ -320,6 +330,13 @@ def _diff_template(
             f"{sub}: {name} is {_slot_str(sa, ta, name, u)} in one, "
             f"{_slot_str(sb, tb, name, v)} in the other (in {_owner(sa.skeleton, ta)})"
         )
+
+
+def _aux_str(template: Template) -> str:
+    """The static data of a template's custom pytree nodes, as it is shown."""
+    parts = [aux for _, aux in custom_data(template.treedef) if aux is not None]
+    text = ", ".join(static_str(p) for p in parts)
+    return text if len(parts) == 1 else f"({text})"
 
 
 def _slot_str(side: _Side, template: Template, name: str, slot: Any) -> str:

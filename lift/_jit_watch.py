@@ -23,7 +23,7 @@ from ._compat import conversion_context
 from ._errors import LiftError, describe
 from ._lifted import Lifted
 from ._nodes import CellNode, FunctionNode, PartialNode, Ref, Template
-from ._skeleton import Skeleton
+from ._skeleton import Skeleton, skeleton_of, static_changes
 from ._verify import disagree, same_leaves
 
 EMPTY: Final = object()  # what an empty cell holds, for the staleness check
@@ -291,12 +291,22 @@ def holds_tracer(lifted: Any) -> bool:
 
 
 def check_cached(
-    fn: Any, lift_now: Callable[[], Any], first: Any, tree: Any, kept: Any
+    fn: Any,
+    lift_now: Callable[[], Any],
+    first: Any,
+    tree: Any,
+    kept: Any,
+    after: Any = None,
 ) -> None:
     """With `lift.verifying()` on: that what a cached call passes (`first`, the
     leaves for `tree`, or a lifted function when `tree` is `None`) is what
     lifting the function now gives. `kept` is the lift it was made from: when
-    that too differs from lifting now, the captures changed in place."""
+    that too differs from lifting now, the captures changed in place. `after`
+    is a lift made when the last call returned: the contents of your own
+    lists, dicts and sets that the calls themselves changed (a log the function
+    appends to while it traces) are not a difference, as `jax.jit` does not
+    see them in its closure either; changed since, they were changed in
+    place."""
     try:
         fresh = lift_now()
     except LiftError as err:
@@ -313,11 +323,29 @@ def check_cached(
             jax.tree_util.tree_flatten(first),  # pyright: ignore[reportUnknownMemberType]
         )
     if treedef != tree:
-        raise disagree(
-            "lift.jit cached call",
-            fn,
-            f"another treedef:\n  cached: {tree!r:.400}\n  now:    {treedef!r:.400}",
+        changes = _changed_since(kept, fresh, tree)
+        if changes is None:
+            raise disagree(
+                "lift.jit cached call",
+                fn,
+                f"another treedef:\n  cached: {tree!r:.400}\n  now:    {treedef!r:.400}",
+            )
+        # Only statics changed since the kept lift: in place, unless all are
+        # your own lists, dicts and sets as the last call left them.
+        own = all(
+            a is b and type(a) in (list, dict, set)  # pyright: ignore[reportUnknownArgumentType]
+            for a, b in changes
         )
+        if (
+            not own
+            or not isinstance(after, Lifted)
+            or static_changes(
+                skeleton_of(cast("Lifted[..., Any]", after)),
+                skeleton_of(cast("Lifted[..., Any]", fresh)),
+            )
+            != []
+        ):
+            raise _changed_in_place(fn, "a program compiled for static values", "")
     differs = same_leaves(first, leaves)
     if differs is not None:
         if kept is None or same_leaves(jax.tree_util.tree_leaves(kept), leaves) is None:
@@ -326,16 +354,31 @@ def check_cached(
         # differs from one made now: a value inside a captured container or
         # object changed in place, which a cached call does not see (it would
         # walk them on every call).
-        raise LiftError(
-            f"lift.jit's cached call of {describe(fn)} serves leaves that lifting "
-            f"it now would not ({differs}): a value inside a captured container "
-            "or object (`config['lr'] = 0.5`, an optimizer updating a captured "
-            "model) changed in place since the function was last lifted, which a "
-            "cached call does not see.\nFix: rebind the variable "
-            "(`config = {**config, 'lr': 0.5}`), or pass the object as an "
-            "argument of the function.",
-            anchor="changed-in-place",
-        )
+        raise _changed_in_place(fn, "leaves", f" ({differs})")
+
+
+def _changed_since(kept: Any, fresh: Any, tree: Any) -> list[tuple[Any, Any]] | None:
+    """The statics that differ between `kept`, the lift a cached call was made
+    from (with the treedef `tree`), and `fresh`, a lift made now; `None` when
+    more than statics differs, or there is no such lift."""
+    if not isinstance(kept, Lifted) or not isinstance(fresh, Lifted):
+        return None
+    old, new = cast("Lifted[..., Any]", kept), cast("Lifted[..., Any]", fresh)
+    if jax.tree_util.tree_structure(old) != tree:  # pyright: ignore[reportUnknownMemberType]
+        return None
+    return static_changes(skeleton_of(old), skeleton_of(new))
+
+
+def _changed_in_place(fn: Any, what: str, detail: str) -> LiftError:
+    return LiftError(
+        f"lift.jit's cached call of {describe(fn)} serves {what} that lifting "
+        f"it now would not{detail}: a value inside a captured container or object "
+        "(`config['lr'] = 0.5`, an optimizer updating a captured model) changed "
+        "in place since the function was last lifted, which a cached call does "
+        "not see.\nFix: rebind the variable (`config = {**config, 'lr': 0.5}`), "
+        "or pass the object as an argument of the function.",
+        anchor="changed-in-place",
+    )
 
 
 # The fast path checks one cell and one function's defaults, keyword-only

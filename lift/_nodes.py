@@ -18,7 +18,7 @@ from ._closure import Holder
 from ._code import CodeInfo
 from ._errors import LiftError
 from ._labels import ARG, Label
-from ._static import is_exact, static_key
+from ._static import aux_key, is_exact, static_key
 
 __all__ = [
     "rebuild_order",
@@ -129,7 +129,7 @@ class Template:
     the owner) are for messages and key paths only.
     """
 
-    __slots__ = ("copies", "key", "label", "order", "owner", "slots", "treedef")
+    __slots__ = ("aux", "copies", "key", "label", "order", "owner", "slots", "treedef")
 
     def __init__(
         self,
@@ -155,9 +155,13 @@ class Template:
                 s if type(s) is int else cast("Ref | Static", s).slot_key for s in slots
             )
         )
+        # The treedef's static data by its exact key (JAX compares it with `==`).
+        self.aux = None if treedef is None else aux_key(treedef)
         self.key: tuple[Any, ...] = (
             (treedef, keys) if order is None else (treedef, keys, order)
         )
+        if self.aux is not None:
+            self.key += (self.aux,)
 
     @property
     def name(self) -> str | None:

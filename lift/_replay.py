@@ -55,7 +55,7 @@ from ._nodes import (
     Template,
 )
 from ._skeleton import Skeleton
-from ._static import leaf_class, scanned, static_key
+from ._static import aux_key, leaf_class, scanned, static_key
 from ._trees import flatten_checked, irregular, is_function_like, read_as_tuple
 from ._verify import STATE
 
@@ -115,6 +115,7 @@ class _Writer:
             "static_key": static_key,
             "hidden_tracer": hidden_tracer,
             "aux_tracer": aux_tracer,
+            "aux_key": aux_key,
             "leaf_class": leaf_class,
             "is_": operator.is_,
             "tuple_iter": tuple.__iter__,  # pyright: ignore[reportUnknownMemberType]
@@ -240,6 +241,9 @@ class _Writer:
         self.fail_unless(f"td == {self.const(template.treedef)}")
         if has_aux(template.treedef):
             self.fail_unless("aux_tracer(td) is None")
+        if template.aux is not None:
+            # JAX compares static data with `==` (`1 == True`): exactly too.
+            self.fail_unless(f"aux_key(td) == {self.const(template.aux)}")
         for pos, slot in enumerate(template.slots):
             self.slot(slot, f"{v}[{pos}]")
 

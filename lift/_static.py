@@ -13,6 +13,7 @@ from __future__ import annotations
 import enum
 import functools
 import types
+import typing
 from collections.abc import Callable, Iterable
 from typing import Any, Final, cast
 
@@ -20,6 +21,7 @@ import jax
 import numpy as np
 
 from ._atoms import EXACT, INEXACT
+from ._closure import custom_data
 from ._compat import Tracer as _Tracer, live_traces
 from ._errors import LiftError, describe, variable_str
 from ._hidden import aux_tracer, hidden_tracer, jax_dtype, opaque
@@ -28,6 +30,7 @@ from ._trees import read_as_tuple
 
 __all__ = [
     "attributes_by_global",
+    "aux_key",
     "check_aux",
     "check_opaque",
     "default_dynamic",
@@ -104,15 +107,82 @@ def static_key(value: Any, depth: int = 0) -> Any:
             ),
         )
     hash(value)
+    if t.__module__ == "typing" or t is types.GenericAlias or t is types.UnionType:
+        # Type expressions compare their arguments loosely (`int | str ==
+        # str | int`, `Literal["a", "b"] == Literal["b", "a"]`, `list[1] ==
+        # list[True]`): by their origin and arguments, in order, instead.
+        args = typing.get_args(value)
+        if args:
+            return (
+                t,
+                static_key(typing.get_origin(value), depth + 1),
+                tuple(_arg_key(a, depth + 1) for a in args),
+            )
+        return (t, value)  # `Any`, a `TypeVar`: by identity
+    base = _builtin_base(t)
+    if base is not None and not getattr(value, "__dict__", None):
+        # A subclass of a built-in value that keeps the built-in's `==` (`class
+        # F(float)`, `F(0.0) == F(-0.0)`) and holds nothing more: by its type
+        # and the built-in value's own key.
+        return (t, static_key(base(value), depth + 1))
     # Compared by the class's own `__eq__`: equal keys may hold different values
     # (`is_exact` is false), so such a static is never swapped for an equal one.
-    if (
-        t.__eq__ is object.__eq__
-        or issubclass(t, _BY_IDENTITY)
-        or t.__module__ == "typing"  # annotations: equal ones are interchangeable
-    ):
+    if t.__eq__ is object.__eq__ or issubclass(t, _BY_IDENTITY):
         return (t, value)
     return (_Loose, t, value)
+
+
+def aux_key(treedef: Any) -> tuple[Any, ...] | None:
+    """The static (aux) data of `treedef`'s custom nodes by `static_key`, or
+    `None` for a treedef without any (or with some unhashable). JAX compares
+    treedefs' static data with `==` (`0.0 == -0.0`, `1 == True`), so two
+    captures whose treedefs are equal may rebuild different objects: a
+    template's key holds this too."""
+    parts = [aux for _, aux in custom_data(treedef) if aux is not None]
+    if not parts:
+        return None
+    try:
+        return tuple(static_key(aux) for aux in parts)
+    except TypeError:  # unhashable: JAX's own hash of the treedef fails first
+        return None
+
+
+def _arg_key(arg: Any, depth: int) -> Any:
+    """A type expression's argument's key (`Callable[[int], str]` has a list)."""
+    if type(arg) is list:
+        return (list, tuple(_arg_key(a, depth + 1) for a in arg))  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+    return static_key(arg, depth)
+
+
+# The built-in value types whose subclasses `static_key` keys as the built-in.
+_BUILTIN_VALUES: Final[tuple[type[Any], ...]] = (
+    float,
+    int,
+    complex,
+    str,
+    bytes,
+    tuple,
+    frozenset,
+)
+
+
+def _builtin_base(t: type[Any]) -> type[Any] | None:
+    """The built-in value type that `t`, a strict subclass of it, compares as
+    (no `__eq__` or `__hash__` of its own, no slots, not an `Enum`), or `None`."""
+    if issubclass(t, enum.Enum):
+        return None
+    for base in _BUILTIN_VALUES:
+        if issubclass(t, base):
+            sub = cast(Any, t)  # (pyright narrows `t` to a union of the bases)
+            own: Any = base
+            if sub.__eq__ is not own.__eq__ or sub.__hash__ is not own.__hash__:
+                return None
+            if any(
+                getattr(c, "__slots__", ()) for c in t.__mro__[: t.__mro__.index(base)]
+            ):
+                return None
+            return base
+    return None
 
 
 class _Loose:
@@ -124,8 +194,6 @@ _BY_IDENTITY: Final = (
     types.FunctionType,
     types.BuiltinFunctionType,
     types.ModuleType,
-    types.GenericAlias,
-    types.UnionType,
     np.dtype,
 )
 

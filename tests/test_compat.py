@@ -523,6 +523,19 @@ def test_a_shape_from_a_tracer_asks_for_a_concrete_value() -> None:
     assert not _compat.asks_for_a_concrete_value(TypeError("unsupported operand"))
 
 
+@pytest.mark.parametrize(
+    ("use", "code"),
+    [("format", lambda x: f"{x:.3g}"), ("hash", lambda x: {0.5: 1}.get(x))],
+    ids=["format", "hash"],
+)
+def test_a_tracer_used_as_a_python_value_says_how(use: str, code: Any) -> None:
+    with pytest.raises(TypeError) as info:
+        jax.jit(code)(0.5)
+    assert _compat.tracer_use(info.value) == use
+    assert _compat.asks_for_a_concrete_value(info.value)
+    assert _compat.tracer_use(TypeError("unhashable type: 'list'")) is None
+
+
 def test_a_compiled_program_called_with_another_structure_says_so() -> None:
     compiled = jax.jit(lambda x: x + 1).lower(jnp.ones(3)).compile()
     with pytest.raises(TypeError) as info:

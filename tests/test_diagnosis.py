@@ -80,6 +80,20 @@ def _array_branch(v: Any) -> Any:
     return f
 
 
+def _format(v: Any) -> Any:
+    def f(x):
+        return x * len(f"{v:.3g}")
+
+    return f
+
+
+def _lookup(v: Any) -> Any:
+    def f(x):
+        return x * {0.5: 2.0}.get(v, 1.0)
+
+    return f
+
+
 _FORMS = {
     "if through a call": (_branch_through_a_call, 0.5, "in Python control flow"),
     "int()": (_int, 2.0, "where a concrete value is needed"),
@@ -88,6 +102,8 @@ _FORMS = {
     "list index": (_index, np.int32(1), "as a Python int"),
     "shape": (_shape, np.int32(2), "where a concrete value is needed"),
     "array branch": (_array_branch, np.ones(3, np.float32), "in Python control flow"),
+    "format spec": (_format, 0.5, "in a format spec"),
+    "dict key": (_lookup, 0.5, "as a hashed Python value"),
 }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import itertools
 from typing import Any
 
 import equinox as eqx
@@ -550,3 +551,66 @@ def test_diff_shows_a_grown_list_as_each_lifted_was_keyed() -> None:
     said = lift.diff(before, after)
     assert said is not None
     assert "names = ['a'] vs ['a', 'b']" in said
+
+
+def _compiles_of_both(a: Any, b: Any) -> int:
+    """How many programs XLA compiles for a `jax.jit` call with `a`, then `b`."""
+    compiled: list[str] = []
+
+    def count(event: str, duration: float, **kwargs: Any) -> None:
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiled.append(event)
+
+    jax.monitoring.register_event_duration_secs_listener(count)
+    try:
+        run = jax.jit(lambda g, x: g(x))
+        run(a, 1.0)
+        run(b, 1.0)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(count)
+    return len(compiled)
+
+
+_SALTS = itertools.count()
+
+
+def _summing(w: Any, salt: int) -> Any:
+    # `salt`, a static int, makes the program the test's own: none compiled
+    # before (JAX's caches are on under lift's plugin) serves it.
+    def f(x):
+        return jnp.sum(w) + x + salt
+
+    return lift.lift(f)
+
+
+_PLACEMENTS = {
+    "committed to two devices": (lambda d: d[0], lambda d: d[1]),
+    "committed and not": (lambda d: d[0], lambda d: None),
+    "committed to one device": (lambda d: d[1], lambda d: d[1]),
+    "not committed": (lambda d: None, lambda d: None),
+}
+
+
+@pytest.mark.parametrize("placement", list(_PLACEMENTS))
+def test_none_exactly_when_one_program_serves_both_placements(placement: str) -> None:
+    """A captured array committed to a device (`jax.device_put(x, device)`)
+    is compiled for where it is: a difference of placement is named."""
+    devices = jax.devices()
+    assert len(devices) >= 2  # tests run with 8 host devices
+
+    def on(where: Any) -> Any:
+        w = jnp.ones(2)
+        return w if where is None else jax.device_put(w, where)
+
+    first, second = _PLACEMENTS[placement]
+    salt = next(_SALTS)
+    a, b = _summing(on(first(devices)), salt), _summing(on(second(devices)), salt)
+    text = lift.diff(a, b)
+    compiles = _compiles_of_both(a, b)
+    assert (text is None) == (compiles == 1), (text, compiles)
+    if placement == "committed to two devices":
+        assert text == (
+            f".captures['w']: a leaf committed to {devices[0]} in one, committed to "
+            f"{devices[1]} in the other (jax.jit compiles a program per placement "
+            "of an array committed to its devices)"
+        )

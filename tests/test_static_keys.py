@@ -13,8 +13,9 @@ import inspect
 import pickle
 import sys
 import textwrap
+import typing
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import jax
 import jax.numpy as jnp
@@ -331,3 +332,119 @@ def test_a_rebuilt_lifted_keeps_its_own_signature() -> None:
     assert lift.unlift(lifted).__annotations__ == g.__annotations__
     structure = jax.tree_util.tree_structure
     assert structure(first) == structure(lifted)
+
+
+# -- values JAX's `==` (or a type expression's) takes for equal --------------------
+
+
+class _Box:
+    """A registered node whose static (aux) data is the value itself."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+jax.tree_util.register_pytree_node(
+    _Box, lambda b: ((), b.value), lambda value, _: _Box(value)
+)
+
+
+class _Float(float):
+    pass
+
+
+class _Tuple(tuple):
+    pass
+
+
+def _in_aux(v: Any) -> Any:
+    return _Box(v)
+
+
+def _in_equinox_static(v: Any) -> Any:
+    import equinox as eqx
+
+    class Holder(eqx.Module):
+        value: Any = eqx.field(static=True)
+
+    return Holder(v)
+
+
+def _show(v: Any) -> str:
+    """What the function computes from the value: its repr, signed zero included."""
+    v = getattr(v, "value", v)
+    if isinstance(v, tuple):
+        return repr(tuple((type(x).__name__, repr(x)) for x in v))
+    return f"{type(v).__name__}:{v!r}"
+
+
+_LOOSE_PAIRS = {
+    "aux-zeros": (_in_aux(0.0), _in_aux(-0.0), ()),
+    "aux-int-bool": (_in_aux(1), _in_aux(True), ()),
+    "aux-int-float": (_in_aux(1), _in_aux(1.0), ()),
+    "equinox-static-field": (_in_equinox_static(1), _in_equinox_static(True), ()),
+    "float-subclass": (_Float(0.0), _Float(-0.0), ("v",)),
+    "tuple-subclass": (_Tuple((1,)), _Tuple((1.0,)), ("v",)),
+    "literal-order": (Literal["adam", "sgd"], Literal["sgd", "adam"], ()),
+    "union-order": (int | str, str | int, ()),
+    "generic-alias-args": (list[1], list[True], ()),  # type: ignore[valid-type]
+}
+
+
+def _shows(v: Any) -> Callable[[], str]:
+    def f() -> str:
+        if (
+            isinstance(v, type)
+            or hasattr(v, "__origin__")
+            or type(v).__name__ == "UnionType"
+        ):
+            return repr(typing.get_args(v))
+        return _show(v)
+
+    return f
+
+
+@pytest.mark.parametrize("replayed", [False, True], ids=["first-lift", "replayed"])
+@pytest.mark.parametrize(
+    ("a", "b", "static"), list(_LOOSE_PAIRS.values()), ids=list(_LOOSE_PAIRS)
+)
+def test_values_equal_only_loosely_are_different_statics(
+    a, b, static, replayed, monkeypatch
+):
+    """`0.0 == -0.0`, `1 == True`, `int | str == str | int`: JAX and Python
+    take them for equal, but the function computes differently with each. A
+    capture holding one never runs with the other, however it is held (a
+    node's static data, a subclass of a built-in, a type expression) and
+    whatever was lifted before (a replay compiled for the first)."""
+    from lift import _replay
+
+    if replayed:
+        monkeypatch.setattr(_replay, "REPLAY_AFTER", 0)
+    fa, fb = _shows(a), _shows(b)
+    assert fa() != fb()  # the case: the plain functions differ
+    for _ in range(3 if replayed else 1):
+        la = lift.lift(fa, static=static)
+    lb = lift.lift(fb, static=static)
+    assert (la(), lb()) == (fa(), fb())
+    assert jax.tree_util.tree_structure(la) != jax.tree_util.tree_structure(lb)
+    assert lift.diff(la, lb) is not None
+    with lift.verifying():
+        assert lift.lift(fb, static=static)() == fb()
+
+
+def test_equal_type_expressions_still_share_a_program() -> None:
+    """Keyed exactly, equal ones (made anew) are still one program."""
+
+    def make(choices: Any) -> Callable[[float], Any]:
+        def f(x: float) -> Any:
+            return x * len(typing.get_args(choices))
+
+        return f
+
+    counter = TraceCounter()
+    run = counter.jit(call_lifted)
+    for _ in range(3):
+        run(lift.lift(make(Literal["adam", "sgd"])), 1.0)
+        run(lift.lift(make(int | str)), 1.0)
+        run(lift.lift(make(_Box(0.5))), 1.0)
+    assert counter.traces == 3

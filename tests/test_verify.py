@@ -199,3 +199,46 @@ def test_the_environment_variable_turns_it_on(value: str, on: bool) -> None:
         check=True,
     )
     assert out.stdout.strip() == str(on)
+
+
+def test_a_log_the_jitted_function_fills_is_not_a_difference() -> None:
+    """Your own list, filled by the function while it traces, is not seen by a
+    cached call (as `jax.jit` does not see it in a closure): checked, each call
+    is served, and the log holds one entry per trace."""
+
+    def make() -> tuple[Any, list[int]]:
+        log: list[int] = []
+        lr = 0.5
+
+        @lift.jit
+        def step(x):
+            log.append(1)
+            return x * lr
+
+        return step, log
+
+    step, log = make()
+    with lift.verifying():
+        for _ in range(4):
+            assert float(step(2.0)) == 1.0
+    assert log == [1]
+
+
+def test_a_static_changed_in_place_between_calls_is_named_as_such() -> None:
+    """A static list your code changes between calls is a change in place (the
+    cached call serves the program compiled for the old contents), and the
+    check says so, with its fix, not that lift has a bug."""
+    scales = [1, 2]
+
+    @lift.jit
+    def step(x):
+        return x * len(scales)
+
+    with lift.verifying():
+        assert float(step(1.0)) == 2.0
+        assert float(step(1.0)) == 2.0
+        scales.append(3)
+        with pytest.raises(lift.LiftError, match=r"changed in place") as info:
+            step(1.0)
+    assert "bug in lift" not in str(info.value)
+    assert "Docs: errors/#changed-in-place" in str(info.value)

@@ -14,6 +14,7 @@ from typing import Any, Final
 __all__ = [
     "LIFTED_ARGUMENT",
     "asks_for_a_concrete_value",
+    "tracer_use",
     "bad_argument",
     "is_unhashable_static",
     "concretized_arguments",
@@ -45,8 +46,23 @@ def concretized_arguments(message: str) -> list[str] | None:
 
 def asks_for_a_concrete_value(err: BaseException) -> bool:
     """Whether `err` (a `TypeError`) says a value was needed concrete
-    (`jnp.zeros((n,))` with a traced `n`), as JAX's concretization errors do."""
-    return "concrete value" in str(err)
+    (`jnp.zeros((n,))` with a traced `n`), as JAX's concretization errors do,
+    or that a tracer was used as a plain Python value (`tracer_use`)."""
+    return "concrete value" in str(err) or tracer_use(err) is not None
+
+
+def tracer_use(err: BaseException) -> str | None:
+    """How Python's own `TypeError` says a tracer was used as a plain value:
+    `"format"` (`f"{lr:.3g}"`: a tracer formats only without a spec) or
+    `"hash"` (a dict key, a set member, `functools.cache`), else `None`."""
+    text = str(err)
+    if "Tracer" not in text:
+        return None
+    if text.startswith("unsupported format string passed to"):
+        return "format"
+    if text.startswith("unhashable type"):
+        return "hash"
+    return None
 
 
 def is_signature_mismatch(err: BaseException) -> bool:
