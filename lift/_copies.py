@@ -11,23 +11,35 @@ each copy it holds, the items it was built with, and after every call of the
 `Lifted` (eagerly, or while a transform traces it) a copy whose items are no
 longer those is refused with a `LiftError` naming the function and the
 variable. The user's object was never touched; the copies are dropped, and the
-next call builds the function afresh.
+next call builds the function afresh. A generator's or coroutine's body runs
+after the call returns: its copies are checked when it finishes (`watched`).
 """
 
 from __future__ import annotations
 
 import collections
 import itertools
-from collections.abc import Iterable, Sequence
-from typing import Any, Final, NamedTuple, TypeAlias, cast
+import types
+from collections.abc import AsyncGenerator, Coroutine, Generator, Iterable, Sequence
+from typing import Any, Final, NamedTuple, Protocol, TypeAlias, cast
 
+from ._closure import slots_of
 from ._compat import CUSTOM_NODES
 from ._errors import LiftError, describe
 from ._labels import SELF
 from ._nodes import CellNode, Node, Template
 from ._trees import flatten_checked, tree_flatten
 
-__all__ = ["REBUILT_TYPES", "Copies", "changed_copy", "copies_in", "refuse_changed"]
+__all__ = [
+    "REBUILT_TYPES",
+    "Copies",
+    "Watcher",
+    "changed_copy",
+    "copies_in",
+    "never_changes",
+    "refuse_changed",
+    "watched",
+]
 
 # The lists and dicts JAX flattens as nodes, so that lift rebuilds them around
 # their leaves: `dict`'s subclasses `OrderedDict` and `defaultdict` too.
@@ -104,29 +116,58 @@ def copies_in(
     return tuple(out)
 
 
+# Node classes whose instances your code cannot change in place, registered by
+# the module that defines them (`Lifted`: setting an attribute is refused, and
+# its slots hold lift's own caches, which a call fills).
+_NEVER_CHANGE: list[type[Any]] = []
+
+
+def never_changes(cls: type[Any]) -> None:
+    """Register `cls`: its instances are not watched as copies."""
+    _NEVER_CHANGE.append(cls)
+
+
 def _may_change(t: type[Any]) -> bool:
     """Whether instances of the pytree node class `t` can be changed in place."""
-    if issubclass(t, tuple):
+    if issubclass(t, (tuple, *_NEVER_CHANGE)):
         return False
     params = getattr(t, "__dataclass_params__", None)
     return not getattr(params, "frozen", False)
 
 
 def _state(x: Any, is_node: bool) -> tuple[Any, ...] | None:
-    """What a copy holds: a list's items, a dict's keys and values; a node's
-    treedef one level deep, its children and its attributes (`None` if it
-    cannot be read)."""
+    """What a copy holds: a list's items, a dict's keys and values (and a
+    `defaultdict`'s `default_factory`, which code may set: JAX rebuilds it
+    from the aux data); a node's treedef one level deep, its children and its
+    attributes, slots included (`None` if it cannot be read)."""
     if not is_node:
         if isinstance(x, dict):
             pairs = cast("dict[Any, Any]", x).items()
+            if isinstance(x, collections.defaultdict):
+                factory = cast("collections.defaultdict[Any, Any]", x).default_factory
+                return (None, factory, *itertools.chain.from_iterable(pairs))
             return (None, *itertools.chain.from_iterable(pairs))
         return (None, *cast("list[Any]", x))
     try:
         children, treedef = tree_flatten(x, is_leaf=lambda y: y is not x)  # pyright: ignore[reportUnknownLambdaType]
-        attributes = cast("dict[str, Any]", vars(x) if hasattr(x, "__dict__") else {})
+        attributes = _attributes(x)
     except Exception:  # a node that fails to flatten: nothing to compare
         return None
-    return (treedef, *children, *itertools.chain.from_iterable(attributes.items()))
+    return (treedef, *children, *itertools.chain.from_iterable(attributes))
+
+
+def _attributes(x: Any) -> list[tuple[str, Any]]:
+    """The attributes of the node `x`: its `__dict__`'s, and its slots that
+    are set (a class with `__slots__` has no `__dict__` to read them from)."""
+    found = getattr(x, "__dict__", None)
+    out = list(cast("dict[str, Any]", found).items()) if type(found) is dict else []
+    t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
+    for name in slots_of(t):
+        try:
+            out.append((name, getattr(x, name)))
+        except Exception:  # an unset slot, or a descriptor that raises
+            continue
+    return out
 
 
 def _made_anew(x: Any) -> list[tuple[str, Any]]:
@@ -135,14 +176,13 @@ def _made_anew(x: Any) -> list[tuple[str, Any]]:
     each with its attribute: those a second unflattening of `x`'s children
     does not share. (A container it shares, from the aux data or a default,
     is your object's own, and a change to it reaches you.)"""
-    attributes = cast("dict[str, Any]", getattr(x, "__dict__", {}))
-    mine = _mutable_in(attributes.items())
+    mine = _mutable_in(_attributes(x))
     if not mine:
         return []
     try:
         children, treedef = tree_flatten(x, is_leaf=lambda y: y is not x)  # pyright: ignore[reportUnknownLambdaType]
         twin = treedef.unflatten(children)
-        shared = {id(c) for _, c in _mutable_in(getattr(twin, "__dict__", {}).items())}
+        shared = {id(c) for _, c in _mutable_in(_attributes(twin))}
     except Exception:  # it unflattened once, to build `x`; cannot tell now
         return []
     return [(a, c) for a, c in mine if id(c) not in shared]
@@ -266,3 +306,94 @@ def refuse_changed(copy: Copy, *, between_calls: bool = False) -> LiftError:
         f"change.\nFix: {fix}.",
         anchor="mutates-a-rebuilt-container",
     )
+
+
+# -- generators and coroutines: checked when their body finishes ----------------
+
+
+class Watcher(Protocol):
+    """One call of a rebuilt generator or coroutine function that holds
+    copies: its body runs after the call returns, so the copies it uses are
+    chosen when the body starts and checked when it finishes."""
+
+    def start(self) -> Any:
+        """The call made again, by the build whose copies it is to use: the
+        generator, coroutine or async generator to run."""
+        ...
+
+    def finish(self, cause: BaseException | None) -> None:
+        """Check the copies the body used, once it returned (`cause` `None`)
+        or raised `cause` (`GeneratorExit` when it was closed)."""
+        ...
+
+
+def watched(made: Any, watcher: Watcher) -> Any:
+    """In place of `made`, what a call of a rebuilt generator, coroutine or
+    async generator function returned (its arguments bound, its body not
+    started), one of the same kind and name that runs the call `watcher`
+    starts: `send`, `throw` and `close` (`asend`, `athrow`, `aclose`) reach it
+    as they would reach `made`, and the copies it used are checked when its
+    body finishes (returns, raises, or is closed), not when the call returns.
+    One never started starts nothing and checks nothing. `made` itself is
+    closed, never run: a coroutine dropped unclosed would warn that it was
+    never awaited, besides the one returned."""
+    t: type[Any] = type(made)  # pyright: ignore[reportUnknownVariableType]
+    if t is types.GeneratorType:
+        out: Any = _generator(watcher)
+        made.close()
+    elif t is types.CoroutineType:
+        out = _coroutine(watcher)
+        made.close()
+    else:  # an async generator: dropped unstarted, `made` is silent
+        out = _async_generator(watcher)
+    # Named as yours, in reprs and in "coroutine ... was never awaited".
+    out.__name__, out.__qualname__ = made.__name__, made.__qualname__
+    return out
+
+
+def _generator(watcher: Watcher) -> Generator[Any, Any, Any]:
+    # `yield from` forwards `send`, `throw` and `close`, and the return value.
+    generator: Generator[Any, Any, Any] = watcher.start()
+    try:
+        out: Any = yield from generator
+    except BaseException as err:
+        watcher.finish(err)
+        raise
+    watcher.finish(None)
+    return out
+
+
+async def _coroutine(watcher: Watcher) -> Any:
+    # `await` forwards `send`, `throw` and `close` as `yield from` does.
+    coroutine = cast("Coroutine[Any, Any, Any]", watcher.start())
+    try:
+        out = await coroutine
+    except BaseException as err:
+        watcher.finish(err)
+        raise
+    watcher.finish(None)
+    return out
+
+
+async def _async_generator(watcher: Watcher) -> AsyncGenerator[Any, Any]:
+    # No `yield from` in an async generator: what it would do, by hand.
+    generator = cast("AsyncGenerator[Any, Any]", watcher.start())
+    try:
+        try:
+            value = await generator.asend(None)
+            while True:
+                try:
+                    sent = yield value
+                except GeneratorExit:  # `aclose()`, or finalized
+                    await generator.aclose()
+                    raise
+                except BaseException as err:  # `athrow(err)`
+                    value = await generator.athrow(err)
+                else:
+                    value = await generator.asend(sent)
+        except StopAsyncIteration:
+            pass
+    except BaseException as err:
+        watcher.finish(err)
+        raise
+    watcher.finish(None)

@@ -16,10 +16,11 @@ import jax
 from typing_extensions import ParamSpec, TypeVar
 
 from . import _compat, _registry, _state_dict, _trees as jtu
+from ._builds import Build, call_watched, new_build
 from ._capture import capture, check_static_names
 from ._closure import register_function_of
 from ._convert import convert
-from ._copies import Copies, changed_copy, refuse_changed
+from ._copies import never_changes
 from ._describe import explain_concretization, reject
 from ._errors import (
     LiftAttributeError,
@@ -30,7 +31,7 @@ from ._errors import (
 )
 from ._floats import as_arrays
 from ._paths import _NOT_FOUND, attribute_of, captures_of, leaf_paths
-from ._rebuild import build, build_watched
+from ._rebuild import build
 from ._repr import pformat, repr_pretty, treescope_repr
 from ._skeleton import (
     Skeleton,
@@ -112,9 +113,8 @@ class Lifted(Generic[_P, _R]):
     __slots__ = (
         "__dict__",
         "__weakref__",
-        "_copies",
+        "_built",
         "_flat",
-        "_fn",
         "_leaves",
         "_original",
         "_skeleton",
@@ -126,8 +126,7 @@ class Lifted(Generic[_P, _R]):
     _skeleton: Skeleton
     _leaves: tuple[Any, ...]
     _flat: tuple[Any, ...] | None
-    _fn: Callable[_P, _R] | None
-    _copies: Copies
+    _built: Build | None  # at the first call
     _original: Any
 
     def __init__(
@@ -181,8 +180,7 @@ class Lifted(Generic[_P, _R]):
         self._skeleton = skeleton
         self._leaves = leaves
         self._flat = flat
-        self._fn = None
-        self._copies = ()
+        self._built = None
         self._original = None
         attrs = skeleton.attrs
         if attrs is None:
@@ -258,55 +256,55 @@ class Lifted(Generic[_P, _R]):
         return flat
 
     def _function(self) -> Callable[_P, _R]:
-        fn = self._fn
-        if fn is None:
-            fn, self._copies = build_watched(self._skeleton, self._arrays())
-            self._fn = fn
-        return fn
+        """The function rebuilt around the leaves, built at the first call
+        and shared by the calls after it."""
+        built = self._built
+        if built is None:
+            built = self._build()
+        return built.fn
+
+    def _build(self) -> Build:
+        """The build the calls share, made anew. (Two threads making one at
+        once each run their own; the last one kept is shared after.)"""
+        built = new_build(self._skeleton, self._arrays(), shared=True)
+        self._built = built
+        return built
+
+    @property
+    def _fn(self) -> Callable[_P, _R] | None:
+        """The function the calls share, if built yet (the memory tests read it)."""
+        built = self._built
+        return None if built is None else built.fn
 
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        fn = self._fn
-        if fn is None:
-            fn = self._function()
-        elif self._copies:
-            # Changed since the last call returned: through a value it gave out.
-            self._refuse_changed_copy(between_calls=True)
+        built = self._built
+        if built is None:
+            built = self._build()
+        if built.copies:
+            return call_watched(self, built, args, kwargs)
         try:
-            out = fn(*args, **kwargs)
+            return built.fn(*args, **kwargs)
         except Exception as err:
-            # A call that changed a copy and then raised is refused too, its
-            # error chained: raising must not hide the lost change.
-            if self._copies:
-                self._refuse_changed_copy(cause=err)
-            # JAX's concretization errors, and those that say a value was needed
-            # concrete (`jnp.zeros((n,))` with a traced `n`): name the capture.
-            if not isinstance(err, _CONCRETIZATION) and not (
-                isinstance(err, TypeError) and _compat.asks_for_a_concrete_value(err)
-            ):
-                raise
-            better = explain_concretization(self, err)
-            if better is None:
-                raise
-            try:
-                raise better from err
-            finally:
-                # Not kept by this frame, which its traceback holds: a cycle
-                # that would keep this function (and its tracers) alive.
-                del better
-        if self._copies:
-            self._refuse_changed_copy()
-        return out
+            self._explain(err)
+            raise
 
-    def _refuse_changed_copy(
-        self, *, between_calls: bool = False, cause: BaseException | None = None
-    ) -> None:
-        """Refuse a copy this function holds that is no longer as it was built
-        (`lift._copies`), chained to `cause`. The copies are dropped: the next
-        call builds the function afresh. (Raised, not returned: an exception in
-        a local of `__call__` would be a cycle through its traceback.)"""
-        if (changed := changed_copy(self._copies)) is not None:
-            self._fn, self._copies = None, ()
-            raise refuse_changed(changed, between_calls=between_calls) from cause
+    def _explain(self, err: Exception) -> None:
+        """Raise, from `err`, the error naming the capture for JAX's
+        concretization errors, and those that say a value was needed concrete
+        (`jnp.zeros((n,))` with a traced `n`); return for any other."""
+        if not isinstance(err, _CONCRETIZATION) and not (
+            isinstance(err, TypeError) and _compat.asks_for_a_concrete_value(err)
+        ):
+            return
+        better = explain_concretization(self, err)
+        if better is None:
+            return
+        try:
+            raise better from err
+        finally:
+            # Not kept by this frame, which its traceback holds: a cycle
+            # that would keep this function (and its tracers) alive.
+            del better
 
     def __get__(self, instance: Any, owner: type | None = None) -> Any:
         # Behave like a function when stored on a class: bind `self`.
@@ -614,5 +612,8 @@ def rebuilt(x: Lifted[Any, Any]) -> Callable[..., Any]:
 
 
 _register(Lifted)
+# Your code cannot change a `Lifted` in place (`lifted-setattr`); a call fills
+# its own caches, which the copies check must not take for a change.
+never_changes(Lifted)
 # flax serialization handlers, once flax is imported (never imported from here).
 _state_dict.register(Lifted)

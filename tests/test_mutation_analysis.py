@@ -18,6 +18,7 @@ compiled.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import dataclasses
 import functools
@@ -84,6 +85,17 @@ def _defaultdict_counter() -> tuple[Callable[..., Any], Any]:
     def step(x: Any) -> Any:
         counts["n"] += 1  # plain Python: counts == {'n': 1}
         return x * 2
+
+    return step, counts
+
+
+def _defaultdict_factory_set() -> tuple[Callable[..., Any], Any]:
+    # Holds a float: rebuilt, its `default_factory` from JAX's aux data.
+    counts: collections.defaultdict[str, Any] = collections.defaultdict(int, lr=0.5)
+
+    def step(x: Any) -> Any:
+        counts.default_factory = list  # plain Python: counts makes lists
+        return x * counts["lr"]
 
     return step, counts
 
@@ -556,6 +568,47 @@ class _SharingHistory:
         return f"_SharingHistory({self.history})"
 
 
+@jax.tree_util.register_pytree_node_class
+class _Slotted:
+    """A registered class with `__slots__`, no `__dict__`: its attributes are
+    slots, and its `__init__` makes `history` anew."""
+
+    __slots__ = ("calls", "history", "w")
+
+    def __init__(self, w: Any) -> None:
+        self.w = w
+        self.calls = 0
+        self.history: list[Any] = []
+
+    def tree_flatten(self) -> tuple[tuple[Any], None]:
+        return (self.w,), None
+
+    @classmethod
+    def tree_unflatten(cls, _: None, children: tuple[Any]) -> _Slotted:
+        return cls(*children)
+
+    def remember(self, x: Any) -> Any:
+        self.history.append(1)  # plain Python: m.history gains 1
+        return x * self.w
+
+    def __repr__(self) -> str:
+        return f"_Slotted({self.calls}, {self.history})"
+
+
+def _bump(o: Any) -> None:
+    o.calls += 1
+
+
+def _slot_set_by_a_users_function() -> tuple[Callable[..., Any], Any]:
+    m = _Slotted(np.float32(1.0))
+
+    def step(x: Any) -> Any:
+        _bump(m)  # plain Python: m.calls == 1
+        return x * m.w
+
+    return step, m
+
+
 _DEFAULT_HISTORY: list[Any] = []
 
 
@@ -642,6 +695,18 @@ _CASES: dict[str, tuple[Maker, str]] = {
         "m",
     ),
     "set_w2(m), m a registered class": (_node_attribute_by_a_users_function, "m"),
+    "bump(m), m a registered class with __slots__": (
+        _slot_set_by_a_users_function,
+        "m",
+    ),
+    "lift(m.remember), self.history.append(1), history a slot made in __init__": (
+        lambda: ((m := _Slotted(np.float32(1.0))).remember, m),
+        "self",
+    ),
+    "counts.default_factory = list, counts a rebuilt defaultdict": (
+        _defaultdict_factory_set,
+        "counts",
+    ),
     "lift(m.remember), self.history.append(1), history made in __init__": (
         lambda: ((m := _Remembering(np.float32(1.0))).remember, m),
         "self",
@@ -1107,3 +1172,180 @@ def test_a_copy_given_out_and_changed_is_refused_as_changed_between_calls() -> N
     assert state["log"] == [0.5]
     # The copies were dropped: the next call is built afresh and runs.
     assert len(lifted(1.0)) == 1
+
+
+# -- generators and coroutines: checked when their body finishes ---------------
+
+
+def _logging_generator() -> tuple[Callable[..., Any], dict[str, Any]]:
+    state: dict[str, Any] = {"lr": 0.5, "log": [0.5]}
+
+    def gen(x: Any) -> Any:
+        _add(state["log"])  # not read: called, so seen by the call
+        yield x * state["lr"]
+        yield x
+
+    return gen, state
+
+
+def test_a_generator_that_changes_a_copy_is_refused_when_its_body_finishes() -> None:
+    gen, state = _logging_generator()
+    assert list(gen(2.0)) == [1.0, 2.0]
+    assert state["log"] == [0.5, 1]
+
+    gen, state = _logging_generator()
+    lifted = lift.lift(gen)
+    it = lifted(2.0)  # its body has not run
+    with pytest.raises(
+        lift.LiftError, match=r"gen .* mutated the captured variable 'state'"
+    ):
+        list(it)
+    assert state["log"] == [0.5]
+    # The next call is refused as its own, not as a change between two calls.
+    with pytest.raises(lift.LiftError, match="mutated the captured variable 'state'"):
+        list(lifted(2.0))
+    # Closed before it is exhausted: refused by `close()`.
+    it = lifted(2.0)
+    assert next(it) == 1.0
+    with pytest.raises(lift.LiftError, match="mutated the captured variable 'state'"):
+        it.close()
+    assert state["log"] == [0.5]
+
+
+def test_coroutines_and_async_generators_that_change_a_copy_are_refused() -> None:
+    state: dict[str, Any] = {"lr": 0.5, "log": [0.5]}
+
+    async def step(x: Any) -> Any:
+        _add(state["log"])
+        return x * state["lr"]
+
+    async def stream(x: Any) -> Any:
+        _add(state["log"])
+        yield x * state["lr"]
+
+    async def collect(agen: Any) -> list[Any]:
+        return [v async for v in agen]
+
+    lifted = lift.lift(step)
+    for _ in range(2):  # the second call is not "changed between two calls"
+        with pytest.raises(
+            lift.LiftError, match=r"step .* mutated the captured variable 'state'"
+        ):
+            asyncio.run(lifted(2.0))
+    streaming = lift.lift(stream)
+    for _ in range(2):
+        with pytest.raises(
+            lift.LiftError, match=r"stream .* mutated the captured variable 'state'"
+        ):
+            asyncio.run(collect(streaming(2.0)))
+    assert state["log"] == [0.5]
+
+
+def _echo() -> tuple[Callable[..., Any], list[str]]:
+    state: dict[str, Any] = {"lr": 0.5, "log": [0.5]}  # held as a copy, only read
+    events: list[str] = []
+
+    def echo(x: Any) -> Any:
+        total = x
+        try:
+            while True:
+                try:
+                    got = yield total * state["lr"]
+                except KeyError:
+                    got = 10.0
+                if got is None:
+                    return total
+                total += got
+        finally:
+            events.append("finally")
+
+    return echo, events
+
+
+def _drive(it: Any) -> list[Any]:
+    out = [next(it), it.send(1.0), it.throw(KeyError("k"))]
+    try:
+        it.send(None)
+    except StopIteration as stop:
+        out.append(("returned", stop.value))
+    return out
+
+
+def test_a_watched_generator_forwards_send_throw_close_and_its_return_value() -> None:
+    echo, events = _echo()
+    expected = _drive(echo(2.0))
+    assert expected == [1.0, 1.5, 6.5, ("returned", 13.0)]
+    assert events == ["finally"]
+
+    echo, events = _echo()
+    lifted = lift.lift(echo)
+    it = lifted(2.0)
+    assert it.__qualname__ == echo.__qualname__
+    assert _drive(it) == expected
+    assert events == ["finally"]
+    it = lifted(2.0)
+    assert next(it) == 1.0
+    it.close()
+    assert events == ["finally", "finally"]
+    with pytest.raises(ValueError, match="stop"):
+        lifted(2.0).throw(ValueError("stop"))  # never started: its body never runs
+    # Nothing changed: no later call is refused.
+    assert _drive(lifted(2.0)) == expected
+
+
+def test_a_watched_async_generator_forwards_asend_athrow_aclose() -> None:
+    state: dict[str, Any] = {"lr": 0.5, "log": [0.5]}
+    events: list[str] = []
+
+    async def echo(x: Any) -> Any:
+        total = x
+        try:
+            while True:
+                try:
+                    got = yield total * state["lr"]
+                except KeyError:
+                    got = 10.0
+                total += got or 0.0
+        finally:
+            events.append("finally")
+
+    async def drive(it: Any) -> list[Any]:
+        out = [await it.__anext__(), await it.asend(1.0), await it.athrow(KeyError())]
+        await it.aclose()
+        return out
+
+    expected = asyncio.run(drive(echo(2.0)))
+    assert expected == [1.0, 1.5, 6.5]
+    lifted = lift.lift(echo)
+    for _ in range(2):
+        assert asyncio.run(drive(lifted(2.0))) == expected
+    assert events == ["finally"] * 3
+
+
+def test_a_generator_holding_no_copies_is_returned_as_it_is() -> None:
+    w = np.float32(2.0)  # a leaf, in no container: nothing is a copy
+
+    def gen(x: Any) -> Any:
+        yield x * w
+
+    it = lift.lift(gen)(1.0)
+    assert it.gi_code is gen.__code__  # not wrapped
+
+
+def test_two_generators_of_one_lifted_running_at_once_check_their_own_copies() -> None:
+    state: dict[str, Any] = {"lr": 0.5, "log": [0.5]}
+
+    def gen(x: Any, mutate: bool) -> Any:
+        if mutate:
+            _add(state["log"])
+        yield x * state["lr"]
+        yield x
+
+    lifted = lift.lift(gen)
+    reading = lifted(2.0, False)
+    assert next(reading) == 1.0  # uses the copies the calls share
+    with pytest.raises(lift.LiftError, match="mutated the captured variable 'state'"):
+        list(lifted(4.0, True))  # a build of its own, refused
+    assert list(reading) == [2.0]  # not refused: its copies did not change
+    assert list(lifted(2.0, False)) == [1.0, 2.0]
+    assert state["log"] == [0.5]

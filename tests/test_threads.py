@@ -341,3 +341,98 @@ def test_a_state_written_late_by_a_slower_thread_is_not_served_stale() -> None:
     assert float(step(1.0)) == 2.0
     step._fast = late  # pyright: ignore[reportPrivateUsage]
     assert [float(step(1.0)) for _ in range(3)] == [2.0] * 3
+
+
+# -- the copies a rebuilt function holds, checked per call ----------------------
+
+
+def _append(log: list[Any]) -> None:  # not read by lift: the call shows it
+    log.append(1)
+
+
+def _logging(
+    gate: Callable[[bool], None],
+) -> tuple[Callable[[Any, bool], Any], dict[str, Any]]:
+    # The list in a dict holding a float: lift rebuilds both, the function
+    # holds them as copies (`lift._copies`).
+    state: dict[str, Any] = {"lr": 0.5, "log": [0.5]}
+
+    def step(x: Any, mutate: bool) -> Any:
+        if mutate:
+            _append(state["log"])
+        gate(mutate)
+        return x * state["lr"]
+
+    return step, state
+
+
+def test_a_reading_call_is_not_refused_for_another_threads_mutation() -> None:
+    # The reading call runs the shared build first and waits inside it while
+    # the mutating call runs: the mutating call is refused, in its own thread.
+    reading, mutated, read_done = (threading.Event() for _ in range(3))
+
+    def gate(mutate: bool) -> None:
+        if mutate:
+            mutated.set()
+            assert read_done.wait(TIMEOUT)
+        elif not reading.is_set():
+            reading.set()
+            assert mutated.wait(TIMEOUT)
+
+    step, state = _logging(gate)
+    lifted = lift.lift(step)
+    results: dict[str, Any] = {}
+
+    def call(mutate: bool) -> None:
+        try:
+            results["mutating" if mutate else "reading"] = lifted(2.0, mutate)
+        except lift.LiftError as e:
+            results["mutating" if mutate else "reading"] = e
+        finally:
+            if not mutate:
+                read_done.set()
+
+    reader = threading.Thread(target=call, args=(False,), daemon=True)
+    reader.start()
+    assert reading.wait(TIMEOUT)
+    mutator = threading.Thread(target=call, args=(True,), daemon=True)
+    mutator.start()
+    reader.join(TIMEOUT)
+    mutator.join(TIMEOUT)
+    assert results["reading"] == 1.0
+    assert isinstance(results["mutating"], lift.LiftError)
+    assert "mutated the captured variable 'state'" in str(results["mutating"])
+    assert state["log"] == [0.5]
+    assert lifted(2.0, False) == 1.0
+
+
+def test_every_mutating_call_from_four_threads_is_refused_and_no_reading_one() -> None:
+    step, state = _logging(lambda _: None)
+    lifted = lift.lift(step)
+    lock = threading.Lock()
+    outcomes: list[tuple[bool, Any]] = []
+
+    def work(i: int) -> None:
+        for k in range(ITERATIONS):
+            mutate = (i + k) % 3 == 0
+            try:
+                out: Any = lifted(2.0, mutate)
+            except lift.LiftError as e:
+                out = str(e)
+            with lock:
+                outcomes.append((mutate, out))
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads often, inside the calls
+    try:
+        run_threads(work, threads=4)
+    finally:
+        sys.setswitchinterval(interval)
+    assert len(outcomes) == 4 * ITERATIONS
+    for mutate, out in outcomes:
+        if mutate:  # refused as the call that mutated, not silently lost
+            assert isinstance(out, str), "a mutation reached a copy silently"
+            assert "mutated the captured variable 'state'" in out, out
+        else:  # never refused for another call's change
+            assert out == 1.0, out
+    assert state["log"] == [0.5]
