@@ -32,7 +32,11 @@ def explain_concretization(x: LiftedParts, err: BaseException) -> LiftError | No
     frame's captured tracers, and the argument JAX's message names, consulted.
     """
     leaves = arrays_of(x)
-    tracers = {id(leaf): i for i, leaf in enumerate(leaves) if isinstance(leaf, Tracer)}
+    kind = tracer_use(err)
+    # Hashing fails for an array as for a tracer (eagerly, or under `grad`
+    # with the capture not traced): then the arrays count too.
+    held = jax.Array if kind == "hash" else Tracer
+    tracers = {id(leaf): i for i, leaf in enumerate(leaves) if isinstance(leaf, held)}
     if not tracers:
         return None
     skeleton = skeleton_of(x)
@@ -55,11 +59,13 @@ def explain_concretization(x: LiftedParts, err: BaseException) -> LiftError | No
         if name in local
         for i in _leaves_in(local[name], tracers)
     ]
-    # Of those, the ones JAX was converting, where its frames show them.
+    # Of those, the ones JAX was converting, where its frames show them; and
+    # a leaf itself before a container holding one (`d[k]` hashes `k`).
     converted = [(n, i) for n, i in found if id(leaves[i]) in _converted(last)]
     found = converted or found
+    found.sort(key=lambda pair: id(local[pair[0]]) not in tracers)
     if sources and (
-        not found or any(_foreign(local.get(n), tracers) for _, n in sources)
+        not found or any(_foreign(local.get(n), tracers, held) for _, n in sources)
     ):
         # Computed from arguments (or static values) alone, or from a traced
         # argument too: making a capture static would not help.
@@ -80,7 +86,7 @@ def explain_concretization(x: LiftedParts, err: BaseException) -> LiftError | No
     elif isinstance(err, jax.errors.TracerIntegerConversionError):
         use = "as a Python int (`int()`, an index, a `range`, a shape)"
         other = "compute with it as an array"
-    elif (kind := tracer_use(err)) == "format":
+    elif kind == "format":
         use = "in a format spec (`f'{x:.3g}'`, `format()`)"
         other = "print it with `jax.debug.print` (its value at run time)"
     elif kind == "hash":
@@ -92,9 +98,14 @@ def explain_concretization(x: LiftedParts, err: BaseException) -> LiftError | No
             "`.item()`, NumPy)"
         )
         other = "compute with it as an array"
+    made = (
+        f"a traced value ({aval}), so its value is unknown while tracing"
+        if isinstance(leaves[index], Tracer)
+        else f"a JAX array ({aval}), which Python cannot hash"
+    )
     return LiftError(
-        f"{where} uses the captured variable {name!r} {use}, but lift made it a "
-        f"traced value ({aval}), so its value is unknown while tracing.\nFix: keep "
+        f"{where} uses the captured variable {name!r} {use}, but lift made it "
+        f"{made}.\nFix: keep "
         f"it static, {static_fix(names)} (each new value then compiles "
         f"anew), or {other}.",
         anchor="control-flow-on-a-capture",
@@ -131,10 +142,10 @@ def _converted(tb: types.TracebackType) -> set[int]:
     return out
 
 
-def _foreign(value: Any, tracers: dict[int, int]) -> bool:
-    """Whether `value` is a tracer that is not a leaf of the `Lifted` (an
-    argument the transform traces)."""
-    return isinstance(value, Tracer) and id(value) not in tracers
+def _foreign(value: Any, tracers: dict[int, int], held: type[Any] = Tracer) -> bool:
+    """Whether `value` is a tracer (or, with `held` an array type, an array)
+    that is not a leaf of the `Lifted`: an argument."""
+    return isinstance(value, held) and id(value) not in tracers
 
 
 def _guessed(

@@ -92,31 +92,47 @@ def _diff_leaves(
                 "other (jax.jit compiles a program per leaf shape, dtype and weak "
                 "type)"
             )
-        elif (px := _placement(x)) != (py := _placement(y)):
+        elif _placed_apart(x, y):
             lines.append(
-                f"{at_path(jtu.keystr(path))}a leaf {_placement_text(px)} in one, "
-                f"{_placement_text(py)} in the other (jax.jit compiles a program "
+                f"{at_path(jtu.keystr(path))}a leaf {_placement_text(x, y)} in one, "
+                f"{_placement_text(y, x)} in the other (jax.jit compiles a program "
                 "per placement of an array committed to its devices)"
             )
 
 
-def _placement(x: Any) -> tuple[bool, Any]:
-    """Where `jax.jit` takes a leaf to be: committed to its sharding (put there
-    with `jax.device_put`, or computed from such), or not (a NumPy array, a
-    Python scalar, an array on the default device)."""
-    if type(x) is not ArrayImpl or not x.committed:
-        return (False, None)
-    return (True, x.sharding)
+def _committed(x: Any) -> bool:
+    """Whether `jax.jit` takes `x` to be where it is: an array committed to
+    its sharding (put there with `jax.device_put`, or computed from such), not
+    a NumPy array, a Python scalar or an array on the default device."""
+    return type(x) is ArrayImpl and x.committed
 
 
-def _placement_text(placement: tuple[bool, Any]) -> str:
-    committed, sharding = placement
-    if not committed:
+def _placed_apart(x: Any, y: Any) -> bool:
+    """Whether `jax.jit` compiles apart for where `x` and `y` are: one
+    committed and not the other, or committed to shardings of other kinds or
+    not equivalent (`P()` and `P(None)` are)."""
+    cx, cy = _committed(x), _committed(y)
+    if cx != cy:
+        return True
+    if not cx:
+        return False
+    sx, sy = x.sharding, y.sharding
+    return type(sx) is not type(sy) or not sx.is_equivalent_to(sy, x.ndim)
+
+
+def _placement_text(x: Any, other: Any) -> str:
+    if not _committed(x):
         return "not committed to a device"
+    sharding = x.sharding
     devices = sorted(sharding.device_set, key=lambda d: d.id)
-    if len(devices) == 1:
-        return f"committed to {devices[0]}"
-    return f"sharded as {static_str(sharding, 100)}"
+    where = (
+        f"to {devices[0]}"
+        if len(devices) == 1
+        else f"to {len(devices)} devices as {static_str(sharding, 100)}"
+    )
+    if _committed(other) and other.sharding.device_set == sharding.device_set:
+        where += f" by a {type(sharding).__name__}"  # the same devices: the kinds
+    return f"committed {where}"
 
 
 def _leaf_type(x: Any) -> str:

@@ -12,7 +12,6 @@ import copy
 import inspect
 import operator
 import types
-import weakref
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final, Generic, Self, TypeVar, cast, overload
 
@@ -62,11 +61,6 @@ _defaults: Final = operator.attrgetter("__defaults__")
 _kwdefaults: Final = operator.attrgetter("__kwdefaults__")
 _attrs: Final = operator.attrgetter("__dict__")
 # -- what a call reads -------------------------------------------------------------
-
-
-# With `lift.verifying()` on: each function's lift as its last call left it
-# (`JitFunction._lifted_after_call`).
-_AFTER: Final[weakref.WeakKeyDictionary[Any, Any]] = weakref.WeakKeyDictionary()
 
 
 # How many times a lift is tried again when a capture it read was rebound
@@ -168,7 +162,7 @@ class JitFunction(Generic[_P, _R]):
             if snapshot.verified:
                 if _VERIFY.on:
                     lifted = snapshot.lifted
-                    check_cached(fn, self._lift, lifted, None, lifted, _AFTER.get(self))
+                    check_cached(fn, self._lift, lifted, None, lifted)
                 return fast
             # Made by a first call (`_slow`): kept if the lift read what it watches.
             found = watched_targets(snapshot.lifted, fn)
@@ -403,10 +397,10 @@ class JitFunction(Generic[_P, _R]):
             call, first, tree = self._slow(len(args))
         elif _VERIFY.on:
             kept = None if snapshot is None else snapshot.lifted
-            check_cached(self._fn, self._lift, first, tree, kept, _AFTER.get(self))
+            check_cached(self._fn, self._lift, first, tree, kept)
         self._calling.treedef = tree
         try:
-            out = call(first, *args, **kwargs)
+            return call(first, *args, **kwargs)
         except (TypeError, ValueError) as err:
             if isinstance(err, LiftError) and err.static_names is not None:
                 raise under_lift_jit(err) from None
@@ -419,23 +413,6 @@ class JitFunction(Generic[_P, _R]):
                 raise better from err
             finally:
                 del better  # not kept by this frame (its traceback holds it)
-        if _VERIFY.on:
-            self._lifted_after_call()
-        return out
-
-    def _lifted_after_call(self) -> None:
-        """With `lift.verifying()` on: a lift of the function as a call left it,
-        so that the next cached call tells the statics the call itself changed
-        (a log it appends to while it traces) from those changed in place
-        since (`check_cached`)."""
-        try:
-            lifted = self._lift()
-        except LiftError:
-            lifted = None
-        if lifted is None or holds_tracer(lifted):  # kept, a tracer would leak
-            _AFTER.pop(self, None)
-        else:
-            _AFTER[self] = lifted
 
     def lower(self, *args: _P.args, **kwargs: _P.kwargs) -> Lowered:
         """Lower for the given arguments, as `jax.jit(fn).lower(...)` does.

@@ -22,7 +22,8 @@ from ._closure import cells as cells_of
 from ._compat import conversion_context
 from ._errors import LiftError, describe
 from ._lifted import Lifted
-from ._nodes import CellNode, FunctionNode, PartialNode, Ref, Template
+from ._nodes import CellNode, FunctionNode, PartialNode, Ref, Static, Template
+from ._side_effects import own_changed
 from ._skeleton import Skeleton, skeleton_of, static_changes
 from ._verify import disagree, same_leaves
 
@@ -291,22 +292,20 @@ def holds_tracer(lifted: Any) -> bool:
 
 
 def check_cached(
-    fn: Any,
-    lift_now: Callable[[], Any],
-    first: Any,
-    tree: Any,
-    kept: Any,
-    after: Any = None,
+    fn: Any, lift_now: Callable[[], Any], first: Any, tree: Any, kept: Any
 ) -> None:
     """With `lift.verifying()` on: that what a cached call passes (`first`, the
     leaves for `tree`, or a lifted function when `tree` is `None`) is what
     lifting the function now gives. `kept` is the lift it was made from: when
-    that too differs from lifting now, the captures changed in place. `after`
-    is a lift made when the last call returned: the contents of your own
-    lists, dicts and sets that the calls themselves changed (a log the function
-    appends to while it traces) are not a difference, as `jax.jit` does not
-    see them in its closure either; changed since, they were changed in
-    place."""
+    that too differs from lifting now, the captures changed in place.
+
+    The contents of your own lists, dicts and sets (a log a function fills
+    while it traces, a trace counter, a loss log a callback fills) are not
+    part of what a cached call promises: it serves what it compiled, as
+    `jax.jit` does for a closure. While one of them differs from what `kept`
+    was keyed with, nothing is compared."""
+    if _own_changed(kept):
+        return
     try:
         fresh = lift_now()
     except LiftError as err:
@@ -323,29 +322,15 @@ def check_cached(
             jax.tree_util.tree_flatten(first),  # pyright: ignore[reportUnknownMemberType]
         )
     if treedef != tree:
-        changes = _changed_since(kept, fresh, tree)
-        if changes is None:
+        if _changed_since(kept, fresh, tree) is None:
             raise disagree(
                 "lift.jit cached call",
                 fn,
                 f"another treedef:\n  cached: {tree!r:.400}\n  now:    {treedef!r:.400}",
             )
-        # Only statics changed since the kept lift: in place, unless all are
-        # your own lists, dicts and sets as the last call left them.
-        own = all(
-            a is b and type(a) in (list, dict, set)  # pyright: ignore[reportUnknownArgumentType]
-            for a, b in changes
-        )
-        if (
-            not own
-            or not isinstance(after, Lifted)
-            or static_changes(
-                skeleton_of(cast("Lifted[..., Any]", after)),
-                skeleton_of(cast("Lifted[..., Any]", fresh)),
-            )
-            != []
-        ):
-            raise _changed_in_place(fn, "a program compiled for static values", "")
+        # Only statics changed since the kept lift (inside a captured container
+        # or object, since the cells are watched): in place.
+        raise _changed_in_place(fn, "a program compiled for static values", "")
     differs = same_leaves(first, leaves)
     if differs is not None:
         if kept is None or same_leaves(jax.tree_util.tree_leaves(kept), leaves) is None:
@@ -355,6 +340,21 @@ def check_cached(
         # object changed in place, which a cached call does not see (it would
         # walk them on every call).
         raise _changed_in_place(fn, "leaves", f" ({differs})")
+
+
+def _own_changed(kept: Any) -> bool:
+    """Whether a list, dict or set of yours that `kept` holds (as your own
+    object) changed since it was lifted."""
+    if not isinstance(kept, Lifted):
+        return False
+    nodes = skeleton_of(cast("Lifted[..., Any]", kept)).nodes
+    return own_changed(
+        slot
+        for node in nodes
+        for _, template in node.parts()
+        for slot in template.slots
+        if type(slot) is Static
+    )
 
 
 def _changed_since(kept: Any, fresh: Any, tree: Any) -> list[tuple[Any, Any]] | None:

@@ -362,6 +362,20 @@ def nests_plainly(value: Any) -> bool:
     return True
 
 
+def own_changed(statics: Iterable[Static]) -> bool:
+    """Whether one of `statics` is a list, dict or set kept as your own object
+    (`own_static`) whose contents are no longer those it was keyed by."""
+    for static in statics:
+        value = static.value
+        if type(value) in (list, dict, set) and not static.by_identity:  # pyright: ignore[reportUnknownArgumentType]
+            try:
+                if _contents_key(value) != static.slot_key:
+                    return True
+            except Exception:  # now holds an unhashable value: changed
+                return True
+    return False
+
+
 def _contents_key(value: Any) -> Any:
     t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
     if t is list:

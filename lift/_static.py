@@ -107,7 +107,7 @@ def static_key(value: Any, depth: int = 0) -> Any:
             ),
         )
     hash(value)
-    if t.__module__ == "typing" or t is types.GenericAlias or t is types.UnionType:
+    if t.__module__ == "typing" or issubclass(t, (types.GenericAlias, types.UnionType)):
         # Type expressions compare their arguments loosely (`int | str ==
         # str | int`, `Literal["a", "b"] == Literal["b", "a"]`, `list[1] ==
         # list[True]`): by their origin and arguments, in order, instead.
@@ -120,11 +120,19 @@ def static_key(value: Any, depth: int = 0) -> Any:
             )
         return (t, value)  # `Any`, a `TypeVar`: by identity
     base = _builtin_base(t)
-    if base is not None and not getattr(value, "__dict__", None):
+    if base is not None:
         # A subclass of a built-in value that keeps the built-in's `==` (`class
-        # F(float)`, `F(0.0) == F(-0.0)`) and holds nothing more: by its type
-        # and the built-in value's own key.
-        return (t, static_key(base(value), depth + 1))
+        # F(float)`, `F(0.0) == F(-0.0)`): by its type, the built-in value's
+        # own key and its attributes' (unhashable ones: by that `==`).
+        attributes = cast("dict[str, Any]", getattr(value, "__dict__", None) or {})
+        try:
+            return (
+                t,
+                static_key(base(value), depth + 1),
+                tuple((k, static_key(v, depth + 1)) for k, v in attributes.items()),
+            )
+        except TypeError:
+            pass
     # Compared by the class's own `__eq__`: equal keys may hold different values
     # (`is_exact` is false), so such a static is never swapped for an equal one.
     if t.__eq__ is object.__eq__ or issubclass(t, _BY_IDENTITY):
@@ -134,17 +142,38 @@ def static_key(value: Any, depth: int = 0) -> Any:
 
 def aux_key(treedef: Any) -> tuple[Any, ...] | None:
     """The static (aux) data of `treedef`'s custom nodes by `static_key`, or
-    `None` for a treedef without any (or with some unhashable). JAX compares
+    `None` for a treedef without any. JAX compares
     treedefs' static data with `==` (`0.0 == -0.0`, `1 == True`), so two
     captures whose treedefs are equal may rebuild different objects: a
     template's key holds this too."""
     parts = [aux for _, aux in custom_data(treedef) if aux is not None]
     if not parts:
         return None
+    return tuple(_aux_part_key(aux) for aux in parts)
+
+
+def _aux_part_key(aux: Any, depth: int = 0) -> Any:
+    """`static_key(aux)`, or for aux data JAX takes unhashable (its treedefs
+    hash without it): the lists, tuples and dicts in it by their items, and
+    what else cannot be hashed by identity."""
     try:
-        return tuple(static_key(aux) for aux in parts)
-    except TypeError:  # unhashable: JAX's own hash of the treedef fails first
-        return None
+        return static_key(aux, depth)
+    except TypeError:
+        pass
+    t: type[Any] = type(aux)  # pyright: ignore[reportUnknownVariableType]
+    if depth > _MAX_DEPTH:
+        return _ById(aux)
+    if t is list or t is tuple or _is_namedtuple(t):
+        return (t, tuple(_aux_part_key(a, depth + 1) for a in aux))  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+    if t is dict:
+        return (
+            t,
+            tuple(
+                (_aux_part_key(k, depth + 1), _aux_part_key(v, depth + 1))
+                for k, v in aux.items()  # pyright: ignore[reportUnknownVariableType]
+            ),
+        )
+    return _ById(aux)
 
 
 def _arg_key(arg: Any, depth: int) -> Any:

@@ -237,3 +237,34 @@ def test_selecting_by_a_float_capture_keeps_it_static() -> None:
         assert lifted(1.0) == f(1.0)
         assert float(jax.jit(lambda g, x: g(x))(lifted, 1.0)) == f(1.0)
         assert jax.tree_util.tree_leaves(lifted) == []
+
+
+def test_a_capture_hashed_outside_a_trace_is_named() -> None:
+    """Eagerly (and under `grad`, with the capture not traced) a float capture
+    is a JAX array, which Python cannot hash either: named, with its fix."""
+
+    def make(lr: Any) -> Any:
+        return lambda x: x * {0.1: 2.0}.get(lr, 1.0)
+
+    lifted = lift.lift(make(0.1))
+    for run in (lambda: lifted(1.0), lambda: jax.grad(lambda x: lifted(x))(1.0)):
+        with pytest.raises(
+            lift.LiftError, match=r"captured variable 'lr' as a hashed"
+        ) as info:
+            run()
+        assert "which Python cannot hash" in str(info.value)
+    fixed = lift.lift(make(0.1), static=("lr",))
+    assert float(fixed(1.0)) == 2.0
+
+
+def test_the_hashed_capture_is_named_before_a_container_holding_one() -> None:
+    """`d[k]` hashes `k`: the message names `k` first, not the dict `d` that
+    holds an array."""
+
+    def make(k: Any) -> Any:
+        d = {k: jnp.ones(())}
+        return lambda x: x * d[k]
+
+    with pytest.raises(lift.LiftError) as info:
+        jax.jit(lambda g, x: g(x))(lift.lift(make(0.5)), 1.0)
+    assert "uses the captured variable 'k' as a hashed" in str(info.value)

@@ -5,6 +5,7 @@ survives every serializer lift supports."""
 
 from __future__ import annotations
 
+import collections.abc
 import copy
 import dataclasses
 import enum
@@ -378,16 +379,34 @@ def _show(v: Any) -> str:
     return f"{type(v).__name__}:{v!r}"
 
 
+def _with_attribute(v: float) -> _Float:
+    rate = _Float(v)
+    rate.unit = "per step"  # type: ignore[attr-defined]
+    return rate
+
+
 _LOOSE_PAIRS = {
     "aux-zeros": (_in_aux(0.0), _in_aux(-0.0), ()),
     "aux-int-bool": (_in_aux(1), _in_aux(True), ()),
     "aux-int-float": (_in_aux(1), _in_aux(1.0), ()),
+    "aux-unhashable": (_in_aux([0.0]), _in_aux([-0.0]), ()),
     "equinox-static-field": (_in_equinox_static(1), _in_equinox_static(True), ()),
+    "equinox-static-list": (_in_equinox_static([1]), _in_equinox_static([True]), ()),
     "float-subclass": (_Float(0.0), _Float(-0.0), ("v",)),
+    "float-subclass-with-attribute": (
+        _with_attribute(0.0),
+        _with_attribute(-0.0),
+        ("v",),
+    ),
     "tuple-subclass": (_Tuple((1,)), _Tuple((1.0,)), ("v",)),
     "literal-order": (Literal["adam", "sgd"], Literal["sgd", "adam"], ()),
     "union-order": (int | str, str | int, ()),
     "generic-alias-args": (list[1], list[True], ()),  # type: ignore[valid-type]
+    "abc-callable-args": (
+        collections.abc.Callable[[int | str], str],
+        collections.abc.Callable[[str | int], str],
+        (),
+    ),
 }
 
 

@@ -54,9 +54,10 @@ def asks_for_a_concrete_value(err: BaseException) -> bool:
 def tracer_use(err: BaseException) -> str | None:
     """How Python's own `TypeError` says a tracer was used as a plain value:
     `"format"` (`f"{lr:.3g}"`: a tracer formats only without a spec) or
-    `"hash"` (a dict key, a set member, `functools.cache`), else `None`."""
+    `"hash"` (a dict key, a set member, `functools.cache`: a concrete array
+    cannot be hashed either), else `None`."""
     text = str(err)
-    if "Tracer" not in text:
+    if "Tracer" not in text and "ArrayImpl" not in text:  # (a concrete array's)
         return None
     if text.startswith("unsupported format string passed to"):
         return "format"
