@@ -18,11 +18,13 @@ after the call returns: its copies are checked when it finishes (`watched`).
 from __future__ import annotations
 
 import collections
+import functools
 import itertools
 import types
 from collections.abc import AsyncGenerator, Coroutine, Generator, Iterable, Sequence
 from typing import Any, Final, NamedTuple, Protocol, TypeAlias, cast
 
+from ._caches import per_class
 from ._closure import slots_of
 from ._compat import CUSTOM_NODES
 from ._errors import LiftError, describe
@@ -158,16 +160,32 @@ def _state(x: Any, is_node: bool) -> tuple[Any, ...] | None:
 
 def _attributes(x: Any) -> list[tuple[str, Any]]:
     """The attributes of the node `x`: its `__dict__`'s, and its slots that
-    are set (a class with `__slots__` has no `__dict__` to read them from)."""
+    are set (a class with `__slots__` has no `__dict__` to read them from);
+    not what a `functools.cached_property` stores (reading one on lift's copy
+    fills a cache, which changes nothing you would see)."""
+    t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
     found = getattr(x, "__dict__", None)
     out = list(cast("dict[str, Any]", found).items()) if type(found) is dict else []
-    t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
+    cached = _cached_properties(t)
+    if cached:
+        out = [(name, v) for name, v in out if name not in cached]
     for name in slots_of(t):
         try:
             out.append((name, getattr(x, name)))
         except Exception:  # an unset slot, or a descriptor that raises
             continue
     return out
+
+
+@per_class
+def _cached_properties(t: type[Any]) -> frozenset[str]:
+    """The names of `t`'s `functools.cached_property`s."""
+    return frozenset(
+        name
+        for klass in t.__mro__
+        for name, attr in vars(klass).items()
+        if isinstance(attr, functools.cached_property)
+    )
 
 
 def _made_anew(x: Any) -> list[tuple[str, Any]]:

@@ -1055,7 +1055,42 @@ def _varkw_reader(x: Any, **kw: Any) -> Any:
     return kw["log"][0] * x
 
 
+@jax.tree_util.register_pytree_node_class
+class _Cached:
+    """A registered class with a `functools.cached_property`: reading it
+    stores its value in the instance's `__dict__`."""
+
+    def __init__(self, w: Any) -> None:
+        self.w = w
+
+    @functools.cached_property
+    def double(self) -> Any:
+        return self.w * 2
+
+    def tree_flatten(self) -> tuple[tuple[Any], None]:
+        return (self.w,), None
+
+    @classmethod
+    def tree_unflatten(cls, _: None, children: tuple[Any]) -> _Cached:
+        return cls(*children)
+
+    def __repr__(self) -> str:
+        return f"_Cached({self.w}, cached={'double' in vars(self)})"
+
+
+def _cached_property_read() -> tuple[Callable[..., Any], Any]:
+    c = _Cached(np.float32(1.0))
+
+    def step(x: Any) -> Any:
+        return x * c.double
+
+    return step, c
+
+
 _READS: dict[str, Maker] = {
+    "c.double, a functools.cached_property of a registered node": (
+        _cached_property_read
+    ),
     "match state: case {'log': log, **rest}: read": _match_read,
     "type(buf).__len__(buf), buf.__class__.__getitem__(buf, 1)": _type_read,
     "getattr(buf, '__getitem__')(0)": _getattr_read,
