@@ -21,6 +21,7 @@ import jax
 import numpy as np
 
 from ._atoms import EXACT, INEXACT
+from ._caches import per_class
 from ._closure import custom_data
 from ._compat import Tracer as _Tracer, live_traces
 from ._errors import LiftError, describe, variable_str
@@ -195,6 +196,7 @@ _BUILTIN_VALUES: Final[tuple[type[Any], ...]] = (
 )
 
 
+@per_class
 def _builtin_base(t: type[Any]) -> type[Any] | None:
     """The built-in value type that `t`, a strict subclass of it, compares as
     (no `__eq__` or `__hash__` of its own, no slots, not an `Enum`), or `None`."""

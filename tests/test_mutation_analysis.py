@@ -24,7 +24,7 @@ import dataclasses
 import functools
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Self
 
 import jax
 import numpy as np
@@ -500,8 +500,29 @@ jax.tree_util.register_pytree_node(
 )
 
 
+class _FromW:
+    """A registered class's flattening whose `tree_unflatten` is
+    `cls(*children)`: the one child `w`, and whatever else `__init__` makes
+    anew."""
+
+    __slots__ = ()
+    w: Any
+    history: list[Any]
+
+    def tree_flatten(self) -> tuple[tuple[Any], None]:
+        return (self.w,), None
+
+    @classmethod
+    def tree_unflatten(cls, _: None, children: tuple[Any]) -> Self:
+        return cls(*children)
+
+    def remember(self, x: Any) -> Any:
+        self.history.append(1)  # plain Python: m.history gains 1
+        return x * self.w
+
+
 @jax.tree_util.register_pytree_node_class
-class _Remembering:
+class _Remembering(_FromW):
     """A registered class whose `tree_unflatten` is `cls(*children)`: its
     `__init__` makes `history` and `state` anew, so a rebuilt one has its own."""
 
@@ -509,17 +530,6 @@ class _Remembering:
         self.w = w
         self.history: list[Any] = []
         self.state: dict[str, Any] = {"log": [], "seen": (set(),)}
-
-    def tree_flatten(self) -> tuple[tuple[Any], None]:
-        return (self.w,), None
-
-    @classmethod
-    def tree_unflatten(cls, _: None, children: tuple[Any]) -> _Remembering:
-        return cls(*children)
-
-    def remember(self, x: Any) -> Any:
-        self.history.append(1)  # plain Python: m.history gains 1
-        return x * self.w
 
     def log(self, x: Any) -> Any:
         self.state["log"].append(1)  # plain Python: m.state['log'] gains 1
@@ -569,7 +579,7 @@ class _SharingHistory:
 
 
 @jax.tree_util.register_pytree_node_class
-class _Slotted:
+class _Slotted(_FromW):
     """A registered class with `__slots__`, no `__dict__`: its attributes are
     slots, and its `__init__` makes `history` anew."""
 
@@ -579,17 +589,6 @@ class _Slotted:
         self.w = w
         self.calls = 0
         self.history: list[Any] = []
-
-    def tree_flatten(self) -> tuple[tuple[Any], None]:
-        return (self.w,), None
-
-    @classmethod
-    def tree_unflatten(cls, _: None, children: tuple[Any]) -> _Slotted:
-        return cls(*children)
-
-    def remember(self, x: Any) -> Any:
-        self.history.append(1)  # plain Python: m.history gains 1
-        return x * self.w
 
     def __repr__(self) -> str:
         return f"_Slotted({self.calls}, {self.history})"
@@ -1056,7 +1055,7 @@ def _varkw_reader(x: Any, **kw: Any) -> Any:
 
 
 @jax.tree_util.register_pytree_node_class
-class _Cached:
+class _Cached(_FromW):
     """A registered class with a `functools.cached_property`: reading it
     stores its value in the instance's `__dict__`."""
 
@@ -1066,13 +1065,6 @@ class _Cached:
     @functools.cached_property
     def double(self) -> Any:
         return self.w * 2
-
-    def tree_flatten(self) -> tuple[tuple[Any], None]:
-        return (self.w,), None
-
-    @classmethod
-    def tree_unflatten(cls, _: None, children: tuple[Any]) -> _Cached:
-        return cls(*children)
 
     def __repr__(self) -> str:
         return f"_Cached({self.w}, cached={'double' in vars(self)})"
