@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
+import pytest
 
 
 class TraceCounter:
@@ -28,6 +29,16 @@ class TraceCounter:
             return fn(*args, **kw)
 
         return jax.jit(counted, **kwargs)
+
+
+# Tests of placement and sharding across devices: on CPU the suite has eight
+# (`XLA_FLAGS=--xla_force_host_platform_device_count=8`); on a one-chip
+# accelerator as the default device there is one.
+several_devices = pytest.mark.skipif(
+    len(jax.devices()) < 2,
+    reason="needs several devices of the default backend (on CPU: "
+    "XLA_FLAGS=--xla_force_host_platform_device_count=8)",
+)
 
 
 def calls_made(fn: Callable[[], Any]) -> int:

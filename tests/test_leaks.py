@@ -12,7 +12,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import pytest
-from helpers import calls_made, equinox_static, suspended
+from helpers import calls_made, equinox_static, several_devices, suspended
 
 import lift
 from lift._leaks import scan
@@ -485,6 +485,7 @@ def test_function_attribute_names_function_and_attribute() -> None:
     assert leak.kind == "function attribute"
 
 
+@several_devices
 def test_pmap_tracers_are_described_as_pmap() -> None:
     box: list[Any] = []
 

@@ -44,6 +44,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import several_devices
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import lift
@@ -876,12 +877,12 @@ def test_compiled_conversion_keeps_the_soundness_rules(monkeypatch: Any) -> None
         assert leaf.dtype == jnp.float64 and leaf.weak_type
 
 
+@several_devices
 def test_compiled_conversion_under_a_mesh_gives_device_puts_leaves(
     monkeypatch: Any,
 ) -> None:
     from jax.sharding import AxisType
 
-    assert len(jax.devices()) >= 2  # conftest asks for 8 CPU devices
     mesh = jax.make_mesh((len(jax.devices()),), ("x",), axis_types=(AxisType.Explicit,))
     with jax.set_mesh(mesh):
         a, b = _converted_both_ways([0.2, 0.3], monkeypatch)
