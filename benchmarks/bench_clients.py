@@ -104,7 +104,9 @@ def bench_blackjax(quick: bool, smoke: bool = False) -> tuple[str, Rows]:
     import blackjax
 
     dim, steps = 4, 5 if smoke else 50
-    values = [0.1, 0.2] if smoke else [0.1, 0.2, 0.3] if quick else [0.1, 0.15, 0.2, 0.25]
+    values = (
+        [0.1, 0.2] if smoke else [0.1, 0.2, 0.3] if quick else [0.1, 0.15, 0.2, 0.25]
+    )
     traces = [0]
     x0 = jnp.zeros(dim)
     key = jax.random.key(0)

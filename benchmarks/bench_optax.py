@@ -97,6 +97,7 @@ def paused() -> Any:
         if enabled:
             gc.enable()
 
+
 # Medians in seconds (and trace counts) by (table, row), for the goals table.
 RAW: dict[tuple[str, ...], float] = {}
 
@@ -354,7 +355,6 @@ SWEEPS: dict[str, Callable[[tuple[float, ...], int, Any], int]] = {
 }
 
 
-
 def bench_long_sweep(repeats: int, steps: int, n_rates: int) -> Rows:
     """The lifted ways over more steps: what a member's step costs once compiled."""
     data = _data()
@@ -502,14 +502,10 @@ def bench_steady_step(repeats: int, number: int) -> Rows:
     }
     x, y = data
     candidates = {
-        PLAIN: lambda: step_static(
-            plain, p, states[PLAIN], x, y
-        ),
+        PLAIN: lambda: step_static(plain, p, states[PLAIN], x, y),
         LIFT: lambda: step_lift(lifted, p, states[LIFT], x, y),
         "lift.jit": lambda: step_lift_jit(p, states["lift.jit"], x, y),
-        EXPLICIT: lambda: step_explicit(
-            hp, p, states[EXPLICIT], x, y
-        ),
+        EXPLICIT: lambda: step_explicit(hp, p, states[EXPLICIT], x, y),
         "closure_to_pytree": lambda: step_ctp(
             ctp, p, states["closure_to_pytree"], x, y
         ),
@@ -976,9 +972,7 @@ def main(quick: bool = False, smoke: bool = False) -> dict[str, Rows]:
             bench_wide_walk(*size["wide"])
         ),
         "Scaling with closure depth": bench_depth(r, size["scale"]),
-        "Scaling with the number of captured floats": bench_captures(
-            r, size["scale"]
-        ),
+        "Scaling with the number of captured floats": bench_captures(r, size["scale"]),
     }
     tables["Goals"] = goals()
     for title, rows in tables.items():
