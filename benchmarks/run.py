@@ -39,15 +39,17 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 
+# No title: the docs' Benchmarks page includes this page under its own, after
+# an accelerator's tables (benchmarks/results/).
 LEAD = """\
-# lift benchmarks
-
-What choosing a way to sweep hyperparameters costs, side by side in one
-process: plain optax (a compile per value), `optax.inject_hyperparams`,
-equinox's `closure_to_pytree`, `lift.lift` and `lift.jit`; then what a
-`lift.jit` call and leak checking cost, sweeps in libraries built on
-closures, and a larger model the way an accelerator runs it. Compare ratios
-within a table rather than absolute times across machines.
+lift's benchmarks on a CPU, written by `python benchmarks/run.py`. First what
+choosing a way to sweep hyperparameters costs, side by side in one process:
+plain optax (a compile per value), `optax.inject_hyperparams`, equinox's
+`closure_to_pytree`, `lift.lift` and `lift.jit`; then what leak checking and
+a `lift.jit` call cost, sweeps in libraries built on closures, and a larger
+model the way an accelerator runs it (an accelerator's own figures are in
+`benchmarks/results/`). Compare ratios within a table rather than absolute
+times across machines.
 """
 
 INTERNAL_LEAD = """\
@@ -71,7 +73,8 @@ Inside the project's virtualenv with the `bench` extra
 python benchmarks/run.py
 ```
 
-It writes this page and the developers' tables (`benchmarks/internals.md`).
+It writes this page (`benchmarks/README.md`) and the developers' tables
+(`benchmarks/internals.md`), in about 25 minutes on 2 cores.
 `--quick` gives a fast, rougher look, printed; `--smoke` runs every module at
 tiny sizes (the test suite does, to keep them working); `--only bench_optax`
 runs one module. Each `benchmarks/bench_*.py` also runs alone
