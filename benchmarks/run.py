@@ -52,9 +52,8 @@ model the way an accelerator runs it (an accelerator's own figures are in
 times across machines.
 """
 
+# No title either: the docs' page for developers includes it.
 INTERNAL_LEAD = """\
-# lift's own costs, measured
-
 How lift's own paths (`tree_flatten`, lifting fresh objects, converting new
 floats) cost and scale, and the goals the project holds them to: the tables
 `python benchmarks/run.py` writes beside the users' page.
