@@ -328,6 +328,8 @@ WAYS: dict[str, Callable[[Problem, list[float], int], dict[str, Any]]] = {
 def _fmt(seconds: float) -> str:
     if seconds < 1e-3:
         return f"{seconds * 1e6:.0f} µs"
+    if seconds < 1e-2:
+        return f"{seconds * 1e3:.2f} ms"
     if seconds < 1:
         return f"{seconds * 1e3:.0f} ms"
     return f"{seconds:.2f} s"
@@ -532,7 +534,7 @@ def measure(size: str) -> dict[str, Any]:
     cache = bench_cache(size)
 
     device = jax.devices()[0]
-    log(f"  on {device.device_kind} ({jax.device_count()} devices)")
+    log(f"  on {device.device_kind} ({jax.device_count()} device(s))")
     problem = Problem(sizes["depth"], sizes["width"], sizes["batch"])
     sweep, steady = bench_sweep(problem, *sizes["sweep"])
     n, steps, width = sizes["long"]
@@ -615,7 +617,7 @@ def tables(r: dict[str, Any]) -> dict[str, Rows]:
     ]
     n, steps = s["cache"]
     first, second = r["cache"]["first"], r["cache"]["second"]
-    out[f"Persistent cache: two processes, {n} new rates each"] = [
+    out[f"Persistent cache: two processes, {n} new rate{'s' * (n != 1)} each"] = [
         {
             "way": way,
             "1st: misses": first[way]["misses"],

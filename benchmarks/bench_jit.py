@@ -9,7 +9,9 @@
   compiles again each time.
 
 Timings are medians over many short samples, the candidates of a row taking
-turns sample by sample so that a busy machine slows them alike. Run `python benchmarks/bench_jit.py`; `main()` returns the rows.
+turns sample by sample so that a busy machine slows them alike.
+
+Run `python benchmarks/bench_jit.py`; `main()` returns the rows.
 """
 
 from __future__ import annotations

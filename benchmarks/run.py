@@ -73,7 +73,7 @@ python benchmarks/run.py
 ```
 
 It writes this page (`benchmarks/README.md`) and the developers' tables
-(`benchmarks/internals.md`), in about 25 minutes on 2 cores.
+(`benchmarks/internals.md`): about 10 minutes on 2 busy cores.
 `--quick` gives a fast, rougher look, printed; `--smoke` runs every module at
 tiny sizes (the test suite does, to keep them working); `--only bench_optax`
 runs one module. Each `benchmarks/bench_*.py` also runs alone
@@ -204,7 +204,8 @@ def run_module(name: str, quick: bool, smoke: bool) -> tuple[str, str] | None:
     title, _, rest = doc.partition("\n\n")
     # The docstring minus its "Run `python ...`" paragraph.
     intro = "\n\n".join(p for p in rest.split("\n\n") if not p.startswith("Run "))
-    heading = f"## {title.rstrip('.')} (`benchmarks/{Path(name).stem}.py`)"
+    title = " ".join(title.split()).rstrip(".")
+    heading = f"## {title} (`benchmarks/{Path(name).stem}.py`)"
     parts: dict[bool, list[str]] = {False: [], True: []}
     for table_title, rows in tables.items():
         internal = bool(internal_titles) and table_title.startswith(internal_titles)
