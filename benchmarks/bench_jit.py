@@ -9,13 +9,15 @@
   compiles again each time.
 
 Timings are medians over many short samples, the candidates of a row taking
-turns sample by sample so that a busy machine slows them alike. Run `python benchmarks/bench_jit.py`; `main()`
-returns the rows.
+turns sample by sample so that a busy machine slows them alike.
+
+Run `python benchmarks/bench_jit.py`; `main()` returns the rows.
 """
 
 from __future__ import annotations
 
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -150,8 +152,8 @@ def bench_optax(repeats: int = 151, number: int = 30) -> list[dict[str, Any]]:
             "recreated": lambda: make_step(1e-3)(params, state, grads),
             "build": lambda: make_optimizer(1e-3),
         },
-        repeats // 3,
-        number // 10,
+        max(1, repeats // 3),
+        max(1, number // 10),
     )
     RAW.update({("optax", name): v for name, v in t.items()})
     return [
@@ -229,7 +231,11 @@ def bench_recreated(repeats: int = 101, number: int = 20) -> list[dict[str, Any]
     ]
 
 
-def main() -> list[dict[str, Any]]:
+def main(quick: bool = False, smoke: bool = False) -> list[dict[str, Any]]:
+    if smoke:
+        return [*bench_small(3, 5), *bench_optax(3, 3), *bench_recreated(3, 2)]
+    if quick:
+        return [*bench_small(61, 20), *bench_optax(31, 10), *bench_recreated(21, 5)]
     return [*bench_small(), *bench_optax(), *bench_recreated()]
 
 
@@ -241,4 +247,4 @@ def _table(rows: list[dict[str, Any]]) -> str:
 
 
 if __name__ == "__main__":
-    print(_table(main()))
+    print(_table(main(quick="--quick" in sys.argv, smoke="--smoke" in sys.argv)))

@@ -1,28 +1,16 @@
 """optax hyperparameter sweeps: lift against what users would pick instead.
 
-Side by side, in one run:
+Side by side, in one run: plain optax (the optimizer a static argument of
+`jax.jit`: a trace and a compile per rate), equinox's `closure_to_pytree`,
+`optax.inject_hyperparams`, `lift.lift`, `lift.jit`, and lift under
+`jax.vmap`. Measured: a sweep of 8 learning rates (traces, XLA compiles, wall
+time with compiles); a steady-state step; dispatch of a trivial jitted function
+taking the optimizer against the same function taking its flat leaves
+(`keep_unused=True`, so both really pass them). The candidates of a table take
+turns, sample by sample, so that a busy machine slows them alike.
 
-- **plain optax**: the optimizer a static argument of `jax.jit` (each new
-  `optax.adam(lr)` is a new static value: a trace and a compile per rate);
-- **closure_to_pytree**: `equinox.internal.closure_to_pytree(opt)` through
-  `equinox.filter_jit`, the workaround equinox ships;
-- **inject_hyperparams**: `optax.inject_hyperparams(optax.adam)`, one shared
-  transformation, the rate in the optimizer state;
-- **lift**: `lift.lift(opt)` as an ordinary argument of `jax.jit`, and a batch of
-  them under `jax.vmap`.
-
-Measured: a sweep of 8 rates x 100 Adam steps (traces, wall time with compiles);
-a steady-state step; dispatch of a trivial jitted function taking the optimizer
-against the same function taking its flat leaves (`keep_unused=True`, so both
-really pass them); `tree_flatten`; the cost of `lift` itself on fresh optimizers;
-and how lift's cost scales with closure depth and the number of captures.
-
-Timings take the candidates of a table in turns, sample by sample, so that a busy
-machine slows them alike; each row gives the median and the min-max of the
-samples.
-
-Run `python benchmarks/bench_optax.py` (`--quick` for a fast look); `main()`
-returns the tables.
+Run `python benchmarks/bench_optax.py` (`--quick` for a fast look, `--smoke`
+to check that it runs); `main()` returns the tables.
 """
 
 from __future__ import annotations
@@ -33,7 +21,6 @@ import itertools
 import statistics
 import sys
 import time
-import unittest.mock
 from collections.abc import Callable
 from typing import Any
 
@@ -45,33 +32,71 @@ import optax
 from equinox.internal import closure_to_pytree
 
 import lift
-from lift._gc import paused  # the collector paused while timing, as `timeit` does
 
 # After the tables, on the benchmarks page: how the results come about.
 NOTES = """
-The vmapped sweep saves dispatches (one per step for all rates, or none with
-`lax.scan`), and once compiled a member's step costs about half what it does in
-the loop (the longer sweep measures it). But XLA:CPU takes about twice as long
-to compile the batched program as the single step (the "compiling" column: its
-LLVM passes run per kernel, and the batched kernels are larger). Saving about
-20 µs on each of 800 member-steps does not make up for 150 ms more of
-compiling; the longer sweep's 8 000 member-steps about break even. On this
-2-core CPU the loop's dispatches already overlap its execution, so batching
-saves little else.
+The ways:
 
+- **plain optax**: the optimizer a static argument of `jax.jit`;
+- **closure_to_pytree**: `equinox.internal.closure_to_pytree(opt)` through
+  `equinox.filter_jit`;
+- **inject_hyperparams**: one `optax.inject_hyperparams(optax.adam)`, the rate
+  set in its state;
+- **lift.lift**: `lift.lift(optax.adam(lr))` an ordinary argument of `jax.jit`
+  (array rates: the rate a JAX array rather than a Python float);
+- **lift.jit**: a step closing over `optax.adam(lr)`, made anew per rate,
+  under `lift.jit`;
+- **lift + vmap**: all rates at once, `jax.vmap` over lifted optimizers, a
+  Python loop of steps (one dispatch a step) or a `lax.scan` (one dispatch).
+
+The vmapped sweep saves dispatches (one per step for all rates, or none with
+`lax.scan`), and once compiled a member's step costs less than in the loop
+(the longer sweep measures it). But XLA:CPU takes longer to compile the
+batched program than the single step (its LLVM passes run per kernel, and the
+batched kernels are larger), so on a CPU a short vmapped sweep gains little;
+on an accelerator, where the batch runs in parallel, it gains most (the
+accelerator tables below).
+"""
+
+# After the tables on the developers' page.
+INTERNAL_NOTES = """
 How lift's cost scales is measured along each of its paths: the first lift of a
-structure, the full walks of fresh objects of it (until they have cost what
-compiling its replay would), the compile, and the replays after it; and the
-first `tree_flatten` of floats never seen before, each converted to an array
-once. Next to them, a bare Python loop over the same kind of fresh objects
-gives the floor the machine sets: 10 000 fresh closure levels (about 4 MB of
-objects), and a replay's bytecode for them (about 3 MB), no longer fit in its
-caches, so every pass over them costs more per level than over 100. The
-linearity goals allow a path's cost per unit to double from 100 to 10 000, or
-to grow as much as the bare loop's does, and no more.
+structure, the lifts of fresh objects of it (a sweep's), and the first
+`tree_flatten` of floats never seen before, each converted to an array once.
+Next to them, a bare Python loop over the same kind of fresh objects gives the
+floor the machine sets: 10 000 fresh closure levels (about 4 MB of objects) no
+longer fit in its caches, so every pass over them costs more per level than
+over 100. The linearity goals allow a path's cost per unit to double from 100
+to 10 000, or to grow as much as the bare loop's does, and no more.
 """
 
 Rows = list[dict[str, Any]]
+
+# The tables for the developers' page (how lift's own costs scale, its goals);
+# the others are on the benchmarks page users read.
+INTERNAL = {
+    "Sweep: where the time goes",
+    "tree_flatten",
+    "Cost of lifting fresh optimizers",
+    "New Python floats: the first `tree_flatten` converts them",
+    "Lifting a closure that captures",
+    "Scaling with closure depth",
+    "Scaling with the number of captured floats",
+    "Goals",
+}
+
+
+@contextlib.contextmanager
+def paused() -> Any:
+    """The garbage collector paused while timing, as `timeit` does."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
 
 # Medians in seconds (and trace counts) by (table, row), for the goals table.
 RAW: dict[tuple[str, ...], float] = {}
@@ -232,6 +257,51 @@ def _sweep_lift_array(rates: tuple[float, ...], steps: int, data: Any) -> int:
     return _sweep_lift(tuple(jnp.asarray(r) for r in rates), steps, data)
 
 
+# lift.jit's step calls a module-level function: a global is not a capture,
+# so the trace counter it bumps does not change what the closure captures (a
+# captured list that changed would be a new static value, and a retrace).
+_JIT_TRACES = [0]
+
+
+def _jit_inner(opt: Any, params: Any, state: Any, x: Any, y: Any) -> Any:
+    _JIT_TRACES[0] += 1
+    loss, grads = jax.value_and_grad(_loss)(params, x, y)
+    updates, state = opt.update(grads, state, params)
+    return optax.apply_updates(params, updates), state, loss
+
+
+_JIT_SOURCE = """
+def make_step(opt):
+    @lift.jit
+    def step_{n}(p, s, x, y):
+        return _jit_inner(opt, p, s, x, y)
+
+    return step_{n}
+"""
+_SWEEP_IDS = itertools.count()
+
+
+def _sweep_lift_jit(rates: tuple[float, ...], steps: int, data: Any) -> int:
+    """A closure over the optimizer made anew per rate, under `lift.jit`: the
+    program is keyed on the code, so every rate after the first reuses it. Each
+    sweep compiles the step's code anew (a new name), to start as cold as a new
+    process would."""
+    scope: dict[str, Any] = {"lift": lift, "_jit_inner": _jit_inner}
+    source = _JIT_SOURCE.format(n=next(_SWEEP_IDS))
+    exec(compile(source, "<lift.jit sweep>", "exec"), scope)
+    make_step = scope["make_step"]
+    _JIT_TRACES[0] = 0
+    for lr in rates:
+        opt = optax.adam(lr)
+        step = make_step(opt)
+        p = _params()
+        s = opt.init(p)
+        for _ in range(steps):
+            p, s, loss = step(p, s, *data)
+        jax.block_until_ready(loss)  # pyright: ignore[reportPossiblyUnboundVariable]
+    return _JIT_TRACES[0]
+
+
 def _sweep_lift_vmap(rates: tuple[float, ...], steps: int, data: Any) -> int:
     counter = [0]
     step = _make_step(counter)
@@ -269,34 +339,40 @@ def _sweep_lift_vmap_loop(rates: tuple[float, ...], steps: int, data: Any) -> in
     return counter[0]
 
 
+PLAIN = "plain optax"
+EXPLICIT = "by hand: arrays as arguments"
+LIFT = "lift.lift"
+
 SWEEPS: dict[str, Callable[[tuple[float, ...], int, Any], int]] = {
-    "plain optax (static argument)": _sweep_static,
-    "closure_to_pytree + filter_jit": _sweep_closure_to_pytree,
+    PLAIN: _sweep_static,
+    "closure_to_pytree": _sweep_closure_to_pytree,
     "inject_hyperparams": _sweep_inject,
-    "lift, float rates": _sweep_lift,
-    "lift, array rates": _sweep_lift_array,
-    "lift + vmap, Python loop (one dispatch a step)": _sweep_lift_vmap_loop,
-    "lift + vmap + scan (one dispatch)": _sweep_lift_vmap,
+    LIFT: _sweep_lift,
+    "lift.lift, array rates": _sweep_lift_array,
+    "lift.jit": _sweep_lift_jit,
+    "lift + vmap, a loop": _sweep_lift_vmap_loop,
+    "lift + vmap + scan": _sweep_lift_vmap,
 }
 
 
-def bench_long_sweep(repeats: int, steps: int) -> Rows:
+def bench_long_sweep(repeats: int, steps: int, n_rates: int) -> Rows:
     """The lifted ways over more steps: what a member's step costs once compiled."""
     data = _data()
     names = [n for n in SWEEPS if n.startswith("lift")]
+    rates = RATES[:n_rates]
     times: dict[str, list[float]] = {name: [] for name in names}
     rest: dict[str, list[float]] = {name: [] for name in names}
     for _ in range(repeats):
         for name in names:
             _COMPILE.clear()
             start = time.perf_counter()
-            SWEEPS[name](RATES, steps, data)
+            SWEEPS[name](rates, steps, data)
             elapsed = time.perf_counter() - start
             times[name].append(elapsed)
             rest[name].append(
                 elapsed - sum(v for k, v in _COMPILE.items() if "count" not in k)
             )
-    base = statistics.median(times["lift, float rates"])
+    base = statistics.median(times[LIFT])
     RAW.update(
         {("long sweep", name): statistics.median(t) for name, t in times.items()}
     )
@@ -304,10 +380,10 @@ def bench_long_sweep(repeats: int, steps: int) -> Rows:
     return [
         {
             "way": name,
-            **_stats(t),
-            "vs lift": f"{statistics.median(t) / base:.2f}",
-            "per rate and step, besides compiling": _fmt(
-                statistics.median(rest[name]) / (len(RATES) * steps)
+            "wall": _fmt(statistics.median(t)),
+            "vs lift.lift": f"{statistics.median(t) / base:.2f}",
+            "a step, no compiles": _fmt(
+                statistics.median(rest[name]) / (len(rates) * steps)
             ),
         }
         for name, t in times.items()
@@ -328,8 +404,10 @@ def _on_duration(event: str, duration: float, **kwargs: Any) -> None:
 jax.monitoring.register_event_duration_secs_listener(_on_duration)
 
 
-def bench_sweep(repeats: int, steps: int = 100) -> Rows:
+def bench_sweep(repeats: int, steps: int, n_rates: int) -> tuple[Rows, Rows]:
+    """The sweep's table, and where its time went (for the developers' page)."""
     data = _data()
+    rates = RATES[:n_rates]
     jax.block_until_ready((_params(), optax.adam(0.1).init(_params())))
     times: dict[str, list[float]] = {name: [] for name in SWEEPS}
     compiles: dict[str, list[float]] = {name: [] for name in SWEEPS}
@@ -340,7 +418,7 @@ def bench_sweep(repeats: int, steps: int = 100) -> Rows:
         for name, sweep in SWEEPS.items():
             _COMPILE.clear()
             start = time.perf_counter()
-            traces[name] = sweep(RATES, steps, data)
+            traces[name] = sweep(rates, steps, data)
             times[name].append(time.perf_counter() - start)
             compiles[name].append(_COMPILE.get("backend_compile", 0.0))
             jax_side[name].append(
@@ -348,23 +426,31 @@ def bench_sweep(repeats: int, steps: int = 100) -> Rows:
                 + _COMPILE.get("jaxpr_to_mlir_module", 0.0)
             )
             counts[name] = int(_COMPILE.get("backend_compile count", 0))
-    base = statistics.median(times["plain optax (static argument)"])
+    base = statistics.median(times[PLAIN])
     for name, t in times.items():
         RAW["sweep", name] = statistics.median(t)
         RAW["sweep traces", name] = traces[name]
         RAW["sweep compile", name] = statistics.median(compiles[name])
-    return [
+    table = [
         {
             "way": name,
-            "step traces": traces[name],
-            "XLA compiles": counts[name],
-            "compiling": _fmt(statistics.median(compiles[name])),
-            "tracing and lowering": _fmt(statistics.median(jax_side[name])),
-            **_stats(t),
+            "traces": traces[name],
+            "compiles": counts[name],
+            "wall": _fmt(statistics.median(t)),
             "vs plain": f"{statistics.median(t) / base:.2f}",
         }
         for name, t in times.items()
     ]
+    where = [
+        {
+            "way": name,
+            "XLA compiling": _fmt(statistics.median(compiles[name])),
+            "tracing, lowering": _fmt(statistics.median(jax_side[name])),
+            "wall, min-max": _stats(t)["min-max"],
+        }
+        for name, t in times.items()
+    ]
+    return table, where
 
 
 # -- 2. steady step, dispatch, tree_flatten, lift cost ----------------------------------------
@@ -399,25 +485,29 @@ def bench_steady_step(repeats: int, number: int) -> Rows:
         )
         return inner(opt, params, state, x, y)
 
+    jit_opt = _chain(jnp.asarray(1e-3))
+
+    @lift.jit
+    def step_lift_jit(params: Any, state: Any, x: Any, y: Any) -> Any:
+        return _jit_inner(jit_opt, params, state, x, y)
+
     hp = tuple(jnp.asarray(v) for v in (1.0, 1e-3, 0.9, 0.999, 1e-8, 1e-4))
     states = {
-        "plain optax (static argument)": plain.init(p),
-        "closure_to_pytree + filter_jit": ctp.init(p),
+        PLAIN: plain.init(p),
+        "closure_to_pytree": ctp.init(p),
         "inject_hyperparams": inject.init(p),
-        "lift": lifted.init(p),
-        "hyperparameters as explicit array arguments": plain.init(p),
+        LIFT: lifted.init(p),
+        "lift.jit": jit_opt.init(p),
+        EXPLICIT: plain.init(p),
     }
     x, y = data
     candidates = {
-        "plain optax (static argument)": lambda: step_static(
-            plain, p, states["plain optax (static argument)"], x, y
-        ),
-        "lift": lambda: step_lift(lifted, p, states["lift"], x, y),
-        "hyperparameters as explicit array arguments": lambda: step_explicit(
-            hp, p, states["hyperparameters as explicit array arguments"], x, y
-        ),
-        "closure_to_pytree + filter_jit": lambda: step_ctp(
-            ctp, p, states["closure_to_pytree + filter_jit"], x, y
+        PLAIN: lambda: step_static(plain, p, states[PLAIN], x, y),
+        LIFT: lambda: step_lift(lifted, p, states[LIFT], x, y),
+        "lift.jit": lambda: step_lift_jit(p, states["lift.jit"], x, y),
+        EXPLICIT: lambda: step_explicit(hp, p, states[EXPLICIT], x, y),
+        "closure_to_pytree": lambda: step_ctp(
+            ctp, p, states["closure_to_pytree"], x, y
         ),
         "inject_hyperparams": lambda: step_static(
             inject, p, states["inject_hyperparams"], x, y
@@ -425,7 +515,7 @@ def bench_steady_step(repeats: int, number: int) -> Rows:
     }
     # Each way takes turns with plain optax alone: a slow neighbour (filter_jit's
     # Python) would otherwise colour the caches the others run in.
-    base_name = "plain optax (static argument)"
+    base_name: str = PLAIN
     rows: Rows = []
     ratios: dict[str, float] = {}
     for name, fn in candidates.items():
@@ -435,7 +525,7 @@ def bench_steady_step(repeats: int, number: int) -> Rows:
         ratios[name] = statistics.median(times[name]) / statistics.median(
             times[base_name]
         )
-        if name == "lift":
+        if name == LIFT:
             rows.insert(
                 0, {"way": base_name, **_stats(times[base_name]), "vs plain": "1.00"}
             )
@@ -458,18 +548,18 @@ def bench_dispatch(repeats: int, number: int) -> Rows:
     f_tree = jax.jit(trivial, keep_unused=True)
     f_ctp = eqx.filter_jit(trivial)
     candidates = {
-        "flat leaf list (jax.jit)": lambda: f_tree(leaves, x),
-        "lift (jax.jit)": lambda: f_tree(lifted, x),
-        "closure_to_pytree (filter_jit)": lambda: f_ctp(ctp, x),
+        "flat leaf list": lambda: f_tree(leaves, x),
+        LIFT: lambda: f_tree(lifted, x),
+        "closure_to_pytree": lambda: f_ctp(ctp, x),
     }
     times = _samples(candidates, repeats, number)
-    base = statistics.median(times["flat leaf list (jax.jit)"])
+    base = statistics.median(times["flat leaf list"])
     RAW.update({("dispatch", name): statistics.median(t) for name, t in times.items()})
     return [
         {
             "way": name,
             **_stats(t),
-            "vs flat leaves": f"{statistics.median(t) / base:.2f}",
+            "vs flat": f"{statistics.median(t) / base:.2f}",
             "leaves": len(jax.tree.leaves(ctp if "closure" in name else lifted)),
         }
         for name, t in times.items()
@@ -513,12 +603,6 @@ def bench_flatten(repeats: int, number: int) -> Rows:
     return [{"tree_flatten of": name, **_stats(t)} for name, t in times.items()]
 
 
-def _no_replay() -> contextlib.AbstractContextManager[Any]:
-    """Switch off the replay of known structures: every `lift` takes the full
-    walk, as the first lifts of a structure do."""
-    return unittest.mock.patch.object(lift._capture, "replay", return_value=None)  # pyright: ignore[reportPrivateUsage]
-
-
 def bench_lift_cost(repeats: int, number: int) -> Rows:
     """Converting fresh optimizer objects (made beforehand, not timed; the
     collector paused while timing, as `timeit` does)."""
@@ -527,29 +611,27 @@ def bench_lift_cost(repeats: int, number: int) -> Rows:
         return [_chain(jnp.asarray(1e-3)) for _ in range(n)]
 
     ways: dict[str, Callable[[Any], Any]] = {
-        "lift (a structure seen before: replayed)": lift.lift,
-        "lift, full walk (before the replay is compiled)": lift.lift,
+        "lift.lift": lift.lift,
         "closure_to_pytree": closure_to_pytree,
     }
     times: dict[str, list[float]] = {name: [] for name in ways}
-    for obj in fresh(100):  # until the structure's replay is compiled
+    for obj in fresh(20):
         lift.lift(obj)
     for _ in range(repeats):
         for name, fn in ways.items():
             objs = fresh(number)
-            walk = _no_replay() if "full walk" in name else contextlib.nullcontext()
-            with walk, paused():
+            with paused():
                 start = time.perf_counter()
                 for obj in objs:
                     fn(obj)
                 times[name].append((time.perf_counter() - start) / number)
-    base = statistics.median(times["lift (a structure seen before: replayed)"])
+    base = statistics.median(times["lift.lift"])
     RAW.update({("lift cost", name): statistics.median(t) for name, t in times.items()})
     return [
         {
-            "conversion of a fresh chain(clip, adamw)": name,
+            "a fresh chain(clip, adamw)": name,
             **_stats(t),
-            "vs lift": f"{statistics.median(t) / base:.1f}",
+            "vs lift": f"{statistics.median(t) / base:.2f}",
         }
         for name, t in times.items()
     ]
@@ -558,7 +640,7 @@ def bench_lift_cost(repeats: int, number: int) -> Rows:
 def bench_new_floats(repeats: int, number: int) -> Rows:
     """The first `tree_flatten` of freshly lifted `chain(clip, adamw(lr))` with a
     Python float `lr`: its update function holds 8 Python floats, converted to
-    arrays then (the lifting itself, replayed, is not timed)."""
+    arrays then (the lifting itself is not timed)."""
     values = itertools.count(1)
 
     def fresh(n: int) -> list[Any]:
@@ -599,102 +681,15 @@ def bench_new_floats(repeats: int, number: int) -> Rows:
     ]
 
 
-def bench_float_designs(repeats: int, number: int) -> Rows:
-    """Ways to turn 8 new Python floats into leaves, per float, with what each
-    costs once (a compile) and whether it keeps the soundness rules: one leaf
-    type, an array for `eqx.filter_jit`, weakly typed, one buffer each, the
-    float width of `jax_enable_x64`."""
-    from jax._src.lax.lax import _convert_element_type  # pyright: ignore
-
-    rng = np.random.default_rng(0)
-    floats = 8
-
-    def fresh() -> list[float]:
-        return [float(v) for v in rng.random(floats)]
-
-    identity = jax.jit(lambda *xs: xs)
-    split = jax.jit(
-        lambda a: tuple(
-            _convert_element_type(a[i], weak_type=True) for i in range(a.shape[0])
-        )
-    )
-    compiles: dict[str, float] = {}
-    for name, fn in (
-        ("identity", lambda: identity(*fresh())),
-        ("split", lambda: split(np.asarray(fresh(), np.float32))),
-    ):
-        start = time.perf_counter()
-        jax.block_until_ready(fn())
-        compiles[name] = time.perf_counter() - start
-    as_args = jax.jit(lambda *xs: xs[0], keep_unused=True)
-    arrays = jax.device_put(fresh())
-    candidates: dict[str, Callable[[], Any]] = {
-        "jax.device_put of the list (0.1.0 and 0.2.0)": lambda: jax.device_put(fresh()),
-        "jnp.asarray, one call a float": lambda: [jnp.asarray(v) for v in fresh()],
-        "compiled identity, the floats as arguments (this version)": lambda: identity(
-            *fresh()
-        ),
-        "np.array, then one compiled split into weakly typed scalars": lambda: split(
-            np.asarray(fresh(), np.float32)
-        ),
-        "NumPy float32 0-d arrays": lambda: [
-            np.asarray(v, np.float32) for v in fresh()
-        ],
-        "kept as Python floats: a jitted call taking them": lambda: as_args(*fresh()),
-        "(the same call taking arrays)": lambda: as_args(*arrays),
-        "(making the 8 floats)": fresh,
-    }
-    times = _samples(candidates, repeats, number)
-    base = statistics.median(times["(making the 8 floats)"])
-    per = {name: (statistics.median(t) - base) / floats for name, t in times.items()}
-    RAW.update({("float designs", name): v for name, v in per.items()})
-    kept = per["kept as Python floats: a jitted call taking them"]
-    notes = {
-        "jax.device_put of the list (0.1.0 and 0.2.0)": (
-            "sound; JAX converts each float in Python"
-        ),
-        "jnp.asarray, one call a float": "sound; the same conversion, one call each",
-        "compiled identity, the floats as arguments (this version)": (
-            f"sound (tested: same leaves as device_put); compiles once per count, "
-            f"{_fmt(compiles['identity'])} here, so a count is compiled only after "
-            "1 024 of its floats went through device_put"
-        ),
-        "np.array, then one compiled split into weakly typed scalars": (
-            f"sound, cheapest per float, but XLA compiles a kernel per output: "
-            f"{_fmt(compiles['split'])} for 8 here, over a second for 64"
-        ),
-        "NumPy float32 0-d arrays": (
-            "**unsound**: not weakly typed (a bf16 model becomes float32), float32 "
-            "whatever `jax_enable_x64` says"
-        ),
-        "kept as Python floats: a jitted call taking them": (
-            f"**unsound**: `eqx.filter_jit` and `flax.nnx.jit` take floats as static "
-            f"(a compile per value); and `jax.jit` converts them on every call, "
-            f"{_fmt(kept - per['(the same call taking arrays)'])} a float a call"
-        ),
-        "(the same call taking arrays)": "what the call costs without conversion",
-        "(making the 8 floats)": "subtracted from the others",
-    }
-    return [
-        {
-            "design": name,
-            "per float": _fmt(per[name]) if name != "(making the 8 floats)" else "",
-            "median for 8": _fmt(statistics.median(t)),
-            "soundness, once-only cost": notes[name],
-        }
-        for name, t in times.items()
-    ]
-
-
 def bench_wide_walk(n: int, repeats: int) -> Rows:
-    """The full walk (replay switched off) of a fresh closure capturing `n`
-    floats, against `closure_to_pytree` of another."""
+    """`lift` of a fresh closure capturing `n` floats, against
+    `closure_to_pytree` of another."""
     lift.lift(_wide(n))
     walk: list[float] = []
     ctp: list[float] = []
     for _ in range(repeats):
         a, b = _wide(n), _wide(n)
-        with _no_replay(), paused():
+        with paused():
             start = time.perf_counter()
             lift.lift(a)
             walk.append(time.perf_counter() - start)
@@ -705,8 +700,8 @@ def bench_wide_walk(n: int, repeats: int) -> Rows:
     RAW["wide walk", "lift"] = statistics.median(walk)
     RAW["wide walk", "closure_to_pytree"] = statistics.median(ctp)
     return [
-        {f"fresh closure capturing {n:,} floats": "lift, full walk", **_stats(walk)},
-        {f"fresh closure capturing {n:,} floats": "closure_to_pytree", **_stats(ctp)},
+        {f"capturing {n:,} floats": "lift.lift", **_stats(walk)},
+        {f"capturing {n:,} floats": "closure_to_pytree", **_stats(ctp)},
     ]
 
 
@@ -751,12 +746,6 @@ def _wide(n: int, base: float = 0.0) -> Callable[[Any], Any]:
     return make(*(base + i for i in range(n)))
 
 
-def _replayed(x: lift.Lifted[..., Any]) -> bool:
-    """Whether `x`'s shape has its compiled replay (an internal detail, read here
-    only to sort the samples of a sweep's lifts into walks and replays)."""
-    return callable(x._skeleton.cache.get("replay"))  # pyright: ignore[reportPrivateUsage]
-
-
 def _chase(fn: Any) -> None:
     """A bare Python loop over a `_nested` closure's levels and captured floats."""
     while fn is not None:
@@ -779,27 +768,20 @@ def _scale(
     what: str,
 ) -> Rows:
     """Per size: a bare Python loop over the same objects, the floor set by the
-    machine's caches; the first `lift` of a structure; then fresh objects of it
-    lifted one after another, as a sweep does, sorted into full walks (before the
-    replay is compiled), the one lift that compiles it, and replays; the first
-    `tree_flatten` of an object whose floats were never seen (each is converted
-    to an array once); a later `tree_flatten`; and `closure_to_pytree`."""
+    machine's caches; `lift` of fresh objects of one structure, one after
+    another, as a sweep makes them; the first `tree_flatten` of an object whose
+    floats were never seen (each is converted to an array once); a later
+    `tree_flatten`; and `closure_to_pytree`."""
     rows: Rows = []
     values = itertools.count(1)
     for n in sizes:
         gc.collect()
         bare_t: list[float] = []
-        with paused():
-            start = time.perf_counter()
-            x = lift.lift(make(n, 0.0))
-            first = time.perf_counter() - start
-        walks: list[float] = []
-        replays: list[float] = []
-        compiled = 0.0
+        lifts: list[float] = []
+        lift.lift(make(n, 0.0))
         # At least 25: CPython 3.11 specialises a function's bytecode from its 9th call.
-        while len(replays) < max(repeats, 3_000 // n, 25):
+        for _ in range(max(repeats, min(3_000 // n, 200), 25)):
             obj, probe = make(n, 0.0), make(n, 0.0)
-            before = _replayed(x)
             with paused():
                 # The bare loop over another fresh object, made alongside: both
                 # meet the allocator, and the caches, in the same state.
@@ -808,14 +790,8 @@ def _scale(
                 bare_t.append(time.perf_counter() - start)
                 start = time.perf_counter()
                 y = lift.lift(obj)
-                elapsed = time.perf_counter() - start
-            x = y  # frees the previous graph, outside the timing
-            if before:
-                replays.append(elapsed)
-            elif _replayed(x):
-                compiled = elapsed
-            else:
-                walks.append(elapsed)
+                lifts.append(time.perf_counter() - start)
+            del y  # frees the graph, outside the timing
         first_flat_t: list[float] = []
         flat_t: list[float] = []
         for _ in range(max(3, min(repeats, 300 // n))):
@@ -838,25 +814,18 @@ def _scale(
             ctp = _stats(ctp_t)["median"]
         except RecursionError:
             ctp = "RecursionError"
-        walk, rep = statistics.median(walks), statistics.median(replays)
+        walk = statistics.median(lifts)
         conv = statistics.median(first_flat_t)
         loop = statistics.median(bare_t)
         RAW[what, "bare loop", str(n)] = loop / n
-        RAW[what, "walk", str(n)] = walk / n
-        RAW[what, "replay", str(n)] = rep / n
+        RAW[what, "lift", str(n)] = walk / n
         RAW[what, "convert", str(n)] = conv / n
         rows.append(
             {
                 what: f"{n:,}",
-                "bare Python loop": f"{_fmt(loop)} ({_fmt(loop / n)} per unit)",
-                "first lift of the structure": _fmt(first),
-                "walks": f"{len(walks)} x {_fmt(walk)} ({_fmt(walk / n)} per unit)",
-                "compiling the replay": _fmt(compiled),
-                "replays": f"{_fmt(rep)} ({_fmt(rep / n)} per unit)",
-                "first tree_flatten, new floats": (
-                    f"{_fmt(conv)} ({_fmt(conv / n)} per unit)"
-                ),
-                "later tree_flatten": _stats(flat_t)["median"],
+                "bare loop": f"{_fmt(loop)} ({_fmt(loop / n)} a unit)",
+                "lift": f"{_fmt(walk)} ({_fmt(walk / n)} a unit)",
+                "first flatten": f"{_fmt(conv)} ({_fmt(conv / n)} a unit)",
                 "closure_to_pytree": ctp,
             }
         )
@@ -866,13 +835,13 @@ def _scale(
 def bench_depth(repeats: int, sizes: tuple[int, ...]) -> Rows:
     limit = sys.getrecursionlimit()
     try:
-        return _scale(_nested, _chase, sizes, repeats, "closure depth")
+        return _scale(_nested, _chase, sizes, repeats, "depth")
     finally:
         sys.setrecursionlimit(limit)
 
 
 def bench_captures(repeats: int, sizes: tuple[int, ...]) -> Rows:
-    return _scale(_wide, _cells, sizes, repeats, "captured variables")
+    return _scale(_wide, _cells, sizes, repeats, "floats")
 
 
 # -- the goals -----------------------------------------------------------------------------
@@ -892,115 +861,120 @@ def goals() -> Rows:
             }
         )
 
-    plain = RAW["sweep", "plain optax (static argument)"]
-    for name in ("lift, float rates", "lift, array rates"):
+    plain = RAW["sweep", PLAIN]
+    for name in (LIFT, "lift.lift, array rates", "lift.jit"):
         ratio = RAW["sweep", name] / plain
         traces = int(RAW["sweep traces", name])
         add(
             f"sweep, {name}",
-            "≤ 0.25 of plain optax, 1 step trace",
+            "≤ 0.25 of plain, 1 trace",
             f"{ratio:.2f}, {traces} trace{'s' if traces != 1 else ''}",
             ratio <= 0.25 and traces == 1,
         )
-    vmap_name, vmap = min(
-        ((k[1], v) for k, v in RAW.items() if k[0] == "sweep" and "vmap" in k[1]),
-        key=lambda item: item[1],
-    )
-    lifted = RAW["sweep", "lift, float rates"]
-    long = min(v for k, v in RAW.items() if k[0] == "long sweep" and "vmap" in k[1])
-    long_ratio = long / RAW["long sweep", "lift, float rates"]
-    add(
-        "sweep, lift + vmap",
-        "faster than lift",
-        f"{vmap / lifted:.2f} of lift (XLA compiles its program in "
-        f"{_fmt(RAW['sweep compile', vmap_name])}, lift's step in "
-        f"{_fmt(RAW['sweep compile', 'lift, float rates'])}); "
-        f"{long_ratio:.2f} of lift over {int(RAW['long sweep', 'steps']):,} steps",
-        vmap < lifted,
-    )
-    ratio = RAW["step ratio", "lift"]
-    add("steady step", "≤ 1.15 of plain optax", f"{ratio:.2f}", ratio <= 1.15)
-    ratio = (
-        RAW["dispatch", "lift (jax.jit)"] / RAW["dispatch", "flat leaf list (jax.jit)"]
-    )
-    add("dispatch", "≤ 1.5 of the flat leaf list", f"{ratio:.2f}", ratio <= 1.5)
+    ratio = RAW["step ratio", LIFT]
+    add("steady step", "≤ 1.15 of plain", f"{ratio:.2f}", ratio <= 1.15)
+    ratio = RAW["dispatch", LIFT] / RAW["dispatch", "flat leaf list"]
+    add("dispatch", "≤ 1.5 of flat leaves", f"{ratio:.2f}", ratio <= 1.5)
     flat = RAW["flatten", "lift"]
     add(
         "tree_flatten",
         "≤ 2 µs",
-        f"{_fmt(flat)} (fastest sample {_fmt(RAW['flatten min', 'lift'])})",
+        f"{_fmt(flat)} (fastest {_fmt(RAW['flatten min', 'lift'])})",
         flat <= 2e-6,
     )
-    ctp = RAW["lift cost", "closure_to_pytree"]
-    ratio = ctp / RAW["lift cost", "lift (a structure seen before: replayed)"]
-    walk = ctp / RAW["lift cost", "lift, full walk (before the replay is compiled)"]
+    ratio = RAW["lift cost", "closure_to_pytree"] / RAW["lift cost", "lift.lift"]
     add(
-        "lift cost",
+        "lift of a fresh chain",
         "≥ 5x faster than closure_to_pytree",
-        f"{ratio:.1f}x once replayed; {walk:.1f}x for a full walk",
+        f"{ratio:.2f}x",
         ratio >= 5,
     )
-    for what in ("closure depth", "captured variables"):
+    for what in ("depth", "floats"):
         sizes = sorted({int(key[2]) for key in RAW if key[0] == what})
         small, large = str(sizes[1]), str(sizes[-1])
         growth = {
             path: RAW[what, path, large] / RAW[what, path, small]
-            for path in ("bare loop", "walk", "replay", "convert")
+            for path in ("bare loop", "lift", "convert")
         }
-        # Walks and replays touch the same objects as the bare loop does, and
-        # cannot grow less than it; converting floats does not walk the graph.
+        # A lift touches the same objects as the bare loop does, and cannot
+        # grow less than it; converting floats does not walk the graph.
         floor = max(2.0, growth["bare loop"])
         add(
             f"linear in {what}",
-            f"cost per unit at {sizes[-1]:,} ≤ 2x that at {sizes[1]:,}, or no more "
-            "than a bare Python loop's over the same objects grows",
+            f"a unit at {sizes[-1]:,} ≤ 2x a unit at {sizes[1]:,}, or the bare "
+            "loop's growth",
             ", ".join(f"{path} {r:.2f}x" for path, r in growth.items()),
-            max(growth["walk"], growth["replay"]) <= floor and growth["convert"] <= 2,
+            growth["lift"] <= floor and growth["convert"] <= 2,
         )
     return rows
 
 
 # -- all of it ----------------------------------------------------------------------------
 
+# Sizes by mode: the page's, a fast look, and a smoke run that only checks that
+# everything runs.
+SIZES: dict[str, dict[str, Any]] = {
+    "full": {
+        "sweep": (3, 100, 8),
+        "long": (3, 1_000, 8),
+        "samples": 3_001,
+        "repeats": 5,
+        "number": 200,
+        "wide": (10_000, 7),
+        "scale": (10, 100, 1_000, 10_000),
+    },
+    "quick": {
+        "sweep": (1, 20, 8),
+        "long": (1, 200, 8),
+        "samples": 301,
+        "repeats": 2,
+        "number": 50,
+        "wide": (10_000, 3),
+        "scale": (10, 100, 1_000),
+    },
+    "smoke": {
+        "sweep": (1, 3, 2),
+        "long": (1, 5, 2),
+        "samples": 5,
+        "repeats": 1,
+        "number": 3,
+        "wide": (100, 1),
+        "scale": (10, 30),
+    },
+}
 
-def main(quick: bool = False) -> dict[str, Rows]:
+
+def main(quick: bool = False, smoke: bool = False) -> dict[str, Rows]:
     """Run the benchmarks; print and return their tables, by title."""
-    r = 2 if quick else 5
-    sizes = (10, 100, 1_000) if quick else (10, 100, 1_000, 10_000)
-    obj = "`lift(chain(clip_by_global_norm(1.0), adamw(jnp.asarray(1e-3))))`"
+    size = SIZES["smoke" if smoke else "quick" if quick else "full"]
+    repeats, steps, n_rates = size["sweep"]
+    sweep, where = bench_sweep(repeats, steps, n_rates)
+    l_repeats, l_steps, l_rates = size["long"]
+    samples, r, number = size["samples"], size["repeats"], size["number"]
     tables = {
-        f"Sweep: {len(RATES)} rates x {20 if quick else 100} Adam steps, compiles "
-        "included": bench_sweep(1 if quick else 3, 20 if quick else 100),
-        f"Longer sweep: {len(RATES)} rates x {200 if quick else 1000} Adam steps, lifted ways "
-        "only": bench_long_sweep(1 if quick else 3, 200 if quick else 1_000),
-        "Steady-state step (chain(clip_by_global_norm, adamw), small MLP)": bench_steady_step(
-            301 if quick else 3_001, 1
+        f"Sweep: {n_rates} rates x {steps} Adam steps, compiles included": sweep,
+        f"Longer sweep: {l_rates} rates x {l_steps:,} steps, lifted ways": (
+            bench_long_sweep(l_repeats, l_steps, l_rates)
         ),
-        f"Dispatch of a trivial jitted function taking {obj}": bench_dispatch(
-            301 if quick else 3_001, 10
+        "Steady-state step: chain(clip_by_global_norm, adamw), small MLP": (
+            bench_steady_step(samples, 1)
         ),
-        f"`jax.tree_util.tree_flatten` of {obj}": bench_flatten(
-            301 if quick else 3_001, 100
+        "Dispatch: a trivial jitted function taking the lifted chain": (
+            bench_dispatch(samples, 10)
         ),
-        "Cost of lifting fresh optimizers": bench_lift_cost(r, 50 if quick else 200),
+        "Sweep: where the time goes": where,
+        "tree_flatten": bench_flatten(samples, 100),
+        "Cost of lifting fresh optimizers": bench_lift_cost(r, number),
         "New Python floats: the first `tree_flatten` converts them": bench_new_floats(
-            r, 50
+            r, 50 if not smoke else 3
         ),
-        "Ways to turn 8 new Python floats into leaves": bench_float_designs(
-            101 if quick else 301, 20
+        f"Lifting a closure that captures {size['wide'][0]:,} floats": (
+            bench_wide_walk(*size["wide"])
         ),
-        "Full walk of a closure capturing 10 000 floats": bench_wide_walk(
-            10_000, 3 if quick else 7
-        ),
-        "Scaling with closure depth (each level captures the previous closure and a float)": (
-            bench_depth(r, sizes)
-        ),
-        "Scaling with the number of captured variables (floats)": bench_captures(
-            r, sizes
-        ),
+        "Scaling with closure depth": bench_depth(r, size["scale"]),
+        "Scaling with the number of captured floats": bench_captures(r, size["scale"]),
     }
-    # The goals after the tables they are read from: a user reads the sweep first.
-    tables = {**tables, "Goals": goals()}
+    tables["Goals"] = goals()
     for title, rows in tables.items():
         print(f"\n{title}\n")
         print(markdown(rows))
@@ -1017,4 +991,4 @@ def markdown(rows: Rows) -> str:
 
 
 if __name__ == "__main__":
-    main(quick="--quick" in sys.argv)
+    main(quick="--quick" in sys.argv, smoke="--smoke" in sys.argv)

@@ -1,12 +1,19 @@
-"""Run every benchmark (`benchmarks/bench_*.py`) and write `benchmarks/README.md`.
+"""Run every benchmark (`benchmarks/bench_*.py`) and write the benchmarks pages.
 
-    python benchmarks/run.py            # inside the project's virtualenv
-    python benchmarks/run.py --quick    # fewer repeats, for a fast look
-    python benchmarks/run.py --only bench_optax
+    python benchmarks/run.py            # the pages: README.md and internals.md
+    python benchmarks/run.py --quick    # fewer repeats, printed, for a fast look
+    python benchmarks/run.py --smoke    # tiny sizes, one repeat: does it all run?
+    python benchmarks/run.py --only bench_optax --only path/to/bench_x.py
 
-Each `bench_*.py` module has a `main()` (taking `quick` if it wants) that returns
-its rows: a list of dicts (one table) or a dict of tables by title. Each table
-becomes a markdown table under the module's heading.
+Each `bench_*.py` module has a `main()` (taking `quick` and `smoke` if it
+wants) that returns its rows: a list of dicts (one table) or a dict of tables
+by title. Each table becomes a Markdown table under the module's heading: on
+the users' page (`README.md`), or on the developers' page (`internals.md`)
+when its title starts with one of the module's `INTERNAL` titles.
+
+The exit status is 1 when any module raised (its traceback is printed, the
+other modules still run, and no page is written), so that a benchmark that
+rots fails the test suite (`tests/test_benchmarks.py`) instead of a page.
 """
 
 from __future__ import annotations
@@ -16,49 +23,63 @@ import contextlib
 import datetime
 import importlib
 import importlib.metadata
+import importlib.util
 import inspect
 import io
 import os
 import platform
+import subprocess
 import sys
 import time
 import traceback
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 
+# No title: the docs' Benchmarks page includes this page under its own, after
+# an accelerator's tables (benchmarks/results/).
 LEAD = """\
-# lift benchmarks
-
-First, what choosing a way to sweep hyperparameters comes down to: a
-learning-rate sweep with plain optax, `optax.inject_hyperparams`, equinox's
-`closure_to_pytree` and `lift`, side by side, and the same choice in two
-libraries built on closures (blackjax's samplers, a GenJAX-style model
-library). Then what a `lift.jit` call and leak checking cost. The
-goals the project holds its own code to, measured against 0.1.0, come last.
+lift's benchmarks on a CPU, written by `python benchmarks/run.py`. First what
+choosing a way to sweep hyperparameters costs, side by side in one process:
+plain optax (a compile per value), `optax.inject_hyperparams`, equinox's
+`closure_to_pytree`, `lift.lift` and `lift.jit`; then what leak checking and
+a `lift.jit` call cost, sweeps in libraries built on closures, and a larger
+model the way an accelerator runs it (an accelerator's own figures are in
+`benchmarks/results/`). Compare ratios within a table rather than absolute
+times across machines.
 """
 
-# Benchmarks a user compares against, in this order; the others follow by name.
-FIRST = ("bench_optax",)
+# No title either: the docs' page for developers includes it.
+INTERNAL_LEAD = """\
+How lift's own paths (`tree_flatten`, lifting fresh objects, converting new
+floats) cost and scale, and the goals the project holds them to: the tables
+`python benchmarks/run.py` writes beside the users' page.
+"""
+
+# The benchmarks a user decides by first; the others follow by name.
+FIRST = ("bench_optax", "bench_leaks", "bench_jit")
 
 HOWTO = """\
 ## Regenerating this page
 
-Regenerate this page, inside the project's virtualenv (`scripts/demo.sh` or
-`pip install -e ".[bench]"` makes one):
+Inside the project's virtualenv with the `bench` extra
+(`pip install -e ".[bench]"`):
 
 ```bash
 python benchmarks/run.py
 ```
 
-`python benchmarks/run.py --quick` gives a fast, rougher look without writing this
-file unless `--write` is given; `--only bench_optax` runs one module. Each
-`benchmarks/bench_*.py` also runs alone (`python benchmarks/bench_optax.py`).
-Timings are medians of repeated samples, with their min-max; the candidates of a
-table take turns sample by sample, so a busy machine slows them alike. Compare
-ratios within a table rather than absolute times across machines.
+It writes this page (`benchmarks/README.md`) and the developers' tables
+(`benchmarks/internals.md`): about 10 minutes on 2 busy cores.
+`--quick` gives a fast, rougher look, printed; `--smoke` runs every module at
+tiny sizes (the test suite does, to keep them working); `--only bench_optax`
+runs one module. Each `benchmarks/bench_*.py` also runs alone
+(`python benchmarks/bench_optax.py`). Timings are medians of repeated
+samples; the candidates of a table take turns sample by sample, so a busy
+machine slows them alike.
 """
 
 
@@ -81,7 +102,6 @@ def _version(dist: str) -> str:
 
 def _commit() -> str:
     """The checkout's commit, with `+` when it has uncommitted changes."""
-    import subprocess
 
     def git(*args: str) -> str:
         return subprocess.run(
@@ -96,7 +116,8 @@ def _commit() -> str:
     return f" (commit {head}{'+' if dirty else ''})"
 
 
-def header() -> str:
+def machine() -> str:
+    """The machine and versions, as a Markdown list."""
     import jax
 
     import lift
@@ -114,18 +135,18 @@ def header() -> str:
             ("jaxlib", _version("jaxlib")),
             ("optax", _version("optax")),
             ("equinox", _version("equinox")),
-            ("numpy", _version("numpy")),
+            ("blackjax", _version("blackjax")),
         )
     )
+    count = jax.device_count()
     return (
-        f"{LEAD}\n"
-        "## Machine\n\n"
-        f"- CPU: {_cpu_model()}, {os.cpu_count()} cores ({jax.default_backend()} backend, "
-        f"{jax.device_count()} device{'s' if jax.device_count() != 1 else ''})\n"
-        f"- Python {platform.python_version()} on {platform.system()} {platform.release()}\n"
+        f"- CPU: {_cpu_model()}, {os.cpu_count()} cores ({jax.default_backend()} "
+        f"backend, {count} device{'s' if count != 1 else ''})\n"
+        f"- Python {platform.python_version()} on {platform.system()} "
+        f"{platform.release()}\n"
         f"- {versions}\n"
-        f"- Run {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC; load average "
-        f"at start: {load}\n"
+        f"- Run {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC; load "
+        f"average at start: {load}\n"
     )
 
 
@@ -138,63 +159,98 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def run_module(name: str, quick: bool) -> str:
-    module = importlib.import_module(name)
-    doc = inspect.getdoc(module) or name
-    title, _, rest = doc.partition("\n\n")
-    main = module.main
-    kwargs = {"quick": quick} if "quick" in inspect.signature(main).parameters else {}
+def _import(name: str) -> ModuleType:
+    """A module of `benchmarks/` by name, or any `bench_*.py` by path."""
+    if name.endswith(".py"):
+        path = Path(name).resolve()
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot import {path}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[path.stem] = module
+        spec.loader.exec_module(module)
+        return module
+    return importlib.import_module(name)
+
+
+def run_module(name: str, quick: bool, smoke: bool) -> tuple[str, str] | None:
+    """Run one module: its section of the users' page and of the developers'
+    page, or None when it raised (the traceback printed)."""
     print(f"running {name} ...", file=sys.stderr, flush=True)
     start = time.perf_counter()
     try:
+        module = _import(name)
+        main = module.main
+        parameters = inspect.signature(main).parameters
+        kwargs = {
+            key: value
+            for key, value in (("quick", quick or smoke), ("smoke", smoke))
+            if key in parameters
+        }
         with contextlib.redirect_stdout(io.StringIO()):
             result = main(**kwargs)
     except Exception:
-        # One broken benchmark must not cost the others' results.
-        trace = traceback.format_exc()
-        print(trace, file=sys.stderr)
-        return f"## {title.rstrip('.')} (`benchmarks/{name}.py`)\n\nFailed:\n\n```\n{trace}```\n"
-    elapsed = time.perf_counter() - start
-    print(f"  done in {elapsed:.0f} s", file=sys.stderr, flush=True)
+        # One broken benchmark must not cost the others' results; the run
+        # fails at the end.
+        traceback.print_exc()
+        print(f"  {name} FAILED", file=sys.stderr, flush=True)
+        return None
+    print(f"  done in {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
     tables: dict[str, list[dict[str, Any]]] = (
         result if isinstance(result, dict) else {"": list(result)}
     )
+    internal_titles = tuple(getattr(module, "INTERNAL", ()))
+    doc = inspect.getdoc(module) or name
+    title, _, rest = doc.partition("\n\n")
     # The docstring minus its "Run `python ...`" paragraph.
     intro = "\n\n".join(p for p in rest.split("\n\n") if not p.startswith("Run "))
-    parts = [f"## {title.rstrip('.')} (`benchmarks/{name}.py`)", ""]
-    if intro:
-        parts += [intro, ""]
+    title = " ".join(title.split()).rstrip(".")
+    heading = f"## {title} (`benchmarks/{Path(name).stem}.py`)"
+    parts: dict[bool, list[str]] = {False: [], True: []}
     for table_title, rows in tables.items():
+        internal = bool(internal_titles) and table_title.startswith(internal_titles)
         if table_title:
-            parts += [f"### {table_title}", ""]
-        parts += [markdown(rows), ""]
-    # What reads best after the numbers (how a result comes about).
-    notes = getattr(module, "NOTES", "")
-    if notes:
-        parts += [inspect.cleandoc(notes), ""]
-    return "\n".join(parts)
+            parts[internal] += [f"### {table_title}", ""]
+        parts[internal] += [markdown(rows), ""]
+    sections = []
+    for internal, notes_name in ((False, "NOTES"), (True, "INTERNAL_NOTES")):
+        if not parts[internal]:
+            sections.append("")
+            continue
+        body = [heading, ""]
+        if intro and not internal:
+            body += [intro, ""]
+        body += parts[internal]
+        notes = getattr(module, notes_name, "")
+        if notes:
+            body += [inspect.cleandoc(notes), ""]
+        sections.append("\n".join(body))
+    return sections[0], sections[1]
 
 
-def assemble(header: str, sections: list[str], versions: str) -> str:
-    """The page: the lead and the machine, the benchmarks (the comparisons
-    users make first), the goals measured against 0.1.0, how to regenerate."""
-    text = header + "\n" + "\n".join(sections)
-    if versions:
-        text += "\n" + versions
-    return text.rstrip() + "\n\n" + HOWTO
-
-
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="fewer repeats and sizes")
-    parser.add_argument(
-        "--only", action="append", help="run only this module (repeatable)"
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--quick", action="store_true", help="fewer repeats and sizes")
+    mode.add_argument(
+        "--smoke", action="store_true", help="tiny sizes, one repeat, every module"
     )
     parser.add_argument(
-        "--write", action="store_true", help="write README.md even with --quick"
+        "--only",
+        action="append",
+        help="run only this module, by name or path to a .py file (repeatable)",
     )
     parser.add_argument(
-        "--out", type=Path, default=HERE / "README.md", help="page to write"
+        "--write", action="store_true", help="write the pages even with --quick"
+    )
+    parser.add_argument(
+        "--out", type=Path, default=HERE / "README.md", help="users' page to write"
+    )
+    parser.add_argument(
+        "--internals",
+        type=Path,
+        default=HERE / "internals.md",
+        help="developers' page to write",
     )
     args = parser.parse_args()
 
@@ -204,18 +260,37 @@ def main() -> None:
         key=lambda n: (FIRST.index(n) if n in FIRST else len(FIRST), n),
     )
     if args.only:
-        names = [n for n in names if n in args.only]
-    top = header()
-    sections = [run_module(name, args.quick) for name in names]
-    # Comparisons between versions (`compare.py`) are measured apart and kept.
-    versions = HERE / "versions.md"
-    text = assemble(top, sections, versions.read_text() if versions.exists() else "")
-    if args.quick and not args.write:
-        print(text)
-        return
-    args.out.write_text(text.rstrip() + "\n")
-    print(f"wrote {args.out}", file=sys.stderr)
+        known = set(names)
+        names = [n for n in names if n in args.only] + [
+            n for n in args.only if n not in known
+        ]
+    start = time.perf_counter()
+    top = machine()
+    results = {name: run_module(name, args.quick, args.smoke) for name in names}
+    failed = [name for name, result in results.items() if result is None]
+    users = [r[0] for r in results.values() if r and r[0]]
+    internals = [r[1] for r in results.values() if r and r[1]]
+    page = f"{LEAD}\n## Machine\n\n{top}\n" + "\n".join(users).rstrip() + "\n\n" + HOWTO
+    internal_page = (
+        f"{INTERNAL_LEAD}\n## Machine\n\n{top}\n" + "\n".join(internals).rstrip() + "\n"
+    )
+    elapsed = time.perf_counter() - start
+    if failed:
+        print(
+            f"FAILED: {', '.join(failed)} raised (tracebacks above); no page written",
+            file=sys.stderr,
+        )
+        return 1
+    if (args.quick or args.smoke) and not args.write:
+        print(page)
+        print(internal_page)
+    else:
+        args.out.write_text(page.rstrip() + "\n")
+        args.internals.write_text(internal_page.rstrip() + "\n")
+        print(f"wrote {args.out} and {args.internals}", file=sys.stderr)
+    print(f"all {len(names)} modules ran in {elapsed:.0f} s", file=sys.stderr)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
