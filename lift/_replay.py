@@ -26,7 +26,7 @@ the shape, or the node, take the full walk.
 | Dicts JAX reorders or compares loosely | `irregular`, `ordered` | `irregular` true: the full walk; a template recorded with an order: never replayed |
 | Attributes read through the global naming the function | `attributes_by_global` | never replayed (depends on what the global holds now) |
 | Sharing and cycles | the walk's `ids` (one node per object); `flatten_checked`'s cycle guard | every node bound once and checked distinct at the end; the same `flatten_checked` |
-| Mutated containers | `mutated_paths` (with the function's globals, which tell `heapq.heappush` from another `heappush` and find it under another name) + `_refuse_mutation` | code that mutates through a capture whose structure rebuilds a list or dict, or calls a function named like a mutating one on it (or a global bound to one when the replay is made): never replayed (`_replayable`); otherwise the walk's answer is the same for every value of the shape |
+| Mutated containers | the call (`lift._copies`), after the walk | nothing to decide: the walk's answer does not depend on what code mutates |
 | Rebinding a dynamic capture | `CodeInfo.rebound` | the same code and leaf classes give the same answer |
 | Empty cells | `_Walk.cell` | a skeleton holding one is never kept for replay (`Skeleton.user_cells`) |
 """
@@ -42,8 +42,7 @@ from typing import Any, Final, cast
 from ._atoms import EXACT
 from ._closure import has_aux
 from ._hidden import aux_tracer, hidden_tracer
-from ._labels import ARG, ATTR, DEFAULT, KEYWORD, KWDEFAULT, SELF, Label
-from ._mutation import mutated_paths
+from ._labels import ATTR, DEFAULT, KEYWORD, KWDEFAULT, Label
 from ._nodes import (
     CellNode,
     FunctionNode,
@@ -382,9 +381,7 @@ def _replayable(skeleton: Skeleton) -> bool:
     """Whether the replay can state every decision the walk made for
     `skeleton`: not when a static is compared by more than its key (a user's
     own list or dict, a class's own `__eq__`: `Static.exact`), nor when a
-    capture holds dicts in an order of their own (`Template.order`), nor when some
-    function's code mutates a captured variable through a path (the walk's
-    `_refuse_mutation` reads the value along it)."""
+    capture holds dicts in an order of their own (`Template.order`)."""
     for node in skeleton.nodes:
         if isinstance(node, FunctionNode):
             if not node.meta.exact:
@@ -395,30 +392,6 @@ def _replayable(skeleton: Skeleton) -> bool:
                 # Whether its attributes are static depends on what the global
                 # is bound to now (`attributes_by_global`): the walk's to say.
                 return False
-            # A call of any function named like a mutating one counts, whatever
-            # it is bound to (the walk's to say), and one of a global bound to
-            # one now (`push` after `from heapq import heappush as push`).
-            mutated = mutated_paths(node.info.code, node.globals, named=True)
-            if mutated and any(
-                label.variable in mutated and _rebuilds_containers(t)
-                for label, t in node.parts()
-            ):
-                return False
-            if mutated and any(
-                (cell := cast(CellNode, skeleton.nodes[c])).name in mutated
-                and cell.template is not None
-                and _rebuilds_containers(cell.template)
-                for c in node.cells
-            ):
-                return False
-        elif isinstance(node, (MethodNode, PartialNode)):
-            func = node.func.slots[0] if len(node.func.slots) == 1 else None
-            target = skeleton.nodes[func.index] if type(func) is Ref else None
-            if isinstance(target, FunctionNode):
-                code = target.info.code
-                mutated = mutated_paths(code, target.globals, named=True)
-                if _bound_parameters(node, code) & set(mutated):
-                    return False
         for _, t in node.parts():
             if t.order is not None:
                 # Dicts in an order JAX's flattening loses: the walk records
@@ -427,39 +400,6 @@ def _replayable(skeleton: Skeleton) -> bool:
             if any(type(s) is Static and not s.exact for s in t.slots):
                 return False
     return True
-
-
-def _rebuilds_containers(template: Template) -> bool:
-    """Whether `template` rebuilds a list or dict (one of its treedef's nodes):
-    what mutating code could change a copy of (`_refuse_mutation` refuses
-    only those), else its answer is the same for every value of the shape."""
-    treedef: Any = template.treedef
-    stack = [treedef] if treedef is not None else []
-    while stack:
-        td = stack.pop()
-        data = td.node_data()
-        if data is not None and data[0] in (list, dict):
-            return True
-        stack.extend(td.children())
-    return False
-
-
-def _bound_parameters(node: MethodNode | PartialNode, code: types.CodeType) -> set[str]:
-    """The parameters of `code` that a method's object or a partial's
-    arguments (those with a structure: containers) are passed to."""
-    names: set[str] = set()
-    for label, t in node.parts():
-        if not _rebuilds_containers(t):
-            continue
-        if label.kind == SELF and code.co_argcount:
-            names.add(code.co_varnames[0])
-        elif label.kind == ARG:
-            i = cast(int, label.key) + (0 if isinstance(node, PartialNode) else 1)
-            if i < code.co_argcount:
-                names.add(code.co_varnames[i])
-        elif label.kind == KEYWORD:
-            names.add(cast(str, label.key))
-    return names
 
 
 def _flat_sequence(template: Template) -> type | None:
