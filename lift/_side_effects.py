@@ -28,7 +28,7 @@ def own_static(value: Any) -> Static:
     """A list, dict or set kept as the user's very object: compared by its
     contents as they are now (type and value at every depth, dict order
     included), never replaced by an equal one (`exact=False`: a skeleton
-    holding it is not shared, and the replay takes only that object)."""
+    holding it is not shared with another closure's)."""
     try:
         key = _contents_key(value)
         hash(key)

@@ -62,7 +62,6 @@ from ._static import (
     default_dynamic,
     is_bool,
     is_jax_value,
-    leaf_class,
     plain_reach,
     static_key,
     unsortable_registry,
@@ -123,7 +122,7 @@ class Walk:
         # whether it is a boolean).
         self.scalar_cells: list[tuple[types.CellType, int, bool]] = []
         # Whether the skeleton holds a user's empty cell (by identity): never
-        # kept for another closure to replay.
+        # shared with another closure.
         self.user_cells = False
 
     def kept(self, live: str | None) -> None:
@@ -168,7 +167,6 @@ class Walk:
             self.parents,
             len(self.leaves),
             frozenset(self.float_leaves),
-            tuple(map(leaf_class, self.leaves)),
         )
         skeleton.names = frozenset(self.names)
         skeleton.live = self.live

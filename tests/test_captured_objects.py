@@ -6,7 +6,7 @@ tuple or a dict, as a bound method's `self` attribute, as a partial's argument
 or keyword, as a default, through a nested closure, as a function attribute),
 with a static or a dynamic value beside it. Each consumer runs the lifted
 function another way (eagerly, through `jax.jit`, `lift.jit`, `jax.vmap`, and
-re-lifted until the shape's fast path would run). The code appends to the
+re-lifted many times). The code appends to the
 container, fills it or counts in it: the change must reach the user's object.
 A container that itself holds a dynamic leaf is rebuilt around it, so a call
 mutating it is refused when it returns, naming the function, the variable and
@@ -1055,7 +1055,7 @@ def test_a_seen_mutation_reaches_the_users_container(case: str, consumer: str) -
     c = start()
     assert float(_RUN[consumer](make(c))) == 4.0
     assert changed(c)  # the user's own object, changed once (one trace)
-    if consumer == "eager":  # past the count after which a shape is replayed
+    if consumer == "eager":  # lifted again and again
         for verify in (False, True):
             with lift.verifying(verify):
                 for _ in range(_RELIFTS):
