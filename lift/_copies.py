@@ -9,9 +9,10 @@ reached the copy (a method, an item store, a call of the user's own function,
 function keeps, for each copy it holds, the items it was built with, and
 after every call of the `Lifted` (eagerly, or while a transform traces it) a
 copy whose items are no longer those is refused with a `LiftError` naming the
-function, its `file:line` and the variable, with the fix. The user's object was never touched; the copies are dropped, and the
-next call builds the function afresh. A generator's or coroutine's body runs
-after the call returns: its copies are checked when it finishes (`watched`).
+function, its `file:line` and the variable, with the fix. The user's object
+was never touched; the copies are dropped, and the next call builds the
+function afresh. A generator's or coroutine's body runs after the call
+returns: its copies are checked when it finishes (`watched`).
 """
 
 from __future__ import annotations
@@ -89,11 +90,11 @@ def copies_in(
     """The lists, dicts and registered pytree nodes that the captures `made`
     (each template with the value it was materialized as, from `leaves` and
     the rebuilt nodes `objs` of `nodes`, found where `parents` says) hold as
-    copies: those their structure
-    rebuilds, not what fills a slot (a static value is the user's own object);
-    of the nodes, those that can change (not a tuple, a frozen dataclass or an
-    `equinox.Module`) and flatten to the same children every time. A template
-    that rebuilds none is marked, and never passed again."""
+    copies: those their structure rebuilds, not what fills a slot (a static
+    value is the user's own object); of the nodes, those that can change (not
+    a tuple, a frozen dataclass or an `equinox.Module`) and flatten to the
+    same children every time. A template that rebuilds none is marked, and
+    never passed again."""
     out: list[Copy] = []
     for template, value in made:
         slots = {id(v) for v in template.slot_values(leaves, objs)}

@@ -327,6 +327,17 @@ def _in_a_method(c: Any, body: Callable[[Any, Any], Any]) -> Callable[..., Any]:
     return _Box(c, body).run
 
 
+def _in_a_captured_method(
+    c: Any, body: Callable[[Any, Any], Any]
+) -> Callable[..., Any]:
+    fns = {"run": _Box(c, body).run}
+
+    def step(x: Any) -> Any:
+        return fns["run"](x)
+
+    return step
+
+
 # A holder: how to make the function to lift around the container, the name
 # of the function a refusal names, and how it names the variable.
 _HOLDERS: dict[str, tuple[Callable[..., Callable[..., Any]], str, str]] = {
@@ -340,6 +351,11 @@ _HOLDERS: dict[str, tuple[Callable[..., Callable[..., Any]], str, str]] = {
     ),
     "partial's argument": (_in_a_partial, "_apply", "capture `args[1]`"),
     "bound method's object": (_in_a_method, "_Box.run", "variable 'self'"),
+    "captured bound method's object": (
+        _in_a_captured_method,
+        "_in_a_captured_method.<locals>.step",
+        "variable 'fns' (at `fns['run'].__self__`)",
+    ),
 }
 
 _PAIRS = [
