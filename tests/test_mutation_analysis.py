@@ -219,15 +219,6 @@ class _Cached(_FromW):
         return f"_Cached({self.w}, cached={'double' in vars(self)})"
 
 
-def _cached_property_read() -> tuple[Callable[..., Any], Any]:
-    c = _Cached(np.float32(1.0))
-
-    def step(x: Any) -> Any:
-        return x * c.double
-
-    return step, c
-
-
 # -- the matrix: holder x container x consumer, pairwise -------------------------
 
 # A container: how to make one holding a float (so lift rebuilds it around its
