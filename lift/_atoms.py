@@ -2,7 +2,7 @@
 
 Several of lift's walks skip a value by its type alone: the leak scan (which
 is capture's hidden-tracer scan too), the frame look, the static rule's fast
-paths, the replay.
+paths.
 Each derives its own set from the facts below by named set operations, and
 says beside it why it differs. Beneath every other module of `lift` (even
 `_compat`): it imports nothing of lift's."""

@@ -3,7 +3,10 @@
 The walk is iterative (a queue of nodes), visits each function, cell, partial and
 bound method once (cycles and recursion included), and walks every captured
 value as a pytree whose function leaves become nodes in turn. It reads the user's
-objects and never writes to them.
+objects and never writes to them. Every lift takes the one walk; what it reads
+of a code object is computed once per code object (`lift._code`), and a
+skeleton equal to the last one of its entry code is shared, with what was
+derived from it (key paths, conversions, `lift.jit`'s programs).
 """
 
 from __future__ import annotations
@@ -27,12 +30,10 @@ from ._nodes import (
     FunctionNode,
     Static,
 )
-from ._replay import replay, walked
 from ._skeleton import Skeleton
 from ._trees import (
     is_function_like,
 )
-from ._verify import STATE, disagree, same_leaves
 from ._walk import Walk
 
 __all__ = ["capture", "check_static_names", "hidden_tracer", "is_function_like"]
@@ -46,12 +47,14 @@ def capture(
 ) -> tuple[Skeleton, list[Any]]:
     """Walk `obj` (a function, bound method or partial) into a skeleton and leaves.
 
-    A closure shaped like one captured before (same code objects, equal static
-    captures: the common case of a sweep re-lifting fresh optimizers) is replayed
-    against that skeleton, which is then shared; anything else takes the full walk.
+    A closure shaped like the last one lifted with the same entry code (same
+    code objects, equal static captures: a sweep re-lifting fresh optimizers)
+    gets that skeleton back, shared, when every static of it is determined by
+    its key.
     """
+    skeleton, leaves = _walk(obj, static, dynamic)
     if dynamic is not None:
-        return _walk(obj, static, dynamic)
+        return skeleton, leaves
     t: type[Any] = type(obj)  # pyright: ignore[reportUnknownVariableType]
     if t is types.FunctionType:
         key = ((id(obj.__code__), t), static)
@@ -59,13 +62,6 @@ def capture(
         key = (_entry_code(obj), static)
     ref = _recent_skeletons.get(key)
     previous = None if ref is None else ref()
-    if previous is not None:
-        leaves = replay(previous, obj)
-        if leaves is not None:
-            if STATE.on:
-                _check_replay(previous, leaves, obj, static)
-            return previous, leaves
-    skeleton, leaves = _walk(obj, static, dynamic)
     if (
         previous is not None
         and skeleton == previous
@@ -73,46 +69,12 @@ def capture(
         and _same_annotations(skeleton, previous)
         and skeleton.live is None  # the mark is the walk's, not the key's
     ):
-        walked(previous)  # towards compiling its replay
         return previous, leaves
     if key[0] is not None and skeleton.live is None and not skeleton.user_cells:
         with _lock:
             _recent_skeletons[key] = weakref.ref(skeleton, _forget(key))
             _keep.append(skeleton)
     return skeleton, leaves
-
-
-def _check_replay(
-    skeleton: Skeleton, leaves: list[Any], obj: Any, static: frozenset[str]
-) -> None:
-    """With `lift.verifying()` on: that the replay gave what the full walk gives."""
-    try:
-        walked_skeleton, walked_leaves = _walk(obj, static, None)
-    except LiftError as err:
-        raise disagree(
-            "replay of a shape seen before", obj, f"the full walk refuses it ({err})"
-        ) from err
-    if walked_skeleton != skeleton:
-        raise disagree(
-            "replay of a shape seen before",
-            obj,
-            f"another treedef:\n  replay: {skeleton!r:.400}\n  walk:   "
-            f"{walked_skeleton!r:.400}",
-        )
-    if walked_skeleton.live is not None:
-        raise disagree(
-            "replay of a shape seen before",
-            obj,
-            f"the full walk finds {walked_skeleton.live}, which the replay let through",
-        )
-    if len(leaves) != len(walked_leaves) or not all(
-        map(operator.is_, leaves, walked_leaves)
-    ):
-        raise disagree(
-            "replay of a shape seen before",
-            obj,
-            f"other leaves ({same_leaves(leaves, walked_leaves) or 'other objects'})",
-        )
 
 
 def _walk(

@@ -4,7 +4,7 @@ A function holds cells, defaults, keyword-only defaults and attributes (its
 `__dict__`: values set by the user, `__wrapped__` set by `functools.wraps`); a
 `functools.partial` holds `func`, `args` and `keywords`; a bound method holds
 `__func__` and `__self__`; a plain object holds its `__dict__` and `__slots__`.
-This module is the only place that says so. Capture, the replay generator,
+This module is the only place that says so. Capture,
 `lift.jit`'s watch on cells, rebuild, key paths, `repr`, `captures`, `diff` and
 the leak scan all read these parts through `Label`s, so a new kind of holder is
 one edit here (with `lift._stdlib_holders` for the standard library's

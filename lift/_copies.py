@@ -3,16 +3,16 @@ call left them as they were (SPEC 1: side effects reach the user's objects).
 
 A captured list or dict that holds dynamic leaves is rebuilt around them: the
 lifted function holds a copy. Code that mutates it in place would change the
-copy, not the user's object. `lift._mutation` reads the code for that and
-refuses when it lifts; what the reading does not see (the mutation through a
-call of the user's own function, a method of a display, the result of
-`max(rows, key=len)`) the call itself shows: the rebuilt function keeps, for
-each copy it holds, the items it was built with, and after every call of the
-`Lifted` (eagerly, or while a transform traces it) a copy whose items are no
-longer those is refused with a `LiftError` naming the function and the
-variable. The user's object was never touched; the copies are dropped, and the
-next call builds the function afresh. A generator's or coroutine's body runs
-after the call returns: its copies are checked when it finishes (`watched`).
+copy, not the user's object. The call itself shows it, however the code
+reached the copy (a method, an item store, a call of the user's own function,
+`max(rows, key=len)`, an attribute set on a registered node): the rebuilt
+function keeps, for each copy it holds, the items it was built with, and
+after every call of the `Lifted` (eagerly, or while a transform traces it) a
+copy whose items are no longer those is refused with a `LiftError` naming the
+function, its `file:line` and the variable, with the fix. The user's object
+was never touched; the copies are dropped, and the next call builds the
+function afresh. A generator's or coroutine's body runs after the call
+returns: its copies are checked when it finishes (`watched`).
 """
 
 from __future__ import annotations
@@ -25,12 +25,12 @@ from collections.abc import AsyncGenerator, Coroutine, Generator, Iterable, Sequ
 from typing import Any, Final, NamedTuple, Protocol, TypeAlias, cast
 
 from ._caches import per_class
-from ._closure import slots_of
+from ._closure import code_of, slots_of
 from ._compat import CUSTOM_NODES
 from ._errors import LiftError, describe
-from ._labels import SELF
-from ._nodes import CellNode, Node, Template
-from ._trees import flatten_checked, tree_flatten
+from ._labels import ATTR, SELF, Label
+from ._nodes import CellNode, FunctionNode, Node, Template
+from ._trees import flatten_checked, tree_flatten, treedef_paths
 
 __all__ = [
     "REBUILT_TYPES",
@@ -62,11 +62,19 @@ class Copy(NamedTuple):
     is_node: bool  # a registered pytree node, not a list or dict
     state: tuple[Any, ...]  # what it held when it was built (`_state`)
     template: Template  # the capture it belongs to
-    owner: Any  # the rebuilt function (or partial) holding that capture
+    # The rebuilt function whose variable `label` leads to the copy, by `path`
+    # (`.args[0]` of a partial it captures: `push.args[0]`), or, at the root,
+    # the partial or bound method holding it.
+    owner: Any
+    label: Label
+    path: str
     # A node's: the containers in its attributes that its `tree_unflatten`
     # made anew (not its children, nor what its aux data or a default shares
     # with your object), each with the attribute it is in and its items.
     inner: tuple[tuple[str, Any, tuple[Any, ...]], ...] = ()
+    # A list's or dict's: whether it holds a dynamic leaf or a function itself
+    # (else it is rebuilt as the child of a pytree node that lift rebuilds).
+    holds: bool = True
 
 
 Copies: TypeAlias = tuple[Copy, ...]
@@ -77,14 +85,16 @@ def copies_in(
     leaves: Sequence[Any],
     objs: Sequence[Any],
     nodes: Sequence[Node],
+    parents: Sequence[tuple[Template, int] | None],
 ) -> Copies:
     """The lists, dicts and registered pytree nodes that the captures `made`
     (each template with the value it was materialized as, from `leaves` and
-    the rebuilt nodes `objs` of `nodes`) hold as copies: those their structure
-    rebuilds, not what fills a slot (a static value is the user's own object);
-    of the nodes, those that can change (not a tuple, a frozen dataclass or an
-    `equinox.Module`) and flatten to the same children every time. A template
-    that rebuilds none is marked, and never passed again."""
+    the rebuilt nodes `objs` of `nodes`, found where `parents` says) hold as
+    copies: those their structure rebuilds, not what fills a slot (a static
+    value is the user's own object); of the nodes, those that can change (not
+    a tuple, a frozen dataclass or an `equinox.Module`) and flatten to the
+    same children every time. A template that rebuilds none is marked, and
+    never passed again."""
     out: list[Copy] = []
     for template, value in made:
         slots = {id(v) for v in template.slot_values(leaves, objs)}
@@ -105,8 +115,7 @@ def copies_in(
         if flatten_checked(value, is_leaf) is None or not found:
             template.copies = False
             continue
-        node = nodes[template.owner]
-        owner = objs[node.owner if type(node) is CellNode else template.owner]
+        owner, label, path = _holder(template, nodes, parents, objs)
         for x, is_node in found:
             state, again = _state(x, is_node), _state(x, is_node)
             if state is None or again is None or not _same(state, again):
@@ -114,8 +123,47 @@ def copies_in(
             inner = (
                 tuple((a, c, _items(c)) for a, c in _made_anew(x)) if is_node else ()
             )
-            out.append(Copy(x, is_node, state, template, owner, inner))
+            holds = not is_node and any(
+                id(v) in slots
+                for v in (flatten_checked(x, lambda y, s=slots: id(y) in s) or ((),))[0]
+            )
+            out.append(
+                Copy(x, is_node, state, template, owner, label, path, inner, holds)
+            )
     return tuple(out)
+
+
+def _holder(
+    template: Template,
+    nodes: Sequence[Node],
+    parents: Sequence[tuple[Template, int] | None],
+    objs: Sequence[Any],
+) -> tuple[Any, Label, str]:
+    """Who a refusal names for a copy in `template`: the function whose
+    variable leads to it (through the partials, bound methods and function
+    attributes between), that variable's label and the path from it (`''`
+    when the copy is the variable's value or in it)."""
+    path = ""
+    t = template
+    for _ in range(len(nodes)):
+        index = t.owner
+        node = nodes[index]
+        if type(node) is CellNode:
+            return objs[node.owner], t.label, path
+        parent = parents[index]
+        if parent is None or (type(node) is FunctionNode and t.label.kind != ATTR):
+            return objs[index], t.label, path
+        # A partial's argument, a method's object, a function's attribute:
+        # named from the variable holding that partial, method or function.
+        step = f".{t.label.key}" if t.label.kind == ATTR else t.label.source("")
+        t, pos = parent
+        within = (
+            "".join(map(str, treedef_paths(t.treedef)[pos]))
+            if t.treedef is not None
+            else ""
+        )
+        path = within + step + path
+    return objs[template.owner], template.label, ""
 
 
 # Node classes whose instances your code cannot change in place, registered by
@@ -273,9 +321,14 @@ def refuse_changed(copy: Copy, *, between_calls: bool = False) -> LiftError:
     """The error for a call that changed `copy`; `between_calls`: for a copy
     found changed before a call began (through a value an earlier call gave
     out), which no code of the function changed."""
-    x, is_node, _, template, owner, _ = copy
+    x, is_node, owner, label, path = (
+        copy.value,
+        copy.is_node,
+        copy.owner,
+        copy.label,
+        copy.path,
+    )
     what = type(x).__name__
-    label = template.label
     name = label.variable
     if name is None and label.kind == SELF:  # a bound method's: its first parameter
         code = getattr(getattr(owner, "__func__", None), "__code__", None)
@@ -285,6 +338,15 @@ def refuse_changed(copy: Copy, *, between_calls: bool = False) -> LiftError:
         if name
         else f"its capture `{label.text.lstrip('.')}`"
     )
+    if name and path:
+        variable += f" (at `{name}{path}`)"
+    who = describe(owner)
+    if isinstance(owner, functools.partial) and code_of(owner) is None:
+        # A partial of a builtin (`partial(list.append, buf)`): its repr would
+        # print the copy.
+        func: Any = owner.func
+        who = f"functools.partial({getattr(func, '__qualname__', '…')}, …)"
+
     passed = f"pass {name!r} as an argument" if name else "pass it as an argument"
     if is_node:
         held = ", a pytree node that lift rebuilds around its leaves"
@@ -303,6 +365,8 @@ def refuse_changed(copy: Copy, *, between_calls: bool = False) -> LiftError:
         held = (
             " that lift rebuilds around its leaves (it holds dynamic values or "
             "functions)"
+            if copy.holds
+            else " that sits in a pytree node, which lift rebuilds around its leaves"
         )
         fix = (
             f"{passed} and return what the code adds to it, or keep only static "
@@ -311,7 +375,7 @@ def refuse_changed(copy: Copy, *, between_calls: bool = False) -> LiftError:
         )
     if between_calls:
         return LiftError(
-            f"lift's copy of {variable} of {describe(owner)} changed between "
+            f"lift's copy of {variable} of {who} changed between "
             f"two calls: a {what}{held}, and an earlier call gave it out (returned "
             f"it, or stored it where your code reached it), so a change made to "
             f"that value reached lift's copy and your {what} did not change.\n"
@@ -319,7 +383,7 @@ def refuse_changed(copy: Copy, *, between_calls: bool = False) -> LiftError:
             anchor="mutates-a-rebuilt-container",
         )
     return LiftError(
-        f"{describe(owner)} mutated {variable} in place while it ran: a {what}"
+        f"{who} mutated {variable} in place while it ran: a {what}"
         f"{held}, so the change reached lift's copy and your {what} did not "
         f"change.\nFix: {fix}.",
         anchor="mutates-a-rebuilt-container",

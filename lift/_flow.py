@@ -1,6 +1,5 @@
 """A function's bytecode followed by its stack (CPython 3.11 to 3.13): `Flow`,
-the interpreter the branch analysis (`lift._code`) and the mutation analysis
-(`lift._mutation`) share.
+the interpreter the branch analysis (`lift._code`) runs.
 
 Each stack slot holds where its value comes from (a captured variable, a
 parameter, a constant, `None`, a sequence of sources); a subclass says what
@@ -11,7 +10,6 @@ from __future__ import annotations
 
 import dis
 import types
-from collections.abc import Mapping
 from typing import Any, Final, TypeAlias
 
 __all__ = ["FREE", "Flow", "PARAM", "Source"]
@@ -21,7 +19,7 @@ __all__ = ["FREE", "Flow", "PARAM", "Source"]
 # variable a local of the function around it, so names alone cannot tell).
 FREE: Final = "free"  # a free variable: a closure cell the function captured
 PARAM: Final = "param"  # one of the function's own parameters
-# (FREE or PARAM, name); a reading of its own (`lift._mutation`) adds more.
+# (FREE or PARAM, name); the branch analysis adds `SEQUENCE`.
 Source: TypeAlias = tuple[Any, ...]
 
 FAST_LOADS: Final = frozenset(
@@ -97,7 +95,7 @@ SEQUENCES: Final[frozenset[Source]] = frozenset({SEQUENCE})
 
 class Flow:
     """One pass over a code object's bytecode (CPython 3.11+) that follows its
-    stack: the abstract interpreter lift's readings of code share.
+    stack: the abstract interpreter of lift's branch analysis.
 
     Each stack slot holds a frozenset of facts about its value (`Source`s: the
     variables it was computed from, and whatever else a subclass tracks). A
@@ -118,18 +116,15 @@ class Flow:
     # records what each instruction popped (by offset).
     through_calls: bool = False
 
-    def __init__(
-        self,
-        code: types.CodeType,
-        start: Mapping[str, frozenset[Source]] | None = None,
-    ) -> None:
-        """`start`: what some locals hold on entry (a comprehension's iterator,
-        `.0`, which the code defining it passes)."""
+    def __init__(self, code: types.CodeType) -> None:
         self.stores: set[str] = set()  # free variables stored to or deleted
         self.operands: dict[int, frozenset[Source]] = {}
         self.popped: list[frozenset[Source]] = []
         instructions = list(dis.get_instructions(code))
-        self.params = self.parameters(code)
+        # The locals whose value is a `PARAM` source: the named parameters.
+        self.params = frozenset(
+            code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
+        )
         # `LOAD_DEREF`'s argument indexes the locals, then cells that are not
         # parameters, then free variables (3.11+).
         self.first_free = len(code.co_varnames) + len(
@@ -141,14 +136,10 @@ class Flow:
         self.guarded = self.guarded_loads(instructions)
         # What each local variable was computed from, over all its assignments
         # (`k = n; while k > 0.5:`).
-        self.locals: dict[str, frozenset[Source]] = dict(start) if start else {}
+        self.locals: dict[str, frozenset[Source]] = {}
         self.run(code, instructions, entries)
         if self.locals:
             self.run(code, instructions, entries)
-
-    def parameters(self, code: types.CodeType) -> frozenset[str]:
-        """The locals whose value is a `PARAM` source: the named parameters."""
-        return frozenset(code.co_varnames[: code.co_argcount + code.co_kwonlyargcount])
 
     def guarded_loads(self, instructions: list[dis.Instruction]) -> set[int]:
         """Offsets of loads whose value is known not to matter (`unknown`)."""

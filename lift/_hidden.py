@@ -67,8 +67,8 @@ def hidden_tracer(obj: Any, live: LiveTraces | None = None) -> str | None:
     Given `live`, only a tracer whose trace has exited (not one of `live`'s).
 
     Bounded (`_SCAN_LIMIT` objects), and safe on hostile objects: types are read
-    with `type()`, and what cannot be opened is passed by. The full walk and the
-    replay both ask this of every opaque static capture.
+    with `type()`, and what cannot be opened is passed by. The full walk asks
+    this of every opaque static capture.
     """
     t: type[Any] = type(obj)  # pyright: ignore[reportUnknownVariableType]
     # The common static captures, answered without a walk: a module's function

@@ -42,7 +42,9 @@ def build_watched(
     (`lift._copies`)."""
     made: list[tuple[Template, Any]] = []
     objs = build_nodes(skeleton, leaves, made)
-    return objs[0], copies_in(made, leaves, objs, skeleton.nodes) if made else ()
+    return objs[0], copies_in(
+        made, leaves, objs, skeleton.nodes, skeleton.parents
+    ) if made else ()
 
 
 def build_nodes(

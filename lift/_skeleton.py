@@ -64,7 +64,6 @@ class Skeleton:
         "exact",
         "float_leaves",
         "key",
-        "leaf_types",
         "live",
         "names",
         "nleaves",
@@ -73,9 +72,7 @@ class Skeleton:
         "order",
         "parents",
         "paths",
-        "replay",
         "user_cells",
-        "walked",
     )
 
     def __init__(
@@ -85,17 +82,12 @@ class Skeleton:
         parents: list[tuple[Template, int] | None],
         nleaves: int,
         float_leaves: frozenset[int],
-        leaf_types: tuple[Any, ...] = (),
     ) -> None:
         self.nodes = nodes
         self.order = order
         self.parents = parents
         self.nleaves = nleaves
         self.float_leaves = float_leaves
-        # The type of each leaf when captured (not compared): lets a re-capture of a
-        # same-shaped closure check classification by type alone. For a NumPy
-        # array, `(np.ndarray, 0-d, boolean)`: what branch analysis reads.
-        self.leaf_types = leaf_types
         self.key = tuple(n.key for n in nodes)
         self._hash = hash(self.key)
         # Derived facts, each computed once per skeleton (none is compared):
@@ -114,10 +106,6 @@ class Skeleton:
         self.attrs: dict[str, Any] | None = None
         # Each leaf's key path (`lift._paths`).
         self.paths: tuple[Any, ...] | None = None
-        # The full walks of this shape so far, and its replay once compiled
-        # (`lift._replay`).
-        self.walked = 0
-        self.replay: Any = None  # a function, or the replay module's `_NO_REPLAY`
 
     def __eq__(self, other: object) -> bool:
         if self is other:

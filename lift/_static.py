@@ -1,10 +1,9 @@
 """The one static rule: what of a capture is a leaf and what is static, and
 what "equal" means for a static value.
 
-`leaf_class` says what becomes a leaf, `scanned` which statics are looked
-into for a hidden tracer, `attributes_by_global` which module-level functions
-are compared by identity; the full walk states each decision by calling these,
-and the replay reads the walk's record of them. `static_key` compares statics
+`scanned` says which statics are looked into for a hidden tracer,
+`attributes_by_global` which module-level functions are compared by identity;
+the full walk states each decision by calling these. `static_key` compares statics
 by type and value at every depth (so `0.0` is not `-0.0` and `1` is not
 `1.0`), and by identity where a value cannot be compared."""
 
@@ -37,7 +36,6 @@ __all__ = [
     "default_dynamic",
     "is_exact",
     "is_jax_value",
-    "leaf_class",
     "scanned",
     "static_key",
     "unsortable_registry",
@@ -256,17 +254,6 @@ def scanned(t: type[Any]) -> bool:
     return not (t in _UNSCANNED or issubclass(t, np.generic) or opaque(t))
 
 
-def leaf_class(leaf: Any) -> Any:
-    """Everything the walk's rule (`_Walk.kind`, with branch analysis) reads of
-    a dynamic leaf: its type, and for a NumPy array whether JAX holds its
-    dtype, whether it is 0-d and whether it is boolean. Two dynamic leaves of
-    one class are decided alike; the replay checks each leaf's class."""
-    t: type[Any] = type(leaf)  # pyright: ignore[reportUnknownVariableType]
-    if t is np.ndarray:
-        return (t, leaf.ndim == 0, bool(leaf.dtype == np.bool_), jax_dtype(leaf.dtype))
-    return t
-
-
 def attributes_by_global(fn: types.FunctionType, global_names: frozenset[str]) -> bool:
     """Whether `fn` reads its own attributes through the module global naming it
     (a module-level `def f` reading `f.scale`): leaves there would be dead in
@@ -380,7 +367,7 @@ def check_aux(treedef: Any, holder: Any, label: Label) -> str | None:
 
 def check_opaque(leaf: Any, t: type[Any], holder: Any, label: Label) -> str | None:
     """Refuse a static capture with a tracer hidden inside it whose transform has
-    exited (the full walk and the replay alike). One whose transform is still
+    exited. One whose transform is still
     running is kept, as the function itself keeps it while it runs there: said
     (what `Lifted`'s flattening refuses, `Skeleton.live`), or `None`."""
     if not scanned(t):

@@ -303,8 +303,7 @@ def _is_namedtuple(t: type[Any]) -> bool:
 def read_as_tuple(t: type[Any]) -> bool:
     """Whether JAX's flattening reads a value of type `t` by `tuple`'s own
     iteration (or a list's): tuples, lists, and NamedTuples not registered as
-    nodes of their own (which flatten as they like). The full walk and the
-    replay both decide by this."""
+    nodes of their own (which flatten as they like)."""
     return t is tuple or t is list or (_is_namedtuple(t) and t not in _CUSTOM_NODES)
 
 

@@ -1,9 +1,9 @@
 """Checking every fast path against the full walk: `lift.verifying()`, `LIFT_VERIFY=1`.
 
-lift answers most requests by a fast path that stands for a slower, simpler
-rule: a replayed capture for the full walk of a closure, a `lift.jit`
-function's cached call for lifting its function again, the compiled
-identity for `jax.device_put` of captured floats. Each must give exactly what
+lift answers two requests by a fast path that stands for a slower, simpler
+rule: a `lift.jit` function's cached call for lifting its function again, and
+the compiled identity for `jax.device_put` of captured floats. (Lifting a
+closure always takes the full walk.) Each must give exactly what
 the rule it stands for gives. With the switch on, each also runs that rule and
 raises `lift.LiftError` at the first difference (a bug in lift: the message
 says which path, for which function, and what differed).
@@ -42,15 +42,15 @@ _lock = threading.Lock()
 class verifying:
     """Make every fast path of lift check itself against the full walk, in a block.
 
-    Inside the block, re-lifting a closure shaped like one seen before (its
-    replay), a `lift.jit` function's cached call, and the conversion of
-    captured Python floats to arrays each also run the full rule they stand
-    for, and raise `lift.LiftError` if the two differ in anything: treedef,
-    leaves (type, dtype, weak type, sharding, bits), or whether the value is
-    accepted. A shape's replay is compiled at its first re-lift, so that it
-    is checked too. Setting the environment variable `LIFT_VERIFY=1` turns the
-    same checks on for the whole process (the test suite's CI runs so). The
-    checks cost a full walk per fast call: for tests, not for production.
+    Inside the block, a `lift.jit` function's cached call and the conversion
+    of captured Python floats to arrays each also run the full rule they
+    stand for (lifting the function again; `jax.device_put`), and raise
+    `lift.LiftError` if the two differ in anything: treedef, leaves (type,
+    dtype, weak type, sharding, bits), or whether the value is accepted.
+    Lifting a closure has no fast path to check: it always takes the full
+    walk. Setting the environment variable `LIFT_VERIFY=1` turns the same
+    checks on for the whole process (the test suite's CI runs so). The checks
+    cost a lift per cached call: for tests, not for production.
 
     ```python
     import jax.numpy as jnp

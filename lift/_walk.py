@@ -4,7 +4,7 @@ The walk is iterative (a queue of nodes), visits each function, cell, partial an
 bound method once (cycles and recursion included), and walks every captured
 value as a pytree whose function leaves become nodes in turn. It reads the user's
 objects and never writes to them. What is a leaf is the static rule's
-(`lift._static`); what may not be rebuilt, the side-effect rule's
+(`lift._static`); what stays the user's own object, the side-effect rule's
 (`lift._side_effects`)."""
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from ._code import CodeInfo, code_info
 from ._compat import Tracer
 from ._errors import LiftError, describe, static_fix, type_text, variable_str
 from ._labels import ATTR, Label
-from ._mutating_flow import ATTR_STEP
 from ._nodes import (
     CellNode,
     FunctionNode,
@@ -44,14 +43,8 @@ from ._nodes import (
 )
 from ._side_effects import (
     OWN_CONTAINERS,
-    Capturer,
-    captured_functions,
-    checked_for_mutation,
     nests_plainly,
     own_static,
-    refuse_attribute_mutations,
-    refuse_mutation,
-    refuse_part_mutations,
     refuse_rebinding,
 )
 from ._skeleton import Skeleton
@@ -69,7 +62,6 @@ from ._static import (
     default_dynamic,
     is_bool,
     is_jax_value,
-    leaf_class,
     plain_reach,
     static_key,
     unsortable_registry,
@@ -130,14 +122,8 @@ class Walk:
         # whether it is a boolean).
         self.scalar_cells: list[tuple[types.CellType, int, bool]] = []
         # Whether the skeleton holds a user's empty cell (by identity): never
-        # kept for another closure to replay.
+        # shared with another closure.
         self.user_cells = False
-        # The functions and partials a cell holds, by id: the function whose
-        # cell it is, its variable and the path to it there (`helper.log.
-        # append(v)` in `step` mutates an attribute of `helper`, `fns[0].log.
-        # append(v)` one of `fns[0]`; `push(v)`, `push` a partial of
-        # `list.append`, its argument). Checked when the node is made.
-        self.capturers: dict[int, list[Capturer]] = {}
 
     def kept(self, live: str | None) -> None:
         if live is not None and self.live is None:
@@ -162,11 +148,9 @@ class Walk:
             if t is types.FunctionType:
                 self.nodes[index] = self.function(index, obj)
             elif t is types.MethodType:
-                parts = self.parts(method_parts(obj), index, obj)
-                refuse_part_mutations(
-                    obj.__func__, parts, [obj.__func__, obj.__self__], self.leaves
+                self.nodes[index] = MethodNode(
+                    self.parts(method_parts(obj), index, obj)
                 )
-                self.nodes[index] = MethodNode(parts)
             elif (holder := holder_of(obj)) is not None:
                 self.nodes[index] = HolderNode(
                     holder,
@@ -175,13 +159,6 @@ class Walk:
                 )
             else:
                 parts = self.parts(partial_parts(obj), index, obj)
-                refuse_part_mutations(
-                    obj.func,
-                    parts,
-                    [v for _, v in partial_parts(obj)],
-                    self.leaves,
-                    self.capturers.get(id(obj), ()),
-                )
                 self.nodes[index] = PartialNode(t, parts)
         nodes: list[Node] = self.nodes  # type: ignore[assignment]
         skeleton = Skeleton(
@@ -190,7 +167,6 @@ class Walk:
             self.parents,
             len(self.leaves),
             frozenset(self.float_leaves),
-            tuple(map(leaf_class, self.leaves)),
         )
         skeleton.names = frozenset(self.names)
         skeleton.live = self.live
@@ -263,25 +239,6 @@ class Walk:
                 )
                 for label, value in function_parts(fn)
             )
-            for (label, template), (_, value) in zip(
-                parts, function_parts(fn), strict=True
-            ):
-                if not checked_for_mutation(value, template):
-                    continue
-                if label.kind != ATTR:
-                    refuse_mutation(fn, label.variable, value, template, self.leaves)
-                elif fn.__name__ in fn.__code__.co_freevars:
-                    # `f.log.append(...)` in `f`, which names itself by a cell.
-                    refuse_mutation(
-                        fn,
-                        fn.__name__,
-                        value,
-                        template,
-                        self.leaves,
-                        ((ATTR_STEP, label.key),),
-                    )
-        if parts and id(fn) in self.capturers:
-            refuse_attribute_mutations(fn, parts, self.capturers[id(fn)], self.leaves)
         return FunctionNode(
             info,
             fn.__globals__,
@@ -317,20 +274,6 @@ class Walk:
         template = self.template(contents, index, label, fn, branched)
         if name in info.rebound:
             refuse_rebinding(fn, name, template, self.leaves)
-        if checked_for_mutation(contents, template):
-            refuse_mutation(fn, name, contents, template, self.leaves)
-        for held, prefix in captured_functions(fn, name, contents, template):
-            key = id(held)
-            self.capturers.setdefault(key, []).append((fn, name, prefix))
-            at = self.ids.get(key)
-            node = self.nodes[at] if at is not None else None
-            if isinstance(node, FunctionNode) and node.parts():  # made already
-                refuse_attribute_mutations(
-                    cast(types.FunctionType, held),
-                    node.parts(),
-                    self.capturers[key],
-                    self.leaves,
-                )
         added = len(self.leaves) - before
         if added == 1:  # the common case, one value: no generator
             leaf = self.leaves[before]
@@ -538,8 +481,8 @@ class Walk:
         NamedTuples that hold no dynamic leaf and no function, each kept whole,
         the user's own object (`own_static`), so that code appending to it or filling
         it acts on it. (One inside a registered node is rebuilt with the node,
-        whose unflatten may demand a container there: mutating it is refused,
-        `refuse_mutation`.) `owned` records the answer for each list or dict
+        whose unflatten may demand a container there: a call mutating it is
+        refused when it returns, `lift._copies`.) `owned` records the answer for each list or dict
         met."""
         reach = plain_reach(value)
         if not reach:

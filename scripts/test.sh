@@ -33,7 +33,6 @@ QUICK=(
     tests/test_capture.py
     tests/test_soundness.py
     tests/test_transforms.py
-    tests/test_replay.py
     tests/test_diff.py
     tests/test_jit.py
     tests/test_convert.py

@@ -235,7 +235,7 @@ def _self_itself(v: Any, use: Callable[[Any, Any], Any] = times) -> Callable[...
 
 
 # The ways a function holds a value by itself, for any value and any use: what
-# the matrices of values (hostile objects, replayed shapes) take their
+# the matrices of values (hostile objects, shapes lifted again) take their
 # holders from. `HOLDERS` below adds the ways through other functions and
 # containers, for values a function multiplies by.
 HOLD: dict[str, Make] = {

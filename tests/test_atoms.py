@@ -8,7 +8,7 @@ import types
 import jax
 import numpy as np
 
-from lift import _atoms, _hidden, _leak_reach, _replay, _static, _stdlib_holders
+from lift import _atoms, _hidden, _leak_reach, _static, _stdlib_holders
 from lift._compat import frame_locals
 from lift._trees import _ATOMS as TREE_ATOMS  # pyright: ignore[reportPrivateUsage]
 
@@ -33,9 +33,9 @@ def test_each_walk_derives_its_set_from_the_base() -> None:
     # The parts of a C object, an object array, a cache. (The hidden-tracer
     # scan is the leak scan's walk: `lift._leak_scan.first_tracer`.)
     assert _stdlib_holders.HOLD_NOTHING is _atoms.HOLD_NOTHING
-    # The static rule and the replay: the exact scalars compared by value, the
+    # The static rule: the exact scalars compared by value, the
     # inexact ones leaves.
-    assert _static._PLAIN == _replay._ATOMS == _atoms.EXACT  # pyright: ignore[reportPrivateUsage]
+    assert _static._PLAIN == _atoms.EXACT  # pyright: ignore[reportPrivateUsage]
     assert (
         _atoms.EXACT
         | {

@@ -364,10 +364,11 @@ def test_mutating_a_captured_container_of_leaves_is_refused_not_copied():
         table["last"] = x
         return len(items)
 
+    lifted = lift.lift(f)  # refused by the call that changes the copy
     with pytest.raises(
-        lift.LiftError, match=r"mutates the captured variable 'items' in place"
+        lift.LiftError, match=r"mutated the captured variable 'items' in place"
     ):
-        lift.lift(f)
+        lifted(1.0)
     assert len(items) == 2
     assert "last" not in table
     assert f(1.0) == 3  # the function itself is untouched

@@ -907,18 +907,21 @@ def _inner_appends(params: Any) -> Any:
     ],
     ids=["append", "item", "dict item", "del item", "update", "pop", "inner"],
 )
-def test_mutating_a_container_that_holds_leaves_is_refused(
+def test_a_call_mutating_a_container_that_holds_leaves_is_refused(
     make: Any, value: Any
 ) -> None:
     kind = type(value).__name__
+    before = repr(value)
     with pytest.raises(
         lift.LiftError,
-        match=rf"(?s){make.__name__}.<locals>.f \(.*test_capture.py:\d+\) mutates the "
-        rf"captured variable 'params' in place, a {kind} that holds a dynamic value.*"
-        r"reach a copy, not your.*Fix: pass 'params' as an argument.*"
+        match=rf"(?s){make.__name__}.<locals>.f \(.*test_capture.py:\d+\) mutated the "
+        rf"captured variable 'params' in place while it ran: a {kind} that lift "
+        r"rebuilds around its leaves \(it holds dynamic values.*reached lift's "
+        r"copy and your.*Fix: pass 'params' as an argument.*"
         r"mutates-a-rebuilt-container",
     ):
-        lift.lift(make(value))
+        lift.lift(make(value))(1.0)
+    assert repr(value) == before  # your object: untouched
 
 
 def test_reading_a_container_that_holds_leaves_or_a_local_of_its_name_is_fine() -> None:

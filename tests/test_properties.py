@@ -750,32 +750,6 @@ def test_generated_programs_reach_six_deep():
     assert deepest == MAX_DEPTH
 
 
-@settings(_SETTINGS, max_examples=_TREEDEF_EXAMPLES)
-@given(programs, st.randoms(use_true_random=False))
-def test_replay_accepts_only_what_the_full_walk_gives_the_same(spec, rnd):
-    """The replay of a skeleton (the fast path for a shape seen before), run on
-    a new program of the same shape or a perturbed one, either declines or gives
-    exactly the skeleton and leaves the full walk gives."""
-    from lift import _capture, _replay
-
-    fn, _ = build(spec)
-    skeleton, _ = _capture._walk(fn, frozenset(), None)
-    replay = _replay._compile(skeleton)
-    if not callable(replay):
-        # A shape whose decisions the replay cannot state takes the full walk.
-        assert not _replay._replayable(skeleton)
-        return
-    for other in (spec, _perturb(spec, rnd)):
-        again, _ = build(other)
-        leaves = replay(again)
-        if leaves is None:
-            continue
-        walked, walked_leaves = _capture._walk(again, frozenset(), None)
-        assert walked == skeleton
-        assert len(leaves) == len(walked_leaves)
-        assert all(a is b for a, b in zip(leaves, walked_leaves, strict=True))
-
-
 # -- converting Python scalars: `jax.device_put` and the compiled identity ------
 #
 # A `Lifted` converts its Python floats and complexes with `jax.device_put` until

@@ -1,6 +1,6 @@
 """Every way a function can hold an array must pass one suite: round trip, vmap,
 grad, returned from `jit`. (The table is `helpers.HOLDERS`; calling, no retrace,
-replay, key paths, `repr`, `diff`, the leak scan and `lift.jit` over it are in
+lifting again, key paths, `repr`, `diff`, the leak scan and `lift.jit` over it are in
 `test_soundness.py`.)"""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 One table of every way a function can hold a value (`helpers.HOLDERS`) crossed
 with every consumer of lift's description of a closure: calling it eagerly and
-under `jit`, the replay of a shape seen before, rebuilding, key paths, `repr`,
+under `jit`, lifting a shape seen before again, rebuilding, key paths, `repr`,
 `diff`, the leak scan and `lift.jit`. Then the cases that were found wrong, one
 test each, written from what a user sees.
 """
@@ -34,15 +34,9 @@ from helpers import (
 )
 
 import lift
-from lift import _floats, _replay
+from lift import _floats
 
 _IDS = [h.name for h in HOLDERS]
-
-
-@pytest.fixture
-def compile_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Compile a shape's replay the second time it is seen."""
-    monkeypatch.setattr(_replay, "REPLAY_AFTER", 0)
 
 
 def _treedef(x: Any) -> Any:
@@ -73,20 +67,12 @@ def test_eager_and_jit_compute_what_the_function_does(holder: Holder) -> None:
 
 
 @pytest.mark.parametrize("holder", HOLDERS, ids=_IDS)
-def test_replay_gives_what_the_full_walk_gives(
-    holder: Holder, compile_at_once: None
-) -> None:
+def test_lifting_a_shape_again_gives_what_the_first_lift_gave(holder: Holder) -> None:
     walked = [lift.lift(holder.make(v)) for v in (1.0, 2.0)]
-    replayed = lift.lift(holder.make(7.0))
-    # An empty cell is its closure's own (Python may bind it later): such a
-    # skeleton is never replayed for another closure, but compares equal. A
-    # dict in an order JAX's flattening loses takes the full walk too (the
-    # walk records its order, which the treedef the replay checks does not).
-    if holder.name not in ("beside an empty cell", "dict in insertion order"):
-        assert callable(_skeleton(replayed).replay)
-    assert _treedef(replayed) == _treedef(walked[0])
-    assert [float(x) for x in jax.tree_util.tree_leaves(replayed)] == [7.0]
-    assert replayed(2.0) == 14.0
+    again = lift.lift(holder.make(7.0))
+    assert _treedef(again) == _treedef(walked[0])
+    assert [float(x) for x in jax.tree_util.tree_leaves(again)] == [7.0]
+    assert again(2.0) == 14.0
 
 
 @pytest.mark.parametrize("holder", HOLDERS, ids=_IDS)
@@ -270,7 +256,7 @@ def test_the_skeleton_cache_keeps_no_array_of_the_function_alive() -> None:
 
     w = jnp.ones(3)
     ref = weakref.ref(w)
-    for _ in range(3):  # and its replay
+    for _ in range(3):  # and lifted again
         lifted = lift.lift(make(w))
         assert lifted(2.0).tolist() == [2.0, 2.0, 2.0]
     del w, lifted
@@ -622,9 +608,9 @@ def test_a_lifted_holding_a_live_hidden_tracer_is_called_but_not_flattened() -> 
 
 
 @pytest.mark.lift_allow_leaks
-def test_replay_refuses_a_tracer_hidden_in_an_object_as_the_walk_does(
-    compile_at_once: None,
-) -> None:
+def test_a_tracer_hidden_in_an_object_is_refused_when_the_shape_was_lifted_before() -> (
+    None
+):
     class Holder:  # not a pytree
         def __init__(self, v: Any) -> None:
             self.v = v
@@ -636,7 +622,6 @@ def test_replay_refuses_a_tracer_hidden_in_an_object_as_the_walk_does(
 
     for _ in range(3):
         lift.lift(make())
-    assert callable(_skeleton(lift.lift(make())).replay)
 
     @jax.jit
     def inside(x: Any) -> Any:
@@ -702,7 +687,7 @@ def _changes(escaped: Any) -> list[Callable[[type, type, type], type]]:
 @pytest.mark.parametrize("change", range(4))
 @pytest.mark.parametrize("where", ["cell", "list", "static="])
 def test_a_class_holding_an_escaped_tracer_is_refused_wherever_it_is_captured(
-    compile_at_once: None, change: int, where: str
+    change: int, where: str
 ) -> None:
     def over(v: Any) -> Callable[[], Any]:
         return lambda: v
@@ -716,7 +701,7 @@ def test_a_class_holding_an_escaped_tracer_is_refused_wherever_it_is_captured(
         "static=": lambda c: lift.lift(over(c), static=("v",)),
     }[where]
     base, registry, abstract = _classes()
-    for _ in range(3):  # clean: lifted, and its replay compiled
+    for _ in range(3):  # clean: lifted, its skeleton kept
         make(registry)
         make(abstract)
     captured = _changes(_escaped_tracer())[change](base, registry, abstract)
@@ -930,7 +915,7 @@ def test_dict_subclasses_keep_order_and_key_types(kind: str) -> None:
     assert _treedef(a) != _treedef(b)
 
 
-def test_statics_equal_by_their_own_eq_are_not_swapped(compile_at_once: None) -> None:
+def test_statics_equal_by_their_own_eq_are_not_swapped() -> None:
     import dataclasses
     import decimal
 
@@ -952,7 +937,7 @@ def test_statics_equal_by_their_own_eq_are_not_swapped(compile_at_once: None) ->
     assert lift.lift(text(decimal.Decimal("1.00")))(0.0) == 4.0
 
 
-def test_replay_classifies_numpy_leaves_as_the_walk_does(compile_at_once: None) -> None:
+def test_numpy_leaves_are_classified_alike_when_the_shape_was_lifted_before() -> None:
     def make(m: Any) -> Callable[[Any], Any]:
         def f(x):
             if m:
