@@ -196,7 +196,27 @@ def reject(obj: Any, name: str) -> LiftError:
             return "f", shown
         return (fn if isinstance(fn, str) and fn.isidentifier() else "f"), where
 
-    if issubclass(t, type):
+    if issubclass(t, (staticmethod, classmethod)):
+        # `@lift.lift` written above `@staticmethod` in a class body: the
+        # decorator below made a descriptor, which lift receives instead of
+        # the function (a staticmethod is even callable since Python 3.10).
+        anchor = "lift-above-staticmethod"
+        kind = "staticmethod" if issubclass(t, staticmethod) else "classmethod"
+        fn, where = "f", shown
+        try:
+            inner = obj.__func__
+            fn, where = inner.__name__, describe(inner)
+        except Exception:  # a descriptor without its function: named as shown
+            pass
+        deco = "lift.lift" if name == "lift" else name
+        args = "x" if kind == "staticmethod" else "cls, x"
+        what = (
+            f"a {kind} ({where}): the decorators are in the wrong order. "
+            f"`@{deco}` above `@{kind}` receives the {kind} object, not the "
+            f"function.\nFix: put `@{kind}` on top, so that lift receives the "
+            f"function:\n\n    @{kind}\n    @{deco}\n    def {fn}({args}): ..."
+        )
+    elif issubclass(t, type):
         anchor = "lift-got-a-class"
         what = (
             f"the class {obj.__qualname__}. A class is not a function lift can take "

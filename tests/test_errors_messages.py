@@ -102,6 +102,62 @@ def test_a_builtin_names_itself_in_the_fix():
         lift.lift(len)
 
 
+def test_lift_above_staticmethod_says_the_decorators_are_in_the_wrong_order():
+    # Regression: `@lift.lift` above `@staticmethod` was called "a builtin".
+    with pytest.raises(
+        lift.LiftError,
+        match=(
+            rf"^lift\(\) got a staticmethod \(.*Model\.step \({HERE}:\d+\)\): "
+            r"the decorators are in the wrong order\. `@lift\.lift` above "
+            r"`@staticmethod` receives the staticmethod object, not the "
+            r"function\.\nFix: put `@staticmethod` on top, so that lift receives "
+            r"the function:\n\n    @staticmethod\n    @lift\.lift\n"
+            r"    def step\(x\): \.\.\.\nDocs: errors/#lift-above-staticmethod$"
+        ),
+    ):
+
+        class Model:
+            @lift.lift
+            @staticmethod
+            def step(x):
+                return 2.0 * x
+
+
+def test_lift_above_classmethod_says_the_decorators_are_in_the_wrong_order():
+    with pytest.raises(
+        lift.LiftError,
+        match=(
+            r"^lift\(\) got a classmethod \(.*Model\.make .*\): the decorators "
+            r"are in the wrong order\. `@lift\.lift` above `@classmethod` .*\n"
+            r"Fix: put `@classmethod` on top, so that lift receives the "
+            r"function:\n\n    @classmethod\n    @lift\.lift\n"
+            r"    def make\(cls, x\): \.\.\.\nDocs: errors/#lift-above-staticmethod$"
+        ),
+    ):
+
+        class Model:
+            @lift.lift
+            @classmethod
+            def make(cls, x):
+                return x
+
+
+def test_the_right_order_of_lift_and_staticmethod_works():
+    class Model:
+        @staticmethod
+        @lift.lift
+        def step(x):
+            return 2.0 * x
+
+        @classmethod
+        @lift.lift
+        def make(cls, x):
+            return 3.0 * x
+
+    assert Model.step(1.0) == 2.0 and Model().step(1.0) == 2.0
+    assert Model.make(1.0) == 3.0
+
+
 @pytest.mark.parametrize(
     ("obj", "anchor"),
     [
@@ -110,6 +166,7 @@ def test_a_builtin_names_itself_in_the_fix():
         (jax.jit(scale), "lift-got-a-jax-jit-function"),
         (jax.custom_jvp(scale), "lift-got-a-custom-derivative"),
         (3, "lift-got-a-value"),
+        (staticmethod(scale), "lift-above-staticmethod"),
     ],
 )
 def test_each_refusal_ends_with_its_docs_anchor(obj: object, anchor: str):
