@@ -71,6 +71,7 @@ from ._static import (
     is_jax_value,
     leaf_class,
     plain_reach,
+    scalar_leaf,
     static_key,
     unsortable_registry,
 )
@@ -512,9 +513,11 @@ class Walk:
                     static=(name or "name",),
                 )
             index = len(self.leaves)
-            self.leaves.append(leaf)
             if issubclass(t, PY_SCALARS):
                 self.float_leaves.append(index)
+                if t not in DYNAMIC_ATOMS:  # `class Rate(float)`: as a float
+                    leaf = scalar_leaf(leaf, t)
+            self.leaves.append(leaf)
             return index
         if issubclass(t, _Tracer):
             raise LiftError(

@@ -10,6 +10,7 @@ import math
 import types
 from typing import Any
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -242,6 +243,47 @@ def test_float_capture_is_weakly_typed_leaf() -> None:
     # Weak typing keeps bfloat16 parameters bfloat16.
     out = jax.jit(lambda g, x: g(x))(f, jnp.ones(2, jnp.bfloat16))
     assert out.dtype == jnp.bfloat16
+
+
+class Rate(float):
+    """A `float` subclass, as a schedule library might define one."""
+
+
+class Phase(complex):
+    pass
+
+
+@pytest.mark.parametrize("kind", [Rate, Phase], ids=["float", "complex"])
+def test_a_float_subclass_capture_is_an_array_leaf_compiled_once(kind: type) -> None:
+    # Regression: a `Rate(float)` capture stayed a Python `Rate` leaf, static
+    # to `eqx.filter_jit` (one compile per rate) where a `float` is an array.
+    counter = TraceCounter()
+
+    def make(lr: Any) -> Any:
+        def step(x):
+            counter()
+            return x * lr
+
+        return step
+
+    f = lift.lift(make(kind(0.5)))
+    (leaf,) = jax.tree_util.tree_leaves(f)
+    assert isinstance(leaf, jax.Array) and leaf.weak_type
+    assert type(leaf) is type(jax.tree_util.tree_leaves(lift.lift(make(0.5)))[0])
+    call = eqx.filter_jit(lambda g, x: g(x))
+    outs = [
+        float(jnp.real(call(lift.lift(make(kind(v))), 2.0))) for v in (0.1, 0.2, 0.3)
+    ]
+    assert outs == pytest.approx([0.2, 0.4, 0.6])
+    assert counter.traces == 1
+    assert lift.unlift(f).__closure__[1].cell_contents == kind(0.5)  # yours, as it was
+
+
+def test_a_static_float_subclass_keeps_its_type() -> None:
+    lr = Rate(0.5)
+    f = lift.lift(lambda x: (type(lr), x * lr), static=("lr",))
+    assert jax.tree_util.tree_leaves(f) == []
+    assert f(2.0) == (Rate, 1.0)
 
 
 def test_python_branch_on_float_capture_stays_static() -> None:
