@@ -19,6 +19,7 @@ from ._atoms import SCALARS
 from ._caches import BoundedDict
 from ._closure import static_data, user_class
 from ._compat import LiveTraces, valid_jaxtype
+from ._leak_report import label_text
 from ._leak_scan import first_tracer
 
 __all__ = ["aux_tracer", "hidden_tracer", "jax_dtype", "opaque"]
@@ -94,10 +95,12 @@ def aux_tracer(treedef: Any, live: LiveTraces | None = None) -> str | None:
     if treedef in _PLAIN_TREEDEFS:
         return None
     found = False
-    for kind, aux in static_data(treedef):
+    for kind, part, aux in static_data(treedef):
         found = True
         where = hidden_tracer(aux, live)
         if where is not None:
+            if part:  # a dict's key or default factory
+                return f"{label_text(part)}{where}"
             return f"<static data of {getattr(kind, '__name__', kind)}>{where}"
     if not found:
         _PLAIN_TREEDEFS.add(treedef, None)
