@@ -50,6 +50,7 @@ from ._labels import (
 __all__ = [
     "aux_parts",
     "code_of",
+    "FACTORY",
     "default_names",
     "dict_static",
     "function_parts",
@@ -434,7 +435,7 @@ def dict_static(d: dict[Any, Any]) -> list[tuple[Any, Any]]:
 def _dict_parts(factory: Any, keys: Iterable[Any]) -> list[tuple[Any, Any]]:
     out: list[tuple[Any, Any]] = []
     if factory is not None and not (type(factory) is type and not user_class(factory)):
-        out.append((_FACTORY, factory))
+        out.append((FACTORY, factory))
     if not _PLAIN_KEYS.issuperset(map(type, keys)):
         out.extend(
             ((_KEY_AT, i), key)
@@ -444,7 +445,7 @@ def _dict_parts(factory: Any, keys: Iterable[Any]) -> list[tuple[Any, Any]]:
     return out
 
 
-_FACTORY: Final = ".default_factory"
+FACTORY: Final = ".default_factory"
 _KEY_AT: Final = ".keys()[{}]"
 # Keys that hold no object.
 _PLAIN_KEYS: Final = SCALARS

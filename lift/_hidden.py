@@ -22,7 +22,7 @@ from ._compat import LiveTraces, valid_jaxtype
 from ._leak_report import label_text
 from ._leak_scan import first_tracer
 
-__all__ = ["aux_tracer", "hidden_tracer", "jax_dtype", "opaque"]
+__all__ = ["aux_tracer", "hidden_tracer", "jax_dtype", "opaque", "plain_treedef"]
 
 
 # NumPy dtype kinds JAX cannot hold: objects, bytes, strings, dates, durations.
@@ -85,6 +85,12 @@ def hidden_tracer(obj: Any, live: LiveTraces | None = None) -> str | None:
 
 # Treedefs `has_aux` said no to.
 _PLAIN_TREEDEFS: BoundedDict[Any, None] = BoundedDict(1024)
+
+
+def plain_treedef(treedef: Any) -> bool:
+    """Whether `treedef` is known to hold no static data that may hold an
+    object (`aux_tracer` found none): one lookup."""
+    return treedef in _PLAIN_TREEDEFS
 
 
 def aux_tracer(treedef: Any, live: LiveTraces | None = None) -> str | None:

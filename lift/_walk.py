@@ -26,6 +26,8 @@ from ._closure import (
 from ._code import CodeInfo, code_info
 from ._compat import Tracer
 from ._errors import LiftError, describe, static_fix, type_text, variable_str
+from ._factories import flatten_factored, has_function_factory
+from ._hidden import plain_treedef
 from ._labels import ATTR, Label
 from ._mutating_flow import ATTR_STEP
 from ._nodes import (
@@ -85,6 +87,18 @@ from ._trees import (
 )
 
 __all__ = ["DYNAMIC", "NODE", "STATIC"]
+
+
+def _cycle(holder: Any, label: Label, name: str | None) -> LiftError:
+    return LiftError(
+        f"{describe(holder)} captures {variable_str(label)}, a "
+        "container that contains itself or nests more than "
+        f"{MAX_CONTAINER_DEPTH} levels deep, which JAX's pytree "
+        "flattening cannot take.\nFix: pass it as an argument, or "
+        f"keep it static with {static_fix((name or 'name',))}.",
+        anchor="container-cycle",
+        static=(name or "name",),
+    )
 
 
 _Tracer: Final = Tracer
@@ -411,19 +425,24 @@ class Walk:
                 if flat is None:
                     if forced:  # kept whole, by identity, as the fix says
                         return Template(None, (Static(value),), owner, label)
-                    raise LiftError(
-                        f"{describe(holder)} captures {variable_str(label)}, a "
-                        "container that contains itself or nests more than "
-                        f"{MAX_CONTAINER_DEPTH} levels deep, which JAX's pytree "
-                        "flattening cannot take.\nFix: pass it as an argument, or "
-                        f"keep it static with {static_fix((name or 'name',))}.",
-                        anchor="container-cycle",
-                        static=(name or "name",),
-                    )
+                    raise _cycle(holder, label, name)
                 leaves, treedef = flat
                 if treedef.num_nodes == 1 and treedef.num_leaves == 1:
                     treedef = None
                 else:
+                    if (
+                        not forced
+                        and not plain_treedef(treedef)
+                        and has_function_factory(treedef)
+                    ):
+                        # A defaultdict's factory made with each closure: a
+                        # part, walked as a node (`lift._factories`).
+                        flat = flatten_factored(
+                            value, self.own_leaf(value, forced, branched, owned)
+                        )
+                        if flat is None:  # a defaultdict that holds itself
+                            raise _cycle(holder, label, name)
+                        leaves, treedef = flat
                     if irregular(value):
                         order = ordered(value, treedef, static_key)
                     self.kept(check_aux(treedef, holder, label))
