@@ -89,18 +89,6 @@ from ._trees import (
 __all__ = ["DYNAMIC", "NODE", "STATIC"]
 
 
-def _cycle(holder: Any, label: Label, name: str | None) -> LiftError:
-    return LiftError(
-        f"{describe(holder)} captures {variable_str(label)}, a "
-        "container that contains itself or nests more than "
-        f"{MAX_CONTAINER_DEPTH} levels deep, which JAX's pytree "
-        "flattening cannot take.\nFix: pass it as an argument, or "
-        f"keep it static with {static_fix((name or 'name',))}.",
-        anchor="container-cycle",
-        static=(name or "name",),
-    )
-
-
 _Tracer: Final = Tracer
 
 
@@ -422,27 +410,33 @@ class Walk:
                         anchor="capture-flattening-refused",
                         static=(name or "name",),
                     ) from err
+                if (
+                    flat is not None
+                    and not forced
+                    and not plain_treedef(flat[1])
+                    and has_function_factory(flat[1])
+                ):
+                    # A defaultdict's factory made with each closure: a part,
+                    # walked as a node (`lift._factories`).
+                    flat = flatten_factored(
+                        value, self.own_leaf(value, forced, branched, owned)
+                    )
                 if flat is None:
                     if forced:  # kept whole, by identity, as the fix says
                         return Template(None, (Static(value),), owner, label)
-                    raise _cycle(holder, label, name)
+                    raise LiftError(
+                        f"{describe(holder)} captures {variable_str(label)}, a "
+                        "container that contains itself or nests more than "
+                        f"{MAX_CONTAINER_DEPTH} levels deep, which JAX's pytree "
+                        "flattening cannot take.\nFix: pass it as an argument, or "
+                        f"keep it static with {static_fix((name or 'name',))}.",
+                        anchor="container-cycle",
+                        static=(name or "name",),
+                    )
                 leaves, treedef = flat
                 if treedef.num_nodes == 1 and treedef.num_leaves == 1:
                     treedef = None
                 else:
-                    if (
-                        not forced
-                        and not plain_treedef(treedef)
-                        and has_function_factory(treedef)
-                    ):
-                        # A defaultdict's factory made with each closure: a
-                        # part, walked as a node (`lift._factories`).
-                        flat = flatten_factored(
-                            value, self.own_leaf(value, forced, branched, owned)
-                        )
-                        if flat is None:  # a defaultdict that holds itself
-                            raise _cycle(holder, label, name)
-                        leaves, treedef = flat
                     if irregular(value):
                         order = ordered(value, treedef, static_key)
                     self.kept(check_aux(treedef, holder, label))
