@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final, cast
 
 from . import _trees as jtu
+from ._atoms import SCALARS
 from ._caches import per_class
 from ._compat import has_custom_nodes
 from ._labels import (
@@ -49,7 +50,9 @@ from ._labels import (
 __all__ = [
     "aux_parts",
     "code_of",
+    "FACTORY",
     "default_names",
+    "dict_static",
     "function_parts",
     "has_aux",
     "object_parts",
@@ -411,6 +414,54 @@ slots_of: Final = per_class(slot_names)
 _BUILTIN_NODES: Final = frozenset(
     {tuple, list, dict, type(None), collections.OrderedDict, collections.defaultdict}
 )
+# The dict nodes: JAX keeps their keys (and a defaultdict's `default_factory`)
+# in the treedef, as static data.
+_DICT_NODES: Final = frozenset({dict, collections.OrderedDict, collections.defaultdict})
+
+
+def dict_static(d: dict[Any, Any]) -> list[tuple[Any, Any]]:
+    """What a dict holds besides its values, which JAX keeps as static data in
+    its treedef: a defaultdict's `default_factory`, and the keys that may hold
+    an object (not `None`, numbers or strings), labelled by position
+    (`.keys()[0]`). The one statement of it: the leak scan opens a dict by it,
+    capture checks a treedef's dict nodes by it (`static_data`). An empty
+    list, cheaply, for the common dict."""
+    factory: Any = None
+    if type(d) is collections.defaultdict:
+        factory = cast("collections.defaultdict[Any, Any]", d).default_factory
+    return _dict_parts(factory, cast("Iterable[Any]", d))
+
+
+def _dict_parts(factory: Any, keys: Iterable[Any]) -> list[tuple[Any, Any]]:
+    out: list[tuple[Any, Any]] = []
+    if factory is not None and not (type(factory) is type and not user_class(factory)):
+        out.append((FACTORY, factory))
+    if not _PLAIN_KEYS.issuperset(map(type, keys)):
+        out.extend(
+            ((_KEY_AT, i), key)
+            for i, key in enumerate(keys)
+            if type(key) not in _PLAIN_KEYS
+        )
+    return out
+
+
+FACTORY: Final = ".default_factory"
+_KEY_AT: Final = ".keys()[{}]"
+# Keys that hold no object.
+_PLAIN_KEYS: Final = SCALARS
+
+
+def _node_static(kind: Any, aux: Any) -> Iterator[tuple[Any, Any]]:
+    """The static data of one treedef node (`kind`, `aux`: its `node_data()`)
+    that may hold the user's objects: a dict node's (`dict_static`, read from
+    the node), a custom node's aux data (labelled `""`)."""
+    if kind in _DICT_NODES:
+        if kind is collections.defaultdict:
+            yield from _dict_parts(*aux)
+        else:
+            yield from _dict_parts(None, aux)
+    elif kind not in _BUILTIN_NODES and not _plain_aux(aux):
+        yield "", aux
 
 
 def _plain_aux(aux: Any) -> bool:
@@ -436,10 +487,18 @@ def custom_data(treedef: Any) -> Iterator[tuple[Any, Any]]:
         stack.extend(td.children())
 
 
-def static_data(treedef: Any) -> Iterator[tuple[Any, Any]]:
-    """`(node type, static data)` of `treedef`'s custom nodes whose static data
-    could hold a tracer."""
-    return (node for node in custom_data(treedef) if not _plain_aux(node[1]))
+def static_data(treedef: Any) -> Iterator[tuple[Any, Any, Any]]:
+    """`(node type, where, static data)` of what in `treedef`'s nodes could hold
+    a tracer: custom nodes' static data (`where` empty), dicts' keys and
+    defaultdicts' default factories (`where` a label of `dict_static`'s)."""
+    stack = [treedef]
+    while stack:
+        td = stack.pop()
+        node = td.node_data()
+        if node is not None:
+            for where, data in _node_static(*node):
+                yield node[0], where, data
+        stack.extend(reversed(td.children()))
 
 
 def has_aux(treedef: Any) -> bool:

@@ -4,17 +4,27 @@ and what `lift` (or a `Lifted` subclass) cannot take, said with the fix."""
 
 from __future__ import annotations
 
+import functools
 import types
-from typing import Any
+from typing import Any, Final
 
 import jax
 
+from ._atoms import HOLD_NOTHING
+from ._closure import cells, function_parts, method_parts, partial_parts
 from ._code import code_info
-from ._compat import LIFTED_ARGUMENT, Tracer, concretized_arguments, tracer_use
+from ._compat import (
+    LIFTED_ARGUMENT,
+    Tracer,
+    concretized_arguments,
+    is_user_code,
+    tracer_use,
+)
 from ._errors import LiftError, describe, docs_anchor, static_fix
 from ._nodes import FunctionNode
 from ._paths import leaf_paths
 from ._skeleton import LiftedParts, Skeleton, arrays_of, skeleton_of
+from ._trees import is_function_like, one_level
 
 __all__ = ["explain_concretization", "reject"]
 
@@ -42,10 +52,13 @@ def explain_concretization(x: LiftedParts, err: BaseException) -> LiftError | No
     skeleton = skeleton_of(x)
     codes = {n.info.code for n in skeleton.nodes if isinstance(n, FunctionNode)}
     owners = skeleton.leaf_owner()
+    # The innermost frame of the graph's code, or of the user's code it called
+    # (a method of a captured pytree, `if self.lr > 0.5`).
     last: types.TracebackType | None = None
     tb = err.__traceback__
     while tb is not None:
-        if tb.tb_frame.f_code in codes:
+        code = tb.tb_frame.f_code
+        if code in codes or (last is not None and is_user_code(code.co_filename)):
             last = tb
         tb = tb.tb_next
     if last is None:
@@ -103,6 +116,16 @@ def explain_concretization(x: LiftedParts, err: BaseException) -> LiftError | No
         if isinstance(leaves[index], Tracer)
         else f"a JAX array ({aval}), which Python cannot hash"
     )
+    if not any(n in skeleton.names for n in names):
+        # The object of a lifted bound method (`lift(cfg.scaled)`): no name
+        # `static=` takes.
+        return LiftError(
+            f"{where} uses {name!r}, the object a lifted bound method is bound "
+            f"to, {use}, but lift made its leaf {made}.\nFix: {other}, or lift "
+            f"a function that captures the object instead and keep it static, "
+            f"`lift(lambda *a: obj.method(*a), static=('obj',))`.",
+            anchor="control-flow-on-a-capture",
+        )
     return LiftError(
         f"{where} uses the captured variable {name!r} {use}, but lift made it "
         f"{made}.\nFix: keep "
@@ -114,17 +137,59 @@ def explain_concretization(x: LiftedParts, err: BaseException) -> LiftError | No
 
 
 def _leaves_in(value: Any, tracers: dict[int, int]) -> list[int]:
-    """The indices of the `Lifted`'s traced leaves that `value` is or holds."""
+    """The indices of the `Lifted`'s traced leaves that `value` is or holds: in
+    its pytree leaves, and in what the functions among them capture (a helper
+    returning a captured `lr`, a lambda, a pytree's bound method), as
+    `lift._closure` describes a callable's parts. Bounded: `_LOOK` objects."""
     index = tracers.get(id(value))
     if index is not None:
         return [index]
-    if isinstance(value, Tracer) or not isinstance(value, (tuple, list, dict)):
-        return []
+    found: list[int] = []
+    seen: set[int] = set()
+    stack = [value]
+    while stack and len(seen) < _LOOK:
+        x = stack.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        index = tracers.get(id(x))
+        if index is not None:
+            found.append(index)
+            continue
+        t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
+        if t in HOLD_NOTHING or issubclass(t, (Tracer, jax.Array)):
+            continue
+        stack.extend(reversed(_held(x)))
+    return found
+
+
+# Objects `_leaves_in` looks at, at most.
+_LOOK: Final = 10_000
+
+
+def _held(x: Any) -> list[Any]:
+    """What `x` holds that may be a leaf of a `Lifted`: a function's cells and
+    other parts, a bound method's function and object, a partial's parts, a
+    pytree's children (one level); nothing for what JAX cannot flatten."""
+    t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
+    if t is types.FunctionType:
+        out: list[Any] = []
+        for _, cell in cells(x):
+            try:
+                out.append(cell.cell_contents)
+            except ValueError:  # an empty cell
+                pass
+        out.extend(v for _, v in function_parts(x))
+        return out
+    if t is types.MethodType:
+        return [v for _, v in method_parts(x)]
+    if is_function_like(x) and issubclass(t, functools.partial):
+        return [v for _, v in partial_parts(x)]
     try:
-        held = jax.tree_util.tree_leaves(value)
-    except Exception:  # a container JAX cannot flatten: holds no leaf of ours
+        children = jax.tree_util.tree_leaves(x, is_leaf=one_level(x))
+    except Exception:  # a value JAX cannot flatten: holds no leaf of ours
         return []
-    return [tracers[id(v)] for v in held if id(v) in tracers]
+    return [] if len(children) == 1 and children[0] is x else children
 
 
 def _converted(tb: types.TracebackType) -> set[int]:
@@ -157,7 +222,7 @@ def _guessed(
     """Where the bytecode cannot tell: the captured tracers of the frame that
     JAX's message says the value depended on (its argument `__lifted__[k]` is
     leaf `k` under `lift.jit`), or all the frame's captured tracers."""
-    here = [(n, tracers[id(v)]) for n, v in local.items() if id(v) in tracers]
+    here = [(n, i) for n, v in local.items() for i in _leaves_in(v, tracers)]
     blamed = concretized_arguments(str(err))
     if blamed is None:
         return here
@@ -196,7 +261,27 @@ def reject(obj: Any, name: str) -> LiftError:
             return "f", shown
         return (fn if isinstance(fn, str) and fn.isidentifier() else "f"), where
 
-    if issubclass(t, type):
+    if issubclass(t, (staticmethod, classmethod)):
+        # `@lift.lift` written above `@staticmethod` in a class body: the
+        # decorator below made a descriptor, which lift receives instead of
+        # the function (a staticmethod is even callable since Python 3.10).
+        anchor = "lift-above-staticmethod"
+        kind = "staticmethod" if issubclass(t, staticmethod) else "classmethod"
+        fn, where = "f", shown
+        try:
+            inner = obj.__func__
+            fn, where = inner.__name__, describe(inner)
+        except Exception:  # a descriptor without its function: named as shown
+            pass
+        deco = "lift.lift" if name == "lift" else name
+        args = "x" if kind == "staticmethod" else "cls, x"
+        what = (
+            f"a {kind} ({where}): the decorators are in the wrong order. "
+            f"`@{deco}` above `@{kind}` receives the {kind} object, not the "
+            f"function.\nFix: put `@{kind}` on top, so that lift receives the "
+            f"function:\n\n    @{kind}\n    @{deco}\n    def {fn}({args}): ..."
+        )
+    elif issubclass(t, type):
         anchor = "lift-got-a-class"
         what = (
             f"the class {obj.__qualname__}. A class is not a function lift can take "

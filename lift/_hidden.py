@@ -19,9 +19,10 @@ from ._atoms import SCALARS
 from ._caches import BoundedDict
 from ._closure import static_data, user_class
 from ._compat import LiveTraces, valid_jaxtype
+from ._leak_report import label_text
 from ._leak_scan import first_tracer
 
-__all__ = ["aux_tracer", "hidden_tracer", "jax_dtype", "opaque"]
+__all__ = ["aux_tracer", "hidden_tracer", "jax_dtype", "opaque", "plain_treedef"]
 
 
 # NumPy dtype kinds JAX cannot hold: objects, bytes, strings, dates, durations.
@@ -86,6 +87,12 @@ def hidden_tracer(obj: Any, live: LiveTraces | None = None) -> str | None:
 _PLAIN_TREEDEFS: BoundedDict[Any, None] = BoundedDict(1024)
 
 
+def plain_treedef(treedef: Any) -> bool:
+    """Whether `treedef` is known to hold no static data that may hold an
+    object (`aux_tracer` found none): one lookup."""
+    return treedef in _PLAIN_TREEDEFS
+
+
 def aux_tracer(treedef: Any, live: LiveTraces | None = None) -> str | None:
     """Path to a tracer in the static (aux) data of `treedef`'s custom nodes: a
     `jax.tree_util.Partial`'s function, an equinox static field, a flax
@@ -94,10 +101,12 @@ def aux_tracer(treedef: Any, live: LiveTraces | None = None) -> str | None:
     if treedef in _PLAIN_TREEDEFS:
         return None
     found = False
-    for kind, aux in static_data(treedef):
+    for kind, part, aux in static_data(treedef):
         found = True
         where = hidden_tracer(aux, live)
         if where is not None:
+            if part:  # a dict's key or default factory
+                return f"{label_text(part)}{where}"
             return f"<static data of {getattr(kind, '__name__', kind)}>{where}"
     if not found:
         _PLAIN_TREEDEFS.add(treedef, None)

@@ -30,6 +30,7 @@ from ._closure import (
     builtin_method_parts,
     cells,
     class_parts,
+    dict_static,
     function_of,
     function_parts,
     holder_of,
@@ -505,6 +506,11 @@ class LeakWalk:
         if kind == _CONTAINER:
             if isinstance(obj, dict | types.MappingProxyType):
                 self.push_all(obj.items(), index, _KEY)  # pyright: ignore
+                if isinstance(obj, dict):
+                    # A defaultdict's factory, keys holding objects. (Not
+                    # asked of a plain dict, walked in `run`: its keys would
+                    # cost every scan a pass; a tracer is never a key itself.)
+                    self.parts(dict_static(obj), index)  # pyright: ignore
             elif isinstance(obj, tuple) and hasattr(obj, "_fields"):  # pyright: ignore
                 fields = obj._fields  # pyright: ignore
                 self.push_all(zip(fields, obj, strict=True), index, _ATTR)  # pyright: ignore

@@ -36,6 +36,7 @@ __all__ = [
     "default_dynamic",
     "is_exact",
     "is_jax_value",
+    "scalar_leaf",
     "scanned",
     "static_key",
     "unsortable_registry",
@@ -309,6 +310,19 @@ def default_dynamic(x: Any) -> bool:
         return isinstance(x, jax.Array)
     except Exception:  # an object whose attribute access fails: static
         return False
+
+
+def scalar_leaf(leaf: Any, t: type[Any]) -> Any:
+    """A dynamic leaf of a subclass of `float` or `complex` (`class Rate(float)`,
+    `t` its type) as the built-in value it holds, read without the subclass's
+    own methods: dynamic by subclass (`default_dynamic`), it is then converted
+    to an array as a `float` is (one compile for a sweep of them). A static
+    one keeps its type (`static_key`)."""
+    if issubclass(t, float):
+        return float.__float__(leaf)
+    if issubclass(t, complex):
+        return complex.__complex__(leaf)
+    return leaf
 
 
 def unsortable_registry(value: Any) -> bool:

@@ -30,6 +30,7 @@ __all__ = [
     "SequenceKey",
     "TreeDef",
     "flatten_checked",
+    "from_node",
     "irregular",
     "is_cyclic",
     "is_function_like",
@@ -274,6 +275,10 @@ def _from_node(td: TreeDef, node: Any, children: list[TreeDef]) -> TreeDef:
     return _jtu.PyTreeDef.from_node_data_and_children(  # pyright: ignore
         registry, node, children
     )
+
+
+# A treedef from one node's data and its children's treedefs.
+from_node: Final = _from_node
 
 
 _NODE_TYPES: Final = frozenset(

@@ -26,6 +26,8 @@ from ._closure import (
 from ._code import CodeInfo, code_info
 from ._compat import Tracer
 from ._errors import LiftError, describe, static_fix, type_text, variable_str
+from ._factories import flatten_factored, has_function_factory
+from ._hidden import plain_treedef
 from ._labels import ATTR, Label
 from ._nodes import (
     CellNode,
@@ -63,6 +65,7 @@ from ._static import (
     is_bool,
     is_jax_value,
     plain_reach,
+    scalar_leaf,
     static_key,
     unsortable_registry,
 )
@@ -350,6 +353,17 @@ class Walk:
                         anchor="capture-flattening-refused",
                         static=(name or "name",),
                     ) from err
+                if (
+                    flat is not None
+                    and not forced
+                    and not plain_treedef(flat[1])
+                    and has_function_factory(flat[1])
+                ):
+                    # A defaultdict's factory made with each closure: a part,
+                    # walked as a node (`lift._factories`).
+                    flat = flatten_factored(
+                        value, self.own_leaf(value, forced, branched, owned)
+                    )
                 if flat is None:
                     if forced:  # kept whole, by identity, as the fix says
                         return Template(None, (Static(value),), owner, label)
@@ -455,9 +469,11 @@ class Walk:
                     static=(name or "name",),
                 )
             index = len(self.leaves)
-            self.leaves.append(leaf)
             if issubclass(t, PY_SCALARS):
                 self.float_leaves.append(index)
+                if t not in DYNAMIC_ATOMS:  # `class Rate(float)`: as a float
+                    leaf = scalar_leaf(leaf, t)
+            self.leaves.append(leaf)
             return index
         if issubclass(t, _Tracer):
             raise LiftError(

@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import copy
 import functools
 import inspect
 import math
 import types
+from collections.abc import Callable
 from typing import Any
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import TraceCounter
+from helpers import TraceCounter, call_lifted
 
 import lift
 
@@ -244,6 +247,47 @@ def test_float_capture_is_weakly_typed_leaf() -> None:
     assert out.dtype == jnp.bfloat16
 
 
+class Rate(float):
+    """A `float` subclass, as a schedule library might define one."""
+
+
+class Phase(complex):
+    pass
+
+
+@pytest.mark.parametrize("kind", [Rate, Phase], ids=["float", "complex"])
+def test_a_float_subclass_capture_is_an_array_leaf_compiled_once(kind: type) -> None:
+    # Regression: a `Rate(float)` capture stayed a Python `Rate` leaf, static
+    # to `eqx.filter_jit` (one compile per rate) where a `float` is an array.
+    counter = TraceCounter()
+
+    def make(lr: Any) -> Any:
+        def step(x):
+            counter()
+            return x * lr
+
+        return step
+
+    f = lift.lift(make(kind(0.5)))
+    (leaf,) = jax.tree_util.tree_leaves(f)
+    assert isinstance(leaf, jax.Array) and leaf.weak_type
+    assert type(leaf) is type(jax.tree_util.tree_leaves(lift.lift(make(0.5)))[0])
+    call = eqx.filter_jit(lambda g, x: g(x))
+    outs = [
+        float(jnp.real(call(lift.lift(make(kind(v))), 2.0))) for v in (0.1, 0.2, 0.3)
+    ]
+    assert outs == pytest.approx([0.2, 0.4, 0.6])
+    assert counter.traces == 1
+    assert lift.unlift(f).__closure__[1].cell_contents == kind(0.5)  # yours, as it was
+
+
+def test_a_static_float_subclass_keeps_its_type() -> None:
+    lr = Rate(0.5)
+    f = lift.lift(lambda x: (type(lr), x * lr), static=("lr",))
+    assert jax.tree_util.tree_leaves(f) == []
+    assert f(2.0) == (Rate, 1.0)
+
+
 def test_python_branch_on_float_capture_stays_static() -> None:
     # optax.sm3: `(1.0 - b2) if b2 != 1.0 else 1.0`
     b2 = 1.0
@@ -275,6 +319,68 @@ def test_python_branch_on_dynamic_capture_names_it() -> None:
         r"control flow.*static=\('threshold',\)",
     ):
         jax.jit(lambda f, x: f(x))(lift.lift(clip), 1.0)
+
+
+class _Key:
+    """A dict key hashed by identity, holding what it was given."""
+
+    def __init__(self, v: Any) -> None:
+        self.v = v
+
+
+class _Fill:
+    """A default factory that is a callable object, not a pytree: static data."""
+
+    def __init__(self, v: Any) -> None:
+        self.v = v
+
+    def __call__(self) -> Any:
+        return self.v
+
+
+class _Box:
+    pass
+
+
+def _in_key(x: Any) -> tuple[Any, str]:
+    table = {_Key(x): 1.0}
+    return lambda y: y * len(table), (
+        r"'table', a pytree whose static data holds a tracer at table\.keys\(\)\[0\]\.v"
+    )
+
+
+def _in_factory(x: Any) -> tuple[Any, str]:
+    table = collections.defaultdict(_Fill(x), a=1.0)
+    return lambda y: y * len(table), (
+        r"'table', a pytree whose static data holds a tracer at "
+        r"table\.default_factory\.v"
+    )
+
+
+def _in_a_held_factory(x: Any) -> tuple[Any, str]:
+    box = _Box()
+    box.table = collections.defaultdict(_Fill(x), a=1.0)  # pyright: ignore[reportAttributeAccessIssue]
+    return lambda y: y * len(box.table), (  # pyright: ignore[reportAttributeAccessIssue]
+        r"'box', a _Box that is not a pytree and holds a tracer at "
+        r"box\.table\.default_factory\.v"
+    )
+
+
+@pytest.mark.parametrize("make", [_in_key, _in_factory, _in_a_held_factory])
+def test_a_tracer_in_a_dicts_keys_or_factory_is_refused_on_crossing_a_transform(
+    make: Callable[[Any], tuple[Any, str]],
+) -> None:
+    # Regression: JAX keeps a dict's keys and a defaultdict's factory in the
+    # treedef, where no walk looked: a tracer there crossed transforms.
+    said = make(0.0)[1] + r", from a transform still running"
+    called = jax.jit(lambda x: lift.lift(make(x)[0])(2.0))(3.0)
+    assert float(called) == 2.0  # called there: kept, as the function keeps it
+    for crossing in (
+        lambda x: lift.lift(make(x)[0]),  # returned
+        lambda x: jax.jit(call_lifted)(lift.lift(make(x)[0]), 2.0),  # given to one
+    ):
+        with pytest.raises(lift.LiftError, match=said):
+            jax.jit(crossing)(3.0)
 
 
 # -- side effects reach the user's objects --------------------------------------------

@@ -102,6 +102,62 @@ def test_a_builtin_names_itself_in_the_fix():
         lift.lift(len)
 
 
+def test_lift_above_staticmethod_says_the_decorators_are_in_the_wrong_order():
+    # Regression: `@lift.lift` above `@staticmethod` was called "a builtin".
+    with pytest.raises(
+        lift.LiftError,
+        match=(
+            rf"^lift\(\) got a staticmethod \(.*Model\.step \({HERE}:\d+\)\): "
+            r"the decorators are in the wrong order\. `@lift\.lift` above "
+            r"`@staticmethod` receives the staticmethod object, not the "
+            r"function\.\nFix: put `@staticmethod` on top, so that lift receives "
+            r"the function:\n\n    @staticmethod\n    @lift\.lift\n"
+            r"    def step\(x\): \.\.\.\nDocs: errors/#lift-above-staticmethod$"
+        ),
+    ):
+
+        class Model:
+            @lift.lift
+            @staticmethod
+            def step(x):
+                return 2.0 * x
+
+
+def test_lift_above_classmethod_says_the_decorators_are_in_the_wrong_order():
+    with pytest.raises(
+        lift.LiftError,
+        match=(
+            r"^lift\(\) got a classmethod \(.*Model\.make .*\): the decorators "
+            r"are in the wrong order\. `@lift\.lift` above `@classmethod` .*\n"
+            r"Fix: put `@classmethod` on top, so that lift receives the "
+            r"function:\n\n    @classmethod\n    @lift\.lift\n"
+            r"    def make\(cls, x\): \.\.\.\nDocs: errors/#lift-above-staticmethod$"
+        ),
+    ):
+
+        class Model:
+            @lift.lift
+            @classmethod
+            def make(cls, x):
+                return x
+
+
+def test_the_right_order_of_lift_and_staticmethod_works():
+    class Model:
+        @staticmethod
+        @lift.lift
+        def step(x):
+            return 2.0 * x
+
+        @classmethod
+        @lift.lift
+        def make(cls, x):
+            return 3.0 * x
+
+    assert Model.step(1.0) == 2.0 and Model().step(1.0) == 2.0
+    assert Model.make(1.0) == 3.0
+
+
 @pytest.mark.parametrize(
     ("obj", "anchor"),
     [
@@ -110,6 +166,7 @@ def test_a_builtin_names_itself_in_the_fix():
         (jax.jit(scale), "lift-got-a-jax-jit-function"),
         (jax.custom_jvp(scale), "lift-got-a-custom-derivative"),
         (3, "lift-got-a-value"),
+        (staticmethod(scale), "lift-above-staticmethod"),
     ],
 )
 def test_each_refusal_ends_with_its_docs_anchor(obj: object, anchor: str):
@@ -147,6 +204,149 @@ def test_a_float_used_as_a_shape_is_not_called_control_flow(shape: str):
     if shape == "int(n)":
         assert lift.lift(make(3.0), static="n")().shape == (3,)
     assert jax.jit(lambda h: h())(make(3)).shape == (3,)
+
+
+@functools.partial(jax.tree_util.register_dataclass, data_fields=["lr"], meta_fields=[])
+@dataclasses.dataclass
+class RegisteredConfig:
+    lr: float
+
+    def rate(self):
+        return self.lr
+
+    def scaled(self, x):
+        if self.lr > 0.5:
+            return 2.0 * x
+        return x
+
+
+class ModuleConfig(eqx.Module):
+    lr: float
+
+    def scaled(self, x):
+        if self.lr > 0.5:
+            return 2.0 * x
+        return x
+
+
+def _through_a_helper(lr):
+    def rate():
+        return lr
+
+    def step(x):
+        if rate() > 0.5:
+            return 2.0 * x
+        return x
+
+    return step, "lr", "step"
+
+
+def _through_a_lambda(lr):
+    big = lambda: lr > 0.5
+
+    def step(x):
+        return 2.0 * x if big() else x
+
+    return step, "lr", "step"
+
+
+def _through_a_default(lr):
+    def step(x, rate=lambda: lr):
+        if rate() > 0.5:
+            return 2.0 * x
+        return x
+
+    return step, "lr", "step"
+
+
+def _through_a_pytree_method_result(lr):
+    cfg = RegisteredConfig(lr)
+
+    def step(x):
+        if cfg.rate() > 0.5:
+            return 2.0 * x
+        return x
+
+    return step, "cfg", "step"
+
+
+def _in_a_pytree_method(lr):
+    cfg = RegisteredConfig(lr)
+
+    def step(x):
+        return cfg.scaled(x)
+
+    return step, "cfg", "RegisteredConfig.scaled"
+
+
+def _in_an_equinox_method(lr):
+    m = ModuleConfig(lr)
+
+    def step(x):
+        return m.scaled(x)
+
+    return step, "m", "ModuleConfig.scaled"
+
+
+@pytest.mark.parametrize("jit", ["jax.jit", "lift.jit"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        _through_a_helper,
+        _through_a_lambda,
+        _through_a_default,
+        _through_a_pytree_method_result,
+        _in_a_pytree_method,
+        _in_an_equinox_method,
+    ],
+)
+def test_a_branch_reached_through_a_call_names_the_capture(make, jit: str):
+    # Regression: a branch on a float capture reached through a helper's
+    # return value, a lambda, or a captured pytree's method raised JAX's raw
+    # TracerBoolConversionError.
+    step, name, where = make(0.7)
+    run = (
+        (lambda f: lift.jit(f)(1.0))
+        if jit == "lift.jit"
+        else (lambda f: jax.jit(lambda g, x: g(x))(lift.lift(f), 1.0))
+    )
+    fix = (
+        rf"`lift\.jit\(lift\.lift\(f, static=\('{name}',\)\)\)`"
+        if jit == "lift.jit"
+        else rf"`lift\(f, static=\('{name}',\)\)`"
+    )
+    with pytest.raises(
+        lift.LiftError,
+        match=(
+            rf"^(.*\.)?{re.escape(where)} \({HERE}:\d+\) uses the captured "
+            rf"variable '{name}' in Python control flow .*\nFix: keep it static, "
+            rf"{fix} \(each new value then compiles anew\), or replace the Python "
+            r"branch with `jnp\.where` / `jax\.lax\.cond`\.\n"
+            r"Docs: errors/#control-flow-on-a-capture(\n|$)"
+        ),
+    ):
+        run(step)
+    # The fix the message gives works.
+    fixed = lift.lift(step, static=(name,))
+    assert jax.jit(lambda g, x: g(x))(fixed, 1.0) == 2.0
+
+
+def test_a_branch_in_a_lifted_pytree_method_names_its_object():
+    with pytest.raises(
+        lift.LiftError,
+        match=(
+            rf"^RegisteredConfig\.scaled \({HERE}:\d+\) uses 'self', the object a "
+            r"lifted bound method is bound to, in Python control flow .*\nFix: "
+            r"replace the Python branch with `jnp\.where` / `jax\.lax\.cond`, or "
+            r"lift a function that captures the object instead and keep it "
+            r"static, `lift\(lambda \*a: obj\.method\(\*a\), static=\('obj',\)\)`"
+            r"\.\nDocs: errors/#control-flow-on-a-capture(\n|$)"
+        ),
+    ):
+        jax.jit(lambda g, x: g(x))(lift.lift(RegisteredConfig(0.7).scaled), 1.0)
+    cfg = RegisteredConfig(0.7)
+    fixed = lift.lift(lambda *a: cfg.scaled(*a), static=("cfg",))
+    assert jax.jit(lambda g, x: g(x))(fixed, 1.0) == 2.0
 
 
 def test_a_float_in_an_if_is_control_flow():

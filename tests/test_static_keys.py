@@ -5,6 +5,7 @@ survives every serializer lift supports."""
 
 from __future__ import annotations
 
+import collections
 import collections.abc
 import copy
 import dataclasses
@@ -104,6 +105,53 @@ def test_annotations_made_anew_at_every_def_do_not_split_programs():
     # The function keeps its annotations, for whatever reads them.
     assert "x" in lift.unlift(lifted[0]).__annotations__
     assert set(lifted[0].__wrapped__.__annotations__) == {"x", "return"}
+
+
+def _counts(lr: float, factory: str) -> Any:
+    scale = 10.0 * lr
+    made = {
+        "lambda": lambda: 0.0,
+        "capturing": lambda: scale,
+        "partial": functools.partial(jnp.asarray, 0.0),
+    }
+    counts = collections.defaultdict(made[factory], {"b": 2.0, "a": 1.0})
+
+    def step(x):
+        return x * lr + counts["a"] + counts["b"] + counts.default_factory()
+
+    return step
+
+
+@pytest.mark.parametrize("factory", ["lambda", "capturing", "partial"])
+def test_a_default_factory_made_anew_at_every_closure_does_not_split_programs(
+    factory: str,
+):
+    # Regression: JAX keeps a defaultdict's factory in the treedef, compared by
+    # identity: a sweep over closures each making `defaultdict(lambda: 0.0)`
+    # compiled once per closure. The factory is a part, compared by its code;
+    # what it captures is a leaf like any capture.
+    counter = TraceCounter()
+    run = counter.jit(call_lifted)
+    rates = (0.1, 0.2, 0.3)
+    lifted = [lift.lift(_counts(lr, factory)) for lr in rates]
+    outs = [float(run(g, 1.0)) for g in lifted]
+    assert counter.traces == 1
+    captured = 10.0 if factory == "capturing" else 0.0
+    assert outs == pytest.approx([lr + 3.0 + captured * lr for lr in rates])
+    assert lift.diff(lifted[0], lifted[1]) is None
+    # The function holds the defaultdict JAX would rebuild, in your key order.
+    held = lift.unlift(lifted[0]).__closure__[0].cell_contents
+    assert type(held) is collections.defaultdict and list(held) == ["b", "a"]
+
+
+def test_a_defaultdict_factory_captures_are_leaves_with_paths():
+    f = lift.lift(_counts(0.5, "capturing"))
+    paths = {
+        jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(f)[0]
+    }
+    assert ".captures['counts'].default_factory.captures['scale']" in paths
+    assert ".captures['counts']['a']" in paths
+    assert float(f(1.0)) == pytest.approx(0.5 + 3.0 + 5.0)
 
 
 @pytest.mark.skipif(sys.version_info < (3, 12), reason="type parameters: 3.12+")
