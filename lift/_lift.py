@@ -143,14 +143,40 @@ def lift(
     assert traces == 1  # one program for every learning rate
     ```
 
+    Only some floats dynamic, by name (the others stay constants, as in plain
+    optax):
+
+    ```python
+    import functools
+
+    import jax
+    import optax
+    import lift
+
+    make = lift.lift(
+        functools.partial(optax.adamw, learning_rate=0.1), dynamic="learning_rate"
+    )
+    assert len(jax.tree.leaves(make)) == 1  # not adamw's b1, b2, eps, weight_decay
+    ```
+
     **Arguments:**
 
     - `obj`: the function or pytree to lift.
     - `static`: names of captured variables (free variables, default parameters,
-      partial keywords; at any depth) to keep static whatever their type.
-    - `dynamic`: a predicate on a captured leaf, replacing the default rule
-      (arrays, tracers, NumPy values, Python `float` and `complex` are dynamic;
-      a float-valued `Enum` member is not).
+      partial keywords, function attributes; at any depth) to keep static
+      whatever their type.
+    - `dynamic`: names of captured variables (a string or a tuple of strings,
+      found as `static=` finds them), or a predicate on a captured leaf.
+      Names: the named captures, and everything inside them (the floats of a
+      named schedule function), are dynamic; arrays, tracers and NumPy values
+      stay dynamic wherever they are; every other Python `float` and `complex`
+      is static, a constant of the program as in the plain function, so the
+      result is bitwise the plain function's while the named values are inputs
+      of one program: `lift.lift(opt, dynamic="learning_rate")`. A name no
+      captured variable has is a `lift.LiftError` listing those there are.
+      A predicate replaces the default rule (arrays, tracers, NumPy values,
+      Python `float` and `complex` are dynamic; a float-valued `Enum` member
+      is not).
 
     **Returns:** a `Lifted`, or `obj`'s structure with its functions lifted.
 
