@@ -16,6 +16,7 @@ from ._errors import LiftError, describe, docs_anchor, static_fix
 from ._nodes import FunctionNode
 from ._paths import leaf_paths
 from ._skeleton import LiftedParts, Skeleton, arrays_of, skeleton_of
+from ._static import DynamicNames
 from ._trees import is_function_like, tree_structure, treedef_is_leaf
 
 __all__ = ["explain_concretization", "reject"]
@@ -105,11 +106,21 @@ def explain_concretization(x: LiftedParts, err: BaseException) -> LiftError | No
         if isinstance(leaves[index], Tracer)
         else f"a JAX array ({aval}), which Python cannot hash"
     )
+    options = skeleton.options
+    named = options[1] if options is not None else None
+    if isinstance(named, DynamicNames) and named.names & set(names):
+        # You named it in `dynamic=`: `static=` too would be refused.
+        keep = (
+            f"keep it static by leaving {name!r} out of `dynamic=` (each new value "
+            "then compiles anew)"
+        )
+    else:
+        keep = (
+            f"keep it static, {static_fix(names)} (each new value then compiles anew)"
+        )
     return LiftError(
         f"{where} uses the captured variable {name!r} {use}, but lift made it "
-        f"{made}.\nFix: keep "
-        f"it static, {static_fix(names)} (each new value then compiles "
-        f"anew), or {other}.",
+        f"{made}.\nFix: {keep}, or {other}.",
         anchor="control-flow-on-a-capture",
         static=names,
     )

@@ -261,3 +261,22 @@ def test_names_that_are_not_strings_are_refused() -> None:
     lr = 0.1
     with pytest.raises(lift.LiftError, match=r"`dynamic=` names captured variables"):
         lift.lift(lambda x: x * lr, dynamic=1)  # pyright: ignore[reportArgumentType, reportCallIssue]
+
+
+def _checked_rate(peak: Any) -> Any:
+    return 0.0 if peak == 0.0 else 1.0 / peak
+
+
+def _make_rate(peak: float) -> Any:
+    return _checked_rate(peak)  # the branch is in a callee: seen when it runs
+
+
+def test_a_branch_on_a_named_capture_says_to_leave_it_out_of_dynamic() -> None:
+    make = lift.lift(functools.partial(_make_rate, peak=0.1), dynamic="peak")
+    with pytest.raises(
+        lift.LiftError,
+        match=r"uses the captured variable 'peak' in Python control flow .*\n"
+        r"Fix: keep it static by leaving 'peak' out of `dynamic=` \(each new "
+        r"value then compiles anew\), or replace the Python branch",
+    ):
+        jax.jit(lambda make: make())(make)
