@@ -17,7 +17,12 @@ from ._nodes import FunctionNode
 from ._paths import leaf_paths
 from ._skeleton import LiftedParts, Skeleton, arrays_of, skeleton_of
 from ._static import DynamicNames
-from ._trees import is_function_like, tree_structure, treedef_is_leaf
+from ._trees import (
+    flatten_checked,
+    is_function_like,
+    tree_structure,
+    treedef_is_leaf,
+)
 
 __all__ = ["explain_concretization", "reject"]
 
@@ -292,7 +297,7 @@ def _held_functions(obj: Any) -> list[tuple[str, Any]]:
             if not isinstance(name, str) or id(value) in seen:
                 continue
             seen.add(id(value))
-            if is_function_like(value):
+            if is_function_like(value) or _pytree_of_functions(value):
                 found.append((f"{path}.{name}", value))
             elif depth == 0 and not _is_plain(value):
                 stack.append((f"{path}.{name}", value, depth + 1))
@@ -312,6 +317,20 @@ def _is_plain(value: Any) -> bool:
         return not treedef_is_leaf(tree_structure(value))
     except Exception:  # a node whose flatten fails: not looked into
         return True
+
+
+def _pytree_of_functions(value: Any) -> bool:
+    """Whether `value` is a pytree (an optax optimizer) with a function among
+    its leaves."""
+    if type(value) in UNOPENED:
+        return False
+    try:
+        flat = flatten_checked(value, is_function_like)
+    except (TypeError, ValueError):  # a node whose flatten fails: not looked into
+        return False
+    if flat is None or treedef_is_leaf(flat[1]):
+        return False
+    return any(map(is_function_like, flat[0]))
 
 
 def _holding_functions(t: type[Any], shown: str, held: list[tuple[str, Any]]) -> str:

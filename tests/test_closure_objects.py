@@ -180,3 +180,24 @@ def test_numpyro_svi_sweep_compiles_once_and_matches_plain() -> None:
         make = lift.lift(functools.partial(Adam, step_size=lr))
         assert run_with(make, key) == want
     assert (plain.traces, captured.traces, factory.traces) == (4, 1, 1)
+
+
+# -- evosax --------------------------------------------------------------------------
+
+
+def test_an_evosax_strategy_is_refused_naming_its_optimizer() -> None:
+    # Building the strategy inside a traced function compiles once per sweep
+    # (docs/guides/closure-objects.md), but evosax 0.3 jits its methods with
+    # the strategy as a static argument, so JAX's cache keeps the strategy and
+    # the tracers it holds: JAX's leak checker reports it. Only the refusal is
+    # tested here.
+    pytest.importorskip("evosax.algorithms")  # evosax 0.3 and later
+    import optax
+    from evosax.algorithms import Open_ES
+
+    with pytest.raises(
+        lift.LiftError,
+        match=r"holds functions in its attributes: .*obj\.optimizer.*\n"
+        r"Fix: build the object where the value is traced",
+    ):
+        lift.lift(Open_ES(8, jnp.zeros(4), optimizer=optax.adam(0.1)))
