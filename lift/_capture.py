@@ -31,6 +31,7 @@ from ._nodes import (
     Static,
 )
 from ._skeleton import Skeleton
+from ._static import DynamicNames
 from ._trees import (
     is_function_like,
 )
@@ -43,7 +44,7 @@ def capture(
     obj: Any,
     *,
     static: frozenset[str] = frozenset(),
-    dynamic: Callable[[Any], bool] | None = None,
+    dynamic: Callable[[Any], bool] | DynamicNames | None = None,
 ) -> tuple[Skeleton, list[Any]]:
     """Walk `obj` (a function, bound method or partial) into a skeleton and leaves.
 
@@ -78,16 +79,23 @@ def capture(
 
 
 def _walk(
-    obj: Any, static: frozenset[str], dynamic: Callable[[Any], bool] | None
+    obj: Any,
+    static: frozenset[str],
+    dynamic: Callable[[Any], bool] | DynamicNames | None,
 ) -> tuple[Skeleton, list[Any]]:
     with _gc.paused():
         walk = Walk(obj, static, dynamic)
         result = walk.run()
+        # A function or cell walked outside the captures `dynamic=` names, then
+        # reached from inside one: walked again inside (the set only grows).
+        while (scoped := walk.rescope()) is not None:
+            walk = Walk(obj, static, dynamic, scoped_ids=scoped)
+            result = walk.run()
         # A cell shared by several functions: one that branches on it in Python
         # keeps it static, whichever function the walk reached it through.
         branched = walk.branched_elsewhere()
         if branched:
-            result = Walk(obj, static, dynamic, branched).run()
+            result = Walk(obj, static, dynamic, branched, walk.scoped_ids).run()
         return result
 
 
@@ -125,9 +133,14 @@ def _exact(skeleton: Skeleton) -> bool:
 
 
 def check_static_names(
-    static: frozenset[str], names: frozenset[str], obj: Any, caller: str
+    static: frozenset[str],
+    names: frozenset[str],
+    obj: Any,
+    caller: str,
+    option: str = "static",
 ) -> None:
-    """A `LiftError` for names in `static=` that no captured variable has."""
+    """A `LiftError` for names in `static=` (or `dynamic=`, with `option`) that
+    no captured variable has."""
     unknown = sorted(static - names)
     if not unknown:
         return
@@ -136,11 +149,23 @@ def check_static_names(
     for u in unknown:
         near = difflib.get_close_matches(u, names, n=1)
         said.append(f"{u!r} (did you mean {near[0]!r}?)" if near else repr(u))
-    raise LiftError(
-        f"{caller}({describe(obj)}, static={tuple(sorted(static))!r}): no captured "
-        f"variable is called {', '.join(said)}.\nCaptured variables: {known}.\n"
+    fix = (
         "Fix: name captured variables (free variables, default parameters, partial "
-        "keywords, function attributes, at any depth).",
+        "keywords, function attributes, at any depth)."
+    )
+    if option == "dynamic":
+        # The names a user knows are often a constructor's arguments, which the
+        # closures it built need not keep (optax's `adam` keeps `-learning_rate`
+        # as `step_size`): a partial of the constructor keeps them as its keywords.
+        fix += (
+            " To name a constructor's arguments, lift a partial of it and build "
+            "the object inside your jitted function: `make = lift.lift(functools."
+            f"partial(constructor, {unknown[0]}=...), dynamic={unknown[0]!r})`, "
+            "then `make()`."
+        )
+    raise LiftError(
+        f"{caller}({describe(obj)}, {option}={tuple(sorted(static))!r}): no captured "
+        f"variable is called {', '.join(said)}.\nCaptured variables: {known}.\n" + fix,
         anchor="unknown-static-name",
     )
 

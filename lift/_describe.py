@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import functools
 import types
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import jax
 
-from ._atoms import HOLD_NOTHING
+from ._atoms import HOLD_NOTHING, UNOPENED
 from ._closure import cells, function_parts, method_parts, partial_parts
 from ._code import code_info
 from ._compat import (
@@ -24,7 +24,14 @@ from ._errors import LiftError, describe, docs_anchor, static_fix
 from ._nodes import FunctionNode
 from ._paths import leaf_paths
 from ._skeleton import LiftedParts, Skeleton, arrays_of, skeleton_of
-from ._trees import is_function_like, one_level
+from ._static import DynamicNames
+from ._trees import (
+    flatten_checked,
+    is_function_like,
+    one_level,
+    tree_structure,
+    treedef_is_leaf,
+)
 
 __all__ = ["explain_concretization", "reject"]
 
@@ -126,11 +133,21 @@ def explain_concretization(x: LiftedParts, err: BaseException) -> LiftError | No
             f"`lift(lambda *a: obj.method(*a), static=('obj',))`.",
             anchor="control-flow-on-a-capture",
         )
+    options = skeleton.options
+    named = options[1] if options is not None else None
+    if isinstance(named, DynamicNames) and named.names & set(names):
+        # You named it in `dynamic=`: `static=` too would be refused.
+        keep = (
+            f"keep it static by leaving {name!r} out of `dynamic=` (each new value "
+            "then compiles anew)"
+        )
+    else:
+        keep = (
+            f"keep it static, {static_fix(names)} (each new value then compiles anew)"
+        )
     return LiftError(
         f"{where} uses the captured variable {name!r} {use}, but lift made it "
-        f"{made}.\nFix: keep "
-        f"it static, {static_fix(names)} (each new value then compiles "
-        f"anew), or {other}.",
+        f"{made}.\nFix: {keep}, or {other}.",
         anchor="control-flow-on-a-capture",
         static=names,
     )
@@ -322,6 +339,9 @@ def reject(obj: Any, name: str) -> LiftError:
             f"closure to lift.\nFix: call it from a Python function and lift that: "
             f"`{name}(lambda *a: {call}(*a))`."
         )
+    elif held := _held_functions(obj):
+        anchor = "lift-got-an-object-holding-functions"
+        what = _holding_functions(t, shown, held)
     elif callable(obj):
         anchor = "lift-got-a-callable-object"
         what = (
@@ -338,3 +358,87 @@ def reject(obj: Any, name: str) -> LiftError:
             "functools.partial, or a pytree (tuple, dict, NamedTuple, ...) of them."
         )
     return LiftError(f"{name}() got {what}{docs_anchor(anchor)}")
+
+
+def _held_functions(obj: Any) -> list[tuple[str, Any]]:
+    """The attributes of `obj` (an object that is not a pytree) holding
+    functions, as `obj.init_fn`, and those of the objects its attributes hold,
+    one level down (`obj.optim.update_fn`): at most `_SHOWN_ATTRIBUTES`.
+    Read from the instance's `__dict__` alone, never through `getattr` (a proxy's
+    attributes may fail)."""
+    found: list[tuple[str, Any]] = []
+    stack: list[tuple[str, Any, int]] = [("obj", obj, 0)]
+    seen = {id(obj)}
+    while stack and len(found) < _SHOWN_ATTRIBUTES:
+        path, x, depth = stack.pop(0)
+        try:
+            attributes = object.__getattribute__(x, "__dict__")
+        except Exception:  # no `__dict__`, or one that fails: nothing to show
+            continue
+        if type(attributes) is not dict:
+            continue
+        for name, value in cast("dict[Any, Any]", attributes).items():
+            if not isinstance(name, str) or id(value) in seen:
+                continue
+            seen.add(id(value))
+            if is_function_like(value) or _pytree_of_functions(value):
+                found.append((f"{path}.{name}", value))
+            elif depth == 0 and not _is_plain(value):
+                stack.append((f"{path}.{name}", value, depth + 1))
+    return found[:_SHOWN_ATTRIBUTES]
+
+
+_SHOWN_ATTRIBUTES = 6
+
+
+def _is_plain(value: Any) -> bool:
+    """Values whose attributes hold no function of the user's: scalars, classes,
+    modules and pytrees (which `lift` takes apart itself)."""
+    t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
+    if t in UNOPENED or issubclass(t, type):
+        return True
+    try:
+        return not treedef_is_leaf(tree_structure(value))
+    except Exception:  # a node whose flatten fails: not looked into
+        return True
+
+
+def _pytree_of_functions(value: Any) -> bool:
+    """Whether `value` is a pytree (an optax optimizer) with a function among
+    its leaves."""
+    if type(value) in UNOPENED:
+        return False
+    try:
+        flat = flatten_checked(value, is_function_like)
+    except (TypeError, ValueError):  # a node whose flatten fails: not looked into
+        return False
+    if flat is None or treedef_is_leaf(flat[1]):
+        return False
+    return any(map(is_function_like, flat[0]))
+
+
+def _holding_functions(t: type[Any], shown: str, held: list[tuple[str, Any]]) -> str:
+    """The message for an object that is not a pytree but keeps functions."""
+    names = ", ".join(path for path, _ in held)
+    cls = t.__name__ if t.__name__.isidentifier() else "Obj"
+    return (
+        f"{t.__qualname__} {shown}, an object that is not a pytree but holds "
+        f"functions in its attributes: {names}. lift takes functions and pytrees "
+        f"apart; it cannot rebuild an object of a class it does not know, so "
+        f"what those functions captured (a learning rate, say) cannot become "
+        f"leaves.\n"
+        f"Fix: build the object where the value is traced. Either inside a "
+        f"function that captures the float, compiled with `lift.jit` (one "
+        f"program for every value):\n"
+        f"    def make_step(lr):\n"
+        f"        @lift.jit\n"
+        f"        def step(state, batch):\n"
+        f"            obj = {cls}(..., lr, ...)\n"
+        f"            ...  # use obj\n"
+        f"        return step\n"
+        f"or pass the float as an argument of your own jitted step:\n"
+        f"    @jax.jit\n"
+        f"    def step(lr, state, batch):\n"
+        f"        obj = {cls}(..., lr, ...)\n"
+        f"        ...  # use obj"
+    )

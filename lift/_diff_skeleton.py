@@ -26,7 +26,7 @@ from ._nodes import (
     Template,
 )
 from ._skeleton import Skeleton, skeleton_of
-from ._static import default_dynamic
+from ._static import DynamicNames, default_dynamic
 from ._trees import treedef_paths
 
 __all__ = ["diff_lifted"]
@@ -104,7 +104,7 @@ class _Side:
         self.skeleton = skeleton
         names, dynamic = skeleton.options or (frozenset[str](), None)
         self.names: frozenset[str] = names
-        self.dynamic: Callable[[Any], bool] | None = dynamic
+        self.dynamic: Callable[[Any], bool] | DynamicNames | None = dynamic
 
 
 def diff_lifted(
@@ -456,6 +456,8 @@ def _why_static(side: _Side, template: Template, name: str, slot: Static) -> str
         )
     if name in side.names:
         return f"you declared it static (static=({name!r},))"
+    if isinstance(side.dynamic, DynamicNames):
+        return f"it is not named in `dynamic=` ({side.dynamic!r})"
     if side.dynamic is not None:
         return "your `dynamic=` predicate left it static"
     t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]

@@ -10,13 +10,12 @@ from typing import Any, Protocol, TypeVar, cast, overload
 from typing_extensions import ParamSpec
 
 from . import _trees as jtu
-from ._capture import check_static_names
 from ._compat import live_traces
 from ._describe import reject
 from ._errors import LiftError
 from ._hidden import aux_tracer
 from ._leaks import find_leaks
-from ._lifted import Lifted, check_options, construct, rebuilt
+from ._lifted import Lifted, check_names, check_options, construct, rebuilt
 from ._optax import as_functions
 from ._skeleton import capture_into, skeleton_of
 from ._static import static_key
@@ -62,7 +61,7 @@ def lift(
     /,
     *,
     static: str | Iterable[str] = (),
-    dynamic: Callable[[Any], bool] | None = None,
+    dynamic: str | tuple[str, ...] | Callable[[Any], bool] | None = None,
 ) -> Callable[[Callable[_P, _T]], Lifted[_P, _T]]: ...
 @overload
 def lift(
@@ -70,7 +69,7 @@ def lift(
     /,
     *,
     static: str | Iterable[str] = (),
-    dynamic: Callable[[Any], bool] | None = None,
+    dynamic: str | tuple[str, ...] | Callable[[Any], bool] | None = None,
 ) -> Lifted[_P, _T]: ...
 @overload
 def lift(
@@ -78,7 +77,7 @@ def lift(
     /,
     *,
     static: str | Iterable[str] = (),
-    dynamic: Callable[[Any], bool] | None = None,
+    dynamic: str | tuple[str, ...] | Callable[[Any], bool] | None = None,
 ) -> Lifted[_P, _T]: ...
 @overload
 def lift(
@@ -86,7 +85,7 @@ def lift(
     /,
     *,
     static: str | Iterable[str] = (),
-    dynamic: Callable[[Any], bool] | None = None,
+    dynamic: str | tuple[str, ...] | Callable[[Any], bool] | None = None,
 ) -> Lifted[_P, _T]: ...
 @overload
 def lift(
@@ -94,7 +93,7 @@ def lift(
     /,
     *,
     static: str | Iterable[str] = (),
-    dynamic: Callable[[Any], bool] | None = None,
+    dynamic: str | tuple[str, ...] | Callable[[Any], bool] | None = None,
 ) -> Lifted[..., _T]: ...
 @overload
 def lift(
@@ -102,14 +101,14 @@ def lift(
     /,
     *,
     static: str | Iterable[str] = (),
-    dynamic: Callable[[Any], bool] | None = None,
+    dynamic: str | tuple[str, ...] | Callable[[Any], bool] | None = None,
 ) -> _T: ...
 def lift(
     obj: Any = None,
     /,
     *,
     static: str | Iterable[str] = (),
-    dynamic: Callable[[Any], bool] | None = None,
+    dynamic: str | tuple[str, ...] | Callable[[Any], bool] | None = None,
 ) -> Any:
     """Make a function, or every function inside a pytree, into a [`lift.Lifted`][].
 
@@ -144,14 +143,40 @@ def lift(
     assert traces == 1  # one program for every learning rate
     ```
 
+    Only some floats dynamic, by name (the others stay constants, as in plain
+    optax):
+
+    ```python
+    import functools
+
+    import jax
+    import optax
+    import lift
+
+    make = lift.lift(
+        functools.partial(optax.adamw, learning_rate=0.1), dynamic="learning_rate"
+    )
+    assert len(jax.tree.leaves(make)) == 1  # not adamw's b1, b2, eps, weight_decay
+    ```
+
     **Arguments:**
 
     - `obj`: the function or pytree to lift.
     - `static`: names of captured variables (free variables, default parameters,
-      partial keywords; at any depth) to keep static whatever their type.
-    - `dynamic`: a predicate on a captured leaf, replacing the default rule
-      (arrays, tracers, NumPy values, Python `float` and `complex` are dynamic;
-      a float-valued `Enum` member is not).
+      partial keywords, function attributes; at any depth) to keep static
+      whatever their type.
+    - `dynamic`: names of captured variables (a string or a tuple of strings,
+      found as `static=` finds them), or a predicate on a captured leaf.
+      Names: the named captures, and everything inside them (the floats of a
+      named schedule function), are dynamic; arrays, tracers and NumPy values
+      stay dynamic wherever they are; every other Python `float` and `complex`
+      is static, a constant of the program as in the plain function, so the
+      result is bitwise the plain function's while the named values are inputs
+      of one program: `lift.lift(opt, dynamic="learning_rate")`. A name no
+      captured variable has is a `lift.LiftError` listing those there are.
+      A predicate replaces the default rule (arrays, tracers, NumPy values,
+      Python `float` and `complex` are dynamic; a float-valued `Enum` member
+      is not).
 
     **Returns:** a `Lifted`, or `obj`'s structure with its functions lifted.
 
@@ -164,14 +189,15 @@ def lift(
             return lift(fn, static=static, dynamic=dynamic)
 
         return decorator
-    options = bool(check_options(static, dynamic, Lifted)) or dynamic is not None
+    names, rule = check_options(static, dynamic, Lifted)
+    options = bool(names) or rule is not None
     kind: type[Any] = type(obj)  # pyright: ignore[reportUnknownVariableType]
     if issubclass(kind, Lifted):
         if not options:
             return obj
         # Not `kind(obj, ...)`: a subclass's own `__init__` may take `fn` alone.
         sub = cast("type[Lifted[Any, Any]]", kind)
-        return construct(sub, obj, check_options(static, dynamic, sub), dynamic)
+        return construct(sub, obj, *check_options(static, dynamic, sub))
     if is_function_like(obj):
         return Lifted(obj, static=static, dynamic=dynamic)
     if (functions := as_functions(obj)) is not None:  # optax.MultiSteps
@@ -185,7 +211,6 @@ def lift(
     if jtu.treedef_is_leaf(treedef) and treedef.num_leaves == 1:
         raise reject(obj, "lift")
     _check_static_data(obj, treedef)
-    names = check_options(static, dynamic, Lifted)
     seen: set[str] = set()
     out: list[Any] = []
     made: list[Lifted[Any, Any]] = []
@@ -199,12 +224,11 @@ def lift(
         if cls is not None:
             # `static=` names may be captured by any of the functions.
             new = object.__new__(cls)
-            capture_into(new, cast(Any, leaf), names, dynamic)
+            capture_into(new, cast(Any, leaf), names, rule)
             seen.update(skeleton_of(new).names)
             made.append(new)
         out.append(new)
-    if names:
-        check_static_names(names, frozenset(seen), obj, "lift")
+    check_names(names, rule, frozenset(seen), obj, Lifted)
     if not made:  # nothing to lift: the user's own object (an `nnx.Module`)
         return obj
     if irregular(obj):  # dicts in their own order, as the original had them

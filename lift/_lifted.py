@@ -38,6 +38,7 @@ from ._skeleton import (
     root_function,
     root_name,
 )
+from ._static import DynamicNames
 from ._trees import is_function_like
 
 __all__ = ["Lifted"]
@@ -107,7 +108,10 @@ class Lifted(Generic[_P, _R]):
     - `fn`: a function, bound method, `functools.partial`, or `Lifted`.
     - `static`: names of captured variables (free variables, default parameters
       or partial keywords, at any depth) to keep static whatever their type.
-    - `dynamic`: a predicate replacing the default rule for what is a leaf.
+    - `dynamic`: names of captured variables, found as `static=` finds them,
+      to be the only dynamic ones besides arrays and tracers (every other
+      Python float stays static); or a predicate replacing the default rule
+      for what is a leaf. See [`lift.lift`][].
     """
 
     __slots__ = (
@@ -135,23 +139,17 @@ class Lifted(Generic[_P, _R]):
         /,
         *,
         static: str | Iterable[str] = (),
-        dynamic: Callable[[Any], bool] | None = None,
+        dynamic: str | tuple[str, ...] | Callable[[Any], bool] | None = None,
     ) -> None:
-        names = check_options(static, dynamic, type(self))
-        self._capture(fn, names, dynamic)
-        if names:
-            check_static_names(
-                names,
-                self._skeleton.names,
-                fn,
-                "lift" if type(self) is Lifted else type(self).__name__,
-            )
+        names, rule = check_options(static, dynamic, type(self))
+        self._capture(fn, names, rule)
+        check_names(names, rule, self._skeleton.names, fn, type(self))
 
     def _capture(
         self,
         fn: Callable[_P, _R],
         names: frozenset[str],
-        dynamic: Callable[[Any], bool] | None,
+        dynamic: Callable[[Any], bool] | DynamicNames | None,
     ) -> None:
         """Lift `fn` into this instance (`static=` names are checked by the caller)."""
         if isinstance(fn, Lifted) and not names and dynamic is None:
@@ -406,32 +404,69 @@ _CONCRETIZATION: Final = (
 
 
 def check_options(
-    static: str | Iterable[str], dynamic: Callable[[Any], bool] | None, cls: type[Any]
-) -> frozenset[str]:
-    """`static=` as a set of names, after checking both options."""
+    static: str | Iterable[str],
+    dynamic: str | Iterable[str] | Callable[[Any], bool] | None,
+    cls: type[Any],
+) -> tuple[frozenset[str], Callable[[Any], bool] | DynamicNames | None]:
+    """`static=` as a set of names and `dynamic=` as a predicate or
+    `DynamicNames`, after checking both options."""
     if static == () and dynamic is None:
-        return _NO_NAMES
+        return _NO_NAMES, None
     name = "lift" if cls is Lifted else cls.__name__
-    try:
-        names = frozenset((static,) if isinstance(static, str) else static)
-    except TypeError:
-        names = None
-    if names is None or not all(
-        isinstance(n, str) for n in cast(frozenset[Any], names)
-    ):
+    names = _names(static)
+    if names is None:
         raise LiftError(
             f"{name}(..., static={static!r}): `static=` names captured variables.\n"
             f"Fix: pass names as strings, e.g. `{name}(f, static=('b2',))`.",
             anchor="options",
         )
-    if dynamic is not None and not callable(dynamic):
+    if dynamic is None or callable(dynamic):
+        return names, dynamic
+    named = _names(dynamic)
+    if named is None:
         raise LiftError(
-            f"{name}(..., dynamic={dynamic!r}): `dynamic=` is a predicate on a "
-            f"captured value.\nFix: pass a function, e.g. `{name}(f, dynamic=lambda "
-            "v: isinstance(v, jax.Array))`.",
+            f"{name}(..., dynamic={dynamic!r}): `dynamic=` names captured "
+            "variables, or is a predicate on a captured value.\nFix: pass names "
+            f"as strings, e.g. `{name}(f, dynamic=('learning_rate',))`, or a "
+            f"function, e.g. `{name}(f, dynamic=lambda v: isinstance(v, jax.Array))`.",
             anchor="options",
         )
+    both = sorted(names & named)
+    if both:
+        raise LiftError(
+            f"{name}(..., static={tuple(sorted(names))!r}, dynamic="
+            f"{tuple(sorted(named))!r}): {', '.join(map(repr, both))} cannot be "
+            f"both static and dynamic.\nFix: name each variable in one of them.",
+            anchor="options",
+        )
+    return names, DynamicNames(named)
+
+
+def _names(option: Any) -> frozenset[str] | None:
+    """An option's names (a string, or an iterable of strings), or `None`."""
+    try:
+        names = frozenset((option,) if isinstance(option, str) else option)
+    except TypeError:
+        return None
+    if not all(isinstance(n, str) for n in cast(frozenset[Any], names)):
+        return None
     return names
+
+
+def check_names(
+    static: frozenset[str],
+    dynamic: Callable[[Any], bool] | DynamicNames | None,
+    found: frozenset[str],
+    fn: Any,
+    cls: type[Any],
+) -> None:
+    """A `LiftError` for names in `static=` or `dynamic=` that no captured
+    variable of `fn` (with the names `found`) has."""
+    caller = "lift" if cls is Lifted else cls.__name__
+    if static:
+        check_static_names(static, found, fn, caller)
+    if isinstance(dynamic, DynamicNames):
+        check_static_names(dynamic.names, found, fn, caller, "dynamic")
 
 
 def _importable(x: Lifted[Any, Any]) -> Any:
@@ -463,7 +498,7 @@ def construct(
     cls: type[Lifted[Any, Any]],
     fn: Callable[..., Any],
     names: frozenset[str],
-    dynamic: Callable[[Any], bool] | None,
+    dynamic: Callable[[Any], bool] | DynamicNames | None,
 ) -> Lifted[Any, Any]:
     """`fn` lifted with these options into an instance of `cls`, as `Lifted.__init__`
     lifts it, whatever `cls.__init__` takes (a subclass's own may take `fn`
@@ -472,13 +507,7 @@ def construct(
     raw = _raw_class(cls)
     self = object.__new__(raw)
     self._capture(fn, names, dynamic)
-    if names:
-        check_static_names(
-            names,
-            self._skeleton.names,
-            fn,
-            "lift" if cls is Lifted else cls.__name__,
-        )
+    check_names(names, dynamic, self._skeleton.names, fn, cls)
     if raw is not cls:
         self.__class__ = cls
     return self
@@ -488,7 +517,7 @@ def _unpickle(
     cls: type[Lifted[Any, Any]],
     fn: Callable[..., Any],
     names: frozenset[str],
-    dynamic: Callable[[Any], bool] | None,
+    dynamic: Callable[[Any], bool] | DynamicNames | None,
     leaves: tuple[Any, ...],
 ) -> Lifted[Any, Any]:
     self = construct(cls, fn, names, dynamic)

@@ -33,6 +33,7 @@ __all__ = [
     "aux_key",
     "check_aux",
     "check_opaque",
+    "DynamicNames",
     "default_dynamic",
     "is_exact",
     "is_jax_value",
@@ -323,6 +324,38 @@ def scalar_leaf(leaf: Any, t: type[Any]) -> Any:
     if issubclass(t, complex):
         return complex.__complex__(leaf)
     return leaf
+
+
+class DynamicNames:
+    """`dynamic=` given as names: the named captures, and everything nested in
+    them, follow the default rule; elsewhere only arrays, tracers and NumPy
+    values are leaves, and Python floats stay static (`named_static`), so the
+    function computes bitwise what the original does but for the named values.
+    Kept with a skeleton's options (pickle re-lifts with it)."""
+
+    __slots__ = ("names",)
+
+    def __init__(self, names: frozenset[str]) -> None:
+        self.names = names
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is DynamicNames and other.names == self.names
+
+    def __hash__(self) -> int:
+        return hash(self.names)
+
+    def __repr__(self) -> str:
+        return f"dynamic={tuple(sorted(self.names))!r}"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (DynamicNames, (self.names,))
+
+
+def named_static(t: type[Any]) -> bool:
+    """Whether a leaf of type `t`, dynamic by the default rule, is static outside
+    the captures named in `dynamic=`: a Python float or complex (not a NumPy
+    scalar, which is a NumPy value)."""
+    return issubclass(t, (float, complex)) and not issubclass(t, np.generic)
 
 
 def unsortable_registry(value: Any) -> bool:

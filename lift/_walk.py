@@ -57,6 +57,7 @@ from ._static import (
     PY_SCALARS,
     STATIC_ATOMS,
     ArrayImpl,
+    DynamicNames,
     attributes_by_global,
     branch_static,
     check_aux,
@@ -64,6 +65,7 @@ from ._static import (
     default_dynamic,
     is_bool,
     is_jax_value,
+    named_static,
     plain_reach,
     scalar_leaf,
     static_key,
@@ -96,19 +98,33 @@ class Walk:
     `branched_cells` holds the ids of cells that some function sharing them
     branches on in Python (found by a first walk, see `capture`): their scalar
     captures stay static whichever function reached them first.
+
+    With `dynamic=` given as names (`DynamicNames`), the nodes reached from a
+    named capture are "in scope" (`scoped`, by node index): their floats are
+    leaves, and other Python floats stay static. `scoped_ids` holds the ids of
+    the objects a walk before found in scope after it had walked them outside
+    (`rescope`), so that the answer does not depend on walk order either.
     """
 
     def __init__(
         self,
         root: Any,
         static: frozenset[str],
-        dynamic: Callable[[Any], bool] | None,
+        dynamic: Callable[[Any], bool] | DynamicNames | None,
         branched_cells: frozenset[int] = frozenset(),
+        scoped_ids: frozenset[int] = frozenset(),
     ) -> None:
         self.root = root
         self.static = static
-        self.dynamic = dynamic
+        self.named: frozenset[str] | None = None
+        if isinstance(dynamic, DynamicNames):
+            self.named, dynamic = dynamic.names, None
+        self.dynamic: Callable[[Any], bool] | None = dynamic
         self.branched_cells = branched_cells
+        self.scoped_ids = scoped_ids
+        self.scoped: set[int] = set()
+        self.scoped_objects: set[int] = set()  # their objects' ids
+        self.late: set[int] = set()  # walked outside the scope, reached inside
         self.nodes: list[Node | None] = []
         self.parents: list[tuple[Template, int] | None] = []
         self.ids: dict[int, int] = {}
@@ -140,7 +156,35 @@ class Walk:
         self.parents.append(None)
         self.ids[id(obj)] = index
         self.queue.append((index, obj))
+        if id(obj) in self.scoped_ids:
+            self.scope(index, obj)
         return index
+
+    # -- `dynamic=` by name --------------------------------------------------------
+
+    def scope(self, index: int, obj: Any) -> None:
+        self.scoped.add(index)
+        self.scoped_objects.add(id(obj))
+
+    def pinned(self, owner: int, name: str | None) -> bool:
+        """Whether the Python floats of a capture (by its node and variable) stay
+        static: `dynamic=` names variables, and this one is neither named nor
+        inside a named one."""
+        named = self.named
+        return named is not None and name not in named and owner not in self.scoped
+
+    def reached(self, index: int, obj: Any, pinned: bool) -> None:
+        """Note that node `index` (of `obj`), made before, is reached again: from
+        inside the scope, it should have been walked there."""
+        if not pinned and self.named is not None and index not in self.scoped:
+            self.late.add(id(obj))
+
+    def rescope(self) -> frozenset[int] | None:
+        """The objects in scope, for a walk to redo, when some node was reached
+        from inside the scope after being walked outside it; else `None`."""
+        if not self.late:
+            return None
+        return frozenset(self.scoped_objects | self.late | self.scoped_ids)
 
     def run(self) -> tuple[Skeleton, list[Any]]:
         self.new_node(self.root)
@@ -192,7 +236,13 @@ class Walk:
         # A cell holding a float or an array, read by no branch and not rebound,
         # with no `static=`/`dynamic=` (the common capture, thousands in a wide
         # closure): `cell` inlined.
-        fast = self.dynamic is None and not self.static and not self.branched_cells
+        fast = (
+            self.dynamic is None
+            and self.named is None
+            and not self.static
+            and not self.branched_cells
+        )
+        in_scope = index in self.scoped
         unplain = info.unplain
         for label, cell in cells(fn, info.cell_labels):
             cell_index = ids.get(id(cell))
@@ -222,9 +272,12 @@ class Walk:
                         indices.append(cell_index)
                         continue
                 nodes.append(None)
+                if in_scope or id(cell) in self.scoped_ids:
+                    self.scope(cell_index, cell)
                 nodes[cell_index] = self.cell(cell, cell_index, label, fn, info, index)
             else:
                 self.shared = True  # a cell of several functions
+                self.reached(cell_index, cell, not in_scope)
             indices.append(cell_index)
         defaults, kwdefaults = has_defaults(fn)
         parts: tuple[tuple[Label, Template], ...] = ()
@@ -303,6 +356,7 @@ class Walk:
         if type(name) is str:
             self.names.add(name)
         forced = forced or (name is not None and name in self.static)
+        pinned = self.pinned(owner, name)
         t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
         if t in STATIC_ATOMS and self.dynamic is None:
             # A user's class holds data (`registry = [...]`) as an instance of
@@ -315,6 +369,7 @@ class Walk:
             and not forced
             and self.dynamic is None
             and not (branched and branch_static(value, t))
+            and not (pinned and t is not ArrayImpl)
         ):
             # A float or an array (the common capture): what `slot` makes of it.
             index = len(self.leaves)
@@ -335,7 +390,7 @@ class Walk:
             else:
                 try:
                     flat = flatten_checked(
-                        value, self.own_leaf(value, forced, branched, owned)
+                        value, self.own_leaf(value, forced, branched, owned, pinned)
                     )
                 except (TypeError, ValueError) as err:
                     # JAX cannot flatten it (dict keys it cannot sort, a node
@@ -391,7 +446,17 @@ class Walk:
         frozen = frozenset(k for k, v in owned.items() if v)
         for pos, leaf in enumerate(leaves):
             slots.append(
-                self.slot(leaf, forced, branched, holder, label, new_nodes, pos, frozen)
+                self.slot(
+                    leaf,
+                    forced,
+                    branched,
+                    holder,
+                    label,
+                    new_nodes,
+                    pos,
+                    frozen,
+                    pinned,
+                )
             )
         if (
             t in OWN_CONTAINERS
@@ -406,11 +471,13 @@ class Walk:
             self.parents[node_index] = (template, pos)
         return template
 
-    def kind(self, leaf: Any, forced: bool, branched: bool) -> str:
+    def kind(
+        self, leaf: Any, forced: bool, branched: bool, pinned: bool = False
+    ) -> str:
         """What the walk makes of one leaf of a captured value: `STATIC`,
         `DYNAMIC` or `NODE` (a function-like, walked as a node of its own). The
-        one statement of the `dynamic=` rule, `static=` names and branch
-        analysis; `slot` records what it says and raises where it cannot be
+        one statement of the `dynamic=` rule (a predicate, or names: `pinned`
+        outside them), `static=` names and branch analysis; `slot` records what it says and raises where it cannot be
         kept (a tracer made static, a `dynamic=` leaf JAX cannot trace)."""
         t: type[Any] = type(leaf)  # pyright: ignore[reportUnknownVariableType]
         if t in STATIC_ATOMS and (forced or self.dynamic is None):
@@ -423,6 +490,8 @@ class Walk:
             dyn = bool(self.dynamic(leaf))
         else:
             dyn = t in ALWAYS_DYNAMIC or default_dynamic(leaf)
+            if dyn and pinned and named_static(t):
+                dyn = False
         if dyn and branched and branch_static(leaf, t):
             # `if b2 != 1.0:` in Python: a traced b2 could not run. Keep it static.
             dyn = False
@@ -438,6 +507,7 @@ class Walk:
         new_nodes: list[tuple[int, int]],
         pos: int,
         owned: frozenset[int] = frozenset(),
+        pinned: bool = False,
     ) -> Slot:
         t: type[Any] = type(leaf)  # pyright: ignore[reportUnknownVariableType]
         if t in STATIC_ATOMS and (forced or self.dynamic is None):
@@ -449,12 +519,16 @@ class Walk:
             # and no function: the user's own object, as at the top (`own_static`).
             self.kept(check_opaque(leaf, t, holder, label))
             return own_static(leaf)
-        what = self.kind(leaf, forced, branched)
+        what = self.kind(leaf, forced, branched, pinned)
         if what is NODE:
             index = self.ids.get(id(leaf))
             if index is None:
                 index = self.new_node(leaf)
                 new_nodes.append((index, pos))
+                if not pinned and self.named is not None:
+                    self.scope(index, leaf)
+            else:
+                self.reached(index, leaf, pinned)
             return Ref(index)
         name = label.variable
         if what is DYNAMIC:
@@ -490,7 +564,12 @@ class Walk:
         return Static(leaf)
 
     def own_leaf(
-        self, value: Any, forced: bool, branched: bool, owned: dict[int, bool]
+        self,
+        value: Any,
+        forced: bool,
+        branched: bool,
+        owned: dict[int, bool],
+        pinned: bool = False,
     ) -> Callable[[Any], bool]:
         """The `is_leaf` a capture is flattened with: function-likes, and the
         lists and dicts nested in `value` through lists, tuples, dicts and
@@ -516,7 +595,7 @@ class Walk:
                     and nests_plainly(x)
                     and all(
                         not issubclass(type(leaf), _Tracer)  # pyright: ignore[reportUnknownArgumentType]
-                        and self.kind(leaf, forced, branched) is STATIC
+                        and self.kind(leaf, forced, branched, pinned) is STATIC
                         for leaf in flat[0]
                     )
                 )

@@ -98,6 +98,19 @@ def with_dynamic(x: jax.Array, /) -> int:
 
 assert_type(with_dynamic, lift.Lifted[[jax.Array], int])
 
+
+@lift.lift(dynamic="lr")
+def with_dynamic_name(x: jax.Array, lr: float = 0.1, /) -> jax.Array:
+    return lr * x
+
+
+with_dynamic_name(jnp.ones(()))
+assert_type(
+    lift.lift(optax.adam(0.1), dynamic=("b1", "b2")),
+    optax.GradientTransformationExtraArgs,
+)
+lift.lift(with_dynamic_name, dynamic=1)  # pyright: ignore[reportArgumentType, reportCallIssue]
+
 # The function's name, as a `Lifted` carries it.
 assert_type(lifted.__name__, str)
 
