@@ -1,51 +1,59 @@
 #!/usr/bin/env bash
-# Run the test suite the way CI does: checked for leaked tracers, with every fast
+# Run lift's tests the way CI does: checked for leaked tracers, with every fast
 # path checked against the full walk (`LIFT_VERIFY=1`) and with eight host
 # devices. Needs only the `test` extra (CI's linters and docs build live
 # in .ci/run).
+#
+# By default it runs the core, what a user relies on: capture, transforms,
+# `lift.jit`, closure conversion, leak checking and the error messages (the
+# files in CORE below; a few minutes on 2 cores). `--all` runs the whole suite.
 #
 # Leak checking (`--leaks`): `jax`, the default, runs under JAX's own checker
 # (`JAX_CHECK_TRACER_LEAKS=1`); `lift` runs under lift's own pytest plugin in its
 # default mode (`--lift-leaks`, fast) with JAX's checker off, as a user's suite
 # runs it; `both` runs under JAX's checker with the plugin on too (each test
-# then runs inside `lift.checking_leaks()`). `--ends` runs the oldest end with
-# `lift` and the newest with `jax`.
+# then runs inside `lift.checking_leaks()`). `--ends` runs the whole suite at
+# the oldest end with `lift` and at the newest with `jax`.
 #
-#   bash scripts/test.sh                  # the whole suite, with python3 and the
-#                                         # newest JAX pip finds for it
-#   bash scripts/test.sh --quick          # the core in about a minute: capture,
-#                                         # transforms, lift.jit, closure
-#                                         # conversion, leak checking
+#   bash scripts/test.sh                  # the core, with python3 and the newest
+#                                         # JAX pip finds for it (--quick: the same)
+#   bash scripts/test.sh --all            # the whole suite
 #   bash scripts/test.sh --python 3.13    # another Python (python3.13 on PATH, or
 #                                         # pyenv's), in a virtualenv of its own
 #   bash scripts/test.sh --jax 0.8.0      # another JAX (`oldest`: the oldest that
 #                                         # pyproject.toml declares, `newest`)
 #   bash scripts/test.sh --leaks lift     # under lift's plugin (`jax`, `both`)
-#   bash scripts/test.sh --ends           # what CI runs: the oldest JAX on Python
-#                                         # 3.11 (--leaks lift) and the newest JAX
-#                                         # on Python 3.13 (--leaks jax)
+#   bash scripts/test.sh --ends           # what CI runs: the whole suite on the
+#                                         # oldest JAX on Python 3.11 (--leaks
+#                                         # lift) and on the newest JAX on
+#                                         # Python 3.13 (--leaks jax)
 #
-# Other arguments go to pytest (`bash scripts/test.sh --quick -x`,
-# `bash scripts/test.sh tests/test_jit.py -k donation`).
+# Other arguments go to pytest (`bash scripts/test.sh -x`); given a test file or
+# folder, it runs that instead of the core
+# (`bash scripts/test.sh tests/test_jit.py -k donation`).
 set -euo pipefail
 here="$(dirname "$0")"
-QUICK=(
-    tests/test_capture.py
-    tests/test_soundness.py
-    tests/test_transforms.py
-    tests/test_diff.py
-    tests/test_jit.py
-    tests/test_convert.py
-    tests/test_leaks.py
-    tests/test_checking.py
-    tests/test_errors_messages.py
+# The core: what a user relies on.
+CORE=(
+    tests/test_capture.py          # what is captured, static or dynamic
+    tests/test_soundness.py        # a lifted function computes what the original does
+    tests/test_transforms.py       # through jit, vmap, grad, scan, ...
+    tests/test_diff.py             # why two lifted functions compile apart
+    tests/test_jit.py              # lift.jit
+    tests/test_convert.py          # lift.closure_convert
+    tests/test_leaks.py            # find_leaks, checked
+    tests/test_checking.py         # checking_leaks
+    tests/test_plugin.py           # pytest --lift-leaks
+    tests/test_errors_messages.py  # what each error says
 )
 args=()
 ends=0
+whole=0
 leaks=jax
 while [ $# -gt 0 ]; do
     case "$1" in
-        --quick) args=("${QUICK[@]}" ${args[@]+"${args[@]}"}) ;;
+        --quick) whole=0 ;; # the default; kept for older command lines
+        --all) whole=1 ;;
         --python) export LIFT_PYTHON="$2"; shift ;;
         --jax) export LIFT_JAX="$2"; shift ;;
         --leaks) leaks="$2"; shift ;;
@@ -73,8 +81,8 @@ if [ "$ends" = 1 ]; then
     pids=()
     for i in "${!ends_run[@]}"; do
         read -r python jax <<<"${ends_run[$i]}"
-        bash "$here/test.sh" --python "$python" --jax "$jax" --leaks "${ends_leaks[$i]}" \
-            ${args[@]+"${args[@]}"} \
+        bash "$here/test.sh" --all --python "$python" --jax "$jax" \
+            --leaks "${ends_leaks[$i]}" ${args[@]+"${args[@]}"} \
             >"$logs/$python.log" 2>&1 &
         pids+=($!)
     done
@@ -93,6 +101,15 @@ if [ "$ends" = 1 ]; then
         exit 1
     fi
     exit 0
+fi
+
+# The core unless a test file or folder is named (or --all).
+if [ "$whole" = 0 ]; then
+    named=0
+    for arg in ${args[@]+"${args[@]}"}; do
+        [[ "$arg" != -* && -e "${arg%%::*}" ]] && named=1
+    done
+    [ "$named" = 1 ] || args=("${CORE[@]}" ${args[@]+"${args[@]}"})
 fi
 
 # shellcheck disable=SC1091
