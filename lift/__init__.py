@@ -10,21 +10,21 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._errors import LeakError as LeakError, LiftError as LiftError
+from ._base.errors import LeakError as LeakError, LiftError as LiftError
 from ._version import __version__ as __version__
 
 if TYPE_CHECKING:
-    from ._checked import checked as checked
-    from ._checking import checking_leaks as checking_leaks
-    from ._diff import diff as diff
-    from ._jit import jit as jit
-    from ._leak_report import Leak as Leak, Leaks as Leaks
-    from ._leaks import check_leaks as check_leaks, find_leaks as find_leaks
-    from ._lift import is_lifted as is_lifted, lift as lift, unlift as unlift
-    from ._lifted import Lifted as Lifted
-    from ._paths import CapturePath as CapturePath
-    from ._replace import replace as replace
-    from ._verify import verifying as verifying
+    from ._capture.lift import is_lifted as is_lifted, lift as lift, unlift as unlift
+    from ._capture.lifted import Lifted as Lifted
+    from ._capture.paths import CapturePath as CapturePath
+    from ._capture.replace import replace as replace
+    from ._capture.verify import verifying as verifying
+    from ._diagnose.diff import diff as diff
+    from ._jit.api import jit as jit
+    from ._leaks.checked import checked as checked
+    from ._leaks.checking import checking_leaks as checking_leaks
+    from ._leaks.find import check_leaks as check_leaks, find_leaks as find_leaks
+    from ._leaks.report import Leak as Leak, Leaks as Leaks
 
     closure_convert = Lifted.closure_convert
 
@@ -51,23 +51,23 @@ __all__ = [
 ]
 
 # Public names imported on first use, so that importing `lift` (as pytest does
-# for the `lift._plugin` entry point) does not import JAX until a name is used.
+# for the `lift._leaks.plugin` entry point) does not import JAX until a name is used.
 _LAZY = {
-    "CapturePath": "_paths",
-    "Leak": "_leak_report",
-    "Leaks": "_leak_report",
-    "Lifted": "_lifted",
-    "check_leaks": "_leaks",
-    "checked": "_checked",
-    "checking_leaks": "_checking",
-    "diff": "_diff",
-    "find_leaks": "_leaks",
-    "is_lifted": "_lift",
-    "jit": "_jit",
-    "lift": "_lift",
-    "replace": "_replace",
-    "unlift": "_lift",
-    "verifying": "_verify",
+    "CapturePath": "_capture.paths",
+    "Leak": "_leaks.report",
+    "Leaks": "_leaks.report",
+    "Lifted": "_capture.lifted",
+    "check_leaks": "_leaks.find",
+    "checked": "_leaks.checked",
+    "checking_leaks": "_leaks.checking",
+    "diff": "_diagnose.diff",
+    "find_leaks": "_leaks.find",
+    "is_lifted": "_capture.lift",
+    "jit": "_jit.api",
+    "lift": "_capture.lift",
+    "replace": "_capture.replace",
+    "unlift": "_capture.lift",
+    "verifying": "_capture.verify",
 }
 
 

@@ -40,10 +40,10 @@ except ModuleNotFoundError as err:
         name="flax",
     ) from err
 
-from . import _trees as jtu
-from ._lift import is_lifted, lift
-from ._optax import as_functions
-from ._trees import is_function_like
+from ._capture.lift import is_lifted, lift
+from ._capture.objects import as_functions
+from ._holders import trees as jtu
+from ._holders.trees import is_function_like
 
 __all__ = ["Optimizer", "TrainState"]
 

@@ -30,21 +30,21 @@
 #
 # Other arguments go to pytest (`bash scripts/test.sh -x`); given a test file or
 # folder, it runs that instead of the core
-# (`bash scripts/test.sh tests/test_jit.py -k donation`).
+# (`bash scripts/test.sh tests/jit/test_jit.py -k donation`).
 set -euo pipefail
 here="$(dirname "$0")"
 # The core: what a user relies on.
 CORE=(
-    tests/test_capture.py          # what is captured, static or dynamic
-    tests/test_soundness.py        # a lifted function computes what the original does
-    tests/test_transforms.py       # through jit, vmap, grad, scan, ...
-    tests/test_diff.py             # why two lifted functions compile apart
-    tests/test_jit.py              # lift.jit
-    tests/test_convert.py          # lift.closure_convert
-    tests/test_leaks.py            # find_leaks, checked
-    tests/test_checking.py         # checking_leaks
-    tests/test_plugin.py           # pytest --lift-leaks
-    tests/test_errors_messages.py  # what each error says
+    tests/capture/test_capture.py           # what is captured, static or dynamic
+    tests/capture/test_soundness.py         # a lifted function computes what the original does
+    tests/capture/test_transforms.py        # through jit, vmap, grad, scan, ...
+    tests/diagnose/test_diff.py             # why two lifted functions compile apart
+    tests/jit/test_jit.py                   # lift.jit
+    tests/capture/test_convert.py           # lift.closure_convert
+    tests/leaks/test_leaks.py               # find_leaks, checked
+    tests/leaks/test_checking.py            # checking_leaks
+    tests/leaks/test_plugin.py              # pytest --lift-leaks
+    tests/capture/test_errors_messages.py   # what each error says
 )
 args=()
 ends=0

@@ -31,7 +31,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("--lift-verify"):
         os.environ["LIFT_VERIFY"] = "1"  # for subprocesses
-        from lift import _verify
+        from lift._capture import verify as _verify
 
         _verify.STATE.on = True
 

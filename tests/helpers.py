@@ -722,11 +722,11 @@ STORES: tuple[Store, ...] = (
 
 def plugin_args() -> list[str]:
     """pytest arguments that load lift's plugin: none when it is installed (its
-    entry point loads it), `-p lift._plugin` from a source tree."""
+    entry point loads it), `-p lift._leaks.plugin` from a source tree."""
     import importlib.metadata
 
     installed = any(
-        ep.value == "lift._plugin"
+        ep.value == "lift._leaks.plugin"
         for ep in importlib.metadata.entry_points(group="pytest11")
     )
-    return [] if installed else ["-p", "lift._plugin"]
+    return [] if installed else ["-p", "lift._leaks.plugin"]

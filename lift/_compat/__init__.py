@@ -2,7 +2,7 @@
 
 Nothing else in `lift` imports `jax._src`, reads JAX's private attributes or
 parses JAX's messages; each use here is marked with the JAX versions it was
-written against and pinned by `tests/test_compat.py` on the oldest and newest
+written against and pinned by `tests/compat/test_compat.py` on the oldest and newest
 JAX. One module per subsystem of JAX that lift reads:
 
 - `traces`: tracers and traces (the transform a tracer belongs to, whether its

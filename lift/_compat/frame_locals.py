@@ -3,7 +3,7 @@ the frame look of `trace_exits` at a trace's exit.
 
 Bounded (`FRAME_DEPTH` deep, a budget of objects and items), and safe: types
 are read with `type()`; a container is read in C; an object is opened by its
-`__dict__` and slots, or by the leak scan's opener (`lift._leak_scan`) for
+`__dict__` and slots, or by the leak scan's opener (`lift._leaks.scan`) for
 what only it knows; code outside the user's files is not looked into."""
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from typing import Any, Final, cast
 import jax
 import numpy as np
 
-from .._atoms import UNOPENED
-from .._caches import BoundedDict
+from .._base.atoms import UNOPENED
+from .._base.caches import BoundedDict
 from .traces import JAX_DIR, Tracer
 
 FRAME_DEPTH: Final = 64

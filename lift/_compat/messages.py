@@ -1,7 +1,7 @@
 """JAX's messages and reprs, read: the only place lift parses JAX's text.
 
 Written against jax 0.10.2, 0.8.0 and 0.12.0.1 (pinned by
-`tests/test_compat.py`). Where JAX offers no structured form, lift reads its
+`tests/compat/test_compat.py`). Where JAX offers no structured form, lift reads its
 words here, each reading with a fallback that keeps lift's own behaviour
 (an error passed on unexplained, a treedef walked in full).
 """

@@ -143,7 +143,7 @@ def watching_trace_exits(
     `opener` gives the parts of an object the look does not open itself (an
     instance with `__slots__`, an exception, a partial, a suspended generator,
     a NumPy object array, a user's function's globals: the leak scan's
-    knowledge of holders, `lift._frame_opener.FrameOpener`).
+    knowledge of holders, `lift._leaks.frames.FrameOpener`).
 
     With `threads`, traces exiting in every thread are noted and looked at
     (as `JAX_CHECK_TRACER_LEAKS=1` checks every thread); else this thread's

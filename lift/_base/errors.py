@@ -1,0 +1,305 @@
+"""The library's exceptions, and the one way messages name a function and a
+value's type."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import re
+import sys
+import types
+from collections.abc import Iterable
+from typing import Any, Final, cast
+
+__all__ = [
+    "code_of",
+    "LeakError",
+    "LiftAttributeError",
+    "LiftError",
+    "array_text",
+    "describe",
+    "docs_anchor",
+    "missing_attribute",
+    "static_fix",
+    "static_str",
+    "type_text",
+    "under_lift_jit",
+]
+
+# The documentation site's address, which every message's last line starts
+# with: `Docs: <DOCS_URL>errors/#<anchor>`, the Errors page of the built site.
+# Empty while the site has no public address: the line is then the page's path
+# on any copy of the site (`mkdocs serve`: http://127.0.0.1:8000/errors/#...).
+DOCS_URL: Final = ""
+
+_ANCHOR = re.compile(r"\nDocs: " + re.escape(DOCS_URL) + r"errors/#([\w-]+)$")
+
+
+class _Anchored(Exception):
+    """A message that ends with where the Errors page explains it.
+
+    `anchor` (keyword) is a heading id of `docs/errors.md`; the line
+    `Docs: errors/#<anchor>` (the site's page) is appended to the message. Every message raised
+    in `lift/` names one (the test suite checks each raise site and each anchor).
+    """
+
+    anchor: str | None
+    # The captures a message's fix keeps static (`static_fix`), if it has one.
+    static_names: tuple[str, ...] | None = None
+
+    def __init__(
+        self,
+        message: str = "",
+        /,
+        *,
+        anchor: str | None = None,
+        static: tuple[str, ...] | None = None,
+    ) -> None:
+        if anchor is not None and _ANCHOR.search(message) is None:
+            message += docs_anchor(anchor)
+        super().__init__(message)
+        found = _ANCHOR.search(message)
+        self.anchor = found[1] if found is not None else None
+        if static is not None:
+            self.static_names = static
+
+
+class LiftError(_Anchored, TypeError):
+    """Raised when `lift` cannot turn what it was given into a pytree.
+
+    The message names the function (qualified name and `file:line`), the
+    variable concerned, and what to do instead; its last line names the section
+    of the Errors page that explains it (also in `.anchor`).
+    """
+
+
+class LeakError(_Anchored, RuntimeError):
+    """Raised when a tracer has escaped the transform that created it.
+
+    The message lists every leak found, each with the function holding it,
+    `file:line`, the captured variable, and a hint of the fix.
+    """
+
+
+class LiftAttributeError(LiftError, AttributeError):
+    """A `Lifted` has no such attribute: `hasattr` and `getattr(x, name, default)`
+    see an `AttributeError`, `except lift.LiftError` sees lift's."""
+
+    # `(lifted, name)` until the message is first read (see `missing_attribute`).
+    _unwritten: tuple[Any, str] | None = None
+
+    def __str__(self) -> str:
+        if self._unwritten is not None:
+            lifted, name = self._unwritten
+            self._unwritten = None
+            message = _missing_message(lifted, name)
+            self.args = (message + docs_anchor(self.anchor or "lifted-a-factory"),)
+        return super().__str__()
+
+    @classmethod
+    def written_when_read(cls, lifted: Any, name: str) -> LiftAttributeError:
+        """The error for `lifted.name`, its message written when first read."""
+        err = cls(anchor="lifted-a-factory")
+        err.name = name
+        err.obj = lifted
+        err._unwritten = (lifted, name)
+        return err
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # By function: the class's `__module__` is "lift", which does not export it.
+        return (_attribute_error, (str(self),))
+
+
+def _attribute_error(message: str) -> LiftAttributeError:
+    return LiftAttributeError(message, anchor="lifted-a-factory")
+
+
+LiftError.__module__ = "lift"
+LiftAttributeError.__module__ = "lift"
+LeakError.__module__ = "lift"
+
+
+def code_of(obj: Any) -> types.CodeType | None:
+    """The code a callable runs: through bound methods, partials, `Lifted` and
+    `lift.jit` functions (their `__wrapped__`), a bounded number of steps."""
+    for _ in range(100):
+        t: type[Any] = type(obj)  # pyright: ignore[reportUnknownVariableType]
+        if t is types.FunctionType:
+            return obj.__code__
+        if t is types.MethodType:
+            obj = obj.__func__
+        elif issubclass(t, functools.partial):
+            obj = obj.func
+        else:
+            try:
+                code = getattr(obj, "__code__", None)
+                if isinstance(code, types.CodeType):
+                    return code
+                wrapped = getattr(obj, "__wrapped__", None)
+            except Exception:  # a proxy whose attributes fail
+                return None
+            if wrapped is None or wrapped is obj:
+                return None
+            obj = wrapped
+    return None
+
+
+def describe(fn: Any) -> str:
+    """`qualname (file:line)` for a function, method or partial; a repr otherwise."""
+    code = code_of(fn)
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
+    if code is None:
+        return name if isinstance(name, str) else repr(fn)
+    if not isinstance(name, str):
+        name = code.co_qualname
+    return f"{name} ({code.co_filename}:{code.co_firstlineno})"
+
+
+def static_fix(names: tuple[str, ...], jit: bool = False) -> str:
+    """The fix that keeps captures static, as code to paste (give the error
+    `static=names`): `lift(f, static=('b2',))`; under `lift.jit` (`jit`),
+    `lift.jit(lift.lift(f, static=('b2',)))`."""
+    if jit:
+        return f"`lift.jit(lift.lift(f, static={names!r}))`"
+    return f"`lift(f, static={names!r})`"
+
+
+def under_lift_jit(err: LiftError) -> LiftError:
+    """`err` as `lift.jit` raises it: a fix that keeps captures static in the
+    form that works there. `err` itself when it has no such fix."""
+    names = err.static_names
+    if names is None:
+        return err
+    text = str(err).replace(static_fix(names), static_fix(names, jit=True))
+    if text == str(err):
+        return err
+    better = type(err)(text, anchor=err.anchor)
+    better.__traceback__ = err.__traceback__
+    return better
+
+
+def docs_anchor(anchor: str) -> str:
+    """The last line of a message: where the Errors page of the docs explains it.
+
+    `anchor` is a heading id of `docs/errors.md` (the page `errors/` of the built
+    site); the docs' tests check that every anchor used in `lift/` exists there.
+    Prefer `LiftError(message, anchor=...)`, which appends it.
+    """
+    return f"\nDocs: {DOCS_URL}errors/#{anchor}"
+
+
+def missing_attribute(lifted: Any, name: str) -> LiftAttributeError:
+    """The error for `lifted.name` when neither `Lifted` nor its function has it.
+
+    The usual cause is a factory lifted instead of what it makes:
+    `lift.lift(optax.adam).init`. Said with certainty when the function's return
+    annotation is a class that has `name`. The message is written when read, so
+    that `hasattr` and `getattr(x, name, default)` stay cheap.
+    """
+    return LiftAttributeError.written_when_read(lifted, name)
+
+
+def _missing_message(lifted: Any, name: str) -> str:
+    cls = type(lifted).__name__
+    call = "lift.lift" if cls == "Lifted" else cls
+    try:
+        fn = lifted.__wrapped__
+        fn_name = str(fn.__name__)
+        where = describe(fn)
+    except Exception:
+        fn, fn_name, where = None, "f", "the function"
+    head = f"{cls!r} object has no attribute {name!r}"
+    made = _made_by(fn, name)
+    factory = f"{_importable_name(fn, fn_name)}({_required_args(fn)})"
+    if made is not None:
+        return (
+            f"{head}: {call}({fn_name}) lifted the function {where}, and "
+            f"{fn_name} is a factory: it returns a {made}, which has {name!r}.\n"
+            f"Fix: call it first and lift what it returns: `{call}({factory})`."
+        )
+    return (
+        f"{head}: a {cls} has the attributes of a function ({where}) and its "
+        f"class's methods.\nFix: if {fn_name} is a factory (it "
+        f"returns the object that has {name!r}), call it first and lift what it "
+        f"returns: `{call}({factory})`."
+    )
+
+
+def _made_by(fn: Any, name: str) -> str | None:
+    """The name of the class `fn` is annotated to return, if it has `name`."""
+    if fn is None:
+        return None
+    try:
+        returned = inspect.signature(fn, eval_str=True).return_annotation
+    except Exception:
+        return None
+    if isinstance(returned, type) and hasattr(returned, name):
+        return returned.__name__
+    return None
+
+
+def _importable_name(fn: Any, name: str) -> str:
+    """`optax.adam` for a function of a submodule that its top-level package
+    exports (`optax._src.alias.adam`), else its name."""
+    module = str(getattr(fn, "__module__", "") or "")
+    top, dot, _ = module.partition(".")
+    package = sys.modules.get(top)
+    if package is not None and dot and getattr(package, name, None) is fn:
+        return f"{top}.{name}"
+    return name
+
+
+def _required_args(fn: Any) -> str:
+    """The names of `fn`'s required positional parameters, as a call's arguments."""
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except Exception:
+        return "..."
+    required = [
+        p.name
+        for p in parameters
+        if p.default is p.empty
+        and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+    return ", ".join(required)
+
+
+# `<function f at 0x7f...>`, `<Foo object at 0x7f...>`: the name says it all.
+_ADDRESS: Final = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+def static_str(value: Any, limit: int = 80) -> str:
+    """A static value as people read it: its repr without object addresses, cut
+    to `limit` characters."""
+    if type(value) is types.FunctionType:  # never `isinstance`: hostile objects
+        text = f"<function {value.__qualname__}>"
+    else:
+        try:
+            text = repr(value)
+        except Exception:
+            text = f"<{type(value).__qualname__} object>"
+        text = _ADDRESS.sub("", text)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def array_text(shape: Iterable[Any], dtype: Any, weak: bool = False) -> str:
+    """How every message names an array type: `float32[3]`, `int4[2,2]`,
+    `key<fry>[]`; `~float32[]` for a weakly typed one (`weak`), which `jax.jit`
+    keys apart from a strong one."""
+    return f"{'~' if weak else ''}{dtype}[{','.join(map(str, shape))}]"
+
+
+def type_text(x: Any) -> str:
+    """`x`'s type as messages name it: an array's, a tracer's or an abstract
+    value's as `array_text` spells it (its weak type marked), anything else by
+    its class's name."""
+    aval = getattr(x, "aval", x)  # a tracer's or `jax.Array`'s; else `x` itself
+    try:
+        shape: Any = aval.shape
+        dtype: Any = aval.dtype
+        if type(shape) is tuple and dtype is not None:
+            weak = getattr(aval, "weak_type", False) is True
+            return array_text(cast("tuple[Any, ...]", shape), dtype, weak)
+    except Exception:  # no shape or dtype, or an object whose attributes raise
+        pass
+    return type(x).__name__

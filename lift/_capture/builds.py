@@ -1,0 +1,174 @@
+"""The function a `Lifted` rebuilds around its leaves, and how a call uses it
+when it holds copies (`lift._capture.copies`).
+
+A `Lifted` builds its function at its first call and shares that build with
+the calls after it. A build that holds copies (lists, dicts and mutable nodes
+lift rebuilt) is claimed by the call using it, so that each call checks the
+copies it used and no other call's: a call that finds the shared build in use
+(another thread's call, a recursive call, a generator not finished) runs a
+build of its own. A generator, coroutine or async generator function runs its
+body after the call returns: its build is claimed when the body starts and
+checked when it finishes (`lift._capture.copies.watched`).
+"""
+
+from __future__ import annotations
+
+import inspect
+import threading
+from collections.abc import Callable
+from typing import Any, Final, NamedTuple, Protocol
+
+from .._base.errors import code_of
+from .copies import Copies, changed_copy, refuse_changed, watched
+from .rebuild import build_watched
+from .skeleton import Skeleton
+
+__all__ = ["Build", "call_watched", "new_build"]
+
+# A function with these flags returns a generator, coroutine or async generator
+# whose body runs after the call.
+_LAZY: Final = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+
+
+class Build(NamedTuple):
+    """A function rebuilt around the leaves, with the copies it holds: one
+    value, so that a thread never pairs one build's function with another
+    build's copies."""
+
+    fn: Callable[..., Any]
+    copies: Copies
+    # Of the build the calls share, when it holds copies: held by the call
+    # using them, so that no other call's changes are mixed in.
+    busy: threading.Lock | None
+    # A generator or coroutine function holding copies: its body runs, and
+    # is checked, after the call returns.
+    lazy: bool
+
+
+class Owner(Protocol):
+    """What a `Lifted` gives its calls: the build they share, and what to
+    make another from."""
+
+    _built: Build | None
+    _skeleton: Skeleton
+
+    def _arrays(self) -> tuple[Any, ...]: ...
+
+    def _explain(self, err: Exception) -> None: ...
+
+
+def new_build(skeleton: Skeleton, leaves: tuple[Any, ...], *, shared: bool) -> Build:
+    """The function of `skeleton` rebuilt around `leaves`; `shared`: for the
+    calls to share, each claiming its copies in turn (`claim`)."""
+    fn, copies = build_watched(skeleton, leaves)
+    if not copies:
+        return Build(fn, copies, None, False)
+    code = code_of(fn)
+    lazy = code is not None and bool(code.co_flags & _LAZY)
+    return Build(fn, copies, threading.Lock() if shared else None, lazy)
+
+
+def call_watched(
+    owner: Owner, shared: Build, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """A call of a function holding copies: checked after it returns or
+    raises (a generator's or coroutine's body, after it finishes), the copies
+    it used and no other call's."""
+    if shared.lazy:
+        # Its body has not run: `_Call` picks the build when it starts.
+        return watched(shared.fn(*args, **kwargs), _Call(owner, shared, args, kwargs))
+    built = claim(owner, shared)
+    try:
+        out = built.fn(*args, **kwargs)
+    except BaseException as err:
+        # A call that changed a copy and then raised is refused too, its
+        # error chained: raising must not hide the lost change.
+        finish(owner, built, err)
+        if isinstance(err, Exception):
+            owner._explain(err)  # pyright: ignore[reportPrivateUsage]
+        raise
+    finish(owner, built, None)
+    return out
+
+
+def claim(owner: Owner, shared: Build) -> Build:
+    """The build a call runs: `shared`, unless another call is using its
+    copies (another thread's, a recursive call, a generator not finished),
+    when the call gets a build of its own, so that each call checks the
+    copies it used alone. `shared` is checked first: changed since the last
+    call returned, through a value that call gave out, it is refused."""
+    busy = shared.busy
+    if busy is None or not busy.acquire(blocking=False):
+        return new_build(owner._skeleton, owner._arrays(), shared=False)  # pyright: ignore[reportPrivateUsage]
+    try:
+        changed = changed_copy(shared.copies)
+    except BaseException:
+        busy.release()
+        raise
+    if changed is None:
+        return shared
+    _drop(owner, shared)  # and kept claimed (`finish`)
+    raise refuse_changed(changed, between_calls=True)
+
+
+def finish(owner: Owner, built: Build, cause: BaseException | None) -> None:
+    """After the call (or the generator's body) that ran `built`, which
+    returned or raised `cause`: free the copies for the next call, or refuse
+    a copy it changed, chained to `cause`. A changed build is dropped and
+    stays claimed: a call that read it before it was dropped builds its own,
+    instead of finding the change and blaming it on the calls before. A copy
+    changed by a call stopped by `KeyboardInterrupt` (or `SystemExit`) is
+    dropped, not refused: that exception goes on. (Raised, not returned: an
+    exception in a local of the caller would be a cycle through its
+    traceback.)"""
+    busy = built.busy
+    try:
+        changed = changed_copy(built.copies)
+    except BaseException:
+        if busy is not None:
+            busy.release()
+        raise
+    if changed is None:
+        if busy is not None:
+            busy.release()
+        return
+    _drop(owner, built)
+    if cause is None or isinstance(cause, Exception | GeneratorExit):
+        raise refuse_changed(changed) from (
+            cause if isinstance(cause, Exception) else None
+        )
+
+
+def _drop(owner: Owner, built: Build) -> None:
+    """Forget `built`, whose copies changed: the next call builds the
+    function afresh (unless another call has already replaced it)."""
+    if owner._built is built:  # pyright: ignore[reportPrivateUsage]
+        owner._built = None  # pyright: ignore[reportPrivateUsage]
+
+
+class _Call:
+    """One call of a generator or coroutine function holding copies, whose
+    body runs after the call returned (`lift._capture.copies.watched`): it claims a
+    build when the body starts, as a call does when it begins, and checks the
+    copies of that build when the body finishes."""
+
+    __slots__ = ("_args", "_built", "_kwargs", "_owner", "_shared")
+
+    def __init__(
+        self,
+        owner: Owner,
+        shared: Build,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> None:
+        self._owner = owner
+        self._shared = self._built = shared
+        self._args = args
+        self._kwargs = kwargs
+
+    def start(self) -> Any:
+        self._built = built = claim(self._owner, self._shared)
+        return built.fn(*self._args, **self._kwargs)
+
+    def finish(self, cause: BaseException | None) -> None:
+        finish(self._owner, self._built, cause)

@@ -1,0 +1,219 @@
+"""Closure conversion: trace a function and lift every constant it closed over.
+
+`lift` sees captures that are pytree leaves. A tracer hidden in an object that is
+not a pytree, behind an attribute or in a module global is invisible to it, but
+not to a trace: tracing `fn` once turns every closed-over tracer and array, of
+every dtype, into a constant of the traced program. `convert` hoists all of them
+out as leaves and keeps the program itself as static data compared by its
+structure, so converting the same code on arguments of the same shapes twice
+gives equal treedefs, and nothing keeps `fn` or a tracer alive afterwards.
+Unlike `jax.closure_convert`, integer, boolean and PRNG-key tracers are hoisted
+too, and there is no cache keyed on the function object.
+
+The printed program is not all of it: custom derivative rules and callbacks are
+shown by name, and parameters such as a nested `jit`'s constants or shardings
+not at all. `ProgramParts` collects those from every equation, sub-programs included:
+the rules' code and captures compared as `lift` compares closures (floats by
+value, arrays by identity), everything else by value or identity. A rule that
+captures a tracer is refused: JAX traces it only when it differentiates or calls
+back, after the trace owning the tracer has ended.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Callable
+from typing import Any, Final
+
+import jax
+import jax.core
+import jax.numpy as jnp
+import numpy as np
+
+from .. import _compat
+from .._base.errors import LiftError, array_text, describe
+from .program_parts import ProgramParts
+
+# JAX's public functions used here, typed once for the type checker.
+_flatten: Callable[[Any], tuple[list[Any], Any]] = jax.tree_util.tree_flatten  # pyright: ignore
+_unflatten: Callable[[Any, Any], Any] = jax.tree_util.tree_unflatten  # pyright: ignore
+_make_jaxpr: Callable[..., Callable[..., Any]] = jax.make_jaxpr  # pyright: ignore
+_eval_jaxpr: Callable[..., list[Any]] = jax.core.eval_jaxpr  # pyright: ignore
+_asarray: Callable[[Any], Any] = jnp.asarray  # pyright: ignore
+
+
+__all__ = ["convert"]
+
+
+def _signature(leaves: list[Any]) -> tuple[tuple[tuple[int, ...], Any], ...]:
+    out: list[tuple[tuple[int, ...], Any]] = []
+    for leaf in leaves:
+        aval = jax.typeof(leaf)
+        out.append((tuple(aval.shape), aval.dtype))  # pyright: ignore
+    return tuple(out)
+
+
+class Program:
+    """A traced program without its constants: the static half of a conversion.
+
+    Its rules and callbacks were vetted when it was made (see `ProgramParts`); the
+    jaxpr itself keeps JAX's own references to the finished trace, which are no
+    captures of the user's, so the scan for tracers in static data passes it by
+    (`vetted`).
+
+    Compared by the program's printed text, what the text does not show (see
+    `ProgramParts`), its input and output trees and the types of its inputs and
+    constants; so is its hash.
+    """
+
+    vetted: Final = True  # see `lift._holders.closure.aux_tracer`
+
+    __slots__ = (
+        "_alive",
+        "_hash",
+        "_key",
+        "in_sig",
+        "in_tree",
+        "jaxpr",
+        "name",
+        "out_tree",
+        "where",
+    )
+
+    def __init__(
+        self,
+        jaxpr: Any,
+        in_tree: Any,
+        out_tree: Any,
+        in_sig: tuple[tuple[tuple[int, ...], Any], ...],
+        const_sig: tuple[tuple[tuple[int, ...], Any], ...],
+        name: str,
+        where: str,
+    ) -> None:
+        hidden = ProgramParts(jaxpr, where)
+        self.jaxpr = jaxpr
+        self.in_tree = in_tree
+        self.out_tree = out_tree
+        self.in_sig = in_sig
+        self.name = name
+        self.where = where
+        self._key = (str(jaxpr), in_tree, out_tree, in_sig, const_sig, *hidden.key)
+        self._alive = tuple(hidden.alive)
+        self._hash = hash(self._key)
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, Program)
+            and self._hash == other._hash
+            and self._key == other._key
+        )
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __repr__(self) -> str:
+        ins = ", ".join(array_text(s, d) for s, d in self.in_sig)
+        return f"Program({self.name}({ins}))"
+
+    def run(self, consts: tuple[Any, ...], args: tuple[Any, ...], kwargs: Any) -> Any:
+        """Evaluate the program on new arguments of the traced shapes."""
+        __tracebackhide__ = True
+        leaves, tree = _flatten((args, kwargs))
+        if tree != self.in_tree:
+            raise LiftError(
+                f"{self.where} was closure-converted for arguments structured as "
+                f"{self.in_tree}, and got {tree}.\nFix: convert it again with the new "
+                f"arguments: `lift.closure_convert({self.name}, *args, **kwargs)`.",
+                anchor="convert-other-arguments",
+            )
+        given = _signature(leaves)
+        if given != self.in_sig:
+            expected = ", ".join(array_text(s, d) for s, d in self.in_sig)
+            got = ", ".join(array_text(s, d) for s, d in given)
+            raise LiftError(
+                f"{self.where} was closure-converted for arguments ({expected}) and "
+                f"was called with ({got}).\nFix: call it with arguments of those shapes "
+                f"and dtypes, or convert it again for the new ones: "
+                f"`lift.closure_convert({self.name}, *args, **kwargs)`.",
+                anchor="convert-other-arguments",
+            )
+        out = _eval_jaxpr(self.jaxpr, list(consts), *leaves)
+        return _unflatten(self.out_tree, out)
+
+
+# A program is static data: a pytree node without children, so that `lift`
+# compares it by its key as part of the treedef, and does not scan the traced
+# program object by object for tracers (it holds none: rules that capture one
+# are refused, constants are hoisted).
+jax.tree_util.register_pytree_node(  # pyright: ignore[reportUnknownMemberType]
+    Program, lambda p: ((), p), lambda p, _: p
+)
+
+
+def _converted(program: Program, consts: tuple[Any, ...]) -> types.FunctionType:
+    def converted(*args: Any, **kwargs: Any) -> Any:
+        return program.run(consts, args, kwargs)
+
+    return converted  # pyright: ignore[reportReturnType]
+
+
+def _as_leaf(const: Any) -> Any:
+    # Constants that are neither tracers nor jax arrays (NumPy arrays wrapped by
+    # the trace) become jax arrays, so that lift makes them leaves.
+    if isinstance(const, jax.Array):
+        return const
+    return _asarray(np.asarray(const))
+
+
+def convert(
+    fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> types.FunctionType:
+    """Trace `fn` on `args`/`kwargs` and return a function running the program.
+
+    **Arguments:**
+
+    - `fn`: the function to convert.
+    - `args`, `kwargs`: example arguments; their shapes and dtypes are the ones
+      the result accepts.
+
+    **Returns:**
+
+    A function that runs the traced program on the constants it closed over:
+    lifted (`Lifted.closure_convert`), its leaves are every tracer and array
+    `fn` closed over (through cells, globals, attributes, anything), and its
+    static part is the program.
+    """
+    if not callable(fn):
+        raise LiftError(
+            f"lift.closure_convert expects a function, and got {type(fn).__qualname__} "
+            f"{fn!r:.60}.\nFix: pass the function first: "
+            "`lift.closure_convert(f, *example_args)`.",
+            anchor="convert-not-a-function",
+        )
+    leaves, in_tree = _flatten((args, kwargs))
+    out_trees: list[Any] = []
+
+    def flat(*xs: Any) -> list[Any]:
+        a, k = _unflatten(in_tree, xs)
+        out, tree = _flatten(fn(*a, **k))
+        out_trees.append(tree)
+        return out
+
+    closed = _make_jaxpr(flat)(*leaves)
+    consts = tuple(_as_leaf(c) for c in closed.consts)
+    name = getattr(fn, "__name__", None) or "fn"
+    program = Program(
+        _compat.bare_jaxpr(closed),
+        in_tree,
+        out_trees[-1],
+        _signature(leaves),
+        _signature(list(consts)),
+        name,
+        describe(fn),
+    )
+    converted = _converted(program, consts)
+    for attr in ("__name__", "__qualname__", "__doc__", "__module__"):
+        value = getattr(fn, attr, None)
+        if isinstance(value, str):
+            setattr(converted, attr, value)
+    return converted

@@ -1,0 +1,118 @@
+"""What no pytree reaches: a tracer hidden in a static capture's attributes,
+slots, containers or object-array elements, or in a pytree node's static data.
+
+Neither lift nor JAX can make such a tracer a leaf: capture refuses it once its
+transform has exited, and `lift.closure_convert` is the way to lift it. The
+scan is the leak scan's walk (`lift._leaks.scan.first_tracer`), bounded and
+stopping at the first tracer: one description of what an object holds, for
+capture and for leak checking alike."""
+
+from __future__ import annotations
+
+import types
+from typing import Any, Final
+
+import jax
+import numpy as np
+
+from .._base.atoms import SCALARS
+from .._base.caches import BoundedDict
+from .._compat import LiveTraces, valid_jaxtype
+from .._holders.closure import static_data, user_class
+from .._leaks.report import label_text
+from .._leaks.scan import first_tracer
+
+__all__ = ["aux_tracer", "hidden_tracer", "jax_dtype", "opaque", "plain_treedef"]
+
+
+# NumPy dtype kinds JAX cannot hold: objects, bytes, strings, dates, durations.
+_NOT_JAX_KINDS: Final = frozenset("OSUMm")
+# Static captures that hold no tracer to look for, by subclass (`opaque`): the
+# scalars, modules and code, dtypes, JAX's arrays, and NumPy's (but for an
+# array of objects, which `opaque` leaves to the scan).
+_OPAQUE_SKIP: Final = (
+    *SCALARS,
+    types.ModuleType,
+    types.CodeType,
+    np.dtype,
+    np.ndarray,
+    jax.Array,
+)
+# Objects one scan visits at most: a static object graph larger than this is
+# looked into in part (breadth-first, the nearest objects first).
+_SCAN_LIMIT: Final = 100_000
+
+
+def jax_dtype(dtype: np.dtype[Any]) -> bool:
+    """Whether JAX can hold NumPy values of `dtype` (not strings, objects, dates
+    or structured records, nor `longdouble`, `void` or the ml_dtypes JAX has no
+    type for, such as `complex32`: asked of JAX once per dtype)."""
+    known = _JAX_DTYPES.get(dtype)
+    if known is None:
+        known = dtype.kind not in _NOT_JAX_KINDS and dtype.names is None
+        if known:
+            try:
+                known = bool(valid_jaxtype(np.zeros((), dtype)))
+            except Exception:  # a dtype NumPy cannot make a zero of
+                known = False
+        _JAX_DTYPES[dtype] = known
+    return known
+
+
+_JAX_DTYPES: dict[np.dtype[Any], bool] = {}
+
+
+def hidden_tracer(obj: Any, live: LiveTraces | None = None) -> str | None:
+    """Path to a tracer hidden inside `obj`'s attributes, slots, containers or
+    object-array elements, if any: what neither lift nor JAX can see as a leaf.
+    Given `live`, only a tracer whose trace has exited (not one of `live`'s).
+
+    Bounded (`_SCAN_LIMIT` objects), and safe on hostile objects: types are read
+    with `type()`, and what cannot be opened is passed by. The full walk asks
+    this of every opaque static capture.
+    """
+    t: type[Any] = type(obj)  # pyright: ignore[reportUnknownVariableType]
+    # The common static captures, answered without a walk: a module's function
+    # (`len`), a library's class (`jnp.float32`).
+    if t is types.BuiltinMethodType:
+        owner = obj.__self__
+        if owner is None or type(owner) is types.ModuleType:
+            return None
+    elif issubclass(t, type) and not user_class(obj):
+        return None
+    return first_tracer(obj, _SCAN_LIMIT, live)
+
+
+# Treedefs `has_aux` said no to.
+_PLAIN_TREEDEFS: BoundedDict[Any, None] = BoundedDict(1024)
+
+
+def plain_treedef(treedef: Any) -> bool:
+    """Whether `treedef` is known to hold no static data that may hold an
+    object (`aux_tracer` found none): one lookup."""
+    return treedef in _PLAIN_TREEDEFS
+
+
+def aux_tracer(treedef: Any, live: LiveTraces | None = None) -> str | None:
+    """Path to a tracer in the static (aux) data of `treedef`'s custom nodes: a
+    `jax.tree_util.Partial`'s function, an equinox static field, a flax
+    `pytree_node=False` field. Checked only for treedefs that have such data.
+    Given `live`, only a tracer whose trace has exited (`hidden_tracer`)."""
+    if treedef in _PLAIN_TREEDEFS:
+        return None
+    found = False
+    for kind, part, aux in static_data(treedef):
+        found = True
+        where = hidden_tracer(aux, live)
+        if where is not None:
+            if part:  # a dict's key or default factory
+                return f"{label_text(part)}{where}"
+            return f"<static data of {getattr(kind, '__name__', kind)}>{where}"
+    if not found:
+        _PLAIN_TREEDEFS.add(treedef, None)
+    return None
+
+
+def opaque(t: type[Any]) -> bool:
+    """Whether a static value of type `t` can hold nothing lift must look into."""
+    return issubclass(t, _OPAQUE_SKIP) and t is not np.ndarray

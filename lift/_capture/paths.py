@@ -1,0 +1,262 @@
+"""Where each leaf sits: the key paths of a `Lifted`.
+
+`tree_flatten_with_path` of a `Lifted` gives each leaf one `CapturePath` entry
+that reads like `.captures['inner'].captures['lr']`, built from the standard
+`jax.tree_util` keys. Paths are computed once per skeleton, top-down, in time and
+memory linear in the graph.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, cast
+
+from .._holders import trees as jtu
+from .._holders.labels import ARG, CAPTURES, KEYWORD
+from .._holders.trees import treedef_paths
+from .nodes import CellNode, FunctionNode, MethodNode, PartialNode, Ref, Template
+from .rebuild import build_nodes
+from .skeleton import LiftedParts, Skeleton, arrays_of, capture_into, skeleton_of
+
+__all__ = [
+    "CapturePath",
+    "Elided",
+    "attribute_of",
+    "captures_of",
+    "leaf_paths",
+    "node_path",
+]
+
+
+def node_path(skeleton: Skeleton, index: int) -> tuple[Any, ...]:
+    """Key entries from the root to node `index` (where it was first found)."""
+    entries: list[tuple[Any, ...]] = []
+    seen = 0
+    while (parent := skeleton.parents[index]) is not None and seen <= len(
+        skeleton.nodes
+    ):
+        seen += 1
+        template, slot = parent
+        entries.append(
+            _template_entries(skeleton, template) + _slot_entries(template, slot)
+        )
+        index = template.owner
+        if isinstance(skeleton.nodes[index], CellNode):
+            index = skeleton.nodes[index].owner  # type: ignore[union-attr]
+    return tuple(e for part in reversed(entries) for e in part)
+
+
+def leaf_paths(skeleton: Skeleton) -> tuple[CapturePath, ...]:
+    """A key path for every leaf, e.g. `.captures['inner'].captures['lr']`.
+
+    Computed once, top-down, in time and memory linear in the graph: a path
+    longer than `2 * _PATH_KEEP` entries (a closure nested thousands deep)
+    keeps its first and last `_PATH_KEEP` entries around an `Elided` entry.
+    """
+    cached: tuple[CapturePath, ...] | None = skeleton.paths
+    if cached is None:
+        # Per function node: (head, tail, length) of its path from the root.
+        spans: dict[int, tuple[tuple[Any, ...], tuple[Any, ...], int]] = {
+            0: ((), (), 0)
+        }
+        for index in range(1, len(skeleton.nodes)):
+            parent = skeleton.parents[index]
+            if parent is None:
+                continue
+            template, slot = parent
+            owner = skeleton.function_of(template)
+            spans[index] = _extend(
+                spans[owner],
+                _template_entries(skeleton, template) + _slot_entries(template, slot),
+            )
+        paths: list[CapturePath | None] = [None] * skeleton.nleaves
+        for template in skeleton.templates():
+            span = spans[skeleton.function_of(template)]
+            entries = _template_entries(skeleton, template)
+            for pos, slot in enumerate(template.slots):
+                if type(slot) is int:
+                    paths[slot] = CapturePath(
+                        _materialize(
+                            _extend(span, entries + _slot_entries(template, pos))
+                        )
+                    )
+        cached = tuple(p if p is not None else CapturePath(()) for p in paths)
+        skeleton.paths = cached
+    return cached
+
+
+def _template_entries(skeleton: Skeleton, template: Template) -> tuple[Any, ...]:
+    return template.label.entries
+
+
+def _slot_entries(template: Template, pos: int) -> tuple[Any, ...]:
+    if template.treedef is None:
+        return ()
+    return treedef_paths(template.treedef)[pos]
+
+
+_PATH_KEEP: Final = 16
+
+
+def _extend(
+    span: tuple[tuple[Any, ...], tuple[Any, ...], int], entries: tuple[Any, ...]
+) -> tuple[tuple[Any, ...], tuple[Any, ...], int]:
+    head, tail, length = span
+    if len(head) < _PATH_KEEP:
+        head = (head + entries)[:_PATH_KEEP]
+    return head, (tail + entries)[-_PATH_KEEP:], length + len(entries)
+
+
+def _materialize(span: tuple[tuple[Any, ...], tuple[Any, ...], int]) -> tuple[Any, ...]:
+    head, tail, length = span
+    if length <= 2 * _PATH_KEEP:
+        return (
+            (head + tail[len(tail) - (length - len(head)) :])
+            if length > len(head)
+            else head
+        )
+    return (*head, Elided(length - 2 * _PATH_KEEP), *tail)
+
+
+class Elided:
+    """Stands for the middle of a key path too long to spell out."""
+
+    __slots__ = ("count",)
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+
+    def __str__(self) -> str:
+        return f"...({self.count} more)..."
+
+    def __repr__(self) -> str:
+        return f"Elided({self.count})"
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Elided and other.count == self.count
+
+    def __hash__(self) -> int:
+        return hash(("elided", self.count))
+
+
+class CapturePath:
+    """The key entry of a `Lifted` in a key path: the whole way to one leaf.
+
+    `jax.tree_util.tree_flatten_with_path` gives each leaf of a `Lifted` one
+    `CapturePath`. `str()` (and so `jax.tree_util.keystr`) reads like
+    `.captures['inner'].captures['lr']`, Python that reaches the leaf from the
+    `Lifted`: captured functions come back from
+    [`Lifted.captures`][lift.Lifted.captures] lifted in turn. `entries` holds
+    the standard `jax.tree_util` keys (`GetAttrKey`, `DictKey`, `SequenceKey`,
+    ...) it stands for. A path nested thousands of functions deep keeps its
+    first and last 16 entries around an `Elided` one.
+
+    ```python
+    import jax
+    import optax
+    import lift
+
+    opt = lift.lift(optax.sgd(0.1))
+    [(path, leaf)] = jax.tree_util.tree_flatten_with_path(opt)[0]
+    print(jax.tree_util.keystr(path))
+    assert isinstance(path[-1], lift.CapturePath)
+    assert opt.update.captures["update_fns"][1].captures["tx"].update.captures[
+        "step_size"
+    ] is leaf
+    ```
+
+    ```text
+    .update.captures['update_fns'][1].captures['tx'].update.captures['step_size']
+    ```
+    """
+
+    __slots__ = ("entries",)
+
+    def __init__(self, entries: tuple[Any, ...]) -> None:
+        self.entries = entries
+
+    def __str__(self) -> str:
+        return "".join(str(e) for e in self.entries)
+
+    def __repr__(self) -> str:
+        return f"CapturePath({self})"
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is CapturePath and other.entries == self.entries
+
+    def __hash__(self) -> int:
+        return hash(self.entries)
+
+
+CapturePath.__module__ = "lift"
+
+
+# -- following a key path by hand -------------------------------------------------
+
+
+def _root_parts(skeleton: Skeleton) -> list[tuple[Any, Template]]:
+    """The root's parts, its cells' included, as `(Label, Template)`."""
+    root = skeleton.nodes[0]
+    parts: list[tuple[Any, Template]] = list(root.parts())
+    if isinstance(root, FunctionNode):
+        for index in root.cells:
+            parts.extend(skeleton.nodes[index].parts())
+    return parts
+
+
+def _materializer(
+    x: LiftedParts, templates: list[Template], lifted: type[Any]
+) -> tuple[tuple[Any, ...], list[Any]]:
+    """The leaves, and the rebuilt nodes with the functions `templates` refer to
+    as `Lifted` (lifted with `x`'s options), so `.captures` goes on at depth."""
+    skeleton = skeleton_of(x)
+    leaves = arrays_of(x)
+    objs = build_nodes(skeleton, leaves)
+    names, dynamic = skeleton.options or (frozenset[str](), None)
+    for template in templates:
+        for slot in template.slots:
+            if type(slot) is Ref and isinstance(
+                skeleton.nodes[slot.index], (FunctionNode, PartialNode, MethodNode)
+            ):
+                obj = objs[slot.index]
+                if not isinstance(obj, lifted):
+                    view = object.__new__(lifted)
+                    capture_into(view, obj, names, dynamic)
+                    objs[slot.index] = view
+    return leaves, objs
+
+
+def captures_of(x: LiftedParts, lifted: type[Any]) -> dict[str, Any]:
+    """`x.captures`: the root's captured variables by name, current leaves, with
+    captured functions as `Lifted` (see `Lifted.captures`)."""
+    parts = [
+        (label, t) for label, t in _root_parts(skeleton_of(x)) if label.kind in CAPTURES
+    ]
+    leaves, objs = _materializer(x, [t for _, t in parts], lifted)
+    return {
+        cast(str, label.variable): t.materialize(leaves, objs) for label, t in parts
+    }
+
+
+_NOT_FOUND: Final = object()
+
+
+def attribute_of(x: LiftedParts, name: str, lifted: type[Any]) -> Any:
+    """The part of `x`'s root that a key path names `.{name}` (a partial's `args`,
+    `keywords` and `func`, a bound method's `__func__` and `__self__`), or
+    `_NOT_FOUND`."""
+    key = jtu.GetAttrKey(name)
+    parts = [
+        (label, t)
+        for label, t in _root_parts(skeleton_of(x))
+        if label.entries and label.entries[0] == key
+    ]
+    if not parts or (name == "__dict__"):
+        return _NOT_FOUND
+    leaves, objs = _materializer(x, [t for _, t in parts], lifted)
+    kind = parts[0][0].kind
+    if kind == ARG:
+        ordered = sorted(parts, key=lambda p: cast(int, p[0].key))
+        return tuple(t.materialize(leaves, objs) for _, t in ordered)
+    if kind == KEYWORD:
+        return {cast(str, lb.key): t.materialize(leaves, objs) for lb, t in parts}
+    return parts[0][1].materialize(leaves, objs)

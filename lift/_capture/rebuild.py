@@ -1,0 +1,115 @@
+"""Rebuilding plain Python functions from a skeleton and leaves.
+
+Every function is made afresh with `types.FunctionType` and new cells
+(`types.CellType`): nothing of the function the skeleton was captured from is
+reused (but an empty cell, which Python fills later), so the user's function,
+cells and defaults are never touched. Cells
+shared by several functions of the graph stay shared; recursion and cycles are
+closed by creating every cell empty first and filling it last.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .._holders.closure import make_partial, set_function_parts
+from .copies import Copies, copies_in
+from .nodes import (
+    CellNode,
+    FunctionNode,
+    HolderNode,
+    MethodNode,
+    PartialNode,
+    Template,
+)
+from .skeleton import Skeleton
+
+__all__ = ["build", "build_nodes", "build_watched"]
+
+
+def build(skeleton: Skeleton, leaves: Sequence[Any]) -> Callable[..., Any]:
+    """The root of the graph, rebuilt as a plain Python function (or partial, or
+    bound method) whose captures are `leaves`."""
+    return build_nodes(skeleton, leaves)[0]
+
+
+def build_watched(
+    skeleton: Skeleton, leaves: Sequence[Any]
+) -> tuple[Callable[..., Any], Copies]:
+    """`build`, with the lists and dicts the function holds as copies
+    (`lift._capture.copies`)."""
+    made: list[tuple[Template, Any]] = []
+    objs = build_nodes(skeleton, leaves, made)
+    return objs[0], copies_in(
+        made, leaves, objs, skeleton.nodes, skeleton.parents
+    ) if made else ()
+
+
+def build_nodes(
+    skeleton: Skeleton,
+    leaves: Sequence[Any],
+    made: list[tuple[Template, Any]] | None = None,
+) -> list[Any]:
+    """Every node of the graph rebuilt (cells included), index-aligned with
+    `skeleton.nodes`; in `made`, each capture that may rebuild a list or dict,
+    with its value."""
+    nodes = skeleton.nodes
+    objs: list[Any] = [None] * len(nodes)
+    if made is None:
+
+        def materialize(t: Template) -> Any:
+            return t.materialize(leaves, objs)
+    else:
+
+        def materialize(t: Template) -> Any:
+            value = t.materialize(leaves, objs)
+            if t.copies:
+                made.append((t, value))
+            return value
+
+    for i, node in enumerate(nodes):
+        if type(node) is CellNode:
+            # An empty cell is the user's (bound later, read when called).
+            objs[i] = types.CellType() if node.cell is None else node.cell
+    for i, node in enumerate(nodes):
+        if type(node) is FunctionNode:
+            closure = tuple(objs[c] for c in node.cells) if node.cells else None
+            fn = types.FunctionType(
+                node.info.code, node.globals, node.name, None, closure
+            )
+            fn.__qualname__ = node.qualname
+            doc, module, annotations = node.meta.value
+            fn.__doc__ = doc
+            fn.__module__ = module
+            if annotations:
+                fn.__annotations__ = dict(annotations)
+            objs[i] = fn
+    for i in skeleton.order:
+        node = nodes[i]
+        if type(node) is PartialNode:
+            objs[i] = make_partial(
+                node.cls,
+                ((label, materialize(t)) for label, t in node.parts()),
+            )
+        elif type(node) is MethodNode:
+            objs[i] = types.MethodType(
+                materialize(node.func),
+                materialize(node.self_),
+            )
+        elif type(node) is HolderNode:
+            objs[i] = node.holder.rebuild(
+                node.static, [materialize(t) for _, t in node.parts()]
+            )
+    for i, node in enumerate(nodes):
+        if type(node) is CellNode:
+            if node.template is not None:
+                objs[i].cell_contents = materialize(node.template)
+        elif type(node) is FunctionNode:
+            set_function_parts(
+                objs[i],
+                ((label, materialize(t)) for label, t in node.parts()),
+                (node.has_defaults, node.has_kwdefaults),
+            )
+    return objs

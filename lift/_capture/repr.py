@@ -1,0 +1,221 @@
+"""The repr of a `Lifted`: its function's name and its captures, leaves as
+dtype and shape (`float32[]=0.001`), statics as people read them, captured
+functions nested a few levels; IPython's pretty printer and treescope's
+rendering show the same."""
+
+from __future__ import annotations
+
+import re
+import threading
+from typing import Any, Final, cast
+
+import jax.numpy as jnp
+import numpy as np
+
+from .._base.errors import array_text, static_str
+from .._compat import Tracer
+from .nodes import CellNode, FunctionNode, Ref, Static, Template
+from .skeleton import LiftedParts, Skeleton, leaves_as_shown, node_head, skeleton_of
+
+__all__ = ["pformat", "repr_pretty", "treescope_repr"]
+
+
+def _leaf_str(x: Any) -> str:
+    """A dynamic leaf: dtype and shape, and the value of a scalar
+    (`float32[]=0.001`, printed as its own dtype prints it)."""
+    if type(x) is _Shown:  # a nested `Lifted`'s leaf, already described
+        return x.text
+    shape = getattr(x, "shape", None)
+    dtype = getattr(x, "dtype", None)
+    if shape is None or dtype is None:
+        if type(x) in (float, complex):  # a Python scalar, converted when used
+            return f"{jnp.result_type(x)}[]={x!r}"
+        # Not an array: what `jax.tree.map` put there (an `in_axes` prefix's
+        # `0` or `None`), shown as it is.
+        return static_str(x)
+    text = array_text(shape, dtype)
+    if shape == () and not isinstance(x, Tracer):
+        try:
+            # `str`: `f"{np.float32(0.1)}"` formats a Python float, 0.10000000149011612.
+            text += "=" + str(np.asarray(x)[()])
+        except Exception:  # a deleted (donated) buffer, a placeholder
+            pass
+    return text
+
+
+def _static_part(value: Any) -> str:
+    """A static capture: a list, dict or set (the user's own object) item by
+    item, its first `_ITEMS` items and a count of the others."""
+    t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
+    if t is not list and t is not dict and t is not set:
+        return static_str(value)
+    items: list[Any] = list(value.items() if t is dict else value)  # pyright: ignore[reportUnknownArgumentType, reportUnknownMemberType]
+    if not items:
+        return "set()" if t is set else "[]" if t is list else "{}"
+    shown = [
+        f"{static_str(k)}: {static_str(v)}" if t is dict else static_str(k)
+        for k, v in (
+            items[:_ITEMS] if t is dict else ((i, None) for i in items[:_ITEMS])
+        )
+    ]
+    if len(items) > _ITEMS:
+        shown.append(f"...({len(items) - _ITEMS} more)")
+    opening, closing = ("[", "]") if t is list else ("{", "}")
+    return f"{opening}{', '.join(shown)}{closing}"
+
+
+class _Shown:
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+# How far `repr` follows captured functions, how many captures it shows each,
+# and how many items of one captured container.
+_DEPTH: Final = 3
+_WIDTH: Final = 12
+_ITEMS: Final = 16
+_CUT: Final = "\x00"
+_RUNS: Final = re.compile(r"(?:[^,()\[\]{}\x00]*\x00(?:, )?)+")
+
+
+def _elide(match: re.Match[str]) -> str:
+    text = match[0]
+    lead = " " if text.startswith(" ") else ""
+    tail = ", " if text.endswith(", ") else ""
+    return f"{lead}...({text.count(_CUT)} more){tail}"
+
+
+class _Depth(threading.local):
+    level = 0  # nested `Lifted` being formatted (a `Lifted` captured in a pytree)
+
+
+_depth: Final = _Depth()
+
+
+def _template_str(
+    skeleton: Skeleton,
+    template: Template,
+    leaves: tuple[Any, ...],
+    depth: int,
+    shown: set[int],
+) -> str:
+    order = template.order
+    perm = order[1] if order is not None else range(len(template.slots))
+    shown_at = {p: i for i, p in enumerate(perm)}  # where each slot is printed
+    parts: list[_Shown] = []
+    for pos, slot in enumerate(template.slots):
+        if shown_at[pos] >= _ITEMS:
+            parts.append(_Shown(_CUT))
+        elif type(slot) is int:
+            parts.append(_Shown(_leaf_str(leaves[slot])))
+        elif type(slot) is Ref:
+            parts.append(
+                _Shown(_node_str(skeleton, slot.index, leaves, depth + 1, shown))
+            )
+        else:
+            parts.append(_Shown(_static_part(cast(Static, slot).value)))
+    if template.treedef is None:
+        return parts[0].text
+    outer, _depth.level = _depth.level, depth + 1
+    try:
+        if order is not None:
+            text = repr(order[0].unflatten([parts[p] for p in perm]))
+        else:
+            text = repr(template.treedef.unflatten(parts))
+    finally:
+        _depth.level = outer
+    return _RUNS.sub(_elide, text) if len(parts) > _ITEMS else text
+
+
+def _node_str(
+    skeleton: Skeleton, index: int, leaves: tuple[Any, ...], depth: int, shown: set[int]
+) -> str:
+    """A node and its captures: `name(var=value, ...)`, nested functions to
+    `_DEPTH` levels, each node spelled out once."""
+    node = skeleton.nodes[index]
+    head = node_head(node)
+    if index in shown or depth > _DEPTH:
+        return f"<{head}>"
+    shown.add(index)
+    parts: list[tuple[str, Template | None]] = []
+    if isinstance(node, FunctionNode):
+        for c in node.cells:
+            cell = cast(CellNode, skeleton.nodes[c])
+            parts.append((cell.name, cell.template))
+    for label, template in node.parts():
+        parts.append((label.variable or label.text.lstrip("."), template))
+    # Every capture of the root; the first few of a nested function.
+    width = len(parts) if depth == 0 else _WIDTH
+    items = [
+        f"{name}=<empty>"
+        if template is None
+        else f"{name}={_template_str(skeleton, template, leaves, depth, shown)}"
+        for name, template in parts[:width]
+    ]
+    if len(parts) > width:
+        items.append(f"...({len(parts) - width} more)")
+    return f"{head}({', '.join(items)})"
+
+
+def pformat(x: LiftedParts) -> str:
+    """`Cls(qualname(var=value, ...))`: dynamic captures as dtype and shape, with
+    the value of a scalar (`float32[]=0.001`), static ones as their value
+    (`nesterov=False`)."""
+    leaves = leaves_as_shown(x)
+    level = _depth.level
+    if level > _DEPTH:  # a `Lifted` inside a capture, deep down
+        return f"{type(x).__name__}(<{node_head(skeleton_of(x).nodes[0])}>)"
+    return f"{type(x).__name__}({_node_str(skeleton_of(x), 0, leaves, level, set())})"
+
+
+def repr_pretty(x: LiftedParts, p: Any, cycle: bool) -> None:
+    """IPython's pretty printer: the repr (a cycle as the name only)."""
+    if cycle:
+        p.text(f"{type(x).__name__}(<{node_head(skeleton_of(x).nodes[0])}>)")
+    else:
+        p.text(pformat(x))
+
+
+def treescope_repr(x: LiftedParts, path: str | None, subtree_renderer: Any) -> Any:
+    """treescope's rendering of a `Lifted` (its `__treescope_repr__`): the
+    function's qualified name and its captures, captured functions nested to
+    `_DEPTH` levels. treescope is imported here, never by `import lift`."""
+    from treescope import (  # pyright: ignore[reportMissingTypeStubs]
+        rendering_parts,
+        repr_lib,
+    )
+
+    name = type(x).__name__
+    if _depth.level > _DEPTH:
+        return rendering_parts.text(f"{name}(<{node_head(skeleton_of(x).nodes[0])}>)")
+    attributes: dict[str, Any] = {"__qualname__": x.__qualname__}
+    for part in ("args", "keywords", "func", "__func__", "__self__"):
+        value = getattr(x, part, _MISSING)
+        if value is not _MISSING:
+            attributes[part] = value
+    keywords = attributes.get("keywords", {})
+    captures = {k: v for k, v in x.captures.items() if k not in keywords}
+    if captures:
+        attributes = {
+            "__qualname__": x.__qualname__,
+            "captures": captures,
+            **attributes,
+        }
+    _depth.level += 1
+    try:
+        return repr_lib.render_object_constructor(
+            object_type=type(x),
+            attributes=attributes,
+            path=path,
+            subtree_renderer=subtree_renderer,
+        )
+    finally:
+        _depth.level -= 1
+
+
+_MISSING: Final = object()

@@ -1,0 +1,151 @@
+"""Checking every fast path against the full walk: `lift.verifying()`, `LIFT_VERIFY=1`.
+
+lift answers two requests by a fast path that stands for a slower, simpler
+rule: a `lift.jit` function's cached call for lifting its function again, and
+the compiled identity for `jax.device_put` of captured floats. (Lifting a
+closure always takes the full walk.) Each must give exactly what
+the rule it stands for gives. With the switch on, each also runs that rule and
+raises `lift.LiftError` at the first difference (a bug in lift: the message
+says which path, for which function, and what differed).
+
+The switch is read when `lift` is imported (`LIFT_VERIFY=1` in the
+environment) and set for a block by `lift.verifying()`; it applies to every
+thread.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any, Final
+
+from .._base.errors import LiftError, type_text
+
+__all__ = ["ENV", "STATE", "disagree", "same_leaves", "verifying"]
+
+ENV: Final = "LIFT_VERIFY"
+
+
+class _State:
+    """Whether fast paths check themselves (`on`), read on every fast call."""
+
+    __slots__ = ("on",)
+
+    def __init__(self) -> None:
+        self.on = os.environ.get(ENV, "").strip().lower() not in ("", "0", "false")
+
+
+STATE: Final = _State()
+_lock = threading.Lock()
+
+
+class verifying:
+    """Make every fast path of lift check itself against the full walk, in a block.
+
+    Inside the block, a `lift.jit` function's cached call and the conversion
+    of captured Python floats to arrays each also run the full rule they
+    stand for (lifting the function again; `jax.device_put`), and raise
+    `lift.LiftError` if the two differ in anything: treedef, leaves (type,
+    dtype, weak type, sharding, bits), or whether the value is accepted.
+    Lifting a closure has no fast path to check: it always takes the full
+    walk. Setting the environment variable `LIFT_VERIFY=1` turns the same
+    checks on for the whole process (the test suite's CI runs so). The checks
+    cost a lift per cached call: for tests, not for production.
+
+    ```python
+    import jax.numpy as jnp
+    import lift
+
+    def make(lr):
+        return lambda g: -lr * g
+
+    with lift.verifying():
+        for lr in (0.1, 0.2, 0.3):
+            assert lift.lift(make(lr))(jnp.ones(2))[0] == -lr
+    ```
+
+    **Arguments:**
+
+    - `enabled`: `False` turns the checks off in the block instead (for a
+      benchmark inside a suite run with `LIFT_VERIFY=1`).
+    """
+
+    __slots__ = ("_before", "_enabled")
+
+    def __init__(self, enabled: bool = True) -> None:
+        self._enabled = bool(enabled)
+        self._before: list[bool] = []
+
+    def __enter__(self) -> None:
+        with _lock:
+            self._before.append(STATE.on)
+            STATE.on = self._enabled
+
+    def __exit__(self, *exc: object) -> None:
+        with _lock:
+            STATE.on = self._before.pop()
+
+
+def disagree(path: str, what: Any, detail: str) -> LiftError:
+    """The error a fast path raises when it differs from the full rule."""
+    from .._base.errors import describe
+
+    return LiftError(
+        f"lift's {path} disagrees with the full walk for "
+        f"{what if isinstance(what, str) else describe(what)}: "
+        f"{detail}.\nThis is a bug in lift: the full walk's answer is the one "
+        "lift promises. Please report it with this message.",
+        anchor="fast-path-disagrees",
+    )
+
+
+def _leaf(x: Any) -> tuple[Any, ...]:
+    """What must agree between two leaves: type, shape, dtype, weak type,
+    sharding, commitment and bits (`0.0` and `-0.0` differ, `nan` equals itself)."""
+    import numpy as np  # not when `lift` is imported
+
+    t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
+    aval = getattr(x, "aval", None)
+    if aval is None or not hasattr(x, "addressable_shards"):
+        # A tracer (identity decides) or a NumPy value or a Python scalar.
+        if issubclass(t, (np.ndarray, np.generic)):
+            return (t, x.dtype, x.shape, x.tobytes())  # pyright: ignore[reportUnknownVariableType]
+        return (t, id(x)) if aval is not None else (t, repr(x))
+    try:
+        bits = np.asarray(x).tobytes()
+    except Exception:  # a deleted (donated) buffer: its identity decides
+        return (t, id(x))
+    return (
+        t,
+        aval.shape,
+        aval.dtype,
+        getattr(aval, "weak_type", False),
+        x.sharding,
+        getattr(x, "committed", None),
+        bits,
+    )
+
+
+def same_leaves(a: Any, b: Any) -> str | None:
+    """`None` when the leaf sequences `a` and `b` agree; else what differs."""
+    a, b = list(a), list(b)
+    if len(a) != len(b):
+        return f"{len(a)} leaves against {len(b)}"
+    for i, (x, y) in enumerate(zip(a, b, strict=True)):
+        if x is y:
+            continue
+        kx, ky = _leaf(x), _leaf(y)
+        if kx != ky:
+            return f"leaf {i}: {_shown(x)} against {_shown(y)}"
+    return None
+
+
+def _shown(x: Any) -> str:
+    import numpy as np
+
+    aval = getattr(x, "aval", None)
+    try:
+        value = repr(x) if aval is None else f"{type_text(x)} {np.asarray(x)!r}"
+    except Exception:
+        value = f"{type(x).__name__} {aval}"
+    return f"{type(x).__name__} {value:.80}"

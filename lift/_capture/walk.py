@@ -1,0 +1,630 @@
+"""The full walk: a function's graph into a `Skeleton` and its leaves.
+
+The walk is iterative (a queue of nodes), visits each function, cell, partial and
+bound method once (cycles and recursion included), and walks every captured
+value as a pytree whose function leaves become nodes in turn. It reads the user's
+objects and never writes to them. What is a leaf is the static rule's
+(`lift._capture.static`); what stays the user's own object, the side-effect rule's
+(`lift._capture.side_effects`)."""
+
+from __future__ import annotations
+
+import types
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Any, Final, cast
+
+from .._base.errors import LiftError, describe, static_fix, type_text
+from .._compat import Tracer
+from .._holders.closure import (
+    cells,
+    function_parts,
+    has_defaults,
+    holder_of,
+    method_parts,
+    partial_parts,
+    user_class,
+)
+from .._holders.labels import ATTR, Label, variable_str
+from .._holders.trees import (
+    ITERATORS,
+    MAX_CONTAINER_DEPTH,
+    flatten_checked,
+    irregular,
+    is_function_like,
+    ordered,
+)
+from .code import CodeInfo, code_info
+from .factories import flatten_factored, has_function_factory
+from .hidden import plain_treedef
+from .nodes import (
+    CellNode,
+    FunctionNode,
+    HolderNode,
+    MethodNode,
+    Node,
+    PartialNode,
+    Ref,
+    Slot,
+    Static,
+    Template,
+    function_meta,
+    rebuild_order,
+)
+from .side_effects import (
+    OWN_CONTAINERS,
+    nests_plainly,
+    own_static,
+    refuse_rebinding,
+)
+from .skeleton import Skeleton
+from .static import (
+    ALWAYS_DYNAMIC,
+    BRANCHABLE,
+    DYNAMIC_ATOMS,
+    PY_SCALARS,
+    STATIC_ATOMS,
+    ArrayImpl,
+    DynamicNames,
+    attributes_by_global,
+    branch_static,
+    check_aux,
+    check_opaque,
+    default_dynamic,
+    is_bool,
+    is_jax_value,
+    named_static,
+    plain_reach,
+    scalar_leaf,
+    static_key,
+    unsortable_registry,
+)
+
+__all__ = ["DYNAMIC", "NODE", "STATIC"]
+
+
+_Tracer: Final = Tracer
+
+
+# What `Walk.kind` says of a leaf.
+STATIC: Final = "static"
+DYNAMIC: Final = "dynamic"
+NODE: Final = "node"
+
+
+class Walk:
+    """State of one capture: the nodes found so far and the leaves collected.
+
+    `branched_cells` holds the ids of cells that some function sharing them
+    branches on in Python (found by a first walk, see `capture`): their scalar
+    captures stay static whichever function reached them first.
+
+    With `dynamic=` given as names (`DynamicNames`), the nodes reached from a
+    named capture are "in scope" (`scoped`, by node index): their floats are
+    leaves, and other Python floats stay static. `scoped_ids` holds the ids of
+    the objects a walk before found in scope after it had walked them outside
+    (`rescope`), so that the answer does not depend on walk order either.
+    """
+
+    def __init__(
+        self,
+        root: Any,
+        static: frozenset[str],
+        dynamic: Callable[[Any], bool] | DynamicNames | None,
+        branched_cells: frozenset[int] = frozenset(),
+        scoped_ids: frozenset[int] = frozenset(),
+    ) -> None:
+        self.root = root
+        self.static = static
+        self.named: frozenset[str] | None = None
+        if isinstance(dynamic, DynamicNames):
+            self.named, dynamic = dynamic.names, None
+        self.dynamic: Callable[[Any], bool] | None = dynamic
+        self.branched_cells = branched_cells
+        self.scoped_ids = scoped_ids
+        self.scoped: set[int] = set()
+        self.scoped_objects: set[int] = set()  # their objects' ids
+        self.late: set[int] = set()  # walked outside the scope, reached inside
+        self.nodes: list[Node | None] = []
+        self.parents: list[tuple[Template, int] | None] = []
+        self.ids: dict[int, int] = {}
+        self.leaves: list[Any] = []
+        self.float_leaves: list[int] = []
+        self.names: set[str] = set()
+        self.queue: deque[tuple[int, Any]] = deque()
+        self.shared = False  # whether some cell is held by several functions
+        # What static capture holds a tracer of a transform still running, if
+        # any: the skeleton is then never cached (it would keep the tracer
+        # alive), and a `Lifted` of it refuses to be flattened.
+        self.live: str | None = None
+        # Cells whose capture put a scalar among the leaves: (cell, cell index,
+        # whether it is a boolean).
+        self.scalar_cells: list[tuple[types.CellType, int, bool]] = []
+        # Whether the skeleton holds a user's empty cell (by identity): never
+        # shared with another closure.
+        self.user_cells = False
+
+    def kept(self, live: str | None) -> None:
+        if live is not None and self.live is None:
+            self.live = live
+
+    # -- nodes -------------------------------------------------------------------
+
+    def new_node(self, obj: Any) -> int:
+        index = len(self.nodes)
+        self.nodes.append(None)
+        self.parents.append(None)
+        self.ids[id(obj)] = index
+        self.queue.append((index, obj))
+        if id(obj) in self.scoped_ids:
+            self.scope(index, obj)
+        return index
+
+    # -- `dynamic=` by name --------------------------------------------------------
+
+    def scope(self, index: int, obj: Any) -> None:
+        self.scoped.add(index)
+        self.scoped_objects.add(id(obj))
+
+    def pinned(self, owner: int, name: str | None) -> bool:
+        """Whether the Python floats of a capture (by its node and variable) stay
+        static: `dynamic=` names variables, and this one is neither named nor
+        inside a named one."""
+        named = self.named
+        return named is not None and name not in named and owner not in self.scoped
+
+    def reached(self, index: int, obj: Any, pinned: bool) -> None:
+        """Note that node `index` (of `obj`), made before, is reached again: from
+        inside the scope, it should have been walked there."""
+        if not pinned and self.named is not None and index not in self.scoped:
+            self.late.add(id(obj))
+
+    def rescope(self) -> frozenset[int] | None:
+        """The objects in scope, for a walk to redo, when some node was reached
+        from inside the scope after being walked outside it; else `None`."""
+        if not self.late:
+            return None
+        return frozenset(self.scoped_objects | self.late | self.scoped_ids)
+
+    def run(self) -> tuple[Skeleton, list[Any]]:
+        self.new_node(self.root)
+        queue = self.queue
+        while queue:
+            index, obj = queue.popleft()
+            t: type[Any] = type(obj)  # pyright: ignore[reportUnknownVariableType]
+            if t is types.FunctionType:
+                self.nodes[index] = self.function(index, obj)
+            elif t is types.MethodType:
+                self.nodes[index] = MethodNode(
+                    self.parts(method_parts(obj), index, obj)
+                )
+            elif (holder := holder_of(obj)) is not None:
+                self.nodes[index] = HolderNode(
+                    holder,
+                    holder.static(obj),
+                    self.parts(holder.parts(obj), index, obj),
+                )
+            else:
+                parts = self.parts(partial_parts(obj), index, obj)
+                self.nodes[index] = PartialNode(t, parts)
+        nodes: list[Node] = self.nodes  # type: ignore[assignment]
+        skeleton = Skeleton(
+            nodes,
+            rebuild_order(nodes),
+            self.parents,
+            len(self.leaves),
+            frozenset(self.float_leaves),
+        )
+        skeleton.names = frozenset(self.names)
+        skeleton.live = self.live
+        skeleton.user_cells = self.user_cells
+        return skeleton, self.leaves
+
+    def parts(
+        self, parts: Iterable[tuple[Label, Any]], index: int, holder: Any
+    ) -> tuple[tuple[Label, Template], ...]:
+        return tuple(
+            (label, self.template(value, index, label, holder))
+            for label, value in parts
+        )
+
+    def function(self, index: int, fn: types.FunctionType) -> FunctionNode:
+        info = code_info(fn.__code__)
+        indices: list[int] = []
+        ids = self.ids
+        nodes, leaves = self.nodes, self.leaves
+        # A cell holding a float or an array, read by no branch and not rebound,
+        # with no `static=`/`dynamic=` (the common capture, thousands in a wide
+        # closure): `cell` inlined.
+        fast = (
+            self.dynamic is None
+            and self.named is None
+            and not self.static
+            and not self.branched_cells
+        )
+        in_scope = index in self.scoped
+        unplain = info.unplain
+        for label, cell in cells(fn, info.cell_labels):
+            cell_index = ids.get(id(cell))
+            if cell_index is None:
+                cell_index = len(nodes)
+                ids[id(cell)] = cell_index
+                self.parents.append(None)
+                if fast:
+                    try:
+                        contents = cell.cell_contents
+                    except ValueError:
+                        contents = cell  # an empty cell: `cell` says so
+                    t = type(contents)  # pyright: ignore[reportUnknownVariableType]
+                    name = label.variable
+                    if t in ALWAYS_DYNAMIC and name not in unplain:
+                        self.names.add(name)  # pyright: ignore[reportArgumentType]
+                        leaf = len(leaves)
+                        leaves.append(contents)
+                        if t is not ArrayImpl:
+                            self.float_leaves.append(leaf)
+                            self.scalar_cells.append((cell, cell_index, False))
+                        nodes.append(
+                            CellNode(
+                                Template(None, (leaf,), index, label), label, index
+                            )
+                        )
+                        indices.append(cell_index)
+                        continue
+                nodes.append(None)
+                if in_scope or id(cell) in self.scoped_ids:
+                    self.scope(cell_index, cell)
+                nodes[cell_index] = self.cell(cell, cell_index, label, fn, info, index)
+            else:
+                self.shared = True  # a cell of several functions
+                self.reached(cell_index, cell, not in_scope)
+            indices.append(cell_index)
+        defaults, kwdefaults = has_defaults(fn)
+        parts: tuple[tuple[Label, Template], ...] = ()
+        if defaults or kwdefaults or fn.__dict__:
+            # A module-level `def f` reading `f.scale` reaches its attributes
+            # through the module global, not through the rebuilt function:
+            # leaves there would be dead, so its attributes are static instead.
+            by_global = attributes_by_global(fn, info.global_names)
+            parts = tuple(
+                (
+                    label,
+                    self.template(
+                        value, index, label, fn, forced=by_global and label.kind == ATTR
+                    ),
+                )
+                for label, value in function_parts(fn)
+            )
+        return FunctionNode(
+            info,
+            fn.__globals__,
+            fn.__name__,
+            fn.__qualname__,
+            tuple(indices),
+            parts,
+            defaults,
+            kwdefaults,
+            function_meta(fn),
+        )
+
+    def cell(
+        self,
+        cell: types.CellType,
+        index: int,
+        label: Label,
+        fn: types.FunctionType,
+        info: CodeInfo,
+        owner: int,
+    ) -> CellNode:
+        name = cast(str, label.key)
+        try:
+            contents = cell.cell_contents
+        except ValueError:
+            # An empty cell: the user's own, which Python binds later (a
+            # decorator's function named in its own body, `super()`'s class).
+            self.names.add(name)
+            self.user_cells = True
+            return CellNode(None, label, owner, cell)
+        branched = name in info.branched or id(cell) in self.branched_cells
+        before = len(self.leaves)
+        template = self.template(contents, index, label, fn, branched)
+        if name in info.rebound:
+            refuse_rebinding(fn, name, template, self.leaves)
+        added = len(self.leaves) - before
+        if added == 1:  # the common case, one value: no generator
+            leaf = self.leaves[before]
+            if issubclass(type(leaf), BRANCHABLE):  # pyright: ignore[reportUnknownArgumentType]
+                self.scalar_cells.append((cell, index, is_bool(leaf)))
+        elif added:
+            values = self.leaves[before:]
+            if any(issubclass(type(leaf), BRANCHABLE) for leaf in values):  # pyright: ignore[reportUnknownArgumentType]
+                self.scalar_cells.append((cell, index, any(map(is_bool, values))))
+        return CellNode(template, label, owner)
+
+    # -- values ------------------------------------------------------------------
+
+    def template(
+        self,
+        value: Any,
+        owner: int,
+        label: Label,
+        holder: Any,
+        branched: bool = False,
+        forced: bool = False,
+    ) -> Template:
+        name = label.variable
+        if type(name) is str:
+            self.names.add(name)
+        forced = forced or (name is not None and name in self.static)
+        pinned = self.pinned(owner, name)
+        t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
+        if t in STATIC_ATOMS and self.dynamic is None:
+            # A user's class holds data (`registry = [...]`) as an instance of
+            # it does: a tracer there is refused alike.
+            if t is type and user_class(value):
+                self.kept(check_opaque(value, t, holder, label))
+            return Template(None, (Static(value),), owner, label)
+        if (
+            t in ALWAYS_DYNAMIC
+            and not forced
+            and self.dynamic is None
+            and not (branched and branch_static(value, t))
+            and not (pinned and t is not ArrayImpl)
+        ):
+            # A float or an array (the common capture): what `slot` makes of it.
+            index = len(self.leaves)
+            self.leaves.append(value)
+            if t is not ArrayImpl:
+                self.float_leaves.append(index)
+            return Template(None, (index,), owner, label)
+        if issubclass(t, ITERATORS):
+            # Static by identity; a suspended frame's locals may hold a tracer.
+            self.kept(check_opaque(value, type(value), holder, label))  # pyright: ignore[reportUnknownArgumentType]
+            return Template(None, (Static(value),), owner, label)
+        order = None
+        owned: dict[int, bool] = {}
+        if forced or t not in DYNAMIC_ATOMS or self.dynamic is not None:
+            if is_function_like(value):
+                leaves = [value]
+                treedef = None
+            else:
+                try:
+                    flat = flatten_checked(
+                        value, self.own_leaf(value, forced, branched, owned, pinned)
+                    )
+                except (TypeError, ValueError) as err:
+                    # JAX cannot flatten it (dict keys it cannot sort, a node
+                    # whose flatten fails): whole and static, or refused.
+                    if forced:
+                        return Template(None, (Static(value),), owner, label)
+                    if unsortable_registry(value):
+                        self.kept(check_opaque(value, t, holder, label))
+                        return Template(None, (Static(value),), owner, label)
+                    raise LiftError(
+                        f"{describe(holder)} captures {variable_str(label)}, which "
+                        f"JAX's pytree flattening refuses ({err}).\nFix: use dict "
+                        f"keys of one type, or keep it static with "
+                        f"{static_fix((name or 'name',))}.",
+                        anchor="capture-flattening-refused",
+                        static=(name or "name",),
+                    ) from err
+                if (
+                    flat is not None
+                    and not forced
+                    and not plain_treedef(flat[1])
+                    and has_function_factory(flat[1])
+                ):
+                    # A defaultdict's factory made with each closure: a part,
+                    # walked as a node (`lift._capture.factories`).
+                    flat = flatten_factored(
+                        value, self.own_leaf(value, forced, branched, owned)
+                    )
+                if flat is None:
+                    if forced:  # kept whole, by identity, as the fix says
+                        return Template(None, (Static(value),), owner, label)
+                    raise LiftError(
+                        f"{describe(holder)} captures {variable_str(label)}, a "
+                        "container that contains itself or nests more than "
+                        f"{MAX_CONTAINER_DEPTH} levels deep, which JAX's pytree "
+                        "flattening cannot take.\nFix: pass it as an argument, or "
+                        f"keep it static with {static_fix((name or 'name',))}.",
+                        anchor="container-cycle",
+                        static=(name or "name",),
+                    )
+                leaves, treedef = flat
+                if treedef.num_nodes == 1 and treedef.num_leaves == 1:
+                    treedef = None
+                else:
+                    if irregular(value):
+                        order = ordered(value, treedef, static_key)
+                    self.kept(check_aux(treedef, holder, label))
+        else:
+            leaves = [value]
+            treedef = None
+        slots: list[Slot] = []
+        new_nodes: list[tuple[int, int]] = []
+        frozen = frozenset(k for k, v in owned.items() if v)
+        for pos, leaf in enumerate(leaves):
+            slots.append(
+                self.slot(
+                    leaf,
+                    forced,
+                    branched,
+                    holder,
+                    label,
+                    new_nodes,
+                    pos,
+                    frozen,
+                    pinned,
+                )
+            )
+        if (
+            t in OWN_CONTAINERS
+            and all(type(s) is Static for s in slots)
+            and nests_plainly(value)
+        ):
+            # A list or dict holding no dynamic leaf and no function (a log, a
+            # cache, a counter): the user's own object, its contents the key.
+            return Template(None, (own_static(value),), owner, label)
+        template = Template(treedef, tuple(slots), owner, label, order)
+        for node_index, pos in new_nodes:
+            self.parents[node_index] = (template, pos)
+        return template
+
+    def kind(
+        self, leaf: Any, forced: bool, branched: bool, pinned: bool = False
+    ) -> str:
+        """What the walk makes of one leaf of a captured value: `STATIC`,
+        `DYNAMIC` or `NODE` (a function-like, walked as a node of its own). The
+        one statement of the `dynamic=` rule (a predicate, or names: `pinned`
+        outside them), `static=` names and branch analysis; `slot` records what it says and raises where it cannot be
+        kept (a tracer made static, a `dynamic=` leaf JAX cannot trace)."""
+        t: type[Any] = type(leaf)  # pyright: ignore[reportUnknownVariableType]
+        if t in STATIC_ATOMS and (forced or self.dynamic is None):
+            return STATIC
+        if not forced and is_function_like(leaf):
+            return NODE
+        if forced:
+            return STATIC
+        if self.dynamic is not None:
+            dyn = bool(self.dynamic(leaf))
+        else:
+            dyn = t in ALWAYS_DYNAMIC or default_dynamic(leaf)
+            if dyn and pinned and named_static(t):
+                dyn = False
+        if dyn and branched and branch_static(leaf, t):
+            # `if b2 != 1.0:` in Python: a traced b2 could not run. Keep it static.
+            dyn = False
+        return DYNAMIC if dyn else STATIC
+
+    def slot(
+        self,
+        leaf: Any,
+        forced: bool,
+        branched: bool,
+        holder: Any,
+        label: Label,
+        new_nodes: list[tuple[int, int]],
+        pos: int,
+        owned: frozenset[int] = frozenset(),
+        pinned: bool = False,
+    ) -> Slot:
+        t: type[Any] = type(leaf)  # pyright: ignore[reportUnknownVariableType]
+        if t in STATIC_ATOMS and (forced or self.dynamic is None):
+            if t is type and user_class(leaf):
+                self.kept(check_opaque(leaf, t, holder, label))
+            return Static(leaf)
+        if owned and id(leaf) in owned:
+            # A list or dict nested in the capture that holds no dynamic leaf
+            # and no function: the user's own object, as at the top (`own_static`).
+            self.kept(check_opaque(leaf, t, holder, label))
+            return own_static(leaf)
+        what = self.kind(leaf, forced, branched, pinned)
+        if what is NODE:
+            index = self.ids.get(id(leaf))
+            if index is None:
+                index = self.new_node(leaf)
+                new_nodes.append((index, pos))
+                if not pinned and self.named is not None:
+                    self.scope(index, leaf)
+            else:
+                self.reached(index, leaf, pinned)
+            return Ref(index)
+        name = label.variable
+        if what is DYNAMIC:
+            if self.dynamic is not None and not forced and not is_jax_value(leaf):
+                raise LiftError(
+                    f"{describe(holder)} captures {variable_str(label)}, a "
+                    f"{t.__name__}, which your `dynamic=` predicate made a leaf, but "
+                    "JAX cannot trace it.\nFix: make the predicate accept only "
+                    "arrays and numbers, or keep it static with "
+                    f"{static_fix((name or 'name',))}.",
+                    anchor="dynamic-predicate",
+                    static=(name or "name",),
+                )
+            index = len(self.leaves)
+            if issubclass(t, PY_SCALARS):
+                self.float_leaves.append(index)
+                if t not in DYNAMIC_ATOMS:  # `class Rate(float)`: as a float
+                    leaf = scalar_leaf(leaf, t)
+            self.leaves.append(leaf)
+            return index
+        if issubclass(t, _Tracer):
+            raise LiftError(
+                f"{describe(holder)} captures {variable_str(label)} as static, "
+                f"but it holds a tracer ({type_text(leaf)}). A static capture becomes "
+                "part of the compiled program's key and would leak the tracer.\n"
+                "Fix: let it be dynamic (remove it from `static=`, or make your "
+                "`dynamic=` predicate accept tracers).",
+                anchor="static-capture-holds-a-tracer",
+            )
+        self.kept(check_opaque(leaf, t, holder, label))
+        if t is set:  # a leaf to JAX: the user's own, as a list is
+            return own_static(leaf)
+        return Static(leaf)
+
+    def own_leaf(
+        self,
+        value: Any,
+        forced: bool,
+        branched: bool,
+        owned: dict[int, bool],
+        pinned: bool = False,
+    ) -> Callable[[Any], bool]:
+        """The `is_leaf` a capture is flattened with: function-likes, and the
+        lists and dicts nested in `value` through lists, tuples, dicts and
+        NamedTuples that hold no dynamic leaf and no function, each kept whole,
+        the user's own object (`own_static`), so that code appending to it or filling
+        it acts on it. (One inside a registered node is rebuilt with the node,
+        whose unflatten may demand a container there: a call mutating it is
+        refused when it returns, `lift._capture.copies`.) `owned` records the answer for each list or dict
+        met."""
+        reach = plain_reach(value)
+        if not reach:
+            return is_function_like
+
+        def is_leaf(x: Any) -> bool:
+            t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
+            if (t is not list and t is not dict) or id(x) not in reach:
+                return is_function_like(x)
+            found = owned.get(id(x))
+            if found is None:
+                flat = flatten_checked(x, is_function_like)
+                found = owned[id(x)] = (
+                    flat is not None
+                    and nests_plainly(x)
+                    and all(
+                        not issubclass(type(leaf), _Tracer)  # pyright: ignore[reportUnknownArgumentType]
+                        and self.kind(leaf, forced, branched, pinned) is STATIC
+                        for leaf in flat[0]
+                    )
+                )
+            return found
+
+        return is_leaf
+
+    def branched_elsewhere(self) -> frozenset[int]:
+        """Cells holding a scalar leaf that another function sharing the cell
+        branches on, and cells holding a NumPy boolean in a graph with code that
+        branches on its parameters (where the boolean may flow): the walk must be
+        redone with them static, so that the answer does not depend on which
+        function the walk met first."""
+        if not self.scalar_cells:
+            return frozenset()
+        if not self.shared and not any(boolean for _, _, boolean in self.scalar_cells):
+            return frozenset()  # each cell read by one function: analysed already
+        readers: dict[int, list[FunctionNode]] = {}
+        flows = False
+        for node in self.nodes:
+            if type(node) is FunctionNode:
+                flows = flows or node.info.branches_on_params
+                for c in node.cells:
+                    readers.setdefault(c, []).append(node)
+        out: set[int] = set()
+        for cell, index, boolean in self.scalar_cells:
+            name = cast(CellNode, self.nodes[index]).name
+            if (boolean and flows) or any(
+                name in fn.info.branched for fn in readers.get(index, ())
+            ):
+                out.add(id(cell))
+        return frozenset(out)

@@ -1,0 +1,2 @@
+"""`lift.diff`: why two lifted objects compile separately.
+Imports `_capture` and beneath."""

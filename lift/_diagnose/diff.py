@@ -1,0 +1,384 @@
+"""`lift.diff`: why two pytrees would compile separately, in the user's terms."""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+from typing import Any, Final, cast
+
+import jax
+
+from .._base.errors import array_text, static_str, type_text
+from .._capture.lift import flatten_lifted, is_lifted, stops_flattening
+from .._capture.lifted import Lifted
+from .._capture.static import ArrayImpl
+from .._holders import trees as jtu
+from .skeletons import (
+    a_or_an,
+    at_path,
+    diff_lifted,
+    is_function,
+    join_path,
+    static_unequal,
+)
+
+__all__ = ["diff"]
+
+
+def diff(a: Any, b: Any) -> str | None:
+    """Why `a` and `b` would compile separately, or `None` when they would not.
+
+    Compares the treedefs of two pytrees (two `Lifted`, two optimizers, two
+    training states...): the part of `jax.jit`'s cache key that is not the
+    leaves' shapes and dtypes. Each difference is one line: the key path
+    `jax.tree_util.keystr` prints for it (`.update.captures['b2']`), the
+    variable, both values, and why the value is static (an `int`; declared with
+    `static=`; used in an `if` at `file:line`). A function or `Lifted` held in a
+    pytree's static metadata (a dataclass field that is not a pytree field) is
+    named, with the fix: it compiles anew for every new object. So is each
+    leaf whose shape, dtype or weak type differs (`optax.adam(0.1)`'s weakly
+    typed learning rate against `optax.adam(np.float32(0.2))`'s) or whose
+    placement does (an array committed to another device with
+    `jax.device_put`, or committed in one and not in the other), and a dict
+    captured with the same keys in another order (lift keeps insertion order).
+    This is the answer to "why did this retrace?": `None` exactly when one
+    `jax.jit` program serves both.
+
+    ```python
+    import lift
+
+    def make(lr, steps):
+        return lift.lift(lambda x: x * lr / steps)
+
+    assert lift.diff(make(0.1, 10), make(0.2, 10)) is None  # lr is dynamic
+    print(lift.diff(make(0.1, 10), make(0.1, 20)))
+    ```
+
+    ```text
+    .captures['steps']: steps = 10 vs 20, static because it is an int, not a float or array (in make.<locals>.<lambda> at ...)
+    ```
+
+    **Arguments:**
+
+    - `a`, `b`: any two pytrees, `Lifted` or holding them.
+
+    **Returns:** a description with one line per difference, or `None` when the
+    treedefs and the leaves' types are equal.
+    """
+    flatten_lifted(a, "diff")  # refuses containers JAX cannot flatten, by name
+    flatten_lifted(b, "diff")
+    la, ta = jtu.tree_flatten_with_path(a, is_leaf=_iterator)
+    lb, tb = jtu.tree_flatten_with_path(b, is_leaf=_iterator)
+    lines: list[str] = []
+    if not _same(ta, tb):
+        _diff_trees(a, b, lines)
+        if not lines:  # not expected: say what JAX compares
+            lines.append(f"the pytree structures differ: {ta} != {tb}")
+    if len(la) == len(lb):
+        _diff_leaves(la, lb, lines)
+    return "\n".join(lines) if lines else None
+
+
+def _diff_leaves(
+    la: list[tuple[Any, Any]], lb: list[tuple[Any, Any]], lines: list[str]
+) -> None:
+    """Leaves `jax.jit` would trace anew for: another shape, dtype or weak type
+    (a Python float is weakly typed, `np.float32(0.2)` is not)."""
+    for (path, x), (_, y) in zip(la, lb, strict=True):
+        kx, ky = _leaf_type(x), _leaf_type(y)
+        if kx != ky:
+            lines.append(
+                f"{at_path(jtu.keystr(path))}a leaf of type {kx} in one, {ky} in the "
+                "other (jax.jit compiles a program per leaf shape, dtype and weak "
+                "type)"
+            )
+        elif _placed_apart(x, y):
+            lines.append(
+                f"{at_path(jtu.keystr(path))}a leaf {_placement_text(x, y)} in one, "
+                f"{_placement_text(y, x)} in the other (jax.jit compiles a program "
+                "per placement of an array committed to its devices)"
+            )
+
+
+def _committed(x: Any) -> bool:
+    """Whether `jax.jit` takes `x` to be where it is: an array committed to
+    its sharding (put there with `jax.device_put`, or computed from such), not
+    a NumPy array, a Python scalar or an array on the default device."""
+    return type(x) is ArrayImpl and x.committed
+
+
+def _placed_apart(x: Any, y: Any) -> bool:
+    """Whether `jax.jit` compiles apart for where `x` and `y` are: one
+    committed and not the other, or committed to shardings of other kinds or
+    not equivalent (`P()` and `P(None)` are)."""
+    cx, cy = _committed(x), _committed(y)
+    if cx != cy:
+        return True
+    if not cx:
+        return False
+    sx, sy = x.sharding, y.sharding
+    return type(sx) is not type(sy) or not sx.is_equivalent_to(sy, x.ndim)
+
+
+def _placement_text(x: Any, other: Any) -> str:
+    if not _committed(x):
+        return "not committed to a device"
+    sharding = x.sharding
+    devices = sorted(sharding.device_set, key=lambda d: d.id)
+    where = (
+        f"to {devices[0]}"
+        if len(devices) == 1
+        else f"to {len(devices)} devices as {static_str(sharding, 100)}"
+    )
+    if _committed(other) and other.sharding.device_set == sharding.device_set:
+        where += f" by a {type(sharding).__name__}"  # the same devices: the kinds
+    return f"committed {where}"
+
+
+def _leaf_type(x: Any) -> str:
+    """What `jax.jit` keys a leaf on, as `jax.typeof` prints it (`~` marks a
+    weak type)."""
+    try:
+        aval: Any = jax.typeof(x)
+    except Exception:  # not a JAX value (`2**100`, an object): jit refuses it
+        return type(x).__name__
+    return type_text(aval)
+
+
+# -- pytrees ------------------------------------------------------------------------
+
+
+def _same(ta: jtu.TreeDef, tb: jtu.TreeDef) -> bool:
+    """`ta == tb`, false when JAX cannot compare them (static metadata whose
+    `__eq__` raises or answers with an array: `jax.jit` cannot reuse a program
+    for it either)."""
+    try:
+        return ta == tb
+    except Exception:
+        return False
+
+
+def _iterator(x: Any) -> bool:
+    """A stateful iterator: a leaf, as lift's own flattening takes it."""
+    return stops_flattening(x) and not is_lifted(x)
+
+
+def _one_level(x: Any) -> jtu.TreeDef:
+    return jtu.tree_structure(x, is_leaf=jtu.one_level(x))
+
+
+def _diff_trees(a: Any, b: Any, lines: list[str]) -> None:
+    """Walk `a` and `b` together (iteratively), reporting where their treedefs
+    part: node types, static metadata, number of children, and `Lifted`."""
+    stack: list[tuple[str, Any, Any]] = [("", a, b)]
+    while stack:
+        path, x, y = stack.pop()
+        if is_lifted(x) and is_lifted(y):
+            diff_lifted(path, x, y, lines)
+            continue
+        if is_lifted(x) or is_lifted(y) or stops_flattening(x) or stops_flattening(y):
+            if _what(x) != _what(y) or type(x) is not type(y):
+                lines.append(
+                    f"{at_path(path)}{_what(x)} in one, {_what(y)} in the other"
+                )
+            continue
+        sx, sy = _one_level(x), _one_level(y)
+        same = _same(sx, sy)
+        if same and jtu.treedef_is_leaf(sx):
+            continue
+        dx, dy = sx.node_data(), sy.node_data()
+        if dx is None or dy is None or dx[0] is not dy[0]:
+            lines.append(f"{at_path(path)}{_what(x)} in one, {_what(y)} in the other")
+            continue
+        if not same:
+            _diff_metadata(path, x, y, dx[1], dy[1], lines)
+            if sx.num_leaves != sy.num_leaves:
+                continue
+        cx = _children(x)
+        cy = _children(y)
+        if [k for k, _ in cx] != [k for k, _ in cy]:
+            continue  # other keys or fields: said by `_diff_metadata`
+        for (kx, vx), (_, vy) in reversed(list(zip(cx, cy, strict=True))):
+            stack.append((join_path(path, jtu.keystr(kx)), vx, vy))
+
+
+def _children(x: Any) -> list[tuple[Any, Any]]:
+    """`x`'s children with their key paths (one level)."""
+    return jtu.tree_flatten_with_path(x, is_leaf=jtu.one_level(x))[0]
+
+
+def _what(x: Any) -> str:
+    """A value as a diff names it: `a list of 3`, `a Lifted (f)`, `float32[3]`."""
+    # Through the type only where it can: `x` may be any object, even one whose
+    # attributes raise.
+    t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
+    if issubclass(t, Lifted):
+        return f"a {t.__name__} ({x.__qualname__})"
+    if x is None:
+        return "None"
+    if issubclass(t, (list, tuple, dict)):
+        n = len(cast("list[Any]", x))
+        return f"a {t.__name__} of {n}"
+    try:
+        shape, dtype = getattr(x, "shape", None), getattr(x, "dtype", None)
+        if type(shape) is tuple and dtype is not None:
+            return array_text(cast("tuple[Any, ...]", shape), dtype)
+    except Exception:
+        pass
+    return a_or_an(t.__name__)
+
+
+_FIX: Final = (
+    "Fix: make `{field}` a pytree field (flax: `struct.field(pytree_node=True)`, "
+    "or `nnx.data()`; `lift.flax.TrainState` and `lift.flax.Optimizer` do; "
+    "equinox: drop `static=True`), or pass the {kind} to the jitted function as "
+    "an argument."
+)
+
+
+def _diff_metadata(
+    path: str, x: Any, y: Any, mx: Any, my: Any, lines: list[str]
+) -> None:
+    """Two nodes of one type whose static metadata (pytree aux data) differ."""
+    hx, hy = _functions_in(mx), _functions_in(my)
+    # The fields whose functions differ (by `==`, as JAX compares them), in
+    # order, with the functions' names and why they differ when `==` could not say.
+    fields: dict[str | None, list[str]] = {}
+    reasons: list[str] = []
+    for fx, fy in zip(hx, hy, strict=False):
+        unequal, why = static_unequal(fx, fy)
+        if unequal:
+            field = _field_of(x, fx) or _field_of(y, fy)
+            fields.setdefault(field, []).append(_fn_name(fx))
+            if why:
+                reasons.append(why)
+            if type(fx) is types.MethodType:
+                reasons.append(
+                    "a bound method is equal to one of the same function bound to "
+                    "the same object"
+                )
+    for field, names in fields.items():
+        held = getattr(x, field, None) if field else None
+        kind = (
+            "optimizer"
+            if hasattr(held, "init") and hasattr(held, "update")
+            else ("function")
+        )
+        where = f"{path}.{field}" if field else path
+        what = names[0] if len(names) == 1 else f"{', '.join(names)}"
+        lines.append(
+            f"{at_path(where)}{what} {'is' if len(names) == 1 else 'are'} held in the "
+            f"static metadata of {type(x).__name__} "
+            f"({'field ' + repr(field) if field else 'a field that'} is not a pytree "
+            "field), which JAX compares with `==`: a function is equal only to "
+            "itself, so every new one compiles anew, whatever it captures"
+            + "".join(f"; {why}" for why in dict.fromkeys(reasons))
+            + ".\n"
+            + _FIX.format(field=field or "it", kind=kind)
+        )
+    if fields:
+        return
+    if len(hx) != len(hy):
+        lines.append(
+            f"{at_path(path)}{type(x).__name__}'s static metadata holds {len(hx)} "
+            f"function(s) in one, {len(hy)} in the other"
+        )
+        return
+    if isinstance(x, dict) and isinstance(y, dict):
+        kx = set(cast("dict[Any, Any]", x))
+        ky = set(cast("dict[Any, Any]", y))
+        only = [
+            f"{_keys(sorted(map(repr, keys)))} in {side} only"
+            for keys, side in ((kx - ky, "one"), (ky - kx, "the other"))
+            if keys
+        ]
+        if not only:  # equal keys of other types (`1` and `1.0`)
+            only = [f"keys equal by `==` but of other types ({_what(x)})"]
+        lines.append(f"{at_path(path)}the dicts' keys differ: {', '.join(only)}")
+        return
+    if isinstance(x, (list, tuple)) and len(cast("list[Any]", x)) != len(
+        cast("list[Any]", y)
+    ):
+        lines.append(f"{at_path(path)}{_what(x)} in one, {_what(y)} in the other")
+        return
+    lines.append(
+        f"{at_path(path)}{_type_name(x)}'s static metadata differs: "
+        f"{static_str(mx)} vs {static_str(my)}"
+        + "".join(
+            f"; {why}"
+            for why in dict.fromkeys(
+                why
+                for u, v in zip(_atoms(mx), _atoms(my), strict=False)
+                for unequal, why in [static_unequal(u, v)]
+                if unequal and why
+            )
+        )
+    )
+
+
+def _keys(reprs: list[str]) -> str:
+    """`the key 'a' is`, `the keys 'a', 'b' are`."""
+    if len(reprs) == 1:
+        return f"the key {reprs[0]} is"
+    return f"the keys {', '.join(reprs)} are"
+
+
+_SCAN_LIMIT: Final = 10_000
+
+
+def _type_name(x: Any) -> str:
+    t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
+    return t.__name__
+
+
+def _functions_in(data: Any) -> list[Any]:
+    """The functions (`Lifted` included) held in static metadata, in order."""
+    return [v for v in _atoms(data) if is_function(v)]
+
+
+def _atoms(data: Any) -> list[Any]:
+    """What static metadata holds, in order, through tuples, lists, sets and dicts
+    (their values) and NamedTuples."""
+    found: list[Any] = []
+    stack = [data]
+    seen = 0
+    while stack and seen < _SCAN_LIMIT:
+        v = stack.pop()
+        seen += 1
+        t: type[Any] = type(v)  # pyright: ignore[reportUnknownVariableType]
+        if is_function(v):
+            found.append(v)
+        elif t in (tuple, list, frozenset, set) or issubclass(t, tuple):
+            stack.extend(reversed(list(cast("tuple[Any, ...]", v))))
+        elif t is dict:
+            stack.extend(reversed(list(cast("dict[Any, Any]", v).values())))
+        elif type(getattr(v, "_fields", None)) is tuple:  # a NamedTuple of functions
+            stack.extend(reversed(list(v)))
+        else:
+            found.append(v)
+    return found
+
+
+def _field_of(x: Any, value: Any) -> str | None:
+    """The attribute of `x` that holds `value` (directly or in a container)."""
+    if dataclasses.is_dataclass(x):
+        names = [f.name for f in dataclasses.fields(x)]
+    else:
+        names = list(getattr(x, "__dict__", {}))
+    for name in names:
+        try:
+            held = getattr(x, name)
+        except Exception:
+            continue
+        if held is value or any(f is value for f in _functions_in(held)):
+            return name
+    return None
+
+
+def _fn_name(fn: Any) -> str:
+    if is_lifted(fn):
+        return f"a {type(fn).__name__} ({fn.__qualname__})"
+    return f"the function {getattr(fn, '__qualname__', type(fn).__name__)}"
+
+
+# -- lifted functions ---------------------------------------------------------------

@@ -1,0 +1,490 @@
+"""What a closure holds: the one description of a callable's parts.
+
+A function holds cells, defaults, keyword-only defaults and attributes (its
+`__dict__`: values set by the user, `__wrapped__` set by `functools.wraps`); a
+`functools.partial` holds `func`, `args` and `keywords`; a bound method holds
+`__func__` and `__self__`; a plain object holds its `__dict__` and `__slots__`.
+This module is the only place that says so. Capture,
+`lift.jit`'s watch on cells, rebuild, key paths, `repr`, `captures`, `diff` and
+the leak scan all read these parts through `Label`s, so a new kind of holder is
+one edit here (with `lift._holders.stdlib` for the standard library's
+holders that are not plain objects).
+
+It also says which classes are the user's (their attributes are read, their
+methods' closures followed), which types are lift's own holders (`Holder`:
+`lift.jit` functions; `function_of`: a `Lifted`), and how code is reached from
+a callable (`lift._base.errors.code_of`). The names of the parts are `lift._holders.labels`; the static
+rule is `lift._capture.static`.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import sys
+import types
+import weakref
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Final, cast
+
+from .._base.atoms import SCALARS
+from .._base.caches import per_class
+from .._compat import has_custom_nodes
+from . import trees as jtu
+from .labels import (
+    ARG,
+    ATTR,
+    CELL,
+    CLASS,
+    DEFAULT,
+    FIELD,
+    FUNC,
+    KEYWORD,
+    KWDEFAULT,
+    METHOD_FUNC,
+    SELF,
+    STATIC,
+    Label,
+)
+
+__all__ = [
+    "aux_parts",
+    "FACTORY",
+    "default_names",
+    "dict_static",
+    "function_parts",
+    "has_aux",
+    "object_parts",
+    "partial_parts",
+    "slot_names",
+    "static_data",
+]
+
+# -- the parts of each holder ------------------------------------------------------
+
+
+def default_names(code: types.CodeType, count: int) -> tuple[str, ...]:
+    """The parameters that `count` positional defaults belong to.
+
+    `co_argcount` already counts positional-only parameters. Defaults assigned
+    beyond the parameters (`f.__defaults__ = ...` by hand) are named by index.
+    """
+    n = code.co_argcount
+    names = code.co_varnames[max(n - count, 0) : n]
+    return names + tuple(f"__defaults__[{i}]" for i in range(len(names), count))
+
+
+def function_parts(fn: types.FunctionType) -> Iterator[tuple[Label, Any]]:
+    """A function's parts other than its cells: defaults, keyword-only defaults,
+    attributes, in that order."""
+    defaults = fn.__defaults__
+    if defaults:
+        names = default_names(fn.__code__, len(defaults))
+        for i, (name, value) in enumerate(zip(names, defaults, strict=True)):
+            yield Label.of(DEFAULT, i, name), value
+    kwdefaults = fn.__kwdefaults__
+    if kwdefaults:
+        for name, value in kwdefaults.items():
+            yield Label.of(KWDEFAULT, name), value
+    attrs = fn.__dict__
+    if attrs:
+        for name, value in list(attrs.items()):
+            yield Label.of(ATTR, name), value
+
+
+def cells(
+    fn: types.FunctionType, labels: tuple[Label, ...] | None = None
+) -> Iterable[tuple[Label, types.CellType]]:
+    """A function's closure cells, each labelled by its free variable (`labels`:
+    the code's cell labels, when the caller has them at hand)."""
+    closure = fn.__closure__
+    if not closure:
+        return ()
+    if labels is None:
+        labels = tuple(Label.of(CELL, name) for name in fn.__code__.co_freevars)
+    return zip(labels, closure, strict=True)
+
+
+def function_state(fn: types.FunctionType) -> tuple[Any, Any, tuple[Any, ...]]:
+    """What a function holds besides its cells, as objects to compare by identity
+    later (`lift.jit` watches them): its defaults, keyword-only defaults, and
+    attributes."""
+    return fn.__defaults__, fn.__kwdefaults__, tuple(fn.__dict__.items())
+
+
+def same_state(fn: types.FunctionType, state: tuple[Any, Any, tuple[Any, ...]]) -> bool:
+    """Whether `fn` holds what `function_state` recorded: the same objects."""
+    defaults, kwdefaults, items = state
+    if fn.__defaults__ is not defaults or fn.__kwdefaults__ is not kwdefaults:
+        return False
+    attrs = fn.__dict__
+    missing = _MISSING
+    return len(attrs) == len(items) and all(
+        attrs.get(k, missing) is v for k, v in items
+    )
+
+
+_MISSING: Final = object()
+
+
+def has_defaults(fn: types.FunctionType) -> tuple[bool, bool]:
+    """Whether `fn.__defaults__` and `fn.__kwdefaults__` are set (`None` and an
+    empty tuple or dict are different functions)."""
+    return fn.__defaults__ is not None, fn.__kwdefaults__ is not None
+
+
+def set_function_parts(
+    fn: types.FunctionType, parts: Iterable[tuple[Label, Any]], has: tuple[bool, bool]
+) -> None:
+    """Give a rebuilt function the parts `function_parts` read from another."""
+    defaults: list[Any] = []
+    kwdefaults: dict[str, Any] = {}
+    for label, value in parts:
+        if label.kind == DEFAULT:
+            defaults.append(value)
+        elif label.kind == KWDEFAULT:
+            kwdefaults[cast(str, label.key)] = value
+        else:
+            fn.__dict__[cast(str, label.key)] = value
+    if has[0]:
+        fn.__defaults__ = tuple(defaults)
+    if has[1]:
+        fn.__kwdefaults__ = kwdefaults
+
+
+def make_partial(
+    cls: type[functools.partial[Any]], parts: Iterable[tuple[Label, Any]]
+) -> functools.partial[Any]:
+    """A partial of class `cls` from the parts `partial_parts` read from another."""
+    func: Any = None
+    args: list[Any] = []
+    keywords: dict[str, Any] = {}
+    attrs: dict[Any, Any] = {}
+    for label, value in parts:
+        if label.kind == FUNC:
+            func = value
+        elif label.kind == ARG:
+            args.append(value)
+        elif label.kind == KEYWORD:
+            keywords[cast(str, label.key)] = value
+        else:
+            attrs[label.key] = value
+    p = cls(func, *args, **keywords)
+    if attrs:
+        p.__dict__.update(attrs)
+    return p
+
+
+def partial_parts(p: functools.partial[Any]) -> Iterator[tuple[Label, Any]]:
+    """A partial's function, arguments, keywords and attributes (its `__dict__`:
+    `functools.update_wrapper` sets `__wrapped__`, `__name__`, ...)."""
+    yield Label.of(FUNC), p.func
+    for i, value in enumerate(p.args):
+        yield Label.of(ARG, i), value
+    for name, value in p.keywords.items():
+        yield Label.of(KEYWORD, name), value
+    attrs = getattr(p, "__dict__", None)
+    if attrs:
+        for name, value in list(attrs.items()):
+            yield Label.of(ATTR, name), value
+
+
+def method_parts(m: types.MethodType) -> Iterator[tuple[Label, Any]]:
+    yield Label.of(METHOD_FUNC), m.__func__
+    yield Label.of(SELF), m.__self__
+
+
+def builtin_method_parts(m: types.BuiltinMethodType) -> Iterator[tuple[Label, Any]]:
+    """The object a bound builtin method holds (`stash.append` holds `stash`);
+    nothing for a module's function (`len`, `math.sqrt`)."""
+    owner = m.__self__
+    if owner is not None and type(owner) is not types.ModuleType:
+        yield Label.of(SELF), owner
+
+
+# -- classes: the user's, and what an instance reads from its class --------------
+
+
+# Modules whose classes hold no data of the user's: their class attributes are
+# not walked (an instance of theirs may still be, by its own attributes).
+_LIBRARY_MODULES: Final = frozenset(
+    {"jax", "jaxlib", "numpy", "builtins", "ml_dtypes", "lift", "_pytest", "pytest"}
+    | set(sys.stdlib_module_names)
+)
+
+
+@per_class
+def user_class(cls: type) -> bool:
+    """Whether `cls` is defined outside JAX, NumPy, pytest, lift and the standard
+    library: a class whose attributes may hold the user's values."""
+    module = getattr(cls, "__module__", None)
+    mine = (module if type(module) is str else "builtins").partition(".")[0]
+    return mine not in _LIBRARY_MODULES
+
+
+# Class attributes that hold nothing of the user's: the descriptors CPython
+# makes for slots and builtin methods. (A user's methods, static and class
+# methods and properties are parts: their closures and defaults may hold values.)
+_METHODS: Final = (
+    types.MethodDescriptorType,
+    types.WrapperDescriptorType,
+    types.MemberDescriptorType,
+    types.GetSetDescriptorType,
+)
+
+
+def class_parts(cls: type) -> list[tuple[Label, Any]]:
+    """What a user's class holds, along its MRO's user classes: its data
+    (`registry = []`), its methods, static and class methods and properties
+    (whose closures and defaults may hold values); not dunder names. Nothing
+    for a library's class."""
+    mro = cls.__mro__
+    plan = _class_plans.get(cls)
+    if plan is not None:
+        parts = _read_plan(plan, mro)
+        if parts is not None:
+            return parts
+    plan = _class_plan(cls)
+    try:
+        _class_plans[cls] = plan
+    except TypeError:  # a class that cannot be weakly referenced
+        pass
+    return _read_plan(plan, mro) or []
+
+
+def _read_plan(
+    plan: _ClassPlan, mro: tuple[type, ...]
+) -> list[tuple[Label, Any]] | None:
+    """The data `plan` names, or `None` if a class changed its names since."""
+    parts: list[tuple[Label, Any]] = []
+    for i, keys, names in plan:
+        attrs = mro[i].__dict__
+        if tuple(attrs) != keys:
+            return None
+        for name, label in names:
+            value = attrs.get(name, _MISSING)
+            if value is not _MISSING and not isinstance(value, _METHODS):
+                parts.append((label, value))
+    return parts
+
+
+# Per class, the user classes of its MRO (by index: the plan must not keep a
+# class alive) with the names in their `__dict__` when read (a class that gains,
+# loses or reorders an attribute is read again) and those that are not dunder
+# names, each read again at every scan (a method may be replaced by data under
+# the same name): what `class_parts` reads, decided once.
+_ClassPlan = tuple[tuple[int, tuple[str, ...], tuple[tuple[str, Label], ...]], ...]
+_class_plans: weakref.WeakKeyDictionary[type, _ClassPlan] = weakref.WeakKeyDictionary()
+
+
+def _class_plan(cls: type) -> _ClassPlan:
+    seen: set[str] = set()
+    plan: list[tuple[int, tuple[str, ...], tuple[tuple[str, Label], ...]]] = []
+    for index, klass in enumerate(cls.__mro__):
+        if not user_class(klass):
+            continue
+        keys = tuple(vars(klass))
+        names: list[tuple[str, Label]] = []
+        for name in keys:
+            if name in seen or (name.startswith("__") and name.endswith("__")):
+                continue
+            seen.add(name)
+            names.append((name, Label.of(FIELD, name)))
+        plan.append((index, keys, tuple(names)))
+    return tuple(plan)
+
+
+def instance_class(t: type) -> Iterator[tuple[Label, Any]]:
+    """The class of an instance of `t`, as a part of the instance, when the class
+    may hold data (`user_class`)."""
+    if user_class(t):
+        yield Label.of(CLASS), t
+
+
+class Holder:
+    """A callable type defined elsewhere in lift and walked as a node of a closure
+    graph, like a partial: `lift.jit` functions, so that a captured helper's own
+    captures are watched and a `lift.jit` closure can call itself.
+
+    - `static(obj)`: the part compared as a static value (held by identity).
+    - `parts(obj)`: its parts, as `(Label, value)`.
+    - `rebuild(static, values)`: a new holder from the static part and the parts'
+      values, in order.
+    """
+
+    __slots__ = ("cls", "name", "parts", "rebuild", "static")
+
+    def __init__(
+        self,
+        cls: type,
+        name: str,
+        static: Callable[[Any], Any],
+        parts: Callable[[Any], Iterator[tuple[Label, Any]]],
+        rebuild: Callable[[Any, list[Any]], Any],
+    ) -> None:
+        self.cls = cls
+        self.name = name
+        self.static = static
+        self.parts = parts
+        self.rebuild = rebuild
+
+
+def register_holder(holder: Holder) -> None:
+    jtu.HOLDERS[holder.cls] = holder
+
+
+def holder_of(obj: Any) -> Holder | None:
+    return jtu.HOLDERS.get(type(obj))  # pyright: ignore[reportUnknownArgumentType]
+
+
+# Types whose instances stand for a function they rebuild from their leaves:
+# `lift.Lifted` and each subclass, registered as the class is made. The leak scan
+# opens one as the function it rebuilds (and names it in a report).
+_FUNCTION_OF: dict[type, Callable[[Any], Any]] = {}
+
+
+def register_function_of(cls: type, function_of: Callable[[Any], Any]) -> None:
+    _FUNCTION_OF[cls] = function_of
+
+
+def function_of(obj: Any) -> Callable[[Any], Any] | None:
+    """How to rebuild the function `obj` stands for, if it is a `Lifted`."""
+    return _FUNCTION_OF.get(type(obj))  # pyright: ignore[reportUnknownArgumentType]
+
+
+def slot_names(cls: type) -> tuple[str, ...]:
+    """Every slot an instance of `cls` may hold, along the MRO: the member
+    descriptors `__slots__` made, whatever form it was given in (a string, a
+    tuple, an iterator since consumed), names mangled as Python mangles them."""
+    names: list[str] = []
+    for klass in cls.__mro__:
+        for name, member in vars(klass).items():
+            if type(member) is types.MemberDescriptorType:
+                names.append(name)
+    return tuple(dict.fromkeys(names))
+
+
+def object_parts(obj: Any, slots: tuple[str, ...]) -> Iterator[tuple[Label, Any]]:
+    """An object's `__dict__` entries and set slots (`slots` from `slot_names`)."""
+    attrs = getattr(obj, "__dict__", None)
+    if type(attrs) is dict:
+        for name, value in list(attrs.items()):  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+            yield Label.of(FIELD, name), value  # pyright: ignore[reportUnknownArgumentType]
+    for name in slots:
+        try:
+            value = getattr(obj, name)
+        except Exception:  # an unset slot, or a descriptor that raises
+            continue
+        yield Label.of(FIELD, name), value
+
+
+# `slot_names(cls)`, computed once per class.
+slots_of: Final = per_class(slot_names)
+
+
+# -- the static (aux) data of a pytree node -----------------------------------------
+
+
+_BUILTIN_NODES: Final = frozenset(
+    {tuple, list, dict, type(None), collections.OrderedDict, collections.defaultdict}
+)
+# The dict nodes: JAX keeps their keys (and a defaultdict's `default_factory`)
+# in the treedef, as static data.
+_DICT_NODES: Final = frozenset({dict, collections.OrderedDict, collections.defaultdict})
+
+
+def dict_static(d: dict[Any, Any]) -> list[tuple[Any, Any]]:
+    """What a dict holds besides its values, which JAX keeps as static data in
+    its treedef: a defaultdict's `default_factory`, and the keys that may hold
+    an object (not `None`, numbers or strings), labelled by position
+    (`.keys()[0]`). The one statement of it: the leak scan opens a dict by it,
+    capture checks a treedef's dict nodes by it (`static_data`). An empty
+    list, cheaply, for the common dict."""
+    factory: Any = None
+    if type(d) is collections.defaultdict:
+        factory = cast("collections.defaultdict[Any, Any]", d).default_factory
+    return _dict_parts(factory, cast("Iterable[Any]", d))
+
+
+def _dict_parts(factory: Any, keys: Iterable[Any]) -> list[tuple[Any, Any]]:
+    out: list[tuple[Any, Any]] = []
+    if factory is not None and not (type(factory) is type and not user_class(factory)):
+        out.append((FACTORY, factory))
+    if not _PLAIN_KEYS.issuperset(map(type, keys)):
+        out.extend(
+            ((_KEY_AT, i), key)
+            for i, key in enumerate(keys)
+            if type(key) not in _PLAIN_KEYS
+        )
+    return out
+
+
+FACTORY: Final = ".default_factory"
+_KEY_AT: Final = ".keys()[{}]"
+# Keys that hold no object.
+_PLAIN_KEYS: Final = SCALARS
+
+
+def _node_static(kind: Any, aux: Any) -> Iterator[tuple[Any, Any]]:
+    """The static data of one treedef node (`kind`, `aux`: its `node_data()`)
+    that may hold the user's objects: a dict node's (`dict_static`, read from
+    the node), a custom node's aux data (labelled `""`)."""
+    if kind in _DICT_NODES:
+        if kind is collections.defaultdict:
+            yield from _dict_parts(*aux)
+        else:
+            yield from _dict_parts(None, aux)
+    elif kind not in _BUILTIN_NODES and not _plain_aux(aux):
+        yield "", aux
+
+
+def _plain_aux(aux: Any) -> bool:
+    """Static data that cannot hold a tracer (a NamedTuple's `None`, field names),
+    or that lift vetted when it made it (a closure-converted program)."""
+    t: type[Any] = type(aux)  # pyright: ignore[reportUnknownVariableType]
+    if aux is None or t in (str, int, type) or getattr(t, "vetted", False) is True:
+        return True
+    return t is tuple and all(type(a) in (str, int, type(None)) for a in aux)
+
+
+def custom_data(treedef: Any) -> Iterator[tuple[Any, Any]]:
+    """`(node type, static data)` of each of `treedef`'s custom nodes, in a
+    fixed order."""
+    if not has_custom_nodes(treedef):
+        return
+    stack = [treedef]
+    while stack:
+        td = stack.pop()
+        node = td.node_data()
+        if node is not None and node[0] not in _BUILTIN_NODES:
+            yield node
+        stack.extend(td.children())
+
+
+def static_data(treedef: Any) -> Iterator[tuple[Any, Any, Any]]:
+    """`(node type, where, static data)` of what in `treedef`'s nodes could hold
+    a tracer: custom nodes' static data (`where` empty), dicts' keys and
+    defaultdicts' default factories (`where` a label of `dict_static`'s)."""
+    stack = [treedef]
+    while stack:
+        td = stack.pop()
+        node = td.node_data()
+        if node is not None:
+            for where, data in _node_static(*node):
+                yield node[0], where, data
+        stack.extend(reversed(td.children()))
+
+
+def has_aux(treedef: Any) -> bool:
+    """Whether `treedef` has a custom node whose static data could hold a tracer."""
+    return next(static_data(treedef), None) is not None
+
+
+def aux_parts(treedef: Any) -> Iterator[tuple[Label, Any]]:
+    """The static (aux) data of a pytree node flattened one level (`treedef` its
+    treedef), when it could hold a tracer: a `jax.tree_util.Partial`'s function,
+    an equinox `static=True` or flax `pytree_node=False` field."""
+    if has_aux(treedef):
+        node = treedef.node_data()
+        if node is not None:
+            yield Label.of(STATIC), node[1]

@@ -1,0 +1,187 @@
+"""How a part of a holder is named: its kind (a cell, a default, a partial's
+argument, an object's field, ...) and key, as a `Label`.
+
+Capture, rebuild, key paths, `repr`, `diff` and the leak scan all name the
+parts they read through labels, interned so that a label is made once."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from .._base.caches import BoundedDict
+from . import trees as jtu
+
+__all__ = [
+    "ARG",
+    "ATTR",
+    "CACHED",
+    "CACHE_KEY",
+    "CAPTURES",
+    "CELL",
+    "CLASS",
+    "DEFAULT",
+    "FIELD",
+    "FUNC",
+    "ITEM",
+    "KEYWORD",
+    "KWDEFAULT",
+    "LOCAL",
+    "Label",
+    "METHOD_FUNC",
+    "SELF",
+    "STATIC",
+    "WRAPPED",
+    "variable_str",
+]
+
+
+# The kinds of part, with how each reads on a holder `o` (for generated code).
+CELL: Final = "cell"  # a free variable: `o.__closure__[i].cell_contents`
+DEFAULT: Final = "default"  # `o.__defaults__[i]`
+KWDEFAULT: Final = "kwdefault"  # `o.__kwdefaults__[name]`
+ATTR: Final = "attr"  # a function attribute: `o.__dict__[name]`
+FUNC: Final = "func"  # a partial's function: `o.func`
+ARG: Final = "arg"  # `o.args[i]`
+KEYWORD: Final = "keyword"  # `o.keywords[name]`
+METHOD_FUNC: Final = "__func__"  # a bound method's function
+SELF: Final = "__self__"  # a bound method's object
+WRAPPED: Final = "__wrapped__"  # what a registered holder wraps
+FIELD: Final = "field"  # an object's attribute or slot: `o.name`
+ITEM: Final = "item"  # an element of an object array or a container: `o[key]`
+CACHED: Final = "<cache>"  # what a `functools.lru_cache` keeps for a key
+CACHE_KEY: Final = "<cache key>"  # a key of such a cache
+LOCAL: Final = "<locals>"  # a local variable of a suspended generator
+CLASS: Final = "__class__"  # the class an instance reads attributes from
+STATIC: Final = "<static>"  # a pytree node's static (aux) data
+
+# The parts `Lifted.captures` lists: a function's variables, a partial's keywords.
+CAPTURES: Final = frozenset({CELL, DEFAULT, KWDEFAULT, KEYWORD})
+
+# How a leak report says the holder keeps the value.
+_ROLES: Final = {
+    CELL: "captured variable",
+    DEFAULT: "default of parameter",
+    KWDEFAULT: "default of parameter",
+    ATTR: "function attribute",
+    ARG: "partial argument",
+    KEYWORD: "partial argument",
+    SELF: "bound object",
+    LOCAL: "local variable of a suspended generator",
+}
+
+
+class Label:
+    """How one part of a holder is reached, and what it is called.
+
+    - `kind`: one of the kinds above; `key`: the name or index within it.
+    - `variable`: the name `static=` and messages use (free variables, parameter
+      names of defaults, function attributes, partial keywords), or `None`.
+    - `entries`: the `jax.tree_util` key entries of the part (`.captures['lr']`);
+      `str(label)` is their text.
+    - `role`: how a leak report describes the holding (`"captured variable"`), or
+      `None` for parts that hold no variable of the user's.
+
+    Labels are interned: `Label.of(kind, key)` returns one object per part name.
+    """
+
+    __slots__ = ("entries", "ident", "key", "kind", "role", "text", "variable")
+
+    def __init__(self, kind: str, key: str | int | None, name: str | None) -> None:
+        self.kind = kind
+        self.key = key
+        self.role = _ROLES.get(kind)
+        if name is None and kind in (CELL, KWDEFAULT, ATTR, KEYWORD, LOCAL):
+            name = key  # type: ignore[assignment]
+        self.variable: str | None = name
+        if kind in (CELL, DEFAULT, KWDEFAULT):
+            entries = (jtu.GetAttrKey("captures"), jtu.DictKey(name))
+        elif kind == ATTR:
+            entries = (jtu.GetAttrKey("__dict__"), jtu.DictKey(key))
+        elif kind == ARG:
+            entries = (jtu.GetAttrKey("args"), jtu.SequenceKey(key))  # type: ignore[arg-type]
+        elif kind == KEYWORD:
+            entries = (jtu.GetAttrKey("keywords"), jtu.DictKey(key))
+        elif kind == FIELD:
+            entries = (jtu.GetAttrKey(str(key)),)
+        elif kind == ITEM:
+            entries = (jtu.DictKey(key),)
+        elif kind == CACHED:
+            entries = (jtu.GetAttrKey(CACHED), jtu.DictKey(key))
+        elif kind == LOCAL:
+            entries = (jtu.GetAttrKey(LOCAL), jtu.GetAttrKey(str(key)))
+        else:
+            entries = (jtu.GetAttrKey(kind),)
+        self.entries: tuple[Any, ...] = entries
+        self.text = "".join(str(e) for e in entries)
+        # What the label is compared by, as a tuple (skeleton keys hold this).
+        self.ident = (kind, key, name)
+
+    @classmethod
+    def of(
+        cls, kind: str, key: str | int | None = None, name: str | None = None
+    ) -> Label:
+        """The label of a part (`name`: a default's parameter name)."""
+        label = _interned.get((kind, key, name))
+        if label is None:
+            # Emptied when full: labels compare by value, a new one is as good.
+            label = _interned.add((kind, key, name), cls(kind, key, name))
+        return label
+
+    def source(self, holder: str) -> str:
+        """Python source reading this part from the holder named `holder`."""
+        kind, key = self.kind, self.key
+        if kind == DEFAULT:
+            return f"{holder}.__defaults__[{key}]"
+        if kind == KWDEFAULT:
+            return f"{holder}.__kwdefaults__[{key!r}]"
+        if kind == ATTR:
+            return f"{holder}.__dict__[{key!r}]"
+        if kind == ARG:
+            return f"{holder}.args[{key}]"
+        if kind == KEYWORD:
+            return f"{holder}.keywords[{key!r}]"
+        if kind == FIELD:
+            return f"{holder}.{key}"
+        if kind == CELL:
+            raise ValueError("cells are read by the function that holds them")
+        return f"{holder}.{kind}"
+
+    def read(self, holder: Any) -> Any:
+        """This part of a live holder (for a cell's label, the holder is the
+        cell)."""
+        kind, key = self.kind, self.key
+        if kind == CELL:
+            return holder.cell_contents
+        if kind == DEFAULT:
+            return holder.__defaults__[key]
+        if kind == KWDEFAULT:
+            return holder.__kwdefaults__[key]
+        if kind == ATTR:
+            return holder.__dict__[key]
+        if kind == ARG:
+            return holder.args[key]
+        if kind == KEYWORD:
+            return holder.keywords[key]
+        return getattr(holder, str(key) if kind == FIELD else kind)
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (type(other) is Label and self.ident == other.ident)
+
+    def __hash__(self) -> int:
+        return hash(self.ident)
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __repr__(self) -> str:
+        return f"Label({self.text})"
+
+
+_interned: BoundedDict[tuple[str, Any, Any], Label] = BoundedDict(4096)
+
+
+def variable_str(label: Label) -> str:
+    name = label.variable
+    if name is not None:
+        return f"variable {name!r}"
+    return f"`{label.text}`"

@@ -1,0 +1,284 @@
+"""Holders of the standard library that are not plain objects: what each holds.
+
+NumPy object arrays, property-like descriptors, context variables, finalizers,
+weak containers, objects opened through their referents (`functools.cached_property`,
+`itertools` iterators), suspended generators and coroutines, and the entries of
+a `functools.lru_cache`. The capture and the leak scan read them through
+`STDLIB_HOLDERS` and the functions here, by `Label`."""
+
+from __future__ import annotations
+
+import contextvars
+import ctypes
+import functools
+import gc
+import sys
+import types
+import weakref
+from collections.abc import Callable, Iterator
+from typing import Any, Final, cast
+
+import numpy as np
+
+from .._base.atoms import HOLD_NOTHING
+from .labels import (
+    ARG,
+    CACHE_KEY,
+    CACHED,
+    FUNC,
+    KEYWORD,
+    LOCAL,
+    METHOD_FUNC,
+    WRAPPED,
+    Label,
+)
+
+__all__ = [
+    "LRU_WRAPPER",
+    "STDLIB_HOLDERS",
+    "SUSPENDED_FRAMES",
+    "array_items",
+    "cache_parts",
+    "opened_by_referents",
+    "referent_parts",
+    "suspended_locals",
+    "suspended_parts",
+]
+
+
+def array_items(
+    a: np.ndarray[Any, Any], limit: int | None = None
+) -> Iterator[tuple[Any, Any]]:
+    """The elements of a NumPy object array that may hold something (not `None`,
+    numbers or strings), labelled by index (`[3]`, `[(1, 0)]`, spelled only
+    when a path is reported), at most `limit` of them; nothing for an array of
+    numbers."""
+    if not a.dtype.hasobject or limit == 0:
+        return
+    shape = a.shape
+    flat = len(shape) == 1
+    atoms = HOLD_NOTHING
+    found = 0
+    for i, value in enumerate(a.tolist() if flat else a.ravel().tolist()):
+        if type(value) in atoms:  # pyright: ignore[reportUnknownArgumentType]
+            continue
+        yield (_ITEM_FORMAT, i if flat else _NdIndex(i, shape)), value
+        found += 1
+        if found == limit:
+            return
+
+
+_ITEM_FORMAT: Final = "[{!r}]"
+
+
+class _NdIndex:
+    """An element's index in an array of several dimensions, from its flat index
+    (`(1, 0)`), computed when printed."""
+
+    __slots__ = ("flat", "shape")
+
+    def __init__(self, flat: int, shape: tuple[int, ...]) -> None:
+        self.flat = flat
+        self.shape = shape
+
+    def __repr__(self) -> str:
+        return repr(tuple(map(int, np.unravel_index(self.flat, self.shape))))
+
+
+_VALUE: Final = "<value>"  # a `ContextVar`'s value in the current context
+_KEY_FORMAT: Final = "[{!r}]"
+_MEMBER_FORMAT: Final = "{{…}}"
+
+
+def _descriptor_parts(d: Any) -> Iterator[tuple[Any, Any]]:
+    """The functions a method descriptor or property holds."""
+    for attr in _DESCRIPTOR_FUNCTIONS[type(d)]:
+        fn = getattr(d, attr, None)
+        if fn is not None:
+            yield Label.of(attr), fn
+
+
+_DESCRIPTOR_FUNCTIONS: Final[dict[type, tuple[str, ...]]] = {
+    staticmethod: (METHOD_FUNC,),
+    classmethod: (METHOD_FUNC,),
+    property: ("fget", "fset", "fdel"),
+    functools.cached_property: ("func",),
+    functools.partialmethod: ("func", "args", "keywords"),
+}
+
+
+def _context_parts(ctx: contextvars.Context) -> Iterator[tuple[Any, Any]]:
+    """A `contextvars.Context`'s values, by variable name."""
+    for var, value in list(ctx.items()):
+        yield (_KEY_FORMAT, var.name), value
+
+
+def _context_var_parts(var: contextvars.ContextVar[Any]) -> Iterator[tuple[Any, Any]]:
+    """A `ContextVar`'s value in the current context (its default otherwise)."""
+    try:
+        value = var.get()
+    except LookupError:  # neither set nor given a default
+        return
+    yield Label.of(_VALUE), value
+
+
+def _finalize_parts(f: weakref.finalize[Any, Any]) -> Iterator[tuple[Any, Any]]:
+    """What a live `weakref.finalize` will call, and with what (kept strongly
+    in `weakref.finalize`'s registry until it runs)."""
+    info = f.peek()
+    if info is None:
+        return
+    _, func, args, kwargs = info
+    yield Label.of(FUNC), func
+    for i, value in enumerate(args):
+        yield Label.of(ARG, i), value
+    for name, value in kwargs.items():
+        yield Label.of(KEYWORD, name), value
+
+
+def _weak_value_parts(
+    d: weakref.WeakValueDictionary[Any, Any],
+) -> Iterator[tuple[Any, Any]]:
+    for key, value in list(d.items()):
+        yield (_KEY_FORMAT, key), value
+
+
+def _weak_set_parts(s: weakref.WeakSet[Any]) -> Iterator[tuple[Any, Any]]:
+    for value in list(s):
+        yield (_MEMBER_FORMAT, None), value
+
+
+# Modules whose C types hold references no attribute shows (iterators, `map`,
+# `zip`, `itertools` objects, `operator.itemgetter`, dict views): opened by
+# what the garbage collector says they hold.
+_OPENED_BY_REFERENTS: Final = frozenset(
+    {"builtins", "itertools", "operator", "_operator", "collections", "_collections"}
+)
+_REFERENT: Final = ".<referent {}>"
+
+
+def opened_by_referents(cls: type) -> bool:
+    """Whether instances of `cls` are opened by `referent_parts`: a C type of
+    the builtins, `itertools` or `operator` (not an exception: its traceback
+    holds frames, no data of the user's)."""
+    module = getattr(cls, "__module__", None)
+    return (
+        module in _OPENED_BY_REFERENTS
+        and "__dict__" not in dir(cls)
+        and not issubclass(cls, BaseException | type)
+    )
+
+
+def referent_parts(obj: Any) -> Iterator[tuple[Any, Any]]:
+    """What a C object holds, as the garbage collector sees it, by position."""
+    for i, value in enumerate(gc.get_referents(obj)):
+        if type(value) not in HOLD_NOTHING:
+            yield (_REFERENT, i), value
+
+
+# Standard-library holders whose contents no attribute or `__dict__` shows: the
+# leak scan and the hidden-tracer check open each through its own reader.
+STDLIB_HOLDERS: Final[dict[type, Callable[[Any], Iterator[tuple[Any, Any]]]]] = {
+    **dict.fromkeys(_DESCRIPTOR_FUNCTIONS, _descriptor_parts),
+    contextvars.Context: _context_parts,
+    contextvars.ContextVar: _context_var_parts,
+    weakref.finalize: _finalize_parts,
+    weakref.WeakValueDictionary: _weak_value_parts,
+    weakref.WeakSet: _weak_set_parts,
+}
+
+
+# Holders that refer to their contents weakly: what they reach is alive only
+# while something else holds it, or until the garbage collector frees a cycle.
+WEAK_HOLDERS: Final = (
+    weakref.ReferenceType,
+    weakref.WeakValueDictionary,
+    weakref.WeakSet,
+)
+
+
+def suspended_parts(x: Any) -> Iterator[tuple[Label, Any]]:
+    """A suspended generator's or coroutine's local variables."""
+    for name, value in suspended_locals(x):
+        yield Label.of(LOCAL, name), value
+
+
+LRU_WRAPPER: Final[type] = type(functools.lru_cache(lambda: None))  # pyright: ignore[reportUnknownArgumentType]
+_UNREAD: Final = object()
+# CPython's `lru_list_elem` (Modules/_functoolsmodule.c, 3.8 to 3.13): after the
+# object header, `prev`, `next`, `hash`, `key`, `result`; no Python attribute
+# reads them. Read only where the layout is checked: the `key` slot must hold
+# the very key the cache's dict maps to this element.
+_WORD: Final = ctypes.sizeof(ctypes.c_void_p)
+_LRU_KEY: Final = object.__basicsize__ + 3 * _WORD
+_LRU_READABLE: Final = getattr(sys, "_is_gil_enabled", lambda: True)() and (
+    object.__basicsize__ == 2 * _WORD
+)
+
+
+def _lru_result(elem: Any, key: Any) -> Any:
+    """The result a bounded `lru_cache` keeps in `elem` for `key`, if readable."""
+    if not _LRU_READABLE:
+        return _UNREAD
+    base = id(elem)
+    if ctypes.c_void_p.from_address(base + _LRU_KEY).value != id(key):
+        return _UNREAD
+    return ctypes.cast(base + _LRU_KEY + _WORD, ctypes.POINTER(ctypes.py_object))[0]
+
+
+def cache_parts(fn: Any) -> list[tuple[Any, Any]]:
+    """A `functools.lru_cache` function's parts: what it wraps, each result it
+    keeps (labelled by its key) and each key (a list: the cache may change
+    while a caller walks it)."""
+    parts: list[tuple[Any, Any]] = [(Label.of(WRAPPED), fn.__wrapped__)]
+    attrs = getattr(fn, "__dict__", None)
+    keys = Label.of(CACHE_KEY)
+    atoms = HOLD_NOTHING
+    for ref in gc.get_referents(fn):
+        if type(ref) is not dict or ref is attrs:
+            continue
+        for key, value in list(cast(dict[Any, Any], ref).items()):
+            if type(value).__name__ == "_lru_list_elem":  # a bounded cache
+                value = _lru_result(value, key)
+                if value is _UNREAD:
+                    continue
+            # Labels spelled only when a path is reported (a cache may hold
+            # millions of entries); numbers, strings and `None` hold nothing.
+            if type(value) not in atoms:
+                parts.append(((_CACHED_FORMAT, key), value))
+            if type(key) not in atoms:
+                parts.append((keys, key))
+    return parts
+
+
+_CACHED_FORMAT: Final = f".{CACHED}[{{!r}}]"
+
+
+# The frame attribute of each kind of suspended function.
+SUSPENDED_FRAMES: Final[dict[type, str]] = {
+    types.GeneratorType: "gi_frame",
+    types.CoroutineType: "cr_frame",
+    types.AsyncGeneratorType: "ag_frame",
+}
+
+
+def suspended_locals(x: Any) -> list[tuple[str, Any]]:
+    """The local variables of a suspended generator or coroutine (none once it
+    has finished)."""
+    frame = getattr(x, SUSPENDED_FRAMES[type(x)], None)
+    if frame is None:
+        return []
+    snapshot = frame.f_locals
+    items = list(snapshot.items())
+    if sys.version_info < (3, 13) and sys.getrefcount(snapshot) <= _ONLY_THE_FRAME:
+        # Before 3.13 the snapshot stays on the frame and would keep values the
+        # generator later drops alive: emptied, when the frame alone holds it
+        # (the next reader rebuilds it). One the generator holds itself (`ns =
+        # locals()` is that very dict) is its own data, and left as it is.
+        snapshot.clear()
+    return items
+
+
+# A frame's `f_locals` snapshot held by the frame alone: the frame, the local
+# name, `getrefcount`'s argument.
+_ONLY_THE_FRAME: Final = 3

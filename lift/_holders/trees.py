@@ -1,0 +1,424 @@
+"""`jax.tree_util`, typed once for the type checker, and what lift flattens with.
+
+JAX's own annotations of these leave parts unknown (`PyTreeDef` is a runtime
+alias of a C++ class); strict type checking of `lift/` needs them precise.
+`is_function_like` is the `is_leaf` of every capture (functions become nodes of
+their own); `is_cyclic` guards JAX's recursive flattening.
+"""
+
+from __future__ import annotations
+
+import collections
+import collections.abc
+import functools
+import types
+import weakref
+from collections.abc import Callable, Iterable
+from typing import Any, Final, TypeAlias, cast
+
+import jax.tree_util as _jtu
+
+from .. import _compat
+from .._base.atoms import SCALARS
+from . import trees as jtu
+
+__all__ = [
+    "DictKey",
+    "GetAttrKey",
+    "HOLDERS",
+    "ITERATORS",
+    "MAX_CONTAINER_DEPTH",
+    "SequenceKey",
+    "TreeDef",
+    "flatten_checked",
+    "from_node",
+    "irregular",
+    "is_cyclic",
+    "is_function_like",
+    "keystr",
+    "one_level",
+    "ordered",
+    "read_as_tuple",
+    "register_pytree_with_keys",
+    "registry_flatten",
+    "tree_flatten",
+    "tree_flatten_with_path",
+    "tree_leaves",
+    "tree_map",
+    "tree_structure",
+    "treedef_is_leaf",
+    "treedef_paths",
+]
+
+TreeDef: TypeAlias = Any
+
+tree_flatten = cast("Callable[..., tuple[list[Any], TreeDef]]", _jtu.tree_flatten)  # pyright: ignore[reportUnknownMemberType]
+tree_flatten_with_path = cast(
+    "Callable[..., tuple[list[tuple[tuple[Any, ...], Any]], TreeDef]]",
+    _jtu.tree_flatten_with_path,  # pyright: ignore[reportUnknownMemberType]
+)
+tree_leaves = cast("Callable[..., list[Any]]", _jtu.tree_leaves)  # pyright: ignore[reportUnknownMemberType]
+tree_map = cast("Callable[..., Any]", _jtu.tree_map)  # pyright: ignore[reportUnknownMemberType]
+tree_structure = cast("Callable[..., TreeDef]", _jtu.tree_structure)  # pyright: ignore[reportUnknownMemberType]
+treedef_is_leaf = cast("Callable[[TreeDef], bool]", _jtu.treedef_is_leaf)  # pyright: ignore[reportUnknownMemberType]
+keystr = cast("Callable[..., str]", _jtu.keystr)  # pyright: ignore[reportUnknownMemberType]
+register_pytree_with_keys = cast("Callable[..., None]", _jtu.register_pytree_with_keys)  # pyright: ignore[reportUnknownMemberType]
+GetAttrKey = cast("Callable[[str], Any]", _jtu.GetAttrKey)
+DictKey = cast("Callable[[Any], Any]", _jtu.DictKey)
+SequenceKey = cast("Callable[[int], Any]", _jtu.SequenceKey)
+
+
+registry_flatten = cast(
+    "Callable[..., tuple[list[Any], TreeDef]]",
+    _jtu.default_registry.flatten,  # pyright: ignore[reportUnknownMemberType]
+)
+
+
+def one_level(x: Any) -> Callable[[Any], bool]:
+    """`is_leaf` that flattens `x` one level: `x` itself is flattened, once;
+    everything under it is a leaf, `x` again too (a node that holds itself:
+    `y is not x` alone recurses without end there, in C++, which is a
+    `RecursionError` on Python 3.11 and 3.12 and a broken interpreter on 3.13)."""
+    first = True
+
+    def is_leaf(y: Any) -> bool:
+        nonlocal first
+        if first and y is x:
+            first = False
+            return False
+        return True
+
+    return is_leaf
+
+
+def unflatten(treedef: TreeDef, leaves: Iterable[Any]) -> Any:
+    """`treedef.unflatten(leaves)`."""
+    return treedef.unflatten(leaves)
+
+
+# Weak: a `functools.partial` subclass may be made at run time and dropped.
+_partial_is_leaf: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDictionary(
+    {functools.partial: True}
+)
+
+
+# Other callables walked as nodes of a closure graph (`lift.jit` functions),
+# by type: see `lift._holders.closure.register_holder`.
+HOLDERS: dict[type, Any] = {}
+
+
+def is_function_like(x: Any) -> bool:
+    """A function, bound method, `functools.partial` that is not a pytree, or a
+    registered holder (a `lift.jit` function)."""
+    t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
+    if t is types.FunctionType or t is types.MethodType or t in HOLDERS:
+        return True
+    # By the real type: `isinstance` would believe a `__class__` that lies (a mock).
+    if issubclass(t, functools.partial):
+        leaf = _partial_is_leaf.get(t)  # pyright: ignore[reportUnknownArgumentType]
+        if leaf is None:
+            # `jax.tree_util.Partial` and other registered subclasses are pytrees.
+            leaf = _partial_is_leaf[t] = treedef_is_leaf(tree_structure(x))
+        return leaf
+    return False
+
+
+# Stateful iterables: static by identity (flattening one would warn, and
+# iterating it would consume it).
+ITERATORS: Final = (
+    collections.abc.Iterator,
+    collections.abc.AsyncIterator,
+    collections.abc.Coroutine,
+)
+
+MAX_CONTAINER_DEPTH: Final = 400
+_CONTAINERS: Final = (list, tuple, dict)
+
+
+def is_cyclic(value: Any) -> bool:
+    """Whether lists, tuples and dicts nested in `value` contain themselves or nest
+    deeper than `MAX_CONTAINER_DEPTH`.
+
+    JAX's C++ flattening recurses: on a cyclic value it never returns, and deep
+    values exhaust the interpreter's recursion budget (jax 0.10.2 then leaves a
+    `SystemError` behind). So the value is checked first, iteratively.
+    """
+    t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
+    if not issubclass(t, _CONTAINERS):
+        return False
+    # The common case, a flat container (a tuple of functions), costs one pass.
+    for child in value.values() if issubclass(t, dict) else value:
+        if issubclass(type(child), _CONTAINERS):  # pyright: ignore[reportUnknownArgumentType]
+            break
+    else:
+        return False
+    on_path: set[int] = set()
+    done: set[int] = set()
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        x, depth = stack.pop()
+        key = id(x)
+        if depth < 0:  # leaving `x`
+            on_path.discard(key)
+            done.add(key)
+            continue
+        if key in on_path or depth > MAX_CONTAINER_DEPTH:
+            return True
+        if key in done:
+            continue
+        on_path.add(key)
+        stack.append((x, -1))
+        children = x.values() if isinstance(x, dict) else x  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+        for child in children:  # pyright: ignore[reportUnknownVariableType]
+            if isinstance(child, (list, tuple, dict)):
+                stack.append((cast(Any, child), depth + 1))
+    return False
+
+
+# Dict types JAX flattens in sorted key order (`OrderedDict` keeps its own).
+_SORTED_DICTS: Final = (dict, collections.defaultdict)
+
+
+def _loose_dict(d: dict[Any, Any]) -> bool:
+    """Whether JAX's flattening of `d` loses its order or compares its keys by
+    `==` alone: keys that are not all strings, or (for the dict types JAX sorts)
+    not in sorted order."""
+    keys = list(d)
+    if not all(type(k) is str for k in keys):
+        return True
+    return type(d) in _SORTED_DICTS and keys != sorted(keys)
+
+
+def irregular(value: Any) -> bool:
+    """`is_cyclic(value)`, or a dict inside `value`'s lists, tuples and dicts whose
+    order or keys JAX's flattening would not keep (`_loose_dict`). Such values
+    are captured with their order and keys recorded (`ordered`)."""
+    t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
+    if t is tuple or t is list or issubclass(t, (tuple, list)):
+        # The common case, a flat tuple (of functions), costs one pass.
+        for child in value:
+            if isinstance(child, _CONTAINERS):
+                break
+        else:
+            return False
+    elif not issubclass(t, _CONTAINERS):
+        return False
+    if is_cyclic(value):
+        return True
+    stack: list[Any] = [value]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, dict):
+            if _loose_dict(cast("dict[Any, Any]", x)):
+                return True
+            stack.extend(_nested(x.values()))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+        else:
+            stack.extend(_nested(x))
+    return False
+
+
+def _nested(values: Iterable[Any]) -> list[Any]:
+    return [v for v in values if isinstance(v, _CONTAINERS)]
+
+
+def ordered(
+    value: Any, treedef: TreeDef, key: Callable[[Any], Any]
+) -> tuple[TreeDef, tuple[int, ...], tuple[Any, ...]]:
+    """For a value that `irregular` flags (and is not cyclic): a treedef that
+    rebuilds every dict in `value`'s lists, tuples and dicts in its insertion
+    order, the permutation from `treedef`'s leaf order to its own, and every such
+    dict's keys as `key(k)` (by type and value)."""
+    counter = iter(range(treedef.num_leaves))
+    keys: list[Any] = []
+
+    def walk(x: Any, td: TreeDef) -> tuple[TreeDef, list[int]]:
+        # Depth is bounded: `irregular` refused values nested deeper than
+        # MAX_CONTAINER_DEPTH.
+        node = td.node_data()
+        t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
+        if node is None or not issubclass(t, _CONTAINERS) or node[0] is not t:
+            return td, [next(counter) for _ in range(td.num_leaves)]
+        children = td.children()
+        if isinstance(x, dict):
+            # dict: (dict, sorted keys); defaultdict: (defaultdict, (factory,
+            # sorted keys)); OrderedDict: (OrderedDict, keys in order).
+            aux = node[1]
+            canonical = list(aux[1] if t is collections.defaultdict else aux)
+            mapping = cast("dict[Any, Any]", x)
+            done = [
+                walk(mapping[k], c) for k, c in zip(canonical, children, strict=True)
+            ]
+            order: list[Any] = list(mapping)
+            keys.extend(key(k) for k in order)
+            where = {id(k): i for i, k in enumerate(canonical)}
+            picked = [
+                done[where[id(k)]] if id(k) in where else done[canonical.index(k)]
+                for k in order
+            ]
+            aux = (aux[0], order) if t is collections.defaultdict else order
+            new = _from_node(td, (t, aux), [p[0] for p in picked])
+            return new, [i for p in picked for i in p[1]]
+        done = [walk(v, c) for v, c in zip(_items(x), children, strict=True)]
+        return _from_node(td, node, [p[0] for p in done]), [
+            i for p in done for i in p[1]
+        ]
+
+    new, perm = walk(value, treedef)
+    return new, tuple(perm), tuple(keys)
+
+
+def _items(x: Any) -> list[Any]:
+    return list(x.values()) if isinstance(x, dict) else list(x)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+
+
+def _from_node(td: TreeDef, node: Any, children: list[TreeDef]) -> TreeDef:
+    registry: Any = _jtu.default_registry  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    return _jtu.PyTreeDef.from_node_data_and_children(  # pyright: ignore
+        registry, node, children
+    )
+
+
+# A treedef from one node's data and its children's treedefs.
+from_node: Final = _from_node
+
+
+_NODE_TYPES: Final = frozenset(
+    {list, tuple, dict, collections.OrderedDict, collections.defaultdict}
+)
+# Types never pytree nodes (the scalars, and functions: leaves to JAX): nothing
+# below them to cycle through.
+_ATOMS: Final = SCALARS | {types.FunctionType}
+# How often one node may be met in one flatten before it is taken for a cycle. A
+# cycle through a registered pytree node (which `is_cyclic` cannot follow) meets
+# each of its nodes once per turn; JAX's recursion would otherwise run out of
+# interpreter stack and leave the interpreter broken (jax 0.10.2).
+_MAX_VISITS: Final = 64
+
+
+# Every type registered with `jax.tree_util`.
+_CUSTOM_NODES: Final = _compat.CUSTOM_NODES
+
+
+_tuple_iter: Final = cast("Callable[[Any], Iterable[Any]]", tuple.__iter__)  # pyright: ignore[reportUnknownMemberType]
+
+
+def _is_namedtuple(t: type[Any]) -> bool:
+    return issubclass(t, tuple) and hasattr(cast(Any, t), "_fields")
+
+
+def read_as_tuple(t: type[Any]) -> bool:
+    """Whether JAX's flattening reads a value of type `t` by `tuple`'s own
+    iteration (or a list's): tuples, lists, and NamedTuples not registered as
+    nodes of their own (which flatten as they like)."""
+    return t is tuple or t is list or (_is_namedtuple(t) and t not in _CUSTOM_NODES)
+
+
+def _check_keys(value: Any) -> None:
+    """A `ValueError` for a dict in `value` (through lists, tuples, dicts and
+    registered nodes) whose keys JAX's flattening cannot sort, raised before it
+    runs: an exception raised inside its recursion leaves the interpreter's
+    recursion depth counted up by the frames it unwinds (jax 0.10.2), until
+    later calls fail. Each object is looked into once (cycles end)."""
+    stack = [value]
+    seen: set[int] = set()
+    while stack:
+        x = stack.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        # By the real type: `isinstance` reads `__class__`, which a hostile
+        # object may make raise.
+        t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
+        if issubclass(t, dict):
+            mapping = cast("dict[Any, Any]", x)
+            if t is not collections.OrderedDict:
+                try:
+                    sorted(mapping)
+                except Exception as err:
+                    raise ValueError(
+                        f"dict keys {list(mapping)!r:.80} cannot be sorted ({err})"
+                    ) from None
+            stack.extend(mapping.values())
+        elif issubclass(t, (list, tuple)) and t not in _CUSTOM_NODES:
+            stack.extend(cast("list[Any]", x))
+        elif t in _CUSTOM_NODES:
+            stack.extend(_children_of(x))
+
+
+def _children_of(x: Any) -> list[Any]:
+    """A registered node's children, one level down (its own flatten)."""
+    first = [True]
+
+    def is_leaf(_: Any) -> bool:
+        if first[0]:
+            first[0] = False
+            return False
+        return True
+
+    return tree_flatten(x, is_leaf=is_leaf)[0]
+
+
+def flatten_checked(
+    value: Any, is_leaf: Callable[[Any], bool]
+) -> tuple[list[Any], TreeDef] | None:
+    """`tree_flatten(value, is_leaf=is_leaf)`, or `None` for a value JAX's
+    flattening cannot take (one that contains itself or nests too deeply)."""
+    t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
+    if t in _ATOMS:
+        return tree_flatten(value, is_leaf=is_leaf)
+    if read_as_tuple(t):
+        # The common case (an optimizer's `init` and `update`): items that are
+        # leaves for `is_leaf` or atoms, so nothing below them to cycle through
+        # (a NamedTuple registered as a node of its own flattens as it likes:
+        # guarded below).
+        # By `tuple`'s own iteration, as JAX reads a NamedTuple's items.
+        items: Iterable[Any] = value if t is list else _tuple_iter(value)
+        for child in items:
+            if type(child) not in _ATOMS and not is_leaf(child):
+                break
+        else:
+            return tree_flatten(value, is_leaf=is_leaf)
+    if is_cyclic(value):
+        return None
+    _check_keys(value)
+    visits: dict[int, int] = {}
+    cut: list[bool] = []
+
+    def guarded(x: Any) -> bool:
+        if is_leaf(x):
+            return True
+        t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
+        # Only a pytree node can close a cycle: a leaf met many times (one
+        # array in a list a hundred times) is sharing, not a cycle.
+        if t in _NODE_TYPES or t in _CUSTOM_NODES or _is_namedtuple(t):
+            n = visits.get(id(x), 0) + 1
+            if n > _MAX_VISITS:
+                # Cut here, as a leaf, rather than raise: an exception raised
+                # inside JAX's recursive flattening leaves the interpreter's
+                # recursion depth counted up by the frames it unwinds (jax
+                # 0.10.2), until a later call fails with `RecursionError`.
+                cut.append(True)
+                return True
+            visits[id(x)] = n
+        return False
+
+    try:
+        flat = tree_flatten(value, is_leaf=guarded)
+    except RecursionError:
+        return None
+    return None if cut else flat
+
+
+@functools.lru_cache(maxsize=4096)
+def treedef_paths(treedef: jtu.TreeDef) -> tuple[tuple[Any, ...], ...]:
+    dummy = treedef.unflatten([_Marker()] * treedef.num_leaves)
+    pairs, _ = jtu.tree_flatten_with_path(dummy, is_leaf=_is_marker)
+    return tuple(tuple(p) for p, _ in pairs)
+
+
+def _is_marker(x: object) -> bool:
+    return isinstance(x, _Marker)
+
+
+class _Marker:
+    __slots__ = ()

@@ -1,0 +1,204 @@
+"""Ahead of time: `lift.jit`'s stages (`trace`, `lower`, `compile`) for the
+function's own arguments.
+
+Subclasses of JAX's public stage classes, so that a `lift.jit` function is the
+`jax.stages.Wrapped` that `jax.export.export` asks for, to type checkers too.
+They delegate every public member to JAX's object of the trampoline, so none of
+the base classes' private state is used or set; the bound arguments in front
+(the `Lifted`, and a method's instance) are left out of what they show."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+
+from .._compat import is_signature_mismatch
+
+__all__ = ["Compiled", "Lowered", "Traced"]
+
+
+def _own(tree: Any, bound: tuple[Any, ...]) -> Any:
+    """An `(args, kwargs)` pytree of the trampoline's, without the bound arguments
+    in front (the `Lifted`, and a method's instance)."""
+    args, kwargs = tree
+    return tuple(args[len(bound) :]), kwargs
+
+
+class Traced(jax.stages.Traced):
+    """What `lift.jit(fn).trace(...)` returns: a `jax.stages.Traced` for `fn`'s
+    own arguments.
+
+    `jaxpr` is `fn`'s, its captures constants as under `jax.jit` (traced again on
+    first use); `lower()` lowers the shared program, whose first inputs are the
+    captures, bound to the values they had when traced.
+    """
+
+    __slots__ = ("_bake", "_baked", "_bound", "_inner")
+
+    def __init__(
+        self, inner: Any, bound: tuple[Any, ...], bake: Callable[[], Any]
+    ) -> None:
+        self._inner = inner
+        self._bound = bound
+        self._bake = bake
+        self._baked: Any = None
+        self.out_tree = out_tree(inner)
+
+    def _alone(self) -> Any:
+        if self._baked is None:
+            self._baked = self._bake()
+        return self._baked
+
+    @property
+    def args_info(self) -> Any:  # pyright: ignore[reportIncompatibleVariableOverride]
+        """The arguments (`(args, kwargs)`, static ones left out), as `ArgInfo`s."""
+        return _own(self._inner.args_info, self._bound)
+
+    @property
+    def fun_name(self) -> str:  # pyright: ignore[reportIncompatibleVariableOverride]
+        return self._inner.fun_name
+
+    @property
+    def jaxpr(self) -> Any:  # pyright: ignore[reportIncompatibleVariableOverride]
+        """The closed jaxpr of the function: its inputs are the arguments, and its
+        captures are constants."""
+        return self._alone().jaxpr
+
+    @property
+    def lojax(self) -> Any:
+        return self._alone().lojax
+
+    @property
+    def out_info(self) -> Any:  # pyright: ignore[reportIncompatibleVariableOverride]
+        return self._inner.out_info
+
+    @property
+    def out_avals(self) -> Any:
+        return self._inner.out_avals
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._alone()(*args, **kwargs)
+
+    def lower(
+        self,
+        *,
+        lowering_platforms: tuple[str, ...] | None = None,
+        _private_parameters: Any = None,
+    ) -> Any:
+        """Lower to compiler input, as `jax.stages.Traced.lower` does."""
+        if getattr(_private_parameters, "for_export", False):
+            # `jax.export.export` (jax 0.10.2) lowers what `.trace` returned, and
+            # exports a function of its arguments alone: the captures are baked.
+            return self._alone().lower(
+                lowering_platforms=lowering_platforms,
+                _private_parameters=_private_parameters,
+            )
+        inner = self._inner.lower(
+            lowering_platforms=lowering_platforms,
+            _private_parameters=_private_parameters,
+        )
+        return Lowered(inner, self._bound)
+
+
+class _Bound:
+    """What `Lowered` and `Compiled` share: JAX's stage object for the shared
+    program (`_inner`) and the arguments bound in front of `fn`'s own (`_bound`),
+    described as `fn`'s own."""
+
+    __slots__ = ()
+    _inner: Any
+    _bound: tuple[Any, ...]
+
+    def __init__(self, inner: Any, bound: tuple[Any, ...]) -> None:
+        self._inner = inner
+        self._bound = bound
+        self.args_info = _own(inner.args_info, bound)
+        self.out_tree = out_tree(inner)
+
+    @property
+    def in_avals(self) -> Any:
+        return _own(self._inner.in_avals, self._bound)
+
+    @property
+    def out_info(self) -> Any:
+        return self._inner.out_info
+
+    def cost_analysis(self) -> Any:
+        return self._inner.cost_analysis()
+
+
+class Lowered(_Bound, jax.stages.Lowered):
+    """What `lift.jit(fn).lower(...)` returns: a `jax.stages.Lowered` for `fn`'s
+    own arguments. Its text is the shared program's, whose first inputs are the
+    captures; `compile()` binds them to the values they had when lowered."""
+
+    __slots__ = ("_bound", "_inner")
+
+    def compile(
+        self, compiler_options: Any = None, *, device_assignment: Any = None
+    ) -> Compiled:
+        """Compile, as `jax.stages.Lowered.compile` does."""
+        inner = self._inner.compile(
+            compiler_options, device_assignment=device_assignment
+        )
+        return Compiled(inner, self._bound)
+
+    def as_text(self, dialect: str | None = None, *, debug_info: bool = False) -> str:
+        return self._inner.as_text(dialect, debug_info=debug_info)
+
+    def compiler_ir(self, dialect: str | None = None) -> Any:
+        return self._inner.compiler_ir(dialect)
+
+
+class Compiled(_Bound, jax.stages.Compiled):
+    """What `lift.jit(fn).lower(...).compile()` returns: a `jax.stages.Compiled`
+    called with `fn`'s own (dynamic) arguments, the captures bound."""
+
+    __slots__ = ("_bound", "_inner")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return self._inner(*self._bound, *args, **kwargs)
+        except TypeError as err:
+            given: Any = jax.tree_util.tree_structure((args, kwargs))  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+            expected: Any = self.in_tree  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+            if given == expected or not is_signature_mismatch(err):
+                raise
+            raise TypeError(
+                f"The function was compiled for arguments {expected} (static "
+                f"ones left out), but called with {given}."
+            ) from err
+
+    def as_text(self) -> str | None:
+        return self._inner.as_text()
+
+    def memory_analysis(self) -> Any:
+        return self._inner.memory_analysis()
+
+    def runtime_executable(self) -> Any:
+        return self._inner.runtime_executable()
+
+    @property
+    def input_shardings(self) -> Any:
+        return _own(self._inner.input_shardings, self._bound)
+
+    @property
+    def output_shardings(self) -> Any:
+        return self._inner.output_shardings
+
+    @property
+    def input_formats(self) -> Any:
+        return _own(self._inner.input_formats, self._bound)
+
+    @property
+    def output_formats(self) -> Any:
+        return self._inner.output_formats
+
+
+def out_tree(stage: Any) -> Any:
+    # jax 0.8.0's `Traced` keeps it as `out_tree` only (public from later
+    # versions, as on `Lowered` and `Compiled`).
+    out_tree = getattr(stage, "out_tree", None)
+    return out_tree if out_tree is not None else getattr(stage, "out_tree", None)

@@ -1,0 +1,595 @@
+"""A `lift.jit` function (`JitFunction`): its call, its cached call, its
+ahead-of-time stages, and how it is a pytree and a holder of the closure graph.
+
+A call reads what the function captures now (`lift._jit.watch`); while that is
+what the last lift read, it passes the lifted function's leaves to the shared
+program (`lift._jit.programs`) without lifting again.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import operator
+import types
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Final, Generic, Self, TypeVar, cast, overload
+
+import jax
+from typing_extensions import ParamSpec
+
+from .._base.errors import LiftError, describe, under_lift_jit
+from .._capture.lift import lift
+from .._capture.lifted import Lifted
+from .._capture.verify import STATE as _VERIFY
+from .._compat import DEFAULT_DEVICE, X64
+from .._holders.closure import Holder, register_holder
+from .._holders.labels import WRAPPED, Label
+from .aot import Lowered, Traced
+from .programs import (
+    MISSING,
+    Program,
+    explain_call_error,
+)
+from .watch import (
+    EMPTY,
+    NO_CELL,
+    NO_FN,
+    NO_STATE,
+    STALE,
+    Fast,
+    Snapshot,
+    Watch,
+    check_cached,
+    guess_changed,
+    holds_tracer,
+    is_,
+    record_of,
+    same_contents,
+    stale,
+    watched_targets,
+)
+
+__all__ = ["JitFunction"]
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+_contents: Final = operator.attrgetter("cell_contents")
+_code: Final = operator.attrgetter("__code__")
+_defaults: Final = operator.attrgetter("__defaults__")
+_kwdefaults: Final = operator.attrgetter("__kwdefaults__")
+_attrs: Final = operator.attrgetter("__dict__")
+# -- what a call reads -------------------------------------------------------------
+
+
+# How many times a lift is tried again when a capture it read was rebound
+# meanwhile, before the function is lifted afresh on each call instead.
+_ATTEMPTS: Final = 8
+
+
+# -- the public wrapper ----------------------------------------------------------
+
+
+def _scalars(lifted: Any) -> bool:
+    """Whether `lifted`'s leaves hold Python scalars, converted by the float
+    width and default device of the moment (any leaf, if it is no `Lifted`)."""
+    if not isinstance(lifted, Lifted):
+        return True
+    return any(type(leaf) in _SCALARS for leaf in lifted._leaves)  # pyright: ignore[reportPrivateUsage, reportUnknownMemberType, reportUnknownArgumentType, reportUnknownVariableType]
+
+
+_SCALARS: Final = frozenset({float, complex, int, bool})
+_ONE_DEVICE: Final = object()  # a process with one device: its default is fixed
+_devices: list[bool] = []
+
+
+def _one_device() -> bool:
+    """Whether the process has a single device (of the default backend, and no
+    other backend), so that `jax_default_device` cannot place a scalar elsewhere."""
+    if not _devices:
+        api = cast(Any, jax)
+        _devices.append(api.default_backend() == "cpu" and api.device_count() == 1)
+    return _devices[0]
+
+
+_X64: Final = X64
+_DEVICE: Final = DEFAULT_DEVICE
+
+
+class JitFunction(Generic[_P, _R]):
+    """A function compiled by [`lift.jit`][]: call it, `.lower(...)` or `.trace(...)`.
+
+    Bound as a method when stored on a class (`self` is then its first argument).
+    """
+
+    __slots__ = (
+        "__dict__",
+        "__weakref__",
+        "_calling",
+        "_fast",
+        "_fn",
+        "_jit_function",
+        "_lift_options",
+        "_min_nargs",
+        "_seen",
+        "program",
+    )
+
+    def __init__(
+        self,
+        fn: Callable[_P, _R],
+        program: Program,
+        lift_options: dict[str, Any],
+    ) -> None:
+        self._setup(fn, program, lift_options)
+        attrs = self.__dict__
+        for attr in ("__module__", "__name__", "__qualname__", "__doc__"):
+            value = getattr(fn, attr, MISSING)
+            if value is not MISSING:
+                attrs[attr] = value
+
+    def _setup(self, fn: Any, program: Program, lift_options: dict[str, Any]) -> None:
+        self._fn = fn
+        self.program = program
+        self._calling = program.calling
+        self._jit_function = program.jitted
+        self._min_nargs = program.min_nargs
+        self._lift_options = lift_options
+        self._seen = False  # called before
+        # What a call reads, the snapshot of the last lift included (`Fast`).
+        self._fast: Fast = STALE
+
+    @property
+    def __wrapped__(self) -> Callable[_P, _R]:
+        """The function as it was decorated."""
+        return self._fn
+
+    def _lifted(self) -> Any:
+        """The function as a pytree, lifted again if a capture was rebound."""
+        fast = self._state()
+        snapshot = fast.snapshot
+        return fast.first if snapshot is None else snapshot.lifted
+
+    def _state(self) -> Fast:
+        """A state whose snapshot is current (lifting again if a capture was
+        rebound), kept for the next calls; or, for a function that cannot be
+        kept, one without a snapshot, holding a fresh lift in `first`."""
+        fast = self._fast
+        snapshot = fast.snapshot
+        fn = self._fn
+        if snapshot is not None and snapshot.current():
+            if snapshot.verified:
+                if _VERIFY.on:
+                    lifted = snapshot.lifted
+                    check_cached(fn, self._lift, lifted, None, lifted)
+                return fast
+            # Made by a first call (`_slow`): kept if the lift read what it watches.
+            found = watched_targets(snapshot.lifted, fn)
+            if same_contents(found, snapshot.targets):
+                return self._keep(snapshot)
+            targets = found
+        else:
+            targets = snapshot.targets if snapshot is not None else guess_changed(fn)
+        lifted: Any = None
+        for _ in range(_ATTEMPTS):
+            # What the graph holds is read before the lift and checked after it:
+            # a capture rebound meanwhile (by another thread) may have been read
+            # either way, so the lift is tried again. Read after, it would be
+            # recorded as current next to a lift of the old value.
+            snapshot = Snapshot(targets)
+            lifted = self._lift()
+            if holds_tracer(lifted):
+                # A captured tracer lives as long as its trace: keeping it here
+                # would leak it, so such a function is lifted afresh on each call.
+                self._fast = STALE
+                return STALE._replace(first=lifted)
+            found = watched_targets(lifted, fn)
+            if same_contents(found, targets) and snapshot.current():
+                break
+            targets = found
+        else:
+            self._fast = STALE  # rebound faster than it lifts: keep nothing
+            return STALE._replace(first=lifted)
+        snapshot.lifted = lifted
+        return self._keep(snapshot)
+
+    def _lift(self) -> Any:
+        options = self._lift_options
+        try:
+            return lift(self._fn, **options) if options else lift(self._fn)
+        except LiftError as err:
+            better = under_lift_jit(err)
+            if better is err:
+                raise
+            try:
+                raise better from None
+            finally:
+                del better  # not kept by this frame (its traceback holds it)
+
+    def _keep(self, snapshot: Snapshot) -> Fast:
+        """Keep a snapshot known to be current, with the fast path that goes with
+        it, in one assignment; that state."""
+        snapshot.verified = True
+        lifted = snapshot.lifted
+        cells, contents = snapshot.cells, snapshot.contents
+        if any(c is EMPTY for c in contents):
+            # Reading an empty cell raises: `Snapshot.current` copes.
+            fast = self._fast = stale(snapshot, None)
+            return fast
+        if self._jit_function is None or self._min_nargs:
+            # With one sharding for every argument, or argument numbers counted
+            # from the end, the program depends on how many arguments there are:
+            # every call takes `_slow`, which checks the snapshot.
+            entry = (
+                None
+                if self._jit_function is None
+                else self._entry(lifted, self._min_nargs)
+            )
+            fast = self._fast = stale(snapshot, entry)
+            return fast
+        call, first, tree = self._entry(lifted, self._min_nargs)
+        # The width and device the scalars were converted under, if any.
+        context = snapshot.context if _scalars(lifted) else None
+        if context is not None and context[1] is None and _one_device():
+            # No default device to set but the one: only the width can change.
+            context = (context[0], _ONE_DEVICE)
+        one = [i for i, c in enumerate(cells) if type(c) is types.CellType]
+        watched = [c for c in cells if type(c) is Watch]
+        # What each function held when the snapshot was made (before the lift).
+        recorded = [record_of(w) for w in watched]
+        if (
+            len(one) <= 1
+            and len(watched) <= 1
+            and len(one) + len(watched) == len(cells)  # no partial
+            and not any(r.attrs for r in recorded)
+        ):
+            # One cell and one function without attributes: checked inline.
+            cell, content = (
+                (cells[one[0]], contents[one[0]]) if one else (NO_CELL, EMPTY)
+            )
+            fn, (code, defaults, kwdefaults, kwvalues, _) = (
+                (watched[0].fn, recorded[0]) if watched else (NO_FN, NO_STATE)
+            )
+            fast = Fast(
+                cell,
+                content,
+                fn,
+                code,
+                defaults,
+                kwdefaults,
+                kwvalues,
+                (),
+                (),
+                context,
+                call,
+                first,
+                tree,
+                snapshot,
+            )
+        else:
+            # Functions without attributes or keyword-only defaults are checked
+            # in C (`__call__`), not by their `Watch`'s property.
+            plain = [
+                (w, r)
+                for w, r in zip(watched, recorded, strict=True)
+                if not r.attrs and r.kwdefaults is None
+            ]
+            inline = {id(w) for w, _ in plain}
+            kept = [
+                (c, v)
+                for c, v in zip(cells, contents, strict=True)
+                if id(c) not in inline
+            ]
+            fast = Fast(
+                None,
+                None,
+                tuple(w.fn for w, _ in plain),
+                tuple(r.code for _, r in plain),
+                tuple(r.defaults for _, r in plain),
+                tuple(r.kwdefaults for _, r in plain),
+                None,
+                tuple(c for c, _ in kept),
+                tuple(v for _, v in kept),
+                context,
+                call,
+                first,
+                tree,
+                snapshot,
+            )
+        # Current when made: the snapshot was checked after the lift, and its
+        # `Watch`es and defaults read before it.
+        self._fast = fast
+        return fast
+
+    def _entry(self, lifted: Any, nargs: int) -> tuple[Any, Any, Any]:
+        """The program for a call with `nargs` positional arguments, what it takes
+        in front of them, and the treedef it rebuilds the function with: the
+        leaves of `lifted`, for the program that shares its treedef
+        (`Program.specialized`), or `lifted` itself (and `None`)."""
+        if self._jit_function is not None and nargs >= self._min_nargs:
+            leaves, treedef = cast(
+                "tuple[list[Any], Any]",
+                jax.tree_util.tree_flatten(lifted),  # pyright: ignore[reportUnknownMemberType]
+            )
+            specialized = self.program.specialized(treedef)
+            if specialized is not None:
+                return specialized, tuple(leaves), treedef
+        return self._jitted(nargs), lifted, None
+
+    def _slow(self, nargs: int) -> tuple[Any, Any, Any]:
+        """What `_entry` gives for a call with `nargs` positional arguments, when
+        the fast path's check fails: a capture rebound, a first call, or a call
+        the fast path does not serve (see `_keep`)."""
+        if not self._seen:
+            # A first call lifts without checking what the lift read: a closure
+            # made anew for one call (`make_step(lr)(w, g)`) never needs it. The
+            # next call checks it (`_state`), and keeps this lift if current.
+            self._seen = True
+            snapshot = Snapshot(guess_changed(self._fn))
+            lifted = self._lift()
+            if not holds_tracer(lifted):
+                snapshot.lifted = lifted
+                self._fast = stale(snapshot, None)
+            return self._entry(lifted, nargs)
+        fast = self._state()
+        if fast.snapshot is None:  # not kept: `first` is the lift
+            return self._entry(fast.first, nargs)
+        if fast.call is None or nargs < self._min_nargs:
+            return self._entry(fast.snapshot.lifted, nargs)
+        return fast.call, fast.first, fast.tree
+
+    def _jitted(self, nargs: int) -> Any:
+        jitted = self._jit_function
+        if jitted is None or nargs < self._min_nargs:
+            return self.program.for_nargs(nargs)
+        return jitted
+
+    def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        (
+            cell,
+            content,
+            fn,
+            code,
+            defaults,
+            kwdefaults,
+            kwvalues,
+            cells,
+            contents,
+            context,
+            call,
+            first,
+            tree,
+            snapshot,
+        ) = self._fast
+        try:
+            if cell is not None:
+                current = (
+                    cell.cell_contents is content
+                    and fn.__code__ is code
+                    and fn.__defaults__ is defaults
+                    and fn.__kwdefaults__ is kwdefaults
+                    and not fn.__dict__
+                    and (
+                        kwvalues is None
+                        or (
+                            len(kwdefaults) == len(kwvalues)
+                            and all(map(is_, kwdefaults.values(), kwvalues))
+                        )
+                    )
+                )
+            else:
+                current = (
+                    all(map(is_, map(_contents, cells), contents))
+                    and all(map(is_, map(_code, fn), code))
+                    and all(map(is_, map(_defaults, fn), defaults))
+                    and all(map(is_, map(_kwdefaults, fn), kwdefaults))
+                    and not any(map(len, map(_attrs, fn)))
+                )
+            if context is not None and current:
+                x64, device = context
+                current = _X64.value is x64 and (
+                    device is _ONE_DEVICE or _DEVICE.value is device
+                )
+        except ValueError:  # a cell emptied by `del`
+            current = False
+        if not current:
+            call, first, tree = self._slow(len(args))
+        elif _VERIFY.on:
+            kept = None if snapshot is None else snapshot.lifted
+            check_cached(self._fn, self._lift, first, tree, kept)
+        self._calling.treedef = tree
+        try:
+            return call(first, *args, **kwargs)
+        except (TypeError, ValueError) as err:
+            if isinstance(err, LiftError) and err.static_names is not None:
+                raise under_lift_jit(err) from None
+            better = explain_call_error(
+                self._fn, self.program.static_names, err, args, kwargs
+            )
+            if better is None:
+                raise
+            try:
+                raise better from err
+            finally:
+                del better  # not kept by this frame (its traceback holds it)
+
+    def lower(self, *args: _P.args, **kwargs: _P.kwargs) -> Lowered:
+        """Lower for the given arguments, as `jax.jit(fn).lower(...)` does.
+
+        The result describes `fn`'s own arguments, and its `compile()` is called
+        with them: the captures, parameters of the shared program, are bound to
+        the values they hold now.
+        """
+        return self._lower((), args, kwargs)
+
+    def trace(self, *args: _P.args, **kwargs: _P.kwargs) -> Traced:
+        """Trace for the given arguments, as `jax.jit(fn).trace(...)` does.
+
+        `jax.export.export(lift.jit(fn))` goes through here, and exports `fn` with
+        its captures as constants: the exported function takes `fn`'s arguments.
+        """
+        return self._trace((), args, kwargs)
+
+    def _lower(
+        self, bound: tuple[Any, ...], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Lowered:
+        call, first, self._calling.treedef = self._entry(
+            self._lifted(), len(bound) + len(args)
+        )
+        try:
+            inner = call.lower(first, *bound, *args, **kwargs)
+        except LiftError as err:
+            raise under_lift_jit(err) from None
+        return Lowered(inner, (first, *bound))
+
+    def _trace(
+        self, bound: tuple[Any, ...], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Traced:
+        lifted = self._lifted()
+        call, first, self._calling.treedef = self._entry(lifted, len(bound) + len(args))
+        try:
+            inner = call.trace(first, *bound, *args, **kwargs)
+        except LiftError as err:
+            raise under_lift_jit(err) from None
+        program = self.program
+
+        def alone() -> Any:
+            return program.bake(lifted, *bound).trace(*args, **kwargs)
+
+        return Traced(inner, (first, *bound), alone)
+
+    @overload
+    def __get__(self, instance: None, owner: type | None = None) -> Self: ...
+    @overload
+    def __get__(self, instance: object, owner: type | None = None) -> Any: ...
+    def __get__(self, instance: object, owner: type | None = None) -> Any:
+        if instance is None:
+            return self
+        return _BoundJitFunction(self, instance)
+
+    # Copies share the program (compiled code, one per code object anyway) and
+    # watch their function afresh.
+    def __copy__(self) -> Self:
+        new = object.__new__(type(self))
+        new._setup(self._fn, self.program, self._lift_options)
+        new.__dict__.update(self.__dict__)
+        return new
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Self:
+        new = object.__new__(type(self))
+        fn = copy.deepcopy(self._fn, memo)
+        new._setup(fn, self.program, copy.deepcopy(self._lift_options, memo))
+        new.__dict__.update(copy.deepcopy(self.__dict__, memo))
+        return new
+
+    def __repr__(self) -> str:
+        return f"<lift.jit {describe(self._fn)}>"
+
+    def __getattr__(self, name: str) -> Any:
+        # A `JitFunction` rebuilt from its leaves has the `Lifted` as `fn`, and
+        # reads the function's name and other attributes there.
+        if name.startswith("__") and name.endswith("__") and name not in _FN_ATTRS:
+            raise AttributeError(name)
+        return getattr(self._fn, name)
+
+
+_FN_ATTRS: Final = frozenset({"__name__", "__qualname__", "__annotations__"})
+
+
+# A `lift.jit` function is a pytree whose one child is the function lifted, and
+# whose aux data is the shared program: captured by another lifted function (a
+# step calling a jitted helper), its dynamic captures are leaves of that one.
+def _flatten(x: JitFunction[Any, Any]) -> tuple[tuple[Any], Program]:
+    return (x._lifted(),), x.program  # pyright: ignore[reportPrivateUsage]
+
+
+def _flatten_with_keys(
+    x: JitFunction[Any, Any],
+) -> tuple[tuple[tuple[Any, Any]], Program]:
+    (lifted,), program = _flatten(x)
+    return ((jax.tree_util.GetAttrKey("__wrapped__"), lifted),), program
+
+
+def _unflatten(program: Program, children: Iterable[Any]) -> JitFunction[Any, Any]:
+    # JAX may unflatten with placeholders for leaves: store, never inspect.
+    (lifted,) = children
+    self = cast("JitFunction[Any, Any]", object.__new__(JitFunction))
+    self._setup(lifted, program, {})  # pyright: ignore[reportPrivateUsage]
+    return self
+
+
+jax.tree_util.register_pytree_with_keys(  # pyright: ignore[reportUnknownMemberType]
+    JitFunction, _flatten_with_keys, _unflatten, _flatten
+)
+
+
+# Captured by a function, a `lift.jit` function is a node of the graph, like a
+# partial: its function's captures are watched with the rest, and a `lift.jit`
+# closure that calls itself is a cycle the graph closes.
+def _holder_static(x: JitFunction[Any, Any]) -> Any:
+    options = x._lift_options  # pyright: ignore[reportPrivateUsage]
+    return (x.program, tuple(sorted(options.items())) if options else ())
+
+
+def _holder_parts(x: JitFunction[Any, Any]) -> Iterator[tuple[Label, Any]]:
+    yield Label.of(WRAPPED), x._fn  # pyright: ignore[reportPrivateUsage]
+
+
+def _holder_rebuild(static: Any, values: list[Any]) -> JitFunction[Any, Any]:
+    program, options = static
+    return JitFunction(values[0], program, dict(options))
+
+
+register_holder(
+    Holder(JitFunction, "lift.jit", _holder_static, _holder_parts, _holder_rebuild)
+)
+
+
+class _BoundJitFunction:
+    # A `lift.jit` method bound to an instance, which is its first argument. (No
+    # docstring: `__doc__` is the method's.)
+
+    __slots__ = ("__func__", "__self__")
+
+    def __init__(self, func: JitFunction[..., Any], instance: object) -> None:
+        self.__func__ = func
+        self.__self__ = instance
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.__func__(self.__self__, *args, **kwargs)
+
+    # Ahead of time, the instance is bound as it is to the method: what these
+    # return take and describe the method's other arguments.
+    def lower(self, *args: Any, **kwargs: Any) -> Lowered:
+        return self.__func__._lower((self.__self__,), args, kwargs)  # pyright: ignore[reportPrivateUsage]
+
+    def trace(self, *args: Any, **kwargs: Any) -> Traced:
+        return self.__func__._trace((self.__self__,), args, kwargs)  # pyright: ignore[reportPrivateUsage]
+
+    @property
+    def __wrapped__(self) -> Any:
+        return types.MethodType(self.__func__.__wrapped__, self.__self__)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+
+    @property
+    def __signature__(self) -> inspect.Signature:
+        return inspect.signature(self.__wrapped__)
+
+    @property
+    def __doc__(self) -> str | None:  # pyright: ignore[reportIncompatibleVariableOverride]
+        return self.__func__.__doc__
+
+    @property
+    def __module__(self) -> str:  # pyright: ignore[reportIncompatibleVariableOverride]
+        return self.__func__.__module__
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.__func__, name)
+
+    def __repr__(self) -> str:
+        return (
+            f"<bound lift.jit {describe(self.__func__._fn)} of {self.__self__!r:.60}>"  # pyright: ignore[reportPrivateUsage]
+        )
+
+
+# -- the public function ------------------------------------------------------------

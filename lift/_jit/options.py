@@ -1,0 +1,156 @@
+"""`lift.jit`'s options: `jax.jit`'s, checked against the function's own
+signature and translated for the trampoline that takes the `Lifted` in front
+(argument numbers shifted, names resolved, negative numbers kept for calls of
+each arity)."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Final
+
+from .. import _compat
+from .._base.errors import LiftError, describe
+
+# `jax.jit` keywords that name positional parameters by number, and by name.
+ARGNUMS: Final = ("static_argnums", "donate_argnums")
+ARGNAMES: Final = ("static_argnames", "donate_argnames")
+POSITIONAL: Final = (
+    inspect.Parameter.POSITIONAL_ONLY,
+    inspect.Parameter.POSITIONAL_OR_KEYWORD,
+)
+KEYWORD: Final = (
+    inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    inspect.Parameter.KEYWORD_ONLY,
+)
+
+
+def as_tuple(value: Any, kind: type) -> tuple[Any, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, kind):
+        return (value,)
+    return tuple(value)
+
+
+def translate(
+    fn: Any, signature: inspect.Signature, options: dict[str, Any]
+) -> dict[str, Any]:
+    """`jax.jit` options for the trampoline, from options meant for `fn`.
+
+    Checked against `fn`'s own signature first, so that a mistake is reported in
+    terms of `fn`'s parameters rather than the trampoline's shifted ones.
+    """
+    params = list(signature.parameters.values())
+    positional = [p for p in params if p.kind in POSITIONAL]
+    star_args = any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params)
+    star_kwargs = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+    keywords = {p.name for p in params if p.kind in KEYWORD}
+    listed = ", ".join(p.name for p in positional) or "none"
+    kwargs = dict(options)
+    for option in ARGNUMS:
+        if option not in options:
+            continue
+        nums = as_tuple(options[option], int)
+        for n in nums:
+            if not isinstance(n, int):
+                raise LiftError(
+                    f"lift.jit({describe(fn)}) got {option}={nums!r}: {n!r} is not "
+                    "an int.",
+                    anchor="jit-options",
+                )
+            if not star_args and not -len(positional) <= n < len(positional):
+                raise LiftError(
+                    f"lift.jit({describe(fn)}) got {option}={nums!r}, but the function "
+                    f"has {len(positional)} positional parameters ({listed}), so "
+                    f"{n} names none of them.\nFix: number `{fn_name(fn)}`'s own "
+                    f"parameters from 0, or use {option.replace('nums', 'names')}=...",
+                    anchor="jit-options",
+                )
+        # The lifted function goes in front; negative numbers count from the end.
+        kwargs[option] = tuple(n + 1 if n >= 0 else n for n in nums)
+    for option in ARGNAMES:
+        if option not in options:
+            continue
+        names = as_tuple(options[option], str)
+        for name in names:
+            p = signature.parameters.get(name)
+            if p is not None and p.kind is inspect.Parameter.POSITIONAL_ONLY:
+                raise LiftError(
+                    f"lift.jit({describe(fn)}) got {option}={names!r}, but {name!r} "
+                    "is a positional-only parameter, which has no name at the call "
+                    f"site.\nFix: use {option.replace('names', 'nums')}="
+                    f"({params.index(p)},).",
+                    anchor="jit-options",
+                )
+            if name not in keywords and not star_kwargs:
+                raise LiftError(
+                    f"lift.jit({describe(fn)}) got {option}={names!r}, but "
+                    f"`{fn_name(fn)}` has no parameter {name!r} (its parameters: "
+                    f"{', '.join(signature.parameters) or 'none'}).\nFix: name one "
+                    "of its parameters.",
+                    anchor="jit-options",
+                )
+        kwargs[option] = names
+    if "donate_argnums" in options and "donate_argnames" not in options:
+        # What `jax.jit` infers from `fn`'s own signature (an argument donated by
+        # number is donated when passed by keyword too), not from the trampoline's.
+        kwargs["donate_argnames"] = _compat.inferred_argnames(
+            signature, as_tuple(options["donate_argnums"], int)
+        )
+    static = resolved(signature, options, "static")
+    donated = resolved(signature, options, "donate")
+    both = sorted(static & donated)
+    if both:
+        raise LiftError(
+            f"lift.jit({describe(fn)}) marks the parameter {both[0]!r} both static "
+            "and donated; a static argument is part of the program's key and has no "
+            "buffer to donate.\nFix: remove it from donate_argnums/donate_argnames.",
+            anchor="jit-options",
+        )
+    return kwargs
+
+
+def resolved(
+    signature: inspect.Signature, options: dict[str, Any], kind: str
+) -> set[str]:
+    """The parameter names that `{kind}_argnums` and `{kind}_argnames` designate."""
+    positional = [p.name for p in signature.parameters.values() if p.kind in POSITIONAL]
+    names = set(as_tuple(options.get(f"{kind}_argnames"), str))
+    for n in as_tuple(options.get(f"{kind}_argnums"), int):
+        if -len(positional) <= n < len(positional):
+            names.add(positional[n])
+    return names
+
+
+def shifted(options: dict[str, Any], k: int) -> dict[str, Any]:
+    """Options for the function with its first `k` positional arguments bound."""
+    if not k:
+        return options
+    options = dict(options)
+    for option in ARGNUMS:
+        if option in options:
+            nums = as_tuple(options[option], int)
+            options[option] = tuple(n - k for n in nums if n < 0 or n >= k)
+    in_shardings = options.get("in_shardings")
+    if isinstance(in_shardings, (tuple, list)):
+        options["in_shardings"] = tuple(in_shardings[k:])  # pyright: ignore[reportUnknownArgumentType]
+    return options
+
+
+def static_positions(
+    signature: inspect.Signature, kwargs: dict[str, Any]
+) -> tuple[int, ...]:
+    """The trampoline's static positions: `static_argnums` (already shifted) and
+    the positions of positional parameters named by `static_argnames`, as
+    `jax.jit` resolves them."""
+    positional = [p.name for p in signature.parameters.values() if p.kind in POSITIONAL]
+    positions = set(as_tuple(kwargs.get("static_argnums"), int))
+    for name in as_tuple(kwargs.get("static_argnames"), str):
+        if name in positional:
+            positions.add(positional.index(name) + 1)
+    return tuple(sorted(positions))
+
+
+def fn_name(fn: Any) -> str:
+    name = getattr(fn, "__name__", None)
+    return name if isinstance(name, str) else type(fn).__name__

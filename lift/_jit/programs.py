@@ -1,0 +1,452 @@
+"""The programs `lift.jit` shares: one `jax.jit` of a trampoline per code object
+and options, and the translation of `jax.jit`'s options to it.
+
+The trampoline takes the function itself, as a `Lifted`, before its own
+arguments, so the `Lifted`'s treedef (code and static captures) keys the compiled
+program and its leaves are parameters. Options that count positional parameters
+are shifted by one for that leading argument; options that name them are
+resolved against the function's own signature.
+
+What `.trace`, `.lower` and `.compile()` return (`Traced`, `Lowered`, `Compiled`)
+wrap JAX's objects and bind the leading argument, so they take and describe the
+function's own arguments.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import re
+import threading
+import types
+from collections.abc import Callable
+from typing import Any, Final, cast
+
+import jax
+
+from .. import _compat
+from .._base.caches import BoundedDict
+from .._base.errors import LiftError, code_of, describe
+from .options import (
+    ARGNUMS,
+    POSITIONAL,
+    as_tuple,
+    fn_name,
+    resolved,
+    shifted,
+    static_positions,
+    translate,
+)
+
+__all__ = [
+    "Calling",
+    "MISSING",
+    "Program",
+    "explain_call_error",
+    "options_key",
+    "program",
+]
+
+# Typed loosely: options reach it as a dict, checked by `translate` and by JAX.
+_jax_jit: Final = cast("Callable[..., Any]", jax.jit)  # pyright: ignore[reportUnknownMemberType]
+
+
+# -- the shared programs -------------------------------------------------------------
+
+# One line, so that a traceback through a trampoline shows the line where the
+# user's function is defined (the trampoline's code takes that file and line).
+_call_lifted = lambda __lifted__, /, *args, **kwargs: __lifted__(*args, **kwargs)  # pyright: ignore[reportUnknownLambdaType, reportUnknownVariableType]
+
+
+class _HasDefault:
+    """Stands for a parameter's default in a trampoline's signature: the real
+    default belongs to one closure, and the trampoline outlives it."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "..."
+
+
+_HAS_DEFAULT: Final = _HasDefault()
+
+
+class Program:
+    """A jitted trampoline for one code object (and one set of `jax.jit` options).
+
+    `jitted` is `None` when `in_shardings` is a single sharding, which `jax.jit`
+    applies to every dynamic positional argument: the `Lifted` in front must not
+    get it, so there is one jitted trampoline per number of positional arguments.
+    """
+
+    vetted: Final = (
+        True  # lift's own static data: see `lift._holders.closure.aux_tracer`
+    )
+
+    __slots__ = (
+        "_by_nargs",
+        "_lock",
+        "_specialized",
+        "_static_positions",
+        "calling",
+        "jitted",
+        "kwargs",
+        "min_nargs",
+        "min_static_nargs",
+        "options",
+        "shared_in_sharding",
+        "static_names",
+        "trampoline",
+    )
+
+    def __init__(
+        self,
+        trampoline: Callable[..., Any],
+        kwargs: dict[str, Any],
+        static_names: frozenset[str],
+        options: dict[str, Any] | None = None,
+        static_positions: tuple[int, ...] = (),
+    ) -> None:
+        self.trampoline = trampoline
+        self.static_names = static_names
+        self.kwargs = kwargs
+        # The options as given, relative to the function's own parameters: for a
+        # program of the function alone (`bake`).
+        self.options = options if options is not None else {}
+        # The trampoline's positions that are static (numbered, or named
+        # positional parameters), negative ones counted from the end of a call.
+        self._static_positions = static_positions
+        # Negative argument numbers count from the end of a call's positional
+        # arguments. With fewer of them, `jax.jit` raises for a static one and
+        # ignores a donated one, but the trampoline would take the `Lifted` in
+        # front for it: such calls go through `for_nargs`.
+        self.min_nargs = max(
+            (-n for o in ARGNUMS for n in as_tuple(kwargs.get(o), int) if n < 0),
+            default=0,
+        )
+        self.min_static_nargs = max(
+            (-n for n in as_tuple(kwargs.get("static_argnums"), int) if n < 0),
+            default=0,
+        )
+        self._by_nargs: dict[int, Any] = {}
+        self._specialized: dict[Any, Any] = {}
+        self._lock = threading.Lock()
+        # The treedef of the function each thread calls a specialized program
+        # for (`Calling`): this program's own per-call state.
+        self.calling = Calling()
+        in_shardings = kwargs.get("in_shardings", MISSING)
+        if in_shardings is MISSING or isinstance(in_shardings, (tuple, list)):
+            self.jitted: Any = _jax_jit(trampoline, **self._kwargs_for(None))
+            self.shared_in_sharding: Any = MISSING
+        else:
+            self.jitted = None
+            self.shared_in_sharding = in_shardings
+
+    def _kwargs_for(self, nargs: int | None) -> dict[str, Any]:
+        """The trampoline's options, for calls with `nargs` positional arguments
+        (`None`: any number)."""
+        kwargs = dict(self.kwargs)
+        in_shardings = kwargs.get("in_shardings", MISSING)
+        if isinstance(in_shardings, (tuple, list)):
+            kwargs["in_shardings"] = (None, *in_shardings)  # pyright: ignore[reportUnknownArgumentType]
+        elif in_shardings is not MISSING and nargs is not None:
+            # `jax.jit` drops static arguments before it matches `in_shardings`
+            # with the rest (jax 0.10.2): count the dynamic ones only.
+            static = {
+                n if n >= 0 else n + nargs + 1 for n in self._static_positions
+            } & set(range(1, nargs + 1))
+            kwargs["in_shardings"] = (None, *[in_shardings] * (nargs - len(static)))
+        donated = kwargs.get("donate_argnums")
+        if donated is not None and nargs is not None:
+            # Numbered from the front, without those out of range, as JAX ignores.
+            kwargs["donate_argnums"] = tuple(
+                n
+                for n in (m if m >= 0 else m + nargs + 1 for m in donated)
+                if 1 <= n <= nargs
+            )
+        return kwargs
+
+    def for_nargs(self, nargs: int) -> Any:
+        """The jitted trampoline for calls with `nargs` positional arguments."""
+        jitted: Any = self._by_nargs.get(nargs)
+        if jitted is None:
+            if nargs < self.min_static_nargs:
+                raise _too_few_args(self, nargs)
+            jitted = _jax_jit(self.trampoline, **self._kwargs_for(nargs))
+            with self._lock:
+                jitted = self._by_nargs.setdefault(nargs, jitted)
+        return jitted
+
+    def specialized(self, treedef: Any) -> Any:
+        """The program for functions that flatten to `treedef`, taking the leaves
+        (a tuple) in front of the arguments, or `None` past `_SPECIALIZED_MAX`.
+        Set `calling.treedef` to the called function's treedef before each call.
+
+        It compiles what the trampoline compiles for such a function, but JAX
+        dispatches a call of it without calling back into Python to flatten the
+        `Lifted` and hash its skeleton: a cached call costs what `jax.jit` with the
+        captures as explicit arguments costs.
+        """
+        jitted: Any = self._specialized.get(treedef)
+        if jitted is None:
+            if self.jitted is None or len(self._specialized) >= _SPECIALIZED_MAX:
+                return None
+            jitted = _jax_jit(
+                _unflattening(self.trampoline, self.calling), **self._kwargs_for(None)
+            )
+            with self._lock:
+                jitted = self._specialized.setdefault(treedef, jitted)
+        return jitted
+
+    def bake(self, lifted: Any, *bound: Any) -> Any:
+        """`jax.jit` of the function alone, its captures constants of the program
+        (for `jax.export`, which exports a function of its arguments only), and
+        `bound` its first arguments (a method's instance)."""
+        fn = functools.partial(self.trampoline, lifted, *bound)
+        return _jax_jit(fn, **shifted(self.options, len(bound)))
+
+
+class _Missing:
+    __slots__ = ()
+
+
+MISSING: Final = _Missing()
+
+# The programs functions of one code share, by key (at most 4096: emptied when full).
+_programs: BoundedDict[Any, Program] = BoundedDict(4096)
+# Treedefs a program specializes for (`Program.specialized`); past them, calls
+# pass the `Lifted` to the shared trampoline, which compiles the same program.
+_SPECIALIZED_MAX: Final = 256
+_programs_lock = threading.Lock()
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v) for v in value)  # pyright: ignore[reportUnknownVariableType]
+    if isinstance(value, dict):
+        return tuple(sorted((k, _freeze(v)) for k, v in value.items()))  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+    return value
+
+
+def options_key(jit_kwargs: dict[str, Any]) -> Any:
+    """A hashable form of the `jax.jit` options, or `None` when they are not."""
+    if not jit_kwargs:
+        return ()
+    key = tuple(sorted((k, _freeze(v)) for k, v in jit_kwargs.items()))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _shape_key(fn: Any) -> Any:
+    """What the signature of `fn` depends on, cheaply, for a plain function.
+
+    Not for a function that names another's signature (`functools.wraps` sets
+    `__wrapped__`, which `inspect.signature` follows): two wrappers made by one
+    decorator share code but not parameters.
+    """
+    if type(fn) is types.FunctionType and not (
+        "__wrapped__" in fn.__dict__ or "__signature__" in fn.__dict__
+    ):
+        kwdefaults = fn.__kwdefaults__
+        return (
+            fn.__code__,
+            len(fn.__defaults__ or ()),
+            tuple(kwdefaults) if kwdefaults else (),
+        )
+    return None
+
+
+def program(fn: Any, options: dict[str, Any], options_key: Any) -> Program:
+    """The shared program for `fn`'s code, made (and checked) on first sight."""
+    key = None
+    if options_key is not None:
+        shape = _shape_key(fn)
+        if shape is None:
+            signature = _signature(fn)
+            shape: Any = (
+                type(fn),
+                code_of(fn),
+                tuple(
+                    (p.name, p.kind, p.default is p.empty)
+                    for p in signature.parameters.values()
+                ),
+            )
+        key: Any = (shape, options_key)
+        program = _programs.get(key)
+        if program is not None:
+            return program
+    signature = _signature(fn)
+    kwargs = translate(fn, signature, options)
+    static_names = frozenset(resolved(signature, options, "static"))
+    program = Program(
+        _trampoline(fn, signature),
+        kwargs,
+        static_names,
+        options,
+        static_positions(signature, kwargs),
+    )
+    if key is not None:
+        with _programs_lock:
+            program = _programs.add(key, program)
+    return program
+
+
+def _signature(fn: Any) -> inspect.Signature:
+    try:
+        return inspect.signature(fn)
+    except (TypeError, ValueError):
+        return inspect.Signature(
+            [
+                inspect.Parameter("args", inspect.Parameter.VAR_POSITIONAL),
+                inspect.Parameter("kwargs", inspect.Parameter.VAR_KEYWORD),
+            ]
+        )
+
+
+def _trampoline(fn: Any, signature: inspect.Signature) -> Callable[..., Any]:
+    """`lambda lifted, *args, **kwargs: lifted(*args, **kwargs)` dressed as `fn`.
+
+    JAX names the program (`jit_step`), reports errors ("while tracing step at
+    file:line") and names arguments from the function it jits: the trampoline
+    takes `fn`'s name, file and line, and a signature with `fn`'s parameters after
+    the lifted function, so `static_argnames` and messages work as for `fn`.
+    """
+    name = getattr(fn, "__name__", None)
+    if not isinstance(name, str):
+        name = type(fn).__name__
+    qualname = getattr(fn, "__qualname__", None)
+    if not isinstance(qualname, str):
+        qualname = name
+    code: types.CodeType = _call_lifted.__code__  # pyright: ignore[reportUnknownMemberType]
+    root = code_of(fn)
+    if root is not None:
+        code = code.replace(
+            co_name=name,
+            co_qualname=qualname,
+            co_filename=root.co_filename,
+            co_firstlineno=root.co_firstlineno,
+        )
+    trampoline = types.FunctionType(code, _call_lifted.__globals__, name)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+    trampoline.__qualname__ = qualname
+    params = list(signature.parameters.values())
+    first = "__lifted__"
+    while first in signature.parameters:
+        first += "_"
+    trampoline.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [
+            inspect.Parameter(first, inspect.Parameter.POSITIONAL_ONLY),
+            *(
+                p.replace(
+                    default=p.empty if p.default is p.empty else _HAS_DEFAULT,
+                    annotation=p.empty,
+                )
+                for p in params
+            ),
+        ]
+    )
+    return trampoline
+
+
+class Calling(threading.local):
+    """The treedef of the function a specialized program is called for, set by
+    the caller (`JitFunction`) before each call, per thread: traced, the program
+    rebuilds that function, not the first of those with an equal treedef
+    (statics equal by their own `__eq__` are not the same objects)."""
+
+    treedef: Any = None
+
+
+def _unflattening(trampoline: Any, calling: Calling) -> Callable[..., Any]:
+    """The trampoline, taking a function's leaves in place of the function (its
+    treedef is `calling.treedef`), and dressed as the trampoline is."""
+    call = lambda __lifted__, /, *args, **kwargs: trampoline(calling.treedef.unflatten(__lifted__), *args, **kwargs)  # fmt: skip # pyright: ignore[reportUnknownLambdaType, reportUnknownVariableType, reportUnknownMemberType]
+    code: types.CodeType = trampoline.__code__
+    call.__code__ = call.__code__.replace(  # pyright: ignore[reportUnknownMemberType]
+        co_name=code.co_name,
+        co_qualname=code.co_qualname,
+        co_filename=code.co_filename,
+        co_firstlineno=code.co_firstlineno,
+    )
+    call.__name__ = trampoline.__name__
+    call.__qualname__ = trampoline.__qualname__
+    call.__signature__ = trampoline.__signature__  # type: ignore[attr-defined]
+    return call  # pyright: ignore[reportUnknownVariableType]
+
+
+def _too_few_args(program: Program, nargs: int) -> ValueError:
+    """The error `jax.jit` raises for a negative argument number out of range."""
+    option = "static_argnums"
+    n = min(as_tuple(program.kwargs[option], int))
+    return ValueError(
+        f"Positional argument indices, e.g. for `{option}`, must have value greater "
+        f"than or equal to -len(args) and less than len(args), but got value {n} "
+        f"for len(args) == {nargs}."
+    )
+
+
+def explain_call_error(
+    fn: Any,
+    static: frozenset[str],
+    err: BaseException,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> LiftError | None:
+    """Say which parameter `jax.jit` rejected, and how to mark it static."""
+    rejected = _compat.bad_argument(err)
+    if rejected is not None:
+        kind, path = rejected
+        name = re.split(r"[\[.]", path, maxsplit=1)[0]
+        if name.startswith("__lifted__"):
+            return None
+        fix = (
+            f"mark it static, `lift.jit({fn_name(fn)}, static_argnames=({name!r},))`, "
+            "or pass an array."
+        )
+        if name == "self":
+            fix = (
+                "make the class a pytree (an equinox.Module, or a dataclass under "
+                "`jax.tree_util.register_dataclass`), or " + fix
+            )
+        return LiftError(
+            f"{describe(fn)} was called with a {kind} for its parameter "
+            f"{name!r} (at {path}), which is not an array: lift.jit passes "
+            f"arguments to the compiled program as jax.jit does.\nFix: {fix}",
+            anchor="jit-argument-not-an-array",
+        )
+    if _compat.is_unhashable_static(err):
+        bad = [
+            name
+            for name, value in (*_positional_names(fn, args), *kwargs.items())
+            if name in static and not _hashable(value)
+        ]
+        what = (
+            f"for the parameter {bad[0]!r}, which is static"
+            if bad
+            else "for one of its static parameters"
+        )
+        return LiftError(
+            f"{describe(fn)} was called with an unhashable value {what}: a static "
+            "argument is part of the compiled program's key.\n"
+            "Fix: pass a hashable value (a tuple instead of a list), or do not "
+            "mark it static.",
+            anchor="jit-unhashable-static",
+        )
+    return None
+
+
+def _positional_names(fn: Any, args: tuple[Any, ...]) -> list[tuple[str, Any]]:
+    names = [p.name for p in _signature(fn).parameters.values() if p.kind in POSITIONAL]
+    return [
+        (names[i] if i < len(names) else f"args[{i}]", a) for i, a in enumerate(args)
+    ]
+
+
+def _hashable(value: Any) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True

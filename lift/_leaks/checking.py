@@ -1,0 +1,379 @@
+"""Leak checking around calls: `lift.checked(transform)` and `lift.checking_leaks()`."""
+
+from __future__ import annotations
+
+import functools
+import sys
+import types
+import weakref
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import ExitStack
+from typing import Any, NamedTuple, ParamSpec, TypeVar, cast
+
+import jax
+
+from .. import _compat
+from .._base.errors import LeakError, LiftError, describe
+from .._base.registry import recording
+from .._compat import is_user_code
+from .caches import (
+    CacheHolders,
+    cache_holders,
+    closure_holding,
+    holder_kinds,
+    split_cached,
+)
+from .report import Leak, Unopened, format_leaks
+from .scan import scan_tracers
+
+_UnexpectedTracerError: type[Exception] = jax.errors.UnexpectedTracerError
+
+__all__ = ["checking_leaks"]
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _frame_roots(tb: types.TracebackType | None) -> Iterator[tuple[str, Any]]:
+    """Named roots for a scan: the locals of the user's frames in a traceback."""
+    seen: set[int] = set()
+    while tb is not None:
+        frame = tb.tb_frame
+        tb = tb.tb_next
+        code = frame.f_code
+        if id(frame) in seen or not is_user_code(code.co_filename):
+            continue
+        seen.add(id(frame))
+        glob = frame.f_globals
+        for name, value in frame.f_locals.items():
+            if value is not glob:
+                yield name, value
+        for name in code.co_names:
+            if name in glob:
+                yield name, glob[name]
+
+
+def _user_modules() -> list[tuple[str, Any]]:
+    """The imported modules whose source is the user's (not a library's)."""
+    out: list[tuple[str, Any]] = []
+    for name, module in list(sys.modules.items()):
+        filename = getattr(module, "__file__", None)
+        if isinstance(filename, str) and is_user_code(filename):
+            out.append((name, module))
+    return out
+
+
+def lifted_roots(
+    bucket: Iterator[Any] | weakref.WeakSet[Any],
+) -> list[tuple[str, Any]]:
+    return [(getattr(obj, "__qualname__", "lifted"), obj) for obj in list(bucket)]
+
+
+def _place(
+    tracers: list[Any],
+    rounds: list[Callable[[], Iterable[tuple[str, Any]]]],
+    home: str | None = None,
+    unopened: list[Unopened] | None = None,
+) -> tuple[list[Leak], list[Any]]:
+    """Leak reports for `tracers`, each named from the first round of roots that
+    reaches it; and the tracers no round reached. `unopened` receives what the
+    rounds could not open (all but the last resort, every module: a library's
+    objects that cannot be opened are not the user's to act on)."""
+    leaks: list[Leak] = []
+    rest = tracers
+    for roots in rounds:
+        if not rest:
+            break
+        into = None if roots is _all_modules else unopened
+        found, placed = scan_tracers(roots(), only=rest, home=home, unopened=into)
+        leaks.extend(found)
+        ids = set(map(id, placed))
+        rest = [t for t in rest if id(t) not in ids]
+    return leaks, rest
+
+
+def _all_modules() -> list[tuple[str, Any]]:
+    """Every imported module but lift's own: where a library keeps a tracer
+    (the last place a report looks, after the user's own modules)."""
+    out: list[tuple[str, Any]] = []
+    for name, module in list(sys.modules.items()):
+        if (
+            type(cast(object, module)) is types.ModuleType
+            and name.partition(".")[0] != "lift"
+        ):
+            out.append((name, module))
+    return out
+
+
+class Placed(NamedTuple):
+    """Where escaped tracers are (`place_escaped`): `leaks`, named; `unplaced`,
+    held by nothing lift can see; `cached`, the libraries' caches that alone
+    keep `kept` alive (no leak of the code under test)."""
+
+    leaks: list[Leak]
+    unplaced: list[Any]
+    cached: CacheHolders | None
+    kept: list[Any]
+
+
+def place_escaped(
+    tracers: list[Any],
+    roots: list[tuple[str, Any]],
+    home: str | None = None,
+    unopened: list[Unopened] | None = None,
+) -> Placed:
+    """Leak reports for tracers known to have escaped (their trace exited and
+    they are still alive), each named from `roots` first, then from the user's
+    modules; of the rest, those libraries' caches keep (JAX's, equinox's: not
+    the user's escapes); then the others named from any module.
+    `home`: the module of the roots (`scan_tracers`)."""
+    leaks, rest = _place(tracers, [lambda: roots, _user_modules], home, unopened)
+    cached, others = split_cached(rest)
+    left = {id(t) for t in others}
+    kept = [t for t in rest if id(t) not in left]
+    found, unplaced = _place(others, [_all_modules], home)
+    leaks.extend(found)
+    return Placed(leaks, unplaced, cached, kept)
+
+
+def unseen_error(tracers: list[Any], where: str) -> LeakError:
+    """The error for escaped tracers that no variable lift can see holds: the
+    closures holding them, where there are such, else the tracers."""
+    leaks = [x for t in tracers if (x := closure_holding(t)) is not None]
+    if leaks and len(leaks) == len(tracers):
+        return LeakError(format_leaks(leaks), anchor="leak-report")
+    kinds = holder_kinds(tracers, [leaks])
+    held = f" (held by {', '.join(kinds[:4])}: objects lift does not open)"
+    return LeakError(
+        f"{len(tracers)} tracer(s) of transforms that exited {where} are still "
+        f"alive, held by no variable lift can see: "
+        f"{', '.join(map(_short, tracers[:3]))}{held if kinds else ''}. Return "
+        "the value from the transformed function instead of storing it.",
+        anchor="leak-unseen",
+    )
+
+
+def _caller_roots(frame: types.FrameType | None) -> list[tuple[str, Any]]:
+    """Named roots for a scan: the locals of `frame` and the globals its code
+    names (the block that ran inside `checking_leaks()`)."""
+    if frame is None:
+        return []
+    glob = frame.f_globals
+    roots = [(k, v) for k, v in frame.f_locals.items() if v is not glob]
+    roots.extend((k, glob[k]) for k in frame.f_code.co_names if k in glob)
+    return roots
+
+
+def _translate(
+    exc: BaseException,
+    named: list[tuple[str, Any]],
+    lifted: list[tuple[str, Any]],
+    escaped: list[Any] = [],  # noqa: B006 (never mutated)
+) -> LeakError | None:
+    """A `LeakError` for JAX's leaked-tracer error (or its jax#26560 IndexError),
+    or `None` for any other exception: the user's own, which passes unchanged.
+
+    Only the tracers JAX named are reported: the locals of the frames the error
+    unwound hold other tracers of exited traces (the outer function's argument),
+    which die with the traceback and are no leak. Where lift cannot place them,
+    JAX's message is kept: the `LeakError` is raised from JAX's exception.
+    """
+    jax_tracers = _compat.jax_leaked_tracers(exc)
+    if jax_tracers is None:
+        return None
+    # Named from where the user holds them first (`_REGISTRY[0]`, `state.tx`):
+    # the failing frames and the checked function (its globals), then the
+    # user's modules' globals; only then from the `Lifted` built during the
+    # call, which would otherwise be the shortest path and name no holder.
+    # `escaped`: tracers of eager transforms that exited in the block (one may
+    # hold JAX's tracer: a `grad` tracer stored inside `jit`).
+    unopened: list[Unopened] = []
+    leaks, _ = _place(
+        [*jax_tracers, *escaped],
+        [
+            lambda: [*_frame_roots(exc.__traceback__), *named],
+            _user_modules,
+            lambda: lifted,
+        ],
+        unopened=unopened,
+    )
+    cached = None if leaks else cache_holders(jax_tracers)
+    if cached is not None:
+        # Retained by JAX's caches (an eager `grad` over a function that jits a
+        # closure over its argument): JAX's checker cannot tell that from a leak.
+        error = LeakError(
+            f"JAX's checker reported {len(jax_tracers)} tracer(s) that no "
+            f"variable of the code under test holds: {cached}. JAX's checker "
+            "cannot tell a cache from a leak: run this without it (lift's "
+            "pytest plugin, in its default mode, leaves it off and does not "
+            "report such tracers), or exempt the test "
+            "(@pytest.mark.lift_allow_leaks).",
+            anchor="leak-unseen",
+        )
+        error.__cause__ = exc
+        return error
+    if not leaks:
+        leaks = [x for t in jax_tracers if (x := closure_holding(t)) is not None]
+    if leaks:
+        return LeakError(format_leaks(leaks, unopened), anchor="leak-report")
+    if isinstance(exc, IndexError):
+        # JAX's checker failed explaining its report (jax#26560): its message
+        # ("list index out of range") says nothing of the tracer.
+        what = ", ".join(map(_short, jax_tracers[:3])) or "a tracer"
+        source = "JAX's checker failed while explaining it, jax issue 26560"
+    else:
+        what = _compat.leaked_tracer_text(exc)
+        source = "JAX's report follows, above"
+    error = LeakError(
+        "JAX found a tracer that escaped its transform, held by no variable "
+        f"lift can see from the failing frames: {what.strip()}. Return the "
+        "value from the transformed function instead of storing it, or lift "
+        f"the closure that captured it ({source}).",
+        anchor="leak-unseen",
+    )
+    error.__cause__ = exc  # kept: JAX's reference chain says more than lift can
+    return error
+
+
+def leak_error(
+    exc: Exception,
+    named: list[tuple[str, Any]],
+    lifted: list[tuple[str, Any]],
+    mode: str,
+    escaped: list[Any] = [],  # noqa: B006 (never mutated)
+) -> None:
+    """Raise the `LeakError` for JAX's error `exc`; for any other, filter its
+    traceback as JAX would have (in `mode`) and return: the caller re-raises it.
+
+    `escaped`: tracers of eager transforms that exited inside a
+    `checking_leaks()` block; JAX's `UnexpectedTracerError` (one of them was
+    used later) is reported as their leak when lift can name where they are."""
+    __tracebackhide__ = True
+    error = _translate(exc, named, lifted, escaped)
+    if error is None and escaped and isinstance(exc, _UnexpectedTracerError):
+        unopened: list[Unopened] = []
+        leaks, _ = _place(
+            escaped,
+            [lambda: _frame_roots(exc.__traceback__), _user_modules, lambda: lifted],
+            unopened=unopened,
+        )
+        if leaks:
+            error = LeakError(format_leaks(leaks, unopened), anchor="leak-report")
+            error.__cause__ = exc
+    if error is None:
+        _compat.filter_traceback(exc, mode)
+        return
+    try:
+        raise error from error.__cause__
+    finally:
+        del error  # not kept by this frame (its traceback holds it)
+
+
+def _short(tracer: Any) -> str:
+    return f"{_compat.tracer_aval(tracer)} from {_compat.transform_name(tracer)}"
+
+
+def describe_short(fn: Any) -> str:
+    name = getattr(fn, "__qualname__", None)
+    return name if isinstance(name, str) else type(fn).__name__
+
+
+class checking_leaks:
+    """Check for leaked tracers over a block or a function.
+
+    For its extent, turns on `jax.checking_leaks()`, reports JAX's leaked-tracer
+    errors as [`lift.LeakError`][] with lift's diagnosis (function, `file:line`,
+    variable, fix; never the `IndexError` of jax issue 26560), and on exit scans
+    every `Lifted` built inside it.
+
+    Usable as `with lift.checking_leaks():` and as `@lift.checking_leaks()`.
+
+    ```python
+    import jax
+    import lift
+
+    STASH = []
+
+    def step(x):
+        STASH.append(x)
+        return x * 2
+
+    try:
+        with lift.checking_leaks():
+            jax.jit(step)(1.0)
+    except lift.LeakError as e:
+        print(e)
+    ```
+
+    ```text
+    1 tracer escaped the transform that created it:
+      STASH[0]: float32[] from jit(step) — return the value from the transformed function instead of storing it
+    Docs: errors/#leak-report
+    ```
+    """
+
+    def __init__(self, fn: None = None, /) -> None:
+        if cast(object, fn) is not None:  # `@lift.checking_leaks`, no parentheses
+            raise LiftError(
+                f"@lift.checking_leaks is used without parentheses, on "
+                f"{describe(fn)}.\nFix: `@lift.checking_leaks()`, or `with "
+                "lift.checking_leaks():` around a block.",
+                anchor="checking-leaks-parentheses",
+            )
+        self._stacks: list[
+            tuple[ExitStack, weakref.WeakSet[Any], str, dict[int, Any]]
+        ] = []
+
+    def __enter__(self) -> None:
+        stack = ExitStack()
+        mode = _compat.filtering_mode()
+        stack.enter_context(jax.checking_leaks())
+        stack.enter_context(_compat.snapshots_are_not_leaks())
+        stack.enter_context(_compat.full_tracebacks())
+        bucket = stack.enter_context(recording())
+        # Eager `grad`/`jvp` traces, which JAX's checker does not look at.
+        exits = stack.enter_context(_compat.watching_trace_exits())
+        self._stacks.append((stack, bucket, mode, exits))
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: types.TracebackType | None,
+    ) -> None:
+        __tracebackhide__ = True
+        stack, bucket, mode, exits = self._stacks.pop()
+        lifted = lifted_roots(bucket)
+        stack.close()
+        escaped = _compat.escaped_tracers(exits)
+        if exc is not None:
+            if isinstance(exc, Exception):
+                leak_error(exc, [], lifted, mode, escaped)
+            return
+        unopened: list[Unopened] = []
+        leaks, tracers = scan_tracers(lifted, unopened=unopened)
+        if escaped:
+            # Named from the block's own frame (its locals, the globals its
+            # code names), then the user's modules.
+            frame = sys._getframe(1)  # pyright: ignore[reportPrivateUsage]
+            placed = set(map(id, tracers))
+            found, rest = _place(
+                [t for t in escaped if id(t) not in placed],
+                [lambda: _caller_roots(frame), _user_modules],
+                unopened=unopened,
+            )
+            leaks.extend(found)
+            # Tracers only libraries' caches keep are not the block's escapes.
+            if rest and not leaks and cache_holders(rest) is None:
+                raise unseen_error(rest, "inside lift.checking_leaks()")
+        if leaks:
+            raise LeakError(format_leaks(leaks, unopened), anchor="leak-report")
+
+    def __call__(self, fn: Callable[_P, _R]) -> Callable[_P, _R]:
+        @functools.wraps(fn)
+        def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+            __tracebackhide__ = True
+            with checking_leaks():
+                return fn(*args, **kwargs)
+
+        return wrapper

@@ -1,0 +1,175 @@
+"""Finding leaks: `lift.find_leaks` and `lift.check_leaks` over the given roots, the
+leaks of tracers the user's frames held when their trace exited, and `scan`
+for the leak checker (`lift.checking_leaks`, the plugin).
+
+Each runs the leak scan (`lift._leaks.scan`) and names what it finds
+(`lift._leaks.report`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from .. import _compat
+from .._base import gc as _gc
+from .._base.errors import LeakError
+from .report import (
+    FRAME_LOCAL,
+    Leak,
+    Leaks,
+    Unopened,
+    error_text,
+    format_leaks,
+    local_leak,
+    root_label,
+)
+from .scan import DEFAULT_LIMIT, LeakWalk, scan_tracers
+
+__all__ = ["DEFAULT_LIMIT", "check_leaks", "find_leaks", "frame_leaks", "scan"]
+
+
+def find_leaks(*roots: Any, limit: int = DEFAULT_LIMIT) -> Leaks:
+    """Every tracer reachable from `roots` whose transform has already exited.
+
+    **Arguments:**
+
+    - `*roots`: anything: functions, `Lifted`, pytrees, objects, modules.
+    - `limit`: the most objects one scan visits; a graph larger than that is
+      scanned only in part (breadth-first, so the closest objects first).
+
+    **Returns:**
+
+    A list of [`lift.Leak`][], one per escaped tracer, in breadth-first order.
+    Tracers of transforms still running (a scan from inside `jit`) are not leaks.
+
+    ```python
+    import jax
+    import lift
+
+    STASH = []
+
+    @jax.jit
+    def step(x):
+        STASH.append(x)
+        return x * 2
+
+    step(1.0)
+    (leak,) = lift.find_leaks(step)
+    print(leak.path, leak.variable, leak.tracer)
+    ```
+
+    ```text
+    STASH[0] STASH float32[] from jit(step)
+    ```
+
+    An object the scan cannot look inside (an attribute, `__dict__` or
+    iteration that raises) is named in the result's `unopened`, each with its
+    path and error (`could not open roots[0].__dict__: RuntimeError: …`).
+    """
+    unopened: list[Unopened] = []
+    leaks = Leaks(_find(roots, limit, unopened))
+    leaks.unopened = tuple(dict.fromkeys(unopened))
+    return leaks
+
+
+def _find(roots: tuple[Any, ...], limit: int, unopened: list[Unopened]) -> list[Leak]:
+    named = [(root_label(root, i), root) for i, root in enumerate(roots)]
+    # By name (stable): a tracer two roots reach at the same depth is named
+    # from the same one whatever the order they were given in.
+    named.sort(key=lambda pair: pair[0])
+    return scan(named, limit, unopened=unopened)
+
+
+def check_leaks(*roots: Any, limit: int = DEFAULT_LIMIT) -> None:
+    """Raise [`lift.LeakError`][] if a tracer reachable from `roots` has escaped.
+
+    **Arguments:** as [`lift.find_leaks`][].
+
+    **Returns:** `None` when nothing escaped.
+
+    **Raises:** `lift.LeakError`, listing each leak with its function, `file:line`,
+    variable and the fix, then what the scan could not open (with no leak,
+    `find_leaks(...).unopened` names that).
+
+    ```python
+    import jax
+    import lift
+
+    lift.check_leaks(jax.numpy.ones(3), lambda x: x)  # nothing escaped: no error
+    ```
+    """
+    __tracebackhide__ = True
+    unopened: list[Unopened] = []
+    leaks = _find(roots, limit, unopened)
+    if leaks:
+        raise LeakError(format_leaks(leaks, unopened), anchor="leak-report")
+
+
+def scan(
+    roots: Iterable[tuple[str, Any]],
+    limit: int = DEFAULT_LIMIT,
+    only: Iterable[Any] | None = None,
+    skip: Iterable[Any] = (),
+    unopened: list[Unopened] | None = None,
+) -> list[Leak]:
+    """`find_leaks` over roots that already have names (`output`, `STASH`);
+    `only`: report just these tracers (those JAX's checker named); `skip`: never
+    report these (those that escaped before a check began); `unopened`: a list
+    that receives what the scan could not open."""
+    return scan_tracers(roots, limit, only, skip, unopened=unopened)[0]
+
+
+class _NoneLive:
+    """`LiveTraces` for tracers already known to have escaped."""
+
+    @staticmethod
+    def is_live(tracer: Any) -> bool:
+        return False
+
+
+_NONE_LIVE = _NoneLive()
+#: The most objects one frame's naming walk visits.
+_FRAME_LIMIT = 200_000
+
+
+def frame_leaks(
+    holdings: Iterable[_compat.FrameHolding],
+) -> tuple[list[Leak], list[Any], list[Unopened]]:
+    """The leaks of tracers that the user's frames held in local variables
+    when their trace exited (`_compat.watching_trace_exits(frames=...)`), each
+    named by its shortest path from the local (`seen[0]`, a local variable of
+    `test_log`); the tracers, one per leak; what the walk could not open."""
+    leaks: list[Leak] = []
+    tracers: list[Any] = []
+    unopened: list[Unopened] = []
+    for held in holdings:
+        wanted = {id(t): (name, t) for name, t in held.tracers}
+        walk = LeakWalk(_FRAME_LIMIT, frozenset(wanted), live=_NONE_LIVE)
+        walk.stop = True
+        code = held.code
+        for name, value in held.names:
+            edge = None if code is None else (code, name, FRAME_LOCAL)
+            walk.push(value, -1, name, edge, reset=True)
+        try:
+            with _gc.paused():
+                walk.run()
+        except Exception as exc:  # named, and each tracer reported as held
+            where = f"the locals of {getattr(code, 'co_qualname', '')}"
+            unopened.append(Unopened(where, error_text(exc)))
+        leaks.extend(walk.leaks)
+        tracers.extend(walk.tracers)
+        unopened.extend(walk.unopened())
+        named = {id(t) for t in walk.tracers}
+        for key, (name, tracer) in wanted.items():
+            if key not in named:  # reached by a way the walk does not take
+                if code is None:
+                    description = (
+                        f"{_compat.tracer_aval(tracer)} from "
+                        f"{_compat.transform_name(tracer)}"
+                    )
+                    path = f"<inside {name}>"
+                    leaks.append(Leak(path, None, None, None, None, description))
+                else:
+                    leaks.append(local_leak(code, name, tracer))
+                tracers.append(tracer)
+    return leaks, tracers, unopened

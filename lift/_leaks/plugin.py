@@ -1,0 +1,335 @@
+"""The pytest plugin: check each test, with its fixtures, for leaked tracers.
+
+Registered through the `pytest11` entry point and off unless asked for, with
+`pytest --lift-leaks` or `lift_leaks = true` in the ini file. Each phase of a
+test (fixture setup, the call, fixture teardown) is checked as part of that
+test; tracers that escaped before its setup began are never its fault. A leak
+fails the phase with the `LeakError` text; `@pytest.mark.lift_allow_leaks`
+exempts a test. Two modes (`--lift-leaks-mode`, `lift_leaks_mode`): `fast`, the
+default, scans what the test and its fixtures name (and every `Lifted` built)
+after each phase, and the locals of the user's frames on the stack as each
+trace exits, with JAX's own checker left as it is; `exhaustive` also runs
+each phase inside `lift.checking_leaks()` (JAX's gc-based checker), which finds
+leaks held anywhere at several times the cost. A holder the scan cannot open
+(an attribute that raises) is named: in the leak report of a failing phase,
+and in a section of the run's summary for tests that pass; so are tracers that
+only libraries' caches keep (JAX's, after an eager `grad` over a jitted
+closure), which fail no test. This module imports neither JAX nor the rest of
+`lift` until it is switched on, so installing the library costs nothing to
+test suites that do not use it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Iterable
+from contextlib import ExitStack
+from typing import Any, cast
+
+import pytest
+
+__all__ = ["MARKER", "MODES"]
+
+MARKER = "lift_allow_leaks"
+MODES = ("fast", "exhaustive")
+_ENABLED = pytest.StashKey[bool]()
+_MODE = pytest.StashKey[str]()
+_BEFORE = pytest.StashKey[list[Any]]()  # tracers escaped before the test's setup
+# Per test (node id), what the scans of its passing phases could not open.
+_UNOPENED = pytest.StashKey[dict[str, list[Any]]]()
+# Per test, the tracers of its traces that only libraries' caches keep alive.
+_CACHED = pytest.StashKey[dict[str, str]]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("lift", "leaked-tracer checks (lift)")
+    group.addoption(
+        "--lift-leaks",
+        action="store_true",
+        default=None,
+        help="run each test inside lift.checking_leaks(): a leaked tracer fails it",
+    )
+    group.addoption(
+        "--lift-leaks-mode",
+        choices=MODES,
+        default=None,
+        help="fast (default): scan what each test and its fixtures name after "
+        "each phase, JAX's caches kept; exhaustive: also run JAX's own checker "
+        "(jax.checking_leaks(), caches off) for leaks held anywhere",
+    )
+    parser.addini(
+        "lift_leaks",
+        type="bool",
+        default=False,
+        help="run each test inside lift.checking_leaks() (as --lift-leaks)",
+    )
+    parser.addini(
+        "lift_leaks_mode",
+        default="fast",
+        help="fast or exhaustive (as --lift-leaks-mode)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"{MARKER}: do not check this test for leaked tracers (lift --lift-leaks)",
+    )
+    option = config.getoption("lift_leaks")
+    enabled = bool(config.getini("lift_leaks")) if option is None else bool(option)
+    config.stash[_ENABLED] = enabled
+    mode = config.getoption("lift_leaks_mode") or config.getini("lift_leaks_mode")
+    if mode not in MODES:
+        raise pytest.UsageError(f"lift_leaks_mode must be one of {MODES}: {mode!r}")
+    config.stash[_MODE] = str(mode)
+    config.stash[_UNOPENED] = {}
+    config.stash[_CACHED] = {}
+
+
+def pytest_terminal_summary(
+    terminalreporter: Any, exitstatus: int, config: pytest.Config
+) -> None:
+    """Name what the checks of passing tests could not open (a tracer there
+    would not have been seen: make it readable, or exempt the test), and the
+    tracers only libraries' caches keep (not failed: not the test's escapes)."""
+    from .report import unopened_text
+
+    none: dict[str, Any] = {}
+    unopened = config.stash.get(_UNOPENED, none)
+    cached = config.stash.get(_CACHED, none)
+    for title, found in (
+        ("holders not opened", {k: unopened_text(v) for k, v in unopened.items()}),
+        ("tracers kept by libraries' caches", cached),
+    ):
+        if not found:
+            continue
+        terminalreporter.write_sep("=", f"lift --lift-leaks: {title}")
+        for nodeid, text in list(found.items())[:20]:
+            terminalreporter.write_line(f"{nodeid}: {text}")
+        if len(found) > 20:
+            terminalreporter.write_line(f"(and {len(found) - 20} more tests)")
+
+
+def _on(item: pytest.Item) -> bool:
+    return item.config.stash.get(_ENABLED, False) and not item.get_closest_marker(
+        MARKER
+    )
+
+
+def _roots(item: pytest.Item) -> list[tuple[str, Any]]:
+    """What a test names: its function, its fixtures' functions (and so the
+    globals their code names) and the fixture values it received."""
+    roots: list[tuple[str, Any]] = [(item.name, getattr(item, "obj", None))]
+    info = getattr(item, "_fixtureinfo", None)
+    for name, defs in getattr(info, "name2fixturedefs", {}).items():
+        for fixturedef in defs:
+            roots.append((f"fixture {name}", getattr(fixturedef, "func", None)))
+    funcargs = getattr(item, "funcargs", None)
+    if isinstance(funcargs, dict):
+        roots.extend((f"fixture {k}", v) for k, v in funcargs.items())  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+    return roots
+
+
+def _cached_fixtures(item: pytest.Item) -> list[tuple[str, Any]]:
+    """The values of the fixtures a test requests that an earlier test already
+    set up (a higher scope's, cached on its definition)."""
+    roots: list[tuple[str, Any]] = []
+    info = getattr(item, "_fixtureinfo", None)
+    for name, defs in getattr(info, "name2fixturedefs", {}).items():
+        for fixturedef in defs:
+            cached = getattr(fixturedef, "cached_result", None)
+            if isinstance(cached, tuple) and cached:
+                roots.append((f"fixture {name}", cast(Any, cached)[0]))
+    return roots
+
+
+def _check(item: pytest.Item, watch: _Watch) -> None:
+    """Fail the current phase for what escaped since the test's setup began:
+    reachable from what the test names, or from a `Lifted` built in the phase,
+    or (the fast mode's record of trace exits) a tracer of a trace that exited
+    in the phase and is still alive, wherever it is kept.
+
+    What only unreachable garbage holds did not escape (JAX's checker collects
+    it first): a leak found is confirmed after a garbage collection, which only
+    a suspected leak costs."""
+    __tracebackhide__ = True
+    if _check_once(item, watch, confirm=True):
+        import gc
+
+        gc.collect()  # after the first look's frame (and its roots) is gone
+        _check_once(item, watch, confirm=False)
+
+
+def _check_once(item: pytest.Item, watch: _Watch, confirm: bool) -> bool:
+    """One look (see `_check`); with `confirm`, a leak found returns `True`
+    (suspected: to be looked at again after a collection) before it is noted."""
+    __tracebackhide__ = True
+    from .._base.errors import LeakError
+    from .._compat import escaped_tracers
+    from .checking import place_escaped, unseen_error
+    from .report import Unopened, format_leaks
+    from .scan import scan_tracers
+
+    empty: list[Any] = []
+    before = item.stash.get(_BEFORE, empty)
+    roots = _roots(item)
+    roots.extend((getattr(f, "__qualname__", "lifted"), f) for f in list(watch.lifted))
+    module = getattr(getattr(item, "module", None), "__name__", None)
+    home = module if isinstance(module, str) else None
+    unopened: list[Unopened] = []
+    leaks, tracers = scan_tracers(roots, skip=before, home=home, unopened=unopened)
+    if watch.held:
+        # Held by the user's frames when their trace exited (gone since).
+        known = {id(t) for t in [*before, *tracers]}
+        fresh = [(leak, t) for leak, t in watch.held if id(t) not in known]
+        leaks.extend(leak for leak, _ in fresh)
+        tracers.extend(t for _, t in fresh)
+        if fresh:
+            unopened.extend(watch.held_unopened)
+    if leaks and confirm:
+        return True
+    if watch.exits:
+        known = {id(t) for t in [*before, *tracers]}
+        rest = [t for t in escaped_tracers(watch.exits) if id(t) not in known]
+        if rest:
+            placed = place_escaped(rest, roots, home, unopened)
+            if confirm and (placed.leaks or placed.unplaced):
+                return True
+            leaks.extend(placed.leaks)
+            off = {id(t) for t in [*placed.unplaced, *placed.kept]}
+            tracers.extend(t for t in rest if id(t) not in off)
+            if placed.kept:
+                # Kept by libraries' caches, not by the test: named, not failed.
+                before.extend(placed.kept)
+                item.config.stash[_CACHED][item.nodeid] = (
+                    f"{len(placed.kept)} tracer(s) still alive, {placed.cached}"
+                )
+            if placed.unplaced and not leaks:
+                before.extend(placed.unplaced)
+                raise unseen_error(placed.unplaced, f"in {item.name}")
+    if leaks:
+        before.extend(tracers)  # each leak fails one phase only
+        raise LeakError(format_leaks(leaks, unopened), anchor="leak-report")
+    if unopened:
+        noted = item.config.stash[_UNOPENED].setdefault(item.nodeid, [])
+        noted.extend(u for u in unopened if u not in noted)
+    return False
+
+
+class _Watch:
+    """What runs around a phase: in the exhaustive mode (or when JAX's own
+    checker is on anyway, its caches already off) `lift.checking_leaks()`; in
+    the fast mode a record of the `Lifted` built and of the traces that exit
+    (`lifted`, `exits`), JAX's caches kept on, and the leaks found in the
+    user's frames as traces exited (`held`: each with its tracer, and what
+    naming them could not open)."""
+
+    __slots__ = ("exits", "held", "held_unopened", "lifted", "stack")
+
+    def __init__(self) -> None:
+        self.lifted: Iterable[Any] = ()
+        self.exits: dict[int, Any] = {}
+        self.held: list[tuple[Any, Any]] = []
+        self.held_unopened: list[Any] = []
+        self.stack: Any = None
+
+    def start(self, item: pytest.Item) -> _Watch:
+        import jax
+
+        from .._base.registry import recording
+        from .._compat import watching_trace_exits
+        from .checking import checking_leaks
+        from .frames import FrameOpener
+
+        exhaustive = item.config.stash.get(_MODE, "fast") == "exhaustive"
+        if exhaustive or bool(cast(Any, jax.config).jax_check_tracer_leaks):
+            # Entered as it is, not through an `ExitStack`: its `LeakError`
+            # then carries no context of the stack's own.
+            self.stack = checking_leaks()
+        else:
+            stack = self.stack = ExitStack()
+            self.lifted = stack.enter_context(recording())
+            self.exits = stack.enter_context(
+                watching_trace_exits(
+                    every=True,
+                    frames=self.note_frames,
+                    opener=FrameOpener(),
+                    threads=True,
+                )
+            )
+        return self
+
+    def note_frames(self, holdings: list[Any]) -> None:
+        """Name the tracers the user's frames hold as their trace exits (the
+        frames may drop them before the phase ends)."""
+        from .find import frame_leaks
+
+        leaks, tracers, unopened = frame_leaks(holdings)
+        known = {id(t) for _, t in self.held}
+        for leak, tracer in zip(leaks, tracers, strict=True):
+            if id(tracer) not in known:
+                known.add(id(tracer))
+                self.held.append((leak, tracer))
+        self.held_unopened.extend(u for u in unopened if u not in self.held_unopened)
+
+    def __enter__(self) -> _Watch:
+        if not isinstance(self.stack, ExitStack):
+            self.stack.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> Any:
+        __tracebackhide__ = True
+        return self.stack.__exit__(*exc)
+
+
+def _phase(item: pytest.Item) -> Generator[None, Any, Any]:
+    """One phase of a test (setup, call, teardown), watched for leaks."""
+    __tracebackhide__ = True
+    watch = _Watch()
+    try:
+        with watch.start(item):
+            result = yield
+    except BaseException:
+        # This phase failed (JAX's checker reported a leak, or the test): what
+        # escaped in it is this phase's, not a later phase's to report again.
+        try:
+            _check(item, watch)
+        except Exception:  # the phase's own error is the report
+            pass
+        raise
+    _check(item, watch)
+    return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Generator[None, Any, Any]:
+    __tracebackhide__ = True
+    if not _on(item):
+        return (yield)
+    from .scan import scan_tracers
+
+    # Tracers that escaped before this test ran are not its fault: held by
+    # what it names, or by a fixture value already cached from an earlier test
+    # (a session or module fixture, not yet in `item.funcargs`).
+    item.stash[_BEFORE] = scan_tracers([*_roots(item), *_cached_fixtures(item)])[1]
+    return (yield from _phase(item))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
+    # JAX's checker sees only traces exiting inside the test, and only when the
+    # test leaves it on: the phase also scans what the test and its fixtures name.
+    __tracebackhide__ = True
+    if not _on(item):
+        return (yield)
+    return (yield from _phase(item))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, Any, Any]:
+    __tracebackhide__ = True
+    if not _on(item):
+        return (yield)
+    try:
+        return (yield from _phase(item))
+    finally:
+        item.stash[_BEFORE] = []  # hold no tracer past the test

@@ -1,0 +1,597 @@
+"""The leak scan: find tracers that outlived the transform that made them.
+
+The walk starts from the given roots and follows what Python code can reach:
+function cells, defaults, bound `self`, `functools.partial` arguments, the module
+globals a function's code names, `Lifted` captures, pytree children, containers,
+objects' `__dict__` and `__slots__`, class attributes, and the constants of
+traced programs. It is iterative (closures nest 10 000 deep), breadth-first (so
+each leak is named by its shortest path), visits each object once (cycles are
+fine) and stops after a bounded number of objects. What it cannot open (an
+attribute, `__dict__` or iteration that raises) it names (`Unopened`): after
+the leaks in a `LeakError`'s report, and in `find_leaks(...).unopened`; never
+as an error of its own, so that a clean scan passes.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import types
+import weakref
+from collections.abc import Callable, Iterable
+from typing import Any, Final, cast
+
+import jax
+import numpy as np
+
+from .. import _compat
+from .._base import gc as _gc
+from .._compat import is_user_code
+from .._holders.closure import (
+    aux_parts,
+    builtin_method_parts,
+    cells,
+    class_parts,
+    dict_static,
+    function_of,
+    function_parts,
+    holder_of,
+    instance_class,
+    method_parts,
+    partial_parts,
+    slot_names,
+)
+from .._holders.labels import ARG, CELL, KEYWORD, SELF, Label
+from .._holders.stdlib import (
+    LRU_WRAPPER,
+    STDLIB_HOLDERS,
+    SUSPENDED_FRAMES,
+    array_items,
+    cache_parts,
+    opened_by_referents,
+    referent_parts,
+    suspended_parts,
+)
+from .._holders.trees import one_level
+from .reach import ATOMIC, code_names, is_closed_type, param_name
+from .report import (
+    ABSENT,
+    BOUND,
+    CAPTURED,
+    GENERATOR_LOCAL,
+    GLOBAL,
+    MODULE_GLOBAL,
+    PARTIAL,
+    STATIC_FIELD,
+    STORED_LIFTED,
+    Leak,
+    PathLabel,
+    Unopened,
+    chain_to,
+    error_text,
+    label_text,
+    leak_at,
+    path_text,
+)
+
+# jax.tree_util, typed once for the type checker.
+_tree_leaves: Callable[..., list[Any]] = jax.tree_util.tree_leaves
+_flatten_with_path: Callable[..., tuple[list[tuple[Any, Any]], Any]]
+_flatten_with_path = jax.tree_util.tree_flatten_with_path  # pyright: ignore
+_keystr: Callable[[Any], str] = jax.tree_util.keystr  # pyright: ignore
+_Array: type[Any] = jax.Array
+
+#: Default bound on the number of objects one scan visits.
+DEFAULT_LIMIT = 2_000_000
+
+__all__ = ["NONE_LIVE", "LeakWalk", "first_tracer", "scan_tracers"]
+
+
+# ----------------------------------------------------------------------------
+# The walk.
+
+
+# Labels are rendered only for reports: an entry stores (format, key).
+_INDEX = "[{}]"
+_KEY = "[{!r}]"
+_ATTR = ".{}"
+_SET_ITEM = "{{…}}"
+
+# Per-type plans for objects that are not one of the core kinds.
+_SKIP, _LIFTED, _CONTAINER, _JAXPR, _PYTREE, _OBJECT, _LIBRARY = range(7)
+
+
+class LeakWalk:
+    """One breadth-first scan; each entry remembers its parent and its label."""
+
+    def __init__(
+        self,
+        limit: int,
+        only: frozenset[int] | None = None,
+        skip: frozenset[int] = frozenset(),
+        home: str | None = None,
+        live: Any = None,
+        first: bool = False,
+        globals: bool = True,
+    ) -> None:
+        self.limit = limit
+        # The bounded mode capture asks for (`first_tracer`): stop at the first
+        # tracer found (its entry `found`), and do not follow a function's
+        # globals (a static capture's code reads them when it runs, from its
+        # module: they are not captured).
+        self.first = first
+        self.found: int | None = None
+        self.globals = globals
+        self.only = only  # ids of the tracers to report (JAX's report), or all
+        self.skip = skip  # ids of tracers not to report (escaped before)
+        self.tracers: list[Any] = []  # the tracer of each leak, in order
+        # What is live, or (`only` known to have escaped) `NONE_LIVE`.
+        self.live: Any = _compat.live_traces() if live is None else live
+        self.stop = False  # whether to stop once every one of `only` is found
+        self.seen: set[int] = set()
+        self.keep: list[Any] = []  # temporaries built by the walk keep their ids
+        # (parent entry, label, (function, variable, kind) or None, path restarts)
+        self.entries: list[
+            tuple[int, PathLabel, tuple[Any, str | None, str | None] | None, bool]
+        ] = []
+        self.queue: collections.deque[tuple[Any, int]] = collections.deque()
+        self.leaks: list[Leak] = []
+        self.code_names: dict[types.CodeType, tuple[str, ...]] = {}
+        self.cell_labels: dict[types.CodeType, tuple[Label, ...]] = {}
+        self.plain: set[type] = set()  # classes whose instances hold a __dict__
+        self.plans: dict[type, tuple[int, tuple[str, ...]]] = {}
+        self.home = home
+        # What could not be opened: (entry, what was being read, the error).
+        self.failed: list[tuple[int, str, BaseException]] = []
+
+    def push(
+        self,
+        obj: Any,
+        parent: int,
+        label: PathLabel,
+        edge: tuple[Any, str | None, str | None] | None = None,
+        reset: bool = False,
+    ) -> None:
+        if type(obj) in ATOMIC:
+            return
+        key = id(obj)
+        if key in self.seen:
+            return
+        self.seen.add(key)
+        entries = self.entries
+        entries.append((parent, label, edge, reset))
+        self.queue.append((obj, len(entries) - 1))
+
+    def push_all(self, items: Iterable[tuple[Any, Any]], parent: int, fmt: str) -> None:
+        """Push `(key, value)` pairs labelled `fmt.format(key)`: the hot loop."""
+        atomic, seen, entries, queue = ATOMIC, self.seen, self.entries, self.queue
+        for key, value in items:
+            if type(value) in atomic:
+                continue
+            i = id(value)
+            if i in seen:
+                continue
+            seen.add(i)
+            entries.append((parent, (fmt, key), None, False))
+            queue.append((value, len(entries) - 1))
+
+    def run(self) -> list[Leak]:
+        visited, limit = 0, self.limit
+        queue, entries, seen = self.queue, self.entries, self.seen
+        popleft, append, add = queue.popleft, queue.append, seen.add
+        atomic, plain = ATOMIC, self.plain
+        tracer_type = _compat.Tracer
+        expand = self.expand
+        only, skip = self.only, self.skip
+        while queue and visited < limit:
+            obj, index = popleft()
+            visited += 1
+            cls = type(obj)  # pyright: ignore[reportUnknownVariableType]
+            # Lists, tuples and dicts, the most common objects, are walked here
+            # (as `push_all` would): a call less per object.
+            if cls is list or cls is tuple:
+                items, fmt = enumerate(obj), _INDEX  # pyright: ignore[reportUnknownArgumentType]
+            elif cls is dict:
+                items, fmt = obj.items(), _KEY  # pyright: ignore[reportUnknownVariableType]
+            elif cls in plain:
+                items, fmt = obj.__dict__.items(), _ATTR  # pyright: ignore[reportUnknownVariableType]
+            else:
+                if issubclass(cls, tracer_type):  # pyright: ignore[reportUnknownArgumentType]
+                    if (
+                        (only is None or id(obj) in only)
+                        and id(obj) not in skip
+                        and not self.live.is_live(obj)
+                    ):
+                        if self.first:
+                            self.found = index
+                            break
+                        self.leaks.append(self.report(obj, index))
+                        self.tracers.append(obj)
+                        if self.stop and len(self.tracers) == len(only or ()):
+                            break  # all found, each by its shortest path
+                    continue
+                try:
+                    expand(obj, index)
+                except Exception as exc:  # a proxy whose attributes fail: named
+                    self.failed.append((index, "", exc))
+                continue
+            for key, value in items:  # pyright: ignore[reportUnknownVariableType]
+                if type(value) in atomic:  # pyright: ignore[reportUnknownArgumentType]
+                    continue
+                i = id(value)  # pyright: ignore[reportUnknownArgumentType]
+                if i in seen:
+                    continue
+                add(i)
+                append((value, len(entries)))
+                entries.append((index, (fmt, key), None, False))
+        return self.leaks
+
+    # -- children of each kind of object --------------------------------------
+
+    def expand(self, obj: Any, index: int) -> None:
+        cls: type[Any] = type(obj)  # pyright: ignore[reportUnknownVariableType]
+        if cls is list or cls is tuple:
+            self.push_all(enumerate(obj), index, _INDEX)  # pyright: ignore
+        elif cls is dict:
+            self.push_all(obj.items(), index, _KEY)
+        elif cls is types.FunctionType:
+            self.function(obj, index)
+        elif cls is types.MethodType:
+            self.method(obj, index)
+        elif cls is functools.partial or (
+            issubclass(cls, functools.partial) and not self.is_lifted(obj)  # pyright: ignore[reportUnknownArgumentType]
+        ):
+            # `jax.tree_util.Partial` too: its arguments named as a partial's.
+            self.partial(obj, index)
+        elif cls is types.CellType:
+            try:
+                self.push(obj.cell_contents, index, ".cell_contents")
+            except ValueError:
+                pass
+        elif isinstance(obj, type):
+            self.parts(class_parts(obj), index)  # pyright: ignore[reportUnknownArgumentType]
+        elif cls is np.ndarray:
+            self.parts(array_items(obj), index)  # NumPy object arrays
+        elif cls is types.BuiltinMethodType:
+            self.parts(builtin_method_parts(obj), index)  # `stash.append`: `stash`
+        elif cls in SUSPENDED_FRAMES:
+            self.suspended(obj, index)
+        elif cls in STDLIB_HOLDERS:
+            self.parts(STDLIB_HOLDERS[cls](obj), index)
+        elif (holder := holder_of(obj)) is not None:
+            # A `lift.jit` function: the function it wraps, already lifted, as
+            # lift's closure graph takes it (flattened, it would be lifted
+            # afresh at every visit: a `lift.jit` closure that calls itself
+            # then without end).
+            for label, part in holder.parts(obj):
+                self.push(part, index, label, (obj, None, STORED_LIFTED))
+        elif cls is LRU_WRAPPER:
+            parts = cache_parts(obj)
+            self.keep.append(parts)
+            self.parts(parts, index)
+        elif issubclass(cls, weakref.ReferenceType):  # pyright: ignore[reportUnknownArgumentType]
+            # `weakref.ref`, `WeakMethod`: what it refers to, while alive (a
+            # tracer there is held by something else, reached through this).
+            self.push(obj(), index, "()")
+        elif issubclass(cls, BaseException):  # pyright: ignore[reportUnknownArgumentType]
+            self.exception(obj, cls, index)  # pyright: ignore[reportUnknownArgumentType]
+        else:
+            self.other(obj, cls, index)  # pyright: ignore[reportUnknownArgumentType]
+
+    def exception(self, exc: BaseException, cls: type, index: int) -> None:
+        """A kept exception's arguments, attributes, notes and the exceptions it
+        chains; not its traceback (the frames it unwound, whose locals are the
+        running code's, not data the error was given)."""
+        self.push(exc.args, index, ".args")
+        self.push(exc.__cause__, index, ".__cause__")
+        self.push(exc.__context__, index, ".__context__")
+        if is_closed_type(cls):  # a builtin error: its own attributes only
+            attrs = self.attribute(exc, "__dict__", index)
+            if isinstance(attrs, dict):
+                self.push_all(attrs.items(), index, _ATTR)  # pyright: ignore
+        else:
+            self.other(exc, cls, index)
+
+    def parts(self, parts: Iterable[tuple[Label, Any]], index: int) -> None:
+        """Push a holder's parts, as `lift._holders.closure` describes them."""
+        for label, value in parts:
+            self.push(value, index, label)
+
+    def suspended(self, gen: Any, index: int) -> None:
+        """A suspended generator's (or coroutine's) local variables."""
+        frame = getattr(gen, SUSPENDED_FRAMES[type(gen)])
+        if frame is None:  # finished: it holds nothing
+            return
+        code = frame.f_code
+        for label, value in suspended_parts(gen):
+            self.push(value, index, label, (code, label.variable, GENERATOR_LOCAL))
+
+    def is_lifted(self, obj: Any) -> bool:
+        return function_of(obj) is not None
+
+    def function(self, fn: types.FunctionType, index: int) -> None:
+        code = fn.__code__
+        if fn.__closure__:
+            labels = self.cell_labels.get(code)
+            if labels is None:
+                labels = self.cell_labels[code] = tuple(
+                    Label.of(CELL, name) for name in code.co_freevars
+                )
+            for label, cell in cells(fn, labels):
+                try:
+                    value = cell.cell_contents
+                except ValueError:  # an empty cell: the variable is not bound yet
+                    continue
+                self.push(value, index, label, (fn, label.variable, CAPTURED))
+        if fn.__defaults__ or fn.__kwdefaults__ or fn.__dict__:
+            for label, value in function_parts(fn):
+                self.push(value, index, label, (fn, label.variable, label.role))
+        if self.globals and is_user_code(code.co_filename):
+            glob = fn.__globals__
+            names = code_names(code, self.code_names)
+            for name in names:
+                if name in glob:
+                    value = glob[name]
+                    if type(value) is types.ModuleType:
+                        self.module_names(value, name, names, fn, index)
+                    else:
+                        self.push(value, index, name, (fn, name, GLOBAL), reset=True)
+
+    def module_names(
+        self,
+        module: types.ModuleType,
+        alias: str,
+        names: tuple[str, ...],
+        fn: types.FunctionType,
+        index: int,
+    ) -> None:
+        """The attributes of a module that `fn`'s code names (`mylib.step`,
+        `pkg.mod.step` through `import pkg.mod`): what the function reaches
+        through the module, walked as its globals. A module is not walked whole
+        (JAX's and NumPy's are vast); its names the code does not use are
+        reached, if at all, from what it does use."""
+        stack = [(module, alias)]
+        done = {id(module)}
+        while stack:
+            mod, prefix = stack.pop()
+            attrs = vars(mod)
+            for name in names:
+                value = attrs.get(name, ABSENT)
+                if value is ABSENT:
+                    continue
+                where = f"{prefix}.{name}"
+                if type(value) is types.ModuleType:
+                    if id(value) not in done:
+                        done.add(id(value))
+                        stack.append((value, where))
+                    continue
+                self.push(value, index, where, (fn, where, GLOBAL), reset=True)
+
+    def partial(self, p: functools.partial[Any], index: int) -> None:
+        func = p.func
+        for label, value in partial_parts(p):
+            if label.kind == ARG:
+                edge = (func, param_name(func, cast(int, label.key)), PARTIAL)
+            elif label.kind == KEYWORD:
+                edge = (func, label.variable, PARTIAL)
+            else:
+                edge = None
+            self.push(value, index, label, edge)
+
+    def method(self, m: types.MethodType, index: int) -> None:
+        fn = m.__func__
+        for label, value in method_parts(m):
+            edge = (fn, "self", BOUND) if label.kind == SELF else None
+            self.push(value, index, label, edge)
+
+    def plan(self, obj: Any, cls: type) -> tuple[int, tuple[str, ...], bool]:
+        """How to walk objects of type `cls`, and whether that holds for every
+        instance (decided once per type and scan when it does)."""
+        if function_of(obj) is not None:
+            return _LIFTED, (), True
+        if issubclass(
+            cls,
+            dict
+            | list
+            | tuple
+            | set
+            | frozenset
+            | collections.deque
+            | types.MappingProxyType,
+        ):
+            return _CONTAINER, (), True
+        if _compat.holds_consts(obj):
+            return _JAXPR, (), True
+        if isinstance(obj, _Array | np.generic):
+            return _SKIP, (), True
+        try:
+            leaves = _tree_leaves(obj, is_leaf=one_level(obj))
+        except Exception:
+            # This instance does not flatten (a `lift.jit` function whose
+            # captures cannot): walked as an object, and the type's other
+            # instances decided by themselves, so that the report does not
+            # depend on which instance the walk met first.
+            return (*self.as_object(cls), False)  # pyright: ignore[reportUnknownArgumentType]
+        if not (len(leaves) == 1 and leaves[0] is obj):
+            return _PYTREE, (), True
+        return (*self.as_object(cls), True)  # pyright: ignore[reportUnknownArgumentType]
+
+    def as_object(self, cls: type) -> tuple[int, tuple[str, ...]]:
+        if is_closed_type(cls):  # pyright: ignore[reportUnknownArgumentType]
+            return _LIBRARY, ()
+        return _OBJECT, slot_names(cls)  # pyright: ignore[reportUnknownArgumentType]
+
+    def other(self, obj: Any, cls: type, index: int) -> None:
+        plan = self.plans.get(cls)
+        if plan is None:
+            kind, slots, stable = self.plan(obj, cls)
+            plan = (kind, slots)
+            if stable:
+                self.plans[cls] = plan
+            if kind == _OBJECT:
+                # The class attributes its instances read: walked once, named
+                # from the first instance met.
+                self.parts(instance_class(cls), index)
+                if (
+                    stable
+                    and not slots
+                    and not callable(cast(object, obj))
+                    and cls.__getattribute__ is object.__getattribute__
+                    and type(self.attribute(obj, "__dict__", index)) is dict
+                ):
+                    self.plain.add(cls)  # walked in `run`: its `__dict__` only
+        kind, slots = plan
+        if kind in (_OBJECT, _LIBRARY):
+            self.walk_object(obj, cls, index, kind, slots)
+        elif kind == _PYTREE:
+            try:
+                children, treedef = _flatten_with_path(obj, is_leaf=one_level(obj))
+            except Exception:  # this instance does not flatten: an object
+                self.walk_object(obj, cls, index, *self.as_object(cls))
+                return
+            self.keep.append(children)
+            for path, child in children:
+                self.push(child, index, _keystr(path))
+            for label, aux in aux_parts(treedef):
+                self.keep.append(aux)
+                self.push(aux, index, label, (obj, None, STATIC_FIELD))
+        else:
+            self.walk_kind(obj, index, kind)
+
+    def walk_object(
+        self, obj: Any, cls: type, index: int, kind: int, slots: tuple[str, ...]
+    ) -> None:
+        """An object's `__wrapped__`, and unless a library's, its attributes and
+        slots (a C iterator, `map`, `itemgetter`: what it holds)."""
+        if callable(obj):
+            wrapped = self.attribute(obj, "__wrapped__", index)
+            if wrapped is not None:
+                self.push(wrapped, index, ".__wrapped__")
+        if opened_by_referents(cls):
+            parts = list(referent_parts(obj))
+            self.keep.append(parts)
+            self.parts(parts, index)
+            return
+        if kind == _LIBRARY:
+            return
+        attrs = self.attribute(obj, "__dict__", index)
+        if isinstance(attrs, dict):
+            self.push_all(attrs.items(), index, _ATTR)  # pyright: ignore
+        for name in slots:
+            value = self.attribute(obj, name, index, ABSENT)
+            if value is not ABSENT:
+                self.push(value, index, (_ATTR, name))
+
+    def attribute(self, obj: Any, name: str, index: int, default: Any = None) -> Any:
+        """`getattr(obj, name, default)`; an error other than `AttributeError`
+        (an unset slot, no such attribute) is named as what was not opened."""
+        try:
+            return getattr(obj, name, default)
+        except Exception as exc:
+            self.failed.append((index, f".{name}", exc))
+            return default
+
+    def unopened(self) -> list[Unopened]:
+        """What this scan could not open, with the path to each."""
+        return [
+            Unopened(
+                path_text(self.entries, chain_to(self.entries, index), self.home)
+                + where,
+                error_text(exc),
+            )
+            for index, where, exc in self.failed
+        ]
+
+    def walk_kind(self, obj: Any, index: int, kind: int) -> None:
+        """Containers, `Lifted` and traced programs."""
+        if kind == _CONTAINER:
+            if isinstance(obj, dict | types.MappingProxyType):
+                self.push_all(obj.items(), index, _KEY)  # pyright: ignore
+                if isinstance(obj, dict):
+                    # A defaultdict's factory, keys holding objects. (Not
+                    # asked of a plain dict, walked in `run`: its keys would
+                    # cost every scan a pass; a tracer is never a key itself.)
+                    self.parts(dict_static(obj), index)  # pyright: ignore
+            elif isinstance(obj, tuple) and hasattr(obj, "_fields"):  # pyright: ignore
+                fields = obj._fields  # pyright: ignore
+                self.push_all(zip(fields, obj, strict=True), index, _ATTR)  # pyright: ignore
+            elif isinstance(obj, set | frozenset):
+                self.push_all(((None, v) for v in obj), index, _SET_ITEM)  # pyright: ignore
+            else:
+                self.push_all(enumerate(obj), index, _INDEX)  # pyright: ignore
+        elif kind == _LIFTED:
+            rebuild = function_of(obj)
+            assert rebuild is not None
+            plain = rebuild(obj)
+            self.keep.append(plain)
+            self.push(plain, index, "", (obj, None, STORED_LIFTED))
+            self.push(obj.__wrapped__, index, ".__wrapped__")
+        elif kind == _JAXPR:
+            # The constants a traced program closes over (jax.closure_convert and
+            # jax.make_jaxpr keep them here).
+            consts = list(obj.consts)
+            self.keep.append(consts)
+            self.push_all(enumerate(consts), index, ".consts[{}]")
+
+    # -- reports ----------------------------------------------------------------
+
+    def report(self, tracer: Any, index: int) -> Leak:
+        return leak_at(self.entries, self.home, tracer, index)
+
+
+class _NoneLive:
+    @staticmethod
+    def is_live(tracer: Any) -> bool:
+        return False
+
+
+NONE_LIVE: Final = _NoneLive()
+
+
+def first_tracer(obj: Any, limit: int, live: Any = None) -> str | None:
+    """The path (`.a[0].b`) from `obj` to the nearest tracer it holds, any
+    tracer or (given `live`) one whose trace has exited; `None` if the first
+    `limit` objects hold none. The leak scan's walk, bounded, for capture:
+    what a static capture hides where no pytree reaches."""
+    walk = LeakWalk(
+        limit, live=NONE_LIVE if live is None else live, first=True, globals=False
+    )
+    walk.push(obj, -1, "")
+    walk.run()
+    if walk.found is None:
+        return None
+    return "".join(
+        label_text(walk.entries[e][1]) for e in chain_to(walk.entries, walk.found)
+    )
+
+
+def scan_tracers(
+    roots: Iterable[tuple[str, Any]],
+    limit: int = DEFAULT_LIMIT,
+    only: Iterable[Any] | None = None,
+    skip: Iterable[Any] = (),
+    home: str | None = None,
+    unopened: list[Unopened] | None = None,
+) -> tuple[list[Leak], list[Any]]:
+    """As `scan`, with the escaped tracers themselves, one per leak. `home`:
+    the module the roots belong to (a test's); a global of any other module is
+    named with its module (`mylib._REGISTRY[0]`)."""
+    walk = LeakWalk(
+        limit,
+        None if only is None else frozenset(map(id, only)),
+        frozenset(map(id, skip)),
+        home,
+    )
+    for label, root in roots:
+        if issubclass(type(root), types.ModuleType):  # pyright: ignore[reportUnknownArgumentType]
+            module = cast(types.ModuleType, root)
+            for name, value in vars(module).items():
+                where = f"{module.__name__}.{name}"
+                walk.push(value, -1, where, (module, where, MODULE_GLOBAL), True)
+        else:
+            walk.push(root, -1, label, reset=True)
+    with _gc.paused():
+        leaks = walk.run()
+    if unopened is not None:
+        unopened.extend(walk.unopened())
+    return leaks, walk.tracers

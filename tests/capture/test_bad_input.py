@@ -1,0 +1,682 @@
+"""Bad input: every kind of value, at the top and inside captures.
+
+`lift` either gives a result or raises a `lift.LiftError` that says what it got;
+it never hangs, never recurses past Python's limit, and never changes the
+function it was given (its code, cells, defaults, `__dict__`, or the objects they
+hold).
+"""
+
+from __future__ import annotations
+
+import array
+import collections
+import dataclasses
+import decimal
+import enum
+import fractions
+import functools
+import io
+import types
+import weakref
+from collections.abc import Callable
+from typing import Any
+from unittest import mock
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from helpers import HOLD, assert_unchanged, snapshot
+
+import lift
+
+
+class _CallableObject:
+    def __call__(self, x):
+        return x
+
+
+class _Slots:
+    __slots__ = ("a",)
+
+    def __init__(self) -> None:
+        self.a = 1
+
+
+class _HashRaises:
+    def __hash__(self) -> int:
+        raise ValueError("this object refuses to be hashed")
+
+
+class _EqRaises:
+    def __eq__(self, other: object) -> bool:
+        raise RuntimeError("this object refuses to be compared")
+
+    def __hash__(self) -> int:
+        return 1
+
+
+class _EqArray:
+    def __eq__(self, other: object) -> Any:
+        return np.array([True, False])
+
+    def __hash__(self) -> int:
+        return 1
+
+
+class _Hostile:
+    """Every attribute access fails (a broken proxy)."""
+
+    def __getattribute__(self, name: str) -> Any:
+        raise RuntimeError(f"no attribute {name} for you")
+
+
+class _Colour(enum.Enum):
+    RED = 1
+
+
+@dataclasses.dataclass
+class _Data:
+    a: float = 1.0
+
+
+_Pair = collections.namedtuple("_Pair", "a b")
+
+
+def _generator():
+    yield 1
+
+
+def _cyclic_list() -> list[Any]:
+    x: list[Any] = []
+    x.append(x)
+    return x
+
+
+def _cyclic_dict() -> dict[str, Any]:
+    x: dict[str, Any] = {}
+    x["self"] = x
+    return x
+
+
+def _deep_list(depth: int) -> list[Any]:
+    root: list[Any] = []
+    node = root
+    for _ in range(depth):
+        node.append([])
+        node = node[0]
+    return root
+
+
+# Every kind of value a user might hand over, made fresh for each test.
+VALUES: dict[str, Callable[[], Any]] = {
+    "int": lambda: 1,
+    "big int": lambda: 10**100,
+    "float": lambda: 1.5,
+    "nan": lambda: float("nan"),
+    "complex": lambda: 1j,
+    "bool": lambda: True,
+    "str": lambda: "s",
+    "bytes": lambda: b"b",
+    "None": lambda: None,
+    "Ellipsis": lambda: ...,
+    "class": lambda: _CallableObject,
+    "builtin": lambda: len,
+    "builtin method": lambda: [].append,
+    "method descriptor": lambda: str.upper,
+    "numpy ufunc": lambda: np.add,
+    "jnp function": lambda: jnp.sin,
+    "jitted function": lambda: jax.jit(lambda x: x),
+    "module": lambda: np,
+    "numpy array": lambda: np.ones(2),
+    "numpy scalar": lambda: np.float32(1),
+    "jax array": lambda: jnp.ones(2),
+    "bfloat16 array": lambda: jnp.ones(2, jnp.bfloat16),
+    "int array": lambda: jnp.arange(3),
+    "bool array": lambda: jnp.array([True, False]),
+    "prng key": lambda: jax.random.key(0),
+    "jnp dtype": lambda: jnp.float32,
+    "numpy dtype": lambda: np.dtype("f4"),
+    "callable object": lambda: _CallableObject(),
+    "slots object": lambda: _Slots(),
+    "dataclass": lambda: _Data(),
+    "enum": lambda: _Colour.RED,
+    "generator object": _generator,
+    "staticmethod": lambda: staticmethod(lambda: 1),
+    "property": lambda: property(lambda self: 1),
+    "set": lambda: {1, 2},
+    "frozenset": lambda: frozenset({1}),
+    "range": lambda: range(3),
+    "slice": lambda: slice(1, 2),
+    "weakref": lambda: weakref.ref(_CallableObject),
+    "decimal": lambda: decimal.Decimal(1),
+    "fraction": lambda: fractions.Fraction(1, 2),
+    "array.array": lambda: array.array("f", [1.0]),
+    "memoryview": lambda: memoryview(b"ab"),
+    "file object": lambda: io.StringIO("x"),
+    "MagicMock": lambda: mock.MagicMock(),
+    "Mock posing as a partial": lambda: mock.Mock(spec=functools.partial),
+    "hash raises": lambda: _HashRaises(),
+    "eq raises": lambda: _EqRaises(),
+    "eq returns an array": lambda: _EqArray(),
+    "hostile object": lambda: _Hostile(),
+    "equinox module": lambda: eqx.nn.Linear(2, 2, key=jax.random.key(1)),
+    "tree_util.Partial": lambda: jax.tree_util.Partial(
+        lambda a, b: a + b, jnp.ones(())
+    ),
+    "namedtuple": lambda: _Pair(1.0, "x"),
+    "dict of functions": lambda: {"f": lambda x: x, "w": 2.0},
+    "partial of a builtin": lambda: functools.partial(max, 1),
+    "method bound to a class": lambda: types.MethodType(
+        lambda cls, x: x, _CallableObject
+    ),
+    "lambda": lambda: lambda x: x,
+    "cyclic list": _cyclic_list,
+    "cyclic dict": _cyclic_dict,
+    "list 5000 deep": lambda: _deep_list(5000),
+}
+
+# At the top: a value that is neither a function nor a pytree holding one.
+NOT_LIFTABLE = {
+    "int",
+    "big int",
+    "float",
+    "nan",
+    "complex",
+    "bool",
+    "str",
+    "bytes",
+    "Ellipsis",
+    "class",
+    "builtin",
+    "builtin method",
+    "method descriptor",
+    "numpy ufunc",
+    "jnp function",
+    "jitted function",
+    "module",
+    "numpy array",
+    "numpy scalar",
+    "jax array",
+    "bfloat16 array",
+    "int array",
+    "bool array",
+    "prng key",
+    "jnp dtype",
+    "numpy dtype",
+    "callable object",
+    "slots object",
+    "dataclass",
+    "enum",
+    "generator object",
+    "staticmethod",
+    "property",
+    "set",
+    "frozenset",
+    "range",
+    "slice",
+    "weakref",
+    "decimal",
+    "fraction",
+    "array.array",
+    "memoryview",
+    "file object",
+    "MagicMock",
+    "Mock posing as a partial",
+    "hash raises",
+    "eq raises",
+    "eq returns an array",
+    "hostile object",
+}
+TOO_DEEP = {"cyclic list", "cyclic dict", "list 5000 deep"}
+
+
+def _assert_can_still_recurse(levels: int = 500) -> None:
+    """A RecursionError escaping from C++ pytree code can leave the interpreter's
+    recursion accounting broken; check that it is not."""
+
+    def down(n: int) -> int:
+        return n if n == 0 else down(n - 1)
+
+    assert down(levels) == 0
+
+
+@pytest.mark.parametrize("kind", sorted(set(VALUES) - {"None"}))
+def test_at_the_top(kind: str):
+    value = VALUES[kind]()
+    if kind in NOT_LIFTABLE:
+        with pytest.raises(lift.LiftError, match=r"(?s)^lift\(\) got .*\nFix: "):
+            lift.lift(value)
+    elif kind in TOO_DEEP:
+        with pytest.raises(lift.LiftError, match=r"lift\(\) got a \w+ .*(nest|itself)"):
+            lift.lift(value)
+        _assert_can_still_recurse()
+    elif kind in ("lambda", "partial of a builtin", "method bound to a class"):
+        lifted = lift.lift(value)
+        assert lift.is_lifted(lifted)
+        x = 3.0 if kind != "partial of a builtin" else 0.5
+        assert lifted(x) == value(x)
+    else:
+        # A pytree: the same structure back, its function leaves lifted.
+        out = lift.lift(value)
+        assert type(out) is type(value)
+        is_function = lambda x: isinstance(x, types.FunctionType)
+        assert jax.tree_util.tree_structure(
+            out, is_leaf=lift.is_lifted
+        ) == jax.tree_util.tree_structure(value)
+        for old, new in zip(
+            jax.tree_util.tree_leaves(value, is_leaf=is_function),
+            jax.tree_util.tree_leaves(out, is_leaf=lift.is_lifted),
+            strict=True,
+        ):
+            assert (
+                lift.is_lifted(new)
+                if isinstance(old, types.FunctionType)
+                else new is old
+            )
+
+
+def test_lift_of_none_is_the_decorator_form():
+    decorator = lift.lift(None)
+    assert lift.is_lifted(decorator(lambda x: x))
+
+
+# -- inside captures ----------------------------------------------------------------
+
+
+def _uses(x: Any, v: Any) -> Any:
+    """How the holders' functions use a hostile value: they only compare it."""
+    return x if v is not _Colour else 0
+
+
+def _underlying(holder: Any) -> Any:
+    if isinstance(holder, functools.partial):
+        return holder.func
+    if isinstance(holder, types.MethodType):
+        return holder.__func__
+    return holder
+
+
+def _call(g: Any, x: Any) -> Any:
+    return g(x)
+
+
+_jit_call = jax.jit(_call)
+
+# The ways a function holds a value by itself (`helpers.HOLD`): a cell, a
+# default, a keyword-only and a positional-only default, a function attribute,
+# a partial's argument and keyword, a bound method's `self` (the value itself:
+# a pytree `self` holding it hands it to JAX's flattening, whose rules apply).
+HOLDERS = tuple(h for h in HOLD if h != "bound self")
+
+
+@pytest.mark.parametrize(
+    ("kind", "holder"),
+    # `types.MethodType` refuses `None` as `self`.
+    [
+        (k, h)
+        for k in sorted(VALUES)
+        for h in HOLDERS
+        if (k, h) != ("None", "self itself")
+    ],
+)
+def test_inside_captures(kind: str, holder: str):
+    value = VALUES[kind]()
+    fn = HOLD[holder](value, _uses)
+    inner = _underlying(fn)
+    before = snapshot(inner)
+    partial_state = (
+        (fn.func, fn.args, dict(fn.keywords))
+        if isinstance(fn, functools.partial)
+        else None
+    )
+    expected = fn(3.0)
+    if kind in TOO_DEEP:
+        with pytest.raises(lift.LiftError, match=r"(?s)(nest|itself).*\nFix: "):
+            lift.lift(fn)
+        _assert_can_still_recurse()
+    else:
+        lifted = lift.lift(fn)
+        assert lifted(3.0) == expected
+        leaves, treedef = jax.tree_util.tree_flatten(lifted)
+        again = jax.tree_util.tree_unflatten(treedef, leaves)
+        assert again(3.0) == expected
+        assert jax.tree_util.tree_structure(lift.lift(fn)) == treedef
+        assert _jit_call(lifted, 3.0) == expected
+        repr(lifted)
+    assert_unchanged(before, snapshot(inner))
+    if partial_state is not None:
+        assert isinstance(fn, functools.partial)
+        assert fn.func is partial_state[0]
+        assert fn.args is partial_state[1] or fn.args == partial_state[1]
+        assert all(fn.keywords[k] is v for k, v in partial_state[2].items())
+    assert fn(3.0) == expected
+
+
+def test_mutating_a_captured_container_of_leaves_is_refused_not_copied():
+    items = [jnp.ones(2), 2.0]
+    table = {"w": jnp.ones(2)}
+
+    def f(x):
+        items.append(x)  # lift would rebuild `items` around its leaves
+        table["last"] = x
+        return len(items)
+
+    lifted = lift.lift(f)  # refused by the call that changes the copy
+    with pytest.raises(
+        lift.LiftError, match=r"mutated the captured variable 'items' in place"
+    ):
+        lifted(1.0)
+    assert len(items) == 2
+    assert "last" not in table
+    assert f(1.0) == 3  # the function itself is untouched
+
+
+def test_empty_cell_raises_nameerror_until_python_binds_it():
+    def make():
+        def f(x):
+            return later + x
+
+        before = f.__closure__[0]  # type: ignore[index]
+        lifted = lift.lift(f)
+        with pytest.raises(NameError, match="later"):
+            lifted(1.0)
+        later = 1.0
+        assert f(1.0) == 2.0  # the original's cell was not replaced
+        assert f.__closure__[0] is before  # type: ignore[index]
+        return lifted
+
+    lifted = make()
+    assert lifted(1.0) == 2.0  # read when called, as Python reads it
+
+
+def test_rebinding_a_dynamic_capture_is_a_lifterror_naming_it():
+    def make():
+        w = jnp.ones(2)
+
+        def f(x):
+            nonlocal w
+            w = w + x
+            return w
+
+        return f
+
+    f = make()
+    before = snapshot(f)
+    with pytest.raises(
+        lift.LiftError, match=r"f \(.*test_bad_input.py:\d+\) rebinds.*'w'"
+    ):
+        lift.lift(f)
+    assert_unchanged(before, snapshot(f))
+
+
+def test_tracer_hidden_in_an_object_is_a_lifterror_naming_it():
+    class Box:
+        def __init__(self, v: Any) -> None:
+            self.v = v
+
+    def traced(x):
+        box = Box(x)
+
+        def f(y):
+            return box.v * y
+
+        # Kept while its transform runs (called there); refused once flattened.
+        assert lift.lift(f)(2.0) is not None
+        with pytest.raises(lift.LiftError, match=r"(?s)'box'.*box\.v.*closure_convert"):
+            jax.tree_util.tree_leaves(lift.lift(f))
+        return x
+
+    jax.jit(traced)(1.0)
+
+
+def test_tracer_forced_static_is_a_lifterror():
+    def traced(x):
+        def f(y):
+            return x * y
+
+        with pytest.raises(lift.LiftError, match=r"'x' as static.*tracer"):
+            lift.lift(f, static=("x",))
+        return x
+
+    jax.jit(traced)(1.0)
+
+
+def test_tracer_in_a_deque_is_a_lifterror():
+    def traced(x):
+        holder = collections.deque([1, x])
+
+        def f(y):
+            return y if holder else 0
+
+        assert lift.lift(f)(2.0) == 2.0  # kept while its transform runs
+        with pytest.raises(lift.LiftError, match=r"'holder'.*tracer"):
+            jax.tree_util.tree_leaves(lift.lift(f))
+        return x
+
+    jax.jit(traced)(1.0)
+
+
+# -- bad options -------------------------------------------------------------------
+
+
+def _plain(w: Any) -> Callable[..., Any]:
+    def f(x):
+        return w * x
+
+    return f
+
+
+def test_static_names_that_are_not_captured_are_a_lifterror_with_the_nearest():
+    def make(limit: float) -> Callable[..., Any]:
+        def f(x):
+            return jnp.minimum(x, limit)
+
+        return f
+
+    with pytest.raises(
+        lift.LiftError,
+        match=r"no captured variable is called 'limt' \(did you mean 'limit'\?\)\.\n"
+        r"Captured variables: 'limit'\.",
+    ):
+        lift.lift(make(2.0), static=("limt",))
+    with pytest.raises(
+        lift.LiftError, match=r"no captured variable is called 'nope'\."
+    ):
+        lift.lift(_plain(2.0), static=("nope",))
+    # A name captured by any function of a pytree is known.
+    opt = optax.adam(0.1)
+    assert lift.lift(opt, static=("b1",)) is not None
+    with pytest.raises(lift.LiftError, match=r"'b11' \(did you mean 'b1'\?\)"):
+        lift.lift(opt, static=("b11",))
+
+
+@pytest.mark.parametrize("static", [(1,), [None], 3.0])
+def test_static_that_is_not_names_is_a_lifterror(static: Any):
+    with pytest.raises(lift.LiftError, match=r"static"):
+        lift.lift(_plain(2.0), static=static)
+
+
+def test_dynamic_that_is_not_callable_is_a_lifterror():
+    with pytest.raises(lift.LiftError, match=r"dynamic"):
+        lift.lift(_plain(2.0), dynamic="yes")  # type: ignore[arg-type]
+
+
+def test_dynamic_predicate_that_raises_propagates_unchanged():
+    def predicate(x: Any) -> bool:
+        raise KeyError("predicate failed")
+
+    f = _plain(2.0)
+    before = snapshot(f)
+    with pytest.raises(KeyError, match="predicate failed"):
+        lift.lift(f, dynamic=predicate)
+    assert_unchanged(before, snapshot(f))
+
+
+def test_dynamic_predicate_making_a_string_a_leaf_is_a_lifterror():
+    with pytest.raises(lift.LiftError, match=r"'w'.*str"):
+        lift.lift(_plain("s"), dynamic=lambda x: True)
+
+
+# -- the other entry points, on the same values ----------------------------------------
+
+
+@pytest.mark.parametrize("kind", sorted(VALUES))
+def test_leak_scan_takes_any_value(kind: str):
+    value = VALUES[kind]()
+
+    def holder(x):
+        return x if value is not None else 0
+
+    assert lift.find_leaks(value) == []
+    assert lift.find_leaks(holder) == []
+    assert lift.check_leaks(value, holder) is None
+
+
+@pytest.mark.parametrize("kind", sorted(set(VALUES) - TOO_DEEP))
+def test_unlift_diff_and_is_lifted_take_any_value(kind: str):
+    value = VALUES[kind]()
+    assert not lift.is_lifted(value)
+    out = lift.unlift(value)
+    assert out is value or jax.tree_util.tree_structure(out) == (
+        jax.tree_util.tree_structure(value)
+    )
+    # `diff` compares any two pytrees: a Lifted and anything else differ.
+    explained = lift.diff(lift.lift(_plain(2.0)), value)
+    assert isinstance(explained, str)
+    assert explained
+
+
+# jaxlib's pytree flattening with a Python `is_leaf` over a cyclic or very deep
+# container leaves the interpreter's recursion accounting broken for the rest
+# of the process (every later call raises RecursionError), so these run in a
+# process of their own, which then checks that it can still recurse.
+_TOO_DEEP_SCRIPT = """
+import os, sys
+# the test file, and helpers.py beside conftest.py a folder up
+sys.path[:0] = [sys.argv[1], os.path.dirname(sys.argv[1])]
+import lift
+from test_bad_input import VALUES, _plain
+
+def depth(n=0):
+    return n if n == 300 else depth(n + 1)
+
+value = VALUES[sys.argv[2]]()
+for name, call in [
+    ("unlift", lambda: lift.unlift(value)),
+    ("diff", lambda: lift.diff(lift.lift(_plain(2.0)), value)),
+]:
+    try:
+        call()
+    except lift.LiftError as e:
+        assert "nest" in str(e) or "itself" in str(e), str(e)
+        print(name, "LiftError")
+    else:
+        print(name, "returned")
+    depth()
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("kind", sorted(TOO_DEEP))
+def test_unlift_and_diff_of_cyclic_or_deep_containers(kind: str):
+    import os
+    import subprocess
+    import sys
+
+    tests = os.path.dirname(os.path.abspath(__file__))
+    done = subprocess.run(
+        [sys.executable, "-c", _TOO_DEEP_SCRIPT, tests, kind],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([os.path.dirname(tests), tests]),
+        },
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["unlift", "LiftError", "diff", "LiftError", "ok"]
+
+
+@pytest.mark.parametrize(
+    "kind",
+    sorted(
+        NOT_LIFTABLE
+        - {
+            "class",
+            "builtin",
+            "builtin method",
+            "method descriptor",
+            "numpy ufunc",
+            "jnp function",
+            "jitted function",
+            "callable object",
+            "weakref",
+            "MagicMock",
+            "Mock posing as a partial",
+            "staticmethod",
+            "jnp dtype",
+        }
+    ),
+)
+def test_lift_jit_of_a_value_that_is_not_callable_is_a_lifterror(kind: str):
+    with pytest.raises(lift.LiftError, match=r"jit"):
+        lift.jit(VALUES[kind]())
+
+
+def _escaped_tracer():
+    kept = []
+    with jax.check_tracer_leaks(False):
+        jax.jit(lambda x: kept.append(x) or x)(1.0)
+    return kept[0]
+
+
+def test_a_closure_over_a_class_holding_an_escaped_tracer_is_refused_like_an_instance():
+    class Registry:
+        pass
+
+    Registry.value = _escaped_tracer()
+
+    def over(v):
+        return lambda: v
+
+    assert lift.find_leaks(over(Registry))  # the leak checker sees it
+    with pytest.raises(lift.LiftError, match="tracer"):
+        lift.lift(over(Registry()))  # refused through an instance
+    with pytest.raises(lift.LiftError, match="tracer"):
+        lift.lift(over(Registry))  # and through the class itself
+
+
+# -- functools.singledispatch ------------------------------------------------------
+
+
+@functools.singledispatch
+def _convert(x: Any) -> Any:
+    return x * 2
+
+
+@_convert.register
+def _(x: int) -> Any:
+    return x * 3
+
+
+def test_a_closure_over_a_singledispatch_function_lifts() -> None:
+    # Its registry is a dict keyed by types, which JAX cannot sort: holding no
+    # float or array, it is static as a whole.
+    def make(conv: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        return lambda x: conv(x) + 1.0
+
+    f = make(_convert)
+    assert float(lift.lift(f)(2.0)) == f(2.0) == 5.0
+    assert float(jax.jit(lambda g, x: g(x))(lift.lift(f), 2.0)) == 5.0
+    structure = jax.tree_util.tree_structure
+    assert structure(lift.lift(f)) == structure(lift.lift(make(_convert)))
+
+
+def test_a_dict_of_unsortable_keys_holding_a_float_is_still_refused() -> None:
+    table = {int: 0.5, str: 1.5}
+    with pytest.raises(lift.LiftError, match=r"JAX's pytree flattening refuses"):
+        lift.lift(lambda x: x * table[int])

@@ -1,0 +1,209 @@
+"""`lift.verifying()` and `LIFT_VERIFY=1`: the fast paths that remain (a
+`lift.jit` function's cached call, the conversion of captured floats) checked
+against the rule they stand for.
+
+Each test breaks one fast path on purpose and checks that the switch catches
+it, and that without the switch the broken path would have been served.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import lift
+from lift._capture import floats as _floats, verify as _verify
+from lift._jit import function as _jit_function
+
+
+def _make(lr: Any, w: Any) -> Any:
+    def inner(x):
+        return x * lr
+
+    return lambda x: inner(x) - w
+
+
+def _jitted(lr: Any) -> Any:
+    @lift.jit
+    def step(w):
+        return w - lr * 2.0
+
+    return step
+
+
+def test_a_stale_jit_cached_call_is_caught() -> None:
+    step = _jitted(jnp.asarray(0.5))
+    for _ in range(3):  # the third call takes the fast path
+        assert float(step(1.0)) == 0.0
+    # Break the fast path: what it passes in front of the arguments.
+    fast = step._fast
+    assert fast.tree is not None  # `first`: the leaves of the specialized program
+    step._fast = fast._replace(first=tuple(leaf * 2 for leaf in fast.first))
+    with lift.verifying(False):
+        assert float(step(1.0)) == -1.0  # served wrong, unchecked
+    with (
+        lift.verifying(),
+        pytest.raises(
+            lift.LiftError,
+            match=r"(?s)lift's lift.jit cached call disagrees with the full walk "
+            r"for _jitted.<locals>.step .*other leaves \(leaf 0: ",
+        ),
+    ):
+        step(1.0)
+
+
+def test_a_jit_cached_call_that_lifting_now_refuses_is_caught(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    step = _jitted(0.5)
+    for _ in range(3):
+        step(1.0)
+
+    def refuse(self: Any) -> Any:
+        raise lift.LiftError("refused")
+
+    monkeypatch.setattr(_jit_function.JitFunction, "_lift", refuse)
+    with lift.verifying(False):
+        assert float(step(1.0)) == 0.0  # the fast path does not lift
+    with (
+        lift.verifying(),
+        pytest.raises(
+            lift.LiftError, match=r"lift.jit cached call .*lifting it now refuses it"
+        ),
+    ):
+        step(1.0)
+
+
+def test_a_wrong_float_conversion_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_floats, "_COMPILE_AFTER", 0)
+    monkeypatch.setattr(_floats, "_RECURRING", 0)
+    # A compiled conversion that loses the weak type (a bf16 model would turn f32).
+    monkeypatch.setattr(
+        _floats,
+        "_identity_jit",
+        lambda *xs: tuple(jnp.asarray(x, dtype=jnp.float32) for x in xs),
+    )
+    with lift.verifying(False):
+        leaf = jax.tree_util.tree_leaves(lift.lift(_make(0.25, 1.5)))[0]
+        assert not leaf.weak_type  # served wrong, unchecked
+    with (
+        lift.verifying(),
+        pytest.raises(
+            lift.LiftError,
+            match=r"(?s)float conversion disagrees with the full walk for 2 "
+            r"captured floats: the compiled identity and jax.device_put differ "
+            r"\(leaf 0: ",
+        ),
+    ):
+        jax.tree_util.tree_leaves(lift.lift(_make(0.25, 1.5)))
+
+
+def test_the_checks_pass_on_sound_paths() -> None:
+    with lift.verifying():
+        for lr in (0.1, 0.2, 0.3):
+            x = lift.lift(_make(lr, np.float32(1.0)))
+            assert float(x(1.0)) == pytest.approx(lr - 1.0)
+        step = _jitted(0.5)
+        for _ in range(3):
+            assert float(step(1.0)) == 0.0
+
+
+def test_the_switch_nests_and_restores() -> None:
+    before = _verify.STATE.on
+    with lift.verifying():
+        assert _verify.STATE.on
+        with lift.verifying(False):
+            assert not _verify.STATE.on
+        assert _verify.STATE.on
+    assert _verify.STATE.on is before
+
+
+@pytest.mark.parametrize(
+    ("value", "on"), [("1", True), ("true", True), ("0", False), ("", False)]
+)
+def test_the_environment_variable_turns_it_on(value: str, on: bool) -> None:
+    env = {**os.environ, "LIFT_VERIFY": value}
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from lift._capture import verify; print(verify.STATE.on)",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() == str(on)
+
+
+def _two_steps_sharing_a_log() -> tuple[Any, Any, list[str]]:
+    traced: list[str] = []
+
+    def train(x):
+        traced.append("train")
+        return x + 1
+
+    def evaluate(x):
+        traced.append("eval")
+        return x * 2
+
+    return lift.jit(train), lift.jit(evaluate), traced
+
+
+def _a_loss_log_filled_by_a_callback() -> tuple[Any, Any, list[float]]:
+    losses: list[float] = []
+
+    def step(x):
+        jax.debug.callback(lambda v: losses.append(float(v)), (x**2).sum())
+        return x * 0.5
+
+    jitted = lift.jit(step)
+    return jitted, jitted, losses
+
+
+@pytest.mark.parametrize(
+    "make",
+    [_two_steps_sharing_a_log, _a_loss_log_filled_by_a_callback],
+    ids=["a trace log two functions fill", "a loss log a callback fills"],
+)
+def test_your_own_log_filled_by_the_calls_is_not_a_difference(make: Any) -> None:
+    """Your own list, filled while the functions run (a trace log, a loss log a
+    callback fills), is not part of what a cached call promises: it serves
+    what it compiled, as `jax.jit` does for a closure. Checked, every call is
+    served, and the log holds what the plain functions would put there."""
+    first, second, log = make()
+    x = jnp.ones(2)
+    with lift.verifying():
+        for fn in (first, first, second, first, second):
+            x = fn(x)
+        jax.effects_barrier()
+    assert len(log) in (2, 5)  # one entry per trace, or per call (the callback)
+
+
+def test_a_static_changed_in_place_between_calls_is_named_as_such() -> None:
+    """A static value inside a captured container (here an int in a dict that
+    holds a float, so lift rebuilds it) changed in place between calls: the
+    cached call serves the program compiled for the old value, and the check
+    says so, with its fix, not that lift has a bug."""
+    config = {"n": 2, "lr": 0.5}
+
+    @lift.jit
+    def step(x):
+        return x * config["lr"] * config["n"]
+
+    with lift.verifying():
+        assert float(step(1.0)) == 1.0
+        assert float(step(1.0)) == 1.0
+        config["n"] = 3
+        with pytest.raises(lift.LiftError, match=r"changed in place") as info:
+            step(1.0)
+    assert "bug in lift" not in str(info.value)
+    assert "Docs: errors/#changed-in-place" in str(info.value)

@@ -1,0 +1,379 @@
+"""`lift.jit` serves what Python would compute now: captures rebound in place
+(cells, defaults, attributes, nested functions), the x64 setting, stages
+(`.lower`, `.trace`) sharing the calls' trace, copies of a `lift.jit` function,
+`lift.jit` functions nested in each other and passed through transforms."""
+
+from __future__ import annotations
+
+import copy
+import gc
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from helpers import TraceCounter as _Counter
+
+import lift
+from lift._jit import programs as _programs
+
+
+@pytest.mark.parametrize("stage_first", [True, False])
+@pytest.mark.parametrize("stage", ["lower", "trace"])
+def test_a_stage_and_calls_of_one_function_trace_once(stage, stage_first):
+    counter = _Counter()
+    a = jnp.float32(2.0)
+
+    @lift.jit
+    def f(x):
+        counter()
+        return a * x
+
+    if stage_first:
+        getattr(f, stage)(1.0)
+    for _ in range(3):
+        assert float(f(1.0)) == 2.0
+    if not stage_first:
+        getattr(f, stage)(1.0)
+    assert counter.traces == 1
+
+
+class _Act:
+    """Equal by name, as a user's activation registry might define it; what it
+    computes also depends on `k`."""
+
+    def __init__(self, name, k):
+        self.name = name
+        self.k = k
+
+    def __eq__(self, other):
+        return type(other) is _Act and other.name == self.name
+
+    def __hash__(self):
+        return hash(self.name)
+
+    def __call__(self, x):
+        return x * self.k
+
+
+def test_a_new_trace_runs_with_this_closures_own_static_capture():
+    def make(act):
+        @lift.jit
+        def f(x):
+            return act(x)
+
+        return f
+
+    assert float(make(_Act("a", 2))(1.0)) == 2.0
+    three = make(_Act("a", 3))
+    # A shape not traced before: traced anew, with this closure's `act`.
+    np.testing.assert_allclose(three(jnp.ones(2)), [3.0, 3.0])
+    reference = jax.jit(lambda act, x: act(x), static_argnums=0)
+    reference(_Act("a", 2), 1.0)
+    np.testing.assert_allclose(reference(_Act("a", 3), jnp.ones(2)), [3.0, 3.0])
+
+
+def _x64_after(calls):
+    lr = 0.1
+
+    @lift.jit
+    def f(x):
+        return x * lr
+
+    for _ in range(calls):
+        f(jnp.float32(1.0))
+    jax.config.update("jax_enable_x64", True)
+    try:
+        return float(f(np.float64(1.0)))
+    finally:
+        jax.config.update("jax_enable_x64", False)
+
+
+def test_toggling_x64_gives_the_same_after_one_call_as_after_two(x64_off):
+    assert _x64_after(1) == _x64_after(2)
+
+
+def test_negative_static_argnums_see_a_rebound_capture():
+    counter = _Counter()
+    lr = 2.0
+
+    def body(x, n):
+        counter()
+        return x * lr * n
+
+    f = lift.jit(body, static_argnums=-1)
+    assert [float(f(1.0, 2)) for _ in range(3)] == [4.0] * 3
+    lr = 3.0
+    assert [float(f(1.0, 2)), float(f(1.0, 3))] == [6.0, 9.0]
+    assert counter.traces == 2
+
+
+def test_one_in_sharding_for_every_argument_sees_a_rebound_capture():
+    counter = _Counter()
+    lr = 2.0
+    sharding = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+
+    def body(x, y):
+        counter()
+        return x * lr + y
+
+    f = lift.jit(body, in_shardings=sharding)
+    assert [float(f(1.0, 1.0)) for _ in range(3)] == [3.0] * 3
+    lr = 3.0
+    assert [float(f(1.0, 1.0)) for _ in range(3)] == [4.0] * 3
+    assert counter.traces == 1
+
+
+def test_a_donated_argument_never_deletes_a_captured_array_across_calls():
+    counter = _Counter()
+    w = jnp.ones(3)
+
+    def body(y):
+        counter()
+        return w + y
+
+    f = lift.jit(body, donate_argnums=0)
+    for _ in range(4):
+        y = jnp.ones(3)
+        np.testing.assert_allclose(f(y), [2.0] * 3)
+        assert not w.is_deleted()
+    assert counter.traces == 1
+
+
+def test_defaults_and_attributes_rebound_after_the_fast_path_is_set():
+    def g(x, a=2.0):
+        return a * x * getattr(g, "scale", 1.0)
+
+    f = lift.jit(g)
+    assert [float(f(1.0)) for _ in range(3)] == [2.0] * 3
+    g.__defaults__ = (3.0,)
+    assert float(f(1.0)) == 3.0
+    g.scale = 2.0
+    assert [float(f(1.0)) for _ in range(3)] == [6.0] * 3
+    del g.scale
+    assert float(f(1.0)) == 3.0
+
+
+def test_nested_functions_rebound_after_the_fast_path_is_set():
+    # Several cells and functions: the fast path checks them all, the nested
+    # function's defaults, keyword-only defaults and attributes too.
+    def make():
+        a, b = 1.0, 2.0
+
+        def inner(x, c=1.0, *, d=1.0):
+            return x * c * d * getattr(inner, "scale", 1.0)
+
+        def outer(x):
+            return inner(x) + a + b
+
+        return outer, inner
+
+    outer, inner = make()
+    f = lift.jit(outer)
+    assert [float(f(1.0)) for _ in range(3)] == [4.0] * 3
+    inner.__defaults__ = (3.0,)
+    assert [float(f(1.0)) for _ in range(2)] == [6.0] * 2
+    inner.__kwdefaults__ = {"d": 2.0}
+    assert [float(f(1.0)) for _ in range(2)] == [9.0] * 2
+    inner.scale = 0.5  # pyright: ignore[reportFunctionMemberAccess]
+    assert [float(f(1.0)) for _ in range(2)] == [6.0] * 2
+    del inner.scale  # pyright: ignore[reportFunctionMemberAccess]
+    assert float(f(1.0)) == 9.0
+
+
+def test_a_capture_deleted_then_rebound_to_another_kind():
+    n = 2
+
+    @lift.jit
+    def f(x):
+        return x * n
+
+    assert [float(f(1.0)) for _ in range(3)] == [2.0] * 3
+    del n
+    for _ in range(2):
+        with pytest.raises(NameError):
+            f(1.0)
+    n = jnp.float32(5.0)  # a dynamic capture where a static one was
+    assert [float(f(1.0)) for _ in range(2)] == [5.0] * 2
+    n = 4
+    assert [float(f(1.0)) for _ in range(2)] == [4.0] * 2
+
+
+@pytest.mark.parametrize("calls", [0, 2])
+@pytest.mark.parametrize("how", [copy.copy, copy.deepcopy])
+def test_a_jit_function_copies(calls, how):
+    a = jnp.float32(2.0)
+    counter = _Counter()
+
+    @lift.jit
+    def f(x):
+        counter()
+        return a * x
+
+    for _ in range(calls):
+        f(1.0)
+    copy.deepcopy({"step": jax.jit(lambda x: x)})  # what jax.jit allows
+    copied = how({"step": f})["step"]
+    assert [float(copied(1.0)) for _ in range(2)] == [2.0, 2.0]
+    assert copied.__name__ == "f" and copied.program is f.program
+    assert counter.traces == 1  # the copy shares the compiled program
+    a = jnp.float32(3.0)  # the copy watches the same captures
+    assert float(copied(1.0)) == 3.0
+
+
+def test_a_function_in_a_captured_tuple_is_watched_before_and_after_it_gains_an_attribute():
+    def g(x, k=2.0):
+        return x * k
+
+    pair = (g,)
+
+    @lift.jit
+    def f(x):
+        return pair[0](x)
+
+    assert [float(f(1.0)) for _ in range(3)] == [2.0] * 3
+    g.__defaults__ = (5.0,)
+    assert float(f(1.0)) == 5.0
+    g.tag = 1  # from here watched through its attributes
+    g.__defaults__ = (7.0,)
+    assert [float(f(1.0)) for _ in range(2)] == [7.0] * 2
+    g.__defaults__ = (8.0,)
+    assert float(f(1.0)) == 8.0
+
+
+def test_several_functions_each_rebound_after_another_gains_an_attribute():
+    a, b = 2.0, 3.0
+
+    def inner(x, k=1.0):
+        return x * a * k
+
+    def other(x, k=1.0):
+        return x * k
+
+    @lift.jit
+    def f(x):
+        return inner(x) + other(b)
+
+    assert [float(f(1.0)) for _ in range(3)] == [5.0] * 3
+    inner.tag = 1.0
+    assert float(f(1.0)) == 5.0
+    other.__defaults__ = (2.0,)
+    assert [float(f(1.0)) for _ in range(2)] == [8.0] * 2
+    inner.__defaults__ = (2.0,)
+    assert [float(f(1.0)) for _ in range(2)] == [10.0] * 2
+    inner.tag = 2.0
+    other.__defaults__ = (3.0,)
+    assert [float(f(1.0)) for _ in range(2)] == [13.0] * 2
+
+
+def test_a_nested_functions_empty_cell_bound_then_deleted():
+    b = 1.0
+
+    def h(x):
+        return x * c  # noqa: F821 (bound below)
+
+    @lift.jit
+    def f(x):
+        return h(x) + b
+
+    for _ in range(2):
+        with pytest.raises(NameError):
+            f(1.0)
+    c = 3.0
+    assert [float(f(1.0)) for _ in range(2)] == [4.0] * 2
+    c = 5.0
+    assert float(f(1.0)) == 6.0
+    del c
+    with pytest.raises(NameError):
+        f(1.0)
+
+
+def test_an_outer_jit_sees_a_capture_of_an_inner_jit_rebound():
+    inner_counter, outer_counter = _Counter(), _Counter()
+    lr = 2.0
+
+    @lift.jit
+    def inner(x):
+        inner_counter()
+        return x * lr
+
+    b = 1.0
+
+    @lift.jit
+    def outer(x):
+        outer_counter()
+        return inner(x) + b
+
+    assert float(inner(1.0)) == 2.0
+    assert [float(outer(1.0)) for _ in range(3)] == [3.0] * 3
+    lr = 5.0
+    assert [float(outer(1.0)), float(inner(1.0)), float(outer(1.0))] == [6.0, 5.0, 6.0]
+    assert (inner_counter.traces, outer_counter.traces) == (1, 1)
+
+
+def test_an_inner_jit_called_alone_then_inside_jax_jit_traces_once():
+    counter = _Counter()
+    a = jnp.float32(2.0)
+
+    @lift.jit
+    def inner(x):
+        counter()
+        return a * x
+
+    inner(1.0)
+    assert float(jax.jit(lambda x: inner(x))(1.0)) == 2.0
+    assert counter.traces == 1
+
+
+def test_nested_jits_under_disable_jit_after_compiling():
+    a = 2.0
+
+    @lift.jit
+    def inner(x):
+        return x * a
+
+    @lift.jit
+    def outer(x):
+        return inner(x) + 1.0
+
+    outer(1.0)
+    with jax.disable_jit():
+        assert [float(outer(1.0)) for _ in range(2)] == [3.0] * 2
+
+
+def _calling_states() -> list[dict[str, Any]]:
+    """What every shared program keeps of this thread's calls (`Program.calling`)."""
+    return [c.__dict__ for c in gc.get_objects() if type(c) is _programs.Calling]
+
+
+def test_a_jit_closure_over_a_tracer_keeps_nothing_after_the_trace():
+    counter = _Counter()
+
+    def outer(y):
+        @lift.jit
+        def inner(x):
+            counter()
+            return x * y
+
+        return inner(1.0) + inner(2.0)
+
+    with jax.checking_leaks():
+        assert float(jax.jit(outer)(3.0)) == 9.0
+    assert counter.traces == 1
+    assert lift.find_leaks(_calling_states()) == []
+
+
+def test_a_jit_function_as_a_transformed_argument_keeps_no_tracer():
+    a = jnp.float32(2.0)
+
+    @lift.jit
+    def f(x):
+        return a * x
+
+    with jax.checking_leaks():
+        assert float(jax.jit(lambda g, x: g(x))(f, 1.0)) == 2.0
+        grads = jax.grad(lambda g: g(1.0))(f)
+    assert float(jax.tree.leaves(grads)[0]) == 1.0
+    assert float(f(1.0)) == 2.0
+    assert lift.find_leaks(f, _calling_states()) == []

@@ -1,0 +1,740 @@
+"""The leak scan itself: what it walks, how it names things, and its bounds."""
+
+from __future__ import annotations
+
+import functools
+import sys
+import types
+import weakref
+from collections.abc import Iterator
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import pytest
+from helpers import calls_made, equinox_static, several_devices, suspended
+
+import lift
+from lift._leaks.find import scan
+
+pytestmark = pytest.mark.lift_allow_leaks
+
+STASH: list[Any] = []
+
+
+@pytest.fixture(autouse=True)
+def _jax_leak_checks_off() -> Iterator[None]:
+    with jax.check_tracer_leaks(False):
+        yield
+    STASH.clear()
+
+
+def _escaped(dtype: Any = jnp.float32, shape: tuple[int, ...] = ()) -> Any:
+    """A tracer whose `jit` has exited."""
+    box: list[Any] = []
+
+    def grab(x: Any) -> Any:
+        box.append(x)
+        return x
+
+    jax.jit(grab)(jnp.zeros(shape, dtype))
+    return box[0]
+
+
+def test_report_reads_like_the_issue() -> None:
+    def step(x: Any) -> Any:
+        def scaled(y: Any) -> Any:
+            return x * y
+
+        STASH.append(scaled)
+        return x * 2
+
+    jax.jit(step)(1.0)
+    (leak,) = lift.find_leaks(step)
+    line = STASH[0].__code__.co_firstlineno
+    assert str(leak) == (
+        f"STASH[0] -> {STASH[0].__qualname__} ({__file__}:{line}), captured "
+        "variable 'x': float32[] from jit(step) — return the value from the "
+        f"transformed function instead of storing {STASH[0].__qualname__} in "
+        "STASH[0]"
+    )
+    assert leak.path == "STASH[0].captures['x']"
+    assert (leak.function, leak.variable, leak.lineno) == (
+        "test_report_reads_like_the_issue.<locals>.step.<locals>.scaled",
+        "x",
+        line,
+    )
+    assert leak.tracer == "float32[] from jit(step)"
+
+
+def test_check_leaks_lists_every_leak() -> None:
+    a, b = _escaped(), _escaped(jnp.int32, (2,))
+    with pytest.raises(lift.LeakError, match=r"2 tracers escaped") as info:
+        lift.check_leaks([a, b])
+    lines = str(info.value).splitlines()
+    assert lines[1:] == [
+        "  roots[0][0]: float32[] from jit(grab) — return the value from the "
+        "transformed function instead of storing it",
+        "  roots[0][1]: int32[2] from jit(grab) — return the value from the "
+        "transformed function instead of storing it",
+        "Docs: errors/#leak-report",
+    ]
+    assert info.value.anchor == "leak-report"
+    assert lift.check_leaks([jnp.ones(2)]) is None
+
+
+def test_live_tracers_are_not_leaks() -> None:
+    found: list[list[Any]] = []
+
+    @jax.jit
+    def f(x: Any) -> Any:
+        found.append(lift.find_leaks(lambda: x, [x]))
+        return x
+
+    f(1.0)
+    assert found == [[]]
+
+
+def test_leak_error_is_a_runtime_error() -> None:
+    assert issubclass(lift.LeakError, RuntimeError)
+    with pytest.raises(RuntimeError, match="escaped"):
+        lift.check_leaks(_escaped())
+
+
+def test_cycles_are_fine() -> None:
+    tracer = _escaped()
+    a: dict[str, Any] = {}
+    b: list[Any] = [a]
+    a["b"] = b
+    a["t"] = tracer
+
+    def f() -> Any:
+        return f, a
+
+    (leak,) = lift.find_leaks(f)
+    assert leak.path == f"{f.__qualname__}.captures['a']['t']"
+
+
+def test_deep_closures_and_containers_do_not_recurse() -> None:
+    tracer = _escaped()
+
+    def wrap(g: Any) -> Any:
+        return lambda: g
+
+    fn: Any = lambda: tracer
+    for _ in range(10_000):
+        fn = wrap(fn)
+    nested: Any = _escaped()
+    for _ in range(100_000):
+        nested = [nested]
+    assert sys.getrecursionlimit() < 10_000
+    leaks = lift.find_leaks(fn, nested)
+    assert [leak.variable for leak in leaks] == ["tracer", None]
+    assert leaks[0].path.count(".captures['g']") == 10_000
+
+
+def test_limit_bounds_the_walk() -> None:
+    nested: Any = _escaped()
+    for _ in range(50):
+        nested = [nested]
+    assert lift.find_leaks(nested, limit=10) == []
+    assert len(lift.find_leaks(nested, limit=100)) == 1
+
+
+def test_shortest_path_wins_and_each_tracer_is_reported_once() -> None:
+    tracer = _escaped()
+    deep = {"a": {"b": [tracer]}}
+    (leak,) = lift.find_leaks([deep, tracer])
+    assert leak.path == "roots[0][1]"
+
+
+def test_empty_cells_and_unbound_variables() -> None:
+    def outer() -> Any:
+        def inner() -> Any:
+            return later
+
+        found = lift.find_leaks(inner)
+        later = 1
+        return found
+
+    assert outer() == []
+
+
+def test_objects_slots_partials_methods_and_kwdefaults() -> None:
+    tracer = _escaped()
+
+    class Slots:
+        __slots__ = ("x",)
+
+    class Plain:
+        def method(self) -> Any:
+            return self
+
+    slotted = Slots()
+    slotted.x = tracer
+    plain = Plain()
+    plain.attr = tracer  # type: ignore[attr-defined]
+
+    def fn(a: Any, *, k: Any = tracer) -> Any:
+        return a
+
+    part = functools.partial(fn, tracer, k=tracer)
+    found = {
+        name: lift.find_leaks(obj)
+        for name, obj in {
+            "slots": slotted,
+            "attr": plain,
+            "method": plain.method,
+            "kwdefault": fn,
+            "partial": part,
+        }.items()
+    }
+    assert found["slots"][0].path == "roots[0].x"
+    assert found["attr"][0].path == "roots[0].attr"
+    assert (found["method"][0].variable, found["method"][0].kind) == (
+        "self",
+        "bound object",
+    )
+    assert found["method"][0].detail == "self.attr"
+    assert (found["kwdefault"][0].variable, found["kwdefault"][0].kind) == (
+        "k",
+        "default of parameter",
+    )
+    assert [(leak.variable, leak.kind) for leak in found["partial"]] == [
+        ("a", "partial argument")
+    ]
+
+
+def test_globals_named_by_code_including_nested_code() -> None:
+    def step() -> Any:
+        def inner() -> Any:
+            return STASH
+
+        return inner
+
+    STASH.append(_escaped())
+    (leak,) = lift.find_leaks(step)
+    assert (leak.path, leak.variable, leak.kind) == (
+        "STASH[0]",
+        "STASH",
+        "global variable",
+    )
+    assert "in global 'STASH' used by" in str(leak)
+
+
+def test_library_functions_globals_are_not_walked() -> None:
+    STASH.append(_escaped())
+    # jnp.sum's module names many globals; none of them is STASH, and the walk
+    # stays out of library modules.
+    assert lift.find_leaks(jnp.sum, functools.reduce) == []
+
+
+def test_modules_as_roots() -> None:
+    module = types.ModuleType("scratch")
+    module.kept = [_escaped()]  # type: ignore[attr-defined]
+    (leak,) = lift.find_leaks(module)
+    assert leak.path == "scratch.kept[0]"
+
+
+def test_pytree_nodes_are_walked_by_key_path() -> None:
+    tracer = _escaped()
+    partial = jax.tree_util.Partial(lambda a, b: a + b, tracer)
+    (leak,) = lift.find_leaks(partial)
+    assert leak.path.startswith("roots[0]")
+    assert leak.tracer == "float32[] from jit(grab)"
+
+
+def test_traced_program_constants() -> None:
+    box: list[Any] = []
+
+    @jax.jit
+    def f(x: Any) -> Any:
+        box.append(jax.make_jaxpr(lambda y: y * x)(1.0))
+        return x
+
+    f(2.0)
+    (leak,) = lift.find_leaks(box)
+    assert leak.path == "roots[0][0].consts[0]"
+
+
+def test_lifted_captures_are_named() -> None:
+    box: list[Any] = []
+
+    def make(x: Any) -> Any:
+        def shifted(y: Any) -> Any:
+            return y + x
+
+        box.append(lift.lift(shifted))
+        return x
+
+    jax.jit(make)(1.0)
+    lifted = box[0]
+    leaks = lift.find_leaks(lifted)
+    assert [(leak.function, leak.variable) for leak in leaks] == [
+        (lifted.__qualname__, "x")
+    ]
+    assert leaks[0].path == f"{lifted.__qualname__}.captures['x']"
+    (path, _), *_ = jax.tree_util.tree_flatten_with_path(lifted)[0]
+    assert "x" in jax.tree_util.keystr(path)
+
+
+def test_scan_with_named_roots() -> None:
+    (leak,) = scan([("output", {"w": _escaped()})])
+    assert leak.path == "output['w']"
+
+
+def test_objects_that_fail_to_flatten_or_read_are_opaque() -> None:
+    class Broken:
+        __slots__ = ("x",)
+
+        def __getattribute__(self, name: str) -> Any:
+            if name == "x":
+                raise RuntimeError("unreadable")
+            return object.__getattribute__(self, name)
+
+    assert lift.find_leaks(Broken(), [Broken()]) == []
+
+
+# -- Tracers of traces still running are never leaks ----------------------------
+
+
+def _mesh() -> Any:
+    return jax.make_mesh((len(jax.devices()),), ("i",))
+
+
+def test_outer_jit_tracer_inside_shard_map_is_live() -> None:
+    from jax.sharding import PartitionSpec as P
+
+    seen: list[list[lift.Leak]] = []
+
+    def outer(x: Any) -> Any:
+        c = x.sum()
+
+        def body(y: Any) -> Any:
+            seen.append(lift.find_leaks(c, y))
+            return y + c
+
+        return jax.shard_map(body, mesh=_mesh(), in_specs=P(), out_specs=P())(x)
+
+    jax.jit(outer)(jnp.arange(4.0))
+    assert seen == [[]]
+
+
+def test_outer_jit_tracer_inside_pmap_is_live() -> None:
+    seen: list[list[lift.Leak]] = []
+
+    def outer(x: Any) -> Any:
+        c = x.sum()
+
+        def body(y: Any) -> Any:
+            seen.append(lift.find_leaks(c))
+            return y + c
+
+        return jax.pmap(body)(x)
+
+    jax.jit(outer)(jnp.arange(float(jax.device_count())))
+    assert seen == [[]]
+
+
+def test_checked_jit_inside_shard_map_under_jit() -> None:
+    from jax.sharding import PartitionSpec as P
+
+    def outer(x: Any) -> Any:
+        c = x.sum()
+        body = lift.checked(jax.jit)(lambda y: y + c)
+        return jax.shard_map(body, mesh=_mesh(), in_specs=P(), out_specs=P())(x)
+
+    assert float(jax.jit(outer)(jnp.ones(2))[0]) == 3.0
+
+
+def test_shard_map_twin_an_escaped_tracer_is_still_found() -> None:
+    from jax.sharding import PartitionSpec as P
+
+    def outer(x: Any) -> Any:
+        c = x.sum()
+
+        def body(y: Any) -> Any:
+            STASH.append(c)
+            return y + c
+
+        return jax.shard_map(body, mesh=_mesh(), in_specs=P(), out_specs=P())(x)
+
+    jax.jit(outer)(jnp.arange(4.0))
+    (leak,) = lift.find_leaks(STASH)
+    assert leak.tracer == "float32[] from jit(outer)"
+
+
+# -- Holders beyond closures: each pair is a leak and its clean twin ------------
+
+
+def test_generator_locals_name_the_generator() -> None:
+    gen = suspended(_escaped())
+    (leak,) = lift.find_leaks(gen)
+    assert (leak.function, leak.variable) == ("suspended.<locals>.gen", "v")
+    assert leak.kind == "local variable of a suspended generator"
+    assert leak.lineno == gen.gi_code.co_firstlineno
+
+
+def test_generator_scan_does_not_keep_its_locals_alive() -> None:
+    import weakref
+
+    class Big:
+        pass
+
+    def gen() -> Iterator[Any]:
+        big = Big()
+        ref.append(weakref.ref(big))
+        yield None
+        del big
+        yield None
+
+    ref: list[Any] = []
+    g = gen()
+    next(g)
+    assert lift.find_leaks(g) == []
+    next(g)
+    assert ref[0]() is None  # the scan left no snapshot of `big` behind
+
+
+def test_checked_jit_finds_a_namespace_it_stored_into() -> None:
+    ns = types.SimpleNamespace()
+
+    def step(x: Any) -> Any:
+        ns.last = x
+        return x
+
+    with pytest.raises(lift.LeakError, match=r"ns\.last: float32\[\] from jit"):
+        lift.checked(jax.jit)(step)(1.0)
+    del ns.last
+    assert lift.checked(jax.jit)(lambda x: x + 1)(1.0) == 2.0
+
+
+# -- Advice fits the holder ------------------------------------------------------
+
+_REGISTRY: list[Any] = []
+
+
+def test_a_stored_lifted_function_is_told_to_return_not_to_lift() -> None:
+    def make(x: Any) -> Any:
+        def shifted(y: Any) -> Any:
+            return y + x
+
+        _REGISTRY.append(lift.lift(shifted))
+        return x
+
+    try:
+        jax.jit(make)(1.0)
+        (leak,) = lift.find_leaks(_REGISTRY)
+    finally:
+        _REGISTRY.clear()
+    assert leak.path == "roots[0][0].captures['x']"
+    assert leak.variable == "x"
+    assert "is already lifted" in leak.hint
+    assert "return it from the transformed function" in leak.hint
+    assert "lift the function" not in str(leak)
+
+
+def test_a_plain_closure_is_told_to_lift_or_pass_twin() -> None:
+    def make(x: Any) -> Any:
+        def shifted(y: Any) -> Any:
+            return y + x
+
+        _REGISTRY.append(shifted)
+        return x
+
+    try:
+        jax.jit(make)(1.0)
+        (leak,) = lift.find_leaks(_REGISTRY)
+    finally:
+        _REGISTRY.clear()
+    assert leak.hint == "lift the function or pass x as an argument"
+
+
+def test_a_static_field_is_told_to_return_the_value() -> None:
+    with pytest.warns(UserWarning, match="A JAX array is being set as static"):
+        state = equinox_static(_escaped())
+    (leak,) = lift.find_leaks(state)
+    assert leak.path == "roots[0].<static>[1]"
+    assert leak.hint.startswith("static data of ")
+    assert "make the field a pytree node" in leak.hint
+    with pytest.raises(lift.LeakError, match=r"<static>\[1\]: float32\[\] from jit"):
+        lift.check_leaks(state)
+
+
+def test_static_field_clean_twin() -> None:
+    assert lift.find_leaks(equinox_static(len)) == []
+
+
+def test_tree_util_partial_arguments_name_function_and_parameter() -> None:
+    def scale(factor: Any, y: Any) -> Any:
+        return factor * y
+
+    (leak,) = lift.find_leaks(jax.tree_util.Partial(scale, _escaped()))
+    assert (leak.function, leak.variable) == (scale.__qualname__, "factor")
+    assert leak.kind == "partial argument"
+    assert lift.find_leaks(jax.tree_util.Partial(scale, jnp.ones(()))) == []
+
+
+def test_function_attribute_names_function_and_attribute() -> None:
+    def holder() -> None:
+        pass
+
+    holder.state = _escaped()  # type: ignore[attr-defined]
+    (leak,) = lift.find_leaks(holder)
+    assert (leak.function, leak.variable) == (holder.__qualname__, "state")
+    assert leak.kind == "function attribute"
+
+
+@several_devices
+def test_pmap_tracers_are_described_as_pmap() -> None:
+    box: list[Any] = []
+
+    def f(x: Any) -> Any:
+        box.append(x)
+        return x
+
+    jax.pmap(f)(jnp.ones(2))
+    (leak,) = lift.find_leaks(box)
+    assert leak.tracer == "float32[] from pmap"
+    assert lift.find_leaks(jax.pmap(lambda x: x)(jnp.ones(2))) == []  # twin
+
+
+def _unflattenable_jit() -> Any:
+    """A `lift.jit` function whose flatten raises: it captures a list that
+    contains itself."""
+    loop: list[Any] = []
+    loop.append(loop)
+
+    @lift.jit
+    def cyclic(y: Any) -> Any:
+        return y if loop else -y
+
+    return cyclic
+
+
+def _jit_over(v: Any) -> Any:
+    @lift.jit
+    def scaled(y: Any) -> Any:
+        return y * v
+
+    return scaled
+
+
+def test_report_is_the_same_whatever_the_order_of_roots() -> None:
+    # The walk used to decide how to open a type from its first instance: after
+    # a `lift.jit` function whose flatten raised, the next was opened as a
+    # plain object (and told to lift what is already lifted).
+    bad, good = _unflattenable_jit(), _jit_over(_escaped())
+    with pytest.raises(lift.LiftError, match="contains itself"):
+        jax.tree_util.tree_leaves(bad)
+    (first,) = lift.find_leaks(bad, good)
+    (second,) = lift.find_leaks(good, bad)
+    assert first.path.replace("roots[1]", "roots[0]") == second.path
+    assert (first.function, first.variable, first.hint) == (
+        second.function,
+        second.variable,
+        second.hint,
+    )
+    assert "is already lifted" in first.hint
+
+
+def test_report_is_the_same_whatever_the_order_of_roots_twin() -> None:
+    bad, good = _unflattenable_jit(), _jit_over(jnp.float32(2.0))
+    assert lift.find_leaks(bad, good) == lift.find_leaks(good, bad) == []
+
+
+class _Holder:
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+def test_a_tracer_two_roots_reach_is_named_from_the_same_one_in_any_order() -> None:
+    tracer = _escaped()
+    model = _Holder(tracer)
+    cache = {"last": tracer}
+
+    def uses_model() -> Any:
+        return model
+
+    def uses_cache() -> Any:
+        return cache
+
+    def report(*roots: Any) -> list[tuple[str, Any, Any]]:
+        return [(x.path, x.function, x.variable) for x in lift.find_leaks(*roots)]
+
+    assert report(uses_model, uses_cache) == report(uses_cache, uses_model)
+    assert len(report(uses_model, uses_cache)) == 1
+
+
+def test_a_weak_reference_is_followed_to_what_it_refers_to() -> None:
+    holder = _Holder(_escaped())
+    ref = weakref.ref(holder)
+
+    def reads() -> Any:
+        return ref().value  # pyright: ignore[reportOptionalMemberAccess]
+
+    (leak,) = lift.find_leaks(reads)
+    assert leak.path.endswith("['ref']().value")
+    assert (leak.function, leak.variable) == (reads.__qualname__, "ref")
+    assert leak.detail == "ref().value"
+
+
+def test_a_dead_weak_reference_holds_nothing() -> None:
+    holder = _Holder(_escaped())
+    ref = weakref.ref(holder)
+    del holder
+
+    def reads() -> Any:
+        return ref()
+
+    found = lift.find_leaks(reads)
+    assert found == [] and found.unopened == ()
+
+
+class _Failure(Exception):
+    def __init__(self, message: str, value: Any) -> None:
+        super().__init__(message)
+        self.value = value
+
+
+def test_a_kept_exception_is_opened_its_args_attributes_and_chain() -> None:
+    caught = ValueError("not finite", _escaped())
+    chained = RuntimeError("step failed")
+    chained.__cause__ = ValueError("inner", _escaped())
+    errors = [caught, _Failure("diverged", _escaped()), chained]
+
+    def reads() -> Any:
+        return errors
+
+    found = lift.find_leaks(reads)
+    assert {leak.variable for leak in found} == {"errors"}
+    assert sorted(leak.path.partition("['errors']")[2] for leak in found) == [
+        "[0].args[1]",
+        "[1].value",
+        "[2].__cause__.args[1]",
+    ]
+
+
+def test_a_kept_exception_without_tracers_is_clean() -> None:
+    errors = [ValueError("not finite", 1.0), _Failure("diverged", jnp.ones(2))]
+
+    def reads() -> Any:
+        return errors
+
+    found = lift.find_leaks(reads)
+    assert found == [] and found.unopened == ()
+
+
+class _HoldsItself:
+    """A registered pytree node one of whose children is the node itself."""
+
+    def __init__(self, a: Any) -> None:
+        self.a, self.me = a, self
+
+
+jax.tree_util.register_pytree_with_keys(
+    _HoldsItself,
+    lambda n: (
+        ((jax.tree_util.GetAttrKey("a"), n.a), (jax.tree_util.GetAttrKey("me"), n.me)),
+        None,
+    ),
+    lambda _, c: _HoldsItself(c[0]),
+)
+
+
+@pytest.mark.parametrize("held", ["tracer", "clean"])
+def test_a_pytree_node_that_holds_itself_is_opened_once(held: str) -> None:
+    # JAX's flattening recurses without end on it: the scan opens it one level
+    # (and on Python 3.13 the endless recursion in C++ broke the interpreter
+    # for the rest of the process, pytest's reporting included).
+    node = _HoldsItself(_escaped() if held == "tracer" else 1.0)
+    STASH.append(node)
+    leaks = lift.find_leaks(node)
+    if held == "tracer":
+        assert [leak.path for leak in leaks] == ["roots[0].a"]
+    else:
+        assert leaks == []
+    nested: list[Any] = []
+    for _ in range(300):
+        nested = [nested]
+    assert repr(nested).count("[") == 301  # the interpreter still recurses
+
+
+def test_a_lift_jit_closure_that_calls_itself_is_walked_as_one_node() -> None:
+    # Flattened, a `lift.jit` function is its function lifted afresh, whose
+    # cell holds the `lift.jit` function again: the scan then met new objects
+    # without end, up to its bound (142 s of a test under the plugin).
+    def make(scale: Any) -> Any:
+        @lift.jit(static_argnums=1)
+        def power(x: Any, n: int) -> Any:
+            return x if n == 0 else scale * power(x, n - 1)
+
+        return power
+
+    def make_plain(scale: Any) -> Any:
+        def power(x: Any, n: int) -> Any:
+            return x if n == 0 else scale * power(x, n - 1)
+
+        return power
+
+    power, plain = make(2.0), make_plain(2.0)
+    assert power(1.0, 3) == 8.0
+    # 147 calls against 84 for the same closure without lift.jit.
+    assert calls_made(lambda: lift.find_leaks(power)) < 3 * calls_made(
+        lambda: lift.find_leaks(plain)
+    )
+    STASH.append(make(_escaped()))
+    (leak,) = lift.find_leaks(STASH)
+    assert leak.path == "roots[0][0].__wrapped__.captures['scale']"
+    assert leak.variable == "scale"
+    assert "is already lifted" in leak.hint
+
+
+def test_scanning_a_lifted_function_converts_none_of_its_floats() -> None:
+    # A scan (and the plugin's look at a test's locals at a trace exit) opens a
+    # `Lifted` as the function it stands for, without converting its floats:
+    # they are converted at the function's own first use, on its device.
+    if len(jax.devices()) < 2:
+        pytest.skip("needs several devices")
+    scale = 0.5
+
+    def make() -> Any:
+        return lift.lift(lambda x: scale * x)
+
+    f = make()
+    with jax.default_device(jax.devices()[1]):
+        assert lift.find_leaks(f) == []
+    assert float(f(2.0)) == 1.0
+    assert [x.devices() for x in jax.tree.leaves(f)] == [{jax.devices()[0]}]
+
+
+def test_whose_code_is_the_users_is_one_rule(tmp_path: Any) -> None:
+    # The leak scan (its functions' globals, a traceback's frames, the modules
+    # scanned) and the frame look at a trace's exit ask the one function.
+    import os
+    import sysconfig
+
+    import numpy as np
+    import pluggy
+
+    from lift import _compat
+    from lift._compat import frame_locals
+    from lift._leaks import (
+        caches as _leak_caches,
+        checking as _checking,
+        scan as _leak_scan,
+    )
+
+    is_user_code = _compat.is_user_code
+    for module in (_checking, _leak_caches, _leak_scan, frame_locals):
+        assert module.is_user_code is is_user_code
+    # Exec'd and interactive code is the user's; a frozen standard module is not.
+    assert is_user_code("<stdin>")
+    assert is_user_code("<string>")
+    assert not is_user_code("<frozen os>")
+    assert not is_user_code("<frozen importlib._bootstrap>")
+    assert is_user_code(str(tmp_path / "mine.py"))
+    site = sysconfig.get_paths()["purelib"]
+    assert not is_user_code(os.path.join(site, "somepackage", "module.py"))
+    for library in (os, np, jax, pytest, pluggy, lift):
+        assert not is_user_code(library.__file__ or "")

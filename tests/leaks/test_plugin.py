@@ -1,0 +1,652 @@
+"""The pytest plugin, end to end with `pytester`."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import lift._leaks.plugin
+
+pytest_plugins = ("pytester",)
+
+LEAKY = """
+import jax
+import pytest
+
+STASH = []
+
+def test_leaky():
+    with jax.check_tracer_leaks(False):
+        jax.jit(lambda x: STASH.append(x) or x)(1.0)
+
+def test_leaky_jax_checks_on():
+    def step(x):
+        STASH.append(x)
+        return x
+    jax.jit(step)(1.0)
+
+@pytest.mark.lift_allow_leaks
+def test_allowed():
+    with jax.check_tracer_leaks(False):
+        jax.jit(lambda x: STASH.append(x) or x)(1.0)
+
+def test_clean():
+    assert jax.jit(lambda x: x * 2)(1.0) == 2.0
+"""
+
+
+def _plugin_args() -> list[str]:
+    # Installed, the entry point loads the plugin; from a source tree, name it.
+    installed = any(
+        ep.value == "lift._leaks.plugin"
+        for ep in importlib.metadata.entry_points(group="pytest11")
+    )
+    return [] if installed else ["-p", "lift._leaks.plugin"]
+
+
+@pytest.fixture
+def leaky(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> pytest.Pytester:
+    # Written for JAX's checker on (its report without the plugin, the plugin
+    # then inside `lift.checking_leaks()`), whatever this run's own checking.
+    monkeypatch.setenv("JAX_CHECK_TRACER_LEAKS", "1")
+    pytester.makepyfile(test_leaky=LEAKY)
+    return pytester
+
+
+def test_off_by_default(leaky: pytest.Pytester) -> None:
+    result = leaky.runpytest_subprocess(*_plugin_args())
+    result.assert_outcomes(passed=3, failed=1)
+    # Without the plugin, JAX's own checker reports the second test its way.
+    result.stdout.fnmatch_lines(["*Leaked trace*"])
+
+
+def test_flag_fails_leaky_tests_with_the_leak_error(leaky: pytest.Pytester) -> None:
+    result = leaky.runpytest_subprocess(*_plugin_args(), "--lift-leaks")
+    result.assert_outcomes(passed=2, failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*lift.LeakError: 1 tracer escaped the transform that created it:",
+            "*STASH[[]0[]]: float32[[][]] from jit(<lambda>)*",
+            # STASH[0] escaped in the test before: this one is blamed for its own.
+            "*lift.LeakError: 1 tracer escaped the transform that created it:",
+            "*STASH[[]1[]]: float32[[][]] from jit(step), in global 'STASH' used by "
+            "test_leaky_jax_checks_on.<locals>.step*",
+        ]
+    )
+    assert "Leaked trace" not in result.stdout.str()
+
+
+def test_ini_switches_it_on(leaky: pytest.Pytester) -> None:
+    leaky.makeini("[pytest]\nlift_leaks = true\n")
+    result = leaky.runpytest_subprocess(*_plugin_args())
+    result.assert_outcomes(passed=2, failed=2)
+
+
+def test_marker_exempts_and_clean_tests_pass(leaky: pytest.Pytester) -> None:
+    result = leaky.runpytest_subprocess(
+        *_plugin_args(), "--lift-leaks", "-k", "allowed or clean"
+    )
+    result.assert_outcomes(passed=2)
+
+
+def test_own_frames_are_hidden(leaky: pytest.Pytester) -> None:
+    result = leaky.runpytest_subprocess(
+        *_plugin_args(), "--lift-leaks", "-k", "test_leaky"
+    )
+    out = result.stdout.str()
+    assert "test_leaky.py" in out
+    assert "_checking.py" not in out
+    assert "_plugin.py" not in out
+
+
+def test_option_and_marker_are_documented(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_subprocess(*_plugin_args(), "--help")
+    result.stdout.fnmatch_lines(["*--lift-leaks*"])
+    result = pytester.runpytest_subprocess(*_plugin_args(), "--markers")
+    result.stdout.fnmatch_lines(["*lift_allow_leaks*"])
+
+
+def test_plugin_module_imports_no_jax() -> None:
+    # The plugin's own code imports JAX only once switched on; loaded from its
+    # file alone, it leaves `jax` out of `sys.modules`.
+    code = (
+        "import importlib.util, sys\n"
+        f"path = {lift._leaks.plugin.__file__!r}\n"
+        "spec = importlib.util.spec_from_file_location('plugin', path)\n"
+        "module = importlib.util.module_from_spec(spec)\n"
+        "spec.loader.exec_module(module)\n"
+        "assert 'jax' not in sys.modules, 'jax imported'\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).parent,
+    )
+    assert out.stdout.strip() == "ok"
+
+
+def test_loading_the_plugin_does_not_import_jax(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_no_jax="""
+import sys
+
+def test_jax_not_imported():
+    assert "jax" not in sys.modules
+"""
+    )
+    result = pytester.runpytest_subprocess(*_plugin_args(), "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+
+
+FIXTURES = """
+import jax
+import pytest
+
+LEAKED = []
+KEPT = []
+
+@pytest.fixture
+def leaky_setup():
+    with jax.check_tracer_leaks(False):
+        jax.jit(lambda x: LEAKED.append(x) or x)(1.0)
+    return 1
+
+@pytest.fixture
+def leaky_teardown():
+    yield 2
+    with jax.check_tracer_leaks(False):
+        jax.jit(lambda x: KEPT.append(x) or x)(2.0)
+
+@pytest.fixture
+def clean():
+    yield jax.jit(lambda x: x * 2)(1.0)
+    jax.jit(lambda x: x + 1)(1.0)
+
+def test_uses_leaky_setup(leaky_setup):
+    assert leaky_setup == 1
+
+def test_uses_leaky_teardown(leaky_teardown):
+    assert leaky_teardown == 2
+
+def test_innocent_names_the_globals():
+    assert len(LEAKED) == len(KEPT) == 1
+
+def test_clean_fixture(clean):
+    assert clean == 2.0
+"""
+
+
+def test_fixtures_count_as_part_of_their_test(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_fixtures=FIXTURES)
+    result = pytester.runpytest_subprocess(*_plugin_args(), "--lift-leaks", "-v")
+    # Setup's leak errors its test; teardown's errors its test after it passed;
+    # the innocent test that later names both globals and the clean twin pass.
+    result.assert_outcomes(passed=3, errors=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*test_uses_leaky_setup ERROR*",
+            "*test_uses_leaky_teardown PASSED*",
+            "*test_uses_leaky_teardown ERROR*",
+            "*test_innocent_names_the_globals PASSED*",
+            "*test_clean_fixture PASSED*",
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "*ERROR at setup of test_uses_leaky_setup*",
+            "*LEAKED[[]0[]]: float32[[][]] from jit(<lambda>), in global 'LEAKED' "
+            "used by leaky_setup (*",
+            "*ERROR at teardown of test_uses_leaky_teardown*",
+            "*KEPT[[]0[]]: float32[[][]] from jit(<lambda>)*",
+        ]
+    )
+
+
+def test_fixture_twin_without_the_plugin_all_pass(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_fixtures=FIXTURES)
+    result = pytester.runpytest_subprocess(*_plugin_args())
+    result.assert_outcomes(passed=4)
+
+
+HELPERS = """
+import jax
+
+CACHE = []
+
+def run(x):
+    return jax.jit(lambda y: CACHE.append(y) or y)(x)
+"""
+
+MODES = """
+import jax
+import leaky_helpers
+
+STASH = []
+
+def test_names_its_global():
+    jax.jit(lambda x: STASH.append(x) or x)(1.0)
+
+def test_leak_held_elsewhere():
+    leaky_helpers.run(1.0)
+
+def test_jax_checker_off():
+    # JAX's own checker (a gc.collect() at every trace exit, some caches
+    # bypassed) is what makes the exhaustive mode slow.
+    assert not jax.config.jax_check_tracer_leaks, "JAX's checker is on"
+"""
+
+
+@pytest.fixture
+def modes(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> pytest.Pytester:
+    monkeypatch.setenv("JAX_CHECK_TRACER_LEAKS", "0")
+    pytester.makepyfile(leaky_helpers=HELPERS, test_modes=MODES)
+    return pytester
+
+
+def test_fast_mode_is_the_default_and_leaves_jax_checker_off(
+    modes: pytest.Pytester,
+) -> None:
+    result = modes.runpytest_subprocess(*_plugin_args(), "--lift-leaks", "-v")
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*test_names_its_global FAILED*",
+            # Reached through the module the test names, and seen as a trace
+            # that exited and stayed alive: found without JAX's checker.
+            "*test_leak_held_elsewhere FAILED*",
+            "*test_jax_checker_off PASSED*",
+            "*STASH[[]0[]]: float32[[][]] from jit(<lambda>)*",
+            "*leaky_helpers.CACHE[[]0[]]: float32[[][]] from jit(<lambda>), in "
+            "global 'CACHE' used by run (*leaky_helpers.py:5)*",
+        ]
+    )
+
+
+def test_exhaustive_mode_also_finds_leaks_held_elsewhere(
+    modes: pytest.Pytester,
+) -> None:
+    result = modes.runpytest_subprocess(
+        *_plugin_args(), "--lift-leaks", "--lift-leaks-mode=exhaustive", "-v"
+    )
+    result.assert_outcomes(passed=0, failed=3)
+    result.stdout.fnmatch_lines(
+        [
+            "*CACHE[[]0[]]: float32[[][]] from jit(<lambda>)*",
+            "*JAX's checker is on*",
+        ]
+    )
+
+
+def test_mode_from_the_ini_and_bad_modes(modes: pytest.Pytester) -> None:
+    modes.makeini("[pytest]\nlift_leaks = true\nlift_leaks_mode = exhaustive\n")
+    result = modes.runpytest_subprocess(*_plugin_args())
+    result.assert_outcomes(failed=3)
+    result = modes.runpytest_subprocess(*_plugin_args(), "--lift-leaks-mode=slow")
+    result.stderr.fnmatch_lines(["*invalid choice: 'slow'*"])
+
+
+UNOPENED = """
+import jax
+
+class Sealed:
+    @property
+    def __dict__(self):
+        raise RuntimeError("sealed")
+
+SEALED = Sealed()
+STASH = []
+
+def test_clean_names_a_sealed_object():
+    assert SEALED is not None
+
+def test_leaky_names_it_too():
+    jax.jit(lambda x: STASH.append(x) or x)(1.0)
+    assert SEALED is not None
+"""
+
+
+def test_what_cannot_be_opened_is_named_and_fails_no_clean_test(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("JAX_CHECK_TRACER_LEAKS", "0")
+    pytester.makepyfile(test_unopened=UNOPENED)
+    result = pytester.runpytest_subprocess(*_plugin_args(), "--lift-leaks", "-v")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*test_clean_names_a_sealed_object PASSED*",
+            "*test_leaky_names_it_too FAILED*",
+            # In the failing test's report, after its leak.
+            "*STASH[[]0[]]: float32[[][]] from jit(<lambda>)*",
+            "*could not open SEALED.__dict__: RuntimeError: sealed",
+            # For the passing one, in the summary.
+            "*lift --lift-leaks: holders not opened*",
+            "test_unopened.py::test_clean_names_a_sealed_object: 1 holder(s) could "
+            "not be opened*",
+        ]
+    )
+
+
+def test_what_cannot_be_opened_is_named_twin(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("JAX_CHECK_TRACER_LEAKS", "0")
+    readable = UNOPENED.replace('raise RuntimeError("sealed")', "return {}")
+    pytester.makepyfile(test_unopened=readable)
+    result = pytester.runpytest_subprocess(*_plugin_args(), "--lift-leaks")
+    result.assert_outcomes(passed=1, failed=1)
+    assert "could not open" not in result.stdout.str()
+
+
+ROOT_FIND = """
+import jax
+import jax.numpy as jnp
+import optimistix as optx
+
+SAVED = []
+
+def cube_root(a):
+    def fn(y, args):
+        return y**3 - a
+    solver = optx.Newton(rtol=1e-6, atol=1e-6)
+    return optx.root_find(fn, solver, jnp.array(1.0), throw=False).value
+
+def test_grad_over_root_find():
+    # optimistix jits a closure over `a`, a grad tracer: JAX's caches keep it.
+    for _ in range(2):
+        assert abs(jax.grad(cube_root)(2.0) - 1 / (3 * 2 ** (2 / 3))) < 1e-4
+
+def test_grad_over_root_find_stored():
+    def stored(a):
+        SAVED.append(a)
+        return cube_root(a)
+    jax.grad(stored)(2.0)
+"""
+
+
+def test_tracers_only_jax_caches_keep_are_named_not_failed(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("JAX_CHECK_TRACER_LEAKS", "0")
+    pytester.makepyfile(test_root_find=ROOT_FIND)
+    result = pytester.runpytest_subprocess(*_plugin_args(), "--lift-leaks", "-v")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*test_grad_over_root_find PASSED*",
+            # The twin stores grad's tracer: a leak, named as one.
+            "*test_grad_over_root_find_stored FAILED*",
+            "*lift.LeakError: 1 tracer escaped the transform that created it:*",
+            "*lift --lift-leaks: tracers kept by libraries' caches*",
+            "test_root_find.py::test_grad_over_root_find: * tracer(s) still alive, "
+            "held by the libraries' caches *jax._src.*, not stored by the code under "
+            "test*",
+        ]
+    )
+
+
+CYCLE = """
+import gc
+import jax
+import lift
+
+gc.disable()  # no collection between the test and the plugin's check
+
+def test_garbage_cycle():
+    class Node:
+        pass
+
+    def step(x):
+        node = Node()
+        node.me = node  # a cycle: unreachable once the test returns
+        node.f = lift.lift(lambda y: y * x)
+        return x
+
+    jax.jit(step)(1.0)
+
+STORED = []
+
+def test_stored_cycle():
+    class Node:
+        pass
+
+    def step(x):
+        node = Node()
+        node.me = node
+        node.f = lift.lift(lambda y: y * x)
+        STORED.append(node)
+        return x
+
+    jax.jit(step)(1.0)
+"""
+
+
+def test_a_tracer_held_only_by_garbage_fails_no_test(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As JAX's checker, which collects garbage before it looks: a tracer no
+    # live object reaches cannot be used again, and is no leak; its twin,
+    # stored, is one.
+    monkeypatch.setenv("JAX_CHECK_TRACER_LEAKS", "0")
+    pytester.makepyfile(test_cycle=CYCLE)
+    result = pytester.runpytest_subprocess(*_plugin_args(), "--lift-leaks", "-v")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*test_garbage_cycle PASSED*",
+            "*test_stored_cycle FAILED*",
+            "*lift.LeakError: 1 tracer escaped*",
+            "*captured variable 'x'*",
+        ]
+    )
+
+
+ODEINT = """
+import jax
+import jax.numpy as jnp
+import pytest
+from jax.experimental.ode import odeint
+
+SAVED = []
+
+def test_odeint_in_jit():
+    def solve(y0, k):
+        return odeint(lambda y, t: -k * y, y0, jnp.linspace(0.0, 1.0, 3))
+
+    out = jax.jit(solve)(1.0, 2.0)
+    assert abs(float(out[-1]) - float(jnp.exp(-2.0))) < 1e-3
+
+def test_forward_mode_over_odeint_fails():
+    # JAX refuses forward mode through odeint's custom_vjp (jax issue 3558),
+    # leaving the trace it was in held by its own pending finalizers.
+    def f(k):
+        return odeint(lambda x, t: k * x, 1.0, jnp.linspace(0, 1.0, 5)).sum()
+
+    with pytest.raises(TypeError, match="can't apply forward-mode"):
+        jax.jacfwd(f)(3.0)
+
+def test_odeint_in_jit_stored():
+    def solve(y0, k):
+        SAVED.append(k)
+        return odeint(lambda y, t: -k * y, y0, jnp.linspace(0.0, 1.0, 3))
+
+    jax.jit(solve)(1.0, 2.0)
+"""
+
+
+def test_odeint_passes_as_under_jax_checker_and_a_stored_twin_fails(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # odeint converts its closure through JAX's cached closure_convert, whose
+    # cache keeps a tracer of the jit: JAX's, not the test's, as JAX's checker
+    # (which runs with the caches off) finds too.
+    pytester.makepyfile(test_odeint=ODEINT)
+    monkeypatch.setenv("JAX_CHECK_TRACER_LEAKS", "1")
+    pytester.runpytest_subprocess("-k", "not stored").assert_outcomes(passed=2)
+    monkeypatch.setenv("JAX_CHECK_TRACER_LEAKS", "0")
+    result = pytester.runpytest_subprocess(*_plugin_args(), "--lift-leaks", "-v")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*test_odeint_in_jit PASSED*",
+            "*test_forward_mode_over_odeint_fails PASSED*",
+            "*test_odeint_in_jit_stored FAILED*",
+            "*SAVED[[]0[]]: float32[[][]] from jit(solve)*",
+        ]
+    )
+
+
+# A tracer kept in a local variable of the test or of a function on the stack
+# when its trace exits: JAX's checker fails the test there; the frame drops the
+# local before the phase ends, so the fast mode looks as each trace exits.
+LOCALS = """
+import jax
+import jax.numpy as jnp
+
+def test_local_log():
+    seen = []
+
+    def f(x):
+        seen.append(x)
+        return x * 2
+
+    assert float(jax.jit(f)(1.0)) == 2.0
+    assert len(seen) == 1
+
+def run_logged(x):
+    log = []
+    out = jax.jit(lambda y: log.append(y) or y + 1)(x)
+    assert len(log) == 1
+    return out
+
+def test_helper_local():
+    assert float(run_logged(1.0)) == 2.0
+
+def test_dict_of_lists():
+    store = {"runs": {"steps": []}}
+
+    def f(x):
+        store["runs"]["steps"].append(x)
+        return x
+
+    jax.jit(f)(1.0)
+    assert len(store["runs"]["steps"]) == 1
+
+def test_vmap_of_jit_keeps_the_inner_tracer():
+    def g(x):
+        inner = []
+
+        def h(y):
+            inner.append(y)
+            return y * 2
+
+        out = jax.jit(h)(x)  # `inner` outlives this jit, inside the vmap
+        assert len(inner) == 1
+        return out
+
+    jax.vmap(g)(jnp.arange(3.0))
+"""
+
+# The twins: what the functions on the stack hold is concrete, or a tracer of
+# a transform still running (the vmap's, the grad's, the outer jit's) when an
+# inner jit exits.
+LOCALS_CLEAN = """
+import gc
+import weakref
+
+import jax
+import jax.numpy as jnp
+
+def test_local_log_of_shapes():
+    seen = []
+
+    def f(x):
+        seen.append(x.shape)
+        return x * 2
+
+    assert float(jax.jit(f)(1.0)) == 2.0
+    assert seen == [()]
+
+def test_vmap_of_jit_holds_the_outer_tracer():
+    def g(x):
+        outer = {"x": [x]}  # the vmap's tracer, while the vmap runs
+        return jax.jit(lambda y: y * 2)(outer["x"][0]) + outer["x"][0]
+
+    jax.vmap(g)(jnp.arange(3.0))
+    jax.jit(jax.vmap(g))(jnp.arange(3.0))
+
+def test_grad_of_jit_holds_the_outer_tracer():
+    def loss(w):
+        held = [w]
+        return jax.jit(lambda v: v * 2)(held[0]) * held[0]
+
+    assert float(jax.grad(loss)(1.0)) == 4.0
+
+class Big:
+    pass
+
+def test_reading_the_locals_keeps_nothing_alive():
+    big = Big()
+    ref = weakref.ref(big)
+    jax.jit(lambda x: x * 2)(1.0)  # its exit reads this frame's locals
+    del big
+    gc.collect()
+    assert ref() is None, "a snapshot of this frame's locals keeps it"
+
+def test_a_block_that_turns_the_checker_off_keeps_its_tracer():
+    kept = []  # on purpose: JAX's checker is told not to look
+    with jax.check_tracer_leaks(False):
+        jax.jit(lambda x: kept.append(x) or x)(1.0)
+    assert len(kept) == 1
+"""
+
+
+def test_fast_mode_fails_a_test_jax_fails_for_a_tracer_kept_in_a_local(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makepyfile(test_locals=LOCALS)
+    monkeypatch.setenv("JAX_CHECK_TRACER_LEAKS", "1")
+    pytester.runpytest_subprocess().assert_outcomes(failed=4)  # JAX's checker
+    monkeypatch.setenv("JAX_CHECK_TRACER_LEAKS", "0")
+    result = pytester.runpytest_subprocess(*_plugin_args(), "--lift-leaks")
+    result.assert_outcomes(failed=4)
+    result.stdout.fnmatch_lines(
+        [
+            "*LeakError: 1 tracer escaped*",
+            "*test_local_log (*test_locals.py:4), local variable 'seen' at "
+            "seen[[]0[]]: float32[[][]] from jit(f) — return the value from the "
+            "transformed function instead of keeping it in seen*",
+            "*LeakError: 1 tracer escaped*",
+            "*run_logged (*test_locals.py:14), local variable 'log' at log[[]0[]]: "
+            "float32[[][]] from jit(<lambda>)*",
+            "*LeakError: 1 tracer escaped*",
+            "*test_dict_of_lists (*), local variable 'store' at "
+            "store[[]'runs'[]][[]'steps'[]][[]0[]]: float32[[][]] from jit(f)*",
+            "*LeakError: 1 tracer escaped*",
+            "*test_vmap_of_jit_keeps_the_inner_tracer.<locals>.g (*), local "
+            "variable 'inner' at inner[[]0[]]: float32[[][]] from jit(h)*",
+        ]
+    )
+    assert "from vmap" not in result.stdout.str()  # the outer tracers: not kept
+
+
+def test_fast_mode_passes_the_twins_jax_passes(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makepyfile(test_locals_clean=LOCALS_CLEAN)
+    monkeypatch.setenv("JAX_CHECK_TRACER_LEAKS", "1")
+    pytester.runpytest_subprocess().assert_outcomes(passed=5)  # JAX's checker
+    monkeypatch.setenv("JAX_CHECK_TRACER_LEAKS", "0")
+    result = pytester.runpytest_subprocess(*_plugin_args(), "--lift-leaks")
+    result.assert_outcomes(passed=5)

@@ -1,0 +1,493 @@
+"""The plugin's default mode (`pytest --lift-leaks`) agrees with JAX's own
+checker (`JAX_CHECK_TRACER_LEAKS=1`) where the two could part: tracers held by
+frames that drop them before the phase ends, and what did not escape; and its
+look at the frames stays cheap on a deep stack.
+
+Each case is a small project (one test per file, so that `_outcomes` of
+tests/leaks/test_leaks_projects.py keys each by its file), run in a subprocess under
+the default mode and under JAX's checker. Every test here asserts the correct
+behaviour, so each fails while the disagreement it names is there. Outcomes
+were the same on Python 3.11 + jax 0.10.2 and Python 3.13 + jax 0.12.0.1.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Any, NamedTuple
+
+import pytest
+from helpers import plugin_args
+from test_leaks_projects import _outcomes
+
+
+class Case(NamedTuple):
+    name: str
+    files: dict[str, str]  # file name -> source (a `test_*.py` is one test)
+
+
+# -- tests JAX's checker fails for a leak and the default mode passes ----------------
+
+FALSE_PASSES = (
+    # A global that holds the tracer when the trace exits and is emptied before
+    # the phase ends: the trace is dead by then, and the frame look reads locals only.
+    Case(
+        "global_cleared",
+        {
+            "lib_global_cleared.py": """
+                import jax
+                _CACHE = []
+                def step(x):
+                    def traced(x):
+                        _CACHE.append(x)
+                        return x * 2
+                    return jax.jit(traced)(x)
+            """,
+            "test_global_cleared.py": """
+                import lib_global_cleared
+                def test_it():
+                    lib_global_cleared.step(1.0)
+                    lib_global_cleared._CACHE.clear()
+            """,
+        },
+    ),
+    # A context variable set inside the trace and reset after it: the same
+    # transient holder (the thread's Context), not a local.
+    Case(
+        "contextvar_reset",
+        {
+            "lib_contextvar_reset.py": """
+                import contextvars, jax
+                CV = contextvars.ContextVar("cv", default=None)
+                def step(x):
+                    tok = []
+                    def traced(x):
+                        tok.append(CV.set(x))
+                        return x * 2
+                    out = jax.jit(traced)(x)
+                    CV.reset(tok[0])
+                    return out
+            """,
+            "test_contextvar_reset.py": """
+                import lib_contextvar_reset
+                def test_it():
+                    lib_contextvar_reset.step(1.0)
+            """,
+        },
+    ),
+    # A `weakref.finalize` registered inside the trace (held by the finalize
+    # registry until its object dies, inside the test).
+    Case(
+        "weakref_finalize",
+        {
+            "test_weakref_finalize.py": """
+                import jax, weakref
+                class Obj: pass
+                def test_it():
+                    o = Obj()
+                    def f(x):
+                        weakref.finalize(o, lambda v: None, x)
+                        return x
+                    jax.jit(f)(1.0)
+                    del o
+            """
+        },
+    ),
+    # The frame look does not open an instance with `__slots__` (no `__dict__`:
+    # `_compat._decide_kind` gives _SKIP) held by a local.
+    Case(
+        "slots_local",
+        {
+            "test_slots_local.py": """
+                import jax
+                class S:
+                    __slots__ = ("v",)
+                def test_it():
+                    s = S()
+                    def f(x):
+                        s.v = x
+                        return x
+                    jax.jit(f)(1.0)
+            """
+        },
+    ),
+    # The same with `@dataclass(slots=True)`.
+    Case(
+        "dataclass_slots_local",
+        {
+            "test_dataclass_slots_local.py": """
+                import jax, dataclasses
+                @dataclasses.dataclass(slots=True)
+                class S:
+                    v: object = None
+                def test_it():
+                    s = S()
+                    def f(x):
+                        s.v = x
+                        return x
+                    jax.jit(f)(1.0)
+            """
+        },
+    ),
+    # The frame look skips exceptions (`_decide_kind`: BaseException is _SKIP):
+    # an error built on a tracer, kept in a local list, is not seen.
+    Case(
+        "exception_in_local",
+        {
+            "test_exception_in_local.py": """
+                import jax
+                def test_it():
+                    errs = []
+                    def f(x):
+                        errs.append(ValueError(x))
+                        return x
+                    jax.jit(f)(1.0)
+            """
+        },
+    ),
+    # The frame look opens a `functools.partial`'s `__dict__` only, not its args.
+    Case(
+        "partial_in_local_dict",
+        {
+            "test_partial_in_local_dict.py": """
+                import jax, functools
+                def g(a): return a
+                def test_it():
+                    d = {}
+                    def f(x):
+                        d["p"] = functools.partial(g, x)
+                        return x
+                    jax.jit(f)(1.0)
+            """
+        },
+    ),
+    # A suspended generator held by a local: its frame is not on the stack and
+    # the generator object is a builtin type the frame look skips.
+    Case(
+        "generator_local",
+        {
+            "test_generator_local.py": """
+                import jax
+                def keeper():
+                    buf = []
+                    while True:
+                        v = yield
+                        buf.append(v)
+                def test_it():
+                    g = keeper(); next(g)
+                    def f(x):
+                        g.send(x)
+                        return x
+                    jax.jit(f)(1.0)
+            """
+        },
+    ),
+    # A NumPy object array held by a local (numpy is a closed package to the frame look).
+    Case(
+        "numpy_object_local",
+        {
+            "test_numpy_object_local.py": """
+                import jax, numpy as np
+                def test_it():
+                    a = np.empty(1, dtype=object)
+                    def f(x):
+                        a[0] = x
+                        return x
+                    jax.jit(f)(1.0)
+            """
+        },
+    ),
+    # Five levels of plain dicts and a list: deeper than `_compat._FRAME_DEPTH`.
+    Case(
+        "deep_nesting",
+        {
+            "test_deep_nesting.py": """
+                import jax
+                def test_it():
+                    d = {"a": {"b": {"c": {"d": []}}}}
+                    def f(x):
+                        d["a"]["b"]["c"]["d"].append(x)
+                        return x
+                    jax.jit(f)(1.0)
+            """
+        },
+    ),
+    # A local list with 1200 numbers before the tracer: past `_FRAME_BUDGET`.
+    Case(
+        "budget_local",
+        {
+            "test_budget_local.py": """
+                import jax
+                def test_it():
+                    seen = list(range(1200))
+                    def f(x):
+                        seen.append(x)
+                        return x
+                    jax.jit(f)(1.0)
+            """
+        },
+    ),
+    # A trace exiting in a worker thread is never noted (`_note_exit` and
+    # `_check_frames` keep to the test's thread), though JAX_CHECK_TRACER_LEAKS=1
+    # checks every thread: a local of the worker is missed...
+    Case(
+        "thread_local_list",
+        {
+            "test_thread_local_list.py": """
+                import jax
+                from concurrent.futures import ThreadPoolExecutor
+                def work():
+                    seen = []
+                    jax.jit(lambda x: (seen.append(x), x)[1])(1.0)
+                    return len(seen)
+                def test_it():
+                    with ThreadPoolExecutor(1) as ex:
+                        assert ex.submit(work).result() == 1
+            """
+        },
+    ),
+    # ... and so is a closure only `atexit` holds (found when the trace exits
+    # in the test's own thread: test_leaks_projects' held_by_no_variable).
+    Case(
+        "thread_atexit",
+        {
+            "lib_thread_atexit.py": """
+                import atexit, jax
+                def step(x):
+                    def traced(x):
+                        atexit.register(lambda: x)
+                        return x * 2
+                    return jax.jit(traced)(x)
+            """,
+            "test_thread_atexit.py": """
+                import lib_thread_atexit
+                from concurrent.futures import ThreadPoolExecutor
+                def test_it():
+                    with ThreadPoolExecutor(1) as ex:
+                        ex.submit(lib_thread_atexit.step, 1.0).result()
+            """,
+        },
+    ),
+)
+
+# -- tests JAX's checker passes and the default mode fails ---------------------------
+
+SHARED = """
+import pytest
+@pytest.fixture(scope="session")
+def stash():
+    return []
+"""
+
+FALSE_REPORTS = (
+    # A session fixture's value is not part of what `_BEFORE` notes at setup
+    # (`pytest_runtest_setup` scans `_roots(item)` before pytest fills
+    # `item.funcargs`), so a tracer an earlier test left in it is blamed on the
+    # next test that requests it (a setup error), and only when it runs after.
+    Case(
+        "shared_fixture_next_test",
+        {
+            "conftest.py": SHARED,
+            "test_shared_fixture_next_test_a.py": """
+                import jax
+                def test_a(stash):
+                    jax.jit(lambda x: (stash.append(x), x)[1])(1.0)
+            """,
+            "test_shared_fixture_next_test_b.py": """
+                def test_b(stash):
+                    assert len(stash) == 1
+            """,
+        },
+    ),
+    # The same when the first test is exempt (`lift_allow_leaks`) and keeps the
+    # tracer with JAX's checker off on purpose: the clean next test fails.
+    Case(
+        "shared_fixture_after_allowed",
+        {
+            "conftest.py": SHARED,
+            "test_shared_fixture_after_allowed_a.py": """
+                import jax, pytest
+                @pytest.mark.lift_allow_leaks
+                def test_a(stash):
+                    with jax.check_tracer_leaks(False):
+                        jax.jit(lambda x: (stash.append(x), x)[1])(1.0)
+            """,
+            "test_shared_fixture_after_allowed_b.py": """
+                def test_b(stash):
+                    assert len(stash) == 1
+            """,
+        },
+    ),
+    # A test that provokes a leak under JAX's own checker, catches its report
+    # and drops the tracer: the frame look (run before `ensure_no_leaks`
+    # raises) still records the local and fails the test; exhaustive passes it.
+    Case(
+        "caught_under_jax_checking_leaks",
+        {
+            "test_caught_under_jax_checking_leaks.py": """
+                import jax, pytest
+                def test_it():
+                    held = []
+                    with pytest.raises(Exception, match="Leaked"):
+                        with jax.checking_leaks():
+                            jax.jit(lambda x: (held.append(x), x)[1])(1.0)
+                    held.clear()
+            """
+        },
+    ),
+    # The same with `lift.checking_leaks()` and its `LeakError`.
+    Case(
+        "caught_under_lift_checking_leaks",
+        {
+            "test_caught_under_lift_checking_leaks.py": """
+                import jax, pytest, lift
+                def test_it():
+                    held = []
+                    with pytest.raises(lift.LeakError):
+                        with lift.checking_leaks():
+                            jax.jit(lambda x: (held.append(x), x)[1])(1.0)
+                    held.clear()
+            """
+        },
+    ),
+    # The same with a `lift.checked` function's `LeakError`: the frame look
+    # saw `held` holding the tracer as the trace exited, and failed the test
+    # the code had already made pass.
+    Case(
+        "caught_from_lift_checked",
+        {
+            "test_caught_from_lift_checked.py": """
+                import jax, pytest, lift
+                def test_it():
+                    held = []
+                    with pytest.raises(lift.LeakError):
+                        lift.checked(jax.jit)(lambda x: (held.append(x), x)[1])(1.0)
+                    held.clear()
+            """
+        },
+    ),
+    # A weak reference, from a test's local, to a cycle that holds a tracer:
+    # garbage at the trace's exit, which JAX's checker collects before it
+    # looks. The frame look, which runs before any collection, followed the
+    # reference, named the tracer and kept it alive to the end of the phase.
+    Case(
+        "weakly_held_garbage",
+        {
+            "test_weakly_held_garbage.py": """
+                import gc, weakref, jax
+                class Box:
+                    def __init__(self, v):
+                        self.v, self.me = v, self  # a cycle: freed by the collector
+                def test_it():
+                    refs = []
+                    members = weakref.WeakSet()
+                    def f(x):
+                        box = Box(x * 2)
+                        refs.append(weakref.ref(box))
+                        members.add(box)
+                        return x
+                    jax.jit(f)(1.0)
+                    gc.collect()
+                    assert all(r() is None for r in refs) and not members
+            """
+        },
+    ),
+)
+
+ALL = FALSE_PASSES + FALSE_REPORTS
+
+
+def _tests(case: Case) -> list[str]:
+    return [f[:-3] for f in case.files if f.startswith("test_")]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[dict, dict]]:
+    """Each case's project run under the default mode and under JAX's checker
+    (each case its own project: the false reports' conftest fixtures differ)."""
+    out: dict[str, tuple[dict, dict]] = {}
+    root = tmp_path_factory.mktemp("agrees")
+    for case in ALL:
+        project = root / case.name
+        project.mkdir()
+        for name, source in case.files.items():
+            (project / name).write_text(textwrap.dedent(source))
+        if "conftest.py" not in case.files:
+            (project / "conftest.py").write_text("")
+        ours = _outcomes(project, *plugin_args(), "--lift-leaks", jax_checker=False)
+        theirs = _outcomes(project, jax_checker=True)
+        out[case.name] = (ours, theirs)
+    return out
+
+
+@pytest.mark.parametrize("case", FALSE_PASSES, ids=[c.name for c in FALSE_PASSES])
+def test_default_mode_fails_what_jax_fails(case: Case, runs: dict) -> None:
+    ours, theirs = runs[case.name]
+    (test,) = _tests(case)
+    assert theirs[test] is not None and "Leaked" in theirs[test], theirs[test]
+    assert ours[test] is not None, "the default mode passed a leak JAX's checker fails"
+    assert "LeakError" in ours[test] or "tracer" in ours[test], ours[test]
+
+
+@pytest.mark.parametrize("case", FALSE_REPORTS, ids=[c.name for c in FALSE_REPORTS])
+def test_default_mode_passes_what_jax_passes(case: Case, runs: dict) -> None:
+    ours, theirs = runs[case.name]
+    for test in _tests(case):
+        if test.endswith("_a"):  # the test that does keep the tracer
+            continue
+        assert theirs[test] is None, theirs[test]
+        assert ours[test] is None, ours[test]
+
+
+# -- cost ------------------------------------------------------------------------------
+
+
+def _recurse(n: int, work: object) -> float:
+    pad = [0.0] * 50  # noqa: F841  (a user frame's locals, as a real helper has)
+    if n == 0:
+        return work()  # type: ignore[operator]
+    return _recurse(n - 1, work)
+
+
+def test_frame_look_reads_a_bounded_number_of_frames_on_a_deep_stack(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The frame look runs at every trace exit: under 400 user frames it reads
+    # the locals of at most the innermost 8 and outermost 4 (it read all 400
+    # before, about 3 times plain's cost), so a deep stack costs no more than a
+    # shallow one. Counted, not timed.
+    import jax
+    import jax.numpy as jnp
+
+    from lift._compat import trace_exits, watching_trace_exits
+
+    reads: list[int] = []
+    looks: list[int] = []
+    read = trace_exits._frame_locals  # pyright: ignore[reportPrivateUsage]
+    look = trace_exits._check_frames  # pyright: ignore[reportPrivateUsage]
+
+    def counting_reads(*args: Any, **kwargs: Any) -> Any:
+        reads.append(1)
+        return read(*args, **kwargs)
+
+    def counting_looks(*args: Any, **kwargs: Any) -> Any:
+        looks.append(1)
+        return look(*args, **kwargs)
+
+    monkeypatch.setattr(trace_exits, "_frame_locals", counting_reads)
+    monkeypatch.setattr(trace_exits, "_check_frames", counting_looks)
+    exits = 10
+
+    def work() -> float:
+        for _ in range(exits):
+            jax.vmap(jnp.sin)(jnp.ones(3))
+        return 0.0
+
+    prev = jax.config.jax_check_tracer_leaks
+    jax.config.update("jax_check_tracer_leaks", False)  # the fast mode's setting
+    try:
+        with watching_trace_exits(every=True, frames=lambda holdings: None):
+            _recurse(400, work)
+    finally:
+        jax.config.update("jax_check_tracer_leaks", prev)
+    assert len(looks) >= exits  # a look at each trace exit, at least
+    assert 0 < len(reads) <= 12 * len(looks)  # not 400 a look
