@@ -318,7 +318,10 @@ def scalar_leaf(leaf: Any, t: type[Any]) -> Any:
     `t` its type) as the built-in value it holds, read without the subclass's
     own methods: dynamic by subclass (`default_dynamic`), it is then converted
     to an array as a `float` is (one compile for a sweep of them). A static
-    one keeps its type (`static_key`)."""
+    one keeps its type (`static_key`). A NumPy scalar (`np.float64` subclasses
+    `float`) stays the NumPy value it is."""
+    if issubclass(t, np.generic):
+        return leaf
     if issubclass(t, float):
         return float.__float__(leaf)
     if issubclass(t, complex):
