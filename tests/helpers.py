@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import sys
 import types
+import weakref
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -634,6 +635,44 @@ def _tree_partial(v: Any) -> Any:
     return jax.tree_util.Partial(closure_of(v))
 
 
+class _History(list[Any]):
+    """A `list` subclass that keeps attributes of its own."""
+
+
+class _Table(dict[str, Any]):
+    """A `dict` subclass that keeps attributes of its own."""
+
+
+def _list_attribute(v: Any) -> Any:
+    history = _History([1.0])
+    history.best = v  # pyright: ignore[reportAttributeAccessIssue]
+    return history
+
+
+def _dict_attribute(v: Any) -> Any:
+    table = _Table(lr=1.0)
+    table.best = v  # pyright: ignore[reportAttributeAccessIssue]
+    return table
+
+
+# Alive for the whole run: a weak reference to it keeps its callback.
+_REFERENT = _Target()
+
+
+def _weakref_callback(v: Any) -> Any:
+    return weakref.ref(_REFERENT, lambda _: v)
+
+
+def _future(v: Any) -> Any:
+    import asyncio
+
+    loop = asyncio.new_event_loop()
+    loop.close()  # the future keeps it; no callback is ever scheduled
+    future = asyncio.Future(loop=loop)
+    future.set_result(v)
+    return future
+
+
 # The one table of stored-tracer holders: the leak scan (`find_leaks`,
 # `check_leaks`, `checking_leaks`, `checked`) finds a tracer in each, and
 # `lift.lift` refuses a closure capturing one that holds a live tracer.
@@ -688,6 +727,16 @@ STORES: tuple[Store, ...] = (
     Store("WeakValueDictionary", weak_values, r"x\['k'\]\.state"),
     Store("map iterator", lambda v: map(str, [v]), r"x(\.<referent \d>|\[0\])+"),
     Store("kept exception", lambda v: ValueError("kept", v), r"x\.args\[1\]"),
+    Store("list subclass attribute", _list_attribute, r"x\.best"),
+    Store("dict subclass attribute", _dict_attribute, r"x\.best"),
+    Store(
+        "weakref callback",
+        _weakref_callback,
+        r"x\.__callback__\.captures\['v'\]",
+        report=r"x\.__callback__ -> _weakref_callback\.<locals>\.<lambda> \(.*\), "
+        r"captured variable 'v'",
+    ),
+    Store("asyncio.Future result", _future, r"x\._result"),
     Store(
         "chained exception",
         lambda v: _chained(v),

@@ -16,7 +16,7 @@ from .._compat import (
     LIFTED_ARGUMENT,
     Tracer,
     concretized_arguments,
-    is_user_code,
+    is_user_module,
     tracer_use,
 )
 from .._holders.closure import cells, function_parts, method_parts, partial_parts
@@ -65,7 +65,9 @@ def explain_concretization(x: LiftedParts, err: BaseException) -> LiftError | No
     tb = err.__traceback__
     while tb is not None:
         code = tb.tb_frame.f_code
-        if code in codes or (last is not None and is_user_code(code.co_filename)):
+        if code in codes or (
+            last is not None and is_user_module(tb.tb_frame.f_globals.get("__name__"))
+        ):
             last = tb
         tb = tb.tb_next
     if last is None:

@@ -13,7 +13,7 @@ JAX. One module per subsystem of JAX that lift reads:
   frames' locals snapshots it takes for leaks);
 - `trace_exits`: the traces that exit inside `lift.checking_leaks()`, and what
   the user's frames hold of them (their locals read by `frame_locals`, which
-  also says whose code is the user's: `is_user_code`);
+  also says whose code is the user's: `is_user_module`);
 - `stack`: tracebacks and the stack (JAX's filtering, warnings' stack level,
   `jax.jit` hashing a static argument);
 - `config`: JAX's configuration, read fast;
@@ -25,6 +25,7 @@ The rest of `lift` imports from this package, never from its modules.
 from __future__ import annotations
 
 from .checker import (
+    is_leak_report as is_leak_report,
     jax_leaked_tracers as jax_leaked_tracers,
     snapshots_are_not_leaks as snapshots_are_not_leaks,
 )
@@ -35,7 +36,10 @@ from .config import (
     jax_checks_leaks as jax_checks_leaks,
     jax_leak_checks_declined as jax_leak_checks_declined,
 )
-from .frame_locals import is_user_code as is_user_code
+from .frame_locals import (
+    is_user_function as is_user_function,
+    is_user_module as is_user_module,
+)
 from .messages import (
     LIFTED_ARGUMENT as LIFTED_ARGUMENT,
     asks_for_a_concrete_value as asks_for_a_concrete_value,
@@ -66,6 +70,7 @@ from .trace_exits import (
     CHECKED_HERE as CHECKED_HERE,
     FrameHolding as FrameHolding,
     escaped_tracers as escaped_tracers,
+    jax_checks as jax_checks,
     watching_trace_exits as watching_trace_exits,
 )
 from .traces import (

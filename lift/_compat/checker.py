@@ -37,18 +37,25 @@ def jax_leaked_tracers(exc: BaseException) -> list[Any] | None:
 
     JAX (0.10.2) raises a bare `Exception("Leaked trace ...")` when a trace exits
     with tracers still referenced under `jax.checking_leaks()`, and while
-    building that message its `_why_alive` can itself fail with `IndexError`
-    when a closure cell is in the chain of references (jax issue 26560). Both
-    are recognised here, and the leaked tracers recovered from the frames. An
-    `IndexError` is JAX's only when it was raised inside `_why_alive`: any other
-    is the user's own (the traceback must be unfiltered, see `full_tracebacks`).
+    building that message its `_why_alive` can itself fail: with `IndexError`
+    when a closure cell is in the chain of references (jax issue 26560), with
+    whatever a key's or holder's `__repr__` raises (it calls them). Both are
+    recognised here, and the leaked tracers recovered from the frames. An error
+    is JAX's only when it was raised inside `_why_alive`: any other is the
+    user's own (the traceback must be unfiltered, see `full_tracebacks`).
     """
-    is_report = type(exc) is Exception and str(exc).startswith("Leaked ")
-    if not is_report and not (isinstance(exc, IndexError) and _in_why_alive(exc)):
+    is_report = is_leak_report(exc)
+    if not is_report and not (isinstance(exc, Exception) and _in_why_alive(exc)):
         return None
     for found in _leaked_tracer_lists(exc.__traceback__):
         return list(found)
     return [] if is_report else None
+
+
+def is_leak_report(exc: BaseException) -> bool:
+    """Whether `exc` is JAX's own leaked-tracer report (not an error its
+    checker raised while writing one)."""
+    return type(exc) is Exception and str(exc).startswith("Leaked ")
 
 
 def _in_why_alive(exc: BaseException) -> bool:

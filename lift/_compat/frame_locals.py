@@ -4,13 +4,12 @@ the frame look of `trace_exits` at a trace's exit.
 Bounded (`FRAME_DEPTH` deep, a budget of objects and items), and safe: types
 are read with `type()`; a container is read in C; an object is opened by its
 `__dict__` and slots, or by the leak scan's opener (`lift._leaks.scan`) for
-what only it knows; code outside the user's files is not looked into."""
+what only it knows; code outside the user's modules is not looked into."""
 
 from __future__ import annotations
 
 import collections
 import functools
-import os
 import sys
 import types
 from collections.abc import Callable, Iterable
@@ -20,8 +19,7 @@ import jax
 import numpy as np
 
 from .._base.atoms import UNOPENED
-from .._base.caches import BoundedDict
-from .traces import JAX_DIR, Tracer
+from .traces import Tracer
 
 FRAME_DEPTH: Final = 64
 
@@ -42,6 +40,15 @@ _UNDECIDED: Final = (-1, None)
 _ATOMIC: Final = (*UNOPENED, type, np.generic, jax.Array)
 
 
+_CONTAINERS: Final = (dict, list, tuple, set, frozenset, collections.deque)
+_EXACT_CONTAINERS: Final = frozenset(_CONTAINERS)
+_LRU_WRAPPER: Final[type] = type(functools.lru_cache(lambda: None))  # pyright: ignore[reportUnknownArgumentType]
+
+
+def _container_subclass(t: type) -> bool:
+    return t not in _EXACT_CONTAINERS and issubclass(t, _CONTAINERS)
+
+
 def _kind(t: Any) -> tuple[int, Any]:
     found = KINDS.get(t)
     if found is None:
@@ -52,6 +59,12 @@ def _kind(t: Any) -> tuple[int, Any]:
 def _decide_kind(t: Any) -> tuple[int, Any]:
     if issubclass(t, Tracer):
         return _TRACER, None
+    if _container_subclass(t):
+        # A subclass may keep attributes of its own (`history.best`), a
+        # `defaultdict` its factory: opened as the leak scan opens them.
+        return _OPEN, None
+    if t is _LRU_WRAPPER:  # its cache: opened as the leak scan opens it
+        return _OPEN, None
     if issubclass(t, dict):
         return _VALUES, cast(Any, dict).values
     bases: tuple[Any, ...] = (list, tuple, set, frozenset, collections.deque)
@@ -157,7 +170,7 @@ def tracers_of(
         elif kind == _OBJECT:
             children = object.__getattribute__(obj, "__dict__").values()
         elif kind == _FUNCTION:
-            if opener is not None and is_user_code(obj.__code__.co_filename):
+            if opener is not None and is_user_function(obj):
                 # Its cells, defaults and the globals its code names.
                 children = _opened(opener, obj)
             else:
@@ -190,50 +203,26 @@ def _opened(opener: Callable[[Any], Iterable[Any]], obj: Any) -> Iterable[Any]:
         return ()
 
 
-# By file name (exec'd code may bring a new name at every call: bounded).
-_user_files: BoundedDict[str, bool] = BoundedDict(256)
+def is_user_module(name: object) -> bool:
+    """Whether code of the module called `name` is the user's: not JAX's,
+    jaxlib's, lift's, NumPy's, pytest's, pluggy's nor the standard library's.
+    Decided by the module's name, never by where its file lies: the project
+    under test, and any library besides those, is the user's installed
+    editable, as a wheel, on `PYTHONPATH` or in a Bazel tree alike; code
+    without a module (`exec`'d, interactive) is the user's. The one rule of
+    lift's scans: the leak scan opens the globals of the user's functions,
+    the frame look at a trace's exit the user's frames."""
+    if type(name) is not str:
+        return True
+    top = name.partition(".")[0]
+    return top not in _NOT_USERS and top not in sys.stdlib_module_names
 
 
-def is_user_code(filename: str) -> bool:
-    """Whether code from `filename` is the user's: not JAX's, jaxlib's, lift's,
-    pytest's, pluggy's, the standard library's (its frozen modules', `<frozen
-    os>`, too) nor an installed package's; exec'd and interactive code
-    (`<string>`, `<stdin>`) is. The one rule of lift's scans: the leak scan
-    opens the globals and frames of the user's functions only, the frame look
-    at a trace's exit the user's frames only. The project under test is the
-    user's when installed editable, from its own tree; equinox's or diffrax's
-    frames, many and full of pytrees under every solve, are not looked at."""
-    user = _user_files.get(filename)
-    if user is None:
-        user = _user_files.add(filename, _classify(filename))
-    return user
+_NOT_USERS: Final = frozenset(
+    {"jax", "jaxlib", "lift", "numpy", "ml_dtypes", "_pytest", "pytest", "pluggy"}
+)
 
 
-def _classify(filename: str) -> bool:
-    if filename.startswith("<"):
-        return not filename.startswith("<frozen ")  # exec'd code is the user's
-    return not os.path.abspath(filename).startswith(_library_paths())
-
-
-@functools.cache
-def _library_paths() -> tuple[str, ...]:
-    """Where JAX's, jaxlib's, lift's, pytest's and pluggy's code is (from a
-    source tree too), the standard library's and installed packages'."""
-    import sysconfig
-
-    others = {
-        JAX_DIR,
-        os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ""),
-    }
-    for name in ("jaxlib", "_pytest", "pytest", "pluggy"):
-        spec = getattr(sys.modules.get(name), "__file__", None)
-        if isinstance(spec, str):
-            others.add(os.path.join(os.path.dirname(os.path.abspath(spec)), ""))
-    paths = sysconfig.get_paths()
-    others.update(
-        os.path.join(os.path.abspath(paths[k]), "")
-        for k in ("stdlib", "platstdlib", "purelib", "platlib")
-        if k in paths
-    )
-    others.add(os.path.join(os.path.dirname(os.path.abspath(os.__file__)), ""))
-    return tuple(sorted(others))
+def is_user_function(fn: types.FunctionType) -> bool:
+    """Whether `fn` is the user's: by the module whose globals it runs in."""
+    return is_user_module(fn.__globals__.get("__name__"))

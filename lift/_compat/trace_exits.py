@@ -17,9 +17,10 @@ from typing import Any, Final, NamedTuple, cast
 from jax._src import core as _core
 
 from .config import jax_checks_leaks, jax_leak_checks_declined
-from .frame_locals import KINDS, is_user_code, tracers_of
+from .frame_locals import KINDS, is_user_module, tracers_of
 from .traces import (
     EVAL_TRACE,
+    JAX_CHECKS_EAGER_GRAD,
     ONLY_THE_FRAMES,
     OPTIMIZED,
     PARENT_ATTRS,
@@ -67,6 +68,15 @@ _UNCHECKED_TRACES: Final = frozenset({"JVPTrace", "LinearizeTrace"})
 # Traces that hold no tracer of their own: not noted (jax 0.10.2 to 0.12: an
 # `EvalTrace` outlives its block, kept by JAX's dispatch caches).
 _NO_TRACERS: Final = frozenset({"EvalTrace"})
+
+
+def jax_checks(tracer: Any) -> bool:
+    """Whether JAX's checker looks at the trace of `tracer` when it exits
+    (not eager `jvp`, nor eager `grad`, `vjp`, `linearize` before jax 0.11)."""
+    kind = type(getattr(tracer, "_trace", None)).__name__
+    if kind == "LinearizeTrace" and JAX_CHECKS_EAGER_GRAD:
+        return True
+    return kind not in _UNCHECKED_TRACES
 
 
 def _note_exit(trace: Any) -> None:
@@ -196,11 +206,18 @@ def escaped_tracers(recorder: dict[int, Any]) -> list[Any]:
     traces = [t for t in traces if not live.has(t)]
     if not traces or not _any_dead_tracer(traces, live):
         return []
-    gc.collect()
-    traces = [t for ref in recorder.values() if (t := ref()) is not None]
-    traces = [t for t in traces if not live.has(t)]
-    if not traces:
-        return []
+    del traces
+    # The young generations first: garbage a phase just made is there, and a
+    # full collection on a large heap costs hundreds of milliseconds; the full
+    # one only when a tracer is still referred to after it.
+    for generation in (1, 2):
+        gc.collect(generation)
+        traces = [t for ref in recorder.values() if (t := ref()) is not None]
+        traces = [t for t in traces if not live.has(t)]
+        if not traces:
+            return []
+        if generation == 1 and not _any_dead_tracer(traces, live):
+            return []
     return [
         x
         for x in gc.get_referrers(*traces)
@@ -224,8 +241,8 @@ def _any_dead_tracer(traces: list[Any], live: LiveTraces) -> bool:
 # local `seen` fails the test there, even though the test's frame drops `seen`
 # before any later look could see it. While a block watches frames, each trace
 # that exits for good is looked for in the locals of the user's frames then on
-# the stack (not JAX's, lift's, pytest's, pluggy's, the standard library's or
-# an installed package's: `is_user_code`), directly or inside plain
+# the stack (not JAX's, lift's, NumPy's, pytest's, pluggy's or the standard
+# library's: `is_user_module`, by module name), directly or inside plain
 # containers, objects' attributes and closures, and through what the leak scan
 # opens (`watching_trace_exits(opener=...)`), to a bounded depth and number of
 # objects, in a bounded number of frames; and in the finalizers registered
@@ -460,7 +477,9 @@ def _walk_user_frames(
         known = users.get(id(code))  # by id: a code object's hash reads it all
         if known is None:
             variables = None
-            if code.co_flags & OPTIMIZED and is_user_code(code.co_filename):
+            if code.co_flags & OPTIMIZED and is_user_module(
+                frame.f_globals.get("__name__")
+            ):
                 variables = frozenset(
                     (*code.co_varnames, *code.co_cellvars, *code.co_freevars)
                 )

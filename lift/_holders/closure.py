@@ -401,7 +401,7 @@ def dict_static(d: dict[Any, Any]) -> list[tuple[Any, Any]]:
     capture checks a treedef's dict nodes by it (`static_data`). An empty
     list, cheaply, for the common dict."""
     factory: Any = None
-    if type(d) is collections.defaultdict:
+    if isinstance(d, collections.defaultdict):
         factory = cast("collections.defaultdict[Any, Any]", d).default_factory
     return _dict_parts(factory, cast("Iterable[Any]", d))
 

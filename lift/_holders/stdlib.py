@@ -8,6 +8,8 @@ a `functools.lru_cache`. The capture and the leak scan read them through
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import contextvars
 import ctypes
 import functools
@@ -21,10 +23,13 @@ from typing import Any, Final, cast
 import numpy as np
 
 from .._base.atoms import HOLD_NOTHING
+from .._base.caches import per_class
+from .attributes import static_attribute
 from .labels import (
     ARG,
     CACHE_KEY,
     CACHED,
+    FIELD,
     FUNC,
     KEYWORD,
     LOCAL,
@@ -35,6 +40,7 @@ from .labels import (
 
 __all__ = [
     "LRU_WRAPPER",
+    "container_parts",
     "STDLIB_HOLDERS",
     "SUSPENDED_FRAMES",
     "array_items",
@@ -43,6 +49,7 @@ __all__ = [
     "referent_parts",
     "suspended_locals",
     "suspended_parts",
+    "weakref_parts",
 ]
 
 
@@ -176,9 +183,73 @@ def referent_parts(obj: Any) -> Iterator[tuple[Any, Any]]:
             yield (_REFERENT, i), value
 
 
+def _future_parts(f: Any) -> Iterator[tuple[Any, Any]]:
+    """What an `asyncio.Future` (or `Task`) keeps: its result or exception and
+    the callbacks it will call (C attributes of `_asyncio`, read as such)."""
+    for name in ("_result", "_exception", "_callbacks"):
+        value = static_attribute(f, name)
+        if value is not None:
+            yield Label.of(FIELD, name), value
+
+
+def weakref_parts(r: weakref.ReferenceType[Any]) -> Iterator[tuple[Any, Any]]:
+    """The callback a weak reference keeps strongly (what it refers to is
+    alive by another holder, if at all: not its part)."""
+    callback = r.__callback__
+    if callback is not None:
+        yield Label.of(FIELD, "__callback__"), callback
+
+
+def container_parts(obj: Any) -> Iterator[tuple[Any, Any]]:
+    """What a container subclass holds besides its items: its own attributes
+    and slots (`history.best = x` on a `list` subclass), read without running
+    its code. (A dict's `default_factory` and its keys are
+    `lift._holders.closure.dict_static`'s.)"""
+    cls: type[Any] = type(obj)  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+    if cls in _BUILTIN_CONTAINERS:
+        return
+    attrs = static_attribute(obj, "__dict__")
+    if type(attrs) is dict:
+        for name, value in list(cast(dict[str, Any], attrs).items()):
+            yield Label.of(FIELD, name), value
+    for member in _slots(cls):
+        try:
+            yield Label.of(FIELD, member.__name__), member.__get__(obj, cls)
+        except AttributeError:  # an unset slot
+            pass
+
+
+@per_class
+def _slots(cls: type) -> tuple[Any, ...]:
+    """The slot descriptors along `cls`'s MRO."""
+    return tuple(
+        member
+        for klass in cls.__mro__
+        for member in vars(klass).values()
+        if type(member) is types.MemberDescriptorType
+    )
+
+
+_BUILTIN_CONTAINERS: Final = frozenset(
+    {
+        dict,
+        list,
+        tuple,
+        set,
+        frozenset,
+        collections.deque,
+        collections.defaultdict,
+        collections.OrderedDict,
+        types.MappingProxyType,
+    }
+)
+
+
 # Standard-library holders whose contents no attribute or `__dict__` shows: the
 # leak scan and the hidden-tracer check open each through its own reader.
 STDLIB_HOLDERS: Final[dict[type, Callable[[Any], Iterator[tuple[Any, Any]]]]] = {
+    asyncio.Future: _future_parts,
+    asyncio.Task: _future_parts,
     **dict.fromkeys(_DESCRIPTOR_FUNCTIONS, _descriptor_parts),
     contextvars.Context: _context_parts,
     contextvars.ContextVar: _context_var_parts,

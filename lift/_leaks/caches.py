@@ -1,6 +1,8 @@
 """Escaped tracers that no root reaches: the closure holding one, found from
-its referrers, and those kept only by libraries' caches (JAX's, `functools`'s)
-and finalizers, named as such: retained, but not stored by the code under test."""
+its referrers, and those kept only by JAX's and lift's caches and finalizers
+(recognised as objects, through their modules), named as such: retained, but
+not stored by the code under test. Any other library's cache is the code
+under test's holder, and reported."""
 
 from __future__ import annotations
 
@@ -9,10 +11,12 @@ import sys
 import types
 import weakref
 from collections.abc import Iterable
-from typing import Any, NamedTuple, cast
+from typing import Any, Final, NamedTuple, cast
 
 from .._base import gc as _gc
-from .._compat import is_user_code
+from .._compat import is_user_module, jax_checks
+from .._holders.attributes import static_attribute
+from .._holders.stdlib import LRU_WRAPPER
 from .reach import ATOMIC
 from .report import Leak, closure_leak
 
@@ -90,40 +94,55 @@ class CacheHolders(NamedTuple):
         )
 
 
+# Whose caches may keep a tracer without it being the code under test's leak:
+# JAX's and lift's, the only holders excused.
+_CACHE_OWNERS: Final = frozenset({"jax", "jaxlib", "lift"})
+
+
+def _owned(name: object) -> bool:
+    return type(name) is str and name.partition(".")[0] in _CACHE_OWNERS
+
+
+def _is_cache(value: Any) -> bool:
+    """Whether `value` is one of the caches JAX and lift keep, recognised as
+    an object (not by where its file lies): a `weakref_lru_cache`, a
+    `functools.lru_cache` function, a function with its own `cache_clear`
+    (JAX's `util.cache()`). Read without running code of `value`'s."""
+    cls: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
+    if cls is LRU_WRAPPER or cls.__name__ == "WeakrefLRUCache":
+        return True
+    if cls is types.FunctionType:
+        return callable(value.__dict__.get("cache_clear"))
+    return False
+
+
 def _library_caches() -> list[tuple[str, Any]]:
-    """The module-level caches of libraries (objects with `cache_clear`: JAX's
-    `weakref_lru_cache`s and `util.cache()` functions, `functools.lru_cache`s),
-    each named once."""
+    """The caches JAX and lift keep at module level, found through their
+    modules (`sys.modules` entries of `jax`, `jaxlib`, `lift`), each named
+    once by the function it caches."""
     out: dict[int, tuple[str, Any]] = {}
     for name, module in list(sys.modules.items()):
-        filename = getattr(module, "__file__", None)
-        attrs: Any = getattr(module, "__dict__", None)
-        if not isinstance(filename, str) or is_user_code(filename):
+        if not _owned(name) or type(cast(object, module)) is not types.ModuleType:
             continue
-        if not isinstance(attrs, dict):
-            continue
-        items: list[tuple[str, Any]] = list(cast(dict[str, Any], attrs).items())
-        for key, value in items:
-            if id(value) in out or isinstance(value, type):
+        for key, value in list(vars(module).items()):
+            if id(value) in out or not _is_cache(value):
                 continue
-            clear = getattr(type(value), "cache_clear", None)  # pyright: ignore[reportUnknownArgumentType]
-            if clear is None and type(value) is types.FunctionType:
-                # A function wrapping a cache, its `cache_clear` its own (JAX's
-                # `util.cache()`): read from its `__dict__`, no property run.
-                clear = value.__dict__.get("cache_clear")
-            if callable(clear):
-                inner = getattr(value, "__wrapped__", value)
-                where = getattr(inner, "__module__", None)
-                what = getattr(inner, "__qualname__", None)
-                label = f"{where}.{what}" if where and what else f"{name}.{key}"
-                out[id(value)] = (label, value)
+            inner = static_attribute(value, "__wrapped__") or value
+            where = static_attribute(inner, "__module__")
+            what = static_attribute(inner, "__qualname__")
+            label = (
+                f"{where}.{what}"
+                if type(where) is str and type(what) is str
+                else f"{name}.{key}"
+            )
+            out[id(value)] = (label, value)
     return sorted(out.values(), key=lambda c: c[0])
 
 
 def _library_finalizers() -> list[tuple[str, Any]]:
-    """The pending `weakref.finalize` callbacks that libraries registered (JAX
-    registers one per constant a trace stages, holding the trace): what each
-    will call and with what, named by the callback. Kept alive by
+    """The pending `weakref.finalize` callbacks that JAX and lift registered
+    (JAX registers one per constant a trace stages, holding the trace): what
+    each will call and with what, named by the callback. Kept alive by
     `weakref.finalize`'s own registry, which no variable reaches."""
     registry: Any = getattr(weakref.finalize, "_registry", None)
     if not isinstance(registry, dict):
@@ -137,14 +156,29 @@ def _library_finalizers() -> list[tuple[str, Any]]:
         if info is None:
             continue
         _, func, args, kwargs = info
-        inner = getattr(func, "__func__", func)
-        code = getattr(inner, "__code__", None)
-        if not isinstance(code, types.CodeType) or is_user_code(code.co_filename):
-            continue  # the user's own finalizer: its holdings are the user's
-        what = getattr(inner, "__qualname__", None) or type(inner).__qualname__
-        label = f"{getattr(inner, '__module__', None)}.{what} (a pending finalizer)"
+        inner = func.__func__ if type(func) is types.MethodType else func
+        if type(inner) is not types.FunctionType or not _owned(
+            inner.__globals__.get("__name__")
+        ):
+            continue  # another's finalizer: what it holds is not excused
+        label = f"{inner.__module__}.{inner.__qualname__} (a pending finalizer)"
         out.setdefault(label, []).append((func, args, kwargs))
     return sorted(out.items())
+
+
+def _users_object(obj: Any) -> bool:
+    """Whether `obj` belongs to the code under test, not to JAX or lift: a
+    function of a user's module, or an instance of a user's class. A cache's
+    path to a tracer through one is the user's holding, never excused."""
+    cls: type[Any] = type(obj)  # pyright: ignore[reportUnknownVariableType]
+    if cls is types.FunctionType:
+        return is_user_module(obj.__globals__.get("__name__"))
+    if cls.__flags__ & _HEAP_TYPE:
+        return is_user_module(cls.__module__)
+    return False
+
+
+_HEAP_TYPE: Final = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by Python code
 
 
 def cache_holders(tracers: list[Any]) -> CacheHolders | None:
@@ -162,16 +196,41 @@ def split_cached(tracers: list[Any]) -> tuple[CacheHolders | None, list[Any]]:
     Walks each cache's contents as the garbage collector sees them
     (`gc.get_referents`), iteratively and bounded: only for tracers known to
     have escaped."""
-    wanted = {id(t) for t in tracers}
-    if not wanted:
-        return None, []
     names: dict[str, None] = {}
+    caches = [*_library_caches(), *_library_finalizers()]
+    # Through JAX's and lift's own objects only: a user's object on the way
+    # (a closure in a treedef's static data) is the user's holding. A tracer
+    # of a trace JAX's checker never looks at (eager `jvp`; `grad` before jax
+    # 0.11) may be reached through the user's function JAX keeps as a cache's
+    # key (a `jit` of a closure over it, inside an eager `grad`): JAX's
+    # checker passes that, and so does this.
+    strict = _reached(tracers, caches, names, through_users=False)
+    rest = [t for t in tracers if id(t) not in strict]
+    unchecked = [t for t in rest if not jax_checks(t)]
+    if unchecked:
+        loose = _reached(unchecked, caches, names, through_users=True)
+        rest = [t for t in rest if id(t) not in loose]
+    return (CacheHolders(tuple(names)) if names else None), rest
+
+
+def _reached(
+    tracers: list[Any],
+    caches: list[tuple[str, Any]],
+    names: dict[str, None],
+    through_users: bool,
+) -> set[int]:
+    """The ids of `tracers` that `caches` reach (each cache that does added to
+    `names`), as the garbage collector sees their contents, iteratively and
+    bounded; through the user's objects only `through_users`."""
+    wanted = {id(t) for t in tracers}
     reached: set[int] = set()
+    if not wanted:
+        return reached
     seen: set[int] = set()
     # Not through a function's globals: a module is not the cache's content.
     seen.update(id(getattr(m, "__dict__", None)) for m in list(sys.modules.values()))
     with _gc.paused():
-        for label, cache in [*_library_caches(), *_library_finalizers()]:
+        for label, cache in caches:
             stack = [cache]
             while stack and len(seen) < _CACHE_OBJECTS:
                 obj = stack.pop()
@@ -182,6 +241,6 @@ def split_cached(tracers: list[Any]) -> tuple[CacheHolders | None, list[Any]]:
                         names[label] = None
                     if key not in seen and type(child) not in ATOMIC:
                         seen.add(key)
-                        stack.append(child)
-    rest = [t for t in tracers if id(t) not in reached]
-    return (CacheHolders(tuple(names)) if names else None), rest
+                        if through_users or not _users_object(child):
+                            stack.append(child)
+    return reached

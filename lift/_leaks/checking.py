@@ -15,7 +15,7 @@ import jax
 from .. import _compat
 from .._base.errors import LeakError, LiftError, describe
 from .._base.registry import recording
-from .._compat import is_user_code
+from .._compat import is_user_module
 from .caches import (
     CacheHolders,
     cache_holders,
@@ -41,7 +41,7 @@ def _frame_roots(tb: types.TracebackType | None) -> Iterator[tuple[str, Any]]:
         frame = tb.tb_frame
         tb = tb.tb_next
         code = frame.f_code
-        if id(frame) in seen or not is_user_code(code.co_filename):
+        if id(frame) in seen or not is_user_module(frame.f_globals.get("__name__")):
             continue
         seen.add(id(frame))
         glob = frame.f_globals
@@ -54,13 +54,13 @@ def _frame_roots(tb: types.TracebackType | None) -> Iterator[tuple[str, Any]]:
 
 
 def _user_modules() -> list[tuple[str, Any]]:
-    """The imported modules whose source is the user's (not a library's)."""
-    out: list[tuple[str, Any]] = []
-    for name, module in list(sys.modules.items()):
-        filename = getattr(module, "__file__", None)
-        if isinstance(filename, str) and is_user_code(filename):
-            out.append((name, module))
-    return out
+    """The imported modules that are the user's (`is_user_module`: not JAX's,
+    lift's, NumPy's, pytest's or the standard library's), by name."""
+    return [
+        (name, module)
+        for name, module in list(sys.modules.items())
+        if type(cast(object, module)) is types.ModuleType and is_user_module(name)
+    ]
 
 
 def lifted_roots(
@@ -170,7 +170,8 @@ def _translate(
     lifted: list[tuple[str, Any]],
     escaped: list[Any] = [],  # noqa: B006 (never mutated)
 ) -> LeakError | None:
-    """A `LeakError` for JAX's leaked-tracer error (or its jax#26560 IndexError),
+    """A `LeakError` for JAX's leaked-tracer error (or the error its checker
+    raised explaining it: jax#26560's IndexError, a holder's `__repr__`'s),
     or `None` for any other exception: the user's own, which passes unchanged.
 
     Only the tracers JAX named are reported: the locals of the frames the error
@@ -216,9 +217,10 @@ def _translate(
         leaks = [x for t in jax_tracers if (x := closure_holding(t)) is not None]
     if leaks:
         return LeakError(format_leaks(leaks, unopened), anchor="leak-report")
-    if isinstance(exc, IndexError):
-        # JAX's checker failed explaining its report (jax#26560): its message
-        # ("list index out of range") says nothing of the tracer.
+    if not _compat.is_leak_report(exc):
+        # JAX's checker failed explaining its report (jax#26560's IndexError,
+        # or a holder's `__repr__` raising): its message says nothing of the
+        # tracer.
         what = ", ".join(map(_short, jax_tracers[:3])) or "a tracer"
         source = "JAX's checker failed while explaining it, jax issue 26560"
     else:

@@ -5,9 +5,10 @@ so that it opens what the leak scan opens."""
 
 from __future__ import annotations
 
-from typing import Any
+import weakref
+from typing import Any, cast
 
-from .._holders.stdlib import WEAK_HOLDERS
+from .._holders.stdlib import WEAK_HOLDERS, weakref_parts
 from .scan import NONE_LIVE, LeakWalk
 
 __all__ = ["FrameOpener"]
@@ -30,7 +31,11 @@ class FrameOpener:
             # The look runs before the garbage collector (JAX's checker
             # collects first): through a weak reference it would reach
             # garbage, and what it names it keeps alive until the phase ends.
-            # A tracer alive there by another holder is still alive then.
+            # A tracer alive there by another holder is still alive then. A
+            # weak reference's callback it keeps itself.
+            if isinstance(obj, weakref.ReferenceType):
+                ref = cast(weakref.ReferenceType[Any], obj)
+                return [value for _, value in weakref_parts(ref)]
             return []
         walk = self.walk
         walk.seen = {id(obj)}

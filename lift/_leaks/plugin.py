@@ -6,14 +6,16 @@ test (fixture setup, the call, fixture teardown) is checked as part of that
 test; tracers that escaped before its setup began are never its fault. A leak
 fails the phase with the `LeakError` text; `@pytest.mark.lift_allow_leaks`
 exempts a test. Two modes (`--lift-leaks-mode`, `lift_leaks_mode`): `fast`, the
-default, scans what the test and its fixtures name (and every `Lifted` built)
-after each phase, and the locals of the user's frames on the stack as each
-trace exits, with JAX's own checker left as it is; `exhaustive` also runs
+default, notes the traces that exit in each phase and the locals of the
+user's frames on the stack as each exits, and after the phase, for the
+tracers of those traces still alive (if any), scans what the test and its
+fixtures name (and every `Lifted` built), with JAX's own checker left as it
+is; `exhaustive` also runs
 each phase inside `lift.checking_leaks()` (JAX's gc-based checker), which finds
 leaks held anywhere at several times the cost. A holder the scan cannot open
 (an attribute that raises) is named: in the leak report of a failing phase,
 and in a section of the run's summary for tests that pass; so are tracers that
-only libraries' caches keep (JAX's, after an eager `grad` over a jitted
+only JAX's (or lift's) caches keep (after an eager `grad` over a jitted
 closure), which fail no test. This module imports neither JAX nor the rest of
 `lift` until it is switched on, so installing the library costs nothing to
 test suites that do not use it.
@@ -171,12 +173,33 @@ def _check_once(item: pytest.Item, watch: _Watch, confirm: bool) -> bool:
 
     empty: list[Any] = []
     before = item.stash.get(_BEFORE, empty)
+    escaped: list[Any] = []
+    if watch.fast:
+        # Only a trace that exited in this phase can have left a tracer of
+        # this phase's: none exited (a test that traces nothing, or hits
+        # JAX's caches), nothing to scan; else the tracers of those traces
+        # still alive, and the scan of what the test names looks for them
+        # alone (and stops once all are found).
+        if watch.exits:
+            known = {id(t) for t in before}
+            escaped = [t for t in escaped_tracers(watch.exits) if id(t) not in known]
+        if not escaped and not watch.held:
+            return False
     roots = _roots(item)
     roots.extend((getattr(f, "__qualname__", "lifted"), f) for f in list(watch.lifted))
     module = getattr(getattr(item, "module", None), "__name__", None)
     home = module if isinstance(module, str) else None
     unopened: list[Unopened] = []
-    leaks, tracers = scan_tracers(roots, skip=before, home=home, unopened=unopened)
+    if watch.fast and not escaped:
+        leaks, tracers = [], []
+    else:
+        leaks, tracers = scan_tracers(
+            roots,
+            only=escaped if watch.fast else None,
+            skip=before,
+            home=home,
+            unopened=unopened,
+        )
     if watch.held:
         # Held by the user's frames when their trace exited (gone since).
         known = {id(t) for t in [*before, *tracers]}
@@ -187,9 +210,9 @@ def _check_once(item: pytest.Item, watch: _Watch, confirm: bool) -> bool:
             unopened.extend(watch.held_unopened)
     if leaks and confirm:
         return True
-    if watch.exits:
+    if escaped:
         known = {id(t) for t in [*before, *tracers]}
-        rest = [t for t in escaped_tracers(watch.exits) if id(t) not in known]
+        rest = [t for t in escaped if id(t) not in known]
         if rest:
             placed = place_escaped(rest, roots, home, unopened)
             if confirm and (placed.leaks or placed.unplaced):
@@ -223,9 +246,10 @@ class _Watch:
     user's frames as traces exited (`held`: each with its tracer, and what
     naming them could not open)."""
 
-    __slots__ = ("exits", "held", "held_unopened", "lifted", "stack")
+    __slots__ = ("exits", "fast", "held", "held_unopened", "lifted", "stack")
 
     def __init__(self) -> None:
+        self.fast = False
         self.lifted: Iterable[Any] = ()
         self.exits: dict[int, Any] = {}
         self.held: list[tuple[Any, Any]] = []
@@ -246,6 +270,7 @@ class _Watch:
             # then carries no context of the stack's own.
             self.stack = checking_leaks()
         else:
+            self.fast = True
             stack = self.stack = ExitStack()
             self.lifted = stack.enter_context(recording())
             self.exits = stack.enter_context(
@@ -305,12 +330,21 @@ def pytest_runtest_setup(item: pytest.Item) -> Generator[None, Any, Any]:
     __tracebackhide__ = True
     if not _on(item):
         return (yield)
+    import jax
+
     from .scan import scan_tracers
 
     # Tracers that escaped before this test ran are not its fault: held by
     # what it names, or by a fixture value already cached from an earlier test
-    # (a session or module fixture, not yet in `item.funcargs`).
-    item.stash[_BEFORE] = scan_tracers([*_roots(item), *_cached_fixtures(item)])[1]
+    # (a session or module fixture, not yet in `item.funcargs`). The fast mode
+    # looks only for tracers of the traces that exit in each phase: none of
+    # those escaped before.
+    fast = item.config.stash.get(_MODE, "fast") == "fast" and not bool(
+        cast(Any, jax.config).jax_check_tracer_leaks
+    )
+    item.stash[_BEFORE] = (
+        [] if fast else scan_tracers([*_roots(item), *_cached_fixtures(item)])[1]
+    )
     return (yield from _phase(item))
 
 
@@ -321,7 +355,45 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
     __tracebackhide__ = True
     if not _on(item):
         return (yield)
+    test = getattr(item, "obj", None)
+    if _is_unittest(item) and callable(test):
+        item.obj = _speaking_lift(test)  # pyright: ignore[reportAttributeAccessIssue]
+        try:
+            return (yield from _phase(item))
+        finally:
+            item.obj = test  # pyright: ignore[reportAttributeAccessIssue]
     return (yield from _phase(item))
+
+
+def _is_unittest(item: pytest.Item) -> bool:
+    """Whether `item` is a `unittest.TestCase` method (its class runs it and
+    keeps its error: the error never reaches the phase around it)."""
+    import unittest
+
+    cls = getattr(getattr(item, "parent", None), "obj", None)
+    return isinstance(cls, type) and issubclass(cls, unittest.TestCase)
+
+
+def _speaking_lift(test: Any) -> Any:
+    """`test`, raising `LeakError` with lift's report where JAX's checker
+    raises its own inside it: a `unittest.TestCase` records the error its
+    method raises before the phase could translate it."""
+    import functools
+
+    @functools.wraps(test)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True
+        try:
+            return test(*args, **kwargs)
+        except Exception as exc:
+            from .._compat import filtering_mode, jax_leaked_tracers
+            from .checking import leak_error
+
+            if jax_leaked_tracers(exc) is not None:
+                leak_error(exc, [], [], filtering_mode())
+            raise
+
+    return run
 
 
 @pytest.hookimpl(wrapper=True)

@@ -1,7 +1,8 @@
 """What the leak scan reaches: which types are closed (JAX's, NumPy's, pytest's,
 lift's: not opened), which hold nothing (`ATOMIC`), and the globals a
 function's code names. Whose code is the user's (its functions' globals and
-frames are scanned) is `lift._compat.is_user_code`, the frame look's rule too."""
+frames are scanned) is `lift._compat.is_user_module`, by module name, the
+frame look's rule too."""
 
 from __future__ import annotations
 
@@ -10,7 +11,12 @@ from typing import Any, Final
 
 from .._base.atoms import UNOPENED
 
-__all__ = ["ATOMIC", "code_names", "is_closed_type", "param_name"]
+__all__ = [
+    "ATOMIC",
+    "code_names",
+    "is_closed_type",
+    "param_name",
+]
 
 
 # Standard-library objects a user stores things in (`SimpleNamespace`,

@@ -8,9 +8,10 @@ could not look inside. `format_leaks` is a `LeakError`'s text."""
 from __future__ import annotations
 
 import dataclasses
+import sys
 import types
 from collections.abc import Iterable
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple, cast
 
 from .. import _compat
 from .._holders.closure import function_of
@@ -290,7 +291,34 @@ def label_text(label: PathLabel) -> str:
     if isinstance(label, Label):
         return label.text
     fmt, key = label
+    if "{!r}" in fmt:
+        return fmt.replace("{!r}", "{}").format(safe_repr(key))
     return fmt.format(key)
+
+
+def safe_repr(obj: Any) -> str:
+    """`repr(obj)` where no code of the user's runs for it (the builtins' and
+    the standard library's reprs, tuples of such); else its type and id
+    (`<Key object at 0x…>`): a report never runs, or fails on, a user's
+    `__repr__`."""
+    cls: type[Any] = type(obj)  # pyright: ignore[reportUnknownVariableType]
+    if cls is tuple:
+        inner = ", ".join(map(safe_repr, cast(tuple[Any, ...], obj)))
+        return f"({inner},)" if len(obj) == 1 else f"({inner})"
+    owner = next((k for k in cls.__mro__ if "__repr__" in vars(k)), object)
+    module = (getattr(owner, "__module__", None) or "builtins").partition(".")[0]
+    if module == "builtins" or module in _STDLIB or module in _LIBRARY_REPRS:
+        try:
+            return repr(obj)
+        except Exception:  # a stdlib repr reading a broken attribute
+            pass
+    return f"<{cls.__module__}.{cls.__qualname__} object at {id(obj):#x}>"
+
+
+_STDLIB: Final = frozenset(sys.stdlib_module_names)
+# Reprs lift trusts besides the standard library's: its own, NumPy's (an
+# index into an object array) and JAX's.
+_LIBRARY_REPRS: Final = frozenset({"lift", "numpy", "jax", "jaxlib"})
 
 
 def chain_to(entries: list[Any], index: int) -> list[int]:

@@ -26,7 +26,8 @@ import numpy as np
 
 from .. import _compat
 from .._base import gc as _gc
-from .._compat import is_user_code
+from .._compat import is_user_function
+from .._holders.attributes import static_attribute
 from .._holders.closure import (
     aux_parts,
     builtin_method_parts,
@@ -48,12 +49,19 @@ from .._holders.stdlib import (
     SUSPENDED_FRAMES,
     array_items,
     cache_parts,
+    container_parts,
     opened_by_referents,
     referent_parts,
     suspended_parts,
+    weakref_parts,
 )
 from .._holders.trees import one_level
-from .reach import ATOMIC, code_names, is_closed_type, param_name
+from .reach import (
+    ATOMIC,
+    code_names,
+    is_closed_type,
+    param_name,
+)
 from .report import (
     ABSENT,
     BOUND,
@@ -96,6 +104,11 @@ _INDEX = "[{}]"
 _KEY = "[{!r}]"
 _ATTR = ".{}"
 _SET_ITEM = "{{…}}"
+
+_SEQUENCES: Final = (list, tuple, collections.deque)
+_EXACT_CONTAINERS: Final = frozenset(
+    {dict, list, tuple, set, frozenset, collections.deque, types.MappingProxyType}
+)
 
 # Per-type plans for objects that are not one of the core kinds.
 _SKIP, _LIFTED, _CONTAINER, _JAXPR, _PYTREE, _OBJECT, _LIBRARY = range(7)
@@ -271,8 +284,10 @@ class LeakWalk:
             self.parts(parts, index)
         elif issubclass(cls, weakref.ReferenceType):  # pyright: ignore[reportUnknownArgumentType]
             # `weakref.ref`, `WeakMethod`: what it refers to, while alive (a
-            # tracer there is held by something else, reached through this).
+            # tracer there is held by something else, reached through this),
+            # and its callback, which it keeps.
             self.push(obj(), index, "()")
+            self.parts(weakref_parts(obj), index)
         elif issubclass(cls, BaseException):  # pyright: ignore[reportUnknownArgumentType]
             self.exception(obj, cls, index)  # pyright: ignore[reportUnknownArgumentType]
         else:
@@ -326,7 +341,7 @@ class LeakWalk:
         if fn.__defaults__ or fn.__kwdefaults__ or fn.__dict__:
             for label, value in function_parts(fn):
                 self.push(value, index, label, (fn, label.variable, label.role))
-        if self.globals and is_user_code(code.co_filename):
+        if self.globals and is_user_function(fn):
             glob = fn.__globals__
             names = code_names(code, self.code_names)
             for name in names:
@@ -483,10 +498,11 @@ class LeakWalk:
                 self.push(value, index, (_ATTR, name))
 
     def attribute(self, obj: Any, name: str, index: int, default: Any = None) -> Any:
-        """`getattr(obj, name, default)`; an error other than `AttributeError`
-        (an unset slot, no such attribute) is named as what was not opened."""
+        """`getattr(obj, name, default)` without running code of the object's
+        class (`static_attribute`): what only that code could tell (a
+        property), or what raises, is named as what was not opened."""
         try:
-            return getattr(obj, name, default)
+            return static_attribute(obj, name, default)
         except Exception as exc:
             self.failed.append((index, f".{name}", exc))
             return default
@@ -505,20 +521,33 @@ class LeakWalk:
     def walk_kind(self, obj: Any, index: int, kind: int) -> None:
         """Containers, `Lifted` and traced programs."""
         if kind == _CONTAINER:
-            if isinstance(obj, dict | types.MappingProxyType):
+            # Read as the base class stores them: a subclass's own `__iter__`
+            # or `items` is its code, not run by a scan.
+            if isinstance(obj, dict):
+                self.push_all(dict.items(obj), index, _KEY)  # pyright: ignore
+                # A defaultdict's factory, keys holding objects. (Not asked of
+                # a plain dict, walked in `run`: its keys would cost every
+                # scan a pass; a tracer is never a key itself.)
+                self.parts(dict_static(obj), index)  # pyright: ignore
+            elif isinstance(obj, types.MappingProxyType):
                 self.push_all(obj.items(), index, _KEY)  # pyright: ignore
-                if isinstance(obj, dict):
-                    # A defaultdict's factory, keys holding objects. (Not
-                    # asked of a plain dict, walked in `run`: its keys would
-                    # cost every scan a pass; a tracer is never a key itself.)
-                    self.parts(dict_static(obj), index)  # pyright: ignore
-            elif isinstance(obj, tuple) and hasattr(obj, "_fields"):  # pyright: ignore
-                fields = obj._fields  # pyright: ignore
-                self.push_all(zip(fields, obj, strict=True), index, _ATTR)  # pyright: ignore
+            elif isinstance(obj, tuple) and isinstance(
+                fields := static_attribute(obj, "_fields"), tuple
+            ):
+                values = tuple.__iter__(obj)  # pyright: ignore
+                self.push_all(zip(fields, values, strict=True), index, _ATTR)  # pyright: ignore
             elif isinstance(obj, set | frozenset):
-                self.push_all(((None, v) for v in obj), index, _SET_ITEM)  # pyright: ignore
+                base = set if isinstance(obj, set) else frozenset
+                self.push_all(((None, v) for v in base.__iter__(obj)), index, _SET_ITEM)  # pyright: ignore
             else:
-                self.push_all(enumerate(obj), index, _INDEX)  # pyright: ignore
+                base = next(b for b in _SEQUENCES if isinstance(obj, b))
+                self.push_all(enumerate(base.__iter__(obj)), index, _INDEX)  # pyright: ignore
+            if type(obj) not in _EXACT_CONTAINERS:  # pyright: ignore[reportUnknownArgumentType]
+                # A subclass's own attributes, a `defaultdict`'s factory.
+                try:
+                    self.parts(container_parts(obj), index)
+                except Exception as exc:  # named, as any attribute
+                    self.failed.append((index, ".__dict__", exc))
         elif kind == _LIFTED:
             rebuild = function_of(obj)
             assert rebuild is not None
@@ -582,6 +611,7 @@ def scan_tracers(
         frozenset(map(id, skip)),
         home,
     )
+    walk.stop = only is not None  # each found by its shortest path: done
     for label, root in roots:
         if issubclass(type(root), types.ModuleType):  # pyright: ignore[reportUnknownArgumentType]
             module = cast(types.ModuleType, root)

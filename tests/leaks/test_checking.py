@@ -412,10 +412,12 @@ def test_unplaced_jax_report_is_kept_chained() -> None:
     hidden: dict[str, Any] = {}
 
     class Sealed:
-        """Opaque to lift: its attributes cannot be read."""
+        """Opaque to lift: only running its code would show its attributes
+        (a scan runs none)."""
 
-        def __getattribute__(self, name: str) -> Any:
-            raise AttributeError(name)
+        @property
+        def __dict__(self) -> dict[str, Any]:  # type: ignore[override]
+            raise AttributeError("__dict__")
 
     sealed = Sealed()
 
