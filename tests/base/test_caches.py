@@ -8,7 +8,6 @@ import weakref
 
 from lift._base import caches as _caches
 from lift._capture import hidden as _hidden
-from lift._compat import frame_locals
 from lift._holders import closure as _closure, labels as _labels
 from lift._jit import programs as _programs
 
@@ -52,7 +51,5 @@ def test_the_caches_that_share_a_policy_use_the_helper() -> None:
     assert type(_labels._interned) is _caches.BoundedDict  # pyright: ignore[reportPrivateUsage]
     assert type(_hidden._PLAIN_TREEDEFS) is _caches.BoundedDict  # pyright: ignore[reportPrivateUsage]
     assert type(_programs._programs) is _caches.BoundedDict  # pyright: ignore[reportPrivateUsage]
-    # Whose code is the user's, by file name (exec'd code brings new ones).
-    assert type(frame_locals._user_files) is _caches.BoundedDict  # pyright: ignore[reportPrivateUsage]
     for memo in (_closure.user_class, _closure.slots_of):
         assert memo.__wrapped__  # pyright: ignore[reportFunctionMemberAccess]

@@ -422,7 +422,9 @@ def test_a_trace_kept_without_its_tracers_costs_no_collection(keep: str) -> None
     # 0.10.2: a staged `custom_jvp` call's memoized jvp thunk closes over its
     # trace, and the cached jaxpr holds it; so under every equinox and
     # optimistix solve): telling that costs no garbage collection, a few
-    # hundred milliseconds on a large heap. A kept tracer is found after one.
+    # hundred milliseconds on a large heap. A kept tracer is found after a
+    # collection of the young generations, then a full one (it is still
+    # referred to after the first).
     kept: list[Any] = []
 
     def f(x: Any) -> Any:
@@ -447,7 +449,7 @@ def test_a_trace_kept_without_its_tracers_costs_no_collection(keep: str) -> None
     if keep == "the trace":
         assert escaped == [] and collections == []
     else:
-        assert escaped == kept and collections == [2]
+        assert escaped == kept and collections == [1, 2]
     kept.clear()
 
 
