@@ -9,9 +9,11 @@ pytree field, lifted for you: its hyperparameters are leaves, and a sweep
 compiles once per structure.
 
 `tx` is lifted wherever it is set: `TrainState.create`, the constructor,
-`state.replace(tx=...)`, and `optimizer.tx = ...`. A checkpoint of flax's own
-`TrainState` (no `tx` in its state dict) restores into `TrainState` here, which
-keeps the target's optimizer.
+`state.replace(tx=...)`, and `optimizer.tx = ...`. `Optimizer` holds the
+optimizer's leaves as `Hyperparameter` Variables of its nnx state, which is
+what nnx's `split`, `eval_shape` and `update` and orbax's restore see. A
+checkpoint of flax's own `TrainState` (no `tx` in its state dict) restores into
+`TrainState` here, which keeps the target's optimizer.
 
 This module imports flax (`pip install "jax-lift[flax]"`); `import lift` does
 not. Without flax, `import lift.flax` raises `ModuleNotFoundError` saying so. flax's serialization handles a
@@ -22,7 +24,7 @@ module is.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
@@ -42,10 +44,11 @@ except ModuleNotFoundError as err:
 
 from ._capture.lift import is_lifted, lift
 from ._capture.objects import as_functions
+from ._compat import Tracer
 from ._holders import trees as jtu
 from ._holders.trees import is_function_like
 
-__all__ = ["Optimizer", "TrainState"]
+__all__ = ["Hyperparameter", "Optimizer", "TrainState"]
 
 
 class TrainState(train_state.TrainState):
@@ -183,24 +186,146 @@ def _weak_like(target: Any, restored: Any) -> Any:
 _register(TrainState)
 
 
+class Hyperparameter(nnx.Variable[Any]):
+    """A leaf of the optimizer a [`lift.flax.Optimizer`][lift.flax.Optimizer]
+    holds: its learning rate, `b1`, ... as an `nnx.Variable` of its state.
+
+    nnx sees only Variables (and arrays) as state: held as Variables, the
+    hyperparameters are in `nnx.split`, `nnx.state` and `nnx.eval_shape`'s
+    abstract state, are restored by orbax into that abstract state and are
+    updated in place by `nnx.update`. Filters name them by this type:
+    `nnx.state(optimizer, lift.flax.Hyperparameter)`, and `nnx.OptState`
+    takes what it takes from `nnx.Optimizer` (not these).
+
+    A value lift made weakly typed (a Python float) stays weakly typed when
+    restored: orbax and flax's serialization give back strongly typed arrays,
+    which would compile the step again and, beside a bfloat16 model, promote
+    its updates to float32.
+    """
+
+    # Where flax makes a Variable from a value (unflattening, copies,
+    # `nnx.merge`, orbax's restore into an abstract state): `_new` from flax
+    # 0.12.4 on, `from_metadata` before (its second parameter is named
+    # `attributes` or `metadata`, passed by keyword or not).
+    @classmethod
+    def _new(cls, value: Any, metadata: dict[str, Any]) -> Any:
+        return super()._new(_weakened(value, metadata), metadata)  # pyright: ignore[reportUnknownMemberType]
+
+    @classmethod
+    def from_metadata(cls, value: Any, *args: Any, **kwargs: Any) -> Any:
+        metadata = args[0] if args else next(iter(kwargs.values()))
+        return super().from_metadata(_weakened(value, metadata), *args, **kwargs)  # pyright: ignore[reportUnknownMemberType]
+
+    # Where `nnx.update` sets a bare array: `set_raw_value` from flax 0.12.4 on,
+    # the attribute `raw_value` before.
+    def set_raw_value(self, value: Any, **kwargs: Any) -> None:
+        super().set_raw_value(_weakened(value, self.get_metadata()), **kwargs)  # pyright: ignore[reportUnknownMemberType]
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "raw_value":
+            value = _weakened(value, self.get_metadata())
+        super().__setattr__(name, value)
+
+
+def _weakened(value: Any, metadata: Any) -> Any:
+    """`value` weakly typed when `metadata` says it was and it is a concrete 0-d
+    array that is not (a restored one); anything else as it is."""
+    if (
+        not metadata.get("weak_type")
+        or not _is_concrete_array(value)
+        or getattr(value, "weak_type", False)
+        or np.ndim(value) != 0
+    ):
+        return value
+    template = _weak_template(np.dtype(value.dtype))
+    if template is None:
+        return value  # not a width lift makes weak leaves of
+    # `full_like` keeps its template's dtype and weak type.
+    return jax.lax.full_like(template, np.asarray(value))  # pyright: ignore[reportUnknownMemberType]
+
+
+def _is_concrete_array(x: Any) -> bool:
+    return isinstance(x, jax.Array | np.ndarray | np.generic) and not isinstance(
+        x, Tracer
+    )
+
+
+def _weak_template(dtype: np.dtype[Any]) -> jax.Array | None:
+    """A weakly typed 0-d array of `dtype`: the default widths of Python's
+    scalars (what lift converts them to), else `None`."""
+    for scalar in (0.0, 0j, 0):
+        template: jax.Array = jnp.asarray(scalar)  # pyright: ignore[reportUnknownMemberType]
+        if template.dtype == dtype:
+            return template
+    return None
+
+
+def _is_variable(x: Any) -> bool:
+    return isinstance(x, nnx.Variable)
+
+
+def _held(tx: Any) -> Any:
+    """Lifted `tx` with each leaf a `Hyperparameter` (a Variable already is
+    kept: a state being merged or updated)."""
+
+    def hold(leaf: Any) -> Any:
+        if _is_variable(leaf):
+            return leaf
+        if getattr(leaf, "weak_type", False):
+            return Hyperparameter(leaf, weak_type=True)
+        return Hyperparameter(leaf)
+
+    return jax.tree.map(hold, tx, is_leaf=_is_variable)
+
+
+def _pure(tx: Any) -> Any:
+    """`tx` with each Variable replaced by its value: the lifted optimizer as
+    optax's functions take it."""
+
+    def value(x: Any) -> Any:
+        if not _is_variable(x):
+            return x
+        # flax 0.12.0 has no `get_value`: its Variables hold `raw_value`.
+        get: Any = getattr(x, "get_value", None)
+        return get() if get is not None else x.raw_value
+
+    return jax.tree.map(value, tx, is_leaf=_is_variable)
+
+
 class Optimizer(nnx.Optimizer[Any]):
-    """`flax.nnx.Optimizer` with `tx` lifted and held as pytree data.
+    """`flax.nnx.Optimizer` with `tx` lifted and its leaves in the state.
 
     Takes what `nnx.Optimizer` takes: `Optimizer(model, optax.adam(lr),
     wrt=nnx.Param)`. The optimizer's hyperparameters are part of the
-    optimizer's state, so `nnx.jit` compiles a step once for every learning
-    rate. `tx` is lifted wherever it is set: `optimizer.tx = optax.adam(lr)`
-    too.
+    optimizer's state, as [`Hyperparameter`][lift.flax.Hyperparameter]
+    Variables, so `nnx.jit` compiles a step once for every learning rate and
+    flax's checkpoint recipes (`nnx.eval_shape`, `nnx.split`, orbax, `nnx.merge`,
+    `nnx.update`) save and restore them with the rest. `tx` is lifted wherever
+    it is set: `optimizer.tx = optax.adam(lr)` too.
+
+    Read, `optimizer.tx` is the lifted optimizer with arrays for leaves, to
+    call as optax's (`optimizer.tx.update(...)`); `nnx.state(optimizer)["tx"]`
+    holds the same leaves as Variables.
     """
 
     def __init__(self, model: Any, tx: Any, **kwargs: Any) -> None:
         tx = lift(tx)
         # Declared data before `nnx.Optimizer` assigns it, which it otherwise
         # refuses: a static attribute may not hold arrays (flax 0.12).
-        self.tx = nnx.data(tx)
+        self.tx = nnx.data(_held(tx))
         super().__init__(model, tx, **kwargs)
+
+    if not TYPE_CHECKING:
+
+        def __getattribute__(self, name: str) -> Any:
+            value = super().__getattribute__(name)
+            return _pure(value) if name == "tx" else value
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name == "tx":
-            value = _lifted(value)  # (`nnx.data(tx)` is a marker: kept as it is)
+            value = _lifted(value)
+            # (`nnx.data(...)` is flax's marker, which holds no lifted function:
+            # kept as it is)
+            if any(map(is_lifted, jax.tree_util.tree_leaves(value, is_leaf=is_lifted))):
+                value = _held(value)
         super().__setattr__(name, value)

@@ -16,8 +16,11 @@
 #   bash scripts/peers.sh --equinox [ARGS]    equinox's (its release tag's tests),
 #   bash scripts/peers.sh --optimistix [ARGS] optimistix's: plain and under
 #                                             `pytest --lift-leaks`
+#   bash scripts/peers.sh --numpyro [ARGS]    numpyro's (from its sdist), the same
+#   bash scripts/peers.sh --flax [ARGS]       flax's nnx tests (from its sdist),
+#                                             the same
 #   bash scripts/peers.sh --suite NAME [ARGS] the same, by name (optax, blackjax,
-#                                             equinox, optimistix)
+#                                             equinox, optimistix, numpyro, flax)
 #
 # Every runner takes --quick, --file PATH, --modes plain,..., --keep DIR,
 # --reuse and pytest arguments after `--` (`--help` lists its modes).
@@ -25,20 +28,20 @@ set -euo pipefail
 source "$(dirname "$0")/_venv.sh" peers
 suite=optax
 case "${1:-}" in
---blackjax | --equinox | --optimistix | --optax)
+--blackjax | --equinox | --optimistix | --numpyro | --flax | --optax)
     suite="${1#--}"
     shift
     ;;
 --suite)
-    suite="${2:?--suite needs a name: optax, blackjax, equinox or optimistix}"
+    suite="${2:?--suite needs a name: optax, blackjax, equinox, optimistix, numpyro or flax}"
     shift 2
     ;;
 esac
 case "$suite" in
 optax) python tests/peers/run.py "$@" ;;
-blackjax | equinox | optimistix) python "tests/peers/${suite}_run.py" "$@" ;;
+blackjax | equinox | optimistix | numpyro | flax) python "tests/peers/${suite}_run.py" "$@" ;;
 *)
-    echo "error: no peer suite $suite (optax, blackjax, equinox, optimistix)" >&2
+    echo "error: no peer suite $suite (optax, blackjax, equinox, optimistix, numpyro, flax)" >&2
     exit 2
     ;;
 esac

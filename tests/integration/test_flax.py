@@ -315,9 +315,9 @@ def test_optimizer_state_moves_between_nnx_and_lift_flax_optimizers() -> None:
     plain_step(model, plain)
     restored = nnx.clone(model)
     ours = lift.flax.Optimizer(restored, optax.adam(0.1), wrt=nnx.Param)
-    tx = ours.tx
+    tx = vars(ours)["tx"]  # (read as an attribute, it is a new pure copy)
     nnx.update(ours, nnx.state(plain))
-    assert ours.tx is tx and int(ours.step[...]) == 1
+    assert vars(ours)["tx"] is tx and int(ours.step[...]) == 1
     _assert_close(nnx.state(ours, nnx.OptState), nnx.state(plain, nnx.OptState))
     # Training on from there is training on from `nnx.Optimizer`'s state.
     step(restored, ours)
@@ -352,6 +352,169 @@ def test_an_nnx_data_subclass_is_the_same_recipe() -> None:
             step,
         )
     assert traces[0] == 1
+
+
+# -- nnx checkpoints -------------------------------------------------------------
+
+
+class _Trainer(nnx.Module):
+    """A model and the lifted optimizer of its parameters: the state a
+    training run checkpoints."""
+
+    def __init__(self, lr: float, rngs: nnx.Rngs | None = None) -> None:
+        self.model = nnx.Linear(2, 3, rngs=rngs or nnx.Rngs(0))
+        self.optimizer = lift.flax.Optimizer(
+            self.model, optax.adamw(lr, weight_decay=0.05), wrt=nnx.Param
+        )
+
+
+def _trainer_step() -> tuple[Any, list[int]]:
+    traces = [0]
+
+    @nnx.jit
+    def step(trainer: _Trainer) -> None:
+        traces[0] += 1
+        grads = nnx.grad(lambda m: jnp.mean(m(X) ** 2))(trainer.model)
+        trainer.optimizer.update(trainer.model, grads)
+
+    return step, traces
+
+
+def _hyperparameters(node: Any) -> list[jax.Array]:
+    return jax.tree.leaves(nnx.state(node, lift.flax.Hyperparameter))
+
+
+def _assert_equal_states(a: Any, b: Any) -> None:
+    sa, sb = nnx.state(a), nnx.state(b)
+    assert jax.tree.structure(sa) == jax.tree.structure(sb)
+    for x, y in zip(jax.tree.leaves(sa), jax.tree.leaves(sb), strict=True):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_the_hyperparameters_are_variables_of_the_state() -> None:
+    optimizer = _Trainer(0.1).optimizer
+    held = nnx.state(optimizer, lift.flax.Hyperparameter)
+    # adamw's b1, b2, eps, eps_root, weight_decay (in `init` and `update`), lr.
+    assert len(jax.tree.leaves(held)) == 7
+    assert all(x.weak_type for x in jax.tree.leaves(held))
+    # `nnx.OptState` takes what it takes from `nnx.Optimizer`: not these.
+    plain = nnx.Optimizer(
+        nnx.Linear(2, 3, rngs=nnx.Rngs(0)), optax.adam(0.1), wrt=nnx.Param
+    )
+    assert jax.tree.structure(nnx.state(optimizer, nnx.OptState)) == (
+        jax.tree.structure(nnx.state(plain, nnx.OptState))
+    )
+    # Read as an attribute, `tx` is the lifted optimizer optax's way: arrays
+    # for leaves, its functions called directly as `nnx.Optimizer` calls them.
+    tx = optimizer.tx
+    assert lift.is_lifted(tx.update)
+    assert not any(
+        isinstance(x, nnx.Variable)
+        for x in jax.tree.leaves(tx, is_leaf=lambda x: isinstance(x, nnx.Variable))
+    )
+    params = {"w": jnp.ones(3)}
+    want = optax.adamw(0.1, weight_decay=0.05)
+    got, _ = tx.update(params, tx.init(params), params)
+    expected, _ = want.update(params, want.init(params), params)
+    _assert_close(got, expected)
+
+
+def test_orbax_restores_through_eval_shape_split_and_merge(tmp_path: Any) -> None:
+    # flax's checkpointing guide: an abstract target from `nnx.eval_shape`,
+    # split, restored into by orbax, merged.
+    ocp = pytest.importorskip("orbax.checkpoint")
+    step, traces = _trainer_step()
+    saved = _Trainer(0.1)
+    step(saved)
+    checkpointer = ocp.StandardCheckpointer()
+    checkpointer.save(tmp_path / "state", nnx.state(saved))
+    checkpointer.wait_until_finished()
+
+    abstract = nnx.eval_shape(lambda: _Trainer(0.5))
+    graphdef, abstract_state = nnx.split(abstract)
+    assert len(jax.tree.leaves(nnx.state(abstract, lift.flax.Hyperparameter))) == 7
+    restored = nnx.merge(
+        graphdef, checkpointer.restore(tmp_path / "state", abstract_state)
+    )
+    # Everything came back, the learning rate of the checkpoint included, with
+    # the weak types lift gave the hyperparameters (orbax gives strong ones).
+    _assert_equal_states(restored, saved)
+    assert all(x.weak_type for x in _hyperparameters(restored))
+    assert lift.diff(saved.optimizer.tx, restored.optimizer.tx) is None
+    # The step compiled before serves the restored state: no new trace, and
+    # training on is training on from the saved state.
+    step(restored)
+    step(saved)
+    assert traces[0] == 1
+    _assert_equal_states(restored, saved)
+
+
+def test_orbax_restores_into_a_live_trainer_with_nnx_update(tmp_path: Any) -> None:
+    # The guide's other form: restore into the abstract state, `nnx.update`
+    # an existing object with it. Its optimizer takes the saved rate.
+    ocp = pytest.importorskip("orbax.checkpoint")
+    step, traces = _trainer_step()
+    saved = _Trainer(0.1)
+    step(saved)
+    checkpointer = ocp.StandardCheckpointer()
+    checkpointer.save(tmp_path / "state", nnx.state(saved))
+    checkpointer.wait_until_finished()
+
+    live = _Trainer(0.5, rngs=nnx.Rngs(3))
+    step(live)
+    _, abstract_state = nnx.split(nnx.eval_shape(lambda: _Trainer(0.5)))
+    nnx.update(live, checkpointer.restore(tmp_path / "state", abstract_state))
+    _assert_equal_states(live, saved)
+    assert all(x.weak_type for x in _hyperparameters(live))
+    step(live)
+    step(saved)
+    assert traces[0] == 1
+    _assert_equal_states(live, saved)
+
+
+def test_nnx_update_between_two_lift_flax_optimizers() -> None:
+    step, traces = _trainer_step()
+    source = _Trainer(0.1)
+    step(source)
+    target = _Trainer(0.5, rngs=nnx.Rngs(3))
+    nnx.update(target, nnx.state(source))
+    _assert_equal_states(target, source)
+    step(target)
+    step(source)
+    assert traces[0] == 1
+    _assert_equal_states(target, source)
+    # The optimizer alone, too.
+    other = lift.flax.Optimizer(
+        nnx.Linear(2, 3, rngs=nnx.Rngs(0)),
+        optax.adamw(0.7, weight_decay=0.05),
+        wrt=nnx.Param,
+    )
+    nnx.update(other, nnx.state(source.optimizer))
+    _assert_equal_states(other, source.optimizer)
+
+
+def test_hyperparameters_set_from_bare_arrays_stay_weakly_typed() -> None:
+    # A state of strongly typed NumPy arrays (a restore without flax's
+    # Variables): the learning rate is set, its weak type kept, and the step
+    # compiled before still serves.
+    step, traces = _trainer_step()
+    trainer = _Trainer(0.1)
+    step(trainer)
+    strong = jax.tree.map(
+        lambda v: np.asarray(v[...]) * 2,
+        nnx.state(trainer, lift.flax.Hyperparameter),
+        is_leaf=lambda x: isinstance(x, nnx.Variable),
+    )
+    assert not any(getattr(x, "weak_type", False) for x in jax.tree.leaves(strong))
+    nnx.update(trainer, strong)
+    lrs = jax.tree.leaves(trainer.optimizer.tx.update)
+    assert all(x.weak_type for x in lrs) and float(lrs[-1]) == pytest.approx(-0.2)
+    step(trainer)
+    assert traces[0] == 1
+    # The same through a copy of the Variables (`jax.tree.map` over the state).
+    held = nnx.state(trainer, lift.flax.Hyperparameter)
+    copied = jax.tree.map(np.asarray, held)
+    assert all(x.weak_type for x in jax.tree.leaves(copied))
 
 
 # -- serialization ---------------------------------------------------------------

@@ -220,6 +220,29 @@ def github_tests(
     return root
 
 
+def sdist_tests(
+    dist: str, tests: str, dest: pathlib.Path, given: str | None
+) -> pathlib.Path:
+    """The installed `dist`'s tests (its sdist's folder `tests`), in
+    `dest/<dist>-<version>`; the package itself is the installed one.
+
+    In order: `given` (the sdist); the pinned archive in tests/peers/sources
+    when its version is the installed one (those files of the sdist, unchanged);
+    the sdist from the package index.
+    """
+    version = installed(dist)
+    pinned = SOURCES / f"{dist}-{version}-tests.tar.gz"
+    if given is None and pinned.exists():
+        with tarfile.open(pinned) as tar:
+            tar.extractall(dest, filter="data")
+        root = dest / f"{dist}-{version}"
+    else:
+        root = pip_sdist(dist, dest, given)
+    if not (root / tests).is_dir():
+        sys.exit(f"the tests of {dist} {version} hold no {tests}/")
+    return root
+
+
 # --- running --------------------------------------------------------------------
 
 
@@ -596,5 +619,45 @@ def tagged_suite(
         quick_help=" ".join(quick),
         add_arguments=add_arguments,
         deselect=deselect,
+        versions=versions,
+    )
+
+
+def sdist_suite(
+    name: str,
+    *,
+    tests: str,
+    ini: str,
+    quick: Sequence[str],
+    deselect: tuple[str, ...] = (),
+    pytest_args: tuple[str, ...] = (),
+    versions: tuple[str, ...] = ("jax", "jaxlib", "pytest"),
+) -> Suite:
+    """A library whose tests are in its sdist (`tests`: their folder), run
+    against the installed library plain and under the leak checkers, as
+    `tagged_suite`'s are."""
+
+    def prepare(dest: pathlib.Path, args: argparse.Namespace) -> Tree:
+        root = sdist_tests(name, tests, dest, args.sdist)
+        (root / "pytest.ini").write_text(ini)
+        return Tree(root, [tests], installed(name))
+
+    def select(tree: Tree, args: argparse.Namespace) -> list[str]:
+        return list(quick) if args.quick else [tests]
+
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--sdist", metavar="PATH", help=f"{name}'s sdist to use")
+
+    return Suite(
+        name=name,
+        expected=f"{name}_expected.toml",
+        modes={"plain": PLAIN, **LEAK_MODES},
+        default_modes=("plain", "leaks"),
+        prepare=prepare,
+        select=select,
+        quick_help=" ".join(quick),
+        add_arguments=add_arguments,
+        deselect=deselect,
+        pytest_args=pytest_args,
         versions=versions,
     )
