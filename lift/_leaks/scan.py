@@ -26,7 +26,7 @@ import numpy as np
 
 from .. import _compat
 from .._base import gc as _gc
-from .._compat import is_user_function
+from .._compat import is_user_function, is_user_module
 from .._holders.attributes import static_attribute
 from .._holders.closure import (
     aux_parts,
@@ -502,6 +502,11 @@ class LeakWalk:
         class (`static_attribute`): what only that code could tell (a
         property), or what raises, is named as what was not opened."""
         try:
+            if not is_user_module(type(obj).__module__):
+                # JAX's, NumPy's and the standard library's classes (a
+                # `StrongLRUCache`'s `__wrapped__`, a `Path`'s slots) may run
+                # their own code; the user's classes' never runs in a scan.
+                return getattr(obj, name, default)
             return static_attribute(obj, name, default)
         except Exception as exc:
             self.failed.append((index, f".{name}", exc))

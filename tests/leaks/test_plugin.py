@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import lift._leaks.plugin
+from lift import _compat
 
 pytest_plugins = ("pytester",)
 
@@ -384,6 +385,13 @@ def test_tracers_only_jax_caches_keep_are_named_not_failed(
     monkeypatch.setenv("JAX_CHECK_TRACER_LEAKS", "0")
     pytester.makepyfile(test_root_find=ROOT_FIND)
     result = pytester.runpytest_subprocess(*_plugin_args(), "--lift-leaks", "-v")
+    if _compat.JAX_VERSION >= (0, 11):
+        # JAX's checker sees eager grad from 0.11 and fails both tests: the
+        # tracer the first keeps is in equinox's cache (a library's, not
+        # JAX's), which the plugin then names as its holder.
+        result.assert_outcomes(failed=2)
+        result.stdout.fnmatch_lines(["*_cached_filter_eval_shape*"])
+        return
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
         [
