@@ -402,7 +402,7 @@ def dict_static(d: dict[Any, Any]) -> list[tuple[Any, Any]]:
     list, cheaply, for the common dict."""
     factory: Any = None
     if isinstance(d, collections.defaultdict):
-        factory = cast("collections.defaultdict[Any, Any]", d).default_factory
+        factory = d.default_factory
     return _dict_parts(factory, cast("Iterable[Any]", d))
 
 
