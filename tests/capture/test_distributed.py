@@ -109,9 +109,12 @@ WORKER = textwrap.dedent(
 
 
 def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+    except OSError as e:  # a sandbox that allows no socket, not even loopback
+        pytest.skip(f"jax.distributed needs a loopback socket: {e}")
 
 
 def _reference() -> tuple[np.ndarray, np.ndarray]:
