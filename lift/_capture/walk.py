@@ -492,8 +492,15 @@ class Walk:
             dyn = t in ALWAYS_DYNAMIC or default_dynamic(leaf)
             if dyn and pinned and named_static(t):
                 dyn = False
-        if dyn and branched and branch_static(leaf, t):
-            # `if b2 != 1.0:` in Python: a traced b2 could not run. Keep it static.
+        if (
+            dyn
+            and branched
+            and branch_static(leaf, t)
+            and (self.named is None or pinned)
+        ):
+            # `if b2 != 1.0:` in Python: a traced b2 could not run. Keep it
+            # static, unless `dynamic=` names it: then it is dynamic as asked,
+            # and the branch is refused when traced, naming the capture.
             dyn = False
         return DYNAMIC if dyn else STATIC
 

@@ -280,3 +280,32 @@ def test_a_branch_on_a_named_capture_says_to_leave_it_out_of_dynamic() -> None:
         r"value then compiles anew\), or replace the Python branch",
     ):
         jax.jit(lambda make: make())(make)
+
+
+def _branches_on(b: float) -> Any:
+    def f(x: Any) -> Any:
+        if b != 1.0:  # optax's sm3 does this with its b2
+            return x * b
+        return x
+
+    return f
+
+
+def test_a_named_capture_the_code_branches_on_directly_is_dynamic_as_asked() -> None:
+    # Found by an adversary: branch analysis kept a named capture static, so a
+    # sweep compiled once per value and `lift.diff` blamed `dynamic=`.
+    a = lift.lift(_branches_on(0.5), dynamic="b")
+    b = lift.lift(_branches_on(0.7), dynamic="b")
+    (leaf,) = jax.tree_util.tree_leaves(a)
+    assert isinstance(leaf, jax.Array)
+    assert lift.diff(a, b) is None
+    assert float(a(2.0)) == 1.0  # eagerly the value is concrete: the branch runs
+    with pytest.raises(
+        lift.LiftError,
+        match=r"uses the captured variable 'b' in Python control flow .*\n"
+        r"Fix: keep it static by leaving 'b' out of `dynamic=`",
+    ):
+        jax.jit(lambda f, x: f(x))(a, 2.0)
+    # Not named, it stays static as before: the branch runs while tracing.
+    plain = lift.lift(_branches_on(0.5))
+    assert jax.tree_util.tree_leaves(plain) == []
