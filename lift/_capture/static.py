@@ -319,14 +319,17 @@ def scalar_leaf(leaf: Any, t: type[Any]) -> Any:
     own methods: dynamic by subclass (`default_dynamic`), it is then converted
     to an array as a `float` is (one compile for a sweep of them). A static
     one keeps its type (`static_key`). A NumPy scalar (`np.float64` subclasses
-    `float`) stays the NumPy value it is."""
-    if issubclass(t, np.generic):
+    `float`) stays the NumPy value it is (`python_number`)."""
+    if not python_number(t):
         return leaf
-    if issubclass(t, float):
-        return float.__float__(leaf)
-    if issubclass(t, complex):
-        return complex.__complex__(leaf)
-    return leaf
+    return float.__float__(leaf) if issubclass(t, float) else complex.__complex__(leaf)
+
+
+def python_number(t: type[Any]) -> bool:
+    """Whether `t` is a Python `float` or `complex`, or a subclass of one that
+    is not a NumPy scalar (which is a NumPy value): the one statement of it,
+    for `scalar_leaf` and `named_static`."""
+    return issubclass(t, (float, complex)) and not issubclass(t, np.generic)
 
 
 class DynamicNames:
@@ -358,7 +361,7 @@ def named_static(t: type[Any]) -> bool:
     """Whether a leaf of type `t`, dynamic by the default rule, is static outside
     the captures named in `dynamic=`: a Python float or complex (not a NumPy
     scalar, which is a NumPy value)."""
-    return issubclass(t, (float, complex)) and not issubclass(t, np.generic)
+    return python_number(t)
 
 
 def unsortable_registry(value: Any) -> bool:
