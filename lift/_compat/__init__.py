@@ -14,6 +14,7 @@ JAX. One module per subsystem of JAX that lift reads:
 - `trace_exits`: the traces that exit inside `lift.checking_leaks()`, and what
   the user's frames hold of them (their locals read by `frame_locals`, which
   also says whose code is the user's: `is_user_module`);
+- `escaped`: which of those traces still have tracers alive after the block;
 - `stack`: tracebacks and the stack (JAX's filtering, warnings' stack level,
   `jax.jit` hashing a static argument);
 - `config`: JAX's configuration, read fast;
@@ -36,6 +37,7 @@ from .config import (
     jax_checks_leaks as jax_checks_leaks,
     jax_leak_checks_declined as jax_leak_checks_declined,
 )
+from .escaped import escaped_tracers as escaped_tracers
 from .frame_locals import (
     is_user_function as is_user_function,
     is_user_module as is_user_module,
@@ -69,7 +71,6 @@ from .stack import (
 from .trace_exits import (
     CHECKED_HERE as CHECKED_HERE,
     FrameHolding as FrameHolding,
-    escaped_tracers as escaped_tracers,
     jax_checks as jax_checks,
     watching_trace_exits as watching_trace_exits,
 )
