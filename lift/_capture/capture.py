@@ -17,8 +17,8 @@ import threading
 import types
 import weakref
 from collections import deque
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, Final, cast
 
 from .._base import gc as _gc
 from .._base.errors import LiftError, code_of, describe
@@ -34,7 +34,14 @@ from .skeleton import Skeleton
 from .static import DynamicNames
 from .walk import Walk
 
-__all__ = ["capture", "check_static_names", "hidden_tracer", "is_function_like"]
+__all__ = [
+    "capture",
+    "check_names",
+    "check_options",
+    "check_static_names",
+    "hidden_tracer",
+    "is_function_like",
+]
 
 
 def capture(
@@ -127,6 +134,74 @@ def _exact(skeleton: Skeleton) -> bool:
         statics.extend(n.meta for n in skeleton.nodes if type(n) is FunctionNode)
         exact = skeleton.exact = all(s.exact for s in statics)
     return exact
+
+
+NO_NAMES: Final[frozenset[str]] = frozenset()
+
+
+def check_options(
+    static: str | Iterable[str],
+    dynamic: str | Iterable[str] | Callable[[Any], bool] | None,
+    name: str,
+) -> tuple[frozenset[str], Callable[[Any], bool] | DynamicNames | None]:
+    """`static=` as a set of names and `dynamic=` as a predicate or
+    `DynamicNames`, after checking both options (`name`: the call's, for the
+    messages)."""
+    if static == () and dynamic is None:
+        return NO_NAMES, None
+    names = _names(static)
+    if names is None:
+        raise LiftError(
+            f"{name}(..., static={static!r}): `static=` names captured variables.\n"
+            f"Fix: pass names as strings, e.g. `{name}(f, static=('b2',))`.",
+            anchor="options",
+        )
+    if dynamic is None or callable(dynamic):
+        return names, dynamic
+    named = _names(dynamic)
+    if named is None:
+        raise LiftError(
+            f"{name}(..., dynamic={dynamic!r}): `dynamic=` names captured "
+            "variables, or is a predicate on a captured value.\nFix: pass names "
+            f"as strings, e.g. `{name}(f, dynamic=('learning_rate',))`, or a "
+            f"function, e.g. `{name}(f, dynamic=lambda v: isinstance(v, jax.Array))`.",
+            anchor="options",
+        )
+    both = sorted(names & named)
+    if both:
+        raise LiftError(
+            f"{name}(..., static={tuple(sorted(names))!r}, dynamic="
+            f"{tuple(sorted(named))!r}): {', '.join(map(repr, both))} cannot be "
+            f"both static and dynamic.\nFix: name each variable in one of them.",
+            anchor="options",
+        )
+    return names, DynamicNames(named)
+
+
+def _names(option: Any) -> frozenset[str] | None:
+    """An option's names (a string, or an iterable of strings), or `None`."""
+    try:
+        names = frozenset((option,) if isinstance(option, str) else option)
+    except TypeError:
+        return None
+    if not all(isinstance(n, str) for n in cast(frozenset[Any], names)):
+        return None
+    return names
+
+
+def check_names(
+    static: frozenset[str],
+    dynamic: Callable[[Any], bool] | DynamicNames | None,
+    found: frozenset[str],
+    fn: Any,
+    caller: str,
+) -> None:
+    """A `LiftError` for names in `static=` or `dynamic=` that no captured
+    variable of `fn` (with the names `found`) has."""
+    if static:
+        check_static_names(static, found, fn, caller)
+    if isinstance(dynamic, DynamicNames):
+        check_static_names(dynamic.names, found, fn, caller, "dynamic")
 
 
 def check_static_names(

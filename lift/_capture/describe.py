@@ -444,3 +444,16 @@ def _holding_functions(t: type[Any], shown: str, held: list[tuple[str, Any]]) ->
         f"        obj = {cls}(..., lr, ...)\n"
         f"        ...  # use obj"
     )
+
+
+def static_argument(x: Any) -> str:
+    """The warning at each compile of `jax.jit` given a `Lifted` as a static argument."""
+    cls = type(x).__name__
+    return (
+        f"a {cls} ({x.__qualname__}) was given to jax.jit as a static argument "
+        "(static_argnums or static_argnames), or inside one: a static argument is "
+        f"compared by identity for a {cls}, so each new one compiles a program "
+        f"of its own.\nFix: pass it as a regular (traced) argument: a {cls} is a "
+        "pytree whose code and static captures jax.jit compiles once, and whose "
+        "arrays it traces." + docs_anchor("lifted-static-argument")
+    )

@@ -21,9 +21,10 @@ from .._holders.trees import (
     ordered,
 )
 from .._leaks.find import find_leaks
+from .capture import check_names, check_options
 from .describe import reject
 from .hidden import aux_tracer
-from .lifted import Lifted, check_names, check_options, construct, rebuilt
+from .lifted import Lifted, caller_name, construct, rebuilt
 from .objects import as_functions
 from .skeleton import capture_into, skeleton_of
 from .static import static_key
@@ -189,7 +190,7 @@ def lift(
             return lift(fn, static=static, dynamic=dynamic)
 
         return decorator
-    names, rule = check_options(static, dynamic, Lifted)
+    names, rule = check_options(static, dynamic, "lift")
     options = bool(names) or rule is not None
     kind: type[Any] = type(obj)  # pyright: ignore[reportUnknownVariableType]
     if issubclass(kind, Lifted):
@@ -197,7 +198,7 @@ def lift(
             return obj
         # Not `kind(obj, ...)`: a subclass's own `__init__` may take `fn` alone.
         sub = cast("type[Lifted[Any, Any]]", kind)
-        return construct(sub, obj, *check_options(static, dynamic, sub))
+        return construct(sub, obj, *check_options(static, dynamic, caller_name(sub)))
     if is_function_like(obj):
         return Lifted(obj, static=static, dynamic=dynamic)
     if (functions := as_functions(obj)) is not None:  # optax.MultiSteps
@@ -228,7 +229,7 @@ def lift(
             seen.update(skeleton_of(new).names)
             made.append(new)
         out.append(new)
-    check_names(names, rule, frozenset(seen), obj, Lifted)
+    check_names(names, rule, frozenset(seen), obj, "lift")
     if not made:  # nothing to lift: the user's own object (an `nnx.Module`)
         return obj
     if irregular(obj):  # dicts in their own order, as the original had them

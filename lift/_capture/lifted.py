@@ -21,20 +21,18 @@ from .._base.errors import (
     LiftAttributeError,
     LiftError,
     describe,
-    docs_anchor,
     missing_attribute,
 )
-from .._holders import trees as jtu
-from .._holders.closure import register_function_of
 from .._holders.trees import is_function_like
 from . import state_dict as _state_dict
 from .builds import Build, call_watched, new_build
-from .capture import capture, check_static_names
+from .capture import NO_NAMES, capture, check_names, check_options
 from .convert import convert
 from .copies import never_changes
-from .describe import explain_concretization, reject
+from .describe import explain_concretization, reject, static_argument
 from .floats import as_arrays
-from .paths import _NOT_FOUND, attribute_of, captures_of, leaf_paths
+from .paths import _NOT_FOUND, attribute_of, captures_of
+from .pytree import register
 from .rebuild import build
 from .repr import pformat, repr_pretty, treescope_repr
 from .skeleton import (
@@ -52,11 +50,6 @@ __all__ = ["Lifted"]
 _P = ParamSpec("_P", default=...)
 _R = TypeVar("_R", covariant=True, default=Any)
 _T = TypeVar("_T")
-
-
-# -- Python scalars as weakly typed arrays ---------------------------------------
-
-_FLOATS: Final = frozenset({float, complex})
 
 
 # -- the pytree ------------------------------------------------------------------
@@ -144,9 +137,9 @@ class Lifted(Generic[_P, _R]):
         static: str | Iterable[str] = (),
         dynamic: str | tuple[str, ...] | Callable[[Any], bool] | None = None,
     ) -> None:
-        names, rule = check_options(static, dynamic, type(self))
+        names, rule = check_options(static, dynamic, caller_name(type(self)))
         self._capture(fn, names, rule)
-        check_names(names, rule, self._skeleton.names, fn, type(self))
+        check_names(names, rule, self._skeleton.names, fn, caller_name(type(self)))
 
     def _capture(
         self,
@@ -202,7 +195,7 @@ class Lifted(Generic[_P, _R]):
             # A subclass's instances refuse attributes that a transform would
             # drop (the base class leaves `setattr` at C speed for lift's own).
             cls.__setattr__ = _set_attribute
-        _register(cls)
+        register(cls)
         _state_dict.register(cls)
 
     @classmethod
@@ -322,7 +315,7 @@ class Lifted(Generic[_P, _R]):
         caller = sys._getframe(1)
         if _compat.hashed_as_jit_static(self, caller):
             warnings.warn(
-                _static_argument(self), stacklevel=_compat.user_stacklevel(caller)
+                static_argument(self), stacklevel=_compat.user_stacklevel(caller)
             )
         return object.__hash__(self)
 
@@ -389,7 +382,7 @@ class Lifted(Generic[_P, _R]):
         # Pickled as the function (which must be picklable: a module-level
         # function, or a partial of one), the options it was lifted with, and the
         # current leaves.
-        names, dynamic = self._skeleton.options or (_NO_NAMES, None)
+        names, dynamic = self._skeleton.options or (NO_NAMES, None)
         fn = self._original if self._original is not None else _importable(self)
         return (_unpickle, (type(self), fn, names, dynamic, self._arrays()))
 
@@ -397,7 +390,6 @@ class Lifted(Generic[_P, _R]):
         return pformat(self)
 
 
-_NO_NAMES: Final[frozenset[str]] = frozenset()
 _CONCRETIZATION: Final = (
     jax.errors.ConcretizationTypeError,
     jax.errors.TracerBoolConversionError,
@@ -406,70 +398,9 @@ _CONCRETIZATION: Final = (
 )
 
 
-def check_options(
-    static: str | Iterable[str],
-    dynamic: str | Iterable[str] | Callable[[Any], bool] | None,
-    cls: type[Any],
-) -> tuple[frozenset[str], Callable[[Any], bool] | DynamicNames | None]:
-    """`static=` as a set of names and `dynamic=` as a predicate or
-    `DynamicNames`, after checking both options."""
-    if static == () and dynamic is None:
-        return _NO_NAMES, None
-    name = "lift" if cls is Lifted else cls.__name__
-    names = _names(static)
-    if names is None:
-        raise LiftError(
-            f"{name}(..., static={static!r}): `static=` names captured variables.\n"
-            f"Fix: pass names as strings, e.g. `{name}(f, static=('b2',))`.",
-            anchor="options",
-        )
-    if dynamic is None or callable(dynamic):
-        return names, dynamic
-    named = _names(dynamic)
-    if named is None:
-        raise LiftError(
-            f"{name}(..., dynamic={dynamic!r}): `dynamic=` names captured "
-            "variables, or is a predicate on a captured value.\nFix: pass names "
-            f"as strings, e.g. `{name}(f, dynamic=('learning_rate',))`, or a "
-            f"function, e.g. `{name}(f, dynamic=lambda v: isinstance(v, jax.Array))`.",
-            anchor="options",
-        )
-    both = sorted(names & named)
-    if both:
-        raise LiftError(
-            f"{name}(..., static={tuple(sorted(names))!r}, dynamic="
-            f"{tuple(sorted(named))!r}): {', '.join(map(repr, both))} cannot be "
-            f"both static and dynamic.\nFix: name each variable in one of them.",
-            anchor="options",
-        )
-    return names, DynamicNames(named)
-
-
-def _names(option: Any) -> frozenset[str] | None:
-    """An option's names (a string, or an iterable of strings), or `None`."""
-    try:
-        names = frozenset((option,) if isinstance(option, str) else option)
-    except TypeError:
-        return None
-    if not all(isinstance(n, str) for n in cast(frozenset[Any], names)):
-        return None
-    return names
-
-
-def check_names(
-    static: frozenset[str],
-    dynamic: Callable[[Any], bool] | DynamicNames | None,
-    found: frozenset[str],
-    fn: Any,
-    cls: type[Any],
-) -> None:
-    """A `LiftError` for names in `static=` or `dynamic=` that no captured
-    variable of `fn` (with the names `found`) has."""
-    caller = "lift" if cls is Lifted else cls.__name__
-    if static:
-        check_static_names(static, found, fn, caller)
-    if isinstance(dynamic, DynamicNames):
-        check_static_names(dynamic.names, found, fn, caller, "dynamic")
+def caller_name(cls: type[Any]) -> str:
+    """How `static=`/`dynamic=` messages name the call: `lift`, or the subclass."""
+    return "lift" if cls is Lifted else cls.__name__
 
 
 def _importable(x: Lifted[Any, Any]) -> Any:
@@ -507,12 +438,9 @@ def construct(
     lifts it, whatever `cls.__init__` takes (a subclass's own may take `fn`
     alone): for the instances lift makes of a class it was given (unpickling,
     `lift.lift(sub_instance, static=...)`, `Sub.closure_convert`)."""
-    raw = _raw_class(cls)
-    self = object.__new__(raw)
+    self = object.__new__(cls)
     self._capture(fn, names, dynamic)
-    check_names(names, dynamic, self._skeleton.names, fn, cls)
-    if raw is not cls:
-        self.__class__ = cls
+    check_names(names, dynamic, self._skeleton.names, fn, caller_name(cls))
     return self
 
 
@@ -552,98 +480,13 @@ def _set_attribute(self: Lifted[Any, Any], name: str, value: Any) -> None:
     )
 
 
-def _static_argument(x: Lifted[Any, Any]) -> str:
-    cls = type(x).__name__
-    return (
-        f"a {cls} ({x.__qualname__}) was given to jax.jit as a static argument "
-        "(static_argnums or static_argnames), or inside one: a static argument is "
-        f"compared by identity for a {cls}, so each new one compiles a program "
-        f"of its own.\nFix: pass it as a regular (traced) argument: a {cls} is a "
-        "pytree whose code and static captures jax.jit compiles once, and whose "
-        "arrays it traces." + docs_anchor("lifted-static-argument")
-    )
-
-
-def _live_static(x: Lifted[Any, Any], live: str) -> LiftError:
-    return LiftError(
-        f"{live}, from a transform still running. Called there, a "
-        f"{type(x).__name__} keeps it as the function does; flattened (given to "
-        "a transform, returned from one, tree_map), its static part would keep "
-        "the tracer beyond that transform.\nFix: convert the function with "
-        "`lift.closure_convert(f, *example_args)` (the tracer becomes a leaf), "
-        "register the class as a pytree, or pass the value as an argument.",
-        anchor="hidden-tracer",
-    )
-
-
-def _raw_class(cls: type[Lifted[Any, Any]]) -> type[Lifted[Any, Any]]:
-    """The class an instance of `cls` is built as: `Lifted` when `cls` refuses
-    `setattr` and an instance of `Lifted` can become one of `cls`."""
-    if cls.__setattr__ is not _set_attribute:
-        return cls
-    try:
-        object.__new__(Lifted).__class__ = cls
-    except TypeError:  # slots of its own: another layout
-        return cls
-    return Lifted
-
-
-def _register(cls: type[Lifted[Any, Any]]) -> None:
-    def flatten(x: Lifted[Any, Any]) -> tuple[tuple[Any, ...], Skeleton]:
-        flat = x._flat
-        if flat is None:
-            live = x._skeleton.live
-            if live is not None:
-                raise _live_static(x, live)
-            flat = x._flat = as_arrays(x._leaves)
-        return flat, x._skeleton
-
-    def flatten_with_keys(
-        x: Lifted[Any, Any],
-    ) -> tuple[tuple[tuple[Any, Any], ...], Skeleton]:
-        flat, skeleton = flatten(x)
-        return tuple(zip(leaf_paths(skeleton), flat, strict=True)), skeleton
-
-    # A subclass refusing `setattr` is built as a `Lifted`, then given its class:
-    # lift's own attributes are set at C speed (one assignment, not five calls).
-    raw = _raw_class(cls)
-
-    def unflatten(skeleton: Skeleton, children: Iterable[Any]) -> Lifted[Any, Any]:
-        self = object.__new__(raw)
-        leaves = tuple(children)
-        # A Python float or complex given in a leaf's place (`eqx.tree_at(where,
-        # f, 0.2)`, a `tree_map` returning floats) is converted when next
-        # flattened or called, as a captured one is: one leaf type whatever the
-        # history. Trees without one keep their leaves as given: JAX's own trees
-        # of this structure (`in_axes` ints, `None`, sentinels, `PartitionSpec`s,
-        # equinox's boolean masks), and an int in a float's place, static to
-        # `eqx.filter_jit` as a captured int is.
-        self._setup(
-            skeleton, leaves, leaves if _FLOATS.isdisjoint(map(type, leaves)) else None
-        )
-        if raw is not cls:
-            self.__class__ = cls
-        return self
-
-    jtu.register_pytree_with_keys(cls, flatten_with_keys, unflatten, flatten)
-    register_function_of(cls, _as_held)
-
-
-def _as_held(x: Lifted[Any, Any]) -> Callable[..., Any]:
-    """The function `x` stands for, as the leak scan opens it: rebuilt from its
-    leaves as they are, its Python floats left unconverted (converting them
-    would place them on the device, and at the width, in effect during the
-    scan instead of at `x`'s own first use: a scan changes nothing)."""
-    return build(x._skeleton, x._flat if x._flat is not None else x._leaves)
-
-
 def rebuilt(x: Lifted[Any, Any]) -> Callable[..., Any]:
     """A new function with fresh cells holding `x`'s current leaves (what
     `lift.unlift` gives)."""
     return build(x._skeleton, x._arrays())
 
 
-_register(Lifted)
+register(Lifted)
 # Your code cannot change a `Lifted` in place (`lifted-setattr`); a call fills
 # its own caches, which the copies check must not take for a change.
 never_changes(Lifted)

@@ -1,0 +1,53 @@
+"""Which traces noted exiting (`watching_trace_exits`) still have tracers
+alive after the block: escaped ones."""
+
+from __future__ import annotations
+
+import gc
+from typing import Any
+
+from .traces import LiveTraces, Tracer, live_traces
+
+
+def escaped_tracers(recorder: dict[int, Any]) -> list[Any]:
+    """The tracers still alive of the traces `recorder` saw exit: escaped ones
+    (after a garbage collection, so that only reachable tracers count).
+
+    A trace may outlive its exit with no tracer of it alive: JAX keeps some
+    itself (a `custom_jvp` call staged into a jaxpr keeps a memoized thunk that
+    closes over its trace, and the jaxpr is cached), under every equinox,
+    lineax and optimistix solve. Its referrers are looked at before any
+    collection (garbage among them): the collection, a few hundred
+    milliseconds on a large heap, runs only when they include a tracer."""
+    traces = [t for ref in recorder.values() if (t := ref()) is not None]
+    if not traces:
+        return []
+    live = live_traces()
+    traces = [t for t in traces if not live.has(t)]
+    if not traces or not _any_dead_tracer(traces, live):
+        return []
+    del traces
+    # The young generations first: garbage a phase just made is there, and a
+    # full collection on a large heap costs hundreds of milliseconds; the full
+    # one only when a tracer is still referred to after it.
+    for generation in (1, 2):
+        gc.collect(generation)
+        traces = [t for ref in recorder.values() if (t := ref()) is not None]
+        traces = [t for t in traces if not live.has(t)]
+        if not traces:
+            return []
+        if generation == 1 and not _any_dead_tracer(traces, live):
+            return []
+    return [
+        x
+        for x in gc.get_referrers(*traces)
+        if isinstance(x, Tracer) and not live.is_live(x)
+    ]
+
+
+def _any_dead_tracer(traces: list[Any], live: LiveTraces) -> bool:
+    """Whether anything, garbage included, refers to `traces` that is a tracer
+    of none of the `live` traces (the referrers are not kept)."""
+    return any(
+        isinstance(x, Tracer) and not live.is_live(x) for x in gc.get_referrers(*traces)
+    )
