@@ -27,6 +27,7 @@ from .._holders.trees import (
 )
 from .hidden import hidden_tracer
 from .nodes import (
+    CellNode,
     FunctionNode,
     Static,
 )
@@ -92,14 +93,14 @@ def _walk(
         result = walk.run()
         # A function or cell walked outside the captures `dynamic=` names, then
         # reached from inside one: walked again inside (the set only grows).
-        while (scoped := walk.rescope()) is not None:
+        while (scoped := walk.scope.rescope()) is not None:
             walk = Walk(obj, static, dynamic, scoped_ids=scoped)
             result = walk.run()
         # A cell shared by several functions: one that branches on it in Python
         # keeps it static, whichever function the walk reached it through.
-        branched = walk.branched_elsewhere()
+        branched = branched_elsewhere(walk)
         if branched:
-            result = Walk(obj, static, dynamic, branched, walk.scoped_ids).run()
+            result = Walk(obj, static, dynamic, branched, walk.scope.ids).run()
         return result
 
 
@@ -265,3 +266,30 @@ def _forget(key: tuple[Any, frozenset[str]]) -> Callable[[Any], None]:
 def _entry_code(obj: Any) -> Any:
     code = code_of(obj)
     return None if code is None else (id(code), type(obj))
+
+
+def branched_elsewhere(walk: Walk) -> frozenset[int]:
+    """Cells holding a scalar leaf that another function sharing the cell
+    branches on, and cells holding a NumPy boolean in a graph with code that
+    branches on its parameters (where the boolean may flow): the walk must be
+    redone with them static, so that the answer does not depend on which
+    function the walk met first."""
+    if not walk.scalar_cells:
+        return frozenset()
+    if not walk.shared and not any(boolean for _, _, boolean in walk.scalar_cells):
+        return frozenset()  # each cell read by one function: analysed already
+    readers: dict[int, list[FunctionNode]] = {}
+    flows = False
+    for node in walk.nodes:
+        if type(node) is FunctionNode:
+            flows = flows or node.info.branches_on_params
+            for c in node.cells:
+                readers.setdefault(c, []).append(node)
+    out: set[int] = set()
+    for cell, index, boolean in walk.scalar_cells:
+        name = cast(CellNode, walk.nodes[index]).name
+        if (boolean and flows) or any(
+            name in fn.info.branched for fn in readers.get(index, ())
+        ):
+            out.add(id(cell))
+    return frozenset(out)

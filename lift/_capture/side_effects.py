@@ -11,13 +11,14 @@ holds a dynamic leaf (`refuse_rebinding`)."""
 from __future__ import annotations
 
 import types
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Final, cast
 
 from .._base.errors import LiftError, describe, static_fix, type_text
-from .._compat import CUSTOM_NODES
+from .._compat import CUSTOM_NODES, Tracer
+from .._holders.trees import flatten_checked, is_function_like
 from .nodes import Static, Template
-from .static import static_key
+from .static import plain_reach, static_key
 
 # Containers the lifted function shares with the original when they hold no
 # dynamic leaf (`own_static`): what code appends to, fills or counts in.
@@ -106,3 +107,40 @@ def refuse_rebinding(
         anchor="rebinds-a-dynamic-capture",
         static=(name,),
     )
+
+
+def own_leaf(
+    value: Any, owned: dict[int, bool], is_static: Callable[[Any], bool]
+) -> Callable[[Any], bool]:
+    """The `is_leaf` a capture is flattened with: function-likes, and the
+    lists and dicts nested in `value` through lists, tuples, dicts and
+    NamedTuples that hold no dynamic leaf and no function, each kept whole,
+    the user's own object (`own_static`), so that code appending to it or filling
+    it acts on it. (One inside a registered node is rebuilt with the node,
+    whose unflatten may demand a container there: a call mutating it is
+    refused when it returns, `lift._capture.copies`.) `owned` records the
+    answer for each list or dict met; `is_static` says what the walk makes of
+    a leaf."""
+    reach = plain_reach(value)
+    if not reach:
+        return is_function_like
+
+    def is_leaf(x: Any) -> bool:
+        t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
+        if (t is not list and t is not dict) or id(x) not in reach:
+            return is_function_like(x)
+        found = owned.get(id(x))
+        if found is None:
+            flat = flatten_checked(x, is_function_like)
+            found = owned[id(x)] = (
+                flat is not None
+                and nests_plainly(x)
+                and all(
+                    not issubclass(type(leaf), Tracer)  # pyright: ignore[reportUnknownArgumentType]
+                    and is_static(leaf)
+                    for leaf in flat[0]
+                )
+            )
+        return found
+
+    return is_leaf

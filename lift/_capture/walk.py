@@ -14,7 +14,6 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any, Final, cast
 
-from .._base.errors import LiftError, describe, static_fix, type_text
 from .._compat import Tracer
 from .._holders.closure import (
     cells,
@@ -25,10 +24,9 @@ from .._holders.closure import (
     partial_parts,
     user_class,
 )
-from .._holders.labels import ATTR, Label, variable_str
+from .._holders.labels import ATTR, Label
 from .._holders.trees import (
     ITERATORS,
-    MAX_CONTAINER_DEPTH,
     flatten_checked,
     irregular,
     is_function_like,
@@ -51,9 +49,17 @@ from .nodes import (
     function_meta,
     rebuild_order,
 )
+from .refusals import (
+    container_cycle,
+    flattening_refused,
+    not_traceable,
+    static_tracer,
+)
+from .scope import Scope
 from .side_effects import (
     OWN_CONTAINERS,
     nests_plainly,
+    own_leaf,
     own_static,
     refuse_rebinding,
 )
@@ -74,7 +80,6 @@ from .static import (
     is_bool,
     is_jax_value,
     named_static,
-    plain_reach,
     scalar_leaf,
     static_key,
     unsortable_registry,
@@ -100,10 +105,7 @@ class Walk:
     captures stay static whichever function reached them first.
 
     With `dynamic=` given as names (`DynamicNames`), the nodes reached from a
-    named capture are "in scope" (`scoped`, by node index): their floats are
-    leaves, and other Python floats stay static. `scoped_ids` holds the ids of
-    the objects a walk before found in scope after it had walked them outside
-    (`rescope`), so that the answer does not depend on walk order either.
+    named capture are in its `scope` (`lift._capture.scope`).
     """
 
     def __init__(
@@ -121,10 +123,7 @@ class Walk:
             self.named, dynamic = dynamic.names, None
         self.dynamic: Callable[[Any], bool] | None = dynamic
         self.branched_cells = branched_cells
-        self.scoped_ids = scoped_ids
-        self.scoped: set[int] = set()
-        self.scoped_objects: set[int] = set()  # their objects' ids
-        self.late: set[int] = set()  # walked outside the scope, reached inside
+        self.scope = Scope(self.named, scoped_ids)
         self.nodes: list[Node | None] = []
         self.parents: list[tuple[Template, int] | None] = []
         self.ids: dict[int, int] = {}
@@ -156,35 +155,9 @@ class Walk:
         self.parents.append(None)
         self.ids[id(obj)] = index
         self.queue.append((index, obj))
-        if id(obj) in self.scoped_ids:
-            self.scope(index, obj)
+        if id(obj) in self.scope.ids:
+            self.scope.add(index, obj)
         return index
-
-    # -- `dynamic=` by name --------------------------------------------------------
-
-    def scope(self, index: int, obj: Any) -> None:
-        self.scoped.add(index)
-        self.scoped_objects.add(id(obj))
-
-    def pinned(self, owner: int, name: str | None) -> bool:
-        """Whether the Python floats of a capture (by its node and variable) stay
-        static: `dynamic=` names variables, and this one is neither named nor
-        inside a named one."""
-        named = self.named
-        return named is not None and name not in named and owner not in self.scoped
-
-    def reached(self, index: int, obj: Any, pinned: bool) -> None:
-        """Note that node `index` (of `obj`), made before, is reached again: from
-        inside the scope, it should have been walked there."""
-        if not pinned and self.named is not None and index not in self.scoped:
-            self.late.add(id(obj))
-
-    def rescope(self) -> frozenset[int] | None:
-        """The objects in scope, for a walk to redo, when some node was reached
-        from inside the scope after being walked outside it; else `None`."""
-        if not self.late:
-            return None
-        return frozenset(self.scoped_objects | self.late | self.scoped_ids)
 
     def run(self) -> tuple[Skeleton, list[Any]]:
         self.new_node(self.root)
@@ -232,52 +205,21 @@ class Walk:
         info = code_info(fn.__code__)
         indices: list[int] = []
         ids = self.ids
-        nodes, leaves = self.nodes, self.leaves
-        # A cell holding a float or an array, read by no branch and not rebound,
-        # with no `static=`/`dynamic=` (the common capture, thousands in a wide
-        # closure): `cell` inlined.
-        fast = (
-            self.dynamic is None
-            and self.named is None
-            and not self.static
-            and not self.branched_cells
-        )
-        in_scope = index in self.scoped
-        unplain = info.unplain
+        nodes = self.nodes
+        in_scope = index in self.scope.nodes
         for label, cell in cells(fn, info.cell_labels):
             cell_index = ids.get(id(cell))
             if cell_index is None:
                 cell_index = len(nodes)
                 ids[id(cell)] = cell_index
                 self.parents.append(None)
-                if fast:
-                    try:
-                        contents = cell.cell_contents
-                    except ValueError:
-                        contents = cell  # an empty cell: `cell` says so
-                    t = type(contents)  # pyright: ignore[reportUnknownVariableType]
-                    name = label.variable
-                    if t in ALWAYS_DYNAMIC and name not in unplain:
-                        self.names.add(name)  # pyright: ignore[reportArgumentType]
-                        leaf = len(leaves)
-                        leaves.append(contents)
-                        if t is not ArrayImpl:
-                            self.float_leaves.append(leaf)
-                            self.scalar_cells.append((cell, cell_index, False))
-                        nodes.append(
-                            CellNode(
-                                Template(None, (leaf,), index, label), label, index
-                            )
-                        )
-                        indices.append(cell_index)
-                        continue
                 nodes.append(None)
-                if in_scope or id(cell) in self.scoped_ids:
-                    self.scope(cell_index, cell)
+                if in_scope or id(cell) in self.scope.ids:
+                    self.scope.add(cell_index, cell)
                 nodes[cell_index] = self.cell(cell, cell_index, label, fn, info, index)
             else:
                 self.shared = True  # a cell of several functions
-                self.reached(cell_index, cell, not in_scope)
+                self.scope.reached(cell_index, cell, not in_scope)
             indices.append(cell_index)
         defaults, kwdefaults = has_defaults(fn)
         parts: tuple[tuple[Label, Template], ...] = ()
@@ -356,7 +298,7 @@ class Walk:
         if type(name) is str:
             self.names.add(name)
         forced = forced or (name is not None and name in self.static)
-        pinned = self.pinned(owner, name)
+        pinned = self.scope.pinned(owner, name)
         t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
         if t in STATIC_ATOMS and self.dynamic is None:
             # A user's class holds data (`registry = [...]`) as an instance of
@@ -390,7 +332,14 @@ class Walk:
             else:
                 try:
                     flat = flatten_checked(
-                        value, self.own_leaf(value, forced, branched, owned, pinned)
+                        value,
+                        own_leaf(
+                            value,
+                            owned,
+                            lambda leaf: (
+                                self.kind(leaf, forced, branched, pinned) is STATIC
+                            ),
+                        ),
                     )
                 except (TypeError, ValueError) as err:
                     # JAX cannot flatten it (dict keys it cannot sort, a node
@@ -400,14 +349,7 @@ class Walk:
                     if unsortable_registry(value):
                         self.kept(check_opaque(value, t, holder, label))
                         return Template(None, (Static(value),), owner, label)
-                    raise LiftError(
-                        f"{describe(holder)} captures {variable_str(label)}, which "
-                        f"JAX's pytree flattening refuses ({err}).\nFix: use dict "
-                        f"keys of one type, or keep it static with "
-                        f"{static_fix((name or 'name',))}.",
-                        anchor="capture-flattening-refused",
-                        static=(name or "name",),
-                    ) from err
+                    raise flattening_refused(holder, label, err) from err
                 if (
                     flat is not None
                     and not forced
@@ -417,20 +359,17 @@ class Walk:
                     # A defaultdict's factory made with each closure: a part,
                     # walked as a node (`lift._capture.factories`).
                     flat = flatten_factored(
-                        value, self.own_leaf(value, forced, branched, owned)
+                        value,
+                        own_leaf(
+                            value,
+                            owned,
+                            lambda leaf: self.kind(leaf, forced, branched) is STATIC,
+                        ),
                     )
                 if flat is None:
                     if forced:  # kept whole, by identity, as the fix says
                         return Template(None, (Static(value),), owner, label)
-                    raise LiftError(
-                        f"{describe(holder)} captures {variable_str(label)}, a "
-                        "container that contains itself or nests more than "
-                        f"{MAX_CONTAINER_DEPTH} levels deep, which JAX's pytree "
-                        "flattening cannot take.\nFix: pass it as an argument, or "
-                        f"keep it static with {static_fix((name or 'name',))}.",
-                        anchor="container-cycle",
-                        static=(name or "name",),
-                    )
+                    raise container_cycle(holder, label)
                 leaves, treedef = flat
                 if treedef.num_nodes == 1 and treedef.num_leaves == 1:
                     treedef = None
@@ -533,22 +472,13 @@ class Walk:
                 index = self.new_node(leaf)
                 new_nodes.append((index, pos))
                 if not pinned and self.named is not None:
-                    self.scope(index, leaf)
+                    self.scope.add(index, leaf)
             else:
-                self.reached(index, leaf, pinned)
+                self.scope.reached(index, leaf, pinned)
             return Ref(index)
-        name = label.variable
         if what is DYNAMIC:
             if self.dynamic is not None and not forced and not is_jax_value(leaf):
-                raise LiftError(
-                    f"{describe(holder)} captures {variable_str(label)}, a "
-                    f"{t.__name__}, which your `dynamic=` predicate made a leaf, but "
-                    "JAX cannot trace it.\nFix: make the predicate accept only "
-                    "arrays and numbers, or keep it static with "
-                    f"{static_fix((name or 'name',))}.",
-                    anchor="dynamic-predicate",
-                    static=(name or "name",),
-                )
+                raise not_traceable(holder, label, t)
             index = len(self.leaves)
             if issubclass(t, PY_SCALARS):
                 self.float_leaves.append(index)
@@ -557,81 +487,8 @@ class Walk:
             self.leaves.append(leaf)
             return index
         if issubclass(t, _Tracer):
-            raise LiftError(
-                f"{describe(holder)} captures {variable_str(label)} as static, "
-                f"but it holds a tracer ({type_text(leaf)}). A static capture becomes "
-                "part of the compiled program's key and would leak the tracer.\n"
-                "Fix: let it be dynamic (remove it from `static=`, or make your "
-                "`dynamic=` predicate accept tracers).",
-                anchor="static-capture-holds-a-tracer",
-            )
+            raise static_tracer(holder, label, leaf)
         self.kept(check_opaque(leaf, t, holder, label))
         if t is set:  # a leaf to JAX: the user's own, as a list is
             return own_static(leaf)
         return Static(leaf)
-
-    def own_leaf(
-        self,
-        value: Any,
-        forced: bool,
-        branched: bool,
-        owned: dict[int, bool],
-        pinned: bool = False,
-    ) -> Callable[[Any], bool]:
-        """The `is_leaf` a capture is flattened with: function-likes, and the
-        lists and dicts nested in `value` through lists, tuples, dicts and
-        NamedTuples that hold no dynamic leaf and no function, each kept whole,
-        the user's own object (`own_static`), so that code appending to it or filling
-        it acts on it. (One inside a registered node is rebuilt with the node,
-        whose unflatten may demand a container there: a call mutating it is
-        refused when it returns, `lift._capture.copies`.) `owned` records the answer for each list or dict
-        met."""
-        reach = plain_reach(value)
-        if not reach:
-            return is_function_like
-
-        def is_leaf(x: Any) -> bool:
-            t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
-            if (t is not list and t is not dict) or id(x) not in reach:
-                return is_function_like(x)
-            found = owned.get(id(x))
-            if found is None:
-                flat = flatten_checked(x, is_function_like)
-                found = owned[id(x)] = (
-                    flat is not None
-                    and nests_plainly(x)
-                    and all(
-                        not issubclass(type(leaf), _Tracer)  # pyright: ignore[reportUnknownArgumentType]
-                        and self.kind(leaf, forced, branched, pinned) is STATIC
-                        for leaf in flat[0]
-                    )
-                )
-            return found
-
-        return is_leaf
-
-    def branched_elsewhere(self) -> frozenset[int]:
-        """Cells holding a scalar leaf that another function sharing the cell
-        branches on, and cells holding a NumPy boolean in a graph with code that
-        branches on its parameters (where the boolean may flow): the walk must be
-        redone with them static, so that the answer does not depend on which
-        function the walk met first."""
-        if not self.scalar_cells:
-            return frozenset()
-        if not self.shared and not any(boolean for _, _, boolean in self.scalar_cells):
-            return frozenset()  # each cell read by one function: analysed already
-        readers: dict[int, list[FunctionNode]] = {}
-        flows = False
-        for node in self.nodes:
-            if type(node) is FunctionNode:
-                flows = flows or node.info.branches_on_params
-                for c in node.cells:
-                    readers.setdefault(c, []).append(node)
-        out: set[int] = set()
-        for cell, index, boolean in self.scalar_cells:
-            name = cast(CellNode, self.nodes[index]).name
-            if (boolean and flows) or any(
-                name in fn.info.branched for fn in readers.get(index, ())
-            ):
-                out.add(id(cell))
-        return frozenset(out)
