@@ -1,6 +1,8 @@
 """Capturing a closure: the walk of what a function holds (`walk`,
 `capture`), the static rule and its keys (`static`), the branch analysis
-(`code`, `flow`), the skeleton and its nodes, rebuilding a function with new
+(`code`, `flow`), `dynamic=` names' scope (`scope`), what the walk refuses
+(`refusals`), the skeleton and its nodes, rebuilding a function with new
 cells (`rebuild`, `builds`, `copies`), float conversion, closure conversion
-(`convert`), and the `Lifted` class with `lift`, `unlift`, `replace`.
+(`convert`), and the `Lifted` class (`lifted`, its pytree: `pytree`)
+with `lift`, `unlift`, `replace`.
 Imports `_leaks` (its scan finds hidden tracers) and what is beneath it."""

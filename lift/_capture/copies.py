@@ -27,7 +27,7 @@ from typing import Any, Final, NamedTuple, Protocol, TypeAlias, cast
 from .._base.caches import per_class
 from .._base.errors import LiftError, code_of, describe
 from .._compat import CUSTOM_NODES
-from .._holders.closure import slots_of
+from .._holders.closure import default_factory, object_parts, slots_of
 from .._holders.labels import ATTR, SELF, Label
 from .._holders.trees import flatten_checked, tree_flatten, treedef_paths
 from .nodes import CellNode, FunctionNode, Node, Template
@@ -192,11 +192,11 @@ def _state(x: Any, is_node: bool) -> tuple[Any, ...] | None:
     attributes, slots included (`None` if it cannot be read)."""
     if not is_node:
         if isinstance(x, dict):
-            pairs = cast("dict[Any, Any]", x).items()
+            d = cast("dict[Any, Any]", x)
+            pairs = itertools.chain.from_iterable(d.items())
             if isinstance(x, collections.defaultdict):
-                factory = cast("collections.defaultdict[Any, Any]", x).default_factory
-                return (None, factory, *itertools.chain.from_iterable(pairs))
-            return (None, *itertools.chain.from_iterable(pairs))
+                return (None, default_factory(d), *pairs)
+            return (None, *pairs)
         return (None, *cast("list[Any]", x))
     try:
         children, treedef = tree_flatten(x, is_leaf=lambda y: y is not x)  # pyright: ignore[reportUnknownLambdaType]
@@ -206,23 +206,18 @@ def _state(x: Any, is_node: bool) -> tuple[Any, ...] | None:
     return (treedef, *children, *itertools.chain.from_iterable(attributes))
 
 
-def _attributes(x: Any) -> list[tuple[str, Any]]:
+def _attributes(x: Any) -> list[tuple[Any, Any]]:
     """The attributes of the node `x`: its `__dict__`'s, and its slots that
     are set (a class with `__slots__` has no `__dict__` to read them from);
     not what a `functools.cached_property` stores (reading one on lift's copy
     fills a cache, which changes nothing you would see)."""
     t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
-    found = getattr(x, "__dict__", None)
-    out = list(cast("dict[str, Any]", found).items()) if type(found) is dict else []
     cached = _cached_properties(t)
-    if cached:
-        out = [(name, v) for name, v in out if name not in cached]
-    for name in slots_of(t):
-        try:
-            out.append((name, getattr(x, name)))
-        except Exception:  # an unset slot, or a descriptor that raises
-            continue
-    return out
+    return [
+        (label.key, v)
+        for label, v in object_parts(x, slots_of(t))
+        if label.key not in cached
+    ]
 
 
 @per_class

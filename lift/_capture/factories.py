@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, cast
 
 from .._holders import trees as jtu
-from .._holders.closure import FACTORY, static_data
+from .._holders.closure import FACTORY, default_factory, static_data
 from .._holders.trees import (
     DictKey,
     GetAttrKey,
@@ -70,7 +70,7 @@ jtu.register_pytree_with_keys(Factored, _flatten_with_keys, _unflatten, _flatten
 
 def _factored(x: Any) -> bool:
     return type(x) is collections.defaultdict and is_function_like(
-        cast("collections.defaultdict[Any, Any]", x).default_factory
+        default_factory(cast("dict[Any, Any]", x))
     )
 
 
@@ -105,7 +105,7 @@ def _flatten_factored(
         if id(value) in open_:
             return None  # a defaultdict that holds itself
         open_ = open_ | {id(value)}
-        root = Factored(value.default_factory, dict(value))
+        root = Factored(default_factory(value), dict(value))
     flat = flatten_checked(root, stop)
     if flat is None:
         return None

@@ -105,25 +105,6 @@ def cells(
     return zip(labels, closure, strict=True)
 
 
-def function_state(fn: types.FunctionType) -> tuple[Any, Any, tuple[Any, ...]]:
-    """What a function holds besides its cells, as objects to compare by identity
-    later (`lift.jit` watches them): its defaults, keyword-only defaults, and
-    attributes."""
-    return fn.__defaults__, fn.__kwdefaults__, tuple(fn.__dict__.items())
-
-
-def same_state(fn: types.FunctionType, state: tuple[Any, Any, tuple[Any, ...]]) -> bool:
-    """Whether `fn` holds what `function_state` recorded: the same objects."""
-    defaults, kwdefaults, items = state
-    if fn.__defaults__ is not defaults or fn.__kwdefaults__ is not kwdefaults:
-        return False
-    attrs = fn.__dict__
-    missing = _MISSING
-    return len(attrs) == len(items) and all(
-        attrs.get(k, missing) is v for k, v in items
-    )
-
-
 _MISSING: Final = object()
 
 
@@ -400,10 +381,17 @@ def dict_static(d: dict[Any, Any]) -> list[tuple[Any, Any]]:
     (`.keys()[0]`). The one statement of it: the leak scan opens a dict by it,
     capture checks a treedef's dict nodes by it (`static_data`). An empty
     list, cheaply, for the common dict."""
-    factory: Any = None
+    return _dict_parts(default_factory(d), cast("Iterable[Any]", d))
+
+
+def default_factory(d: dict[Any, Any]) -> Any:
+    """A defaultdict's `default_factory` (JAX keeps it in the treedef, code may
+    set it); `None` for any other dict. The one reading of it: capture walks a
+    function-like factory as a node (`lift._capture.factories`), the copy
+    check compares it, the leak scan opens it (`dict_static`)."""
     if isinstance(d, collections.defaultdict):
-        factory = d.default_factory
-    return _dict_parts(factory, cast("Iterable[Any]", d))
+        return d.default_factory
+    return None
 
 
 def _dict_parts(factory: Any, keys: Iterable[Any]) -> list[tuple[Any, Any]]:
