@@ -9,9 +9,7 @@ program (`lift._jit.programs`) without lifting again.
 from __future__ import annotations
 
 import copy
-import inspect
 import operator
-import types
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final, Generic, Self, TypeVar, cast, overload
 
@@ -20,12 +18,12 @@ from typing_extensions import ParamSpec
 
 from .._base.errors import LiftError, describe, under_lift_jit
 from .._capture.lift import lift
-from .._capture.lifted import Lifted
 from .._capture.verify import STATE as _VERIFY
 from .._compat import DEFAULT_DEVICE, X64
 from .._holders.closure import Holder, register_holder
 from .._holders.labels import WRAPPED, Label
 from .aot import Lowered, Traced
+from .bound import BoundJitFunction
 from .programs import (
     MISSING,
     Program,
@@ -33,18 +31,15 @@ from .programs import (
 )
 from .watch import (
     EMPTY,
-    NO_CELL,
-    NO_FN,
-    NO_STATE,
     STALE,
     Fast,
     Snapshot,
     Watch,
     check_cached,
     guess_changed,
+    holds_scalars,
     holds_tracer,
     is_,
-    record_of,
     same_contents,
     stale,
     watched_targets,
@@ -69,28 +64,6 @@ _ATTEMPTS: Final = 8
 
 
 # -- the public wrapper ----------------------------------------------------------
-
-
-def _scalars(lifted: Any) -> bool:
-    """Whether `lifted`'s leaves hold Python scalars, converted by the float
-    width and default device of the moment (any leaf, if it is no `Lifted`)."""
-    if not isinstance(lifted, Lifted):
-        return True
-    return any(type(leaf) in _SCALARS for leaf in lifted._leaves)  # pyright: ignore[reportPrivateUsage, reportUnknownMemberType, reportUnknownArgumentType, reportUnknownVariableType]
-
-
-_SCALARS: Final = frozenset({float, complex, int, bool})
-_ONE_DEVICE: Final = object()  # a process with one device: its default is fixed
-_devices: list[bool] = []
-
-
-def _one_device() -> bool:
-    """Whether the process has a single device (of the default backend, and no
-    other backend), so that `jax_default_device` cannot place a scalar elsewhere."""
-    if not _devices:
-        api = cast(Any, jax)
-        _devices.append(api.default_backend() == "cpu" and api.device_count() == 1)
-    return _devices[0]
 
 
 _X64: Final = X64
@@ -165,6 +138,9 @@ class JitFunction(Generic[_P, _R]):
                     check_cached(fn, self._lift, lifted, None, lifted)
                 return fast
             # Made by a first call (`_slow`): kept if the lift read what it watches.
+            # Keeping it, rather than lifting again, keeps its program: a list of
+            # yours that the first call's trace filled is part of the next lift's
+            # key, and would trace again.
             found = watched_targets(snapshot.lifted, fn)
             if same_contents(found, snapshot.targets):
                 return self._keep(snapshot)
@@ -230,73 +206,31 @@ class JitFunction(Generic[_P, _R]):
             return fast
         call, first, tree = self._entry(lifted, self._min_nargs)
         # The width and device the scalars were converted under, if any.
-        context = snapshot.context if _scalars(lifted) else None
-        if context is not None and context[1] is None and _one_device():
-            # No default device to set but the one: only the width can change.
-            context = (context[0], _ONE_DEVICE)
-        one = [i for i, c in enumerate(cells) if type(c) is types.CellType]
-        watched = [c for c in cells if type(c) is Watch]
-        # What each function held when the snapshot was made (before the lift).
-        recorded = [record_of(w) for w in watched]
-        if (
-            len(one) <= 1
-            and len(watched) <= 1
-            and len(one) + len(watched) == len(cells)  # no partial
-            and not any(r.attrs for r in recorded)
-        ):
-            # One cell and one function without attributes: checked inline.
-            cell, content = (
-                (cells[one[0]], contents[one[0]]) if one else (NO_CELL, EMPTY)
-            )
-            fn, (code, defaults, kwdefaults, kwvalues, _) = (
-                (watched[0].fn, recorded[0]) if watched else (NO_FN, NO_STATE)
-            )
-            fast = Fast(
-                cell,
-                content,
-                fn,
-                code,
-                defaults,
-                kwdefaults,
-                kwvalues,
-                (),
-                (),
-                context,
-                call,
-                first,
-                tree,
-                snapshot,
-            )
-        else:
-            # Functions without attributes or keyword-only defaults are checked
-            # in C (`__call__`), not by their `Watch`'s property.
-            plain = [
-                (w, r)
-                for w, r in zip(watched, recorded, strict=True)
-                if not r.attrs and r.kwdefaults is None
-            ]
-            inline = {id(w) for w, _ in plain}
-            kept = [
-                (c, v)
-                for c, v in zip(cells, contents, strict=True)
-                if id(c) not in inline
-            ]
-            fast = Fast(
-                None,
-                None,
-                tuple(w.fn for w, _ in plain),
-                tuple(r.code for _, r in plain),
-                tuple(r.defaults for _, r in plain),
-                tuple(r.kwdefaults for _, r in plain),
-                None,
-                tuple(c for c, _ in kept),
-                tuple(v for _, v in kept),
-                context,
-                call,
-                first,
-                tree,
-                snapshot,
-            )
+        context = snapshot.context if holds_scalars(lifted) else None
+        # Functions without attributes or keyword-only defaults are checked in C
+        # (`__call__`), the others by their `Watch`'s property.
+        plain = [
+            w
+            for w in cells
+            if type(w) is Watch and w.state.kwdefaults is None and not w.state.attrs
+        ]
+        inline = {id(w) for w in plain}
+        kept = [
+            (c, v) for c, v in zip(cells, contents, strict=True) if id(c) not in inline
+        ]
+        fast = Fast(
+            tuple(w.fn for w in plain),
+            tuple(w.state.code for w in plain),
+            tuple(w.state.defaults for w in plain),
+            tuple(w.state.kwdefaults for w in plain),
+            tuple(c for c, _ in kept),
+            tuple(v for _, v in kept),
+            context,
+            call,
+            first,
+            tree,
+            snapshot,
+        )
         # Current when made: the snapshot was checked after the lift, and its
         # `Watch`es and defaults read before it.
         self._fast = fast
@@ -347,13 +281,10 @@ class JitFunction(Generic[_P, _R]):
 
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         (
-            cell,
-            content,
             fn,
             code,
             defaults,
             kwdefaults,
-            kwvalues,
             cells,
             contents,
             context,
@@ -363,34 +294,16 @@ class JitFunction(Generic[_P, _R]):
             snapshot,
         ) = self._fast
         try:
-            if cell is not None:
-                current = (
-                    cell.cell_contents is content
-                    and fn.__code__ is code
-                    and fn.__defaults__ is defaults
-                    and fn.__kwdefaults__ is kwdefaults
-                    and not fn.__dict__
-                    and (
-                        kwvalues is None
-                        or (
-                            len(kwdefaults) == len(kwvalues)
-                            and all(map(is_, kwdefaults.values(), kwvalues))
-                        )
-                    )
-                )
-            else:
-                current = (
-                    all(map(is_, map(_contents, cells), contents))
-                    and all(map(is_, map(_code, fn), code))
-                    and all(map(is_, map(_defaults, fn), defaults))
-                    and all(map(is_, map(_kwdefaults, fn), kwdefaults))
-                    and not any(map(len, map(_attrs, fn)))
-                )
+            current = (
+                all(map(is_, map(_contents, cells), contents))
+                and all(map(is_, map(_code, fn), code))
+                and all(map(is_, map(_defaults, fn), defaults))
+                and all(map(is_, map(_kwdefaults, fn), kwdefaults))
+                and not any(map(len, map(_attrs, fn)))
+            )
             if context is not None and current:
                 x64, device = context
-                current = _X64.value is x64 and (
-                    device is _ONE_DEVICE or _DEVICE.value is device
-                )
+                current = _X64.value is x64 and _DEVICE.value is device
         except ValueError:  # a cell emptied by `del`
             current = False
         if not current:
@@ -466,7 +379,7 @@ class JitFunction(Generic[_P, _R]):
     def __get__(self, instance: object, owner: type | None = None) -> Any:
         if instance is None:
             return self
-        return _BoundJitFunction(self, instance)
+        return BoundJitFunction(self, instance)
 
     # Copies share the program (compiled code, one per code object anyway) and
     # watch their function afresh.
@@ -544,52 +457,6 @@ def _holder_rebuild(static: Any, values: list[Any]) -> JitFunction[Any, Any]:
 register_holder(
     Holder(JitFunction, "lift.jit", _holder_static, _holder_parts, _holder_rebuild)
 )
-
-
-class _BoundJitFunction:
-    # A `lift.jit` method bound to an instance, which is its first argument. (No
-    # docstring: `__doc__` is the method's.)
-
-    __slots__ = ("__func__", "__self__")
-
-    def __init__(self, func: JitFunction[..., Any], instance: object) -> None:
-        self.__func__ = func
-        self.__self__ = instance
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.__func__(self.__self__, *args, **kwargs)
-
-    # Ahead of time, the instance is bound as it is to the method: what these
-    # return take and describe the method's other arguments.
-    def lower(self, *args: Any, **kwargs: Any) -> Lowered:
-        return self.__func__._lower((self.__self__,), args, kwargs)  # pyright: ignore[reportPrivateUsage]
-
-    def trace(self, *args: Any, **kwargs: Any) -> Traced:
-        return self.__func__._trace((self.__self__,), args, kwargs)  # pyright: ignore[reportPrivateUsage]
-
-    @property
-    def __wrapped__(self) -> Any:
-        return types.MethodType(self.__func__.__wrapped__, self.__self__)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
-
-    @property
-    def __signature__(self) -> inspect.Signature:
-        return inspect.signature(self.__wrapped__)
-
-    @property
-    def __doc__(self) -> str | None:  # pyright: ignore[reportIncompatibleVariableOverride]
-        return self.__func__.__doc__
-
-    @property
-    def __module__(self) -> str:  # pyright: ignore[reportIncompatibleVariableOverride]
-        return self.__func__.__module__
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.__func__, name)
-
-    def __repr__(self) -> str:
-        return (
-            f"<bound lift.jit {describe(self.__func__._fn)} of {self.__self__!r:.60}>"  # pyright: ignore[reportPrivateUsage]
-        )
 
 
 # -- the public function ------------------------------------------------------------

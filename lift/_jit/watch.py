@@ -25,7 +25,8 @@ from .._capture.side_effects import own_changed
 from .._capture.skeleton import Skeleton, skeleton_of, static_changes
 from .._capture.verify import disagree, same_leaves
 from .._compat import conversion_context
-from .._holders.closure import cells as cells_of
+from .._holders.closure import cells as cells_of, partial_parts
+from .._holders.state import function_state, same_state
 
 EMPTY: Final = object()  # what an empty cell holds, for the staleness check
 is_: Final = operator.is_
@@ -83,15 +84,7 @@ def watched_targets(lifted: Any, root: Any) -> list[Any]:
     targets: list[Any] = []
     if isinstance(lifted, Lifted) and not isinstance(root, Lifted):
         skeleton: Skeleton = lifted._skeleton  # pyright: ignore[reportPrivateUsage, reportUnknownMemberType]
-        closure = getattr(root, "__closure__", None)
-        if type(root) is types.FunctionType and len(skeleton.nodes) == 1 + len(
-            closure or ()
-        ):
-            # The common case: a function whose captures hold no functions.
-            targets.extend(closure or ())
-            targets.append(root)
-        else:
-            _graph(skeleton, root, targets)
+        _graph(skeleton, root, targets)
     return targets
 
 
@@ -105,7 +98,7 @@ def guess_changed(root: Any) -> list[Any]:
         while todo:
             fn = todo.pop()
             targets.append(fn)
-            for cell in fn.__closure__ or ():
+            for _, cell in cells_of(fn):
                 if id(cell) in seen:
                     continue
                 seen.add(id(cell))
@@ -133,116 +126,46 @@ def same_contents(a: list[Any], b: list[Any]) -> bool:
 class Watch:
     """Stands for a function's code, defaults and attributes among the watched
     cells: its `cell_contents` is one token while they are the objects they
-    were, and a new object once one is rebound or changed in place
-    (`f.scale = 3.0`, `f.__defaults__ = ...`, `f.__kwdefaults__['lr'] = 0.5`,
-    `f.__code__ = ...` as IPython's autoreload does)."""
+    were (`function_state`), and a new object once one is rebound or changed
+    in place (`f.scale = 3.0`, `f.__defaults__ = ...`,
+    `f.__kwdefaults__['lr'] = 0.5`, `f.__code__ = ...` as IPython's
+    autoreload does)."""
 
     __slots__ = ("fn", "state", "token")
 
     def __init__(self, fn: types.FunctionType) -> None:
         self.fn = fn
-        self.state = _function_state(fn)
+        self.state = function_state(fn)
         self.token = object()
 
     @property
     def cell_contents(self) -> object:
-        return self.token if _function_state(self.fn) == self.state else object()
+        return self.token if same_state(self.fn, self.state) else object()
 
 
 class _PartialWatch:
-    """As `Watch`, for a captured `functools.partial`: its function, arguments,
-    keywords (the dict and what it holds: Python reads it at each call,
-    `p.keywords['lr'] = 0.5` changes it in place) and attributes."""
+    """As `Watch`, for a captured `functools.partial`: the parts
+    `partial_parts` reads (its function, arguments, keywords and attributes;
+    Python reads the keywords' dict at each call, `p.keywords['lr'] = 0.5`
+    changes it in place), by identity."""
 
-    __slots__ = (
-        "args",
-        "attr_names",
-        "attr_values",
-        "func",
-        "keywords",
-        "partial",
-        "token",
-        "values",
-    )
+    __slots__ = ("partial", "parts", "token")
 
     def __init__(self, partial: functools.partial[Any]) -> None:
         self.partial = partial
-        self.func = partial.func
-        self.args = partial.args
-        self.keywords = partial.keywords
-        self.values = tuple(self.keywords.values())
-        attrs = vars(partial)
-        self.attr_names = tuple(attrs)
-        self.attr_values = tuple(attrs.values())
+        self.parts = tuple(partial_parts(partial))
         self.token = object()
 
     @property
     def cell_contents(self) -> object:
-        p = self.partial
-        keywords = p.keywords
-        attrs = vars(p)
-        if (
-            p.func is self.func
-            and p.args is self.args
-            and keywords is self.keywords
-            and len(keywords) == len(self.values)
-            and all(map(is_, keywords.values(), self.values))
-            and (
-                tuple(attrs) == self.attr_names
-                and all(map(is_, attrs.values(), self.attr_values))
-                if self.attr_names
-                else not attrs
-            )
+        now = tuple(partial_parts(self.partial))
+        then = self.parts
+        if len(now) == len(then) and all(
+            label is label0 and value is value0
+            for (label, value), (label0, value0) in zip(now, then, strict=True)
         ):
             return self.token
         return object()
-
-
-class _ById:
-    """A value compared by identity (`==` on two of them is `is`)."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: object) -> None:
-        self.value = value
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is _ById and other.value is self.value
-
-    def __hash__(self) -> int:
-        return id(self.value)
-
-
-def _function_state(fn: types.FunctionType) -> tuple[Any, ...]:
-    """What a function holds besides its cells, compared by identity: its code,
-    its defaults, its keyword-only defaults (the dict and what it holds: Python
-    reads it at each call), and its attributes."""
-    kwdefaults = fn.__kwdefaults__
-    return (
-        _ById(fn.__code__),
-        _ById(fn.__defaults__),
-        _ById(kwdefaults),
-        tuple((k, _ById(v)) for k, v in kwdefaults.items()) if kwdefaults else (),
-        tuple((k, _ById(v)) for k, v in fn.__dict__.items()),
-    )
-
-
-class Recorded(NamedTuple):
-    """What a `Watch` recorded: code, defaults, keyword-only defaults, the
-    values these held (`None` for no dict), and whether the function had
-    attributes."""
-
-    code: Any
-    defaults: Any
-    kwdefaults: Any
-    kwvalues: tuple[Any, ...] | None
-    attrs: bool
-
-
-def record_of(watch: Watch) -> Recorded:
-    code, defaults, kwdefaults, items, attrs = watch.state
-    values = None if kwdefaults.value is None else tuple(v.value for _, v in items)
-    return Recorded(code.value, defaults.value, kwdefaults.value, values, bool(attrs))
 
 
 def _graph(skeleton: Skeleton, root: Any, cells: list[Any]) -> None:
@@ -281,6 +204,17 @@ def _parts(template: Template, value: Any) -> list[Any]:
     if treedef is None:
         return [value]
     return list(treedef.flatten_up_to(value))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+
+
+def holds_scalars(lifted: Any) -> bool:
+    """Whether `lifted`'s leaves hold Python scalars, converted by the float
+    width and default device of the moment (any leaf, if it is no `Lifted`)."""
+    if not isinstance(lifted, Lifted):
+        return True
+    return any(type(leaf) in _SCALARS for leaf in lifted._leaves)  # pyright: ignore[reportPrivateUsage, reportUnknownMemberType, reportUnknownArgumentType, reportUnknownVariableType]
+
+
+_SCALARS: Final = frozenset({float, complex, int, bool})
 
 
 def holds_tracer(lifted: Any) -> bool:
@@ -381,35 +315,27 @@ def _changed_in_place(fn: Any, what: str, detail: str) -> LiftError:
     )
 
 
-# The fast path checks one cell and one function's defaults, keyword-only
-# defaults and attributes (held when lifted: none), or, when that cell is `None`,
-# several cells and `Watch`es. These stand in for the cell: a function not
-# lifted yet (never current), and a graph without cells (always current).
+# Stands for the cells of a function not lifted yet: never current.
 STALE_CELL: Final = types.CellType(None)  # checked against `EMPTY`
-NO_CELL: Final = types.CellType(EMPTY)
 
 
 class Fast(NamedTuple):
     """Everything a call reads, in one object written in one assignment, so that
     another thread never sees half an update: what the graph held when lifted
-    (one cell, or several cells and `Watch`es, a partial's included; with
-    several, the functions, their code, defaults and keyword-only defaults are
-    tuples of them, each
-    function's attribute dict empty when lifted, and one whose keyword-only
-    defaults hold values is watched by a `Watch`), the float width and default
-    device its scalars were converted under (`None`: it has none), the program
-    to call and what to pass it in front of the arguments (the lifted
-    function's leaves, or the function itself: `JitFunction._entry`), the
-    treedef that rebuilds the function from them (`Program.calling`, or `None`), and
-    the snapshot it was made from."""
+    (its cells, and `Watch`es for a partial and for each function with
+    attributes or keyword-only defaults; the other functions, their code,
+    defaults and keyword-only defaults as tuples, each function's attribute
+    dict empty when lifted), the float width and default device its scalars
+    were converted under (`None`: it has none), the program to call and what
+    to pass it in front of the arguments (the lifted function's leaves, or the
+    function itself: `JitFunction._entry`), the treedef that rebuilds the
+    function from them (`Program.calling`, or `None`), and the snapshot it was
+    made from."""
 
-    cell: types.CellType | None
-    content: Any
-    fn: Any
-    code: Any
-    defaults: Any
-    kwdefaults: Any
-    kwvalues: tuple[Any, ...] | None  # what the one function's dict holds
+    fn: tuple[Any, ...]
+    code: tuple[Any, ...]
+    defaults: tuple[Any, ...]
+    kwdefaults: tuple[Any, ...]
     cells: tuple[Any, ...]
     contents: tuple[Any, ...]
     context: tuple[Any, Any] | None
@@ -419,27 +345,8 @@ class Fast(NamedTuple):
     snapshot: Snapshot | None
 
 
-# The one function, when the graph has none: no defaults, no attributes.
-def no_fn() -> None: ...
-
-
-NO_FN: Final = no_fn
-NO_STATE: Final = Recorded(NO_FN.__code__, None, None, None, False)
 STALE: Final = Fast(
-    STALE_CELL,
-    EMPTY,
-    NO_FN,
-    NO_FN.__code__,
-    None,
-    None,
-    None,
-    (),
-    (),
-    None,
-    None,
-    None,
-    None,
-    None,
+    (), (), (), (), (STALE_CELL,), (EMPTY,), None, None, None, None, None
 )
 
 
