@@ -34,8 +34,8 @@ from .watch import (
     STALE,
     Fast,
     Snapshot,
-    Watch,
     check_cached,
+    fast_state,
     guess_changed,
     holds_scalars,
     holds_tracer,
@@ -188,8 +188,7 @@ class JitFunction(Generic[_P, _R]):
         it, in one assignment; that state."""
         snapshot.verified = True
         lifted = snapshot.lifted
-        cells, contents = snapshot.cells, snapshot.contents
-        if any(c is EMPTY for c in contents):
+        if any(c is EMPTY for c in snapshot.contents):
             # Reading an empty cell raises: `Snapshot.current` copes.
             fast = self._fast = stale(snapshot, None)
             return fast
@@ -207,30 +206,7 @@ class JitFunction(Generic[_P, _R]):
         call, first, tree = self._entry(lifted, self._min_nargs)
         # The width and device the scalars were converted under, if any.
         context = snapshot.context if holds_scalars(lifted) else None
-        # Functions without attributes or keyword-only defaults are checked in C
-        # (`__call__`), the others by their `Watch`'s property.
-        plain = [
-            w
-            for w in cells
-            if type(w) is Watch and w.state.kwdefaults is None and not w.state.attrs
-        ]
-        inline = {id(w) for w in plain}
-        kept = [
-            (c, v) for c, v in zip(cells, contents, strict=True) if id(c) not in inline
-        ]
-        fast = Fast(
-            tuple(w.fn for w in plain),
-            tuple(w.state.code for w in plain),
-            tuple(w.state.defaults for w in plain),
-            tuple(w.state.kwdefaults for w in plain),
-            tuple(c for c, _ in kept),
-            tuple(v for _, v in kept),
-            context,
-            call,
-            first,
-            tree,
-            snapshot,
-        )
+        fast = fast_state(snapshot, context, call, first, tree)
         # Current when made: the snapshot was checked after the lift, and its
         # `Watch`es and defaults read before it.
         self._fast = fast
@@ -281,10 +257,13 @@ class JitFunction(Generic[_P, _R]):
 
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         (
+            cell,
+            content,
             fn,
             code,
             defaults,
             kwdefaults,
+            kwvalues,
             cells,
             contents,
             context,
@@ -294,13 +273,29 @@ class JitFunction(Generic[_P, _R]):
             snapshot,
         ) = self._fast
         try:
-            current = (
-                all(map(is_, map(_contents, cells), contents))
-                and all(map(is_, map(_code, fn), code))
-                and all(map(is_, map(_defaults, fn), defaults))
-                and all(map(is_, map(_kwdefaults, fn), kwdefaults))
-                and not any(map(len, map(_attrs, fn)))
-            )
+            if cell is not None:
+                current = (
+                    cell.cell_contents is content
+                    and fn.__code__ is code
+                    and fn.__defaults__ is defaults
+                    and fn.__kwdefaults__ is kwdefaults
+                    and not fn.__dict__
+                    and (
+                        kwvalues is None
+                        or (
+                            len(kwdefaults) == len(kwvalues)
+                            and all(map(is_, kwdefaults.values(), kwvalues))
+                        )
+                    )
+                )
+            else:
+                current = (
+                    all(map(is_, map(_contents, cells), contents))
+                    and all(map(is_, map(_code, fn), code))
+                    and all(map(is_, map(_defaults, fn), defaults))
+                    and all(map(is_, map(_kwdefaults, fn), kwdefaults))
+                    and not any(map(len, map(_attrs, fn)))
+                )
             if context is not None and current:
                 x64, device = context
                 current = _X64.value is x64 and _DEVICE.value is device
