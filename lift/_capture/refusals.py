@@ -1,19 +1,59 @@
-"""What the walk refuses to capture, and the messages that say so: each names
-the function, the variable and the fix, as `static=(...)` where keeping the
-capture static would do."""
+"""Flattening a captured value, and what the walk refuses to capture, with
+the messages that say so: each names the function, the variable and the
+fix, as `static=(...)` where keeping the capture static would do."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from .._base.errors import LiftError, describe, static_fix, type_text
+from .._holders import trees as jtu
 from .._holders.labels import Label, variable_str
-from .._holders.trees import MAX_CONTAINER_DEPTH
+from .._holders.trees import MAX_CONTAINER_DEPTH, flatten_checked
+from .factories import flatten_factored, has_function_factory
+from .hidden import plain_treedef
+from .static import unsortable_registry
 
 
 def _name(label: Label) -> str:
     name = label.variable
     return name if type(name) is str and name else "name"
+
+
+def flatten_capture(
+    value: Any,
+    is_leaf: Callable[[Any], bool],
+    factored_leaf: Callable[[], Callable[[Any], bool]],
+    forced: bool,
+    holder: Any,
+    label: Label,
+) -> tuple[list[Any], jtu.TreeDef] | None:
+    """`value`'s leaves and treedef as the walk flattens a capture (`is_leaf`;
+    a defaultdict whose factory is made with each closure flattened with
+    `factored_leaf()`, its factory a node: `lift._capture.factories`), or
+    `None` for a value kept whole and static: one JAX cannot flatten (dict
+    keys it cannot sort, a node whose flatten fails) or that contains itself,
+    kept static by `static=` (`forced`) or as a registry JAX cannot sort;
+    refused otherwise."""
+    try:
+        flat = flatten_checked(value, is_leaf)
+    except (TypeError, ValueError) as err:
+        if forced or unsortable_registry(value):
+            return None
+        raise flattening_refused(holder, label, err) from err
+    if (
+        flat is not None
+        and not forced
+        and not plain_treedef(flat[1])
+        and has_function_factory(flat[1])
+    ):
+        flat = flatten_factored(value, factored_leaf())
+    if flat is None:
+        if forced:  # kept whole, by identity, as the fix says
+            return None
+        raise container_cycle(holder, label)
+    return flat
 
 
 def flattening_refused(holder: Any, label: Label, err: Exception) -> LiftError:

@@ -27,14 +27,11 @@ from .._holders.closure import (
 from .._holders.labels import ATTR, Label
 from .._holders.trees import (
     ITERATORS,
-    flatten_checked,
     irregular,
     is_function_like,
     ordered,
 )
 from .code import CodeInfo, code_info
-from .factories import flatten_factored, has_function_factory
-from .hidden import plain_treedef
 from .nodes import (
     CellNode,
     FunctionNode,
@@ -50,8 +47,7 @@ from .nodes import (
     rebuild_order,
 )
 from .refusals import (
-    container_cycle,
-    flattening_refused,
+    flatten_capture,
     not_traceable,
     static_tracer,
 )
@@ -82,13 +78,9 @@ from .static import (
     named_static,
     scalar_leaf,
     static_key,
-    unsortable_registry,
 )
 
 __all__ = ["DYNAMIC", "NODE", "STATIC"]
-
-
-_Tracer: Final = Tracer
 
 
 # What `Walk.kind` says of a leaf.
@@ -205,14 +197,46 @@ class Walk:
         info = code_info(fn.__code__)
         indices: list[int] = []
         ids = self.ids
-        nodes = self.nodes
+        nodes, leaves = self.nodes, self.leaves
+        # A cell holding a float or an array, read by no branch and not rebound,
+        # with no `static=`/`dynamic=` (the common capture, thousands in a wide
+        # closure): `cell` and `template` inlined, which halves the walk of a
+        # closure over a thousand floats.
+        fast = (
+            self.dynamic is None
+            and self.named is None
+            and not self.static
+            and not self.branched_cells
+        )
         in_scope = index in self.scope.nodes
+        unplain = info.unplain
         for label, cell in cells(fn, info.cell_labels):
             cell_index = ids.get(id(cell))
             if cell_index is None:
                 cell_index = len(nodes)
                 ids[id(cell)] = cell_index
                 self.parents.append(None)
+                if fast:
+                    try:
+                        contents = cell.cell_contents
+                    except ValueError:
+                        contents = cell  # an empty cell: `cell` says so
+                    t = type(contents)  # pyright: ignore[reportUnknownVariableType]
+                    name = label.variable
+                    if t in ALWAYS_DYNAMIC and name not in unplain:
+                        self.names.add(name)  # pyright: ignore[reportArgumentType]
+                        leaf = len(leaves)
+                        leaves.append(contents)
+                        if t is not ArrayImpl:
+                            self.float_leaves.append(leaf)
+                            self.scalar_cells.append((cell, cell_index, False))
+                        nodes.append(
+                            CellNode(
+                                Template(None, (leaf,), index, label), label, index
+                            )
+                        )
+                        indices.append(cell_index)
+                        continue
                 nodes.append(None)
                 if in_scope or id(cell) in self.scope.ids:
                     self.scope.add(cell_index, cell)
@@ -330,46 +354,28 @@ class Walk:
                 leaves = [value]
                 treedef = None
             else:
-                try:
-                    flat = flatten_checked(
+                flat = flatten_capture(
+                    value,
+                    own_leaf(
                         value,
-                        own_leaf(
-                            value,
-                            owned,
-                            lambda leaf: (
-                                self.kind(leaf, forced, branched, pinned) is STATIC
-                            ),
+                        owned,
+                        lambda leaf: (
+                            self.kind(leaf, forced, branched, pinned) is STATIC
                         ),
-                    )
-                except (TypeError, ValueError) as err:
-                    # JAX cannot flatten it (dict keys it cannot sort, a node
-                    # whose flatten fails): whole and static, or refused.
-                    if forced:
-                        return Template(None, (Static(value),), owner, label)
-                    if unsortable_registry(value):
+                    ),
+                    lambda: own_leaf(
+                        value,
+                        owned,
+                        lambda leaf: self.kind(leaf, forced, branched) is STATIC,
+                    ),
+                    forced,
+                    holder,
+                    label,
+                )
+                if flat is None:  # whole and static
+                    if not forced:
                         self.kept(check_opaque(value, t, holder, label))
-                        return Template(None, (Static(value),), owner, label)
-                    raise flattening_refused(holder, label, err) from err
-                if (
-                    flat is not None
-                    and not forced
-                    and not plain_treedef(flat[1])
-                    and has_function_factory(flat[1])
-                ):
-                    # A defaultdict's factory made with each closure: a part,
-                    # walked as a node (`lift._capture.factories`).
-                    flat = flatten_factored(
-                        value,
-                        own_leaf(
-                            value,
-                            owned,
-                            lambda leaf: self.kind(leaf, forced, branched) is STATIC,
-                        ),
-                    )
-                if flat is None:
-                    if forced:  # kept whole, by identity, as the fix says
-                        return Template(None, (Static(value),), owner, label)
-                    raise container_cycle(holder, label)
+                    return Template(None, (Static(value),), owner, label)
                 leaves, treedef = flat
                 if treedef.num_nodes == 1 and treedef.num_leaves == 1:
                     treedef = None
@@ -486,7 +492,7 @@ class Walk:
                     leaf = scalar_leaf(leaf, t)
             self.leaves.append(leaf)
             return index
-        if issubclass(t, _Tracer):
+        if issubclass(t, Tracer):
             raise static_tracer(holder, label, leaf)
         self.kept(check_opaque(leaf, t, holder, label))
         if t is set:  # a leaf to JAX: the user's own, as a list is
