@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import functools
+import itertools
 import sys
 import types
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import jax
@@ -60,6 +61,75 @@ def calls_made(fn: Callable[[], Any]) -> int:
     finally:
         sys.setprofile(previous)
     return count
+
+
+# -- matrices: every pair of values, not every product ------------------------
+
+
+def pairwise(*axes: Sequence[Any]) -> list[tuple[Any, ...]]:
+    """Rows (one value of each axis, in the axes' order) in which every value of
+    each axis meets every value of each other axis at least once: the
+    all-pairs cover a matrix test takes instead of the full product
+    (`itertools.product`). Deterministic. Two axes give the full product;
+    each further axis adds few or no rows (3 kinds of list, 7 holders and 4 consumers:
+    28 rows for 84).
+
+    In-parameter-order: the product of the two largest axes, then each further
+    axis gets the value that meets the most pairs not yet met in each row (ties:
+    the value used least), and rows for pairs still missing."""
+    sizes = [len(axis) for axis in axes]
+    if len(axes) < 2 or 0 in sizes:
+        return [tuple(row) for row in itertools.product(*axes)]
+    order = sorted(range(len(axes)), key=lambda i: -sizes[i])
+    first, second = order[0], order[1]
+    rows: list[dict[int, int]] = [
+        {first: i, second: j} for i in range(sizes[first]) for j in range(sizes[second])
+    ]
+    for n, k in enumerate(order[2:], start=2):
+        before = order[:n]
+        missing = {
+            (d, vd, vk)
+            for d in before
+            for vd in range(sizes[d])
+            for vk in range(sizes[k])
+        }
+        used = [0] * sizes[k]
+        for row in rows:
+
+            def gain(v: int, row: dict[int, int] = row) -> int:
+                return sum((d, row[d], v) in missing for d in before if d in row)
+
+            best = max(range(sizes[k]), key=lambda v: (gain(v), -used[v], -v))
+            row[k] = best
+            used[best] += 1
+            missing -= {(d, row[d], best) for d in before if d in row}
+        start = len(rows)
+        for d, vd, vk in sorted(missing):
+            for row in rows[start:]:
+                if row.get(k) == vk and d not in row:
+                    row[d] = vd
+                    break
+            else:
+                rows.append({k: vk, d: vd})
+    # Values no pair asked for (in rows added for a missing pair): in turn.
+    return [
+        tuple(axes[i][row.get(i, r % sizes[i])] for i in range(len(axes)))
+        for r, row in enumerate(rows)
+    ]
+
+
+def in_turn(
+    values: Sequence[Any], others: Sequence[Any], per: int = 1
+) -> list[tuple[Any, Any]]:
+    """Each of `values` with `per` of `others`, taken in turn (the turn running on
+    from one value to the next), so that every one of `others` meets about
+    `len(values) * per / len(others)` values: the cut of a two-axis matrix whose
+    second axis matters as a whole, not for each value."""
+    return [
+        (v, others[(i * per + k) % len(others)])
+        for i, v in enumerate(values)
+        for k in range(min(per, len(others)))
+    ]
 
 
 def call_lifted(g: Any, *args: Any) -> Any:

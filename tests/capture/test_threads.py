@@ -26,7 +26,10 @@ from helpers import TraceCounter
 import lift
 
 THREADS = 8
-ITERATIONS = 60
+# Per thread: enough for the eight to interleave many times over (CPython
+# switches threads every 5 ms, and `test_switch_interval_stress` every 1 µs)
+# while each test stays a few seconds under JAX's checker on 2 cores.
+ITERATIONS = 20
 TIMEOUT = 300.0
 
 
@@ -93,7 +96,7 @@ def test_lift_call_flatten_and_jit_from_eight_threads():
             again = jax.tree_util.tree_unflatten(treedef, leaves)
             np.testing.assert_allclose(shared(again, x), expected, rtol=1e-6)
             assert lift.diff(g, lift.lift(f)) is None
-            if j % 20 == 0:
+            if j % 10 == 0:
                 gc.collect()
 
     run_threads(work)
@@ -159,7 +162,7 @@ def test_checked_jit_from_eight_threads():
 
 def test_checked_vmap_and_grad_from_eight_threads():
     def work(i: int) -> None:
-        for j in range(ITERATIONS // 6):
+        for j in range(ITERATIONS // 5):
             w = jnp.float32(i + j + 1)
 
             def loss(x):
@@ -223,7 +226,7 @@ def test_checking_leaks_and_closure_convert_from_eight_threads():
             self.v = v
 
     def work(i: int) -> None:
-        for j in range(ITERATIONS // 6):
+        for j in range(ITERATIONS // 5):
             with lift.checking_leaks():
 
                 def body(x, i=i, j=j):
