@@ -83,8 +83,9 @@ def hidden_tracer(obj: Any, live: LiveTraces | None = None) -> str | None:
     return first_tracer(obj, _SCAN_LIMIT, live)
 
 
-# Treedefs `has_aux` said no to.
-_PLAIN_TREEDEFS: BoundedDict[Any, None] = BoundedDict(1024)
+# Treedefs `has_aux` said no to. Small, as `treedef_paths`' cache: treedefs of
+# dicts differing only in their keys share one hash.
+_PLAIN_TREEDEFS: BoundedDict[Any, None] = BoundedDict(256)
 
 
 def plain_treedef(treedef: Any) -> bool:

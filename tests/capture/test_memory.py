@@ -233,7 +233,11 @@ def test_every_module_level_cache_is_bounded():
     codes, values, rounds = 100, 1_000, 6
     sizes: list[dict[str, int]] = []
     for round_ in range(rounds):
-        _workload(round_, codes, values)
+        # Without JAX's leak checker, which turns JAX's caches off: each of the
+        # 1 200 eager calls would compile its ops afresh (a minute, for what
+        # this test measures: lift's caches).
+        with jax.check_tracer_leaks(False):
+            _workload(round_, codes, values)
         gc.collect()
         sizes.append({name: size() for name, size in containers.items()})
     # Past 6 000 values and 600 code objects, a bounded cache has stopped
