@@ -170,8 +170,10 @@ def tracers_of(
         elif kind == _OBJECT:
             children = object.__getattribute__(obj, "__dict__").values()
         elif kind == _FUNCTION:
-            if opener is not None and is_user_function(obj):
-                # Its cells, defaults and the globals its code names.
+            if opener is not None and depth == 0 and is_user_function(obj):
+                # A frame's local: its cells, defaults and the globals its
+                # code names. Not every function met deeper (a library's
+                # tables of functions: each exit would walk them all).
                 children = _opened(opener, obj)
             else:
                 children = []
@@ -186,12 +188,19 @@ def tracers_of(
             continue
         else:
             children = _opened(opener, obj)
+        # Numbers and strings are not queued, and cost an eighth of an object
+        # (as a container's items above): a list of a thousand floats beside
+        # the tracer does not hide it.
+        room = budget * 8
         for child in children:
-            budget -= 1
-            if budget <= 0:
+            room -= 1
+            if room <= 0:
                 break
-            known = kinds.get(type(child))
-            if known is None or known[0] != _SKIP:  # numbers and strings: not queued
+            known = kinds.get(type(child)) or _kind(type(child))
+            if known[0] != _SKIP:
+                budget -= 1
+                if budget <= 0:
+                    break
                 queue.append((child, depth + 1, name))
     return found, budget
 

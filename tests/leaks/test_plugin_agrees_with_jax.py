@@ -402,20 +402,25 @@ def _tests(case: Case) -> list[str]:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[dict, dict]]:
-    """Each case's project run under the default mode and under JAX's checker
-    (each case its own project: the false reports' conftest fixtures differ)."""
+    """Each case's outcomes under the default mode and under JAX's checker.
+    The cases without a conftest of their own share one project (their files'
+    names are their own), run once each way; a case with one (the false
+    reports' session fixtures) is its own project."""
     out: dict[str, tuple[dict, dict]] = {}
     root = tmp_path_factory.mktemp("agrees")
-    for case in ALL:
-        project = root / case.name
+    shared = [c for c in ALL if "conftest.py" not in c.files]
+    groups = [("shared", shared), *((c.name, [c]) for c in ALL if c not in shared)]
+    for name, cases in groups:
+        project = root / name
         project.mkdir()
-        for name, source in case.files.items():
-            (project / name).write_text(textwrap.dedent(source))
-        if "conftest.py" not in case.files:
-            (project / "conftest.py").write_text("")
+        (project / "conftest.py").write_text("")
+        for case in cases:
+            for file, source in case.files.items():
+                (project / file).write_text(textwrap.dedent(source))
         ours = _outcomes(project, *plugin_args(), "--lift-leaks", jax_checker=False)
         theirs = _outcomes(project, jax_checker=True)
-        out[case.name] = (ours, theirs)
+        for case in cases:
+            out[case.name] = (ours, theirs)
     return out
 
 
