@@ -424,9 +424,10 @@ def test_the_hyperparameters_are_variables_of_the_state() -> None:
     _assert_close(got, expected)
 
 
-def test_orbax_restores_through_eval_shape_split_and_merge(tmp_path: Any) -> None:
-    # flax's checkpointing guide: an abstract target from `nnx.eval_shape`,
-    # split, restored into by orbax, merged.
+def _saved_checkpoint(tmp_path: Any) -> tuple[Any, list[int], _Trainer, Any]:
+    """A trainer (rate 0.1) after one compiled step, saved by orbax under
+    `tmp_path / "state"`: the step, its trace count, the trainer, the
+    checkpointer."""
     ocp = pytest.importorskip("orbax.checkpoint")
     step, traces = _trainer_step()
     saved = _Trainer(0.1)
@@ -434,6 +435,13 @@ def test_orbax_restores_through_eval_shape_split_and_merge(tmp_path: Any) -> Non
     checkpointer = ocp.StandardCheckpointer()
     checkpointer.save(tmp_path / "state", nnx.state(saved))
     checkpointer.wait_until_finished()
+    return step, traces, saved, checkpointer
+
+
+def test_orbax_restores_through_eval_shape_split_and_merge(tmp_path: Any) -> None:
+    # flax's checkpointing guide: an abstract target from `nnx.eval_shape`,
+    # split, restored into by orbax, merged.
+    step, traces, saved, checkpointer = _saved_checkpoint(tmp_path)
 
     abstract = nnx.eval_shape(lambda: _Trainer(0.5))
     graphdef, abstract_state = nnx.split(abstract)
@@ -457,13 +465,7 @@ def test_orbax_restores_through_eval_shape_split_and_merge(tmp_path: Any) -> Non
 def test_orbax_restores_into_a_live_trainer_with_nnx_update(tmp_path: Any) -> None:
     # The guide's other form: restore into the abstract state, `nnx.update`
     # an existing object with it. Its optimizer takes the saved rate.
-    ocp = pytest.importorskip("orbax.checkpoint")
-    step, traces = _trainer_step()
-    saved = _Trainer(0.1)
-    step(saved)
-    checkpointer = ocp.StandardCheckpointer()
-    checkpointer.save(tmp_path / "state", nnx.state(saved))
-    checkpointer.wait_until_finished()
+    step, traces, saved, checkpointer = _saved_checkpoint(tmp_path)
 
     live = _Trainer(0.5, rngs=nnx.Rngs(3))
     step(live)
