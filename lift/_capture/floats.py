@@ -41,7 +41,10 @@ def _identity(*xs: Any) -> tuple[Any, ...]:
     return xs
 
 
-_SingleDevice: Final[type] = jax.sharding.SingleDeviceSharding
+# jax 0.12.1 deprecates the class's name for this predicate.
+_single_device: Final[Callable[[Any], bool]] = getattr(
+    jax.sharding, "is_single_device_sharding", None
+) or (lambda s, cls=jax.sharding.SingleDeviceSharding: type(s) is cls)
 _identity_jit: Final = cast(
     "Callable[..., tuple[jax.Array, ...]]",
     # The arguments are buffers it made itself from the scalars: donated, the
@@ -98,7 +101,7 @@ def _compiled(values: list[Any]) -> list[Any] | None:
     are not what `jax.device_put` gives."""
     arrays: tuple[Any, ...] = _identity_jit(*values)
     first = arrays[0]
-    if first.committed or type(first.sharding) is not _SingleDevice:
+    if first.committed or not _single_device(first.sharding):
         # A sharding context (`jax.set_mesh`) places `jit`'s outputs on its mesh,
         # where `jax.device_put` places the scalars as it always does.
         return None

@@ -10,7 +10,8 @@ capture and for leak checking alike."""
 from __future__ import annotations
 
 import types
-from typing import Any, Final
+from collections.abc import Callable
+from typing import Any, Final, cast
 
 import jax
 import numpy as np
@@ -52,14 +53,18 @@ def jax_dtype(dtype: np.dtype[Any]) -> bool:
         known = dtype.kind not in _NOT_JAX_KINDS and dtype.names is None
         if known:
             try:
-                known = bool(valid_jaxtype(np.zeros((), dtype)))
-            except Exception:  # a dtype NumPy cannot make a zero of
+                zero = np.zeros((), dtype)
+                # jax 0.12.1 calls `complex32` a valid type but cannot put
+                # it on a device: asked of the device too.
+                known = bool(valid_jaxtype(zero)) and _put(zero) is not None
+            except Exception:  # a dtype NumPy cannot make a zero of, or JAX hold
                 known = False
         _JAX_DTYPES[dtype] = known
     return known
 
 
 _JAX_DTYPES: dict[np.dtype[Any], bool] = {}
+_put: Final = cast("Callable[[Any], Any]", jax.device_put)  # pyright: ignore[reportUnknownMemberType]
 
 
 def hidden_tracer(obj: Any, live: LiveTraces | None = None) -> str | None:

@@ -183,7 +183,7 @@ def _unholdable() -> list[Any]:
 def _jax_has(dtype: Any) -> bool:
     try:
         jax.device_put(np.zeros((), dtype))
-    except TypeError:
+    except (TypeError, jax.errors.JaxRuntimeError):  # the latter from jax 0.12.1
         return False
     return True
 
