@@ -334,8 +334,9 @@ _HOLDER_TESTS = (
 
 # The code under test is the user's however it is installed: a project whose
 # own `lru_cache` keeps a tracer, and whose own function keeps one in a local
-# while its trace exits; with twins keeping none.
-PROJECT = """
+# while its trace exits; with twins keeping none. In a monorepo the second
+# function is a sibling first-party library's, which the project re-exports.
+CACHED = """
 import functools
 
 import jax
@@ -357,8 +358,9 @@ def cached_step(x, leak):
         return x + y
 
     return jax.jit(traced)(x)
+"""
 
-
+LOCAL = """
 def local_step(x, leak):
     seen = []
 
@@ -368,6 +370,8 @@ def local_step(x, leak):
 
     return jax.jit(traced)(x)
 """
+
+PROJECT = CACHED + LOCAL
 
 PROJECT_TESTS = """
 import mypkg
@@ -403,35 +407,85 @@ def _site_packages(venv: Path) -> Path:
     return site
 
 
-@pytest.mark.parametrize("install", ["editable", "installed", "pythonpath"])
-def test_the_project_is_the_users_however_installed(
-    tmp_path: Path, venv: Path, install: str
-) -> None:
+# A monorepo's root conftest puts every project's `src` on `sys.path`.
+MONOREPO_CONFTEST = """
+import pathlib
+import sys
+
+for src in sorted(pathlib.Path(__file__).parent.glob("*/*/src")):
+    sys.path.insert(0, str(src))
+"""
+
+
+def _lay_out(install: str, tmp_path: Path, site: Path) -> tuple[Path, list[str]]:
+    """The project and its tests laid out as `install` leaves them: the folder
+    pytest runs in and the `PYTHONPATH` it runs with (JAX, NumPy and lift
+    outside the virtual environment's `site-packages` in every layout)."""
     source = tmp_path / "src"
     (source / "mypkg").mkdir(parents=True)
     (source / "mypkg" / "__init__.py").write_text(PROJECT)
     tests = tmp_path / "tests"
     tests.mkdir()
     (tests / "test_project.py").write_text(PROJECT_TESTS)
-    site = _site_packages(venv)
     for stale in ("mypkg", "mypkg.pth"):
         shutil.rmtree(site / stale, ignore_errors=True)
         (site / stale).unlink(missing_ok=True)
-    path = [str(Path(lift.__file__).parent.parent), *map(str, _our_site_packages())]
+    libraries = [Path(lift.__file__).parent.parent, *_our_site_packages()]
+    path = list(map(str, libraries))
     if install == "editable":  # what `pip install -e .` leaves
         (site / "mypkg.pth").write_text(f"{source}\n")
     elif install == "installed":  # what `pip install .` or a wheel leaves
         shutil.copytree(source / "mypkg", site / "mypkg")
-    else:
+    elif install == "pythonpath":
         path.insert(0, str(source))
+    elif install == "monorepo":
+        # repo/projects/mypkg and repo/libs/mylib, found by the root conftest.
+        repo = tmp_path / "repo"
+        project = repo / "projects" / "mypkg"
+        (project / "src" / "mypkg").mkdir(parents=True)
+        (project / "src" / "mypkg" / "__init__.py").write_text(
+            CACHED + "\nfrom mylib import local_step\n"
+        )
+        library = repo / "libs" / "mylib" / "src" / "mylib"
+        library.mkdir(parents=True)
+        (library / "__init__.py").write_text("import jax\n" + LOCAL)
+        shutil.copytree(tests, project / "tests")
+        (repo / "conftest.py").write_text(MONOREPO_CONFTEST)
+        return repo, path
+    else:
+        # Bazel's runfiles: a tree of symlinks to the sources in `_main`, each
+        # third-party repository's `site-packages` beside it.
+        runfiles = tmp_path / "test_project.runfiles"
+        main = runfiles / "_main"
+        (main / "mypkg").mkdir(parents=True)
+        (main / "tests").mkdir()
+        (main / "mypkg" / "__init__.py").symlink_to(source / "mypkg" / "__init__.py")
+        (main / "tests" / "test_project.py").symlink_to(tests / "test_project.py")
+        path = [str(main)]
+        for n, library in enumerate(libraries):
+            pypi = runfiles / f"rules_python~~pip~pypi_{n}"
+            pypi.mkdir()
+            (pypi / "site-packages").symlink_to(library, target_is_directory=True)
+            path.append(str(pypi / "site-packages"))
+        return main, path
+    return tmp_path, path
+
+
+@pytest.mark.parametrize(
+    "install", ["editable", "installed", "pythonpath", "monorepo", "runfiles"]
+)
+def test_the_project_is_the_users_however_installed(
+    tmp_path: Path, venv: Path, install: str
+) -> None:
+    cwd, path = _lay_out(install, tmp_path, _site_packages(venv))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
     env["JAX_CHECK_TRACER_LEAKS"] = "0"
     run = subprocess.run(
         [
             *(str(venv / "bin" / "python"), "-m", "pytest", *plugin_args()),
-            *("--lift-leaks", "-v", "-p", "no:cacheprovider", str(tests)),
+            *("--lift-leaks", "-v", "-p", "no:cacheprovider"),
         ],
-        cwd=tmp_path,
+        cwd=cwd,
         env=env,
         capture_output=True,
         text=True,
