@@ -81,8 +81,9 @@ if [ "$ends" = 1 ]; then
     pids=()
     for i in "${!ends_run[@]}"; do
         read -r python jax <<<"${ends_run[$i]}"
+        # --durations: the slowest tests of each end, in CI's log.
         bash "$here/test.sh" --all --python "$python" --jax "$jax" \
-            --leaks "${ends_leaks[$i]}" ${args[@]+"${args[@]}"} \
+            --leaks "${ends_leaks[$i]}" --durations=15 ${args[@]+"${args[@]}"} \
             >"$logs/$python.log" 2>&1 &
         pids+=($!)
     done
