@@ -37,20 +37,29 @@ def pytest_configure(config: pytest.Config) -> None:
         _verify.STATE.on = True
 
 
-# Under JAX's leak checker every trace exit runs `gc.collect()` and
-# `gc.get_referrers(trace)`, each a pass over every object the collector
-# tracks: most of them the modules imported before the first test (JAX, NumPy,
-# optax, equinox, flax, ...), which no test makes or drops. Frozen
-# (`gc.freeze`), they are left out of those passes (a full collection after
-# the suite's imports: about 200 ms on 2 busy cores, frozen a few µs; the
-# collections of tests/capture/test_soundness.py: 3.7 s, frozen 1.7 s). Not
-# for the tests that ask the collector who holds an object
+# Each test module starts on a heap without what the modules before it left:
+# JAX's caches emptied (`jax.clear_caches`: traced and compiled programs,
+# which no two test modules share) and the garbage collected. The heap is
+# then what the imports made, about 130 000 objects, instead of the
+# 960 000 that the 2 000 tests of tests/capture and tests/integration leave
+# behind. Whatever walks the heap pays for its size: JAX's checker collects
+# garbage and asks for the referrers of each exiting trace, and its report of
+# a leak walks referrers again (a leak test of tests/leaks took 2 to 10 s on
+# the grown heap); lift's plugin collects garbage after a phase that leaves
+# some. The three slowest leak files of the suite took 273 s after
+# tests/capture and tests/integration, and 94 s with this.
+#
+# Under JAX's checker the heap is also frozen (`gc.freeze`) between modules:
+# what the imports made, which no test makes or drops, is left out of every
+# collection (those of tests/capture/test_soundness.py: 3.7 s, frozen 1.7 s).
+# Not for the tests that ask the collector who holds an object
 # (`gc.get_referrers`, which does not see frozen objects): lift's leak tests and
 # its JAX compatibility tests, and every test under lift's plugin (which names
 # JAX's caches holding a tracer that way). Tracers and the traces they refer to
 # are made by the tests, never frozen: what JAX's checker finds is unchanged.
 _WHOLE_HEAP = ("leaks", "compat")
 _freezing = False
+_module: object = None
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -62,13 +71,17 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    if not _freezing:
+    # tryfirst: before the module's fixtures are set up.
+    global _module
+    if item.path == _module:
         return
-    whole_heap = item.path.parent.name in _WHOLE_HEAP
-    if whole_heap and gc.get_freeze_count():
-        gc.unfreeze()
-    elif not whole_heap and not gc.get_freeze_count():
-        gc.collect()  # what earlier tests left is not frozen for good
+    _module = item.path
+    import jax
+
+    gc.unfreeze()
+    jax.clear_caches()
+    gc.collect()
+    if _freezing and item.path.parent.name not in _WHOLE_HEAP:
         gc.freeze()
 
 
