@@ -294,11 +294,14 @@ def reject(obj: Any, name: str) -> LiftError:
             pass
         deco = "lift.lift" if name == "lift" else name
         args = "x" if kind == "staticmethod" else "cls, x"
+        below = deco
+        if deco == "lift.jit" and kind == "classmethod":
+            below = 'lift.jit(static_argnames="cls")'  # a class is no array
         what = (
             f"a {kind} ({where}): the decorators are in the wrong order. "
             f"`@{deco}` above `@{kind}` receives the {kind} object, not the "
             f"function.\nFix: put `@{kind}` on top, so that lift receives the "
-            f"function:\n\n    @{kind}\n    @{deco}\n    def {fn}({args}): ..."
+            f"function:\n\n    @{kind}\n    @{below}\n    def {fn}({args}): ..."
         )
     elif issubclass(t, type):
         anchor = "lift-got-a-class"

@@ -25,6 +25,7 @@ from typing import Any, Final, TypeVar, cast, overload
 from typing_extensions import ParamSpec
 
 from .._base.errors import LiftError
+from .._capture.describe import reject
 from .function import JitFunction
 from .programs import options_key, program
 
@@ -137,6 +138,10 @@ def _decorate(
 ) -> JitFunction[_P, _R]:
     if issubclass(type(fn), JitFunction):
         fn = cast("JitFunction[_P, _R]", fn).__wrapped__
+    elif isinstance(fn, (staticmethod, classmethod)):
+        # `@lift.jit` above `@staticmethod`: said where the class is written,
+        # not at its first call (a staticmethod is callable since Python 3.10).
+        raise reject(fn, "lift.jit")
     elif type(fn) is not types.FunctionType and not callable(fn):
         raise LiftError(
             f"lift.jit() got {type(fn).__qualname__} {_shown(fn)}, which is not "

@@ -142,6 +142,59 @@ def test_lift_above_classmethod_says_the_decorators_are_in_the_wrong_order():
                 return x
 
 
+@pytest.mark.parametrize(
+    ("kind", "below", "args"),
+    [
+        ("staticmethod", r"@lift\.jit", "x"),
+        ("classmethod", r'@lift\.jit\(static_argnames="cls"\)', "cls, x"),
+    ],
+    ids=["staticmethod", "classmethod"],
+)
+def test_lift_jit_above_staticmethod_says_so_where_the_class_is_written(
+    kind: str, below: str, args: str
+):
+    # Regression: `@lift.jit` above `@staticmethod` was accepted, and its first
+    # call said `@lift.lift` was above it.
+    with pytest.raises(
+        lift.LiftError,
+        match=(
+            rf"^lift\.jit\(\) got a {kind} \(.*Model\.step \({HERE}:\d+\)\): "
+            rf"the decorators are in the wrong order\. `@lift\.jit` above "
+            rf"`@{kind}` .*\nFix: put `@{kind}` on top, so that lift receives the "
+            rf"function:\n\n    @{kind}\n    {below}\n"
+            rf"    def step\({args}\): \.\.\.\nDocs: errors/#lift-above-staticmethod$"
+        ),
+    ):
+
+        class Model:
+            @lift.jit
+            @(staticmethod if kind == "staticmethod" else classmethod)
+            def step(*a):
+                return 2.0 * a[-1]
+
+
+def test_the_right_order_of_lift_jit_and_staticmethod_compiles_once():
+    traces = []
+
+    class Model:
+        @staticmethod
+        @lift.jit
+        def step(x):
+            traces.append(None)
+            return 2.0 * x
+
+        @classmethod
+        @lift.jit(static_argnames="cls")
+        def make(cls, x):
+            traces.append(None)
+            return 3.0 * x
+
+    assert float(Model.step(1.0)) == 2.0
+    assert float(Model().step(2.0)) == 4.0
+    assert float(Model.make(1.0)) == 3.0
+    assert len(traces) == 2
+
+
 def test_the_right_order_of_lift_and_staticmethod_works():
     class Model:
         @staticmethod
