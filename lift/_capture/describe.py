@@ -257,6 +257,19 @@ def _guessed(
     return [(n, i) for n, i in here if i in ours] or [("", ours[0])]
 
 
+def no_function(cls: type[Any], options: dict[str, Any], *, base: bool) -> LiftError:
+    """The error for a `Lifted` class called with options only (`Sub(dynamic="a")`),
+    as `lift.lift(dynamic="a")` may be: `base` for `Lifted` itself."""
+    name = "lift.Lifted" if base else cls.__name__
+    given = ", ".join(f"{k}={v!r}" for k, v in options.items()) or "..."
+    decorator = f"lift.lift({given})" if base else f"functools.partial({name}, {given})"
+    return LiftError(
+        f"{name}() got no function: it takes the function first.\n"
+        f"Fix: `{name}(fn, {given})`; as a decorator with options, `@{decorator}`.",
+        anchor="lifted-without-a-function",
+    )
+
+
 def reject(obj: Any, name: str) -> LiftError:
     """The error for something `name(...)` (`lift` or a `Lifted` subclass) cannot take.
 

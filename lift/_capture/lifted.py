@@ -29,7 +29,7 @@ from .builds import Build, call_watched, new_build
 from .capture import NO_NAMES, capture, check_names, check_options
 from .convert import convert
 from .copies import never_changes
-from .describe import explain_concretization, reject, static_argument
+from .describe import explain_concretization, no_function, reject, static_argument
 from .floats import as_arrays
 from .paths import _NOT_FOUND, attribute_of, captures_of
 from .pytree import register
@@ -128,6 +128,11 @@ class Lifted(Generic[_P, _R]):
     _flat: tuple[Any, ...] | None
     _built: Build | None  # at the first call
     _original: Any
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
+        if not args:  # `Sub(dynamic="a")(fn)`, as `lift.lift(dynamic="a")(fn)` is
+            raise no_function(cls, kwargs, base=cls is Lifted)
+        return super().__new__(cls)
 
     def __init__(
         self,

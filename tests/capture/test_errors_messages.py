@@ -227,6 +227,35 @@ def test_each_refusal_ends_with_its_docs_anchor(obj: object, anchor: str):
         lift.lift(obj)
 
 
+class _Sub(lift.Lifted):
+    pass
+
+
+@pytest.mark.parametrize(
+    ("cls", "decorator"),
+    [
+        (_Sub, r"functools\.partial\(_Sub, dynamic='lr'\)"),
+        (lift.Lifted, r"lift\.lift\(dynamic='lr'\)"),
+    ],
+    ids=["subclass", "Lifted"],
+)
+def test_a_lifted_class_given_options_only_says_it_takes_the_function_first(
+    cls: type[lift.Lifted[..., object]], decorator: str
+):
+    # Regression: `Sub(dynamic="a")(fn)` raised Python's TypeError about
+    # `__init__`.
+    name = re.escape("lift.Lifted" if cls is lift.Lifted else "_Sub")
+    with pytest.raises(
+        lift.LiftError,
+        match=(
+            rf"^{name}\(\) got no function: it takes the function first\.\n"
+            rf"Fix: `{name}\(fn, dynamic='lr'\)`; as a decorator with options, "
+            rf"`@{decorator}`\.\nDocs: errors/#lifted-without-a-function$"
+        ),
+    ):
+        cls(dynamic="lr")
+
+
 # -- a capture used where its value is needed ----------------------------------------
 
 
