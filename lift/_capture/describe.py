@@ -17,6 +17,7 @@ from .._compat import (
     Tracer,
     concretized_arguments,
     is_user_module,
+    number_method,
     tracer_use,
 )
 from .._holders.closure import cells, function_parts, method_parts, partial_parts
@@ -52,7 +53,7 @@ def explain_concretization(x: LiftedParts, err: BaseException) -> LiftError | No
     kind = tracer_use(err)
     # Hashing fails for an array as for a tracer (eagerly, or under `grad`
     # with the capture not traced): then the arrays count too.
-    held = jax.Array if kind == "hash" else Tracer
+    held = jax.Array if kind in ("hash", "method") else Tracer
     tracers = {id(leaf): i for i, leaf in enumerate(leaves) if isinstance(leaf, held)}
     if not tracers:
         return None
@@ -114,6 +115,10 @@ def explain_concretization(x: LiftedParts, err: BaseException) -> LiftError | No
     elif kind == "hash":
         use = "as a hashed Python value (a dict key, a set member, a cache key)"
         other = "look it up with `jnp.where` or `jax.lax.switch`"
+    elif kind == "method":
+        method = number_method(cast("AttributeError", err))
+        use = f"as a Python number (`.{method}()`, which arrays do not have)"
+        other = "compute it with `jnp` (`x == jnp.round(x)` for `.is_integer()`)"
     else:
         use = (
             "where a concrete value is needed (a shape, a size, `float()`, "
@@ -122,7 +127,9 @@ def explain_concretization(x: LiftedParts, err: BaseException) -> LiftError | No
         other = "compute with it as an array"
     made = (
         f"a traced value ({aval}), so its value is unknown while tracing"
-        if isinstance(leaves[index], Tracer)
+        if isinstance(leaves[index], Tracer) and kind != "method"
+        else f"an array ({aval})"
+        if kind == "method"
         else f"a JAX array ({aval}), which Python cannot hash"
     )
     if not any(n in skeleton.names for n in names):

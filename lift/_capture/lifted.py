@@ -292,7 +292,8 @@ class Lifted(Generic[_P, _R]):
         concretization errors, and those that say a value was needed concrete
         (`jnp.zeros((n,))` with a traced `n`); return for any other."""
         if not isinstance(err, _CONCRETIZATION) and not (
-            isinstance(err, TypeError) and _compat.asks_for_a_concrete_value(err)
+            isinstance(err, (TypeError, AttributeError))
+            and _compat.asks_for_a_concrete_value(err)
         ):
             return
         better = explain_concretization(self, err)

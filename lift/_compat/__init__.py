@@ -51,6 +51,7 @@ from .messages import (
     is_signature_mismatch as is_signature_mismatch,
     is_unhashable_static as is_unhashable_static,
     leaked_tracer_text as leaked_tracer_text,
+    number_method as number_method,
     tracer_use as tracer_use,
     treedef_text as treedef_text,
 )

@@ -14,6 +14,7 @@ from typing import Any, Final
 __all__ = [
     "LIFTED_ARGUMENT",
     "asks_for_a_concrete_value",
+    "number_method",
     "tracer_use",
     "bad_argument",
     "is_unhashable_static",
@@ -55,15 +56,35 @@ def tracer_use(err: BaseException) -> str | None:
     """How Python's own `TypeError` says a tracer was used as a plain value:
     `"format"` (`f"{lr:.3g}"`: a tracer formats only without a spec) or
     `"hash"` (a dict key, a set member, `functools.cache`: a concrete array
-    cannot be hashed either), else `None`."""
+    cannot be hashed either); or an `AttributeError` for a method of Python's
+    numbers that arrays lack (`lr.is_integer()`): `"method"`. Else `None`."""
     text = str(err)
     if "Tracer" not in text and "ArrayImpl" not in text:  # (a concrete array's)
         return None
+    if isinstance(err, AttributeError):
+        return "method" if number_method(err) else None
     if text.startswith("unsupported format string passed to"):
         return "format"
     if text.startswith("unhashable type"):
         return "hash"
     return None
+
+
+# Methods of Python's numbers that JAX's arrays do not have.
+_NUMBER_METHODS: Final = frozenset(
+    n for t in (int, float, complex) for n in dir(t) if not n.startswith("_")
+) - {"real", "imag", "conjugate"}
+
+
+def number_method(err: AttributeError) -> str | None:
+    """The method of Python's numbers an `AttributeError` of an array or tracer
+    names (`'ArrayImpl' object has no attribute 'is_integer'` (jaxlib 0.8 to
+    0.12), `DynamicJaxprTracer has no attribute is_integer`), or `None`."""
+    name = getattr(err, "name", None)  # set by Python's own lookup, not JAX's
+    if not isinstance(name, str):
+        found = re.search(r"has no attribute '?(\w+)'?$", str(err))
+        name = found[1] if found else None
+    return name if name in _NUMBER_METHODS else None
 
 
 def is_signature_mismatch(err: BaseException) -> bool:

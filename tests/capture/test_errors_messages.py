@@ -454,6 +454,48 @@ def test_a_float_in_an_if_is_control_flow():
         jax.jit(lambda h, x: h(x))(make(jnp.asarray(1.0)), 2.0)
 
 
+def _integer_step(b: float) -> Any:
+    def step(x):
+        return x * b if b.is_integer() else x + b
+
+    return step
+
+
+@pytest.mark.parametrize(
+    "run",
+    [
+        lambda g: g(1.0),
+        lambda g: jax.jit(lambda h, x: h(x))(g, 1.0),
+        lambda g: lift.jit(g)(1.0),
+    ],
+    ids=["eager", "jax.jit", "lift.jit"],
+)
+def test_a_float_method_arrays_lack_names_the_capture(run: Any):
+    # Regression: `b.is_integer()` on a float capture raised JAX's
+    # AttributeError (`DynamicJaxprTracer has no attribute is_integer`).
+    with pytest.raises(
+        lift.LiftError,
+        match=(
+            rf"^_integer_step\.<locals>\.step \({HERE}:\d+\) uses the captured "
+            r"variable 'b' as a Python number \(`\.is_integer\(\)`, which arrays "
+            r"do not have\), but lift made it an array \(~?float32\[\]\)\.\n"
+            r"Fix: keep it static, `(lift\.jit\(lift\.lift|lift)\(f, "
+            r"static=\('b',\)\)\)?` \(each new value then compiles anew\), or "
+            r"compute it with `jnp`.*\nDocs: errors/#control-flow-on-a-capture(\n|$)"
+        ),
+    ):
+        run(lift.lift(_integer_step(2.0)))
+    assert float(run(lift.lift(_integer_step(2.0), static=("b",)))) == 2.0
+
+
+def test_a_float_method_of_an_argument_is_jaxs_error():
+    def step(x):
+        return x.is_integer()
+
+    with pytest.raises(AttributeError, match="is_integer"):
+        jax.jit(lambda h, x: h(x))(lift.lift(step), 1.0)
+
+
 # -- a lifted factory ----------------------------------------------------------------
 
 

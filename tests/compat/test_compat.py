@@ -538,6 +538,21 @@ def test_a_tracer_used_as_a_python_value_says_how(use: str, code: Any) -> None:
     assert _compat.tracer_use(TypeError("unhashable type: 'list'")) is None
 
 
+def test_a_method_of_pythons_numbers_arrays_lack_is_named() -> None:
+    # A traced value's message and a concrete array's (Python's own).
+    with pytest.raises(AttributeError) as traced:
+        jax.jit(lambda x: x.is_integer())(0.5)
+    with pytest.raises(AttributeError) as concrete:
+        jnp.asarray(0.5).as_integer_ratio()  # pyright: ignore[reportAttributeAccessIssue]
+    assert _compat.number_method(traced.value) == "is_integer"
+    assert _compat.number_method(concrete.value) == "as_integer_ratio"
+    assert _compat.tracer_use(traced.value) == "method"
+    assert _compat.asks_for_a_concrete_value(concrete.value)
+    with pytest.raises(AttributeError) as other:
+        jax.jit(lambda x: x.no_such_method())(0.5)
+    assert _compat.tracer_use(other.value) is None
+
+
 def test_a_compiled_program_called_with_another_structure_says_so() -> None:
     compiled = jax.jit(lambda x: x + 1).lower(jnp.ones(3)).compile()
     with pytest.raises(TypeError) as info:
