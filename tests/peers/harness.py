@@ -125,6 +125,9 @@ class Suite:
     # Tests (node ids or their prefixes) never run: they time the machine, and
     # pass or fail with its load, in any mode.
     deselect: tuple[str, ...] = ()
+    # Tests `--quick` leaves out too: a quick run's heaviest, whose code the
+    # tests it keeps run as well.
+    quick_deselect: tuple[str, ...] = ()
     # Extra command-line options of this suite.
     add_arguments: Callable[[argparse.ArgumentParser], None] | None = None
     # Problems showing a patching mode was not live: (mode, report, files, args).
@@ -520,9 +523,13 @@ def main(suite: Suite, doc: str, argv: list[str] | None = None) -> int:
         expected = load_expected(suite)
         reports: dict[str, Report] = {}
         lines = []
+        pytest_args = [
+            *args.pytest_args,
+            *(f"--deselect={t}" for t in suite.quick_deselect if args.quick),
+        ]
         key = {
             "files": files,
-            "pytest_args": args.pytest_args,
+            "pytest_args": pytest_args,
             "versions": versions(suite),
         }
         todo: list[str] = []
@@ -537,7 +544,7 @@ def main(suite: Suite, doc: str, argv: list[str] | None = None) -> int:
 
         def run(mode: str) -> Report:
             return run_mode(
-                suite, mode, tree.root, files, args.pytest_args, quiet=args.jobs > 1
+                suite, mode, tree.root, files, pytest_args, quiet=args.jobs > 1
             )
 
         # Modes are independent pytest processes: with --jobs, side by side.
