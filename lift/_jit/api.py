@@ -138,7 +138,7 @@ def _decorate(
 ) -> JitFunction[_P, _R]:
     if issubclass(type(fn), JitFunction):
         fn = cast("JitFunction[_P, _R]", fn).__wrapped__
-    elif isinstance(fn, (staticmethod, classmethod)):
+    elif issubclass(type(fn), (staticmethod, classmethod)):
         # `@lift.jit` above `@staticmethod`: said where the class is written,
         # not at its first call (a staticmethod is callable since Python 3.10).
         raise reject(fn, "lift.jit")
