@@ -13,6 +13,7 @@ does.
 
 import gc
 import os
+import sys
 
 import pytest
 
@@ -69,6 +70,43 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     ) == "1" and not session.config.getoption("--lift-leaks", default=False)
 
 
+# On Python 3.11 an exception raised inside JAX's pytree flattening (a
+# registered node whose flatten raises, an `is_leaf` that raises) leaves the
+# interpreter's recursion depth counted up by the frames it unwinds: 3 levels a
+# raise with jaxlib 0.8.0 and 0.10.2, none on Python 3.13 with jaxlib 0.12.
+# The suite raises there on purpose hundreds of times (bad pytrees, hostile
+# objects), and some later test, depending on the order, ran out of depth:
+# `lift.lift(np)` raised `RecursionError` 30 frames deep, and pytest's report
+# of it overflowed too. Each module gets back the depth the ones before it
+# lost, as a higher limit.
+_free_at_start: int | None = None
+
+
+def _free_depth() -> int:
+    """How many more Python frames fit below this one."""
+    n = 0
+
+    def down() -> None:
+        nonlocal n
+        n += 1
+        down()
+
+    try:
+        down()
+    except RecursionError:
+        pass
+    return n
+
+
+def _restore_depth() -> None:
+    global _free_at_start
+    free = _free_depth()
+    if _free_at_start is None:
+        _free_at_start = free
+    elif free < _free_at_start:
+        sys.setrecursionlimit(sys.getrecursionlimit() + _free_at_start - free)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     # tryfirst: before the module's fixtures are set up.
@@ -81,6 +119,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     gc.unfreeze()
     jax.clear_caches()
     gc.collect()
+    if sys.version_info < (3, 12):
+        _restore_depth()
     if _freezing and item.path.parent.name not in _WHOLE_HEAP:
         gc.freeze()
 

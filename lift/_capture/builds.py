@@ -8,7 +8,7 @@ copies it used and no other call's: a call that finds the shared build in use
 (another thread's call, a recursive call, a generator not finished) runs a
 build of its own. A generator, coroutine or async generator function runs its
 body after the call returns: its build is claimed when the body starts and
-checked when it finishes (`lift._capture.copies.watched`).
+checked when it finishes (`lift._capture.lazy.watched`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from collections.abc import Callable
 from typing import Any, Final, NamedTuple, Protocol
 
 from .._base.errors import code_of
-from .copies import Copies, changed_copy, refuse_changed, watched
+from .copies import Copies, changed_copy, refuse_changed
+from .lazy import watched
 from .rebuild import build_watched
 from .skeleton import Skeleton
 
@@ -148,7 +149,7 @@ def _drop(owner: Owner, built: Build) -> None:
 
 class _Call:
     """One call of a generator or coroutine function holding copies, whose
-    body runs after the call returned (`lift._capture.copies.watched`): it claims a
+    body runs after the call returned (`lift._capture.lazy.watched`): it claims a
     build when the body starts, as a call does when it begins, and checks the
     copies of that build when the body finishes."""
 

@@ -12,7 +12,7 @@ copy whose items are no longer those is refused with a `LiftError` naming the
 function, its `file:line` and the variable, with the fix. The user's object
 was never touched; the copies are dropped, and the next call builds the
 function afresh. A generator's or coroutine's body runs after the call
-returns: its copies are checked when it finishes (`watched`).
+returns: its copies are checked when it finishes (`lift._capture.lazy`).
 """
 
 from __future__ import annotations
@@ -20,9 +20,8 @@ from __future__ import annotations
 import collections
 import functools
 import itertools
-import types
-from collections.abc import AsyncGenerator, Coroutine, Generator, Iterable, Sequence
-from typing import Any, Final, NamedTuple, Protocol, TypeAlias, cast
+from collections.abc import Iterable, Sequence
+from typing import Any, Final, NamedTuple, TypeAlias, cast
 
 from .._base.caches import per_class
 from .._base.errors import LiftError, code_of, describe
@@ -34,13 +33,12 @@ from .nodes import CellNode, FunctionNode, Node, Template
 
 __all__ = [
     "REBUILT_TYPES",
+    "attribute_copies",
     "Copies",
-    "Watcher",
     "changed_copy",
     "copies_in",
     "never_changes",
     "refuse_changed",
-    "watched",
 ]
 
 # The lists and dicts JAX flattens as nodes, so that lift rebuilds them around
@@ -75,6 +73,9 @@ class Copy(NamedTuple):
     # A list's or dict's: whether it holds a dynamic leaf or a function itself
     # (else it is rebuilt as the child of a pytree node that lift rebuilds).
     holds: bool = True
+    # The attributes (`__dict__`) of a rebuilt function (`owner`), which code
+    # may set (`f.calls = f.calls + 1`).
+    attributes: bool = False
 
 
 Copies: TypeAlias = tuple[Copy, ...]
@@ -129,6 +130,37 @@ def copies_in(
             )
             out.append(
                 Copy(x, is_node, state, template, owner, label, path, inner, holds)
+            )
+    return tuple(out)
+
+
+def attribute_copies(nodes: Sequence[Node], objs: Sequence[Any]) -> Copies:
+    """The attributes of each rebuilt function that had some of its own (not
+    only `functools.wraps`'s dunders): a function that sets one while it runs
+    sets it on lift's function, not on yours."""
+    out: list[Copy] = []
+    for node, fn in zip(nodes, objs, strict=True):
+        if type(node) is not FunctionNode:
+            continue
+        named = [
+            (label, t)
+            for label, t in node.parts()
+            if label.kind == ATTR and not str(label.key).startswith("__")
+        ]
+        if named:
+            label, template = named[0]
+            d = fn.__dict__
+            out.append(
+                Copy(
+                    d,
+                    False,
+                    _state(d, False) or (),
+                    template,
+                    fn,
+                    label,
+                    "",
+                    attributes=True,
+                )
             )
     return tuple(out)
 
@@ -323,6 +355,8 @@ def refuse_changed(copy: Copy, *, between_calls: bool = False) -> LiftError:
         copy.label,
         copy.path,
     )
+    if copy.attributes:
+        return _refuse_attribute(copy, between_calls)
     what = type(x).__name__
     name = label.variable
     if name is None and label.kind == SELF:  # a bound method's: its first parameter
@@ -385,92 +419,26 @@ def refuse_changed(copy: Copy, *, between_calls: bool = False) -> LiftError:
     )
 
 
-# -- generators and coroutines: checked when their body finishes ----------------
+def _refuse_attribute(copy: Copy, between_calls: bool) -> LiftError:
+    """The error for a rebuilt function whose attributes changed."""
+    before = dict(zip(copy.state[1::2], copy.state[2::2], strict=True))
+    now: dict[str, Any] = copy.value
+    key = next(
+        (k for k in {**before, **now} if before.get(k, _GONE) is not now.get(k, _GONE)),
+        "?",
+    )
+    who = describe(copy.owner)
+    name = getattr(copy.owner, "__name__", "f")
+    when = "between two calls" if between_calls else "while it ran"
+    return LiftError(
+        f"{who} set its attribute {key!r} {when}: lift rebuilds the function "
+        f"with attributes of its own, so the change reached lift's function and "
+        f"yours did not change.\nFix: keep what changes in a list or dict "
+        f"attribute changed in place (`{name}.{key}[0] += 1`, holding no arrays "
+        f"or floats: your own object inside the lifted function), or pass it as "
+        f"an argument and return the new value.",
+        anchor="mutates-a-rebuilt-container",
+    )
 
 
-class Watcher(Protocol):
-    """One call of a rebuilt generator or coroutine function that holds
-    copies: its body runs after the call returns, so the copies it uses are
-    chosen when the body starts and checked when it finishes."""
-
-    def start(self) -> Any:
-        """The call made again, by the build whose copies it is to use: the
-        generator, coroutine or async generator to run."""
-        ...
-
-    def finish(self, cause: BaseException | None) -> None:
-        """Check the copies the body used, once it returned (`cause` `None`)
-        or raised `cause` (`GeneratorExit` when it was closed)."""
-        ...
-
-
-def watched(made: Any, watcher: Watcher) -> Any:
-    """In place of `made`, what a call of a rebuilt generator, coroutine or
-    async generator function returned (its arguments bound, its body not
-    started), one of the same kind and name that runs the call `watcher`
-    starts: `send`, `throw` and `close` (`asend`, `athrow`, `aclose`) reach it
-    as they would reach `made`, and the copies it used are checked when its
-    body finishes (returns, raises, or is closed), not when the call returns.
-    One never started starts nothing and checks nothing. `made` itself is
-    closed, never run: a coroutine dropped unclosed would warn that it was
-    never awaited, besides the one returned."""
-    t: type[Any] = type(made)  # pyright: ignore[reportUnknownVariableType]
-    if t is types.GeneratorType:
-        out: Any = _generator(watcher)
-        made.close()
-    elif t is types.CoroutineType:
-        out = _coroutine(watcher)
-        made.close()
-    else:  # an async generator: dropped unstarted, `made` is silent
-        out = _async_generator(watcher)
-    # Named as yours, in reprs and in "coroutine ... was never awaited".
-    out.__name__, out.__qualname__ = made.__name__, made.__qualname__
-    return out
-
-
-def _generator(watcher: Watcher) -> Generator[Any, Any, Any]:
-    # `yield from` forwards `send`, `throw` and `close`, and the return value.
-    generator: Generator[Any, Any, Any] = watcher.start()
-    try:
-        out: Any = yield from generator
-    except BaseException as err:
-        watcher.finish(err)
-        raise
-    watcher.finish(None)
-    return out
-
-
-async def _coroutine(watcher: Watcher) -> Any:
-    # `await` forwards `send`, `throw` and `close` as `yield from` does.
-    coroutine = cast("Coroutine[Any, Any, Any]", watcher.start())
-    try:
-        out = await coroutine
-    except BaseException as err:
-        watcher.finish(err)
-        raise
-    watcher.finish(None)
-    return out
-
-
-async def _async_generator(watcher: Watcher) -> AsyncGenerator[Any, Any]:
-    # No `yield from` in an async generator: what it would do, by hand.
-    generator = cast("AsyncGenerator[Any, Any]", watcher.start())
-    try:
-        try:
-            value = await generator.asend(None)
-            while True:
-                try:
-                    sent = yield value
-                except GeneratorExit:  # `aclose()`, or finalized
-                    await generator.aclose()
-                    raise
-                except BaseException as err:  # `athrow(err)`
-                    value = await generator.athrow(err)
-                else:
-                    value = await generator.asend(sent)
-        except StopAsyncIteration:
-            pass
-    except BaseException as err:
-        watcher.finish(err)
-        raise
-    watcher.finish(None)
+_GONE: Final = object()

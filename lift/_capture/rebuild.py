@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._holders.closure import make_partial, set_function_parts
-from .copies import Copies, copies_in
+from .copies import Copies, attribute_copies, copies_in
 from .nodes import (
     CellNode,
     FunctionNode,
@@ -42,9 +42,10 @@ def build_watched(
     (`lift._capture.copies`)."""
     made: list[tuple[Template, Any]] = []
     objs = build_nodes(skeleton, leaves, made)
-    return objs[0], copies_in(
-        made, leaves, objs, skeleton.nodes, skeleton.parents
-    ) if made else ()
+    copies = copies_in(made, leaves, objs, skeleton.nodes, skeleton.parents)
+    if skeleton.has_attributes:
+        copies += attribute_copies(skeleton.nodes, objs)
+    return objs[0], copies
 
 
 def build_nodes(

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any, Final, Protocol
 
 from .._base.errors import static_str
+from .._holders.labels import ATTR
 from .nodes import (
     COMPOSITES,
     CellNode,
@@ -63,6 +64,7 @@ class Skeleton:
         "attrs",
         "exact",
         "float_leaves",
+        "has_attributes",
         "key",
         "live",
         "names",
@@ -98,6 +100,14 @@ class Skeleton:
         self.names: frozenset[str] = frozenset()
         self.live: str | None = None
         self.user_cells = False
+        # Whether a function of the graph has attributes of its own, which a
+        # call may set (`lift._capture.copies.attribute_copies`).
+        self.has_attributes = any(
+            label.kind == ATTR and not str(label.key).startswith("__")
+            for n in nodes
+            if type(n) is FunctionNode
+            for label, _ in n.parts()
+        )
         # Whether every static is determined by its key (`lift._capture.capture`).
         self.exact: bool | None = None
         # The options lifted with, `(static names, dynamic)`, and the function's

@@ -694,6 +694,64 @@ def test_a_captured_functions_attribute_changed_through_a_list_is_refused() -> N
     assert helper.log == [0.5]  # type: ignore[attr-defined]
 
 
+def _counting(lr: float) -> Any:
+    def step(x: Any) -> Any:
+        step.calls = step.calls + 1  # type: ignore[attr-defined]
+        return x * lr
+
+    step.calls = 0  # type: ignore[attr-defined]
+    return step
+
+
+@pytest.mark.parametrize(
+    "run",
+    [lambda g: g(2.0), lambda g: jax.jit(lambda h, x: h(x))(g, 2.0)],
+    ids=["eager", "jit"],
+)
+def test_a_function_that_sets_its_own_attribute_is_refused(run: Any) -> None:
+    # Regression: the attribute was set on lift's rebuilt function, and the
+    # user's count stayed 0 without a word.
+    step = _counting(0.5)
+    with pytest.raises(
+        lift.LiftError,
+        match=(
+            r"^_counting\.<locals>\.step \(.*:\d+\) set its attribute 'calls' "
+            r"while it ran: .*\nFix: .*`step\.calls\[0\] \+= 1`"
+        ),
+    ):
+        run(lift.lift(step))
+    assert step.calls == 0  # type: ignore[attr-defined]
+    assert step(2.0) == 1.0 and step.calls == 1  # type: ignore[attr-defined]
+
+
+def test_a_functions_attribute_changed_in_place_reaches_the_users() -> None:
+    # The fix the refusal gives: a list attribute without arrays or floats is
+    # the user's own object inside the lifted function.
+    def step(x: Any) -> Any:
+        step.calls[0] += 1  # type: ignore[attr-defined]
+        return x * 2
+
+    step.calls = [0]  # type: ignore[attr-defined]
+    lifted = lift.lift(step)
+    assert lifted(1.0) == 2.0 and lifted(2.0) == 4.0
+    assert step.calls == [2]  # type: ignore[attr-defined]
+
+
+def test_a_wrapped_function_is_not_watched_for_its_attributes() -> None:
+    # `functools.wraps` gives every decorated function attributes
+    # (`__wrapped__`): not watched, so its calls take no check.
+    def inner(x: Any) -> Any:
+        return x * 2
+
+    @functools.wraps(inner)
+    def outer(x: Any) -> Any:
+        return inner(x)
+
+    lifted = lift.lift(outer)
+    assert lifted(1.0) == 2.0
+    assert lifted._built is not None and lifted._built.copies == ()  # pyright: ignore[reportPrivateUsage]
+
+
 def test_a_captured_numpy_array_written_in_place_never_changes_silently() -> None:
     # Made a leaf: under a transform a tracer, which JAX refuses to write.
     def make() -> tuple[Callable[..., Any], Any]:

@@ -1,0 +1,99 @@
+"""Generators and coroutines whose function holds copies
+(`lift._capture.copies`): their body runs after the call returns, so the
+copies it uses are checked when it finishes, not when the call returns."""
+
+from __future__ import annotations
+
+import types
+from collections.abc import AsyncGenerator, Coroutine, Generator
+from typing import Any, Protocol, cast
+
+__all__ = ["Watcher", "watched"]
+
+
+class Watcher(Protocol):
+    """One call of a rebuilt generator or coroutine function that holds
+    copies: its body runs after the call returns, so the copies it uses are
+    chosen when the body starts and checked when it finishes."""
+
+    def start(self) -> Any:
+        """The call made again, by the build whose copies it is to use: the
+        generator, coroutine or async generator to run."""
+        ...
+
+    def finish(self, cause: BaseException | None) -> None:
+        """Check the copies the body used, once it returned (`cause` `None`)
+        or raised `cause` (`GeneratorExit` when it was closed)."""
+        ...
+
+
+def watched(made: Any, watcher: Watcher) -> Any:
+    """In place of `made`, what a call of a rebuilt generator, coroutine or
+    async generator function returned (its arguments bound, its body not
+    started), one of the same kind and name that runs the call `watcher`
+    starts: `send`, `throw` and `close` (`asend`, `athrow`, `aclose`) reach it
+    as they would reach `made`, and the copies it used are checked when its
+    body finishes (returns, raises, or is closed), not when the call returns.
+    One never started starts nothing and checks nothing. `made` itself is
+    closed, never run: a coroutine dropped unclosed would warn that it was
+    never awaited, besides the one returned."""
+    t: type[Any] = type(made)  # pyright: ignore[reportUnknownVariableType]
+    if t is types.GeneratorType:
+        out: Any = _generator(watcher)
+        made.close()
+    elif t is types.CoroutineType:
+        out = _coroutine(watcher)
+        made.close()
+    else:  # an async generator: dropped unstarted, `made` is silent
+        out = _async_generator(watcher)
+    # Named as yours, in reprs and in "coroutine ... was never awaited".
+    out.__name__, out.__qualname__ = made.__name__, made.__qualname__
+    return out
+
+
+def _generator(watcher: Watcher) -> Generator[Any, Any, Any]:
+    # `yield from` forwards `send`, `throw` and `close`, and the return value.
+    generator: Generator[Any, Any, Any] = watcher.start()
+    try:
+        out: Any = yield from generator
+    except BaseException as err:
+        watcher.finish(err)
+        raise
+    watcher.finish(None)
+    return out
+
+
+async def _coroutine(watcher: Watcher) -> Any:
+    # `await` forwards `send`, `throw` and `close` as `yield from` does.
+    coroutine = cast("Coroutine[Any, Any, Any]", watcher.start())
+    try:
+        out = await coroutine
+    except BaseException as err:
+        watcher.finish(err)
+        raise
+    watcher.finish(None)
+    return out
+
+
+async def _async_generator(watcher: Watcher) -> AsyncGenerator[Any, Any]:
+    # No `yield from` in an async generator: what it would do, by hand.
+    generator = cast("AsyncGenerator[Any, Any]", watcher.start())
+    try:
+        try:
+            value = await generator.asend(None)
+            while True:
+                try:
+                    sent = yield value
+                except GeneratorExit:  # `aclose()`, or finalized
+                    await generator.aclose()
+                    raise
+                except BaseException as err:  # `athrow(err)`
+                    value = await generator.athrow(err)
+                else:
+                    value = await generator.asend(sent)
+        except StopAsyncIteration:
+            pass
+    except BaseException as err:
+        watcher.finish(err)
+        raise
+    watcher.finish(None)
