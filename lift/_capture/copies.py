@@ -142,13 +142,9 @@ def attribute_copies(nodes: Sequence[Node], objs: Sequence[Any]) -> Copies:
     for node, fn in zip(nodes, objs, strict=True):
         if type(node) is not FunctionNode:
             continue
-        named = [
-            (label, t)
-            for label, t in node.parts()
-            if label.kind == ATTR and not str(label.key).startswith("__")
-        ]
-        if named:
-            label, template = named[0]
+        own = node.own_attribute()
+        if own is not None:
+            label, template = own
             d = fn.__dict__
             out.append(
                 Copy(

@@ -125,13 +125,12 @@ def explain_concretization(x: LiftedParts, err: BaseException) -> LiftError | No
             "`.item()`, NumPy)"
         )
         other = "compute with it as an array"
-    made = (
-        f"a traced value ({aval}), so its value is unknown while tracing"
-        if isinstance(leaves[index], Tracer) and kind != "method"
-        else f"an array ({aval})"
-        if kind == "method"
-        else f"a JAX array ({aval}), which Python cannot hash"
-    )
+    if kind == "method":
+        made = f"an array ({aval})"
+    elif isinstance(leaves[index], Tracer):
+        made = f"a traced value ({aval}), so its value is unknown while tracing"
+    else:
+        made = f"a JAX array ({aval}), which Python cannot hash"
     if not any(n in skeleton.names for n in names):
         # The object of a lifted bound method (`lift(cfg.scaled)`): no name
         # `static=` takes.

@@ -16,7 +16,7 @@ from typing import Any, Final, TypeAlias, cast
 from .._base.errors import LiftError
 from .._holders import trees as jtu
 from .._holders.closure import Holder
-from .._holders.labels import ARG, Label
+from .._holders.labels import ARG, ATTR, Label
 from .code import CodeInfo
 from .static import aux_key, is_exact, static_key
 
@@ -297,6 +297,14 @@ class FunctionNode:
 
     def parts(self) -> tuple[Part, ...]:
         return self._parts
+
+    def own_attribute(self) -> Part | None:
+        """The first attribute the function has of its own, which a call may
+        set (`f.calls = f.calls + 1`): not `functools.wraps`'s dunders."""
+        for label, t in self._parts:
+            if label.kind == ATTR and not str(label.key).startswith("__"):
+                return label, t
+        return None
 
 
 class PartialNode:

@@ -18,7 +18,6 @@ from collections.abc import Callable
 from typing import Any, Final, Protocol
 
 from .._base.errors import static_str
-from .._holders.labels import ATTR
 from .nodes import (
     COMPOSITES,
     CellNode,
@@ -103,10 +102,7 @@ class Skeleton:
         # Whether a function of the graph has attributes of its own, which a
         # call may set (`lift._capture.copies.attribute_copies`).
         self.has_attributes = any(
-            label.kind == ATTR and not str(label.key).startswith("__")
-            for n in nodes
-            if type(n) is FunctionNode
-            for label, _ in n.parts()
+            type(n) is FunctionNode and n.own_attribute() is not None for n in nodes
         )
         # Whether every static is determined by its key (`lift._capture.capture`).
         self.exact: bool | None = None
