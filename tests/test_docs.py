@@ -154,8 +154,8 @@ def _same_output(want: str, got: str) -> bool:
 def _as_a_user_runs_it():
     before = jax.config.jax_check_tracer_leaks
     jax.config.update("jax_check_tracer_leaks", False)
-    # Processes a page starts run without lift's fast-path checks, as a user's
-    # do (their second float conversion compiles a program a page may count).
+    # Processes a page starts run without lift's fast-path check, as a user's
+    # do.
     verify = os.environ.pop("LIFT_VERIFY", None)
     try:
         yield

@@ -1,12 +1,12 @@
 """Checking every fast path against the full walk: `lift.verifying()`, `LIFT_VERIFY=1`.
 
-lift answers two requests by a fast path that stands for a slower, simpler
-rule: a `lift.jit` function's cached call for lifting its function again, and
-the compiled identity for `jax.device_put` of captured floats. (Lifting a
-closure always takes the full walk.) Each must give exactly what
-the rule it stands for gives. With the switch on, each also runs that rule and
-raises `lift.LiftError` at the first difference (a bug in lift: the message
-says which path, for which function, and what differed).
+lift answers one request by a fast path that stands for a slower, simpler
+rule: a `lift.jit` function's cached call, for lifting its function again.
+(Lifting a closure always takes the full walk; captured floats are always
+converted by `jax.device_put`.) The cached call must give exactly what lifting
+gives. With the switch on, it also lifts and raises `lift.LiftError` at the
+first difference (a bug in lift: the message says which path, for which
+function, and what differed).
 
 The switch is read when `lift` is imported (`LIFT_VERIFY=1` in the
 environment) and set for a block by `lift.verifying()`; it applies to every
@@ -42,10 +42,9 @@ _lock = threading.Lock()
 class verifying:
     """Make every fast path of lift check itself against the full walk, in a block.
 
-    Inside the block, a `lift.jit` function's cached call and the conversion
-    of captured Python floats to arrays each also run the full rule they
-    stand for (lifting the function again; `jax.device_put`), and raise
-    `lift.LiftError` if the two differ in anything: treedef, leaves (type,
+    Inside the block, a `lift.jit` function's cached call also lifts the
+    function again, the rule it stands for, and raises `lift.LiftError` if
+    the two differ in anything: treedef, leaves (type,
     dtype, weak type, sharding, bits), or whether the value is accepted.
     Lifting a closure has no fast path to check: it always takes the full
     walk. Setting the environment variable `LIFT_VERIFY=1` turns the same

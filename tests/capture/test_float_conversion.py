@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 import lift
-from lift._capture import floats as _floats
 
 
 def _pair(lr):
@@ -70,9 +69,9 @@ def test_a_function_tree_mapped_first_converts_each_once():
     assert len(set(pointers)) == 2
 
 
-def test_float_leaves_under_a_mesh_do_not_depend_on_history(monkeypatch):
-    # Found: the jitted-identity conversion gave committed mesh-sharded leaves
-    # where jax.device_put gave single-device ones. Fixed since; kept as a guard.
+def test_float_leaves_under_a_mesh_do_not_depend_on_history():
+    # Found: a jitted-identity conversion (since retired) gave committed
+    # mesh-sharded leaves where jax.device_put gave single-device ones.
     from jax.sharding import AxisType
 
     if len(jax.devices()) < 2:
@@ -93,12 +92,8 @@ def test_float_leaves_under_a_mesh_do_not_depend_on_history(monkeypatch):
 
     mesh = jax.make_mesh((len(jax.devices()),), ("x",), axis_types=(AxisType.Explicit,))
     with jax.set_mesh(mesh):
-        monkeypatch.setattr(_floats, "_COMPILE_AFTER", 10**9)
-        monkeypatch.setattr(_floats, "_RECURRING", 10**9)
         first = make(0.2, 0.3)
         call(first, 1.0)
-        monkeypatch.setattr(_floats, "_COMPILE_AFTER", 0)
-        monkeypatch.setattr(_floats, "_RECURRING", 0)
         later = make(0.2, 0.3)
         call(later, 1.0)
     assert kinds(first) == kinds(later)

@@ -49,7 +49,6 @@ from helpers import several_devices
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import lift
-from lift._capture import floats as lift_floats
 
 settings.register_profile(
     "ci",
@@ -751,11 +750,11 @@ def test_generated_programs_reach_six_deep():
     assert deepest == MAX_DEPTH
 
 
-# -- converting Python scalars: `jax.device_put` and the compiled identity ------
+# -- converting Python scalars ------------------------------------------------
 #
-# A `Lifted` converts its Python floats and complexes with `jax.device_put` until
-# a count of them has been converted often enough, then with a compiled identity
-# (`lift._capture.floats._to_arrays`). Which one ran must never show in the leaves.
+# A `Lifted` converts its Python floats and complexes to weakly typed arrays the
+# first time it is flattened or called: each must be what `jax.device_put` of
+# that scalar alone gives, in a buffer of its own.
 
 
 def _leaf_facts(leaf: Any) -> tuple[Any, ...]:
@@ -770,19 +769,10 @@ def _leaf_facts(leaf: Any) -> tuple[Any, ...]:
     )
 
 
-def _converted_both_ways(values: list[Any], monkeypatch: Any) -> tuple[Any, Any]:
-
-    def leaves() -> list[Any]:
-        fn = functools.partial(lambda *a: a, *values)
-        return jax.tree_util.tree_leaves(lift.lift(fn))
-
-    monkeypatch.setattr(lift_floats, "_COMPILE_AFTER", 10**9)
-    monkeypatch.setattr(lift_floats, "_RECURRING", 0)
-    by_device_put = leaves()
-    monkeypatch.setattr(lift_floats, "_COMPILE_AFTER", 0)
-    monkeypatch.setattr(lift_floats, "_RECURRING", 0)
-    by_identity = leaves()
-    return by_device_put, by_identity
+def _lifted_and_alone(values: list[Any]) -> tuple[list[Any], list[Any]]:
+    fn = functools.partial(lambda *a: a, *values)
+    lifted = jax.tree_util.tree_leaves(lift.lift(fn))
+    return lifted, [jax.device_put(v) for v in values]
 
 
 _SCALAR_VALUES = st.one_of(
@@ -794,23 +784,20 @@ _SCALAR_VALUES = st.one_of(
 
 @settings(max_examples=60, deadline=None, derandomize=True)
 @given(values=st.lists(_SCALAR_VALUES, min_size=1, max_size=70))
-def test_both_conversions_give_the_same_leaves(values: list[Any]) -> None:
+def test_captured_scalars_become_what_device_put_gives_each(values: list[Any]) -> None:
     import warnings
 
-    with pytest.MonkeyPatch.context() as monkeypatch, warnings.catch_warnings():
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # 1e300 overflows float32
         for x64 in (False, True):
             with jax.enable_x64(x64):
-                a, b = _converted_both_ways(values, monkeypatch)
+                a, b = _lifted_and_alone(values)
                 assert [_leaf_facts(x) for x in a] == [_leaf_facts(x) for x in b]
-                pointers = {x.unsafe_buffer_pointer() for x in b}
-                assert len(pointers) == len(b)  # one buffer each
+                pointers = {x.unsafe_buffer_pointer() for x in a}
+                assert len(pointers) == len(a)  # one buffer each
 
 
-def test_compiled_conversion_keeps_the_soundness_rules(monkeypatch: Any) -> None:
-
-    monkeypatch.setattr(lift_floats, "_COMPILE_AFTER", 0)
-    monkeypatch.setattr(lift_floats, "_RECURRING", 0)
+def test_conversion_keeps_the_soundness_rules() -> None:
     # Two equal floats are two buffers: donating the `Lifted` works.
     f = lift.lift(lambda x, a=0.5, b=0.5: x * a * b)
     g, out = jax.jit(lambda f, x: (f, f(x)), donate_argnums=0)(f, jnp.ones(2))
@@ -853,16 +840,14 @@ def test_compiled_conversion_keeps_the_soundness_rules(monkeypatch: Any) -> None
 
 
 @several_devices
-def test_compiled_conversion_under_a_mesh_gives_device_puts_leaves(
-    monkeypatch: Any,
-) -> None:
+def test_conversion_under_a_mesh_gives_device_puts_leaves() -> None:
     from jax.sharding import AxisType
 
     mesh = jax.make_mesh((len(jax.devices()),), ("x",), axis_types=(AxisType.Explicit,))
     with jax.set_mesh(mesh):
-        a, b = _converted_both_ways([0.2, 0.3], monkeypatch)
+        a, b = _lifted_and_alone([0.2, 0.3])
     assert [_leaf_facts(x) for x in a] == [_leaf_facts(x) for x in b]
-    assert not any(x.committed for x in b)
+    assert not any(x.committed for x in a)
 
 
 @pytest.mark.parametrize("called", [False, True])

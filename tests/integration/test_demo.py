@@ -29,8 +29,7 @@ def _run_demo(*args: str, without: tuple[str, ...]) -> subprocess.CompletedProce
 def test_demo_runs_and_reports_one_compile_per_lifted_way(tmp_path: Path) -> None:
     out = tmp_path / "plots" / "sweep.png"
     # As a user runs it: under leak checking JAX bypasses its caches, and eager
-    # ops compile again on every call; nor with lift's fast-path checks, whose
-    # second float conversion compiles a program of its own.
+    # ops compile again on every call; nor with lift's fast-path check.
     result = _run_demo(
         *("--rates", "2", "--steps", "5", "--out", str(out)),
         without=("JAX_CHECK_TRACER_LEAKS", "LIFT_VERIFY"),

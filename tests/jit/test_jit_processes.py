@@ -68,8 +68,7 @@ print(json.dumps(results))
 def sweep(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
     """Each mode's (misses, hits) in each of three processes, in order."""
     cache_dir = tmp_path_factory.mktemp("sweep") / "cache"
-    # Without lift's fast-path checks (`LIFT_VERIFY`), as a user runs it: their
-    # second float conversion compiles a program of its own, one more miss.
+    # Without lift's fast-path check (`LIFT_VERIFY`), as a user runs it.
     env = {k: v for k, v in os.environ.items() if k != "LIFT_VERIFY"}
     env |= {"PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu"}
     counts: dict[str, list[Any]] = {"lift": [], "jax": []}
