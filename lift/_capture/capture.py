@@ -3,25 +3,19 @@
 The walk is iterative (a queue of nodes), visits each function, cell, partial and
 bound method once (cycles and recursion included), and walks every captured
 value as a pytree whose function leaves become nodes in turn. It reads the user's
-objects and never writes to them. Every lift takes the one walk; what it reads
-of a code object is computed once per code object (`lift._capture.code`), and a
-skeleton equal to the last one of its entry code is shared, with what was
-derived from it (key paths, conversions, `lift.jit`'s programs).
+objects and never writes to them. Every lift takes the one walk and makes a
+skeleton of its own; what it reads of a code object is computed once per code
+object (`lift._capture.code`).
 """
 
 from __future__ import annotations
 
 import difflib
-import operator
-import threading
-import types
-import weakref
-from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any, Final, cast
 
 from .._base import gc as _gc
-from .._base.errors import LiftError, code_of, describe
+from .._base.errors import LiftError, describe
 from .._holders.trees import (
     is_function_like,
 )
@@ -29,7 +23,6 @@ from .hidden import hidden_tracer
 from .nodes import (
     CellNode,
     FunctionNode,
-    Static,
 )
 from .skeleton import Skeleton
 from .static import DynamicNames
@@ -51,43 +44,7 @@ def capture(
     static: frozenset[str] = frozenset(),
     dynamic: Callable[[Any], bool] | DynamicNames | None = None,
 ) -> tuple[Skeleton, list[Any]]:
-    """Walk `obj` (a function, bound method or partial) into a skeleton and leaves.
-
-    A closure shaped like the last one lifted with the same entry code (same
-    code objects, equal static captures: a sweep re-lifting fresh optimizers)
-    gets that skeleton back, shared, when every static of it is determined by
-    its key.
-    """
-    skeleton, leaves = _walk(obj, static, dynamic)
-    if dynamic is not None:
-        return skeleton, leaves
-    t: type[Any] = type(obj)  # pyright: ignore[reportUnknownVariableType]
-    if t is types.FunctionType:
-        key = ((id(obj.__code__), t), static)
-    else:
-        key = (_entry_code(obj), static)
-    ref = _recent_skeletons.get(key)
-    previous = None if ref is None else ref()
-    if (
-        previous is not None
-        and skeleton == previous
-        and _exact(skeleton)
-        and _same_annotations(skeleton, previous)
-        and skeleton.live is None  # the mark is the walk's, not the key's
-    ):
-        return previous, leaves
-    if key[0] is not None and skeleton.live is None and not skeleton.user_cells:
-        with _lock:
-            _recent_skeletons[key] = weakref.ref(skeleton, _forget(key))
-            _keep.append(skeleton)
-    return skeleton, leaves
-
-
-def _walk(
-    obj: Any,
-    static: frozenset[str],
-    dynamic: Callable[[Any], bool] | DynamicNames | None,
-) -> tuple[Skeleton, list[Any]]:
+    """Walk `obj` (a function, bound method or partial) into a skeleton and leaves."""
     with _gc.paused():
         walk = Walk(obj, static, dynamic)
         result = walk.run()
@@ -102,39 +59,6 @@ def _walk(
         if branched:
             result = Walk(obj, static, dynamic, branched, walk.scope.ids).run()
         return result
-
-
-def _same_annotations(a: Skeleton, b: Skeleton) -> bool:
-    """Whether two equal skeletons' functions carry the very same annotations
-    (not part of the key: an equal skeleton with others would rebuild them)."""
-    for x, y in zip(a.nodes, b.nodes, strict=True):
-        if type(x) is FunctionNode and type(y) is FunctionNode:
-            u, v = x.meta.value[2], y.meta.value[2]
-            if u is None or v is None:
-                if u is not v:
-                    return False
-            elif tuple(u) != tuple(v) or not all(
-                map(operator.is_, u.values(), v.values())
-            ):
-                return False
-    return True
-
-
-def _exact(skeleton: Skeleton) -> bool:
-    """Whether every static of `skeleton` is determined by its key, so that an
-    equal skeleton (one captured before) may stand in for it."""
-    exact = skeleton.exact
-    if exact is None:
-        statics = [
-            s
-            for node in skeleton.nodes
-            for _, t in node.parts()
-            for s in t.slots
-            if type(s) is Static
-        ]
-        statics.extend(n.meta for n in skeleton.nodes if type(n) is FunctionNode)
-        exact = skeleton.exact = all(s.exact for s in statics)
-    return exact
 
 
 NO_NAMES: Final[frozenset[str]] = frozenset()
@@ -241,31 +165,6 @@ def check_static_names(
         f"variable is called {', '.join(said)}.\nCaptured variables: {known}.\n" + fix,
         anchor="unknown-static-name",
     )
-
-
-# The last skeleton seen per entry code object, weakly, plus a ring of the 8 most
-# recent, strongly, so that a sweep's few shapes (an optimizer's init and update)
-# survive between two lifts even when nothing else keeps them.
-# (A dict of weak references read with one `get`: a `WeakValueDictionary`'s `get`
-# runs Python code.)
-_recent_skeletons: dict[tuple[Any, frozenset[str]], weakref.ref[Skeleton]] = {}
-_keep: deque[Skeleton] = deque(maxlen=8)
-_lock = threading.Lock()
-
-
-def _forget(key: tuple[Any, frozenset[str]]) -> Callable[[Any], None]:
-    """A callback removing `key` once its skeleton is gone (unless replaced)."""
-
-    def forget(ref: Any) -> None:
-        if _recent_skeletons.get(key) is ref:
-            _recent_skeletons.pop(key, None)
-
-    return forget
-
-
-def _entry_code(obj: Any) -> Any:
-    code = code_of(obj)
-    return None if code is None else (id(code), type(obj))
 
 
 def branched_elsewhere(walk: Walk) -> frozenset[int]:

@@ -18,7 +18,7 @@ from .._holders import trees as jtu
 from .._holders.closure import Holder
 from .._holders.labels import ARG, ATTR, Label
 from .code import CodeInfo
-from .static import aux_key, is_exact, static_key
+from .static import aux_key, static_key
 
 __all__ = [
     "rebuild_order",
@@ -60,13 +60,10 @@ class Static:
     """A slot holding a static value: compared by type and value at every depth
     (`lift._holders.closure.static_key`) when hashable, by identity otherwise."""
 
-    __slots__ = ("_exact", "_hash", "_key", "slot_key", "value")
+    __slots__ = ("_hash", "_key", "slot_key", "value")
 
-    def __init__(self, value: Any, key: Any = None, exact: bool | None = None) -> None:
+    def __init__(self, value: Any, key: Any = None) -> None:
         self.value = value
-        if exact is None and type(value) in _EXACT_TYPES:
-            exact = True
-        self._exact = exact
         try:
             if key is None:
                 key = static_key(value)
@@ -79,16 +76,6 @@ class Static:
             self._key = key
             self.slot_key = key
         self._hash = h
-
-    @property
-    def exact(self) -> bool:
-        """Whether equal statics are interchangeable: the key says everything
-        about the value (not so for a class with an `__eq__` of its own, such as
-        a dataclass holding `0.0` where another holds `-0.0`)."""
-        exact = self._exact
-        if exact is None:
-            exact = self._exact = self._key is None or is_exact(self._key)
-        return exact
 
     @property
     def by_identity(self) -> bool:
@@ -377,7 +364,6 @@ COMPOSITES: Final = (PartialNode, MethodNode, HolderNode)
 
 
 # Statics whose key says everything about their value.
-_EXACT_TYPES: Final = frozenset({int, bool, str, bytes, float, complex, type(None)})
 
 
 class _Identity:
@@ -452,8 +438,8 @@ def function_meta(fn: types.FunctionType) -> Static:
     module = cast(object, fn.__module__)  # `None` for code exec'd without `__name__`
     value = (doc, module, dict(annotations) if annotations else None)
     if (doc is None or type(doc) is str) and (module is None or type(module) is str):
-        return Static(value, ("meta", doc, module), exact=True)
-    return Static(value, Static((doc, module)).slot_key, exact=False)
+        return Static(value, ("meta", doc, module))
+    return Static(value, Static((doc, module)).slot_key)
 
 
 def rebuild_order(nodes: list[Node]) -> tuple[int, ...]:

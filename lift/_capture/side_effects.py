@@ -28,14 +28,13 @@ OWN_CONTAINERS: Final = (list, dict)
 def own_static(value: Any) -> Static:
     """A list, dict or set kept as the user's very object: compared by its
     contents as they are now (type and value at every depth, dict order
-    included), never replaced by an equal one (`exact=False`: a skeleton
-    holding it is not shared with another closure's)."""
+    included)."""
     try:
         key = _contents_key(value)
         hash(key)
     except Exception:  # an unhashable static inside: by identity
         return Static(value)
-    return Static(value, key, exact=False)
+    return Static(value, key)
 
 
 def nests_plainly(value: Any) -> bool:

@@ -61,7 +61,6 @@ class Skeleton:
         "__weakref__",
         "_hash",
         "attrs",
-        "exact",
         "float_leaves",
         "has_attributes",
         "key",
@@ -73,7 +72,6 @@ class Skeleton:
         "order",
         "parents",
         "paths",
-        "user_cells",
     )
 
     def __init__(
@@ -94,18 +92,14 @@ class Skeleton:
         # Derived facts, each computed once per skeleton (none is compared):
         # what the full walk found (`lift._capture.walk`): the names of the captured
         # variables; a live tracer its statics hold, described (a skeleton made
-        # inside a transform, never kept for another closure); whether it holds
-        # a user's empty cell (only that closure has it).
+        # inside a transform).
         self.names: frozenset[str] = frozenset()
         self.live: str | None = None
-        self.user_cells = False
         # Whether a function of the graph has attributes of its own, which a
         # call may set (`lift._capture.copies.attribute_copies`).
         self.has_attributes = any(
             type(n) is FunctionNode and n.own_attribute() is not None for n in nodes
         )
-        # Whether every static is determined by its key (`lift._capture.capture`).
-        self.exact: bool | None = None
         # The options lifted with, `(static names, dynamic)`, and the function's
         # name, qualified name, docstring and module (`lift._capture.lifted`).
         self.options: tuple[frozenset[str], Any] | None = None

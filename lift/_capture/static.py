@@ -35,7 +35,6 @@ __all__ = [
     "check_opaque",
     "DynamicNames",
     "default_dynamic",
-    "is_exact",
     "is_jax_value",
     "scalar_leaf",
     "scanned",
@@ -134,11 +133,8 @@ def static_key(value: Any, depth: int = 0) -> Any:
             )
         except TypeError:
             pass
-    # Compared by the class's own `__eq__`: equal keys may hold different values
-    # (`is_exact` is false), so such a static is never swapped for an equal one.
-    if t.__eq__ is object.__eq__ or issubclass(t, _BY_IDENTITY):
-        return (t, value)
-    return (_Loose, t, value)
+    # By identity, or by the class's own `__eq__`.
+    return (t, value)
 
 
 def aux_key(treedef: Any) -> tuple[Any, ...] | None:
@@ -216,10 +212,6 @@ def _builtin_base(t: type[Any]) -> type[Any] | None:
     return None
 
 
-class _Loose:
-    """Marks a static key that compares with a class's own `__eq__`."""
-
-
 _BY_IDENTITY: Final = (
     type,
     types.FunctionType,
@@ -227,20 +219,6 @@ _BY_IDENTITY: Final = (
     types.ModuleType,
     np.dtype,
 )
-
-
-def is_exact(key: Any) -> bool:
-    """Whether a `static_key` determines its value (no class's own `__eq__` in it)."""
-    stack = [key]
-    while stack:
-        k = stack.pop()
-        if type(k) is tuple:
-            if k and k[0] is _Loose:
-                return False
-            stack.extend(k)  # pyright: ignore[reportUnknownArgumentType]
-        elif type(k) is frozenset:
-            stack.extend(k)  # pyright: ignore[reportUnknownArgumentType]
-    return True
 
 
 # Static captures never scanned, by exact type: the exact scalars and `...`

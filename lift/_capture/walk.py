@@ -125,15 +125,12 @@ class Walk:
         self.queue: deque[tuple[int, Any]] = deque()
         self.shared = False  # whether some cell is held by several functions
         # What static capture holds a tracer of a transform still running, if
-        # any: the skeleton is then never cached (it would keep the tracer
-        # alive), and a `Lifted` of it refuses to be flattened.
+        # any: a `Lifted` of it refuses to be flattened, and no cache keeps its
+        # skeleton (it would keep the tracer alive).
         self.live: str | None = None
         # Cells whose capture put a scalar among the leaves: (cell, cell index,
         # whether it is a boolean).
         self.scalar_cells: list[tuple[types.CellType, int, bool]] = []
-        # Whether the skeleton holds a user's empty cell (by identity): never
-        # shared with another closure.
-        self.user_cells = False
 
     def kept(self, live: str | None) -> None:
         if live is not None and self.live is None:
@@ -182,7 +179,6 @@ class Walk:
         )
         skeleton.names = frozenset(self.names)
         skeleton.live = self.live
-        skeleton.user_cells = self.user_cells
         return skeleton, self.leaves
 
     def parts(
@@ -289,7 +285,6 @@ class Walk:
             # An empty cell: the user's own, which Python binds later (a
             # decorator's function named in its own body, `super()`'s class).
             self.names.add(name)
-            self.user_cells = True
             return CellNode(None, label, owner, cell)
         branched = name in info.branched or id(cell) in self.branched_cells
         before = len(self.leaves)

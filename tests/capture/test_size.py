@@ -298,8 +298,7 @@ def test_work_grows_linearly_with_the_graph(
     operation: Callable[[Any], Callable[[], Any]],
 ):
     # Doubling a graph must not quadruple the work to walk it. Each size is
-    # built afresh (a shape lifted again shares the skeleton seen before),
-    # after a warm-up that fills the per-code-object caches.
+    # built afresh, after a warm-up that fills the per-code-object caches.
     operation(build(50))()
     small, large = (calls_made(operation(build(n))) for n in (500, 1_000))
     assert large <= 2.3 * small, f"{what}: {small} calls at 500, {large} at 1 000"

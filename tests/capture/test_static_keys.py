@@ -480,7 +480,7 @@ def test_values_equal_only_loosely_are_different_statics(a, b, static, again):
     take them for equal, but the function computes differently with each. A
     capture holding one never runs with the other, however it is held (a
     node's static data, a subclass of a built-in, a type expression) and
-    whatever was lifted before (a skeleton shared by equal shapes)."""
+    whatever was lifted before."""
     fa, fb = _shows(a), _shows(b)
     assert fa() != fb()  # the case: the plain functions differ
     for _ in range(3 if again else 1):

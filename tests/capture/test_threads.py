@@ -3,7 +3,7 @@
 Each test starts its threads on a barrier so that they really overlap, runs a
 fixed number of iterations per thread, checks every result against the value
 computed without `lift`, and re-raises the first error any thread met. The
-library's shared state (code cache, scalar cache, skeleton cache, the recording
+library's shared state (code cache, scalar cache, the recording
 of `Lifted` objects for `lift.checked`, `lift.jit`'s program table) is hit from
 all threads, with garbage collections in between to fire weak-reference
 callbacks while other threads read the caches.

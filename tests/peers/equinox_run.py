@@ -47,10 +47,11 @@ QUICK = (
             "test_zero_buffer",
             "test_body_fun_grads",
             "test_symbolic_zero",
-            "test_vmap_cotangent",
         )
     ),
 )
+# `test_vmap_cotangent` (a checkpointed loop under `vmap` of its cotangent) is
+# left to the full run: 9 s of the 23 s a quick run took a mode.
 # They assert how long a loop takes (`timeit`: under 0.1 s, under 0.5 s, linear
 # scaling within 25%): on a loaded machine they fail plain too, at random.
 DESELECT = (
