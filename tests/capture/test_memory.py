@@ -227,9 +227,7 @@ def _workload(round_: int, codes: int, values: int) -> None:
 
 def test_every_module_level_cache_is_bounded():
     containers = _containers()
-    assert (
-        "lift._capture.hidden._PLAIN_TREEDEFS" in containers
-    )  # the inspection works
+    assert "lift._capture.hidden._PLAIN_TREEDEFS" in containers  # the inspection works
     codes, values, rounds = 100, 1_000, 6
     sizes: list[dict[str, int]] = []
     for round_ in range(rounds):
