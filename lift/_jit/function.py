@@ -19,7 +19,7 @@ from typing_extensions import ParamSpec
 from .._base.errors import LiftError, describe, under_lift_jit
 from .._capture.lift import lift
 from .._capture.verify import STATE as _VERIFY
-from .._compat import DEFAULT_DEVICE, X64
+from .._compat import DEFAULT_DEVICE as _DEVICE, X64 as _X64
 from .._holders.closure import Holder, register_holder
 from .._holders.labels import WRAPPED, Label
 from .aot import Lowered, Traced
@@ -37,7 +37,6 @@ from .watch import (
     check_cached,
     fast_state,
     guess_changed,
-    holds_scalars,
     holds_tracer,
     is_,
     same_contents,
@@ -64,10 +63,6 @@ _ATTEMPTS: Final = 8
 
 
 # -- the public wrapper ----------------------------------------------------------
-
-
-_X64: Final = X64
-_DEVICE: Final = DEFAULT_DEVICE
 
 
 class JitFunction(Generic[_P, _R]):
@@ -203,10 +198,7 @@ class JitFunction(Generic[_P, _R]):
             )
             fast = self._fast = stale(snapshot, entry)
             return fast
-        call, first, tree = self._entry(lifted, self._min_nargs)
-        # The width and device the scalars were converted under, if any.
-        context = snapshot.context if holds_scalars(lifted) else None
-        fast = fast_state(snapshot, context, call, first, tree)
+        fast = fast_state(snapshot, *self._entry(lifted, self._min_nargs))
         # Current when made: the snapshot was checked after the lift, and its
         # `Watch`es and defaults read before it.
         self._fast = fast
@@ -257,48 +249,28 @@ class JitFunction(Generic[_P, _R]):
 
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         (
-            cell,
-            content,
-            fn,
-            code,
-            defaults,
-            kwdefaults,
-            kwvalues,
             cells,
             contents,
-            context,
+            fns,
+            codes,
+            defaults,
+            kwdefaults,
+            (x64, device),
             call,
             first,
             tree,
             snapshot,
         ) = self._fast
         try:
-            if cell is not None:
-                current = (
-                    cell.cell_contents is content
-                    and fn.__code__ is code
-                    and fn.__defaults__ is defaults
-                    and fn.__kwdefaults__ is kwdefaults
-                    and not fn.__dict__
-                    and (
-                        kwvalues is None
-                        or (
-                            len(kwdefaults) == len(kwvalues)
-                            and all(map(is_, kwdefaults.values(), kwvalues))
-                        )
-                    )
-                )
-            else:
-                current = (
-                    all(map(is_, map(_contents, cells), contents))
-                    and all(map(is_, map(_code, fn), code))
-                    and all(map(is_, map(_defaults, fn), defaults))
-                    and all(map(is_, map(_kwdefaults, fn), kwdefaults))
-                    and not any(map(len, map(_attrs, fn)))
-                )
-            if context is not None and current:
-                x64, device = context
-                current = _X64.value is x64 and _DEVICE.value is device
+            current = (
+                all(map(is_, map(_contents, cells), contents))
+                and all(map(is_, map(_code, fns), codes))
+                and all(map(is_, map(_defaults, fns), defaults))
+                and all(map(is_, map(_kwdefaults, fns), kwdefaults))
+                and not any(map(len, map(_attrs, fns)))
+                and _X64.value is x64
+                and _DEVICE.value is device
+            )
         except ValueError:  # a cell emptied by `del`
             current = False
         if not current:

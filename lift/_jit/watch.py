@@ -9,7 +9,6 @@ what Python would compute now."""
 
 from __future__ import annotations
 
-import functools
 import operator
 import types
 from collections.abc import Callable
@@ -25,8 +24,7 @@ from .._capture.side_effects import own_changed
 from .._capture.skeleton import Skeleton, skeleton_of, static_changes
 from .._capture.verify import disagree, same_leaves
 from .._compat import conversion_context
-from .._holders.closure import cells as cells_of, partial_parts
-from .._holders.state import function_state, same_state
+from .._holders.closure import cells as cells_of, function_parts, partial_parts
 
 EMPTY: Final = object()  # what an empty cell holds, for the staleness check
 is_: Final = operator.is_
@@ -47,14 +45,7 @@ class Snapshot:
     def __init__(self, targets: list[Any]) -> None:
         self.targets = targets
         self.context = conversion_context()
-        cells: list[Any] = [
-            t
-            if type(t) is types.CellType
-            else Watch(t)
-            if type(t) is types.FunctionType
-            else _PartialWatch(t)
-            for t in targets
-        ]
+        cells = [t if type(t) is types.CellType else Watch(t) for t in targets]
         contents: list[Any] = []
         for cell in cells:
             try:
@@ -124,48 +115,53 @@ def same_contents(a: list[Any], b: list[Any]) -> bool:
 
 
 class Watch:
-    """Stands for a function's code, defaults and attributes among the watched
-    cells: its `cell_contents` is one token while they are the objects they
-    were (`function_state`), and a new object once one is rebound or changed
-    in place (`f.scale = 3.0`, `f.__defaults__ = ...`,
-    `f.__kwdefaults__['lr'] = 0.5`, `f.__code__ = ...` as IPython's
-    autoreload does)."""
+    """Stands for a function or a `functools.partial` among the watched cells:
+    its `cell_contents` is one token while it holds the objects it held, and a
+    new object once one is rebound or changed in place. A function's parts are
+    its code, defaults, keyword-only defaults and attributes (`f.scale = 3.0`,
+    `f.__kwdefaults__['lr'] = 0.5`, `f.__code__ = ...` as IPython's autoreload
+    does); a partial's, its function, arguments, keywords (Python reads the
+    keywords' dict at each call) and attributes: what the walk reads of them
+    (`function_parts`, `partial_parts`), compared by identity."""
 
-    __slots__ = ("fn", "state", "token")
+    __slots__ = ("obj", "parts", "token")
 
-    def __init__(self, fn: types.FunctionType) -> None:
-        self.fn = fn
-        self.state = function_state(fn)
+    def __init__(self, obj: Any) -> None:
+        self.obj = obj
+        self.parts = _parts(obj)
         self.token = object()
 
     @property
     def cell_contents(self) -> object:
-        return self.token if same_state(self.fn, self.state) else object()
-
-
-class _PartialWatch:
-    """As `Watch`, for a captured `functools.partial`: the parts
-    `partial_parts` reads (its function, arguments, keywords and attributes;
-    Python reads the keywords' dict at each call, `p.keywords['lr'] = 0.5`
-    changes it in place), by identity."""
-
-    __slots__ = ("partial", "parts", "token")
-
-    def __init__(self, partial: functools.partial[Any]) -> None:
-        self.partial = partial
-        self.parts = tuple(partial_parts(partial))
-        self.token = object()
-
-    @property
-    def cell_contents(self) -> object:
-        now = tuple(partial_parts(self.partial))
-        then = self.parts
+        now, then = _parts(self.obj), self.parts
         if len(now) == len(then) and all(
-            label is label0 and value is value0
-            for (label, value), (label0, value0) in zip(now, then, strict=True)
+            a is b or (type(a) is tuple and a[0] == b[0] and a[1] is b[1])
+            for a, b in zip(now, then, strict=True)
         ):
             return self.token
         return object()
+
+    @property
+    def inline(self) -> bool:
+        """Whether it watches a function with no keyword-only defaults and no
+        attributes, whose code and defaults a call checks in C (`Fast`)."""
+        parts = self.parts
+        return (
+            type(self.obj) is types.FunctionType
+            and parts[2] is None
+            and len(parts) == 3 + len(parts[1] or ())
+        )
+
+
+def _parts(obj: Any) -> tuple[Any, ...]:
+    if type(obj) is types.FunctionType:
+        return (
+            obj.__code__,
+            obj.__defaults__,
+            obj.__kwdefaults__,
+            *function_parts(obj),
+        )
+    return tuple(partial_parts(obj))
 
 
 def _graph(skeleton: Skeleton, root: Any, cells: list[Any]) -> None:
@@ -193,28 +189,17 @@ def _graph(skeleton: Skeleton, root: Any, cells: list[Any]) -> None:
             if not any(type(s) is Ref for s in slots):
                 continue
             value = label.read(obj)
-            for slot, v in zip(slots, _parts(template, value), strict=True):
+            for slot, v in zip(slots, _slots(template, value), strict=True):
                 if type(slot) is Ref and objs[slot.index] is None:
                     objs[slot.index] = v
 
 
-def _parts(template: Template, value: Any) -> list[Any]:
+def _slots(template: Template, value: Any) -> list[Any]:
     """The values standing in a template's slots."""
     treedef = template.treedef  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
     if treedef is None:
         return [value]
     return list(treedef.flatten_up_to(value))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
-
-
-def holds_scalars(lifted: Any) -> bool:
-    """Whether `lifted`'s leaves hold Python scalars, converted by the float
-    width and default device of the moment (any leaf, if it is no `Lifted`)."""
-    if not isinstance(lifted, Lifted):
-        return True
-    return any(type(leaf) in _SCALARS for leaf in lifted._leaves)  # pyright: ignore[reportPrivateUsage, reportUnknownMemberType, reportUnknownArgumentType, reportUnknownVariableType]
-
-
-_SCALARS: Final = frozenset({float, complex, int, bool})
 
 
 def holds_tracer(lifted: Any) -> bool:
@@ -315,62 +300,39 @@ def _changed_in_place(fn: Any, what: str, detail: str) -> LiftError:
     )
 
 
-# The fast path checks one cell and one function's code, defaults and keyword-only
-# defaults (its attributes: none when lifted), or, when that cell is `None`,
-# several cells and `Watch`es. These stand in for the cell: a function not
-# lifted yet (never current), and a graph without cells (always current).
-STALE_CELL: Final = types.CellType(None)  # checked against `EMPTY`
-NO_CELL: Final = types.CellType(EMPTY)
-
-
 class Fast(NamedTuple):
     """Everything a call reads, in one object written in one assignment, so that
-    another thread never sees half an update: what the graph held when lifted
-    (one cell and one function, checked inline, the function's keyword-only
-    defaults' values in `kwvalues`; or several cells and `Watch`es, a
-    partial's included, and the plain functions, their code, defaults and
-    keyword-only defaults as tuples, each function's attribute dict empty
-    when lifted), the float width and default device its scalars were
-    converted under (`None`: it has none), the program to call and what to
-    pass it in front of the arguments (the lifted function's leaves, or the
-    function itself: `JitFunction._entry`), the treedef that rebuilds the
-    function from them (`Program.calling`, or `None`), and the snapshot it was
-    made from. The inline form for one cell saves about a microsecond a call
-    (a third of `lift.jit`'s cost over `jax.jit` for a closure over `lr`)."""
+    another thread never sees half an update: the cells and `Watch`es of the
+    graph and what they held when lifted, its functions without keyword-only
+    defaults or attributes with their code and defaults (checked in C, by
+    `JitFunction.__call__`), the float width and default device the lift
+    converted its scalars under, the program to call and what to pass it in
+    front of the arguments (the lifted function's leaves, or the function
+    itself: `JitFunction._entry`), the treedef that rebuilds the function from
+    them (`Program.calling`, or `None`), and the snapshot it was made from."""
 
-    cell: types.CellType | None
-    content: Any
-    fn: Any
-    code: Any
-    defaults: Any
-    kwdefaults: Any
-    kwvalues: tuple[Any, ...] | None
     cells: tuple[Any, ...]
     contents: tuple[Any, ...]
-    context: tuple[Any, Any] | None
+    fns: tuple[types.FunctionType, ...]
+    codes: tuple[Any, ...]
+    defaults: tuple[Any, ...]
+    kwdefaults: tuple[Any, ...]
+    context: tuple[Any, Any]
     call: Any
     first: Any
     tree: Any
     snapshot: Snapshot | None
 
 
-# The one function, when the graph has none: no defaults, no attributes.
-def no_fn() -> None: ...
-
-
-NO_FN: Final = no_fn
-NO_STATE: Final = function_state(NO_FN)
+# Never current: a cell that holds `None` where `EMPTY` was.
 STALE: Final = Fast(
-    STALE_CELL,
-    EMPTY,
-    NO_FN,
-    NO_FN.__code__,
-    None,
-    None,
-    None,
+    (types.CellType(None),),
+    (EMPTY,),
     (),
     (),
-    None,
+    (),
+    (),
+    (None, None),
     None,
     None,
     None,
@@ -378,72 +340,30 @@ STALE: Final = Fast(
 )
 
 
-def fast_state(
-    snapshot: Snapshot,
-    context: tuple[Any, Any] | None,
-    call: Any,
-    first: Any,
-    tree: Any,
-) -> Fast:
-    """What a call reads for a snapshot known to be current, with its cells
-    as they were (no empty one): one cell and one function without
-    attributes inline, else the general form."""
-    cells, contents = snapshot.cells, snapshot.contents
-    one = [i for i, c in enumerate(cells) if type(c) is types.CellType]
-    watched = [c for c in cells if type(c) is Watch]
-    if (
-        len(one) <= 1
-        and len(watched) <= 1
-        and len(one) + len(watched) == len(cells)  # no partial
-        and not any(w.state.attrs for w in watched)
-    ):
-        # One cell and one function without attributes: checked inline.
-        cell, content = (cells[one[0]], contents[one[0]]) if one else (NO_CELL, EMPTY)
-        fn, state = (watched[0].fn, watched[0].state) if watched else (NO_FN, NO_STATE)
-        kwvalues = (
-            None if state.kwdefaults is None else tuple(v for _, v in state.kwitems)
-        )
-        fast = Fast(
-            cell,
-            content,
-            fn,
-            state.code,
-            state.defaults,
-            state.kwdefaults,
-            kwvalues,
-            (),
-            (),
-            context,
-            call,
-            first,
-            tree,
-            snapshot,
-        )
-    else:
-        # Functions without attributes or keyword-only defaults are checked
-        # in C (`__call__`), the others by their `Watch`'s property.
-        plain = [w for w in watched if w.state.kwdefaults is None and not w.state.attrs]
-        inline = {id(w) for w in plain}
-        kept = [
-            (c, v) for c, v in zip(cells, contents, strict=True) if id(c) not in inline
-        ]
-        fast = Fast(
-            None,
-            None,
-            tuple(w.fn for w in plain),
-            tuple(w.state.code for w in plain),
-            tuple(w.state.defaults for w in plain),
-            tuple(w.state.kwdefaults for w in plain),
-            None,
-            tuple(c for c, _ in kept),
-            tuple(v for _, v in kept),
-            context,
-            call,
-            first,
-            tree,
-            snapshot,
-        )
-    return fast
+def fast_state(snapshot: Snapshot, call: Any, first: Any, tree: Any) -> Fast:
+    """What a call reads for a snapshot known to be current, with its cells as
+    they were (no empty one)."""
+    plain = [c for c in snapshot.cells if type(c) is Watch and c.inline]
+    inline = {id(w) for w in plain}
+    kept = [
+        (c, v)
+        for c, v in zip(snapshot.cells, snapshot.contents, strict=True)
+        if id(c) not in inline
+    ]
+    fns: list[types.FunctionType] = [w.obj for w in plain]
+    return Fast(
+        tuple(c for c, _ in kept),
+        tuple(v for _, v in kept),
+        tuple(fns),
+        tuple(fn.__code__ for fn in fns),
+        tuple(w.parts[1] for w in plain),
+        tuple(w.parts[2] for w in plain),
+        snapshot.context,
+        call,
+        first,
+        tree,
+        snapshot,
+    )
 
 
 def stale(snapshot: Snapshot | None, entry: tuple[Any, Any, Any] | None) -> Fast:
