@@ -74,7 +74,6 @@ class JitFunction(Generic[_P, _R]):
     __slots__ = (
         "__dict__",
         "__weakref__",
-        "_calling",
         "_fast",
         "_fn",
         "_jit_function",
@@ -100,7 +99,6 @@ class JitFunction(Generic[_P, _R]):
     def _setup(self, fn: Any, program: Program, lift_options: dict[str, Any]) -> None:
         self._fn = fn
         self.program = program
-        self._calling = program.calling
         self._jit_function = program.jitted
         self._min_nargs = program.min_nargs
         self._lift_options = lift_options
@@ -130,7 +128,7 @@ class JitFunction(Generic[_P, _R]):
             if snapshot.verified:
                 if _VERIFY.on:
                     lifted = snapshot.lifted
-                    check_cached(fn, self._lift, lifted, None, lifted)
+                    check_cached(fn, self._lift, lifted, lifted)
                 return fast
             # Made by a first call (`_slow`): kept if the lift read what it watches.
             # Keeping it, rather than lifting again, keeps its program: a list of
@@ -182,47 +180,26 @@ class JitFunction(Generic[_P, _R]):
         """Keep a snapshot known to be current, with the fast path that goes with
         it, in one assignment; that state."""
         snapshot.verified = True
-        lifted = snapshot.lifted
-        if any(c is EMPTY for c in snapshot.contents):
-            # Reading an empty cell raises: `Snapshot.current` copes.
-            fast = self._fast = stale(snapshot, None)
+        if (
+            any(c is EMPTY for c in snapshot.contents)
+            or self._jit_function is None
+            or self._min_nargs
+        ):
+            # Reading an empty cell raises (`Snapshot.current` copes); with one
+            # sharding for every argument, or argument numbers counted from the
+            # end, the program depends on how many arguments there are: every
+            # call takes `_slow`, which checks the snapshot.
+            fast = self._fast = stale(snapshot)
             return fast
-        if self._jit_function is None or self._min_nargs:
-            # With one sharding for every argument, or argument numbers counted
-            # from the end, the program depends on how many arguments there are:
-            # every call takes `_slow`, which checks the snapshot.
-            entry = (
-                None
-                if self._jit_function is None
-                else self._entry(lifted, self._min_nargs)
-            )
-            fast = self._fast = stale(snapshot, entry)
-            return fast
-        fast = fast_state(snapshot, *self._entry(lifted, self._min_nargs))
         # Current when made: the snapshot was checked after the lift, and its
         # `Watch`es and defaults read before it.
-        self._fast = fast
+        fast = self._fast = fast_state(snapshot, self._jit_function)
         return fast
 
-    def _entry(self, lifted: Any, nargs: int) -> tuple[Any, Any, Any]:
-        """The program for a call with `nargs` positional arguments, what it takes
-        in front of them, and the treedef it rebuilds the function with: the
-        leaves of `lifted`, for the program that shares its treedef
-        (`Program.specialized`), or `lifted` itself (and `None`)."""
-        if self._jit_function is not None and nargs >= self._min_nargs:
-            leaves, treedef = cast(
-                "tuple[list[Any], Any]",
-                jax.tree_util.tree_flatten(lifted),  # pyright: ignore[reportUnknownMemberType]
-            )
-            specialized = self.program.specialized(treedef)
-            if specialized is not None:
-                return specialized, tuple(leaves), treedef
-        return self._jitted(nargs), lifted, None
-
-    def _slow(self, nargs: int) -> tuple[Any, Any, Any]:
-        """What `_entry` gives for a call with `nargs` positional arguments, when
-        the fast path's check fails: a capture rebound, a first call, or a call
-        the fast path does not serve (see `_keep`)."""
+    def _slow(self, nargs: int) -> tuple[Any, Any]:
+        """The program for a call with `nargs` positional arguments and the
+        function lifted, when the fast path's check fails: a capture rebound, a
+        first call, or a call the fast path does not serve (see `_keep`)."""
         if not self._seen:
             # A first call lifts without checking what the lift read: a closure
             # made anew for one call (`make_step(lr)(w, g)`) never needs it. The
@@ -232,14 +209,9 @@ class JitFunction(Generic[_P, _R]):
             lifted = self._lift()
             if not holds_tracer(lifted):
                 snapshot.lifted = lifted
-                self._fast = stale(snapshot, None)
-            return self._entry(lifted, nargs)
-        fast = self._state()
-        if fast.snapshot is None:  # not kept: `first` is the lift
-            return self._entry(fast.first, nargs)
-        if fast.call is None or nargs < self._min_nargs:
-            return self._entry(fast.snapshot.lifted, nargs)
-        return fast.call, fast.first, fast.tree
+                self._fast = stale(snapshot)
+            return self._jitted(nargs), lifted
+        return self._jitted(nargs), self._lifted()
 
     def _jitted(self, nargs: int) -> Any:
         jitted = self._jit_function
@@ -258,7 +230,6 @@ class JitFunction(Generic[_P, _R]):
             (x64, device),
             call,
             first,
-            tree,
             snapshot,
         ) = self._fast
         try:
@@ -274,11 +245,9 @@ class JitFunction(Generic[_P, _R]):
         except ValueError:  # a cell emptied by `del`
             current = False
         if not current:
-            call, first, tree = self._slow(len(args))
-        elif _VERIFY.on:
-            kept = None if snapshot is None else snapshot.lifted
-            check_cached(self._fn, self._lift, first, tree, kept)
-        self._calling.treedef = tree
+            call, first = self._slow(len(args))
+        elif _VERIFY.on and snapshot is not None:
+            check_cached(self._fn, self._lift, first, snapshot.lifted)
         try:
             return call(first, *args, **kwargs)
         except (TypeError, ValueError) as err:
@@ -314,9 +283,7 @@ class JitFunction(Generic[_P, _R]):
     def _lower(
         self, bound: tuple[Any, ...], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Lowered:
-        call, first, self._calling.treedef = self._entry(
-            self._lifted(), len(bound) + len(args)
-        )
+        call, first = self._jitted(len(bound) + len(args)), self._lifted()
         try:
             inner = call.lower(first, *bound, *args, **kwargs)
         except LiftError as err:
@@ -327,9 +294,10 @@ class JitFunction(Generic[_P, _R]):
         self, bound: tuple[Any, ...], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Traced:
         lifted = self._lifted()
-        call, first, self._calling.treedef = self._entry(lifted, len(bound) + len(args))
         try:
-            inner = call.trace(first, *bound, *args, **kwargs)
+            inner = self._jitted(len(bound) + len(args)).trace(
+                lifted, *bound, *args, **kwargs
+            )
         except LiftError as err:
             raise under_lift_jit(err) from None
         program = self.program
@@ -337,7 +305,7 @@ class JitFunction(Generic[_P, _R]):
         def alone() -> Any:
             return program.bake(lifted, *bound).trace(*args, **kwargs)
 
-        return Traced(inner, (first, *bound), alone)
+        return Traced(inner, (lifted, *bound), alone)
 
     @overload
     def __get__(self, instance: None, owner: type | None = None) -> Self: ...

@@ -210,12 +210,9 @@ def holds_tracer(lifted: Any) -> bool:
     return any(isinstance(leaf, Tracer) for leaf in leaves)
 
 
-def check_cached(
-    fn: Any, lift_now: Callable[[], Any], first: Any, tree: Any, kept: Any
-) -> None:
+def check_cached(fn: Any, lift_now: Callable[[], Any], first: Any, kept: Any) -> None:
     """With `lift.verifying()` on: that what a cached call passes (`first`, the
-    leaves for `tree`, or a lifted function when `tree` is `None`) is what
-    lifting the function now gives. `kept` is the lift it was made from: when
+    function lifted) is what lifting the function now gives. `kept` is the lift it was made from: when
     that too differs from lifting now, the captures changed in place.
 
     The contents of your own lists, dicts and sets (a log a function fills
@@ -235,11 +232,10 @@ def check_cached(
         "tuple[list[Any], Any]",
         jax.tree_util.tree_flatten(fresh),  # pyright: ignore[reportUnknownMemberType]
     )
-    if tree is None:
-        first, tree = cast(
-            "tuple[list[Any], Any]",
-            jax.tree_util.tree_flatten(first),  # pyright: ignore[reportUnknownMemberType]
-        )
+    first, tree = cast(
+        "tuple[list[Any], Any]",
+        jax.tree_util.tree_flatten(first),  # pyright: ignore[reportUnknownMemberType]
+    )
     if treedef != tree:
         if _changed_since(kept, fresh, tree) is None:
             raise disagree(
@@ -252,7 +248,7 @@ def check_cached(
         raise _changed_in_place(fn, "a program compiled for static values", "")
     differs = same_leaves(first, leaves)
     if differs is not None:
-        if kept is None or same_leaves(jax.tree_util.tree_leaves(kept), leaves) is None:
+        if same_leaves(jax.tree_util.tree_leaves(kept), leaves) is None:
             raise disagree("lift.jit cached call", fn, f"other leaves ({differs})")
         # Every capture it watches holds what it held, and the lift it kept
         # differs from one made now: a value inside a captured container or
@@ -306,10 +302,8 @@ class Fast(NamedTuple):
     graph and what they held when lifted, its functions without keyword-only
     defaults or attributes with their code and defaults (checked in C, by
     `JitFunction.__call__`), the float width and default device the lift
-    converted its scalars under, the program to call and what to pass it in
-    front of the arguments (the lifted function's leaves, or the function
-    itself: `JitFunction._entry`), the treedef that rebuilds the function from
-    them (`Program.calling`, or `None`), and the snapshot it was made from."""
+    converted its scalars under, the program to call, the function lifted
+    (passed in front of the arguments), and the snapshot it was made from."""
 
     cells: tuple[Any, ...]
     contents: tuple[Any, ...]
@@ -320,7 +314,6 @@ class Fast(NamedTuple):
     context: tuple[Any, Any]
     call: Any
     first: Any
-    tree: Any
     snapshot: Snapshot | None
 
 
@@ -336,11 +329,10 @@ STALE: Final = Fast(
     None,
     None,
     None,
-    None,
 )
 
 
-def fast_state(snapshot: Snapshot, call: Any, first: Any, tree: Any) -> Fast:
+def fast_state(snapshot: Snapshot, call: Any) -> Fast:
     """What a call reads for a snapshot known to be current, with its cells as
     they were (no empty one)."""
     plain = [c for c in snapshot.cells if type(c) is Watch and c.inline]
@@ -360,15 +352,11 @@ def fast_state(snapshot: Snapshot, call: Any, first: Any, tree: Any) -> Fast:
         tuple(w.parts[2] for w in plain),
         snapshot.context,
         call,
-        first,
-        tree,
+        snapshot.lifted,
         snapshot,
     )
 
 
-def stale(snapshot: Snapshot | None, entry: tuple[Any, Any, Any] | None) -> Fast:
+def stale(snapshot: Snapshot) -> Fast:
     """A state every call checks on the slow path (`JitFunction._slow`)."""
-    if snapshot is None and entry is None:
-        return STALE
-    call, first, tree = entry if entry is not None else (None, None, None)
-    return STALE._replace(call=call, first=first, tree=tree, snapshot=snapshot)
+    return STALE._replace(snapshot=snapshot)
