@@ -50,15 +50,17 @@ def capture(
     *,
     static: frozenset[str] = frozenset(),
     dynamic: Callable[[Any], bool] | DynamicNames | None = None,
+    read: list[tuple[Any, Any]] | None = None,
 ) -> tuple[Skeleton, list[Any]]:
-    """Walk `obj` (a function, bound method or partial) into a skeleton and leaves.
+    """Walk `obj` (a function, bound method or partial) into a skeleton and leaves;
+    `read`, if given, gets what the walk read (`Walk.read`).
 
     A closure shaped like the last one lifted with the same entry code (same
     code objects, equal static captures: a sweep re-lifting fresh optimizers)
     gets that skeleton back, shared, when every static of it is determined by
     its key.
     """
-    skeleton, leaves = _walk(obj, static, dynamic)
+    skeleton, leaves = _walk(obj, static, dynamic, read)
     if dynamic is not None:
         return skeleton, leaves
     t: type[Any] = type(obj)  # pyright: ignore[reportUnknownVariableType]
@@ -87,6 +89,7 @@ def _walk(
     obj: Any,
     static: frozenset[str],
     dynamic: Callable[[Any], bool] | DynamicNames | None,
+    read: list[tuple[Any, Any]] | None = None,
 ) -> tuple[Skeleton, list[Any]]:
     with _gc.paused():
         walk = Walk(obj, static, dynamic)
@@ -100,7 +103,10 @@ def _walk(
         # keeps it static, whichever function the walk reached it through.
         branched = branched_elsewhere(walk)
         if branched:
-            result = Walk(obj, static, dynamic, branched, walk.scope.ids).run()
+            walk = Walk(obj, static, dynamic, branched, walk.scope.ids)
+            result = walk.run()
+        if read is not None:
+            read.extend(walk.read)
         return result
 
 

@@ -117,6 +117,7 @@ class Lifted(Generic[_P, _R]):
         "_flat",
         "_leaves",
         "_original",
+        "_read",
         "_skeleton",
     )
 
@@ -167,7 +168,10 @@ class Lifted(Generic[_P, _R]):
                 raise reject(
                     fn, "lift" if type(self) is Lifted else type(self).__name__
                 )
-            skeleton, leaves = capture(fn, static=names, dynamic=dynamic)
+            self._read: list[tuple[Any, Any]] = []  # for `lift.jit` (`Walk.read`)
+            skeleton, leaves = capture(
+                fn, static=names, dynamic=dynamic, read=self._read
+            )
             skeleton.options = (names, dynamic)
             self._setup(skeleton, tuple(leaves), None)
             self._original = fn

@@ -18,8 +18,9 @@ from typing_extensions import ParamSpec
 
 from .._base.errors import LiftError, describe, under_lift_jit
 from .._capture.lift import lift
+from .._capture.lifted import Lifted
 from .._capture.verify import STATE as _VERIFY
-from .._compat import DEFAULT_DEVICE as _DEVICE, X64 as _X64
+from .._compat import DEFAULT_DEVICE as _DEVICE, X64 as _X64, conversion_context
 from .._holders.closure import Holder, register_holder
 from .._holders.labels import WRAPPED, Label
 from .aot import Lowered, Traced
@@ -36,12 +37,9 @@ from .watch import (
     Snapshot,
     check_cached,
     fast_state,
-    guess_changed,
     holds_tracer,
     is_,
-    same_contents,
     stale,
-    watched_targets,
 )
 
 __all__ = ["JitFunction"]
@@ -54,15 +52,6 @@ _code: Final = operator.attrgetter("__code__")
 _defaults: Final = operator.attrgetter("__defaults__")
 _kwdefaults: Final = operator.attrgetter("__kwdefaults__")
 _attrs: Final = operator.attrgetter("__dict__")
-# -- what a call reads -------------------------------------------------------------
-
-
-# How many times a lift is tried again when a capture it read was rebound
-# meanwhile, before the function is lifted afresh on each call instead.
-_ATTEMPTS: Final = 8
-
-
-# -- the public wrapper ----------------------------------------------------------
 
 
 class JitFunction(Generic[_P, _R]):
@@ -79,7 +68,6 @@ class JitFunction(Generic[_P, _R]):
         "_jit_function",
         "_lift_options",
         "_min_nargs",
-        "_seen",
         "program",
     )
 
@@ -102,7 +90,6 @@ class JitFunction(Generic[_P, _R]):
         self._jit_function = program.jitted
         self._min_nargs = program.min_nargs
         self._lift_options = lift_options
-        self._seen = False  # called before
         # What a call reads, the snapshot of the last lift included (`Fast`).
         self._fast: Fast = STALE
 
@@ -112,56 +99,41 @@ class JitFunction(Generic[_P, _R]):
         return self._fn
 
     def _lifted(self) -> Any:
-        """The function as a pytree, lifted again if a capture was rebound."""
-        fast = self._state()
-        snapshot = fast.snapshot
-        return fast.first if snapshot is None else snapshot.lifted
-
-    def _state(self) -> Fast:
-        """A state whose snapshot is current (lifting again if a capture was
-        rebound), kept for the next calls; or, for a function that cannot be
-        kept, one without a snapshot, holding a fresh lift in `first`."""
-        fast = self._fast
-        snapshot = fast.snapshot
-        fn = self._fn
+        """The function as a pytree, lifted again if a capture was rebound, with
+        what a call reads kept for the next calls (`Fast`, in one assignment);
+        a function that holds a tracer is lifted afresh on each call."""
+        snapshot = self._fast.snapshot
         if snapshot is not None and snapshot.current():
-            if snapshot.verified:
-                if _VERIFY.on:
-                    lifted = snapshot.lifted
-                    check_cached(fn, self._lift, lifted, lifted)
-                return fast
-            # Made by a first call (`_slow`): kept if the lift read what it watches.
-            # Keeping it, rather than lifting again, keeps its program: a list of
-            # yours that the first call's trace filled is part of the next lift's
-            # key, and would trace again.
-            found = watched_targets(snapshot.lifted, fn)
-            if same_contents(found, snapshot.targets):
-                return self._keep(snapshot)
-            targets = found
+            if _VERIFY.on:
+                check_cached(self._fn, self._lift, snapshot.lifted, snapshot.lifted)
+            return snapshot.lifted
+        # Read before the lift: a change meanwhile makes the snapshot stale.
+        context = conversion_context()
+        lifted = self._lift()
+        if holds_tracer(lifted):
+            # A captured tracer lives as long as its trace: kept here, it would
+            # leak.
+            self._fast = STALE
+            return lifted
+        # What the walk read, as it read it (`Walk.read`): a capture another
+        # thread rebinds during the lift differs from it at the next call.
+        read: list[tuple[Any, Any]] = []
+        if isinstance(lifted, Lifted) and not isinstance(self._fn, Lifted):
+            read = getattr(cast(Any, lifted), "_read", read)
+        snapshot = Snapshot(lifted, read, context)
+        if (
+            any(c is EMPTY for c in snapshot.contents)
+            or self._jit_function is None
+            or self._min_nargs
+        ):
+            # Reading an empty cell raises (`Snapshot.current` copes); with one
+            # sharding for every argument, or argument numbers counted from the
+            # end, the program depends on how many arguments there are: every
+            # call comes here, which checks the snapshot.
+            self._fast = stale(snapshot)
         else:
-            targets = snapshot.targets if snapshot is not None else guess_changed(fn)
-        lifted: Any = None
-        for _ in range(_ATTEMPTS):
-            # What the graph holds is read before the lift and checked after it:
-            # a capture rebound meanwhile (by another thread) may have been read
-            # either way, so the lift is tried again. Read after, it would be
-            # recorded as current next to a lift of the old value.
-            snapshot = Snapshot(targets)
-            lifted = self._lift()
-            if holds_tracer(lifted):
-                # A captured tracer lives as long as its trace: keeping it here
-                # would leak it, so such a function is lifted afresh on each call.
-                self._fast = STALE
-                return STALE._replace(first=lifted)
-            found = watched_targets(lifted, fn)
-            if same_contents(found, targets) and snapshot.current():
-                break
-            targets = found
-        else:
-            self._fast = STALE  # rebound faster than it lifts: keep nothing
-            return STALE._replace(first=lifted)
-        snapshot.lifted = lifted
-        return self._keep(snapshot)
+            self._fast = fast_state(snapshot, self._jit_function)
+        return snapshot.lifted
 
     def _lift(self) -> Any:
         options = self._lift_options
@@ -175,43 +147,6 @@ class JitFunction(Generic[_P, _R]):
                 raise better from None
             finally:
                 del better  # not kept by this frame (its traceback holds it)
-
-    def _keep(self, snapshot: Snapshot) -> Fast:
-        """Keep a snapshot known to be current, with the fast path that goes with
-        it, in one assignment; that state."""
-        snapshot.verified = True
-        if (
-            any(c is EMPTY for c in snapshot.contents)
-            or self._jit_function is None
-            or self._min_nargs
-        ):
-            # Reading an empty cell raises (`Snapshot.current` copes); with one
-            # sharding for every argument, or argument numbers counted from the
-            # end, the program depends on how many arguments there are: every
-            # call takes `_slow`, which checks the snapshot.
-            fast = self._fast = stale(snapshot)
-            return fast
-        # Current when made: the snapshot was checked after the lift, and its
-        # `Watch`es and defaults read before it.
-        fast = self._fast = fast_state(snapshot, self._jit_function)
-        return fast
-
-    def _slow(self, nargs: int) -> tuple[Any, Any]:
-        """The program for a call with `nargs` positional arguments and the
-        function lifted, when the fast path's check fails: a capture rebound, a
-        first call, or a call the fast path does not serve (see `_keep`)."""
-        if not self._seen:
-            # A first call lifts without checking what the lift read: a closure
-            # made anew for one call (`make_step(lr)(w, g)`) never needs it. The
-            # next call checks it (`_state`), and keeps this lift if current.
-            self._seen = True
-            snapshot = Snapshot(guess_changed(self._fn))
-            lifted = self._lift()
-            if not holds_tracer(lifted):
-                snapshot.lifted = lifted
-                self._fast = stale(snapshot)
-            return self._jitted(nargs), lifted
-        return self._jitted(nargs), self._lifted()
 
     def _jitted(self, nargs: int) -> Any:
         jitted = self._jit_function
@@ -245,7 +180,9 @@ class JitFunction(Generic[_P, _R]):
         except ValueError:  # a cell emptied by `del`
             current = False
         if not current:
-            call, first = self._slow(len(args))
+            # A capture rebound, a first call, or a call the fast path does not
+            # serve (see `_lifted`).
+            call, first = self._jitted(len(args)), self._lifted()
         elif _VERIFY.on and snapshot is not None:
             check_cached(self._fn, self._lift, first, snapshot.lifted)
         try:

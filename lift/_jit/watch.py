@@ -3,9 +3,9 @@ cached call was made for.
 
 A cached call compares, by identity, the cells, defaults, attributes and
 partial arguments its function and the functions it captured held when the
-entry was made (`Snapshot`, one per function graph); anything else changed
-sends the call down the slow path, which lifts the function anew and serves
-what Python would compute now."""
+walk that lifted it read them (`Snapshot`); anything changed sends the call
+down the slow path, which lifts the function anew and serves what Python
+would compute now."""
 
 from __future__ import annotations
 
@@ -19,43 +19,40 @@ from jax.core import Tracer
 
 from .._base.errors import LiftError, describe
 from .._capture.lifted import Lifted
-from .._capture.nodes import CellNode, FunctionNode, PartialNode, Ref, Static, Template
+from .._capture.nodes import Static
 from .._capture.side_effects import own_changed
-from .._capture.skeleton import Skeleton, skeleton_of, static_changes
+from .._capture.skeleton import skeleton_of, static_changes
 from .._capture.verify import disagree, same_leaves
 from .._compat import conversion_context
-from .._holders.closure import cells as cells_of, function_parts, partial_parts
+from .._holders.closure import function_held, partial_parts
 
 EMPTY: Final = object()  # what an empty cell holds, for the staleness check
 is_: Final = operator.is_
 
 
 class Snapshot:
-    """A lifted function, and what the graph it came from held then: it is current
-    while each cell holds the same object, and each function of the graph the
-    same defaults and attributes (`Watch`).
+    """A lifted function, and what the walk that lifted it read (`Walk.read`):
+    current while each cell holds the object it held, each function and
+    partial the same parts (`Watch`), and the float width and default device
+    are those read before the lift (`context`)."""
 
-    Made before lifting, from the cells and functions the lift is expected to
-    read (`targets`), and completed by `lifted`; `verified` once the lift is
-    known to have read those (a first call's lift is checked by the next call).
-    """
+    __slots__ = ("cells", "contents", "context", "lifted")
 
-    __slots__ = ("cells", "contents", "context", "lifted", "targets", "verified")
-
-    def __init__(self, targets: list[Any]) -> None:
-        self.targets = targets
-        self.context = conversion_context()
-        cells = [t if type(t) is types.CellType else Watch(t) for t in targets]
+    def __init__(self, lifted: Any, read: list[tuple[Any, Any]], context: Any) -> None:
+        self.lifted = lifted
+        self.context = context
+        cells: list[Any] = []
         contents: list[Any] = []
-        for cell in cells:
-            try:
-                contents.append(cell.cell_contents)
-            except ValueError:
-                contents.append(EMPTY)
+        for obj, held in read:
+            if type(obj) is types.CellType:
+                cells.append(obj)
+                contents.append(EMPTY if held is obj else held)  # `obj`: empty
+            else:
+                watch = Watch(obj, held)
+                cells.append(watch)
+                contents.append(watch.token)
         self.cells = tuple(cells)
         self.contents = tuple(contents)
-        self.lifted: Any = None
-        self.verified = False
 
     def current(self) -> bool:
         if conversion_context() != self.context:
@@ -70,50 +67,6 @@ class Snapshot:
         return True
 
 
-def watched_targets(lifted: Any, root: Any) -> list[Any]:
-    """The cells and functions of the graph `lifted` was lifted from."""
-    targets: list[Any] = []
-    if isinstance(lifted, Lifted) and not isinstance(root, Lifted):
-        skeleton: Skeleton = lifted._skeleton  # pyright: ignore[reportPrivateUsage, reportUnknownMemberType]
-        _graph(skeleton, root, targets)
-    return targets
-
-
-def guess_changed(root: Any) -> list[Any]:
-    """The targets of a function not lifted yet: its cells, and those of the
-    closures they hold (checked against the lift's graph after it)."""
-    targets: list[Any] = []
-    if type(root) is types.FunctionType:
-        seen = {id(root)}
-        todo = [root]
-        while todo:
-            fn = todo.pop()
-            targets.append(fn)
-            for _, cell in cells_of(fn):
-                if id(cell) in seen:
-                    continue
-                seen.add(id(cell))
-                targets.append(cell)
-                try:
-                    value = cell.cell_contents
-                except ValueError:
-                    continue
-                if (
-                    type(value) is types.FunctionType
-                    and value.__closure__ is not None
-                    and id(value) not in seen
-                ):
-                    seen.add(id(value))
-                    todo.append(value)
-    return targets
-
-
-def same_contents(a: list[Any], b: list[Any]) -> bool:
-    """The same cells and functions, in any order: a snapshot made from either
-    watches the other's."""
-    return len(a) == len(b) and {id(x) for x in a} == {id(x) for x in b}
-
-
 class Watch:
     """Stands for a function or a `functools.partial` among the watched cells:
     its `cell_contents` is one token while it holds the objects it held, and a
@@ -121,14 +74,14 @@ class Watch:
     its code, defaults, keyword-only defaults and attributes (`f.scale = 3.0`,
     `f.__kwdefaults__['lr'] = 0.5`, `f.__code__ = ...` as IPython's autoreload
     does); a partial's, its function, arguments, keywords (Python reads the
-    keywords' dict at each call) and attributes: what the walk reads of them
-    (`function_parts`, `partial_parts`), compared by identity."""
+    keywords' dict at each call) and attributes: what the walk read of them
+    (`function_held`, `partial_parts`), compared by identity."""
 
     __slots__ = ("obj", "parts", "token")
 
-    def __init__(self, obj: Any) -> None:
+    def __init__(self, obj: Any, parts: tuple[Any, ...]) -> None:
         self.obj = obj
-        self.parts = _parts(obj)
+        self.parts = parts
         self.token = object()
 
     @property
@@ -155,51 +108,8 @@ class Watch:
 
 def _parts(obj: Any) -> tuple[Any, ...]:
     if type(obj) is types.FunctionType:
-        return (
-            obj.__code__,
-            obj.__defaults__,
-            obj.__kwdefaults__,
-            *function_parts(obj),
-        )
+        return function_held(obj)
     return tuple(partial_parts(obj))
-
-
-def _graph(skeleton: Skeleton, root: Any, cells: list[Any]) -> None:
-    """The original cells and functions behind the skeleton's nodes.
-
-    Follows the skeleton from `root` the way it was captured: every node is found
-    from a node of smaller index, through a cell, default, partial argument or
-    bound method's parts.
-    """
-    nodes = skeleton.nodes
-    objs: list[Any] = [None] * len(nodes)
-    objs[0] = root
-    for i, node in enumerate(nodes):
-        obj = objs[i]
-        if obj is None:
-            continue
-        if type(node) is FunctionNode:
-            for index, (_, cell) in zip(node.cells, cells_of(obj), strict=True):
-                objs[index] = cell
-            cells.append(obj)
-        elif type(node) is CellNode or type(node) is PartialNode:
-            cells.append(obj)
-        for label, template in node.parts():
-            slots = template.slots
-            if not any(type(s) is Ref for s in slots):
-                continue
-            value = label.read(obj)
-            for slot, v in zip(slots, _slots(template, value), strict=True):
-                if type(slot) is Ref and objs[slot.index] is None:
-                    objs[slot.index] = v
-
-
-def _slots(template: Template, value: Any) -> list[Any]:
-    """The values standing in a template's slots."""
-    treedef = template.treedef  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-    if treedef is None:
-        return [value]
-    return list(treedef.flatten_up_to(value))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
 
 
 def holds_tracer(lifted: Any) -> bool:
@@ -212,8 +122,9 @@ def holds_tracer(lifted: Any) -> bool:
 
 def check_cached(fn: Any, lift_now: Callable[[], Any], first: Any, kept: Any) -> None:
     """With `lift.verifying()` on: that what a cached call passes (`first`, the
-    function lifted) is what lifting the function now gives. `kept` is the lift it was made from: when
-    that too differs from lifting now, the captures changed in place.
+    function lifted) is what lifting the function now gives. `kept` is the lift
+    it was made from: when that too differs from lifting now, the captures
+    changed in place.
 
     The contents of your own lists, dicts and sets (a log a function fills
     while it traces, a trace counter, a loss log a callback fills) are not
@@ -358,5 +269,5 @@ def fast_state(snapshot: Snapshot, call: Any) -> Fast:
 
 
 def stale(snapshot: Snapshot) -> Fast:
-    """A state every call checks on the slow path (`JitFunction._slow`)."""
+    """A state every call checks on the slow path (`JitFunction._lifted`)."""
     return STALE._replace(snapshot=snapshot)
