@@ -9,7 +9,6 @@ program (`lift._jit.programs`) without lifting again.
 from __future__ import annotations
 
 import copy
-import operator
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final, Generic, Self, TypeVar, cast, overload
 
@@ -20,7 +19,7 @@ from .._base.errors import LiftError, describe, under_lift_jit
 from .._capture.lift import lift
 from .._capture.lifted import Lifted
 from .._capture.verify import STATE as _VERIFY
-from .._compat import DEFAULT_DEVICE as _DEVICE, X64 as _X64, conversion_context
+from .._compat import conversion_context
 from .._holders.closure import Holder, register_holder
 from .._holders.labels import WRAPPED, Label
 from .aot import Lowered, Traced
@@ -30,28 +29,12 @@ from .programs import (
     Program,
     explain_call_error,
 )
-from .watch import (
-    EMPTY,
-    STALE,
-    Fast,
-    Snapshot,
-    check_cached,
-    fast_state,
-    holds_tracer,
-    is_,
-    stale,
-)
+from .watch import STALE, Fast, check_cached, current, holds_tracer, watch
 
 __all__ = ["JitFunction"]
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
-
-_contents: Final = operator.attrgetter("cell_contents")
-_code: Final = operator.attrgetter("__code__")
-_defaults: Final = operator.attrgetter("__defaults__")
-_kwdefaults: Final = operator.attrgetter("__kwdefaults__")
-_attrs: Final = operator.attrgetter("__dict__")
 
 
 class JitFunction(Generic[_P, _R]):
@@ -90,7 +73,7 @@ class JitFunction(Generic[_P, _R]):
         self._jit_function = program.jitted
         self._min_nargs = program.min_nargs
         self._lift_options = lift_options
-        # What a call reads, the snapshot of the last lift included (`Fast`).
+        # What a call reads, the last lift included.
         self._fast: Fast = STALE
 
     @property
@@ -102,12 +85,12 @@ class JitFunction(Generic[_P, _R]):
         """The function as a pytree, lifted again if a capture was rebound, with
         what a call reads kept for the next calls (`Fast`, in one assignment);
         a function that holds a tracer is lifted afresh on each call."""
-        snapshot = self._fast.snapshot
-        if snapshot is not None and snapshot.current():
+        fast = self._fast
+        if current(fast):
             if _VERIFY.on:
-                check_cached(self._fn, self._lift, snapshot.lifted, snapshot.lifted)
-            return snapshot.lifted
-        # Read before the lift: a change meanwhile makes the snapshot stale.
+                check_cached(self._fn, self._lift, fast.first, fast.lifted)
+            return fast.first
+        # Read before the lift: a change meanwhile makes the state stale.
         context = conversion_context()
         lifted = self._lift()
         if holds_tracer(lifted):
@@ -120,20 +103,8 @@ class JitFunction(Generic[_P, _R]):
         read: list[tuple[Any, Any]] = []
         if isinstance(lifted, Lifted) and not isinstance(self._fn, Lifted):
             read = getattr(cast(Any, lifted), "_read", read)
-        snapshot = Snapshot(lifted, read, context)
-        if (
-            any(c is EMPTY for c in snapshot.contents)
-            or self._jit_function is None
-            or self._min_nargs
-        ):
-            # Reading an empty cell raises (`Snapshot.current` copes); with one
-            # sharding for every argument, or argument numbers counted from the
-            # end, the program depends on how many arguments there are: every
-            # call comes here, which checks the snapshot.
-            self._fast = stale(snapshot)
-        else:
-            self._fast = fast_state(snapshot, self._jit_function)
-        return snapshot.lifted
+        fast = self._fast = watch(lifted, read, context)
+        return fast.first
 
     def _lift(self) -> Any:
         options = self._lift_options
@@ -149,44 +120,19 @@ class JitFunction(Generic[_P, _R]):
                 del better  # not kept by this frame (its traceback holds it)
 
     def _jitted(self, nargs: int) -> Any:
+        # With one sharding for every argument, or argument numbers counted from
+        # the end, the program depends on how many arguments there are.
         jitted = self._jit_function
         if jitted is None or nargs < self._min_nargs:
             return self.program.for_nargs(nargs)
         return jitted
 
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        (
-            cells,
-            contents,
-            fns,
-            codes,
-            defaults,
-            kwdefaults,
-            (x64, device),
-            call,
-            first,
-            snapshot,
-        ) = self._fast
+        # The cached call: `_lifted`, inlined while what it watches is current.
+        fast = self._fast
+        first = fast.first if current(fast) and not _VERIFY.on else self._lifted()
         try:
-            current = (
-                all(map(is_, map(_contents, cells), contents))
-                and all(map(is_, map(_code, fns), codes))
-                and all(map(is_, map(_defaults, fns), defaults))
-                and all(map(is_, map(_kwdefaults, fns), kwdefaults))
-                and not any(map(len, map(_attrs, fns)))
-                and _X64.value is x64
-                and _DEVICE.value is device
-            )
-        except ValueError:  # a cell emptied by `del`
-            current = False
-        if not current:
-            # A capture rebound, a first call, or a call the fast path does not
-            # serve (see `_lifted`).
-            call, first = self._jitted(len(args)), self._lifted()
-        elif _VERIFY.on and snapshot is not None:
-            check_cached(self._fn, self._lift, first, snapshot.lifted)
-        try:
-            return call(first, *args, **kwargs)
+            return self._jitted(len(args))(first, *args, **kwargs)
         except (TypeError, ValueError) as err:
             if isinstance(err, LiftError) and err.static_names is not None:
                 raise under_lift_jit(err) from None

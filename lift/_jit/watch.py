@@ -23,59 +23,28 @@ from .._capture.nodes import Static
 from .._capture.side_effects import own_changed
 from .._capture.skeleton import skeleton_of, static_changes
 from .._capture.verify import disagree, same_leaves
-from .._compat import conversion_context
+from .._compat import DEFAULT_DEVICE, X64
 from .._holders.closure import function_held, partial_parts
 
-EMPTY: Final = object()  # what an empty cell holds, for the staleness check
 is_: Final = operator.is_
-
-
-class Snapshot:
-    """A lifted function, and what the walk that lifted it read (`Walk.read`):
-    current while each cell holds the object it held, each function and
-    partial the same parts (`Watch`), and the float width and default device
-    are those read before the lift (`context`)."""
-
-    __slots__ = ("cells", "contents", "context", "lifted")
-
-    def __init__(self, lifted: Any, read: list[tuple[Any, Any]], context: Any) -> None:
-        self.lifted = lifted
-        self.context = context
-        cells: list[Any] = []
-        contents: list[Any] = []
-        for obj, held in read:
-            if type(obj) is types.CellType:
-                cells.append(obj)
-                contents.append(EMPTY if held is obj else held)  # `obj`: empty
-            else:
-                watch = Watch(obj, held)
-                cells.append(watch)
-                contents.append(watch.token)
-        self.cells = tuple(cells)
-        self.contents = tuple(contents)
-
-    def current(self) -> bool:
-        if conversion_context() != self.context:
-            return False
-        for cell, last in zip(self.cells, self.contents, strict=True):
-            try:
-                now = cell.cell_contents
-            except ValueError:
-                now = EMPTY
-            if now is not last:
-                return False
-        return True
+_contents: Final = operator.attrgetter("cell_contents")
+_code: Final = operator.attrgetter("__code__")
+_defaults: Final = operator.attrgetter("__defaults__")
+_kwdefaults: Final = operator.attrgetter("__kwdefaults__")
+_attrs: Final = operator.attrgetter("__dict__")
 
 
 class Watch:
-    """Stands for a function or a `functools.partial` among the watched cells:
-    its `cell_contents` is one token while it holds the objects it held, and a
-    new object once one is rebound or changed in place. A function's parts are
-    its code, defaults, keyword-only defaults and attributes (`f.scale = 3.0`,
-    `f.__kwdefaults__['lr'] = 0.5`, `f.__code__ = ...` as IPython's autoreload
-    does); a partial's, its function, arguments, keywords (Python reads the
-    keywords' dict at each call) and attributes: what the walk read of them
-    (`function_held`, `partial_parts`), compared by identity."""
+    """Stands for a function with keyword-only defaults or attributes, a
+    `functools.partial` or a cell the walk found empty, among the watched
+    cells: its `cell_contents` is one token while it holds the objects it held,
+    and a new object once one is rebound or changed in place. A function's
+    parts are its code, defaults, keyword-only defaults and attributes
+    (`f.scale = 3.0`, `f.__kwdefaults__['lr'] = 0.5`, `f.__code__ = ...` as
+    IPython's autoreload does); a partial's, its function, arguments, keywords
+    (Python reads the keywords' dict at each call) and attributes: what the
+    walk read of them (`function_held`, `partial_parts`), compared by
+    identity."""
 
     __slots__ = ("obj", "parts", "token")
 
@@ -94,21 +63,15 @@ class Watch:
             return self.token
         return object()
 
-    @property
-    def inline(self) -> bool:
-        """Whether it watches a function with no keyword-only defaults and no
-        attributes, whose code and defaults a call checks in C (`Fast`)."""
-        parts = self.parts
-        return (
-            type(self.obj) is types.FunctionType
-            and parts[2] is None
-            and len(parts) == 3 + len(parts[1] or ())
-        )
-
 
 def _parts(obj: Any) -> tuple[Any, ...]:
     if type(obj) is types.FunctionType:
         return function_held(obj)
+    if type(obj) is types.CellType:
+        try:
+            return (obj.cell_contents,)
+        except ValueError:
+            return ()
     return tuple(partial_parts(obj))
 
 
@@ -210,64 +173,74 @@ def _changed_in_place(fn: Any, what: str, detail: str) -> LiftError:
 class Fast(NamedTuple):
     """Everything a call reads, in one object written in one assignment, so that
     another thread never sees half an update: the cells and `Watch`es of the
-    graph and what they held when lifted, its functions without keyword-only
-    defaults or attributes with their code and defaults (checked in C, by
-    `JitFunction.__call__`), the float width and default device the lift
-    converted its scalars under, the program to call, the function lifted
-    (passed in front of the arguments), and the snapshot it was made from."""
+    graph and what they held when the walk read them, its functions without
+    keyword-only defaults or attributes with their code and defaults (checked
+    in C), the float width and default device read before the lift, the
+    function lifted (`lifted`) and what a call passes in front of its
+    arguments (`first`: the same)."""
 
     cells: tuple[Any, ...]
     contents: tuple[Any, ...]
     fns: tuple[types.FunctionType, ...]
-    codes: tuple[Any, ...]
+    codes: tuple[types.CodeType, ...]
     defaults: tuple[Any, ...]
-    kwdefaults: tuple[Any, ...]
     context: tuple[Any, Any]
-    call: Any
     first: Any
-    snapshot: Snapshot | None
+    lifted: Any
 
 
-# Never current: a cell that holds `None` where `EMPTY` was.
+# Never current: a cell holding `None` where it held another object.
 STALE: Final = Fast(
-    (types.CellType(None),),
-    (EMPTY,),
-    (),
-    (),
-    (),
-    (),
-    (None, None),
-    None,
-    None,
-    None,
+    (types.CellType(None),), (object(),), (), (), (), (None, None), None, None
 )
 
 
-def fast_state(snapshot: Snapshot, call: Any) -> Fast:
-    """What a call reads for a snapshot known to be current, with its cells as
-    they were (no empty one)."""
-    plain = [c for c in snapshot.cells if type(c) is Watch and c.inline]
-    inline = {id(w) for w in plain}
-    kept = [
-        (c, v)
-        for c, v in zip(snapshot.cells, snapshot.contents, strict=True)
-        if id(c) not in inline
-    ]
-    fns: list[types.FunctionType] = [w.obj for w in plain]
+def watch(lifted: Any, read: list[tuple[Any, Any]], context: tuple[Any, Any]) -> Fast:
+    """What a call reads, for `lifted` and what the walk that lifted it read
+    (`Walk.read`: a cell and its contents, itself when empty; a function and
+    `function_held`; a partial and its parts)."""
+    cells: list[Any] = []
+    contents: list[Any] = []
+    fns: list[tuple[types.FunctionType, Any, Any]] = []
+    for obj, held in read:
+        t: type[Any] = type(obj)  # pyright: ignore[reportUnknownVariableType]
+        if t is types.CellType and held is not obj:
+            cells.append(obj)
+            contents.append(held)
+        elif (
+            t is types.FunctionType
+            and len(held) == 3 + len(held[1] or ())
+            and held[2] is None
+        ):
+            fns.append((obj, held[0], held[1]))  # no keyword-only defaults, attributes
+        else:
+            w = Watch(obj, () if held is obj else held)
+            cells.append(w)
+            contents.append(w.token)
     return Fast(
-        tuple(c for c, _ in kept),
-        tuple(v for _, v in kept),
-        tuple(fns),
-        tuple(fn.__code__ for fn in fns),
-        tuple(w.parts[1] for w in plain),
-        tuple(w.parts[2] for w in plain),
-        snapshot.context,
-        call,
-        snapshot.lifted,
-        snapshot,
+        tuple(cells),
+        tuple(contents),
+        tuple(fn for fn, _, _ in fns),
+        tuple(code for _, code, _ in fns),
+        tuple(defaults for _, _, defaults in fns),
+        context,
+        lifted,
+        lifted,
     )
 
 
-def stale(snapshot: Snapshot) -> Fast:
-    """A state every call checks on the slow path (`JitFunction._lifted`)."""
-    return STALE._replace(snapshot=snapshot)
+def current(fast: Fast) -> bool:
+    """Whether what `fast` watches holds what it held: the one check."""
+    cells, contents, fns, codes, defaults, (x64, device), _, _ = fast
+    try:
+        return (
+            all(map(is_, map(_contents, cells), contents))
+            and all(map(is_, map(_code, fns), codes))
+            and all(map(is_, map(_defaults, fns), defaults))
+            and not any(map(_kwdefaults, fns))
+            and not any(map(_attrs, fns))
+            and X64.value is x64
+            and DEFAULT_DEVICE.value is device
+        )
+    except ValueError:  # a cell emptied by `del`
+        return False

@@ -235,9 +235,9 @@ def test_long_lived_function_closing_over_a_rebound_tracer_keeps_none() -> None:
         return out
 
     assert float(jax.grad(outer)(3.0)) == 2.0
-    assert f._fast.snapshot is None or not any(  # pyright: ignore[reportPrivateUsage]
+    assert not any(
         isinstance(leaf, jax.core.Tracer)
-        for leaf in jax.tree_util.tree_leaves(f._fast.snapshot.lifted)  # pyright: ignore[reportPrivateUsage]
+        for leaf in jax.tree_util.tree_leaves(f._fast.lifted)  # pyright: ignore[reportPrivateUsage]
     )
     assert float(f(2.0)) == 2.0
 
