@@ -2,7 +2,7 @@
 ahead-of-time stages, and how it is a pytree and a holder of the closure graph.
 
 A call reads what the function captures now (`lift._jit.watch`); while that is
-what the last lift read, it passes the lifted function's leaves to the shared
+what the last lift read, it passes the function it lifted last to the shared
 program (`lift._jit.programs`) without lifting again.
 """
 
@@ -48,9 +48,7 @@ class JitFunction(Generic[_P, _R]):
         "__weakref__",
         "_fast",
         "_fn",
-        "_jit_function",
         "_lift_options",
-        "_min_nargs",
         "program",
     )
 
@@ -70,8 +68,6 @@ class JitFunction(Generic[_P, _R]):
     def _setup(self, fn: Any, program: Program, lift_options: dict[str, Any]) -> None:
         self._fn = fn
         self.program = program
-        self._jit_function = program.jitted
-        self._min_nargs = program.min_nargs
         self._lift_options = lift_options
         # What a call reads, the last lift included.
         self._fast: Fast = STALE
@@ -119,20 +115,12 @@ class JitFunction(Generic[_P, _R]):
             finally:
                 del better  # not kept by this frame (its traceback holds it)
 
-    def _jitted(self, nargs: int) -> Any:
-        # With one sharding for every argument, or argument numbers counted from
-        # the end, the program depends on how many arguments there are.
-        jitted = self._jit_function
-        if jitted is None or nargs < self._min_nargs:
-            return self.program.for_nargs(nargs)
-        return jitted
-
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         # The cached call: `_lifted`, inlined while what it watches is current.
         fast = self._fast
         first = fast.first if current(fast) and not _VERIFY.on else self._lifted()
         try:
-            return self._jitted(len(args))(first, *args, **kwargs)
+            return self.program.for_nargs(len(args))(first, *args, **kwargs)
         except (TypeError, ValueError) as err:
             if isinstance(err, LiftError) and err.static_names is not None:
                 raise under_lift_jit(err) from None
@@ -166,7 +154,8 @@ class JitFunction(Generic[_P, _R]):
     def _lower(
         self, bound: tuple[Any, ...], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Lowered:
-        call, first = self._jitted(len(bound) + len(args)), self._lifted()
+        call = self.program.for_nargs(len(bound) + len(args))
+        first = self._lifted()
         try:
             inner = call.lower(first, *bound, *args, **kwargs)
         except LiftError as err:
@@ -178,7 +167,7 @@ class JitFunction(Generic[_P, _R]):
     ) -> Traced:
         lifted = self._lifted()
         try:
-            inner = self._jitted(len(bound) + len(args)).trace(
+            inner = self.program.for_nargs(len(bound) + len(args)).trace(
                 lifted, *bound, *args, **kwargs
             )
         except LiftError as err:

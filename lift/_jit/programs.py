@@ -91,7 +91,6 @@ class Program:
         "min_nargs",
         "min_static_nargs",
         "options",
-        "shared_in_sharding",
         "static_names",
         "trampoline",
     )
@@ -128,12 +127,9 @@ class Program:
         self._by_nargs: dict[int, Any] = {}
         self._lock = threading.Lock()
         in_shardings = kwargs.get("in_shardings", MISSING)
+        self.jitted: Any = None
         if in_shardings is MISSING or isinstance(in_shardings, (tuple, list)):
-            self.jitted: Any = _jax_jit(trampoline, **self._kwargs_for(None))
-            self.shared_in_sharding: Any = MISSING
-        else:
-            self.jitted = None
-            self.shared_in_sharding = in_shardings
+            self.jitted = _jax_jit(trampoline, **self._kwargs_for(None))
 
     def _kwargs_for(self, nargs: int | None) -> dict[str, Any]:
         """The trampoline's options, for calls with `nargs` positional arguments
@@ -160,8 +156,13 @@ class Program:
         return kwargs
 
     def for_nargs(self, nargs: int) -> Any:
-        """The jitted trampoline for calls with `nargs` positional arguments."""
-        jitted: Any = self._by_nargs.get(nargs)
+        """The jitted trampoline for calls with `nargs` positional arguments: the
+        one for any number, unless one sharding for every argument or argument
+        numbers counted from the end make the program depend on it."""
+        jitted: Any = self.jitted
+        if jitted is not None and nargs >= self.min_nargs:
+            return jitted
+        jitted = self._by_nargs.get(nargs)
         if jitted is None:
             if nargs < self.min_static_nargs:
                 raise _too_few_args(self, nargs)
