@@ -3,9 +3,9 @@ cached call was made for.
 
 A cached call compares, by identity, the cells, defaults, attributes and
 partial arguments its function and the functions it captured held when the
-walk that lifted it read them (`Snapshot`); anything changed sends the call
-down the slow path, which lifts the function anew and serves what Python
-would compute now."""
+walk that lifted it read them (`Fast`, made by `watch`, checked by `current`);
+anything changed sends the call down the slow path, which lifts the function
+anew and serves what Python would compute now."""
 
 from __future__ import annotations
 
