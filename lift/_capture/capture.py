@@ -43,8 +43,10 @@ def capture(
     *,
     static: frozenset[str] = frozenset(),
     dynamic: Callable[[Any], bool] | DynamicNames | None = None,
+    read: list[tuple[Any, Any]] | None = None,
 ) -> tuple[Skeleton, list[Any]]:
-    """Walk `obj` (a function, bound method or partial) into a skeleton and leaves."""
+    """Walk `obj` (a function, bound method or partial) into a skeleton and leaves;
+    `read`, if given, gets what the walk read (`Walk.read`)."""
     with _gc.paused():
         walk = Walk(obj, static, dynamic)
         result = walk.run()
@@ -57,7 +59,10 @@ def capture(
         # keeps it static, whichever function the walk reached it through.
         branched = branched_elsewhere(walk)
         if branched:
-            result = Walk(obj, static, dynamic, branched, walk.scope.ids).run()
+            walk = Walk(obj, static, dynamic, branched, walk.scope.ids)
+            result = walk.run()
+        if read is not None:
+            read.extend(walk.read)
         return result
 
 

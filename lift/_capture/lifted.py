@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import copy
-import functools
 import inspect
 import sys
 import types
@@ -19,8 +18,6 @@ from .. import _compat
 from .._base import registry as _registry
 from .._base.errors import (
     LiftAttributeError,
-    LiftError,
-    describe,
     missing_attribute,
 )
 from .._holders.trees import is_function_like
@@ -33,7 +30,7 @@ from .describe import explain_concretization, no_function, reject, static_argume
 from .floats import as_arrays
 from .paths import _NOT_FOUND, attribute_of, captures_of
 from .pytree import register
-from .rebuild import build
+from .rebuild import build, importable
 from .repr import pformat, repr_pretty, treescope_repr
 from .skeleton import (
     Skeleton,
@@ -117,6 +114,7 @@ class Lifted(Generic[_P, _R]):
         "_flat",
         "_leaves",
         "_original",
+        "_read",
         "_skeleton",
     )
 
@@ -167,7 +165,10 @@ class Lifted(Generic[_P, _R]):
                 raise reject(
                     fn, "lift" if type(self) is Lifted else type(self).__name__
                 )
-            skeleton, leaves = capture(fn, static=names, dynamic=dynamic)
+            self._read: list[tuple[Any, Any]] = []  # for `lift.jit` (`Walk.read`)
+            skeleton, leaves = capture(
+                fn, static=names, dynamic=dynamic, read=self._read
+            )
             skeleton.options = (names, dynamic)
             self._setup(skeleton, tuple(leaves), None)
             self._original = fn
@@ -389,7 +390,11 @@ class Lifted(Generic[_P, _R]):
         # function, or a partial of one), the options it was lifted with, and the
         # current leaves.
         names, dynamic = self._skeleton.options or (NO_NAMES, None)
-        fn = self._original if self._original is not None else _importable(self)
+        fn = (
+            self._original
+            if self._original is not None
+            else importable(self._function())
+        )
         return (_unpickle, (type(self), fn, names, dynamic, self._arrays()))
 
     def __repr__(self) -> str:
@@ -407,31 +412,6 @@ _CONCRETIZATION: Final = (
 def caller_name(cls: type[Any]) -> str:
     """How `static=`/`dynamic=` messages name the call: `lift`, or the subclass."""
     return "lift" if cls is Lifted else cls.__name__
-
-
-def _importable(x: Lifted[Any, Any]) -> Any:
-    """The function behind a `Lifted` rebuilt from leaves, as pickle can find it:
-    the module-level function of the same code (or a partial of it)."""
-    rebuilt = x._function()
-    target = rebuilt.func if isinstance(rebuilt, functools.partial) else rebuilt
-    module = sys.modules.get(getattr(target, "__module__", None) or "")
-    found: Any = module
-    for part in str(getattr(target, "__qualname__", "<>")).split("."):
-        found = getattr(found, part, None)
-    if found is None or getattr(found, "__code__", None) is not getattr(
-        target, "__code__", False
-    ):
-        raise LiftError(
-            f"pickle needs the function {describe(target)} importable by name, "
-            "and this `Lifted` was rebuilt from leaves (by a transform or "
-            "`tree_map`), which keeps no original.\nFix: pickle the `Lifted` made "
-            "from a module-level function, or its leaves (`jax.tree.leaves`).",
-            anchor="pickle-rebuilt",
-        )
-    if isinstance(rebuilt, functools.partial):
-        partial = cast("functools.partial[Any]", rebuilt)
-        return type(partial)(found, *partial.args, **partial.keywords)
-    return found
 
 
 def construct(

@@ -10,10 +10,13 @@ closed by creating every cell empty first and filling it last.
 
 from __future__ import annotations
 
+import functools
+import sys
 import types
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
+from .._base.errors import LiftError, describe
 from .._holders.closure import make_partial, set_function_parts
 from .copies import Copies, attribute_copies, copies_in
 from .nodes import (
@@ -26,7 +29,7 @@ from .nodes import (
 )
 from .skeleton import Skeleton
 
-__all__ = ["build", "build_nodes", "build_watched"]
+__all__ = ["build", "build_nodes", "build_watched", "importable"]
 
 
 def build(skeleton: Skeleton, leaves: Sequence[Any]) -> Callable[..., Any]:
@@ -114,3 +117,28 @@ def build_nodes(
                 (node.has_defaults, node.has_kwdefaults),
             )
     return objs
+
+
+def importable(rebuilt: Callable[..., Any]) -> Any:
+    """The function behind a `Lifted` rebuilt from leaves (`rebuilt`, its
+    function), as pickle can find it: the module-level function of the same
+    code (or a partial of it)."""
+    target = rebuilt.func if isinstance(rebuilt, functools.partial) else rebuilt
+    module = sys.modules.get(getattr(target, "__module__", None) or "")
+    found: Any = module
+    for part in str(getattr(target, "__qualname__", "<>")).split("."):
+        found = getattr(found, part, None)
+    if found is None or getattr(found, "__code__", None) is not getattr(
+        target, "__code__", False
+    ):
+        raise LiftError(
+            f"pickle needs the function {describe(target)} importable by name, "
+            "and this `Lifted` was rebuilt from leaves (by a transform or "
+            "`tree_map`), which keeps no original.\nFix: pickle the `Lifted` made "
+            "from a module-level function, or its leaves (`jax.tree.leaves`).",
+            anchor="pickle-rebuilt",
+        )
+    if isinstance(rebuilt, functools.partial):
+        partial = cast("functools.partial[Any]", rebuilt)
+        return type(partial)(found, *partial.args, **partial.keywords)
+    return found

@@ -17,8 +17,7 @@ from typing import Any, Final, cast
 from .._compat import Tracer
 from .._holders.closure import (
     cells,
-    function_parts,
-    has_defaults,
+    function_held,
     holder_of,
     method_parts,
     partial_parts,
@@ -131,6 +130,8 @@ class Walk:
         # Cells whose capture put a scalar among the leaves: (cell, cell index,
         # whether it is a boolean).
         self.scalar_cells: list[tuple[types.CellType, int, bool]] = []
+        # Each cell, function and partial as the walk read it (`lift.jit` watches it).
+        self.read: list[tuple[Any, Any]] = []
 
     def kept(self, live: str | None) -> None:
         if live is not None and self.live is None:
@@ -167,8 +168,8 @@ class Walk:
                     self.parts(holder.parts(obj), index, obj),
                 )
             else:
-                parts = self.parts(partial_parts(obj), index, obj)
-                self.nodes[index] = PartialNode(t, parts)
+                self.read.append((obj, held := tuple(partial_parts(obj))))
+                self.nodes[index] = PartialNode(t, self.parts(held, index, obj))
         nodes: list[Node] = self.nodes  # type: ignore[assignment]
         skeleton = Skeleton(
             nodes,
@@ -190,7 +191,8 @@ class Walk:
         )
 
     def function(self, index: int, fn: types.FunctionType) -> FunctionNode:
-        info = code_info(fn.__code__)
+        self.read.append((fn, held := function_held(fn)))
+        info = code_info(held[0])
         indices: list[int] = []
         ids = self.ids
         nodes, leaves = self.nodes, self.leaves
@@ -212,11 +214,12 @@ class Walk:
                 cell_index = len(nodes)
                 ids[id(cell)] = cell_index
                 self.parents.append(None)
+                try:
+                    contents = cell.cell_contents
+                except ValueError:
+                    contents = cell  # an empty cell: `cell` says so
+                self.read.append((cell, contents))
                 if fast:
-                    try:
-                        contents = cell.cell_contents
-                    except ValueError:
-                        contents = cell  # an empty cell: `cell` says so
                     t = type(contents)  # pyright: ignore[reportUnknownVariableType]
                     name = label.variable
                     if t in ALWAYS_DYNAMIC and name not in unplain:
@@ -241,9 +244,8 @@ class Walk:
                 self.shared = True  # a cell of several functions
                 self.scope.reached(cell_index, cell, not in_scope)
             indices.append(cell_index)
-        defaults, kwdefaults = has_defaults(fn)
         parts: tuple[tuple[Label, Template], ...] = ()
-        if defaults or kwdefaults or fn.__dict__:
+        if held[3:]:
             # A module-level `def f` reading `f.scale` reaches its attributes
             # through the module global, not through the rebuilt function:
             # leaves there would be dead, so its attributes are static instead.
@@ -255,7 +257,7 @@ class Walk:
                         value, index, label, fn, forced=by_global and label.kind == ATTR
                     ),
                 )
-                for label, value in function_parts(fn)
+                for label, value in held[3:]
             )
         return FunctionNode(
             info,
@@ -264,8 +266,8 @@ class Walk:
             fn.__qualname__,
             tuple(indices),
             parts,
-            defaults,
-            kwdefaults,
+            held[1] is not None,
+            held[2] is not None,
             function_meta(fn),
         )
 

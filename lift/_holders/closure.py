@@ -52,6 +52,7 @@ __all__ = [
     "FACTORY",
     "default_names",
     "dict_static",
+    "function_held",
     "function_parts",
     "has_aux",
     "object_parts",
@@ -90,6 +91,14 @@ def function_parts(fn: types.FunctionType) -> Iterator[tuple[Label, Any]]:
     if attrs:
         for name, value in list(attrs.items()):
             yield Label.of(ATTR, name), value
+
+
+def function_held(fn: types.FunctionType) -> tuple[Any, ...]:
+    """What a function holds besides its cells, read once: its code, defaults and
+    keyword-only defaults (`None` and empty differ), then `function_parts`.
+    Compared by identity with a later reading, it says whether the function
+    changed (`lift.jit` watches it)."""
+    return (fn.__code__, fn.__defaults__, fn.__kwdefaults__, *function_parts(fn))
 
 
 def cells(

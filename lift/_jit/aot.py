@@ -198,7 +198,7 @@ class Compiled(_Bound, jax.stages.Compiled):
 
 
 def out_tree(stage: Any) -> Any:
-    # jax 0.8.0's `Traced` keeps it as `out_tree` only (public from later
+    # jax 0.8.0's `Traced` keeps it as `_out_tree` only (public from later
     # versions, as on `Lowered` and `Compiled`).
-    out_tree = getattr(stage, "out_tree", None)
-    return out_tree if out_tree is not None else getattr(stage, "out_tree", None)
+    tree = getattr(stage, "out_tree", None)
+    return tree if tree is not None else getattr(stage, "_out_tree", None)

@@ -11,9 +11,7 @@ Captures are read when the function is called, as Python reads them. Lifting on
 every call would cost tens of microseconds, so each `lift.jit` function keeps the
 cells of the graph it last lifted, with what they held, and lifts again only when
 one of them holds another object (`is`, not `==`). While they hold the same, a
-call passes the lifted function's leaves, a flat tuple, to the program that
-shares its treedef (`Program.specialized`): JAX dispatches it without calling
-back into Python.
+call passes the function it lifted last to the shared program.
 """
 
 from __future__ import annotations

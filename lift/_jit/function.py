@@ -2,14 +2,13 @@
 ahead-of-time stages, and how it is a pytree and a holder of the closure graph.
 
 A call reads what the function captures now (`lift._jit.watch`); while that is
-what the last lift read, it passes the lifted function's leaves to the shared
+what the last lift read, it passes the function it lifted last to the shared
 program (`lift._jit.programs`) without lifting again.
 """
 
 from __future__ import annotations
 
 import copy
-import operator
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final, Generic, Self, TypeVar, cast, overload
 
@@ -18,8 +17,9 @@ from typing_extensions import ParamSpec
 
 from .._base.errors import LiftError, describe, under_lift_jit
 from .._capture.lift import lift
+from .._capture.lifted import Lifted
 from .._capture.verify import STATE as _VERIFY
-from .._compat import DEFAULT_DEVICE, X64
+from .._compat import conversion_context
 from .._holders.closure import Holder, register_holder
 from .._holders.labels import WRAPPED, Label
 from .aot import Lowered, Traced
@@ -29,45 +29,12 @@ from .programs import (
     Program,
     explain_call_error,
 )
-from .watch import (
-    EMPTY,
-    STALE,
-    Fast,
-    Snapshot,
-    check_cached,
-    fast_state,
-    guess_changed,
-    holds_scalars,
-    holds_tracer,
-    is_,
-    same_contents,
-    stale,
-    watched_targets,
-)
+from .watch import STALE, Fast, check_cached, current, holds_tracer, watch
 
 __all__ = ["JitFunction"]
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
-
-_contents: Final = operator.attrgetter("cell_contents")
-_code: Final = operator.attrgetter("__code__")
-_defaults: Final = operator.attrgetter("__defaults__")
-_kwdefaults: Final = operator.attrgetter("__kwdefaults__")
-_attrs: Final = operator.attrgetter("__dict__")
-# -- what a call reads -------------------------------------------------------------
-
-
-# How many times a lift is tried again when a capture it read was rebound
-# meanwhile, before the function is lifted afresh on each call instead.
-_ATTEMPTS: Final = 8
-
-
-# -- the public wrapper ----------------------------------------------------------
-
-
-_X64: Final = X64
-_DEVICE: Final = DEFAULT_DEVICE
 
 
 class JitFunction(Generic[_P, _R]):
@@ -79,13 +46,9 @@ class JitFunction(Generic[_P, _R]):
     __slots__ = (
         "__dict__",
         "__weakref__",
-        "_calling",
         "_fast",
         "_fn",
-        "_jit_function",
         "_lift_options",
-        "_min_nargs",
-        "_seen",
         "program",
     )
 
@@ -105,12 +68,8 @@ class JitFunction(Generic[_P, _R]):
     def _setup(self, fn: Any, program: Program, lift_options: dict[str, Any]) -> None:
         self._fn = fn
         self.program = program
-        self._calling = program.calling
-        self._jit_function = program.jitted
-        self._min_nargs = program.min_nargs
         self._lift_options = lift_options
-        self._seen = False  # called before
-        # What a call reads, the snapshot of the last lift included (`Fast`).
+        # What a call reads, the last lift included.
         self._fast: Fast = STALE
 
     @property
@@ -119,56 +78,29 @@ class JitFunction(Generic[_P, _R]):
         return self._fn
 
     def _lifted(self) -> Any:
-        """The function as a pytree, lifted again if a capture was rebound."""
-        fast = self._state()
-        snapshot = fast.snapshot
-        return fast.first if snapshot is None else snapshot.lifted
-
-    def _state(self) -> Fast:
-        """A state whose snapshot is current (lifting again if a capture was
-        rebound), kept for the next calls; or, for a function that cannot be
-        kept, one without a snapshot, holding a fresh lift in `first`."""
+        """The function as a pytree, lifted again if a capture was rebound, with
+        what a call reads kept for the next calls (`Fast`, in one assignment);
+        a function that holds a tracer is lifted afresh on each call."""
         fast = self._fast
-        snapshot = fast.snapshot
-        fn = self._fn
-        if snapshot is not None and snapshot.current():
-            if snapshot.verified:
-                if _VERIFY.on:
-                    lifted = snapshot.lifted
-                    check_cached(fn, self._lift, lifted, None, lifted)
-                return fast
-            # Made by a first call (`_slow`): kept if the lift read what it watches.
-            # Keeping it, rather than lifting again, keeps its program: a list of
-            # yours that the first call's trace filled is part of the next lift's
-            # key, and would trace again.
-            found = watched_targets(snapshot.lifted, fn)
-            if same_contents(found, snapshot.targets):
-                return self._keep(snapshot)
-            targets = found
-        else:
-            targets = snapshot.targets if snapshot is not None else guess_changed(fn)
-        lifted: Any = None
-        for _ in range(_ATTEMPTS):
-            # What the graph holds is read before the lift and checked after it:
-            # a capture rebound meanwhile (by another thread) may have been read
-            # either way, so the lift is tried again. Read after, it would be
-            # recorded as current next to a lift of the old value.
-            snapshot = Snapshot(targets)
-            lifted = self._lift()
-            if holds_tracer(lifted):
-                # A captured tracer lives as long as its trace: keeping it here
-                # would leak it, so such a function is lifted afresh on each call.
-                self._fast = STALE
-                return STALE._replace(first=lifted)
-            found = watched_targets(lifted, fn)
-            if same_contents(found, targets) and snapshot.current():
-                break
-            targets = found
-        else:
-            self._fast = STALE  # rebound faster than it lifts: keep nothing
-            return STALE._replace(first=lifted)
-        snapshot.lifted = lifted
-        return self._keep(snapshot)
+        if current(fast):
+            if _VERIFY.on:
+                check_cached(self._fn, self._lift, fast.first, fast.lifted)
+            return fast.first
+        # Read before the lift: a change meanwhile makes the state stale.
+        context = conversion_context()
+        lifted = self._lift()
+        if holds_tracer(lifted):
+            # A captured tracer lives as long as its trace: kept here, it would
+            # leak.
+            self._fast = STALE
+            return lifted
+        # What the walk read, as it read it (`Walk.read`): a capture another
+        # thread rebinds during the lift differs from it at the next call.
+        read: list[tuple[Any, Any]] = []
+        if isinstance(lifted, Lifted) and not isinstance(self._fn, Lifted):
+            read = getattr(cast(Any, lifted), "_read", read)
+        fast = self._fast = watch(lifted, read, context)
+        return fast.first
 
     def _lift(self) -> Any:
         options = self._lift_options
@@ -183,132 +115,12 @@ class JitFunction(Generic[_P, _R]):
             finally:
                 del better  # not kept by this frame (its traceback holds it)
 
-    def _keep(self, snapshot: Snapshot) -> Fast:
-        """Keep a snapshot known to be current, with the fast path that goes with
-        it, in one assignment; that state."""
-        snapshot.verified = True
-        lifted = snapshot.lifted
-        if any(c is EMPTY for c in snapshot.contents):
-            # Reading an empty cell raises: `Snapshot.current` copes.
-            fast = self._fast = stale(snapshot, None)
-            return fast
-        if self._jit_function is None or self._min_nargs:
-            # With one sharding for every argument, or argument numbers counted
-            # from the end, the program depends on how many arguments there are:
-            # every call takes `_slow`, which checks the snapshot.
-            entry = (
-                None
-                if self._jit_function is None
-                else self._entry(lifted, self._min_nargs)
-            )
-            fast = self._fast = stale(snapshot, entry)
-            return fast
-        call, first, tree = self._entry(lifted, self._min_nargs)
-        # The width and device the scalars were converted under, if any.
-        context = snapshot.context if holds_scalars(lifted) else None
-        fast = fast_state(snapshot, context, call, first, tree)
-        # Current when made: the snapshot was checked after the lift, and its
-        # `Watch`es and defaults read before it.
-        self._fast = fast
-        return fast
-
-    def _entry(self, lifted: Any, nargs: int) -> tuple[Any, Any, Any]:
-        """The program for a call with `nargs` positional arguments, what it takes
-        in front of them, and the treedef it rebuilds the function with: the
-        leaves of `lifted`, for the program that shares its treedef
-        (`Program.specialized`), or `lifted` itself (and `None`)."""
-        if self._jit_function is not None and nargs >= self._min_nargs:
-            leaves, treedef = cast(
-                "tuple[list[Any], Any]",
-                jax.tree_util.tree_flatten(lifted),  # pyright: ignore[reportUnknownMemberType]
-            )
-            specialized = self.program.specialized(treedef)
-            if specialized is not None:
-                return specialized, tuple(leaves), treedef
-        return self._jitted(nargs), lifted, None
-
-    def _slow(self, nargs: int) -> tuple[Any, Any, Any]:
-        """What `_entry` gives for a call with `nargs` positional arguments, when
-        the fast path's check fails: a capture rebound, a first call, or a call
-        the fast path does not serve (see `_keep`)."""
-        if not self._seen:
-            # A first call lifts without checking what the lift read: a closure
-            # made anew for one call (`make_step(lr)(w, g)`) never needs it. The
-            # next call checks it (`_state`), and keeps this lift if current.
-            self._seen = True
-            snapshot = Snapshot(guess_changed(self._fn))
-            lifted = self._lift()
-            if not holds_tracer(lifted):
-                snapshot.lifted = lifted
-                self._fast = stale(snapshot, None)
-            return self._entry(lifted, nargs)
-        fast = self._state()
-        if fast.snapshot is None:  # not kept: `first` is the lift
-            return self._entry(fast.first, nargs)
-        if fast.call is None or nargs < self._min_nargs:
-            return self._entry(fast.snapshot.lifted, nargs)
-        return fast.call, fast.first, fast.tree
-
-    def _jitted(self, nargs: int) -> Any:
-        jitted = self._jit_function
-        if jitted is None or nargs < self._min_nargs:
-            return self.program.for_nargs(nargs)
-        return jitted
-
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        (
-            cell,
-            content,
-            fn,
-            code,
-            defaults,
-            kwdefaults,
-            kwvalues,
-            cells,
-            contents,
-            context,
-            call,
-            first,
-            tree,
-            snapshot,
-        ) = self._fast
+        # The cached call: `_lifted`, inlined while what it watches is current.
+        fast = self._fast
+        first = fast.first if current(fast) and not _VERIFY.on else self._lifted()
         try:
-            if cell is not None:
-                current = (
-                    cell.cell_contents is content
-                    and fn.__code__ is code
-                    and fn.__defaults__ is defaults
-                    and fn.__kwdefaults__ is kwdefaults
-                    and not fn.__dict__
-                    and (
-                        kwvalues is None
-                        or (
-                            len(kwdefaults) == len(kwvalues)
-                            and all(map(is_, kwdefaults.values(), kwvalues))
-                        )
-                    )
-                )
-            else:
-                current = (
-                    all(map(is_, map(_contents, cells), contents))
-                    and all(map(is_, map(_code, fn), code))
-                    and all(map(is_, map(_defaults, fn), defaults))
-                    and all(map(is_, map(_kwdefaults, fn), kwdefaults))
-                    and not any(map(len, map(_attrs, fn)))
-                )
-            if context is not None and current:
-                x64, device = context
-                current = _X64.value is x64 and _DEVICE.value is device
-        except ValueError:  # a cell emptied by `del`
-            current = False
-        if not current:
-            call, first, tree = self._slow(len(args))
-        elif _VERIFY.on:
-            kept = None if snapshot is None else snapshot.lifted
-            check_cached(self._fn, self._lift, first, tree, kept)
-        self._calling.treedef = tree
-        try:
-            return call(first, *args, **kwargs)
+            return self.program.for_nargs(len(args))(first, *args, **kwargs)
         except (TypeError, ValueError) as err:
             if isinstance(err, LiftError) and err.static_names is not None:
                 raise under_lift_jit(err) from None
@@ -342,9 +154,8 @@ class JitFunction(Generic[_P, _R]):
     def _lower(
         self, bound: tuple[Any, ...], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Lowered:
-        call, first, self._calling.treedef = self._entry(
-            self._lifted(), len(bound) + len(args)
-        )
+        call = self.program.for_nargs(len(bound) + len(args))
+        first = self._lifted()
         try:
             inner = call.lower(first, *bound, *args, **kwargs)
         except LiftError as err:
@@ -355,9 +166,10 @@ class JitFunction(Generic[_P, _R]):
         self, bound: tuple[Any, ...], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Traced:
         lifted = self._lifted()
-        call, first, self._calling.treedef = self._entry(lifted, len(bound) + len(args))
         try:
-            inner = call.trace(first, *bound, *args, **kwargs)
+            inner = self.program.for_nargs(len(bound) + len(args)).trace(
+                lifted, *bound, *args, **kwargs
+            )
         except LiftError as err:
             raise under_lift_jit(err) from None
         program = self.program
@@ -365,7 +177,7 @@ class JitFunction(Generic[_P, _R]):
         def alone() -> Any:
             return program.bake(lifted, *bound).trace(*args, **kwargs)
 
-        return Traced(inner, (first, *bound), alone)
+        return Traced(inner, (lifted, *bound), alone)
 
     @overload
     def __get__(self, instance: None, owner: type | None = None) -> Self: ...

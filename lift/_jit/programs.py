@@ -39,7 +39,6 @@ from .options import (
 )
 
 __all__ = [
-    "Calling",
     "MISSING",
     "Program",
     "explain_call_error",
@@ -86,15 +85,12 @@ class Program:
     __slots__ = (
         "_by_nargs",
         "_lock",
-        "_specialized",
         "_static_positions",
-        "calling",
         "jitted",
         "kwargs",
         "min_nargs",
         "min_static_nargs",
         "options",
-        "shared_in_sharding",
         "static_names",
         "trampoline",
     )
@@ -129,18 +125,11 @@ class Program:
             default=0,
         )
         self._by_nargs: dict[int, Any] = {}
-        self._specialized: dict[Any, Any] = {}
         self._lock = threading.Lock()
-        # The treedef of the function each thread calls a specialized program
-        # for (`Calling`): this program's own per-call state.
-        self.calling = Calling()
         in_shardings = kwargs.get("in_shardings", MISSING)
+        self.jitted: Any = None
         if in_shardings is MISSING or isinstance(in_shardings, (tuple, list)):
-            self.jitted: Any = _jax_jit(trampoline, **self._kwargs_for(None))
-            self.shared_in_sharding: Any = MISSING
-        else:
-            self.jitted = None
-            self.shared_in_sharding = in_shardings
+            self.jitted = _jax_jit(trampoline, **self._kwargs_for(None))
 
     def _kwargs_for(self, nargs: int | None) -> dict[str, Any]:
         """The trampoline's options, for calls with `nargs` positional arguments
@@ -167,35 +156,19 @@ class Program:
         return kwargs
 
     def for_nargs(self, nargs: int) -> Any:
-        """The jitted trampoline for calls with `nargs` positional arguments."""
-        jitted: Any = self._by_nargs.get(nargs)
+        """The jitted trampoline for calls with `nargs` positional arguments: the
+        one for any number, unless one sharding for every argument or argument
+        numbers counted from the end make the program depend on it."""
+        jitted: Any = self.jitted
+        if jitted is not None and nargs >= self.min_nargs:
+            return jitted
+        jitted = self._by_nargs.get(nargs)
         if jitted is None:
             if nargs < self.min_static_nargs:
                 raise _too_few_args(self, nargs)
             jitted = _jax_jit(self.trampoline, **self._kwargs_for(nargs))
             with self._lock:
                 jitted = self._by_nargs.setdefault(nargs, jitted)
-        return jitted
-
-    def specialized(self, treedef: Any) -> Any:
-        """The program for functions that flatten to `treedef`, taking the leaves
-        (a tuple) in front of the arguments, or `None` past `_SPECIALIZED_MAX`.
-        Set `calling.treedef` to the called function's treedef before each call.
-
-        It compiles what the trampoline compiles for such a function, but JAX
-        dispatches a call of it without calling back into Python to flatten the
-        `Lifted` and hash its skeleton: a cached call costs what `jax.jit` with the
-        captures as explicit arguments costs.
-        """
-        jitted: Any = self._specialized.get(treedef)
-        if jitted is None:
-            if self.jitted is None or len(self._specialized) >= _SPECIALIZED_MAX:
-                return None
-            jitted = _jax_jit(
-                _unflattening(self.trampoline, self.calling), **self._kwargs_for(None)
-            )
-            with self._lock:
-                jitted = self._specialized.setdefault(treedef, jitted)
         return jitted
 
     def bake(self, lifted: Any, *bound: Any) -> Any:
@@ -214,9 +187,6 @@ MISSING: Final = _Missing()
 
 # The programs functions of one code share, by key (at most 4096: emptied when full).
 _programs: BoundedDict[Any, Program] = BoundedDict(4096)
-# Treedefs a program specializes for (`Program.specialized`); past them, calls
-# pass the `Lifted` to the shared trampoline, which compiles the same program.
-_SPECIALIZED_MAX: Final = 256
 _programs_lock = threading.Lock()
 
 
@@ -348,32 +318,6 @@ def _trampoline(fn: Any, signature: inspect.Signature) -> Callable[..., Any]:
         ]
     )
     return trampoline
-
-
-class Calling(threading.local):
-    """The treedef of the function a specialized program is called for, set by
-    the caller (`JitFunction`) before each call, per thread: traced, the program
-    rebuilds that function, not the first of those with an equal treedef
-    (statics equal by their own `__eq__` are not the same objects)."""
-
-    treedef: Any = None
-
-
-def _unflattening(trampoline: Any, calling: Calling) -> Callable[..., Any]:
-    """The trampoline, taking a function's leaves in place of the function (its
-    treedef is `calling.treedef`), and dressed as the trampoline is."""
-    call = lambda __lifted__, /, *args, **kwargs: trampoline(calling.treedef.unflatten(__lifted__), *args, **kwargs)  # fmt: skip # pyright: ignore[reportUnknownLambdaType, reportUnknownVariableType, reportUnknownMemberType]
-    code: types.CodeType = trampoline.__code__
-    call.__code__ = call.__code__.replace(  # pyright: ignore[reportUnknownMemberType]
-        co_name=code.co_name,
-        co_qualname=code.co_qualname,
-        co_filename=code.co_filename,
-        co_firstlineno=code.co_firstlineno,
-    )
-    call.__name__ = trampoline.__name__
-    call.__qualname__ = trampoline.__qualname__
-    call.__signature__ = trampoline.__signature__  # type: ignore[attr-defined]
-    return call  # pyright: ignore[reportUnknownVariableType]
 
 
 def _too_few_args(program: Program, nargs: int) -> ValueError:

@@ -3,13 +3,12 @@ cached call was made for.
 
 A cached call compares, by identity, the cells, defaults, attributes and
 partial arguments its function and the functions it captured held when the
-entry was made (`Snapshot`, one per function graph); anything else changed
-sends the call down the slow path, which lifts the function anew and serves
-what Python would compute now."""
+walk that lifted it read them (`Fast`, made by `watch`, checked by `current`);
+anything changed sends the call down the slow path, which lifts the function
+anew and serves what Python would compute now."""
 
 from __future__ import annotations
 
-import functools
 import operator
 import types
 from collections.abc import Callable
@@ -20,201 +19,60 @@ from jax.core import Tracer
 
 from .._base.errors import LiftError, describe
 from .._capture.lifted import Lifted
-from .._capture.nodes import CellNode, FunctionNode, PartialNode, Ref, Static, Template
+from .._capture.nodes import Static
 from .._capture.side_effects import own_changed
-from .._capture.skeleton import Skeleton, skeleton_of, static_changes
+from .._capture.skeleton import skeleton_of, static_changes
 from .._capture.verify import disagree, same_leaves
-from .._compat import conversion_context
-from .._holders.closure import cells as cells_of, partial_parts
-from .._holders.state import function_state, same_state
+from .._compat import DEFAULT_DEVICE, X64
+from .._holders.closure import function_held, partial_parts
 
-EMPTY: Final = object()  # what an empty cell holds, for the staleness check
 is_: Final = operator.is_
-
-
-class Snapshot:
-    """A lifted function, and what the graph it came from held then: it is current
-    while each cell holds the same object, and each function of the graph the
-    same defaults and attributes (`Watch`).
-
-    Made before lifting, from the cells and functions the lift is expected to
-    read (`targets`), and completed by `lifted`; `verified` once the lift is
-    known to have read those (a first call's lift is checked by the next call).
-    """
-
-    __slots__ = ("cells", "contents", "context", "lifted", "targets", "verified")
-
-    def __init__(self, targets: list[Any]) -> None:
-        self.targets = targets
-        self.context = conversion_context()
-        cells: list[Any] = [
-            t
-            if type(t) is types.CellType
-            else Watch(t)
-            if type(t) is types.FunctionType
-            else _PartialWatch(t)
-            for t in targets
-        ]
-        contents: list[Any] = []
-        for cell in cells:
-            try:
-                contents.append(cell.cell_contents)
-            except ValueError:
-                contents.append(EMPTY)
-        self.cells = tuple(cells)
-        self.contents = tuple(contents)
-        self.lifted: Any = None
-        self.verified = False
-
-    def current(self) -> bool:
-        if conversion_context() != self.context:
-            return False
-        for cell, last in zip(self.cells, self.contents, strict=True):
-            try:
-                now = cell.cell_contents
-            except ValueError:
-                now = EMPTY
-            if now is not last:
-                return False
-        return True
-
-
-def watched_targets(lifted: Any, root: Any) -> list[Any]:
-    """The cells and functions of the graph `lifted` was lifted from."""
-    targets: list[Any] = []
-    if isinstance(lifted, Lifted) and not isinstance(root, Lifted):
-        skeleton: Skeleton = lifted._skeleton  # pyright: ignore[reportPrivateUsage, reportUnknownMemberType]
-        _graph(skeleton, root, targets)
-    return targets
-
-
-def guess_changed(root: Any) -> list[Any]:
-    """The targets of a function not lifted yet: its cells, and those of the
-    closures they hold (checked against the lift's graph after it)."""
-    targets: list[Any] = []
-    if type(root) is types.FunctionType:
-        seen = {id(root)}
-        todo = [root]
-        while todo:
-            fn = todo.pop()
-            targets.append(fn)
-            for _, cell in cells_of(fn):
-                if id(cell) in seen:
-                    continue
-                seen.add(id(cell))
-                targets.append(cell)
-                try:
-                    value = cell.cell_contents
-                except ValueError:
-                    continue
-                if (
-                    type(value) is types.FunctionType
-                    and value.__closure__ is not None
-                    and id(value) not in seen
-                ):
-                    seen.add(id(value))
-                    todo.append(value)
-    return targets
-
-
-def same_contents(a: list[Any], b: list[Any]) -> bool:
-    """The same cells and functions, in any order: a snapshot made from either
-    watches the other's."""
-    return len(a) == len(b) and {id(x) for x in a} == {id(x) for x in b}
+_contents: Final = operator.attrgetter("cell_contents")
+_code: Final = operator.attrgetter("__code__")
+_defaults: Final = operator.attrgetter("__defaults__")
+_kwdefaults: Final = operator.attrgetter("__kwdefaults__")
+_attrs: Final = operator.attrgetter("__dict__")
 
 
 class Watch:
-    """Stands for a function's code, defaults and attributes among the watched
-    cells: its `cell_contents` is one token while they are the objects they
-    were (`function_state`), and a new object once one is rebound or changed
-    in place (`f.scale = 3.0`, `f.__defaults__ = ...`,
-    `f.__kwdefaults__['lr'] = 0.5`, `f.__code__ = ...` as IPython's
-    autoreload does)."""
+    """Stands for a function with keyword-only defaults or attributes, a
+    `functools.partial` or a cell the walk found empty, among the watched
+    cells: its `cell_contents` is one token while it holds the objects it held,
+    and a new object once one is rebound or changed in place. A function's
+    parts are its code, defaults, keyword-only defaults and attributes
+    (`f.scale = 3.0`, `f.__kwdefaults__['lr'] = 0.5`, `f.__code__ = ...` as
+    IPython's autoreload does); a partial's, its function, arguments, keywords
+    (Python reads the keywords' dict at each call) and attributes: what the
+    walk read of them (`function_held`, `partial_parts`), compared by
+    identity."""
 
-    __slots__ = ("fn", "state", "token")
+    __slots__ = ("obj", "parts", "token")
 
-    def __init__(self, fn: types.FunctionType) -> None:
-        self.fn = fn
-        self.state = function_state(fn)
+    def __init__(self, obj: Any, parts: tuple[Any, ...]) -> None:
+        self.obj = obj
+        self.parts = parts
         self.token = object()
 
     @property
     def cell_contents(self) -> object:
-        return self.token if same_state(self.fn, self.state) else object()
-
-
-class _PartialWatch:
-    """As `Watch`, for a captured `functools.partial`: the parts
-    `partial_parts` reads (its function, arguments, keywords and attributes;
-    Python reads the keywords' dict at each call, `p.keywords['lr'] = 0.5`
-    changes it in place), by identity."""
-
-    __slots__ = ("partial", "parts", "token")
-
-    def __init__(self, partial: functools.partial[Any]) -> None:
-        self.partial = partial
-        self.parts = tuple(partial_parts(partial))
-        self.token = object()
-
-    @property
-    def cell_contents(self) -> object:
-        now = tuple(partial_parts(self.partial))
-        then = self.parts
+        now, then = _parts(self.obj), self.parts
         if len(now) == len(then) and all(
-            label is label0 and value is value0
-            for (label, value), (label0, value0) in zip(now, then, strict=True)
+            a is b or (type(a) is tuple and a[0] == b[0] and a[1] is b[1])
+            for a, b in zip(now, then, strict=True)
         ):
             return self.token
         return object()
 
 
-def _graph(skeleton: Skeleton, root: Any, cells: list[Any]) -> None:
-    """The original cells and functions behind the skeleton's nodes.
-
-    Follows the skeleton from `root` the way it was captured: every node is found
-    from a node of smaller index, through a cell, default, partial argument or
-    bound method's parts.
-    """
-    nodes = skeleton.nodes
-    objs: list[Any] = [None] * len(nodes)
-    objs[0] = root
-    for i, node in enumerate(nodes):
-        obj = objs[i]
-        if obj is None:
-            continue
-        if type(node) is FunctionNode:
-            for index, (_, cell) in zip(node.cells, cells_of(obj), strict=True):
-                objs[index] = cell
-            cells.append(obj)
-        elif type(node) is CellNode or type(node) is PartialNode:
-            cells.append(obj)
-        for label, template in node.parts():
-            slots = template.slots
-            if not any(type(s) is Ref for s in slots):
-                continue
-            value = label.read(obj)
-            for slot, v in zip(slots, _parts(template, value), strict=True):
-                if type(slot) is Ref and objs[slot.index] is None:
-                    objs[slot.index] = v
-
-
-def _parts(template: Template, value: Any) -> list[Any]:
-    """The values standing in a template's slots."""
-    treedef = template.treedef  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-    if treedef is None:
-        return [value]
-    return list(treedef.flatten_up_to(value))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
-
-
-def holds_scalars(lifted: Any) -> bool:
-    """Whether `lifted`'s leaves hold Python scalars, converted by the float
-    width and default device of the moment (any leaf, if it is no `Lifted`)."""
-    if not isinstance(lifted, Lifted):
-        return True
-    return any(type(leaf) in _SCALARS for leaf in lifted._leaves)  # pyright: ignore[reportPrivateUsage, reportUnknownMemberType, reportUnknownArgumentType, reportUnknownVariableType]
-
-
-_SCALARS: Final = frozenset({float, complex, int, bool})
+def _parts(obj: Any) -> tuple[Any, ...]:
+    if type(obj) is types.FunctionType:
+        return function_held(obj)
+    if type(obj) is types.CellType:
+        try:
+            return (obj.cell_contents,)
+        except ValueError:
+            return ()
+    return tuple(partial_parts(obj))
 
 
 def holds_tracer(lifted: Any) -> bool:
@@ -225,13 +83,11 @@ def holds_tracer(lifted: Any) -> bool:
     return any(isinstance(leaf, Tracer) for leaf in leaves)
 
 
-def check_cached(
-    fn: Any, lift_now: Callable[[], Any], first: Any, tree: Any, kept: Any
-) -> None:
+def check_cached(fn: Any, lift_now: Callable[[], Any], first: Any, kept: Any) -> None:
     """With `lift.verifying()` on: that what a cached call passes (`first`, the
-    leaves for `tree`, or a lifted function when `tree` is `None`) is what
-    lifting the function now gives. `kept` is the lift it was made from: when
-    that too differs from lifting now, the captures changed in place.
+    function lifted) is what lifting the function now gives. `kept` is the lift
+    it was made from: when that too differs from lifting now, the captures
+    changed in place.
 
     The contents of your own lists, dicts and sets (a log a function fills
     while it traces, a trace counter, a loss log a callback fills) are not
@@ -250,11 +106,10 @@ def check_cached(
         "tuple[list[Any], Any]",
         jax.tree_util.tree_flatten(fresh),  # pyright: ignore[reportUnknownMemberType]
     )
-    if tree is None:
-        first, tree = cast(
-            "tuple[list[Any], Any]",
-            jax.tree_util.tree_flatten(first),  # pyright: ignore[reportUnknownMemberType]
-        )
+    first, tree = cast(
+        "tuple[list[Any], Any]",
+        jax.tree_util.tree_flatten(first),  # pyright: ignore[reportUnknownMemberType]
+    )
     if treedef != tree:
         if _changed_since(kept, fresh, tree) is None:
             raise disagree(
@@ -267,7 +122,7 @@ def check_cached(
         raise _changed_in_place(fn, "a program compiled for static values", "")
     differs = same_leaves(first, leaves)
     if differs is not None:
-        if kept is None or same_leaves(jax.tree_util.tree_leaves(kept), leaves) is None:
+        if same_leaves(jax.tree_util.tree_leaves(kept), leaves) is None:
             raise disagree("lift.jit cached call", fn, f"other leaves ({differs})")
         # Every capture it watches holds what it held, and the lift it kept
         # differs from one made now: a value inside a captured container or
@@ -315,140 +170,77 @@ def _changed_in_place(fn: Any, what: str, detail: str) -> LiftError:
     )
 
 
-# The fast path checks one cell and one function's code, defaults and keyword-only
-# defaults (its attributes: none when lifted), or, when that cell is `None`,
-# several cells and `Watch`es. These stand in for the cell: a function not
-# lifted yet (never current), and a graph without cells (always current).
-STALE_CELL: Final = types.CellType(None)  # checked against `EMPTY`
-NO_CELL: Final = types.CellType(EMPTY)
-
-
 class Fast(NamedTuple):
     """Everything a call reads, in one object written in one assignment, so that
-    another thread never sees half an update: what the graph held when lifted
-    (one cell and one function, checked inline, the function's keyword-only
-    defaults' values in `kwvalues`; or several cells and `Watch`es, a
-    partial's included, and the plain functions, their code, defaults and
-    keyword-only defaults as tuples, each function's attribute dict empty
-    when lifted), the float width and default device its scalars were
-    converted under (`None`: it has none), the program to call and what to
-    pass it in front of the arguments (the lifted function's leaves, or the
-    function itself: `JitFunction._entry`), the treedef that rebuilds the
-    function from them (`Program.calling`, or `None`), and the snapshot it was
-    made from. The inline form for one cell saves about a microsecond a call
-    (a third of `lift.jit`'s cost over `jax.jit` for a closure over `lr`)."""
+    another thread never sees half an update: the cells and `Watch`es of the
+    graph and what they held when the walk read them, its functions without
+    keyword-only defaults or attributes with their code and defaults (checked
+    in C), the float width and default device read before the lift, the
+    function lifted (`lifted`) and what a call passes in front of its
+    arguments (`first`: the same)."""
 
-    cell: types.CellType | None
-    content: Any
-    fn: Any
-    code: Any
-    defaults: Any
-    kwdefaults: Any
-    kwvalues: tuple[Any, ...] | None
     cells: tuple[Any, ...]
     contents: tuple[Any, ...]
-    context: tuple[Any, Any] | None
-    call: Any
+    fns: tuple[types.FunctionType, ...]
+    codes: tuple[types.CodeType, ...]
+    defaults: tuple[Any, ...]
+    context: tuple[Any, Any]
     first: Any
-    tree: Any
-    snapshot: Snapshot | None
+    lifted: Any
 
 
-# The one function, when the graph has none: no defaults, no attributes.
-def no_fn() -> None: ...
-
-
-NO_FN: Final = no_fn
-NO_STATE: Final = function_state(NO_FN)
+# Never current: a cell holding `None` where it held another object.
 STALE: Final = Fast(
-    STALE_CELL,
-    EMPTY,
-    NO_FN,
-    NO_FN.__code__,
-    None,
-    None,
-    None,
-    (),
-    (),
-    None,
-    None,
-    None,
-    None,
-    None,
+    (types.CellType(None),), (object(),), (), (), (), (None, None), None, None
 )
 
 
-def fast_state(
-    snapshot: Snapshot,
-    context: tuple[Any, Any] | None,
-    call: Any,
-    first: Any,
-    tree: Any,
-) -> Fast:
-    """What a call reads for a snapshot known to be current, with its cells
-    as they were (no empty one): one cell and one function without
-    attributes inline, else the general form."""
-    cells, contents = snapshot.cells, snapshot.contents
-    one = [i for i, c in enumerate(cells) if type(c) is types.CellType]
-    watched = [c for c in cells if type(c) is Watch]
-    if (
-        len(one) <= 1
-        and len(watched) <= 1
-        and len(one) + len(watched) == len(cells)  # no partial
-        and not any(w.state.attrs for w in watched)
-    ):
-        # One cell and one function without attributes: checked inline.
-        cell, content = (cells[one[0]], contents[one[0]]) if one else (NO_CELL, EMPTY)
-        fn, state = (watched[0].fn, watched[0].state) if watched else (NO_FN, NO_STATE)
-        kwvalues = (
-            None if state.kwdefaults is None else tuple(v for _, v in state.kwitems)
-        )
-        fast = Fast(
-            cell,
-            content,
-            fn,
-            state.code,
-            state.defaults,
-            state.kwdefaults,
-            kwvalues,
-            (),
-            (),
-            context,
-            call,
-            first,
-            tree,
-            snapshot,
-        )
-    else:
-        # Functions without attributes or keyword-only defaults are checked
-        # in C (`__call__`), the others by their `Watch`'s property.
-        plain = [w for w in watched if w.state.kwdefaults is None and not w.state.attrs]
-        inline = {id(w) for w in plain}
-        kept = [
-            (c, v) for c, v in zip(cells, contents, strict=True) if id(c) not in inline
-        ]
-        fast = Fast(
-            None,
-            None,
-            tuple(w.fn for w in plain),
-            tuple(w.state.code for w in plain),
-            tuple(w.state.defaults for w in plain),
-            tuple(w.state.kwdefaults for w in plain),
-            None,
-            tuple(c for c, _ in kept),
-            tuple(v for _, v in kept),
-            context,
-            call,
-            first,
-            tree,
-            snapshot,
-        )
-    return fast
+def watch(lifted: Any, read: list[tuple[Any, Any]], context: tuple[Any, Any]) -> Fast:
+    """What a call reads, for `lifted` and what the walk that lifted it read
+    (`Walk.read`: a cell and its contents, itself when empty; a function and
+    `function_held`; a partial and its parts)."""
+    cells: list[Any] = []
+    contents: list[Any] = []
+    fns: list[tuple[types.FunctionType, Any, Any]] = []
+    for obj, held in read:
+        t: type[Any] = type(obj)  # pyright: ignore[reportUnknownVariableType]
+        if t is types.CellType and held is not obj:
+            cells.append(obj)
+            contents.append(held)
+        elif (
+            t is types.FunctionType
+            and len(held) == 3 + len(held[1] or ())
+            and held[2] is None
+        ):
+            fns.append((obj, held[0], held[1]))  # no keyword-only defaults, attributes
+        else:
+            w = Watch(obj, () if held is obj else held)
+            cells.append(w)
+            contents.append(w.token)
+    return Fast(
+        tuple(cells),
+        tuple(contents),
+        tuple(fn for fn, _, _ in fns),
+        tuple(code for _, code, _ in fns),
+        tuple(defaults for _, _, defaults in fns),
+        context,
+        lifted,
+        lifted,
+    )
 
 
-def stale(snapshot: Snapshot | None, entry: tuple[Any, Any, Any] | None) -> Fast:
-    """A state every call checks on the slow path (`JitFunction._slow`)."""
-    if snapshot is None and entry is None:
-        return STALE
-    call, first, tree = entry if entry is not None else (None, None, None)
-    return STALE._replace(call=call, first=first, tree=tree, snapshot=snapshot)
+def current(fast: Fast) -> bool:
+    """Whether what `fast` watches holds what it held: the one check."""
+    cells, contents, fns, codes, defaults, (x64, device), _, _ = fast
+    try:
+        return (
+            all(map(is_, map(_contents, cells), contents))
+            and all(map(is_, map(_code, fns), codes))
+            and all(map(is_, map(_defaults, fns), defaults))
+            and not any(map(_kwdefaults, fns))
+            and not any(map(_attrs, fns))
+            and X64.value is x64
+            and DEFAULT_DEVICE.value is device
+        )
+    except ValueError:  # a cell emptied by `del`
+        return False

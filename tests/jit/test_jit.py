@@ -235,9 +235,9 @@ def test_long_lived_function_closing_over_a_rebound_tracer_keeps_none() -> None:
         return out
 
     assert float(jax.grad(outer)(3.0)) == 2.0
-    assert f._fast.snapshot is None or not any(  # pyright: ignore[reportPrivateUsage]
+    assert not any(
         isinstance(leaf, jax.core.Tracer)
-        for leaf in jax.tree_util.tree_leaves(f._fast.snapshot.lifted)  # pyright: ignore[reportPrivateUsage]
+        for leaf in jax.tree_util.tree_leaves(f._fast.lifted)  # pyright: ignore[reportPrivateUsage]
     )
     assert float(f(2.0)) == 2.0
 
@@ -607,12 +607,7 @@ def test_error_method_of_a_class_that_is_not_a_pytree() -> None:
         Plain().apply(jnp.ones(2))
 
 
-def test_calls_past_the_specialized_programs_share_the_trampoline(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    from lift._jit import programs as _programs
-
-    monkeypatch.setattr(_programs, "_SPECIALIZED_MAX", 1)
+def test_closures_differing_in_a_static_capture_compile_one_program_each() -> None:
     counter = Counter()
 
     def make(n: int, lr: float) -> Any:
@@ -627,7 +622,7 @@ def test_calls_past_the_specialized_programs_share_the_trampoline(
     for lr in (0.5, 0.25):
         for n in (1, 2, 3):
             assert jnp.allclose(make(n, lr)(w), lr + n)
-    # One program per static `n`, whichever way it is called.
+    # One program per static `n`: the rates are its parameters.
     assert counter.traces == 3
 
 
