@@ -1,13 +1,13 @@
-"""`lift.diff` of two `Lifted`: where their skeletons differ, node by node and
-capture by capture, in the user's terms (the variable, its path, the two values,
-and why a value is static)."""
+"""`lift.diff` of two `Lifted`: one walk over both skeletons' graphs, node
+pair by node pair and capture by capture, with one policy for what to say: the
+key path, then what stands there in one and in the other (a static as both
+values and why it is static)."""
 
 from __future__ import annotations
 
 import functools
 import types
-from collections.abc import Callable
-from typing import Any, Final, cast
+from typing import Any, Final, NamedTuple, cast
 
 import numpy as np
 
@@ -17,7 +17,6 @@ from .._capture.nodes import (
     CellNode,
     FunctionNode,
     HolderNode,
-    MethodNode,
     PartialNode,
     Ref,
     Static,
@@ -29,16 +28,25 @@ from .._compat import treedef_text
 from .._holders.closure import custom_data
 from .._holders.trees import treedef_paths
 
-__all__ = ["diff_lifted"]
+__all__ = ["a_or_an", "at_path", "diff_lifted", "is_function", "join_path"]
 
 # A path longer than this (functions nested thousands deep) keeps its start and
 # end around ` ... `: each step then costs the same, however deep the walk.
 PATH_CHARS: Final = 1000
 LIMIT: Final = 80  # as `static_str` cuts a value
+_REORDERED: Final = (
+    "the same keys in another order: lift keeps a dict's insertion order, as "
+    "Python iterates it, so each order is its own program"
+)
 
 
-def _by_identity(t: type[Any]) -> bool:
-    """Whether `==` on instances of `t` is identity: no `__eq__` of its own."""
+def a_or_an(noun: str) -> str:
+    return f"{'an' if noun[:1].lower() in 'aeiou' else 'a'} {noun}"
+
+
+def by_identity(value: Any) -> bool:
+    """Whether `==` on `value` is identity: its class has no `__eq__` of its own."""
+    t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
     return getattr(t, "__eq__", None) is object.__eq__
 
 
@@ -49,27 +57,25 @@ def static_unequal(u: Any, v: Any) -> tuple[bool, str]:
     different here)."""
     if u is v:
         return False, ""
-    t: type[Any] = type(u)  # pyright: ignore[reportUnknownVariableType]
+    noun = a_or_an(type(u).__name__)
     try:
         eq = u == v
-        if type(eq) is bool:
-            unequal = not eq
-        elif getattr(eq, "shape", None) not in (None, ()):
+        if type(eq) is not bool and getattr(eq, "shape", None) not in (None, ()):
             return True, (
-                f"{a_or_an(t.__name__)}'s `==` answers with an array, not True or False: "
-                "taken as different"
+                f"{noun}'s `==` answers with an array, not True or False: taken as "
+                "different"
             )
-        else:
-            unequal = not bool(eq)
+        unequal = not bool(eq)
     except Exception as err:
         return True, (
-            f"comparing {a_or_an(t.__name__)} with `==` raised {type(err).__name__}: "
-            "taken as different"
+            f"comparing {noun} with `==` raised {type(err).__name__}: taken as "
+            "different"
         )
-    if unequal and type(v) is t and _by_identity(t) and not is_function(u):
+    t: type[Any] = type(u)  # pyright: ignore[reportUnknownVariableType]
+    if unequal and type(v) is t and by_identity(u) and not is_function(u):
         return True, (
-            f"{a_or_an(t.__name__)} has no `__eq__` of its own: compared by identity, "
-            "so each new one compiles anew"
+            f"{noun} has no `__eq__` of its own: compared by identity, so each new "
+            "one compiles anew"
         )
     return unequal, ""
 
@@ -95,29 +101,17 @@ def at_path(path: str) -> str:
     return f"{path}: " if path else ""
 
 
-class _Side:
-    """One of the two skeletons being compared, and how it was lifted."""
-
-    __slots__ = ("dynamic", "names", "skeleton")
-
-    def __init__(self, skeleton: Skeleton) -> None:
-        self.skeleton = skeleton
-        names, dynamic = skeleton.options or (frozenset[str](), None)
-        self.names: frozenset[str] = names
-        self.dynamic: Callable[[Any], bool] | DynamicNames | None = dynamic
-
-
 def diff_lifted(
     prefix: str, x: Lifted[Any, Any], y: Lifted[Any, Any], lines: list[str]
 ) -> None:
     if type(x) is not type(y):
         lines.append(
-            f"{at_path(prefix)}a {type(x).__qualname__} in one, a {type(y).__qualname__} in "
-            "the other"
+            f"{at_path(prefix)}a {type(x).__qualname__} in one, a "
+            f"{type(y).__qualname__} in the other"
         )
         return
-    sa, sb = _Side(skeleton_of(x)), _Side(skeleton_of(y))
-    if sa.skeleton == sb.skeleton:
+    sa, sb = skeleton_of(x), skeleton_of(y)
+    if sa == sb:
         return
     before = len(lines)
     # Both graphs walked together from their roots, by what refers to what: a
@@ -126,15 +120,19 @@ def diff_lifted(
     seen: set[tuple[int, int]] = set()
     while stack:
         path, ia, ib = stack.pop()
-        if (ia, ib) in seen:
-            continue
-        seen.add((ia, ib))
-        _diff_node(path, sa, sb, ia, ib, lines, stack)
+        if (ia, ib) not in seen:
+            seen.add((ia, ib))
+            _diff_nodes(path, _Pair(sa, sb), ia, ib, lines, stack)
     if len(lines) == before:
         lines.append(
             f"{at_path(prefix)}the same functions and values, shared differently (one "
             "object captured in two places in one, two equal objects in the other)"
         )
+
+
+class _Pair(NamedTuple):
+    a: Skeleton
+    b: Skeleton
 
 
 def _node_name(skeleton: Skeleton, index: int) -> str:
@@ -145,29 +143,56 @@ def _node_name(skeleton: Skeleton, index: int) -> str:
         return f"{node.qualname} ({code.co_filename}:{code.co_firstlineno})"
     if isinstance(node, CellNode):
         return _node_name(skeleton, node.owner)
-    inner = _ref_name(skeleton, node.func)
-    if isinstance(node, PartialNode):
-        return f"functools.partial({inner})"
-    if isinstance(node, MethodNode):
-        return f"bound method ({inner})"
-    return f"{node.holder.name}({inner})"
-
-
-def _ref_name(skeleton: Skeleton, template: Template) -> str:
-    slots = template.slots
+    slots, inner = node.func.slots, "..."
     if len(slots) == 1 and type(slots[0]) is Ref:
-        node = skeleton.nodes[slots[0].index]
-        if isinstance(node, FunctionNode):
-            return node.qualname
-    return "..."
+        held = skeleton.nodes[slots[0].index]
+        inner = held.qualname if isinstance(held, FunctionNode) else inner
+    return f"{node.kind}({inner})"
 
 
 def _owner(skeleton: Skeleton, template: Template) -> str:
+    """`(in qualname at file:line)`: the function holding a capture."""
     node = skeleton.nodes[skeleton.function_of(template)]
     if isinstance(node, FunctionNode):
         code = node.info.code
-        return f"{node.qualname} at {code.co_filename}:{code.co_firstlineno}"
-    return node.kind
+        return f" (in {node.qualname} at {code.co_filename}:{code.co_firstlineno})"
+    return f" (in {node.kind})"
+
+
+def _facts(skeleton: Skeleton, index: int) -> list[tuple[str, Any, str, str]]:
+    """What two nodes of one kind compare besides their parts: `(what it is
+    called, what it is compared by, how it is shown, why two alike differ)`."""
+    node = skeleton.nodes[index]
+    if isinstance(node, FunctionNode):
+        defaults = ", ".join(
+            f"{name} {'set' if on else 'None'}"
+            for name, on in (
+                ("__defaults__", node.has_defaults),
+                ("__kwdefaults__", node.has_kwdefaults),
+            )
+        )
+        return [
+            ("is named", (node.name, node.qualname), repr(node.qualname), ""),
+            (
+                "reads the globals of",
+                id(node.globals),
+                f"module {node.globals.get('__name__')!r}",
+                "two dicts: the module was loaded twice",
+            ),
+            (
+                "has docstring, module, annotations",
+                node.meta,
+                static_str(node.meta.value),
+                "",
+            ),
+            ("has", (node.has_defaults, node.has_kwdefaults), defaults, ""),
+        ]
+    if isinstance(node, HolderNode):
+        options = static_str(node.static)
+        return [("has options", Static(node.static), options, "two objects")]
+    if isinstance(node, PartialNode):
+        return [("is of class", node.cls, static_str(node.cls), "")]
+    return []
 
 
 def _parts(skeleton: Skeleton, index: int) -> dict[Any, tuple[Any, Template | None]]:
@@ -183,73 +208,51 @@ def _parts(skeleton: Skeleton, index: int) -> dict[Any, tuple[Any, Template | No
     return out
 
 
-def _diff_node(
+def _diff_nodes(
     path: str,
-    sa: _Side,
-    sb: _Side,
+    pair: _Pair,
     ia: int,
     ib: int,
     lines: list[str],
     stack: list[tuple[str, int, int]],
 ) -> None:
-    na, nb = sa.skeleton.nodes[ia], sb.skeleton.nodes[ib]
+    na, nb = pair.a.nodes[ia], pair.b.nodes[ib]
+    name_a, name_b = _node_name(pair.a, ia), _node_name(pair.b, ib)
     if type(na) is not type(nb):
         lines.append(
-            f"{at_path(path)}a {na.kind} ({_node_name(sa.skeleton, ia)}) in one, a "
-            f"{nb.kind} ({_node_name(sb.skeleton, ib)}) in the other"
+            f"{at_path(path)}a {na.kind} ({name_a}) in one, a {nb.kind} ({name_b}) "
+            "in the other"
         )
         return
     if isinstance(na, FunctionNode):
-        assert isinstance(nb, FunctionNode)
-        ca, cb = na.info.code, nb.info.code
-        if ca is not cb and (na.info.hash != nb.info.hash or ca != cb):
-            same = (ca.co_filename, ca.co_firstlineno, na.qualname) == (
-                cb.co_filename,
-                cb.co_firstlineno,
-                nb.qualname,
-            )
+        ia_, ib_ = na.info, cast(FunctionNode, nb).info
+        if ia_.code is not ib_.code and (ia_.hash != ib_.hash or ia_.code != ib_.code):
+            same = name_a == name_b and na.qualname == cast(FunctionNode, nb).qualname
             lines.append(
                 f"{path + ' is a' if path else 'two'} different function"
-                f"{'' if path else 's'}: {_node_name(sa.skeleton, ia)} vs "
-                f"{_node_name(sb.skeleton, ib)}"
+                f"{'' if path else 's'}: {name_a} vs {name_b}"
                 + (" (same name and line, different code)" if same else "")
             )
             return
-        if na.globals is not nb.globals:
+    for (what, ka, ta, why), (_, kb, tb, _) in zip(
+        _facts(pair.a, ia), _facts(pair.b, ib), strict=True
+    ):
+        if ka != kb:
+            alike = f" ({why})" if ta == tb and why else ""
             lines.append(
-                f"{at_path(path)}{na.qualname} reads another module's globals (the module "
-                "was loaded twice)"
+                f"{at_path(path)}{name_a} {what} {ta} in one, {tb} in the other{alike}"
             )
-        if (na.name, na.qualname) != (nb.name, nb.qualname):
-            lines.append(f"{at_path(path)}renamed, {na.qualname!r} vs {nb.qualname!r}")
-        if na.meta != nb.meta:
-            lines.append(
-                f"{at_path(path)}{na.qualname}'s docstring, module or annotations differ"
-            )
-        if (na.has_defaults, na.has_kwdefaults) != (nb.has_defaults, nb.has_kwdefaults):
-            lines.append(f"{at_path(path)}{na.qualname} has defaults in one only")
-    elif isinstance(na, HolderNode):
-        assert isinstance(nb, HolderNode)
-        if Static(na.static) != Static(nb.static):
-            lines.append(f"{at_path(path)}{na.holder.name} options differ")
-    pa, pb = _parts(sa.skeleton, ia), _parts(sb.skeleton, ib)
-    for ident in pa.keys() - pb.keys():
-        lines.append(f"{path}{pa[ident][0].text}: captured in one only")
-    for ident in pb.keys() - pa.keys():
-        lines.append(f"{path}{pb[ident][0].text}: captured in one only")
+    pa, pb = _parts(pair.a, ia), _parts(pair.b, ib)
+    for one, other, side in ((pa, pb, "one"), (pb, pa, "the other")):
+        for ident, (label, _) in one.items():
+            if ident not in other:
+                lines.append(f"{path}{label.text}: captured in {side} only")
     for ident, (label, ta) in pa.items():
-        if ident not in pb:
-            continue
-        tb = pb[ident][1]
-        where = join_path(path, label.text)
-        if ta is None or tb is None:
-            if (ta is None) != (tb is None):
-                lines.append(
-                    f"{where}: {label.variable} is not yet bound in one (an empty "
-                    "closure cell)"
-                )
-            continue
-        _diff_template(where, label.variable, sa, sb, ta, tb, lines, stack)
+        if ident in pb:
+            where = join_path(path, label.text)
+            _diff_templates(
+                where, label.variable or "it", pair, ta, pb[ident][1], lines, stack
+            )
     if list(pa) != list(pb) and pa.keys() == pb.keys():
         lines.append(f"{at_path(path)}the same captures, in another order")
 
@@ -264,74 +267,6 @@ def _shape(template: Template) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _diff_template(
-    where: str,
-    variable: str | None,
-    sa: _Side,
-    sb: _Side,
-    ta: Template,
-    tb: Template,
-    lines: list[str],
-    stack: list[tuple[str, int, int]],
-) -> None:
-    if ta.treedef != tb.treedef or ta.order != tb.order:
-        lines.append(
-            f"{where}: {variable or 'it'} holds {_shape(ta)} in one, {_shape(tb)} in "
-            "the other"
-            + (
-                " (the same keys in another order: lift keeps a dict's insertion "
-                "order, as Python iterates it, so each order is its own program)"
-                if ta.treedef == tb.treedef
-                else ""
-            )
-        )
-        return
-    if ta.aux != tb.aux:
-        # Equal treedefs whose static data differs as statics do (`0.0` and
-        # `-0.0`, `1` and `True`), which JAX's `==` does not see.
-        lines.append(
-            f"{where}: {variable or 'it'} holds {_shape(ta)} in both, whose "
-            f"static (aux) data differs: {_aux_str(ta)} vs {_aux_str(tb)} "
-            f"(in {_owner(sa.skeleton, ta)})"
-        )
-        return
-    name = variable or "it"
-    subpaths = treedef_paths(ta.treedef) if ta.treedef is not None else None
-    for pos, (u, v) in enumerate(zip(ta.slots, tb.slots, strict=True)):
-        sub = where
-        if subpaths is not None:
-            sub += "".join(str(e) for e in subpaths[pos])
-        tu, tv = type(u), type(v)
-        if tu is int and tv is int:
-            continue
-        if tu is Ref and tv is Ref:
-            stack.append((sub, cast(Ref, u).index, cast(Ref, v).index))
-            continue
-        if tu is Static and tv is Static:
-            if u == v:
-                continue
-            su, sv = cast(Static, u), cast(Static, v)
-            _, why = static_unequal(su.value, sv.value)  # an `__eq__` that cannot say
-            if _by_identity(type(su.value)):  # pyright: ignore[reportUnknownArgumentType]
-                why = ""  # said by `_why_static`
-            if _reordered(su.value, sv.value):
-                why = (
-                    "the same keys in another order: lift keeps a dict's insertion "
-                    "order, as Python iterates it, so each order is its own program"
-                )
-            lines.append(
-                f"{sub}: {name} = {_keyed_str(su)} vs {_keyed_str(sv)}, "
-                f"static because {_why_static(sa, ta, name, su)}"
-                + (f"; {why}" if why else "")
-                + f" (in {_owner(sa.skeleton, ta)})"
-            )
-            continue
-        lines.append(
-            f"{sub}: {name} is {_slot_str(sa, ta, name, u)} in one, "
-            f"{_slot_str(sb, tb, name, v)} in the other (in {_owner(sa.skeleton, ta)})"
-        )
-
-
 def _aux_str(template: Template) -> str:
     """The static data of a template's custom pytree nodes, as it is shown."""
     parts = [aux for _, aux in custom_data(template.treedef) if aux is not None]
@@ -339,13 +274,67 @@ def _aux_str(template: Template) -> str:
     return text if len(parts) == 1 else f"({text})"
 
 
-def _slot_str(side: _Side, template: Template, name: str, slot: Any) -> str:
+def _diff_templates(
+    where: str,
+    name: str,
+    pair: _Pair,
+    ta: Template | None,
+    tb: Template | None,
+    lines: list[str],
+    stack: list[tuple[str, int, int]],
+) -> None:
+    """Two captures of one name: their structures, then slot by slot."""
+    if ta is None or tb is None:
+        if (ta is None) != (tb is None):
+            lines.append(
+                f"{where}: {name} is not yet bound in one (an empty closure cell)"
+            )
+        return
+    held = f"{where}: {name} holds {_shape(ta)}"
+    if ta.treedef != tb.treedef or ta.order != tb.order:
+        same = ta.treedef == tb.treedef
+        lines.append(
+            f"{held} in one, {_shape(tb)} in the other"
+            + (f" ({_REORDERED})" if same else "")
+        )
+        return
+    owner = _owner(pair.a, ta)
+    if ta.aux != tb.aux:
+        # Equal treedefs whose static data differs as statics do (`0.0` and
+        # `-0.0`, `1` and `True`), which JAX's `==` does not see.
+        lines.append(
+            f"{held} in both, whose static (aux) data differs: {_aux_str(ta)} vs "
+            f"{_aux_str(tb)}{owner}"
+        )
+        return
+    subpaths = treedef_paths(ta.treedef) if ta.treedef is not None else None
+    for pos, (u, v) in enumerate(zip(ta.slots, tb.slots, strict=True)):
+        sub = where
+        if subpaths is not None:
+            sub += "".join(str(e) for e in subpaths[pos])
+        if type(u) is Ref and type(v) is Ref:
+            stack.append((sub, u.index, v.index))
+        elif type(u) is Static and type(v) is Static:
+            if u != v:
+                lines.append(
+                    f"{sub}: {name} = {_keyed_str(u)} vs {_keyed_str(v)}, static "
+                    f"because {_why_static(pair.a, name, u)}{_why_apart(u, v)}{owner}"
+                )
+        elif type(u) is not int or type(v) is not int:
+            lines.append(
+                f"{sub}: {name} is {_slot_str(pair.a, name, u)} in one, "
+                f"{_slot_str(pair.b, name, v)} in the other{owner}"
+            )
+
+
+def _slot_str(skeleton: Skeleton, name: str, slot: Any) -> str:
     if type(slot) is int:
         return "a leaf (dynamic)"
     if type(slot) is Ref:
-        return f"a {side.skeleton.nodes[slot.index].kind} ({_node_name(side.skeleton, slot.index)})"
+        node = skeleton.nodes[slot.index]
+        return f"a {node.kind} ({_node_name(skeleton, slot.index)})"
     static = cast(Static, slot)
-    return f"static {_keyed_str(static)} ({_why_static(side, template, name, static)})"
+    return f"static {_keyed_str(static)} ({_why_static(skeleton, name, static)})"
 
 
 def _keyed_str(slot: Static) -> str:
@@ -356,129 +345,75 @@ def _keyed_str(slot: Static) -> str:
     t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
     if (t is list or t is dict or t is set) and not slot.by_identity:
         try:
-            text = _key_str(slot.slot_key)
-        except _Unreadable:
-            pass
-        else:
-            return text if len(text) <= LIMIT else text[: LIMIT - 3] + "..."
-    return static_str(value)
+            value = _keyed_value(slot.slot_key)
+        except (TypeError, ValueError, IndexError, RecursionError):
+            pass  # a key of a kind not read back: the value as it is now
+    return static_str(value, LIMIT)
 
 
-class _Unreadable(Exception):
-    """A static key `_key_str` cannot read back."""
+def _keyed_value(key: Any) -> Any:
+    """The value a static key (`static_key`, or the contents key of a list,
+    dict or set kept whole) was made from."""
+    t: Any = key[0]
+    rest: tuple[Any, ...] = key[1:]
+    if t in (list, tuple, set, frozenset):
+        return cast("type[Any]", t)(map(_keyed_value, rest[0]))
+    if t is dict:
+        return {_keyed_value(k): _keyed_value(v) for k, v in rest[0]}
+    if t is float or t is complex:
+        return t(*map(float.fromhex, rest))
+    if type(t) is type and issubclass(t, np.generic):
+        return np.frombuffer(rest[1], rest[0])[0]
+    if type(rest[-1]) is (key[0] if len(rest) == 1 else rest[0]):
+        return rest[-1]  # by value (`(int, 3)`), or by its own `__eq__`
+    raise TypeError("not a key lift reads back")
 
 
-def _key_str(key: Any) -> str:
-    """The text of the value a static key (`static_key`, or the contents key of
-    a list, dict or set kept whole) was made from, nested items included; read
-    iteratively (an explicit stack of pending texts)."""
-    out: list[str] = []
-    # Items are a key to read, or a literal text to emit.
-    stack: list[tuple[bool, Any]] = [(True, key)]
-    while stack:
-        is_key, item = stack.pop()
-        if not is_key:
-            out.append(item)
-            continue
-        if type(item) is not tuple or not item:
-            raise _Unreadable
-        item = cast("tuple[Any, ...]", item)
-        t: Any = item[0]
-        parts: list[tuple[bool, Any]]
-        if t is list or t is tuple:
-            items = list(item[1])
-            close = "," if t is tuple and len(items) == 1 else ""
-            parts = _joined(
-                items, "[" if t is list else "(", close + ("]" if t is list else ")")
-            )
-        elif t is set or t is frozenset:
-            items = sorted(item[1], key=repr)
-            if not items:
-                parts = [(False, "set()" if t is set else "frozenset()")]
-            else:
-                parts = _joined(
-                    items, "{" if t is set else "frozenset({", "}" if t is set else "})"
-                )
-        elif t is dict:
-            parts = [(False, "{")]
-            for i, (k, v) in enumerate(item[1]):
-                if i:
-                    parts.append((False, ", "))
-                parts += [(True, k), (False, ": "), (True, v)]
-            parts.append((False, "}"))
-        elif t is float and len(item) == 2:
-            parts = [(False, repr(float.fromhex(item[1])))]
-        elif t is complex and len(item) == 3:
-            parts = [
-                (False, repr(complex(float.fromhex(item[1]), float.fromhex(item[2]))))
-            ]
-        elif type(t) is type and len(item) == 2 and isinstance(item[1], t):
-            parts = [(False, static_str(item[1]))]
-        elif type(t) is type and len(item) == 3 and isinstance(item[2], item[1]):
-            parts = [(False, static_str(item[2]))]  # compared by its own `__eq__`
-        elif type(t) is type and issubclass(t, np.generic) and len(item) == 3:
-            parts = [(False, static_str(np.frombuffer(item[2], item[1])[0]))]
-        else:
-            raise _Unreadable
-        stack.extend(reversed(parts))
-    return "".join(out)
+def _why_apart(u: Static, v: Static) -> str:
+    """`; why` two statics differ when their values cannot tell: a dict's keys
+    in another order, an `__eq__` that cannot answer."""
+    a, b = u.value, v.value
+    if type(a) is dict and type(b) is dict:
+        ka: list[Any] = list(cast("dict[Any, Any]", a))
+        kb: list[Any] = list(cast("dict[Any, Any]", b))
+        if ka != kb and len(ka) == len(kb) and set(ka) == set(kb):
+            return f"; {_REORDERED}"
+    why = "" if by_identity(a) else static_unequal(a, b)[1]  # else `_why_static`'s
+    return f"; {why}" if why else ""
 
 
-def _joined(items: list[Any], open_: str, close: str) -> list[tuple[bool, Any]]:
-    parts: list[tuple[bool, Any]] = [(False, open_)]
-    for i, k in enumerate(items):
-        if i:
-            parts.append((False, ", "))
-        parts.append((True, k))
-    parts.append((False, close))
-    return parts
-
-
-def a_or_an(noun: str) -> str:
-    return f"{'an' if noun[:1].lower() in 'aeiou' else 'a'} {noun}"
-
-
-def _reordered(a: Any, b: Any) -> bool:
-    """Whether `a` and `b` are dicts with the same items in another order."""
-    if type(a) is not dict or type(b) is not dict:
-        return False
-    ka, kb = list(cast("dict[Any, Any]", a)), list(cast("dict[Any, Any]", b))
-    return ka != kb and len(ka) == len(kb) and set(ka) == set(kb)
-
-
-def _why_static(side: _Side, template: Template, name: str, slot: Static) -> str:
+def _why_static(skeleton: Skeleton, name: str, slot: Static) -> str:
     """Why a captured value is static, as the user can act on it."""
     value = slot.value
+    t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
+    names, dynamic = skeleton.options or (frozenset[str](), None)
     if slot.by_identity:
         return (
-            f"it is {a_or_an(type(value).__name__)}, not a float or array, and unhashable: "
+            f"it is {a_or_an(t.__name__)}, not a float or array, and unhashable: "
             "compared by identity, so each new object compiles anew"
         )
-    if name in side.names:
+    if name in names:
         return f"you declared it static (static=({name!r},))"
-    if isinstance(side.dynamic, DynamicNames):
-        return f"it is not named in `dynamic=` ({side.dynamic!r})"
-    if side.dynamic is not None:
+    if isinstance(dynamic, DynamicNames):
+        return f"it is not named in `dynamic=` ({dynamic!r})"
+    if dynamic is not None:
         return "your `dynamic=` predicate left it static"
-    t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
     if t in (float, complex) or default_dynamic(value):
-        site = _branch_site(side.skeleton, name)
+        sites = (
+            n.info.branch_sites.get(name)
+            for n in skeleton.nodes
+            if isinstance(n, FunctionNode)
+        )
+        site = next((s for s in sites if s is not None), None)
         if site is not None:
-            return f"it is used in `if` at {site} (a traced value could not run there)"
+            return (
+                f"it is used in `if` at {site[0]}:{site[1]} (a traced value could "
+                f"not run there)"
+            )
         return "code branches on it in Python (a traced value could not run there)"
-    if _by_identity(t) and not issubclass(t, (type, types.ModuleType)):
+    if by_identity(value) and not issubclass(t, (type, types.ModuleType)):
         return (
-            f"it is {a_or_an(t.__name__)}, not a float or array, with no `__eq__` of its "
-            "own: compared by identity, so each new object compiles anew"
+            f"it is {a_or_an(t.__name__)}, not a float or array, with no `__eq__` of "
+            f"its own: compared by identity, so each new object compiles anew"
         )
     return f"it is {a_or_an(t.__name__)}, not a float or array"
-
-
-def _branch_site(skeleton: Skeleton, name: str) -> str | None:
-    """`file:line` where a function of the graph branches in Python on `name`."""
-    for node in skeleton.nodes:
-        if isinstance(node, FunctionNode):
-            site = node.info.branch_sites.get(name)
-            if site is not None:
-                return f"{site[0]}:{site[1]}"
-    return None

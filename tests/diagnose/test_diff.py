@@ -641,3 +641,34 @@ def test_none_exactly_when_one_program_serves_both_placements(placement: str) ->
             f"{devices[1]} in the other (jax.jit compiles a program per placement "
             "of an array committed to its devices)"
         )
+
+
+def test_a_captured_list_of_numpy_scalars_is_shown_as_keyed() -> None:
+    # Regression: reading the list back from its key raised TypeError.
+    def holding(xs: Any) -> Any:
+        return lift.lift(lambda x: x if xs else -x)  # a static list
+
+    text = lift.diff(holding([np.float32(1)]), holding([np.float32(2)]))
+    assert text is not None
+    assert ".captures['xs']: xs = [np.float32(1.0)] vs [np.float32(2.0)]" in text
+
+
+class _Partial(functools.partial):  # type: ignore[type-arg]
+    pass
+
+
+def test_partials_of_another_class_are_named() -> None:
+    # Regression: said "the same functions and values, shared differently".
+    def scale(x: Any, k: Any) -> Any:
+        return x * k
+
+    def holding(fn: Any) -> Any:
+        return lift.lift(lambda x: fn(x))
+
+    text = lift.diff(
+        holding(_Partial(scale, k=2)), holding(functools.partial(scale, k=2))
+    )
+    assert text == (
+        f".captures['fn']: functools.partial({scale.__qualname__}) is of class "
+        "<class 'test_diff._Partial'> in one, <class 'functools.partial'> in the other"
+    )
