@@ -11,12 +11,15 @@ import jax
 from .._base.errors import array_text, static_str, type_text
 from .._capture.lift import flatten_lifted, is_lifted, stops_flattening
 from .._capture.lifted import Lifted
+from .._capture.skeleton import skeleton_of
 from .._capture.static import ArrayImpl
 from .._holders import trees as jtu
 from .skeletons import (
+    SHARED,
+    Node,
     a_or_an,
     at_path,
-    diff_lifted,
+    diff_node,
     is_function,
     join_path,
     static_unequal,
@@ -167,13 +170,30 @@ def _children(x: Any) -> tuple[jtu.TreeDef, list[tuple[Any, Any]]]:
 
 def _diff_trees(a: Any, b: Any, lines: list[str]) -> None:
     """Walk `a` and `b` together (iteratively), reporting where their treedefs
-    part: node types, static metadata, number of children, and `Lifted`."""
+    part: node types, static metadata, number of children, and, through a pair
+    of `Lifted` of one class, their skeletons' nodes."""
     stack: list[tuple[str, Any, Any]] = [("", a, b)]
+    seen: set[tuple[int, int, int, int]] = set()
     while stack:
         path, x, y = stack.pop()
+        if type(x) is Node and type(y) is Node:
+            # Once per pair: both graphs walked together by what refers to
+            # what, so a subgraph of another size elsewhere shifts nothing.
+            key = (id(x.skeleton), x.at, id(y.skeleton), y.at)
+            if key not in seen:
+                seen.add(key)
+                diff_node(path, x, y, lines, stack)
+            continue
+        if y is SHARED:  # two skeletons walked: unequal, yet nothing said
+            if len(lines) == x:
+                lines.append(f"{at_path(path)}{SHARED}")
+            continue
         apart = f"{at_path(path)}{_what(x)} in one, {_what(y)} in the other"
-        if is_lifted(x) and is_lifted(y):
-            diff_lifted(path, x, y, lines)
+        if is_lifted(x) and type(x) is type(y):
+            sx, sy = skeleton_of(cast(Lifted[Any, Any], x)), skeleton_of(y)
+            if sx != sy:
+                stack.append((path, len(lines), SHARED))
+                stack.append((path, Node(sx, 0), Node(sy, 0)))
             continue
         if is_lifted(x) or is_lifted(y) or stops_flattening(x) or stops_flattening(y):
             if _what(x) != _what(y) or type(x) is not type(y):

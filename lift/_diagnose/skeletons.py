@@ -1,18 +1,17 @@
-"""`lift.diff` of two `Lifted`: one walk over both skeletons' graphs, node
-pair by node pair and capture by capture, with one policy for what to say: the
-key path, then what stands there in one and in the other (a static as both
-values and why it is static)."""
+"""`lift.diff` of two skeletons: a pair of nodes met by the walk of `diff`,
+compared by their facts and capture by capture, with one policy for what to
+say: the key path, then what stands there in one and in the other (a static as
+both values and why it is static)."""
 
 from __future__ import annotations
 
-import functools
 import types
 from typing import Any, Final, NamedTuple, cast
 
 import numpy as np
 
 from .._base.errors import static_str
-from .._capture.lifted import Lifted
+from .._capture.lift import is_lifted
 from .._capture.nodes import (
     CellNode,
     FunctionNode,
@@ -22,13 +21,21 @@ from .._capture.nodes import (
     Static,
     Template,
 )
-from .._capture.skeleton import Skeleton, skeleton_of
+from .._capture.skeleton import Skeleton
 from .._capture.static import DynamicNames, default_dynamic
 from .._compat import treedef_text
 from .._holders.closure import custom_data
-from .._holders.trees import treedef_paths
+from .._holders.trees import is_function_like, treedef_paths
 
-__all__ = ["a_or_an", "at_path", "diff_lifted", "is_function", "join_path"]
+__all__ = [
+    "SHARED",
+    "Node",
+    "a_or_an",
+    "at_path",
+    "diff_node",
+    "is_function",
+    "join_path",
+]
 
 # A path longer than this (functions nested thousands deep) keeps its start and
 # end around ` ... `: each step then costs the same, however deep the walk.
@@ -81,12 +88,7 @@ def static_unequal(u: Any, v: Any) -> tuple[bool, str]:
 
 
 def is_function(v: Any) -> bool:
-    t: type[Any] = type(v)  # pyright: ignore[reportUnknownVariableType]
-    return issubclass(t, Lifted) or t in (
-        types.FunctionType,
-        types.MethodType,
-        functools.partial,
-    )
+    return is_function_like(v) or is_lifted(v)
 
 
 def join_path(path: str, more: str) -> str:
@@ -101,38 +103,19 @@ def at_path(path: str) -> str:
     return f"{path}: " if path else ""
 
 
-def diff_lifted(
-    prefix: str, x: Lifted[Any, Any], y: Lifted[Any, Any], lines: list[str]
-) -> None:
-    if type(x) is not type(y):
-        lines.append(
-            f"{at_path(prefix)}a {type(x).__qualname__} in one, a "
-            f"{type(y).__qualname__} in the other"
-        )
-        return
-    sa, sb = skeleton_of(x), skeleton_of(y)
-    if sa == sb:
-        return
-    before = len(lines)
-    # Both graphs walked together from their roots, by what refers to what: a
-    # subgraph of another size elsewhere does not shift what is compared.
-    stack: list[tuple[str, int, int]] = [(prefix, 0, 0)]
-    seen: set[tuple[int, int]] = set()
-    while stack:
-        path, ia, ib = stack.pop()
-        if (ia, ib) not in seen:
-            seen.add((ia, ib))
-            _diff_nodes(path, _Pair(sa, sb), ia, ib, lines, stack)
-    if len(lines) == before:
-        lines.append(
-            f"{at_path(prefix)}the same functions and values, shared differently (one "
-            "object captured in two places in one, two equal objects in the other)"
-        )
+class Node(NamedTuple):
+    """A node of a skeleton (function, partial, bound method, holder) as the
+    walk of `diff` meets it: `0` for a `Lifted`, later those its captures
+    refer to."""
+
+    skeleton: Skeleton
+    at: int
 
 
-class _Pair(NamedTuple):
-    a: Skeleton
-    b: Skeleton
+SHARED: Final = (
+    "the same functions and values, shared differently (one object captured in "
+    "two places in one, two equal objects in the other)"
+)
 
 
 def _node_name(skeleton: Skeleton, index: int) -> str:
@@ -141,13 +124,10 @@ def _node_name(skeleton: Skeleton, index: int) -> str:
     if isinstance(node, FunctionNode):
         code = node.info.code
         return f"{node.qualname} ({code.co_filename}:{code.co_firstlineno})"
-    if isinstance(node, CellNode):
-        return _node_name(skeleton, node.owner)
-    slots, inner = node.func.slots, "..."
-    if len(slots) == 1 and type(slots[0]) is Ref:
-        held = skeleton.nodes[slots[0].index]
-        inner = held.qualname if isinstance(held, FunctionNode) else inner
-    return f"{node.kind}({inner})"
+    func: Template = cast(Any, node).func  # a partial's, method's or holder's
+    ref = func.slots[0] if len(func.slots) == 1 else None
+    held = skeleton.nodes[ref.index] if type(ref) is Ref else None
+    return f"{node.kind}({held.qualname if type(held) is FunctionNode else '...'})"
 
 
 def _owner(skeleton: Skeleton, template: Template) -> str:
@@ -159,10 +139,9 @@ def _owner(skeleton: Skeleton, template: Template) -> str:
     return f" (in {node.kind})"
 
 
-def _facts(skeleton: Skeleton, index: int) -> list[tuple[str, Any, str, str]]:
+def _facts(node: Any) -> list[tuple[str, Any, str, str]]:
     """What two nodes of one kind compare besides their parts: `(what it is
     called, what it is compared by, how it is shown, why two alike differ)`."""
-    node = skeleton.nodes[index]
     if isinstance(node, FunctionNode):
         defaults = ", ".join(
             f"{name} {'set' if on else 'None'}"
@@ -208,16 +187,11 @@ def _parts(skeleton: Skeleton, index: int) -> dict[Any, tuple[Any, Template | No
     return out
 
 
-def _diff_nodes(
-    path: str,
-    pair: _Pair,
-    ia: int,
-    ib: int,
-    lines: list[str],
-    stack: list[tuple[str, int, int]],
+def diff_node(
+    path: str, x: Node, y: Node, lines: list[str], stack: list[tuple[str, Any, Any]]
 ) -> None:
-    na, nb = pair.a.nodes[ia], pair.b.nodes[ib]
-    name_a, name_b = _node_name(pair.a, ia), _node_name(pair.b, ib)
+    na, nb = x.skeleton.nodes[x.at], y.skeleton.nodes[y.at]
+    name_a, name_b = _node_name(*x), _node_name(*y)
     if type(na) is not type(nb):
         lines.append(
             f"{at_path(path)}a {na.kind} ({name_a}) in one, a {nb.kind} ({name_b}) "
@@ -225,8 +199,8 @@ def _diff_nodes(
         )
         return
     if isinstance(na, FunctionNode):
-        ia_, ib_ = na.info, cast(FunctionNode, nb).info
-        if ia_.code is not ib_.code and (ia_.hash != ib_.hash or ia_.code != ib_.code):
+        ia, ib = na.info, cast(FunctionNode, nb).info
+        if ia.code is not ib.code and (ia.hash != ib.hash or ia.code != ib.code):
             same = name_a == name_b and na.qualname == cast(FunctionNode, nb).qualname
             lines.append(
                 f"{path + ' is a' if path else 'two'} different function"
@@ -234,15 +208,13 @@ def _diff_nodes(
                 + (" (same name and line, different code)" if same else "")
             )
             return
-    for (what, ka, ta, why), (_, kb, tb, _) in zip(
-        _facts(pair.a, ia), _facts(pair.b, ib), strict=True
-    ):
+    for (what, ka, ta, why), (_, kb, tb, _) in zip(_facts(na), _facts(nb), strict=True):
         if ka != kb:
             alike = f" ({why})" if ta == tb and why else ""
             lines.append(
                 f"{at_path(path)}{name_a} {what} {ta} in one, {tb} in the other{alike}"
             )
-    pa, pb = _parts(pair.a, ia), _parts(pair.b, ib)
+    pa, pb = _parts(*x), _parts(*y)
     for one, other, side in ((pa, pb, "one"), (pb, pa, "the other")):
         for ident, (label, _) in one.items():
             if ident not in other:
@@ -251,7 +223,7 @@ def _diff_nodes(
         if ident in pb:
             where = join_path(path, label.text)
             _diff_templates(
-                where, label.variable or "it", pair, ta, pb[ident][1], lines, stack
+                where, label.variable or "it", x, y, (ta, pb[ident][1]), lines, stack
             )
     if list(pa) != list(pb) and pa.keys() == pb.keys():
         lines.append(f"{at_path(path)}the same captures, in another order")
@@ -277,13 +249,14 @@ def _aux_str(template: Template) -> str:
 def _diff_templates(
     where: str,
     name: str,
-    pair: _Pair,
-    ta: Template | None,
-    tb: Template | None,
+    x: Node,
+    y: Node,
+    templates: tuple[Template | None, Template | None],
     lines: list[str],
-    stack: list[tuple[str, int, int]],
+    stack: list[tuple[str, Any, Any]],
 ) -> None:
     """Two captures of one name: their structures, then slot by slot."""
+    ta, tb = templates
     if ta is None or tb is None:
         if (ta is None) != (tb is None):
             lines.append(
@@ -298,7 +271,7 @@ def _diff_templates(
             + (f" ({_REORDERED})" if same else "")
         )
         return
-    owner = _owner(pair.a, ta)
+    owner = _owner(x.skeleton, ta)
     if ta.aux != tb.aux:
         # Equal treedefs whose static data differs as statics do (`0.0` and
         # `-0.0`, `1` and `True`), which JAX's `==` does not see.
@@ -313,17 +286,17 @@ def _diff_templates(
         if subpaths is not None:
             sub += "".join(str(e) for e in subpaths[pos])
         if type(u) is Ref and type(v) is Ref:
-            stack.append((sub, u.index, v.index))
+            stack.append((sub, Node(x.skeleton, u.index), Node(y.skeleton, v.index)))
         elif type(u) is Static and type(v) is Static:
             if u != v:
                 lines.append(
                     f"{sub}: {name} = {_keyed_str(u)} vs {_keyed_str(v)}, static "
-                    f"because {_why_static(pair.a, name, u)}{_why_apart(u, v)}{owner}"
+                    f"because {_why_static(x.skeleton, name, u)}{_why_apart(u, v)}{owner}"
                 )
         elif type(u) is not int or type(v) is not int:
             lines.append(
-                f"{sub}: {name} is {_slot_str(pair.a, name, u)} in one, "
-                f"{_slot_str(pair.b, name, v)} in the other{owner}"
+                f"{sub}: {name} is {_slot_str(x.skeleton, name, u)} in one, "
+                f"{_slot_str(y.skeleton, name, v)} in the other{owner}"
             )
 
 
