@@ -11,17 +11,19 @@ import jax
 from .._base.errors import array_text, static_str, type_text
 from .._capture.lift import flatten_lifted, is_lifted, stops_flattening
 from .._capture.lifted import Lifted
+from .._capture.nodes import Ref
 from .._capture.skeleton import skeleton_of
 from .._capture.static import ArrayImpl
 from .._holders import trees as jtu
 from .skeletons import (
     SHARED,
-    Node,
+    Slot,
     a_or_an,
     at_path,
-    diff_node,
+    diff_slots,
     is_function,
     join_path,
+    slot_str,
     static_unequal,
 )
 
@@ -176,13 +178,8 @@ def _diff_trees(a: Any, b: Any, lines: list[str]) -> None:
     seen: set[tuple[int, int, int, int]] = set()
     while stack:
         path, x, y = stack.pop()
-        if type(x) is Node and type(y) is Node:
-            # Once per pair: both graphs walked together by what refers to
-            # what, so a subgraph of another size elsewhere shifts nothing.
-            key = (id(x.skeleton), x.at, id(y.skeleton), y.at)
-            if key not in seen:
-                seen.add(key)
-                diff_node(path, x, y, lines, stack)
+        if type(x) is Slot and type(y) is Slot:
+            diff_slots(path, x, y, lines, stack, seen)
             continue
         if y is SHARED:  # two skeletons walked: unequal, yet nothing said
             if len(lines) == x:
@@ -193,7 +190,8 @@ def _diff_trees(a: Any, b: Any, lines: list[str]) -> None:
             sx, sy = skeleton_of(cast(Lifted[Any, Any], x)), skeleton_of(y)
             if sx != sy:
                 stack.append((path, len(lines), SHARED))
-                stack.append((path, Node(sx, 0), Node(sy, 0)))
+                root = (Slot(sx, 0, "it", Ref(0)), Slot(sy, 0, "it", Ref(0)))
+                stack.append((path, *root))
             continue
         if is_lifted(x) or is_lifted(y) or stops_flattening(x) or stops_flattening(y):
             if _what(x) != _what(y) or type(x) is not type(y):
@@ -220,6 +218,8 @@ def _what(x: Any) -> str:
     # Through the type only where it can: `x` may be any object, even one whose
     # attributes raise.
     t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
+    if t is Slot:
+        return slot_str(x)
     if issubclass(t, Lifted):
         return f"a {t.__name__} ({x.__qualname__})"
     if is_function(x):

@@ -25,16 +25,19 @@ from .._capture.skeleton import Skeleton
 from .._capture.static import DynamicNames, default_dynamic
 from .._compat import treedef_text
 from .._holders.closure import custom_data
-from .._holders.trees import is_function_like, treedef_paths
+from .._holders.trees import is_function_like
 
 __all__ = [
     "SHARED",
-    "Node",
+    "Slot",
     "a_or_an",
     "at_path",
     "diff_node",
+    "diff_slots",
     "is_function",
     "join_path",
+    "rebuilt",
+    "slot_str",
 ]
 
 # A path longer than this (functions nested thousands deep) keeps its start and
@@ -103,13 +106,32 @@ def at_path(path: str) -> str:
     return f"{path}: " if path else ""
 
 
-class Node(NamedTuple):
-    """A node of a skeleton (function, partial, bound method, holder) as the
-    walk of `diff` meets it: `0` for a `Lifted`, later those its captures
-    refer to."""
+class Slot(NamedTuple):
+    """What stands in one slot of a capture, as the walk of `diff` meets it in
+    the capture rebuilt around it (`rebuilt`): a leaf (`int`), a node of the
+    graph (`Ref`; a `Lifted` is `Ref(0)`), a static, or `None` for an empty
+    closure cell."""
 
     skeleton: Skeleton
-    at: int
+    owner: int  # the node holding the capture
+    name: str  # its variable, or "it"
+    slot: int | Ref | Static | None
+
+
+def rebuilt(
+    skeleton: Skeleton, owner: int, name: str, template: Template | None
+) -> Any:
+    """A capture rebuilt with a `Slot` in each slot (as `treedef_paths` does
+    with its markers), for the walk to go on into it as into any pytree."""
+    if template is None:
+        return Slot(skeleton, owner, name, None)
+    slots = [Slot(skeleton, owner, name, s) for s in template.slots]
+    if template.treedef is None:
+        return slots[0]
+    if template.order is not None:  # dicts in insertion order
+        ordered, perm, _ = template.order
+        return ordered.unflatten([slots[p] for p in perm])
+    return template.treedef.unflatten(slots)
 
 
 SHARED: Final = (
@@ -130,9 +152,9 @@ def _node_name(skeleton: Skeleton, index: int) -> str:
     return f"{node.kind}({held.qualname if type(held) is FunctionNode else '...'})"
 
 
-def _owner(skeleton: Skeleton, template: Template) -> str:
-    """`(in qualname at file:line)`: the function holding a capture."""
-    node = skeleton.nodes[skeleton.function_of(template)]
+def _owner(skeleton: Skeleton, index: int) -> str:
+    """` (in qualname at file:line)`: the function holding a capture."""
+    node = skeleton.nodes[index]
     if isinstance(node, FunctionNode):
         code = node.info.code
         return f" (in {node.qualname} at {code.co_filename}:{code.co_firstlineno})"
@@ -188,10 +210,16 @@ def _parts(skeleton: Skeleton, index: int) -> dict[Any, tuple[Any, Template | No
 
 
 def diff_node(
-    path: str, x: Node, y: Node, lines: list[str], stack: list[tuple[str, Any, Any]]
+    path: str,
+    x: tuple[Skeleton, int],
+    y: tuple[Skeleton, int],
+    lines: list[str],
+    stack: list[tuple[str, Any, Any]],
 ) -> None:
-    na, nb = x.skeleton.nodes[x.at], y.skeleton.nodes[y.at]
-    name_a, name_b = _node_name(*x), _node_name(*y)
+    """Two nodes at one path: what they are, then capture by capture."""
+    (sa, ia), (sb, ib) = x, y
+    na, nb = sa.nodes[ia], sb.nodes[ib]
+    name_a, name_b = _node_name(sa, ia), _node_name(sb, ib)
     if type(na) is not type(nb):
         lines.append(
             f"{at_path(path)}a {na.kind} ({name_a}) in one, a {nb.kind} ({name_b}) "
@@ -199,8 +227,8 @@ def diff_node(
         )
         return
     if isinstance(na, FunctionNode):
-        ia, ib = na.info, cast(FunctionNode, nb).info
-        if ia.code is not ib.code and (ia.hash != ib.hash or ia.code != ib.code):
+        ca, cb = na.info, cast(FunctionNode, nb).info
+        if ca.code is not cb.code and (ca.hash != cb.hash or ca.code != cb.code):
             same = name_a == name_b and na.qualname == cast(FunctionNode, nb).qualname
             lines.append(
                 f"{path + ' is a' if path else 'two'} different function"
@@ -214,17 +242,33 @@ def diff_node(
             lines.append(
                 f"{at_path(path)}{name_a} {what} {ta} in one, {tb} in the other{alike}"
             )
-    pa, pb = _parts(*x), _parts(*y)
+    pa, pb = _parts(sa, ia), _parts(sb, ib)
     for one, other, side in ((pa, pb, "one"), (pb, pa, "the other")):
         for ident, (label, _) in one.items():
             if ident not in other:
                 lines.append(f"{path}{label.text}: captured in {side} only")
     for ident, (label, ta) in pa.items():
-        if ident in pb:
-            where = join_path(path, label.text)
-            _diff_templates(
-                where, label.variable or "it", x, y, (ta, pb[ident][1]), lines, stack
+        if ident not in pb:
+            continue
+        tb = pb[ident][1]
+        where, name = join_path(path, label.text), label.variable or "it"
+        if ta is None or tb is None or ta.treedef != tb.treedef:
+            pass  # the walk says where the values part
+        elif ta.order != tb.order:
+            lines.append(
+                f"{where}: {name} holds {_shape(ta)} in one, {_shape(tb)} in the "
+                f"other ({_REORDERED})"
             )
+            continue
+        elif ta.aux != tb.aux:
+            # Equal treedefs whose static data differs as statics do (`0.0`
+            # and `-0.0`, `1` and `True`), which JAX's `==` does not see.
+            lines.append(
+                f"{where}: {name} holds {_shape(ta)} in both, whose static (aux) "
+                f"data differs: {_aux_str(ta)} vs {_aux_str(tb)}{_owner(sa, ia)}"
+            )
+            continue
+        stack.append((where, rebuilt(sa, ia, name, ta), rebuilt(sb, ib, name, tb)))
     if list(pa) != list(pb) and pa.keys() == pb.keys():
         lines.append(f"{at_path(path)}the same captures, in another order")
 
@@ -246,68 +290,46 @@ def _aux_str(template: Template) -> str:
     return text if len(parts) == 1 else f"({text})"
 
 
-def _diff_templates(
-    where: str,
-    name: str,
-    x: Node,
-    y: Node,
-    templates: tuple[Template | None, Template | None],
+def diff_slots(
+    path: str,
+    x: Slot,
+    y: Slot,
     lines: list[str],
     stack: list[tuple[str, Any, Any]],
+    seen: set[tuple[int, int, int, int]],
 ) -> None:
-    """Two captures of one name: their structures, then slot by slot."""
-    ta, tb = templates
-    if ta is None or tb is None:
-        if (ta is None) != (tb is None):
+    """Two slots at one path: nodes compared once per pair (both graphs walked
+    together by what refers to what: a subgraph of another size elsewhere
+    shifts nothing), statics by value."""
+    u, v, name, owner = x.slot, y.slot, x.name, _owner(x.skeleton, x.owner)
+    if type(u) is Ref and type(v) is Ref:
+        key = (id(x.skeleton), u.index, id(y.skeleton), v.index)
+        if key not in seen:
+            seen.add(key)
+            diff_node(path, (x.skeleton, u.index), (y.skeleton, v.index), lines, stack)
+    elif type(u) is Static and type(v) is Static:
+        if u != v:
             lines.append(
-                f"{where}: {name} is not yet bound in one (an empty closure cell)"
+                f"{path}: {name} = {_keyed_str(u)} vs {_keyed_str(v)}, static because "
+                f"{_why_static(x.skeleton, name, u)}{_why_apart(u, v)}{owner}"
             )
-        return
-    held = f"{where}: {name} holds {_shape(ta)}"
-    if ta.treedef != tb.treedef or ta.order != tb.order:
-        same = ta.treedef == tb.treedef
+    elif type(u) is not type(v) or type(u) is Ref or type(u) is Static:
         lines.append(
-            f"{held} in one, {_shape(tb)} in the other"
-            + (f" ({_REORDERED})" if same else "")
+            f"{path}: {name} is {slot_str(x)} in one, {slot_str(y)} in the other{owner}"
         )
-        return
-    owner = _owner(x.skeleton, ta)
-    if ta.aux != tb.aux:
-        # Equal treedefs whose static data differs as statics do (`0.0` and
-        # `-0.0`, `1` and `True`), which JAX's `==` does not see.
-        lines.append(
-            f"{held} in both, whose static (aux) data differs: {_aux_str(ta)} vs "
-            f"{_aux_str(tb)}{owner}"
-        )
-        return
-    subpaths = treedef_paths(ta.treedef) if ta.treedef is not None else None
-    for pos, (u, v) in enumerate(zip(ta.slots, tb.slots, strict=True)):
-        sub = where
-        if subpaths is not None:
-            sub += "".join(str(e) for e in subpaths[pos])
-        if type(u) is Ref and type(v) is Ref:
-            stack.append((sub, Node(x.skeleton, u.index), Node(y.skeleton, v.index)))
-        elif type(u) is Static and type(v) is Static:
-            if u != v:
-                lines.append(
-                    f"{sub}: {name} = {_keyed_str(u)} vs {_keyed_str(v)}, static "
-                    f"because {_why_static(x.skeleton, name, u)}{_why_apart(u, v)}{owner}"
-                )
-        elif type(u) is not int or type(v) is not int:
-            lines.append(
-                f"{sub}: {name} is {_slot_str(x.skeleton, name, u)} in one, "
-                f"{_slot_str(y.skeleton, name, v)} in the other{owner}"
-            )
 
 
-def _slot_str(skeleton: Skeleton, name: str, slot: Any) -> str:
+def slot_str(x: Slot) -> str:
+    """A slot as messages name it: `a leaf (dynamic)`, `static 3 (why)`."""
+    slot, skeleton = x.slot, x.skeleton
     if type(slot) is int:
         return "a leaf (dynamic)"
     if type(slot) is Ref:
         node = skeleton.nodes[slot.index]
         return f"a {node.kind} ({_node_name(skeleton, slot.index)})"
-    static = cast(Static, slot)
-    return f"static {_keyed_str(static)} ({_why_static(skeleton, name, static)})"
+    if type(slot) is Static:
+        return f"static {_keyed_str(slot)} ({_why_static(skeleton, x.name, slot)})"
+    return "not yet bound (an empty closure cell)"
 
 
 def _keyed_str(slot: Static) -> str:

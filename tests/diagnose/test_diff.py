@@ -320,9 +320,27 @@ def test_structure_difference_inside_a_capture() -> None:
     def holding(xs: Any) -> Any:
         return lift.lift(lambda x: x + sum(xs))
 
+    # Said where the values part, as for any pytree: the capture is walked
+    # into as the user's value was.
     text = lift.diff(holding([1.0, 2.0]), holding([1.0]))
-    assert text is not None
-    assert text.startswith(".captures['xs']: xs holds [*, *] in one, [*] in the other")
+    assert text == ".captures['xs']: a list of 2 in one, a list of 1 in the other"
+    text = lift.diff(
+        holding({"a": [1.0, 2.0], "b": 1.0}), holding({"a": [1.0], "b": 1.0})
+    )
+    assert text == ".captures['xs']['a']: a list of 2 in one, a list of 1 in the other"
+
+
+def test_a_lifted_function_captured_by_another_is_walked_into() -> None:
+    # It used to be said as both captures' treedefs, cut at 60 characters.
+    def calling(g: Any) -> Any:
+        return lift.lift(lambda x: g(x))
+
+    text = lift.diff(calling(make(0.1, 1)), calling(make(0.1, 2)))
+    assert text == (
+        ".captures['g'].captures['inner'].captures['steps']: steps = 1 vs 2, static "
+        f"because it is an int, not a float or array (in make.<locals>.inner at "
+        f"{INNER_AT})"
+    )
 
 
 def test_unflattenable_input_is_refused_by_name() -> None:
