@@ -13,7 +13,6 @@ import numpy as np
 from .._base.errors import static_str
 from .._capture.lift import is_lifted
 from .._capture.nodes import (
-    CellNode,
     FunctionNode,
     HolderNode,
     PartialNode,
@@ -125,13 +124,7 @@ def rebuilt(
     with its markers), for the walk to go on into it as into any pytree."""
     if template is None:
         return Slot(skeleton, owner, name, None)
-    slots = [Slot(skeleton, owner, name, s) for s in template.slots]
-    if template.treedef is None:
-        return slots[0]
-    if template.order is not None:  # dicts in insertion order
-        ordered, perm, _ = template.order
-        return ordered.unflatten([slots[p] for p in perm])
-    return template.treedef.unflatten(slots)
+    return template.unflatten([Slot(skeleton, owner, name, s) for s in template.slots])
 
 
 SHARED: Final = (
@@ -196,19 +189,6 @@ def _facts(node: Any) -> list[tuple[str, Any, str, str]]:
     return []
 
 
-def _parts(skeleton: Skeleton, index: int) -> dict[Any, tuple[Any, Template | None]]:
-    """A node's parts by what they are called, a function's cells included."""
-    node = skeleton.nodes[index]
-    out: dict[Any, tuple[Any, Template | None]] = {}
-    if isinstance(node, FunctionNode):
-        for c in node.cells:
-            cell = cast(CellNode, skeleton.nodes[c])
-            out[cell.label.ident] = (cell.label, cell.template)
-    for label, template in node.parts():
-        out[label.ident] = (label, template)
-    return out
-
-
 def diff_node(
     path: str,
     x: tuple[Skeleton, int],
@@ -242,7 +222,8 @@ def diff_node(
             lines.append(
                 f"{at_path(path)}{name_a} {what} {ta} in one, {tb} in the other{alike}"
             )
-    pa, pb = _parts(sa, ia), _parts(sb, ib)
+    pa = {label.ident: (label, t) for label, t in sa.parts_of(ia)}
+    pb = {label.ident: (label, t) for label, t in sb.parts_of(ib)}
     for one, other, side in ((pa, pb, "one"), (pb, pa, "the other")):
         for ident, (label, _) in one.items():
             if ident not in other:
