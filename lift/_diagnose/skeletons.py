@@ -249,7 +249,23 @@ def diff_node(
                 f"data differs: {_aux_str(ta)} vs {_aux_str(tb)}{_owner(sa, ia)}"
             )
             continue
-        stack.append((where, rebuilt(sa, ia, name, ta), rebuilt(sb, ib, name, tb)))
+        sides = ((sa, ia, ta), (sb, ib, tb))
+        try:
+            values = [rebuilt(*side[:2], name, side[2]) for side in sides]
+        except Exception:  # a pytree class whose unflatten checks its children
+            held = [cast(Template, t) for _, _, t in sides]
+            if held[0].treedef != held[1].treedef:
+                lines.append(
+                    f"{where}: {name} holds {_shape(held[0])} in one, "
+                    f"{_shape(held[1])} in the other"
+                )
+                continue
+            # The same structure: its slots in order, by their flat index.
+            values = [
+                [Slot(s, i, name, u) for u in t.slots]
+                for (s, i, _), t in zip(sides, held, strict=True)
+            ]
+        stack.append((where, values[0], values[1]))
     if list(pa) != list(pb) and pa.keys() == pb.keys():
         lines.append(f"{at_path(path)}the same captures, in another order")
 
@@ -294,7 +310,7 @@ def diff_slots(
                 f"{path}: {name} = {_keyed_str(u)} vs {_keyed_str(v)}, static because "
                 f"{_why_static(x.skeleton, name, u)}{_why_apart(u, v)}{owner}"
             )
-    elif type(u) is not type(v) or type(u) is Ref or type(u) is Static:
+    elif type(u) is not type(v):
         lines.append(
             f"{path}: {name} is {slot_str(x)} in one, {slot_str(y)} in the other{owner}"
         )

@@ -690,3 +690,30 @@ def test_partials_of_another_class_are_named() -> None:
         f".captures['fn']: functools.partial({scale.__qualname__}) is of class "
         "<class 'test_diff._Partial'> in one, <class 'functools.partial'> in the other"
     )
+
+
+class _Checked:
+    """A pytree whose unflatten takes nothing but an int child."""
+
+    def __init__(self, n: Any) -> None:
+        if type(n) is not int:
+            raise TypeError("n must be an int")
+        self.n = n
+
+
+jax.tree_util.register_pytree_node(
+    _Checked, lambda c: ((c.n,), None), lambda _, children: _Checked(*children)
+)
+
+
+def test_a_pytree_that_cannot_be_rebuilt_around_markers_is_compared_slot_by_slot() -> (
+    None
+):
+    # Regression: diff raised the class's own TypeError.
+    def holding(c: Any) -> Any:
+        return lift.lift(lambda x: x * c.n if c.n else x)  # `c.n` static
+
+    assert lift.diff(holding(_Checked(1)), holding(_Checked(1))) is None
+    text = lift.diff(holding(_Checked(1)), holding(_Checked(2)))
+    assert text is not None
+    assert text.startswith(".captures['c'][0]: c = 1 vs 2, static because it is an int")
