@@ -284,9 +284,8 @@ def _diff_metadata(
         )
     if functions:
         return
-    if isinstance(x, dict) and isinstance(y, dict):
-        kx = set(cast("dict[Any, Any]", x))
-        ky = set(cast("dict[Any, Any]", y))
+    kx, ky = _keys(x), _keys(y)
+    if kx != ky:
         only = [
             f"the key{'s' if len(keys) > 1 else ''} "
             f"{', '.join(sorted(map(repr, keys)))} {'are' if len(keys) > 1 else 'is'}"
@@ -294,18 +293,19 @@ def _diff_metadata(
             for keys, side in ((kx - ky, "one"), (ky - kx, "the other"))
             if keys
         ]
-        if not only:  # equal keys of other types (`1` and `1.0`)
-            only = [f"keys equal by `==` but of other types ({_what(x)})"]
         lines.append(f"{at_path(path)}the dicts' keys differ: {', '.join(only)}")
-    elif isinstance(x, (list, tuple)) and len(cast("list[Any]", x)) != len(
-        cast("list[Any]", y)
-    ):
+    elif _what(x) != _what(y):  # a list or tuple of another length
         lines.append(f"{at_path(path)}{_what(x)} in one, {_what(y)} in the other")
     else:
         lines.append(
             f"{at_path(path)}{name}'s static metadata differs: {static_str(mx)} vs "
             f"{static_str(my)}" + "".join(f"; {w}" for w in dict.fromkeys(why))
         )
+
+
+def _keys(x: Any) -> set[Any]:
+    """A dict's keys (none for other nodes)."""
+    return set(cast("dict[Any, Any]", x)) if isinstance(x, dict) else set()
 
 
 _SCAN_LIMIT: Final = 10_000
