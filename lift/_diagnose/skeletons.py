@@ -229,45 +229,53 @@ def diff_node(
             if ident not in other:
                 lines.append(f"{path}{label.text}: captured in {side} only")
     for ident, (label, ta) in pa.items():
-        if ident not in pb:
-            continue
-        tb = pb[ident][1]
-        where, name = join_path(path, label.text), label.variable or "it"
-        if ta is None or tb is None or ta.treedef != tb.treedef:
-            pass  # the walk says where the values part
-        elif ta.order != tb.order:
-            lines.append(
+        if ident in pb:
+            where, name = join_path(path, label.text), label.variable or "it"
+            both = _captures(where, name, (sa, ia, ta), (sb, ib, pb[ident][1]))
+            if isinstance(both, str):
+                lines.append(both)
+            else:
+                stack.append((where, both[0], both[1]))
+    if list(pa) != list(pb) and pa.keys() == pb.keys():
+        lines.append(f"{at_path(path)}the same captures, in another order")
+
+
+def _captures(
+    where: str,
+    name: str,
+    a: tuple[Skeleton, int, Template | None],
+    b: tuple[Skeleton, int, Template | None],
+) -> str | list[Any]:
+    """Two captures of one name (`(skeleton, holder, template)` each): what to
+    say at once, or both rebuilt for the walk to go into."""
+    ta, tb = a[2], b[2]
+    if ta is not None and tb is not None and ta.treedef == tb.treedef:
+        if ta.order != tb.order:
+            return (
                 f"{where}: {name} holds {_shape(ta)} in one, {_shape(tb)} in the "
                 f"other ({_REORDERED})"
             )
-            continue
-        elif ta.aux != tb.aux:
+        if ta.aux != tb.aux:
             # Equal treedefs whose static data differs as statics do (`0.0`
             # and `-0.0`, `1` and `True`), which JAX's `==` does not see.
-            lines.append(
+            return (
                 f"{where}: {name} holds {_shape(ta)} in both, whose static (aux) "
-                f"data differs: {_aux_str(ta)} vs {_aux_str(tb)}{_owner(sa, ia)}"
+                f"data differs: {_aux_str(ta)} vs {_aux_str(tb)}{_owner(*a[:2])}"
             )
-            continue
-        sides = ((sa, ia, ta), (sb, ib, tb))
-        try:
-            values = [rebuilt(*side[:2], name, side[2]) for side in sides]
-        except Exception:  # a pytree class whose unflatten checks its children
-            held = [cast(Template, t) for _, _, t in sides]
-            if held[0].treedef != held[1].treedef:
-                lines.append(
-                    f"{where}: {name} holds {_shape(held[0])} in one, "
-                    f"{_shape(held[1])} in the other"
-                )
-                continue
-            # The same structure: its slots in order, by their flat index.
-            values = [
-                [Slot(s, i, name, u) for u in t.slots]
-                for (s, i, _), t in zip(sides, held, strict=True)
-            ]
-        stack.append((where, values[0], values[1]))
-    if list(pa) != list(pb) and pa.keys() == pb.keys():
-        lines.append(f"{at_path(path)}the same captures, in another order")
+    try:
+        return [rebuilt(s, i, name, t) for s, i, t in (a, b)]
+    except Exception:  # a pytree class whose unflatten checks its children
+        held = [cast(Template, t) for _, _, t in (a, b)]
+        if held[0].treedef != held[1].treedef:
+            return (
+                f"{where}: {name} holds {_shape(held[0])} in one, "
+                f"{_shape(held[1])} in the other"
+            )
+        # The same structure: its slots in order, by their flat index.
+        return [
+            [Slot(s, i, name, u) for u in t.slots]
+            for (s, i, _), t in zip((a, b), held, strict=True)
+        ]
 
 
 def _shape(template: Template) -> str:
@@ -340,7 +348,10 @@ def _keyed_str(slot: Static) -> str:
             value = _keyed_value(slot.slot_key)
         except (TypeError, ValueError, IndexError, RecursionError):
             pass  # a key of a kind not read back: the value as it is now
-    return static_str(value, LIMIT)
+    if t is not set or not value:
+        return static_str(value, LIMIT)
+    text = "{" + ", ".join(sorted(map(static_str, value))) + "}"  # not hash order
+    return text if len(text) <= LIMIT else text[: LIMIT - 3] + "..."
 
 
 def _keyed_value(key: Any) -> Any:

@@ -126,6 +126,9 @@ def test_a_captured_set_is_compared_by_its_contents() -> None:
     assert text.startswith(
         ".captures['obj']: obj = {1} vs {2}, static because it is a set"
     )
+    text = lift.diff(holding({"b", "a"}), holding({"c"}))
+    assert text is not None
+    assert text.startswith(".captures['obj']: obj = {'a', 'b'} vs {'c'}")  # sorted
 
 
 def test_different_code_names_both_functions() -> None:
