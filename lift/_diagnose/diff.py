@@ -185,7 +185,6 @@ def _diff_trees(a: Any, b: Any, lines: list[str]) -> None:
             if len(lines) == x:
                 lines.append(f"{at_path(path)}{SHARED}")
             continue
-        apart = f"{at_path(path)}{_what(x)} in one, {_what(y)} in the other"
         if is_lifted(x) and type(x) is type(y):
             sx, sy = skeleton_of(cast(Lifted[Any, Any], x)), skeleton_of(y)
             if sx != sy:
@@ -195,7 +194,7 @@ def _diff_trees(a: Any, b: Any, lines: list[str]) -> None:
             continue
         if is_lifted(x) or is_lifted(y) or stops_flattening(x) or stops_flattening(y):
             if _what(x) != _what(y) or type(x) is not type(y):
-                lines.append(apart)
+                lines.append(_apart(path, x, y))
             continue
         (sx, cx), (sy, cy) = _children(x), _children(y)
         same = _same(sx, sy)
@@ -203,13 +202,17 @@ def _diff_trees(a: Any, b: Any, lines: list[str]) -> None:
             continue
         dx, dy = sx.node_data(), sy.node_data()
         if dx is None or dy is None or dx[0] is not dy[0]:
-            lines.append(apart)
+            lines.append(_apart(path, x, y))
             continue
         if not same:
             _diff_metadata(path, x, y, dx[1], dy[1], lines)
         if [k for k, _ in cx] == [k for k, _ in cy]:  # else said just above
             for (kx, vx), (_, vy) in reversed(list(zip(cx, cy, strict=True))):
                 stack.append((join_path(path, jtu.keystr(kx)), vx, vy))
+
+
+def _apart(path: str, x: Any, y: Any) -> str:
+    return f"{at_path(path)}{_what(x)} in one, {_what(y)} in the other"
 
 
 def _what(x: Any) -> str:
@@ -295,7 +298,7 @@ def _diff_metadata(
         ]
         lines.append(f"{at_path(path)}the dicts' keys differ: {', '.join(only)}")
     elif _what(x) != _what(y):  # a list or tuple of another length
-        lines.append(f"{at_path(path)}{_what(x)} in one, {_what(y)} in the other")
+        lines.append(_apart(path, x, y))
     else:
         lines.append(
             f"{at_path(path)}{name}'s static metadata differs: {static_str(mx)} vs "

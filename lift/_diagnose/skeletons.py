@@ -6,7 +6,7 @@ both values and why it is static)."""
 from __future__ import annotations
 
 import types
-from typing import Any, Final, NamedTuple, cast
+from typing import Any, Final, cast
 
 import numpy as np
 
@@ -105,16 +105,21 @@ def at_path(path: str) -> str:
     return f"{path}: " if path else ""
 
 
-class Slot(NamedTuple):
+class Slot:
     """What stands in one slot of a capture, as the walk of `diff` meets it in
     the capture rebuilt around it (`rebuilt`): a leaf (`int`), a node of the
     graph (`Ref`; a `Lifted` is `Ref(0)`), a static, or `None` for an empty
-    closure cell."""
+    closure cell. Not a pytree: the walk takes it whole."""
 
-    skeleton: Skeleton
-    owner: int  # the node holding the capture
-    name: str  # its variable, or "it"
-    slot: int | Ref | Static | None
+    __slots__ = ("name", "owner", "skeleton", "slot")
+
+    def __init__(
+        self, skeleton: Skeleton, owner: int, name: str, slot: int | Ref | Static | None
+    ) -> None:
+        self.skeleton = skeleton
+        self.owner = owner  # the node holding the capture
+        self.name = name  # its variable, or "it"
+        self.slot = slot
 
 
 def rebuilt(
@@ -154,38 +159,27 @@ def _owner(skeleton: Skeleton, index: int) -> str:
     return f" (in {node.kind})"
 
 
-def _facts(node: Any) -> list[tuple[str, Any, str, str]]:
+def _facts(node: Any) -> list[tuple[str, Any, Any, str]]:
     """What two nodes of one kind compare besides their parts: `(what it is
-    called, what it is compared by, how it is shown, why two alike differ)`."""
+    called, what it is compared by, what is shown, why two shown alike
+    differ)`."""
     if isinstance(node, FunctionNode):
-        defaults = ", ".join(
-            f"{name} {'set' if on else 'None'}"
-            for name, on in (
-                ("__defaults__", node.has_defaults),
-                ("__kwdefaults__", node.has_kwdefaults),
-            )
-        )
+        defaults = (node.has_defaults, node.has_kwdefaults)
         return [
-            ("is named", (node.name, node.qualname), repr(node.qualname), ""),
+            ("is named", (node.name, node.qualname), node.qualname, ""),
             (
-                "reads the globals of",
+                "reads the globals of module",
                 id(node.globals),
-                f"module {node.globals.get('__name__')!r}",
+                node.globals.get("__name__"),
                 "two dicts: the module was loaded twice",
             ),
-            (
-                "has docstring, module, annotations",
-                node.meta,
-                static_str(node.meta.value),
-                "",
-            ),
-            ("has", (node.has_defaults, node.has_kwdefaults), defaults, ""),
+            ("has docstring, module, annotations", node.meta, node.meta.value, ""),
+            ("has __defaults__, __kwdefaults__ not None:", defaults, defaults, ""),
         ]
     if isinstance(node, HolderNode):
-        options = static_str(node.static)
-        return [("has options", Static(node.static), options, "two objects")]
+        return [("has options", Static(node.static), node.static, "two objects")]
     if isinstance(node, PartialNode):
-        return [("is of class", node.cls, static_str(node.cls), "")]
+        return [("is of class", node.cls, node.cls, "")]
     return []
 
 
@@ -199,16 +193,16 @@ def diff_node(
     """Two nodes at one path: what they are, then capture by capture."""
     (sa, ia), (sb, ib) = x, y
     na, nb = sa.nodes[ia], sb.nodes[ib]
-    name_a, name_b = _node_name(sa, ia), _node_name(sb, ib)
     if type(na) is not type(nb):
         lines.append(
-            f"{at_path(path)}a {na.kind} ({name_a}) in one, a {nb.kind} ({name_b}) "
-            "in the other"
+            f"{at_path(path)}a {na.kind} ({_node_name(sa, ia)}) in one, a {nb.kind} "
+            f"({_node_name(sb, ib)}) in the other"
         )
         return
     if isinstance(na, FunctionNode):
         ca, cb = na.info, cast(FunctionNode, nb).info
         if ca.code is not cb.code and (ca.hash != cb.hash or ca.code != cb.code):
+            name_a, name_b = _node_name(sa, ia), _node_name(sb, ib)
             same = name_a == name_b and na.qualname == cast(FunctionNode, nb).qualname
             lines.append(
                 f"{path + ' is a' if path else 'two'} different function"
@@ -216,11 +210,13 @@ def diff_node(
                 + (" (same name and line, different code)" if same else "")
             )
             return
-    for (what, ka, ta, why), (_, kb, tb, _) in zip(_facts(na), _facts(nb), strict=True):
+    for (what, ka, va, why), (_, kb, vb, _) in zip(_facts(na), _facts(nb), strict=True):
         if ka != kb:
+            ta, tb = static_str(va), static_str(vb)
             alike = f" ({why})" if ta == tb and why else ""
             lines.append(
-                f"{at_path(path)}{name_a} {what} {ta} in one, {tb} in the other{alike}"
+                f"{at_path(path)}{_node_name(sa, ia)} {what} {ta} in one, {tb} in the "
+                f"other{alike}"
             )
     pa = {label.ident: (label, t) for label, t in sa.parts_of(ia)}
     pb = {label.ident: (label, t) for label, t in sb.parts_of(ib)}
@@ -306,7 +302,7 @@ def diff_slots(
     """Two slots at one path: nodes compared once per pair (both graphs walked
     together by what refers to what: a subgraph of another size elsewhere
     shifts nothing), statics by value."""
-    u, v, name, owner = x.slot, y.slot, x.name, _owner(x.skeleton, x.owner)
+    u, v, name = x.slot, y.slot, x.name
     if type(u) is Ref and type(v) is Ref:
         key = (id(x.skeleton), u.index, id(y.skeleton), v.index)
         if key not in seen:
@@ -316,11 +312,13 @@ def diff_slots(
         if u != v:
             lines.append(
                 f"{path}: {name} = {_keyed_str(u)} vs {_keyed_str(v)}, static because "
-                f"{_why_static(x.skeleton, name, u)}{_why_apart(u, v)}{owner}"
+                f"{_why_static(x.skeleton, name, u)}{_why_apart(u, v)}"
+                + _owner(x.skeleton, x.owner)
             )
     elif type(u) is not type(v):
         lines.append(
-            f"{path}: {name} is {slot_str(x)} in one, {slot_str(y)} in the other{owner}"
+            f"{path}: {name} is {slot_str(x)} in one, {slot_str(y)} in the other"
+            + _owner(x.skeleton, x.owner)
         )
 
 
