@@ -168,7 +168,11 @@ class Template:
         ]
 
     def materialize(self, leaves: Sequence[Any], objs: Sequence[Any]) -> Any:
-        values = self.slot_values(leaves, objs)
+        return self.unflatten(self.slot_values(leaves, objs))
+
+    def unflatten(self, values: Sequence[Any]) -> Any:
+        """The captured value's structure with `values` in its slots (slot
+        order), dicts in their insertion order."""
         if self.treedef is None:
             return values[0]
         if self.order is not None:

@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Any, Final, cast
 
 from .._holders import trees as jtu
-from .._holders.labels import ARG, CAPTURES, KEYWORD
+from .._holders.labels import ARG, CAPTURES, KEYWORD, Label
 from .._holders.trees import treedef_paths
-from .nodes import CellNode, FunctionNode, MethodNode, PartialNode, Ref, Template
+from .nodes import FunctionNode, MethodNode, PartialNode, Ref, Template
 from .rebuild import build_nodes
 from .skeleton import LiftedParts, Skeleton, arrays_of, capture_into, skeleton_of
 
@@ -23,26 +23,7 @@ __all__ = [
     "attribute_of",
     "captures_of",
     "leaf_paths",
-    "node_path",
 ]
-
-
-def node_path(skeleton: Skeleton, index: int) -> tuple[Any, ...]:
-    """Key entries from the root to node `index` (where it was first found)."""
-    entries: list[tuple[Any, ...]] = []
-    seen = 0
-    while (parent := skeleton.parents[index]) is not None and seen <= len(
-        skeleton.nodes
-    ):
-        seen += 1
-        template, slot = parent
-        entries.append(
-            _template_entries(skeleton, template) + _slot_entries(template, slot)
-        )
-        index = template.owner
-        if isinstance(skeleton.nodes[index], CellNode):
-            index = skeleton.nodes[index].owner  # type: ignore[union-attr]
-    return tuple(e for part in reversed(entries) for e in part)
 
 
 def leaf_paths(skeleton: Skeleton) -> tuple[CapturePath, ...]:
@@ -66,12 +47,12 @@ def leaf_paths(skeleton: Skeleton) -> tuple[CapturePath, ...]:
             owner = skeleton.function_of(template)
             spans[index] = _extend(
                 spans[owner],
-                _template_entries(skeleton, template) + _slot_entries(template, slot),
+                template.label.entries + _slot_entries(template, slot),
             )
         paths: list[CapturePath | None] = [None] * skeleton.nleaves
         for template in skeleton.templates():
             span = spans[skeleton.function_of(template)]
-            entries = _template_entries(skeleton, template)
+            entries = template.label.entries
             for pos, slot in enumerate(template.slots):
                 if type(slot) is int:
                     paths[slot] = CapturePath(
@@ -82,10 +63,6 @@ def leaf_paths(skeleton: Skeleton) -> tuple[CapturePath, ...]:
         cached = tuple(p if p is not None else CapturePath(()) for p in paths)
         skeleton.paths = cached
     return cached
-
-
-def _template_entries(skeleton: Skeleton, template: Template) -> tuple[Any, ...]:
-    return template.label.entries
 
 
 def _slot_entries(template: Template, pos: int) -> tuple[Any, ...]:
@@ -193,14 +170,9 @@ CapturePath.__module__ = "lift"
 # -- following a key path by hand -------------------------------------------------
 
 
-def _root_parts(skeleton: Skeleton) -> list[tuple[Any, Template]]:
-    """The root's parts, its cells' included, as `(Label, Template)`."""
-    root = skeleton.nodes[0]
-    parts: list[tuple[Any, Template]] = list(root.parts())
-    if isinstance(root, FunctionNode):
-        for index in root.cells:
-            parts.extend(skeleton.nodes[index].parts())
-    return parts
+def _root_parts(skeleton: Skeleton) -> list[tuple[Label, Template]]:
+    """The root's parts, as `Lifted.captures` lists them (empty cells left out)."""
+    return [(label, t) for label, t in skeleton.parts_of(0) if t is not None]
 
 
 def _materializer(

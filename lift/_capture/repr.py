@@ -14,7 +14,7 @@ import numpy as np
 
 from .._base.errors import array_text, static_str
 from .._compat import Tracer
-from .nodes import CellNode, FunctionNode, Ref, Static, Template
+from .nodes import Ref, Static, Template
 from .skeleton import LiftedParts, Skeleton, leaves_as_shown, node_head, skeleton_of
 
 __all__ = ["pformat", "repr_pretty", "treescope_repr"]
@@ -119,14 +119,9 @@ def _template_str(
             )
         else:
             parts.append(_Shown(_static_part(cast(Static, slot).value)))
-    if template.treedef is None:
-        return parts[0].text
     outer, _depth.level = _depth.level, depth + 1
     try:
-        if order is not None:
-            text = repr(order[0].unflatten([parts[p] for p in perm]))
-        else:
-            text = repr(template.treedef.unflatten(parts))
+        text = repr(template.unflatten(parts))
     finally:
         _depth.level = outer
     return _RUNS.sub(_elide, text) if len(parts) > _ITEMS else text
@@ -142,13 +137,10 @@ def _node_str(
     if index in shown or depth > _DEPTH:
         return f"<{head}>"
     shown.add(index)
-    parts: list[tuple[str, Template | None]] = []
-    if isinstance(node, FunctionNode):
-        for c in node.cells:
-            cell = cast(CellNode, skeleton.nodes[c])
-            parts.append((cell.name, cell.template))
-    for label, template in node.parts():
-        parts.append((label.variable or label.text.lstrip("."), template))
+    parts = [
+        (label.variable or label.text.lstrip("."), template)
+        for label, template in skeleton.parts_of(index)
+    ]
     # Every capture of the root; the first few of a nested function.
     width = len(parts) if depth == 0 else _WIDTH
     items = [

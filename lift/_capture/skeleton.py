@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, cast
 
 from .._base.errors import static_str
+from .._holders.labels import Label
 from .nodes import (
     COMPOSITES,
     CellNode,
@@ -138,6 +139,17 @@ class Skeleton:
     def templates(self) -> list[Template]:
         """Every template of the graph, in node order."""
         return [t for node in self.nodes for _, t in node.parts()]
+
+    def parts_of(self, index: int) -> list[tuple[Label, Template | None]]:
+        """Node `index`'s parts as its captures are listed: a function's cells
+        (`None` for an empty one) first, then its other parts."""
+        node = self.nodes[index]
+        cells = node.cells if isinstance(node, FunctionNode) else ()
+        own: list[tuple[Label, Template | None]] = [
+            (cell.label, cell.template)
+            for cell in (cast(CellNode, self.nodes[c]) for c in cells)
+        ]
+        return own + list(node.parts())
 
     def function_of(self, template: Template) -> int:
         """The node holding `template`: for a cell, the function that owns it."""

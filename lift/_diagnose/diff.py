@@ -11,14 +11,19 @@ import jax
 from .._base.errors import array_text, static_str, type_text
 from .._capture.lift import flatten_lifted, is_lifted, stops_flattening
 from .._capture.lifted import Lifted
+from .._capture.nodes import Ref
+from .._capture.skeleton import skeleton_of
 from .._capture.static import ArrayImpl
 from .._holders import trees as jtu
 from .skeletons import (
+    SHARED,
+    Slot,
     a_or_an,
     at_path,
-    diff_lifted,
+    diff_slots,
     is_function,
     join_path,
+    slot_str,
     static_unequal,
 )
 
@@ -75,29 +80,38 @@ def diff(a: Any, b: Any) -> str | None:
         if not lines:  # not expected: say what JAX compares
             lines.append(f"the pytree structures differ: {ta} != {tb}")
     if len(la) == len(lb):
-        _diff_leaves(la, lb, lines)
+        for (path, x), (_, y) in zip(la, lb, strict=True):
+            apart = _leaf_apart(x, y)
+            if apart is not None:
+                lines.append(f"{at_path(jtu.keystr(path))}{apart}")
     return "\n".join(lines) if lines else None
 
 
-def _diff_leaves(
-    la: list[tuple[Any, Any]], lb: list[tuple[Any, Any]], lines: list[str]
-) -> None:
-    """Leaves `jax.jit` would trace anew for: another shape, dtype or weak type
-    (a Python float is weakly typed, `np.float32(0.2)` is not)."""
-    for (path, x), (_, y) in zip(la, lb, strict=True):
-        kx, ky = _leaf_type(x), _leaf_type(y)
-        if kx != ky:
-            lines.append(
-                f"{at_path(jtu.keystr(path))}a leaf of type {kx} in one, {ky} in the "
-                "other (jax.jit compiles a program per leaf shape, dtype and weak "
-                "type)"
-            )
-        elif _placed_apart(x, y):
-            lines.append(
-                f"{at_path(jtu.keystr(path))}a leaf {_placement_text(x, y)} in one, "
-                f"{_placement_text(y, x)} in the other (jax.jit compiles a program "
-                "per placement of an array committed to its devices)"
-            )
+def _leaf_apart(x: Any, y: Any) -> str | None:
+    """Why `jax.jit` traces anew for leaf `y` in place of `x`: another shape,
+    dtype or weak type (a Python float is weakly typed, `np.float32(0.2)` is
+    not), or another placement."""
+    kx, ky = _leaf_type(x), _leaf_type(y)
+    if kx != ky:
+        return (
+            f"a leaf of type {kx} in one, {ky} in the other (jax.jit compiles a "
+            "program per leaf shape, dtype and weak type)"
+        )
+    cx, cy = _committed(x), _committed(y)
+    if not (cx or cy):
+        return None
+    if (
+        cx
+        and cy
+        and type(x.sharding) is type(y.sharding)
+        and x.sharding.is_equivalent_to(y.sharding, x.ndim)  # `P()` is `P(None)`
+    ):
+        return None
+    return (
+        f"a leaf {_placement_text(x, y)} in one, {_placement_text(y, x)} in the "
+        "other (jax.jit compiles a program per placement of an array committed "
+        "to its devices)"
+    )
 
 
 def _committed(x: Any) -> bool:
@@ -105,19 +119,6 @@ def _committed(x: Any) -> bool:
     its sharding (put there with `jax.device_put`, or computed from such), not
     a NumPy array, a Python scalar or an array on the default device."""
     return type(x) is ArrayImpl and x.committed
-
-
-def _placed_apart(x: Any, y: Any) -> bool:
-    """Whether `jax.jit` compiles apart for where `x` and `y` are: one
-    committed and not the other, or committed to shardings of other kinds or
-    not equivalent (`P()` and `P(None)` are)."""
-    cx, cy = _committed(x), _committed(y)
-    if cx != cy:
-        return True
-    if not cx:
-        return False
-    sx, sy = x.sharding, y.sharding
-    return type(sx) is not type(sy) or not sx.is_equivalent_to(sy, x.ndim)
 
 
 def _placement_text(x: Any, other: Any) -> str:
@@ -163,62 +164,73 @@ def _iterator(x: Any) -> bool:
     return stops_flattening(x) and not is_lifted(x)
 
 
-def _one_level(x: Any) -> jtu.TreeDef:
-    return jtu.tree_structure(x, is_leaf=jtu.one_level(x))
+def _children(x: Any) -> tuple[jtu.TreeDef, list[tuple[Any, Any]]]:
+    """`x`'s treedef flattened one level, and its children with their keys."""
+    pairs, treedef = jtu.tree_flatten_with_path(x, is_leaf=jtu.one_level(x))
+    return treedef, pairs
 
 
 def _diff_trees(a: Any, b: Any, lines: list[str]) -> None:
     """Walk `a` and `b` together (iteratively), reporting where their treedefs
-    part: node types, static metadata, number of children, and `Lifted`."""
+    part: node types, static metadata, number of children, and, through a pair
+    of `Lifted` of one class, their skeletons' nodes."""
     stack: list[tuple[str, Any, Any]] = [("", a, b)]
+    seen: set[tuple[int, int, int, int]] = set()
     while stack:
         path, x, y = stack.pop()
-        if is_lifted(x) and is_lifted(y):
-            diff_lifted(path, x, y, lines)
+        if type(x) is Slot and type(y) is Slot:
+            diff_slots(path, x, y, lines, stack, seen)
+            continue
+        if y is SHARED:  # two skeletons walked: unequal, yet nothing said
+            if len(lines) == x:
+                lines.append(f"{at_path(path)}{SHARED}")
+            continue
+        if is_lifted(x) and type(x) is type(y):
+            sx, sy = skeleton_of(cast(Lifted[Any, Any], x)), skeleton_of(y)
+            if sx != sy:
+                stack.append((path, len(lines), SHARED))
+                root = (Slot(sx, 0, "it", Ref(0)), Slot(sy, 0, "it", Ref(0)))
+                stack.append((path, *root))
             continue
         if is_lifted(x) or is_lifted(y) or stops_flattening(x) or stops_flattening(y):
             if _what(x) != _what(y) or type(x) is not type(y):
-                lines.append(
-                    f"{at_path(path)}{_what(x)} in one, {_what(y)} in the other"
-                )
+                lines.append(_apart(path, x, y))
             continue
-        sx, sy = _one_level(x), _one_level(y)
+        (sx, cx), (sy, cy) = _children(x), _children(y)
         same = _same(sx, sy)
         if same and jtu.treedef_is_leaf(sx):
             continue
         dx, dy = sx.node_data(), sy.node_data()
         if dx is None or dy is None or dx[0] is not dy[0]:
-            lines.append(f"{at_path(path)}{_what(x)} in one, {_what(y)} in the other")
+            lines.append(_apart(path, x, y))
             continue
         if not same:
             _diff_metadata(path, x, y, dx[1], dy[1], lines)
-            if sx.num_leaves != sy.num_leaves:
-                continue
-        cx = _children(x)
-        cy = _children(y)
-        if [k for k, _ in cx] != [k for k, _ in cy]:
-            continue  # other keys or fields: said by `_diff_metadata`
-        for (kx, vx), (_, vy) in reversed(list(zip(cx, cy, strict=True))):
-            stack.append((join_path(path, jtu.keystr(kx)), vx, vy))
+        if [k for k, _ in cx] == [k for k, _ in cy]:  # else said just above
+            for (kx, vx), (_, vy) in reversed(list(zip(cx, cy, strict=True))):
+                stack.append((join_path(path, jtu.keystr(kx)), vx, vy))
 
 
-def _children(x: Any) -> list[tuple[Any, Any]]:
-    """`x`'s children with their key paths (one level)."""
-    return jtu.tree_flatten_with_path(x, is_leaf=jtu.one_level(x))[0]
+def _apart(path: str, x: Any, y: Any) -> str:
+    return f"{at_path(path)}{_what(x)} in one, {_what(y)} in the other"
 
 
 def _what(x: Any) -> str:
-    """A value as a diff names it: `a list of 3`, `a Lifted (f)`, `float32[3]`."""
+    """A value as a diff names it: `a list of 3`, `a Lifted (f)`, `float32[3]`,
+    `the function f`."""
     # Through the type only where it can: `x` may be any object, even one whose
     # attributes raise.
     t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
+    if t is Slot:
+        return slot_str(x)
     if issubclass(t, Lifted):
         return f"a {t.__name__} ({x.__qualname__})"
+    if is_function(x):
+        return f"the function {getattr(x, '__qualname__', t.__name__)}"
     if x is None:
         return "None"
     if issubclass(t, (list, tuple, dict)):
-        n = len(cast("list[Any]", x))
-        return f"a {t.__name__} of {n}"
+        return f"a {t.__name__} of {len(cast('list[Any]', x))}"
     try:
         shape, dtype = getattr(x, "shape", None), getattr(x, "dtype", None)
         if type(shape) is tuple and dtype is not None:
@@ -239,106 +251,72 @@ _FIX: Final = (
 def _diff_metadata(
     path: str, x: Any, y: Any, mx: Any, my: Any, lines: list[str]
 ) -> None:
-    """Two nodes of one type whose static metadata (pytree aux data) differ."""
-    hx, hy = _functions_in(mx), _functions_in(my)
-    # The fields whose functions differ (by `==`, as JAX compares them), in
-    # order, with the functions' names and why they differ when `==` could not say.
-    fields: dict[str | None, list[str]] = {}
-    reasons: list[str] = []
-    for fx, fy in zip(hx, hy, strict=False):
-        unequal, why = static_unequal(fx, fy)
-        if unequal:
-            field = _field_of(x, fx) or _field_of(y, fy)
-            fields.setdefault(field, []).append(_fn_name(fx))
-            if why:
-                reasons.append(why)
-            if type(fx) is types.MethodType:
-                reasons.append(
+    """Two nodes of one type whose static metadata (pytree aux data) differ:
+    what it holds compared pair by pair with `==`, as JAX compares it."""
+    functions: dict[str | None, list[str]] = {}  # by the field holding them
+    why_functions: list[str] = []
+    why: list[str] = []
+    for u, v in zip(_atoms(mx), _atoms(my), strict=False):
+        unequal, reason = static_unequal(u, v)
+        if unequal and is_function(u) and is_function(v):
+            field = _field_of(x, u) or _field_of(y, v)
+            functions.setdefault(field, []).append(_what(u))
+            why_functions += [reason] if reason else []
+            if type(u) is types.MethodType:
+                why_functions.append(
                     "a bound method is equal to one of the same function bound to "
                     "the same object"
                 )
-    for field, names in fields.items():
+        elif unequal and reason:
+            why.append(reason)
+    name = type(x).__name__
+    for field, names in functions.items():
         held = getattr(x, field, None) if field else None
-        kind = (
-            "optimizer"
-            if hasattr(held, "init") and hasattr(held, "update")
-            else ("function")
-        )
-        where = f"{path}.{field}" if field else path
-        what = names[0] if len(names) == 1 else f"{', '.join(names)}"
+        optimizer = hasattr(held, "init") and hasattr(held, "update")
         lines.append(
-            f"{at_path(where)}{what} {'is' if len(names) == 1 else 'are'} held in the "
-            f"static metadata of {type(x).__name__} "
-            f"({'field ' + repr(field) if field else 'a field that'} is not a pytree "
-            "field), which JAX compares with `==`: a function is equal only to "
-            "itself, so every new one compiles anew, whatever it captures"
-            + "".join(f"; {why}" for why in dict.fromkeys(reasons))
+            f"{at_path(f'{path}.{field}' if field else path)}{', '.join(names)} "
+            f"{'is' if len(names) == 1 else 'are'} held in the static metadata of "
+            f"{name} ({'field ' + repr(field) if field else 'a field that'} is not "
+            "a pytree field), which JAX compares with `==`: a function is equal "
+            "only to itself, so every new one compiles anew, whatever it captures"
+            + "".join(f"; {w}" for w in dict.fromkeys(why_functions))
             + ".\n"
-            + _FIX.format(field=field or "it", kind=kind)
+            + _FIX.format(
+                field=field or "it", kind="optimizer" if optimizer else "function"
+            )
         )
-    if fields:
+    if functions:
         return
-    if len(hx) != len(hy):
-        lines.append(
-            f"{at_path(path)}{type(x).__name__}'s static metadata holds {len(hx)} "
-            f"function(s) in one, {len(hy)} in the other"
-        )
-        return
-    if isinstance(x, dict) and isinstance(y, dict):
-        kx = set(cast("dict[Any, Any]", x))
-        ky = set(cast("dict[Any, Any]", y))
+    kx, ky = _keys(x), _keys(y)
+    if kx != ky:
         only = [
-            f"{_keys(sorted(map(repr, keys)))} in {side} only"
+            f"the key{'s' if len(keys) > 1 else ''} "
+            f"{', '.join(sorted(map(repr, keys)))} {'are' if len(keys) > 1 else 'is'}"
+            f" in {side} only"
             for keys, side in ((kx - ky, "one"), (ky - kx, "the other"))
             if keys
         ]
-        if not only:  # equal keys of other types (`1` and `1.0`)
-            only = [f"keys equal by `==` but of other types ({_what(x)})"]
         lines.append(f"{at_path(path)}the dicts' keys differ: {', '.join(only)}")
-        return
-    if isinstance(x, (list, tuple)) and len(cast("list[Any]", x)) != len(
-        cast("list[Any]", y)
-    ):
-        lines.append(f"{at_path(path)}{_what(x)} in one, {_what(y)} in the other")
-        return
-    lines.append(
-        f"{at_path(path)}{_type_name(x)}'s static metadata differs: "
-        f"{static_str(mx)} vs {static_str(my)}"
-        + "".join(
-            f"; {why}"
-            for why in dict.fromkeys(
-                why
-                for u, v in zip(_atoms(mx), _atoms(my), strict=False)
-                for unequal, why in [static_unequal(u, v)]
-                if unequal and why
-            )
+    elif _what(x) != _what(y):  # a list or tuple of another length
+        lines.append(_apart(path, x, y))
+    else:
+        lines.append(
+            f"{at_path(path)}{name}'s static metadata differs: {static_str(mx)} vs "
+            f"{static_str(my)}" + "".join(f"; {w}" for w in dict.fromkeys(why))
         )
-    )
 
 
-def _keys(reprs: list[str]) -> str:
-    """`the key 'a' is`, `the keys 'a', 'b' are`."""
-    if len(reprs) == 1:
-        return f"the key {reprs[0]} is"
-    return f"the keys {', '.join(reprs)} are"
+def _keys(x: Any) -> set[Any]:
+    """A dict's keys (none for other nodes)."""
+    return set(cast("dict[Any, Any]", x)) if isinstance(x, dict) else set()
 
 
 _SCAN_LIMIT: Final = 10_000
 
 
-def _type_name(x: Any) -> str:
-    t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
-    return t.__name__
-
-
-def _functions_in(data: Any) -> list[Any]:
-    """The functions (`Lifted` included) held in static metadata, in order."""
-    return [v for v in _atoms(data) if is_function(v)]
-
-
 def _atoms(data: Any) -> list[Any]:
     """What static metadata holds, in order, through tuples, lists, sets and dicts
-    (their values) and NamedTuples."""
+    (their values) and NamedTuples; functions (`Lifted` included) whole."""
     found: list[Any] = []
     stack = [data]
     seen = 0
@@ -370,15 +348,6 @@ def _field_of(x: Any, value: Any) -> str | None:
             held = getattr(x, name)
         except Exception:
             continue
-        if held is value or any(f is value for f in _functions_in(held)):
+        if held is value or any(f is value for f in _atoms(held)):
             return name
     return None
-
-
-def _fn_name(fn: Any) -> str:
-    if is_lifted(fn):
-        return f"a {type(fn).__name__} ({fn.__qualname__})"
-    return f"the function {getattr(fn, '__qualname__', type(fn).__name__)}"
-
-
-# -- lifted functions ---------------------------------------------------------------

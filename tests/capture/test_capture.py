@@ -825,6 +825,9 @@ def test_captures_property() -> None:
     n = 3
     g = lift.lift(lambda x, scale=2.0: x * lr * n * scale)
     assert g.captures == {"lr": 0.1, "n": 3, "scale": 2.0}
+    # In the repr's order: free variables, then defaults.
+    assert list(g.captures) == ["lr", "n", "scale"]
+    assert repr(g).endswith("(lr=float32[]=0.1, n=3, scale=float32[]=2.0))")
 
 
 def test_unlift_gives_plain_function_with_current_leaves() -> None:

@@ -126,6 +126,9 @@ def test_a_captured_set_is_compared_by_its_contents() -> None:
     assert text.startswith(
         ".captures['obj']: obj = {1} vs {2}, static because it is a set"
     )
+    text = lift.diff(holding({"b", "a"}), holding({"c"}))
+    assert text is not None
+    assert text.startswith(".captures['obj']: obj = {'a', 'b'} vs {'c'}")  # sorted
 
 
 def test_different_code_names_both_functions() -> None:
@@ -320,9 +323,27 @@ def test_structure_difference_inside_a_capture() -> None:
     def holding(xs: Any) -> Any:
         return lift.lift(lambda x: x + sum(xs))
 
+    # Said where the values part, as for any pytree: the capture is walked
+    # into as the user's value was.
     text = lift.diff(holding([1.0, 2.0]), holding([1.0]))
-    assert text is not None
-    assert text.startswith(".captures['xs']: xs holds [*, *] in one, [*] in the other")
+    assert text == ".captures['xs']: a list of 2 in one, a list of 1 in the other"
+    text = lift.diff(
+        holding({"a": [1.0, 2.0], "b": 1.0}), holding({"a": [1.0], "b": 1.0})
+    )
+    assert text == ".captures['xs']['a']: a list of 2 in one, a list of 1 in the other"
+
+
+def test_a_lifted_function_captured_by_another_is_walked_into() -> None:
+    # It used to be said as both captures' treedefs, cut at 60 characters.
+    def calling(g: Any) -> Any:
+        return lift.lift(lambda x: g(x))
+
+    text = lift.diff(calling(make(0.1, 1)), calling(make(0.1, 2)))
+    assert text == (
+        ".captures['g'].captures['inner'].captures['steps']: steps = 1 vs 2, static "
+        f"because it is an int, not a float or array (in make.<locals>.inner at "
+        f"{INNER_AT})"
+    )
 
 
 def test_unflattenable_input_is_refused_by_name() -> None:
@@ -641,3 +662,61 @@ def test_none_exactly_when_one_program_serves_both_placements(placement: str) ->
             f"{devices[1]} in the other (jax.jit compiles a program per placement "
             "of an array committed to its devices)"
         )
+
+
+def test_a_captured_list_of_numpy_scalars_is_shown_as_keyed() -> None:
+    # Regression: reading the list back from its key raised TypeError.
+    def holding(xs: Any) -> Any:
+        return lift.lift(lambda x: x if xs else -x)  # a static list
+
+    text = lift.diff(holding([np.float32(1)]), holding([np.float32(2)]))
+    assert text is not None
+    assert ".captures['xs']: xs = [np.float32(1.0)] vs [np.float32(2.0)]" in text
+
+
+class _Partial(functools.partial):  # type: ignore[type-arg]
+    pass
+
+
+def test_partials_of_another_class_are_named() -> None:
+    # Regression: said "the same functions and values, shared differently".
+    def scale(x: Any, k: Any) -> Any:
+        return x * k
+
+    def holding(fn: Any) -> Any:
+        return lift.lift(lambda x: fn(x))
+
+    text = lift.diff(
+        holding(_Partial(scale, k=2)), holding(functools.partial(scale, k=2))
+    )
+    assert text == (
+        f".captures['fn']: functools.partial({scale.__qualname__}) is of class "
+        "<class 'test_diff._Partial'> in one, <class 'functools.partial'> in the other"
+    )
+
+
+class _Checked:
+    """A pytree whose unflatten takes nothing but an int child."""
+
+    def __init__(self, n: Any) -> None:
+        if type(n) is not int:
+            raise TypeError("n must be an int")
+        self.n = n
+
+
+jax.tree_util.register_pytree_node(
+    _Checked, lambda c: ((c.n,), None), lambda _, children: _Checked(*children)
+)
+
+
+def test_a_pytree_that_cannot_be_rebuilt_around_markers_is_compared_slot_by_slot() -> (
+    None
+):
+    # Regression: diff raised the class's own TypeError.
+    def holding(c: Any) -> Any:
+        return lift.lift(lambda x: x * c.n if c.n else x)  # `c.n` static
+
+    assert lift.diff(holding(_Checked(1)), holding(_Checked(1))) is None
+    text = lift.diff(holding(_Checked(1)), holding(_Checked(2)))
+    assert text is not None
+    assert text.startswith(".captures['c'][0]: c = 1 vs 2, static because it is an int")
