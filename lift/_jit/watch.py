@@ -25,6 +25,7 @@ from .._capture.skeleton import skeleton_of, static_changes
 from .._capture.verify import disagree, same_leaves
 from .._compat import DEFAULT_DEVICE, X64
 from .._holders.closure import function_held, partial_parts
+from .._holders.labels import Label
 
 is_: Final = operator.is_
 _contents: Final = operator.attrgetter("cell_contents")
@@ -56,12 +57,23 @@ class Watch:
     @property
     def cell_contents(self) -> object:
         now, then = _parts(self.obj), self.parts
-        if len(now) == len(then) and all(
-            a is b or (type(a) is tuple and a[0] == b[0] and a[1] is b[1])
-            for a, b in zip(now, then, strict=True)
-        ):
+        if len(now) == len(then) and all(map(_same, now, then)):
             return self.token
         return object()
+
+
+def _same(a: Any, b: Any) -> bool:
+    """The same part: the very object, or a part read again (`(label, value)`,
+    a new pair each reading) with an equal label and the very value. Anything
+    else, a user's tuple included, by identity alone."""
+    return a is b or (
+        type(a) is tuple
+        and type(b) is tuple
+        and len(a) == 2 == len(b)
+        and type(a[0]) is Label
+        and a[0] == b[0]
+        and a[1] is b[1]
+    )
 
 
 def _parts(obj: Any) -> tuple[Any, ...]:

@@ -370,3 +370,31 @@ def test_a_jit_function_as_a_transformed_argument_keeps_no_tracer():
     assert float(jax.tree.leaves(grads)[0]) == 1.0
     assert float(f(1.0)) == 2.0
     assert lift.find_leaks(f) == []
+
+
+# Found after the cached call began watching what the walk read: a function
+# with keyword-only defaults is watched part by part, and its defaults tuple
+# was compared as if it were one of those parts (its first items with `==`).
+
+
+def test_defaults_rebound_to_an_equal_tuple_beside_keyword_only_defaults():
+    def step(x, mode="sgd", *, lr=0.5):
+        return x * lr if mode == "sgd" else x
+
+    jitted = lift.jit(step)
+    assert float(jitted(1.0)) == 0.5
+    step.__defaults__ = ("".join(["s", "gd"]),)  # equal, another object
+    assert float(jitted(1.0)) == 0.5
+    step.__defaults__ = ()  # none, as Python has for a function without
+    with pytest.raises(TypeError, match="mode"):
+        jitted(1.0)
+
+
+def test_a_default_array_rebound_to_another_shape_beside_keyword_only_defaults():
+    def init(x, w=jnp.ones(3), *, scale=2.0):
+        return (x * w * scale).sum()
+
+    jitted = lift.jit(init)
+    assert float(jitted(1.0)) == 6.0
+    init.__defaults__ = (jnp.ones(4),)
+    assert float(jitted(1.0)) == 8.0
