@@ -66,13 +66,13 @@ def _same(a: Any, b: Any) -> bool:
     """The same part: the very object, or a part read again (`(label, value)`,
     a new pair each reading) with an equal label and the very value. Anything
     else, a user's tuple included, by identity alone."""
-    return a is b or (
-        type(a) is tuple
-        and type(b) is tuple
-        and len(a) == 2 == len(b)
-        and type(a[0]) is Label
-        and a[0] == b[0]
-        and a[1] is b[1]
+    if a is b:
+        return True
+    if type(a) is not tuple or type(b) is not tuple:
+        return False
+    x, y = cast("tuple[Any, ...]", a), cast("tuple[Any, ...]", b)
+    return (
+        len(x) == 2 == len(y) and type(x[0]) is Label and x[0] == y[0] and x[1] is y[1]
     )
 
 
