@@ -14,7 +14,8 @@ from collections.abc import Iterable
 from typing import Any, Final, NamedTuple, cast
 
 from .._base import gc as _gc
-from .._compat import is_user_module, jax_checks
+from .._base.owners import is_user_module
+from .._compat import jax_checks
 from .._holders.attributes import static_attribute
 from .._holders.stdlib import LRU_WRAPPER
 from .reach import ATOMIC

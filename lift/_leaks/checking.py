@@ -14,8 +14,8 @@ import jax
 
 from .. import _compat
 from .._base.errors import LeakError, LiftError, describe
+from .._base.owners import is_user_module
 from .._base.registry import recording
-from .._compat import is_user_module
 from .caches import (
     CacheHolders,
     cache_holders,

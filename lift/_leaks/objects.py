@@ -17,7 +17,7 @@ import jax
 import numpy as np
 
 from .. import _compat
-from .._compat import is_user_module
+from .._base.owners import is_library_type, is_user_module
 from .._holders.attributes import static_attribute
 from .._holders.closure import (
     aux_parts,
@@ -29,7 +29,7 @@ from .._holders.closure import (
 from .._holders.labels import Label
 from .._holders.stdlib import container_parts, opened_by_referents, referent_parts
 from .._holders.trees import one_level
-from .reach import ATOMIC, is_closed_type
+from .reach import ATOMIC
 from .report import (
     ABSENT,
     STATIC_FIELD,
@@ -149,7 +149,7 @@ class ObjectWalk:
         return (*self.as_object(cls), True)  # pyright: ignore[reportUnknownArgumentType]
 
     def as_object(self, cls: type) -> tuple[int, tuple[str, ...]]:
-        if is_closed_type(cls):  # pyright: ignore[reportUnknownArgumentType]
+        if is_library_type(cls):  # pyright: ignore[reportUnknownArgumentType]
             return _LIBRARY, ()
         return _OBJECT, slot_names(cls)  # pyright: ignore[reportUnknownArgumentType]
 

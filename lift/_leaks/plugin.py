@@ -262,7 +262,7 @@ class _Watch:
         from .._base.registry import recording
         from .._compat import watching_trace_exits
         from .checking import checking_leaks
-        from .frames import FrameOpener
+        from .frames import FrameLook
 
         exhaustive = item.config.stash.get(_MODE, "fast") == "exhaustive"
         if exhaustive or bool(cast(Any, jax.config).jax_check_tracer_leaks):
@@ -277,7 +277,7 @@ class _Watch:
                 watching_trace_exits(
                     every=True,
                     frames=self.note_frames,
-                    opener=FrameOpener(),
+                    look=FrameLook(),
                     threads=True,
                 )
             )

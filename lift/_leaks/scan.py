@@ -25,7 +25,7 @@ import numpy as np
 
 from .. import _compat
 from .._base import gc as _gc
-from .._compat import is_user_function
+from .._base.owners import is_library_type, is_user_function
 from .._holders.closure import (
     builtin_method_parts,
     cells,
@@ -47,7 +47,7 @@ from .._holders.stdlib import (
     weakref_parts,
 )
 from .objects import ATTR, INDEX, KEY, ObjectWalk
-from .reach import ATOMIC, code_names, is_closed_type, param_name
+from .reach import ATOMIC, code_names, param_name
 from .report import (
     ABSENT,
     BOUND,
@@ -226,7 +226,7 @@ class LeakWalk(ObjectWalk):
         self.push(exc.args, index, ".args")
         self.push(exc.__cause__, index, ".__cause__")
         self.push(exc.__context__, index, ".__context__")
-        if is_closed_type(cls):  # a builtin error: its own attributes only
+        if is_library_type(cls):  # a builtin error: its own attributes only
             attrs = self.attribute(exc, "__dict__", index)
             if isinstance(attrs, dict):
                 self.push_all(attrs.items(), index, ATTR)  # pyright: ignore

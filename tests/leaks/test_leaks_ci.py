@@ -174,12 +174,12 @@ def test_scans_never_run_an_objects_code_twin() -> None:
 def test_the_frame_look_never_runs_an_objects_code() -> None:
     # The default mode's look at the frames as a trace exits opens what it
     # does not know itself through the scan's own opening of it.
-    from lift._leaks.frames import FrameOpener
+    from lift._leaks.frames import FrameLook
 
     config = _tree(1.0)
     before = _names(config)
-    FrameOpener()(config)
-    FrameOpener()(_tree_holder(config))
+    for local in (config, _tree_holder(config)):
+        FrameLook()(lift._compat.live_traces(), [("local", local)], 1_000, set())
     assert _names(config) == before
 
 

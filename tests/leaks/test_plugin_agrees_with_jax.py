@@ -196,7 +196,7 @@ FALSE_PASSES = (
             """
         },
     ),
-    # Five levels of plain dicts and a list: deeper than `_compat._FRAME_DEPTH`.
+    # Five levels of plain dicts and a list.
     Case(
         "deep_nesting",
         {
@@ -464,6 +464,7 @@ def test_frame_look_reads_a_bounded_number_of_frames_on_a_deep_stack(
     import jax.numpy as jnp
 
     from lift._compat import trace_exits, watching_trace_exits
+    from lift._leaks.frames import FrameLook
 
     reads: list[int] = []
     looks: list[int] = []
@@ -490,7 +491,9 @@ def test_frame_look_reads_a_bounded_number_of_frames_on_a_deep_stack(
     prev = jax.config.jax_check_tracer_leaks
     jax.config.update("jax_check_tracer_leaks", False)  # the fast mode's setting
     try:
-        with watching_trace_exits(every=True, frames=lambda holdings: None):
+        with watching_trace_exits(
+            every=True, frames=lambda holdings: None, look=FrameLook()
+        ):
             _recurse(400, work)
     finally:
         jax.config.update("jax_check_tracer_leaks", prev)
