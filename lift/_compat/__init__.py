@@ -80,6 +80,7 @@ from .traces import (
     LiveTraces as LiveTraces,
     Tracer as Tracer,
     eager as eager,
+    frame_locals as frame_locals,
     is_jax_closure_convert as is_jax_closure_convert,
     is_tracer as is_tracer,
     live_traces as live_traces,

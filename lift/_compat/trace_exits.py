@@ -20,11 +20,10 @@ from .config import jax_checks_leaks, jax_leak_checks_declined
 from .traces import (
     EVAL_TRACE,
     JAX_CHECKS_EAGER_GRAD,
-    ONLY_THE_FRAMES,
     OPTIMIZED,
     PARENT_ATTRS,
-    SNAPSHOT_LOCALS,
     TRACE_CTX,
+    frame_locals,
     running_traces,
 )
 
@@ -374,7 +373,7 @@ def _frames_holding(trace: Any, frame: types.FrameType | None) -> list[FrameHold
         # library's wrapper frames (innermost) cannot spend what the test's
         # own frames (outermost) are owed.
         share = budget // (len(chosen) - i)
-        names = _frame_locals(frame, variables)
+        names = frame_locals(frame, variables)
         tracers, left = look(exited, names, share, seen)
         budget -= share - left
         if tracers and not _runs_beneath(trace, frame):
@@ -432,27 +431,6 @@ def _runs_beneath(trace: Any, frame: types.FrameType) -> bool:
     """Whether a JAX frame beneath `frame` runs `trace` (or a trace whose
     parents reach it): `frame` is then inside it, its tracers its own."""
     return _reaches(running_traces(frame.f_back), trace)
-
-
-def _frame_locals(
-    frame: types.FrameType, variables: frozenset[str]
-) -> list[tuple[str, Any]]:
-    """A running frame's local variables (cells' contents included), leaving
-    no snapshot behind: before 3.13 `f_locals` caches one on the frame, which
-    would keep the values after the frame drops them; emptied when nothing
-    else holds it (a dict the code holds, `ns = locals()`, is its own) and it
-    holds only the code's `variables` (names `exec` wrote there are the
-    code's own data: the next `locals()` would miss them)."""
-    snapshot = frame.f_locals
-    items = list(snapshot.items())
-    if (
-        SNAPSHOT_LOCALS
-        and sys.getrefcount(snapshot) <= ONLY_THE_FRAMES
-        and variables.issuperset(snapshot)
-    ):
-        snapshot.clear()
-    del snapshot
-    return items
 
 
 # Each code object met on the stack, with its variables' names if it is a

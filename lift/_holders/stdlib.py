@@ -24,6 +24,7 @@ import numpy as np
 
 from .._base.atoms import HOLD_NOTHING
 from .._base.caches import per_class
+from .._compat import frame_locals
 from .attributes import static_attribute
 from .labels import (
     ARG,
@@ -337,19 +338,4 @@ def suspended_locals(x: Any) -> list[tuple[str, Any]]:
     """The local variables of a suspended generator or coroutine (none once it
     has finished)."""
     frame = getattr(x, SUSPENDED_FRAMES[type(x)], None)
-    if frame is None:
-        return []
-    snapshot = frame.f_locals
-    items = list(snapshot.items())
-    if sys.version_info < (3, 13) and sys.getrefcount(snapshot) <= _ONLY_THE_FRAME:
-        # Before 3.13 the snapshot stays on the frame and would keep values the
-        # generator later drops alive: emptied, when the frame alone holds it
-        # (the next reader rebuilds it). One the generator holds itself (`ns =
-        # locals()` is that very dict) is its own data, and left as it is.
-        snapshot.clear()
-    return items
-
-
-# A frame's `f_locals` snapshot held by the frame alone: the frame, the local
-# name, `getrefcount`'s argument.
-_ONLY_THE_FRAME: Final = 3
+    return [] if frame is None else frame_locals(frame)

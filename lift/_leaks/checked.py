@@ -20,8 +20,8 @@ from .. import _compat
 from .._base.errors import LeakError, LiftError, describe
 from .._base.registry import recording
 from .checking import describe_short, leak_error, lifted_roots
-from .find import scan
 from .report import Unopened, format_leaks
+from .scan import scan_tracers
 
 __all__ = ["checked"]
 
@@ -117,7 +117,7 @@ def checked(transform: _T) -> _T:
             for bucket in pending:
                 roots.extend(lifted_roots(bucket))
             unopened: list[Unopened] = []
-            leaks = scan(roots, unopened=unopened)
+            leaks, _ = scan_tracers(roots, unopened=unopened)
             if leaks:
                 raise LeakError(format_leaks(leaks, unopened), anchor="leak-report")
             return out

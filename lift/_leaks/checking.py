@@ -40,26 +40,29 @@ def _frame_roots(tb: types.TracebackType | None) -> Iterator[tuple[str, Any]]:
     while tb is not None:
         frame = tb.tb_frame
         tb = tb.tb_next
-        code = frame.f_code
         if id(frame) in seen or not is_user_module(frame.f_globals.get("__name__")):
             continue
         seen.add(id(frame))
-        glob = frame.f_globals
-        for name, value in frame.f_locals.items():
-            if value is not glob:
-                yield name, value
-        for name in code.co_names:
-            if name in glob:
-                yield name, glob[name]
+        yield from _caller_roots(frame)
 
 
 def _user_modules() -> list[tuple[str, Any]]:
     """The imported modules that are the user's (`is_user_module`: not JAX's,
     lift's, NumPy's, pytest's or the standard library's), by name."""
+    return _modules(is_user_module)
+
+
+def _all_modules() -> list[tuple[str, Any]]:
+    """Every imported module but lift's own: where a library keeps a tracer
+    (the last place a report looks, after the user's own modules)."""
+    return _modules(lambda name: name.partition(".")[0] != "lift")
+
+
+def _modules(keep: Callable[[str], bool]) -> list[tuple[str, Any]]:
     return [
         (name, module)
         for name, module in list(sys.modules.items())
-        if type(cast(object, module)) is types.ModuleType and is_user_module(name)
+        if type(cast(object, module)) is types.ModuleType and keep(name)
     ]
 
 
@@ -90,19 +93,6 @@ def _place(
         ids = set(map(id, placed))
         rest = [t for t in rest if id(t) not in ids]
     return leaks, rest
-
-
-def _all_modules() -> list[tuple[str, Any]]:
-    """Every imported module but lift's own: where a library keeps a tracer
-    (the last place a report looks, after the user's own modules)."""
-    out: list[tuple[str, Any]] = []
-    for name, module in list(sys.modules.items()):
-        if (
-            type(cast(object, module)) is types.ModuleType
-            and name.partition(".")[0] != "lift"
-        ):
-            out.append((name, module))
-    return out
 
 
 class Placed(NamedTuple):
@@ -155,7 +145,7 @@ def unseen_error(tracers: list[Any], where: str) -> LeakError:
 
 def _caller_roots(frame: types.FrameType | None) -> list[tuple[str, Any]]:
     """Named roots for a scan: the locals of `frame` and the globals its code
-    names (the block that ran inside `checking_leaks()`)."""
+    names (the block that ran inside `checking_leaks()`, a failing frame)."""
     if frame is None:
         return []
     glob = frame.f_globals

@@ -327,6 +327,8 @@ class LeakWalk(ObjectWalk):
 
 
 class _NoneLive:
+    """`LiveTraces` for tracers already known to have escaped."""
+
     @staticmethod
     def is_live(tracer: Any) -> bool:
         return False

@@ -15,7 +15,7 @@ import pytest
 from helpers import calls_made, equinox_static, several_devices, suspended
 
 import lift
-from lift._leaks.find import scan
+from lift._leaks.scan import scan_tracers
 
 pytestmark = pytest.mark.lift_allow_leaks
 
@@ -279,7 +279,7 @@ def test_lifted_captures_are_named() -> None:
 
 
 def test_scan_with_named_roots() -> None:
-    (leak,) = scan([("output", {"w": _escaped()})])
+    (leak,), _ = scan_tracers([("output", {"w": _escaped()})])
     assert leak.path == "output['w']"
 
 

@@ -468,7 +468,7 @@ def test_frame_look_reads_a_bounded_number_of_frames_on_a_deep_stack(
 
     reads: list[int] = []
     looks: list[int] = []
-    read = trace_exits._frame_locals  # pyright: ignore[reportPrivateUsage]
+    read = trace_exits.frame_locals
     look = trace_exits._check_frames  # pyright: ignore[reportPrivateUsage]
 
     def counting_reads(*args: Any, **kwargs: Any) -> Any:
@@ -479,7 +479,7 @@ def test_frame_look_reads_a_bounded_number_of_frames_on_a_deep_stack(
         looks.append(1)
         return look(*args, **kwargs)
 
-    monkeypatch.setattr(trace_exits, "_frame_locals", counting_reads)
+    monkeypatch.setattr(trace_exits, "frame_locals", counting_reads)
     monkeypatch.setattr(trace_exits, "_check_frames", counting_looks)
     exits = 10
 
