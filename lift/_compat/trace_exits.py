@@ -175,7 +175,6 @@ def watching_trace_exits(
             _frame_watchers -= 1
             if not _frame_watchers:
                 _open_traces.clear()
-                _user_codes.clear()
         if not _recorders and _original_set_current_trace is not None:
             _core.set_current_trace = _original_set_current_trace
             _original_set_current_trace = None
@@ -405,35 +404,23 @@ def _user_frames(
     """The user's frames from `frame` down, innermost first, each with its
     variables' names: at most `_FRAME_INNER` innermost and `_FRAME_OUTER`
     outermost (the test's, its fixtures')."""
-    chosen: list[tuple[types.FrameType, frozenset[str]]] = []
-    users = _user_codes
+    chosen: list[types.FrameType] = []
     while frame is not None:
-        code = frame.f_code
-        known = users.get(id(code))  # by id: a code object's hash reads it all
-        if known is None:
-            variables = None
-            if code.co_flags & OPTIMIZED and is_user_module(
-                frame.f_globals.get("__name__")
-            ):
-                variables = frozenset(
-                    (*code.co_varnames, *code.co_cellvars, *code.co_freevars)
-                )
-            known = users[id(code)] = (code, variables)  # held: the id stays its own
-        if known[1] is not None:
-            chosen.append((frame, known[1]))
+        if frame.f_code.co_flags & OPTIMIZED and is_user_module(
+            frame.f_globals.get("__name__")
+        ):
+            chosen.append(frame)
         frame = frame.f_back
     if len(chosen) > _FRAME_INNER + _FRAME_OUTER:
         chosen = chosen[:_FRAME_INNER] + chosen[len(chosen) - _FRAME_OUTER :]
-    return chosen
+    return [(f, _variables(f.f_code)) for f in chosen]
+
+
+def _variables(code: types.CodeType) -> frozenset[str]:
+    return frozenset((*code.co_varnames, *code.co_cellvars, *code.co_freevars))
 
 
 def _runs_beneath(trace: Any, frame: types.FrameType) -> bool:
     """Whether a JAX frame beneath `frame` runs `trace` (or a trace whose
     parents reach it): `frame` is then inside it, its tracers its own."""
     return _reaches(running_traces(frame.f_back), trace)
-
-
-# Each code object met on the stack, with its variables' names if it is a
-# function of the user's (as `kinds`, forgotten when the last block watching
-# frames ends).
-_user_codes: dict[int, tuple[types.CodeType, frozenset[str] | None]] = {}

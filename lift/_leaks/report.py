@@ -8,13 +8,12 @@ could not look inside. `format_leaks` is a `LeakError`'s text."""
 from __future__ import annotations
 
 import dataclasses
-import sys
 import types
 from collections.abc import Iterable
-from typing import Any, Final, NamedTuple, cast
+from typing import Any, NamedTuple, cast
 
 from .. import _compat
-from .._holders.closure import function_of
+from .._holders.closure import function_of, user_class
 from .._holders.labels import Label
 
 __all__ = ["Leak", "Leaks", "Unopened", "format_leaks", "unopened_text"]
@@ -306,19 +305,12 @@ def safe_repr(obj: Any) -> str:
         inner = ", ".join(map(safe_repr, cast(tuple[Any, ...], obj)))
         return f"({inner},)" if len(obj) == 1 else f"({inner})"
     owner = next((k for k in cls.__mro__ if "__repr__" in vars(k)), object)
-    module = (getattr(owner, "__module__", None) or "builtins").partition(".")[0]
-    if module == "builtins" or module in _STDLIB or module in _LIBRARY_REPRS:
+    if not user_class(owner):  # the builtins', the libraries' (lift's, NumPy's)
         try:
             return repr(obj)
         except Exception:  # a stdlib repr reading a broken attribute
             pass
     return f"<{cls.__module__}.{cls.__qualname__} object at {id(obj):#x}>"
-
-
-_STDLIB: Final = frozenset(sys.stdlib_module_names)
-# Reprs lift trusts besides the standard library's: its own, NumPy's (an
-# index into an object array) and JAX's.
-_LIBRARY_REPRS: Final = frozenset({"lift", "numpy", "jax", "jaxlib"})
 
 
 def chain_to(entries: list[Any], index: int) -> list[int]:

@@ -724,9 +724,10 @@ def test_whose_code_is_the_users_is_one_rule() -> None:
     from lift._leaks import caches, checking as _checking, objects, scan as _leak_scan
 
     is_user_module = owners.is_user_module
-    for module in (_checking, trace_exits, describe, caches, objects, closure):
+    for module in (_checking, trace_exits, describe, objects, closure):
         assert module.is_user_module is is_user_module
-    assert _leak_scan.is_user_function is owners.is_user_function
+    for module in (_leak_scan, caches):
+        assert module.is_user_function is owners.is_user_function
     # Exec'd code (no module) is the user's, and so is any library but JAX,
     # lift, NumPy, pytest and the standard library, wherever it is installed.
     assert is_user_module(None)
