@@ -23,7 +23,6 @@ from typing import Any, Final, cast
 import numpy as np
 
 from .._base.atoms import HOLD_NOTHING
-from .._base.caches import per_class
 from .._compat import frame_locals
 from .attributes import static_attribute
 from .labels import (
@@ -41,7 +40,7 @@ from .labels import (
 
 __all__ = [
     "LRU_WRAPPER",
-    "container_parts",
+    "BUILTIN_CONTAINERS",
     "STDLIB_HOLDERS",
     "SUSPENDED_FRAMES",
     "array_items",
@@ -201,37 +200,10 @@ def weakref_parts(r: weakref.ReferenceType[Any]) -> Iterator[tuple[Any, Any]]:
         yield Label.of(FIELD, "__callback__"), callback
 
 
-def container_parts(obj: Any) -> Iterator[tuple[Any, Any]]:
-    """What a container subclass holds besides its items: its own attributes
-    and slots (`history.best = x` on a `list` subclass), read without running
-    its code. (A dict's `default_factory` and its keys are
-    `lift._holders.closure.dict_static`'s.)"""
-    cls: type[Any] = type(obj)  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
-    if cls in _BUILTIN_CONTAINERS:
-        return
-    attrs = static_attribute(obj, "__dict__")
-    if type(attrs) is dict:
-        for name, value in list(cast(dict[str, Any], attrs).items()):
-            yield Label.of(FIELD, name), value
-    for member in _slots(cls):
-        try:
-            yield Label.of(FIELD, member.__name__), member.__get__(obj, cls)
-        except AttributeError:  # an unset slot
-            pass
-
-
-@per_class
-def _slots(cls: type) -> tuple[Any, ...]:
-    """The slot descriptors along `cls`'s MRO."""
-    return tuple(
-        member
-        for klass in cls.__mro__
-        for member in vars(klass).values()
-        if type(member) is types.MemberDescriptorType
-    )
-
-
-_BUILTIN_CONTAINERS: Final = frozenset(
+# The builtin containers: their items are all they hold. (A subclass's own
+# attributes are `lift._holders.attributes.own_attributes`'; a dict's
+# `default_factory` and its keys `lift._holders.closure.dict_static`'s.)
+BUILTIN_CONTAINERS: Final = frozenset(
     {
         dict,
         list,
