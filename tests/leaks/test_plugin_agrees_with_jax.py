@@ -92,8 +92,8 @@ FALSE_PASSES = (
             """
         },
     ),
-    # The frame look does not open an instance with `__slots__` (no `__dict__`:
-    # `_compat._decide_kind` gives _SKIP) held by a local.
+    # The frame look once skipped an instance with `__slots__` (no `__dict__`)
+    # held by a local.
     Case(
         "slots_local",
         {
@@ -128,8 +128,8 @@ FALSE_PASSES = (
             """
         },
     ),
-    # The frame look skips exceptions (`_decide_kind`: BaseException is _SKIP):
-    # an error built on a tracer, kept in a local list, is not seen.
+    # The frame look once skipped exceptions: an error built on a tracer, kept
+    # in a local list, was not seen.
     Case(
         "exception_in_local",
         {
