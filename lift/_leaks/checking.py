@@ -23,7 +23,7 @@ from .caches import (
     holder_kinds,
     split_cached,
 )
-from .report import Leak, Unopened, format_leaks
+from .report import Leak, Unopened, format_leaks, tracer_text
 from .scan import scan_tracers
 
 _UnexpectedTracerError: type[Exception] = jax.errors.UnexpectedTracerError
@@ -137,7 +137,7 @@ def unseen_error(tracers: list[Any], where: str) -> LeakError:
     return LeakError(
         f"{len(tracers)} tracer(s) of transforms that exited {where} are still "
         f"alive, held by no variable lift can see: "
-        f"{', '.join(map(_short, tracers[:3]))}{held if kinds else ''}. Return "
+        f"{', '.join(map(tracer_text, tracers[:3]))}{held if kinds else ''}. Return "
         "the value from the transformed function instead of storing it.",
         anchor="leak-unseen",
     )
@@ -211,7 +211,7 @@ def _translate(
         # JAX's checker failed explaining its report (jax#26560's IndexError,
         # or a holder's `__repr__` raising): its message says nothing of the
         # tracer.
-        what = ", ".join(map(_short, jax_tracers[:3])) or "a tracer"
+        what = ", ".join(map(tracer_text, jax_tracers[:3])) or "a tracer"
         source = "JAX's checker failed while explaining it, jax issue 26560"
     else:
         what = _compat.leaked_tracer_text(exc)
@@ -259,10 +259,6 @@ def leak_error(
         raise error from error.__cause__
     finally:
         del error  # not kept by this frame (its traceback holds it)
-
-
-def _short(tracer: Any) -> str:
-    return f"{_compat.tracer_aval(tracer)} from {_compat.transform_name(tracer)}"
 
 
 def describe_short(fn: Any) -> str:

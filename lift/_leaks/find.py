@@ -138,14 +138,6 @@ def frame_leaks(
         named = {id(t) for t in walk.tracers}
         for key, (name, tracer) in wanted.items():
             if key not in named:  # reached by a way the walk does not take
-                if code is None:
-                    description = (
-                        f"{_compat.tracer_aval(tracer)} from "
-                        f"{_compat.transform_name(tracer)}"
-                    )
-                    path = f"<inside {name}>"
-                    leaks.append(Leak(path, None, None, None, None, description))
-                else:
-                    leaks.append(local_leak(code, name, tracer))
+                leaks.append(local_leak(code, name, tracer))
                 tracers.append(tracer)
     return leaks, tracers, unopened

@@ -113,7 +113,7 @@ class Leak:
         if self.advice is not None:
             return self.advice
         var = self.variable
-        if self.kind == CAPTURED:
+        if self.kind in (CAPTURED, _ATTRIBUTE):
             return f"lift the function or pass {var} as an argument"
         if self.kind == _DEFAULT:
             return f"pass {var} as an argument instead of a default value"
@@ -128,8 +128,6 @@ class Leak:
             )
         if self.kind == PARTIAL:
             return f"lift the partial (`lift.lift(p)`) or pass {var} as an argument"
-        if self.kind == _ATTRIBUTE:
-            return f"lift the function or pass {var} as an argument"
         if self.kind == FRAME_LOCAL:
             return (
                 "return the value from the transformed function instead of "
@@ -228,7 +226,7 @@ def closure_leak(fn: types.FunctionType, index: int, tracer: Any) -> Leak:
         variable,
         code.co_filename,
         code.co_firstlineno,
-        f"{_compat.tracer_aval(tracer)} from {_compat.transform_name(tracer)}",
+        tracer_text(tracer),
         CAPTURED,
         f"<{_UNSEEN_HOLDER}>",
         None,
@@ -261,16 +259,25 @@ def root_label(root: Any, index: int) -> str:
     return f"roots[{index}]"
 
 
-def local_leak(code: types.CodeType, name: str, tracer: Any) -> Leak:
+def local_leak(code: types.CodeType | None, name: str, tracer: Any) -> Leak:
+    """A tracer a frame's local `name` held when its trace exited (with no
+    code, a holder no variable reaches: `name` says what it is)."""
+    if code is None:
+        return Leak(f"<inside {name}>", None, None, None, None, tracer_text(tracer))
     return Leak(
         f"<inside {name}>",
         code.co_qualname,
         name,
         code.co_filename,
         code.co_firstlineno,
-        f"{_compat.tracer_aval(tracer)} from {_compat.transform_name(tracer)}",
+        tracer_text(tracer),
         FRAME_LOCAL,
     )
+
+
+def tracer_text(tracer: Any) -> str:
+    """`float32[] from jit(step)`: a tracer's shape, dtype and transform."""
+    return f"{_compat.tracer_aval(tracer)} from {_compat.transform_name(tracer)}"
 
 
 #: At most this many unopened holders are listed in one report.
@@ -367,7 +374,7 @@ def leak_at(entries: list[Any], home: str | None, tracer: Any, index: int) -> Le
     (`(parent, label, edge, resets)`, one per object visited)."""
     chain = chain_to(entries, index)
     path = path_text(entries, chain, home)
-    description = f"{_compat.tracer_aval(tracer)} from {_compat.transform_name(tracer)}"
+    description = tracer_text(tracer)
     edges = [entries[e][2] for e in chain]
     holder = next(
         (
