@@ -82,7 +82,7 @@ class FrameLook:
             elif cls in plain:  # the scan walks these by their `__dict__`
                 children = obj.__dict__.values()
             else:
-                children = self.parts(obj, top)
+                children = self.parts(obj, cls, top)
             # Numbers and strings are not queued, and cost an eighth of an
             # object: a list of a thousand floats beside the tracer does not
             # hide it.
@@ -101,12 +101,13 @@ class FrameLook:
                     queue.append((child, False, name))
         return found, budget
 
-    def parts(self, obj: Any, top: bool) -> list[Any]:
+    def parts(self, obj: Any, cls: type, top: bool) -> list[Any]:
         """What the leak scan opens of `obj` (a function's globals only if it
-        is a frame's local: `top`); nothing it fails to open."""
-        if isinstance(obj, WEAK_HOLDERS):
+        is a frame's local: `top`); nothing it fails to open. (By its type:
+        `isinstance` would read a hostile object's `__class__`.)"""
+        if issubclass(cls, WEAK_HOLDERS):
             # A weak reference's callback it keeps itself: looked at.
-            if isinstance(obj, weakref.ReferenceType):
+            if issubclass(cls, weakref.ReferenceType):
                 ref = cast("weakref.ReferenceType[Any]", obj)
                 return [value for _, value in weakref_parts(ref)]
             return []
