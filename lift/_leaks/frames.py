@@ -13,6 +13,7 @@ alive what it names until the phase ends)."""
 from __future__ import annotations
 
 import collections
+import functools
 import weakref
 from collections.abc import Iterable
 from typing import Any, Final, cast
@@ -22,7 +23,9 @@ import numpy as np
 
 from .._base.atoms import UNOPENED
 from .._compat import Tracer
-from .._holders.stdlib import WEAK_HOLDERS, weakref_parts
+from .._holders.attributes import own_attributes
+from .._holders.closure import function_of, slots_of, user_class
+from .._holders.stdlib import BUILTIN_CONTAINERS, WEAK_HOLDERS, weakref_parts
 from .scan import NONE_LIVE, LeakWalk
 
 __all__ = ["FrameLook"]
@@ -33,19 +36,43 @@ __all__ = ["FrameLook"]
 _NOT_LOOKED_AT: Final = (*UNOPENED, type, np.generic, jax.Array)
 # Read here, in C: their items (a dict's values).
 _ITEMS: Final = frozenset({list, tuple, set, frozenset, collections.deque})
+# Not opened by their own attributes alone, though the user's classes.
+_OPENED_AS_SUCH: Final[tuple[type, ...]] = (
+    *BUILTIN_CONTAINERS,
+    BaseException,
+    functools.partial,
+)
+_HEAP_TYPE: Final = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by Python code
 
 
 class FrameLook:
     """`look(live, names, budget, seen)`: the tracers `names` (a frame's
     locals, `(name, value)`) reach that are not `live` (those of the exiting
     trace), as `(name, tracer)`, breadth-first within `budget` objects; with
-    the budget left. `seen`: objects already looked at by this exit."""
+    the budget left. `seen`: objects already looked at by this exit.
 
-    __slots__ = ("skips", "walk")
+    An instance of the user's classes is opened by its own attributes
+    (`own_attributes`: not as a pytree, whose flattening would run the
+    class's code at every exit), anything else as the leak scan opens it."""
+
+    __slots__ = ("attributes", "skips", "walk")
 
     def __init__(self) -> None:
         self.walk = LeakWalk(0, live=NONE_LIVE)
         self.skips: dict[Any, bool] = {}  # per type: never looked into
+        # Per type: its slots if opened by its own attributes, else `None`.
+        self.attributes: dict[Any, tuple[str, ...] | None] = {}
+
+    def slots(self, obj: Any, cls: Any) -> tuple[str, ...] | None:
+        if cls not in self.attributes:
+            mine = (
+                cls.__flags__ & _HEAP_TYPE
+                and user_class(cls)
+                and not issubclass(cls, _OPENED_AS_SUCH)
+                and function_of(obj) is None  # a `Lifted`: its function
+            )
+            self.attributes[cls] = slots_of(cls) if mine else None  # pyright: ignore[reportUnknownArgumentType]
+        return self.attributes[cls]
 
     def skip(self, cls: Any) -> bool:
         found = self.skips.get(cls)
@@ -57,7 +84,7 @@ class FrameLook:
         self, live: Any, names: list[tuple[str, Any]], budget: int, seen: set[int]
     ) -> tuple[list[tuple[str, Any]], int]:
         found: list[tuple[str, Any]] = []
-        skip, skips, plain = self.skip, self.skips, self.walk.plain
+        skip, skips = self.skip, self.skips
         queue = [(value, True, name) for name, value in names if not skip(type(value))]
         at = 0
         while at < len(queue) and budget > 0:
@@ -79,8 +106,11 @@ class FrameLook:
                     budget -= len(obj) // 8
                     if all(map(skip, set(map(type, children)))):
                         continue
-            elif cls in plain:  # the scan walks these by their `__dict__`
-                children = obj.__dict__.values()
+            elif (slots := self.slots(obj, cls)) is not None:
+                try:
+                    children = [value for _, value in own_attributes(obj, slots)]
+                except Exception:  # a `__dict__` only its code gives
+                    continue
             else:
                 children = self.parts(obj, cls, top)
             # Numbers and strings are not queued, and cost an eighth of an
