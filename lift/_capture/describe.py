@@ -12,11 +12,11 @@ import jax
 
 from .._base.atoms import HOLD_NOTHING, UNOPENED
 from .._base.errors import LiftError, describe, docs_anchor, static_fix
+from .._base.owners import is_user_module
 from .._compat import (
     LIFTED_ARGUMENT,
     Tracer,
     concretized_arguments,
-    is_user_module,
     number_method,
     tracer_use,
 )

@@ -11,9 +11,9 @@ JAX. One module per subsystem of JAX that lift reads:
   options, the Python code a jaxpr's parameters run);
 - `checker`: JAX's own leak checker (the tracers its report carries, the
   frames' locals snapshots it takes for leaks);
-- `trace_exits`: the traces that exit inside `lift.checking_leaks()`, and what
-  the user's frames hold of them (their locals read by `frame_locals`, which
-  also says whose code is the user's: `is_user_module`);
+- `trace_exits`: the traces that exit inside `lift.checking_leaks()`, and the
+  user's frames on the stack as each exits (read by a look the leak checker
+  gives: `lift._leaks.frames`);
 - `escaped`: which of those traces still have tracers alive after the block;
 - `stack`: tracebacks and the stack (JAX's filtering, warnings' stack level,
   `jax.jit` hashing a static argument);
@@ -38,10 +38,6 @@ from .config import (
     jax_leak_checks_declined as jax_leak_checks_declined,
 )
 from .escaped import escaped_tracers as escaped_tracers
-from .frame_locals import (
-    is_user_function as is_user_function,
-    is_user_module as is_user_module,
-)
 from .messages import (
     LIFTED_ARGUMENT as LIFTED_ARGUMENT,
     asks_for_a_concrete_value as asks_for_a_concrete_value,
@@ -84,6 +80,7 @@ from .traces import (
     LiveTraces as LiveTraces,
     Tracer as Tracer,
     eager as eager,
+    frame_locals as frame_locals,
     is_jax_closure_convert as is_jax_closure_convert,
     is_tracer as is_tracer,
     live_traces as live_traces,

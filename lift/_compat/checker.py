@@ -12,7 +12,7 @@ from typing import Any, Final, cast
 
 from jax._src import core as _core
 
-from .traces import CORE_FILE, ONLY_THE_FRAMES, OPTIMIZED, is_tracer
+from .traces import CORE_FILE, OPTIMIZED, frame_locals, is_tracer
 
 
 def _leaked_tracer_lists(tb: types.TracebackType | None) -> Iterable[list[Any]]:
@@ -94,10 +94,7 @@ def _drop_stale_snapshots() -> None:
     frame: types.FrameType | None = sys._getframe(1)  # pyright: ignore[reportPrivateUsage]
     while frame is not None:
         if frame.f_code.co_flags & OPTIMIZED:
-            snapshot = frame.f_locals
-            if sys.getrefcount(snapshot) <= ONLY_THE_FRAMES:
-                snapshot.clear()
-            del snapshot
+            frame_locals(frame)
         frame = frame.f_back
 
 

@@ -10,21 +10,20 @@ import sys
 import threading
 import types
 import weakref
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Generator
 from typing import Any, Final, NamedTuple, cast
 
 from jax._src import core as _core
 
+from .._base.owners import is_user_module
 from .config import jax_checks_leaks, jax_leak_checks_declined
-from .frame_locals import KINDS, is_user_module, tracers_of
 from .traces import (
     EVAL_TRACE,
     JAX_CHECKS_EAGER_GRAD,
-    ONLY_THE_FRAMES,
     OPTIMIZED,
     PARENT_ATTRS,
-    SNAPSHOT_LOCALS,
     TRACE_CTX,
+    frame_locals,
     running_traces,
 )
 
@@ -127,7 +126,7 @@ def _watching_class(base: type) -> type:
 def watching_trace_exits(
     every: bool = False,
     frames: Callable[[list[FrameHolding]], None] | None = None,
-    opener: Callable[[Any], Iterable[Any]] | None = None,
+    look: Look | None = None,
     threads: bool = False,
 ) -> Generator[dict[int, Any]]:
     """Note (weakly) the traces that exit while the block runs: the eager `grad`
@@ -146,10 +145,8 @@ def watching_trace_exits(
     stack are looked at for its tracers in their local variables (see
     `FrameHolding`); `frames` is called with those that hold some, while they
     still do. (A local dropped before the block ends would be gone by then.)
-    `opener` gives the parts of an object the look does not open itself (an
-    instance with `__slots__`, an exception, a partial, a suspended generator,
-    a NumPy object array, the globals of a user's function a frame holds: the leak scan's
-    knowledge of holders, `lift._leaks.frames.FrameOpener`).
+    `look` finds them from the locals (`Look`: the leak scan's opening of
+    holders, `lift._leaks.frames.FrameLook`); without one, no frame is read.
 
     With `threads`, traces exiting in every thread are noted and looked at
     (as `JAX_CHECK_TRACER_LEAKS=1` checks every thread); else this thread's
@@ -165,21 +162,19 @@ def watching_trace_exits(
     _recorders.append(entry)
     if frames is not None:
         _frame_watchers += 1
-    if opener is not None:
-        _openers.append(opener)
+    if look is not None:
+        _looks.append(look)
     try:
         yield recorder
     finally:
         # By identity: two blocks' records may be equal dicts.
         del _recorders[next(i for i, e in enumerate(_recorders) if e is entry)]
-        if opener is not None:
-            del _openers[next(i for i, o in enumerate(_openers) if o is opener)]
+        if look is not None:
+            del _looks[next(i for i, o in enumerate(_looks) if o is look)]
         if frames is not None:
             _frame_watchers -= 1
             if not _frame_watchers:
                 _open_traces.clear()
-                KINDS.clear()
-                _user_codes.clear()
         if not _recorders and _original_set_current_trace is not None:
             _core.set_current_trace = _original_set_current_trace
             _original_set_current_trace = None
@@ -195,10 +190,10 @@ def watching_trace_exits(
 # that exits for good is looked for in the locals of the user's frames then on
 # the stack (not JAX's, lift's, NumPy's, pytest's, pluggy's or the standard
 # library's: `is_user_module`, by module name), directly or inside plain
-# containers, objects' attributes and closures, and through what the leak scan
-# opens (`watching_trace_exits(opener=...)`), to a bounded depth and number of
-# objects, in a bounded number of frames; and in the finalizers registered
-# while the trace ran.
+# containers, objects' attributes and closures, as the leak scan opens them
+# (`watching_trace_exits(look=...)`), within a bounded number of objects, in a
+# bounded number of frames; and in the finalizers registered while the trace
+# ran.
 #
 # "For good": `core.set_current_trace(t)` is also entered to switch back to a
 # trace still running, the one a transform runs in (jax 0.10.2: every
@@ -236,10 +231,9 @@ _FRAME_BUDGET: Final = 1_000
 # recursion's not read.
 _FRAME_INNER: Final = 8
 _FRAME_OUTER: Final = 4
-_FRAME_WALK: Final = 96
-# What opens objects the look does not (see `watching_trace_exits`), the
-# innermost block's.
-_openers: list[Callable[[Any], Iterable[Any]]] = []
+# What finds an exiting trace's tracers from a frame's locals (see
+# `watching_trace_exits`), the innermost block's.
+_looks: list[Look] = []
 
 
 class FrameHolding(NamedTuple):
@@ -253,6 +247,27 @@ class FrameHolding(NamedTuple):
     lineno: int
     names: list[tuple[str, Any]]
     tracers: list[tuple[str, Any]]
+
+
+# How the tracers of an exiting trace are found from a frame's locals:
+# `look(exited, names, budget, seen)` gives those of `names` reaches that
+# `exited` does not count live (`(name, tracer)`), and the budget left.
+Look = Callable[
+    [Any, list[tuple[str, Any]], int, set[int]], tuple[list[tuple[str, Any]], int]
+]
+
+
+class _Exited:
+    """The `LiveTraces` of a look at `trace`'s exit: every tracer is live but
+    those of `trace` (jax 0.10.2 to 0.12: a tracer's `_trace`)."""
+
+    __slots__ = ("trace",)
+
+    def __init__(self, trace: Any) -> None:
+        self.trace = trace
+
+    def is_live(self, tracer: Any) -> bool:
+        return getattr(tracer, "_trace", None) is not self.trace
 
 
 # What `weakref.finalize` keeps (each finalizer's function and arguments) until
@@ -346,7 +361,9 @@ def _frames_holding(trace: Any, frame: types.FrameType | None) -> list[FrameHold
     found: list[FrameHolding] = []
     chosen = _user_frames(frame)
     budget = _FRAME_BUDGET
-    opener = _openers[-1] if _openers else None
+    if not _looks:
+        return found
+    look, exited = _looks[-1], _Exited(trace)
     seen: set[int] = set()  # an object two frames hold is looked at once
     for i, (frame, variables) in enumerate(chosen):
         if budget <= 0:
@@ -355,8 +372,8 @@ def _frames_holding(trace: Any, frame: types.FrameType | None) -> list[FrameHold
         # library's wrapper frames (innermost) cannot spend what the test's
         # own frames (outermost) are owed.
         share = budget // (len(chosen) - i)
-        names = _frame_locals(frame, variables)
-        tracers, left = tracers_of(trace, names, share, opener, seen)
+        names = frame_locals(frame, variables)
+        tracers, left = look(exited, names, share, seen)
         budget -= share - left
         if tracers and not _runs_beneath(trace, frame):
             found.append(FrameHolding(frame.f_code, frame.f_lineno, names, tracers))
@@ -367,10 +384,12 @@ def _finalizers_holding(trace: Any, count: int) -> list[FrameHolding]:
     """The last `count` finalizers registered that hold tracers of `trace`
     (each a `FrameHolding` of no code: the finalizer is its only name)."""
     found: list[FrameHolding] = []
-    opener = _openers[-1] if _openers else None
+    if not _looks:
+        return found
+    look, exited = _looks[-1], _Exited(trace)
     for finalizer in list(itertools.islice(reversed(_FINALIZERS), count)):
         names = [(_FINALIZER, finalizer)]
-        tracers, _ = tracers_of(trace, names, _FRAME_BUDGET, opener)
+        tracers, _ = look(exited, names, _FRAME_BUDGET, set())
         if tracers:
             found.append(FrameHolding(None, 0, names, tracers))
     return found
@@ -384,100 +403,24 @@ def _user_frames(
 ) -> list[tuple[types.FrameType, frozenset[str]]]:
     """The user's frames from `frame` down, innermost first, each with its
     variables' names: at most `_FRAME_INNER` innermost and `_FRAME_OUTER`
-    outermost (the test's, its fixtures'), from at most `_FRAME_WALK` frames
-    at each end of the stack (Python pays for each frame it passes; the
-    bottom of a deeper stack is found in C, with `sys._getframe`)."""
-    chosen: list[tuple[types.FrameType, frozenset[str]]] = []
-    start = frame
-    frame = _walk_user_frames(frame, _FRAME_WALK, chosen)
-    if frame is not None:
-        # Deeper than `_FRAME_WALK`: the frame `_FRAME_WALK` above the bottom.
-        here = sys._getframe(0)  # pyright: ignore[reportPrivateUsage]
-        offset = 0
-        while here is not None and here is not start:
-            here = here.f_back
-            offset += 1
-        offset += _FRAME_WALK  # where `frame` is, counted from this one
-        low, high = offset, offset * 2
-        while _frame_at(high) is not None:
-            low, high = high, high * 2
-        while high - low > 1:  # `low` exists, `high` does not
-            middle = (low + high) // 2
-            if _frame_at(middle) is None:
-                high = middle
-            else:
-                low = middle
-        outer: list[tuple[types.FrameType, frozenset[str]]] = []
-        _walk_user_frames(_frame_at(max(offset, low - _FRAME_WALK + 1)), None, outer)
-        chosen.extend(outer[-_FRAME_OUTER:])
+    outermost (the test's, its fixtures')."""
+    chosen: list[types.FrameType] = []
+    while frame is not None:
+        if frame.f_code.co_flags & OPTIMIZED and is_user_module(
+            frame.f_globals.get("__name__")
+        ):
+            chosen.append(frame)
+        frame = frame.f_back
     if len(chosen) > _FRAME_INNER + _FRAME_OUTER:
         chosen = chosen[:_FRAME_INNER] + chosen[len(chosen) - _FRAME_OUTER :]
-    return chosen
+    return [(f, _variables(f.f_code)) for f in chosen]
 
 
-def _frame_at(depth: int) -> types.FrameType | None:
-    try:
-        return sys._getframe(depth + 1)  # pyright: ignore[reportPrivateUsage]
-    except ValueError:
-        return None
-
-
-def _walk_user_frames(
-    frame: types.FrameType | None,
-    most: int | None,
-    into: list[tuple[types.FrameType, frozenset[str]]],
-) -> types.FrameType | None:
-    """Add the user's frames among `most` frames from `frame` down (all with
-    `None`) to `into`; the first frame not walked."""
-    users = _user_codes
-    walked = 0
-    while frame is not None and (most is None or walked < most):
-        code = frame.f_code
-        known = users.get(id(code))  # by id: a code object's hash reads it all
-        if known is None:
-            variables = None
-            if code.co_flags & OPTIMIZED and is_user_module(
-                frame.f_globals.get("__name__")
-            ):
-                variables = frozenset(
-                    (*code.co_varnames, *code.co_cellvars, *code.co_freevars)
-                )
-            known = users[id(code)] = (code, variables)  # held: the id stays its own
-        if known[1] is not None:
-            into.append((frame, known[1]))
-        frame = frame.f_back
-        walked += 1
-    return frame
+def _variables(code: types.CodeType) -> frozenset[str]:
+    return frozenset((*code.co_varnames, *code.co_cellvars, *code.co_freevars))
 
 
 def _runs_beneath(trace: Any, frame: types.FrameType) -> bool:
     """Whether a JAX frame beneath `frame` runs `trace` (or a trace whose
     parents reach it): `frame` is then inside it, its tracers its own."""
     return _reaches(running_traces(frame.f_back), trace)
-
-
-def _frame_locals(
-    frame: types.FrameType, variables: frozenset[str]
-) -> list[tuple[str, Any]]:
-    """A running frame's local variables (cells' contents included), leaving
-    no snapshot behind: before 3.13 `f_locals` caches one on the frame, which
-    would keep the values after the frame drops them; emptied when nothing
-    else holds it (a dict the code holds, `ns = locals()`, is its own) and it
-    holds only the code's `variables` (names `exec` wrote there are the
-    code's own data: the next `locals()` would miss them)."""
-    snapshot = frame.f_locals
-    items = list(snapshot.items())
-    if (
-        SNAPSHOT_LOCALS
-        and sys.getrefcount(snapshot) <= ONLY_THE_FRAMES
-        and variables.issuperset(snapshot)
-    ):
-        snapshot.clear()
-    del snapshot
-    return items
-
-
-# Each code object met on the stack, with its variables' names if it is a
-# function of the user's (as `kinds`, forgotten when the last block watching
-# frames ends).
-_user_codes: dict[int, tuple[types.CodeType, frozenset[str] | None]] = {}

@@ -238,16 +238,31 @@ def running_traces(start: types.FrameType | None = None) -> list[Any]:
     while frame is not None:
         code = frame.f_code
         if code.co_flags & OPTIMIZED and code.co_filename.startswith(JAX_DIR):
-            # CPython before 3.13 keeps the snapshot `f_locals` builds on a
-            # function's frame: it would hold the frame's tracers after the frame
-            # drops them (a leak to JAX's checker). Emptied at once; the next
-            # reader rebuilds it. (From 3.13 `f_locals` is a live view: kept.)
-            snapshot = frame.f_locals
-            for value in snapshot.values():
+            for _, value in frame_locals(frame):
                 if isinstance(value, _TRACE) and value.is_valid():
                     found.append(value)
-            if SNAPSHOT_LOCALS and sys.getrefcount(snapshot) <= ONLY_THE_FRAMES:
-                snapshot.clear()  # (one the code holds, `locals()`, is its own)
-            del snapshot
         frame = frame.f_back
     return found
+
+
+def frame_locals(
+    frame: types.FrameType, variables: frozenset[str] | None = None
+) -> list[tuple[str, Any]]:
+    """A frame's local variables (cells' contents included), leaving no
+    snapshot behind: before 3.13 `f_locals` caches one on a function's frame,
+    which would keep the values after the frame drops them (a leak to JAX's
+    checker). Emptied when nothing else holds it (a dict the code holds, `ns =
+    locals()`, is its own; the next reader rebuilds it) and, given the code's
+    `variables`, it holds only those (names `exec` wrote there are the code's
+    own data: the next `locals()` would miss them). From 3.13 (PEP 667)
+    `f_locals` is a live view: nothing to empty."""
+    snapshot = frame.f_locals
+    items = list(snapshot.items())
+    if (
+        SNAPSHOT_LOCALS
+        and sys.getrefcount(snapshot) <= ONLY_THE_FRAMES
+        and (variables is None or variables.issuperset(snapshot))
+    ):
+        snapshot.clear()
+    del snapshot
+    return items

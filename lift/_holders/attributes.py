@@ -8,7 +8,7 @@ from __future__ import annotations
 import types
 from typing import Any, Final, cast
 
-__all__ = ["NotRun", "static_attribute"]
+__all__ = ["NotRun", "own_attributes", "static_attribute"]
 
 
 class NotRun(Exception):
@@ -58,6 +58,21 @@ def static_attribute(obj: Any, name: str, default: Any = None) -> Any:
             f"{name} is a {kind} of {cls.__qualname__}, whose code a scan does not run"
         )
     return found
+
+
+def own_attributes(obj: Any, slots: tuple[str, ...]) -> list[tuple[str, Any]]:
+    """An object's own attributes: its instance `__dict__`'s entries and its
+    set slots (`slots`: `lift._holders.closure.slot_names` of its class), read
+    without running code of its class (`NotRun` for a `__dict__` only its code
+    would give). The leak scan's reading of an object, and of a container
+    subclass's attributes besides its items (`history.best = x`)."""
+    attrs = static_attribute(obj, "__dict__")
+    out = list(cast(dict[str, Any], attrs).items()) if type(attrs) is dict else []
+    for name in slots:
+        value = static_attribute(obj, name, _ABSENT)
+        if value is not _ABSENT:
+            out.append((name, value))
+    return out
 
 
 def _looks_up_in_c(cls: type) -> bool:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import collections
 import functools
-import sys
 import types
 import weakref
 from collections.abc import Callable, Iterable, Iterator
@@ -29,6 +28,7 @@ from typing import Any, Final, cast
 
 from .._base.atoms import SCALARS
 from .._base.caches import per_class
+from .._base.owners import is_user_module
 from .._compat import has_custom_nodes
 from . import trees as jtu
 from .labels import (
@@ -195,21 +195,14 @@ def builtin_method_parts(m: types.BuiltinMethodType) -> Iterator[tuple[Label, An
 # -- classes: the user's, and what an instance reads from its class --------------
 
 
-# Modules whose classes hold no data of the user's: their class attributes are
-# not walked (an instance of theirs may still be, by its own attributes).
-_LIBRARY_MODULES: Final = frozenset(
-    {"jax", "jaxlib", "numpy", "builtins", "ml_dtypes", "lift", "_pytest", "pytest"}
-    | set(sys.stdlib_module_names)
-)
-
-
 @per_class
 def user_class(cls: type) -> bool:
     """Whether `cls` is defined outside JAX, NumPy, pytest, lift and the standard
-    library: a class whose attributes may hold the user's values."""
+    library (`lift._base.owners`): a class whose attributes may hold the user's
+    values (a library's class attributes are not walked; an instance of it may
+    still be, by its own attributes)."""
     module = getattr(cls, "__module__", None)
-    mine = (module if type(module) is str else "builtins").partition(".")[0]
-    return mine not in _LIBRARY_MODULES
+    return type(module) is str and is_user_module(module)
 
 
 # Class attributes that hold nothing of the user's: the descriptors CPython

@@ -23,7 +23,7 @@ from typing import Any, Final, cast
 import numpy as np
 
 from .._base.atoms import HOLD_NOTHING
-from .._base.caches import per_class
+from .._compat import frame_locals
 from .attributes import static_attribute
 from .labels import (
     ARG,
@@ -40,7 +40,7 @@ from .labels import (
 
 __all__ = [
     "LRU_WRAPPER",
-    "container_parts",
+    "BUILTIN_CONTAINERS",
     "STDLIB_HOLDERS",
     "SUSPENDED_FRAMES",
     "array_items",
@@ -200,37 +200,10 @@ def weakref_parts(r: weakref.ReferenceType[Any]) -> Iterator[tuple[Any, Any]]:
         yield Label.of(FIELD, "__callback__"), callback
 
 
-def container_parts(obj: Any) -> Iterator[tuple[Any, Any]]:
-    """What a container subclass holds besides its items: its own attributes
-    and slots (`history.best = x` on a `list` subclass), read without running
-    its code. (A dict's `default_factory` and its keys are
-    `lift._holders.closure.dict_static`'s.)"""
-    cls: type[Any] = type(obj)  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
-    if cls in _BUILTIN_CONTAINERS:
-        return
-    attrs = static_attribute(obj, "__dict__")
-    if type(attrs) is dict:
-        for name, value in list(cast(dict[str, Any], attrs).items()):
-            yield Label.of(FIELD, name), value
-    for member in _slots(cls):
-        try:
-            yield Label.of(FIELD, member.__name__), member.__get__(obj, cls)
-        except AttributeError:  # an unset slot
-            pass
-
-
-@per_class
-def _slots(cls: type) -> tuple[Any, ...]:
-    """The slot descriptors along `cls`'s MRO."""
-    return tuple(
-        member
-        for klass in cls.__mro__
-        for member in vars(klass).values()
-        if type(member) is types.MemberDescriptorType
-    )
-
-
-_BUILTIN_CONTAINERS: Final = frozenset(
+# The builtin containers: their items are all they hold. (A subclass's own
+# attributes are `lift._holders.attributes.own_attributes`'; a dict's
+# `default_factory` and its keys `lift._holders.closure.dict_static`'s.)
+BUILTIN_CONTAINERS: Final = frozenset(
     {
         dict,
         list,
@@ -337,19 +310,4 @@ def suspended_locals(x: Any) -> list[tuple[str, Any]]:
     """The local variables of a suspended generator or coroutine (none once it
     has finished)."""
     frame = getattr(x, SUSPENDED_FRAMES[type(x)], None)
-    if frame is None:
-        return []
-    snapshot = frame.f_locals
-    items = list(snapshot.items())
-    if sys.version_info < (3, 13) and sys.getrefcount(snapshot) <= _ONLY_THE_FRAME:
-        # Before 3.13 the snapshot stays on the frame and would keep values the
-        # generator later drops alive: emptied, when the frame alone holds it
-        # (the next reader rebuilds it). One the generator holds itself (`ns =
-        # locals()` is that very dict) is its own data, and left as it is.
-        snapshot.clear()
-    return items
-
-
-# A frame's `f_locals` snapshot held by the frame alone: the frame, the local
-# name, `getrefcount`'s argument.
-_ONLY_THE_FRAME: Final = 3
+    return [] if frame is None else frame_locals(frame)

@@ -14,8 +14,10 @@ from collections.abc import Iterable
 from typing import Any, Final, NamedTuple, cast
 
 from .._base import gc as _gc
-from .._compat import is_user_module, jax_checks
+from .._base.owners import is_user_function
+from .._compat import jax_checks
 from .._holders.attributes import static_attribute
+from .._holders.closure import user_class
 from .._holders.stdlib import LRU_WRAPPER
 from .reach import ATOMIC
 from .report import Leak, closure_leak
@@ -170,15 +172,9 @@ def _users_object(obj: Any) -> bool:
     """Whether `obj` belongs to the code under test, not to JAX or lift: a
     function of a user's module, or an instance of a user's class. A cache's
     path to a tracer through one is the user's holding, never excused."""
-    cls: type[Any] = type(obj)  # pyright: ignore[reportUnknownVariableType]
-    if cls is types.FunctionType:
-        return is_user_module(obj.__globals__.get("__name__"))
-    if cls.__flags__ & _HEAP_TYPE:
-        return is_user_module(cls.__module__)
-    return False
-
-
-_HEAP_TYPE: Final = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by Python code
+    if type(obj) is types.FunctionType:
+        return is_user_function(obj)
+    return user_class(type(obj))  # pyright: ignore[reportUnknownArgumentType]
 
 
 def cache_holders(tracers: list[Any]) -> CacheHolders | None:

@@ -20,8 +20,9 @@ from .. import _compat
 from .._base.errors import LeakError, LiftError, describe
 from .._base.registry import recording
 from .checking import describe_short, leak_error, lifted_roots
-from .find import scan
+from .reach import param_name
 from .report import Unopened, format_leaks
+from .scan import scan_tracers
 
 __all__ = ["checked"]
 
@@ -111,13 +112,16 @@ def checked(transform: _T) -> _T:
             if not pending:
                 return out  # served from the cache: no Python of fn ran
             roots: list[tuple[str, Any]] = [("output", out), (describe_short(fn), fn)]
-            # The call's arguments: a static one (`self` of a method jitted with
-            # `static_argnums=0`) is the caller's object, where `fn` may store.
-            roots.extend(_argument_roots(fn, a, k))
+            # The call's arguments, by `fn`'s parameter names (`self`, `state`)
+            # or position (`args[2]`): a static one (`self` of a method jitted
+            # with `static_argnums=0`) is the caller's object, where `fn` may
+            # store.
+            roots.extend((param_name(fn, i), value) for i, value in enumerate(a))
+            roots.extend(k.items())
             for bucket in pending:
                 roots.extend(lifted_roots(bucket))
             unopened: list[Unopened] = []
-            leaks = scan(roots, unopened=unopened)
+            leaks, _ = scan_tracers(roots, unopened=unopened)
             if leaks:
                 raise LeakError(format_leaks(leaks, unopened), anchor="leak-report")
             return out
@@ -140,23 +144,6 @@ def checked(transform: _T) -> _T:
 _MADE = "_lift_checked"
 _TRANSFORM = "transform"
 _FUNCTION = "function"
-
-
-def _argument_roots(
-    fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> list[tuple[str, Any]]:
-    """A call's arguments as named roots: by `fn`'s parameter names where it
-    has them (`self`, `state`), else by position (`args[2]`)."""
-    code = getattr(fn, "__code__", None)
-    names = (
-        code.co_varnames[: code.co_argcount] if isinstance(code, types.CodeType) else ()
-    )
-    roots = [
-        (names[i] if i < len(names) else f"args[{i}]", value)
-        for i, value in enumerate(args)
-    ]
-    roots.extend(kwargs.items())
-    return roots
 
 
 def _check_transform(transform: Any) -> None:

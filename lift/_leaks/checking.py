@@ -14,8 +14,8 @@ import jax
 
 from .. import _compat
 from .._base.errors import LeakError, LiftError, describe
+from .._base.owners import is_user_module
 from .._base.registry import recording
-from .._compat import is_user_module
 from .caches import (
     CacheHolders,
     cache_holders,
@@ -23,7 +23,7 @@ from .caches import (
     holder_kinds,
     split_cached,
 )
-from .report import Leak, Unopened, format_leaks
+from .report import Leak, Unopened, format_leaks, tracer_text
 from .scan import scan_tracers
 
 _UnexpectedTracerError: type[Exception] = jax.errors.UnexpectedTracerError
@@ -40,26 +40,29 @@ def _frame_roots(tb: types.TracebackType | None) -> Iterator[tuple[str, Any]]:
     while tb is not None:
         frame = tb.tb_frame
         tb = tb.tb_next
-        code = frame.f_code
         if id(frame) in seen or not is_user_module(frame.f_globals.get("__name__")):
             continue
         seen.add(id(frame))
-        glob = frame.f_globals
-        for name, value in frame.f_locals.items():
-            if value is not glob:
-                yield name, value
-        for name in code.co_names:
-            if name in glob:
-                yield name, glob[name]
+        yield from _caller_roots(frame)
 
 
 def _user_modules() -> list[tuple[str, Any]]:
     """The imported modules that are the user's (`is_user_module`: not JAX's,
     lift's, NumPy's, pytest's or the standard library's), by name."""
+    return _modules(is_user_module)
+
+
+def _all_modules() -> list[tuple[str, Any]]:
+    """Every imported module but lift's own: where a library keeps a tracer
+    (the last place a report looks, after the user's own modules)."""
+    return _modules(lambda name: name.partition(".")[0] != "lift")
+
+
+def _modules(keep: Callable[[str], bool]) -> list[tuple[str, Any]]:
     return [
         (name, module)
         for name, module in list(sys.modules.items())
-        if type(cast(object, module)) is types.ModuleType and is_user_module(name)
+        if type(cast(object, module)) is types.ModuleType and keep(name)
     ]
 
 
@@ -90,19 +93,6 @@ def _place(
         ids = set(map(id, placed))
         rest = [t for t in rest if id(t) not in ids]
     return leaks, rest
-
-
-def _all_modules() -> list[tuple[str, Any]]:
-    """Every imported module but lift's own: where a library keeps a tracer
-    (the last place a report looks, after the user's own modules)."""
-    out: list[tuple[str, Any]] = []
-    for name, module in list(sys.modules.items()):
-        if (
-            type(cast(object, module)) is types.ModuleType
-            and name.partition(".")[0] != "lift"
-        ):
-            out.append((name, module))
-    return out
 
 
 class Placed(NamedTuple):
@@ -147,7 +137,7 @@ def unseen_error(tracers: list[Any], where: str) -> LeakError:
     return LeakError(
         f"{len(tracers)} tracer(s) of transforms that exited {where} are still "
         f"alive, held by no variable lift can see: "
-        f"{', '.join(map(_short, tracers[:3]))}{held if kinds else ''}. Return "
+        f"{', '.join(map(tracer_text, tracers[:3]))}{held if kinds else ''}. Return "
         "the value from the transformed function instead of storing it.",
         anchor="leak-unseen",
     )
@@ -155,7 +145,7 @@ def unseen_error(tracers: list[Any], where: str) -> LeakError:
 
 def _caller_roots(frame: types.FrameType | None) -> list[tuple[str, Any]]:
     """Named roots for a scan: the locals of `frame` and the globals its code
-    names (the block that ran inside `checking_leaks()`)."""
+    names (the block that ran inside `checking_leaks()`, a failing frame)."""
     if frame is None:
         return []
     glob = frame.f_globals
@@ -221,7 +211,7 @@ def _translate(
         # JAX's checker failed explaining its report (jax#26560's IndexError,
         # or a holder's `__repr__` raising): its message says nothing of the
         # tracer.
-        what = ", ".join(map(_short, jax_tracers[:3])) or "a tracer"
+        what = ", ".join(map(tracer_text, jax_tracers[:3])) or "a tracer"
         source = "JAX's checker failed while explaining it, jax issue 26560"
     else:
         what = _compat.leaked_tracer_text(exc)
@@ -269,10 +259,6 @@ def leak_error(
         raise error from error.__cause__
     finally:
         del error  # not kept by this frame (its traceback holds it)
-
-
-def _short(tracer: Any) -> str:
-    return f"{_compat.tracer_aval(tracer)} from {_compat.transform_name(tracer)}"
 
 
 def describe_short(fn: Any) -> str:

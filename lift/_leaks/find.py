@@ -1,6 +1,5 @@
-"""Finding leaks: `lift.find_leaks` and `lift.check_leaks` over the given roots, the
-leaks of tracers the user's frames held when their trace exited, and `scan`
-for the leak checker (`lift.checking_leaks`, the plugin).
+"""Finding leaks: `lift.find_leaks` and `lift.check_leaks` over the given roots,
+and the leaks of tracers the user's frames held when their trace exited.
 
 Each runs the leak scan (`lift._leaks.scan`) and names what it finds
 (`lift._leaks.report`)."""
@@ -23,9 +22,9 @@ from .report import (
     local_leak,
     root_label,
 )
-from .scan import DEFAULT_LIMIT, LeakWalk, scan_tracers
+from .scan import DEFAULT_LIMIT, NONE_LIVE, LeakWalk, scan_tracers
 
-__all__ = ["DEFAULT_LIMIT", "check_leaks", "find_leaks", "frame_leaks", "scan"]
+__all__ = ["DEFAULT_LIMIT", "check_leaks", "find_leaks", "frame_leaks"]
 
 
 def find_leaks(*roots: Any, limit: int = DEFAULT_LIMIT) -> Leaks:
@@ -77,7 +76,7 @@ def _find(roots: tuple[Any, ...], limit: int, unopened: list[Unopened]) -> list[
     # By name (stable): a tracer two roots reach at the same depth is named
     # from the same one whatever the order they were given in.
     named.sort(key=lambda pair: pair[0])
-    return scan(named, limit, unopened=unopened)
+    return scan_tracers(named, limit, unopened=unopened)[0]
 
 
 def check_leaks(*roots: Any, limit: int = DEFAULT_LIMIT) -> None:
@@ -105,29 +104,6 @@ def check_leaks(*roots: Any, limit: int = DEFAULT_LIMIT) -> None:
         raise LeakError(format_leaks(leaks, unopened), anchor="leak-report")
 
 
-def scan(
-    roots: Iterable[tuple[str, Any]],
-    limit: int = DEFAULT_LIMIT,
-    only: Iterable[Any] | None = None,
-    skip: Iterable[Any] = (),
-    unopened: list[Unopened] | None = None,
-) -> list[Leak]:
-    """`find_leaks` over roots that already have names (`output`, `STASH`);
-    `only`: report just these tracers (those JAX's checker named); `skip`: never
-    report these (those that escaped before a check began); `unopened`: a list
-    that receives what the scan could not open."""
-    return scan_tracers(roots, limit, only, skip, unopened=unopened)[0]
-
-
-class _NoneLive:
-    """`LiveTraces` for tracers already known to have escaped."""
-
-    @staticmethod
-    def is_live(tracer: Any) -> bool:
-        return False
-
-
-_NONE_LIVE = _NoneLive()
 #: The most objects one frame's naming walk visits.
 _FRAME_LIMIT = 200_000
 
@@ -144,7 +120,7 @@ def frame_leaks(
     unopened: list[Unopened] = []
     for held in holdings:
         wanted = {id(t): (name, t) for name, t in held.tracers}
-        walk = LeakWalk(_FRAME_LIMIT, frozenset(wanted), live=_NONE_LIVE)
+        walk = LeakWalk(_FRAME_LIMIT, frozenset(wanted), live=NONE_LIVE)
         walk.stop = True
         code = held.code
         for name, value in held.names:
@@ -162,14 +138,6 @@ def frame_leaks(
         named = {id(t) for t in walk.tracers}
         for key, (name, tracer) in wanted.items():
             if key not in named:  # reached by a way the walk does not take
-                if code is None:
-                    description = (
-                        f"{_compat.tracer_aval(tracer)} from "
-                        f"{_compat.transform_name(tracer)}"
-                    )
-                    path = f"<inside {name}>"
-                    leaks.append(Leak(path, None, None, None, None, description))
-                else:
-                    leaks.append(local_leak(code, name, tracer))
+                leaks.append(local_leak(code, name, tracer))
                 tracers.append(tracer)
     return leaks, tracers, unopened

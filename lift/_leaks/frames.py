@@ -1,51 +1,158 @@
-"""The leak scan's opening of one object, for the look at the user's frames as
-a trace exits (`lift._compat.watching_trace_exits(opener=...)`): the frame
-look opens plain containers and objects itself, and asks this for the rest,
-so that it opens what the leak scan opens."""
+"""The look at the user's frames as a trace exits (`lift._compat.
+watching_trace_exits(look=...)`): the tracers of the exiting trace that a
+frame's locals reach, opened as the leak scan opens them (`LeakWalk.expand`,
+over the holders `lift._holders` describes), within a budget of objects.
+
+What the look adds to the scan is its bounds: a budget of objects shared by
+the frames (a number or string in a container costs an eighth), a function's
+globals only for a function that is a frame's local (not for a library's
+tables of functions met deeper), and no weak reference followed (it runs
+before the garbage collector: through one it would reach garbage, and keep
+alive what it names until the phase ends)."""
 
 from __future__ import annotations
 
+import collections
+import functools
 import weakref
-from typing import Any, cast
+from collections.abc import Iterable
+from typing import Any, Final, cast
 
-from .._holders.stdlib import WEAK_HOLDERS, weakref_parts
+import jax
+import numpy as np
+
+from .._base.atoms import UNOPENED
+from .._compat import Tracer
+from .._holders.attributes import own_attributes
+from .._holders.closure import function_of, slots_of, user_class
+from .._holders.stdlib import BUILTIN_CONTAINERS, WEAK_HOLDERS, weakref_parts
 from .scan import NONE_LIVE, LeakWalk
 
-__all__ = ["FrameOpener"]
+__all__ = ["FrameLook"]
+
+# Never opened by the look, subclasses too (a subclass of `int` holding a
+# tracer is the leak scan's to find): what the scan never opens, classes (a
+# place to leak to, not a frame's data), NumPy scalars and JAX's arrays.
+_NOT_LOOKED_AT: Final = (*UNOPENED, type, np.generic, jax.Array)
+# Read here, in C: their items (a dict's values).
+_ITEMS: Final = frozenset({list, tuple, set, frozenset, collections.deque})
+# Not opened by their own attributes alone, though the user's classes.
+_OPENED_AS_SUCH: Final[tuple[type, ...]] = (
+    *BUILTIN_CONTAINERS,
+    BaseException,
+    functools.partial,
+)
+_HEAP_TYPE: Final = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by Python code
 
 
-class FrameOpener:
-    """The parts of one object as the leak scan opens it (its holders: slots,
-    exceptions, partials, suspended generators, NumPy object arrays, a user's
-    function's globals, ...), for the look at the user's frames as a trace
-    exits (`_compat.watching_trace_exits(opener=...)`), which opens plain
-    containers and objects itself."""
+class FrameLook:
+    """`look(live, names, budget, seen)`: the tracers `names` (a frame's
+    locals, `(name, value)`) reach that are not `live` (those of the exiting
+    trace), as `(name, tracer)`, breadth-first within `budget` objects; with
+    the budget left. `seen`: objects already looked at by this exit.
 
-    __slots__ = ("walk",)
+    An instance of the user's classes is opened by its own attributes
+    (`own_attributes`: not as a pytree, whose flattening would run the
+    class's code at every exit), anything else as the leak scan opens it."""
+
+    __slots__ = ("attributes", "skips", "walk")
 
     def __init__(self) -> None:
         self.walk = LeakWalk(0, live=NONE_LIVE)
+        self.skips: dict[Any, bool] = {}  # per type: never looked into
+        # Per type: its slots if opened by its own attributes, else `None`.
+        self.attributes: dict[Any, tuple[str, ...] | None] = {}
 
-    def __call__(self, obj: Any) -> list[Any]:
-        if isinstance(obj, WEAK_HOLDERS):
-            # The look runs before the garbage collector (JAX's checker
-            # collects first): through a weak reference it would reach
-            # garbage, and what it names it keeps alive until the phase ends.
-            # A tracer alive there by another holder is still alive then. A
-            # weak reference's callback it keeps itself.
-            if isinstance(obj, weakref.ReferenceType):
-                ref = cast(weakref.ReferenceType[Any], obj)
+    def slots(self, obj: Any, cls: Any) -> tuple[str, ...] | None:
+        if cls not in self.attributes:
+            mine = (
+                cls.__flags__ & _HEAP_TYPE
+                and user_class(cls)
+                and not issubclass(cls, _OPENED_AS_SUCH)
+                and function_of(obj) is None  # a `Lifted`: its function
+            )
+            self.attributes[cls] = slots_of(cls) if mine else None  # pyright: ignore[reportUnknownArgumentType]
+        return self.attributes[cls]
+
+    def skip(self, cls: Any) -> bool:
+        found = self.skips.get(cls)
+        if found is None:
+            found = self.skips[cls] = issubclass(cls, _NOT_LOOKED_AT)
+        return found
+
+    def __call__(
+        self, live: Any, names: list[tuple[str, Any]], budget: int, seen: set[int]
+    ) -> tuple[list[tuple[str, Any]], int]:
+        found: list[tuple[str, Any]] = []
+        skip, skips = self.skip, self.skips
+        queue = [(value, True, name) for name, value in names if not skip(type(value))]
+        at = 0
+        while at < len(queue) and budget > 0:
+            obj, top, name = queue[at]
+            at += 1
+            budget -= 1
+            cls: Any = type(obj)  # pyright: ignore[reportUnknownVariableType]
+            if issubclass(cls, Tracer):
+                if not live.is_live(obj) and all(t is not obj for _, t in found):
+                    found.append((name, obj))
+                continue
+            if id(obj) in seen:
+                continue
+            seen.add(id(obj))
+            if cls in _ITEMS or cls is dict:
+                children: Iterable[Any] = obj.values() if cls is dict else obj
+                if len(obj) > 4:
+                    # Numbers, strings, arrays: told apart by their types, in C.
+                    budget -= len(obj) // 8
+                    if all(map(skip, set(map(type, children)))):
+                        continue
+            elif (slots := self.slots(obj, cls)) is not None:
+                try:
+                    children = [value for _, value in own_attributes(obj, slots)]
+                except Exception:  # a `__dict__` only its code gives
+                    continue
+            else:
+                children = self.parts(obj, cls, top)
+            # Numbers and strings are not queued, and cost an eighth of an
+            # object: a list of a thousand floats beside the tracer does not
+            # hide it.
+            room = budget * 8
+            for child in children:
+                room -= 1
+                if room <= 0:
+                    break
+                skipped = skips.get(type(child))
+                if skipped is None:
+                    skipped = skip(type(child))
+                if not skipped:
+                    budget -= 1
+                    if budget <= 0:
+                        break
+                    queue.append((child, False, name))
+        return found, budget
+
+    def parts(self, obj: Any, cls: type, top: bool) -> list[Any]:
+        """What the leak scan opens of `obj` (a function's globals only if it
+        is a frame's local: `top`); nothing it fails to open. (By its type:
+        `isinstance` would read a hostile object's `__class__`.)"""
+        if issubclass(cls, WEAK_HOLDERS):
+            # A weak reference's callback it keeps itself: looked at.
+            if issubclass(cls, weakref.ReferenceType):
+                ref = cast("weakref.ReferenceType[Any]", obj)
                 return [value for _, value in weakref_parts(ref)]
             return []
         walk = self.walk
         walk.seen = {id(obj)}
+        walk.globals = top
         try:
             walk.expand(obj, -1)
             return [child for child, _ in walk.queue]
+        except Exception:  # what cannot be opened holds nothing the look sees
+            return []
         finally:
-            # Nothing kept past the call: the look's caller holds the parts,
-            # and an object the last exit's look opened dies when the user
-            # drops it, not when the next trace exits.
+            # Nothing kept past the call: an object the last exit's look
+            # opened dies when the user drops it, not when the next trace
+            # exits.
             walk.queue.clear()
             walk.entries.clear()
             walk.failed.clear()

@@ -17,21 +17,25 @@ import jax
 import numpy as np
 
 from .. import _compat
-from .._compat import is_user_module
-from .._holders.attributes import static_attribute
+from .._base.owners import is_library_type, is_user_module
+from .._holders.attributes import own_attributes, static_attribute
 from .._holders.closure import (
     aux_parts,
     dict_static,
     function_of,
     instance_class,
     slot_names,
+    slots_of,
 )
 from .._holders.labels import Label
-from .._holders.stdlib import container_parts, opened_by_referents, referent_parts
+from .._holders.stdlib import (
+    BUILTIN_CONTAINERS,
+    opened_by_referents,
+    referent_parts,
+)
 from .._holders.trees import one_level
-from .reach import ATOMIC, is_closed_type
+from .reach import ATOMIC
 from .report import (
-    ABSENT,
     STATIC_FIELD,
     STORED_LIFTED,
     PathLabel,
@@ -57,9 +61,7 @@ ATTR = ".{}"
 _SET_ITEM = "{{…}}"
 
 _SEQUENCES: Final = (list, tuple, collections.deque)
-_EXACT_CONTAINERS: Final = frozenset(
-    {dict, list, tuple, set, frozenset, collections.deque, types.MappingProxyType}
-)
+_CONTAINERS: Final = (*_SEQUENCES, dict, set, frozenset, types.MappingProxyType)
 
 # Per-type plans for objects that are not one of the core kinds.
 _SKIP, _LIFTED, _CONTAINER, _JAXPR, _PYTREE, _OBJECT, _LIBRARY = range(7)
@@ -121,16 +123,7 @@ class ObjectWalk:
         instance (decided once per type and scan when it does)."""
         if function_of(obj) is not None:
             return _LIFTED, (), True
-        if issubclass(
-            cls,
-            dict
-            | list
-            | tuple
-            | set
-            | frozenset
-            | collections.deque
-            | types.MappingProxyType,
-        ):
+        if issubclass(cls, _CONTAINERS):
             return _CONTAINER, (), True
         if _compat.holds_consts(obj):
             return _JAXPR, (), True
@@ -149,7 +142,7 @@ class ObjectWalk:
         return (*self.as_object(cls), True)  # pyright: ignore[reportUnknownArgumentType]
 
     def as_object(self, cls: type) -> tuple[int, tuple[str, ...]]:
-        if is_closed_type(cls):  # pyright: ignore[reportUnknownArgumentType]
+        if is_library_type(cls):  # pyright: ignore[reportUnknownArgumentType]
             return _LIBRARY, ()
         return _OBJECT, slot_names(cls)  # pyright: ignore[reportUnknownArgumentType]
 
@@ -204,15 +197,14 @@ class ObjectWalk:
             self.keep.append(parts)
             self.parts(parts, index)
             return
-        if kind == _LIBRARY:
-            return
-        attrs = self.attribute(obj, "__dict__", index)
-        if isinstance(attrs, dict):
-            self.push_all(attrs.items(), index, ATTR)  # pyright: ignore
-        for name in slots:
-            value = self.attribute(obj, name, index, ABSENT)
-            if value is not ABSENT:
-                self.push(value, index, (ATTR, name))
+        if kind != _LIBRARY:
+            self.own_attributes(obj, slots, index)
+
+    def own_attributes(self, obj: Any, slots: tuple[str, ...], index: int) -> None:
+        try:
+            self.push_all(own_attributes(obj, slots), index, ATTR)
+        except Exception as exc:  # a `__dict__` only its code gives: named
+            self.failed.append((index, ".__dict__", exc))
 
     def attribute(self, obj: Any, name: str, index: int, default: Any = None) -> Any:
         """`getattr(obj, name, default)` without running code of the object's
@@ -264,12 +256,9 @@ class ObjectWalk:
             else:
                 base = next(b for b in _SEQUENCES if isinstance(obj, b))
                 self.push_all(enumerate(base.__iter__(obj)), index, INDEX)  # pyright: ignore
-            if type(obj) not in _EXACT_CONTAINERS:  # pyright: ignore[reportUnknownArgumentType]
-                # A subclass's own attributes, a `defaultdict`'s factory.
-                try:
-                    self.parts(container_parts(obj), index)
-                except Exception as exc:  # named, as any attribute
-                    self.failed.append((index, ".__dict__", exc))
+            cls: Any = type(cast(object, obj))
+            if cls not in BUILTIN_CONTAINERS:  # a subclass's own attributes
+                self.own_attributes(obj, slots_of(cls), index)
         elif kind == _LIFTED:
             rebuild = function_of(obj)
             assert rebuild is not None

@@ -117,30 +117,22 @@ def _on(item: pytest.Item) -> bool:
     )
 
 
-def _roots(item: pytest.Item) -> list[tuple[str, Any]]:
+def _roots(item: pytest.Item, cached: bool = False) -> list[tuple[str, Any]]:
     """What a test names: its function, its fixtures' functions (and so the
-    globals their code names) and the fixture values it received."""
+    globals their code names) and the fixture values it received; with
+    `cached`, also those an earlier test already set up (a higher scope's,
+    cached on its definition)."""
     roots: list[tuple[str, Any]] = [(item.name, getattr(item, "obj", None))]
     info = getattr(item, "_fixtureinfo", None)
     for name, defs in getattr(info, "name2fixturedefs", {}).items():
         for fixturedef in defs:
             roots.append((f"fixture {name}", getattr(fixturedef, "func", None)))
+            value = getattr(fixturedef, "cached_result", None) if cached else None
+            if isinstance(value, tuple) and value:
+                roots.append((f"fixture {name}", cast(Any, value)[0]))
     funcargs = getattr(item, "funcargs", None)
     if isinstance(funcargs, dict):
         roots.extend((f"fixture {k}", v) for k, v in funcargs.items())  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
-    return roots
-
-
-def _cached_fixtures(item: pytest.Item) -> list[tuple[str, Any]]:
-    """The values of the fixtures a test requests that an earlier test already
-    set up (a higher scope's, cached on its definition)."""
-    roots: list[tuple[str, Any]] = []
-    info = getattr(item, "_fixtureinfo", None)
-    for name, defs in getattr(info, "name2fixturedefs", {}).items():
-        for fixturedef in defs:
-            cached = getattr(fixturedef, "cached_result", None)
-            if isinstance(cached, tuple) and cached:
-                roots.append((f"fixture {name}", cast(Any, cached)[0]))
     return roots
 
 
@@ -262,7 +254,7 @@ class _Watch:
         from .._base.registry import recording
         from .._compat import watching_trace_exits
         from .checking import checking_leaks
-        from .frames import FrameOpener
+        from .frames import FrameLook
 
         exhaustive = item.config.stash.get(_MODE, "fast") == "exhaustive"
         if exhaustive or bool(cast(Any, jax.config).jax_check_tracer_leaks):
@@ -277,7 +269,7 @@ class _Watch:
                 watching_trace_exits(
                     every=True,
                     frames=self.note_frames,
-                    opener=FrameOpener(),
+                    look=FrameLook(),
                     threads=True,
                 )
             )
@@ -342,9 +334,7 @@ def pytest_runtest_setup(item: pytest.Item) -> Generator[None, Any, Any]:
     fast = item.config.stash.get(_MODE, "fast") == "fast" and not bool(
         cast(Any, jax.config).jax_check_tracer_leaks
     )
-    item.stash[_BEFORE] = (
-        [] if fast else scan_tracers([*_roots(item), *_cached_fixtures(item)])[1]
-    )
+    item.stash[_BEFORE] = [] if fast else scan_tracers(_roots(item, cached=True))[1]
     return (yield from _phase(item))
 
 

@@ -1,8 +1,6 @@
-"""What the leak scan reaches: which types are closed (JAX's, NumPy's, pytest's,
-lift's: not opened), which hold nothing (`ATOMIC`), and the globals a
-function's code names. Whose code is the user's (its functions' globals and
-frames are scanned) is `lift._compat.is_user_module`, by module name, the
-frame look's rule too."""
+"""What the leak scan reaches: which types hold nothing (`ATOMIC`), and the
+globals a function's code names. Whose code and classes are the user's (its
+functions' globals are scanned, its classes opened) is `lift._base.owners`."""
 
 from __future__ import annotations
 
@@ -14,23 +12,8 @@ from .._base.atoms import UNOPENED
 __all__ = [
     "ATOMIC",
     "code_names",
-    "is_closed_type",
     "param_name",
 ]
-
-
-# Standard-library objects a user stores things in (`SimpleNamespace`,
-# `argparse.Namespace`, `threading.local`, ...) are opened like the user's own;
-# JAX's, NumPy's, pytest's, lift's and the builtins' (exceptions and their
-# tracebacks) are not.
-_CLOSED_MODULES = frozenset(
-    {"jax", "jaxlib", "numpy", "builtins", "ml_dtypes", "lift", "_pytest", "pytest"}
-)
-
-
-def is_closed_type(cls: type) -> bool:
-    module = getattr(cls, "__module__", None) or "builtins"
-    return module.partition(".")[0] in _CLOSED_MODULES
 
 
 # What the leak scan never opens (exact types: a subclass of `int` may hold

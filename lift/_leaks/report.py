@@ -8,13 +8,12 @@ could not look inside. `format_leaks` is a `LeakError`'s text."""
 from __future__ import annotations
 
 import dataclasses
-import sys
 import types
 from collections.abc import Iterable
-from typing import Any, Final, NamedTuple, cast
+from typing import Any, NamedTuple, cast
 
 from .. import _compat
-from .._holders.closure import function_of
+from .._holders.closure import function_of, user_class
 from .._holders.labels import Label
 
 __all__ = ["Leak", "Leaks", "Unopened", "format_leaks", "unopened_text"]
@@ -114,7 +113,7 @@ class Leak:
         if self.advice is not None:
             return self.advice
         var = self.variable
-        if self.kind == CAPTURED:
+        if self.kind in (CAPTURED, _ATTRIBUTE):
             return f"lift the function or pass {var} as an argument"
         if self.kind == _DEFAULT:
             return f"pass {var} as an argument instead of a default value"
@@ -129,8 +128,6 @@ class Leak:
             )
         if self.kind == PARTIAL:
             return f"lift the partial (`lift.lift(p)`) or pass {var} as an argument"
-        if self.kind == _ATTRIBUTE:
-            return f"lift the function or pass {var} as an argument"
         if self.kind == FRAME_LOCAL:
             return (
                 "return the value from the transformed function instead of "
@@ -229,7 +226,7 @@ def closure_leak(fn: types.FunctionType, index: int, tracer: Any) -> Leak:
         variable,
         code.co_filename,
         code.co_firstlineno,
-        f"{_compat.tracer_aval(tracer)} from {_compat.transform_name(tracer)}",
+        tracer_text(tracer),
         CAPTURED,
         f"<{_UNSEEN_HOLDER}>",
         None,
@@ -262,16 +259,25 @@ def root_label(root: Any, index: int) -> str:
     return f"roots[{index}]"
 
 
-def local_leak(code: types.CodeType, name: str, tracer: Any) -> Leak:
+def local_leak(code: types.CodeType | None, name: str, tracer: Any) -> Leak:
+    """A tracer a frame's local `name` held when its trace exited (with no
+    code, a holder no variable reaches: `name` says what it is)."""
+    if code is None:
+        return Leak(f"<inside {name}>", None, None, None, None, tracer_text(tracer))
     return Leak(
         f"<inside {name}>",
         code.co_qualname,
         name,
         code.co_filename,
         code.co_firstlineno,
-        f"{_compat.tracer_aval(tracer)} from {_compat.transform_name(tracer)}",
+        tracer_text(tracer),
         FRAME_LOCAL,
     )
+
+
+def tracer_text(tracer: Any) -> str:
+    """`float32[] from jit(step)`: a tracer's shape, dtype and transform."""
+    return f"{_compat.tracer_aval(tracer)} from {_compat.transform_name(tracer)}"
 
 
 #: At most this many unopened holders are listed in one report.
@@ -306,19 +312,12 @@ def safe_repr(obj: Any) -> str:
         inner = ", ".join(map(safe_repr, cast(tuple[Any, ...], obj)))
         return f"({inner},)" if len(obj) == 1 else f"({inner})"
     owner = next((k for k in cls.__mro__ if "__repr__" in vars(k)), object)
-    module = (getattr(owner, "__module__", None) or "builtins").partition(".")[0]
-    if module == "builtins" or module in _STDLIB or module in _LIBRARY_REPRS:
+    if not user_class(owner):  # the builtins', the libraries' (lift's, NumPy's)
         try:
             return repr(obj)
         except Exception:  # a stdlib repr reading a broken attribute
             pass
     return f"<{cls.__module__}.{cls.__qualname__} object at {id(obj):#x}>"
-
-
-_STDLIB: Final = frozenset(sys.stdlib_module_names)
-# Reprs lift trusts besides the standard library's: its own, NumPy's (an
-# index into an object array) and JAX's.
-_LIBRARY_REPRS: Final = frozenset({"lift", "numpy", "jax", "jaxlib"})
 
 
 def chain_to(entries: list[Any], index: int) -> list[int]:
@@ -375,7 +374,7 @@ def leak_at(entries: list[Any], home: str | None, tracer: Any, index: int) -> Le
     (`(parent, label, edge, resets)`, one per object visited)."""
     chain = chain_to(entries, index)
     path = path_text(entries, chain, home)
-    description = f"{_compat.tracer_aval(tracer)} from {_compat.transform_name(tracer)}"
+    description = tracer_text(tracer)
     edges = [entries[e][2] for e in chain]
     holder = next(
         (

@@ -25,7 +25,7 @@ import numpy as np
 
 from .. import _compat
 from .._base import gc as _gc
-from .._compat import is_user_function
+from .._base.owners import is_library_type, is_user_function
 from .._holders.closure import (
     builtin_method_parts,
     cells,
@@ -47,7 +47,7 @@ from .._holders.stdlib import (
     weakref_parts,
 )
 from .objects import ATTR, INDEX, KEY, ObjectWalk
-from .reach import ATOMIC, code_names, is_closed_type, param_name
+from .reach import ATOMIC, code_names, param_name
 from .report import (
     ABSENT,
     BOUND,
@@ -178,7 +178,7 @@ class LeakWalk(ObjectWalk):
         elif cls is types.MethodType:
             self.method(obj, index)
         elif cls is functools.partial or (
-            issubclass(cls, functools.partial) and not self.is_lifted(obj)  # pyright: ignore[reportUnknownArgumentType]
+            issubclass(cls, functools.partial) and function_of(obj) is None  # pyright: ignore[reportUnknownArgumentType]
         ):
             # `jax.tree_util.Partial` too: its arguments named as a partial's.
             self.partial(obj, index)
@@ -226,10 +226,8 @@ class LeakWalk(ObjectWalk):
         self.push(exc.args, index, ".args")
         self.push(exc.__cause__, index, ".__cause__")
         self.push(exc.__context__, index, ".__context__")
-        if is_closed_type(cls):  # a builtin error: its own attributes only
-            attrs = self.attribute(exc, "__dict__", index)
-            if isinstance(attrs, dict):
-                self.push_all(attrs.items(), index, ATTR)  # pyright: ignore
+        if is_library_type(cls):  # a builtin error: its own attributes only
+            self.own_attributes(exc, (), index)
         else:
             self.other(exc, cls, index)
 
@@ -241,9 +239,6 @@ class LeakWalk(ObjectWalk):
         code = frame.f_code
         for label, value in suspended_parts(gen):
             self.push(value, index, label, (code, label.variable, GENERATOR_LOCAL))
-
-    def is_lifted(self, obj: Any) -> bool:
-        return function_of(obj) is not None
 
     def function(self, fn: types.FunctionType, index: int) -> None:
         code = fn.__code__
@@ -327,6 +322,8 @@ class LeakWalk(ObjectWalk):
 
 
 class _NoneLive:
+    """`LiveTraces` for tracers already known to have escaped."""
+
     @staticmethod
     def is_live(tracer: Any) -> bool:
         return False

@@ -21,6 +21,7 @@ from jax.experimental import io_callback
 
 from lift import _compat
 from lift._compat import trace_exits
+from lift._leaks.frames import FrameLook
 
 pytestmark = pytest.mark.lift_allow_leaks
 
@@ -479,7 +480,7 @@ def test_frames_holding_an_exited_trace_are_named_not_those_inside_one(
         jax.jit(lambda y: inner.append(y) or y)(outer[0])
         return x
 
-    with _compat.watching_trace_exits(every=True, frames=tell):
+    with _compat.watching_trace_exits(every=True, frames=tell, look=FrameLook()):
         jax.vmap(g)(jnp.arange(2.0))
     assert told == ([] if declined else [("g", ["inner"], ["jit(<lambda>)"])])
 
@@ -496,7 +497,9 @@ def test_frame_watch_keeps_the_names_exec_wrote_into_the_locals() -> None:
         jax.jit(lambda x: x + 1)(1.0)  # its exit reads this frame's locals
         return locals()["y"]
 
-    with _compat.watching_trace_exits(every=True, frames=lambda found: None):
+    with _compat.watching_trace_exits(
+        every=True, frames=lambda found: None, look=FrameLook()
+    ):
         assert run() == 1
 
 

@@ -34,13 +34,13 @@ def _clear() -> Iterator[None]:
 def scans(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Counts the scans `checked` runs."""
     count = [0]
-    real = _checked.scan
+    real = _checked.scan_tracers
 
     def counting(*args: Any, **kwargs: Any) -> Any:
         count[0] += 1
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(_checked, "scan", counting)
+    monkeypatch.setattr(_checked, "scan_tracers", counting)
     return count
 
 

@@ -15,7 +15,7 @@ import pytest
 from helpers import calls_made, equinox_static, several_devices, suspended
 
 import lift
-from lift._leaks.find import scan
+from lift._leaks.scan import scan_tracers
 
 pytestmark = pytest.mark.lift_allow_leaks
 
@@ -279,7 +279,7 @@ def test_lifted_captures_are_named() -> None:
 
 
 def test_scan_with_named_roots() -> None:
-    (leak,) = scan([("output", {"w": _escaped()})])
+    (leak,), _ = scan_tracers([("output", {"w": _escaped()})])
     assert leak.path == "output['w']"
 
 
@@ -717,15 +717,17 @@ def test_whose_code_is_the_users_is_one_rule() -> None:
     import numpy as np
     import pluggy
 
-    from lift import _compat
-    from lift._compat import frame_locals, trace_exits
-    from lift._leaks import checking as _checking, scan as _leak_scan
+    from lift._base import owners
+    from lift._capture import describe
+    from lift._compat import trace_exits
+    from lift._holders import closure
+    from lift._leaks import caches, checking as _checking, objects, scan as _leak_scan
 
-    is_user_module = _compat.is_user_module
-    for module in (_checking, trace_exits):
+    is_user_module = owners.is_user_module
+    for module in (_checking, trace_exits, describe, objects, closure):
         assert module.is_user_module is is_user_module
-    for module in (_leak_scan, frame_locals):
-        assert module.is_user_function is _compat.is_user_function
+    for module in (_leak_scan, caches):
+        assert module.is_user_function is owners.is_user_function
     # Exec'd code (no module) is the user's, and so is any library but JAX,
     # lift, NumPy, pytest and the standard library, wherever it is installed.
     assert is_user_module(None)

@@ -174,13 +174,29 @@ def test_scans_never_run_an_objects_code_twin() -> None:
 def test_the_frame_look_never_runs_an_objects_code() -> None:
     # The default mode's look at the frames as a trace exits opens what it
     # does not know itself through the scan's own opening of it.
-    from lift._leaks.frames import FrameOpener
+    from lift._leaks.frames import FrameLook
 
     config = _tree(1.0)
     before = _names(config)
-    FrameOpener()(config)
-    FrameOpener()(_tree_holder(config))
+    for local in (config, _tree_holder(config)):
+        FrameLook()(lift._compat.live_traces(), [("local", local)], 1_000, set())
     assert _names(config) == before
+
+
+def test_the_frame_look_passes_an_object_whose_attributes_raise() -> None:
+    # An object whose every attribute raises (`__class__` too, which
+    # `isinstance` reads) held by a local: the look at a trace's exit finds
+    # nothing in it and raises nothing into the user's `jit` call.
+    class Hostile:
+        def __getattribute__(self, name: str) -> Any:
+            raise RuntimeError(f"no attribute {name} for you")
+
+    from lift._leaks.frames import FrameLook
+
+    found, _ = FrameLook()(
+        lift._compat.live_traces(), [("hostile", Hostile())], 1_000, set()
+    )
+    assert found == []
 
 
 def _tree_holder(config: _Config) -> Any:

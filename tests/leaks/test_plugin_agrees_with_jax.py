@@ -92,8 +92,8 @@ FALSE_PASSES = (
             """
         },
     ),
-    # The frame look does not open an instance with `__slots__` (no `__dict__`:
-    # `_compat._decide_kind` gives _SKIP) held by a local.
+    # The frame look once skipped an instance with `__slots__` (no `__dict__`)
+    # held by a local.
     Case(
         "slots_local",
         {
@@ -128,8 +128,8 @@ FALSE_PASSES = (
             """
         },
     ),
-    # The frame look skips exceptions (`_decide_kind`: BaseException is _SKIP):
-    # an error built on a tracer, kept in a local list, is not seen.
+    # The frame look once skipped exceptions: an error built on a tracer, kept
+    # in a local list, was not seen.
     Case(
         "exception_in_local",
         {
@@ -196,7 +196,7 @@ FALSE_PASSES = (
             """
         },
     ),
-    # Five levels of plain dicts and a list: deeper than `_compat._FRAME_DEPTH`.
+    # Five levels of plain dicts and a list.
     Case(
         "deep_nesting",
         {
@@ -464,10 +464,11 @@ def test_frame_look_reads_a_bounded_number_of_frames_on_a_deep_stack(
     import jax.numpy as jnp
 
     from lift._compat import trace_exits, watching_trace_exits
+    from lift._leaks.frames import FrameLook
 
     reads: list[int] = []
     looks: list[int] = []
-    read = trace_exits._frame_locals  # pyright: ignore[reportPrivateUsage]
+    read = trace_exits.frame_locals
     look = trace_exits._check_frames  # pyright: ignore[reportPrivateUsage]
 
     def counting_reads(*args: Any, **kwargs: Any) -> Any:
@@ -478,7 +479,7 @@ def test_frame_look_reads_a_bounded_number_of_frames_on_a_deep_stack(
         looks.append(1)
         return look(*args, **kwargs)
 
-    monkeypatch.setattr(trace_exits, "_frame_locals", counting_reads)
+    monkeypatch.setattr(trace_exits, "frame_locals", counting_reads)
     monkeypatch.setattr(trace_exits, "_check_frames", counting_looks)
     exits = 10
 
@@ -490,7 +491,9 @@ def test_frame_look_reads_a_bounded_number_of_frames_on_a_deep_stack(
     prev = jax.config.jax_check_tracer_leaks
     jax.config.update("jax_check_tracer_leaks", False)  # the fast mode's setting
     try:
-        with watching_trace_exits(every=True, frames=lambda holdings: None):
+        with watching_trace_exits(
+            every=True, frames=lambda holdings: None, look=FrameLook()
+        ):
             _recurse(400, work)
     finally:
         jax.config.update("jax_check_tracer_leaks", prev)
