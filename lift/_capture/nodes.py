@@ -435,9 +435,8 @@ def function_meta(fn: types.FunctionType) -> Static:
     the docstring and module only: annotations never change what the code
     computes, and are new objects at every `def` (jaxtyping's `Float[Array,
     "n"]`, 3.12's type parameters), so keying on them would compile every new
-    closure anew. A skeleton captured before stands in for an equal one only
-    with the very same annotations (`_same_annotations`), so that each `Lifted`
-    rebuilds its own function's signature."""
+    closure anew. Each `Lifted` keeps its own skeleton, so it rebuilds its own
+    function's signature."""
     doc, annotations = fn.__doc__, fn.__annotations__
     module = cast(object, fn.__module__)  # `None` for code exec'd without `__name__`
     value = (doc, module, dict(annotations) if annotations else None)
