@@ -77,7 +77,11 @@ class FrameLook:
     def skip(self, cls: Any) -> bool:
         found = self.skips.get(cls)
         if found is None:
-            found = self.skips[cls] = issubclass(cls, _NOT_LOOKED_AT)
+            # A tracer is never skipped: JAX 0.8 registers `Tracer` as a
+            # virtual subclass of `jax.Array` (0.10 no longer does).
+            found = self.skips[cls] = issubclass(cls, _NOT_LOOKED_AT) and not (
+                issubclass(cls, Tracer)
+            )
         return found
 
     def __call__(
