@@ -95,11 +95,19 @@ def holds_tracer(lifted: Any) -> bool:
     return any(isinstance(leaf, Tracer) for leaf in leaves)
 
 
-def check_cached(fn: Any, lift_now: Callable[[], Any], first: Any, kept: Any) -> None:
+def check_cached(
+    fn: Any,
+    lift_now: Callable[[], Any],
+    first: Any,
+    kept: Any,
+    still_current: Callable[[], bool],
+) -> None:
     """With `lift.verifying()` on: that what a cached call passes (`first`, the
     function lifted) is what lifting the function now gives. `kept` is the lift
     it was made from: when that too differs from lifting now, the captures
-    changed in place.
+    changed in place. `still_current`: whether what the call checked still
+    holds after lifting now; when another thread rebound a capture meanwhile,
+    the two lifts read different bindings and nothing is compared.
 
     The contents of your own lists, dicts and sets (a log a function fills
     while it traces, a trace counter, a loss log a callback fills) are not
@@ -111,9 +119,13 @@ def check_cached(fn: Any, lift_now: Callable[[], Any], first: Any, kept: Any) ->
     try:
         fresh = lift_now()
     except LiftError as err:
+        if not still_current():
+            return
         raise disagree(
             "lift.jit cached call", fn, f"lifting it now refuses it ({err})"
         ) from err
+    if not still_current():
+        return
     leaves, treedef = cast(
         "tuple[list[Any], Any]",
         jax.tree_util.tree_flatten(fresh),  # pyright: ignore[reportUnknownMemberType]

@@ -181,3 +181,30 @@ def test_a_static_changed_in_place_between_calls_is_named_as_such() -> None:
             step(1.0)
     assert "bug in lift" not in str(info.value)
     assert "Docs: errors/#changed-in-place" in str(info.value)
+
+
+def test_a_capture_rebound_while_the_check_lifts_is_no_disagreement(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Found in CI: a thread rebinding a capture between another thread's cached
+    # call and that call's check made the two lifts read different bindings,
+    # reported as lift disagreeing with itself.
+    lr = 1.0
+
+    @lift.jit
+    def step(w):
+        return w * lr
+
+    assert float(step(1.0)) == 1.0
+    real = _jit_function.JitFunction._lift  # pyright: ignore[reportPrivateUsage]
+
+    def racing(self: Any) -> Any:
+        nonlocal lr
+        lr = 2.0  # as another thread would, after the call checked its captures
+        return real(self)
+
+    monkeypatch.setattr(_jit_function.JitFunction, "_lift", racing)
+    with lift.verifying():
+        assert float(step(1.0)) in (1.0, 2.0)
+    monkeypatch.undo()
+    assert float(step(1.0)) == 2.0
