@@ -84,13 +84,7 @@ class JitFunction(Generic[_P, _R]):
         fast = self._fast
         if current(fast):
             if _VERIFY.on:
-                check_cached(
-                    self._fn,
-                    self._lift,
-                    fast.first,
-                    fast.lifted,
-                    lambda: current(fast),
-                )
+                check_cached(self._fn, self._lift, fast)
             return fast.first
         # Read before the lift: a change meanwhile makes the state stale.
         context = conversion_context()

@@ -95,36 +95,31 @@ def holds_tracer(lifted: Any) -> bool:
     return any(isinstance(leaf, Tracer) for leaf in leaves)
 
 
-def check_cached(
-    fn: Any,
-    lift_now: Callable[[], Any],
-    first: Any,
-    kept: Any,
-    still_current: Callable[[], bool],
-) -> None:
-    """With `lift.verifying()` on: that what a cached call passes (`first`, the
-    function lifted) is what lifting the function now gives. `kept` is the lift
-    it was made from: when that too differs from lifting now, the captures
-    changed in place. `still_current`: whether what the call checked still
-    holds after lifting now; when another thread rebound a capture meanwhile,
-    the two lifts read different bindings and nothing is compared.
+def check_cached(fn: Any, lift_now: Callable[[], Any], fast: Fast) -> None:
+    """With `lift.verifying()` on: that what a cached call passes (`fast.first`,
+    the function lifted) is what lifting the function now gives. `fast.lifted`
+    is the lift it was made from: when that too differs from lifting now, the
+    captures changed in place. When `fast` is no longer current after lifting
+    now (another thread rebound a capture meanwhile), the two lifts read
+    different bindings and nothing is compared.
 
     The contents of your own lists, dicts and sets (a log a function fills
     while it traces, a trace counter, a loss log a callback fills) are not
     part of what a cached call promises: it serves what it compiled, as
     `jax.jit` does for a closure. While one of them differs from what `kept`
     was keyed with, nothing is compared."""
+    first, kept = fast.first, fast.lifted
     if _own_changed(kept):
         return
     try:
         fresh = lift_now()
     except LiftError as err:
-        if not still_current():
+        if not current(fast):
             return
         raise disagree(
             "lift.jit cached call", fn, f"lifting it now refuses it ({err})"
         ) from err
-    if not still_current():
+    if not current(fast):
         return
     leaves, treedef = cast(
         "tuple[list[Any], Any]",
