@@ -8,37 +8,15 @@ once per code object and kept, weakly, in a dict keyed by `id(code)`.
 
 from __future__ import annotations
 
-import dis
 import threading
 import types
 import weakref
 from collections import deque
-from typing import Final
 
 from .._holders.labels import CELL, Label
-from .flow import (
-    DEREF_LOADS,
-    FAST_LOADS,
-    FREE,
-    NONE_SOURCE,
-    PARAM,
-    SEQUENCE,
-    SEQUENCES,
-    Flow,
-    Source,
-)
+from .flow import NONE_SOURCE, Flow, Source
 
 __all__ = ["CodeInfo", "code_info"]
-
-_LOADS: Final = FAST_LOADS | DEREF_LOADS
-# Operations whose result carries what their operands came from: `lr * 2 > 1`
-# branches on `lr`. (A call's result does not: `isinstance(lr, float)` is fine.)
-_BINARY: Final = frozenset({"BINARY_OP", "COMPARE_OP", "CONTAINS_OP", "BINARY_SUBSCR"})
-_UNARY: Final = frozenset({"UNARY_NEGATIVE", "UNARY_INVERT", "UNARY_POSITIVE"})
-_BUILDS: Final = frozenset({"BUILD_TUPLE", "BUILD_LIST", "BUILD_SET"})
-# Instructions that only convert or cache and may stand between a comparison and
-# its jump (3.13 adds `TO_BOOL`): skipped when reading an `isinstance` guard.
-_TRANSPARENT: Final = frozenset({"TO_BOOL", "EXTENDED_ARG", "CACHE", "NOP"})
 
 
 class CodeInfo:
@@ -103,7 +81,7 @@ class CodeInfo:
         while stack:
             c, outer = stack.pop()
             names.update(c.co_names)
-            scan = _Scan(c)
+            scan = Flow(c)
             flows = flows or bool(scan.param_branches)
             rebound.update(outer[n] for n in scan.stores if n in outer)
             for name, line in scan.free_branches.items():
@@ -137,117 +115,8 @@ class CodeInfo:
         error's diagnosis), then kept."""
         operands = self._operands
         if operands is None:
-            operands = self._operands = _Scan(self.code, through_calls=True).operands
+            operands = self._operands = Flow(self.code, through_calls=True).operands
         return operands.get(offset, NONE_SOURCE)
-
-
-class _Scan(Flow):
-    """Which free variables and parameters reach a truth test, and which free
-    variables are stored to (`Flow.stores`).
-
-    Each stack slot holds the variables its value was computed from (through
-    arithmetic, comparisons, subscripts and local variables, not calls).
-    """
-
-    def __init__(self, code: types.CodeType, through_calls: bool = False) -> None:
-        self.free_branches: dict[str, int] = {}
-        self.param_branches: set[str] = set()
-        # With `through_calls`, a call's result carries its operands' variables,
-        # and `operands` records what each instruction popped.
-        self.through_calls = through_calls
-        super().__init__(code)
-
-    def guarded_loads(self, instructions: list[dis.Instruction]) -> set[int]:
-        return _guarded_loads(instructions)
-
-    def step(
-        self,
-        ins: dis.Instruction,
-        stack: list[frozenset[Source]],
-        pending: dict[int, list[frozenset[Source]]],
-    ) -> list[frozenset[Source]] | None:
-        op = ins.opname
-        if op in _BINARY:
-            right, left = self.pop(stack), self.pop(stack)
-            if SEQUENCE in left and (
-                op == "BINARY_SUBSCR" or ins.argrepr == "[]"  # 3.14's subscript
-            ):
-                self.truth(right)
-            stack.append((left | right) - SEQUENCES)
-        elif op in _UNARY:
-            stack.append(self.pop(stack))
-        elif op in _BUILDS:  # `lr in (a, b)` compares `lr` with `b`
-            items = [self.pop(stack) for _ in range(ins.arg or 0)]
-            built = NONE_SOURCE.union(*items)
-            stack.append(built if op == "BUILD_SET" else built | SEQUENCES)
-        elif op == "LOAD_CONST" and type(ins.argval) is tuple:
-            stack.append(SEQUENCES)
-        elif op == "TO_BOOL" or op == "UNARY_NOT":
-            self.truth(self.pop(stack))
-            stack.append(NONE_SOURCE)
-        else:
-            return super().step(ins, stack, pending)
-        return stack
-
-    def truth(self, value: frozenset[Source]) -> None:
-        for kind, name in value:
-            if kind == FREE:
-                self.free_branches.setdefault(name, self.line)
-            elif kind == PARAM:
-                self.param_branches.add(name)
-
-
-def _guarded_loads(instructions: list[dis.Instruction]) -> set[int]:
-    """Offsets of loads that run only after `isinstance(x, (int, float, ...)) and`
-    on the same variable: false for a traced value, so what follows never sees
-    one (optax's `isinstance(weight_decay, (int, float)) and weight_decay ==
-    0.0`)."""
-    seen = [i for i in instructions if i.opname not in _TRANSPARENT]
-    out: set[int] = set()
-    for k, ins in enumerate(seen):
-        if (ins.opname in FAST_LOADS or ins.opname in DEREF_LOADS) and _number_guarded(
-            seen, k, ins
-        ):
-            out.add(ins.offset)
-    return out
-
-
-_NUMBER_TYPES: Final = frozenset({"int", "float", "complex", "bool", "Number", "Real"})
-_FALSE_JUMPS: Final = frozenset(
-    {
-        "POP_JUMP_IF_FALSE",
-        "POP_JUMP_FORWARD_IF_FALSE",
-        "POP_JUMP_BACKWARD_IF_FALSE",
-        "JUMP_IF_FALSE_OR_POP",
-    }
-)
-
-
-def _number_guarded(
-    instructions: list[dis.Instruction], start: int, load: dis.Instruction
-) -> bool:
-    """Whether the comparison starting at `start` runs only after
-    `isinstance(x, (int, float, ...)) and ...` on the same variable: false for a
-    traced value, so the comparison never sees one (optax's
-    `isinstance(weight_decay, (int, float)) and weight_decay == 0.0`)."""
-    if start < 1 or instructions[start - 1].opname not in _FALSE_JUMPS:
-        return False
-    window = instructions[max(0, start - 12) : start - 1]
-    for j, ins in enumerate(window[:-1]):
-        if ins.opname == "LOAD_GLOBAL" and ins.argval == "isinstance":
-            first = window[j + 1]
-            if first.opname not in _LOADS or first.argval != load.argval:
-                return False
-            return all(
-                i.opname in ("PRECALL", "CALL", "BUILD_TUPLE", "PUSH_NULL", "KW_NAMES")
-                or (
-                    i.opname in ("LOAD_GLOBAL", "LOAD_ATTR")
-                    and i.argval in _NUMBER_TYPES
-                )
-                or (i.opname == "LOAD_GLOBAL" and i.argval in ("numbers",))
-                for i in window[j + 2 :]
-            )
-    return False
 
 
 # Keyed by `id(code)`; the `CodeInfo` holds its code, so an entry lives exactly as

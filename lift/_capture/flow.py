@@ -1,10 +1,11 @@
 """A function's bytecode followed by its stack (CPython 3.11 to 3.13): `Flow`,
-the interpreter the branch analysis (`lift._capture.code`) runs.
+the branch analysis that `lift._capture.code` runs on each code object.
 
 Each stack slot holds where its value comes from (a captured variable, a
-parameter, a constant, `None`, a sequence of sources); a subclass says what
-an instruction means to it. Jumps are followed both ways; comprehensions
-inlined (3.12+) and compiled to code of their own (3.11) are scoped alike."""
+parameter, a tuple or list the code built); a truth test of a slot (`if`,
+`while`, `not`) records the variables it came from. Jumps are followed both
+ways; comprehensions inlined (3.12+) and compiled to code of their own (3.11)
+are scoped alike."""
 
 from __future__ import annotations
 
@@ -12,14 +13,14 @@ import dis
 import types
 from typing import Any, Final, TypeAlias
 
-__all__ = ["FREE", "Flow", "PARAM", "Source"]
+__all__ = ["Flow", "NONE_SOURCE", "Source"]
 
 
 # What a variable is to the code reading it (PEP 709 makes a comprehension's
 # variable a local of the function around it, so names alone cannot tell).
 FREE: Final = "free"  # a free variable: a closure cell the function captured
 PARAM: Final = "param"  # one of the function's own parameters
-# (FREE or PARAM, name); the branch analysis adds `SEQUENCE`.
+# (FREE or PARAM, name), or `SEQUENCE`.
 Source: TypeAlias = tuple[Any, ...]
 
 FAST_LOADS: Final = frozenset(
@@ -92,31 +93,39 @@ NONE_SOURCE: Final[frozenset[Source]] = frozenset()
 SEQUENCE: Final[Source] = ("sequence", "")
 SEQUENCES: Final[frozenset[Source]] = frozenset({SEQUENCE})
 
+_LOADS: Final = FAST_LOADS | DEREF_LOADS
+# Operations whose result carries what their operands came from: `lr * 2 > 1`
+# branches on `lr`. (A call's result does not: `isinstance(lr, float)` is fine.)
+_BINARY: Final = frozenset({"BINARY_OP", "COMPARE_OP", "CONTAINS_OP", "BINARY_SUBSCR"})
+_UNARY: Final = frozenset({"UNARY_NEGATIVE", "UNARY_INVERT", "UNARY_POSITIVE"})
+_BUILDS: Final = frozenset({"BUILD_TUPLE", "BUILD_LIST", "BUILD_SET"})
+# Instructions that only convert or cache and may stand between a comparison and
+# its jump (3.13 adds `TO_BOOL`): skipped when reading an `isinstance` guard.
+_TRANSPARENT: Final = frozenset({"TO_BOOL", "EXTENDED_ARG", "CACHE", "NOP"})
+
 
 class Flow:
     """One pass over a code object's bytecode (CPython 3.11+) that follows its
-    stack: the abstract interpreter of lift's branch analysis.
+    stack: which free variables and parameters reach a truth test
+    (`free_branches`, `param_branches`), and which free variables are stored
+    to (`stores`).
 
-    Each stack slot holds a frozenset of facts about its value (`Source`s: the
-    variables it was computed from, and whatever else a subclass tracks). A
-    subclass's `step` says what the instructions it reads make of their operands
-    and falls back to this one's, which moves slots: loads and stores of
-    variables (by scope: a free variable, a parameter, a local, which holds what
-    all its assignments stored), `COPY`, `SWAP`, `POP_TOP`, and jumps, which
-    carry the stack to their targets (where ways meet, a slot holds what each
-    brings); any other instruction is read by its stack effect, its result
-    holding `unknown` (or, with `through_calls`, all its operands held).
-    Exception handlers start from an unknown stack. A second pass, when some
-    local holds something, sees what a loop assigns after reading.
+    Each stack slot holds a frozenset of `Source`s: the variables its value was
+    computed from, through arithmetic, comparisons, subscripts and local
+    variables (which hold what all their assignments stored), not calls; and
+    `SEQUENCE` for a tuple or list. `COPY`, `SWAP` and `POP_TOP` move slots;
+    jumps carry the stack to their targets (where ways meet, a slot holds what
+    each brings); any other instruction is read by its stack effect, its result
+    holding nothing (or, with `through_calls`, all its operands held, and
+    `operands` records what each instruction popped, by offset). Exception
+    handlers start from an empty stack. A second pass, when some local holds
+    something, sees what a loop assigns after reading.
     """
 
-    # What a slot holds when nothing is known of its value.
-    unknown: frozenset[Source] = NONE_SOURCE
-    # A result read by stack effect carries its operands' facts, and `operands`
-    # records what each instruction popped (by offset).
-    through_calls: bool = False
-
-    def __init__(self, code: types.CodeType) -> None:
+    def __init__(self, code: types.CodeType, through_calls: bool = False) -> None:
+        self.free_branches: dict[str, int] = {}
+        self.param_branches: set[str] = set()
+        self.through_calls = through_calls
         self.stores: set[str] = set()  # free variables stored to or deleted
         self.operands: dict[int, frozenset[Source]] = {}
         self.popped: list[frozenset[Source]] = []
@@ -133,17 +142,14 @@ class Flow:
         self.freevars = code.co_freevars
         entries = _exception_entries(code)
         self.shadowed = _comprehension_scopes(instructions, entries)
-        self.guarded = self.guarded_loads(instructions)
+        # Loads whose value cannot be a traced one (`_guarded_loads`).
+        self.guarded = _guarded_loads(instructions)
         # What each local variable was computed from, over all its assignments
         # (`k = n; while k > 0.5:`).
         self.locals: dict[str, frozenset[Source]] = {}
         self.run(code, instructions, entries)
         if self.locals:
             self.run(code, instructions, entries)
-
-    def guarded_loads(self, instructions: list[dis.Instruction]) -> set[int]:
-        """Offsets of loads whose value is known not to matter (`unknown`)."""
-        return set()
 
     def run(
         self,
@@ -152,9 +158,8 @@ class Flow:
         entries: list[Any],
     ) -> None:
         pending: dict[int, list[frozenset[Source]]] = {}
-        unknown = self.unknown
         for entry in entries:
-            pending[entry.target] = [unknown] * (entry.depth + 1 + int(entry.lasti))
+            pending[entry.target] = [NONE_SOURCE] * (entry.depth + 1 + int(entry.lasti))
         stack: list[frozenset[Source]] | None = []
         self.line = code.co_firstlineno
         through_calls = self.through_calls
@@ -177,7 +182,7 @@ class Flow:
                     self.operands[ins.offset] = NONE_SOURCE.union(*popped) - SEQUENCES
 
     def pop(self, stack: list[frozenset[Source]]) -> frozenset[Source]:
-        value = stack.pop() if stack else self.unknown
+        value = stack.pop() if stack else NONE_SOURCE
         self.popped.append(value)
         return value
 
@@ -189,9 +194,27 @@ class Flow:
     ) -> list[frozenset[Source]] | None:
         """`stack` after `ins` (`None` where control does not fall through)."""
         op = ins.opname
-        if op in FAST_LOADS:
+        if op in _BINARY:
+            right, left = self.pop(stack), self.pop(stack)
+            if SEQUENCE in left and (
+                op == "BINARY_SUBSCR" or ins.argrepr == "[]"  # 3.14's subscript
+            ):
+                self.truth(right)
+            stack.append((left | right) - SEQUENCES)
+        elif op in _UNARY:
+            stack.append(self.pop(stack))
+        elif op in _BUILDS:  # `lr in (a, b)` compares `lr` with `b`
+            items = [self.pop(stack) for _ in range(ins.arg or 0)]
+            built = NONE_SOURCE.union(*items)
+            stack.append(built if op == "BUILD_SET" else built | SEQUENCES)
+        elif op == "LOAD_CONST" and type(ins.argval) is tuple:
+            stack.append(SEQUENCES)
+        elif op == "TO_BOOL" or op == "UNARY_NOT":
+            self.truth(self.pop(stack))
+            stack.append(NONE_SOURCE)
+        elif op in FAST_LOADS:
             guarded = op == "LOAD_FAST_AND_CLEAR" or ins.offset in self.guarded
-            stack.append(self.unknown if guarded else self.fast(ins.argval, ins.offset))
+            stack.append(NONE_SOURCE if guarded else self.fast(ins.argval, ins.offset))
         elif op in _FAST_PAIRS:
             stack.extend(self.fast(name, ins.offset) for name in ins.argval)
         elif op == "STORE_FAST_LOAD_FAST":
@@ -207,7 +230,7 @@ class Flow:
                 self.pop(stack)
             free = self.free(ins)
             if ins.offset in self.guarded:
-                stack.append(self.unknown)
+                stack.append(NONE_SOURCE)
             elif free is not None:
                 stack.append(frozenset({(FREE, free)}))
             else:
@@ -222,7 +245,7 @@ class Flow:
                     self.store(ins.argval, value)
         elif op == "COPY":
             n = ins.arg or 1
-            stack.append(stack[-n] if len(stack) >= n else self.unknown)
+            stack.append(stack[-n] if len(stack) >= n else NONE_SOURCE)
         elif op == "SWAP":
             n = ins.arg or 2
             if len(stack) >= n:
@@ -230,7 +253,7 @@ class Flow:
         elif op == "POP_TOP":
             self.pop(stack)
         elif op == "PUSH_NULL":
-            stack.append(self.unknown)
+            stack.append(NONE_SOURCE)
         elif op in _TRUTH_JUMPS or op in _NONE_JUMPS:
             value = self.pop(stack)
             if op in _TRUTH_JUMPS:
@@ -253,7 +276,7 @@ class Flow:
         """What a local holds: what was assigned to it, and the parameter of
         that name, unless a comprehension inlined there (3.12+) has a variable
         of that name."""
-        assigned = self.locals.get(name, self.unknown)
+        assigned = self.locals.get(name, NONE_SOURCE)
         if name in self.params and not any(
             name in names and start <= offset < end
             for start, end, names in self.shadowed
@@ -273,6 +296,11 @@ class Flow:
 
     def truth(self, value: frozenset[Source]) -> None:
         """A value whose truth Python tests (`if`, `while`, `and`, `not`)."""
+        for kind, name in value:
+            if kind == FREE:
+                self.free_branches.setdefault(name, self.line)
+            elif kind == PARAM:
+                self.param_branches.add(name)
 
     def carry(
         self,
@@ -297,20 +325,20 @@ class Flow:
         pending: dict[int, list[frozenset[Source]]],
     ) -> None:
         """An instruction read by its stack effect only: its result (if any)
-        holds `unknown` (a call, an attribute, a container), or, with
+        holds nothing (a call, an attribute, a container), or, with
         `through_calls`, all it popped."""
         try:
             effect = dis.stack_effect(ins.opcode, ins.arg, jump=False)
         except ValueError:  # an instruction without a stack effect of its own
             return
         if effect > 0:
-            stack.extend([self.unknown] * effect)
+            stack.extend([NONE_SOURCE] * effect)
         else:
             start = max(0, len(stack) - (1 - effect))
             taken = stack[start:]
             del stack[start:]
             if not self.through_calls:
-                stack.append(self.unknown)
+                stack.append(NONE_SOURCE)
             else:
                 self.popped.extend(taken)
                 stack.append(NONE_SOURCE.union(*taken))
@@ -320,7 +348,7 @@ class Flow:
             except ValueError:
                 return
             depth = max(0, len(stack) - effect + jumped)
-            carried = stack[:depth] + [self.unknown] * (depth - len(stack))
+            carried = stack[:depth] + [NONE_SOURCE] * (depth - len(stack))
             self.carry(pending, ins, carried)
 
 
@@ -358,3 +386,54 @@ def _comprehension_scopes(
         if restored and restored <= saved:
             out.append((entry.start, entry.end, frozenset(restored)))
     return out
+
+
+def _guarded_loads(instructions: list[dis.Instruction]) -> set[int]:
+    """Offsets of loads that run only after `isinstance(x, (int, float, ...)) and`
+    on the same variable: false for a traced value, so what follows never sees
+    one (optax's `isinstance(weight_decay, (int, float)) and weight_decay ==
+    0.0`)."""
+    seen = [i for i in instructions if i.opname not in _TRANSPARENT]
+    out: set[int] = set()
+    for k, ins in enumerate(seen):
+        if ins.opname in _LOADS and _number_guarded(seen, k, ins):
+            out.add(ins.offset)
+    return out
+
+
+_NUMBER_TYPES: Final = frozenset({"int", "float", "complex", "bool", "Number", "Real"})
+_FALSE_JUMPS: Final = frozenset(
+    {
+        "POP_JUMP_IF_FALSE",
+        "POP_JUMP_FORWARD_IF_FALSE",
+        "POP_JUMP_BACKWARD_IF_FALSE",
+        "JUMP_IF_FALSE_OR_POP",
+    }
+)
+
+
+def _number_guarded(
+    instructions: list[dis.Instruction], start: int, load: dis.Instruction
+) -> bool:
+    """Whether the comparison starting at `start` runs only after
+    `isinstance(x, (int, float, ...)) and ...` on the same variable: false for a
+    traced value, so the comparison never sees one (optax's
+    `isinstance(weight_decay, (int, float)) and weight_decay == 0.0`)."""
+    if start < 1 or instructions[start - 1].opname not in _FALSE_JUMPS:
+        return False
+    window = instructions[max(0, start - 12) : start - 1]
+    for j, ins in enumerate(window[:-1]):
+        if ins.opname == "LOAD_GLOBAL" and ins.argval == "isinstance":
+            first = window[j + 1]
+            if first.opname not in _LOADS or first.argval != load.argval:
+                return False
+            return all(
+                i.opname in ("PRECALL", "CALL", "BUILD_TUPLE", "PUSH_NULL", "KW_NAMES")
+                or (
+                    i.opname in ("LOAD_GLOBAL", "LOAD_ATTR")
+                    and i.argval in _NUMBER_TYPES
+                )
+                or (i.opname == "LOAD_GLOBAL" and i.argval in ("numbers",))
+                for i in window[j + 2 :]
+            )
+    return False
