@@ -13,13 +13,14 @@ checked when it finishes (`lift._capture.lazy.watched`).
 
 from __future__ import annotations
 
+import functools
 import inspect
 import threading
 from collections.abc import Callable
 from typing import Any, Final, NamedTuple, Protocol
 
 from .._base.errors import code_of
-from .copies import Copies, changed_copy, refuse_changed
+from .copies import Copies, Copy, changed_copy, refuse_changed
 from .lazy import watched
 from .rebuild import build_watched
 from .skeleton import Skeleton
@@ -76,8 +77,13 @@ def call_watched(
     raises (a generator's or coroutine's body, after it finishes), the copies
     it used and no other call's."""
     if shared.lazy:
-        # Its body has not run: `_Call` picks the build when it starts.
-        return watched(shared.fn(*args, **kwargs), _Call(owner, shared, args, kwargs))
+
+        def start() -> tuple[Any, Callable[[BaseException | None], None]]:
+            # The body starts: it claims a build, as a call does when it begins.
+            built = claim(owner, shared)
+            return built.fn(*args, **kwargs), functools.partial(finish, owner, built)
+
+        return watched(shared.fn(*args, **kwargs), start)
     built = claim(owner, shared)
     try:
         out = built.fn(*args, **kwargs)
@@ -101,75 +107,41 @@ def claim(owner: Owner, shared: Build) -> Build:
     busy = shared.busy
     if busy is None or not busy.acquire(blocking=False):
         return new_build(owner._skeleton, owner._arrays(), shared=False)  # pyright: ignore[reportPrivateUsage]
-    try:
-        changed = changed_copy(shared.copies)
-    except BaseException:
-        busy.release()
-        raise
+    changed = _changed(owner, shared)
     if changed is None:
         return shared
-    _drop(owner, shared)  # and kept claimed (`finish`)
     raise refuse_changed(changed, between_calls=True)
 
 
 def finish(owner: Owner, built: Build, cause: BaseException | None) -> None:
     """After the call (or the generator's body) that ran `built`, which
     returned or raised `cause`: free the copies for the next call, or refuse
-    a copy it changed, chained to `cause`. A changed build is dropped and
-    stays claimed: a call that read it before it was dropped builds its own,
-    instead of finding the change and blaming it on the calls before. A copy
-    changed by a call stopped by `KeyboardInterrupt` (or `SystemExit`) is
-    dropped, not refused: that exception goes on. (Raised, not returned: an
-    exception in a local of the caller would be a cycle through its
-    traceback.)"""
-    busy = built.busy
-    try:
-        changed = changed_copy(built.copies)
-    except BaseException:
-        if busy is not None:
-            busy.release()
-        raise
+    a copy it changed, chained to `cause`. A copy changed by a call stopped
+    by `KeyboardInterrupt` (or `SystemExit`) is dropped, not refused: that
+    exception goes on. (Raised, not returned: an exception in a local of the
+    caller would be a cycle through its traceback.)"""
+    changed = _changed(owner, built)
     if changed is None:
-        if busy is not None:
-            busy.release()
+        if built.busy is not None:
+            built.busy.release()
         return
-    _drop(owner, built)
     if cause is None or isinstance(cause, Exception | GeneratorExit):
         raise refuse_changed(changed) from (
             cause if isinstance(cause, Exception) else None
         )
 
 
-def _drop(owner: Owner, built: Build) -> None:
-    """Forget `built`, whose copies changed: the next call builds the
-    function afresh (unless another call has already replaced it)."""
-    if owner._built is built:  # pyright: ignore[reportPrivateUsage]
-        owner._built = None  # pyright: ignore[reportPrivateUsage]
-
-
-class _Call:
-    """One call of a generator or coroutine function holding copies, whose
-    body runs after the call returned (`lift._capture.lazy.watched`): it claims a
-    build when the body starts, as a call does when it begins, and checks the
-    copies of that build when the body finishes."""
-
-    __slots__ = ("_args", "_built", "_kwargs", "_owner", "_shared")
-
-    def __init__(
-        self,
-        owner: Owner,
-        shared: Build,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-    ) -> None:
-        self._owner = owner
-        self._shared = self._built = shared
-        self._args = args
-        self._kwargs = kwargs
-
-    def start(self) -> Any:
-        self._built = built = claim(self._owner, self._shared)
-        return built.fn(*self._args, **self._kwargs)
-
-    def finish(self, cause: BaseException | None) -> None:
-        finish(self._owner, self._built, cause)
+def _changed(owner: Owner, built: Build) -> Copy | None:
+    """The first copy of the claimed `built` that changed. A changed build,
+    or one whose check raised (`KeyboardInterrupt`), is dropped and stays
+    claimed: the next call builds the function afresh (unless another call has
+    already replaced it), and a call that read it before it was dropped builds
+    its own, instead of finding the change and blaming it on the calls before."""
+    unchanged = False
+    try:
+        changed = changed_copy(built.copies)
+        unchanged = changed is None
+    finally:
+        if not unchanged and owner._built is built:  # pyright: ignore[reportPrivateUsage]
+            owner._built = None  # pyright: ignore[reportPrivateUsage]
+    return changed
