@@ -20,9 +20,17 @@ from collections.abc import Callable
 from typing import Any, Final, NamedTuple, Protocol
 
 from .._base.errors import code_of
-from .copies import Copies, Copy, changed_copy, refuse_changed
+from .copies import (
+    Copies,
+    Copy,
+    attribute_copies,
+    changed_copy,
+    copies_in,
+    refuse_changed,
+)
 from .lazy import watched
-from .rebuild import build_watched
+from .nodes import Template
+from .rebuild import build_nodes
 from .skeleton import Skeleton
 
 __all__ = ["Build", "call_watched", "new_build"]
@@ -60,9 +68,15 @@ class Owner(Protocol):
 
 
 def new_build(skeleton: Skeleton, leaves: tuple[Any, ...], *, shared: bool) -> Build:
-    """The function of `skeleton` rebuilt around `leaves`; `shared`: for the
-    calls to share, each claiming its copies in turn (`claim`)."""
-    fn, copies = build_watched(skeleton, leaves)
+    """The function of `skeleton` rebuilt around `leaves`, with the lists,
+    dicts and nodes it holds as copies (`lift._capture.copies`); `shared`: for
+    the calls to share, each claiming its copies in turn (`claim`)."""
+    made: list[tuple[Template, Any]] = []
+    objs = build_nodes(skeleton, leaves, made)
+    fn = objs[0]
+    copies = copies_in(made, leaves, objs, skeleton.nodes, skeleton.parents)
+    if skeleton.has_attributes:
+        copies += attribute_copies(skeleton.nodes, objs)
     if not copies:
         return Build(fn, copies, None, False)
     code = code_of(fn)

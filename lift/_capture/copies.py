@@ -122,7 +122,7 @@ def copies_in(
             if state is None or again is None or not _same(state, again):
                 continue
             inner = (
-                tuple((a, c, _items(c)) for a, c in _made_anew(x)) if is_node else ()
+                tuple((a, c, _contents(c)) for a, c in _made_anew(x)) if is_node else ()
             )
             holds = not is_node and any(
                 id(v) in slots
@@ -150,7 +150,7 @@ def attribute_copies(nodes: Sequence[Node], objs: Sequence[Any]) -> Copies:
                 Copy(
                     d,
                     False,
-                    _state(d, False) or (),
+                    _contents(d),
                     template,
                     fn,
                     label,
@@ -214,18 +214,11 @@ def _may_change(t: type[Any]) -> bool:
 
 
 def _state(x: Any, is_node: bool) -> tuple[Any, ...] | None:
-    """What a copy holds: a list's items, a dict's keys and values (and a
-    `defaultdict`'s `default_factory`, which code may set: JAX rebuilds it
-    from the aux data); a node's treedef one level deep, its children and its
-    attributes, slots included (`None` if it cannot be read)."""
+    """What a copy holds: a container's `_contents`; a node's treedef one
+    level deep, its children and its attributes, slots included (`None` if it
+    cannot be read)."""
     if not is_node:
-        if isinstance(x, dict):
-            d = cast("dict[Any, Any]", x)
-            pairs = itertools.chain.from_iterable(d.items())
-            if isinstance(x, collections.defaultdict):
-                return (None, default_factory(d), *pairs)
-            return (None, *pairs)
-        return (None, *cast("list[Any]", x))
+        return _contents(x)
     try:
         children, treedef = tree_flatten(x, is_leaf=lambda y: y is not x)  # pyright: ignore[reportUnknownLambdaType]
         attributes = _attributes(x)
@@ -300,21 +293,25 @@ def _mutable_in(attributes: Iterable[tuple[str, Any]]) -> list[tuple[str, Any]]:
     return out
 
 
-def _items(c: Any) -> tuple[Any, ...]:
-    """What the mutable container `c` holds, in the form `_same` compares: its
-    length (and a bytearray's bytes) first, then its items."""
+def _contents(c: Any) -> tuple[Any, ...]:
+    """What the mutable container `c` holds, in the form `_same` compares: a
+    bytearray's bytes; a list's, set's or deque's items; a dict's keys and
+    values, after a `defaultdict`'s `default_factory` (which code may set: JAX
+    rebuilds it from the aux data)."""
     if isinstance(c, bytearray):
         return (bytes(c),)
     if isinstance(c, dict):
-        pairs = cast("dict[Any, Any]", c).items()
-        return (len(pairs), *itertools.chain.from_iterable(pairs))
-    items = tuple(cast("Iterable[Any]", c))
-    return (len(items), *items)
+        d = cast("dict[Any, Any]", c)
+        pairs = itertools.chain.from_iterable(d.items())
+        if isinstance(c, collections.defaultdict):
+            return (None, default_factory(d), *pairs)
+        return (None, *pairs)
+    return (None, *cast("Iterable[Any]", c))
 
 
 def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
-    """Whether two states are the same: their items by identity, their
-    treedefs equal."""
+    """Whether two states are the same: their first items equal (a treedef,
+    a bytearray's bytes), the others the same objects."""
     if len(a) != len(b) or not (a[0] is b[0] or a[0] == b[0]):
         return False
     return all(x is y for x, y in zip(a[1:], b[1:], strict=True))
@@ -335,7 +332,7 @@ def _changed_inner(copy: Copy) -> tuple[str, Any] | None:
     """The first container made anew in an attribute of the node `copy`
     whose items changed, and that attribute."""
     for attribute, c, items in copy.inner:
-        if not _same(items, _items(c)):
+        if not _same(items, _contents(c)):
             return attribute, c
     return None
 

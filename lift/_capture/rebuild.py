@@ -18,7 +18,6 @@ from typing import Any, cast
 
 from .._base.errors import LiftError, describe
 from .._holders.closure import make_partial, set_function_parts
-from .copies import Copies, attribute_copies, copies_in
 from .nodes import (
     CellNode,
     FunctionNode,
@@ -29,26 +28,13 @@ from .nodes import (
 )
 from .skeleton import Skeleton
 
-__all__ = ["build", "build_nodes", "build_watched", "importable"]
+__all__ = ["build", "build_nodes", "importable"]
 
 
 def build(skeleton: Skeleton, leaves: Sequence[Any]) -> Callable[..., Any]:
     """The root of the graph, rebuilt as a plain Python function (or partial, or
     bound method) whose captures are `leaves`."""
     return build_nodes(skeleton, leaves)[0]
-
-
-def build_watched(
-    skeleton: Skeleton, leaves: Sequence[Any]
-) -> tuple[Callable[..., Any], Copies]:
-    """`build`, with the lists and dicts the function holds as copies
-    (`lift._capture.copies`)."""
-    made: list[tuple[Template, Any]] = []
-    objs = build_nodes(skeleton, leaves, made)
-    copies = copies_in(made, leaves, objs, skeleton.nodes, skeleton.parents)
-    if skeleton.has_attributes:
-        copies += attribute_copies(skeleton.nodes, objs)
-    return objs[0], copies
 
 
 def build_nodes(
@@ -61,17 +47,12 @@ def build_nodes(
     with its value."""
     nodes = skeleton.nodes
     objs: list[Any] = [None] * len(nodes)
-    if made is None:
 
-        def materialize(t: Template) -> Any:
-            return t.materialize(leaves, objs)
-    else:
-
-        def materialize(t: Template) -> Any:
-            value = t.materialize(leaves, objs)
-            if t.copies:
-                made.append((t, value))
-            return value
+    def materialize(t: Template) -> Any:
+        value = t.materialize(leaves, objs)
+        if made is not None and t.copies:
+            made.append((t, value))
+        return value
 
     for i, node in enumerate(nodes):
         if type(node) is CellNode:
