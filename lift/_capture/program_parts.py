@@ -15,15 +15,19 @@ import functools
 from typing import Any
 
 import jax.extend.core
-import numpy as np
 
 from .. import _compat
 from .._base.errors import LiftError, describe
 from .capture import capture
 from .paths import leaf_paths
+from .static import static_key
 
 _CALLBACK_FIX = (
     "pass it to the callback as an argument: `jax.pure_callback(cb, shape, x, value)`"
+)
+_VJP_FIX = (
+    "make it an argument of the custom_vjp function and return it as a "
+    "residual from the forward rule for the backward rule to use"
 )
 _Jaxpr: type[Any] = jax.extend.core.Jaxpr  # pyright: ignore
 
@@ -35,21 +39,9 @@ _RULES: dict[tuple[str, str], tuple[str, str]] = {
         "make it an argument of the custom_jvp function (`f(x, scale)` rather "
         "than a `scale` the rule closes over)",
     ),
-    ("custom_vjp_call", "fwd_jaxpr_thunk"): (
-        "custom_vjp forward rule",
-        "make it an argument of the custom_vjp function and return it as a "
-        "residual from the forward rule for the backward rule to use",
-    ),
-    ("custom_vjp_call", "bwd"): (
-        "custom_vjp backward rule",
-        "make it an argument of the custom_vjp function and return it as a "
-        "residual from the forward rule for the backward rule to use",
-    ),
-    ("custom_lin", "bwd"): (
-        "custom_vjp backward rule",
-        "make it an argument of the custom_vjp function and return it as a "
-        "residual from the forward rule for the backward rule to use",
-    ),
+    ("custom_vjp_call", "fwd_jaxpr_thunk"): ("custom_vjp forward rule", _VJP_FIX),
+    ("custom_vjp_call", "bwd"): ("custom_vjp backward rule", _VJP_FIX),
+    ("custom_lin", "bwd"): ("custom_vjp backward rule", _VJP_FIX),
 }
 
 
@@ -71,9 +63,9 @@ class ProgramParts:
     """What a traced program runs or holds that its printed text does not show.
 
     `key` compares the rules' code and captures as `lift` compares closures,
-    with captured floats by value and arrays by identity (`alive` keeps those
-    objects alive so their ids stay meaningful), and every other parameter of
-    every equation by value (by identity when unhashable).
+    and their captured leaves, every nested program's constants and every other
+    parameter of every equation by the static rule (`_value`): numbers by
+    value, JAX arrays and what else cannot be hashed by identity.
     """
 
     __slots__ = ("alive", "key", "parts", "sites", "where")
@@ -102,9 +94,7 @@ class ProgramParts:
                     while values:
                         v = values.pop()
                         t: type[Any] = type(v)  # pyright: ignore[reportUnknownVariableType]
-                        if t in (int, bool, str, type(None)):
-                            self.key.append(v)
-                        elif t is tuple or t is list:
+                        if t is tuple or t is list:
                             self.key.append((t, len(v)))
                             values.extend(v)
                         elif isinstance(v, _ClosedJaxpr):
@@ -129,14 +119,15 @@ class ProgramParts:
         self._capture_rules()
 
     def _value(self, v: Any) -> Any:
-        if type(v) is float:
-            return (float, v.hex())
+        """A parameter, constant or captured leaf compared by the static rule
+        (`static_key`: numbers by type and value, floats by their bits), or by
+        identity where that cannot compare it (an array), kept alive (`alive`)
+        so that its id stays meaningful."""
         try:
-            hash(v)
-        except Exception:  # an unhashable parameter: by identity
+            return static_key(v)
+        except Exception:  # unhashable: by identity
             self.alive.append(v)
             return ("id", id(v))
-        return (type(v), v)
 
     def _const(self, c: Any) -> Any:
         if _compat.is_tracer(c):  # jax 0.10.2 makes tracers inputs, never constants
@@ -145,20 +136,7 @@ class ProgramParts:
                 "constant.\nFix: pass it as an argument of the nested function.",
                 anchor="convert-tracer-constant",
             )
-        return self._leaf(c)
-
-    def _leaf(self, x: Any) -> Any:
-        t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
-        if t is float:
-            return (float, x.hex())  # -0.0 and nan as themselves
-        if t is complex:
-            return (complex, x.real.hex(), x.imag.hex())
-        if issubclass(t, np.generic):
-            return (t, x.tobytes())
-        if t in (int, bool):
-            return (t, x)
-        self.alive.append(x)
-        return ("id", id(x))
+        return self._value(c)
 
     def _capture_rules(self) -> None:
         if not self.parts:
@@ -173,7 +151,7 @@ class ProgramParts:
         if skeleton.live is not None or any(map(_compat.is_tracer, leaves)):
             self._refuse()
         self.key.append(skeleton)
-        self.key.append(tuple(map(self._leaf, leaves)))
+        self.key.append(tuple(map(self._value, leaves)))
 
     def _refuse(self) -> None:
         """Raise a `LiftError` naming the first rule that holds a tracer."""
