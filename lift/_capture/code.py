@@ -3,16 +3,14 @@
 Reading bytecode is slow (about a millisecond for one of optax's update
 functions, nested code included); lifting a fresh closure of a code object
 already seen is the common case in a sweep. So the analysis is done
-once per code object and kept, weakly, in a dict keyed by `id(code)`.
+once per code object and kept in one of lift's bounded caches.
 """
 
 from __future__ import annotations
 
-import threading
 import types
-import weakref
-from collections import deque
 
+from .._base.caches import BoundedDict
 from .._holders.labels import CELL, Label
 from .flow import NONE_SOURCE, Flow, Source
 
@@ -49,7 +47,6 @@ class CodeInfo:
     """
 
     __slots__ = (
-        "__weakref__",
         "_operands",
         "branch_sites",
         "branched",
@@ -119,20 +116,14 @@ class CodeInfo:
         return operands.get(offset, NONE_SOURCE)
 
 
-# Keyed by `id(code)`; the `CodeInfo` holds its code, so an entry lives exactly as
-# long as some skeleton (or the small ring of the 64 most recent) uses it.
-_cache: weakref.WeakValueDictionary[int, CodeInfo] = weakref.WeakValueDictionary()
-_recent: deque[CodeInfo] = deque(maxlen=64)
-_lock = threading.Lock()
+# Keyed by `id(code)`: an entry holds its code, so the id is not reused while
+# the entry lives.
+_cache: BoundedDict[int, CodeInfo] = BoundedDict(512)
 
 
 def code_info(code: types.CodeType) -> CodeInfo:
     """The cached `CodeInfo` of `code` (computed on first sight)."""
     info = _cache.get(id(code))
-    if info is not None and info.code is code:
-        return info
-    info = CodeInfo(code)
-    with _lock:
-        _cache[id(code)] = info
-        _recent.append(info)
+    if info is None:
+        info = _cache.add(id(code), CodeInfo(code))
     return info
