@@ -10,13 +10,9 @@ gives equal treedefs, and nothing keeps `fn` or a tracer alive afterwards.
 Unlike `jax.closure_convert`, integer, boolean and PRNG-key tracers are hoisted
 too, and there is no cache keyed on the function object.
 
-The printed program is not all of it: custom derivative rules and callbacks are
-shown by name, and parameters such as a nested `jit`'s constants or shardings
-not at all. `ProgramParts` collects those from every equation, sub-programs included:
-the rules' code and captures compared as `lift` compares closures (floats by
-value, arrays by identity), everything else by value or identity. A rule that
-captures a tracer is refused: JAX traces it only when it differentiates or calls
-back, after the trace owning the tracer has ended.
+The printed program is not all of it: what it runs or holds that its text does
+not show (custom derivative rules, callbacks, a nested `jit`'s constants) is
+keyed too (`lift._capture.program_parts`).
 """
 
 from __future__ import annotations

@@ -173,7 +173,7 @@ def _holder(
     when the copy is the variable's value or in it)."""
     path = ""
     t = template
-    for _ in range(len(nodes)):
+    while True:  # up the parents (each made before its child): to a cell or the root
         index = t.owner
         node = nodes[index]
         if type(node) is CellNode:
@@ -191,7 +191,6 @@ def _holder(
             else ""
         )
         path = within + step + path
-    return objs[template.owner], template.label, ""
 
 
 # Node classes whose instances your code cannot change in place, registered by
