@@ -20,14 +20,7 @@ from collections.abc import Callable
 from typing import Any, Final, NamedTuple, Protocol
 
 from .._base.errors import code_of
-from .copies import (
-    Copies,
-    Copy,
-    attribute_copies,
-    changed_copy,
-    copies_in,
-    refuse_changed,
-)
+from .copies import Copies, Copy, changed_copy, copies_in, refuse_changed
 from .lazy import watched
 from .nodes import Template
 from .rebuild import build_nodes
@@ -74,9 +67,7 @@ def new_build(skeleton: Skeleton, leaves: tuple[Any, ...], *, shared: bool) -> B
     made: list[tuple[Template, Any]] = []
     objs = build_nodes(skeleton, leaves, made)
     fn = objs[0]
-    copies = copies_in(made, leaves, objs, skeleton.nodes, skeleton.parents)
-    if skeleton.has_attributes:
-        copies += attribute_copies(skeleton.nodes, objs)
+    copies = copies_in(made, leaves, objs, skeleton)
     if not copies:
         return Build(fn, copies, None, False)
     code = code_of(fn)

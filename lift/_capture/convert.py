@@ -28,11 +28,10 @@ import numpy as np
 
 from .. import _compat
 from .._base.errors import LiftError, array_text, describe
+from .._holders.trees import tree_flatten, unflatten
 from .program_parts import ProgramParts
 
 # JAX's public functions used here, typed once for the type checker.
-_flatten: Callable[[Any], tuple[list[Any], Any]] = jax.tree_util.tree_flatten  # pyright: ignore
-_unflatten: Callable[[Any, Any], Any] = jax.tree_util.tree_unflatten  # pyright: ignore
 _make_jaxpr: Callable[..., Callable[..., Any]] = jax.make_jaxpr  # pyright: ignore
 _eval_jaxpr: Callable[..., list[Any]] = jax.core.eval_jaxpr  # pyright: ignore
 _asarray: Callable[[Any], Any] = jnp.asarray  # pyright: ignore
@@ -114,7 +113,7 @@ class Program:
     def run(self, consts: tuple[Any, ...], args: tuple[Any, ...], kwargs: Any) -> Any:
         """Evaluate the program on new arguments of the traced shapes."""
         __tracebackhide__ = True
-        leaves, tree = _flatten((args, kwargs))
+        leaves, tree = tree_flatten((args, kwargs))
         if tree != self.in_tree:
             raise LiftError(
                 f"{self.where} was closure-converted for arguments structured as "
@@ -134,7 +133,7 @@ class Program:
                 anchor="convert-other-arguments",
             )
         out = _eval_jaxpr(self.jaxpr, list(consts), *leaves)
-        return _unflatten(self.out_tree, out)
+        return unflatten(self.out_tree, out)
 
 
 # A program is static data: a pytree node without children, so that `lift`
@@ -186,12 +185,12 @@ def convert(
             "`lift.closure_convert(f, *example_args)`.",
             anchor="convert-not-a-function",
         )
-    leaves, in_tree = _flatten((args, kwargs))
+    leaves, in_tree = tree_flatten((args, kwargs))
     out_trees: list[Any] = []
 
     def flat(*xs: Any) -> list[Any]:
-        a, k = _unflatten(in_tree, xs)
-        out, tree = _flatten(fn(*a, **k))
+        a, k = unflatten(in_tree, xs)
+        out, tree = tree_flatten(fn(*a, **k))
         out_trees.append(tree)
         return out
 

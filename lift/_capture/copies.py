@@ -30,10 +30,10 @@ from .._holders.closure import default_factory, object_parts, slots_of
 from .._holders.labels import ATTR, SELF, Label
 from .._holders.trees import flatten_checked, tree_flatten, treedef_paths
 from .nodes import CellNode, FunctionNode, Node, Template
+from .skeleton import Skeleton
 
 __all__ = [
     "REBUILT_TYPES",
-    "attribute_copies",
     "Copies",
     "changed_copy",
     "copies_in",
@@ -85,17 +85,17 @@ def copies_in(
     made: Sequence[tuple[Template, Any]],
     leaves: Sequence[Any],
     objs: Sequence[Any],
-    nodes: Sequence[Node],
-    parents: Sequence[tuple[Template, int] | None],
+    skeleton: Skeleton,
 ) -> Copies:
     """The lists, dicts and registered pytree nodes that the captures `made`
     (each template with the value it was materialized as, from `leaves` and
-    the rebuilt nodes `objs` of `nodes`, found where `parents` says) hold as
-    copies: those their structure rebuilds, not what fills a slot (a static
-    value is the user's own object); of the nodes, those that can change (not
-    a tuple, a frozen dataclass or an `equinox.Module`) and flatten to the
-    same children every time. A template that rebuilds none is marked, and
-    never passed again."""
+    the rebuilt nodes `objs` of `skeleton`) hold as copies: those their
+    structure rebuilds, not what fills a slot (a static value is the user's
+    own object); of the nodes, those that can change (not a tuple, a frozen
+    dataclass or an `equinox.Module`) and flatten to the same children every
+    time. A template that rebuilds none is marked, and never passed again.
+    Then the attributes of the rebuilt functions (`_attribute_copies`)."""
+    nodes, parents = skeleton.nodes, skeleton.parents
     out: list[Copy] = []
     for template, value in made:
         slots = {id(v) for v in template.slot_values(leaves, objs)}
@@ -131,10 +131,12 @@ def copies_in(
             out.append(
                 Copy(x, is_node, state, template, owner, label, path, inner, holds)
             )
+    if skeleton.has_attributes:
+        out += _attribute_copies(nodes, objs)
     return tuple(out)
 
 
-def attribute_copies(nodes: Sequence[Node], objs: Sequence[Any]) -> Copies:
+def _attribute_copies(nodes: Sequence[Node], objs: Sequence[Any]) -> list[Copy]:
     """The attributes of each rebuilt function that had some of its own (not
     only `functools.wraps`'s dunders): a function that sets one while it runs
     sets it on lift's function, not on yours."""
@@ -158,7 +160,7 @@ def attribute_copies(nodes: Sequence[Node], objs: Sequence[Any]) -> Copies:
                     attributes=True,
                 )
             )
-    return tuple(out)
+    return out
 
 
 def _holder(

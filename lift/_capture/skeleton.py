@@ -97,7 +97,7 @@ class Skeleton:
         self.names: frozenset[str] = frozenset()
         self.live: str | None = None
         # Whether a function of the graph has attributes of its own, which a
-        # call may set (`lift._capture.copies.attribute_copies`).
+        # call may set (`lift._capture.copies.copies_in`).
         self.has_attributes = any(
             type(n) is FunctionNode and n.own_attribute() is not None for n in nodes
         )
