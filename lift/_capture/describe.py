@@ -4,13 +4,12 @@ and what `lift` (or a `Lifted` subclass) cannot take, said with the fix."""
 
 from __future__ import annotations
 
-import functools
 import types
 from typing import Any, Final, cast
 
 import jax
 
-from .._base.atoms import HOLD_NOTHING, UNOPENED
+from .._base.atoms import UNOPENED
 from .._base.errors import LiftError, describe, docs_anchor, static_fix
 from .._base.owners import is_user_module
 from .._compat import (
@@ -20,14 +19,13 @@ from .._compat import (
     number_method,
     tracer_use,
 )
-from .._holders.closure import cells, function_parts, method_parts, partial_parts
 from .._holders.trees import (
     flatten_checked,
     is_function_like,
-    one_level,
     tree_structure,
     treedef_is_leaf,
 )
+from .._leaks.scan import NONE_LIVE, LeakWalk
 from .code import code_info
 from .nodes import FunctionNode
 from .paths import leaf_paths
@@ -162,59 +160,21 @@ def explain_concretization(x: LiftedParts, err: BaseException) -> LiftError | No
 
 
 def _leaves_in(value: Any, tracers: dict[int, int]) -> list[int]:
-    """The indices of the `Lifted`'s traced leaves that `value` is or holds: in
-    its pytree leaves, and in what the functions among them capture (a helper
-    returning a captured `lr`, a lambda, a pytree's bound method), as
-    `lift._holders.closure` describes a callable's parts. Bounded: `_LOOK` objects."""
+    """The indices of the `Lifted`'s traced leaves that `value` is or holds, as
+    the leak scan's walk reaches them (`_LOOK` objects at most): its pytree
+    leaves, and what the functions among them capture (a helper returning a
+    captured `lr`, a lambda, a pytree's bound method)."""
     index = tracers.get(id(value))
     if index is not None:
         return [index]
-    found: list[int] = []
-    seen: set[int] = set()
-    stack = [value]
-    while stack and len(seen) < _LOOK:
-        x = stack.pop()
-        if id(x) in seen:
-            continue
-        seen.add(id(x))
-        index = tracers.get(id(x))
-        if index is not None:
-            found.append(index)
-            continue
-        t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
-        if t in HOLD_NOTHING or issubclass(t, (Tracer, jax.Array)):
-            continue
-        stack.extend(reversed(_held(x)))
-    return found
+    walk = LeakWalk(_LOOK, only=frozenset(tracers), live=NONE_LIVE, globals=False)
+    walk.push(value, -1, "")
+    walk.run()
+    return [tracers[id(t)] for t in walk.tracers]
 
 
 # Objects `_leaves_in` looks at, at most.
 _LOOK: Final = 10_000
-
-
-def _held(x: Any) -> list[Any]:
-    """What `x` holds that may be a leaf of a `Lifted`: a function's cells and
-    other parts, a bound method's function and object, a partial's parts, a
-    pytree's children (one level); nothing for what JAX cannot flatten."""
-    t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
-    if t is types.FunctionType:
-        out: list[Any] = []
-        for _, cell in cells(x):
-            try:
-                out.append(cell.cell_contents)
-            except ValueError:  # an empty cell
-                pass
-        out.extend(v for _, v in function_parts(x))
-        return out
-    if t is types.MethodType:
-        return [v for _, v in method_parts(x)]
-    if is_function_like(x) and issubclass(t, functools.partial):
-        return [v for _, v in partial_parts(x)]
-    try:
-        children = jax.tree_util.tree_leaves(x, is_leaf=one_level(x))
-    except Exception:  # a value JAX cannot flatten: holds no leaf of ours
-        return []
-    return [] if len(children) == 1 and children[0] is x else children
 
 
 def _converted(tb: types.TracebackType) -> set[int]:
