@@ -250,8 +250,9 @@ def reject(obj: Any, name: str) -> LiftError:
     package = str(getattr(t, "__module__", "")).partition(".")[0]
 
     def wrapped() -> tuple[str, str]:
-        # The function a JAX wrapper holds: its name for a fix to paste (`f` if it
-        # has none), and where it is defined.
+        # The function a JAX wrapper or a staticmethod holds (`__wrapped__`):
+        # its name for a fix to paste (`f` if it has none), and where it is
+        # defined; as shown when it has none.
         try:
             inner = getattr(obj, "__wrapped__", obj)
             fn, where = inner.__name__, describe(inner)
@@ -265,12 +266,7 @@ def reject(obj: Any, name: str) -> LiftError:
         # the function (a staticmethod is even callable since Python 3.10).
         anchor = "lift-above-staticmethod"
         kind = "staticmethod" if issubclass(t, staticmethod) else "classmethod"
-        fn, where = "f", shown
-        try:
-            inner = obj.__func__
-            fn, where = inner.__name__, describe(inner)
-        except Exception:  # a descriptor without its function: named as shown
-            pass
+        fn, where = wrapped()
         deco = "lift.lift" if name == "lift" else name
         args = "x" if kind == "staticmethod" else "cls, x"
         below = deco
