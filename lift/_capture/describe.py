@@ -10,7 +10,7 @@ from typing import Any, Final, cast
 import jax
 
 from .._base.atoms import UNOPENED
-from .._base.errors import LiftError, describe, docs_anchor, static_fix
+from .._base.errors import LiftError, describe, docs_anchor, static_fix, type_text
 from .._base.owners import is_user_module
 from .._compat import (
     LIFTED_ARGUMENT,
@@ -100,7 +100,7 @@ def explain_concretization(x: LiftedParts, err: BaseException) -> LiftError | No
     # The function whose frame needed the value (a cell may be shared by several).
     where = f"{code.co_qualname} ({code.co_filename}:{code.co_firstlineno})"
     names = tuple(dict.fromkeys(owners[i][1] or n for n, i in found))
-    aval = getattr(leaves[index], "aval", "?")
+    aval = type_text(leaves[index])
     if isinstance(err, jax.errors.TracerBoolConversionError):
         use = "in Python control flow (`if`, `while`, `and`, `bool()`, ...)"
         other = "replace the Python branch with `jnp.where` / `jax.lax.cond`"
