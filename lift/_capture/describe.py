@@ -13,7 +13,6 @@ from .._base.atoms import UNOPENED
 from .._base.errors import LiftError, describe, docs_anchor, static_fix, type_text
 from .._base.owners import is_user_module
 from .._compat import (
-    LIFTED_ARGUMENT,
     Tracer,
     concretized_arguments,
     number_method,
@@ -205,19 +204,15 @@ def _guessed(
     tracers: dict[int, int],
 ) -> list[tuple[str, int]]:
     """Where the bytecode cannot tell: the captured tracers of the frame that
-    JAX's message says the value depended on (its argument `__lifted__[k]` is
-    leaf `k` under `lift.jit`), or all the frame's captured tracers."""
+    JAX's message says the value depended on (an argument's key path ending
+    in a leaf's: `g.captures['v']`, `__lifted__.captures['v']` under
+    `lift.jit`), or all the frame's captured tracers."""
     here = [(n, i) for n, v in local.items() for i in _leaves_in(v, tracers)]
     blamed = concretized_arguments(str(err))
     if blamed is None:
         return here
     paths = [str(p) for p in leaf_paths(skeleton)]
-    ours: list[int] = []
-    for b in blamed:
-        k = LIFTED_ARGUMENT.fullmatch(b)
-        if k is not None and int(k[1]) < len(paths):
-            ours.append(int(k[1]))
-        ours.extend(i for i in range(len(paths)) if b.endswith(paths[i]))
+    ours = [i for b in blamed for i in range(len(paths)) if b.endswith(paths[i])]
     if not ours:
         return []  # a traced argument of the function, not a capture
     return [(n, i) for n, i in here if i in ours] or [("", ours[0])]
