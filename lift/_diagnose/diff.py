@@ -310,8 +310,8 @@ _SCAN_LIMIT: Final = 10_000
 
 
 def _atoms(data: Any) -> list[Any]:
-    """What static metadata holds, in order, through tuples, lists, sets and dicts
-    (their values) and NamedTuples; functions (`Lifted` included) whole."""
+    """What static metadata holds, in order, through tuples (NamedTuples too),
+    lists, sets and dicts (their values); functions (`Lifted` included) whole."""
     found: list[Any] = []
     stack = [data]
     seen = 0
@@ -325,8 +325,6 @@ def _atoms(data: Any) -> list[Any]:
             stack.extend(reversed(list(cast("tuple[Any, ...]", v))))
         elif t is dict:
             stack.extend(reversed(list(cast("dict[Any, Any]", v).values())))
-        elif type(getattr(v, "_fields", None)) is tuple:  # a NamedTuple of functions
-            stack.extend(reversed(list(v)))
         else:
             found.append(v)
     return found
