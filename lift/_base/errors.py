@@ -293,8 +293,8 @@ def type_text(x: Any) -> str:
     """`x`'s type as messages name it: an array's, a tracer's or an abstract
     value's as `array_text` spells it (its weak type marked), anything else by
     its class's name."""
-    aval = getattr(x, "aval", x)  # a tracer's or `jax.Array`'s; else `x` itself
     try:
+        aval = getattr(x, "aval", x)  # a tracer's or `jax.Array`'s; else `x` itself
         shape: Any = aval.shape
         dtype: Any = aval.dtype
         if type(shape) is tuple and dtype is not None:

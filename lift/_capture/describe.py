@@ -4,30 +4,27 @@ and what `lift` (or a `Lifted` subclass) cannot take, said with the fix."""
 
 from __future__ import annotations
 
-import functools
 import types
 from typing import Any, Final, cast
 
 import jax
 
-from .._base.atoms import HOLD_NOTHING, UNOPENED
-from .._base.errors import LiftError, describe, docs_anchor, static_fix
+from .._base.atoms import UNOPENED
+from .._base.errors import LiftError, describe, docs_anchor, static_fix, type_text
 from .._base.owners import is_user_module
 from .._compat import (
-    LIFTED_ARGUMENT,
     Tracer,
     concretized_arguments,
     number_method,
     tracer_use,
 )
-from .._holders.closure import cells, function_parts, method_parts, partial_parts
 from .._holders.trees import (
     flatten_checked,
     is_function_like,
-    one_level,
     tree_structure,
     treedef_is_leaf,
 )
+from .._leaks.scan import NONE_LIVE, LeakWalk
 from .code import code_info
 from .nodes import FunctionNode
 from .paths import leaf_paths
@@ -102,7 +99,7 @@ def explain_concretization(x: LiftedParts, err: BaseException) -> LiftError | No
     # The function whose frame needed the value (a cell may be shared by several).
     where = f"{code.co_qualname} ({code.co_filename}:{code.co_firstlineno})"
     names = tuple(dict.fromkeys(owners[i][1] or n for n, i in found))
-    aval = getattr(leaves[index], "aval", "?")
+    aval = type_text(leaves[index])
     if isinstance(err, jax.errors.TracerBoolConversionError):
         use = "in Python control flow (`if`, `while`, `and`, `bool()`, ...)"
         other = "replace the Python branch with `jnp.where` / `jax.lax.cond`"
@@ -162,59 +159,21 @@ def explain_concretization(x: LiftedParts, err: BaseException) -> LiftError | No
 
 
 def _leaves_in(value: Any, tracers: dict[int, int]) -> list[int]:
-    """The indices of the `Lifted`'s traced leaves that `value` is or holds: in
-    its pytree leaves, and in what the functions among them capture (a helper
-    returning a captured `lr`, a lambda, a pytree's bound method), as
-    `lift._holders.closure` describes a callable's parts. Bounded: `_LOOK` objects."""
+    """The indices of the `Lifted`'s traced leaves that `value` is or holds, as
+    the leak scan's walk reaches them (`_LOOK` objects at most): its pytree
+    leaves, and what the functions among them capture (a helper returning a
+    captured `lr`, a lambda, a pytree's bound method)."""
     index = tracers.get(id(value))
     if index is not None:
         return [index]
-    found: list[int] = []
-    seen: set[int] = set()
-    stack = [value]
-    while stack and len(seen) < _LOOK:
-        x = stack.pop()
-        if id(x) in seen:
-            continue
-        seen.add(id(x))
-        index = tracers.get(id(x))
-        if index is not None:
-            found.append(index)
-            continue
-        t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
-        if t in HOLD_NOTHING or issubclass(t, (Tracer, jax.Array)):
-            continue
-        stack.extend(reversed(_held(x)))
-    return found
+    walk = LeakWalk(_LOOK, only=frozenset(tracers), live=NONE_LIVE, globals=False)
+    walk.push(value, -1, "")
+    walk.run()
+    return [tracers[id(t)] for t in walk.tracers]
 
 
 # Objects `_leaves_in` looks at, at most.
 _LOOK: Final = 10_000
-
-
-def _held(x: Any) -> list[Any]:
-    """What `x` holds that may be a leaf of a `Lifted`: a function's cells and
-    other parts, a bound method's function and object, a partial's parts, a
-    pytree's children (one level); nothing for what JAX cannot flatten."""
-    t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
-    if t is types.FunctionType:
-        out: list[Any] = []
-        for _, cell in cells(x):
-            try:
-                out.append(cell.cell_contents)
-            except ValueError:  # an empty cell
-                pass
-        out.extend(v for _, v in function_parts(x))
-        return out
-    if t is types.MethodType:
-        return [v for _, v in method_parts(x)]
-    if is_function_like(x) and issubclass(t, functools.partial):
-        return [v for _, v in partial_parts(x)]
-    try:
-        children = jax.tree_util.tree_leaves(x, is_leaf=one_level(x))
-    except Exception:  # a value JAX cannot flatten: holds no leaf of ours
-        return []
-    return [] if len(children) == 1 and children[0] is x else children
 
 
 def _converted(tb: types.TracebackType) -> set[int]:
@@ -245,19 +204,15 @@ def _guessed(
     tracers: dict[int, int],
 ) -> list[tuple[str, int]]:
     """Where the bytecode cannot tell: the captured tracers of the frame that
-    JAX's message says the value depended on (its argument `__lifted__[k]` is
-    leaf `k` under `lift.jit`), or all the frame's captured tracers."""
+    JAX's message says the value depended on (an argument's key path ending
+    in a leaf's: `g.captures['v']`, `__lifted__.captures['v']` under
+    `lift.jit`), or all the frame's captured tracers."""
     here = [(n, i) for n, v in local.items() for i in _leaves_in(v, tracers)]
     blamed = concretized_arguments(str(err))
     if blamed is None:
         return here
     paths = [str(p) for p in leaf_paths(skeleton)]
-    ours: list[int] = []
-    for b in blamed:
-        k = LIFTED_ARGUMENT.fullmatch(b)
-        if k is not None and int(k[1]) < len(paths):
-            ours.append(int(k[1]))
-        ours.extend(i for i in range(len(paths)) if b.endswith(paths[i]))
+    ours = [i for b in blamed for i in range(len(paths)) if b.endswith(paths[i])]
     if not ours:
         return []  # a traced argument of the function, not a capture
     return [(n, i) for n, i in here if i in ours] or [("", ours[0])]
@@ -290,8 +245,9 @@ def reject(obj: Any, name: str) -> LiftError:
     package = str(getattr(t, "__module__", "")).partition(".")[0]
 
     def wrapped() -> tuple[str, str]:
-        # The function a JAX wrapper holds: its name for a fix to paste (`f` if it
-        # has none), and where it is defined.
+        # The function a JAX wrapper or a staticmethod holds (`__wrapped__`):
+        # its name for a fix to paste (`f` if it has none), and where it is
+        # defined; as shown when it has none.
         try:
             inner = getattr(obj, "__wrapped__", obj)
             fn, where = inner.__name__, describe(inner)
@@ -305,12 +261,7 @@ def reject(obj: Any, name: str) -> LiftError:
         # the function (a staticmethod is even callable since Python 3.10).
         anchor = "lift-above-staticmethod"
         kind = "staticmethod" if issubclass(t, staticmethod) else "classmethod"
-        fn, where = "f", shown
-        try:
-            inner = obj.__func__
-            fn, where = inner.__name__, describe(inner)
-        except Exception:  # a descriptor without its function: named as shown
-            pass
+        fn, where = wrapped()
         deco = "lift.lift" if name == "lift" else name
         args = "x" if kind == "staticmethod" else "cls, x"
         below = deco

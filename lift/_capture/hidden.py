@@ -26,8 +26,6 @@ from .._leaks.scan import first_tracer
 __all__ = ["aux_tracer", "hidden_tracer", "jax_dtype", "opaque", "plain_treedef"]
 
 
-# NumPy dtype kinds JAX cannot hold: objects, bytes, strings, dates, durations.
-_NOT_JAX_KINDS: Final = frozenset("OSUMm")
 # Static captures that hold no tracer to look for, by subclass (`opaque`): the
 # scalars, modules and code, dtypes, JAX's arrays, and NumPy's (but for an
 # array of objects, which `opaque` leaves to the scan).
@@ -50,15 +48,13 @@ def jax_dtype(dtype: np.dtype[Any]) -> bool:
     type for, such as `complex32`: asked of JAX once per dtype)."""
     known = _JAX_DTYPES.get(dtype)
     if known is None:
-        known = dtype.kind not in _NOT_JAX_KINDS and dtype.names is None
-        if known:
-            try:
-                zero = np.zeros((), dtype)
-                # jax 0.12.1 calls `complex32` a valid type but cannot put
-                # it on a device: asked of the device too.
-                known = bool(valid_jaxtype(zero)) and _put(zero) is not None
-            except Exception:  # a dtype NumPy cannot make a zero of, or JAX hold
-                known = False
+        try:
+            zero = np.zeros((), dtype)
+            # jax 0.12.1 calls `complex32` a valid type but cannot put it on a
+            # device: asked of the device too.
+            known = bool(valid_jaxtype(zero)) and _put(zero) is not None
+        except Exception:  # a dtype NumPy cannot make a zero of, or JAX hold
+            known = False
         _JAX_DTYPES[dtype] = known
     return known
 

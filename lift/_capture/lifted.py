@@ -31,7 +31,7 @@ from .floats import as_arrays
 from .paths import _NOT_FOUND, attribute_of, captures_of
 from .pytree import register
 from .rebuild import build, importable
-from .repr import pformat, repr_pretty, treescope_repr
+from .repr import pformat, treescope_repr
 from .skeleton import (
     Skeleton,
     root_function,
@@ -365,9 +365,6 @@ class Lifted(Generic[_P, _R]):
             if value is _NOT_FOUND:
                 raise missing_attribute(self, name)  # `lift.lift(optax.adam).init`
             return value
-
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        repr_pretty(self, p, cycle)
 
     def __treescope_repr__(self, path: str | None, subtree_renderer: Any) -> Any:
         return treescope_repr(self, path, subtree_renderer)

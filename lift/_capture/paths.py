@@ -222,7 +222,7 @@ def attribute_of(x: LiftedParts, name: str, lifted: type[Any]) -> Any:
         for label, t in _root_parts(skeleton_of(x))
         if label.entries and label.entries[0] == key
     ]
-    if not parts or (name == "__dict__"):
+    if not parts:
         return _NOT_FOUND
     leaves, objs = _materializer(x, [t for _, t in parts], lifted)
     kind = parts[0][0].kind

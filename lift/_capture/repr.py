@@ -1,7 +1,7 @@
 """The repr of a `Lifted`: its function's name and its captures, leaves as
 dtype and shape (`float32[]=0.001`), statics as people read them, captured
-functions nested a few levels; IPython's pretty printer and treescope's
-rendering show the same."""
+functions nested a few levels (IPython prints it too); treescope's rendering
+shows the same."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from .._compat import Tracer
 from .nodes import Ref, Static, Template
 from .skeleton import LiftedParts, Skeleton, leaves_as_shown, node_head, skeleton_of
 
-__all__ = ["pformat", "repr_pretty", "treescope_repr"]
+__all__ = ["pformat", "treescope_repr"]
 
 
 def _leaf_str(x: Any) -> str:
@@ -163,14 +163,6 @@ def pformat(x: LiftedParts) -> str:
     if level > _DEPTH:  # a `Lifted` inside a capture, deep down
         return f"{type(x).__name__}(<{node_head(skeleton_of(x).nodes[0])}>)"
     return f"{type(x).__name__}({_node_str(skeleton_of(x), 0, leaves, level, set())})"
-
-
-def repr_pretty(x: LiftedParts, p: Any, cycle: bool) -> None:
-    """IPython's pretty printer: the repr (a cycle as the name only)."""
-    if cycle:
-        p.text(f"{type(x).__name__}(<{node_head(skeleton_of(x).nodes[0])}>)")
-    else:
-        p.text(pformat(x))
 
 
 def treescope_repr(x: LiftedParts, path: str | None, subtree_renderer: Any) -> Any:

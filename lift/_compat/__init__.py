@@ -39,7 +39,6 @@ from .config import (
 )
 from .escaped import escaped_tracers as escaped_tracers
 from .messages import (
-    LIFTED_ARGUMENT as LIFTED_ARGUMENT,
     asks_for_a_concrete_value as asks_for_a_concrete_value,
     bad_argument as bad_argument,
     concretized_arguments as concretized_arguments,

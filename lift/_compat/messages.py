@@ -12,7 +12,6 @@ import re
 from typing import Any, Final
 
 __all__ = [
-    "LIFTED_ARGUMENT",
     "asks_for_a_concrete_value",
     "number_method",
     "tracer_use",
@@ -24,10 +23,6 @@ __all__ = [
     "leaked_tracer_text",
     "treedef_text",
 ]
-
-# How JAX names the leaves of `lift.jit`'s first argument, `__lifted__`, in its
-# messages: `__lifted__[0]` (`__lifted___[0]` when the name is mangled).
-LIFTED_ARGUMENT: Final = re.compile(r"__lifted___*\[(\d+)\]")
 
 # `ConcretizationTypeError`: "... depends on the value of the argument x." (or
 # "the values of the arguments a, b and c").

@@ -8,7 +8,7 @@ from typing import Any, Final, cast
 
 import jax
 
-from .._base.errors import array_text, static_str, type_text
+from .._base.errors import static_str, type_text
 from .._capture.lift import flatten_lifted, is_lifted, stops_flattening
 from .._capture.lifted import Lifted
 from .._capture.nodes import Ref
@@ -231,13 +231,8 @@ def _what(x: Any) -> str:
         return "None"
     if issubclass(t, (list, tuple, dict)):
         return f"a {t.__name__} of {len(cast('list[Any]', x))}"
-    try:
-        shape, dtype = getattr(x, "shape", None), getattr(x, "dtype", None)
-        if type(shape) is tuple and dtype is not None:
-            return array_text(cast("tuple[Any, ...]", shape), dtype)
-    except Exception:
-        pass
-    return a_or_an(t.__name__)
+    text = type_text(x)  # an array's type, as every message names it
+    return a_or_an(text) if text == t.__name__ else text
 
 
 _FIX: Final = (
@@ -315,8 +310,8 @@ _SCAN_LIMIT: Final = 10_000
 
 
 def _atoms(data: Any) -> list[Any]:
-    """What static metadata holds, in order, through tuples, lists, sets and dicts
-    (their values) and NamedTuples; functions (`Lifted` included) whole."""
+    """What static metadata holds, in order, through tuples (NamedTuples too),
+    lists, sets and dicts (their values); functions (`Lifted` included) whole."""
     found: list[Any] = []
     stack = [data]
     seen = 0
@@ -330,8 +325,6 @@ def _atoms(data: Any) -> list[Any]:
             stack.extend(reversed(list(cast("tuple[Any, ...]", v))))
         elif t is dict:
             stack.extend(reversed(list(cast("dict[Any, Any]", v).values())))
-        elif type(getattr(v, "_fields", None)) is tuple:  # a NamedTuple of functions
-            stack.extend(reversed(list(v)))
         else:
             found.append(v)
     return found

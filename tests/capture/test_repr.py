@@ -1,4 +1,4 @@
-"""How a `Lifted` shows itself to people: `repr`, IPython, treescope, the treedef
+"""How a `Lifted` shows itself to people: `repr`, treescope, the treedef
 JAX prints when it explains a cache miss, and key paths followed by hand."""
 
 from __future__ import annotations
@@ -116,24 +116,6 @@ def test_repr_of_ten_thousand_nested_closures() -> None:
     assert "nodes=40001, leaves=10000, static: k=9999, k=9998" in text
     assert "more) #" in text
     assert len(text) < 1000 + 3 * 10_000  # JAX prints one `*` per leaf
-
-
-def test_ipython_pretty_printer() -> None:
-    class Printer:  # what IPython's `RepresentationPrinter` offers `_repr_pretty_`
-        def __init__(self) -> None:
-            self.out: list[str] = []
-
-        def text(self, s: str) -> None:
-            self.out.append(s)
-
-    opt = lift.lift(optax.sgd(0.25))
-    p = Printer()
-    opt.update._repr_pretty_(p, False)
-    assert p.out == [repr(opt.update)]
-    assert "step_size=float32[]=-0.25" in p.out[0]
-    p = Printer()
-    opt.update._repr_pretty_(p, True)  # a cycle: the name only
-    assert p.out == ["Lifted(<chain.<locals>.update_fn>)"]
 
 
 def test_treescope_renders_names_and_values() -> None:

@@ -507,17 +507,16 @@ def test_frame_watch_keeps_the_names_exec_wrote_into_the_locals() -> None:
 
 
 def test_a_concretization_message_names_the_arguments_a_value_depended_on() -> None:
-    # lift.jit's programs take the function's leaves as `__lifted__`: JAX names
-    # a leaf a branch read as `__lifted__[k]`, which lift maps to the capture.
-    def program(__lifted__: tuple[Any, ...], x: Any) -> Any:
-        return x if __lifted__[1] > 0 else -x
+    # JAX names an argument's leaf by its key path (lift.jit's programs take the
+    # `Lifted` as `__lifted__`: `__lifted__.captures['v']`), which lift matches
+    # against the ends of the leaves' own key paths.
+    def program(__lifted__: dict[str, Any], x: Any) -> Any:
+        return x if __lifted__["v"] > 0 else -x
 
     with pytest.raises(jax.errors.ConcretizationTypeError) as info:
-        jax.jit(program)((1.0, 2.0), 3.0)
+        jax.jit(program)({"u": 1.0, "v": 2.0}, 3.0)
     named = _compat.concretized_arguments(str(info.value))
-    assert named is not None
-    found = [m[1] for n in named if (m := _compat.LIFTED_ARGUMENT.fullmatch(n))]
-    assert found == ["1"]
+    assert named == ["__lifted__['v']"]
     assert _compat.concretized_arguments("no argument named") is None
 
 
