@@ -29,7 +29,7 @@ from .programs import (
     Program,
     explain_call_error,
 )
-from .watch import STALE, Fast, check_cached, current, holds_tracer, watch
+from .watch import STALE, Fast, check_cached, current, holds_tracer, walk_read, watch
 
 __all__ = ["JitFunction"]
 
@@ -85,7 +85,7 @@ class JitFunction(Generic[_P, _R]):
         if current(fast):
             if _VERIFY.on:
                 check_cached(self._fn, self._lift, fast)
-            return fast.first
+            return fast.lifted
         # Read before the lift: a change meanwhile makes the state stale.
         context = conversion_context()
         lifted = self._lift()
@@ -96,11 +96,9 @@ class JitFunction(Generic[_P, _R]):
             return lifted
         # What the walk read, as it read it (`Walk.read`): a capture another
         # thread rebinds during the lift differs from it at the next call.
-        read: list[tuple[Any, Any]] = []
-        if isinstance(lifted, Lifted) and not isinstance(self._fn, Lifted):
-            read = getattr(cast(Any, lifted), "_read", read)
+        read = [] if isinstance(self._fn, Lifted) else walk_read(lifted)
         fast = self._fast = watch(lifted, read, context)
-        return fast.first
+        return fast.lifted
 
     def _lift(self) -> Any:
         options = self._lift_options
@@ -118,7 +116,7 @@ class JitFunction(Generic[_P, _R]):
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         # The cached call: `_lifted`, inlined while what it watches is current.
         fast = self._fast
-        first = fast.first if current(fast) and not _VERIFY.on else self._lifted()
+        first = fast.lifted if current(fast) and not _VERIFY.on else self._lifted()
         try:
             return self.program.for_nargs(len(args))(first, *args, **kwargs)
         except (TypeError, ValueError) as err:
@@ -141,7 +139,7 @@ class JitFunction(Generic[_P, _R]):
         with them: the captures, parameters of the shared program, are bound to
         the values they hold now.
         """
-        return self._lower((), args, kwargs)
+        return self.trace(*args, **kwargs).lower()
 
     def trace(self, *args: _P.args, **kwargs: _P.kwargs) -> Traced:
         """Trace for the given arguments, as `jax.jit(fn).trace(...)` does.
@@ -150,17 +148,6 @@ class JitFunction(Generic[_P, _R]):
         its captures as constants: the exported function takes `fn`'s arguments.
         """
         return self._trace((), args, kwargs)
-
-    def _lower(
-        self, bound: tuple[Any, ...], args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Lowered:
-        call = self.program.for_nargs(len(bound) + len(args))
-        first = self._lifted()
-        try:
-            inner = call.lower(first, *bound, *args, **kwargs)
-        except LiftError as err:
-            raise under_lift_jit(err) from None
-        return Lowered(inner, (first, *bound))
 
     def _trace(
         self, bound: tuple[Any, ...], args: tuple[Any, ...], kwargs: dict[str, Any]
