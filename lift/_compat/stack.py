@@ -95,35 +95,22 @@ def hashed_as_jit_static(obj: object, frame: types.FrameType) -> bool:
 
     Inside a container hashed in C (a tuple) the caller is `jax.jit`'s own frame;
     inside an object whose `__hash__` is written in Python (a frozen dataclass,
-    an `equinox.Module`) it is that `__hash__`, and `jax.jit` is further up.
+    an `equinox.Module`) it is that `__hash__`, and `jax.jit` is further up,
+    past such frames (at most `_HASH_DEPTH`): it hashed the outermost object.
     """
-    name = frame.f_code.co_name
-    if name == "__hash__":
-        return _hashed_inside_jit_static(frame)
-    if name not in _HASHES_STATIC_ARGS or not frame.f_code.co_filename.endswith(
-        _PJIT_FILE
-    ):
-        return False
-    return not _is_jitted(frame, obj)
-
-
-def _hashed_inside_jit_static(frame: types.FrameType) -> bool:
-    """`hashed_as_jit_static` for a caller that is another `__hash__`: up through
-    such frames (at most `_HASH_DEPTH`) to the one that hashed the outermost."""
-    outer = frame
-    for _ in range(_HASH_DEPTH):
-        back = outer.f_back
+    hashed: object = obj
+    for _ in range(_HASH_DEPTH + 1):
+        code = frame.f_code
+        if code.co_name != "__hash__":
+            return (
+                code.co_name in _HASHES_STATIC_ARGS
+                and code.co_filename.endswith(_PJIT_FILE)
+                and not _is_jitted(frame, hashed)
+            )
+        back = frame.f_back
         if back is None:
             return False
-        code = back.f_code
-        if code.co_name != "__hash__":
-            if code.co_name not in _HASHES_STATIC_ARGS or not code.co_filename.endswith(
-                _PJIT_FILE
-            ):
-                return False
-            # The outermost object hashed: a static argument, or the jitted function.
-            return not _is_jitted(back, outer.f_locals.get("self"))
-        outer = back
+        hashed, frame = frame.f_locals.get("self"), back
     return False
 
 
