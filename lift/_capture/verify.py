@@ -19,7 +19,7 @@ import os
 import threading
 from typing import Any, Final
 
-from .._base.errors import LiftError, type_text
+from .._base.errors import LiftError, describe, type_text
 
 __all__ = ["ENV", "STATE", "disagree", "same_leaves", "verifying"]
 
@@ -85,14 +85,12 @@ class verifying:
             STATE.on = self._before.pop()
 
 
-def disagree(path: str, what: Any, detail: str) -> LiftError:
-    """The error a fast path raises when it differs from the full rule."""
-    from .._base.errors import describe
-
+def disagree(fn: Any, detail: str) -> LiftError:
+    """The error the fast path (a `lift.jit` function's cached call of `fn`)
+    raises when it differs from the full rule."""
     return LiftError(
-        f"lift's {path} disagrees with the full walk for "
-        f"{what if isinstance(what, str) else describe(what)}: "
-        f"{detail}.\nThis is a bug in lift: the full walk's answer is the one "
+        f"lift's lift.jit cached call disagrees with the full walk for "
+        f"{describe(fn)}: {detail}.\nThis is a bug in lift: the full walk's answer is the one "
         "lift promises. Please report it with this message.",
         anchor="fast-path-disagrees",
     )

@@ -175,14 +175,9 @@ class JitFunction(Generic[_P, _R]):
             return self
         return BoundJitFunction(self, instance)
 
-    # Copies share the program (compiled code, one per code object anyway) and
-    # watch their function afresh.
-    def __copy__(self) -> Self:
-        new = object.__new__(type(self))
-        new._setup(self._fn, self.program, self._lift_options)
-        new.__dict__.update(self.__dict__)
-        return new
-
+    # Copies share the program (compiled code, one per code object anyway); a
+    # shallow copy shares the function and what a call reads of it (`copy.copy`
+    # copies every slot), a deep copy watches its own copy afresh.
     def __deepcopy__(self, memo: dict[int, Any]) -> Self:
         new = object.__new__(type(self))
         fn = copy.deepcopy(self._fn, memo)

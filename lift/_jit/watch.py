@@ -118,9 +118,7 @@ def check_cached(fn: Any, lift_now: Callable[[], Any], fast: Fast) -> None:
     except LiftError as err:
         if not current(fast):
             return
-        raise disagree(
-            "lift.jit cached call", fn, f"lifting it now refuses it ({err})"
-        ) from err
+        raise disagree(fn, f"lifting it now refuses it ({err})") from err
     if not current(fast):
         return
     leaves, treedef = cast(
@@ -143,7 +141,7 @@ def check_cached(fn: Any, lift_now: Callable[[], Any], fast: Fast) -> None:
         what, detail = "leaves", f" ({differs})"
         missed = f"other leaves ({differs})"
     if _read_otherwise(kept, fresh):
-        raise disagree("lift.jit cached call", fn, missed)
+        raise disagree(fn, missed)
     # Every capture the watch covers holds what it held, read alike by both
     # walks: a value inside a captured container or object changed in place
     # (seeing it would walk them on every call).
