@@ -9,8 +9,6 @@ import os
 import types
 from typing import Any, Final
 
-import jax
-
 # -- Tracebacks JAX has not filtered ---------------------------------------------
 #
 # Written against jax 0.10.2. `api_boundary` (jax/_src/traceback_util.py) drops
@@ -19,6 +17,8 @@ import jax
 # Leak checking runs with filtering off and filters afterwards, as the outermost
 # `api_boundary` would have, the exceptions it lets through.
 from jax._src import config as _config, traceback_util as _traceback_util
+
+from .._base.owners import is_user_module
 
 
 def filtering_mode() -> str:
@@ -66,22 +66,17 @@ _HASHES_STATIC_ARGS: Final = frozenset({"_infer_params", "_infer_params_internal
 
 _HASH_DEPTH: Final = 8  # `__hash__` methods nested inside one another, at most
 
-# Where JAX's and lift's own Python frames come from.
-_LIBRARIES: Final = (
-    os.path.dirname(jax.__file__) + os.sep,
-    os.path.dirname(os.path.dirname(__file__)) + os.sep,
-)
-
 
 def user_stacklevel(frame: types.FrameType) -> int:
     """The `stacklevel` that makes a warning issued by the function `frame` called
-    point at the user's code: past JAX's and lift's frames and `__hash__` methods
-    (an object hashing what it holds), to the call that caused them."""
+    point at the user's code: past the libraries' frames (`is_user_module`) and
+    `__hash__` methods (an object hashing what it holds), to the call that
+    caused them."""
     level = 2
     current: types.FrameType | None = frame
     while current is not None and (
         current.f_code.co_name == "__hash__"
-        or current.f_code.co_filename.startswith(_LIBRARIES)
+        or not is_user_module(current.f_globals.get("__name__"))
     ):
         current = current.f_back
         level += 1
