@@ -108,8 +108,6 @@ def jit(fn: Callable[_P, _R] | None = None, /, **jit_kwargs: Any) -> Any:
     **Raises:** `lift.LiftError` when an option names no parameter of `fn`, or
     marks one both static and donated.
     """
-    if fn is not None and not jit_kwargs:  # `@lift.jit`, the common case
-        return _decorate(fn, jit_kwargs, (), {})
     lift_options = {k: jit_kwargs.pop(k) for k in _LIFT_OPTIONS if k in jit_kwargs}
     key = options_key(jit_kwargs)
 

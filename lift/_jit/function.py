@@ -114,9 +114,7 @@ class JitFunction(Generic[_P, _R]):
                 del better  # not kept by this frame (its traceback holds it)
 
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        # The cached call: `_lifted`, inlined while what it watches is current.
-        fast = self._fast
-        first = fast.lifted if current(fast) and not _VERIFY.on else self._lifted()
+        first = self._lifted()
         try:
             return self.program.for_nargs(len(args))(first, *args, **kwargs)
         except (TypeError, ValueError) as err:
@@ -202,15 +200,11 @@ _FN_ATTRS: Final = frozenset({"__name__", "__qualname__", "__annotations__"})
 # A `lift.jit` function is a pytree whose one child is the function lifted, and
 # whose aux data is the shared program: captured by another lifted function (a
 # step calling a jitted helper), its dynamic captures are leaves of that one.
-def _flatten(x: JitFunction[Any, Any]) -> tuple[tuple[Any], Program]:
-    return (x._lifted(),), x.program  # pyright: ignore[reportPrivateUsage]
-
-
 def _flatten_with_keys(
     x: JitFunction[Any, Any],
 ) -> tuple[tuple[tuple[Any, Any]], Program]:
-    (lifted,), program = _flatten(x)
-    return ((jax.tree_util.GetAttrKey("__wrapped__"), lifted),), program
+    lifted = x._lifted()  # pyright: ignore[reportPrivateUsage]
+    return ((jax.tree_util.GetAttrKey("__wrapped__"), lifted),), x.program
 
 
 def _unflatten(program: Program, children: Iterable[Any]) -> JitFunction[Any, Any]:
@@ -222,7 +216,7 @@ def _unflatten(program: Program, children: Iterable[Any]) -> JitFunction[Any, An
 
 
 jax.tree_util.register_pytree_with_keys(  # pyright: ignore[reportUnknownMemberType]
-    JitFunction, _flatten_with_keys, _unflatten, _flatten
+    JitFunction, _flatten_with_keys, _unflatten
 )
 
 
