@@ -56,10 +56,11 @@ class Watch:
 
     @property
     def cell_contents(self) -> object:
-        now, then = _parts(self.obj), self.parts
-        if len(now) == len(then) and all(map(_same, now, then)):
-            return self.token
-        return object()
+        return self.token if _same_parts(_parts(self.obj), self.parts) else object()
+
+
+def _same_parts(now: tuple[Any, ...], then: tuple[Any, ...]) -> bool:
+    return len(now) == len(then) and all(map(_same, now, then))
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -169,11 +170,7 @@ def _read_otherwise(kept: Any, fresh: Any) -> bool:
     then = {id(obj): held for obj, held in walk_read(kept)}
     return not all(
         then.get(id(obj), held) is held
-        or (
-            type(obj) is not types.CellType
-            and len(then[id(obj)]) == len(held)
-            and all(map(_same, then[id(obj)], held))
-        )
+        or (type(obj) is not types.CellType and _same_parts(held, then[id(obj)]))
         for obj, held in walk_read(fresh)
     )
 
