@@ -11,20 +11,6 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
-__all__ = [
-    "LIFTED_ARGUMENT",
-    "asks_for_a_concrete_value",
-    "number_method",
-    "tracer_use",
-    "bad_argument",
-    "is_unhashable_static",
-    "concretized_arguments",
-    "has_custom_nodes",
-    "is_signature_mismatch",
-    "leaked_tracer_text",
-    "treedef_text",
-]
-
 # How JAX names the leaves of `lift.jit`'s first argument, `__lifted__`, in its
 # messages: `__lifted__[0]` (`__lifted___[0]` when the name is mangled).
 LIFTED_ARGUMENT: Final = re.compile(r"__lifted___*\[(\d+)\]")
