@@ -96,15 +96,6 @@ class LiftAttributeError(LiftError, AttributeError):
             self.args = (message + docs_anchor(self.anchor or "lifted-a-factory"),)
         return super().__str__()
 
-    @classmethod
-    def written_when_read(cls, lifted: Any, name: str) -> LiftAttributeError:
-        """The error for `lifted.name`, its message written when first read."""
-        err = cls(anchor="lifted-a-factory")
-        err.name = name
-        err.obj = lifted
-        err._unwritten = (lifted, name)
-        return err
-
     def __reduce__(self) -> tuple[Any, ...]:
         # By function: the class's `__module__` is "lift", which does not export it.
         return (_attribute_error, (str(self),))
@@ -196,7 +187,11 @@ def missing_attribute(lifted: Any, name: str) -> LiftAttributeError:
     annotation is a class that has `name`. The message is written when read, so
     that `hasattr` and `getattr(x, name, default)` stay cheap.
     """
-    return LiftAttributeError.written_when_read(lifted, name)
+    err = LiftAttributeError(anchor="lifted-a-factory")
+    err.name = name
+    err.obj = lifted
+    err._unwritten = (lifted, name)  # pyright: ignore[reportPrivateUsage]
+    return err
 
 
 def _missing_message(lifted: Any, name: str) -> str:

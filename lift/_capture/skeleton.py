@@ -39,7 +39,6 @@ __all__ = [
     "root_name",
     "skeleton_of",
     "skeleton_repr",
-    "static_changes",
 ]
 
 
@@ -284,29 +283,6 @@ class LiftedParts(Protocol):
 
 
 # The one place beneath `lift._capture.lifted` that reads a `Lifted`'s private state.
-
-
-def static_changes(a: Skeleton, b: Skeleton) -> list[tuple[Any, Any]] | None:
-    """The static values that differ between two skeletons of one graph (the
-    same nodes, captures and structures, each slot of the same kind), as pairs
-    `(in a, in b)`; `None` when anything else differs."""
-    if len(a.nodes) != len(b.nodes):
-        return None
-    out: list[tuple[Any, Any]] = []
-    for na, nb in zip(a.nodes, b.nodes, strict=True):
-        pa, pb = na.parts(), nb.parts()
-        if type(na) is not type(nb) or len(pa) != len(pb):
-            return None
-        for (la, ta), (lb, tb) in zip(pa, pb, strict=True):
-            if la != lb or ta.treedef != tb.treedef or len(ta.slots) != len(tb.slots):
-                return None
-            for u, v in zip(ta.slots, tb.slots, strict=True):
-                if type(u) is Static and type(v) is Static:
-                    if u != v:
-                        out.append((u.value, v.value))
-                elif type(u) is not type(v) or u != v:
-                    return None
-    return out
 
 
 def skeleton_of(x: LiftedParts) -> Skeleton:

@@ -15,11 +15,13 @@ thread.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
+from collections.abc import Generator
 from typing import Any, Final
 
-from .._base.errors import LiftError, type_text
+from .._base.errors import LiftError, describe, type_text
 
 __all__ = ["ENV", "STATE", "disagree", "same_leaves", "verifying"]
 
@@ -39,7 +41,8 @@ STATE: Final = _State()
 _lock = threading.Lock()
 
 
-class verifying:
+@contextlib.contextmanager
+def verifying(enabled: bool = True) -> Generator[None]:
     """Make every fast path of lift check itself against the full walk, in a block.
 
     Inside the block, a `lift.jit` function's cached call also lifts the
@@ -68,31 +71,21 @@ class verifying:
     - `enabled`: `False` turns the checks off in the block instead (for a
       benchmark inside a suite run with `LIFT_VERIFY=1`).
     """
-
-    __slots__ = ("_before", "_enabled")
-
-    def __init__(self, enabled: bool = True) -> None:
-        self._enabled = bool(enabled)
-        self._before: list[bool] = []
-
-    def __enter__(self) -> None:
+    with _lock:
+        before, STATE.on = STATE.on, bool(enabled)
+    try:
+        yield
+    finally:
         with _lock:
-            self._before.append(STATE.on)
-            STATE.on = self._enabled
-
-    def __exit__(self, *exc: object) -> None:
-        with _lock:
-            STATE.on = self._before.pop()
+            STATE.on = before
 
 
-def disagree(path: str, what: Any, detail: str) -> LiftError:
-    """The error a fast path raises when it differs from the full rule."""
-    from .._base.errors import describe
-
+def disagree(fn: Any, detail: str) -> LiftError:
+    """The error the fast path (a `lift.jit` function's cached call of `fn`)
+    raises when it differs from the full rule."""
     return LiftError(
-        f"lift's {path} disagrees with the full walk for "
-        f"{what if isinstance(what, str) else describe(what)}: "
-        f"{detail}.\nThis is a bug in lift: the full walk's answer is the one "
+        f"lift's lift.jit cached call disagrees with the full walk for "
+        f"{describe(fn)}: {detail}.\nThis is a bug in lift: the full walk's answer is the one "
         "lift promises. Please report it with this message.",
         anchor="fast-path-disagrees",
     )

@@ -11,19 +11,6 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
-__all__ = [
-    "asks_for_a_concrete_value",
-    "number_method",
-    "tracer_use",
-    "bad_argument",
-    "is_unhashable_static",
-    "concretized_arguments",
-    "has_custom_nodes",
-    "is_signature_mismatch",
-    "leaked_tracer_text",
-    "treedef_text",
-]
-
 # `ConcretizationTypeError`: "... depends on the value of the argument x." (or
 # "the values of the arguments a, b and c").
 _DEPENDS: Final = re.compile(

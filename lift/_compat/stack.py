@@ -9,8 +9,6 @@ import os
 import types
 from typing import Any, Final
 
-import jax
-
 # -- Tracebacks JAX has not filtered ---------------------------------------------
 #
 # Written against jax 0.10.2. `api_boundary` (jax/_src/traceback_util.py) drops
@@ -19,6 +17,8 @@ import jax
 # Leak checking runs with filtering off and filters afterwards, as the outermost
 # `api_boundary` would have, the exceptions it lets through.
 from jax._src import config as _config, traceback_util as _traceback_util
+
+from .._base.owners import is_user_module
 
 
 def filtering_mode() -> str:
@@ -66,22 +66,17 @@ _HASHES_STATIC_ARGS: Final = frozenset({"_infer_params", "_infer_params_internal
 
 _HASH_DEPTH: Final = 8  # `__hash__` methods nested inside one another, at most
 
-# Where JAX's and lift's own Python frames come from.
-_LIBRARIES: Final = (
-    os.path.dirname(jax.__file__) + os.sep,
-    os.path.dirname(os.path.dirname(__file__)) + os.sep,
-)
-
 
 def user_stacklevel(frame: types.FrameType) -> int:
     """The `stacklevel` that makes a warning issued by the function `frame` called
-    point at the user's code: past JAX's and lift's frames and `__hash__` methods
-    (an object hashing what it holds), to the call that caused them."""
+    point at the user's code: past the libraries' frames (`is_user_module`) and
+    `__hash__` methods (an object hashing what it holds), to the call that
+    caused them."""
     level = 2
     current: types.FrameType | None = frame
     while current is not None and (
         current.f_code.co_name == "__hash__"
-        or current.f_code.co_filename.startswith(_LIBRARIES)
+        or not is_user_module(current.f_globals.get("__name__"))
     ):
         current = current.f_back
         level += 1
@@ -95,35 +90,22 @@ def hashed_as_jit_static(obj: object, frame: types.FrameType) -> bool:
 
     Inside a container hashed in C (a tuple) the caller is `jax.jit`'s own frame;
     inside an object whose `__hash__` is written in Python (a frozen dataclass,
-    an `equinox.Module`) it is that `__hash__`, and `jax.jit` is further up.
+    an `equinox.Module`) it is that `__hash__`, and `jax.jit` is further up,
+    past such frames (at most `_HASH_DEPTH`): it hashed the outermost object.
     """
-    name = frame.f_code.co_name
-    if name == "__hash__":
-        return _hashed_inside_jit_static(frame)
-    if name not in _HASHES_STATIC_ARGS or not frame.f_code.co_filename.endswith(
-        _PJIT_FILE
-    ):
-        return False
-    return not _is_jitted(frame, obj)
-
-
-def _hashed_inside_jit_static(frame: types.FrameType) -> bool:
-    """`hashed_as_jit_static` for a caller that is another `__hash__`: up through
-    such frames (at most `_HASH_DEPTH`) to the one that hashed the outermost."""
-    outer = frame
-    for _ in range(_HASH_DEPTH):
-        back = outer.f_back
+    hashed: object = obj
+    for _ in range(_HASH_DEPTH + 1):
+        code = frame.f_code
+        if code.co_name != "__hash__":
+            return (
+                code.co_name in _HASHES_STATIC_ARGS
+                and code.co_filename.endswith(_PJIT_FILE)
+                and not _is_jitted(frame, hashed)
+            )
+        back = frame.f_back
         if back is None:
             return False
-        code = back.f_code
-        if code.co_name != "__hash__":
-            if code.co_name not in _HASHES_STATIC_ARGS or not code.co_filename.endswith(
-                _PJIT_FILE
-            ):
-                return False
-            # The outermost object hashed: a static argument, or the jitted function.
-            return not _is_jitted(back, outer.f_locals.get("self"))
-        outer = back
+        hashed, frame = frame.f_locals.get("self"), back
     return False
 
 

@@ -22,7 +22,7 @@ from typing import Any, Final, TypeVar, cast, overload
 
 from typing_extensions import ParamSpec
 
-from .._base.errors import LiftError
+from .._base.errors import LiftError, static_str
 from .._capture.describe import reject
 from .function import JitFunction
 from .programs import options_key, program
@@ -108,8 +108,6 @@ def jit(fn: Callable[_P, _R] | None = None, /, **jit_kwargs: Any) -> Any:
     **Raises:** `lift.LiftError` when an option names no parameter of `fn`, or
     marks one both static and donated.
     """
-    if fn is not None and not jit_kwargs:  # `@lift.jit`, the common case
-        return _decorate(fn, jit_kwargs, (), {})
     lift_options = {k: jit_kwargs.pop(k) for k in _LIFT_OPTIONS if k in jit_kwargs}
     key = options_key(jit_kwargs)
 
@@ -119,13 +117,6 @@ def jit(fn: Callable[_P, _R] | None = None, /, **jit_kwargs: Any) -> Any:
     if fn is None:
         return decorator
     return decorator(fn)
-
-
-def _shown(x: Any) -> str:
-    try:
-        return f"{x!r:.60}"
-    except Exception:
-        return f"<{type(x).__name__} object>"
 
 
 def _decorate(
@@ -142,7 +133,7 @@ def _decorate(
         raise reject(fn, "lift.jit")
     elif type(fn) is not types.FunctionType and not callable(fn):
         raise LiftError(
-            f"lift.jit() got {type(fn).__qualname__} {_shown(fn)}, which is not "
+            f"lift.jit() got {type(fn).__qualname__} {static_str(fn, 60)}, which is not "
             "callable.\nFix: decorate a function: `@lift.jit` above its `def`.",
             anchor="jit-not-callable",
         )

@@ -27,7 +27,7 @@ class BoundJitFunction:
     # Ahead of time, the instance is bound as it is to the method: what these
     # return take and describe the method's other arguments.
     def lower(self, *args: Any, **kwargs: Any) -> Lowered:
-        return self.__func__._lower((self.__self__,), args, kwargs)  # pyright: ignore[reportPrivateUsage]
+        return self.trace(*args, **kwargs).lower()
 
     def trace(self, *args: Any, **kwargs: Any) -> Traced:
         return self.__func__._trace((self.__self__,), args, kwargs)  # pyright: ignore[reportPrivateUsage]

@@ -29,7 +29,7 @@ from .programs import (
     Program,
     explain_call_error,
 )
-from .watch import STALE, Fast, check_cached, current, holds_tracer, watch
+from .watch import STALE, Fast, check_cached, current, holds_tracer, walk_read, watch
 
 __all__ = ["JitFunction"]
 
@@ -85,7 +85,7 @@ class JitFunction(Generic[_P, _R]):
         if current(fast):
             if _VERIFY.on:
                 check_cached(self._fn, self._lift, fast)
-            return fast.first
+            return fast.lifted
         # Read before the lift: a change meanwhile makes the state stale.
         context = conversion_context()
         lifted = self._lift()
@@ -96,11 +96,9 @@ class JitFunction(Generic[_P, _R]):
             return lifted
         # What the walk read, as it read it (`Walk.read`): a capture another
         # thread rebinds during the lift differs from it at the next call.
-        read: list[tuple[Any, Any]] = []
-        if isinstance(lifted, Lifted) and not isinstance(self._fn, Lifted):
-            read = getattr(cast(Any, lifted), "_read", read)
+        read = [] if isinstance(self._fn, Lifted) else walk_read(lifted)
         fast = self._fast = watch(lifted, read, context)
-        return fast.first
+        return fast.lifted
 
     def _lift(self) -> Any:
         options = self._lift_options
@@ -116,9 +114,7 @@ class JitFunction(Generic[_P, _R]):
                 del better  # not kept by this frame (its traceback holds it)
 
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        # The cached call: `_lifted`, inlined while what it watches is current.
-        fast = self._fast
-        first = fast.first if current(fast) and not _VERIFY.on else self._lifted()
+        first = self._lifted()
         try:
             return self.program.for_nargs(len(args))(first, *args, **kwargs)
         except (TypeError, ValueError) as err:
@@ -141,7 +137,7 @@ class JitFunction(Generic[_P, _R]):
         with them: the captures, parameters of the shared program, are bound to
         the values they hold now.
         """
-        return self._lower((), args, kwargs)
+        return self.trace(*args, **kwargs).lower()
 
     def trace(self, *args: _P.args, **kwargs: _P.kwargs) -> Traced:
         """Trace for the given arguments, as `jax.jit(fn).trace(...)` does.
@@ -150,17 +146,6 @@ class JitFunction(Generic[_P, _R]):
         its captures as constants: the exported function takes `fn`'s arguments.
         """
         return self._trace((), args, kwargs)
-
-    def _lower(
-        self, bound: tuple[Any, ...], args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Lowered:
-        call = self.program.for_nargs(len(bound) + len(args))
-        first = self._lifted()
-        try:
-            inner = call.lower(first, *bound, *args, **kwargs)
-        except LiftError as err:
-            raise under_lift_jit(err) from None
-        return Lowered(inner, (first, *bound))
 
     def _trace(
         self, bound: tuple[Any, ...], args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -188,14 +173,9 @@ class JitFunction(Generic[_P, _R]):
             return self
         return BoundJitFunction(self, instance)
 
-    # Copies share the program (compiled code, one per code object anyway) and
-    # watch their function afresh.
-    def __copy__(self) -> Self:
-        new = object.__new__(type(self))
-        new._setup(self._fn, self.program, self._lift_options)
-        new.__dict__.update(self.__dict__)
-        return new
-
+    # Copies share the program (compiled code, one per code object anyway); a
+    # shallow copy shares the function and what a call reads of it (`copy.copy`
+    # copies every slot), a deep copy watches its own copy afresh.
     def __deepcopy__(self, memo: dict[int, Any]) -> Self:
         new = object.__new__(type(self))
         fn = copy.deepcopy(self._fn, memo)
@@ -220,15 +200,11 @@ _FN_ATTRS: Final = frozenset({"__name__", "__qualname__", "__annotations__"})
 # A `lift.jit` function is a pytree whose one child is the function lifted, and
 # whose aux data is the shared program: captured by another lifted function (a
 # step calling a jitted helper), its dynamic captures are leaves of that one.
-def _flatten(x: JitFunction[Any, Any]) -> tuple[tuple[Any], Program]:
-    return (x._lifted(),), x.program  # pyright: ignore[reportPrivateUsage]
-
-
 def _flatten_with_keys(
     x: JitFunction[Any, Any],
 ) -> tuple[tuple[tuple[Any, Any]], Program]:
-    (lifted,), program = _flatten(x)
-    return ((jax.tree_util.GetAttrKey("__wrapped__"), lifted),), program
+    lifted = x._lifted()  # pyright: ignore[reportPrivateUsage]
+    return ((jax.tree_util.GetAttrKey("__wrapped__"), lifted),), x.program
 
 
 def _unflatten(program: Program, children: Iterable[Any]) -> JitFunction[Any, Any]:
@@ -240,7 +216,7 @@ def _unflatten(program: Program, children: Iterable[Any]) -> JitFunction[Any, An
 
 
 jax.tree_util.register_pytree_with_keys(  # pyright: ignore[reportUnknownMemberType]
-    JitFunction, _flatten_with_keys, _unflatten, _flatten
+    JitFunction, _flatten_with_keys, _unflatten
 )
 
 

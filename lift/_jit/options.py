@@ -123,14 +123,17 @@ def resolved(
 
 
 def shifted(options: dict[str, Any], k: int) -> dict[str, Any]:
-    """Options for the function with its first `k` positional arguments bound."""
+    """Options for the function with its first `k` positional arguments bound
+    (numbers counted from the end name the same arguments)."""
     if not k:
         return options
     options = dict(options)
     for option in ARGNUMS:
         if option in options:
             nums = as_tuple(options[option], int)
-            options[option] = tuple(n - k for n in nums if n < 0 or n >= k)
+            options[option] = tuple(
+                n - k if n >= 0 else n for n in nums if n < 0 or n >= k
+            )
     in_shardings = options.get("in_shardings")
     if isinstance(in_shardings, (tuple, list)):
         options["in_shardings"] = tuple(in_shardings[k:])  # pyright: ignore[reportUnknownArgumentType]

@@ -203,11 +203,7 @@ def options_key(jit_kwargs: dict[str, Any]) -> Any:
     if not jit_kwargs:
         return ()
     key = tuple(sorted((k, _freeze(v)) for k, v in jit_kwargs.items()))
-    try:
-        hash(key)
-    except TypeError:
-        return None
-    return key
+    return key if _hashable(key) else None
 
 
 def _shape_key(fn: Any) -> Any:
@@ -284,9 +280,7 @@ def _trampoline(fn: Any, signature: inspect.Signature) -> Callable[..., Any]:
     takes `fn`'s name, file and line, and a signature with `fn`'s parameters after
     the lifted function, so `static_argnames` and messages work as for `fn`.
     """
-    name = getattr(fn, "__name__", None)
-    if not isinstance(name, str):
-        name = type(fn).__name__
+    name = fn_name(fn)
     qualname = getattr(fn, "__qualname__", None)
     if not isinstance(qualname, str):
         qualname = name

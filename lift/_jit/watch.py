@@ -21,7 +21,7 @@ from .._base.errors import LiftError, describe
 from .._capture.lifted import Lifted
 from .._capture.nodes import Static
 from .._capture.side_effects import own_changed
-from .._capture.skeleton import skeleton_of, static_changes
+from .._capture.skeleton import skeleton_of
 from .._capture.verify import disagree, same_leaves
 from .._compat import DEFAULT_DEVICE, X64
 from .._holders.closure import function_held, partial_parts
@@ -56,10 +56,11 @@ class Watch:
 
     @property
     def cell_contents(self) -> object:
-        now, then = _parts(self.obj), self.parts
-        if len(now) == len(then) and all(map(_same, now, then)):
-            return self.token
-        return object()
+        return self.token if _same_parts(_parts(self.obj), self.parts) else object()
+
+
+def _same_parts(now: tuple[Any, ...], then: tuple[Any, ...]) -> bool:
+    return len(now) == len(then) and all(map(_same, now, then))
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -96,19 +97,21 @@ def holds_tracer(lifted: Any) -> bool:
 
 
 def check_cached(fn: Any, lift_now: Callable[[], Any], fast: Fast) -> None:
-    """With `lift.verifying()` on: that what a cached call passes (`fast.first`,
-    the function lifted) is what lifting the function now gives. `fast.lifted`
-    is the lift it was made from: when that too differs from lifting now, the
-    captures changed in place. When `fast` is no longer current after lifting
-    now (another thread rebound a capture meanwhile), the two lifts read
-    different bindings and nothing is compared.
+    """With `lift.verifying()` on: that what a cached call passes (`fast.lifted`)
+    is what lifting the function now gives. When they differ, what the two
+    walks read (`Walk.read`) says why: a cell, function or partial the watch
+    covers that the walk now reads otherwise is a change the watch missed (a
+    bug in lift); anything else changed inside a captured container or object,
+    in place, which a cached call does not see. When `fast` is no longer
+    current after lifting now (another thread rebound a capture meanwhile),
+    the two lifts read different bindings and nothing is compared.
 
     The contents of your own lists, dicts and sets (a log a function fills
     while it traces, a trace counter, a loss log a callback fills) are not
     part of what a cached call promises: it serves what it compiled, as
     `jax.jit` does for a closure. While one of them differs from what `kept`
     was keyed with, nothing is compared."""
-    first, kept = fast.first, fast.lifted
+    kept = fast.lifted
     if _own_changed(kept):
         return
     try:
@@ -116,9 +119,7 @@ def check_cached(fn: Any, lift_now: Callable[[], Any], fast: Fast) -> None:
     except LiftError as err:
         if not current(fast):
             return
-        raise disagree(
-            "lift.jit cached call", fn, f"lifting it now refuses it ({err})"
-        ) from err
+        raise disagree(fn, f"lifting it now refuses it ({err})") from err
     if not current(fast):
         return
     leaves, treedef = cast(
@@ -127,27 +128,25 @@ def check_cached(fn: Any, lift_now: Callable[[], Any], fast: Fast) -> None:
     )
     first, tree = cast(
         "tuple[list[Any], Any]",
-        jax.tree_util.tree_flatten(first),  # pyright: ignore[reportUnknownMemberType]
+        jax.tree_util.tree_flatten(kept),  # pyright: ignore[reportUnknownMemberType]
     )
     if treedef != tree:
-        if _changed_since(kept, fresh, tree) is None:
-            raise disagree(
-                "lift.jit cached call",
-                fn,
-                f"another treedef:\n  cached: {tree!r:.400}\n  now:    {treedef!r:.400}",
-            )
-        # Only statics changed since the kept lift (inside a captured container
-        # or object, since the cells are watched): in place.
-        raise _changed_in_place(fn, "a program compiled for static values", "")
-    differs = same_leaves(first, leaves)
-    if differs is not None:
-        if same_leaves(jax.tree_util.tree_leaves(kept), leaves) is None:
-            raise disagree("lift.jit cached call", fn, f"other leaves ({differs})")
-        # Every capture it watches holds what it held, and the lift it kept
-        # differs from one made now: a value inside a captured container or
-        # object changed in place, which a cached call does not see (it would
-        # walk them on every call).
-        raise _changed_in_place(fn, "leaves", f" ({differs})")
+        what, detail = "a program compiled for static values", ""
+        missed = (
+            f"another treedef:\n  cached: {tree!r:.400}\n  now:    {treedef!r:.400}"
+        )
+    else:
+        differs = same_leaves(first, leaves)
+        if differs is None:
+            return
+        what, detail = "leaves", f" ({differs})"
+        missed = f"other leaves ({differs})"
+    if _read_otherwise(kept, fresh):
+        raise disagree(fn, missed)
+    # Every capture the watch covers holds what it held, read alike by both
+    # walks: a value inside a captured container or object changed in place
+    # (seeing it would walk them on every call).
+    raise _changed_in_place(fn, what, detail)
 
 
 def _own_changed(kept: Any) -> bool:
@@ -165,16 +164,20 @@ def _own_changed(kept: Any) -> bool:
     )
 
 
-def _changed_since(kept: Any, fresh: Any, tree: Any) -> list[tuple[Any, Any]] | None:
-    """The statics that differ between `kept`, the lift a cached call was made
-    from (with the treedef `tree`), and `fresh`, a lift made now; `None` when
-    more than statics differs, or there is no such lift."""
-    if not isinstance(kept, Lifted) or not isinstance(fresh, Lifted):
-        return None
-    old, new = cast("Lifted[..., Any]", kept), cast("Lifted[..., Any]", fresh)
-    if jax.tree_util.tree_structure(old) != tree:  # pyright: ignore[reportUnknownMemberType]
-        return None
-    return static_changes(skeleton_of(old), skeleton_of(new))
+def _read_otherwise(kept: Any, fresh: Any) -> bool:
+    """Whether the walk that lifted `fresh` read, of a cell, function or
+    partial that the walk of `kept` read too, something else (by identity)."""
+    then = {id(obj): held for obj, held in walk_read(kept)}
+    return not all(
+        then.get(id(obj), held) is held
+        or (type(obj) is not types.CellType and _same_parts(held, then[id(obj)]))
+        for obj, held in walk_read(fresh)
+    )
+
+
+def walk_read(lifted: Any) -> list[tuple[Any, Any]]:
+    """What the walk that lifted `lifted` read (`Walk.read`), as it read it."""
+    return getattr(cast(Any, lifted), "_read", []) if isinstance(lifted, Lifted) else []
 
 
 def _changed_in_place(fn: Any, what: str, detail: str) -> LiftError:
@@ -195,8 +198,7 @@ class Fast(NamedTuple):
     graph and what they held when the walk read them, its functions without
     keyword-only defaults or attributes with their code and defaults (checked
     in C), the float width and default device read before the lift, the
-    function lifted (`lifted`) and what a call passes in front of its
-    arguments (`first`: the same)."""
+    function lifted (`lifted`: what a call passes in front of its arguments)."""
 
     cells: tuple[Any, ...]
     contents: tuple[Any, ...]
@@ -204,13 +206,12 @@ class Fast(NamedTuple):
     codes: tuple[types.CodeType, ...]
     defaults: tuple[Any, ...]
     context: tuple[Any, Any]
-    first: Any
     lifted: Any
 
 
 # Never current: a cell holding `None` where it held another object.
 STALE: Final = Fast(
-    (types.CellType(None),), (object(),), (), (), (), (None, None), None, None
+    (types.CellType(None),), (object(),), (), (), (), (None, None), None
 )
 
 
@@ -244,13 +245,12 @@ def watch(lifted: Any, read: list[tuple[Any, Any]], context: tuple[Any, Any]) ->
         tuple(defaults for _, _, defaults in fns),
         context,
         lifted,
-        lifted,
     )
 
 
 def current(fast: Fast) -> bool:
     """Whether what `fast` watches holds what it held: the one check."""
-    cells, contents, fns, codes, defaults, (x64, device), _, _ = fast
+    cells, contents, fns, codes, defaults, (x64, device), _ = fast
     try:
         return (
             all(map(is_, map(_contents, cells), contents))

@@ -37,21 +37,27 @@ def _jitted(lr: Any) -> Any:
     return step
 
 
-def test_a_stale_jit_cached_call_is_caught() -> None:
-    step = _jitted(jnp.asarray(0.5))
+def test_a_change_the_jit_cached_call_missed_is_caught() -> None:
+    lr = jnp.asarray(0.5)
+
+    @lift.jit
+    def step(w):
+        return w - lr * 2.0
+
     for _ in range(3):  # the third call takes the fast path
         assert float(step(1.0)) == 0.0
-    # Break the fast path: what it passes in front of the arguments.
-    fast = step._fast
-    step._fast = fast._replace(first=jax.tree.map(lambda leaf: leaf * 2, fast.first))
+    # Break the fast path: it watches no cell, and misses `lr` rebound.
+    step._fast = step._fast._replace(cells=(), contents=())
+    lr = jnp.asarray(0.25)
     with lift.verifying(False):
-        assert float(step(1.0)) == -1.0  # served wrong, unchecked
+        assert float(step(1.0)) == 0.0  # served stale, unchecked
     with (
         lift.verifying(),
         pytest.raises(
             lift.LiftError,
             match=r"(?s)lift's lift.jit cached call disagrees with the full walk "
-            r"for _jitted.<locals>.step .*other leaves \(leaf 0: ",
+            r"for test_a_change_the_jit_cached_call_missed_is_caught.<locals>.step "
+            r".*other leaves \(leaf 0: .*This is a bug in lift",
         ),
     ):
         step(1.0)

@@ -139,6 +139,26 @@ def test_a_methods_stages_bind_the_instance_as_jax_jit_of_the_bound_method() -> 
         np.testing.assert_allclose(exported.call(x), 3.0)
 
 
+class Scaled(eqx.Module):
+    a: jax.Array
+
+    @lift.jit(static_argnums=-1)
+    def apply(self, x, n):
+        return self.a * x * n
+
+
+def test_a_methods_stages_count_argument_numbers_from_the_end_as_jax_jit() -> None:
+    # Regression: the program of the method alone (its jaxpr, export) counted
+    # `-1` from the end of the arguments with the instance, so it made `x`
+    # static, not `n`.
+    m = Scaled(jnp.asarray(2.0))
+    x = jnp.ones(3)
+    plain = jax.jit(m.apply.__wrapped__, static_argnums=-1)
+    assert str(m.apply.trace(x, 3).jaxpr) == str(plain.trace(x, 3).jaxpr)
+    exported = jax.export.export(m.apply)(x, 3)
+    np.testing.assert_allclose(exported.call(x), 6.0)
+
+
 # -- export ------------------------------------------------------------------------
 
 
