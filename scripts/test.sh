@@ -13,7 +13,8 @@
 # default mode (`--lift-leaks`, fast) with JAX's checker off, as a user's suite
 # runs it; `both` runs under JAX's checker with the plugin on too (each test
 # then runs inside `lift.checking_leaks()`). `--ends` runs the whole suite at
-# the oldest end with `lift` and at the newest with `jax`.
+# the oldest end with `lift` and at the newest with `jax` (the benchmarks' smoke
+# run at the newest only).
 #
 #   bash scripts/test.sh                  # the core, with python3 and the newest
 #                                         # JAX pip finds for it (--quick: the same)
@@ -78,13 +79,19 @@ if [ "$ends" = 1 ]; then
     # collects garbage at every trace exit: on the oldest JAX the suite took
     # 2 036 s under it against 1 168 s under the plugin, on the newest 1 332 s.)
     ends_leaks=(lift jax)
+    # The benchmarks' smoke run (every benchmark module at tiny sizes, in a
+    # process of its own: about a minute) at the newest end only, where the
+    # benchmarks' published numbers are measured; the rest of
+    # tests/test_benchmarks.py runs at both.
+    smoke=tests/test_benchmarks.py::test_every_benchmark_runs_in_the_smoke_run
+    ends_extra=("--deselect=$smoke" "")
     pids=()
     for i in "${!ends_run[@]}"; do
         read -r python jax <<<"${ends_run[$i]}"
         # --durations: the slowest tests of each end, in CI's log.
         bash "$here/test.sh" --all --python "$python" --jax "$jax" \
-            --leaks "${ends_leaks[$i]}" --durations=15 ${args[@]+"${args[@]}"} \
-            >"$logs/$python.log" 2>&1 &
+            --leaks "${ends_leaks[$i]}" --durations=15 ${ends_extra[$i]:+"${ends_extra[$i]}"} \
+            ${args[@]+"${args[@]}"} >"$logs/$python.log" 2>&1 &
         pids+=($!)
     done
     failed=()

@@ -46,6 +46,9 @@ from typing import Any
 
 HERE = pathlib.Path(__file__).resolve().parent
 SOURCES = HERE / "sources"
+# Plain runs' outcomes, recorded with the environment they ran in (`--record`,
+# `--recorded`).
+RECORDED = HERE / "recorded"
 
 Report = dict[str, Any]
 
@@ -420,6 +423,18 @@ def compare(
     return problems, explained
 
 
+def _key_change(old: Any, new: dict[str, Any]) -> str:
+    """What differs between a recorded key and this run's, briefly."""
+    if not isinstance(old, dict):
+        return " (none recorded)"
+    changed = [k for k in new if old.get(k) != new[k]]  # pyright: ignore[reportUnknownMemberType]
+    if "environment" in changed:
+        was, now = set(old["environment"]), set(new["environment"])  # pyright: ignore[reportUnknownArgumentType]
+        diff = sorted(now - was)[:5] + [f"not {d}" for d in sorted(was - now)[:5]]
+        return f" ({', '.join(changed)}: {', '.join(diff)})"
+    return f" ({', '.join(changed)})"
+
+
 def summarise(suite: Suite, mode: str, report: Report) -> str:
     tests = [t for n, t in report["tests"].items() if file_of(n) != CANARY]
     outcomes = collections.Counter(t["outcome"] for t in tests)
@@ -428,6 +443,8 @@ def summarise(suite: Suite, mode: str, report: Report) -> str:
         f"{mode:10s} {report['wall_seconds']:7.1f} s wall"
         f" {report['cpu_seconds']:7.1f} s CPU  " + ", ".join(parts)
     )
+    if report.get("recorded"):
+        line = f"{mode:10s} (recorded: {report['recorded']})  " + ", ".join(parts)
     if report.get("patched"):
         counts = [*tests, *report.get("modules", {}).values()]
         built = sum(t.get("built", 0) for t in counts)
@@ -440,6 +457,17 @@ def summarise(suite: Suite, mode: str, report: Report) -> str:
     if suite.modes[mode].checks_leaks:
         line += f"; {len(leak_reports(report))} leak reports"
     return line
+
+
+def environment() -> list[str]:
+    """Every installed distribution but lift, as `name==version`: what a plain
+    run's outcomes depend on (plain does not import lift)."""
+    found = {
+        f"{dist.metadata['Name']}=={dist.version}"
+        for dist in metadata.distributions()
+        if dist.metadata["Name"] != "jax-lift"
+    }
+    return sorted(found)
 
 
 def versions(suite: Suite) -> dict[str, str]:
@@ -491,6 +519,19 @@ def parser_for(suite: Suite, doc: str) -> argparse.ArgumentParser:
         help="with --keep: reuse DIR's plain report if it ran the same files with"
         " the same library, JAX and Python (plain does not depend on lift)",
     )
+    parser.add_argument(
+        "--recorded",
+        action="store_true",
+        help="take plain's outcomes from tests/peers/recorded/ when they were"
+        " recorded for the same files and pytest arguments, by the same Python"
+        " with the same installed distributions (plain does not depend on lift);"
+        " else run plain, and say so",
+    )
+    parser.add_argument(
+        "--record",
+        action="store_true",
+        help="run plain and write its outcomes to tests/peers/recorded/ for --recorded",
+    )
     if suite.add_arguments is not None:
         suite.add_arguments(parser)
     parser.add_argument("pytest_args", nargs="*", help="after --: passed to pytest")
@@ -532,6 +573,13 @@ def main(suite: Suite, doc: str, argv: list[str] | None = None) -> int:
             "pytest_args": pytest_args,
             "versions": versions(suite),
         }
+        record = RECORDED / f"{suite.name}{'-quick' if args.quick else ''}.json"
+        recorded_key = {
+            "files": files,
+            "pytest_args": pytest_args,
+            "python": sys.version,
+            "environment": environment(),
+        }
         todo: list[str] = []
         for mode in modes:
             path = workdir / f"report-{mode}.json"
@@ -539,6 +587,20 @@ def main(suite: Suite, doc: str, argv: list[str] | None = None) -> int:
             if args.reuse and mode == "plain" and old.get("key") == key:
                 print(f"== {mode}: reusing {path}")
                 reports[mode] = old
+            elif args.recorded and mode == "plain" and not args.record:
+                kept = json.loads(record.read_text()) if record.exists() else {}
+                if kept.get("key") == recorded_key:
+                    print(
+                        f"== {mode}: the outcomes recorded in {record.relative_to(HERE.parent.parent)}"
+                    )
+                    reports[mode] = kept
+                else:
+                    print(
+                        f"== {mode}: {record.name} was recorded in another"
+                        " environment or for other files: running plain"
+                        f"{_key_change(kept.get('key'), recorded_key)}"
+                    )
+                    todo.append(mode)
             else:
                 todo.append(mode)
 
@@ -557,6 +619,17 @@ def main(suite: Suite, doc: str, argv: list[str] | None = None) -> int:
                 path = workdir / f"report-{mode}.json"
                 path.write_text(json.dumps(report, indent=0, sort_keys=True))
                 reports[mode] = report
+                if args.record and mode == "plain":
+                    kept = {k: v for k, v in report.items() if k != "stdout"}
+                    kept["recorded"] = time.strftime("%Y-%m-%d", time.gmtime())
+                    record.parent.mkdir(exist_ok=True)
+                    record.write_text(
+                        json.dumps(
+                            {**kept, "key": recorded_key}, indent=0, sort_keys=True
+                        )
+                        + "\n"
+                    )
+                    print(f"== {mode}: recorded in {record}")
         lines = [summarise(suite, mode, reports[mode]) for mode in modes]
     finally:
         if not args.keep:
