@@ -14,12 +14,12 @@ from collections.abc import Iterable
 from typing import Any, Final, NamedTuple, cast
 
 from .._base import gc as _gc
+from .._base.atoms import UNOPENED
 from .._base.owners import is_user_function
 from .._compat import jax_checks
 from .._holders.attributes import static_attribute
 from .._holders.closure import user_class
 from .._holders.stdlib import LRU_WRAPPER
-from .reach import ATOMIC
 from .report import Leak, closure_leak
 
 __all__ = [
@@ -235,7 +235,7 @@ def _reached(
                     if key in wanted:  # and walked on: a tracer holds others
                         reached.add(key)
                         names[label] = None
-                    if key not in seen and type(child) not in ATOMIC:
+                    if key not in seen and type(child) not in UNOPENED:
                         seen.add(key)
                         if through_users or not _users_object(child):
                             stack.append(child)

@@ -20,9 +20,8 @@ from .. import _compat
 from .._base.errors import LeakError, LiftError, describe
 from .._base.registry import recording
 from .checking import describe_short, leak_error, lifted_roots
-from .reach import param_name
 from .report import Unopened, format_leaks
-from .scan import scan_tracers
+from .scan import param_name, scan_tracers
 
 __all__ = ["checked"]
 
