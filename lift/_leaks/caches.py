@@ -24,7 +24,6 @@ from .report import Leak, closure_leak
 
 __all__ = [
     "CacheHolders",
-    "cache_holders",
     "closure_holding",
     "holder_kinds",
     "split_cached",
@@ -75,7 +74,7 @@ def holder_kinds(tracers: list[Any], mine: Iterable[Any] = ()) -> list[str]:
 _PLAIN_HOLDERS: frozenset[type] = frozenset({tuple, list, dict, types.CellType})
 
 
-#: The most objects `cache_holders` visits inside libraries' caches.
+#: The most objects `split_cached` visits inside libraries' caches.
 _CACHE_OBJECTS = 2_000_000
 
 
@@ -175,14 +174,6 @@ def _users_object(obj: Any) -> bool:
     if type(obj) is types.FunctionType:
         return is_user_function(obj)
     return user_class(type(obj))  # pyright: ignore[reportUnknownArgumentType]
-
-
-def cache_holders(tracers: list[Any]) -> CacheHolders | None:
-    """The libraries' caches that reach `tracers` (escaped tracers no variable
-    of the user's reaches: lift's scan does not open JAX's C caches), when they
-    reach every one of them; else `None`."""
-    names, rest = split_cached(tracers)
-    return names if names is not None and not rest else None
 
 
 def split_cached(tracers: list[Any]) -> tuple[CacheHolders | None, list[Any]]:
