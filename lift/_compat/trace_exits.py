@@ -44,12 +44,13 @@ from .traces import (
 # eager `grad` and `jvp` ones only), the thread it watches (a trace exiting in
 # another thread, still running there perhaps, is not the block's, as JAX's
 # checker, whose switch is per thread, does not look at it either), and what
-# it is told of the user's frames holding an exiting trace's tracers.
+# it is told of the user's frames holding an exiting trace's tracers, with the
+# look that finds them.
 class _Recorder(NamedTuple):
     exits: dict[int, Any]
     every: bool
     thread: int | None  # `None`: every thread's
-    frames: Callable[[list[FrameHolding]], None] | None
+    frames: tuple[Callable[[list[FrameHolding]], None], Look] | None
 
 
 _recorders: list[_Recorder] = []
@@ -125,8 +126,7 @@ def _watching_class(base: type) -> type:
 @contextlib.contextmanager
 def watching_trace_exits(
     every: bool = False,
-    frames: Callable[[list[FrameHolding]], None] | None = None,
-    look: Look | None = None,
+    frames: tuple[Callable[[list[FrameHolding]], None], Look] | None = None,
     threads: bool = False,
 ) -> Generator[dict[int, Any]]:
     """Note (weakly) the traces that exit while the block runs: the eager `grad`
@@ -140,13 +140,13 @@ def watching_trace_exits(
     at the end of the block is the sign of a kept tracer, found without the
     garbage collection JAX's checker runs at every trace exit.
 
-    With `frames`, each time a trace exits for good in this thread (not a
-    transform's switch back to the trace it runs in), the user's frames on the
-    stack are looked at for its tracers in their local variables (see
-    `FrameHolding`); `frames` is called with those that hold some, while they
-    still do. (A local dropped before the block ends would be gone by then.)
-    `look` finds them from the locals (`Look`: the leak scan's opening of
-    holders, `lift._leaks.frames.FrameLook`); without one, no frame is read.
+    With `frames` (`(told, look)`), each time a trace exits for good in this
+    thread (not a transform's switch back to the trace it runs in), the user's
+    frames on the stack are looked at for its tracers in their local variables
+    (see `FrameHolding`); `told` is called with those that hold some, while
+    they still do. (A local dropped before the block ends would be gone by
+    then.) `look` finds them from the locals (`Look`: the leak scan's opening
+    of holders, `lift._leaks.frames.FrameLook`), the innermost block's.
 
     With `threads`, traces exiting in every thread are noted and looked at
     (as `JAX_CHECK_TRACER_LEAKS=1` checks every thread); else this thread's
@@ -162,15 +162,11 @@ def watching_trace_exits(
     _recorders.append(entry)
     if frames is not None:
         _frame_watchers += 1
-    if look is not None:
-        _looks.append(look)
     try:
         yield recorder
     finally:
         # By identity: two blocks' records may be equal dicts.
         del _recorders[next(i for i, e in enumerate(_recorders) if e is entry)]
-        if look is not None:
-            del _looks[next(i for i, o in enumerate(_looks) if o is look)]
         if frames is not None:
             _frame_watchers -= 1
             if not _frame_watchers:
@@ -191,7 +187,7 @@ def watching_trace_exits(
 # the stack (not JAX's, lift's, NumPy's, pytest's, pluggy's or the standard
 # library's: `is_user_module`, by module name), directly or inside plain
 # containers, objects' attributes and closures, as the leak scan opens them
-# (`watching_trace_exits(look=...)`), within a bounded number of objects, in a
+# (`watching_trace_exits(frames=...)`), within a bounded number of objects, in a
 # bounded number of frames; and in the finalizers registered while the trace
 # ran.
 #
@@ -231,9 +227,6 @@ _FRAME_BUDGET: Final = 1_000
 # recursion's not read.
 _FRAME_INNER: Final = 8
 _FRAME_OUTER: Final = 4
-# What finds an exiting trace's tracers from a frame's locals (see
-# `watching_trace_exits`), the innermost block's.
-_looks: list[Look] = []
 
 
 class FrameHolding(NamedTuple):
@@ -349,21 +342,22 @@ def _check_frames(trace: Any, finalizers: int = 0) -> None:
     ]
     if not told or _still_running(trace):
         return
-    found = _frames_holding(trace, sys._getframe(2))  # pyright: ignore[reportPrivateUsage]
+    look = told[-1][1]
+    found = _frames_holding(trace, sys._getframe(2), look)  # pyright: ignore[reportPrivateUsage]
     if len(_FINALIZERS) > finalizers:
-        found.extend(_finalizers_holding(trace, len(_FINALIZERS) - finalizers))
+        found.extend(_finalizers_holding(trace, len(_FINALIZERS) - finalizers, look))
     if found:
-        for frames in told:
+        for frames, _ in told:
             frames(found)
 
 
-def _frames_holding(trace: Any, frame: types.FrameType | None) -> list[FrameHolding]:
+def _frames_holding(
+    trace: Any, frame: types.FrameType | None, look: Look
+) -> list[FrameHolding]:
     found: list[FrameHolding] = []
     chosen = _user_frames(frame)
     budget = _FRAME_BUDGET
-    if not _looks:
-        return found
-    look, exited = _looks[-1], _Exited(trace)
+    exited = _Exited(trace)
     seen: set[int] = set()  # an object two frames hold is looked at once
     for i, (frame, variables) in enumerate(chosen):
         if budget <= 0:
@@ -380,13 +374,11 @@ def _frames_holding(trace: Any, frame: types.FrameType | None) -> list[FrameHold
     return found
 
 
-def _finalizers_holding(trace: Any, count: int) -> list[FrameHolding]:
+def _finalizers_holding(trace: Any, count: int, look: Look) -> list[FrameHolding]:
     """The last `count` finalizers registered that hold tracers of `trace`
     (each a `FrameHolding` of no code: the finalizer is its only name)."""
     found: list[FrameHolding] = []
-    if not _looks:
-        return found
-    look, exited = _looks[-1], _Exited(trace)
+    exited = _Exited(trace)
     for finalizer in list(itertools.islice(reversed(_FINALIZERS), count)):
         names = [(_FINALIZER, finalizer)]
         tracers, _ = look(exited, names, _FRAME_BUDGET, set())

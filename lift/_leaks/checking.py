@@ -60,9 +60,7 @@ def _modules(keep: Callable[[str], bool]) -> list[tuple[str, Any]]:
     ]
 
 
-def lifted_roots(
-    bucket: Iterator[Any] | weakref.WeakSet[Any],
-) -> list[tuple[str, Any]]:
+def lifted_roots(bucket: Iterable[Any]) -> list[tuple[str, Any]]:
     return [(getattr(obj, "__qualname__", "lifted"), obj) for obj in list(bucket)]
 
 

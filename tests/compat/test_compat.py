@@ -480,7 +480,7 @@ def test_frames_holding_an_exited_trace_are_named_not_those_inside_one(
         jax.jit(lambda y: inner.append(y) or y)(outer[0])
         return x
 
-    with _compat.watching_trace_exits(every=True, frames=tell, look=FrameLook()):
+    with _compat.watching_trace_exits(every=True, frames=(tell, FrameLook())):
         jax.vmap(g)(jnp.arange(2.0))
     assert told == ([] if declined else [("g", ["inner"], ["jit(<lambda>)"])])
 
@@ -498,7 +498,7 @@ def test_frame_watch_keeps_the_names_exec_wrote_into_the_locals() -> None:
         return locals()["y"]
 
     with _compat.watching_trace_exits(
-        every=True, frames=lambda found: None, look=FrameLook()
+        every=True, frames=(lambda found: None, FrameLook())
     ):
         assert run() == 1
 
