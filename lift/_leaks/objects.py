@@ -1,0 +1,275 @@
+"""How the leak scan opens what is not one of its core kinds (functions,
+partials, methods, cells, classes, generators: `lift._leaks.scan`): objects,
+by their attributes and slots, read without running code of their class;
+containers, as their base class keeps them (a subclass's own attributes too);
+pytrees, by their children and static data; `Lifted`; traced programs'
+constants. How to walk each type is decided once per type and scan (a plan),
+and what cannot be opened is named (`Unopened`), never raised."""
+
+from __future__ import annotations
+
+import collections
+import types
+from collections.abc import Callable, Iterable
+from typing import Any, Final, cast
+
+import jax
+import numpy as np
+
+from .. import _compat
+from .._base.atoms import UNOPENED
+from .._base.owners import is_library_type, is_user_module
+from .._holders.attributes import own_attributes, static_attribute
+from .._holders.closure import (
+    aux_parts,
+    dict_static,
+    function_of,
+    instance_class,
+    slot_names,
+    slots_of,
+)
+from .._holders.labels import Label
+from .._holders.stdlib import (
+    BUILTIN_CONTAINERS,
+    opened_by_referents,
+    referent_parts,
+)
+from .._holders.trees import one_level
+from .report import (
+    STATIC_FIELD,
+    STORED_LIFTED,
+    PathLabel,
+    Unopened,
+    chain_to,
+    error_text,
+    path_text,
+)
+
+__all__ = ["ATTR", "INDEX", "KEY", "ObjectWalk"]
+
+# jax.tree_util, typed once for the type checker.
+_tree_leaves: Callable[..., list[Any]] = jax.tree_util.tree_leaves
+_flatten_with_path: Callable[..., tuple[list[tuple[Any, Any]], Any]]
+_flatten_with_path = jax.tree_util.tree_flatten_with_path  # pyright: ignore
+_keystr: Callable[[Any], str] = jax.tree_util.keystr  # pyright: ignore
+_Array: type[Any] = jax.Array
+
+# Labels are rendered only for reports: an entry stores (format, key).
+INDEX = "[{}]"
+KEY = "[{!r}]"
+ATTR = ".{}"
+_SET_ITEM = "{{…}}"
+
+_SEQUENCES: Final = (list, tuple, collections.deque)
+_CONTAINERS: Final = (*_SEQUENCES, dict, set, frozenset, types.MappingProxyType)
+
+# Per-type plans for objects that are not one of the core kinds.
+_SKIP, _LIFTED, _CONTAINER, _JAXPR, _PYTREE, _OBJECT, _LIBRARY = range(7)
+
+
+class ObjectWalk:
+    """The queue of a breadth-first scan (each entry its parent and label)
+    and the opening of objects; `LeakWalk` adds the core kinds and the run."""
+
+    seen: set[int]
+    keep: list[Any]
+    entries: list[
+        tuple[int, PathLabel, tuple[Any, str | None, str | None] | None, bool]
+    ]
+    queue: collections.deque[tuple[Any, int]]
+    plain: set[type]
+    plans: dict[type, tuple[int, tuple[str, ...]]]
+    home: str | None
+    failed: list[tuple[int, str, BaseException]]
+
+    def push(
+        self,
+        obj: Any,
+        parent: int,
+        label: PathLabel,
+        edge: tuple[Any, str | None, str | None] | None = None,
+        reset: bool = False,
+    ) -> None:
+        # Exact types: a subclass of `int` may hold attributes of its own.
+        if type(obj) in UNOPENED:
+            return
+        key = id(obj)
+        if key in self.seen:
+            return
+        self.seen.add(key)
+        entries = self.entries
+        entries.append((parent, label, edge, reset))
+        self.queue.append((obj, len(entries) - 1))
+
+    def push_all(self, items: Iterable[tuple[Any, Any]], parent: int, fmt: str) -> None:
+        """Push `(key, value)` pairs labelled `fmt.format(key)`: the hot loop."""
+        atomic, seen, entries, queue = UNOPENED, self.seen, self.entries, self.queue
+        for key, value in items:
+            if type(value) in atomic:
+                continue
+            i = id(value)
+            if i in seen:
+                continue
+            seen.add(i)
+            entries.append((parent, (fmt, key), None, False))
+            queue.append((value, len(entries) - 1))
+
+    def parts(self, parts: Iterable[tuple[Label, Any]], index: int) -> None:
+        """Push a holder's parts, as `lift._holders.closure` describes them."""
+        for label, value in parts:
+            self.push(value, index, label)
+
+    def plan(self, obj: Any, cls: type) -> tuple[int, tuple[str, ...], bool]:
+        """How to walk objects of type `cls`, and whether that holds for every
+        instance (decided once per type and scan when it does)."""
+        if function_of(obj) is not None:
+            return _LIFTED, (), True
+        if issubclass(cls, _CONTAINERS):
+            return _CONTAINER, (), True
+        if _compat.holds_consts(obj):
+            return _JAXPR, (), True
+        if isinstance(obj, _Array | np.generic):
+            return _SKIP, (), True
+        try:
+            leaves = _tree_leaves(obj, is_leaf=one_level(obj))
+        except Exception:
+            # This instance does not flatten (a `lift.jit` function whose
+            # captures cannot): walked as an object, and the type's other
+            # instances decided by themselves, so that the report does not
+            # depend on which instance the walk met first.
+            return (*self.as_object(cls), False)  # pyright: ignore[reportUnknownArgumentType]
+        if not (len(leaves) == 1 and leaves[0] is obj):
+            return _PYTREE, (), True
+        return (*self.as_object(cls), True)  # pyright: ignore[reportUnknownArgumentType]
+
+    def as_object(self, cls: type) -> tuple[int, tuple[str, ...]]:
+        if is_library_type(cls):  # pyright: ignore[reportUnknownArgumentType]
+            return _LIBRARY, ()
+        return _OBJECT, slot_names(cls)  # pyright: ignore[reportUnknownArgumentType]
+
+    def other(self, obj: Any, cls: type, index: int) -> None:
+        plan = self.plans.get(cls)
+        if plan is None:
+            kind, slots, stable = self.plan(obj, cls)
+            plan = (kind, slots)
+            if stable:
+                self.plans[cls] = plan
+            if kind == _OBJECT:
+                # The class attributes its instances read: walked once, named
+                # from the first instance met.
+                self.parts(instance_class(cls), index)
+                if (
+                    stable
+                    and not slots
+                    and not callable(cast(object, obj))
+                    and cls.__getattribute__ is object.__getattribute__
+                    and type(self.attribute(obj, "__dict__", index)) is dict
+                ):
+                    self.plain.add(cls)  # walked in `run`: its `__dict__` only
+        kind, slots = plan
+        if kind in (_OBJECT, _LIBRARY):
+            self.walk_object(obj, cls, index, kind, slots)
+        elif kind == _PYTREE:
+            try:
+                children, treedef = _flatten_with_path(obj, is_leaf=one_level(obj))
+            except Exception:  # this instance does not flatten: an object
+                self.walk_object(obj, cls, index, *self.as_object(cls))
+                return
+            self.keep.append(children)
+            for path, child in children:
+                self.push(child, index, _keystr(path))
+            for label, aux in aux_parts(treedef):
+                self.keep.append(aux)
+                self.push(aux, index, label, (obj, None, STATIC_FIELD))
+        else:
+            self.walk_kind(obj, index, kind)
+
+    def walk_object(
+        self, obj: Any, cls: type, index: int, kind: int, slots: tuple[str, ...]
+    ) -> None:
+        """An object's `__wrapped__`, and unless a library's, its attributes and
+        slots (a C iterator, `map`, `itemgetter`: what it holds)."""
+        if callable(obj):
+            wrapped = self.attribute(obj, "__wrapped__", index)
+            if wrapped is not None:
+                self.push(wrapped, index, ".__wrapped__")
+        if opened_by_referents(cls):
+            parts = list(referent_parts(obj))
+            self.keep.append(parts)
+            self.parts(parts, index)
+            return
+        if kind != _LIBRARY:
+            self.own_attributes(obj, slots, index)
+
+    def own_attributes(self, obj: Any, slots: tuple[str, ...], index: int) -> None:
+        try:
+            self.push_all(own_attributes(obj, slots), index, ATTR)
+        except Exception as exc:  # a `__dict__` only its code gives: named
+            self.failed.append((index, ".__dict__", exc))
+
+    def attribute(self, obj: Any, name: str, index: int, default: Any = None) -> Any:
+        """`getattr(obj, name, default)` without running code of the object's
+        class (`static_attribute`): what only that code could tell (a
+        property), or what raises, is named as what was not opened."""
+        try:
+            if not is_user_module(type(obj).__module__):
+                # JAX's, NumPy's and the standard library's classes (a
+                # `StrongLRUCache`'s `__wrapped__`, a `Path`'s slots) may run
+                # their own code; the user's classes' never runs in a scan.
+                return getattr(obj, name, default)
+            return static_attribute(obj, name, default)
+        except Exception as exc:
+            self.failed.append((index, f".{name}", exc))
+            return default
+
+    def unopened(self) -> list[Unopened]:
+        """What this scan could not open, with the path to each."""
+        return [
+            Unopened(
+                path_text(self.entries, chain_to(self.entries, index), self.home)
+                + where,
+                error_text(exc),
+            )
+            for index, where, exc in self.failed
+        ]
+
+    def walk_kind(self, obj: Any, index: int, kind: int) -> None:
+        """Containers, `Lifted` and traced programs."""
+        if kind == _CONTAINER:
+            # Read as the base class stores them: a subclass's own `__iter__`
+            # or `items` is its code, not run by a scan.
+            if isinstance(obj, dict):
+                self.push_all(dict.items(obj), index, KEY)  # pyright: ignore
+                # A defaultdict's factory, keys holding objects. (Not asked of
+                # a plain dict, walked in `run`: its keys would cost every
+                # scan a pass; a tracer is never a key itself.)
+                self.parts(dict_static(obj), index)  # pyright: ignore
+            elif isinstance(obj, types.MappingProxyType):
+                self.push_all(obj.items(), index, KEY)  # pyright: ignore
+            elif isinstance(obj, tuple) and isinstance(
+                fields := static_attribute(obj, "_fields"), tuple
+            ):
+                values = tuple.__iter__(obj)  # pyright: ignore
+                self.push_all(zip(fields, values, strict=True), index, ATTR)  # pyright: ignore
+            elif isinstance(obj, set | frozenset):
+                base = set if isinstance(obj, set) else frozenset
+                self.push_all(((None, v) for v in base.__iter__(obj)), index, _SET_ITEM)  # pyright: ignore
+            else:
+                base = next(b for b in _SEQUENCES if isinstance(obj, b))
+                self.push_all(enumerate(base.__iter__(obj)), index, INDEX)  # pyright: ignore
+            cls: Any = type(cast(object, obj))
+            if cls not in BUILTIN_CONTAINERS:  # a subclass's own attributes
+                self.own_attributes(obj, slots_of(cls), index)
+        elif kind == _LIFTED:
+            rebuild = function_of(obj)
+            assert rebuild is not None
+            plain = rebuild(obj)
+            self.keep.append(plain)
+            self.push(plain, index, "", (obj, None, STORED_LIFTED))
+            self.push(obj.__wrapped__, index, ".__wrapped__")
+        elif kind == _JAXPR:
+            # The constants a traced program closes over (jax.closure_convert and
+            # jax.make_jaxpr keep them here).
+            consts = list(obj.consts)
+            self.keep.append(consts)
+            self.push_all(enumerate(consts), index, ".consts[{}]")
