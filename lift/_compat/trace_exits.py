@@ -21,8 +21,8 @@ from .traces import (
     EVAL_TRACE,
     JAX_CHECKS_EAGER_GRAD,
     OPTIMIZED,
-    PARENT_ATTRS,
     TRACE_CTX,
+    LiveTraces,
     frame_locals,
     running_traces,
 )
@@ -295,26 +295,7 @@ def _still_running(trace: Any) -> bool:
     """Whether `trace` is the current trace or an open one, or a parent of one."""
     starts: list[Any] = [TRACE_CTX.trace]
     starts.extend(entry[1] for entry in _open_traces.values())
-    return _reaches(starts, trace)
-
-
-def _reaches(starts: list[Any], trace: Any) -> bool:
-    """Whether `trace` is one of `starts` or a parent of one (through
-    `PARENT_ATTRS`, iteratively)."""
-    stack = [t for t in starts if t is not None]
-    seen: set[int] = set()
-    while stack:
-        t = stack.pop()
-        if t is trace:
-            return True
-        if id(t) in seen:
-            continue
-        seen.add(id(t))
-        for attr in PARENT_ATTRS:
-            parent = getattr(t, attr, None)
-            if parent is not None:
-                stack.append(parent)
-    return False
+    return LiveTraces(starts).has(trace)
 
 
 def _check_frames(trace: Any, finalizers: int = 0) -> None:
@@ -415,4 +396,4 @@ def _variables(code: types.CodeType) -> frozenset[str]:
 def _runs_beneath(trace: Any, frame: types.FrameType) -> bool:
     """Whether a JAX frame beneath `frame` runs `trace` (or a trace whose
     parents reach it): `frame` is then inside it, its tracers its own."""
-    return _reaches(running_traces(frame.f_back), trace)
+    return LiveTraces(running_traces(frame.f_back)).has(trace)
