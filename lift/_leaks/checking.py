@@ -135,13 +135,11 @@ def unseen_error(tracers: list[Any], where: str) -> LeakError:
     )
 
 
-def _caller_roots(frame: types.FrameType | None) -> list[tuple[str, Any]]:
+def _caller_roots(frame: types.FrameType) -> list[tuple[str, Any]]:
     """Named roots for a scan: the locals of `frame` and the globals its code
     names (the block that ran inside `checking_leaks()`, a failing frame)."""
-    if frame is None:
-        return []
     glob = frame.f_globals
-    roots = [(k, v) for k, v in frame.f_locals.items() if v is not glob]
+    roots = [(k, v) for k, v in _compat.frame_locals(frame) if v is not glob]
     roots.extend((k, glob[k]) for k in frame.f_code.co_names if k in glob)
     return roots
 
