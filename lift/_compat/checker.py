@@ -8,11 +8,11 @@ import contextlib
 import sys
 import types
 from collections.abc import Generator, Iterable
-from typing import Any, Final, cast
+from typing import Any, cast
 
 from jax._src import core as _core
 
-from .traces import CORE_FILE, OPTIMIZED, frame_locals, is_tracer
+from .traces import CORE_FILE, OPTIMIZED, SNAPSHOT_LOCALS, frame_locals, is_tracer
 
 
 def _leaked_tracer_lists(tb: types.TracebackType | None) -> Iterable[list[Any]]:
@@ -82,7 +82,6 @@ def _in_why_alive(exc: BaseException) -> bool:
 # emptied (the next reader of `f_locals` rebuilds its own) and it looks again.
 # From 3.13 (PEP 667) `f_locals` is a live view and nothing is cached.
 
-_STALE_SNAPSHOTS: Final = sys.version_info < (3, 13)
 _original_find_leaked: Any = None
 _snapshot_checks = 0  # blocks running with the checker wrapped
 
@@ -112,7 +111,7 @@ def snapshots_are_not_leaks() -> Generator[None]:
     """While the block runs, JAX's leak checker does not count tracers held only
     by the `f_locals` snapshots of the frames on the stack (CPython 3.11, 3.12)."""
     global _original_find_leaked, _snapshot_checks
-    if not _STALE_SNAPSHOTS:
+    if not SNAPSHOT_LOCALS:
         yield
         return
     if _snapshot_checks == 0:

@@ -21,8 +21,8 @@ from .traces import (
     EVAL_TRACE,
     JAX_CHECKS_EAGER_GRAD,
     OPTIMIZED,
-    PARENT_ATTRS,
     TRACE_CTX,
+    LiveTraces,
     frame_locals,
     running_traces,
 )
@@ -44,12 +44,13 @@ from .traces import (
 # eager `grad` and `jvp` ones only), the thread it watches (a trace exiting in
 # another thread, still running there perhaps, is not the block's, as JAX's
 # checker, whose switch is per thread, does not look at it either), and what
-# it is told of the user's frames holding an exiting trace's tracers.
+# it is told of the user's frames holding an exiting trace's tracers, with the
+# look that finds them.
 class _Recorder(NamedTuple):
     exits: dict[int, Any]
     every: bool
     thread: int | None  # `None`: every thread's
-    frames: Callable[[list[FrameHolding]], None] | None
+    frames: tuple[Callable[[list[FrameHolding]], None], Look] | None
 
 
 _recorders: list[_Recorder] = []
@@ -125,8 +126,7 @@ def _watching_class(base: type) -> type:
 @contextlib.contextmanager
 def watching_trace_exits(
     every: bool = False,
-    frames: Callable[[list[FrameHolding]], None] | None = None,
-    look: Look | None = None,
+    frames: tuple[Callable[[list[FrameHolding]], None], Look] | None = None,
     threads: bool = False,
 ) -> Generator[dict[int, Any]]:
     """Note (weakly) the traces that exit while the block runs: the eager `grad`
@@ -140,13 +140,13 @@ def watching_trace_exits(
     at the end of the block is the sign of a kept tracer, found without the
     garbage collection JAX's checker runs at every trace exit.
 
-    With `frames`, each time a trace exits for good in this thread (not a
-    transform's switch back to the trace it runs in), the user's frames on the
-    stack are looked at for its tracers in their local variables (see
-    `FrameHolding`); `frames` is called with those that hold some, while they
-    still do. (A local dropped before the block ends would be gone by then.)
-    `look` finds them from the locals (`Look`: the leak scan's opening of
-    holders, `lift._leaks.frames.FrameLook`); without one, no frame is read.
+    With `frames` (`(told, look)`), each time a trace exits for good in this
+    thread (not a transform's switch back to the trace it runs in), the user's
+    frames on the stack are looked at for its tracers in their local variables
+    (see `FrameHolding`); `told` is called with those that hold some, while
+    they still do. (A local dropped before the block ends would be gone by
+    then.) `look` finds them from the locals (`Look`: the leak scan's opening
+    of holders, `lift._leaks.frames.FrameLook`), the innermost block's.
 
     With `threads`, traces exiting in every thread are noted and looked at
     (as `JAX_CHECK_TRACER_LEAKS=1` checks every thread); else this thread's
@@ -162,15 +162,11 @@ def watching_trace_exits(
     _recorders.append(entry)
     if frames is not None:
         _frame_watchers += 1
-    if look is not None:
-        _looks.append(look)
     try:
         yield recorder
     finally:
         # By identity: two blocks' records may be equal dicts.
         del _recorders[next(i for i, e in enumerate(_recorders) if e is entry)]
-        if look is not None:
-            del _looks[next(i for i, o in enumerate(_looks) if o is look)]
         if frames is not None:
             _frame_watchers -= 1
             if not _frame_watchers:
@@ -191,7 +187,7 @@ def watching_trace_exits(
 # the stack (not JAX's, lift's, NumPy's, pytest's, pluggy's or the standard
 # library's: `is_user_module`, by module name), directly or inside plain
 # containers, objects' attributes and closures, as the leak scan opens them
-# (`watching_trace_exits(look=...)`), within a bounded number of objects, in a
+# (`watching_trace_exits(frames=...)`), within a bounded number of objects, in a
 # bounded number of frames; and in the finalizers registered while the trace
 # ran.
 #
@@ -231,9 +227,6 @@ _FRAME_BUDGET: Final = 1_000
 # recursion's not read.
 _FRAME_INNER: Final = 8
 _FRAME_OUTER: Final = 4
-# What finds an exiting trace's tracers from a frame's locals (see
-# `watching_trace_exits`), the innermost block's.
-_looks: list[Look] = []
 
 
 class FrameHolding(NamedTuple):
@@ -302,26 +295,7 @@ def _still_running(trace: Any) -> bool:
     """Whether `trace` is the current trace or an open one, or a parent of one."""
     starts: list[Any] = [TRACE_CTX.trace]
     starts.extend(entry[1] for entry in _open_traces.values())
-    return _reaches(starts, trace)
-
-
-def _reaches(starts: list[Any], trace: Any) -> bool:
-    """Whether `trace` is one of `starts` or a parent of one (through
-    `PARENT_ATTRS`, iteratively)."""
-    stack = [t for t in starts if t is not None]
-    seen: set[int] = set()
-    while stack:
-        t = stack.pop()
-        if t is trace:
-            return True
-        if id(t) in seen:
-            continue
-        seen.add(id(t))
-        for attr in PARENT_ATTRS:
-            parent = getattr(t, attr, None)
-            if parent is not None:
-                stack.append(parent)
-    return False
+    return LiveTraces(starts).has(trace)
 
 
 def _check_frames(trace: Any, finalizers: int = 0) -> None:
@@ -349,21 +323,22 @@ def _check_frames(trace: Any, finalizers: int = 0) -> None:
     ]
     if not told or _still_running(trace):
         return
-    found = _frames_holding(trace, sys._getframe(2))  # pyright: ignore[reportPrivateUsage]
+    look = told[-1][1]
+    found = _frames_holding(trace, sys._getframe(2), look)  # pyright: ignore[reportPrivateUsage]
     if len(_FINALIZERS) > finalizers:
-        found.extend(_finalizers_holding(trace, len(_FINALIZERS) - finalizers))
+        found.extend(_finalizers_holding(trace, len(_FINALIZERS) - finalizers, look))
     if found:
-        for frames in told:
+        for frames, _ in told:
             frames(found)
 
 
-def _frames_holding(trace: Any, frame: types.FrameType | None) -> list[FrameHolding]:
+def _frames_holding(
+    trace: Any, frame: types.FrameType | None, look: Look
+) -> list[FrameHolding]:
     found: list[FrameHolding] = []
     chosen = _user_frames(frame)
     budget = _FRAME_BUDGET
-    if not _looks:
-        return found
-    look, exited = _looks[-1], _Exited(trace)
+    exited = _Exited(trace)
     seen: set[int] = set()  # an object two frames hold is looked at once
     for i, (frame, variables) in enumerate(chosen):
         if budget <= 0:
@@ -380,13 +355,11 @@ def _frames_holding(trace: Any, frame: types.FrameType | None) -> list[FrameHold
     return found
 
 
-def _finalizers_holding(trace: Any, count: int) -> list[FrameHolding]:
+def _finalizers_holding(trace: Any, count: int, look: Look) -> list[FrameHolding]:
     """The last `count` finalizers registered that hold tracers of `trace`
     (each a `FrameHolding` of no code: the finalizer is its only name)."""
     found: list[FrameHolding] = []
-    if not _looks:
-        return found
-    look, exited = _looks[-1], _Exited(trace)
+    exited = _Exited(trace)
     for finalizer in list(itertools.islice(reversed(_FINALIZERS), count)):
         names = [(_FINALIZER, finalizer)]
         tracers, _ = look(exited, names, _FRAME_BUDGET, set())
@@ -423,4 +396,4 @@ def _variables(code: types.CodeType) -> frozenset[str]:
 def _runs_beneath(trace: Any, frame: types.FrameType) -> bool:
     """Whether a JAX frame beneath `frame` runs `trace` (or a trace whose
     parents reach it): `frame` is then inside it, its tracers its own."""
-    return _reaches(running_traces(frame.f_back), trace)
+    return LiveTraces(running_traces(frame.f_back)).has(trace)

@@ -97,12 +97,15 @@ class LiveTraces:
 
     __slots__ = ("_ids", "_traces")
 
-    def __init__(self) -> None:
+    def __init__(self, starts: list[Any] | None = None) -> None:
+        """`starts`: the traces whose parents are live too; by default the
+        current trace and those JAX's frames on the stack run."""
         traces: list[Any] = []
         ids: set[int] = set()
-        # jax 0.10.2: `_core.trace_ctx.trace` is the current trace object.
-        stack: list[Any] = [_core.trace_ctx.trace]  # pyright: ignore[reportUnknownMemberType]
-        stack.extend(running_traces())
+        if starts is None:
+            # jax 0.10.2: `_core.trace_ctx.trace` is the current trace object.
+            starts = [_core.trace_ctx.trace, *running_traces()]  # pyright: ignore[reportUnknownMemberType]
+        stack = list(starts)
         while stack:
             trace = stack.pop()
             if trace is None or id(trace) in ids:

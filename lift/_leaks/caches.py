@@ -14,17 +14,16 @@ from collections.abc import Iterable
 from typing import Any, Final, NamedTuple, cast
 
 from .._base import gc as _gc
+from .._base.atoms import UNOPENED
 from .._base.owners import is_user_function
 from .._compat import jax_checks
 from .._holders.attributes import static_attribute
 from .._holders.closure import user_class
 from .._holders.stdlib import LRU_WRAPPER
-from .reach import ATOMIC
 from .report import Leak, closure_leak
 
 __all__ = [
     "CacheHolders",
-    "cache_holders",
     "closure_holding",
     "holder_kinds",
     "split_cached",
@@ -75,7 +74,7 @@ def holder_kinds(tracers: list[Any], mine: Iterable[Any] = ()) -> list[str]:
 _PLAIN_HOLDERS: frozenset[type] = frozenset({tuple, list, dict, types.CellType})
 
 
-#: The most objects `cache_holders` visits inside libraries' caches.
+#: The most objects `split_cached` visits inside libraries' caches.
 _CACHE_OBJECTS = 2_000_000
 
 
@@ -177,14 +176,6 @@ def _users_object(obj: Any) -> bool:
     return user_class(type(obj))  # pyright: ignore[reportUnknownArgumentType]
 
 
-def cache_holders(tracers: list[Any]) -> CacheHolders | None:
-    """The libraries' caches that reach `tracers` (escaped tracers no variable
-    of the user's reaches: lift's scan does not open JAX's C caches), when they
-    reach every one of them; else `None`."""
-    names, rest = split_cached(tracers)
-    return names if names is not None and not rest else None
-
-
 def split_cached(tracers: list[Any]) -> tuple[CacheHolders | None, list[Any]]:
     """The libraries' caches that reach some of `tracers` (or `None`), and the
     tracers they do not reach.
@@ -235,7 +226,7 @@ def _reached(
                     if key in wanted:  # and walked on: a tracer holds others
                         reached.add(key)
                         names[label] = None
-                    if key not in seen and type(child) not in ATOMIC:
+                    if key not in seen and type(child) not in UNOPENED:
                         seen.add(key)
                         if through_users or not _users_object(child):
                             stack.append(child)

@@ -20,9 +20,8 @@ from .. import _compat
 from .._base.errors import LeakError, LiftError, describe
 from .._base.registry import recording
 from .checking import describe_short, leak_error, lifted_roots
-from .reach import param_name
 from .report import Unopened, format_leaks
-from .scan import scan_tracers
+from .scan import param_name, scan_tracers
 
 __all__ = ["checked"]
 
@@ -95,20 +94,16 @@ def checked(transform: _T) -> _T:
             # The plugin's look at the caller's frames as a trace exits stands
             # aside: this call reports what its trace leaves.
             was, here.on = here.on, True
-            if checks():
-                # JAX's checker runs only when its leak checking is on; the
-                # full traceback then tells its report from the user's error.
-                try:
+            try:
+                if checks():
+                    # JAX's checker runs only when its leak checking is on; the
+                    # full traceback then tells its report from the user's error.
                     out = _call_under_jax_checks(transformed, fn, pending, a, k)
-                finally:
-                    _calls.pending = outer
-                    here.on = was
-            else:
-                try:
+                else:
                     out = transformed(*a, **k)
-                finally:
-                    _calls.pending = outer
-                    here.on = was
+            finally:
+                _calls.pending = outer
+                here.on = was
             if not pending:
                 return out  # served from the cache: no Python of fn ran
             roots: list[tuple[str, Any]] = [("output", out), (describe_short(fn), fn)]

@@ -16,13 +16,7 @@ from .. import _compat
 from .._base.errors import LeakError, LiftError, describe
 from .._base.owners import is_user_module
 from .._base.registry import recording
-from .caches import (
-    CacheHolders,
-    cache_holders,
-    closure_holding,
-    holder_kinds,
-    split_cached,
-)
+from .caches import CacheHolders, closure_holding, holder_kinds, split_cached
 from .report import Leak, Unopened, format_leaks, tracer_text
 from .scan import scan_tracers
 
@@ -66,9 +60,7 @@ def _modules(keep: Callable[[str], bool]) -> list[tuple[str, Any]]:
     ]
 
 
-def lifted_roots(
-    bucket: Iterator[Any] | weakref.WeakSet[Any],
-) -> list[tuple[str, Any]]:
+def lifted_roots(bucket: Iterable[Any]) -> list[tuple[str, Any]]:
     return [(getattr(obj, "__qualname__", "lifted"), obj) for obj in list(bucket)]
 
 
@@ -143,13 +135,11 @@ def unseen_error(tracers: list[Any], where: str) -> LeakError:
     )
 
 
-def _caller_roots(frame: types.FrameType | None) -> list[tuple[str, Any]]:
+def _caller_roots(frame: types.FrameType) -> list[tuple[str, Any]]:
     """Named roots for a scan: the locals of `frame` and the globals its code
     names (the block that ran inside `checking_leaks()`, a failing frame)."""
-    if frame is None:
-        return []
     glob = frame.f_globals
-    roots = [(k, v) for k, v in frame.f_locals.items() if v is not glob]
+    roots = [(k, v) for k, v in _compat.frame_locals(frame) if v is not glob]
     roots.extend((k, glob[k]) for k in frame.f_code.co_names if k in glob)
     return roots
 
@@ -188,8 +178,8 @@ def _translate(
         ],
         unopened=unopened,
     )
-    cached = None if leaks else cache_holders(jax_tracers)
-    if cached is not None:
+    cached, uncached = split_cached(jax_tracers) if not leaks else (None, [])
+    if cached is not None and not uncached:
         # Retained by JAX's caches (an eager `grad` over a function that jits a
         # closure over its argument): JAX's checker cannot tell that from a leak.
         error = LeakError(
@@ -342,18 +332,18 @@ class checking_leaks:
         leaks, tracers = scan_tracers(lifted, unopened=unopened)
         if escaped:
             # Named from the block's own frame (its locals, the globals its
-            # code names), then the user's modules.
+            # code names), then as the plugin names them; those only JAX's
+            # and lift's caches keep are not the block's escapes.
             frame = sys._getframe(1)  # pyright: ignore[reportPrivateUsage]
-            placed = set(map(id, tracers))
-            found, rest = _place(
-                [t for t in escaped if id(t) not in placed],
-                [lambda: _caller_roots(frame), _user_modules],
+            named = set(map(id, tracers))
+            placed = place_escaped(
+                [t for t in escaped if id(t) not in named],
+                _caller_roots(frame),
                 unopened=unopened,
             )
-            leaks.extend(found)
-            # Tracers only libraries' caches keep are not the block's escapes.
-            if rest and not leaks and cache_holders(rest) is None:
-                raise unseen_error(rest, "inside lift.checking_leaks()")
+            leaks.extend(placed.leaks)
+            if placed.unplaced and not leaks:
+                raise unseen_error(placed.unplaced, "inside lift.checking_leaks()")
         if leaks:
             raise LeakError(format_leaks(leaks, unopened), anchor="leak-report")
 

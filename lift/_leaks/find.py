@@ -65,18 +65,14 @@ def find_leaks(*roots: Any, limit: int = DEFAULT_LIMIT) -> Leaks:
     iteration that raises) is named in the result's `unopened`, each with its
     path and error (`could not open roots[0].__dict__: RuntimeError: …`).
     """
-    unopened: list[Unopened] = []
-    leaks = Leaks(_find(roots, limit, unopened))
-    leaks.unopened = tuple(dict.fromkeys(unopened))
-    return leaks
-
-
-def _find(roots: tuple[Any, ...], limit: int, unopened: list[Unopened]) -> list[Leak]:
     named = [(root_label(root, i), root) for i, root in enumerate(roots)]
     # By name (stable): a tracer two roots reach at the same depth is named
     # from the same one whatever the order they were given in.
     named.sort(key=lambda pair: pair[0])
-    return scan_tracers(named, limit, unopened=unopened)[0]
+    unopened: list[Unopened] = []
+    leaks = Leaks(scan_tracers(named, limit, unopened=unopened)[0])
+    leaks.unopened = tuple(dict.fromkeys(unopened))
+    return leaks
 
 
 def check_leaks(*roots: Any, limit: int = DEFAULT_LIMIT) -> None:
@@ -98,10 +94,9 @@ def check_leaks(*roots: Any, limit: int = DEFAULT_LIMIT) -> None:
     ```
     """
     __tracebackhide__ = True
-    unopened: list[Unopened] = []
-    leaks = _find(roots, limit, unopened)
+    leaks = find_leaks(*roots, limit=limit)
     if leaks:
-        raise LeakError(format_leaks(leaks, unopened), anchor="leak-report")
+        raise LeakError(format_leaks(leaks, leaks.unopened), anchor="leak-report")
 
 
 #: The most objects one frame's naming walk visits.

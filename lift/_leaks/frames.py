@@ -1,5 +1,5 @@
 """The look at the user's frames as a trace exits (`lift._compat.
-watching_trace_exits(look=...)`): the tracers of the exiting trace that a
+watching_trace_exits(frames=...)`): the tracers of the exiting trace that a
 frame's locals reach, opened as the leak scan opens them (`LeakWalk.expand`,
 over the holders `lift._holders` describes), within a budget of objects.
 

@@ -17,6 +17,7 @@ import jax
 import numpy as np
 
 from .. import _compat
+from .._base.atoms import UNOPENED
 from .._base.owners import is_library_type, is_user_module
 from .._holders.attributes import own_attributes, static_attribute
 from .._holders.closure import (
@@ -34,7 +35,6 @@ from .._holders.stdlib import (
     referent_parts,
 )
 from .._holders.trees import one_level
-from .reach import ATOMIC
 from .report import (
     STATIC_FIELD,
     STORED_LIFTED,
@@ -90,7 +90,8 @@ class ObjectWalk:
         edge: tuple[Any, str | None, str | None] | None = None,
         reset: bool = False,
     ) -> None:
-        if type(obj) in ATOMIC:
+        # Exact types: a subclass of `int` may hold attributes of its own.
+        if type(obj) in UNOPENED:
             return
         key = id(obj)
         if key in self.seen:
@@ -102,7 +103,7 @@ class ObjectWalk:
 
     def push_all(self, items: Iterable[tuple[Any, Any]], parent: int, fmt: str) -> None:
         """Push `(key, value)` pairs labelled `fmt.format(key)`: the hot loop."""
-        atomic, seen, entries, queue = ATOMIC, self.seen, self.entries, self.queue
+        atomic, seen, entries, queue = UNOPENED, self.seen, self.entries, self.queue
         for key, value in items:
             if type(value) in atomic:
                 continue

@@ -117,6 +117,16 @@ def _on(item: pytest.Item) -> bool:
     )
 
 
+def _fast(item: pytest.Item) -> bool:
+    """Whether the fast mode watches `item`: chosen, and JAX's own checker
+    not on anyway (when it is, each phase runs in `lift.checking_leaks()`, as
+    in the exhaustive mode)."""
+    import jax
+
+    fast = item.config.stash.get(_MODE, "fast") == "fast"
+    return fast and not bool(cast(Any, jax.config).jax_check_tracer_leaks)
+
+
 def _roots(item: pytest.Item, cached: bool = False) -> list[tuple[str, Any]]:
     """What a test names: its function, its fixtures' functions (and so the
     globals their code names) and the fixture values it received; with
@@ -159,7 +169,7 @@ def _check_once(item: pytest.Item, watch: _Watch, confirm: bool) -> bool:
     __tracebackhide__ = True
     from .._base.errors import LeakError
     from .._compat import escaped_tracers
-    from .checking import place_escaped, unseen_error
+    from .checking import lifted_roots, place_escaped, unseen_error
     from .report import Unopened, format_leaks
     from .scan import scan_tracers
 
@@ -178,7 +188,7 @@ def _check_once(item: pytest.Item, watch: _Watch, confirm: bool) -> bool:
         if not escaped and not watch.held:
             return False
     roots = _roots(item)
-    roots.extend((getattr(f, "__qualname__", "lifted"), f) for f in list(watch.lifted))
+    roots.extend(lifted_roots(watch.lifted))
     module = getattr(getattr(item, "module", None), "__name__", None)
     home = module if isinstance(module, str) else None
     unopened: list[Unopened] = []
@@ -249,15 +259,12 @@ class _Watch:
         self.stack: Any = None
 
     def start(self, item: pytest.Item) -> _Watch:
-        import jax
-
         from .._base.registry import recording
         from .._compat import watching_trace_exits
         from .checking import checking_leaks
         from .frames import FrameLook
 
-        exhaustive = item.config.stash.get(_MODE, "fast") == "exhaustive"
-        if exhaustive or bool(cast(Any, jax.config).jax_check_tracer_leaks):
+        if not _fast(item):
             # Entered as it is, not through an `ExitStack`: its `LeakError`
             # then carries no context of the stack's own.
             self.stack = checking_leaks()
@@ -268,8 +275,7 @@ class _Watch:
             self.exits = stack.enter_context(
                 watching_trace_exits(
                     every=True,
-                    frames=self.note_frames,
-                    look=FrameLook(),
+                    frames=(self.note_frames, FrameLook()),
                     threads=True,
                 )
             )
@@ -322,8 +328,6 @@ def pytest_runtest_setup(item: pytest.Item) -> Generator[None, Any, Any]:
     __tracebackhide__ = True
     if not _on(item):
         return (yield)
-    import jax
-
     from .scan import scan_tracers
 
     # Tracers that escaped before this test ran are not its fault: held by
@@ -331,10 +335,8 @@ def pytest_runtest_setup(item: pytest.Item) -> Generator[None, Any, Any]:
     # (a session or module fixture, not yet in `item.funcargs`). The fast mode
     # looks only for tracers of the traces that exit in each phase: none of
     # those escaped before.
-    fast = item.config.stash.get(_MODE, "fast") == "fast" and not bool(
-        cast(Any, jax.config).jax_check_tracer_leaks
-    )
-    item.stash[_BEFORE] = [] if fast else scan_tracers(_roots(item, cached=True))[1]
+    before = [] if _fast(item) else scan_tracers(_roots(item, cached=True))[1]
+    item.stash[_BEFORE] = before
     return (yield from _phase(item))
 
 

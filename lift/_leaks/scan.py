@@ -25,6 +25,7 @@ import numpy as np
 
 from .. import _compat
 from .._base import gc as _gc
+from .._base.atoms import UNOPENED
 from .._base.owners import is_library_type, is_user_function
 from .._holders.closure import (
     builtin_method_parts,
@@ -47,7 +48,6 @@ from .._holders.stdlib import (
     weakref_parts,
 )
 from .objects import ATTR, INDEX, KEY, ObjectWalk
-from .reach import ATOMIC, code_names, param_name
 from .report import (
     ABSENT,
     BOUND,
@@ -118,7 +118,7 @@ class LeakWalk(ObjectWalk):
         visited, limit = 0, self.limit
         queue, entries, seen = self.queue, self.entries, self.seen
         popleft, append, add = queue.popleft, queue.append, seen.add
-        atomic, plain = ATOMIC, self.plain
+        atomic, plain = UNOPENED, self.plain
         tracer_type = _compat.Tracer
         expand = self.expand
         only, skip = self.only, self.skip
@@ -259,7 +259,7 @@ class LeakWalk(ObjectWalk):
                 self.push(value, index, label, (fn, label.variable, label.role))
         if self.globals and is_user_function(fn):
             glob = fn.__globals__
-            names = code_names(code, self.code_names)
+            names = _code_names(code, self.code_names)
             for name in names:
                 if name in glob:
                     value = glob[name]
@@ -380,3 +380,28 @@ def scan_tracers(
     if unopened is not None:
         unopened.extend(walk.unopened())
     return leaks, walk.tracers
+
+
+def _code_names(
+    code: types.CodeType, cache: dict[types.CodeType, tuple[str, ...]]
+) -> tuple[str, ...]:
+    """Global names a code object (and the code nested in it) refers to."""
+    found = cache.get(code)
+    if found is not None:
+        return found
+    names: dict[str, None] = {}
+    stack = [code]
+    while stack:
+        c = stack.pop()
+        names.update(dict.fromkeys(c.co_names))
+        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+    found = tuple(names)
+    cache[code] = found
+    return found
+
+
+def param_name(fn: Any, index: int) -> str:
+    code = getattr(fn, "__code__", None)
+    if isinstance(code, types.CodeType) and index < code.co_argcount:
+        return code.co_varnames[index]
+    return f"args[{index}]"

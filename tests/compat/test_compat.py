@@ -392,9 +392,9 @@ def test_eager_grad_over_a_jitted_closure_leaves_tracers_in_jax_caches() -> None
     # per call (jax 0.8.0: pjit._infer_params_cached; 0.10.2: separate_consts,
     # donation_vector; 0.12.0.1: trace_to_jaxpr, _dce_jaxpr, and equinox's
     # filter_eval_shape cache). The leak checks name those caches rather than
-    # report the tracers as the test's escapes (lift._leaks.scan.cache_holders).
+    # report the tracers as the test's escapes (lift._leaks.caches.split_cached).
     optx = pytest.importorskip("optimistix")
-    from lift._leaks.caches import cache_holders
+    from lift._leaks.caches import split_cached
 
     def cube_root(a: Any) -> Any:
         def fn(y: Any, args: Any) -> Any:
@@ -408,8 +408,8 @@ def test_eager_grad_over_a_jitted_closure_leaves_tracers_in_jax_caches() -> None
         jax.grad(cube_root)(2.0)
     kept = _compat.escaped_tracers(exits)
     assert "grad" in {_compat.transform_name(t) for t in kept}
-    cached = cache_holders(kept)
-    assert cached is not None
+    cached, rest = split_cached(kept)
+    assert cached is not None and rest == []
     assert all(name.startswith(("jax._src.", "equinox.")) for name in cached.names)
     assert any(name.startswith("jax._src.") for name in cached.names)
     # A tracer that a variable also holds is reached by lift's scan first; the
@@ -480,7 +480,7 @@ def test_frames_holding_an_exited_trace_are_named_not_those_inside_one(
         jax.jit(lambda y: inner.append(y) or y)(outer[0])
         return x
 
-    with _compat.watching_trace_exits(every=True, frames=tell, look=FrameLook()):
+    with _compat.watching_trace_exits(every=True, frames=(tell, FrameLook())):
         jax.vmap(g)(jnp.arange(2.0))
     assert told == ([] if declined else [("g", ["inner"], ["jit(<lambda>)"])])
 
@@ -498,7 +498,7 @@ def test_frame_watch_keeps_the_names_exec_wrote_into_the_locals() -> None:
         return locals()["y"]
 
     with _compat.watching_trace_exits(
-        every=True, frames=lambda found: None, look=FrameLook()
+        every=True, frames=(lambda found: None, FrameLook())
     ):
         assert run() == 1
 

@@ -492,7 +492,7 @@ def test_frame_look_reads_a_bounded_number_of_frames_on_a_deep_stack(
     jax.config.update("jax_check_tracer_leaks", False)  # the fast mode's setting
     try:
         with watching_trace_exits(
-            every=True, frames=lambda holdings: None, look=FrameLook()
+            every=True, frames=(lambda holdings: None, FrameLook())
         ):
             _recurse(400, work)
     finally:
