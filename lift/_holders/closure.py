@@ -22,7 +22,6 @@ from __future__ import annotations
 import collections
 import functools
 import types
-import weakref
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final, cast
 
@@ -112,15 +111,6 @@ def cells(
     if labels is None:
         labels = tuple(Label.of(CELL, name) for name in fn.__code__.co_freevars)
     return zip(labels, closure, strict=True)
-
-
-_MISSING: Final = object()
-
-
-def has_defaults(fn: types.FunctionType) -> tuple[bool, bool]:
-    """Whether `fn.__defaults__` and `fn.__kwdefaults__` are set (`None` and an
-    empty tuple or dict are different functions)."""
-    return fn.__defaults__ is not None, fn.__kwdefaults__ is not None
 
 
 def set_function_parts(
@@ -219,62 +209,21 @@ _METHODS: Final = (
 def class_parts(cls: type) -> list[tuple[Label, Any]]:
     """What a user's class holds, along its MRO's user classes: its data
     (`registry = []`), its methods, static and class methods and properties
-    (whose closures and defaults may hold values); not dunder names. Nothing
-    for a library's class."""
-    mro = cls.__mro__
-    plan = _class_plans.get(cls)
-    if plan is not None:
-        parts = _read_plan(plan, mro)
-        if parts is not None:
-            return parts
-    plan = _class_plan(cls)
-    try:
-        _class_plans[cls] = plan
-    except TypeError:  # a class that cannot be weakly referenced
-        pass
-    return _read_plan(plan, mro) or []
-
-
-def _read_plan(
-    plan: _ClassPlan, mro: tuple[type, ...]
-) -> list[tuple[Label, Any]] | None:
-    """The data `plan` names, or `None` if a class changed its names since."""
-    parts: list[tuple[Label, Any]] = []
-    for i, keys, names in plan:
-        attrs = mro[i].__dict__
-        if tuple(attrs) != keys:
-            return None
-        for name, label in names:
-            value = attrs.get(name, _MISSING)
-            if value is not _MISSING and not isinstance(value, _METHODS):
-                parts.append((label, value))
-    return parts
-
-
-# Per class, the user classes of its MRO (by index: the plan must not keep a
-# class alive) with the names in their `__dict__` when read (a class that gains,
-# loses or reorders an attribute is read again) and those that are not dunder
-# names, each read again at every scan (a method may be replaced by data under
-# the same name): what `class_parts` reads, decided once.
-_ClassPlan = tuple[tuple[int, tuple[str, ...], tuple[tuple[str, Label], ...]], ...]
-_class_plans: weakref.WeakKeyDictionary[type, _ClassPlan] = weakref.WeakKeyDictionary()
-
-
-def _class_plan(cls: type) -> _ClassPlan:
+    (whose closures and defaults may hold values); not dunder names, nor a
+    name a class before it in the MRO defines. Nothing for a library's class.
+    Read anew at every scan: a class may gain, lose or replace an attribute."""
     seen: set[str] = set()
-    plan: list[tuple[int, tuple[str, ...], tuple[tuple[str, Label], ...]]] = []
-    for index, klass in enumerate(cls.__mro__):
+    parts: list[tuple[Label, Any]] = []
+    for klass in cls.__mro__:
         if not user_class(klass):
             continue
-        keys = tuple(vars(klass))
-        names: list[tuple[str, Label]] = []
-        for name in keys:
+        for name, value in list(vars(klass).items()):
             if name in seen or (name.startswith("__") and name.endswith("__")):
                 continue
             seen.add(name)
-            names.append((name, Label.of(FIELD, name)))
-        plan.append((index, keys, tuple(names)))
-    return tuple(plan)
+            if not isinstance(value, _METHODS):
+                parts.append((Label.of(FIELD, name), value))
+    return parts
 
 
 def instance_class(t: type) -> Iterator[tuple[Label, Any]]:
