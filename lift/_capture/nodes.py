@@ -18,7 +18,7 @@ from .._holders import trees as jtu
 from .._holders.closure import Holder
 from .._holders.labels import ARG, ATTR, Label
 from .code import CodeInfo
-from .static import aux_key, static_key
+from .static import ById, aux_key, static_key
 
 __all__ = [
     "rebuild_order",
@@ -70,7 +70,7 @@ class Static:
             h = hash(key)
         except Exception:  # unhashable, or a `__hash__` that fails: by identity
             self._key = None
-            self.slot_key: Any = _Identity(value)
+            self.slot_key: Any = ById(value)
             h = hash(("id", id(value)))
         else:
             self._key = key
@@ -272,7 +272,7 @@ class FunctionNode:
         self.key = (
             "fn",
             _CodeKey(info),
-            _Identity(globals_),
+            ById(globals_),
             name,
             qualname,
             cells,
@@ -368,19 +368,6 @@ COMPOSITES: Final = (PartialNode, MethodNode, HolderNode)
 
 
 # Statics whose key says everything about their value.
-
-
-class _Identity:
-    __slots__ = ("value",)
-
-    def __init__(self, value: object) -> None:
-        self.value = value
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is _Identity and other.value is self.value
-
-    def __hash__(self) -> int:
-        return id(self.value)
 
 
 class _UserCell:

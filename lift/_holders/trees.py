@@ -40,7 +40,6 @@ __all__ = [
     "ordered",
     "read_as_tuple",
     "register_pytree_with_keys",
-    "registry_flatten",
     "tree_flatten",
     "tree_flatten_with_path",
     "tree_leaves",
@@ -66,12 +65,6 @@ register_pytree_with_keys = cast("Callable[..., None]", _jtu.register_pytree_wit
 GetAttrKey = cast("Callable[[str], Any]", _jtu.GetAttrKey)
 DictKey = cast("Callable[[Any], Any]", _jtu.DictKey)
 SequenceKey = cast("Callable[[int], Any]", _jtu.SequenceKey)
-
-
-registry_flatten = cast(
-    "Callable[..., tuple[list[Any], TreeDef]]",
-    _jtu.default_registry.flatten,  # pyright: ignore[reportUnknownMemberType]
-)
 
 
 def one_level(x: Any) -> Callable[[Any], bool]:
@@ -342,20 +335,7 @@ def _check_keys(value: Any) -> None:
         elif issubclass(t, (list, tuple)) and t not in _CUSTOM_NODES:
             stack.extend(cast("list[Any]", x))
         elif t in _CUSTOM_NODES:
-            stack.extend(_children_of(x))
-
-
-def _children_of(x: Any) -> list[Any]:
-    """A registered node's children, one level down (its own flatten)."""
-    first = [True]
-
-    def is_leaf(_: Any) -> bool:
-        if first[0]:
-            first[0] = False
-            return False
-        return True
-
-    return tree_flatten(x, is_leaf=is_leaf)[0]
+            stack.extend(tree_flatten(x, is_leaf=one_level(x))[0])
 
 
 def flatten_checked(
