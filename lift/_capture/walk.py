@@ -16,11 +16,11 @@ from typing import Any, Final, cast
 
 from .._compat import Tracer
 from .._holders.closure import (
+    METHOD,
+    PARTIAL,
     cells,
     function_held,
     holder_of,
-    method_parts,
-    partial_parts,
 )
 from .._holders.labels import ATTR, Label
 from .._holders.trees import (
@@ -34,9 +34,7 @@ from .nodes import (
     CellNode,
     FunctionNode,
     HolderNode,
-    MethodNode,
     Node,
-    PartialNode,
     Ref,
     Slot,
     Static,
@@ -155,19 +153,14 @@ class Walk:
             t: type[Any] = type(obj)  # pyright: ignore[reportUnknownVariableType]
             if t is types.FunctionType:
                 self.nodes[index] = self.function(index, obj)
-            elif t is types.MethodType:
-                self.nodes[index] = MethodNode(
-                    self.parts(method_parts(obj), index, obj)
-                )
-            elif (holder := holder_of(obj)) is not None:
-                self.nodes[index] = HolderNode(
-                    holder,
-                    holder.static(obj),
-                    self.parts(holder.parts(obj), index, obj),
-                )
-            else:
-                self.read.append((obj, held := tuple(partial_parts(obj))))
-                self.nodes[index] = PartialNode(t, self.parts(held, index, obj))
+                continue
+            holder = METHOD if t is types.MethodType else holder_of(obj) or PARTIAL
+            held = tuple(holder.parts(obj))
+            if holder is PARTIAL:
+                self.read.append((obj, held))  # `lift.jit` watches a partial's parts
+            self.nodes[index] = HolderNode(
+                holder, holder.static(obj), self.parts(held, index, obj)
+            )
         nodes: list[Node] = self.nodes  # type: ignore[assignment]
         skeleton = Skeleton(
             nodes,

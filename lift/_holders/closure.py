@@ -47,6 +47,8 @@ from .labels import (
 )
 
 __all__ = [
+    "METHOD",
+    "PARTIAL",
     "aux_parts",
     "FACTORY",
     "default_names",
@@ -234,14 +236,16 @@ def instance_class(t: type) -> Iterator[tuple[Label, Any]]:
 
 
 class Holder:
-    """A callable type defined elsewhere in lift and walked as a node of a closure
-    graph, like a partial: `lift.jit` functions, so that a captured helper's own
-    captures are watched and a `lift.jit` closure can call itself.
+    """A callable that holds a function and is walked as a node of a closure
+    graph: a `functools.partial` (`PARTIAL`), a bound method (`METHOD`), and
+    callable types defined elsewhere in lift (`register_holder`: `lift.jit`
+    functions, so that a captured helper's own captures are watched and a
+    `lift.jit` closure can call itself).
 
-    - `static(obj)`: the part compared as a static value (held by identity).
-    - `parts(obj)`: its parts, as `(Label, value)`.
-    - `rebuild(static, values)`: a new holder from the static part and the parts'
-      values, in order.
+    - `static(obj)`: the part compared as a static value.
+    - `parts(obj)`: its parts, as `(Label, value)`, its function first.
+    - `rebuild(static, parts)`: a new holder from the static part and the
+      parts, `(Label, value)` in order.
     """
 
     __slots__ = ("cls", "name", "parts", "rebuild", "static")
@@ -252,13 +256,30 @@ class Holder:
         name: str,
         static: Callable[[Any], Any],
         parts: Callable[[Any], Iterator[tuple[Label, Any]]],
-        rebuild: Callable[[Any, list[Any]], Any],
+        rebuild: Callable[[Any, list[tuple[Label, Any]]], Any],
     ) -> None:
         self.cls = cls
         self.name = name
         self.static = static
         self.parts = parts
         self.rebuild = rebuild
+
+
+def _no_static(_: Any) -> None:
+    return None
+
+
+def _make_method(static: None, parts: list[tuple[Label, Any]]) -> types.MethodType:
+    return types.MethodType(parts[0][1], parts[1][1])
+
+
+# A partial's class is its static part (a subclass that is not a pytree too).
+PARTIAL: Final = Holder(
+    functools.partial, "functools.partial", type, partial_parts, make_partial
+)
+METHOD: Final = Holder(
+    types.MethodType, "bound method", _no_static, method_parts, _make_method
+)
 
 
 def register_holder(holder: Holder) -> None:
