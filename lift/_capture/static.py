@@ -215,15 +215,6 @@ def _builtin_base(t: type[Any]) -> type[Any] | None:
     return None
 
 
-_BY_IDENTITY: Final = (
-    type,
-    types.FunctionType,
-    types.BuiltinFunctionType,
-    types.ModuleType,
-    np.dtype,
-)
-
-
 # Static captures never scanned, by exact type: the exact scalars and `...`
 # (floats and complex numbers, static only when asked, are `opaque`'s).
 _UNSCANNED: Final = EXACT | {type(Ellipsis)}

@@ -254,7 +254,7 @@ class Walk:
         if name in info.rebound:
             refuse_rebinding(fn, name, template, self.leaves)
         values = self.leaves[before:]
-        if any(issubclass(type(leaf), BRANCHABLE) for leaf in values):  # pyright: ignore[reportUnknownArgumentType]
+        if values and any(issubclass(type(leaf), BRANCHABLE) for leaf in values):  # pyright: ignore[reportUnknownArgumentType]
             self.scalar_cells.append((cell, index, any(map(is_bool, values))))
         return CellNode(template, label, owner)
 

@@ -249,10 +249,10 @@ def ordered(
                 for k in order
             ]
             aux = (aux[0], order) if t is collections.defaultdict else order
-            new = _from_node(td, (t, aux), [p[0] for p in picked])
+            new = from_node(td, (t, aux), [p[0] for p in picked])
             return new, [i for p in picked for i in p[1]]
         done = [walk(v, c) for v, c in zip(_items(x), children, strict=True)]
-        return _from_node(td, node, [p[0] for p in done]), [
+        return from_node(td, node, [p[0] for p in done]), [
             i for p in done for i in p[1]
         ]
 
@@ -264,15 +264,12 @@ def _items(x: Any) -> list[Any]:
     return list(x.values()) if isinstance(x, dict) else list(x)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
 
 
-def _from_node(td: TreeDef, node: Any, children: list[TreeDef]) -> TreeDef:
+def from_node(td: TreeDef, node: Any, children: list[TreeDef]) -> TreeDef:
+    """A treedef from one node's data and its children's treedefs."""
     registry: Any = _jtu.default_registry  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
     return _jtu.PyTreeDef.from_node_data_and_children(  # pyright: ignore
         registry, node, children
     )
-
-
-# A treedef from one node's data and its children's treedefs.
-from_node: Final = _from_node
 
 
 _NODE_TYPES: Final = frozenset(
