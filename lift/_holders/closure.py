@@ -3,7 +3,8 @@
 A function holds cells, defaults, keyword-only defaults and attributes (its
 `__dict__`: values set by the user, `__wrapped__` set by `functools.wraps`); a
 `functools.partial` holds `func`, `args` and `keywords`; a bound method holds
-`__func__` and `__self__`; a plain object holds its `__dict__` and `__slots__`.
+`__func__` and `__self__` (a plain object holds its `__dict__` and
+`__slots__`, read without running its code: `lift._holders.attributes`).
 This module is the only place that says so. Capture,
 `lift.jit`'s watch on cells, rebuild, key paths, `repr`, `captures`, `diff` and
 the leak scan all read these parts through `Label`s, so a new kind of holder is
@@ -11,8 +12,8 @@ one edit here (with `lift._holders.stdlib` for the standard library's
 holders that are not plain objects).
 
 It also says which classes are the user's (their attributes are read, their
-methods' closures followed), which types are lift's own holders (`Holder`:
-`lift.jit` functions; `function_of`: a `Lifted`), and how code is reached from
+methods' closures followed), how each holder is rebuilt (`Holder`: a
+partial, a bound method, a `lift.jit` function; `function_of`: a `Lifted`), and how code is reached from
 a callable (`lift._base.errors.code_of`). The names of the parts are `lift._holders.labels`; the static
 rule is `lift._capture.static`.
 """
@@ -56,7 +57,6 @@ __all__ = [
     "function_held",
     "function_parts",
     "has_aux",
-    "object_parts",
     "partial_parts",
     "slot_names",
     "static_data",
@@ -315,20 +315,6 @@ def slot_names(cls: type) -> tuple[str, ...]:
             if type(member) is types.MemberDescriptorType:
                 names.append(name)
     return tuple(dict.fromkeys(names))
-
-
-def object_parts(obj: Any, slots: tuple[str, ...]) -> Iterator[tuple[Label, Any]]:
-    """An object's `__dict__` entries and set slots (`slots` from `slot_names`)."""
-    attrs = getattr(obj, "__dict__", None)
-    if type(attrs) is dict:
-        for name, value in list(attrs.items()):  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
-            yield Label.of(FIELD, name), value  # pyright: ignore[reportUnknownArgumentType]
-    for name in slots:
-        try:
-            value = getattr(obj, name)
-        except Exception:  # an unset slot, or a descriptor that raises
-            continue
-        yield Label.of(FIELD, name), value
 
 
 # `slot_names(cls)`, computed once per class.
