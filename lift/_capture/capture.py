@@ -16,10 +16,6 @@ from typing import Any, Final, cast
 
 from .._base import gc as _gc
 from .._base.errors import LiftError, describe
-from .._holders.trees import (
-    is_function_like,
-)
-from .hidden import hidden_tracer
 from .nodes import (
     CellNode,
     FunctionNode,
@@ -32,9 +28,6 @@ __all__ = [
     "capture",
     "check_names",
     "check_options",
-    "check_static_names",
-    "hidden_tracer",
-    "is_function_like",
 ]
 
 

@@ -26,7 +26,8 @@ from typing import Any, Final, NamedTuple, TypeAlias, cast
 from .._base.caches import per_class
 from .._base.errors import LiftError, code_of, describe
 from .._compat import CUSTOM_NODES
-from .._holders.closure import default_factory, object_parts, slots_of
+from .._holders.attributes import own_attributes
+from .._holders.closure import default_factory, slots_of
 from .._holders.labels import ATTR, SELF, Label
 from .._holders.trees import flatten_checked, tree_flatten, treedef_paths
 from .nodes import CellNode, FunctionNode, Node, Template
@@ -236,9 +237,7 @@ def _attributes(x: Any) -> list[tuple[Any, Any]]:
     t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
     cached = _cached_properties(t)
     return [
-        (label.key, v)
-        for label, v in object_parts(x, slots_of(t))
-        if label.key not in cached
+        (name, v) for name, v in own_attributes(x, slots_of(t)) if name not in cached
     ]
 
 

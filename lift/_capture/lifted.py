@@ -270,12 +270,6 @@ class Lifted(Generic[_P, _R]):
         self._built = built
         return built
 
-    @property
-    def _fn(self) -> Callable[_P, _R] | None:
-        """The function the calls share, if built yet (the memory tests read it)."""
-        built = self._built
-        return None if built is None else built.fn
-
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         built = self._built
         if built is None:

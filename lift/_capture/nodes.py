@@ -8,7 +8,6 @@ two skeletons compare."""
 
 from __future__ import annotations
 
-import functools
 import types
 from collections.abc import Sequence
 from typing import Any, Final, TypeAlias, cast
@@ -16,20 +15,17 @@ from typing import Any, Final, TypeAlias, cast
 from .._base.errors import LiftError
 from .._holders import trees as jtu
 from .._holders.closure import Holder
-from .._holders.labels import ARG, ATTR, Label
+from .._holders.labels import ATTR, Label
 from .code import CodeInfo
-from .static import aux_key, static_key
+from .static import ById, aux_key, static_key
 
 __all__ = [
     "rebuild_order",
-    "COMPOSITES",
     "CellNode",
     "FunctionNode",
     "HolderNode",
-    "MethodNode",
     "Node",
     "Part",
-    "PartialNode",
     "Ref",
     "Slot",
     "Static",
@@ -70,7 +66,7 @@ class Static:
             h = hash(key)
         except Exception:  # unhashable, or a `__hash__` that fails: by identity
             self._key = None
-            self.slot_key: Any = _Identity(value)
+            self.slot_key: Any = ById(value)
             h = hash(("id", id(value)))
         else:
             self._key = key
@@ -272,7 +268,7 @@ class FunctionNode:
         self.key = (
             "fn",
             _CodeKey(info),
-            _Identity(globals_),
+            ById(globals_),
             name,
             qualname,
             cells,
@@ -298,45 +294,10 @@ class FunctionNode:
         return None
 
 
-class PartialNode:
-    """A `functools.partial` (or subclass that is not a registered pytree)."""
-
-    kind: Final = "functools.partial"
-
-    __slots__ = ("_parts", "cls", "func", "key", "nargs")
-
-    def __init__(
-        self, cls: type[functools.partial[Any]], parts: tuple[Part, ...]
-    ) -> None:
-        self.cls = cls
-        self._parts = parts
-        self.func = parts[0][1]
-        self.nargs = sum(1 for label, _ in parts if label.kind == ARG)
-        self.key = ("partial", cls, tuple((label.ident, t.key) for label, t in parts))
-
-    def parts(self) -> tuple[Part, ...]:
-        return self._parts
-
-
-class MethodNode:
-    """A bound method: `__func__` and `__self__`."""
-
-    kind: Final = "bound method"
-
-    __slots__ = ("_parts", "func", "key", "self_")
-
-    def __init__(self, parts: tuple[Part, ...]) -> None:
-        self._parts = parts
-        self.func = parts[0][1]
-        self.self_ = parts[1][1]
-        self.key = ("method", tuple((label.ident, t.key) for label, t in parts))
-
-    def parts(self) -> tuple[Part, ...]:
-        return self._parts
-
-
 class HolderNode:
-    """A registered holder (`lift._holders.closure.Holder`): a `lift.jit` function."""
+    """A partial, a bound method or a `lift.jit` function: a holder
+    (`lift._holders.closure.Holder`), its static part (a partial's class) and
+    its parts, the first its function."""
 
     __slots__ = ("_parts", "func", "holder", "key", "static")
 
@@ -346,8 +307,7 @@ class HolderNode:
         self._parts = parts
         self.func = parts[0][1]
         self.key = (
-            "holder",
-            holder.cls,
+            holder.name,
             Static(static),
             tuple((label.ident, t.key) for label, t in parts),
         )
@@ -360,27 +320,10 @@ class HolderNode:
         return self._parts
 
 
-Node: TypeAlias = "FunctionNode | CellNode | PartialNode | MethodNode | HolderNode"
-
-
-# Nodes rebuilt from the others, in dependency order (`Skeleton.order`).
-COMPOSITES: Final = (PartialNode, MethodNode, HolderNode)
+Node: TypeAlias = "FunctionNode | CellNode | HolderNode"
 
 
 # Statics whose key says everything about their value.
-
-
-class _Identity:
-    __slots__ = ("value",)
-
-    def __init__(self, value: object) -> None:
-        self.value = value
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is _Identity and other.value is self.value
-
-    def __hash__(self) -> int:
-        return id(self.value)
 
 
 class _UserCell:
@@ -446,16 +389,17 @@ def function_meta(fn: types.FunctionType) -> Static:
 
 
 def rebuild_order(nodes: list[Node]) -> tuple[int, ...]:
-    """Partial and method nodes, each after the partials/methods it refers to."""
+    """The holder nodes (partials, methods, `lift.jit` functions), each after
+    the holder nodes it refers to."""
     pending = {
         i: {
             s.index
             for _, t in n.parts()
             for s in t.slots
-            if type(s) is Ref and isinstance(nodes[s.index], COMPOSITES)
+            if type(s) is Ref and type(nodes[s.index]) is HolderNode
         }
         for i, n in enumerate(nodes)
-        if isinstance(n, COMPOSITES)
+        if type(n) is HolderNode
     }
     out: list[int] = []
     done: set[int] = set()

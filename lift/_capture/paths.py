@@ -11,9 +11,10 @@ from __future__ import annotations
 from typing import Any, Final, cast
 
 from .._holders import trees as jtu
+from .._holders.closure import METHOD, PARTIAL
 from .._holders.labels import ARG, CAPTURES, KEYWORD, Label
 from .._holders.trees import treedef_paths
-from .nodes import FunctionNode, MethodNode, PartialNode, Ref, Template
+from .nodes import FunctionNode, Ref, Template
 from .rebuild import build_nodes
 from .skeleton import LiftedParts, Skeleton, arrays_of, capture_into, skeleton_of
 
@@ -186,8 +187,12 @@ def _materializer(
     names, dynamic = skeleton.options or (frozenset[str](), None)
     for template in templates:
         for slot in template.slots:
-            if type(slot) is Ref and isinstance(
-                skeleton.nodes[slot.index], (FunctionNode, PartialNode, MethodNode)
+            if type(slot) is not Ref:
+                continue
+            node = skeleton.nodes[slot.index]
+            if type(node) is FunctionNode or getattr(node, "holder", None) in (
+                PARTIAL,
+                METHOD,
             ):
                 obj = objs[slot.index]
                 if not isinstance(obj, lifted):

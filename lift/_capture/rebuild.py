@@ -17,13 +17,11 @@ from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 from .._base.errors import LiftError, describe
-from .._holders.closure import make_partial, set_function_parts
+from .._holders.closure import set_function_parts
 from .nodes import (
     CellNode,
     FunctionNode,
     HolderNode,
-    MethodNode,
-    PartialNode,
     Template,
 )
 from .skeleton import Skeleton
@@ -72,21 +70,10 @@ def build_nodes(
                 fn.__annotations__ = dict(annotations)
             objs[i] = fn
     for i in skeleton.order:
-        node = nodes[i]
-        if type(node) is PartialNode:
-            objs[i] = make_partial(
-                node.cls,
-                ((label, materialize(t)) for label, t in node.parts()),
-            )
-        elif type(node) is MethodNode:
-            objs[i] = types.MethodType(
-                materialize(node.func),
-                materialize(node.self_),
-            )
-        elif type(node) is HolderNode:
-            objs[i] = node.holder.rebuild(
-                node.static, [materialize(t) for _, t in node.parts()]
-            )
+        node = cast(HolderNode, nodes[i])
+        objs[i] = node.holder.rebuild(
+            node.static, [(label, materialize(t)) for label, t in node.parts()]
+        )
     for i, node in enumerate(nodes):
         if type(node) is CellNode:
             if node.template is not None:

@@ -20,9 +20,9 @@ from typing import Any, Final, Protocol, cast
 from .._base.errors import static_str
 from .._holders.labels import Label
 from .nodes import (
-    COMPOSITES,
     CellNode,
     FunctionNode,
+    HolderNode,
     Node,
     Ref,
     Static,
@@ -171,7 +171,7 @@ def root_function(skeleton: Skeleton) -> FunctionNode | None:
     for _ in range(len(skeleton.nodes)):
         if isinstance(node, FunctionNode):
             return node
-        if isinstance(node, COMPOSITES):
+        if isinstance(node, HolderNode):
             slots = node.func.slots
             if len(slots) != 1 or type(slots[0]) is not Ref:
                 return None  # a `Lifted` or a callable pytree: see `root_name`
@@ -186,7 +186,7 @@ def root_name(skeleton: Skeleton, which: str) -> str:
     if root is not None:
         return root.name if which == "name" else root.qualname
     node = skeleton.nodes[0]
-    if isinstance(node, COMPOSITES):
+    if isinstance(node, HolderNode):
         slots, treedef = node.func.slots, node.func.treedef
         if len(slots) == 1 and isinstance(slots[0], Static):
             return getattr(

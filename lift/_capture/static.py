@@ -29,6 +29,7 @@ from .._holders.trees import read_as_tuple
 from .hidden import aux_tracer, hidden_tracer, jax_dtype, opaque
 
 __all__ = [
+    "ById",
     "attributes_by_global",
     "aux_key",
     "check_aux",
@@ -51,8 +52,10 @@ _ARRAY_BYTES: Final = 4096
 _MAX_DEPTH: Final = 64
 
 
-class _ById:
-    """Stands for a value compared by identity (it holds the value alive)."""
+class ById:
+    """Stands for a value compared by identity (it holds the value alive): a
+    static key, and a skeleton's key of what compares by identity (a
+    function's globals, an unhashable static)."""
 
     __slots__ = ("value",)
 
@@ -60,7 +63,7 @@ class _ById:
         self.value = value
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is _ById and other.value is self.value
+        return type(other) is ById and other.value is self.value
 
     def __hash__(self) -> int:
         return id(self.value)
@@ -83,7 +86,7 @@ def static_key(value: Any, depth: int = 0) -> Any:
     if t is complex:
         return (t, value.real.hex(), value.imag.hex())
     if depth > _MAX_DEPTH:
-        return _ById(value)
+        return ById(value)
     if t is tuple or t is frozenset or _is_namedtuple(t):
         items = [static_key(v, depth + 1) for v in value]  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
         return (t, frozenset(items) if t is frozenset else tuple(items))
@@ -95,7 +98,7 @@ def static_key(value: Any, depth: int = 0) -> Any:
         return (t, value.dtype, value.tobytes())
     if t is np.ndarray:
         if value.dtype.hasobject or value.nbytes > _ARRAY_BYTES:
-            return _ById(value)
+            return ById(value)
         return (t, value.dtype, value.shape, value.tobytes())
     if t is dict:
         # Annotations reach here: a dict compared by its items, in order.
@@ -159,7 +162,7 @@ def _aux_part_key(aux: Any, depth: int = 0) -> Any:
         pass
     t: type[Any] = type(aux)  # pyright: ignore[reportUnknownVariableType]
     if depth > _MAX_DEPTH:
-        return _ById(aux)
+        return ById(aux)
     if t is list or t is tuple or _is_namedtuple(t):
         return (t, tuple(_aux_part_key(a, depth + 1) for a in aux))  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
     if t is dict:
@@ -170,7 +173,7 @@ def _aux_part_key(aux: Any, depth: int = 0) -> Any:
                 for k, v in aux.items()  # pyright: ignore[reportUnknownVariableType]
             ),
         )
-    return _ById(aux)
+    return ById(aux)
 
 
 def _arg_key(arg: Any, depth: int) -> Any:
@@ -210,15 +213,6 @@ def _builtin_base(t: type[Any]) -> type[Any] | None:
                 return None
             return base
     return None
-
-
-_BY_IDENTITY: Final = (
-    type,
-    types.FunctionType,
-    types.BuiltinFunctionType,
-    types.ModuleType,
-    np.dtype,
-)
 
 
 # Static captures never scanned, by exact type: the exact scalars and `...`
@@ -306,14 +300,15 @@ def scalar_leaf(leaf: Any, t: type[Any]) -> Any:
 def python_number(t: type[Any]) -> bool:
     """Whether `t` is a Python `float` or `complex`, or a subclass of one that
     is not a NumPy scalar (which is a NumPy value): the one statement of it,
-    for `scalar_leaf` and `named_static`."""
+    for `scalar_leaf` and for what stays static outside the captures named in
+    `dynamic=` (`DynamicNames`)."""
     return issubclass(t, (float, complex)) and not issubclass(t, np.generic)
 
 
 class DynamicNames:
     """`dynamic=` given as names: the named captures, and everything nested in
     them, follow the default rule; elsewhere only arrays, tracers and NumPy
-    values are leaves, and Python floats stay static (`named_static`), so the
+    values are leaves, and Python floats stay static (`python_number`), so the
     function computes bitwise what the original does but for the named values.
     Kept with a skeleton's options (pickle re-lifts with it)."""
 
@@ -333,13 +328,6 @@ class DynamicNames:
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (DynamicNames, (self.names,))
-
-
-def named_static(t: type[Any]) -> bool:
-    """Whether a leaf of type `t`, dynamic by the default rule, is static outside
-    the captures named in `dynamic=`: a Python float or complex (not a NumPy
-    scalar, which is a NumPy value)."""
-    return python_number(t)
 
 
 def unsortable_registry(value: Any) -> bool:

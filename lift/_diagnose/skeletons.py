@@ -15,7 +15,6 @@ from .._capture.lift import is_lifted
 from .._capture.nodes import (
     FunctionNode,
     HolderNode,
-    PartialNode,
     Ref,
     Static,
     Template,
@@ -23,7 +22,7 @@ from .._capture.nodes import (
 from .._capture.skeleton import Skeleton
 from .._capture.static import DynamicNames, default_dynamic
 from .._compat import treedef_text
-from .._holders.closure import custom_data
+from .._holders.closure import PARTIAL, custom_data
 from .._holders.trees import is_function_like
 
 __all__ = [
@@ -176,10 +175,10 @@ def _facts(node: Any) -> list[tuple[str, Any, Any, str]]:
             ("has docstring, module, annotations", node.meta, node.meta.value, ""),
             ("has __defaults__, __kwdefaults__ not None:", defaults, defaults, ""),
         ]
+    if isinstance(node, HolderNode) and node.holder is PARTIAL:
+        return [("is of class", node.static, node.static, "")]
     if isinstance(node, HolderNode):
         return [("has options", Static(node.static), node.static, "two objects")]
-    if isinstance(node, PartialNode):
-        return [("is of class", node.cls, node.cls, "")]
     return []
 
 
@@ -193,7 +192,7 @@ def diff_node(
     """Two nodes at one path: what they are, then capture by capture."""
     (sa, ia), (sb, ib) = x, y
     na, nb = sa.nodes[ia], sb.nodes[ib]
-    if type(na) is not type(nb):
+    if na.kind != nb.kind:
         lines.append(
             f"{at_path(path)}a {na.kind} ({_node_name(sa, ia)}) in one, a {nb.kind} "
             f"({_node_name(sb, ib)}) in the other"

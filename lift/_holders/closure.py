@@ -3,7 +3,8 @@
 A function holds cells, defaults, keyword-only defaults and attributes (its
 `__dict__`: values set by the user, `__wrapped__` set by `functools.wraps`); a
 `functools.partial` holds `func`, `args` and `keywords`; a bound method holds
-`__func__` and `__self__`; a plain object holds its `__dict__` and `__slots__`.
+`__func__` and `__self__` (a plain object holds its `__dict__` and
+`__slots__`, read without running its code: `lift._holders.attributes`).
 This module is the only place that says so. Capture,
 `lift.jit`'s watch on cells, rebuild, key paths, `repr`, `captures`, `diff` and
 the leak scan all read these parts through `Label`s, so a new kind of holder is
@@ -11,8 +12,8 @@ one edit here (with `lift._holders.stdlib` for the standard library's
 holders that are not plain objects).
 
 It also says which classes are the user's (their attributes are read, their
-methods' closures followed), which types are lift's own holders (`Holder`:
-`lift.jit` functions; `function_of`: a `Lifted`), and how code is reached from
+methods' closures followed), how each holder is rebuilt (`Holder`: a
+partial, a bound method, a `lift.jit` function; `function_of`: a `Lifted`), and how code is reached from
 a callable (`lift._base.errors.code_of`). The names of the parts are `lift._holders.labels`; the static
 rule is `lift._capture.static`.
 """
@@ -22,7 +23,6 @@ from __future__ import annotations
 import collections
 import functools
 import types
-import weakref
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final, cast
 
@@ -48,6 +48,8 @@ from .labels import (
 )
 
 __all__ = [
+    "METHOD",
+    "PARTIAL",
     "aux_parts",
     "FACTORY",
     "default_names",
@@ -55,7 +57,6 @@ __all__ = [
     "function_held",
     "function_parts",
     "has_aux",
-    "object_parts",
     "partial_parts",
     "slot_names",
     "static_data",
@@ -112,15 +113,6 @@ def cells(
     if labels is None:
         labels = tuple(Label.of(CELL, name) for name in fn.__code__.co_freevars)
     return zip(labels, closure, strict=True)
-
-
-_MISSING: Final = object()
-
-
-def has_defaults(fn: types.FunctionType) -> tuple[bool, bool]:
-    """Whether `fn.__defaults__` and `fn.__kwdefaults__` are set (`None` and an
-    empty tuple or dict are different functions)."""
-    return fn.__defaults__ is not None, fn.__kwdefaults__ is not None
 
 
 def set_function_parts(
@@ -219,62 +211,21 @@ _METHODS: Final = (
 def class_parts(cls: type) -> list[tuple[Label, Any]]:
     """What a user's class holds, along its MRO's user classes: its data
     (`registry = []`), its methods, static and class methods and properties
-    (whose closures and defaults may hold values); not dunder names. Nothing
-    for a library's class."""
-    mro = cls.__mro__
-    plan = _class_plans.get(cls)
-    if plan is not None:
-        parts = _read_plan(plan, mro)
-        if parts is not None:
-            return parts
-    plan = _class_plan(cls)
-    try:
-        _class_plans[cls] = plan
-    except TypeError:  # a class that cannot be weakly referenced
-        pass
-    return _read_plan(plan, mro) or []
-
-
-def _read_plan(
-    plan: _ClassPlan, mro: tuple[type, ...]
-) -> list[tuple[Label, Any]] | None:
-    """The data `plan` names, or `None` if a class changed its names since."""
-    parts: list[tuple[Label, Any]] = []
-    for i, keys, names in plan:
-        attrs = mro[i].__dict__
-        if tuple(attrs) != keys:
-            return None
-        for name, label in names:
-            value = attrs.get(name, _MISSING)
-            if value is not _MISSING and not isinstance(value, _METHODS):
-                parts.append((label, value))
-    return parts
-
-
-# Per class, the user classes of its MRO (by index: the plan must not keep a
-# class alive) with the names in their `__dict__` when read (a class that gains,
-# loses or reorders an attribute is read again) and those that are not dunder
-# names, each read again at every scan (a method may be replaced by data under
-# the same name): what `class_parts` reads, decided once.
-_ClassPlan = tuple[tuple[int, tuple[str, ...], tuple[tuple[str, Label], ...]], ...]
-_class_plans: weakref.WeakKeyDictionary[type, _ClassPlan] = weakref.WeakKeyDictionary()
-
-
-def _class_plan(cls: type) -> _ClassPlan:
+    (whose closures and defaults may hold values); not dunder names, nor a
+    name a class before it in the MRO defines. Nothing for a library's class.
+    Read anew at every scan: a class may gain, lose or replace an attribute."""
     seen: set[str] = set()
-    plan: list[tuple[int, tuple[str, ...], tuple[tuple[str, Label], ...]]] = []
-    for index, klass in enumerate(cls.__mro__):
+    parts: list[tuple[Label, Any]] = []
+    for klass in cls.__mro__:
         if not user_class(klass):
             continue
-        keys = tuple(vars(klass))
-        names: list[tuple[str, Label]] = []
-        for name in keys:
+        for name, value in list(vars(klass).items()):
             if name in seen or (name.startswith("__") and name.endswith("__")):
                 continue
             seen.add(name)
-            names.append((name, Label.of(FIELD, name)))
-        plan.append((index, keys, tuple(names)))
-    return tuple(plan)
+            if not isinstance(value, _METHODS):
+                parts.append((Label.of(FIELD, name), value))
+    return parts
 
 
 def instance_class(t: type) -> Iterator[tuple[Label, Any]]:
@@ -285,14 +236,16 @@ def instance_class(t: type) -> Iterator[tuple[Label, Any]]:
 
 
 class Holder:
-    """A callable type defined elsewhere in lift and walked as a node of a closure
-    graph, like a partial: `lift.jit` functions, so that a captured helper's own
-    captures are watched and a `lift.jit` closure can call itself.
+    """A callable that holds a function and is walked as a node of a closure
+    graph: a `functools.partial` (`PARTIAL`), a bound method (`METHOD`), and
+    callable types defined elsewhere in lift (`register_holder`: `lift.jit`
+    functions, so that a captured helper's own captures are watched and a
+    `lift.jit` closure can call itself).
 
-    - `static(obj)`: the part compared as a static value (held by identity).
-    - `parts(obj)`: its parts, as `(Label, value)`.
-    - `rebuild(static, values)`: a new holder from the static part and the parts'
-      values, in order.
+    - `static(obj)`: the part compared as a static value.
+    - `parts(obj)`: its parts, as `(Label, value)`, its function first.
+    - `rebuild(static, parts)`: a new holder from the static part and the
+      parts, `(Label, value)` in order.
     """
 
     __slots__ = ("cls", "name", "parts", "rebuild", "static")
@@ -303,13 +256,30 @@ class Holder:
         name: str,
         static: Callable[[Any], Any],
         parts: Callable[[Any], Iterator[tuple[Label, Any]]],
-        rebuild: Callable[[Any, list[Any]], Any],
+        rebuild: Callable[[Any, list[tuple[Label, Any]]], Any],
     ) -> None:
         self.cls = cls
         self.name = name
         self.static = static
         self.parts = parts
         self.rebuild = rebuild
+
+
+def _no_static(_: Any) -> None:
+    return None
+
+
+def _make_method(static: None, parts: list[tuple[Label, Any]]) -> types.MethodType:
+    return types.MethodType(parts[0][1], parts[1][1])
+
+
+# A partial's class is its static part (a subclass that is not a pytree too).
+PARTIAL: Final = Holder(
+    functools.partial, "functools.partial", type, partial_parts, make_partial
+)
+METHOD: Final = Holder(
+    types.MethodType, "bound method", _no_static, method_parts, _make_method
+)
 
 
 def register_holder(holder: Holder) -> None:
@@ -345,20 +315,6 @@ def slot_names(cls: type) -> tuple[str, ...]:
             if type(member) is types.MemberDescriptorType:
                 names.append(name)
     return tuple(dict.fromkeys(names))
-
-
-def object_parts(obj: Any, slots: tuple[str, ...]) -> Iterator[tuple[Label, Any]]:
-    """An object's `__dict__` entries and set slots (`slots` from `slot_names`)."""
-    attrs = getattr(obj, "__dict__", None)
-    if type(attrs) is dict:
-        for name, value in list(attrs.items()):  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
-            yield Label.of(FIELD, name), value  # pyright: ignore[reportUnknownArgumentType]
-    for name in slots:
-        try:
-            value = getattr(obj, name)
-        except Exception:  # an unset slot, or a descriptor that raises
-            continue
-        yield Label.of(FIELD, name), value
 
 
 # `slot_names(cls)`, computed once per class.

@@ -146,24 +146,6 @@ class Label:
             raise ValueError("cells are read by the function that holds them")
         return f"{holder}.{kind}"
 
-    def read(self, holder: Any) -> Any:
-        """This part of a live holder (for a cell's label, the holder is the
-        cell)."""
-        kind, key = self.kind, self.key
-        if kind == CELL:
-            return holder.cell_contents
-        if kind == DEFAULT:
-            return holder.__defaults__[key]
-        if kind == KWDEFAULT:
-            return holder.__kwdefaults__[key]
-        if kind == ATTR:
-            return holder.__dict__[key]
-        if kind == ARG:
-            return holder.args[key]
-        if kind == KEYWORD:
-            return holder.keywords[key]
-        return getattr(holder, str(key) if kind == FIELD else kind)
-
     def __eq__(self, other: object) -> bool:
         return self is other or (type(other) is Label and self.ident == other.ident)
 

@@ -40,7 +40,6 @@ __all__ = [
     "ordered",
     "read_as_tuple",
     "register_pytree_with_keys",
-    "registry_flatten",
     "tree_flatten",
     "tree_flatten_with_path",
     "tree_leaves",
@@ -66,12 +65,6 @@ register_pytree_with_keys = cast("Callable[..., None]", _jtu.register_pytree_wit
 GetAttrKey = cast("Callable[[str], Any]", _jtu.GetAttrKey)
 DictKey = cast("Callable[[Any], Any]", _jtu.DictKey)
 SequenceKey = cast("Callable[[int], Any]", _jtu.SequenceKey)
-
-
-registry_flatten = cast(
-    "Callable[..., tuple[list[Any], TreeDef]]",
-    _jtu.default_registry.flatten,  # pyright: ignore[reportUnknownMemberType]
-)
 
 
 def one_level(x: Any) -> Callable[[Any], bool]:
@@ -256,10 +249,10 @@ def ordered(
                 for k in order
             ]
             aux = (aux[0], order) if t is collections.defaultdict else order
-            new = _from_node(td, (t, aux), [p[0] for p in picked])
+            new = from_node(td, (t, aux), [p[0] for p in picked])
             return new, [i for p in picked for i in p[1]]
         done = [walk(v, c) for v, c in zip(_items(x), children, strict=True)]
-        return _from_node(td, node, [p[0] for p in done]), [
+        return from_node(td, node, [p[0] for p in done]), [
             i for p in done for i in p[1]
         ]
 
@@ -271,15 +264,12 @@ def _items(x: Any) -> list[Any]:
     return list(x.values()) if isinstance(x, dict) else list(x)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
 
 
-def _from_node(td: TreeDef, node: Any, children: list[TreeDef]) -> TreeDef:
+def from_node(td: TreeDef, node: Any, children: list[TreeDef]) -> TreeDef:
+    """A treedef from one node's data and its children's treedefs."""
     registry: Any = _jtu.default_registry  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
     return _jtu.PyTreeDef.from_node_data_and_children(  # pyright: ignore
         registry, node, children
     )
-
-
-# A treedef from one node's data and its children's treedefs.
-from_node: Final = _from_node
 
 
 _NODE_TYPES: Final = frozenset(
@@ -342,20 +332,7 @@ def _check_keys(value: Any) -> None:
         elif issubclass(t, (list, tuple)) and t not in _CUSTOM_NODES:
             stack.extend(cast("list[Any]", x))
         elif t in _CUSTOM_NODES:
-            stack.extend(_children_of(x))
-
-
-def _children_of(x: Any) -> list[Any]:
-    """A registered node's children, one level down (its own flatten)."""
-    first = [True]
-
-    def is_leaf(_: Any) -> bool:
-        if first[0]:
-            first[0] = False
-            return False
-        return True
-
-    return tree_flatten(x, is_leaf=is_leaf)[0]
+            stack.extend(tree_flatten(x, is_leaf=one_level(x))[0])
 
 
 def flatten_checked(

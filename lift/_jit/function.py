@@ -232,9 +232,11 @@ def _holder_parts(x: JitFunction[Any, Any]) -> Iterator[tuple[Label, Any]]:
     yield Label.of(WRAPPED), x._fn  # pyright: ignore[reportPrivateUsage]
 
 
-def _holder_rebuild(static: Any, values: list[Any]) -> JitFunction[Any, Any]:
+def _holder_rebuild(
+    static: Any, parts: list[tuple[Label, Any]]
+) -> JitFunction[Any, Any]:
     program, options = static
-    return JitFunction(values[0], program, dict(options))
+    return JitFunction(parts[0][1], program, dict(options))
 
 
 register_holder(

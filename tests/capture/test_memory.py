@@ -43,9 +43,9 @@ class Tracked:
 
     def lifted(self, g: Any) -> None:
         self.add("Lifted", g)
-        fn = g._fn  # the rebuilt function, once called
-        if fn is not None:
-            self.add("rebuilt function", fn)
+        built = g._built  # the rebuilt function, once called
+        if built is not None:
+            self.add("rebuilt function", built.fn)
         for leaf in jax.tree_util.tree_leaves(g):
             if isinstance(leaf, jax.core.Tracer):
                 self.add("tracer", leaf)
