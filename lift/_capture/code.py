@@ -57,6 +57,7 @@ class CodeInfo:
         "global_names",
         "hash",
         "rebound",
+        "unplain",
     )
 
     def __init__(self, code: types.CodeType) -> None:
@@ -97,6 +98,8 @@ class CodeInfo:
         self.rebound = frozenset(rebound)
         self.branched = frozenset(sites)
         self.branch_sites = sites
+        # Variables whose capture needs more than its type read: one of both.
+        self.unplain = self.branched | self.rebound
         self.global_names = frozenset(names)
         self.branches_on_params = flows
         self._operands: dict[int, frozenset[Source]] | None = None

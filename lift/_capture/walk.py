@@ -21,6 +21,7 @@ from .._holders.closure import (
     cells,
     function_held,
     holder_of,
+    user_class,
 )
 from .._holders.labels import ATTR, Label
 from .._holders.trees import (
@@ -62,6 +63,7 @@ from .static import (
     DYNAMIC_ATOMS,
     PY_SCALARS,
     STATIC_ATOMS,
+    ArrayImpl,
     DynamicNames,
     attributes_by_global,
     branch_static,
@@ -185,19 +187,52 @@ class Walk:
         self.read.append((fn, held := function_held(fn)))
         info = code_info(held[0])
         indices: list[int] = []
+        ids = self.ids
+        nodes, leaves = self.nodes, self.leaves
+        # A cell holding a float or an array, read by no branch and not rebound,
+        # with no `static=`/`dynamic=` (the common capture, thousands in a wide
+        # closure): `cell` and `template` inlined, which halves the walk of a
+        # closure over a thousand floats.
+        fast = (
+            self.dynamic is None
+            and self.named is None
+            and not self.static
+            and not self.branched_cells
+        )
         in_scope = index in self.scope.nodes
+        unplain = info.unplain
         for label, cell in cells(fn, info.cell_labels):
-            cell_index = self.ids.get(id(cell))
+            cell_index = ids.get(id(cell))
             if cell_index is None:
-                cell_index = len(self.nodes)
-                self.ids[id(cell)] = cell_index
-                self.nodes.append(None)
+                cell_index = len(nodes)
+                ids[id(cell)] = cell_index
                 self.parents.append(None)
+                try:
+                    contents = cell.cell_contents
+                except ValueError:
+                    contents = cell  # an empty cell: `cell` says so
+                self.read.append((cell, contents))
+                if fast:
+                    t = type(contents)  # pyright: ignore[reportUnknownVariableType]
+                    name = label.variable
+                    if t in ALWAYS_DYNAMIC and name not in unplain:
+                        self.names.add(name)  # pyright: ignore[reportArgumentType]
+                        leaf = len(leaves)
+                        leaves.append(contents)
+                        if t is not ArrayImpl:
+                            self.float_leaves.append(leaf)
+                            self.scalar_cells.append((cell, cell_index, False))
+                        nodes.append(
+                            CellNode(
+                                Template(None, (leaf,), index, label), label, index
+                            )
+                        )
+                        indices.append(cell_index)
+                        continue
+                nodes.append(None)
                 if in_scope or id(cell) in self.scope.ids:
                     self.scope.add(cell_index, cell)
-                self.nodes[cell_index] = self.cell(
-                    cell, cell_index, label, fn, info, index
-                )
+                nodes[cell_index] = self.cell(cell, cell_index, label, fn, info, index)
             else:
                 self.shared = True  # a cell of several functions
                 self.scope.reached(cell_index, cell, not in_scope)
@@ -244,18 +279,22 @@ class Walk:
         except ValueError:
             # An empty cell: the user's own, which Python binds later (a
             # decorator's function named in its own body, `super()`'s class).
-            self.read.append((cell, cell))
             self.names.add(name)
             return CellNode(None, label, owner, cell)
-        self.read.append((cell, contents))
         branched = name in info.branched or id(cell) in self.branched_cells
         before = len(self.leaves)
         template = self.template(contents, index, label, fn, branched)
         if name in info.rebound:
             refuse_rebinding(fn, name, template, self.leaves)
-        values = self.leaves[before:]
-        if values and any(issubclass(type(leaf), BRANCHABLE) for leaf in values):  # pyright: ignore[reportUnknownArgumentType]
-            self.scalar_cells.append((cell, index, any(map(is_bool, values))))
+        added = len(self.leaves) - before
+        if added == 1:  # the common case, one value: no generator
+            leaf = self.leaves[before]
+            if issubclass(type(leaf), BRANCHABLE):  # pyright: ignore[reportUnknownArgumentType]
+                self.scalar_cells.append((cell, index, is_bool(leaf)))
+        elif added:
+            values = self.leaves[before:]
+            if any(issubclass(type(leaf), BRANCHABLE) for leaf in values):  # pyright: ignore[reportUnknownArgumentType]
+                self.scalar_cells.append((cell, index, any(map(is_bool, values))))
         return CellNode(template, label, owner)
 
     # -- values ------------------------------------------------------------------
@@ -275,52 +314,68 @@ class Walk:
         forced = forced or (name is not None and name in self.static)
         pinned = self.scope.pinned(owner, name)
         t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
-        if self.dynamic is None and (
-            t in STATIC_ATOMS or (t in DYNAMIC_ATOMS and not forced)
+        if t in STATIC_ATOMS and self.dynamic is None:
+            # A user's class holds data (`registry = [...]`) as an instance of
+            # it does: a tracer there is refused alike.
+            if t is type and user_class(value):
+                self.kept(check_opaque(value, t, holder, label))
+            return Template(None, (Static(value),), owner, label)
+        if (
+            t in ALWAYS_DYNAMIC
+            and not forced
+            and self.dynamic is None
+            and not (branched and branch_static(value, t))
+            and not (pinned and t is not ArrayImpl)
         ):
-            # One atom (a float, an array, an int: the common capture), not a
-            # pytree: its slot says what it is.
-            slot = self.slot(
-                value, forced, branched, holder, label, [], 0, pinned=pinned
-            )
-            return Template(None, (slot,), owner, label)
+            # A float or an array (the common capture): what `slot` makes of it.
+            index = len(self.leaves)
+            self.leaves.append(value)
+            if t is not ArrayImpl:
+                self.float_leaves.append(index)
+            return Template(None, (index,), owner, label)
         if issubclass(t, ITERATORS):
             # Static by identity; a suspended frame's locals may hold a tracer.
             self.kept(check_opaque(value, type(value), holder, label))  # pyright: ignore[reportUnknownArgumentType]
             return Template(None, (Static(value),), owner, label)
         order = None
         owned: dict[int, bool] = {}
-        if is_function_like(value):
-            leaves = [value]
-            treedef = None
-        else:
-            flat = flatten_capture(
-                value,
-                own_leaf(
-                    value,
-                    owned,
-                    lambda leaf: self.kind(leaf, forced, branched, pinned) is STATIC,
-                ),
-                lambda: own_leaf(
-                    value,
-                    owned,
-                    lambda leaf: self.kind(leaf, forced, branched) is STATIC,
-                ),
-                forced,
-                holder,
-                label,
-            )
-            if flat is None:  # whole and static
-                if not forced:
-                    self.kept(check_opaque(value, t, holder, label))
-                return Template(None, (Static(value),), owner, label)
-            leaves, treedef = flat
-            if treedef.num_nodes == 1 and treedef.num_leaves == 1:
+        if forced or t not in DYNAMIC_ATOMS or self.dynamic is not None:
+            if is_function_like(value):
+                leaves = [value]
                 treedef = None
             else:
-                if irregular(value):
-                    order = ordered(value, treedef, static_key)
-                self.kept(check_aux(treedef, holder, label))
+                flat = flatten_capture(
+                    value,
+                    own_leaf(
+                        value,
+                        owned,
+                        lambda leaf: (
+                            self.kind(leaf, forced, branched, pinned) is STATIC
+                        ),
+                    ),
+                    lambda: own_leaf(
+                        value,
+                        owned,
+                        lambda leaf: self.kind(leaf, forced, branched) is STATIC,
+                    ),
+                    forced,
+                    holder,
+                    label,
+                )
+                if flat is None:  # whole and static
+                    if not forced:
+                        self.kept(check_opaque(value, t, holder, label))
+                    return Template(None, (Static(value),), owner, label)
+                leaves, treedef = flat
+                if treedef.num_nodes == 1 and treedef.num_leaves == 1:
+                    treedef = None
+                else:
+                    if irregular(value):
+                        order = ordered(value, treedef, static_key)
+                    self.kept(check_aux(treedef, holder, label))
+        else:
+            leaves = [value]
+            treedef = None
         slots: list[Slot] = []
         new_nodes: list[tuple[int, int]] = []
         frozen = frozenset(k for k, v in owned.items() if v)
@@ -397,6 +452,10 @@ class Walk:
         pinned: bool = False,
     ) -> Slot:
         t: type[Any] = type(leaf)  # pyright: ignore[reportUnknownVariableType]
+        if t in STATIC_ATOMS and (forced or self.dynamic is None):
+            if t is type and user_class(leaf):
+                self.kept(check_opaque(leaf, t, holder, label))
+            return Static(leaf)
         if owned and id(leaf) in owned:
             # A list or dict nested in the capture that holds no dynamic leaf
             # and no function: the user's own object, as at the top (`own_static`).
