@@ -143,9 +143,10 @@ def watching_trace_exits(
     With `frames` (`(told, look)`), each time a trace exits for good in this
     thread (not a transform's switch back to the trace it runs in), the user's
     frames on the stack are looked at for its tracers in their local variables
-    (see `FrameHolding`); `told` is called with those that hold some, while
-    they still do. (A local dropped before the block ends would be gone by
-    then.) `look` finds them from the locals (`Look`: the leak scan's opening
+    (see `FrameHolding`): where JAX's checker looks (`core.ensure_no_leaks`),
+    and only if the trace is still alive then; `told` is called with those that
+    hold some, while they still do. (A local dropped before the block ends
+    would be gone by then.) `look` finds them from the locals (`Look`: the leak scan's opening
     of holders, `lift._leaks.frames.FrameLook`), the innermost block's.
 
     With `threads`, traces exiting in every thread are noted and looked at
@@ -156,6 +157,7 @@ def watching_trace_exits(
     if not _recorders:
         _original_set_current_trace = _core.set_current_trace
         _core.set_current_trace = _watching_class(_original_set_current_trace)
+        _core.ensure_no_leaks = _LeakCheck
     entry = _Recorder(
         recorder, every, None if threads else threading.get_ident(), frames
     )
@@ -168,11 +170,13 @@ def watching_trace_exits(
         # By identity: two blocks' records may be equal dicts.
         del _recorders[next(i for i, e in enumerate(_recorders) if e is entry)]
         if frames is not None:
+            _look_pending()
             _frame_watchers -= 1
             if not _frame_watchers:
                 _open_traces.clear()
         if not _recorders and _original_set_current_trace is not None:
             _core.set_current_trace = _original_set_current_trace
+            _core.ensure_no_leaks = _ENSURE_NO_LEAKS
             _original_set_current_trace = None
 
 
@@ -323,20 +327,108 @@ def _check_frames(trace: Any, finalizers: int = 0) -> None:
     ]
     if not told or _still_running(trace):
         return
-    look = told[-1][1]
-    found = _frames_holding(trace, sys._getframe(2), look)  # pyright: ignore[reportPrivateUsage]
-    if len(_FINALIZERS) > finalizers:
-        found.extend(_finalizers_holding(trace, len(_FINALIZERS) - finalizers, look))
+    new = len(_FINALIZERS) - finalizers
+    exit = _Exit(
+        trace,
+        _user_frames(sys._getframe(2)),  # pyright: ignore[reportPrivateUsage]
+        list(itertools.islice(reversed(_FINALIZERS), new)) if new > 0 else [],
+        told,
+    )
+    if type(trace).__name__ not in _CHECKED_ON_LEAVING:
+        _look(exit, trace)
+        return
+    exit.trace = weakref.ref(trace)
+    with _pending_lock:
+        _pending.append(exit)
+
+
+class _Exit:
+    """A trace's last exit, its look at the user's frames still to come: the
+    trace (by weak reference), the user's frames then on the stack, the
+    finalizers registered while it ran and the blocks to tell."""
+
+    __slots__ = ("finalizers", "frames", "thread", "told", "trace")
+
+    def __init__(
+        self,
+        trace: Any,
+        frames: list[tuple[types.FrameType, frozenset[str]]],
+        finalizers: list[Any],
+        told: list[tuple[Callable[[list[FrameHolding]], None], Look]],
+    ) -> None:
+        self.trace = trace
+        self.frames = frames
+        self.finalizers = finalizers
+        self.told = told
+        self.thread = threading.get_ident()
+
+
+# The look at the last exit of a `jit`, `scan`, `vmap`, ... trace waits until
+# JAX leaves its `core.ensure_no_leaks(trace)` block (where JAX's checker looks,
+# jax 0.8.0 to 0.12): JAX has dropped the locals that held the trace's tracers
+# while it ran, and a trace no tracer holds is freed, so that nothing is left
+# to look for (most exits, in equinox's suite: those JAX keeps are looked at).
+# Until then the frames are held, with their locals. An exit that no such
+# block follows is looked at when the block watching frames ends. (Eager
+# `grad`'s and `jvp`'s traces are looked at as they exit: no such block
+# follows theirs before jax 0.11.)
+_CHECKED_ON_LEAVING: Final = frozenset(
+    {"DynamicJaxprTrace", "BatchTrace", "JaxprTrace"}
+)
+_pending: list[_Exit] = []
+_pending_lock = threading.Lock()
+_ENSURE_NO_LEAKS: Final = _core.ensure_no_leaks
+
+
+class _LeakCheck:
+    """`core.ensure_no_leaks(trace)` while traces are watched: JAX's, then the
+    looks at the exits still to come."""
+
+    __slots__ = ("check",)
+    check: Any
+
+    def __init__(self, trace: Any) -> None:
+        self.check = _ENSURE_NO_LEAKS(trace)
+
+    def __enter__(self) -> Any:
+        return self.check.__enter__()
+
+    def __exit__(self, *exc: Any) -> Any:
+        check, self.check = self.check, None
+        out = check.__exit__(*exc)
+        del check
+        if _pending and exc[0] is None:
+            _look_pending(threading.get_ident())
+        return out
+
+
+def _look_pending(thread: int | None = None) -> None:
+    """Look at the frames of each trace exit still to be looked at (this
+    thread's, or with `thread` `None` every thread's) whose trace is alive."""
+    global _pending
+    with _pending_lock:
+        exits = [e for e in _pending if thread is None or e.thread == thread]
+        _pending = [e for e in _pending if not (thread is None or e.thread == thread)]
+    for exit in exits:
+        trace = exit.trace()
+        if trace is not None:
+            _look(exit, trace)
+
+
+def _look(exit: _Exit, trace: Any) -> None:
+    look = exit.told[-1][1]
+    found = _frames_holding(trace, exit.frames, look)
+    if exit.finalizers:
+        found.extend(_finalizers_holding(trace, exit.finalizers, look))
     if found:
-        for frames, _ in told:
+        for frames, _ in exit.told:
             frames(found)
 
 
 def _frames_holding(
-    trace: Any, frame: types.FrameType | None, look: Look
+    trace: Any, chosen: list[tuple[types.FrameType, frozenset[str]]], look: Look
 ) -> list[FrameHolding]:
     found: list[FrameHolding] = []
-    chosen = _user_frames(frame)
     budget = _FRAME_BUDGET
     exited = _Exited(trace)
     seen: set[int] = set()  # an object two frames hold is looked at once
@@ -355,12 +447,14 @@ def _frames_holding(
     return found
 
 
-def _finalizers_holding(trace: Any, count: int, look: Look) -> list[FrameHolding]:
-    """The last `count` finalizers registered that hold tracers of `trace`
-    (each a `FrameHolding` of no code: the finalizer is its only name)."""
+def _finalizers_holding(
+    trace: Any, finalizers: list[Any], look: Look
+) -> list[FrameHolding]:
+    """The `finalizers` (registered while `trace` ran) that hold tracers of
+    `trace` (each a `FrameHolding` of no code: the finalizer is its only name)."""
     found: list[FrameHolding] = []
     exited = _Exited(trace)
-    for finalizer in list(itertools.islice(reversed(_FINALIZERS), count)):
+    for finalizer in finalizers:
         names = [(_FINALIZER, finalizer)]
         tracers, _ = look(exited, names, _FRAME_BUDGET, set())
         if tracers:

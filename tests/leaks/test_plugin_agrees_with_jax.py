@@ -453,13 +453,12 @@ def _recurse(n: int, work: object) -> float:
     return _recurse(n - 1, work)
 
 
-def test_frame_look_reads_a_bounded_number_of_frames_on_a_deep_stack(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # The frame look runs at every trace exit: under 400 user frames it reads
-    # the locals of at most the innermost 8 and outermost 4 (it read all 400
-    # before, about 3 times plain's cost), so a deep stack costs no more than a
-    # shallow one. Counted, not timed.
+def _counting_frame_reads(
+    monkeypatch: pytest.MonkeyPatch, eager: bool, exits: int = 10
+) -> tuple[list[int], list[int]]:
+    """Under 400 user frames, `exits` traces exit (eager `jvp`'s, looked at as
+    they exit, or `vmap`'s): the looks at their exits, and the frames whose
+    locals were read."""
     import jax
     import jax.numpy as jnp
 
@@ -481,11 +480,13 @@ def test_frame_look_reads_a_bounded_number_of_frames_on_a_deep_stack(
 
     monkeypatch.setattr(trace_exits, "frame_locals", counting_reads)
     monkeypatch.setattr(trace_exits, "_check_frames", counting_looks)
-    exits = 10
 
     def work() -> float:
         for _ in range(exits):
-            jax.vmap(jnp.sin)(jnp.ones(3))
+            if eager:
+                jax.jvp(jnp.sin, (jnp.ones(3),), (jnp.ones(3),))
+            else:
+                jax.vmap(jnp.sin)(jnp.ones(3))
         return 0.0
 
     prev = jax.config.jax_check_tracer_leaks
@@ -497,5 +498,28 @@ def test_frame_look_reads_a_bounded_number_of_frames_on_a_deep_stack(
             _recurse(400, work)
     finally:
         jax.config.update("jax_check_tracer_leaks", prev)
-    assert len(looks) >= exits  # a look at each trace exit, at least
+    return looks, reads
+
+
+def test_frame_look_reads_a_bounded_number_of_frames_on_a_deep_stack(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Under 400 user frames, the look at a trace's exit reads the locals of at
+    # most the innermost 8 and outermost 4 (it read all 400 before, about 3
+    # times plain's cost), so a deep stack costs no more than a shallow one.
+    # Counted, not timed.
+    looks, reads = _counting_frame_reads(monkeypatch, eager=True)
+    assert len(looks) >= 10  # a look at each trace exit, at least
     assert 0 < len(reads) <= 12 * len(looks)  # not 400 a look
+
+
+def test_the_frames_of_a_trace_no_tracer_outlives_are_not_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The look at a `vmap` trace's exit waits for JAX's own leak check of it
+    # (`core.ensure_no_leaks`): by then a trace no tracer holds is freed, and
+    # no frame is read. An eager `jvp`'s trace (above), which JAX does not
+    # check, is looked at as it exits.
+    looks, reads = _counting_frame_reads(monkeypatch, eager=False)
+    assert len(looks) >= 10
+    assert reads == []
