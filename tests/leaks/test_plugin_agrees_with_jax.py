@@ -523,3 +523,34 @@ def test_the_frames_of_a_trace_no_tracer_outlives_are_not_read(
     looks, reads = _counting_frame_reads(monkeypatch, eager=False)
     assert len(looks) >= 10
     assert reads == []
+
+
+@pytest.mark.lift_allow_leaks  # it keeps a tracer on purpose, as the block sees
+def test_a_tracer_kept_then_dropped_by_the_caller_is_seen_before_jit_returns() -> None:
+    # The look at a `jit` trace's exit waits for JAX's own check of it
+    # (`core.ensure_no_leaks`), which runs before `jax.jit` returns: a tracer
+    # the caller's list keeps then is found, though the caller drops it as
+    # soon as `jax.jit` returns (JAX's checker fails such a test too).
+    import jax
+    import jax.numpy as jnp
+
+    from lift._compat import FrameHolding, watching_trace_exits
+    from lift._leaks.frames import FrameLook
+
+    told: list[FrameHolding] = []
+    seen: list[Any] = []
+
+    @jax.jit
+    def f(x: Any) -> Any:
+        seen.append(x)
+        return x
+
+    prev = jax.config.jax_check_tracer_leaks
+    jax.config.update("jax_check_tracer_leaks", False)  # the fast mode's setting
+    try:
+        with watching_trace_exits(every=True, frames=(told.extend, FrameLook())):
+            f(jnp.ones(3))
+            seen.clear()
+    finally:
+        jax.config.update("jax_check_tracer_leaks", prev)
+    assert [name for holding in told for name, _ in holding.tracers] == ["seen"]
