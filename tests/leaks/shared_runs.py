@@ -113,6 +113,11 @@ class Run:
                     lines.append(_shown(line))
         return "\n".join(lines)
 
+    def failures(self, file: str) -> str | None:
+        """The reports of the file's failures and errors (`None`: it has none)."""
+        texts = [text for _, _, outcome, text in self._of(file) if outcome == "failed"]
+        return "\n".join(texts) if texts else None
+
     def lines(self, file: str) -> pytest.LineMatcher:
         return pytest.LineMatcher(self.text(file).splitlines())
 
