@@ -5,9 +5,11 @@ subprocess, which starts Python and imports JAX (2 to 5 s) before it checks
 anything. Tests that run pytest the same way (the same options and the same
 `JAX_CHECK_TRACER_LEAKS`) add their files to one of the runs below when their
 module is imported, each in a folder of its own, and read their tests' outcomes
-and reports from that run: one subprocess a way for the whole session, started
-by the first test that asks for it. Every test file's basename is its own
-(pytest imports them by name), as is each helper module's.
+and reports from that run: one subprocess a way for the whole session. The
+runs start side by side with the session (tests/conftest.py), and run beside
+the tests before the ones that read them; a test that reads a run not started
+starts it. Every test file's basename is its own (pytest imports them by
+name), as is each helper module's.
 """
 
 from __future__ import annotations
@@ -135,20 +137,30 @@ class SharedRun:
         self.args = args
         self.jax_checker = jax_checker
         self.folders: dict[str, dict[str, str]] = {}
+        self.root: Path | None = None
+        self.process: subprocess.Popen[bytes] | None = None
         self.run: Run | None = None
+        _RUNS.append(self)
 
     def add(self, folder: str, files: dict[str, str]) -> None:
         """Files (name: source, dedented) to run in `folder`; at import time,
         before the run starts."""
-        assert self.run is None, "added after the run"
+        assert self.root is None, "added after the run started"
         self.folders.setdefault(folder, {}).update(files)
 
     def __call__(self, tmp_path_factory: pytest.TempPathFactory) -> Run:
+        """The run's outcomes, once it has ended (started now if not yet)."""
         if self.run is None:
-            self.run = self._start(tmp_path_factory.mktemp("shared-run"))
+            self.start(tmp_path_factory)
+            assert self.process is not None and self.root is not None
+            self.process.wait(timeout=900)
+            self.run = _read(self.root)
         return self.run
 
-    def _start(self, root: Path) -> Run:
+    def start(self, tmp_path_factory: pytest.TempPathFactory) -> None:
+        if self.root is not None:
+            return
+        self.root = root = tmp_path_factory.mktemp("shared-run")
         names = [
             f for files in self.folders.values() for f in files if f != "conftest.py"
         ]
@@ -165,23 +177,45 @@ class SharedRun:
             [str(root), *filter(None, [os.environ.get("PYTHONPATH")])]
         )
         env.pop("PYTEST_ADDOPTS", None)
-        out = subprocess.run(
-            [
-                *(sys.executable, "-m", "pytest", *plugin_args(), *self.args),
-                *("-p", "_recorder", "-p", "no:cacheprovider", f"--rootdir={root}"),
-                *sorted(self.folders),
-            ],
-            cwd=root,
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=900,
-        )
-        reports = root / "reports.jsonl"
-        text = reports.read_text() if reports.exists() else ""
-        records = [json.loads(line) for line in text.splitlines()]
-        return Run(records, out.stdout, out.stderr)
+        with (root / "stdout").open("wb") as out, (root / "stderr").open("wb") as err:
+            self.process = subprocess.Popen(
+                [
+                    *(sys.executable, "-m", "pytest", *plugin_args(), *self.args),
+                    *("-p", "_recorder", "-p", "no:cacheprovider"),
+                    *(f"--rootdir={root}", *sorted(self.folders)),
+                ],
+                cwd=root,
+                env=env,
+                stdout=out,
+                stderr=err,
+            )
+
+
+def _read(root: Path) -> Run:
+    reports = root / "reports.jsonl"
+    text = reports.read_text() if reports.exists() else ""
+    records = [json.loads(line) for line in text.splitlines()]
+    return Run(records, (root / "stdout").read_text(), (root / "stderr").read_text())
+
+
+_RUNS: list[SharedRun] = []
+
+
+def start_all(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Start every run some test module added files to: they run side by side,
+    and beside the tests before the ones that read them (on a second core the
+    suite's own process leaves idle)."""
+    for shared in _RUNS:
+        if shared.folders:
+            shared.start(tmp_path_factory)
+
+
+def stop_all() -> None:
+    """End the runs no test waited for (their tests deselected)."""
+    for shared in _RUNS:
+        if shared.process is not None and shared.process.poll() is None:
+            shared.process.kill()
+            shared.process.wait()
 
 
 # JAX's checker on, the plugin loaded and not switched on.

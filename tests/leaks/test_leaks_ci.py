@@ -415,12 +415,10 @@ def test_local_clean():
 """
 
 
-@pytest.fixture(scope="module")
-def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def _venv(root: Path) -> Path:
     """A virtual environment of its own (its `site-packages` where an
     installer puts a project), seeing this one's packages on `PYTHONPATH`: the
     libraries are outside its `site-packages` too."""
-    root = tmp_path_factory.mktemp("venv")
     subprocess.run(
         [sys.executable, "-m", "venv", "--without-pip", str(root)], check=True
     )
@@ -496,35 +494,52 @@ def _lay_out(install: str, tmp_path: Path, site: Path) -> tuple[Path, list[str]]
     return tmp_path, path
 
 
-@pytest.mark.parametrize(
-    "install", ["editable", "installed", "pythonpath", "monorepo", "runfiles"]
-)
+INSTALLS = ("editable", "installed", "pythonpath", "monorepo", "runfiles")
+
+
+@pytest.fixture(scope="module")
+def installs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[str, str]]:
+    """Each layout's `pytest --lift-leaks -v` run (its stdout and stderr), the
+    five side by side, each in a virtual environment of its own."""
+    running = {}
+    for install in INSTALLS:
+        tmp_path = tmp_path_factory.mktemp(install)
+        venv = _venv(tmp_path_factory.mktemp(f"{install}-venv"))
+        cwd, path = _lay_out(install, tmp_path, _site_packages(venv))
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+        env["JAX_CHECK_TRACER_LEAKS"] = "0"
+        out, err = tmp_path / "stdout", tmp_path / "stderr"
+        with out.open("wb") as stdout, err.open("wb") as stderr:
+            process = subprocess.Popen(
+                [
+                    *(str(venv / "bin" / "python"), "-m", "pytest", *plugin_args()),
+                    *("--lift-leaks", "-v", "-p", "no:cacheprovider"),
+                ],
+                cwd=cwd,
+                env=env,
+                stdout=stdout,
+                stderr=stderr,
+            )
+        running[install] = (process, out, err)
+    for process, _, _ in running.values():
+        process.wait(timeout=600)
+    return {
+        k: (out.read_text(), err.read_text()) for k, (_, out, err) in running.items()
+    }
+
+
+@pytest.mark.parametrize("install", INSTALLS)
 def test_the_project_is_the_users_however_installed(
-    tmp_path: Path, venv: Path, install: str
+    installs: dict[str, tuple[str, str]], install: str
 ) -> None:
-    cwd, path = _lay_out(install, tmp_path, _site_packages(venv))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
-    env["JAX_CHECK_TRACER_LEAKS"] = "0"
-    run = subprocess.run(
-        [
-            *(str(venv / "bin" / "python"), "-m", "pytest", *plugin_args()),
-            *("--lift-leaks", "-v", "-p", "no:cacheprovider"),
-        ],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=600,
-    )
-    out = run.stdout
+    out, err = installs[install]
     for line in (
         "test_cached_leak FAILED",
         "test_cached_clean PASSED",
         "test_local_leak FAILED",
         "test_local_clean PASSED",
     ):
-        assert line in out, out + run.stderr
+        assert line in out, out + err
     assert re.search(r"table\.<cache>\[.*\]: float32\[\] from jit\(traced\)", out), out
     assert re.search(r"local_step \(.*\), local variable 'seen'", out), out
     assert "libraries' caches" not in out
