@@ -133,9 +133,10 @@ def _shown(nodeid: str) -> str:
 class SharedRun:
     """A pytest run in a subprocess over the files that test modules add."""
 
-    def __init__(self, *args: str, jax_checker: bool) -> None:
+    def __init__(self, *args: str, jax_checker: bool, ini: str = "") -> None:
         self.args = args
         self.jax_checker = jax_checker
+        self.ini = ini  # the run's pytest.ini
         self.folders: dict[str, dict[str, str]] = {}
         self.root: Path | None = None
         self.process: subprocess.Popen[bytes] | None = None
@@ -171,6 +172,8 @@ class SharedRun:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(textwrap.dedent(source).strip() + "\n")
         (root / "_recorder.py").write_text(_RECORDER)
+        if self.ini:
+            (root / "pytest.ini").write_text(self.ini)
         env: dict[str, Any] = {**os.environ, "COLUMNS": "250"}
         env["JAX_CHECK_TRACER_LEAKS"] = "1" if self.jax_checker else "0"
         env["PYTHONPATH"] = os.pathsep.join(

@@ -10,7 +10,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from shared_runs import DEFAULT, DEFAULT_JAX_ON, EXHAUSTIVE, JAX_CHECKER, Run
+from shared_runs import (
+    DEFAULT,
+    DEFAULT_JAX_ON,
+    EXHAUSTIVE,
+    JAX_CHECKER,
+    Run,
+    SharedRun,
+)
 
 import lift._leaks.plugin
 from lift import _compat
@@ -52,18 +59,8 @@ def _plugin_args() -> list[str]:
     return [] if installed else ["-p", "lift._leaks.plugin"]
 
 
-@pytest.fixture
-def leaky(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
-) -> pytest.Pytester:
-    # Written for JAX's checker on (its report without the plugin, the plugin
-    # then inside `lift.checking_leaks()`), whatever this run's own checking.
-    monkeypatch.setenv("JAX_CHECK_TRACER_LEAKS", "1")
-    pytester.makepyfile(test_leaky=LEAKY)
-    return pytester
-
-
-# Written for JAX's checker on, as `leaky`.
+# Written for JAX's checker on (its report without the plugin, the plugin then
+# inside `lift.checking_leaks()`), whatever this run's own checking.
 JAX_CHECKER.add("plugin", {"test_leaky.py": LEAKY})
 DEFAULT_JAX_ON.add("plugin", {"test_leaky.py": LEAKY})
 
@@ -113,10 +110,12 @@ def test_flag_fails_leaky_tests_with_the_leak_error(jax_on_run: Run) -> None:
     assert "Leaked trace" not in jax_on_run.text("test_leaky.py")
 
 
-def test_ini_switches_it_on(leaky: pytest.Pytester) -> None:
-    leaky.makeini("[pytest]\nlift_leaks = true\n")
-    result = leaky.runpytest_subprocess(*_plugin_args())
-    result.assert_outcomes(passed=2, failed=2)
+INI_ON = SharedRun(jax_checker=True, ini="[pytest]\nlift_leaks = true\n")
+INI_ON.add("plugin", {"test_leaky.py": LEAKY})
+
+
+def test_ini_switches_it_on(tmp_path_factory: pytest.TempPathFactory) -> None:
+    INI_ON(tmp_path_factory).assert_outcomes("test_leaky.py", passed=2, failed=2)
 
 
 def test_marker_exempts_and_clean_tests_pass(jax_on_run: Run) -> None:
@@ -326,10 +325,16 @@ def test_exhaustive_mode_also_finds_leaks_held_elsewhere(
     )
 
 
-def test_mode_from_the_ini_and_bad_modes(modes: pytest.Pytester) -> None:
-    modes.makeini("[pytest]\nlift_leaks = true\nlift_leaks_mode = exhaustive\n")
-    result = modes.runpytest_subprocess(*_plugin_args())
-    result.assert_outcomes(failed=3)
+INI_EXHAUSTIVE = SharedRun(
+    jax_checker=False, ini="[pytest]\nlift_leaks = true\nlift_leaks_mode = exhaustive\n"
+)
+INI_EXHAUSTIVE.add("plugin", {"leaky_helpers.py": HELPERS, "test_modes.py": MODES})
+
+
+def test_mode_from_the_ini_and_bad_modes(
+    modes: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    INI_EXHAUSTIVE(tmp_path_factory).assert_outcomes("test_modes.py", failed=3)
     result = modes.runpytest_subprocess(*_plugin_args(), "--lift-leaks-mode=slow")
     result.stderr.fnmatch_lines(["*invalid choice: 'slow'*"])
 
@@ -474,17 +479,20 @@ def test_stored_cycle():
 """
 
 
+# A run of its own: the file turns the collector off for the whole run.
+CYCLE_RUN = SharedRun("--lift-leaks", jax_checker=False)
+CYCLE_RUN.add("plugin", {"test_cycle.py": CYCLE})
+
+
 def test_a_tracer_held_only_by_garbage_fails_no_test(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     # As JAX's checker, which collects garbage before it looks: a tracer no
     # live object reaches cannot be used again, and is no leak; its twin,
     # stored, is one.
-    monkeypatch.setenv("JAX_CHECK_TRACER_LEAKS", "0")
-    pytester.makepyfile(test_cycle=CYCLE)
-    result = pytester.runpytest_subprocess(*_plugin_args(), "--lift-leaks", "-v")
-    result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(
+    run = CYCLE_RUN(tmp_path_factory)
+    run.assert_outcomes("test_cycle.py", passed=1, failed=1)
+    run.lines("test_cycle.py").fnmatch_lines(
         [
             "*test_garbage_cycle PASSED*",
             "*test_stored_cycle FAILED*",
