@@ -14,6 +14,7 @@ does.
 import gc
 import os
 import sys
+from collections.abc import Iterator
 
 import pytest
 
@@ -123,6 +124,19 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         _restore_depth()
     if _freezing and item.path.parent.name not in _WHOLE_HEAP:
         gc.freeze()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _shared_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """tests/leaks runs small test files by pytest in subprocesses
+    (`shared_runs`): started with the session, they run beside the tests
+    before the ones that read them."""
+    runs = sys.modules.get("shared_runs")
+    if runs is not None:
+        runs.start_all(tmp_path_factory)
+    yield
+    if runs is not None:
+        runs.stop_all()
 
 
 @pytest.fixture

@@ -17,20 +17,19 @@ from typing import Any
 import jax
 import pytest
 from helpers import plugin_args
+from shared_runs import DEFAULT, DEFAULT_JAX_ON, EXHAUSTIVE, JAX_CHECKER, SharedRun
 
 import lift
 
-pytest_plugins = ("pytester",)
 pytestmark = pytest.mark.lift_allow_leaks
 
 # Every way the plugin runs: its default mode (JAX's checker off), its
-# exhaustive mode, and its default mode with JAX's checker on in the run.
+# exhaustive mode, and its default mode with JAX's checker on in the run (each
+# a pytest run in a subprocess shared with the plugin's other tests run so).
 RUNS = [
-    pytest.param(("--lift-leaks",), "0", id="default"),
-    pytest.param(
-        ("--lift-leaks", "--lift-leaks-mode=exhaustive"), "0", id="exhaustive"
-    ),
-    pytest.param(("--lift-leaks",), "1", id="jax-checker-on"),
+    pytest.param(DEFAULT, id="default"),
+    pytest.param(EXHAUSTIVE, id="exhaustive"),
+    pytest.param(DEFAULT_JAX_ON, id="jax-checker-on"),
 ]
 
 
@@ -87,18 +86,17 @@ def test_after():
 """
 
 
-@pytest.mark.parametrize(("args", "jax_checker"), RUNS)
+for _run in (DEFAULT, EXHAUSTIVE, DEFAULT_JAX_ON):
+    _run.add("ci", {"test_reports.py": REPORTS})
+
+
+@pytest.mark.parametrize("shared", RUNS)
 def test_reports_never_crash_and_speak_lift(
-    pytester: pytest.Pytester,
-    monkeypatch: pytest.MonkeyPatch,
-    args: tuple[str, ...],
-    jax_checker: str,
+    tmp_path_factory: pytest.TempPathFactory, shared: SharedRun
 ) -> None:
-    monkeypatch.setenv("JAX_CHECK_TRACER_LEAKS", jax_checker)
-    pytester.makepyfile(test_reports=REPORTS)
-    result = pytester.runpytest_subprocess(*plugin_args(), *args, "-v")
-    result.assert_outcomes(passed=3, failed=2)
-    result.stdout.fnmatch_lines_random(
+    run = shared(tmp_path_factory)
+    run.assert_outcomes("test_reports.py", passed=3, failed=2)
+    run.lines("test_reports.py").fnmatch_lines_random(
         [
             "*T::test_leaky FAILED*",
             "*T::test_clean PASSED*",
@@ -109,7 +107,7 @@ def test_reports_never_crash_and_speak_lift(
             "*REG[[]<test_reports.Key object at 0x*>[]]: float32[[][]] from jit*",
         ]
     )
-    out = result.stdout.str()
+    out = run.text("test_reports.py")
     assert "Leaked trace" not in out
     assert "no repr" not in out
     # One report per leaky test, counted on pytest's `E` lines: the short
@@ -292,31 +290,42 @@ def test_future_{kind}():
 """
 
 
-@pytest.mark.parametrize("jax_checker", ["0", "1"], ids=["default", "jax-checker-on"])
+_HOLDER_FILES = (
+    "test_holders_leaky.py",
+    "test_holders_clean.py",
+    "test_holders_static.py",
+)
+
+
+@pytest.mark.parametrize(
+    "shared",
+    [
+        pytest.param(DEFAULT, id="default"),
+        pytest.param(JAX_CHECKER, id="jax-checker-on"),
+    ],
+)
 def test_every_holder_is_opened(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, jax_checker: str
+    tmp_path_factory: pytest.TempPathFactory, shared: SharedRun
 ) -> None:
-    monkeypatch.setenv("JAX_CHECK_TRACER_LEAKS", jax_checker)
     # One run each way for every holder, and for a user's object between JAX's
     # cache and a tracer (`STATIC_FIELD`: JAX's cache keeps the returned
     # treedef, whose static data is the test's closure over the tracer: the
     # test's holding, which JAX's checker fails, never excused as a cache's).
-    pytester.makepyfile(
-        test_leaky=_holders("leaky", "x"),
-        test_clean=_holders("clean", "x.shape"),
-        test_static=STATIC_FIELD,
-    )
-    args = ("--lift-leaks",) if jax_checker == "0" else ()
-    result = pytester.runpytest_subprocess(*plugin_args(), *args, "-v")
-    result.assert_outcomes(passed=6, failed=6)
-    result.stdout.fnmatch_lines_random(
+    # Each way: the plugin's default mode, and JAX's checker without it.
+    run = shared(tmp_path_factory)
+    run.assert_outcomes("test_holders_leaky.py", failed=5)
+    run.assert_outcomes("test_holders_clean.py", passed=5)
+    run.assert_outcomes("test_holders_static.py", passed=1, failed=1)
+    out = "\n".join(run.text(file) for file in _HOLDER_FILES)
+    result = pytest.LineMatcher(out.splitlines())
+    result.fnmatch_lines_random(
         [f"*test_{name}_clean PASSED*" for name in _HOLDER_TESTS]
         + [f"*test_{name}_leaky FAILED*" for name in _HOLDER_TESTS]
         + ["*test_static_leak FAILED*", "*test_static_clean PASSED*"]
     )
-    if jax_checker == "0":
-        assert "libraries' caches" not in result.stdout.str()
-        result.stdout.fnmatch_lines_random(
+    if shared is DEFAULT:
+        assert "libraries' caches" not in out
+        result.fnmatch_lines_random(
             [
                 "*-> test_static_leak.<locals>.traced.<locals>.<lambda> (*), "
                 "captured variable 'x': float32[[][]] from jit(traced)*",
@@ -331,7 +340,7 @@ def test_every_holder_is_opened(
         )
         # Only the static field's holder is JAX's (the treedef it keeps): each
         # other holder is named.
-        unseen = [x for x in result.stdout.lines if "held by no variable" in x]
+        unseen = [x for x in result.lines if "held by no variable" in x]
         assert all("test_static_leak" in x for x in unseen), unseen
 
 
@@ -406,12 +415,10 @@ def test_local_clean():
 """
 
 
-@pytest.fixture(scope="module")
-def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def _venv(root: Path) -> Path:
     """A virtual environment of its own (its `site-packages` where an
     installer puts a project), seeing this one's packages on `PYTHONPATH`: the
     libraries are outside its `site-packages` too."""
-    root = tmp_path_factory.mktemp("venv")
     subprocess.run(
         [sys.executable, "-m", "venv", "--without-pip", str(root)], check=True
     )
@@ -487,35 +494,52 @@ def _lay_out(install: str, tmp_path: Path, site: Path) -> tuple[Path, list[str]]
     return tmp_path, path
 
 
-@pytest.mark.parametrize(
-    "install", ["editable", "installed", "pythonpath", "monorepo", "runfiles"]
-)
+INSTALLS = ("editable", "installed", "pythonpath", "monorepo", "runfiles")
+
+
+@pytest.fixture(scope="module")
+def installs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[str, str]]:
+    """Each layout's `pytest --lift-leaks -v` run (its stdout and stderr), the
+    five side by side, each in a virtual environment of its own."""
+    running = {}
+    for install in INSTALLS:
+        tmp_path = tmp_path_factory.mktemp(install)
+        venv = _venv(tmp_path_factory.mktemp(f"{install}-venv"))
+        cwd, path = _lay_out(install, tmp_path, _site_packages(venv))
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+        env["JAX_CHECK_TRACER_LEAKS"] = "0"
+        out, err = tmp_path / "stdout", tmp_path / "stderr"
+        with out.open("wb") as stdout, err.open("wb") as stderr:
+            process = subprocess.Popen(
+                [
+                    *(str(venv / "bin" / "python"), "-m", "pytest", *plugin_args()),
+                    *("--lift-leaks", "-v", "-p", "no:cacheprovider"),
+                ],
+                cwd=cwd,
+                env=env,
+                stdout=stdout,
+                stderr=stderr,
+            )
+        running[install] = (process, out, err)
+    for process, _, _ in running.values():
+        process.wait(timeout=600)
+    return {
+        k: (out.read_text(), err.read_text()) for k, (_, out, err) in running.items()
+    }
+
+
+@pytest.mark.parametrize("install", INSTALLS)
 def test_the_project_is_the_users_however_installed(
-    tmp_path: Path, venv: Path, install: str
+    installs: dict[str, tuple[str, str]], install: str
 ) -> None:
-    cwd, path = _lay_out(install, tmp_path, _site_packages(venv))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
-    env["JAX_CHECK_TRACER_LEAKS"] = "0"
-    run = subprocess.run(
-        [
-            *(str(venv / "bin" / "python"), "-m", "pytest", *plugin_args()),
-            *("--lift-leaks", "-v", "-p", "no:cacheprovider"),
-        ],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=600,
-    )
-    out = run.stdout
+    out, err = installs[install]
     for line in (
         "test_cached_leak FAILED",
         "test_cached_clean PASSED",
         "test_local_leak FAILED",
         "test_local_clean PASSED",
     ):
-        assert line in out, out + run.stderr
+        assert line in out, out + err
     assert re.search(r"table\.<cache>\[.*\]: float32\[\] from jit\(traced\)", out), out
     assert re.search(r"local_step \(.*\), local variable 'seen'", out), out
     assert "libraries' caches" not in out
@@ -546,3 +570,13 @@ def test_static_clean():
         return M(lambda: shape)
     jax.jit(traced)(1.0)
 """
+
+for _run in (DEFAULT, JAX_CHECKER):
+    _run.add(
+        "ci",
+        {
+            "test_holders_leaky.py": _holders("leaky", "x"),
+            "test_holders_clean.py": _holders("clean", "x.shape"),
+            "test_holders_static.py": STATIC_FIELD,
+        },
+    )

@@ -19,11 +19,9 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import pytest
-from helpers import plugin_args
+from shared_runs import DEFAULT, EXHAUSTIVE
 
 import lift
-
-pytest_plugins = ("pytester",)
 
 STASH: list[Any] = []
 
@@ -116,17 +114,18 @@ def test_error_if_leak():
 """
 
 
+# Run by pytest in a subprocess with the plugin's tests run the same way.
+DEFAULT.add("frames", {"test_frames.py": PROJECT})
+EXHAUSTIVE.add("frames", {"test_frames.py": PROJECT})
+
+
 @pytest.mark.parametrize("mode", ["fast", "exhaustive"])
 def test_plugin_modes_report_only_the_leak(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, mode: str
+    tmp_path_factory: pytest.TempPathFactory, mode: str
 ) -> None:
-    monkeypatch.setenv("JAX_CHECK_TRACER_LEAKS", "0")
-    pytester.makepyfile(test_frames=PROJECT)
-    result = pytester.runpytest_subprocess(
-        *plugin_args(), "--lift-leaks", f"--lift-leaks-mode={mode}", "-v"
-    )
-    result.assert_outcomes(passed=2, failed=1)
-    result.stdout.fnmatch_lines(
+    run = (DEFAULT if mode == "fast" else EXHAUSTIVE)(tmp_path_factory)
+    run.assert_outcomes("test_frames.py", passed=2, failed=1)
+    run.lines("test_frames.py").fnmatch_lines(
         [
             "*test_reads_frames PASSED*",
             "*test_error_if PASSED*",
@@ -134,7 +133,7 @@ def test_plugin_modes_report_only_the_leak(
             "*STASH[[]0[]]: float32[[][]] from jit(f)*",
         ]
     )
-    assert "list index out of range" not in result.stdout.str()
+    assert "list index out of range" not in run.text("test_frames.py")
 
 
 # -- suspended generators -------------------------------------------------------

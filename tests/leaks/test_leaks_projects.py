@@ -7,25 +7,18 @@ through a fixture, a class attribute, a helper module, an instance's method.
 Every case has a clean twin that keeps a concrete value in the same place. The
 whole project runs twice in a subprocess, under `pytest --lift-leaks` (the
 default mode, JAX's checker off) and under `JAX_CHECK_TRACER_LEAKS=1` without
-the plugin: every test JAX's checker fails, the default mode fails too, naming
+the plugin switched on (runs shared with the plugin's other tests run so): every test JAX's checker fails, the default mode fails too, naming
 where the tracer is kept, the function, its `file:line` and the variable; no
 clean twin fails under either.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
-import xml.etree.ElementTree as ET
-from pathlib import Path
 from typing import NamedTuple
 
 import pytest
-from helpers import plugin_args
-
-pytest_plugins = ("pytester",)
+from shared_runs import DEFAULT, JAX_CHECKER, Run
 
 # {kept}: `x` (the tracer) in the leak, `CONCRETE` in the twin. The line of
 # each function that holds the value is what a report must name.
@@ -329,75 +322,46 @@ def _module(case: Case, leak: bool) -> str:
     return f"lib_{case.name}_{'leak' if leak else 'clean'}"
 
 
-@pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("projects")
+def _project() -> dict[str, str]:
+    files: dict[str, str] = {}
     for case in CASES:
         for leak in (True, False):
             m = _module(case, leak)
             source = case.library.format(kept="x" if leak else "CONCRETE")
             if case.package:
-                (root / m).mkdir()
-                (root / m / "__init__.py").write_text("")
-                (root / m / "mod.py").write_text(source)
+                files[f"{m}/__init__.py"] = ""
+                files[f"{m}/mod.py"] = source
             else:
-                (root / f"{m}.py").write_text(source)
+                files[f"{m}.py"] = source
             if case.name == "helper_module":
-                (root / f"helper_{m}.py").write_text(
+                files[f"helper_{m}.py"] = (
                     f"import {m}\n\ndef train():\n    return {m}.step(1.0)\n"
                 )
-            (root / f"test_{m}.py").write_text(case.test.format(m=m))
-    (root / "conftest.py").write_text("")
-    return root
+            files[f"test_{m}.py"] = case.test.format(m=m)
+    return files
 
 
-def _outcomes(project: Path, *args: str, jax_checker: bool) -> dict[str, str | None]:
-    """Each test file's failure text (`None`: its test passed), from a run of
-    the project's suite in a subprocess."""
-    xml = project / f"report-{jax_checker}.xml"
-    env = {**os.environ, "JAX_CHECK_TRACER_LEAKS": "1" if jax_checker else "0"}
-    env["PYTHONPATH"] = os.pathsep.join(
-        [str(project), *filter(None, [os.environ.get("PYTHONPATH")])]
-    )
-    subprocess.run(
-        [
-            *(sys.executable, "-m", "pytest", *args, "-p", "no:cacheprovider"),
-            *("-q", f"--junitxml={xml}", f"--rootdir={project}", str(project)),
-        ],
-        cwd=project,
-        env=env,
-        capture_output=True,
-        check=False,
-        timeout=600,
-    )
-    out: dict[str, str | None] = {}
-    for case in ET.parse(xml).getroot().iter("testcase"):
-        file = case.get("classname", "").split(".")[0]
-        bad = case.find("failure")
-        if bad is None:
-            bad = case.find("error")
-        out[file] = None if bad is None else (bad.get("message", "") + (bad.text or ""))
-    return out
+DEFAULT.add("projects", _project())
+JAX_CHECKER.add("projects", _project())
 
-
-Runs = tuple[dict[str, str | None], dict[str, str | None]]
+Runs = tuple[Run, Run]
 
 
 @pytest.fixture(scope="module")
-def runs(project: Path) -> Runs:
-    ours = _outcomes(project, *plugin_args(), "--lift-leaks", jax_checker=False)
-    theirs = _outcomes(project, jax_checker=True)
-    return ours, theirs
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
+    """The project under the default mode and under JAX's checker: each test
+    file's failures (`None`: its test passed) by `.failures(file)`."""
+    return DEFAULT(tmp_path_factory), JAX_CHECKER(tmp_path_factory)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_default_mode_fails_what_jax_fails_and_names_it(case: Case, runs: Runs) -> None:
     ours, theirs = runs
-    test = f"test_{_module(case, True)}"
-    jax_says = theirs[test]
+    test = f"test_{_module(case, True)}.py"
+    jax_says = theirs.failures(test)
     assert jax_says is not None, "JAX's checker passed the leak"
     assert "Leaked" in jax_says
-    report = ours[test]
+    report = ours.failures(test)
     assert report is not None, "the default mode passed a leak JAX's checker fails"
     m = _module(case, True)
     assert re.search(case.report.replace("MODULE", re.escape(m)), report), report
@@ -406,9 +370,9 @@ def test_default_mode_fails_what_jax_fails_and_names_it(case: Case, runs: Runs) 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_clean_twin_passes_both(case: Case, runs: Runs) -> None:
     ours, theirs = runs
-    test = f"test_{_module(case, False)}"
-    assert theirs[test] is None, theirs[test]
-    assert ours[test] is None, ours[test]
+    test = f"test_{_module(case, False)}.py"
+    assert theirs.outcomes(test) == {"passed": 1}, theirs.text(test)
+    assert ours.outcomes(test) == {"passed": 1}, ours.text(test)
 
 
 # What tests keep that is no leak: results of transforms that hold no tracer,
@@ -476,13 +440,11 @@ def test_jit_of_method_cached_class():
 """
 
 
-def test_default_mode_passes_what_is_no_leak(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("JAX_CHECK_TRACER_LEAKS", "0")
-    pytester.makepyfile(test_not_leaks=NOT_LEAKS)
-    result = pytester.runpytest_subprocess(*plugin_args(), "--lift-leaks")
-    result.assert_outcomes(passed=11)
-    monkeypatch.setenv("JAX_CHECK_TRACER_LEAKS", "1")
-    result = pytester.runpytest_subprocess()
-    result.assert_outcomes(passed=11)
+DEFAULT.add("projects", {"test_not_leaks.py": NOT_LEAKS})
+JAX_CHECKER.add("projects", {"test_not_leaks.py": NOT_LEAKS})
+
+
+def test_default_mode_passes_what_is_no_leak(runs: Runs) -> None:
+    ours, theirs = runs
+    ours.assert_outcomes("test_not_leaks.py", passed=11)
+    theirs.assert_outcomes("test_not_leaks.py", passed=11)

@@ -1,4 +1,6 @@
-"""The pytest plugin, end to end with `pytester`."""
+"""The pytest plugin, end to end: small test files run by pytest in a
+subprocess. Those run the same way share one run (`shared_runs`), each test
+reading its own file's outcomes and reports there."""
 
 from __future__ import annotations
 
@@ -8,6 +10,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from shared_runs import (
+    DEFAULT,
+    DEFAULT_JAX_ON,
+    EXHAUSTIVE,
+    JAX_CHECKER,
+    Run,
+    SharedRun,
+)
 
 import lift._leaks.plugin
 from lift import _compat
@@ -49,28 +59,45 @@ def _plugin_args() -> list[str]:
     return [] if installed else ["-p", "lift._leaks.plugin"]
 
 
-@pytest.fixture
-def leaky(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
-) -> pytest.Pytester:
-    # Written for JAX's checker on (its report without the plugin, the plugin
-    # then inside `lift.checking_leaks()`), whatever this run's own checking.
-    monkeypatch.setenv("JAX_CHECK_TRACER_LEAKS", "1")
-    pytester.makepyfile(test_leaky=LEAKY)
-    return pytester
+# Written for JAX's checker on (its report without the plugin, the plugin then
+# inside `lift.checking_leaks()`), whatever this run's own checking.
+JAX_CHECKER.add("plugin", {"test_leaky.py": LEAKY})
+DEFAULT_JAX_ON.add("plugin", {"test_leaky.py": LEAKY})
 
 
-def test_off_by_default(leaky: pytest.Pytester) -> None:
-    result = leaky.runpytest_subprocess(*_plugin_args())
-    result.assert_outcomes(passed=3, failed=1)
+@pytest.fixture(scope="module")
+def jax_checker_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """JAX's checker on, the plugin loaded and not switched on."""
+    return JAX_CHECKER(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def jax_on_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """`--lift-leaks` with JAX's checker on."""
+    return DEFAULT_JAX_ON(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def default_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """`--lift-leaks` (the default mode, JAX's checker off)."""
+    return DEFAULT(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def exhaustive_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """`--lift-leaks --lift-leaks-mode=exhaustive`."""
+    return EXHAUSTIVE(tmp_path_factory)
+
+
+def test_off_by_default(jax_checker_run: Run) -> None:
+    jax_checker_run.assert_outcomes("test_leaky.py", passed=3, failed=1)
     # Without the plugin, JAX's own checker reports the second test its way.
-    result.stdout.fnmatch_lines(["*Leaked trace*"])
+    jax_checker_run.lines("test_leaky.py").fnmatch_lines(["*Leaked trace*"])
 
 
-def test_flag_fails_leaky_tests_with_the_leak_error(leaky: pytest.Pytester) -> None:
-    result = leaky.runpytest_subprocess(*_plugin_args(), "--lift-leaks")
-    result.assert_outcomes(passed=2, failed=2)
-    result.stdout.fnmatch_lines(
+def test_flag_fails_leaky_tests_with_the_leak_error(jax_on_run: Run) -> None:
+    jax_on_run.assert_outcomes("test_leaky.py", passed=2, failed=2)
+    jax_on_run.lines("test_leaky.py").fnmatch_lines(
         [
             "*lift.LeakError: 1 tracer escaped the transform that created it:",
             "*STASH[[]0[]]: float32[[][]] from jit(<lambda>)*",
@@ -80,30 +107,30 @@ def test_flag_fails_leaky_tests_with_the_leak_error(leaky: pytest.Pytester) -> N
             "test_leaky_jax_checks_on.<locals>.step*",
         ]
     )
-    assert "Leaked trace" not in result.stdout.str()
+    assert "Leaked trace" not in jax_on_run.text("test_leaky.py")
 
 
-def test_ini_switches_it_on(leaky: pytest.Pytester) -> None:
-    leaky.makeini("[pytest]\nlift_leaks = true\n")
-    result = leaky.runpytest_subprocess(*_plugin_args())
-    result.assert_outcomes(passed=2, failed=2)
+INI_ON = SharedRun(jax_checker=True, ini="[pytest]\nlift_leaks = true\n")
+INI_ON.add("plugin", {"test_leaky.py": LEAKY})
 
 
-def test_marker_exempts_and_clean_tests_pass(leaky: pytest.Pytester) -> None:
-    result = leaky.runpytest_subprocess(
-        *_plugin_args(), "--lift-leaks", "-k", "allowed or clean"
+def test_ini_switches_it_on(tmp_path_factory: pytest.TempPathFactory) -> None:
+    INI_ON(tmp_path_factory).assert_outcomes("test_leaky.py", passed=2, failed=2)
+
+
+def test_marker_exempts_and_clean_tests_pass(jax_on_run: Run) -> None:
+    jax_on_run.assert_outcomes(
+        "test_leaky.py", only=("test_allowed", "test_clean"), passed=2
     )
-    result.assert_outcomes(passed=2)
 
 
-def test_own_frames_are_hidden(leaky: pytest.Pytester) -> None:
-    result = leaky.runpytest_subprocess(
-        *_plugin_args(), "--lift-leaks", "-k", "test_leaky"
-    )
-    out = result.stdout.str()
+def test_own_frames_are_hidden(jax_on_run: Run) -> None:
+    out = jax_on_run.text("test_leaky.py")
     assert "test_leaky.py" in out
-    assert "_checking.py" not in out
-    assert "_plugin.py" not in out
+    # The checker's and the plugin's modules (lift/_leaks/checking.py and
+    # plugin.py since lift's files moved into folders).
+    assert "checking.py" not in out
+    assert "plugin.py" not in out
 
 
 def test_option_and_marker_are_documented(pytester: pytest.Pytester) -> None:
@@ -186,13 +213,25 @@ def test_clean_fixture(clean):
 """
 
 
-def test_fixtures_count_as_part_of_their_test(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_fixtures=FIXTURES)
-    result = pytester.runpytest_subprocess(*_plugin_args(), "--lift-leaks", "-v")
+JAX_CHECKER.add("plugin", {"test_fixtures.py": FIXTURES})
+DEFAULT_JAX_ON.add("plugin", {"test_fixtures.py": FIXTURES})
+DEFAULT.add("plugin", {"test_fixtures.py": FIXTURES})
+
+
+def test_fixtures_count_as_part_of_their_test(
+    default_run: Run, jax_on_run: Run
+) -> None:
+    # In the default mode, and with JAX's checker on in the run.
+    for run in (default_run, jax_on_run):
+        _fixtures_count(run)
+
+
+def _fixtures_count(run: Run) -> None:
     # Setup's leak errors its test; teardown's errors its test after it passed;
     # the innocent test that later names both globals and the clean twin pass.
-    result.assert_outcomes(passed=3, errors=2)
-    result.stdout.fnmatch_lines(
+    run.assert_outcomes("test_fixtures.py", passed=3, errors=2)
+    result = run.lines("test_fixtures.py")
+    result.fnmatch_lines(
         [
             "*test_uses_leaky_setup ERROR*",
             "*test_uses_leaky_teardown PASSED*",
@@ -201,7 +240,7 @@ def test_fixtures_count_as_part_of_their_test(pytester: pytest.Pytester) -> None
             "*test_clean_fixture PASSED*",
         ]
     )
-    result.stdout.fnmatch_lines(
+    result.fnmatch_lines(
         [
             "*ERROR at setup of test_uses_leaky_setup*",
             "*LEAKED[[]0[]]: float32[[][]] from jit(<lambda>), in global 'LEAKED' "
@@ -212,10 +251,9 @@ def test_fixtures_count_as_part_of_their_test(pytester: pytest.Pytester) -> None
     )
 
 
-def test_fixture_twin_without_the_plugin_all_pass(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_fixtures=FIXTURES)
-    result = pytester.runpytest_subprocess(*_plugin_args())
-    result.assert_outcomes(passed=4)
+def test_fixture_twin_without_the_plugin_all_pass(jax_checker_run: Run) -> None:
+    # JAX's checker passes them too.
+    jax_checker_run.assert_outcomes("test_fixtures.py", passed=4)
 
 
 HELPERS = """
@@ -255,12 +293,13 @@ def modes(
     return pytester
 
 
-def test_fast_mode_is_the_default_and_leaves_jax_checker_off(
-    modes: pytest.Pytester,
-) -> None:
-    result = modes.runpytest_subprocess(*_plugin_args(), "--lift-leaks", "-v")
-    result.assert_outcomes(passed=1, failed=2)
-    result.stdout.fnmatch_lines(
+DEFAULT.add("plugin", {"leaky_helpers.py": HELPERS, "test_modes.py": MODES})
+EXHAUSTIVE.add("plugin", {"leaky_helpers.py": HELPERS, "test_modes.py": MODES})
+
+
+def test_fast_mode_is_the_default_and_leaves_jax_checker_off(default_run: Run) -> None:
+    default_run.assert_outcomes("test_modes.py", passed=1, failed=2)
+    default_run.lines("test_modes.py").fnmatch_lines(
         [
             "*test_names_its_global FAILED*",
             # Reached through the module the test names, and seen as a trace
@@ -275,13 +314,10 @@ def test_fast_mode_is_the_default_and_leaves_jax_checker_off(
 
 
 def test_exhaustive_mode_also_finds_leaks_held_elsewhere(
-    modes: pytest.Pytester,
+    exhaustive_run: Run,
 ) -> None:
-    result = modes.runpytest_subprocess(
-        *_plugin_args(), "--lift-leaks", "--lift-leaks-mode=exhaustive", "-v"
-    )
-    result.assert_outcomes(passed=0, failed=3)
-    result.stdout.fnmatch_lines(
+    exhaustive_run.assert_outcomes("test_modes.py", passed=0, failed=3)
+    exhaustive_run.lines("test_modes.py").fnmatch_lines(
         [
             "*CACHE[[]0[]]: float32[[][]] from jit(<lambda>)*",
             "*JAX's checker is on*",
@@ -289,10 +325,16 @@ def test_exhaustive_mode_also_finds_leaks_held_elsewhere(
     )
 
 
-def test_mode_from_the_ini_and_bad_modes(modes: pytest.Pytester) -> None:
-    modes.makeini("[pytest]\nlift_leaks = true\nlift_leaks_mode = exhaustive\n")
-    result = modes.runpytest_subprocess(*_plugin_args())
-    result.assert_outcomes(failed=3)
+INI_EXHAUSTIVE = SharedRun(
+    jax_checker=False, ini="[pytest]\nlift_leaks = true\nlift_leaks_mode = exhaustive\n"
+)
+INI_EXHAUSTIVE.add("plugin", {"leaky_helpers.py": HELPERS, "test_modes.py": MODES})
+
+
+def test_mode_from_the_ini_and_bad_modes(
+    modes: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    INI_EXHAUSTIVE(tmp_path_factory).assert_outcomes("test_modes.py", failed=3)
     result = modes.runpytest_subprocess(*_plugin_args(), "--lift-leaks-mode=slow")
     result.stderr.fnmatch_lines(["*invalid choice: 'slow'*"])
 
@@ -317,14 +359,17 @@ def test_leaky_names_it_too():
 """
 
 
+READABLE = UNOPENED.replace("    @property\n    def __dict__(self):\n", "").replace(
+    '        raise RuntimeError("sealed")\n', "    pass\n"
+)
+DEFAULT.add("plugin", {"test_unopened.py": UNOPENED, "test_unopened_twin.py": READABLE})
+
+
 def test_what_cannot_be_opened_is_named_and_fails_no_clean_test(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    default_run: Run,
 ) -> None:
-    monkeypatch.setenv("JAX_CHECK_TRACER_LEAKS", "0")
-    pytester.makepyfile(test_unopened=UNOPENED)
-    result = pytester.runpytest_subprocess(*_plugin_args(), "--lift-leaks", "-v")
-    result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(
+    default_run.assert_outcomes("test_unopened.py", passed=1, failed=1)
+    default_run.lines("test_unopened.py").fnmatch_lines(
         [
             "*test_clean_names_a_sealed_object PASSED*",
             "*test_leaky_names_it_too FAILED*",
@@ -336,21 +381,13 @@ def test_what_cannot_be_opened_is_named_and_fails_no_clean_test(
     )
     # The passing test left no tracer alive: nothing was scanned, nothing
     # skipped.
-    assert "holders not opened" not in result.stdout.str()
+    assert "holders not opened" not in default_run.text("test_unopened.py")
 
 
-def test_what_cannot_be_opened_is_named_twin(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("JAX_CHECK_TRACER_LEAKS", "0")
-    readable = UNOPENED.replace("    @property\n    def __dict__(self):\n", "").replace(
-        '        raise RuntimeError("sealed")\n', "    pass\n"
-    )
-    assert "property" not in readable
-    pytester.makepyfile(test_unopened=readable)
-    result = pytester.runpytest_subprocess(*_plugin_args(), "--lift-leaks")
-    result.assert_outcomes(passed=1, failed=1)
-    assert "could not open" not in result.stdout.str()
+def test_what_cannot_be_opened_is_named_twin(default_run: Run) -> None:
+    assert "property" not in READABLE
+    default_run.assert_outcomes("test_unopened_twin.py", passed=1, failed=1)
+    assert "could not open" not in default_run.text("test_unopened_twin.py")
 
 
 ROOT_FIND = """
@@ -379,21 +416,20 @@ def test_grad_over_root_find_stored():
 """
 
 
-def test_tracers_only_jax_caches_keep_are_named_not_failed(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("JAX_CHECK_TRACER_LEAKS", "0")
-    pytester.makepyfile(test_root_find=ROOT_FIND)
-    result = pytester.runpytest_subprocess(*_plugin_args(), "--lift-leaks", "-v")
+DEFAULT.add("plugin", {"test_root_find.py": ROOT_FIND})
+
+
+def test_tracers_only_jax_caches_keep_are_named_not_failed(default_run: Run) -> None:
+    result = default_run.lines("test_root_find.py")
     if _compat.JAX_VERSION >= (0, 11):
         # JAX's checker sees eager grad from 0.11 and fails both tests: the
         # tracer the first keeps is in equinox's cache (a library's, not
         # JAX's), which the plugin then names as its holder.
-        result.assert_outcomes(failed=2)
-        result.stdout.fnmatch_lines(["*_cached_filter_eval_shape*"])
+        default_run.assert_outcomes("test_root_find.py", failed=2)
+        result.fnmatch_lines(["*_cached_filter_eval_shape*"])
         return
-    result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(
+    default_run.assert_outcomes("test_root_find.py", passed=1, failed=1)
+    result.fnmatch_lines(
         [
             "*test_grad_over_root_find PASSED*",
             # The twin stores grad's tracer: a leak, named as one.
@@ -443,17 +479,20 @@ def test_stored_cycle():
 """
 
 
+# A run of its own: the file turns the collector off for the whole run.
+CYCLE_RUN = SharedRun("--lift-leaks", jax_checker=False)
+CYCLE_RUN.add("plugin", {"test_cycle.py": CYCLE})
+
+
 def test_a_tracer_held_only_by_garbage_fails_no_test(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     # As JAX's checker, which collects garbage before it looks: a tracer no
     # live object reaches cannot be used again, and is no leak; its twin,
     # stored, is one.
-    monkeypatch.setenv("JAX_CHECK_TRACER_LEAKS", "0")
-    pytester.makepyfile(test_cycle=CYCLE)
-    result = pytester.runpytest_subprocess(*_plugin_args(), "--lift-leaks", "-v")
-    result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(
+    run = CYCLE_RUN(tmp_path_factory)
+    run.assert_outcomes("test_cycle.py", passed=1, failed=1)
+    run.lines("test_cycle.py").fnmatch_lines(
         [
             "*test_garbage_cycle PASSED*",
             "*test_stored_cycle FAILED*",
@@ -496,19 +535,20 @@ def test_odeint_in_jit_stored():
 """
 
 
+JAX_CHECKER.add("plugin", {"test_odeint.py": ODEINT})
+DEFAULT.add("plugin", {"test_odeint.py": ODEINT})
+
+
 def test_odeint_passes_as_under_jax_checker_and_a_stored_twin_fails(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    jax_checker_run: Run, default_run: Run
 ) -> None:
     # odeint converts its closure through JAX's cached closure_convert, whose
     # cache keeps a tracer of the jit: JAX's, not the test's, as JAX's checker
     # (which runs with the caches off) finds too.
-    pytester.makepyfile(test_odeint=ODEINT)
-    monkeypatch.setenv("JAX_CHECK_TRACER_LEAKS", "1")
-    pytester.runpytest_subprocess("-k", "not stored").assert_outcomes(passed=2)
-    monkeypatch.setenv("JAX_CHECK_TRACER_LEAKS", "0")
-    result = pytester.runpytest_subprocess(*_plugin_args(), "--lift-leaks", "-v")
-    result.assert_outcomes(passed=2, failed=1)
-    result.stdout.fnmatch_lines(
+    unstored = ("test_odeint_in_jit", "test_forward_mode_over_odeint_fails")
+    jax_checker_run.assert_outcomes("test_odeint.py", only=unstored, passed=2)
+    default_run.assert_outcomes("test_odeint.py", passed=2, failed=1)
+    default_run.lines("test_odeint.py").fnmatch_lines(
         [
             "*test_odeint_in_jit PASSED*",
             "*test_forward_mode_over_odeint_fails PASSED*",
@@ -623,18 +663,20 @@ def test_a_block_that_turns_the_checker_off_keeps_its_tracer():
 """
 
 
+JAX_CHECKER.add(
+    "plugin", {"test_locals.py": LOCALS, "test_locals_clean.py": LOCALS_CLEAN}
+)
+DEFAULT.add("plugin", {"test_locals.py": LOCALS, "test_locals_clean.py": LOCALS_CLEAN})
+
+
 def test_fast_mode_fails_a_test_jax_fails_for_a_tracer_kept_in_a_local(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    jax_checker_run: Run, default_run: Run
 ) -> None:
-    # With their twins, which both pass (one subprocess each way for both).
-    pytester.makepyfile(test_locals=LOCALS, test_locals_clean=LOCALS_CLEAN)
-    monkeypatch.setenv("JAX_CHECK_TRACER_LEAKS", "1")
-    jax_run = pytester.runpytest_subprocess()  # JAX's checker
-    jax_run.assert_outcomes(failed=4, passed=5)
-    monkeypatch.setenv("JAX_CHECK_TRACER_LEAKS", "0")
-    result = pytester.runpytest_subprocess(*_plugin_args(), "--lift-leaks")
-    result.assert_outcomes(failed=4, passed=5)
-    result.stdout.fnmatch_lines(
+    # With their twins, which all pass.
+    for run in (jax_checker_run, default_run):
+        run.assert_outcomes("test_locals.py", failed=4)
+        run.assert_outcomes("test_locals_clean.py", passed=5)
+    default_run.lines("test_locals.py").fnmatch_lines(
         [
             "*LeakError: 1 tracer escaped*",
             "*test_local_log (*test_locals.py:4), local variable 'seen' at "
@@ -651,4 +693,6 @@ def test_fast_mode_fails_a_test_jax_fails_for_a_tracer_kept_in_a_local(
             "variable 'inner' at inner[[]0[]]: float32[[][]] from jit(h)*",
         ]
     )
-    assert "from vmap" not in result.stdout.str()  # the outer tracers: not kept
+    # The outer tracers: not kept.
+    assert "from vmap" not in default_run.text("test_locals.py")
+    assert "from vmap" not in default_run.text("test_locals_clean.py")

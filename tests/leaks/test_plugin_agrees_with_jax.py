@@ -3,21 +3,20 @@ checker (`JAX_CHECK_TRACER_LEAKS=1`) where the two could part: tracers held by
 frames that drop them before the phase ends, and what did not escape; and its
 look at the frames stays cheap on a deep stack.
 
-Each case is a small project (one test per file, so that `_outcomes` of
-tests/leaks/test_leaks_projects.py keys each by its file), run in a subprocess under
-the default mode and under JAX's checker. Every test here asserts the correct
+Each case is a small project (one test per file, each read by its file), run
+by pytest in a subprocess under the default mode and under JAX's checker (runs
+shared with the plugin's other tests run so: a case with a conftest of its own
+in a folder of its own). Every test here asserts the correct
 behaviour, so each fails while the disagreement it names is there. Outcomes
 were the same on Python 3.11 + jax 0.10.2 and Python 3.13 + jax 0.12.0.1.
 """
 
 from __future__ import annotations
 
-import textwrap
 from typing import Any, NamedTuple
 
 import pytest
-from helpers import plugin_args
-from test_leaks_projects import _outcomes
+from shared_runs import DEFAULT, JAX_CHECKER, Run
 
 
 class Case(NamedTuple):
@@ -397,50 +396,42 @@ ALL = FALSE_PASSES + FALSE_REPORTS
 
 
 def _tests(case: Case) -> list[str]:
-    return [f[:-3] for f in case.files if f.startswith("test_")]
+    return [f for f in case.files if f.startswith("test_")]
+
+
+# The cases without a conftest of their own share a folder (their files'
+# names are their own); one with a conftest (the false reports' session
+# fixtures) has a folder of its own, where its fixture is its own.
+for _case in ALL:
+    _folder = "agrees" if "conftest.py" not in _case.files else f"agrees_{_case.name}"
+    for _run in (DEFAULT, JAX_CHECKER):
+        _run.add(_folder, _case.files)
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[dict, dict]]:
-    """Each case's outcomes under the default mode and under JAX's checker.
-    The cases without a conftest of their own share one project (their files'
-    names are their own), run once each way; a case with one (the false
-    reports' session fixtures) is its own project."""
-    out: dict[str, tuple[dict, dict]] = {}
-    root = tmp_path_factory.mktemp("agrees")
-    shared = [c for c in ALL if "conftest.py" not in c.files]
-    groups = [("shared", shared), *((c.name, [c]) for c in ALL if c not in shared)]
-    for name, cases in groups:
-        project = root / name
-        project.mkdir()
-        (project / "conftest.py").write_text("")
-        for case in cases:
-            for file, source in case.files.items():
-                (project / file).write_text(textwrap.dedent(source))
-        ours = _outcomes(project, *plugin_args(), "--lift-leaks", jax_checker=False)
-        theirs = _outcomes(project, jax_checker=True)
-        for case in cases:
-            out[case.name] = (ours, theirs)
-    return out
+def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Run, Run]:
+    """The cases under the default mode and under JAX's checker."""
+    return DEFAULT(tmp_path_factory), JAX_CHECKER(tmp_path_factory)
 
 
 @pytest.mark.parametrize("case", FALSE_PASSES, ids=[c.name for c in FALSE_PASSES])
-def test_default_mode_fails_what_jax_fails(case: Case, runs: dict) -> None:
-    ours, theirs = runs[case.name]
+def test_default_mode_fails_what_jax_fails(case: Case, runs: tuple[Run, Run]) -> None:
+    ours, theirs = runs
     (test,) = _tests(case)
-    assert theirs[test] is not None and "Leaked" in theirs[test], theirs[test]
-    assert ours[test] is not None, "the default mode passed a leak JAX's checker fails"
-    assert "LeakError" in ours[test] or "tracer" in ours[test], ours[test]
+    jax_says, report = theirs.failures(test), ours.failures(test)
+    assert jax_says is not None and "Leaked" in jax_says, theirs.text(test)
+    assert report is not None, "the default mode passed a leak JAX's checker fails"
+    assert "LeakError" in report or "tracer" in report, report
 
 
 @pytest.mark.parametrize("case", FALSE_REPORTS, ids=[c.name for c in FALSE_REPORTS])
-def test_default_mode_passes_what_jax_passes(case: Case, runs: dict) -> None:
-    ours, theirs = runs[case.name]
+def test_default_mode_passes_what_jax_passes(case: Case, runs: tuple[Run, Run]) -> None:
+    ours, theirs = runs
     for test in _tests(case):
-        if test.endswith("_a"):  # the test that does keep the tracer
+        if test.endswith("_a.py"):  # the test that does keep the tracer
             continue
-        assert theirs[test] is None, theirs[test]
-        assert ours[test] is None, ours[test]
+        assert theirs.outcomes(test) == {"passed": 1}, theirs.text(test)
+        assert ours.outcomes(test) == {"passed": 1}, ours.text(test)
 
 
 # -- cost ------------------------------------------------------------------------------
