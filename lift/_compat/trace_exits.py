@@ -103,6 +103,11 @@ def _watching_class(base: type) -> type:
         def __enter__(self) -> Any:
             out = cast(Any, super()).__enter__()
             if _frame_watchers:
+                if _pending:
+                    # Exits no JAX check of their own follows (a `jit`'s
+                    # traces under `jax.linearize`, jax 0.8.0 and 0.10.2):
+                    # looked at now, so that their frames are not held on.
+                    _look_pending(threading.get_ident(), waiting=False)
                 _entered(cast(Any, self).trace)
             return out
 
@@ -174,6 +179,8 @@ def watching_trace_exits(
             _frame_watchers -= 1
             if not _frame_watchers:
                 _open_traces.clear()
+                with _pending_lock:
+                    _pending.clear()  # another thread's exit, noted since
         if not _recorders and _original_set_current_trace is not None:
             _core.set_current_trace = _original_set_current_trace
             _core.ensure_no_leaks = _ENSURE_NO_LEAKS
@@ -347,7 +354,7 @@ class _Exit:
     trace (by weak reference), the user's frames then on the stack, the
     finalizers registered while it ran and the blocks to tell."""
 
-    __slots__ = ("finalizers", "frames", "thread", "told", "trace")
+    __slots__ = ("finalizers", "frames", "key", "thread", "told", "trace")
 
     def __init__(
         self,
@@ -361,6 +368,7 @@ class _Exit:
         self.finalizers = finalizers
         self.told = told
         self.thread = threading.get_ident()
+        self.key = id(trace)
 
 
 # The look at the last exit of a `jit`, `scan`, `vmap`, ... trace waits until
@@ -380,38 +388,65 @@ _pending_lock = threading.Lock()
 _ENSURE_NO_LEAKS: Final = _core.ensure_no_leaks
 
 
+# id of each trace inside a `core.ensure_no_leaks` block: how many.
+_checking: dict[int, int] = {}
+
+
 class _LeakCheck:
     """`core.ensure_no_leaks(trace)` while traces are watched: JAX's, then the
-    looks at the exits still to come."""
+    looks at this thread's exits still to come; where an error unwinds it,
+    none for `trace` (JAX's checker does not look then either: the traceback
+    holds its tracers, and the error is the report)."""
 
-    __slots__ = ("check",)
+    __slots__ = ("check", "key")
     check: Any
 
     def __init__(self, trace: Any) -> None:
         self.check = _ENSURE_NO_LEAKS(trace)
+        self.key = id(trace)
 
     def __enter__(self) -> Any:
+        _checking[self.key] = _checking.get(self.key, 0) + 1
         return self.check.__enter__()
 
     def __exit__(self, *exc: Any) -> Any:
         check, self.check = self.check, None
-        out = check.__exit__(*exc)
-        del check
-        if _pending and exc[0] is None:
-            _look_pending(threading.get_ident())
+        try:
+            out = check.__exit__(*exc)
+        finally:
+            del check
+            if _checking.get(self.key, 0) > 1:
+                _checking[self.key] -= 1
+            else:
+                _checking.pop(self.key, None)
+        if _pending:
+            if exc[0] is None:
+                _look_pending(threading.get_ident())
+            else:
+                _look_pending(threading.get_ident(), drop=self.key)
         return out
 
 
-def _look_pending(thread: int | None = None) -> None:
+def _look_pending(
+    thread: int | None = None, drop: int | None = None, waiting: bool = True
+) -> None:
     """Look at the frames of each trace exit still to be looked at (this
-    thread's, or with `thread` `None` every thread's) whose trace is alive."""
+    thread's, or with `thread` `None` every thread's) whose trace is alive;
+    not at those of the trace of id `drop`; without `waiting`, not at those
+    whose trace a `core.ensure_no_leaks` block still checks (they wait for
+    it)."""
     global _pending
     with _pending_lock:
-        exits = [e for e in _pending if thread is None or e.thread == thread]
-        _pending = [e for e in _pending if not (thread is None or e.thread == thread)]
+        exits: list[_Exit] = []
+        kept: list[_Exit] = []
+        for e in _pending:
+            mine = thread is None or e.thread == thread
+            later = not waiting and e.key in _checking
+            (exits if mine and not later else kept).append(e)
+        _pending = kept
     for exit in exits:
         trace = exit.trace()
-        if trace is not None:
+        if trace is not None and id(trace) != drop:
             _look(exit, trace)
 
 
