@@ -151,8 +151,9 @@ def watching_trace_exits(
     (see `FrameHolding`): where JAX's checker looks (`core.ensure_no_leaks`),
     and only if the trace is still alive then; `told` is called with those that
     hold some, while they still do. (A local dropped before the block ends
-    would be gone by then.) `look` finds them from the locals (`Look`: the leak scan's opening
-    of holders, `lift._leaks.frames.FrameLook`), the innermost block's.
+    would be gone by then.) `look` finds them from the locals (`Look`: the leak
+    scan's opening of holders, `lift._leaks.frames.FrameLook`), the innermost
+    block's.
 
     With `threads`, traces exiting in every thread are noted and looked at
     (as `JAX_CHECK_TRACER_LEAKS=1` checks every thread); else this thread's
@@ -377,7 +378,8 @@ class _Exit:
 # while it ran, and a trace no tracer holds is freed, so that nothing is left
 # to look for (most exits, in equinox's suite: those JAX keeps are looked at).
 # Until then the frames are held, with their locals. An exit that no such
-# block follows is looked at when the block watching frames ends. (Eager
+# block follows is looked at when the next trace is entered, or when the block
+# watching frames ends; one whose block an error unwinds, not at all. (Eager
 # `grad`'s and `jvp`'s traces are looked at as they exit: no such block
 # follows theirs before jax 0.11.)
 _CHECKED_ON_LEAVING: Final = frozenset(
@@ -446,7 +448,7 @@ def _look_pending(
         _pending = kept
     for exit in exits:
         trace = exit.trace()
-        if trace is not None and id(trace) != drop:
+        if trace is not None and exit.key != drop:
             _look(exit, trace)
 
 
