@@ -16,7 +16,6 @@ from typing import Any, Final, cast
 
 from .._compat import Tracer
 from .._holders.closure import (
-    METHOD,
     PARTIAL,
     cells,
     function_held,
@@ -156,7 +155,8 @@ class Walk:
             if t is types.FunctionType:
                 self.nodes[index] = self.function(index, obj)
                 continue
-            holder = METHOD if t is types.MethodType else holder_of(obj) or PARTIAL
+            holder = holder_of(obj)
+            assert holder is not None  # queued as `is_function_like`
             held = tuple(holder.parts(obj))
             if holder is PARTIAL:
                 self.read.append((obj, held))  # `lift.jit` watches a partial's parts

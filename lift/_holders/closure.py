@@ -286,8 +286,25 @@ def register_holder(holder: Holder) -> None:
     jtu.HOLDERS[holder.cls] = holder
 
 
+register_holder(PARTIAL)
+register_holder(METHOD)
+
+
 def holder_of(obj: Any) -> Holder | None:
-    return jtu.HOLDERS.get(type(obj))  # pyright: ignore[reportUnknownArgumentType]
+    """The holder `obj` is, if it is a callable that holds a function other than
+    a function itself: a bound method, a `functools.partial` that is not a
+    pytree (`jax.tree_util.Partial` is one), a `lift.jit` function. The one
+    dispatch of the closure graph's holders: capture walks them as nodes, the
+    leak scan opens them, `is_function_like` says whether a value is one."""
+    t: type[Any] = type(obj)  # pyright: ignore[reportUnknownVariableType]
+    holder = jtu.HOLDERS.get(t)
+    if (
+        holder is None
+        and issubclass(t, functools.partial)
+        and jtu.is_function_like(obj)
+    ):
+        return PARTIAL  # a subclass of `functools.partial` that is not a pytree
+    return holder
 
 
 # Types whose instances stand for a function they rebuild from their leaves:

@@ -95,8 +95,9 @@ _partial_is_leaf: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDiction
 )
 
 
-# Other callables walked as nodes of a closure graph (`lift.jit` functions),
-# by type: see `lift._holders.closure.register_holder`.
+# The callables walked as nodes of a closure graph besides functions, by type:
+# bound methods, `functools.partial`, `lift.jit` functions (see
+# `lift._holders.closure.holder_of`).
 HOLDERS: dict[type, Any] = {}
 
 
@@ -104,7 +105,7 @@ def is_function_like(x: Any) -> bool:
     """A function, bound method, `functools.partial` that is not a pytree, or a
     registered holder (a `lift.jit` function)."""
     t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
-    if t is types.FunctionType or t is types.MethodType or t in HOLDERS:
+    if t is types.FunctionType or t in HOLDERS:
         return True
     # By the real type: `isinstance` would believe a `__class__` that lies (a mock).
     if issubclass(t, functools.partial):

@@ -28,16 +28,16 @@ from .._base import gc as _gc
 from .._base.atoms import UNOPENED
 from .._base.owners import is_library_type, is_user_function
 from .._holders.closure import (
+    PARTIAL as PARTIAL_HOLDER,
+    Holder,
     builtin_method_parts,
     cells,
     class_parts,
     function_of,
     function_parts,
     holder_of,
-    method_parts,
-    partial_parts,
 )
-from .._holders.labels import ARG, CELL, KEYWORD, SELF, Label
+from .._holders.labels import ARG, CELL, FUNC, KEYWORD, METHOD_FUNC, SELF, Label
 from .._holders.stdlib import (
     LRU_WRAPPER,
     STDLIB_HOLDERS,
@@ -64,6 +64,10 @@ from .report import (
     label_text,
     leak_at,
 )
+
+# The holders whose parts name the function's variables; any other (a
+# `lift.jit` function) holds a lifted function.
+_CALLABLE_HOLDERS: Final = frozenset({functools.partial, types.MethodType})
 
 #: Default bound on the number of objects one scan visits.
 DEFAULT_LIMIT = 2_000_000
@@ -175,13 +179,11 @@ class LeakWalk(ObjectWalk):
             self.push_all(obj.items(), index, KEY)
         elif cls is types.FunctionType:
             self.function(obj, index)
-        elif cls is types.MethodType:
-            self.method(obj, index)
-        elif cls is functools.partial or (
-            issubclass(cls, functools.partial) and function_of(obj) is None  # pyright: ignore[reportUnknownArgumentType]
-        ):
-            # `jax.tree_util.Partial` too: its arguments named as a partial's.
-            self.partial(obj, index)
+        elif (holder := holder_of(obj)) is not None:
+            self.holder(obj, holder, index)
+        elif issubclass(cls, functools.partial) and function_of(obj) is None:  # pyright: ignore[reportUnknownArgumentType]
+            # `jax.tree_util.Partial`, a pytree: its arguments named as a partial's.
+            self.holder(obj, PARTIAL_HOLDER, index)
         elif cls is types.CellType:
             try:
                 self.push(obj.cell_contents, index, ".cell_contents")
@@ -197,13 +199,6 @@ class LeakWalk(ObjectWalk):
             self.suspended(obj, index)
         elif cls in STDLIB_HOLDERS:
             self.parts(STDLIB_HOLDERS[cls](obj), index)
-        elif (holder := holder_of(obj)) is not None:
-            # A `lift.jit` function: the function it wraps, already lifted, as
-            # lift's closure graph takes it (flattened, it would be lifted
-            # afresh at every visit: a `lift.jit` closure that calls itself
-            # then without end).
-            for label, part in holder.parts(obj):
-                self.push(part, index, label, (obj, None, STORED_LIFTED))
         elif cls is LRU_WRAPPER:
             parts = cache_parts(obj)
             self.keep.append(parts)
@@ -298,21 +293,27 @@ class LeakWalk(ObjectWalk):
                     continue
                 self.push(value, index, where, (fn, where, GLOBAL), reset=True)
 
-    def partial(self, p: functools.partial[Any], index: int) -> None:
-        func = p.func
-        for label, value in partial_parts(p):
-            if label.kind == ARG:
-                edge = (func, param_name(func, cast(int, label.key)), PARTIAL)
-            elif label.kind == KEYWORD:
-                edge = (func, label.variable, PARTIAL)
+    def holder(self, obj: Any, holder: Holder, index: int) -> None:
+        """A bound method's function and `self`, a partial's function and
+        arguments (each named by the parameter it fills), a `lift.jit`
+        function's function as lift's closure graph takes it (flattened, it
+        would be lifted afresh at every visit: a `lift.jit` closure that calls
+        itself then without end)."""
+        fn: Any = None
+        for label, value in holder.parts(obj):
+            kind = label.kind
+            if kind in (FUNC, METHOD_FUNC):
+                fn, edge = value, None
+            elif kind == SELF:
+                edge = (fn, "self", BOUND)
+            elif kind == ARG:
+                edge = (fn, param_name(fn, cast(int, label.key)), PARTIAL)
+            elif kind == KEYWORD:
+                edge = (fn, label.variable, PARTIAL)
             else:
                 edge = None
-            self.push(value, index, label, edge)
-
-    def method(self, m: types.MethodType, index: int) -> None:
-        fn = m.__func__
-        for label, value in method_parts(m):
-            edge = (fn, "self", BOUND) if label.kind == SELF else None
+            if holder.cls not in _CALLABLE_HOLDERS:
+                edge = (obj, None, STORED_LIFTED)
             self.push(value, index, label, edge)
 
     # -- reports ----------------------------------------------------------------
