@@ -292,18 +292,15 @@ register_holder(METHOD)
 
 def holder_of(obj: Any) -> Holder | None:
     """The holder `obj` is, if it is a callable that holds a function other than
-    a function itself: a bound method, a `functools.partial` that is not a
-    pytree (`jax.tree_util.Partial` is one), a `lift.jit` function. The one
-    dispatch of the closure graph's holders: capture walks them as nodes, the
-    leak scan opens them, `is_function_like` says whether a value is one."""
+    a function itself: a bound method, a `functools.partial` (a subclass too),
+    a `lift.jit` function. The one dispatch of the closure graph's holders:
+    capture walks them as nodes, the leak scan opens them. (Capture walks a
+    partial that is a pytree, `jax.tree_util.Partial`, as a pytree:
+    `is_function_like`.)"""
     t: type[Any] = type(obj)  # pyright: ignore[reportUnknownVariableType]
     holder = jtu.HOLDERS.get(t)
-    if (
-        holder is None
-        and issubclass(t, functools.partial)
-        and jtu.is_function_like(obj)
-    ):
-        return PARTIAL  # a subclass of `functools.partial` that is not a pytree
+    if holder is None and issubclass(t, functools.partial):
+        return PARTIAL
     return holder
 
 

@@ -28,12 +28,10 @@ from .._base import gc as _gc
 from .._base.atoms import UNOPENED
 from .._base.owners import is_library_type, is_user_function
 from .._holders.closure import (
-    PARTIAL as PARTIAL_HOLDER,
     Holder,
     builtin_method_parts,
     cells,
     class_parts,
-    function_of,
     function_parts,
     holder_of,
 )
@@ -180,10 +178,8 @@ class LeakWalk(ObjectWalk):
         elif cls is types.FunctionType:
             self.function(obj, index)
         elif (holder := holder_of(obj)) is not None:
+            # A `jax.tree_util.Partial` too: its arguments named as a partial's.
             self.holder(obj, holder, index)
-        elif issubclass(cls, functools.partial) and function_of(obj) is None:  # pyright: ignore[reportUnknownArgumentType]
-            # `jax.tree_util.Partial`, a pytree: its arguments named as a partial's.
-            self.holder(obj, PARTIAL_HOLDER, index)
         elif cls is types.CellType:
             try:
                 self.push(obj.cell_contents, index, ".cell_contents")
