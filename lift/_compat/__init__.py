@@ -11,8 +11,10 @@ JAX. One module per subsystem of JAX that lift reads:
   options, the Python code a jaxpr's parameters run);
 - `checker`: JAX's own leak checker (the tracers its report carries, the
   frames' locals snapshots it takes for leaks);
-- `trace_exits`: the traces that exit inside `lift.checking_leaks()`, and the
-  user's frames on the stack as each exits (read by a look the leak checker
+- `trace_exits`: the traces that exit inside `lift.checking_leaks()`, and
+  whether JAX's checker looks at them;
+- `frame_look`: the user's frames on the stack as each exits for good, looked
+  at for its tracers where JAX's checker looks (by a look the leak checker
   gives: `lift._leaks.frames`);
 - `escaped`: which of those traces still have tracers alive after the block;
 - `stack`: tracebacks and the stack (JAX's filtering, warnings' stack level,
@@ -38,6 +40,10 @@ from .config import (
     jax_leak_checks_declined as jax_leak_checks_declined,
 )
 from .escaped import escaped_tracers as escaped_tracers
+from .frame_look import (
+    CHECKED_HERE as CHECKED_HERE,
+    FrameHolding as FrameHolding,
+)
 from .messages import (
     asks_for_a_concrete_value as asks_for_a_concrete_value,
     bad_argument as bad_argument,
@@ -65,8 +71,6 @@ from .stack import (
     user_stacklevel as user_stacklevel,
 )
 from .trace_exits import (
-    CHECKED_HERE as CHECKED_HERE,
-    FrameHolding as FrameHolding,
     jax_checks as jax_checks,
     watching_trace_exits as watching_trace_exits,
 )

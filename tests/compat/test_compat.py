@@ -20,7 +20,7 @@ import pytest
 from jax.experimental import io_callback
 
 from lift import _compat
-from lift._compat import trace_exits
+from lift._compat import frame_look
 from lift._leaks.frames import FrameLook
 
 pytestmark = pytest.mark.lift_allow_leaks
@@ -464,8 +464,8 @@ def test_frames_holding_an_exited_trace_are_named_not_those_inside_one(
     # JAX's checker off for itself (as this file's fixture does for every test:
     # `declined`) is not looked at.
     if not declined:
-        monkeypatch.setattr(trace_exits, "jax_leak_checks_declined", lambda: False)
-    assert trace_exits.jax_leak_checks_declined() is declined
+        monkeypatch.setattr(frame_look, "jax_leak_checks_declined", lambda: False)
+    assert frame_look.jax_leak_checks_declined() is declined
     told: list[tuple[str, list[str], list[str]]] = []
 
     def tell(found: list[_compat.FrameHolding]) -> None:

@@ -453,13 +453,13 @@ def _counting_frame_reads(
     import jax
     import jax.numpy as jnp
 
-    from lift._compat import trace_exits, watching_trace_exits
+    from lift._compat import frame_look, watching_trace_exits
     from lift._leaks.frames import FrameLook
 
     reads: list[int] = []
     looks: list[int] = []
-    read = trace_exits.frame_locals
-    look = trace_exits._check_frames  # pyright: ignore[reportPrivateUsage]
+    read = frame_look.frame_locals
+    look = frame_look.check_frames
 
     def counting_reads(*args: Any, **kwargs: Any) -> Any:
         reads.append(1)
@@ -469,8 +469,8 @@ def _counting_frame_reads(
         looks.append(1)
         return look(*args, **kwargs)
 
-    monkeypatch.setattr(trace_exits, "frame_locals", counting_reads)
-    monkeypatch.setattr(trace_exits, "_check_frames", counting_looks)
+    monkeypatch.setattr(frame_look, "frame_locals", counting_reads)
+    monkeypatch.setattr(frame_look, "check_frames", counting_looks)
 
     def work() -> float:
         for _ in range(exits):

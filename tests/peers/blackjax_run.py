@@ -109,7 +109,6 @@ SUITE = Suite(
     # pytest-benchmark's fixture, which the peers extra does not install;
     # without it their file fails to collect and stops the whole run.
     pytest_args=("--ignore=tests/test_benchmarks.py",),
-    versions=("jax", "jaxlib", "chex", "pytest"),
 )
 
 

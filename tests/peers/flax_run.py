@@ -67,7 +67,6 @@ SUITE = sdist_suite(
     tests="tests/nnx",
     ini=INI,
     quick=QUICK,
-    versions=("jax", "jaxlib", "optax", "pytest"),
 )
 
 

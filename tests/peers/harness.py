@@ -139,8 +139,6 @@ class Suite:
     )
     # What "patched" counts, for the summary ("functions", "factories").
     patched_what: str = "functions"
-    # Distributions whose versions key a reusable plain report.
-    versions: tuple[str, ...] = ("jax", "jaxlib", "pytest")
 
 
 # --- fetching -------------------------------------------------------------------
@@ -424,12 +422,13 @@ def compare(
 
 
 def _key_change(old: Any, new: dict[str, Any]) -> str:
-    """What differs between a recorded key and this run's, briefly."""
+    """What differs between a kept or recorded key and this run's, briefly."""
     if not isinstance(old, dict):
         return " (none recorded)"
     changed = [k for k in new if old.get(k) != new[k]]  # pyright: ignore[reportUnknownMemberType]
     if "environment" in changed:
-        was, now = set(old["environment"]), set(new["environment"])  # pyright: ignore[reportUnknownArgumentType]
+        # A report kept before its key held the environment has none.
+        was, now = set(old.get("environment", ())), set(new["environment"])  # pyright: ignore[reportUnknownArgumentType]
         diff = sorted(now - was)[:5] + [f"not {d}" for d in sorted(was - now)[:5]]
         return f" ({', '.join(changed)}: {', '.join(diff)})"
     return f" ({', '.join(changed)})"
@@ -470,14 +469,17 @@ def environment() -> list[str]:
     return sorted(found)
 
 
-def versions(suite: Suite) -> dict[str, str]:
-    found = {"python": sys.version}
-    for dist in (suite.name, *suite.versions):
-        try:
-            found[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            found[dist] = "absent"
-    return found
+def plain_key(files: list[str], pytest_args: list[str]) -> dict[str, Any]:
+    """What a plain run's outcomes depend on: its files and pytest arguments,
+    the Python and every installed distribution but lift. A plain report of
+    the same key stands for a plain run, kept (`--reuse`) or recorded
+    (`--recorded`)."""
+    return {
+        "files": files,
+        "pytest_args": pytest_args,
+        "python": sys.version,
+        "environment": environment(),
+    }
 
 
 # --- the command line -----------------------------------------------------------
@@ -516,8 +518,10 @@ def parser_for(suite: Suite, doc: str) -> argparse.ArgumentParser:
     parser.add_argument(
         "--reuse",
         action="store_true",
-        help="with --keep: reuse DIR's plain report if it ran the same files with"
-        " the same library, JAX and Python (plain does not depend on lift)",
+        help="with --keep: reuse DIR's plain report if it ran the same files and"
+        " pytest arguments, by the same Python with the same installed"
+        " distributions (plain does not depend on lift); else run plain, and"
+        " say why",
     )
     parser.add_argument(
         "--recorded",
@@ -568,18 +572,8 @@ def main(suite: Suite, doc: str, argv: list[str] | None = None) -> int:
             *args.pytest_args,
             *(f"--deselect={t}" for t in suite.quick_deselect if args.quick),
         ]
-        key = {
-            "files": files,
-            "pytest_args": pytest_args,
-            "versions": versions(suite),
-        }
+        key = plain_key(files, pytest_args)
         record = RECORDED / f"{suite.name}{'-quick' if args.quick else ''}.json"
-        recorded_key = {
-            "files": files,
-            "pytest_args": pytest_args,
-            "python": sys.version,
-            "environment": environment(),
-        }
         todo: list[str] = []
         for mode in modes:
             path = workdir / f"report-{mode}.json"
@@ -587,9 +581,18 @@ def main(suite: Suite, doc: str, argv: list[str] | None = None) -> int:
             if args.reuse and mode == "plain" and old.get("key") == key:
                 print(f"== {mode}: reusing {path}")
                 reports[mode] = old
+            elif args.reuse and mode == "plain" and not args.recorded:
+                why = (
+                    f"{path.name} ran in another environment or for other files"
+                    f"{_key_change(old.get('key'), key)}"
+                    if old
+                    else f"no {path.name} kept"
+                )
+                print(f"== {mode}: {why}: running plain")
+                todo.append(mode)
             elif args.recorded and mode == "plain" and not args.record:
                 kept = json.loads(record.read_text()) if record.exists() else {}
-                if kept.get("key") == recorded_key:
+                if kept.get("key") == key:
                     print(
                         f"== {mode}: the outcomes recorded in {record.relative_to(HERE.parent.parent)}"
                     )
@@ -598,7 +601,7 @@ def main(suite: Suite, doc: str, argv: list[str] | None = None) -> int:
                     print(
                         f"== {mode}: {record.name} was recorded in another"
                         " environment or for other files: running plain"
-                        f"{_key_change(kept.get('key'), recorded_key)}"
+                        f"{_key_change(kept.get('key'), key)}"
                     )
                     todo.append(mode)
             else:
@@ -624,9 +627,7 @@ def main(suite: Suite, doc: str, argv: list[str] | None = None) -> int:
                     kept["recorded"] = time.strftime("%Y-%m-%d", time.gmtime())
                     record.parent.mkdir(exist_ok=True)
                     record.write_text(
-                        json.dumps(
-                            {**kept, "key": recorded_key}, indent=0, sort_keys=True
-                        )
+                        json.dumps({**kept, "key": key}, indent=0, sort_keys=True)
                         + "\n"
                     )
                     print(f"== {mode}: recorded in {record}")
@@ -659,7 +660,6 @@ def tagged_suite(
     ini: str,
     quick: Sequence[str],
     deselect: tuple[str, ...] = (),
-    versions: tuple[str, ...] = ("jax", "jaxlib", "pytest"),
 ) -> Suite:
     """A library whose tests are in its GitHub release tag only, run against the
     installed library plain and under the leak checkers (its own code is not
@@ -699,7 +699,6 @@ def tagged_suite(
         quick_help=" ".join(quick),
         add_arguments=add_arguments,
         deselect=deselect,
-        versions=versions,
     )
 
 
@@ -711,7 +710,6 @@ def sdist_suite(
     quick: Sequence[str],
     deselect: tuple[str, ...] = (),
     pytest_args: tuple[str, ...] = (),
-    versions: tuple[str, ...] = ("jax", "jaxlib", "pytest"),
 ) -> Suite:
     """A library whose tests are in its sdist (`tests`: their folder), run
     against the installed library plain and under the leak checkers, as
@@ -739,5 +737,4 @@ def sdist_suite(
         add_arguments=add_arguments,
         deselect=deselect,
         pytest_args=pytest_args,
-        versions=versions,
     )

@@ -57,7 +57,6 @@ SUITE = sdist_suite(
         "--ignore=test/test_examples.py",
         "--ignore=test/test_example_utils.py",
     ),
-    versions=("jax", "jaxlib", "pytest"),
 )
 
 

@@ -55,7 +55,6 @@ SUITE = tagged_suite(
     "patrick-kidger/optimistix",
     ini=INI,
     quick=QUICK,
-    versions=("jax", "jaxlib", "equinox", "lineax", "pytest"),
 )
 
 

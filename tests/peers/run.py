@@ -175,7 +175,6 @@ SUITE = Suite(
     pytest_args=("--import-mode=importlib",),
     add_arguments=_add_arguments,
     check_live=_check_live,
-    versions=("jax", "jaxlib", "flax", "scikit-learn", "pytest"),
 )
 
 

@@ -1,0 +1,412 @@
+"""The look at the user's frames as a trace exits for good: which of them
+hold tracers of it in their local variables (and which finalizers registered
+while it ran), looked at where JAX's checker looks (`core.ensure_no_leaks`),
+for the blocks `trace_exits.watching_trace_exits(frames=...)` opens.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import sys
+import threading
+import types
+import weakref
+from collections.abc import Callable, Generator
+from typing import Any, Final, NamedTuple, cast
+
+from jax._src import core as _core
+
+from .._base.owners import is_user_module
+from .config import jax_checks_leaks, jax_leak_checks_declined
+from .traces import (
+    EVAL_TRACE,
+    OPTIMIZED,
+    TRACE_CTX,
+    LiveTraces,
+    frame_locals,
+    running_traces,
+)
+
+# JAX's checker (`maybe_find_leaked_tracers`, jax 0.8.0 to 0.12) looks at the
+# exit of a trace for any tracer of it still referenced, a caller's local
+# variable included: `seen.append(x)` inside a jitted closure over the test's
+# local `seen` fails the test there, even though the test's frame drops `seen`
+# before any later look could see it. While a block watches frames, each trace
+# that exits for good is looked for in the locals of the user's frames then on
+# the stack (not JAX's, lift's, NumPy's, pytest's, pluggy's or the standard
+# library's: `is_user_module`, by module name), directly or inside plain
+# containers, objects' attributes and closures, as the leak scan opens them
+# (`watching_trace_exits(frames=...)`), within a bounded number of objects, in a
+# bounded number of frames; and in the finalizers registered while the trace
+# ran.
+#
+# "For good": `core.set_current_trace(t)` is also entered to switch back to a
+# trace still running, the one a transform runs in (jax 0.10.2: every
+# `BatchTrace`, `JVPTrace`, `LinearizeTrace` and `JaxprTrace` primitive
+# enters its `parent_trace`, a linearize trace its `tangent_trace`), and the
+# user's function running in that trace holds its tracers legitimately. A
+# trace exits for good when no `set_current_trace` of it is still open and no
+# open or current trace reaches it through its parents; where it was entered
+# before the block began watching, the JAX frames beneath the holding frame
+# tell (`running_traces`). `trace_exits`, which replaces
+# `core.set_current_trace` while blocks watch, tells this module of each
+# trace entered (`entering`) and left (`leaving`, `check_frames`).
+
+
+class FrameHolding(NamedTuple):
+    """A frame of the user's code holding tracers of a trace that just exited
+    for good: its code, the line it was at, its local variables (name, value)
+    and the tracers found through them (the local's name, the tracer). With
+    no code, not a frame: a holder no variable reaches (a finalizer), named
+    as its only "variable"."""
+
+    code: types.CodeType | None
+    lineno: int
+    names: list[tuple[str, Any]]
+    tracers: list[tuple[str, Any]]
+
+
+# How the tracers of an exiting trace are found from a frame's locals:
+# `look(exited, names, budget, seen)` gives those of `names` reaches that
+# `exited` does not count live (`(name, tracer)`), and the budget left.
+Look = Callable[
+    [Any, list[tuple[str, Any]], int, set[int]], tuple[list[tuple[str, Any]], int]
+]
+
+
+# A block watching frames: the thread it watches (`None`: every thread's), and
+# what it is told of the user's frames holding an exiting trace's tracers,
+# with the look that finds them.
+class _Watcher(NamedTuple):
+    thread: int | None
+    frames: tuple[Callable[[list[FrameHolding]], None], Look]
+
+
+_watchers: list[_Watcher] = []
+
+
+class _CheckedHere(threading.local):
+    """Whether this thread runs a call of a `lift.checked` function, which
+    scans what the call's trace leaves and raises its own report (one the code
+    may catch, as it may catch JAX's checker's): the frames are not looked at
+    then, as they are not while JAX's checker is on."""
+
+    on: bool = False
+
+
+CHECKED_HERE: Final = _CheckedHere()
+# id of each trace entered (while frames are watched) and not yet left: how
+# many times, and the trace (held while open: the `with` holds it anyway).
+_open_traces: dict[int, list[Any]] = {}
+# The most objects looked at per trace exit (a number or string in a container
+# an eighth), shared out among the frames read. 5 000 spent on equinox's and
+# jaxtyping's wrapper frames cost equinox's suite 1.7 times plain's CPU time;
+# 1 000 finds each case of the test suite.
+_FRAME_BUDGET: Final = 1_000
+# The most user frames looked at per trace exit: the innermost and the
+# outermost (the test's own, its fixtures'), the frames between a deep
+# recursion's not read.
+_FRAME_INNER: Final = 8
+_FRAME_OUTER: Final = 4
+
+
+@contextlib.contextmanager
+def watching_frames(
+    frames: tuple[Callable[[list[FrameHolding]], None], Look], thread: int | None
+) -> Generator[None]:
+    """Look at the user's frames as each trace exits for good in `thread` (with
+    `None`, in every thread) while the block runs, and tell `frames`' callback
+    of those holding its tracers (`watching_trace_exits(frames=...)`). The
+    looks still to come when the block ends are taken then."""
+    entry = _Watcher(thread, frames)
+    _watchers.append(entry)
+    try:
+        yield
+    finally:
+        _look_pending()
+        # By identity: two blocks' entries may be equal.
+        del _watchers[next(i for i, e in enumerate(_watchers) if e is entry)]
+        if not _watchers:
+            _open_traces.clear()
+            with _pending_lock:
+                _pending.clear()  # another thread's exit, noted since
+
+
+class _Exited:
+    """The `LiveTraces` of a look at `trace`'s exit: every tracer is live but
+    those of `trace` (jax 0.10.2 to 0.12: a tracer's `_trace`)."""
+
+    __slots__ = ("trace",)
+
+    def __init__(self, trace: Any) -> None:
+        self.trace = trace
+
+    def is_live(self, tracer: Any) -> bool:
+        return getattr(tracer, "_trace", None) is not self.trace
+
+
+# What `weakref.finalize` keeps (each finalizer's function and arguments) until
+# its object dies: a tracer given to a finalizer registered in a trace is held
+# there, by no variable, and gone once the object dies.
+_FINALIZERS: Final[dict[Any, Any]] = cast(Any, weakref.finalize)._registry
+
+
+def entering(trace: Any) -> None:
+    """`core.set_current_trace(trace)` entered while traces are watched: while
+    frames are, counted (an exit no JAX check followed is looked at first)."""
+    if not _watchers:
+        return
+    if _pending:
+        # Exits no JAX check of their own follows (a `jit`'s traces under
+        # `jax.linearize`, jax 0.8.0 and 0.10.2): looked at now, so that their
+        # frames are not held on.
+        _look_pending(threading.get_ident(), waiting=False)
+    entry = _open_traces.get(id(trace))
+    if entry is None:
+        _open_traces[id(trace)] = [1, trace, len(_FINALIZERS)]
+    else:
+        entry[0] += 1
+
+
+def leaving(trace: Any) -> int | None:
+    """Count a `set_current_trace(trace)` left; if it was the last one open,
+    how many finalizers there were when it was first entered (one entered
+    before frames were watched, or left while none are, is not counted:
+    `None`)."""
+    if not _watchers:
+        return None
+    entry = _open_traces.get(id(trace))
+    if entry is None:
+        return None
+    if entry[0] > 1:
+        entry[0] -= 1
+        return None
+    del _open_traces[id(trace)]
+    return entry[2]
+
+
+def _still_running(trace: Any) -> bool:
+    """Whether `trace` is the current trace or an open one, or a parent of one."""
+    starts: list[Any] = [TRACE_CTX.trace]
+    starts.extend(entry[1] for entry in _open_traces.values())
+    return LiveTraces(starts).has(trace)
+
+
+def check_frames(trace: Any, finalizers: int = 0) -> None:
+    """At the last exit of `trace`: tell the blocks watching this thread's
+    frames which of the user's frames hold its tracers (and which of the
+    finalizers registered since it was entered: those past the first
+    `finalizers`). Called by the `__exit__` of `core.set_current_trace`: the
+    user's frames are those beneath that."""
+    if (
+        type(trace) is EVAL_TRACE
+        or CHECKED_HERE.on
+        or jax_leak_checks_declined()
+        or jax_checks_leaks()
+    ):
+        # A block that turned JAX's checker off for itself keeps its tracers
+        # on purpose, and JAX's checker does not look at it either; one that
+        # turned it on (`jax.checking_leaks()`, `lift.checking_leaks()`) or a
+        # `lift.checked` call has its leaks reported by that checker, which
+        # the code may catch.
+        return
+    thread = threading.get_ident()
+    told = [w.frames for w in _watchers if w.thread is None or w.thread == thread]
+    if not told or _still_running(trace):
+        return
+    new = len(_FINALIZERS) - finalizers
+    exit = _Exit(
+        trace,
+        _user_frames(sys._getframe(2)),  # pyright: ignore[reportPrivateUsage]
+        list(itertools.islice(reversed(_FINALIZERS), new)) if new > 0 else [],
+        told,
+    )
+    if type(trace).__name__ not in _CHECKED_ON_LEAVING:
+        _look(exit, trace)
+        return
+    exit.trace = weakref.ref(trace)
+    with _pending_lock:
+        _pending.append(exit)
+
+
+class _Exit:
+    """A trace's last exit, its look at the user's frames still to come: the
+    trace (by weak reference), the user's frames then on the stack, the
+    finalizers registered while it ran and the blocks to tell."""
+
+    __slots__ = ("finalizers", "frames", "key", "thread", "told", "trace")
+
+    def __init__(
+        self,
+        trace: Any,
+        frames: list[tuple[types.FrameType, frozenset[str]]],
+        finalizers: list[Any],
+        told: list[tuple[Callable[[list[FrameHolding]], None], Look]],
+    ) -> None:
+        self.trace = trace
+        self.frames = frames
+        self.finalizers = finalizers
+        self.told = told
+        self.thread = threading.get_ident()
+        self.key = id(trace)
+
+
+# The look at the last exit of a `jit`, `scan`, `vmap`, ... trace waits until
+# JAX leaves its `core.ensure_no_leaks(trace)` block (where JAX's checker looks,
+# jax 0.8.0 to 0.12): JAX has dropped the locals that held the trace's tracers
+# while it ran, and a trace no tracer holds is freed, so that nothing is left
+# to look for (most exits, in equinox's suite: those JAX keeps are looked at).
+# Until then the frames are held, with their locals. An exit that no such
+# block follows is looked at when the next trace is entered, or when the block
+# watching frames ends; one whose block an error unwinds, not at all. (Eager
+# `grad`'s and `jvp`'s traces are looked at as they exit: no such block
+# follows theirs before jax 0.11.)
+_CHECKED_ON_LEAVING: Final = frozenset(
+    {"DynamicJaxprTrace", "BatchTrace", "JaxprTrace"}
+)
+_pending: list[_Exit] = []
+_pending_lock = threading.Lock()
+# JAX's own, which `trace_exits` replaces with `LeakCheck` while traces are
+# watched, and puts back after.
+ENSURE_NO_LEAKS: Final = _core.ensure_no_leaks
+
+
+# id of each trace inside a `core.ensure_no_leaks` block: how many.
+_checking: dict[int, int] = {}
+
+
+class LeakCheck:
+    """`core.ensure_no_leaks(trace)` while traces are watched: JAX's, then the
+    looks at this thread's exits still to come; where an error unwinds it,
+    none for `trace` (JAX's checker does not look then either: the traceback
+    holds its tracers, and the error is the report)."""
+
+    __slots__ = ("check", "key")
+    check: Any
+
+    def __init__(self, trace: Any) -> None:
+        self.check = ENSURE_NO_LEAKS(trace)
+        self.key = id(trace)
+
+    def __enter__(self) -> Any:
+        _checking[self.key] = _checking.get(self.key, 0) + 1
+        return self.check.__enter__()
+
+    def __exit__(self, *exc: Any) -> Any:
+        check, self.check = self.check, None
+        try:
+            out = check.__exit__(*exc)
+        finally:
+            del check
+            if _checking.get(self.key, 0) > 1:
+                _checking[self.key] -= 1
+            else:
+                _checking.pop(self.key, None)
+        if _pending:
+            if exc[0] is None:
+                _look_pending(threading.get_ident())
+            else:
+                _look_pending(threading.get_ident(), drop=self.key)
+        return out
+
+
+def _look_pending(
+    thread: int | None = None, drop: int | None = None, waiting: bool = True
+) -> None:
+    """Look at the frames of each trace exit still to be looked at (this
+    thread's, or with `thread` `None` every thread's) whose trace is alive;
+    not at those of the trace of id `drop`; without `waiting`, not at those
+    whose trace a `core.ensure_no_leaks` block still checks (they wait for
+    it)."""
+    global _pending
+    with _pending_lock:
+        exits: list[_Exit] = []
+        kept: list[_Exit] = []
+        for e in _pending:
+            mine = thread is None or e.thread == thread
+            later = not waiting and e.key in _checking
+            (exits if mine and not later else kept).append(e)
+        _pending = kept
+    for exit in exits:
+        trace = exit.trace()
+        if trace is not None and exit.key != drop:
+            _look(exit, trace)
+
+
+def _look(exit: _Exit, trace: Any) -> None:
+    look = exit.told[-1][1]
+    found = _frames_holding(trace, exit.frames, look)
+    if exit.finalizers:
+        found.extend(_finalizers_holding(trace, exit.finalizers, look))
+    if found:
+        for frames, _ in exit.told:
+            frames(found)
+
+
+def _frames_holding(
+    trace: Any, chosen: list[tuple[types.FrameType, frozenset[str]]], look: Look
+) -> list[FrameHolding]:
+    found: list[FrameHolding] = []
+    budget = _FRAME_BUDGET
+    exited = _Exited(trace)
+    seen: set[int] = set()  # an object two frames hold is looked at once
+    for i, (frame, variables) in enumerate(chosen):
+        if budget <= 0:
+            break
+        # An equal share of what is left to each frame still to read: a
+        # library's wrapper frames (innermost) cannot spend what the test's
+        # own frames (outermost) are owed.
+        share = budget // (len(chosen) - i)
+        names = frame_locals(frame, variables)
+        tracers, left = look(exited, names, share, seen)
+        budget -= share - left
+        if tracers and not _runs_beneath(trace, frame):
+            found.append(FrameHolding(frame.f_code, frame.f_lineno, names, tracers))
+    return found
+
+
+def _finalizers_holding(
+    trace: Any, finalizers: list[Any], look: Look
+) -> list[FrameHolding]:
+    """The `finalizers` (registered while `trace` ran) that hold tracers of
+    `trace` (each a `FrameHolding` of no code: the finalizer is its only name)."""
+    found: list[FrameHolding] = []
+    exited = _Exited(trace)
+    for finalizer in finalizers:
+        names = [(_FINALIZER, finalizer)]
+        tracers, _ = look(exited, names, _FRAME_BUDGET, set())
+        if tracers:
+            found.append(FrameHolding(None, 0, names, tracers))
+    return found
+
+
+_FINALIZER: Final = "<a weakref.finalize>"
+
+
+def _user_frames(
+    frame: types.FrameType | None,
+) -> list[tuple[types.FrameType, frozenset[str]]]:
+    """The user's frames from `frame` down, innermost first, each with its
+    variables' names: at most `_FRAME_INNER` innermost and `_FRAME_OUTER`
+    outermost (the test's, its fixtures')."""
+    chosen: list[types.FrameType] = []
+    while frame is not None:
+        if frame.f_code.co_flags & OPTIMIZED and is_user_module(
+            frame.f_globals.get("__name__")
+        ):
+            chosen.append(frame)
+        frame = frame.f_back
+    if len(chosen) > _FRAME_INNER + _FRAME_OUTER:
+        chosen = chosen[:_FRAME_INNER] + chosen[len(chosen) - _FRAME_OUTER :]
+    return [(f, _variables(f.f_code)) for f in chosen]
+
+
+def _variables(code: types.CodeType) -> frozenset[str]:
+    return frozenset((*code.co_varnames, *code.co_cellvars, *code.co_freevars))
+
+
+def _runs_beneath(trace: Any, frame: types.FrameType) -> bool:
+    """Whether a JAX frame beneath `frame` runs `trace` (or a trace whose
+    parents reach it): `frame` is then inside it, its tracers its own."""
+    return LiveTraces(running_traces(frame.f_back)).has(trace)
