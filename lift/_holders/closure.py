@@ -246,9 +246,11 @@ class Holder:
     - `parts(obj)`: its parts, as `(Label, value)`, its function first.
     - `rebuild(static, parts)`: a new holder from the static part and the
       parts, `(Label, value)` in order.
+    - `static_names(obj)`: the captured variables it keeps static itself (a
+      `lift.jit` helper's `static=`), static in every graph that holds it.
     """
 
-    __slots__ = ("cls", "name", "parts", "rebuild", "static")
+    __slots__ = ("cls", "name", "parts", "rebuild", "static", "static_names")
 
     def __init__(
         self,
@@ -257,12 +259,14 @@ class Holder:
         static: Callable[[Any], Any],
         parts: Callable[[Any], Iterator[tuple[Label, Any]]],
         rebuild: Callable[[Any, list[tuple[Label, Any]]], Any],
+        static_names: Callable[[Any], frozenset[str]] | None = None,
     ) -> None:
         self.cls = cls
         self.name = name
         self.static = static
         self.parts = parts
         self.rebuild = rebuild
+        self.static_names = static_names
 
 
 def _no_static(_: Any) -> None:

@@ -21,7 +21,7 @@ from .._capture.lifted import Lifted
 from .._capture.verify import STATE as _VERIFY
 from .._compat import conversion_context
 from .._holders.closure import Holder, register_holder
-from .._holders.labels import WRAPPED, Label
+from .._holders.labels import METHOD_FUNC, SELF, WRAPPED, Label
 from .aot import Lowered, Traced
 from .bound import BoundJitFunction
 from .programs import (
@@ -232,6 +232,11 @@ def _holder_parts(x: JitFunction[Any, Any]) -> Iterator[tuple[Label, Any]]:
     yield Label.of(WRAPPED), x._fn  # pyright: ignore[reportPrivateUsage]
 
 
+def _holder_static_names(x: JitFunction[Any, Any]) -> frozenset[str]:
+    names = x._lift_options.get("static", ())  # pyright: ignore[reportPrivateUsage]
+    return frozenset((names,) if isinstance(names, str) else names)
+
+
 def _holder_rebuild(
     static: Any, parts: list[tuple[Label, Any]]
 ) -> JitFunction[Any, Any]:
@@ -240,7 +245,41 @@ def _holder_rebuild(
 
 
 register_holder(
-    Holder(JitFunction, "lift.jit", _holder_static, _holder_parts, _holder_rebuild)
+    Holder(
+        JitFunction,
+        "lift.jit",
+        _holder_static,
+        _holder_parts,
+        _holder_rebuild,
+        _holder_static_names,
+    )
+)
+
+
+# A bound `lift.jit` method, like a bound method: its `lift.jit` function and
+# the instance, each followed (the instance's arrays are leaves, a capture of
+# its method is watched).
+def _bound_parts(x: BoundJitFunction) -> Iterator[tuple[Label, Any]]:
+    yield Label.of(METHOD_FUNC), x.__func__
+    yield Label.of(SELF), x.__self__
+
+
+def _no_static(_: Any) -> None:
+    return None
+
+
+def _bound_rebuild(static: None, parts: list[tuple[Label, Any]]) -> BoundJitFunction:
+    return BoundJitFunction(parts[0][1], parts[1][1])
+
+
+register_holder(
+    Holder(
+        BoundJitFunction,
+        "bound lift.jit method",
+        _no_static,
+        _bound_parts,
+        _bound_rebuild,
+    )
 )
 
 

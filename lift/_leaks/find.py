@@ -65,14 +65,23 @@ def find_leaks(*roots: Any, limit: int = DEFAULT_LIMIT) -> Leaks:
     iteration that raises) is named in the result's `unopened`, each with its
     path and error (`could not open roots[0].__dict__: RuntimeError: …`).
     """
-    named = [(root_label(root, i), root) for i, root in enumerate(roots)]
-    # By name (stable): a tracer two roots reach at the same depth is named
-    # from the same one whatever the order they were given in.
-    named.sort(key=lambda pair: pair[0])
+    # A tracer two roots reach at the same depth is named from the one first
+    # in an order of the roots themselves, never of the arguments: named
+    # roots by name, then the others by type; alike, by identity.
+    named = sorted(
+        ((root_label(root, i), root) for i, root in enumerate(roots)),
+        key=_root_order,
+    )
     unopened: list[Unopened] = []
     leaks = Leaks(scan_tracers(named, limit, unopened=unopened)[0])
     leaks.unopened = tuple(dict.fromkeys(unopened))
     return leaks
+
+
+def _root_order(pair: tuple[str, Any]) -> tuple[bool, str, int]:
+    label, root = pair
+    unnamed = label.startswith("roots[")
+    return unnamed, type(root).__qualname__ if unnamed else label, id(root)
 
 
 def check_leaks(*roots: Any, limit: int = DEFAULT_LIMIT) -> None:

@@ -12,7 +12,8 @@ import functools
 import pickle
 import re
 import traceback
-from collections.abc import Callable
+import types
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -494,6 +495,85 @@ def test_a_float_method_of_an_argument_is_jaxs_error():
 
     with pytest.raises(AttributeError, match="is_integer"):
         jax.jit(lambda h, x: h(x))(lift.lift(step), 1.0)
+
+
+# Module-level state a step writes its values to and branches on: the bytecode
+# sees a global's attribute, not the capture it came from.
+_SETTINGS = types.SimpleNamespace()
+
+
+@pytest.fixture
+def settings() -> Iterator[types.SimpleNamespace]:
+    # The tracers the steps left there go with the test.
+    yield _SETTINGS
+    vars(_SETTINGS).clear()
+
+
+def _through_a_global(lr: float, clip: float) -> Any:
+    def step(x):
+        _SETTINGS.lr = lr
+        if _SETTINGS.lr > 0.5:
+            return jnp.minimum(x, clip)
+        return x
+
+    return step
+
+
+def _run(jit: str, step: Any) -> Any:
+    if jit == "lift.jit":
+        return lift.jit(step)(1.0)
+    return jax.jit(lambda g, x: g(x))(lift.lift(step), 1.0)
+
+
+@pytest.mark.parametrize("jit", ["jax.jit", "lift.jit"])
+def test_a_branch_on_a_capture_read_back_from_a_global_names_the_capture(
+    jit: str, settings: types.SimpleNamespace
+):
+    # The capture JAX's message names (`g.captures['lr']`), not every traced
+    # capture of the frame (`clip` too).
+    step = _through_a_global(0.7, 0.9)
+    fix = (
+        r"`lift\.jit\(lift\.lift\(f, static=\('lr',\)\)\)`"
+        if jit == "lift.jit"
+        else r"`lift\(f, static=\('lr',\)\)`"
+    )
+    with pytest.raises(
+        lift.LiftError,
+        match=(
+            rf"^_through_a_global\.<locals>\.step \({HERE}:\d+\) uses the captured "
+            r"variable 'lr' in Python control flow \(`if`, `while`, `and`, "
+            r"`bool\(\)`, \.\.\.\), but lift made it a traced value \(~?float32\[\]\), "
+            rf"so its value is unknown while tracing\.\nFix: keep it static, {fix} "
+            r"\(each new value then compiles anew\), or replace the Python branch "
+            r"with `jnp\.where` / `jax\.lax\.cond`\.\n"
+            r"Docs: errors/#control-flow-on-a-capture(\n|$)"
+        ),
+    ):
+        _run(jit, step)
+    # The fix the message gives works.
+    fixed = lift.lift(step, static=("lr",))
+    assert jax.jit(lambda g, x: g(x))(fixed, 1.0) == pytest.approx(0.9)
+
+
+@pytest.mark.parametrize("jit", ["jax.jit", "lift.jit"])
+def test_a_branch_on_an_argument_read_back_from_a_global_is_jaxs_error(
+    jit: str, settings: types.SimpleNamespace
+):
+    # JAX's message names the argument `x`: no capture is blamed.
+    def make(lr):
+        def step(x):
+            _SETTINGS.x = x
+            if _SETTINGS.x > 0.5:
+                return x * lr
+            return x
+
+        return step
+
+    with pytest.raises(
+        jax.errors.TracerBoolConversionError,
+        match=r"depends on the value of the argument x",
+    ):
+        _run(jit, make(0.7))
 
 
 # -- a lifted factory ----------------------------------------------------------------

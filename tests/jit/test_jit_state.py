@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -309,6 +310,75 @@ def test_an_outer_jit_sees_a_capture_of_an_inner_jit_rebound():
     lr = 5.0
     assert [float(outer(1.0)), float(inner(1.0)), float(outer(1.0))] == [6.0, 5.0, 6.0]
     assert (inner_counter.traces, outer_counter.traces) == (1, 1)
+
+
+def test_an_outer_jit_sees_a_bound_inner_jit_methods_instance_and_rebound_capture():
+    # Regression: a captured bound `lift.jit` method was a static value of the
+    # outer program (by identity): its capture, rebound, was never seen, and
+    # each new instance compiled anew.
+    counter = _Counter()
+    scale = 2.0
+
+    class Model(eqx.Module):
+        w: jax.Array
+
+        @lift.jit
+        def apply(self, x):
+            return self.w * x * scale
+
+    def make(w):
+        apply = Model(jnp.asarray(w)).apply
+
+        @lift.jit
+        def step(x):
+            counter()
+            return apply(x) + 1.0
+
+        return step, apply
+
+    step, apply = make(1.0)
+    assert float(step(1.0)) == 3.0
+    scale = 3.0
+    assert float(apply(1.0)) == 3.0
+    assert float(step(1.0)) == 4.0
+    assert float(make(2.0)[0](1.0)) == 7.0  # another instance's array, one program
+    assert counter.traces == 1
+
+
+def test_a_bound_lift_jit_method_lifts_with_its_instances_arrays_as_leaves():
+    # It was refused as "a callable object that is not a pytree".
+    class Model(eqx.Module):
+        w: jax.Array
+
+        @lift.jit
+        def apply(self, x):
+            return self.w * x
+
+    w = jnp.asarray(2.0)
+    lifted = lift.lift(Model(w).apply)
+    assert jax.tree_util.tree_leaves(lifted) == [w]
+    assert float(lifted(3.0)) == 6.0
+    assert float(lift.jit(Model(w).apply)(3.0)) == 6.0
+
+
+def test_an_inner_jits_own_static_names_stay_static_inside_an_outer_jit():
+    # Regression: the outer walk followed the inner function without its
+    # `static=`, so `edges` became a tracer in the outer program, which the
+    # inner lift then refused as static.
+    edges = np.array([0.0, 1.0, 4.0])
+
+    @lift.jit(static=("edges",))
+    def bucket(x):
+        return x * float(np.diff(edges).max())  # NumPy at trace time
+
+    @lift.jit
+    def step(x):
+        return bucket(x) + 1.0
+
+    assert float(bucket(1.0)) == 3.0
+    assert float(step(1.0)) == 4.0
+    edges = np.array([0.0, 2.0])
+    assert float(step(1.0)) == 3.0
 
 
 def test_an_inner_jit_called_alone_then_inside_jax_jit_traces_once():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 import sys
 import types
 import weakref
@@ -146,6 +147,44 @@ def test_shortest_path_wins_and_each_tracer_is_reported_once() -> None:
     deep = {"a": {"b": [tracer]}}
     (leak,) = lift.find_leaks([deep, tracer])
     assert leak.path == "roots[0][1]"
+
+
+def _two_lambdas(t: Any) -> tuple[Any, Any]:
+    """Two functions with one qualified name holding `t` under other names."""
+    first, second = t, t
+    return (lambda: first), (lambda: second)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda t: ({"k": t}, [t]),
+        lambda t: ({"k": t}, types.SimpleNamespace(v=t)),
+        lambda t: ({"k": t}, {"j": t}),
+        _two_lambdas,
+    ],
+    ids=["dict-list", "dict-object", "two-dicts", "two-lambdas"],
+)
+def test_a_tracer_two_roots_reach_alike_is_named_from_one_whatever_their_order(
+    make: Any,
+) -> None:
+    # Regression: it was named from the root given first.
+    roots = make(_escaped())
+
+    def named(order: tuple[Any, ...]) -> list[tuple[str, Any]]:
+        # `roots[i]` read as the object it stands for.
+        return [
+            (
+                re.sub(
+                    r"^roots\[(\d+)\]", lambda m: f"<{id(order[int(m[1])])}>", leak.path
+                ),
+                leak.variable,
+            )
+            for leak in lift.find_leaks(*order)
+        ]
+
+    assert named(roots) == named(roots[::-1])
+    assert len(named(roots)) == 1
 
 
 def test_empty_cells_and_unbound_variables() -> None:
