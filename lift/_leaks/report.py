@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from typing import Any, NamedTuple, cast
 
 from .. import _compat
+from .._base.errors import code_of
 from .._holders.closure import function_of, user_class
 from .._holders.labels import Label
 
@@ -391,7 +392,8 @@ def leak_at(entries: list[Any], home: str | None, tracer: Any, index: int) -> Le
     edge = entries[chain[holder]][2]
     assert edge is not None
     fn, variable, kind = edge
-    code = fn if isinstance(fn, types.CodeType) else getattr(fn, "__code__", None)
+    # A bound `lift.jit` method's function: the code it wraps.
+    code = fn if isinstance(fn, types.CodeType) else code_of(fn)
     qualname = (
         fn.co_qualname
         if isinstance(fn, types.CodeType)

@@ -15,7 +15,6 @@ as an error of its own, so that a clean scan passes.
 from __future__ import annotations
 
 import collections
-import functools
 import types
 import weakref
 from collections.abc import Iterable
@@ -35,7 +34,16 @@ from .._holders.closure import (
     function_parts,
     holder_of,
 )
-from .._holders.labels import ARG, CELL, FUNC, KEYWORD, METHOD_FUNC, SELF, Label
+from .._holders.labels import (
+    ARG,
+    CELL,
+    FUNC,
+    KEYWORD,
+    METHOD_FUNC,
+    SELF,
+    WRAPPED,
+    Label,
+)
 from .._holders.stdlib import (
     LRU_WRAPPER,
     STDLIB_HOLDERS,
@@ -62,10 +70,6 @@ from .report import (
     label_text,
     leak_at,
 )
-
-# The holders whose parts name the function's variables; any other (a
-# `lift.jit` function) holds a lifted function.
-_CALLABLE_HOLDERS: Final = frozenset({functools.partial, types.MethodType})
 
 #: Default bound on the number of objects one scan visits.
 DEFAULT_LIMIT = 2_000_000
@@ -298,17 +302,16 @@ class LeakWalk(ObjectWalk):
         fn: Any = None
         for label, value in holder.parts(obj):
             kind = label.kind
+            edge = None
             if kind in (FUNC, METHOD_FUNC):
-                fn, edge = value, None
+                fn = value
             elif kind == SELF:
                 edge = (fn, "self", BOUND)
             elif kind == ARG:
                 edge = (fn, param_name(fn, cast(int, label.key)), PARTIAL)
             elif kind == KEYWORD:
                 edge = (fn, label.variable, PARTIAL)
-            else:
-                edge = None
-            if holder.cls not in _CALLABLE_HOLDERS:
+            elif kind == WRAPPED:
                 edge = (obj, None, STORED_LIFTED)
             self.push(value, index, label, edge)
 

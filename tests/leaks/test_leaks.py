@@ -244,6 +244,36 @@ def test_objects_slots_partials_methods_and_kwdefaults() -> None:
     ]
 
 
+def test_a_bound_lift_jit_methods_instance_is_named_as_a_bound_methods() -> None:
+    class Model:
+        w: Any = None
+
+        @lift.jit
+        def apply(self, x: Any) -> Any:
+            return x
+
+    model = Model()
+    kept: list[Any] = []
+
+    @jax.jit
+    def step(x: Any) -> Any:
+        model.w = x
+        kept.append(model.apply)
+        return x
+
+    step(1.0)
+    (leak,) = lift.find_leaks(kept)
+    line = Model.apply.__wrapped__.__code__.co_firstlineno
+    assert (leak.function, leak.variable, leak.kind, leak.detail) == (
+        "test_a_bound_lift_jit_methods_instance_is_named_as_a_bound_methods"
+        ".<locals>.Model.apply",
+        "self",
+        "bound object",
+        "self.w",
+    )
+    assert (leak.filename, leak.lineno) == (__file__, line)
+
+
 def test_globals_named_by_code_including_nested_code() -> None:
     def step() -> Any:
         def inner() -> Any:
