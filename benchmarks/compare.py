@@ -81,7 +81,13 @@ print(json.dumps({{
 
 
 def _measure(lift_dir: Path) -> dict[str, float]:
-    env = {**os.environ, "PYTHONPATH": str(lift_dir)}
+    # `lift_dir` first; what PYTHONPATH already names after it (a machine
+    # whose JAX is found through it).
+    path = [
+        str(lift_dir),
+        *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep)),
+    ]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
     out = subprocess.run(
         [sys.executable, "-c", _PROBE.format(benchmarks=str(HERE))],
         env=env,
