@@ -43,13 +43,6 @@ def capture(
     with _gc.paused():
         walk = Walk(obj, static, dynamic)
         result = walk.run()
-        # A captured `lift.jit` helper lifts its captures with its own
-        # `static=` inside the program: what it names is static here too, not
-        # a leaf the helper would then find traced (the set only grows).
-        while not walk.holder_static <= static:
-            static |= walk.holder_static
-            walk = Walk(obj, static, dynamic)
-            result = walk.run()
         # A function or cell walked outside the captures `dynamic=` names, then
         # reached from inside one: walked again inside (the set only grows).
         while (scoped := walk.scope.rescope()) is not None:

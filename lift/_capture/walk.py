@@ -129,8 +129,6 @@ class Walk:
         self.scalar_cells: list[tuple[types.CellType, int, bool]] = []
         # Each cell, function and partial as the walk read it (`lift.jit` watches it).
         self.read: list[tuple[Any, Any]] = []
-        # The names captured `lift.jit` helpers keep static (`Holder.static_names`).
-        self.holder_static: frozenset[str] = frozenset()
 
     def kept(self, live: str | None) -> None:
         if live is not None and self.live is None:
@@ -162,8 +160,6 @@ class Walk:
             held = tuple(holder.parts(obj))
             if holder is PARTIAL:
                 self.read.append((obj, held))  # `lift.jit` watches a partial's parts
-            elif holder.static_names is not None:
-                self.holder_static |= holder.static_names(obj)
             self.nodes[index] = HolderNode(
                 holder, holder.static(obj), self.parts(held, index, obj)
             )

@@ -246,11 +246,9 @@ class Holder:
     - `parts(obj)`: its parts, as `(Label, value)`, its function first.
     - `rebuild(static, parts)`: a new holder from the static part and the
       parts, `(Label, value)` in order.
-    - `static_names(obj)`: the captured variables it keeps static itself (a
-      `lift.jit` helper's `static=`), static in every graph that holds it.
     """
 
-    __slots__ = ("cls", "name", "parts", "rebuild", "static", "static_names")
+    __slots__ = ("cls", "name", "parts", "rebuild", "static")
 
     def __init__(
         self,
@@ -259,14 +257,12 @@ class Holder:
         static: Callable[[Any], Any],
         parts: Callable[[Any], Iterator[tuple[Label, Any]]],
         rebuild: Callable[[Any, list[tuple[Label, Any]]], Any],
-        static_names: Callable[[Any], frozenset[str]] | None = None,
     ) -> None:
         self.cls = cls
         self.name = name
         self.static = static
         self.parts = parts
         self.rebuild = rebuild
-        self.static_names = static_names
 
 
 def _no_static(_: Any) -> None:

@@ -232,11 +232,6 @@ def _holder_parts(x: JitFunction[Any, Any]) -> Iterator[tuple[Label, Any]]:
     yield Label.of(WRAPPED), x._fn  # pyright: ignore[reportPrivateUsage]
 
 
-def _holder_static_names(x: JitFunction[Any, Any]) -> frozenset[str]:
-    names = x._lift_options.get("static", ())  # pyright: ignore[reportPrivateUsage]
-    return frozenset((names,) if isinstance(names, str) else names)
-
-
 def _holder_rebuild(
     static: Any, parts: list[tuple[Label, Any]]
 ) -> JitFunction[Any, Any]:
@@ -245,14 +240,7 @@ def _holder_rebuild(
 
 
 register_holder(
-    Holder(
-        JitFunction,
-        "lift.jit",
-        _holder_static,
-        _holder_parts,
-        _holder_rebuild,
-        _holder_static_names,
-    )
+    Holder(JitFunction, "lift.jit", _holder_static, _holder_parts, _holder_rebuild)
 )
 
 

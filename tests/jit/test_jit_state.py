@@ -361,26 +361,6 @@ def test_a_bound_lift_jit_method_lifts_with_its_instances_arrays_as_leaves():
     assert float(lift.jit(Model(w).apply)(3.0)) == 6.0
 
 
-def test_an_inner_jits_own_static_names_stay_static_inside_an_outer_jit():
-    # Regression: the outer walk followed the inner function without its
-    # `static=`, so `edges` became a tracer in the outer program, which the
-    # inner lift then refused as static.
-    edges = np.array([0.0, 1.0, 4.0])
-
-    @lift.jit(static=("edges",))
-    def bucket(x):
-        return x * float(np.diff(edges).max())  # NumPy at trace time
-
-    @lift.jit
-    def step(x):
-        return bucket(x) + 1.0
-
-    assert float(bucket(1.0)) == 3.0
-    assert float(step(1.0)) == 4.0
-    edges = np.array([0.0, 2.0])
-    assert float(step(1.0)) == 3.0
-
-
 def test_an_inner_jit_called_alone_then_inside_jax_jit_traces_once():
     counter = _Counter()
     a = jnp.float32(2.0)
