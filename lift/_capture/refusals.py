@@ -104,6 +104,8 @@ def static_tracer(holder: Any, label: Label, leaf: Any) -> LiftError:
         f"but it holds a tracer ({type_text(leaf)}). A static capture becomes "
         "part of the compiled program's key and would leak the tracer.\n"
         "Fix: let it be dynamic (remove it from `static=`, or make your "
-        "`dynamic=` predicate accept tracers).",
+        "`dynamic=` predicate accept tracers); if a `lift.jit` function calling "
+        f"this one made it a tracer, give the caller the same `static=` too "
+        f"(`@lift.jit(static=({label.variable!r},))`).",
         anchor="static-capture-holds-a-tracer",
     )

@@ -361,6 +361,38 @@ def test_a_bound_lift_jit_method_lifts_with_its_instances_arrays_as_leaves():
     assert float(lift.jit(Model(w).apply)(3.0)) == 6.0
 
 
+def test_an_inner_jits_static_capture_needs_the_callers_static_too():
+    # The caller lifts the inner function's captures by its own `static=`:
+    # without the name, `edges` is a tracer in the caller's program, which the
+    # inner function refuses by name with the fix; with it, both keep it
+    # static and a rebinding is seen.
+    edges = np.array([0.0, 1.0, 4.0])
+
+    @lift.jit(static=("edges",))
+    def bucket(x):
+        return x * float(np.diff(edges).max())  # NumPy at trace time
+
+    @lift.jit
+    def step(x):
+        return bucket(x) + 1.0
+
+    @lift.jit(static=("edges",))
+    def fixed(x):
+        return bucket(x) + 1.0
+
+    assert float(bucket(1.0)) == 3.0
+    with pytest.raises(
+        lift.LiftError,
+        match=r"(?s)bucket \(.*test_jit_state.py:\d+\) captures variable 'edges' "
+        r"as static, but it holds a tracer.*calling this one made it a tracer, "
+        r"give the caller the same `static=` too \(`@lift.jit\(static=\('edges',\)\)`\)",
+    ):
+        step(1.0)
+    assert float(fixed(1.0)) == 4.0
+    edges = np.array([0.0, 2.0])
+    assert float(fixed(1.0)) == 3.0
+
+
 def test_an_inner_jit_called_alone_then_inside_jax_jit_traces_once():
     counter = _Counter()
     a = jnp.float32(2.0)
