@@ -117,21 +117,22 @@ def code_of(obj: Any) -> types.CodeType | None:
         t: type[Any] = type(obj)  # pyright: ignore[reportUnknownVariableType]
         if t is types.FunctionType:
             return obj.__code__
-        if t is types.MethodType:
-            obj = obj.__func__
-        elif issubclass(t, functools.partial):
-            obj = obj.func
-        else:
-            try:
-                code = getattr(obj, "__code__", None)
-                if isinstance(code, types.CodeType):
-                    return code
-                wrapped = getattr(obj, "__wrapped__", None)
-            except Exception:  # a proxy whose attributes fail
-                return None
-            if wrapped is None or wrapped is obj:
-                return None
-            obj = wrapped
+        try:
+            if t is types.MethodType:
+                obj = obj.__func__
+                continue
+            if issubclass(t, functools.partial):
+                obj = obj.func  # a subclass's own `func` may be a property
+                continue
+            code = getattr(obj, "__code__", None)
+            if isinstance(code, types.CodeType):
+                return code
+            wrapped = getattr(obj, "__wrapped__", None)
+        except Exception:  # a proxy whose attributes fail
+            return None
+        if wrapped is None or wrapped is obj:
+            return None
+        obj = wrapped
     return None
 
 

@@ -203,13 +203,11 @@ def is_jax_closure_convert(fn: Any) -> bool:
     Written against jax 0.10.2: `jax/_src/custom_derivatives.py` returns the
     nested `converted_fun`, whose closure keeps every non-float constant.
     """
-    code = getattr(fn, "__code__", None)
-    return (
-        isinstance(code, types.CodeType)
-        and code.co_name == "converted_fun"
-        and code.co_filename.endswith(
-            os.path.join("jax", "_src", "custom_derivatives.py")
-        )
+    if type(fn) is not types.FunctionType:  # a proxy's attributes may fail
+        return False
+    code = fn.__code__
+    return code.co_name == "converted_fun" and code.co_filename.endswith(
+        os.path.join("jax", "_src", "custom_derivatives.py")
     )
 
 

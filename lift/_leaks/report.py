@@ -370,6 +370,15 @@ def _module_of(
     return ""
 
 
+def _qualname(fn: Any) -> str:
+    """`fn`'s qualified name, or its type's (a proxy whose attributes fail)."""
+    try:
+        name = getattr(fn, "__qualname__", None)
+    except Exception:
+        name = None
+    return name if isinstance(name, str) else type(fn).__qualname__
+
+
 def leak_at(entries: list[Any], home: str | None, tracer: Any, index: int) -> Leak:
     """The report of `tracer`, found at entry `index` of a scan's `entries`
     (`(parent, label, edge, resets)`, one per object visited)."""
@@ -394,11 +403,7 @@ def leak_at(entries: list[Any], home: str | None, tracer: Any, index: int) -> Le
     fn, variable, kind = edge
     # A bound `lift.jit` method's function: the code it wraps.
     code = fn if isinstance(fn, types.CodeType) else code_of(fn)
-    qualname = (
-        fn.co_qualname
-        if isinstance(fn, types.CodeType)
-        else getattr(fn, "__qualname__", None) or type(fn).__qualname__
-    )
+    qualname = fn.co_qualname if isinstance(fn, types.CodeType) else _qualname(fn)
     filename = code.co_filename if isinstance(code, types.CodeType) else None
     lineno = code.co_firstlineno if isinstance(code, types.CodeType) else None
     location = path_text(entries, chain[:holder], home) if holder else None

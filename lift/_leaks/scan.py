@@ -25,6 +25,7 @@ import numpy as np
 from .. import _compat
 from .._base import gc as _gc
 from .._base.atoms import UNOPENED
+from .._base.errors import code_of
 from .._base.owners import is_library_type, is_user_function
 from .._holders.closure import (
     Holder,
@@ -401,7 +402,10 @@ def _code_names(
 
 
 def param_name(fn: Any, index: int) -> str:
-    code = getattr(fn, "__code__", None)
+    """The parameter of `fn` that a partial's argument `index` fills."""
+    if type(fn) is types.MethodType:  # its `self` is bound already
+        fn, index = fn.__func__, index + 1
+    code = code_of(fn)
     if isinstance(code, types.CodeType) and index < code.co_argcount:
         return code.co_varnames[index]
     return f"args[{index}]"

@@ -806,3 +806,64 @@ def test_whose_code_is_the_users_is_one_rule() -> None:
     for library in (os, np, jax, pytest, pluggy, lift, jax.numpy, np.linalg):
         assert not is_user_module(library.__name__)
     assert not is_user_module("importlib._bootstrap")
+
+
+class _Proxy:
+    """A callable proxy whose every other attribute fails (not AttributeError)."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return args
+
+    def __getattr__(self, name: str) -> Any:
+        raise RuntimeError(f"the proxy has no {name}")
+
+
+class _NoFunc(functools.partial):  # pyright: ignore[reportMissingTypeArgument]
+    @property
+    def func(self) -> Any:  # pyright: ignore[reportIncompatibleVariableOverride]
+        raise RuntimeError("no func")
+
+
+def test_a_leak_through_a_method_of_a_partial_whose_func_raises_is_named() -> None:
+    # Regression (an adversary's): naming the bound method's function read
+    # the partial's raising `func`, and find_leaks raised RuntimeError.
+    class Box:
+        v: Any = None
+
+    box = Box()
+    box.v = _escaped()
+    (leak,) = lift.find_leaks(types.MethodType(_NoFunc(print), box))
+    assert (leak.variable, leak.detail) == ("self", "self.v")
+
+
+def test_a_leak_in_a_partial_keyword_of_a_proxy_is_named() -> None:
+    # Regression (an adversary's): the report read the proxy's `__qualname__`
+    # and `__code__`, whose RuntimeError came out of find_leaks and out of
+    # `checking_leaks()` instead of a LeakError.
+    (leak,) = lift.find_leaks(functools.partial(_Proxy(), v=_escaped()))
+    assert (leak.variable, leak.function) == ("v", "_Proxy")
+    held: list[Any] = []
+
+    def f(x: Any) -> Any:
+        held.append(functools.partial(_Proxy(), v=x))
+        return x
+
+    with (
+        pytest.raises(lift.LeakError, match="partial argument 'v'"),
+        lift.checking_leaks(),
+    ):
+        jax.jit(f)(1.0)
+
+
+def test_a_leak_through_a_partial_of_a_bound_method_names_the_parameter_it_fills() -> (
+    None
+):
+    # Regression (an adversary's): `partial(model.scale, t)` fills `x`, `self`
+    # being bound already; the scan counted from the function's first
+    # parameter and blamed `self`.
+    class Model:
+        def scale(self, x: Any) -> Any:
+            return x
+
+    (leak,) = lift.find_leaks(functools.partial(Model().scale, _escaped()))
+    assert (leak.variable, leak.kind) == ("x", "partial argument")
