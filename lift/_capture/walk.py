@@ -16,7 +16,7 @@ from typing import Any, Final, cast
 
 from .._compat import Tracer
 from .._holders.closure import (
-    PARTIAL,
+    METHOD,
     cells,
     function_held,
     holder_of,
@@ -158,8 +158,10 @@ class Walk:
             holder = holder_of(obj)
             assert holder is not None  # queued as `is_function_like`
             held = tuple(holder.parts(obj))
-            if holder is PARTIAL:
-                self.read.append((obj, held))  # `lift.jit` watches a partial's parts
+            if holder is not METHOD:
+                # `lift.jit` watches a partial's parts and a `lift.jit`
+                # function's attributes (a bound method's cannot be set).
+                self.read.append((obj, held))
             self.nodes[index] = HolderNode(
                 holder, holder.static(obj), self.parts(held, index, obj)
             )

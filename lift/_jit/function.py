@@ -21,7 +21,7 @@ from .._capture.lifted import Lifted
 from .._capture.verify import STATE as _VERIFY
 from .._compat import conversion_context
 from .._holders.closure import Holder, register_holder
-from .._holders.labels import METHOD_FUNC, SELF, WRAPPED, Label
+from .._holders.labels import ATTR, METHOD_FUNC, SELF, WRAPPED, Label
 from .aot import Lowered, Traced
 from .bound import BoundJitFunction
 from .programs import (
@@ -229,14 +229,26 @@ def _holder_static(x: JitFunction[Any, Any]) -> Any:
 
 
 def _holder_parts(x: JitFunction[Any, Any]) -> Iterator[tuple[Label, Any]]:
+    """Its function, then the attributes set on it (`helper.scale = 2.0`),
+    which the code calling it may read."""
     yield Label.of(WRAPPED), x._fn  # pyright: ignore[reportPrivateUsage]
+    for name, value in list(x.__dict__.items()):
+        if name not in _FROM_FN:
+            yield Label.of(ATTR, name), value
+
+
+# What `JitFunction.__init__` copies from the function: its, not attributes.
+_FROM_FN: Final = frozenset({"__module__", "__name__", "__qualname__", "__doc__"})
 
 
 def _holder_rebuild(
     static: Any, parts: list[tuple[Label, Any]]
 ) -> JitFunction[Any, Any]:
     program, options = static
-    return JitFunction(parts[0][1], program, dict(options))
+    rebuilt = JitFunction(parts[0][1], program, dict(options))
+    for label, value in parts[1:]:
+        rebuilt.__dict__[cast(str, label.key)] = value
+    return rebuilt
 
 
 register_holder(

@@ -24,7 +24,7 @@ from .._capture.side_effects import own_changed
 from .._capture.skeleton import skeleton_of
 from .._capture.verify import disagree, same_leaves
 from .._compat import DEFAULT_DEVICE, X64
-from .._holders.closure import function_held, partial_parts
+from .._holders.closure import function_held, holder_of
 from .._holders.labels import Label
 
 is_: Final = operator.is_
@@ -37,14 +37,15 @@ _attrs: Final = operator.attrgetter("__dict__")
 
 class Watch:
     """Stands for a function with keyword-only defaults or attributes, a
-    `functools.partial` or a cell the walk found empty, among the watched
+    holder (a `functools.partial`, a `lift.jit` function and the attributes
+    set on it) or a cell the walk found empty, among the watched
     cells: its `cell_contents` is one token while it holds the objects it held,
     and a new object once one is rebound or changed in place. A function's
     parts are its code, defaults, keyword-only defaults and attributes
     (`f.scale = 3.0`, `f.__kwdefaults__['lr'] = 0.5`, `f.__code__ = ...` as
     IPython's autoreload does); a partial's, its function, arguments, keywords
     (Python reads the keywords' dict at each call) and attributes: what the
-    walk read of them (`function_held`, `partial_parts`), compared by
+    walk read of them (`function_held`, a holder's parts), compared by
     identity."""
 
     __slots__ = ("obj", "parts", "token")
@@ -85,7 +86,9 @@ def _parts(obj: Any) -> tuple[Any, ...]:
             return (obj.cell_contents,)
         except ValueError:
             return ()
-    return tuple(partial_parts(obj))
+    holder = holder_of(obj)
+    assert holder is not None  # what the walk read: a function, a cell, a holder
+    return tuple(holder.parts(obj))
 
 
 def holds_tracer(lifted: Any) -> bool:

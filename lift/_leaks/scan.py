@@ -37,6 +37,7 @@ from .._holders.closure import (
 )
 from .._holders.labels import (
     ARG,
+    ATTR as ATTR_LABEL,
     CELL,
     FUNC,
     KEYWORD,
@@ -314,6 +315,8 @@ class LeakWalk(ObjectWalk):
                 edge = (fn, label.variable, PARTIAL)
             elif kind == WRAPPED:
                 edge = (obj, None, STORED_LIFTED)
+            elif kind == ATTR_LABEL:  # an attribute set on a `lift.jit` function
+                edge = (obj, label.variable, label.role)
             self.push(value, index, label, edge)
 
     # -- reports ----------------------------------------------------------------

@@ -393,6 +393,31 @@ def test_an_inner_jits_static_capture_needs_the_callers_static_too():
     assert float(fixed(1.0)) == 3.0
 
 
+def test_an_attribute_set_on_a_lift_jit_helper_is_read_and_watched():
+    # Regression (an adversary's): a `lift.jit` helper was rebuilt from its
+    # function alone, so the lifted caller lost `helper.scale`
+    # (AttributeError); now it is a capture of the caller like a function's
+    # attribute: a leaf, and a new value is seen without retracing.
+    counter = _Counter()
+
+    @lift.jit
+    def helper(x):
+        return x
+
+    helper.scale = 2.0  # pyright: ignore[reportAttributeAccessIssue]
+
+    def step(x):
+        counter()
+        return helper(x) * helper.scale  # pyright: ignore[reportFunctionMemberAccess]
+
+    assert float(lift.lift(step)(1.0)) == 2.0
+    jitted = lift.jit(step)
+    assert float(jitted(1.0)) == 2.0
+    helper.scale = 3.0  # pyright: ignore[reportAttributeAccessIssue]
+    assert float(jitted(1.0)) == 3.0
+    assert counter.traces == 2  # the eager lift's call, and one trace
+
+
 def test_an_inner_jit_called_alone_then_inside_jax_jit_traces_once():
     counter = _Counter()
     a = jnp.float32(2.0)

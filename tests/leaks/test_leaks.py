@@ -867,3 +867,19 @@ def test_a_leak_through_a_partial_of_a_bound_method_names_the_parameter_it_fills
 
     (leak,) = lift.find_leaks(functools.partial(Model().scale, _escaped()))
     assert (leak.variable, leak.kind) == ("x", "partial argument")
+
+
+def test_a_tracer_set_on_a_lift_jit_functions_attribute_is_named() -> None:
+    # Regression (an adversary's): a `lift.jit` function was opened by its
+    # wrapped function alone, and a tracer stored on it was missed.
+    @lift.jit
+    def helper(x: Any) -> Any:
+        return x
+
+    helper.saved = _escaped()  # pyright: ignore[reportAttributeAccessIssue]
+    (leak,) = lift.find_leaks(helper)
+    assert (leak.variable, leak.kind, leak.lineno) == (
+        "saved",
+        "function attribute",
+        helper.__wrapped__.__code__.co_firstlineno,
+    )
