@@ -109,3 +109,22 @@ def static_tracer(holder: Any, label: Label, leaf: Any) -> LiftError:
         f"(`@lift.jit(static=({label.variable!r},))`).",
         anchor="static-capture-holds-a-tracer",
     )
+
+
+def unreadable_holder(
+    obj: Any, owner: Any, label: Label | None, err: Exception
+) -> LiftError:
+    """A partial or method whose parts cannot be read (its own code raised),
+    captured by `owner` as `label` (both `None` at the top)."""
+    what = f"{type(obj).__qualname__} {obj!r:.60}"
+    where = (
+        f"{describe(owner)} captures {variable_str(label)}, a {what}, whose"
+        if owner is not None and label is not None
+        else f"lift was given a {what}, whose"
+    )
+    return LiftError(
+        f"{where} function, arguments or keywords lift cannot read: reading "
+        f"them raised {type(err).__name__}: {err}.\nFix: make its `func`, "
+        "`args` and `keywords` readable, or capture a plain function instead.",
+        anchor="unreadable-holder",
+    )

@@ -46,6 +46,7 @@ from .refusals import (
     flatten_capture,
     not_traceable,
     static_tracer,
+    unreadable_holder,
 )
 from .scope import Scope
 from .side_effects import (
@@ -129,6 +130,8 @@ class Walk:
         self.scalar_cells: list[tuple[types.CellType, int, bool]] = []
         # Each cell, function and partial as the walk read it (`lift.jit` watches it).
         self.read: list[tuple[Any, Any]] = []
+        # The holder and label each node was first reached from (for errors).
+        self.reached_from: dict[int, tuple[Any, Label]] = {}
 
     def kept(self, live: str | None) -> None:
         if live is not None and self.live is None:
@@ -157,7 +160,11 @@ class Walk:
                 continue
             holder = holder_of(obj)
             assert holder is not None  # queued as `is_function_like`
-            held = tuple(holder.parts(obj))
+            try:
+                held = tuple(holder.parts(obj))
+            except Exception as err:  # a subclass's own property raised
+                owner, label = self.reached_from.get(index, (None, None))
+                raise unreadable_holder(obj, owner, label, err) from err
             if holder is not METHOD:
                 # `lift.jit` watches a partial's parts and a `lift.jit`
                 # function's attributes (a bound method's cannot be set).
@@ -468,6 +475,7 @@ class Walk:
             index = self.ids.get(id(leaf))
             if index is None:
                 index = self.new_node(leaf)
+                self.reached_from[index] = (holder, label)
                 new_nodes.append((index, pos))
                 if not pinned and self.named is not None:
                     self.scope.add(index, leaf)

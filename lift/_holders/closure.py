@@ -151,14 +151,17 @@ def make_partial(
             keywords[cast(str, label.key)] = value
         else:
             attrs[label.key] = value
-    p = cls(func, *args, **keywords)
-    if attrs:
-        p.__dict__.update(attrs)
+    # As `copy` makes one: the class's own `__new__` and `__init__` (a
+    # subclass's may take other arguments) are not run again.
+    p = functools.partial.__new__(cls, func, *args, **keywords)
+    for name, value in attrs.items():
+        object.__setattr__(p, name, value)  # its `__dict__` or a slot
     return p
 
 
 def partial_parts(p: functools.partial[Any]) -> Iterator[tuple[Label, Any]]:
-    """A partial's function, arguments, keywords and attributes (its `__dict__`:
+    """A partial's function, arguments, keywords and attributes (its `__dict__`,
+    and a subclass's slots:
     `functools.update_wrapper` sets `__wrapped__`, `__name__`, ...)."""
     yield Label.of(FUNC), p.func
     for i, value in enumerate(p.args):
@@ -169,6 +172,19 @@ def partial_parts(p: functools.partial[Any]) -> Iterator[tuple[Label, Any]]:
     if attrs:
         for name, value in list(attrs.items()):
             yield Label.of(ATTR, name), value
+    cls = type(p)
+    if cls is not functools.partial:
+        for name in slots_of(cls):
+            if name not in _PARTIAL_MEMBERS:
+                value = getattr(p, name, _UNSET)  # a member descriptor, in C
+                if value is not _UNSET:
+                    yield Label.of(FIELD, name), value
+
+
+# `functools.partial`'s own members (`slot_names` finds them too), read as
+# its function, arguments and keywords.
+_PARTIAL_MEMBERS: Final = frozenset(vars(functools.partial))
+_UNSET: Final = object()
 
 
 def method_parts(m: types.MethodType) -> Iterator[tuple[Label, Any]]:

@@ -101,6 +101,69 @@ def test_partial_args_keywords() -> None:
     assert set(leaf_paths(g)) == {".args[0]", ".keywords['c']"}
 
 
+class _Weighted(functools.partial):  # pyright: ignore[reportMissingTypeArgument]
+    """A partial scaled by a weight kept in a slot."""
+
+    __slots__ = ("weight",)
+
+    def __call__(self, /, *args: Any, **keywords: Any) -> Any:
+        return super().__call__(*args, **keywords) * self.weight
+
+
+class _Scaled(functools.partial):  # pyright: ignore[reportMissingTypeArgument]
+    """A partial whose constructor takes other arguments than `partial`'s."""
+
+    def __new__(cls, scale: float) -> Any:
+        return super().__new__(cls, lambda x, s: x * s, s=scale)
+
+
+def test_partial_subclasses_keep_their_slots_and_their_constructor() -> None:
+    # Regressions (an adversary's): a subclass's slot was lost in the lifted
+    # copy (AttributeError), and one with its own `__new__` was rebuilt by
+    # calling it with a partial's arguments (TypeError).
+    counter = TraceCounter()
+    weighted = _Weighted(lambda x: x)
+    weighted.weight = 3.0
+
+    def make(scale: float) -> Callable[[Any], Any]:
+        s = _Scaled(scale)
+
+        def step(x: Any) -> Any:
+            counter()
+            return weighted(x) + s(x)
+
+        return step
+
+    assert make(0.5)(2.0) == 7.0
+    run = jax.jit(lambda f, x: f(x))
+    assert [float(run(lift.lift(make(k)), 2.0)) for k in (0.5, 1.5)] == [7.0, 9.0]
+    assert counter.traces == 2  # the plain call, one trace: the scales are leaves
+    assert sorted(leaf_paths(lift.lift(make(0.5)))) == [
+        ".captures['s'].keywords['s']",
+        ".captures['weighted'].weight",
+    ]
+
+
+def test_a_partial_subclass_whose_func_raises_is_refused_by_name() -> None:
+    class Broken(functools.partial):  # pyright: ignore[reportMissingTypeArgument]
+        @property
+        def func(self) -> Any:  # pyright: ignore[reportIncompatibleVariableOverride]
+            raise RuntimeError("no func")
+
+    broken = Broken(lambda a: a, 1.0)
+
+    def step(x: Any) -> Any:
+        return broken(x)
+
+    with pytest.raises(
+        lift.LiftError,
+        match=r"step \(.*test_capture.py:\d+\) captures variable 'broken', a "
+        r".*Broken .*, whose function, arguments or keywords lift cannot read: "
+        r"reading them raised RuntimeError: no func",
+    ):
+        lift.lift(step)
+
+
 def test_pytree_of_functions_keeps_structure() -> None:
     w = jnp.asarray(1.0)
     tree = {"f": lambda x: w * x, "n": 3, "pair": (lambda: 1, 2.0)}

@@ -883,3 +883,15 @@ def test_a_tracer_set_on_a_lift_jit_functions_attribute_is_named() -> None:
         "function attribute",
         helper.__wrapped__.__code__.co_firstlineno,
     )
+
+
+def test_a_tracer_in_a_partial_subclasss_slot_is_found() -> None:
+    # Regression (an adversary's): a partial subclass was opened by its
+    # function, arguments, keywords and `__dict__`, never its slots.
+    class Tagged(functools.partial):  # pyright: ignore[reportMissingTypeArgument]
+        __slots__ = ("tag",)
+
+    p = Tagged(lambda a: a, 1)
+    p.tag = _escaped()
+    (leak,) = lift.find_leaks(p)
+    assert leak.path == "roots[0].tag"
