@@ -306,15 +306,19 @@ def read_as_tuple(t: type[Any]) -> bool:
 
 def _check_keys(value: Any) -> None:
     """A `ValueError` for a dict in `value` (through lists, tuples, dicts and
-    registered nodes) whose keys JAX's flattening cannot sort, raised before it
-    runs: an exception raised inside its recursion leaves the interpreter's
-    recursion depth counted up by the frames it unwinds (jax 0.10.2), until
-    later calls fail. Each object is looked into once (cycles end)."""
+    registered nodes, not into a function-like: a node of the walk) whose keys
+    JAX's flattening cannot sort, raised before it runs: an exception raised
+    inside its recursion leaves the interpreter's recursion depth counted up
+    by the frames it unwinds (jax 0.10.2), until later calls fail. Each object
+    is looked into once (cycles end)."""
     stack = [value]
     seen: set[int] = set()
     while stack:
         x = stack.pop()
-        if id(x) in seen:
+        if id(x) in seen or (x is not value and is_function_like(x)):
+            # A `lift.jit` function in a registry it reads: a leaf, not a
+            # node to flatten (which would lift it, and check the registry
+            # again).
             continue
         seen.add(id(x))
         # By the real type: `isinstance` reads `__class__`, which a hostile

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import equinox as eqx
 import jax
@@ -416,6 +417,22 @@ def test_an_attribute_set_on_a_lift_jit_helper_is_read_and_watched():
     helper.scale = 3.0  # pyright: ignore[reportAttributeAccessIssue]
     assert float(jitted(1.0)) == 3.0
     assert counter.traces == 2  # the eager lift's call, and one trace
+
+
+def test_a_lift_jit_closure_kept_in_a_registry_it_reads_runs():
+    # Regression (an adversary's): checking the registry's keys opened the
+    # `lift.jit` function found in it as a pytree node, which lifted it, which
+    # checked the registry again: RecursionError.
+    registry: dict[str, Any] = {"steps": [], "w": 2.0}
+
+    @lift.jit
+    def step(x):
+        return x * registry["w"]
+
+    registry["steps"].append(step)
+    assert float(step(1.0)) == 2.0
+    registry = {"steps": [step], "w": 4.0}
+    assert float(step(1.0)) == 4.0
 
 
 def test_an_inner_jit_called_alone_then_inside_jax_jit_traces_once():
