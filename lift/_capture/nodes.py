@@ -9,7 +9,7 @@ two skeletons compare."""
 from __future__ import annotations
 
 import types
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final, TypeAlias, cast
 
 from .._base.errors import LiftError
@@ -388,9 +388,12 @@ def function_meta(fn: types.FunctionType) -> Static:
     return Static(value, Static((doc, module)).slot_key)
 
 
-def rebuild_order(nodes: list[Node]) -> tuple[int, ...]:
+def rebuild_order(
+    nodes: list[Node], where: Callable[[int], str] = lambda i: f"node {i}"
+) -> tuple[int, ...]:
     """The holder nodes (partials, methods, `lift.jit` functions), each after
-    the holder nodes it refers to."""
+    the holder nodes it refers to. A cycle of them is refused, each named by
+    `where` (the function capturing it and the variable)."""
     pending = {
         i: {
             s.index
@@ -406,10 +409,11 @@ def rebuild_order(nodes: list[Node]) -> tuple[int, ...]:
     while pending:
         ready = [i for i, deps in pending.items() if deps <= done]
         if not ready:
+            cycle = "; ".join(where(i) for i in sorted(pending))
             raise LiftError(
                 "the captured partials or bound methods refer to each other in a "
-                "cycle, which cannot be rebuilt.\nFix: break the cycle through a "
-                "function (a closure can refer to itself).",
+                f"cycle, which cannot be rebuilt: {cycle}.\nFix: break the "
+                "cycle through a function (a closure can refer to itself).",
                 anchor="partial-cycle",
             )
         for i in sorted(ready):

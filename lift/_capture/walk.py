@@ -14,6 +14,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any, Final, cast
 
+from .._base.errors import describe
 from .._compat import Tracer
 from .._holders.closure import (
     METHOD,
@@ -22,7 +23,7 @@ from .._holders.closure import (
     holder_of,
     user_class,
 )
-from .._holders.labels import ATTR, Label
+from .._holders.labels import ATTR, Label, variable_str
 from .._holders.trees import (
     ITERATORS,
     irregular,
@@ -175,7 +176,7 @@ class Walk:
         nodes: list[Node] = self.nodes  # type: ignore[assignment]
         skeleton = Skeleton(
             nodes,
-            rebuild_order(nodes),
+            rebuild_order(nodes, self.where),
             self.parents,
             len(self.leaves),
             frozenset(self.float_leaves),
@@ -183,6 +184,14 @@ class Walk:
         skeleton.names = frozenset(self.names)
         skeleton.live = self.live
         return skeleton, self.leaves
+
+    def where(self, index: int) -> str:
+        """Node `index` as an error names it: the function capturing it and
+        the variable."""
+        owner, label = self.reached_from.get(index, (None, None))
+        if owner is None or label is None:
+            return describe(self.root)
+        return f"{describe(owner)} captures {variable_str(label)}"
 
     def parts(
         self, parts: Iterable[tuple[Label, Any]], index: int, holder: Any

@@ -164,6 +164,43 @@ def test_a_partial_subclass_whose_func_raises_is_refused_by_name() -> None:
         lift.lift(step)
 
 
+@jax.tree_util.register_pytree_node_class
+class _Hub:
+    """A pytree holding callables among its children (its own method too)."""
+
+    def __init__(self, w: Any, hooks: list[Any] | None = None) -> None:
+        self.w = w
+        self.hooks = [] if hooks is None else hooks
+
+    def tree_flatten(self) -> tuple[tuple[Any, ...], None]:
+        return (self.w, self.hooks), None
+
+    @classmethod
+    def tree_unflatten(cls, aux: None, children: Any) -> _Hub:
+        return cls(*children)
+
+    def apply(self, x: Any) -> Any:
+        return self.w * x
+
+
+def test_a_cycle_of_bound_methods_is_refused_naming_the_function_and_variable() -> None:
+    # A bound method whose instance holds the method: a cycle of holders no
+    # rebuild can close. (An adversary's: the message named neither.)
+    hub = _Hub(jnp.asarray(2.0))
+    hub.hooks.append(hub.apply)
+    apply = hub.apply
+
+    def step(x: Any) -> Any:
+        return apply(x)
+
+    with pytest.raises(
+        lift.LiftError,
+        match=r"(?s)refer to each other in a cycle, which cannot be rebuilt: .*"
+        r"step \(.*test_capture.py:\d+\) captures variable 'apply'",
+    ):
+        lift.lift(step)
+
+
 def test_pytree_of_functions_keeps_structure() -> None:
     w = jnp.asarray(1.0)
     tree = {"f": lambda x: w * x, "n": 3, "pair": (lambda: 1, 2.0)}
