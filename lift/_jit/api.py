@@ -109,6 +109,13 @@ def jit(fn: Callable[_P, _R] | None = None, /, **jit_kwargs: Any) -> Any:
     marks one both static and donated.
     """
     lift_options = {k: jit_kwargs.pop(k) for k in _LIFT_OPTIONS if k in jit_kwargs}
+    for k, names in lift_options.items():
+        # Names given as a list or set: a tuple, so that a caller's program,
+        # keyed on its helpers' options, compares them by value.
+        if isinstance(names, list):
+            lift_options[k] = tuple(cast("list[Any]", names))
+        elif isinstance(names, set | frozenset):
+            lift_options[k] = tuple(sorted(cast("set[Any]", names), key=repr))
     key = options_key(jit_kwargs)
 
     def decorator(fn: Callable[_P, _R]) -> JitFunction[_P, _R]:

@@ -435,6 +435,28 @@ def test_a_lift_jit_closure_kept_in_a_registry_it_reads_runs():
     assert float(step(1.0)) == 4.0
 
 
+@pytest.mark.parametrize("names", [["k"], {"k"}, ("k",)], ids=type)
+def test_helpers_given_static_names_as_a_list_or_set_share_one_program(names):
+    # An adversary's: the names, a list kept in the helper's part of its
+    # caller's key, were compared by identity: a compile per closure.
+    counter = _Counter()
+
+    def make(lr, k):
+        @lift.jit(static=names)
+        def helper(x):
+            return x * lr * k
+
+        @lift.jit
+        def step(x):
+            counter()
+            return helper(x) + 1.0
+
+        return step
+
+    assert [float(make(lr, 2)(1.0)) for lr in (0.5, 0.25, 0.125)] == [2.0, 1.5, 1.25]
+    assert counter.traces == 1
+
+
 def test_an_inner_jit_called_alone_then_inside_jax_jit_traces_once():
     counter = _Counter()
     a = jnp.float32(2.0)
