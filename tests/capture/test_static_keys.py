@@ -154,6 +154,48 @@ def test_a_defaultdict_factory_captures_are_leaves_with_paths():
     assert float(f(1.0)) == pytest.approx(0.5 + 3.0 + 5.0)
 
 
+def _nested_counts(lr: float, outer: str) -> Any:
+    scale = 10.0 * lr
+    inner = collections.defaultdict(lambda: scale, {"a": 1.0})
+    table = (
+        {"t": inner}
+        if outer == "dict"
+        else collections.defaultdict(lambda: 0.0, {"t": inner})
+    )
+
+    def step(x):
+        return x * lr + table["t"]["a"] + table["t"].default_factory()
+
+    return step
+
+
+@pytest.mark.parametrize("outer", ["dict", "defaultdict"])
+def test_a_default_factory_made_anew_inside_another_container_does_not_split_programs(
+    outer: str,
+):
+    counter = TraceCounter()
+    run = counter.jit(call_lifted)
+    rates = (0.1, 0.2, 0.3)
+    lifted = [lift.lift(_nested_counts(lr, outer)) for lr in rates]
+    outs = [float(run(g, 1.0)) for g in lifted]
+    assert counter.traces == 1
+    assert outs == pytest.approx([11.0 * lr + 1.0 for lr in rates])
+    paths = {
+        jax.tree_util.keystr(p)
+        for p, _ in jax.tree_util.tree_flatten_with_path(lifted[0])[0]
+    }
+    assert paths == {
+        ".captures['lr']",
+        ".captures['table']['t']['a']",
+        ".captures['table']['t'].default_factory.captures['scale']",
+    }
+    assert "'t': defaultdict(_nested_counts.<locals>.<lambda>(scale=" in repr(lifted[0])
+    # The function holds the containers JAX would rebuild.
+    held = lift.unlift(lifted[0]).__closure__[1].cell_contents
+    assert type(held) is (dict if outer == "dict" else collections.defaultdict)
+    assert type(held["t"]) is collections.defaultdict
+
+
 @pytest.mark.skipif(sys.version_info < (3, 12), reason="type parameters: 3.12+")
 def test_type_parameters_do_not_split_programs():
     space = _without_future(
