@@ -469,9 +469,9 @@ def _show(v: Any) -> str:
     return f"{type(v).__name__}:{v!r}"
 
 
-def _with_attribute(v: float) -> _Float:
+def _with_attribute(v: float, unit: Any = "per step") -> _Float:
     rate = _Float(v)
-    rate.unit = "per step"  # type: ignore[attr-defined]
+    rate.unit = unit  # type: ignore[attr-defined]
     return rate
 
 
@@ -480,12 +480,20 @@ _LOOSE_PAIRS = {
     "aux-int-bool": (_in_aux(1), _in_aux(True), ()),
     "aux-int-float": (_in_aux(1), _in_aux(1.0), ()),
     "aux-unhashable": (_in_aux([0.0]), _in_aux([-0.0]), ()),
+    "aux-unhashable-tuple": (_in_aux(([0.0],)), _in_aux(([-0.0],)), ()),
+    "aux-unhashable-dict": (_in_aux({"a": [0.0]}), _in_aux({"a": [-0.0]}), ()),
+    "complex-signed-zero": (complex(1.0, 0.0), complex(1.0, -0.0), ("v",)),
     "equinox-static-field": (_in_equinox_static(1), _in_equinox_static(True), ()),
     "equinox-static-list": (_in_equinox_static([1]), _in_equinox_static([True]), ()),
     "float-subclass": (_Float(0.0), _Float(-0.0), ("v",)),
     "float-subclass-with-attribute": (
         _with_attribute(0.0),
         _with_attribute(-0.0),
+        ("v",),
+    ),
+    "float-subclass-with-unhashable-attribute": (
+        _with_attribute(0.0, [1]),
+        _with_attribute(-0.0, [1]),
         ("v",),
     ),
     "tuple-subclass": (_Tuple((1,)), _Tuple((1.0,)), ("v",)),
