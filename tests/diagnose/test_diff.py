@@ -830,3 +830,17 @@ def test_a_capture_holding_one_value_in_one_and_a_tuple_in_the_other() -> None:
     assert lift.diff(holding((1.0, 2.0)), holding(1.0)) == (
         ".captures['v']: a tuple of 2 in one, a leaf (dynamic) in the other"
     )
+
+
+class _ReprRaises:
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr")
+
+
+def test_static_metadata_whose_repr_raises_is_still_compared() -> None:
+    text = lift.diff(_Static(_ReprRaises()), _Static(_ReprRaises()))
+    assert text == (
+        "_Static's static metadata differs: <tuple object> vs <tuple object>; a "
+        "_ReprRaises has no `__eq__` of its own: compared by identity, so each new "
+        "one compiles anew"
+    )
