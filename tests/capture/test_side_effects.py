@@ -943,6 +943,22 @@ def test_coroutines_and_async_generators_that_change_a_copy_are_refused() -> Non
     assert state["log"] == [0.5]
 
 
+def test_a_watched_coroutine_returns_its_value_and_raises_its_own_error() -> None:
+    state: dict[str, Any] = {"lr": 0.5, "log": [0.5]}  # held as a copy, only read
+
+    async def step(x: Any) -> Any:
+        if x < 0:
+            raise ValueError("negative step")
+        return x * state["lr"]
+
+    lifted = lift.lift(step)
+    assert asyncio.run(lifted(2.0)) == 1.0
+    with pytest.raises(ValueError, match=r"^negative step$"):
+        asyncio.run(lifted(-1.0))
+    assert asyncio.run(lifted(4.0)) == 2.0  # the failed call left nothing claimed
+    assert state == {"lr": 0.5, "log": [0.5]}
+
+
 def _echo() -> tuple[Callable[..., Any], list[str]]:
     state: dict[str, Any] = {"lr": 0.5, "log": [0.5]}  # held as a copy, only read
     events: list[str] = []
