@@ -108,6 +108,11 @@ class _Remembering(_FromW):
         self.w = w
         self.history: list[Any] = []
         self.state: dict[str, Any] = {"log": [], "seen": (set(),)}
+        self.buffer = bytearray()
+
+    def record(self, x: Any) -> Any:
+        self.buffer.extend(b"x")  # plain Python: the bytes gain one
+        return x * self.w
 
     def log(self, x: Any) -> Any:
         self.state["log"].append(1)  # plain Python: m.state['log'] gains 1
@@ -121,7 +126,7 @@ class _Remembering(_FromW):
         return x * self.w * (len(self.history) + len(self.state["log"]) + 1)
 
     def __repr__(self) -> str:
-        return f"_Remembering({self.history}, {self.state})"
+        return f"_Remembering({self.history}, {self.state}, {self.buffer!r})"
 
 
 class _Shared:
@@ -587,6 +592,7 @@ def test_a_change_made_by_a_users_function_on_a_node_is_refused() -> None:
         ("remember", "history"),
         ("log", "state"),
         ("see", "state"),
+        ("record", "buffer"),
     ],
 )
 def test_a_container_a_nodes_unflatten_makes_anew_is_refused(
