@@ -633,6 +633,48 @@ def test_a_callable_is_named_by_its_code_and_a_wrapped_cycle_by_its_name():
         lift.checking_leaks(a)  # pyright: ignore[reportArgumentType]
 
 
+def _takes(x: Any, fs: Any) -> Any:
+    return x
+
+
+def test_a_partial_that_holds_itself_is_refused_with_the_fix():
+    held: list[Any] = []
+    p = functools.partial(_takes, fs=held)
+    held.append(p)
+    with pytest.raises(
+        lift.LiftError,
+        match=(
+            r"^the captured partials or bound methods refer to each other in a "
+            r"cycle, which cannot be rebuilt\.\nFix: break the cycle through a "
+            r"function \(a closure can refer to itself\)\.\nDocs: "
+            r"errors/#partial-cycle$"
+        ),
+    ):
+        lift.lift(p)
+    assert lift.lift(functools.partial(_takes, fs=[]))(1.0) == 1.0  # twin
+
+
+def test_a_function_whose_docstring_is_not_a_string_is_lifted():
+    def make(lr: float) -> Any:
+        def step(x: Any) -> Any:
+            return x * lr
+
+        step.__doc__ = {"about": "a dict"}  # pyright: ignore[reportAttributeAccessIssue]
+        return step
+
+    counter = 0
+
+    @jax.jit
+    def run(f: Any, x: Any) -> Any:
+        nonlocal counter
+        counter += 1
+        return f(x)
+
+    assert [float(run(lift.lift(make(lr)), 1.0)) for lr in (0.5, 0.25)] == [0.5, 0.25]
+    assert counter == 1
+    assert lift.unlift(lift.lift(make(0.5))).__doc__ == {"about": "a dict"}
+
+
 # -- attributes set on a subclass instance -----------------------------------------
 
 
