@@ -323,6 +323,30 @@ def test_every_leaf_kind_round_trips_through_every_serializer(leaf, serializer):
     assert counter.traces == 1
 
 
+def test_a_state_dict_restores_a_typed_key_given_as_key_or_as_its_data():
+    serialization = pytest.importorskip("flax.serialization")
+    lifted = lift.lift(functools.partial(_uses, v=jax.random.key(0)))
+    (name,) = serialization.to_state_dict(lifted)
+    assert name == ".keywords['v']"
+    for given in (jax.random.key(7), jax.random.key_data(jax.random.key(7))):
+        (back,) = jax.tree_util.tree_leaves(
+            serialization.from_state_dict(lifted, {name: given})
+        )
+        assert jax.random.key_impl(back) == jax.random.key_impl(jax.random.key(7))
+        np.testing.assert_array_equal(
+            jax.random.key_data(back), jax.random.key_data(jax.random.key(7))
+        )
+    with pytest.raises(
+        lift.LiftError,
+        match=(
+            r"^The state dict's \.keywords\['v'\] holds PRNG key data of shape "
+            r"\(3,\), the target's key data \(2,\)\.\nFix: restore into a target "
+            r"made with the same keys\.\n"
+        ),
+    ):
+        serialization.from_state_dict(lifted, {name: np.zeros(3, np.uint32)})
+
+
 class _Model(lift.Lifted):
     """A library author's subclass with its own `__init__` (no options)."""
 
