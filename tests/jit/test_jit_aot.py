@@ -5,6 +5,7 @@ with static arguments, and captures rebound while the function is lifted."""
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -177,6 +178,20 @@ def test_a_methods_stages_bind_the_instance_as_jax_jit_of_the_bound_method() -> 
         np.testing.assert_allclose(stage.trace(x).lower().compile()(x), 3.0)
         exported = jax.export.export(stage)(x)
         np.testing.assert_allclose(exported.call(x), 3.0)
+
+
+def test_a_bound_lift_jit_method_reads_as_the_method() -> None:
+    m = Affine(jnp.asarray(2.0), jnp.asarray(1.0))
+    bound = m.apply
+    assert bound.__module__ == __name__
+    assert bound.__name__ == "apply"  # the function's own attributes, forwarded
+    assert bound.__qualname__ == "Affine.apply"
+    line = Affine.apply.__wrapped__.__code__.co_firstlineno
+    assert re.fullmatch(
+        rf"<bound lift\.jit Affine\.apply \({re.escape(__file__)}:{line}\) of "
+        r"Affine\(.{1,50}>",
+        repr(bound),
+    ), repr(bound)
 
 
 class Scaled(eqx.Module):
