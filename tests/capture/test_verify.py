@@ -12,6 +12,7 @@ import subprocess
 import sys
 from typing import Any
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -153,6 +154,28 @@ def test_the_checks_pass_on_sound_paths() -> None:
         step = _jitted(0.5)
         for _ in range(3):
             assert float(step(1.0)) == 0.0
+
+
+class _Scale(eqx.Module):
+    w: jax.Array
+
+    def __call__(self, x: Any) -> Any:
+        return x * self.w
+
+
+def test_the_checks_pass_for_a_callable_pytree_under_lift_jit() -> None:
+    # `lift.jit` of an equinox module keeps the module itself, not a `Lifted`.
+    with lift.verifying():
+        step = lift.jit(_Scale(jnp.ones(2)))
+        for _ in range(3):  # the third call takes the fast path, checked
+            np.testing.assert_allclose(step(2.0), 2.0)
+
+        @jax.jit
+        def outer(w: Any) -> Any:
+            inner = lift.jit(_Scale(w))  # its leaves are tracers
+            return inner(1.0) + inner(1.0) + inner(1.0)
+
+        np.testing.assert_allclose(outer(jnp.ones(2)), 3.0)
 
 
 def test_the_switch_nests_and_restores() -> None:
