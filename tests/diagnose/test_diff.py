@@ -844,3 +844,59 @@ def test_static_metadata_whose_repr_raises_is_still_compared() -> None:
         "_ReprRaises has no `__eq__` of its own: compared by identity, so each new "
         "one compiles anew"
     )
+
+
+# -- functions in a registered class's static metadata -------------------------------
+
+
+def _one(x: Any) -> Any:
+    return x
+
+
+def _two(x: Any) -> Any:
+    return x
+
+
+class _Holder:
+    """Not a dataclass: its attributes say which one holds the function."""
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+
+
+jax.tree_util.register_pytree_node(
+    _Holder, lambda h: ((), h.fn), lambda fn, _: _Holder(fn)
+)
+
+_BY_NAME = {"one": _one, "two": _two}
+
+
+class _ByName:
+    """Static metadata no attribute holds: the function is looked up by name."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+jax.tree_util.register_pytree_node(
+    _ByName,
+    lambda h: ((), _BY_NAME[h.name]),
+    lambda fn, _: _ByName(fn.__name__.lstrip("_")),
+)
+
+
+def test_a_function_in_a_registered_classs_metadata_names_its_attribute() -> None:
+    text = lift.diff(_Holder(_one), _Holder(_two))
+    assert text is not None
+    assert text.startswith(
+        ".fn: the function _one is held in the static metadata of _Holder (field "
+        "'fn' is not a pytree field), "
+    )
+    assert "\nFix: make `fn` a pytree field " in text
+    text = lift.diff(_ByName("one"), _ByName("two"))
+    assert text is not None
+    assert text.startswith(
+        "the function _one is held in the static metadata of _ByName (a field that "
+        "is not a pytree field), "
+    )
+    assert "\nFix: make the field that holds it a pytree field " in text
