@@ -606,6 +606,34 @@ def test_checking_leaks_names_an_eager_tracer_a_library_module_keeps() -> None:
         vars(fractions).pop("_lift_kept", None)
 
 
+_BY_KEY: dict[Any, Any] = {}
+
+
+@pytest.mark.parametrize(
+    ("key", "shown"), [(("w", 1), "('w', 1)"), ((2,), "(2,)")], ids=["pair", "single"]
+)
+def test_a_report_names_a_dict_entry_under_a_tuple_key(key: Any, shown: str) -> None:
+    def keep(x: Any) -> Any:
+        _BY_KEY[key] = x
+        return x * 2
+
+    try:
+        with (
+            pytest.raises(
+                lift.LeakError,
+                match=rf"^1 tracer escaped .*:\n  _BY_KEY\[{re.escape(shown)}\]: "
+                r"float32\[\] from jit\(",
+            ),
+            lift.checking_leaks(),
+        ):
+            jax.jit(keep)(1.0)
+    finally:
+        _BY_KEY.clear()
+    with lift.checking_leaks():  # twin: what it keeps is concrete
+        jax.jit(lambda x: keep(x.shape) and x)(1.0)
+    _BY_KEY.clear()
+
+
 def test_checking_leaks_names_the_kind_of_object_holding_an_unplaced_tracer() -> None:
     # Eager jvp, which JAX's checker never looks at: the tracer sits in an
     # object lift does not open (its docstring), reached from the block's own
