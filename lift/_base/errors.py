@@ -125,7 +125,7 @@ def code_of(obj: Any) -> types.CodeType | None:
                 obj = obj.func  # a subclass's own `func` may be a property
                 continue
             code = getattr(obj, "__code__", None)
-            if isinstance(code, types.CodeType):
+            if isinstance(code, types.CodeType):  # Cython's functions have one
                 return code
             wrapped = getattr(obj, "__wrapped__", None)
         except Exception:  # a proxy whose attributes fail
@@ -198,12 +198,10 @@ def missing_attribute(lifted: Any, name: str) -> LiftAttributeError:
 def _missing_message(lifted: Any, name: str) -> str:
     cls = type(lifted).__name__
     call = "lift.lift" if cls == "Lifted" else cls
-    try:
-        fn = lifted.__wrapped__
-        fn_name = str(fn.__name__)
-        where = describe(fn)
-    except Exception:
-        fn, fn_name, where = None, "f", "the function"
+    fn = lifted.__wrapped__  # a `Lifted`'s function, method or partial
+    own = getattr(fn, "__name__", None)
+    fn_name = own if isinstance(own, str) else "f"  # a partial has none
+    where = describe(fn)
     head = f"{cls!r} object has no attribute {name!r}"
     made = _made_by(fn, name)
     factory = f"{_importable_name(fn, fn_name)}({_required_args(fn)})"
@@ -223,8 +221,6 @@ def _missing_message(lifted: Any, name: str) -> str:
 
 def _made_by(fn: Any, name: str) -> str | None:
     """The name of the class `fn` is annotated to return, if it has `name`."""
-    if fn is None:
-        return None
     try:
         returned = inspect.signature(fn, eval_str=True).return_annotation
     except Exception:
@@ -267,14 +263,11 @@ _ADDRESS: Final = re.compile(r" at 0x[0-9a-fA-F]+")
 def static_str(value: Any, limit: int = 80) -> str:
     """A static value as people read it: its repr without object addresses, cut
     to `limit` characters."""
-    if type(value) is types.FunctionType:  # never `isinstance`: hostile objects
-        text = f"<function {value.__qualname__}>"
-    else:
-        try:
-            text = repr(value)
-        except Exception:
-            text = f"<{type(value).__qualname__} object>"
-        text = _ADDRESS.sub("", text)
+    try:
+        text = repr(value)
+    except Exception:  # a repr of the user's that raises: the message still comes
+        text = f"<{type(value).__qualname__} object>"
+    text = _ADDRESS.sub("", text)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

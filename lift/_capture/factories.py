@@ -18,13 +18,7 @@ from typing import Any, cast
 
 from .._holders import trees as jtu
 from .._holders.closure import FACTORY, default_factory, static_data
-from .._holders.trees import (
-    DictKey,
-    GetAttrKey,
-    flatten_checked,
-    from_node,
-    is_function_like,
-)
+from .._holders.trees import DictKey, GetAttrKey, from_node, is_function_like
 
 __all__ = ["Factored", "flatten_factored", "has_function_factory"]
 
@@ -84,41 +78,27 @@ def has_function_factory(treedef: jtu.TreeDef) -> bool:
 
 def flatten_factored(
     value: Any, is_leaf: Callable[[Any], bool]
-) -> tuple[list[Any], jtu.TreeDef] | None:
-    """`flatten_checked(value, is_leaf)` with each defaultdict whose factory is
+) -> tuple[list[Any], jtu.TreeDef]:
+    """`tree_flatten(value, is_leaf)` with each defaultdict whose factory is
     function-like flattened as a `Factored` (its factory a leaf for `is_leaf`),
     at any depth: the leaves are the value's own objects, the treedef JAX's
-    with a `Factored` node in each such defaultdict's place. `None` for what
-    `flatten_checked` refuses, or a defaultdict that holds itself."""
-    return _flatten_factored(value, is_leaf, set())
-
-
-def _flatten_factored(
-    value: Any, is_leaf: Callable[[Any], bool], open_: set[int]
-) -> tuple[list[Any], jtu.TreeDef] | None:
+    with a `Factored` node in each such defaultdict's place. For a value
+    `flatten_checked` took (with the same leaves): one that holds itself, or
+    nests too deep, it refused already."""
     root = value
 
     def stop(x: Any) -> bool:
         return (x is not root and _factored(x)) or is_leaf(x)
 
     if _factored(value):
-        if id(value) in open_:
-            return None  # a defaultdict that holds itself
-        open_ = open_ | {id(value)}
         root = Factored(default_factory(value), dict(value))
-    flat = flatten_checked(root, stop)
-    if flat is None:
-        return None
-    leaves, treedef = flat
+    leaves, treedef = jtu.tree_flatten(root, is_leaf=stop)
     subs: dict[int, jtu.TreeDef] = {}
     out: list[Any] = []
     for i, leaf in enumerate(leaves):
         if leaf is not root and _factored(leaf):
-            sub = _flatten_factored(leaf, is_leaf, open_)
-            if sub is None:
-                return None
-            subs[i] = sub[1]
-            out.extend(sub[0])
+            sub_leaves, subs[i] = flatten_factored(leaf, is_leaf)
+            out.extend(sub_leaves)
         else:
             out.append(leaf)
     if not subs:

@@ -327,10 +327,9 @@ class Flow:
         """An instruction read by its stack effect only: its result (if any)
         holds nothing (a call, an attribute, a container), or, with
         `through_calls`, all it popped."""
-        try:
-            effect = dis.stack_effect(ins.opcode, ins.arg, jump=False)
-        except ValueError:  # an instruction without a stack effect of its own
-            return
+        # Every instruction `dis` yields has one (3.11 to 3.13): only 3.12's
+        # pseudo-instructions and instrumented ones refuse, never in `co_code`.
+        effect = dis.stack_effect(ins.opcode, ins.arg, jump=False)
         if effect > 0:
             stack.extend([NONE_SOURCE] * effect)
         else:
@@ -343,10 +342,7 @@ class Flow:
                 self.popped.extend(taken)
                 stack.append(NONE_SOURCE.union(*taken))
         if ins.opcode in dis.hasjrel or ins.opcode in dis.hasjabs:
-            try:
-                jumped = dis.stack_effect(ins.opcode, ins.arg, jump=True)
-            except ValueError:
-                return
+            jumped = dis.stack_effect(ins.opcode, ins.arg, jump=True)
             depth = max(0, len(stack) - effect + jumped)
             carried = stack[:depth] + [NONE_SOURCE] * (depth - len(stack))
             self.carry(pending, ins, carried)
@@ -371,16 +367,12 @@ def _comprehension_scopes(
         return []
     by_offset = {i.offset: k for k, i in enumerate(instructions)}
     out: list[tuple[int, int, frozenset[str]]] = []
-    for entry in entries:
-        k = by_offset.get(entry.target)
-        if k is None:
-            continue
+    for entry in entries:  # a handler's target is an instruction's offset
         restored: set[str] = set()
-        for ins in instructions[k:]:
+        # The restores are never fused into `STORE_FAST_STORE_FAST` (3.13).
+        for ins in instructions[by_offset[entry.target] :]:
             if ins.opname == "STORE_FAST":
                 restored.add(ins.argval)
-            elif ins.opname == "STORE_FAST_STORE_FAST":
-                restored.update(ins.argval)
             elif ins.opname not in ("SWAP", "POP_TOP", "NOP"):
                 break
         if restored and restored <= saved:

@@ -42,15 +42,6 @@ class Ref:
         self.index = index
         self.slot_key: tuple[str, int] = ("ref", index)
 
-    def __eq__(self, other: object) -> bool:
-        return type(other) is Ref and other.index == self.index
-
-    def __hash__(self) -> int:
-        return hash(("ref", self.index))
-
-    def __repr__(self) -> str:
-        return f"Ref({self.index})"
-
 
 class Static:
     """A slot holding a static value: compared by type and value at every depth
@@ -91,9 +82,6 @@ class Static:
 
     def __hash__(self) -> int:
         return self._hash
-
-    def __repr__(self) -> str:
-        return f"Static({self.value!r})"
 
 
 Slot: TypeAlias = "int | Ref | Static"

@@ -55,8 +55,8 @@ def _rule_name(primitive: str, param: str) -> tuple[str, str]:
 
 
 def _held(*parts: Any) -> None:
-    """The function whose partial holds every rule of a program, for `capture`."""
-    del parts
+    """The function whose partial holds every rule of a program, for `capture`
+    (never called)."""
 
 
 class ProgramParts:

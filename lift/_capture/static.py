@@ -126,16 +126,14 @@ def static_key(value: Any, depth: int = 0) -> Any:
     if base is not None:
         # A subclass of a built-in value that keeps the built-in's `==` (`class
         # F(float)`, `F(0.0) == F(-0.0)`): by its type, the built-in value's
-        # own key and its attributes' (unhashable ones: by that `==`).
+        # own key and its attributes' (unhashable ones by their items, as
+        # static data is: `_aux_part_key`).
         attributes = cast("dict[str, Any]", getattr(value, "__dict__", None) or {})
-        try:
-            return (
-                t,
-                static_key(base(value), depth + 1),
-                tuple((k, static_key(v, depth + 1)) for k, v in attributes.items()),
-            )
-        except TypeError:
-            pass
+        return (
+            t,
+            static_key(base(value), depth + 1),
+            tuple((k, _aux_part_key(v, depth + 1)) for k, v in attributes.items()),
+        )
     # By identity, or by the class's own `__eq__`.
     return (t, value)
 
@@ -316,12 +314,6 @@ class DynamicNames:
 
     def __init__(self, names: frozenset[str]) -> None:
         self.names = names
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is DynamicNames and other.names == self.names
-
-    def __hash__(self) -> int:
-        return hash(self.names)
 
     def __repr__(self) -> str:
         return f"dynamic={tuple(sorted(self.names))!r}"

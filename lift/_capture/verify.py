@@ -98,7 +98,8 @@ def _leaf(x: Any) -> tuple[Any, ...]:
 
     t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
     aval = getattr(x, "aval", None)
-    if aval is None or not hasattr(x, "addressable_shards"):
+    # Asked of the class: a deleted (donated) array's `addressable_shards` raises.
+    if aval is None or not hasattr(t, "addressable_shards"):
         # A tracer (identity decides) or a NumPy value or a Python scalar.
         if issubclass(t, (np.ndarray, np.generic)):
             return (t, x.dtype, x.shape, x.tobytes())  # pyright: ignore[reportUnknownVariableType]
@@ -120,9 +121,7 @@ def _leaf(x: Any) -> tuple[Any, ...]:
 
 def same_leaves(a: Any, b: Any) -> str | None:
     """`None` when the leaf sequences `a` and `b` agree; else what differs."""
-    a, b = list(a), list(b)
-    if len(a) != len(b):
-        return f"{len(a)} leaves against {len(b)}"
+    # As many of each: the caller compared their treedefs first.
     for i, (x, y) in enumerate(zip(a, b, strict=True)):
         if x is y:
             continue
@@ -138,6 +137,6 @@ def _shown(x: Any) -> str:
     aval = getattr(x, "aval", None)
     try:
         value = repr(x) if aval is None else f"{type_text(x)} {np.asarray(x)!r}"
-    except Exception:
-        value = f"{type(x).__name__} {aval}"
+    except Exception:  # a deleted (donated) array
+        value = f"{aval}"
     return f"{type(x).__name__} {value:.80}"

@@ -236,7 +236,7 @@ def _what(x: Any) -> str:
 
 
 _FIX: Final = (
-    "Fix: make `{field}` a pytree field (flax: `struct.field(pytree_node=True)`, "
+    "Fix: make {field} a pytree field (flax: `struct.field(pytree_node=True)`, "
     "or `nnx.data()`; `lift.flax.TrainState` and `lift.flax.Optimizer` do; "
     "equinox: drop `static=True`), or pass the {kind} to the jitted function as "
     "an argument."
@@ -277,7 +277,8 @@ def _diff_metadata(
             + "".join(f"; {w}" for w in dict.fromkeys(why_functions))
             + ".\n"
             + _FIX.format(
-                field=field or "it", kind="optimizer" if optimizer else "function"
+                field=f"`{field}`" if field else "the field that holds it",
+                kind="optimizer" if optimizer else "function",
             )
         )
     if functions:

@@ -244,7 +244,7 @@ def _captures(
     """Two captures of one name (`(skeleton, holder, template)` each): what to
     say at once, or both rebuilt for the walk to go into."""
     ta, tb = a[2], b[2]
-    if ta is not None and tb is not None and ta.treedef == tb.treedef:
+    if ta is not None and tb is not None and _same_structure(ta, tb):
         if ta.order != tb.order:
             return (
                 f"{where}: {name} holds {_shape(ta)} in one, {_shape(tb)} in the "
@@ -261,7 +261,7 @@ def _captures(
         return [rebuilt(s, i, name, t) for s, i, t in (a, b)]
     except Exception:  # a pytree class whose unflatten checks its children
         held = [cast(Template, t) for _, _, t in (a, b)]
-        if held[0].treedef != held[1].treedef:
+        if not _same_structure(*held):
             return (
                 f"{where}: {name} holds {_shape(held[0])} in one, "
                 f"{_shape(held[1])} in the other"
@@ -271,6 +271,14 @@ def _captures(
             [Slot(s, i, name, u) for u in t.slots]
             for (s, i, _), t in zip((a, b), held, strict=True)
         ]
+
+
+def _same_structure(a: Template, b: Template) -> bool:
+    """Whether two templates hold the same structure: a single value in both
+    (no treedef), or equal treedefs (a treedef's `==` refuses `None`)."""
+    if a.treedef is None or b.treedef is None:
+        return a.treedef is b.treedef
+    return a.treedef == b.treedef
 
 
 def _shape(template: Template) -> str:

@@ -131,6 +131,10 @@ class Program:
         if in_shardings is MISSING or isinstance(in_shardings, (tuple, list)):
             self.jitted = _jax_jit(trampoline, **self._kwargs_for(None))
 
+    def __repr__(self) -> str:
+        # What `lift.diff` shows of two `lift.jit` functions' programs.
+        return f"jax.jit options {self.options!r}"
+
     def _kwargs_for(self, nargs: int | None) -> dict[str, Any]:
         """The trampoline's options, for calls with `nargs` positional arguments
         (`None`: any number)."""

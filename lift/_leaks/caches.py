@@ -63,9 +63,13 @@ def holder_kinds(tracers: list[Any], mine: Iterable[Any] = ()) -> list[str]:
             if type(ref) is types.FrameType:
                 continue
             # A tuple, list, dict or cell says little: what holds it says more.
+            # One that only frames hold is a local of code running now (the
+            # caller's own lists), not where the tracer was kept.
             if type(ref) in _PLAIN_HOLDERS:
                 outer = [r for r in gc.get_referrers(ref) if id(r) not in ignore]
-                ref = next((r for r in outer if type(r) is not types.FrameType), ref)
+                ref = next((r for r in outer if type(r) is not types.FrameType), None)
+                if ref is None:
+                    continue
             t: type[Any] = type(ref)  # pyright: ignore[reportUnknownVariableType]
             kinds[f"{t.__module__}.{t.__qualname__}".removeprefix("builtins.")] = None
     return list(kinds)

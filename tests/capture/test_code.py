@@ -137,6 +137,7 @@ def test_a_branch_in_a_nested_function_on_the_capture_keeps_it_static():
         "lo > 0.0 or hi < 0.0",
         "lo in (0.5, hi)",
         "(lo if hi > 0 else 0.0) > 0.0",
+        "(not lo) != (not hi)",  # a `not` whose result is compared, not jumped on
     ],
 )
 def test_every_form_of_python_branch_on_captures_keeps_them_static(condition):
@@ -175,6 +176,44 @@ def test_a_while_loop_and_assert_on_a_capture_keep_it_static():
 
     assert lift.jit(make(3.0, 1e-3))(1.0) == 8.0
     assert _dynamic_names(lift.lift(make(3.0, 1e-3))) == set()
+
+
+def test_a_branch_after_a_handler_that_continues_a_loop_keeps_the_capture_static():
+    # `except ... as err: continue` leaves code no jump reaches (its cleanup of
+    # `err`) in the bytecode: read past it, the branch below is still seen.
+    def make(lr):
+        def f(x):
+            for k in (1.0, 2.0):
+                try:
+                    x = x + k
+                except ValueError as err:  # noqa: F841 (the `as` makes the cleanup)
+                    continue
+            if lr > 0.5:
+                return x * 2.0
+            return x
+
+        return f
+
+    assert _dynamic_names(lift.lift(make(0.7))) == set()
+    assert float(lift.jit(make(0.7))(1.0)) == 8.0
+    assert float(lift.jit(make(0.3))(1.0)) == 4.0
+
+
+def test_a_class_body_branching_on_a_capture_keeps_it_static():
+    # A class body reads the capture with its own instruction
+    # (`LOAD_CLASSDEREF`, 3.12+ `LOAD_FROM_DICT_OR_DEREF`).
+    def make(lr):
+        def f(x):
+            class Config:
+                scale = 2.0 if lr > 0.5 else 1.0
+
+            return x * Config.scale
+
+        return f
+
+    assert _dynamic_names(lift.lift(make(0.7))) == set()
+    assert float(lift.jit(make(0.7))(1.0)) == 2.0
+    assert float(lift.jit(make(0.3))(1.0)) == 1.0
 
 
 def test_an_isinstance_guard_keeps_the_capture_dynamic():

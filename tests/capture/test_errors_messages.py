@@ -634,6 +634,127 @@ def test_an_unannotated_factory_and_a_subclass():
         Model(make_model)._private  # noqa: B018
 
 
+def test_a_lifted_partial_of_a_factory_names_the_factory_and_the_call():
+    opt = lift.lift(functools.partial(optax.adam, b1=0.9))
+    with pytest.raises(
+        AttributeError,
+        match=(
+            r"^'Lifted' object has no attribute 'init': lift\.lift\(f\) lifted "
+            r"the function adam \(.*alias\.py:\d+\), and f is a factory: it "
+            r"returns a GradientTransformationExtraArgs, which has 'init'\.\n"
+            r"Fix: call it first and lift what it returns: "
+            r"`lift\.lift\(f\(learning_rate\)\)`\.\n"
+        ),
+    ):
+        opt.init  # noqa: B018
+
+
+def test_a_lifted_partial_of_a_builtin_without_a_signature_still_says_why():
+    lifted = lift.lift(functools.partial(max, 1.0))
+    with pytest.raises(
+        AttributeError,
+        match=(
+            r"^'Lifted' object has no attribute 'init': a Lifted has the "
+            r"attributes of a function \(functools\.partial\(<built-in function "
+            r"max>, 1\.0\)\) and its class's methods\.\nFix: if f is a factory "
+            r".*`lift\.lift\(f\(\.\.\.\)\)`\.\n"
+        ),
+    ):
+        lifted.init  # noqa: B018
+
+
+def test_under_lift_jit_a_name_given_to_dynamic_is_not_told_to_be_static():
+    def make(n: float, w: float) -> Any:
+        def f(x: Any) -> Any:
+            return x * w * float(n)
+
+        return f
+
+    with pytest.raises(
+        lift.LiftError,
+        match=(
+            r"uses the captured variable 'n' where a concrete value is needed .*\n"
+            r"Fix: keep it static by leaving 'n' out of `dynamic=` \(each new value "
+            r"then compiles anew\), or compute with it as an array\.\n"
+        ),
+    ):
+        lift.jit(make(2.0, 3.0), dynamic=("n",))(1.0)
+    assert float(lift.jit(make(2.0, 3.0), dynamic=("w",))(1.0)) == 6.0  # twin
+
+
+class _Compiled:
+    """A callable with a code object of its own, as Cython's functions have."""
+
+    def __init__(self) -> None:
+        self.__qualname__ = "compiled_step"
+        self.__code__ = _Compiled.__call__.__code__
+
+    def __call__(self, x: Any) -> Any:
+        return x
+
+
+class _Wrapper:
+    def __init__(self, name: str) -> None:
+        self.__qualname__ = name
+        self.__wrapped__: Any = None
+
+
+def test_a_callable_is_named_by_its_code_and_a_wrapped_cycle_by_its_name():
+    line = _Compiled.__call__.__code__.co_firstlineno
+    with pytest.raises(
+        lift.LiftError,
+        match=rf"without parentheses, on compiled_step \({HERE}:{line}\)\.\n",
+    ):
+        lift.checking_leaks(_Compiled())  # pyright: ignore[reportArgumentType]
+
+    a, b = _Wrapper("one"), _Wrapper("other")
+    a.__wrapped__, b.__wrapped__ = b, a  # no code at the end: named, no hang
+    with pytest.raises(lift.LiftError, match=r"without parentheses, on one\.\n"):
+        lift.checking_leaks(a)  # pyright: ignore[reportArgumentType]
+
+
+def _takes(x: Any, fs: Any) -> Any:
+    return x
+
+
+def test_a_partial_that_holds_itself_is_refused_with_the_fix():
+    held: list[Any] = []
+    p = functools.partial(_takes, fs=held)
+    held.append(p)
+    with pytest.raises(
+        lift.LiftError,
+        match=(
+            r"^the captured partials or bound methods refer to each other in a "
+            r"cycle, which cannot be rebuilt\.\nFix: break the cycle through a "
+            r"function \(a closure can refer to itself\)\.\nDocs: "
+            r"errors/#partial-cycle$"
+        ),
+    ):
+        lift.lift(p)
+    assert lift.lift(functools.partial(_takes, fs=[]))(1.0) == 1.0  # twin
+
+
+def test_a_function_whose_docstring_is_not_a_string_is_lifted():
+    def make(lr: float) -> Any:
+        def step(x: Any) -> Any:
+            return x * lr
+
+        step.__doc__ = {"about": "a dict"}  # pyright: ignore[reportAttributeAccessIssue]
+        return step
+
+    counter = 0
+
+    @jax.jit
+    def run(f: Any, x: Any) -> Any:
+        nonlocal counter
+        counter += 1
+        return f(x)
+
+    assert [float(run(lift.lift(make(lr)), 1.0)) for lr in (0.5, 0.25)] == [0.5, 0.25]
+    assert counter == 1
+    assert lift.unlift(lift.lift(make(0.5))).__doc__ == {"about": "a dict"}
+
+
 # -- attributes set on a subclass instance -----------------------------------------
 
 

@@ -108,6 +108,11 @@ class _Remembering(_FromW):
         self.w = w
         self.history: list[Any] = []
         self.state: dict[str, Any] = {"log": [], "seen": (set(),)}
+        self.buffer = bytearray()
+
+    def record(self, x: Any) -> Any:
+        self.buffer.extend(b"x")  # plain Python: the bytes gain one
+        return x * self.w
 
     def log(self, x: Any) -> Any:
         self.state["log"].append(1)  # plain Python: m.state['log'] gains 1
@@ -121,7 +126,7 @@ class _Remembering(_FromW):
         return x * self.w * (len(self.history) + len(self.state["log"]) + 1)
 
     def __repr__(self) -> str:
-        return f"_Remembering({self.history}, {self.state})"
+        return f"_Remembering({self.history}, {self.state}, {self.buffer!r})"
 
 
 class _Shared:
@@ -587,6 +592,7 @@ def test_a_change_made_by_a_users_function_on_a_node_is_refused() -> None:
         ("remember", "history"),
         ("log", "state"),
         ("see", "state"),
+        ("record", "buffer"),
     ],
 )
 def test_a_container_a_nodes_unflatten_makes_anew_is_refused(
@@ -941,6 +947,22 @@ def test_coroutines_and_async_generators_that_change_a_copy_are_refused() -> Non
         ):
             asyncio.run(collect(streaming(2.0)))
     assert state["log"] == [0.5]
+
+
+def test_a_watched_coroutine_returns_its_value_and_raises_its_own_error() -> None:
+    state: dict[str, Any] = {"lr": 0.5, "log": [0.5]}  # held as a copy, only read
+
+    async def step(x: Any) -> Any:
+        if x < 0:
+            raise ValueError("negative step")
+        return x * state["lr"]
+
+    lifted = lift.lift(step)
+    assert asyncio.run(lifted(2.0)) == 1.0
+    with pytest.raises(ValueError, match=r"^negative step$"):
+        asyncio.run(lifted(-1.0))
+    assert asyncio.run(lifted(4.0)) == 2.0  # the failed call left nothing claimed
+    assert state == {"lr": 0.5, "log": [0.5]}
 
 
 def _echo() -> tuple[Callable[..., Any], list[str]]:

@@ -154,6 +154,48 @@ def test_a_defaultdict_factory_captures_are_leaves_with_paths():
     assert float(f(1.0)) == pytest.approx(0.5 + 3.0 + 5.0)
 
 
+def _nested_counts(lr: float, outer: str) -> Any:
+    scale = 10.0 * lr
+    inner = collections.defaultdict(lambda: scale, {"a": 1.0})
+    table = (
+        {"t": inner}
+        if outer == "dict"
+        else collections.defaultdict(lambda: 0.0, {"t": inner})
+    )
+
+    def step(x):
+        return x * lr + table["t"]["a"] + table["t"].default_factory()
+
+    return step
+
+
+@pytest.mark.parametrize("outer", ["dict", "defaultdict"])
+def test_a_default_factory_made_anew_inside_another_container_does_not_split_programs(
+    outer: str,
+):
+    counter = TraceCounter()
+    run = counter.jit(call_lifted)
+    rates = (0.1, 0.2, 0.3)
+    lifted = [lift.lift(_nested_counts(lr, outer)) for lr in rates]
+    outs = [float(run(g, 1.0)) for g in lifted]
+    assert counter.traces == 1
+    assert outs == pytest.approx([11.0 * lr + 1.0 for lr in rates])
+    paths = {
+        jax.tree_util.keystr(p)
+        for p, _ in jax.tree_util.tree_flatten_with_path(lifted[0])[0]
+    }
+    assert paths == {
+        ".captures['lr']",
+        ".captures['table']['t']['a']",
+        ".captures['table']['t'].default_factory.captures['scale']",
+    }
+    assert "'t': defaultdict(_nested_counts.<locals>.<lambda>(scale=" in repr(lifted[0])
+    # The function holds the containers JAX would rebuild.
+    held = lift.unlift(lifted[0]).__closure__[1].cell_contents
+    assert type(held) is (dict if outer == "dict" else collections.defaultdict)
+    assert type(held["t"]) is collections.defaultdict
+
+
 @pytest.mark.skipif(sys.version_info < (3, 12), reason="type parameters: 3.12+")
 def test_type_parameters_do_not_split_programs():
     space = _without_future(
@@ -279,6 +321,30 @@ def test_every_leaf_kind_round_trips_through_every_serializer(leaf, serializer):
     run(lifted, 1.0)
     run(back, 1.0)
     assert counter.traces == 1
+
+
+def test_a_state_dict_restores_a_typed_key_given_as_key_or_as_its_data():
+    serialization = pytest.importorskip("flax.serialization")
+    lifted = lift.lift(functools.partial(_uses, v=jax.random.key(0)))
+    (name,) = serialization.to_state_dict(lifted)
+    assert name == ".keywords['v']"
+    for given in (jax.random.key(7), jax.random.key_data(jax.random.key(7))):
+        (back,) = jax.tree_util.tree_leaves(
+            serialization.from_state_dict(lifted, {name: given})
+        )
+        assert jax.random.key_impl(back) == jax.random.key_impl(jax.random.key(7))
+        np.testing.assert_array_equal(
+            jax.random.key_data(back), jax.random.key_data(jax.random.key(7))
+        )
+    with pytest.raises(
+        lift.LiftError,
+        match=(
+            r"^The state dict's \.keywords\['v'\] holds PRNG key data of shape "
+            r"\(3,\), the target's key data \(2,\)\.\nFix: restore into a target "
+            r"made with the same keys\.\n"
+        ),
+    ):
+        serialization.from_state_dict(lifted, {name: np.zeros(3, np.uint32)})
 
 
 class _Model(lift.Lifted):
@@ -427,9 +493,9 @@ def _show(v: Any) -> str:
     return f"{type(v).__name__}:{v!r}"
 
 
-def _with_attribute(v: float) -> _Float:
+def _with_attribute(v: float, unit: Any = "per step") -> _Float:
     rate = _Float(v)
-    rate.unit = "per step"  # type: ignore[attr-defined]
+    rate.unit = unit  # type: ignore[attr-defined]
     return rate
 
 
@@ -438,12 +504,20 @@ _LOOSE_PAIRS = {
     "aux-int-bool": (_in_aux(1), _in_aux(True), ()),
     "aux-int-float": (_in_aux(1), _in_aux(1.0), ()),
     "aux-unhashable": (_in_aux([0.0]), _in_aux([-0.0]), ()),
+    "aux-unhashable-tuple": (_in_aux(([0.0],)), _in_aux(([-0.0],)), ()),
+    "aux-unhashable-dict": (_in_aux({"a": [0.0]}), _in_aux({"a": [-0.0]}), ()),
+    "complex-signed-zero": (complex(1.0, 0.0), complex(1.0, -0.0), ("v",)),
     "equinox-static-field": (_in_equinox_static(1), _in_equinox_static(True), ()),
     "equinox-static-list": (_in_equinox_static([1]), _in_equinox_static([True]), ()),
     "float-subclass": (_Float(0.0), _Float(-0.0), ("v",)),
     "float-subclass-with-attribute": (
         _with_attribute(0.0),
         _with_attribute(-0.0),
+        ("v",),
+    ),
+    "float-subclass-with-unhashable-attribute": (
+        _with_attribute(0.0, [1]),
+        _with_attribute(-0.0, [1]),
         ("v",),
     ),
     "tuple-subclass": (_Tuple((1,)), _Tuple((1.0,)), ("v",)),

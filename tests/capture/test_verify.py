@@ -12,6 +12,7 @@ import subprocess
 import sys
 from typing import Any
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -63,6 +64,66 @@ def test_a_change_the_jit_cached_call_missed_is_caught() -> None:
         step(1.0)
 
 
+def _deleted() -> Any:
+    x = jnp.ones(())
+    jax.jit(lambda a: a * 2, donate_argnums=0)(x)
+    return x
+
+
+_HALF = r"ArrayImpl ~float32\[\] array\(0\.5, dtype=float32\)"
+
+
+@pytest.mark.parametrize(
+    ("first", "then", "detail"),
+    [
+        (
+            np.float32(0.5),
+            np.float32(0.25),
+            r"other leaves \(leaf 0: float32 np\.float32\(0\.5\) against float32 "
+            r"np\.float32\(0\.25\)\)",
+        ),
+        (
+            0.5,
+            0.25,
+            rf"other leaves \(leaf 0: {_HALF} against ArrayImpl ~float32\[\] "
+            r"array\(0\.25, dtype=float32\)\)",
+        ),
+        (
+            0.5,
+            (0.5, 1.0),
+            r"another treedef:\n  cached: .*leaves=1 .*\n  now:    .*leaves=2 ",
+        ),
+        (
+            0.5,
+            _deleted,
+            rf"other leaves \(leaf 0: {_HALF} against ArrayImpl float32\[\]\)",
+        ),
+    ],
+    ids=["numpy-scalar", "python-float", "another-structure", "deleted-array"],
+)
+def test_a_change_the_cached_call_missed_is_caught_whatever_the_capture_holds(
+    first: Any, then: Any, detail: str
+) -> None:
+    lr = first
+
+    @lift.jit
+    def step(w):
+        return w - jnp.sum(jnp.asarray(lr)) * 2.0
+
+    for _ in range(3):  # the third call takes the fast path
+        step(1.0)
+    step._fast = step._fast._replace(cells=(), contents=())  # misses `lr` rebound
+    lr = then() if callable(then) else then
+    with (
+        lift.verifying(),
+        pytest.raises(
+            lift.LiftError,
+            match=rf"(?s)cached call disagrees with the full walk .*{detail}",
+        ),
+    ):
+        step(1.0)
+
+
 def test_a_jit_cached_call_that_lifting_now_refuses_is_caught(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -93,6 +154,28 @@ def test_the_checks_pass_on_sound_paths() -> None:
         step = _jitted(0.5)
         for _ in range(3):
             assert float(step(1.0)) == 0.0
+
+
+class _Scale(eqx.Module):
+    w: jax.Array
+
+    def __call__(self, x: Any) -> Any:
+        return x * self.w
+
+
+def test_the_checks_pass_for_a_callable_pytree_under_lift_jit() -> None:
+    # `lift.jit` of an equinox module keeps the module itself, not a `Lifted`.
+    with lift.verifying():
+        step = lift.jit(_Scale(jnp.ones(2)))
+        for _ in range(3):  # the third call takes the fast path, checked
+            np.testing.assert_allclose(step(2.0), 2.0)
+
+        @jax.jit
+        def outer(w: Any) -> Any:
+            inner = lift.jit(_Scale(w))  # its leaves are tracers
+            return inner(1.0) + inner(1.0) + inner(1.0)
+
+        np.testing.assert_allclose(outer(jnp.ones(2)), 3.0)
 
 
 def test_the_switch_nests_and_restores() -> None:

@@ -720,3 +720,183 @@ def test_a_pytree_that_cannot_be_rebuilt_around_markers_is_compared_slot_by_slot
     text = lift.diff(holding(_Checked(1)), holding(_Checked(2)))
     assert text is not None
     assert text.startswith(".captures['c'][0]: c = 1 vs 2, static because it is an int")
+
+
+# -- captures that differ in what they are, not in their values ---------------------
+
+
+def _rate(x: Any, lr: Any = 0.0, mom: Any = 0.0) -> Any:
+    return x * lr + mom
+
+
+def test_keyword_arguments_of_a_partial_in_one_only_are_named() -> None:
+    a = lift.lift(functools.partial(_rate, lr=0.1))
+    b = lift.lift(functools.partial(_rate, mom=0.1))
+    assert lift.diff(a, b) == (
+        ".keywords['lr']: captured in one only\n"
+        ".keywords['mom']: captured in the other only"
+    )
+
+
+def test_the_same_keyword_arguments_in_another_order_are_named() -> None:
+    a = lift.lift(functools.partial(_rate, lr=0.1, mom=0.2))
+    b = lift.lift(functools.partial(_rate, mom=0.2, lr=0.1))
+    assert lift.diff(a, b) == "the same captures, in another order"
+
+
+def test_a_captured_dict_of_leaves_in_another_order_is_named() -> None:
+    def holding(d: Any) -> Any:
+        return lift.lift(lambda x: x * d["a"] * d["b"])
+
+    assert lift.diff(holding({"a": 1.0, "b": 2.0}), holding({"b": 2.0, "a": 1.0})) == (
+        ".captures['d']: d holds {'a': *, 'b': *} in one, {'b': *, 'a': *} in the "
+        "other (the same keys in another order: lift keeps a dict's insertion "
+        "order, as Python iterates it, so each order is its own program)"
+    )
+
+
+def test_a_function_in_one_and_a_leaf_in_the_other_names_the_function() -> None:
+    def holding(v: Any) -> Any:
+        return lift.lift(lambda x: v(x) if callable(v) else x * v)
+
+    def double(x: Any) -> Any:
+        return x * 2
+
+    text = lift.diff(holding(double), holding(2.0))
+    assert text == (
+        f".captures['v']: v is a function ({double.__qualname__} ({_line(double)})) "
+        "in one, a leaf (dynamic) in the other (in test_a_function_in_one_and_a_"
+        "leaf_in_the_other_names_the_function.<locals>.holding.<locals>.<lambda> at "
+        f"{HERE}:{holding.__code__.co_firstlineno + 1})"
+    )
+
+
+def test_a_cell_bound_after_lifting_is_named_not_yet_bound() -> None:
+    def made(bind_first: bool) -> Any:
+        if bind_first:
+            later = 1.0
+
+        def f(x: Any) -> Any:
+            return x * later
+
+        lifted = lift.lift(f)
+        later = 1.0  # bound after lifting
+        return lifted
+
+    text = lift.diff(made(False), made(True))
+    assert text is not None
+    assert text.startswith(
+        ".captures['later']: later is not yet bound (an empty closure cell) in one, "
+        "a leaf (dynamic) in the other (in "
+    )
+
+
+def test_a_static_left_by_a_dynamic_predicate_says_so() -> None:
+    def made(n: float) -> Any:
+        return lift.lift(lambda x: x * n, dynamic=lambda v: False)
+
+    text = lift.diff(made(1.0), made(2.0))
+    assert text is not None
+    assert text.startswith(
+        ".captures['n']: n = 1.0 vs 2.0, static because your `dynamic=` predicate "
+        "left it static (in "
+    )
+
+
+def test_captured_lift_jit_functions_with_other_options_name_them() -> None:
+    def calling(**options: Any) -> Any:
+        jitted = lift.jit(lambda x: x * 2, **options)
+        return lift.lift(lambda x: jitted(x))
+
+    assert lift.diff(calling(), calling()) is None
+    text = lift.diff(calling(), calling(donate_argnums=0))
+    assert text is not None
+    assert text.endswith(
+        " has options (jax.jit options {}, ()) in one, (jax.jit options "
+        "{'donate_argnums': 0}, ()) in the other"
+    )
+    assert text.startswith(".captures['jitted']: lift.jit(")
+
+
+def test_a_capture_holding_one_value_in_one_and_a_tuple_in_the_other() -> None:
+    # Regression: comparing a single value's structure (none) with a tuple's
+    # raised TypeError from the treedef's `==`.
+    def holding(v: Any) -> Any:
+        return lift.lift(lambda x: x * v[0] if isinstance(v, tuple) else x * v)
+
+    assert lift.diff(holding(1.0), holding((1.0, 2.0))) == (
+        ".captures['v']: a leaf (dynamic) in one, a tuple of 2 in the other"
+    )
+    assert lift.diff(holding((1.0, 2.0)), holding(1.0)) == (
+        ".captures['v']: a tuple of 2 in one, a leaf (dynamic) in the other"
+    )
+
+
+class _ReprRaises:
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr")
+
+
+def test_static_metadata_whose_repr_raises_is_still_compared() -> None:
+    text = lift.diff(_Static(_ReprRaises()), _Static(_ReprRaises()))
+    assert text == (
+        "_Static's static metadata differs: <tuple object> vs <tuple object>; a "
+        "_ReprRaises has no `__eq__` of its own: compared by identity, so each new "
+        "one compiles anew"
+    )
+
+
+# -- functions in a registered class's static metadata -------------------------------
+
+
+def _one(x: Any) -> Any:
+    return x
+
+
+def _two(x: Any) -> Any:
+    return x
+
+
+class _Holder:
+    """Not a dataclass: its attributes say which one holds the function."""
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+
+
+jax.tree_util.register_pytree_node(
+    _Holder, lambda h: ((), h.fn), lambda fn, _: _Holder(fn)
+)
+
+_BY_NAME = {"one": _one, "two": _two}
+
+
+class _ByName:
+    """Static metadata no attribute holds: the function is looked up by name."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+jax.tree_util.register_pytree_node(
+    _ByName,
+    lambda h: ((), _BY_NAME[h.name]),
+    lambda fn, _: _ByName(fn.__name__.lstrip("_")),
+)
+
+
+def test_a_function_in_a_registered_classs_metadata_names_its_attribute() -> None:
+    text = lift.diff(_Holder(_one), _Holder(_two))
+    assert text is not None
+    assert text.startswith(
+        ".fn: the function _one is held in the static metadata of _Holder (field "
+        "'fn' is not a pytree field), "
+    )
+    assert "\nFix: make `fn` a pytree field " in text
+    text = lift.diff(_ByName("one"), _ByName("two"))
+    assert text is not None
+    assert text.startswith(
+        "the function _one is held in the static metadata of _ByName (a field that "
+        "is not a pytree field), "
+    )
+    assert "\nFix: make the field that holds it a pytree field " in text

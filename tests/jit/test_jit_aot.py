@@ -5,6 +5,7 @@ with static arguments, and captures rebound while the function is lifted."""
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -95,6 +96,46 @@ def test_stages_describe_the_same_as_jax_jit() -> None:
         np.testing.assert_allclose(c(x, y, k=4), expected(4))
 
 
+def test_every_stage_member_answers_as_jax_jits_does() -> None:
+    x, n, y = args()
+    stages = [
+        jit(make_affine(), static_argnames="n").trace(x, n, y, k=4) for jit in JITS
+    ]
+    plain, lifted = stages
+    assert lifted.out_info == plain.out_info
+    if hasattr(jax.stages.Traced, "out_avals"):  # jax 0.9+
+        assert lifted.out_avals == plain.out_avals
+        assert type(lifted.lojax) is type(plain.lojax)
+    lowered = [s.lower() for s in stages]
+    assert lowered[1].in_avals == lowered[0].in_avals
+    assert type(lowered[1].compiler_ir()) is type(lowered[0].compiler_ir())
+    assert "stablehlo.multiply" in str(lowered[1].compiler_ir())
+    compiled = [lo.compile() for lo in lowered]
+    assert compiled[1].in_avals == compiled[0].in_avals
+    assert compiled[1].input_formats == compiled[0].input_formats
+    assert compiled[1].output_formats == compiled[0].output_formats
+    assert type(compiled[1].memory_analysis()) is type(compiled[0].memory_analysis())
+    assert type(compiled[1].runtime_executable()) is type(
+        compiled[0].runtime_executable()
+    )
+    # The right arguments of another dtype: JAX's own error, as from jax.jit's.
+    for c in compiled:
+        with pytest.raises(TypeError, match=r"^Argument types differ from the types"):
+            c(x.astype(jnp.int32), y, k=4)
+
+
+def test_a_traced_function_runs_its_jaxpr_as_jax_jits_does() -> None:
+    scale = jnp.full(4, 2.0)
+
+    def f(x):
+        return x * scale
+
+    if not callable(jax.jit(f).trace(jnp.ones(4))):  # jax 0.8: not callable
+        pytest.skip("jax.stages.Traced is callable from jax 0.9")
+    for jit in JITS:
+        np.testing.assert_allclose(jit(f).trace(jnp.ones(4))(jnp.ones(4)), 2.0)
+
+
 def test_compiled_binds_the_captures_it_was_lowered_with() -> None:
     scale = 2.0
 
@@ -137,6 +178,20 @@ def test_a_methods_stages_bind_the_instance_as_jax_jit_of_the_bound_method() -> 
         np.testing.assert_allclose(stage.trace(x).lower().compile()(x), 3.0)
         exported = jax.export.export(stage)(x)
         np.testing.assert_allclose(exported.call(x), 3.0)
+
+
+def test_a_bound_lift_jit_method_reads_as_the_method() -> None:
+    m = Affine(jnp.asarray(2.0), jnp.asarray(1.0))
+    bound = m.apply
+    assert bound.__module__ == __name__
+    assert bound.__name__ == "apply"  # the function's own attributes, forwarded
+    assert bound.__qualname__ == "Affine.apply"
+    line = Affine.apply.__wrapped__.__code__.co_firstlineno
+    assert re.fullmatch(
+        rf"<bound lift\.jit Affine\.apply \({re.escape(__file__)}:{line}\) of "
+        r"Affine\(.{1,50}>",
+        repr(bound),
+    ), repr(bound)
 
 
 class Scaled(eqx.Module):

@@ -606,6 +606,82 @@ def test_checking_leaks_names_an_eager_tracer_a_library_module_keeps() -> None:
         vars(fractions).pop("_lift_kept", None)
 
 
+_BY_KEY: dict[Any, Any] = {}
+
+
+@pytest.mark.parametrize(
+    ("key", "shown"), [(("w", 1), "('w', 1)"), ((2,), "(2,)")], ids=["pair", "single"]
+)
+def test_a_report_names_a_dict_entry_under_a_tuple_key(key: Any, shown: str) -> None:
+    def keep(x: Any) -> Any:
+        _BY_KEY[key] = x
+        return x * 2
+
+    try:
+        with (
+            pytest.raises(
+                lift.LeakError,
+                match=rf"^1 tracer escaped .*:\n  _BY_KEY\[{re.escape(shown)}\]: "
+                r"float32\[\] from jit\(",
+            ),
+            lift.checking_leaks(),
+        ):
+            jax.jit(keep)(1.0)
+    finally:
+        _BY_KEY.clear()
+    with lift.checking_leaks():  # twin: what it keeps is concrete
+        jax.jit(lambda x: keep(x.shape) and x)(1.0)
+    _BY_KEY.clear()
+
+
+def test_checking_leaks_names_the_kind_of_object_holding_an_unplaced_tracer() -> None:
+    # Eager jvp, which JAX's checker never looks at: the tracer sits in an
+    # object lift does not open (its docstring), reached from the block's own
+    # list; the report names that object's kind, and no list of lift's own.
+    kept: list[Any] = []
+
+    def keep(x: Any) -> Any:
+        kept.append(np.vectorize(len, doc=x))
+        return x * 2
+
+    with (
+        pytest.raises(
+            lift.LeakError,
+            match=r"^1 tracer\(s\) of transforms that exited inside "
+            r"lift\.checking_leaks\(\) are still alive, held by no variable lift "
+            r"can see: float32\[\] from jvp \(held by numpy\.vectorize: objects "
+            r"lift does not open\)\. Return the value from the transformed "
+            r"function instead of storing it\.\n",
+        ),
+        lift.checking_leaks(),
+    ):
+        jax.jvp(keep, (1.0,), (1.0,))
+    kept.clear()
+    with lift.checking_leaks():  # twin: what the object keeps is concrete
+        jax.jvp(lambda x: keep(x.shape) and x, (1.0,), (1.0,))
+
+
+def test_checking_leaks_names_the_closure_over_an_unplaced_tracer() -> None:
+    kept: list[Any] = []
+
+    def keep(x: Any) -> Any:
+        kept.append(np.vectorize(lambda: x))
+        return x * 2
+
+    line = keep.__code__.co_firstlineno + 1
+    with (
+        pytest.raises(
+            lift.LeakError,
+            match=r"^1 tracer escaped the transform that created it:\n  <held by "
+            r"no variable lift can see: .*> -> .*keep\.<locals>\.<lambda> "
+            rf"\(.*test_checking\.py:{line}\), captured variable 'x': "
+            r"float32\[\] from jvp — return the value",
+        ),
+        lift.checking_leaks(),
+    ):
+        jax.jvp(keep, (1.0,), (1.0,))
+
+
 def _cube_root(a: Any) -> Any:
     optx = pytest.importorskip("optimistix")
 
