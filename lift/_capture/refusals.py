@@ -111,20 +111,29 @@ def static_tracer(holder: Any, label: Label, leaf: Any) -> LiftError:
     )
 
 
-def unreadable_holder(
-    obj: Any, owner: Any, label: Label | None, err: Exception
-) -> LiftError:
+def unreadable_holder(obj: Any, where: str, err: Exception) -> LiftError:
     """A partial or method whose parts cannot be read (its own code raised),
-    captured by `owner` as `label` (both `None` at the top)."""
-    what = f"{type(obj).__qualname__} {obj!r:.60}"
-    where = (
-        f"{describe(owner)} captures {variable_str(label)}, a {what}, whose"
-        if owner is not None and label is not None
-        else f"lift was given a {what}, whose"
-    )
+    `where` the walk met it (`captured_as`)."""
     return LiftError(
-        f"{where} function, arguments or keywords lift cannot read: reading "
-        f"them raised {type(err).__name__}: {err}.\nFix: make its `func`, "
-        "`args` and `keywords` readable, or capture a plain function instead.",
+        f"{where}: a {type(obj).__qualname__} {obj!r:.60}, whose function, "
+        f"arguments or keywords lift cannot read: reading them raised "
+        f"{type(err).__name__}: {err}.\nFix: make its `func`, `args` and "
+        "`keywords` readable, or capture a plain function instead.",
         anchor="unreadable-holder",
     )
+
+
+def captured_as(
+    reached: dict[int, tuple[Any, Label]], root: Any
+) -> Callable[[int], str]:
+    """How an error names node `i` of a walk: the function capturing it and
+    the variable (`reached`: where the walk first reached each node), or the
+    function lifted."""
+
+    def where(i: int) -> str:
+        owner, label = reached.get(i, (None, None))
+        if owner is None or label is None:
+            return describe(root)
+        return f"{describe(owner)} captures {variable_str(label)}"
+
+    return where

@@ -14,7 +14,6 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any, Final, cast
 
-from .._base.errors import describe
 from .._compat import Tracer
 from .._holders.closure import (
     METHOD,
@@ -23,7 +22,7 @@ from .._holders.closure import (
     holder_of,
     user_class,
 )
-from .._holders.labels import ATTR, Label, variable_str
+from .._holders.labels import ATTR, Label
 from .._holders.trees import (
     ITERATORS,
     irregular,
@@ -44,6 +43,7 @@ from .nodes import (
     rebuild_order,
 )
 from .refusals import (
+    captured_as,
     flatten_capture,
     not_traceable,
     static_tracer,
@@ -164,19 +164,17 @@ class Walk:
             try:
                 held = tuple(holder.parts(obj))
             except Exception as err:  # a subclass's own property raised
-                owner, label = self.reached_from.get(index, (None, None))
-                raise unreadable_holder(obj, owner, label, err) from err
-            if holder is not METHOD:
-                # `lift.jit` watches a partial's parts and a `lift.jit`
-                # function's attributes (a bound method's cannot be set).
-                self.read.append((obj, held))
+                where = captured_as(self.reached_from, self.root)(index)
+                raise unreadable_holder(obj, where, err) from err
+            if holder is not METHOD:  # a bound method's parts cannot change
+                self.read.append((obj, held))  # `lift.jit` watches them
             self.nodes[index] = HolderNode(
                 holder, holder.static(obj), self.parts(held, index, obj)
             )
         nodes: list[Node] = self.nodes  # type: ignore[assignment]
         skeleton = Skeleton(
             nodes,
-            rebuild_order(nodes, self.where),
+            rebuild_order(nodes, captured_as(self.reached_from, self.root)),
             self.parents,
             len(self.leaves),
             frozenset(self.float_leaves),
@@ -184,14 +182,6 @@ class Walk:
         skeleton.names = frozenset(self.names)
         skeleton.live = self.live
         return skeleton, self.leaves
-
-    def where(self, index: int) -> str:
-        """Node `index` as an error names it: the function capturing it and
-        the variable."""
-        owner, label = self.reached_from.get(index, (None, None))
-        if owner is None or label is None:
-            return describe(self.root)
-        return f"{describe(owner)} captures {variable_str(label)}"
 
     def parts(
         self, parts: Iterable[tuple[Label, Any]], index: int, holder: Any

@@ -157,7 +157,7 @@ def test_a_partial_subclass_whose_func_raises_is_refused_by_name() -> None:
 
     with pytest.raises(
         lift.LiftError,
-        match=r"step \(.*test_capture.py:\d+\) captures variable 'broken', a "
+        match=r"step \(.*test_capture.py:\d+\) captures variable 'broken': a "
         r".*Broken .*, whose function, arguments or keywords lift cannot read: "
         r"reading them raised RuntimeError: no func",
     ):
