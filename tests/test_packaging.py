@@ -198,3 +198,19 @@ def test_classifiers_name_the_pythons_between_the_ends_ci_runs():
         listed == {f"3.{m}" for m in range(low, high + 1)} == {"3.11", "3.12", "3.13"}
     )
     assert project["requires-python"] == ">=3.11"
+
+
+def test_the_package_is_a_few_concept_folders_of_modules_under_500_lines():
+    # The layout the code is held to: at most 8 private concept folders beside
+    # the public modules, and no module over 500 lines (the import contract,
+    # `lint-imports`, holds the folders' order).
+    package = ROOT / "lift"
+    folders = sorted(p.name for p in package.iterdir() if (p / "__init__.py").exists())
+    assert len(folders) <= 8, folders
+    assert all(name.startswith("_") for name in folders), folders
+    long = {
+        str(path.relative_to(ROOT)): n
+        for path in package.rglob("*.py")
+        if (n := len(path.read_text().splitlines())) > 500
+    }
+    assert not long, long
