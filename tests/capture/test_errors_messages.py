@@ -725,7 +725,8 @@ def test_a_partial_that_holds_itself_is_refused_with_the_fix():
         lift.LiftError,
         match=(
             r"^the captured partials or bound methods refer to each other in a "
-            r"cycle, which cannot be rebuilt\.\nFix: break the cycle through a "
+            r"cycle, which cannot be rebuilt: _takes \(.*test_errors_messages"
+            r"\.py:\d+\)\.\nFix: break the cycle through a "
             r"function \(a closure can refer to itself\)\.\nDocs: "
             r"errors/#partial-cycle$"
         ),
