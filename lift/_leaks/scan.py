@@ -315,7 +315,7 @@ class LeakWalk(ObjectWalk):
                 edge = (fn, label.variable, PARTIAL)
             elif kind == WRAPPED:
                 edge = (obj, None, STORED_LIFTED)
-            elif kind == ATTR_LABEL:  # an attribute set on a `lift.jit` function
+            elif kind == ATTR_LABEL:  # set on it: a partial's, a `lift.jit` function's
                 edge = (obj, label.variable, label.role)
             self.push(value, index, label, edge)
 
