@@ -89,10 +89,9 @@ def unflatten(treedef: TreeDef, leaves: Iterable[Any]) -> Any:
     return treedef.unflatten(leaves)
 
 
-# Weak: a `functools.partial` subclass may be made at run time and dropped.
-_partial_is_leaf: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDictionary(
-    {functools.partial: True}
-)
+# Per subclass of `functools.partial` (the class itself is in `HOLDERS`).
+# Weak: a subclass may be made at run time and dropped.
+_partial_is_leaf: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDictionary()
 
 
 # The callables walked as nodes of a closure graph besides functions, by type:

@@ -20,8 +20,8 @@ from .._capture.lift import lift
 from .._capture.lifted import Lifted
 from .._capture.verify import STATE as _VERIFY
 from .._compat import conversion_context
-from .._holders.closure import Holder, register_holder
-from .._holders.labels import ATTR, METHOD_FUNC, SELF, WRAPPED, Label
+from .._holders.closure import METHOD, Holder, register_holder
+from .._holders.labels import ATTR, WRAPPED, Label
 from .aot import Lowered, Traced
 from .bound import BoundJitFunction
 from .programs import (
@@ -256,18 +256,9 @@ register_holder(
 )
 
 
-# A bound `lift.jit` method, like a bound method: its `lift.jit` function and
-# the instance, each followed (the instance's arrays are leaves, a capture of
-# its method is watched).
-def _bound_parts(x: BoundJitFunction) -> Iterator[tuple[Label, Any]]:
-    yield Label.of(METHOD_FUNC), x.__func__
-    yield Label.of(SELF), x.__self__
-
-
-def _no_static(_: Any) -> None:
-    return None
-
-
+# A bound `lift.jit` method, read as a bound method is (its `__func__` and
+# `__self__`, each followed: the instance's arrays are leaves, a capture of its
+# method is watched) and rebuilt as one of its own kind.
 def _bound_rebuild(static: None, parts: list[tuple[Label, Any]]) -> BoundJitFunction:
     return BoundJitFunction(parts[0][1], parts[1][1])
 
@@ -276,8 +267,8 @@ register_holder(
     Holder(
         BoundJitFunction,
         "bound lift.jit method",
-        _no_static,
-        _bound_parts,
+        METHOD.static,
+        METHOD.parts,
         _bound_rebuild,
     )
 )
