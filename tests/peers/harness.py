@@ -44,6 +44,9 @@ from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
 from typing import Any
 
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
 HERE = pathlib.Path(__file__).resolve().parent
 SOURCES = HERE / "sources"
 # Plain runs' outcomes, recorded with the environment they ran in (`--record`,
@@ -459,19 +462,48 @@ def summarise(suite: Suite, mode: str, report: Report) -> str:
 
 
 def environment() -> list[str]:
-    """Every installed distribution but lift, as `name==version`: what a plain
-    run's outcomes depend on (plain does not import lift)."""
-    found = {
-        f"{dist.metadata['Name']}=={dist.version}"
+    """The installed distributions a plain run can import, as `name==version`:
+    those the `peers` extra requires, directly or through their own
+    requirements, and pytest's plugins, lift's excepted (plain does not import
+    lift). The docs' and the linters' tools that the same virtualenv holds are
+    not among them: a new Markdown does not change how optax's tests end."""
+    installed = {
+        canonicalize_name(dist.metadata["Name"]): dist
         for dist in metadata.distributions()
-        if dist.metadata["Name"] != "jax-lift"
     }
-    return sorted(found)
+    seen: set[tuple[str, frozenset[str]]] = set()
+    # pytest loads every installed plugin (hypothesis's, from lift's `test`
+    # extra, too).
+    plugins = [
+        (name, frozenset[str]())
+        for name, dist in installed.items()
+        if any(entry.group == "pytest11" for entry in dist.entry_points)
+    ]
+    todo = [("jax-lift", frozenset({"peers"})), *plugins]
+    while todo:
+        name, extras = todo.pop()
+        dist = installed.get(name)
+        if dist is None or (name, extras) in seen:
+            continue
+        seen.add((name, extras))
+        for line in dist.requires or ():
+            req = Requirement(line)
+            if req.marker is None or any(
+                req.marker.evaluate({"extra": extra}) for extra in {"", *extras}
+            ):
+                todo.append((canonicalize_name(req.name), frozenset(req.extras)))
+    return sorted(
+        {
+            f"{installed[name].metadata['Name']}=={installed[name].version}"
+            for name, _ in seen
+            if name != "jax-lift"
+        }
+    )
 
 
 def plain_key(files: list[str], pytest_args: list[str]) -> dict[str, Any]:
     """What a plain run's outcomes depend on: its files and pytest arguments,
-    the Python and every installed distribution but lift. A plain report of
+    the Python and the distributions it can import (`environment`). A plain report of
     the same key stands for a plain run, kept (`--reuse`) or recorded
     (`--recorded`)."""
     return {
@@ -519,8 +551,8 @@ def parser_for(suite: Suite, doc: str) -> argparse.ArgumentParser:
         "--reuse",
         action="store_true",
         help="with --keep: reuse DIR's plain report if it ran the same files and"
-        " pytest arguments, by the same Python with the same installed"
-        " distributions (plain does not depend on lift); else run plain, and"
+        " pytest arguments, by the same Python with the same versions of what"
+        " it can import (plain does not depend on lift); else run plain, and"
         " say why",
     )
     parser.add_argument(
@@ -528,8 +560,8 @@ def parser_for(suite: Suite, doc: str) -> argparse.ArgumentParser:
         action="store_true",
         help="take plain's outcomes from tests/peers/recorded/ when they were"
         " recorded for the same files and pytest arguments, by the same Python"
-        " with the same installed distributions (plain does not depend on lift);"
-        " else run plain, and say so",
+        " with the same versions of what it can import (plain does not depend on"
+        " lift); else run plain, and say so",
     )
     parser.add_argument(
         "--record",
