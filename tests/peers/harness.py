@@ -467,7 +467,7 @@ def environment() -> list[str]:
     requirements, and pytest's plugins, lift's excepted (plain does not import
     lift). The docs' and the linters' tools that the same virtualenv holds are
     not among them: a new Markdown does not change how optax's tests end."""
-    installed = {
+    installed: dict[str, metadata.Distribution] = {
         canonicalize_name(dist.metadata["Name"]): dist
         for dist in metadata.distributions()
     }
