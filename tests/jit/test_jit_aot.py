@@ -271,9 +271,7 @@ class Sharded(eqx.Module):
         return self.a * x
 
 
-def test_a_methods_export_gives_the_instances_input_sharding_to_the_instance() -> (
-    None
-):
+def test_a_methods_export_drops_the_instances_input_sharding() -> None:
     # The program of the method alone takes `x` only: `in_shardings` loses the
     # instance's entry with it, as `jax.jit` of the bound method is given.
     m = Sharded(jnp.asarray(2.0))
