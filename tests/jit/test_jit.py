@@ -442,6 +442,20 @@ def test_a_parameter_named_as_the_lifted_function_is_the_users() -> None:
         jitted("2", 3.0)
 
 
+def test_a_partial_inspect_cannot_read_fails_when_called_as_jax_jit() -> None:
+    # `inspect.signature` refuses a partial with more arguments than its function
+    # takes: `lift.jit` takes any arguments, and the call fails in the function.
+    def f(x):
+        return x * 2
+
+    bad = functools.partial(f, 1.0, 2.0)
+    with pytest.raises(ValueError, match="partial object"):
+        inspect.signature(bad)
+    for jit in (jax.jit, lift.jit):
+        with pytest.raises(TypeError, match=r"f\(\) takes 1 positional argument"):
+            jit(bad)()
+
+
 def test_options_given_as_a_dict_share_one_program_across_closures() -> None:
     counter = Counter()
 
