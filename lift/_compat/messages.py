@@ -62,10 +62,9 @@ def number_method(err: AttributeError) -> str | None:
     """The method of Python's numbers an `AttributeError` of an array or tracer
     names (`'ArrayImpl' object has no attribute 'is_integer'` (jaxlib 0.8 to
     0.12), `DynamicJaxprTracer has no attribute is_integer`), or `None`."""
-    name = getattr(err, "name", None)  # set by Python's own lookup, not JAX's
-    if not isinstance(name, str):
-        found = re.search(r"has no attribute '?(\w+)'?$", str(err))
-        name = found[1] if found else None
+    # Set by Python's own attribute lookup (3.10 and later), also when JAX's
+    # `Tracer.__getattr__` raises the error without it.
+    name = getattr(err, "name", None)
     return name if name in _NUMBER_METHODS else None
 
 

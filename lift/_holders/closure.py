@@ -34,7 +34,6 @@ from . import trees as jtu
 from .labels import (
     ARG,
     ATTR,
-    CELL,
     CLASS,
     DEFAULT,
     FIELD,
@@ -103,15 +102,13 @@ def function_held(fn: types.FunctionType) -> tuple[Any, ...]:
 
 
 def cells(
-    fn: types.FunctionType, labels: tuple[Label, ...] | None = None
+    fn: types.FunctionType, labels: tuple[Label, ...]
 ) -> Iterable[tuple[Label, types.CellType]]:
     """A function's closure cells, each labelled by its free variable (`labels`:
-    the code's cell labels, when the caller has them at hand)."""
+    the code's cell labels, which each caller keeps per code)."""
     closure = fn.__closure__
     if not closure:
         return ()
-    if labels is None:
-        labels = tuple(Label.of(CELL, name) for name in fn.__code__.co_freevars)
     return zip(labels, closure, strict=True)
 
 

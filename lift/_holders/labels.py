@@ -22,7 +22,6 @@ __all__ = [
     "DEFAULT",
     "FIELD",
     "FUNC",
-    "ITEM",
     "KEYWORD",
     "KWDEFAULT",
     "LOCAL",
@@ -47,7 +46,6 @@ METHOD_FUNC: Final = "__func__"  # a bound method's function
 SELF: Final = "__self__"  # a bound method's object
 WRAPPED: Final = "__wrapped__"  # what a registered holder wraps
 FIELD: Final = "field"  # an object's attribute or slot: `o.name`
-ITEM: Final = "item"  # an element of an object array or a container: `o[key]`
 CACHED: Final = "<cache>"  # what a `functools.lru_cache` keeps for a key
 CACHE_KEY: Final = "<cache key>"  # a key of such a cache
 LOCAL: Final = "<locals>"  # a local variable of a suspended generator
@@ -103,10 +101,6 @@ class Label:
             entries = (jtu.GetAttrKey("keywords"), jtu.DictKey(key))
         elif kind == FIELD:
             entries = (jtu.GetAttrKey(str(key)),)
-        elif kind == ITEM:
-            entries = (jtu.DictKey(key),)
-        elif kind == CACHED:
-            entries = (jtu.GetAttrKey(CACHED), jtu.DictKey(key))
         elif kind == LOCAL:
             entries = (jtu.GetAttrKey(LOCAL), jtu.GetAttrKey(str(key)))
         else:

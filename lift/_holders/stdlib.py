@@ -53,26 +53,19 @@ __all__ = [
 ]
 
 
-def array_items(
-    a: np.ndarray[Any, Any], limit: int | None = None
-) -> Iterator[tuple[Any, Any]]:
+def array_items(a: np.ndarray[Any, Any]) -> Iterator[tuple[Any, Any]]:
     """The elements of a NumPy object array that may hold something (not `None`,
     numbers or strings), labelled by index (`[3]`, `[(1, 0)]`, spelled only
-    when a path is reported), at most `limit` of them; nothing for an array of
-    numbers."""
-    if not a.dtype.hasobject or limit == 0:
+    when a path is reported); nothing for an array of numbers."""
+    if not a.dtype.hasobject:
         return
     shape = a.shape
     flat = len(shape) == 1
     atoms = HOLD_NOTHING
-    found = 0
     for i, value in enumerate(a.tolist() if flat else a.ravel().tolist()):
         if type(value) in atoms:  # pyright: ignore[reportUnknownArgumentType]
             continue
         yield (_ITEM_FORMAT, i if flat else _NdIndex(i, shape)), value
-        found += 1
-        if found == limit:
-            return
 
 
 _ITEM_FORMAT: Final = "[{!r}]"

@@ -340,9 +340,8 @@ def explain_call_error(
     rejected = _compat.bad_argument(err)
     if rejected is not None:
         kind, path = rejected
+        # Never the lifted function, passed first: its leaves are arrays.
         name = re.split(r"[\[.]", path, maxsplit=1)[0]
-        if name.startswith("__lifted__"):
-            return None
         fix = (
             f"mark it static, `lift.jit({fn_name(fn)}, static_argnames=({name!r},))`, "
             "or pass an array."

@@ -149,9 +149,7 @@ def _library_finalizers() -> list[tuple[str, Any]]:
     (JAX registers one per constant a trace stages, holding the trace): what
     each will call and with what, named by the callback. Kept alive by
     `weakref.finalize`'s own registry, which no variable reaches."""
-    registry: Any = getattr(weakref.finalize, "_registry", None)
-    if not isinstance(registry, dict):
-        return []
+    registry: Any = weakref.finalize._registry  # pyright: ignore[reportAttributeAccessIssue, reportUnknownMemberType, reportUnknownVariableType]
     out: dict[str, list[Any]] = {}
     for finalizer in list(cast(dict[Any, Any], registry)):
         try:

@@ -176,12 +176,10 @@ class LeakWalk(ObjectWalk):
     # -- children of each kind of object --------------------------------------
 
     def expand(self, obj: Any, index: int) -> None:
+        # Lists, tuples and dicts never come here: `run` walks them itself, and
+        # `FrameLook` (frames.py) reads their items before it opens an object.
         cls: type[Any] = type(obj)  # pyright: ignore[reportUnknownVariableType]
-        if cls is list or cls is tuple:
-            self.push_all(enumerate(obj), index, INDEX)  # pyright: ignore
-        elif cls is dict:
-            self.push_all(obj.items(), index, KEY)
-        elif cls is types.FunctionType:
+        if cls is types.FunctionType:
             self.function(obj, index)
         elif (holder := holder_of(obj)) is not None:
             # A `jax.tree_util.Partial` too: its arguments named as a partial's.

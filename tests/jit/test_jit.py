@@ -372,6 +372,18 @@ def test_error_static_argnums_out_of_range() -> None:
         lift.jit(f, static_argnums=2)
 
 
+def test_error_static_argnums_not_an_int() -> None:
+    def f(x, n):
+        return x * n
+
+    with pytest.raises(
+        lift.LiftError,
+        match=r"test_jit.py:\d+\)\) got static_argnums=\(0, 'n'\): 'n' is not an "
+        r"int\.\nDocs: errors/#jit-options",
+    ):
+        lift.jit(f, static_argnums=(0, "n"))
+
+
 def test_error_positional_only_by_name() -> None:
     def f(x, n, /):
         return x * n
@@ -411,6 +423,52 @@ def test_error_non_array_argument_names_the_parameter() -> None:
         r"static, `lift.jit\(f, static_argnames=\('mode',\)\)`",
     ):
         f(jnp.ones(2), "fast")
+
+
+def test_a_parameter_named_as_the_lifted_function_is_the_users() -> None:
+    # Regression: `lift.jit` passes the lifted function first, as `__lifted__`
+    # (`__lifted___` when the function has a parameter of that name); a non-array
+    # for the function's own `__lifted__` got JAX's error, unexplained.
+    def f(__lifted__, y):
+        return __lifted__ * y
+
+    jitted = lift.jit(f)
+    assert float(jitted(2.0, 3.0)) == 6.0
+    with pytest.raises(
+        lift.LiftError,
+        match=r"called with a str for its parameter '__lifted__'(?s:.*)Fix: mark it "
+        r"static, `lift.jit\(f, static_argnames=\('__lifted__',\)\)`",
+    ):
+        jitted("2", 3.0)
+
+
+def test_a_partial_inspect_cannot_read_fails_when_called_as_jax_jit() -> None:
+    # `inspect.signature` refuses a partial with more arguments than its function
+    # takes: `lift.jit` takes any arguments, and the call fails in the function.
+    def f(x):
+        return x * 2
+
+    bad = functools.partial(f, 1.0, 2.0)
+    with pytest.raises(ValueError, match="partial object"):
+        inspect.signature(bad)
+    for jit in (jax.jit, lift.jit):
+        with pytest.raises(TypeError, match=r"f\(\) takes 1 positional argument"):
+            jit(bad)()
+
+
+def test_options_given_as_a_dict_share_one_program_across_closures() -> None:
+    counter = Counter()
+
+    def make(scale: float) -> Any:
+        @lift.jit(compiler_options={})
+        def f(x):
+            counter()
+            return x * scale
+
+        return f
+
+    assert [float(make(s)(jnp.asarray(1.0))) for s in (2.0, 3.0)] == [2.0, 3.0]
+    assert counter.traces == 1
 
 
 # -- introspection and forms --------------------------------------------------------

@@ -262,6 +262,26 @@ MESH = Mesh(np.array(jax.devices()[:4]), ("d",))
 ROW = NamedSharding(MESH, PartitionSpec("d"))
 REP = NamedSharding(MESH, PartitionSpec())
 
+
+class Sharded(eqx.Module):
+    a: jax.Array
+
+    @lift.jit(in_shardings=(REP, ROW))
+    def apply(self, x):
+        return self.a * x
+
+
+def test_a_methods_export_drops_the_instances_input_sharding() -> None:
+    # The program of the method alone takes `x` only: `in_shardings` loses the
+    # instance's entry with it, as `jax.jit` of the bound method is given.
+    m = Sharded(jnp.asarray(2.0))
+    x = jnp.ones(4)
+    exported = jax.export.export(m.apply)(x)
+    plain = jax.export.export(jax.jit(m.apply.__wrapped__, in_shardings=(ROW,)))(x)
+    assert exported.in_shardings_hlo == plain.in_shardings_hlo
+    np.testing.assert_allclose(exported.call(jax.device_put(x, ROW)), 2.0)
+
+
 OPTIONS: list[dict[str, Any]] = [
     {},
     {"static_argnums": 1},

@@ -348,6 +348,96 @@ def test_user_index_error_under_checked_jit_passes_through(jax_checks: bool) -> 
         lift.checked(jax.jit)(_index_error)(1.0)
 
 
+@pytest.fixture(params=["off", "tracebackhide"])
+def traceback_filtering(request: pytest.FixtureRequest) -> Iterator[str]:
+    """JAX's `jax_traceback_filtering` set to each mode lift's default leaves."""
+    was = jax.config.jax_traceback_filtering  # pyright: ignore[reportAttributeAccessIssue]
+    jax.config.update("jax_traceback_filtering", request.param)
+    try:
+        yield request.param
+    finally:
+        jax.config.update("jax_traceback_filtering", was)
+
+
+def test_user_error_under_checked_jit_is_filtered_as_jax_filters_it(
+    traceback_filtering: str,
+) -> None:
+    # JAX's checker on: the call runs with whole tracebacks (to tell its report
+    # from the user's error), and the user's error leaves as JAX's own filtering
+    # mode would have left it.
+    with (
+        jax.check_tracer_leaks(True),
+        pytest.raises(IndexError, match="list index out of range") as info,
+    ):
+        lift.checked(jax.jit)(_index_error)(1.0)
+    frames = [tb.tb_frame for tb in _walk(info.value.__traceback__)]
+    assert "_index_error" in [f.f_code.co_name for f in frames]
+    jaxs = [f for f in frames if f.f_globals.get("__name__", "").startswith("jax.")]
+    assert jaxs  # not removed, in either mode
+    hidden = ["__tracebackhide__" in f.f_locals for f in jaxs]
+    assert all(hidden) if traceback_filtering == "tracebackhide" else not all(hidden)
+
+
+def _scale(n: Any, x: Any) -> Any:
+    return x * n
+
+
+def test_checked_jit_refusing_its_arguments_before_tracing_passes_the_error_through() -> (
+    None
+):
+    # `jax.jit` refuses the static argument before `_scale` runs: nothing was
+    # traced, nothing to check, JAX's error as it is.
+    with (
+        jax.check_tracer_leaks(True),
+        pytest.raises(ValueError, match="Non-hashable static arguments"),
+    ):
+        lift.checked(jax.jit)(_scale, static_argnums=0)([2], 1.0)
+    assert float(lift.checked(jax.jit)(_scale, static_argnums=0)(2, 1.0)) == 2.0
+
+
+class _UnreadableLower:
+    """A transform whose `lower` cannot be read: not a compiled function."""
+
+    @property
+    def lower(self) -> Any:
+        raise RuntimeError("not compiled")
+
+    def __call__(self, fn: Any) -> Any:
+        return jax.jit(fn)
+
+
+class _Jitted:
+    """What a transform returns: `jax.jit`'s function, with an attribute that
+    cannot be read."""
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = jax.jit(fn)
+
+    def __call__(self, *args: Any) -> Any:
+        return self.fn(*args)
+
+    def lower(self, *args: Any) -> Any:
+        return self.fn.lower(*args)
+
+    @property
+    def broken(self) -> Any:
+        raise RuntimeError("unreadable")
+
+
+def _jit_with_a_broken_attribute(fn: Any) -> Any:
+    return _Jitted(fn)
+
+
+def test_checked_takes_a_transform_whose_attributes_fail() -> None:
+    assert float(lift.checked(_UnreadableLower())(_double)(1.0)) == 2.0
+    # What the transformed function's attributes it can read are reached
+    # through; one that fails to read is left out.
+    f: Any = lift.checked(_jit_with_a_broken_attribute)(_double)
+    assert float(f(2.0)) == 4.0
+    assert "mul" in f.lower(1.0).as_text()
+    assert not hasattr(f, "broken")
+
+
 def test_index_error_twin_a_leak_is_still_a_leak() -> None:
     with (
         pytest.raises(lift.LeakError, match=r"STASH\[0\]: float32\[\] from jit"),

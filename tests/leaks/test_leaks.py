@@ -895,3 +895,76 @@ def test_a_tracer_in_a_partial_subclasss_slot_is_found() -> None:
     p.tag = _escaped()
     (leak,) = lift.find_leaks(p)
     assert leak.path == "roots[0].tag"
+
+
+def _closure_with_an_empty_cell(value: Any) -> Any:
+    """The cells of a function whose variable `late` is never assigned."""
+
+    def inner() -> Any:
+        return late, value
+
+    cells = inner.__closure__
+    if cells is not None:
+        return cells
+    late = None  # never run: makes `late` a cell variable
+    return late
+
+
+def test_an_empty_cell_kept_on_its_own_holds_nothing() -> None:
+    # A function's cells kept apart from it (its `__closure__`): the empty one
+    # is skipped, the tracer in the other found.
+    with pytest.raises(lift.LeakError, match=r"roots\[0\]\[1\]\.cell_contents: "):
+        lift.check_leaks(_closure_with_an_empty_cell(_escaped()))
+    assert lift.check_leaks(_closure_with_an_empty_cell(jnp.ones(2))) is None
+
+
+def _finished() -> Any:
+    def gen() -> Iterator[int]:
+        yield 1
+
+    g = gen()
+    assert list(g) == [1]
+    return g
+
+
+def test_a_finished_generator_holds_nothing() -> None:
+    with pytest.raises(lift.LeakError, match=r"roots\[0\]\[1\]: float32\[\]"):
+        lift.check_leaks([_finished(), _escaped()])
+    assert lift.check_leaks([_finished(), jnp.ones(2)]) is None
+
+
+class _NoRepr:
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr")
+
+
+def test_a_key_whose_library_repr_fails_is_named_by_its_type() -> None:
+    # `frozenset.__repr__` runs the repr of each member, which raises here.
+    key = frozenset({_NoRepr()})
+    with pytest.raises(lift.LeakError) as info:
+        lift.check_leaks({key: _escaped()})
+    assert f"roots[0][<builtins.frozenset object at {id(key):#x}>]: float32[]" in str(
+        info.value
+    )
+    assert lift.check_leaks({key: jnp.ones(2)}) is None
+
+
+def test_a_tracer_a_pending_finalizer_passes_as_a_keyword_is_named() -> None:
+    class Resource:
+        pass
+
+    def release(*, handle: Any) -> None:
+        del handle
+
+    resource = Resource()
+    leaky = weakref.finalize(resource, release, handle=_escaped())
+    clean = weakref.finalize(resource, release, handle=jnp.ones(2))
+    try:
+        with pytest.raises(
+            lift.LeakError, match=r"roots\[0\]\.keywords\['handle'\]: float32\[\]"
+        ):
+            lift.check_leaks(leaky)
+        assert lift.check_leaks(clean) is None
+    finally:
+        leaky.detach()
+        clean.detach()

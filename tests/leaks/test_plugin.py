@@ -339,6 +339,38 @@ def test_mode_from_the_ini_and_bad_modes(
     result.stderr.fnmatch_lines(["*invalid choice: 'slow'*"])
 
 
+def test_a_bad_mode_in_the_ini_is_refused(pytester: pytest.Pytester) -> None:
+    # Refused as pytest starts, before any test (and JAX): run in this process.
+    pytester.makeini("[pytest]\nlift_leaks_mode = slow\n")
+    result = pytester.runpytest_inprocess(*_plugin_args(), "--collect-only")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*lift_leaks_mode must be one of ('fast', 'exhaustive'): 'slow'*"]
+    )
+
+
+FAILING_UNITTEST = """
+import unittest
+
+class T(unittest.TestCase):
+    def test_fails(self):
+        self.assertEqual([1.0], [2.0])
+"""
+
+
+DEFAULT.add("plugin", {"test_failing_unittest.py": FAILING_UNITTEST})
+
+
+def test_a_unittest_tests_own_failure_is_reported_as_it_is(default_run: Run) -> None:
+    # Its leaking twin, `T::test_leaky` in test_leaks_ci.py, fails with lift's
+    # report: the plugin reads a `unittest.TestCase` method's errors first.
+    default_run.assert_outcomes("test_failing_unittest.py", failed=1)
+    default_run.lines("test_failing_unittest.py").fnmatch_lines(
+        ["*AssertionError: Lists differ: [[]1.0[]] != [[]2.0[]]*"]
+    )
+    assert "LeakError" not in default_run.text("test_failing_unittest.py")
+
+
 UNOPENED = """
 import jax
 
@@ -667,6 +699,45 @@ JAX_CHECKER.add(
     "plugin", {"test_locals.py": LOCALS, "test_locals_clean.py": LOCALS_CLEAN}
 )
 DEFAULT.add("plugin", {"test_locals.py": LOCALS, "test_locals_clean.py": LOCALS_CLEAN})
+
+
+SEALED_LOCALS = """
+import jax
+
+class Sealed:
+    @property
+    def __dict__(self):
+        raise RuntimeError("sealed")
+
+def test_log_beside_a_sealed_local():
+    sealed = Sealed()
+    log = []
+    jax.jit(lambda x: log.append(x) or x)(1.0)
+    assert len(log) == 1 and sealed is not None
+
+def test_sealed_local_clean():
+    sealed = Sealed()
+    shapes = []
+    jax.jit(lambda x: shapes.append(x.shape) or x)(1.0)
+    assert shapes == [()] and sealed is not None
+"""
+
+
+DEFAULT.add("plugin", {"test_sealed_locals.py": SEALED_LOCALS})
+
+
+def test_a_local_the_fast_mode_cannot_open_hides_no_leak_beside_it(
+    default_run: Run,
+) -> None:
+    # The look at the test's locals as the trace exits skips the object whose
+    # `__dict__` raises, and finds the tracer in the list beside it.
+    default_run.assert_outcomes("test_sealed_locals.py", passed=1, failed=1)
+    default_run.lines("test_sealed_locals.py").fnmatch_lines(
+        [
+            "*test_log_beside_a_sealed_local FAILED*",
+            "*local variable 'log' at log[[]0[]]: float32[[][]] from jit(<lambda>)*",
+        ]
+    )
 
 
 def test_fast_mode_fails_a_test_jax_fails_for_a_tracer_kept_in_a_local(
