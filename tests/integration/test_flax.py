@@ -912,3 +912,40 @@ def test_an_nnx_module_keeps_its_state_lifted() -> None:
     with pytest.raises(lift.LiftError, match=r"self"):
         lift.lift(m.__call__)(jnp.ones(2))
     assert int(m.count[...]) == 0
+
+
+
+def _fork(depth: int, a: float, b: float) -> Any:
+    """Two closures `depth` functions deep under a third as deep: their
+    leaves' key paths differ only in the middle, which a long path elides."""
+
+    def chain(f: Any) -> Any:
+        for _ in range(depth):
+            f = (lambda g: lambda x: g(x))(f)
+        return f
+
+    left, right = chain(_scaled(a)), chain(_scaled(b))
+    return chain(lambda x: left(x) + right(x))
+
+
+def _scaled(v: float) -> Any:
+    return lambda x: v * x
+
+
+def test_leaves_whose_elided_key_paths_print_alike_keep_their_own_keys() -> None:
+    saved = lift.lift(_fork(20, 0.5, 0.25))
+    state = serialization.to_state_dict(saved)
+    first, second = state
+    assert second == f"{first} (leaf 1)"
+    assert "...(52 more)..." in first
+    restored = serialization.from_state_dict(lift.lift(_fork(20, 1.0, 1.0)), state)
+    assert [float(x) for x in jax.tree.leaves(restored)] == [0.5, 0.25]
+
+
+def test_a_state_dict_restores_into_an_abstract_target_as_saved() -> None:
+    # `jax.eval_shape` gives a target of shapes and dtypes (as orbax restores
+    # into): its leaves are the state dict's values, unconverted.
+    saved = lift.lift(_scaled(0.5))
+    state = serialization.to_state_dict(saved)
+    restored = serialization.from_state_dict(jax.eval_shape(lambda: saved), state)
+    assert jax.tree.leaves(restored) == [state[".captures['v']"]]
