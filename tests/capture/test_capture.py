@@ -1251,3 +1251,15 @@ def test_lifting_a_pytree_of_lifted_functions_with_options_applies_them():
     assert jax.tree.leaves(made) == [0.5]  # `n` is now part of the program
     assert float(made["f"](2.0)) == 3.0
 
+
+
+def test_a_lifted_partial_of_a_callable_pytree_is_named_partial() -> None:
+    class Affine(eqx.Module):
+        w: jax.Array
+
+        def __call__(self, b: Any, x: Any) -> Any:
+            return self.w * x + b
+
+    g = lift.lift(functools.partial(Affine(jnp.ones(2)), 1.0))
+    assert g.__name__ == g.__qualname__ == "partial"
+    assert jnp.array_equal(g(jnp.ones(2)), jnp.full(2, 2.0))
