@@ -468,6 +468,16 @@ class _Float(float):
     pass
 
 
+class _SlottedFloat(float):
+    __slots__ = ("unit",)
+
+
+def _slotted(v: float) -> _SlottedFloat:
+    rate = _SlottedFloat(v)
+    rate.unit = "per step"
+    return rate
+
+
 class _Tuple(tuple):
     pass
 
@@ -520,6 +530,8 @@ _LOOSE_PAIRS = {
         _with_attribute(-0.0, [1]),
         ("v",),
     ),
+    # Regression: a subclass with slots was compared by the built-in's `==`.
+    "float-subclass-with-slots": (_slotted(0.0), _slotted(-0.0), ("v",)),
     "tuple-subclass": (_Tuple((1,)), _Tuple((1.0,)), ("v",)),
     "literal-order": (Literal["adam", "sgd"], Literal["sgd", "adam"], ()),
     "union-order": (int | str, str | int, ()),
@@ -565,6 +577,22 @@ def test_values_equal_only_loosely_are_different_statics(a, b, static, again):
     assert lift.diff(la, lb) is not None
     with lift.verifying():
         assert lift.lift(fb, static=static)() == fb()
+
+
+def test_a_float_subclass_with_slots_is_keyed_by_what_its_slots_hold() -> None:
+    # Regression: two rates equal as floats but for their slots shared a program.
+    def make(rate: _SlottedFloat) -> Any:
+        return lambda x: x * (2.0 if rate.unit == "per step" else 3.0)
+
+    per_epoch = _SlottedFloat(1.0)
+    per_epoch.unit = "per epoch"
+    run = jax.jit(call_lifted)
+    assert float(run(lift.lift(make(_slotted(1.0)), static=("rate",)), 1.0)) == 2.0
+    assert float(run(lift.lift(make(per_epoch), static=("rate",)), 1.0)) == 3.0
+    again = _slotted(1.0)
+    assert jax.tree_util.tree_structure(
+        lift.lift(make(again), static=("rate",))
+    ) == jax.tree_util.tree_structure(lift.lift(make(_slotted(1.0)), static=("rate",)))
 
 
 def test_equal_type_expressions_still_share_a_program() -> None:
