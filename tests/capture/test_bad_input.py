@@ -721,3 +721,23 @@ def test_a_dict_of_unsortable_keys_holding_a_float_is_still_refused() -> None:
     table = {int: 0.5, str: 1.5}
     with pytest.raises(lift.LiftError, match=r"JAX's pytree flattening refuses"):
         lift.lift(lambda x: x * table[int])
+
+
+@pytest.mark.parametrize(
+    "table",
+    [
+        {int: 0, str: [[0]] * 1_001},  # over a thousand lists
+        {int: 0, str: tuple({"n": 0} for _ in range(1_001))},  # over a thousand dicts
+    ],
+    ids=["lists", "dicts"],
+)
+def test_a_registry_too_large_to_walk_is_refused_with_the_static_fix(table: Any) -> None:
+    # Kept static whole only after a walk through it: a bounded one.
+    with pytest.raises(
+        lift.LiftError,
+        match=r"<lambda> \(.*test_bad_input\.py:\d+\) captures variable 'table', "
+        r"which JAX's pytree flattening refuses \(dict keys .* cannot be sorted .*"
+        r"\nFix: use dict keys of one type, or keep it static with "
+        r"`lift\(f, static=\('table',\)\)`",
+    ):
+        lift.lift(lambda x: x * len(table))
