@@ -689,6 +689,8 @@ def test_a_closure_over_a_class_holding_an_escaped_tracer_is_refused_like_an_ins
         lift.lift(over(Registry()))  # refused through an instance
     with pytest.raises(lift.LiftError, match="tracer"):
         lift.lift(over(Registry))  # and through the class itself
+    with pytest.raises(lift.LiftError, match="tracer"):
+        lift.lift(over((Registry, 1.0)))  # and in a container beside a leaf
 
 
 # -- functools.singledispatch ------------------------------------------------------
