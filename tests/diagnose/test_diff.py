@@ -900,3 +900,18 @@ def test_a_function_in_a_registered_classs_metadata_names_its_attribute() -> Non
         "is not a pytree field), "
     )
     assert "\nFix: make the field that holds it a pytree field " in text
+
+
+def test_a_kept_list_of_values_lift_does_not_read_back_is_shown_as_it_is() -> None:
+    # A list kept as your own object is shown as it held when lifted, read
+    # back from its key; a `range` in it is shown as the list holds it now.
+    def make(value: Any) -> Any:
+        log = [value]
+        return lambda x: x * len(log)
+
+    assert lift.diff(lift.lift(make(range(3))), lift.lift(make(range(4)))) == (
+        ".captures['log']: log = [range(0, 3)] vs [range(0, 4)], static because it "
+        "is a list, not a float or array (in test_a_kept_list_of_values_lift_does_"
+        "not_read_back_is_shown_as_it_is.<locals>.make.<locals>.<lambda> at "
+        f"{__file__}:{make.__code__.co_firstlineno + 2})"
+    )
