@@ -524,6 +524,23 @@ def test_hyperparameters_set_from_bare_arrays_stay_weakly_typed() -> None:
     assert all(x.weak_type for x in jax.tree.leaves(copied))
 
 
+def test_hyperparameters_of_other_widths_are_set_as_given() -> None:
+    # A NumPy learning rate is held strongly typed, as lift keeps it; a weak
+    # one set from a float16 array stays float16: lift makes no weak float16.
+    model = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
+    numpy_rate = lift.flax.Optimizer(model, optax.sgd(np.float32(0.1)), wrt=nnx.Param)
+    assert _hyperparameters(numpy_rate) == [np.float32(-0.1)]
+    trainer = _Trainer(0.1)
+    half = jax.tree.map(
+        lambda v: np.asarray(v[...], dtype=np.float16),
+        nnx.state(trainer, lift.flax.Hyperparameter),
+        is_leaf=lambda x: isinstance(x, nnx.Variable),
+    )
+    nnx.update(trainer, half)
+    lrs = jax.tree.leaves(trainer.optimizer.tx.update)
+    assert all(x.dtype == np.float16 and not getattr(x, "weak_type", False) for x in lrs)
+
+
 # -- serialization ---------------------------------------------------------------
 
 
