@@ -966,3 +966,19 @@ def test_a_state_dict_restores_into_an_abstract_target_as_saved() -> None:
     state = serialization.to_state_dict(saved)
     restored = serialization.from_state_dict(jax.eval_shape(lambda: saved), state)
     assert jax.tree.leaves(restored) == [state[".captures['v']"]]
+
+
+class _WithExtra(lift.flax.TrainState):
+    extra: Any = None
+
+
+def test_a_field_none_in_the_target_restores_what_the_state_dict_holds() -> None:
+    # Another structure than the target's: restored as flax gives it.
+    def make(extra: Any) -> Any:
+        return _WithExtra.create(
+            apply_fn=None, params={"w": jnp.ones(2)}, tx=optax.sgd(0.1), extra=extra
+        )
+
+    saved = serialization.to_state_dict(make({"count": np.int32(3)}))
+    restored = serialization.from_state_dict(make(None), saved)
+    assert restored.extra == {"count": np.int32(3)}
