@@ -433,6 +433,24 @@ def test_empty_cell_raises_nameerror_until_python_binds_it():
     assert lifted(1.0) == 2.0  # read when called, as Python reads it
 
 
+def test_cells_empty_when_lifted_are_one_program_until_python_binds_them():
+    def make(value: float) -> Any:
+        def f(x):
+            return later + x
+
+        lifted = lift.lift(f)
+        if value:
+            later = value
+        return lifted
+
+    structure = jax.tree_util.tree_structure
+    assert structure(make(0.0)) == structure(make(0.0))  # both still empty
+    bound = make(1.0)
+    assert structure(bound) != structure(make(1.0))  # each reads its own cell
+    assert structure(bound) != structure(make(0.0))
+    assert bound(1.0) == 2.0
+
+
 def test_rebinding_a_dynamic_capture_is_a_lifterror_naming_it():
     def make():
         w = jnp.ones(2)

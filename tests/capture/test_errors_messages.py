@@ -756,6 +756,30 @@ def test_a_function_whose_docstring_is_not_a_string_is_lifted():
     assert lift.unlift(lift.lift(make(0.5))).__doc__ == {"about": "a dict"}
 
 
+class _Note:
+    """A docstring object that hashes alike and refuses to be compared."""
+
+    def __hash__(self) -> int:
+        return 0
+
+    def __eq__(self, other: object) -> bool:
+        raise TypeError("a _Note is not compared")
+
+
+def test_functions_whose_docstrings_refuse_comparison_are_told_apart_by_identity():
+    def make() -> Any:
+        def step(x: Any) -> Any:
+            return x * 2.0
+
+        step.__doc__ = _Note()  # pyright: ignore[reportAttributeAccessIssue]
+        return step
+
+    a, b = lift.lift(make()), lift.lift(make())
+    structure = jax.tree_util.tree_structure
+    assert structure(a) != structure(b)
+    assert structure(a) == structure(lift.lift(lift.unlift(a)))
+
+
 # -- attributes set on a subclass instance -----------------------------------------
 
 
