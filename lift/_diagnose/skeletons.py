@@ -14,7 +14,6 @@ from .._base.errors import static_str
 from .._capture.lift import is_lifted
 from .._capture.nodes import (
     FunctionNode,
-    HolderNode,
     Ref,
     Static,
     Template,

@@ -751,7 +751,9 @@ def test_a_dict_of_unsortable_keys_holding_a_float_is_still_refused() -> None:
     ],
     ids=["lists", "dicts"],
 )
-def test_a_registry_too_large_to_walk_is_refused_with_the_static_fix(table: Any) -> None:
+def test_a_registry_too_large_to_walk_is_refused_with_the_static_fix(
+    table: Any,
+) -> None:
     # Kept static whole only after a walk through it: a bounded one.
     with pytest.raises(
         lift.LiftError,

@@ -1252,7 +1252,6 @@ def test_lifting_a_pytree_of_lifted_functions_with_options_applies_them():
     assert float(made["f"](2.0)) == 3.0
 
 
-
 def test_a_lifted_partial_of_a_callable_pytree_is_named_partial() -> None:
     class Affine(eqx.Module):
         w: jax.Array

@@ -311,7 +311,7 @@ def test_a_cache_miss_explanation_is_short_and_leads_with_what_differs(
 
 def _chain(depth: int, leaf: float) -> Any:
     """A closure `depth` functions deep, the innermost capturing `leaf`."""
-    f = lambda x: leaf * x  # noqa: E731
+    f = lambda x: leaf * x
     for _ in range(depth):
         f = (lambda g: lambda x: g(x))(f)
     return f
@@ -319,8 +319,9 @@ def _chain(depth: int, leaf: float) -> Any:
 
 def test_a_deep_capture_path_elides_its_middle_and_compares_by_entries():
     # 42 entries: the first and last 16 kept around an `Elided` one.
-    ((path, leaf),) = jax.tree_util.tree_flatten_with_path(lift.lift(_chain(20, 0.5)))[0]
-    ((again, _),) = jax.tree_util.tree_flatten_with_path(lift.lift(_chain(20, 0.25)))[0]
+    flatten = jax.tree_util.tree_flatten_with_path
+    ((path, leaf),) = flatten(lift.lift(_chain(20, 0.5)))[0]
+    ((again, _),) = flatten(lift.lift(_chain(20, 0.25)))[0]
     (capture,) = path
     g = ".captures['g']"
     assert str(capture) == f"{g * 8}...(10 more)...{g * 7}.captures['leaf']"

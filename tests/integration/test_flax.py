@@ -538,7 +538,9 @@ def test_hyperparameters_of_other_widths_are_set_as_given() -> None:
     )
     nnx.update(trainer, half)
     lrs = jax.tree.leaves(trainer.optimizer.tx.update)
-    assert all(x.dtype == np.float16 and not getattr(x, "weak_type", False) for x in lrs)
+    assert all(
+        x.dtype == np.float16 and not getattr(x, "weak_type", False) for x in lrs
+    )
 
 
 # -- serialization ---------------------------------------------------------------
@@ -929,7 +931,6 @@ def test_an_nnx_module_keeps_its_state_lifted() -> None:
     with pytest.raises(lift.LiftError, match=r"self"):
         lift.lift(m.__call__)(jnp.ones(2))
     assert int(m.count[...]) == 0
-
 
 
 def _fork(depth: int, a: float, b: float) -> Any:
