@@ -214,3 +214,13 @@ def test_the_package_is_a_few_concept_folders_of_modules_under_500_lines():
         if (n := len(path.read_text().splitlines())) > 500
     }
     assert not long, long
+
+
+def test_dir_lists_every_public_name_and_an_unknown_one_is_an_attributeerror():
+    # `lift`'s names are imported when first read: `dir` (a shell's completion)
+    # lists them all the same.
+    assert set(lift.__all__) <= set(dir(lift))
+    with pytest.raises(
+        AttributeError, match=r"^module 'lift' has no attribute 'lfit'$"
+    ):
+        lift.lfit  # noqa: B018

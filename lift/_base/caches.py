@@ -38,20 +38,16 @@ class BoundedDict(dict[K, V], Generic[K, V]):
 
 def per_class(compute: Callable[[T], V]) -> Callable[[T], V]:
     """`compute(cls)`, computed once per class and kept while the class lives
-    (weakly: a class made at run time and dropped is not kept alive). A class
-    that cannot be weakly referenced is computed at every call."""
+    (weakly: a class made at run time and dropped is not kept alive)."""
     memo: weakref.WeakKeyDictionary[T, V] = weakref.WeakKeyDictionary()
 
     def cached(cls: T) -> V:
         try:
             return memo[cls]
-        except (KeyError, TypeError):  # not seen yet; or not weakly referable
+        except KeyError:  # not seen yet
             pass
         found = compute(cls)
-        try:
-            memo[cls] = found
-        except TypeError:  # a class that cannot be weakly referenced
-            pass
+        memo[cls] = found
         return found
 
     return functools.wraps(compute)(cached)

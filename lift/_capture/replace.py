@@ -28,10 +28,10 @@ def _is_none(x: Any) -> bool:
 
 
 def _owner(path: tuple[Any, ...]) -> str | None:
-    """The root's captured variable a leaf belongs to, from its key path."""
-    if not path or not isinstance(path[-1], CapturePath):
-        return None
-    entries = path[-1].entries
+    """The root's captured variable a leaf belongs to, from its key path: the
+    root `Lifted`'s `CapturePath` first, then the keys into a leaf that
+    `jax.tree.map` made a pytree (`lambda x: (x, x)`)."""
+    entries = cast(CapturePath, path[0]).entries
     if len(entries) >= 2 and entries[0] in _OWN and type(entries[1]) is jtu.DictKey:
         key = entries[1].key
         return key if isinstance(key, str) else None

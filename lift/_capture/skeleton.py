@@ -108,8 +108,6 @@ class Skeleton:
         self.paths: tuple[Any, ...] | None = None
 
     def __eq__(self, other: object) -> bool:
-        if self is other:
-            return True
         if type(other) is not Skeleton:
             return False
         return self._hash == other._hash and self.key == other.key
@@ -167,18 +165,15 @@ class Skeleton:
 
 def root_function(skeleton: Skeleton) -> FunctionNode | None:
     """The function at the root, seen through partials and bound methods."""
+    # The root is a function or a holder, and a holder's function another of
+    # them (a partial holding itself is refused when lifted): this ends.
     node = skeleton.nodes[0]
-    for _ in range(len(skeleton.nodes)):
-        if isinstance(node, FunctionNode):
-            return node
-        if isinstance(node, HolderNode):
-            slots = node.func.slots
-            if len(slots) != 1 or type(slots[0]) is not Ref:
-                return None  # a `Lifted` or a callable pytree: see `root_name`
-            node = skeleton.nodes[slots[0].index]
-        else:
-            return None
-    return None
+    while not isinstance(node, FunctionNode):
+        slots = cast(HolderNode, node).func.slots
+        if len(slots) != 1 or type(slots[0]) is not Ref:
+            return None  # a `Lifted` or a callable pytree: see `root_name`
+        node = skeleton.nodes[slots[0].index]
+    return node
 
 
 def root_name(skeleton: Skeleton, which: str) -> str:

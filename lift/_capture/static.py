@@ -23,7 +23,8 @@ from .._base.atoms import EXACT, INEXACT
 from .._base.caches import per_class
 from .._base.errors import LiftError, describe
 from .._compat import Tracer as _Tracer, live_traces
-from .._holders.closure import custom_data
+from .._holders.attributes import own_attributes
+from .._holders.closure import custom_data, slots_of
 from .._holders.labels import Label, variable_str
 from .._holders.trees import read_as_tuple
 from .hidden import aux_tracer, hidden_tracer, jax_dtype, opaque
@@ -126,13 +127,13 @@ def static_key(value: Any, depth: int = 0) -> Any:
     if base is not None:
         # A subclass of a built-in value that keeps the built-in's `==` (`class
         # F(float)`, `F(0.0) == F(-0.0)`): by its type, the built-in value's
-        # own key and its attributes' (unhashable ones by their items, as
-        # static data is: `_aux_part_key`).
-        attributes = cast("dict[str, Any]", getattr(value, "__dict__", None) or {})
+        # own key and its attributes' (its `__dict__`'s and its slots';
+        # unhashable ones by their items, as static data is: `_aux_part_key`).
+        attributes = own_attributes(value, slots_of(t))
         return (
             t,
             static_key(base(value), depth + 1),
-            tuple((k, _aux_part_key(v, depth + 1)) for k, v in attributes.items()),
+            tuple((k, _aux_part_key(v, depth + 1)) for k, v in attributes),
         )
     # By identity, or by the class's own `__eq__`.
     return (t, value)
@@ -196,7 +197,7 @@ _BUILTIN_VALUES: Final[tuple[type[Any], ...]] = (
 @per_class
 def _builtin_base(t: type[Any]) -> type[Any] | None:
     """The built-in value type that `t`, a strict subclass of it, compares as
-    (no `__eq__` or `__hash__` of its own, no slots, not an `Enum`), or `None`."""
+    (no `__eq__` or `__hash__` of its own, not an `Enum`), or `None`."""
     if issubclass(t, enum.Enum):
         return None
     for base in _BUILTIN_VALUES:
@@ -204,10 +205,6 @@ def _builtin_base(t: type[Any]) -> type[Any] | None:
             sub = cast(Any, t)  # (pyright narrows `t` to a union of the bases)
             own: Any = base
             if sub.__eq__ is not own.__eq__ or sub.__hash__ is not own.__hash__:
-                return None
-            if any(
-                getattr(c, "__slots__", ()) for c in t.__mro__[: t.__mro__.index(base)]
-            ):
                 return None
             return base
     return None

@@ -14,7 +14,6 @@ from .._base.errors import static_str
 from .._capture.lift import is_lifted
 from .._capture.nodes import (
     FunctionNode,
-    HolderNode,
     Ref,
     Static,
     Template,
@@ -175,11 +174,11 @@ def _facts(node: Any) -> list[tuple[str, Any, Any, str]]:
             ("has docstring, module, annotations", node.meta, node.meta.value, ""),
             ("has __defaults__, __kwdefaults__ not None:", defaults, defaults, ""),
         ]
-    if isinstance(node, HolderNode) and node.holder is PARTIAL:
+    # Else a holder: `diff_node` reaches nodes through `Ref` slots, which hold
+    # functions and holders only (a function reaches its cells by index).
+    if node.holder is PARTIAL:
         return [("is of class", node.static, node.static, "")]
-    if isinstance(node, HolderNode):
-        return [("has options", Static(node.static), node.static, "two objects")]
-    return []
+    return [("has options", Static(node.static), node.static, "two objects")]
 
 
 def diff_node(

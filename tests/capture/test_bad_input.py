@@ -433,6 +433,24 @@ def test_empty_cell_raises_nameerror_until_python_binds_it():
     assert lifted(1.0) == 2.0  # read when called, as Python reads it
 
 
+def test_cells_empty_when_lifted_are_one_program_until_python_binds_them():
+    def make(value: float) -> Any:
+        def f(x):
+            return later + x
+
+        lifted = lift.lift(f)
+        if value:
+            later = value
+        return lifted
+
+    structure = jax.tree_util.tree_structure
+    assert structure(make(0.0)) == structure(make(0.0))  # both still empty
+    bound = make(1.0)
+    assert structure(bound) != structure(make(1.0))  # each reads its own cell
+    assert structure(bound) != structure(make(0.0))
+    assert bound(1.0) == 2.0
+
+
 def test_rebinding_a_dynamic_capture_is_a_lifterror_naming_it():
     def make():
         w = jnp.ones(2)
@@ -689,6 +707,8 @@ def test_a_closure_over_a_class_holding_an_escaped_tracer_is_refused_like_an_ins
         lift.lift(over(Registry()))  # refused through an instance
     with pytest.raises(lift.LiftError, match="tracer"):
         lift.lift(over(Registry))  # and through the class itself
+    with pytest.raises(lift.LiftError, match="tracer"):
+        lift.lift(over((Registry, 1.0)))  # and in a container beside a leaf
 
 
 # -- functools.singledispatch ------------------------------------------------------
@@ -721,3 +741,25 @@ def test_a_dict_of_unsortable_keys_holding_a_float_is_still_refused() -> None:
     table = {int: 0.5, str: 1.5}
     with pytest.raises(lift.LiftError, match=r"JAX's pytree flattening refuses"):
         lift.lift(lambda x: x * table[int])
+
+
+@pytest.mark.parametrize(
+    "table",
+    [
+        {int: 0, str: [[0]] * 1_001},  # over a thousand lists
+        {int: 0, str: tuple({"n": 0} for _ in range(1_001))},  # over a thousand dicts
+    ],
+    ids=["lists", "dicts"],
+)
+def test_a_registry_too_large_to_walk_is_refused_with_the_static_fix(
+    table: Any,
+) -> None:
+    # Kept static whole only after a walk through it: a bounded one.
+    with pytest.raises(
+        lift.LiftError,
+        match=r"<lambda> \(.*test_bad_input\.py:\d+\) captures variable 'table', "
+        r"which JAX's pytree flattening refuses \(dict keys .* cannot be sorted .*"
+        r"\nFix: use dict keys of one type, or keep it static with "
+        r"`lift\(f, static=\('table',\)\)`",
+    ):
+        lift.lift(lambda x: x * len(table))

@@ -1226,3 +1226,39 @@ def test_a_static_fix_under_lift_jit_lower_and_trace() -> None:
 def test_the_rebinding_fix_works_under_lift_jit_for_a_float() -> None:
     f = lift.jit(lift.lift(_rebinds(1.0), static=("n",)))
     assert float(f(1.0)) == 2.0
+
+
+def test_a_lifted_on_a_class_binds_self_and_reads_as_itself_from_the_class():
+    def make(scale: float) -> Any:
+        return lift.lift(lambda self, x: scale * x + self.offset)
+
+    method = make(2.0)
+
+    class Model:
+        step = method
+        offset = 1.0
+
+    assert Model.step is method
+    assert float(Model().step(3.0)) == 7.0
+
+
+def test_lifting_a_pytree_of_lifted_functions_with_options_applies_them():
+    def make(lr: float, n: int) -> Any:
+        return lift.lift(lambda x: lr * x * n)
+
+    made = lift.lift({"f": make(0.5, 3)}, static=("n",))
+    assert isinstance(made["f"], lift.Lifted)
+    assert jax.tree.leaves(made) == [0.5]  # `n` is now part of the program
+    assert float(made["f"](2.0)) == 3.0
+
+
+def test_a_lifted_partial_of_a_callable_pytree_is_named_partial() -> None:
+    class Affine(eqx.Module):
+        w: jax.Array
+
+        def __call__(self, b: Any, x: Any) -> Any:
+            return self.w * x + b
+
+    g = lift.lift(functools.partial(Affine(jnp.ones(2)), 1.0))
+    assert g.__name__ == g.__qualname__ == "partial"
+    assert jnp.array_equal(g(jnp.ones(2)), jnp.full(2, 2.0))

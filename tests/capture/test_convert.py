@@ -369,6 +369,40 @@ def test_rule_capturing_a_tracer_is_refused() -> None:
         make(jnp.float32(2.0))
 
 
+@jax.custom_jvp
+def _cos(x: Any) -> Any:
+    return jnp.cos(x)
+
+
+@_cos.defjvp
+def _cos_jvp(primals: Any, tangents: Any) -> Any:
+    return _cos(primals[0]), -jnp.sin(primals[0]) * tangents[0]
+
+
+def test_the_rule_capturing_a_tracer_is_named_past_clean_ones_in_a_checkpoint() -> None:
+    # `jax.checkpoint` holds its program open (no constants): its rules are
+    # read all the same, a clean one passed over for the one holding `scale`.
+    @jax.jit
+    def make(scale: Any) -> Any:
+        @jax.custom_jvp
+        def f(x: Any) -> Any:
+            return jnp.sin(x)
+
+        @f.defjvp
+        def scaled_jvp(primals: Any, tangents: Any) -> Any:
+            return f(primals[0]), scale * tangents[0]
+
+        remat = jax.checkpoint(lambda y: f(_cos(y)))
+        return lift.closure_convert(lambda y: remat(y).sum(), jnp.ones(2))
+
+    with pytest.raises(
+        lift.LiftError,
+        match=r"(?s)the custom_jvp rule .*scaled_jvp \(.*test_convert.py:\d+\) "
+        r"captures a tracer in `captures\['scale'\]` \(float32\[\] from jit\(make\)\)",
+    ):
+        make(jnp.float32(2.0))
+
+
 def test_callback_capturing_a_hidden_tracer_is_refused() -> None:
     @jax.jit
     def make(offset: Any) -> Any:

@@ -756,6 +756,30 @@ def test_a_function_whose_docstring_is_not_a_string_is_lifted():
     assert lift.unlift(lift.lift(make(0.5))).__doc__ == {"about": "a dict"}
 
 
+class _Note:
+    """A docstring object that hashes alike and refuses to be compared."""
+
+    def __hash__(self) -> int:
+        return 0
+
+    def __eq__(self, other: object) -> bool:
+        raise TypeError("a _Note is not compared")
+
+
+def test_functions_whose_docstrings_refuse_comparison_are_told_apart_by_identity():
+    def make() -> Any:
+        def step(x: Any) -> Any:
+            return x * 2.0
+
+        step.__doc__ = _Note()  # pyright: ignore[reportAttributeAccessIssue]
+        return step
+
+    a, b = lift.lift(make()), lift.lift(make())
+    structure = jax.tree_util.tree_structure
+    assert structure(a) != structure(b)
+    assert structure(a) == structure(lift.lift(lift.unlift(a)))
+
+
 # -- attributes set on a subclass instance -----------------------------------------
 
 
@@ -1272,3 +1296,70 @@ def test_a_call_that_mutated_a_copy_names_the_variable():
     assert state == {"log": [0.5]}
     # The copy was dropped: the next call reads the captures afresh.
     assert lifted(2.0) == 2.0
+
+
+class _UnprintableValue:
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr")
+
+
+def test_a_value_whose_repr_fails_is_named_by_its_class():
+    with pytest.raises(
+        lift.LiftError,
+        match=r"^lift\(\) got _UnprintableValue <_UnprintableValue object>, which "
+        r"is neither a function nor a pytree holding functions\.",
+    ):
+        lift.lift(_UnprintableValue())
+
+
+def test_lift_above_staticmethod_of_a_partial_shows_it_and_a_fix_named_f():
+    # A partial has no `__name__`: the message shows it, the fix names `f`.
+    with pytest.raises(
+        lift.LiftError,
+        match=r"^lift\(\) got a staticmethod \(<staticmethod\(functools\.partial"
+        r"\(<function scale .*\): the decorators are in the wrong order\."
+        r"(?s:.*)    def f\(x\): \.\.\.\n",
+    ):
+        lift.lift(staticmethod(functools.partial(scale)))
+
+
+class _DictIsAList:
+    """An object whose `__dict__` (a property) is no dict: nothing to list."""
+
+    __dict__ = property(lambda self: [scale])  # pyright: ignore
+
+
+class _FailsToFlatten:
+    pass
+
+
+jax.tree_util.register_pytree_node(
+    _FailsToFlatten,
+    lambda node: (_ for _ in ()).throw(ValueError("cannot flatten")),
+    lambda aux, children: _FailsToFlatten(),
+)
+
+
+def test_an_object_holding_functions_skips_what_it_cannot_read():
+    with pytest.raises(
+        lift.LiftError, match=r"(?s)^lift\(\) got _DictIsAList .*#lift-got-a-value$"
+    ):
+        lift.lift(_DictIsAList())
+    # A node whose flatten fails is not looked into; the function beside it is
+    # listed.
+    with pytest.raises(
+        lift.LiftError,
+        match=r"^lift\(\) got SimpleNamespace .*holds functions in its attributes: "
+        r"obj\.fn\. ",
+    ):
+        lift.lift(types.SimpleNamespace(node=_FailsToFlatten(), fn=scale))
+
+
+def test_a_partial_of_a_builtin_needing_a_concrete_tracer_is_jaxs_error():
+    # No code of the graph ran: lift has no capture to name, JAX's error stands.
+    @jax.jit
+    def run(x):
+        return lift.lift(functools.partial(int, x))()
+
+    with pytest.raises(jax.errors.ConcretizationTypeError, match="`int` function"):
+        run(1.0)

@@ -82,6 +82,18 @@ def test_replace_a_closure_variable_holding_several_leaves() -> None:
         lift.replace(f, scale=(1.0, 2.0, 3.0))
 
 
+def test_replace_on_a_lifted_whose_leaves_tree_map_made_pytrees() -> None:
+    # `jax.tree.map(lambda x: (x, x), f)` makes each leaf a pair: its leaves'
+    # key paths go on past the `CapturePath`, and still name their variable.
+    def make(lr: float, eps: float) -> Any:
+        return lift.lift(lambda x: lr * x + eps)
+
+    pairs = jax.tree.map(lambda x: (x, 2 * x), make(0.1, 1e-3))
+    replaced = lift.replace(pairs, lr=(0.5, 1.0))
+    assert replaced.captures["lr"] == (0.5, 1.0)
+    assert replaced.captures["eps"] == pytest.approx((1e-3, 2e-3))
+
+
 def test_replace_an_unknown_name_suggests_the_nearest() -> None:
     with pytest.raises(
         lift.LiftError,

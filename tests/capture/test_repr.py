@@ -307,3 +307,34 @@ def test_a_cache_miss_explanation_is_short_and_leads_with_what_differs(
     assert "static: nesterov=True, params=None (x5), mu_dtype=None #" in line
     assert "static: nesterov=False, params=None (x5), mu_dtype=None #" in line
     assert len(line) < 600  # was about 1 400 characters
+
+
+def _chain(depth: int, leaf: float) -> Any:
+    """A closure `depth` functions deep, the innermost capturing `leaf`."""
+    f = lambda x: leaf * x
+    for _ in range(depth):
+        f = (lambda g: lambda x: g(x))(f)
+    return f
+
+
+def test_a_deep_capture_path_elides_its_middle_and_compares_by_entries():
+    # 42 entries: the first and last 16 kept around an `Elided` one.
+    flatten = jax.tree_util.tree_flatten_with_path
+    ((path, leaf),) = flatten(lift.lift(_chain(20, 0.5)))[0]
+    ((again, _),) = flatten(lift.lift(_chain(20, 0.25)))[0]
+    (capture,) = path
+    g = ".captures['g']"
+    assert str(capture) == f"{g * 8}...(10 more)...{g * 7}.captures['leaf']"
+    assert repr(capture) == f"CapturePath({capture})"
+    assert "Elided(10)" in repr(capture.entries)
+    assert again == path and hash(again[0]) == hash(capture)
+    assert float(leaf) == 0.5
+
+
+def test_a_nested_function_shows_its_first_twelve_captures_and_a_count() -> None:
+    def inner(x, a0=0.0, a1=1.0, a2=2.0, a3=3.0, a4=4.0, a5=5.0, a6=6.0,
+              a7=7.0, a8=8.0, a9=9.0, a10=10.0, a11=11.0, a12=12.0, a13=13.0):  # fmt: skip
+        return x
+
+    text = repr(lift.lift(lambda x: inner(x)))
+    assert "a11=float32[]=11.0, ...(2 more))" in text

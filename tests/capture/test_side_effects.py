@@ -1073,3 +1073,35 @@ def test_two_generators_of_one_lifted_running_at_once_check_their_own_copies() -
     assert list(reading) == [2.0]  # not refused: its copies did not change
     assert list(lifted(2.0, False)) == [1.0, 2.0]
     assert state["log"] == [0.5]
+
+
+class _Tagged:
+    """A mutable pytree node: `w` its child, `tag` its static data."""
+
+    def __init__(self, w: Any, tag: str) -> None:
+        self.w, self.tag = w, tag
+
+
+jax.tree_util.register_pytree_node(
+    _Tagged, lambda n: ((n.w,), n.tag), lambda tag, children: _Tagged(children[0], tag)
+)
+
+
+def test_a_call_that_leaves_a_rebuilt_node_unflattenable_is_refused() -> None:
+    # After `del node.w` lift's copy cannot even be flattened: changed all the same.
+    def make(node: _Tagged) -> Callable[[Any], Any]:
+        def strip(x: Any) -> Any:
+            del node.w
+            return x
+
+        return strip
+
+    node = _Tagged(0.5, "tag")
+    with pytest.raises(
+        lift.LiftError,
+        match=r"^test_a_call_that_leaves.*\.strip \(.*test_side_effects\.py:\d+\) "
+        r"mutated the captured variable 'node' in place while it ran: a _Tagged, a "
+        r"pytree node that lift rebuilds around its leaves",
+    ):
+        lift.lift(make(node))(1.0)
+    assert node.w == 0.5  # your object is untouched

@@ -1097,6 +1097,27 @@ def test_pickle_keeps_options_and_survives_a_transform() -> None:
     assert again(3.0) == 12.0
 
 
+def _scale_by_default(x: Any, a: float = 2.0) -> Any:
+    return a * x
+
+
+def test_pickle_of_a_transformed_module_level_function_and_of_a_closure() -> None:
+    doubled = jax.tree_util.tree_map(lambda a: a * 2, lift.lift(_scale_by_default))
+    assert pickle.loads(pickle.dumps(doubled))(3.0) == 12.0
+
+    def make(a: float) -> Any:
+        return lambda x: a * x
+
+    rebuilt = jax.tree_util.tree_map(lambda a: a * 2, lift.lift(make(2.0)))
+    with pytest.raises(
+        lift.LiftError,
+        match=r"^pickle needs the function test_pickle_.*\.make\.<locals>\.<lambda> \(.*"
+        r"test_soundness\.py:\d+\) importable by name, and this `Lifted` was "
+        r"rebuilt from leaves",
+    ):
+        pickle.dumps(rebuilt)
+
+
 def test_a_traced_argument_is_not_blamed_on_a_capture() -> None:
     def make(s: float) -> Callable[..., Any]:
         def f(x, n):

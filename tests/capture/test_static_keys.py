@@ -468,6 +468,16 @@ class _Float(float):
     pass
 
 
+class _SlottedFloat(float):
+    __slots__ = ("unit",)
+
+
+def _slotted(v: float) -> _SlottedFloat:
+    rate = _SlottedFloat(v)
+    rate.unit = "per step"
+    return rate
+
+
 class _Tuple(tuple):
     pass
 
@@ -520,6 +530,8 @@ _LOOSE_PAIRS = {
         _with_attribute(-0.0, [1]),
         ("v",),
     ),
+    # Regression: a subclass with slots was compared by the built-in's `==`.
+    "float-subclass-with-slots": (_slotted(0.0), _slotted(-0.0), ("v",)),
     "tuple-subclass": (_Tuple((1,)), _Tuple((1.0,)), ("v",)),
     "literal-order": (Literal["adam", "sgd"], Literal["sgd", "adam"], ()),
     "union-order": (int | str, str | int, ()),
@@ -567,6 +579,22 @@ def test_values_equal_only_loosely_are_different_statics(a, b, static, again):
         assert lift.lift(fb, static=static)() == fb()
 
 
+def test_a_float_subclass_with_slots_is_keyed_by_what_its_slots_hold() -> None:
+    # Regression: two rates equal as floats but for their slots shared a program.
+    def make(rate: _SlottedFloat) -> Any:
+        return lambda x: x * (2.0 if rate.unit == "per step" else 3.0)
+
+    per_epoch = _SlottedFloat(1.0)
+    per_epoch.unit = "per epoch"
+    run = jax.jit(call_lifted)
+    assert float(run(lift.lift(make(_slotted(1.0)), static=("rate",)), 1.0)) == 2.0
+    assert float(run(lift.lift(make(per_epoch), static=("rate",)), 1.0)) == 3.0
+    again = _slotted(1.0)
+    assert jax.tree_util.tree_structure(
+        lift.lift(make(again), static=("rate",))
+    ) == jax.tree_util.tree_structure(lift.lift(make(_slotted(1.0)), static=("rate",)))
+
+
 def test_equal_type_expressions_still_share_a_program() -> None:
     """Keyed exactly, equal ones (made anew) are still one program."""
 
@@ -583,3 +611,54 @@ def test_equal_type_expressions_still_share_a_program() -> None:
         run(lift.lift(make(int | str)), 1.0)
         run(lift.lift(make(_Box(0.5))), 1.0)
     assert counter.traces == 3
+
+
+class _Count(int):
+    """A subclass of `int` with an `__eq__` of its own: keyed by it."""
+
+    def __eq__(self, other: object) -> bool:
+        return int(self) == other
+
+    __hash__ = int.__hash__
+
+
+def _nested_frozenset(depth: int) -> frozenset[Any]:
+    value: frozenset[Any] = frozenset()
+    for _ in range(depth):
+        value = frozenset({value})
+    return value
+
+
+def _nested_list(depth: int) -> list[Any]:
+    value: list[Any] = [0.0]
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: _nested_frozenset(80),  # a static value nested past the keyed depth
+        lambda: _Box(_nested_list(80)),  # node data nested past it
+        lambda: _Box(bytearray(b"ab")),  # node data neither hashable nor a container
+    ],
+    ids=["deep-static", "deep-aux", "unhashable-aux"],
+)
+def test_statics_lift_cannot_key_by_value_are_kept_by_identity(make: Any) -> None:
+    value, equal = make(), make()
+    structure = jax.tree_util.tree_structure
+    same = [lift.lift(lambda v=value: jnp.float32(1.0), static=("v",)) for _ in "ab"]
+    assert structure(same[0]) == structure(same[1])
+    other = lift.lift(lambda v=equal: jnp.float32(1.0), static=("v",))
+    assert structure(other) != structure(same[0])
+
+
+def test_a_builtin_subclass_with_its_own_eq_shares_a_program_by_it() -> None:
+    def make(n: _Count) -> Any:
+        return lambda x: x * n
+
+    structure = jax.tree_util.tree_structure
+    one, again = (lift.lift(make(_Count(3)), static=("n",)) for _ in "ab")
+    assert structure(one) == structure(again)
+    assert float(one(2.0)) == 6.0

@@ -900,3 +900,47 @@ def test_a_function_in_a_registered_classs_metadata_names_its_attribute() -> Non
         "is not a pytree field), "
     )
     assert "\nFix: make the field that holds it a pytree field " in text
+
+
+class _Shadowed:
+    """A node whose static data is its `__dict__`'s values, where a property
+    that fails shadows the first entry."""
+
+    broken = property(lambda self: 1 / 0)
+
+    def __init__(self, fn: Any) -> None:
+        self.__dict__.update(broken=None, fn=fn)
+
+
+jax.tree_util.register_pytree_node(
+    _Shadowed,
+    lambda node: ((), tuple(vars(node).values())),
+    lambda aux, children: _Shadowed(aux[1]),
+)
+
+
+def test_the_attribute_holding_a_static_function_is_named_past_one_that_fails():
+    def scaled(lr: float) -> Any:
+        return lift.lift(lambda x: x * lr)
+
+    text = lift.diff(_Shadowed(scaled(0.1)), _Shadowed(scaled(0.2)))
+    assert text is not None
+    assert text.startswith(
+        f".fn: a Lifted ({scaled.__qualname__}.<locals>.<lambda>) is held in the "
+        "static metadata of _Shadowed (field 'fn' is not a pytree field)"
+    )
+
+
+def test_a_kept_list_of_values_lift_does_not_read_back_is_shown_as_it_is() -> None:
+    # A list kept as your own object is shown as it held when lifted, read
+    # back from its key; a `range` in it is shown as the list holds it now.
+    def make(value: Any) -> Any:
+        log = [value]
+        return lambda x: x * len(log)
+
+    assert lift.diff(lift.lift(make(range(3))), lift.lift(make(range(4)))) == (
+        ".captures['log']: log = [range(0, 3)] vs [range(0, 4)], static because it "
+        "is a list, not a float or array (in test_a_kept_list_of_values_lift_does_"
+        "not_read_back_is_shown_as_it_is.<locals>.make.<locals>.<lambda> at "
+        f"{__file__}:{make.__code__.co_firstlineno + 2})"
+    )

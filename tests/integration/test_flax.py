@@ -524,6 +524,25 @@ def test_hyperparameters_set_from_bare_arrays_stay_weakly_typed() -> None:
     assert all(x.weak_type for x in jax.tree.leaves(copied))
 
 
+def test_hyperparameters_of_other_widths_are_set_as_given() -> None:
+    # A NumPy learning rate is held strongly typed, as lift keeps it; a weak
+    # one set from a float16 array stays float16: lift makes no weak float16.
+    model = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
+    numpy_rate = lift.flax.Optimizer(model, optax.sgd(np.float32(0.1)), wrt=nnx.Param)
+    assert _hyperparameters(numpy_rate) == [np.float32(-0.1)]
+    trainer = _Trainer(0.1)
+    half = jax.tree.map(
+        lambda v: np.asarray(v[...], dtype=np.float16),
+        nnx.state(trainer, lift.flax.Hyperparameter),
+        is_leaf=lambda x: isinstance(x, nnx.Variable),
+    )
+    nnx.update(trainer, half)
+    lrs = jax.tree.leaves(trainer.optimizer.tx.update)
+    assert all(
+        x.dtype == np.float16 and not getattr(x, "weak_type", False) for x in lrs
+    )
+
+
 # -- serialization ---------------------------------------------------------------
 
 
@@ -912,3 +931,55 @@ def test_an_nnx_module_keeps_its_state_lifted() -> None:
     with pytest.raises(lift.LiftError, match=r"self"):
         lift.lift(m.__call__)(jnp.ones(2))
     assert int(m.count[...]) == 0
+
+
+def _fork(depth: int, a: float, b: float) -> Any:
+    """Two closures `depth` functions deep under a third as deep: their
+    leaves' key paths differ only in the middle, which a long path elides."""
+
+    def chain(f: Any) -> Any:
+        for _ in range(depth):
+            f = (lambda g: lambda x: g(x))(f)
+        return f
+
+    left, right = chain(_scaled(a)), chain(_scaled(b))
+    return chain(lambda x: left(x) + right(x))
+
+
+def _scaled(v: float) -> Any:
+    return lambda x: v * x
+
+
+def test_leaves_whose_elided_key_paths_print_alike_keep_their_own_keys() -> None:
+    saved = lift.lift(_fork(20, 0.5, 0.25))
+    state = serialization.to_state_dict(saved)
+    first, second = state
+    assert second == f"{first} (leaf 1)"
+    assert "...(52 more)..." in first
+    restored = serialization.from_state_dict(lift.lift(_fork(20, 1.0, 1.0)), state)
+    assert [float(x) for x in jax.tree.leaves(restored)] == [0.5, 0.25]
+
+
+def test_a_state_dict_restores_into_an_abstract_target_as_saved() -> None:
+    # `jax.eval_shape` gives a target of shapes and dtypes (as orbax restores
+    # into): its leaves are the state dict's values, unconverted.
+    saved = lift.lift(_scaled(0.5))
+    state = serialization.to_state_dict(saved)
+    restored = serialization.from_state_dict(jax.eval_shape(lambda: saved), state)
+    assert jax.tree.leaves(restored) == [state[".captures['v']"]]
+
+
+class _WithExtra(lift.flax.TrainState):
+    extra: Any = None
+
+
+def test_a_field_none_in_the_target_restores_what_the_state_dict_holds() -> None:
+    # Another structure than the target's: restored as flax gives it.
+    def make(extra: Any) -> Any:
+        return _WithExtra.create(
+            apply_fn=None, params={"w": jnp.ones(2)}, tx=optax.sgd(0.1), extra=extra
+        )
+
+    saved = serialization.to_state_dict(make({"count": np.int32(3)}))
+    restored = serialization.from_state_dict(make(None), saved)
+    assert restored.extra == {"count": np.int32(3)}

@@ -226,3 +226,49 @@ def test_a_lifted_multisteps_keeps_has_updated():
     state = opt.init(params)
     _, state = opt.update(params, state, params)
     assert not opt.has_updated(state)
+
+
+class _ReturnsAnotherOptimizer:
+    """A `gradient_transformation()` whose functions are not its own methods."""
+
+    def gradient_transformation(self) -> Any:
+        return optax.sgd(0.1)
+
+
+class _SlottedMultiSteps:
+    """Its state in slots, not in a `__dict__` lift could rebuild it from."""
+
+    __slots__ = ("opt",)
+
+    def __init__(self) -> None:
+        self.opt = optax.sgd(0.1)
+
+    def init(self, params: Any) -> Any:
+        return self.opt.init(params)
+
+    def update(self, grads: Any, state: Any, params: Any = None) -> Any:
+        return self.opt.update(grads, state, params)
+
+    def gradient_transformation(self) -> Any:
+        return optax.GradientTransformation(self.init, self.update)
+
+
+@pytest.mark.parametrize("cls", [_ReturnsAnotherOptimizer, _SlottedMultiSteps])
+def test_an_object_lift_cannot_take_apart_is_refused_by_name(cls: type) -> None:
+    with pytest.raises(
+        lift.LiftError,
+        match=rf"^lift\(\) got {cls.__name__} <.*, which is neither a function "
+        r"nor a pytree holding functions\.",
+    ):
+        lift.lift(cls())
+
+
+def test_the_api_of_a_multisteps_given_another_update_says_it_is_not_lifts():
+    multi = lift.lift(optax.MultiSteps(optax.sgd(0.1), every_k_schedule=2))
+    other = multi._replace(update=lift.lift(optax.sgd(0.1)).update)
+    with pytest.raises(
+        AttributeError,
+        match=r"^this MultiSteps's update is function, not the one lift made: "
+        r"its object's attributes are not known$",
+    ):
+        _ = other.has_updated

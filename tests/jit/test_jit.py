@@ -851,6 +851,21 @@ def test_verifying_reports_a_captured_dict_changed_in_place() -> None:
         assert float(step(1.0)) == pytest.approx(0.1)  # what was lifted last
 
 
+def test_verifying_passes_a_list_of_yours_that_now_holds_an_unhashable_value() -> None:
+    # A list the function keeps as your own object (a log) is not part of what
+    # a cached call promises, even once it holds what cannot be keyed.
+    log: list[Any] = ["a"]
+
+    @lift.jit
+    def step(w: Any) -> Any:
+        return w * len(log)
+
+    step(1.0)
+    log.append(bytearray(b"unhashable"))
+    with lift.verifying():
+        assert float(step(1.0)) == 1.0  # what was compiled
+
+
 def test_lift_jit_over_an_nnx_model_as_an_argument_sees_the_optimizers_update() -> None:
     import optax
     from flax import nnx
