@@ -122,6 +122,9 @@ def _template_str(
     outer, _depth.level = _depth.level, depth + 1
     try:
         text = repr(template.unflatten(parts))
+    except Exception:  # a pytree class whose unflatten checks its children
+        kind = cast(Any, template.treedef).node_data()[0]
+        text = f"{getattr(kind, '__name__', 'node')}({', '.join(map(repr, parts))})"
     finally:
         _depth.level = outer
     return _RUNS.sub(_elide, text) if len(parts) > _ITEMS else text

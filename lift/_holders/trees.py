@@ -65,6 +65,7 @@ register_pytree_with_keys = cast("Callable[..., None]", _jtu.register_pytree_wit
 GetAttrKey = cast("Callable[[str], Any]", _jtu.GetAttrKey)
 DictKey = cast("Callable[[Any], Any]", _jtu.DictKey)
 SequenceKey = cast("Callable[[int], Any]", _jtu.SequenceKey)
+FlattenedIndexKey = cast("Callable[[int], Any]", _jtu.FlattenedIndexKey)
 
 
 def one_level(x: Any) -> Callable[[Any], bool]:
@@ -395,7 +396,20 @@ def flatten_checked(
 # the new one with each of them (at 4 096 such entries, 1.5 ms a lookup).
 @functools.lru_cache(maxsize=256)
 def treedef_paths(treedef: jtu.TreeDef) -> tuple[tuple[Any, ...], ...]:
-    dummy = treedef.unflatten([_Marker()] * treedef.num_leaves)
+    """The key paths of `treedef`'s leaves, as `tree_flatten_with_path` gives
+    them for a tree of that structure: read from the tree rebuilt around
+    placeholders. A node whose class refuses them (an `__init__` that checks
+    its children, which `tree_unflatten` calls) keys its children by position
+    (`FlattenedIndexKey`), as JAX keys a node registered without keys: a
+    `jax.jit` of a `Lifted` holding one flattens it with keys."""
+    try:
+        dummy = treedef.unflatten([_Marker()] * treedef.num_leaves)
+    except Exception:  # the class's own check, whatever it raises
+        return tuple(
+            (FlattenedIndexKey(i), *path)
+            for i, child in enumerate(treedef.children())
+            for path in treedef_paths(child)
+        )
     pairs, _ = jtu.tree_flatten_with_path(dummy, is_leaf=_is_marker)
     return tuple(tuple(p) for p, _ in pairs)
 

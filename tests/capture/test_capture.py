@@ -920,6 +920,41 @@ def test_key_paths_inside_a_container() -> None:
     assert set(leaf_paths({"opt": lift.lift(lambda: lr)})) == {"['opt'].captures['lr']"}
 
 
+@jax.tree_util.register_pytree_node_class
+class _Checked:
+    """A pytree whose constructor, which its unflatten calls, checks its child."""
+
+    def __init__(self, w: jax.Array) -> None:
+        if not hasattr(w, "shape"):
+            raise TypeError(f"_Checked needs an array, got {type(w).__name__}")
+        self.w = w
+
+    def tree_flatten(self) -> tuple[tuple[jax.Array], None]:
+        return (self.w,), None
+
+    @classmethod
+    def tree_unflatten(cls, aux: None, children: tuple[jax.Array]) -> _Checked:
+        return cls(*children)
+
+
+def test_a_pytree_checking_its_children_is_keyed_by_position_and_jits_once() -> None:
+    def make(w: jax.Array) -> Any:
+        c = _Checked(w)
+        return lift.lift(lambda x: x * c.w)
+
+    a, b, c = make(jnp.ones(2)), make(2 * jnp.ones(2)), make(jnp.ones(3))
+    # Key paths and the repr do not rebuild it around placeholders it refuses;
+    # its child is keyed by position, as JAX keys a node registered without keys.
+    assert set(leaf_paths({"f": a})) == {"['f'].captures['c'][<flat index 0>]"}
+    assert repr(a).endswith("(c=_Checked(float32[2])))")
+    traces = TraceCounter()
+    jitted = traces.jit(lambda f: f(1.0))
+    assert list(jitted(a)) == [1.0, 1.0] and list(jitted(b)) == [2.0, 2.0]
+    assert traces.traces == 1
+    assert lift.diff(a, b) is None
+    assert "float32[2]" in str(lift.diff(a, c)) and "float32[3]" in str(lift.diff(a, c))
+
+
 def test_captures_property() -> None:
     lr = 0.1
     n = 3
