@@ -383,7 +383,7 @@ def check_opaque(leaf: Any, t: type[Any], holder: Any, label: Label) -> str | No
     return _live_or_refuse(
         functools.partial(hidden_tracer, leaf),
         lambda: (
-            f"{describe(holder)} captures {variable_str(label)}, a {t.__name__} "
+            f"{describe(holder)} captures {variable_str(label)}, {_a_value(leaf, t)} "
             f"that is not a pytree and holds a tracer at {label.variable or label.text}"
         ),
         "lift cannot make that tracer a leaf, and keeping it would leak it.\n"
@@ -392,6 +392,13 @@ def check_opaque(leaf: Any, t: type[Any], holder: Any, label: Label) -> str | No
         "or pass the value as an argument.",
         "hidden-tracer",
     )
+
+
+def _a_value(value: Any, t: type[Any]) -> str:
+    """`value` as a message names it: `a Box`, `the class Config`."""
+    if isinstance(value, type):
+        return f"the class {value.__qualname__}"
+    return f"a {t.__name__}"
 
 
 def _live_or_refuse(
