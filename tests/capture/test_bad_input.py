@@ -653,7 +653,13 @@ def test_unlift_and_diff_of_cyclic_or_deep_containers(kind: str):
         timeout=120,
         env={
             **os.environ,
-            "PYTHONPATH": os.pathsep.join([os.path.dirname(tests), tests]),
+            "PYTHONPATH": os.pathsep.join(
+                [
+                    os.path.dirname(tests),
+                    tests,
+                    *filter(None, [os.environ.get("PYTHONPATH")]),
+                ]
+            ),
         },
     )
     assert done.returncode == 0, done.stderr[-3000:]

@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 from typing import Any
 
@@ -546,7 +547,20 @@ def test_the_project_is_the_users_however_installed(
 
 
 def _our_site_packages() -> list[Path]:
-    return [Path(p) for p in sys.path if p.endswith("site-packages")]
+    """Where this process finds its libraries (JAX, pytest, lift's entry point):
+    every folder on `sys.path` but the standard library's, a `site-packages`
+    or a `PYTHONPATH` entry alike."""
+    stdlib = {
+        Path(sysconfig.get_paths()[key]).resolve() for key in ("stdlib", "platstdlib")
+    }
+    return [
+        Path(p)
+        for p in sys.path
+        if p
+        and Path(p).is_dir()
+        and Path(p).resolve() not in stdlib
+        and Path(p).name != "lib-dynload"
+    ]
 
 
 STATIC_FIELD = """
