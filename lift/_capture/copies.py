@@ -29,7 +29,7 @@ from .._compat import CUSTOM_NODES
 from .._holders.attributes import own_attributes
 from .._holders.closure import default_factory, slots_of
 from .._holders.labels import ATTR, SELF, Label
-from .._holders.trees import flatten_checked, tree_flatten, treedef_paths
+from .._holders.trees import flatten_checked, slot_path, tree_flatten
 from .nodes import CellNode, FunctionNode, Node, Template
 from .skeleton import Skeleton
 
@@ -188,12 +188,7 @@ def _holder(
         # named from the variable holding that partial, method or function.
         step = f".{t.label.key}" if t.label.kind == ATTR else t.label.source("")
         t, pos = parent
-        within = (
-            "".join(map(str, treedef_paths(t.treedef)[pos]))
-            if t.treedef is not None
-            else ""
-        )
-        path = within + step + path
+        path = slot_path(t.treedef, pos) + step + path
 
 
 # Node classes whose instances your code cannot change in place, registered by

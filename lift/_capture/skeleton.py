@@ -215,7 +215,7 @@ def skeleton_repr(skeleton: Skeleton) -> str:
     characters; the fingerprint of the whole (`#1a2b3c4d`) tells apart two
     skeletons whose shown statics agree.
     """
-    from .._holders.trees import treedef_paths
+    from .._holders.trees import slot_path
 
     root = skeleton.nodes[0]
     head = node_head(root)
@@ -230,12 +230,9 @@ def skeleton_repr(skeleton: Skeleton) -> str:
         variable = template.label.variable
         name = variable if isinstance(variable, str) else template.label.text
         for pos, slot in found:
-            sub = (
-                ""
-                if template.treedef is None
-                else "".join(str(e) for e in treedef_paths(template.treedef)[pos])
+            item = (
+                f"{name}{slot_path(template.treedef, pos)}={static_str(slot.value, 40)}"
             )
-            item = f"{name}{sub}={static_str(slot.value, 40)}"
             key = (slot.value is None, item)
             counts[key] = counts.get(key, 0) + 1
     statics: list[str] = []

@@ -13,6 +13,7 @@ import enum
 import functools
 import types
 import typing
+import warnings
 from collections.abc import Callable, Iterable
 from typing import Any, Final, cast
 
@@ -26,7 +27,13 @@ from .._compat import Tracer as _Tracer, live_traces
 from .._holders.attributes import own_attributes
 from .._holders.closure import custom_data, slots_of
 from .._holders.labels import Label, variable_str
-from .._holders.trees import read_as_tuple
+from .._holders.trees import (
+    one_level,
+    read_as_tuple,
+    slot_path,
+    tree_structure,
+    treedef_is_leaf,
+)
 from .hidden import aux_tracer, hidden_tracer, jax_dtype, opaque
 
 __all__ = [
@@ -373,18 +380,22 @@ def check_aux(treedef: Any, holder: Any, label: Label) -> str | None:
     )
 
 
-def check_opaque(leaf: Any, t: type[Any], holder: Any, label: Label) -> str | None:
+def check_opaque(
+    leaf: Any, t: type[Any], holder: Any, label: Label, at: tuple[Any, int] = (None, 0)
+) -> str | None:
     """Refuse a static capture with a tracer hidden inside it whose transform has
-    exited. One whose transform is still
-    running is kept, as the function itself keeps it while it runs there: said
-    (what `Lifted`'s flattening refuses, `Skeleton.live`), or `None`."""
+    exited (`at`: the treedef of the captured value and the leaf's position in
+    it). One whose transform is still running is kept, as the function itself
+    keeps it while it runs there: said (what `Lifted`'s flattening refuses,
+    `Skeleton.live`), or `None`."""
     if not scanned(t):
         return None
     return _live_or_refuse(
         functools.partial(hidden_tracer, leaf),
         lambda: (
             f"{describe(holder)} captures {variable_str(label)}, {_a_value(leaf, t)} "
-            f"that is not a pytree and holds a tracer at {label.variable or label.text}"
+            "that is not a pytree and holds a tracer at "
+            f"{label.variable or label.text}{slot_path(*at)}"
         ),
         "lift cannot make that tracer a leaf, and keeping it would leak it.\n"
         "Fix: convert the function with `lift.closure_convert(f, "
@@ -395,10 +406,14 @@ def check_opaque(leaf: Any, t: type[Any], holder: Any, label: Label) -> str | No
 
 
 def _a_value(value: Any, t: type[Any]) -> str:
-    """`value` as a message names it: `a Box`, `the class Config`."""
+    """`value` as a message names it: `a Box`, `the class Config`, `a list
+    holding an object` (a pytree whose leaf is the object)."""
     if isinstance(value, type):
         return f"the class {value.__qualname__}"
-    return f"a {t.__name__}"
+    with warnings.catch_warnings():  # JAX's notice that a generator is a leaf
+        warnings.simplefilter("ignore", DeprecationWarning)
+        node = not treedef_is_leaf(tree_structure(value, is_leaf=one_level(value)))
+    return f"a {t.__name__} holding an object" if node else f"a {t.__name__}"
 
 
 def _live_or_refuse(

@@ -396,7 +396,7 @@ class Walk:
                     holder,
                     label,
                     new_nodes,
-                    pos,
+                    (treedef, pos),
                     frozen,
                     pinned,
                 )
@@ -455,19 +455,19 @@ class Walk:
         holder: Any,
         label: Label,
         new_nodes: list[tuple[int, int]],
-        pos: int,
+        at: tuple[Any, int],
         owned: frozenset[int] = frozenset(),
         pinned: bool = False,
     ) -> Slot:
         t: type[Any] = type(leaf)  # pyright: ignore[reportUnknownVariableType]
         if t in STATIC_ATOMS and (forced or self.dynamic is None):
             if t is type and user_class(leaf):
-                self.kept(check_opaque(leaf, t, holder, label))
+                self.kept(check_opaque(leaf, t, holder, label, at))
             return Static(leaf)
         if owned and id(leaf) in owned:
             # A list or dict nested in the capture that holds no dynamic leaf
             # and no function: the user's own object, as at the top (`own_static`).
-            self.kept(check_opaque(leaf, t, holder, label))
+            self.kept(check_opaque(leaf, t, holder, label, at))
             return own_static(leaf)
         what = self.kind(leaf, forced, branched, pinned)
         if what is NODE:
@@ -475,7 +475,7 @@ class Walk:
             if index is None:
                 index = self.new_node(leaf)
                 self.reached_from[index] = (holder, label)
-                new_nodes.append((index, pos))
+                new_nodes.append((index, at[1]))
                 if not pinned and self.named is not None:
                     self.scope.add(index, leaf)
             else:
@@ -493,7 +493,7 @@ class Walk:
             return index
         if issubclass(t, Tracer):
             raise static_tracer(holder, label, leaf)
-        self.kept(check_opaque(leaf, t, holder, label))
+        self.kept(check_opaque(leaf, t, holder, label, at))
         if t is set:  # a leaf to JAX: the user's own, as a list is
             return own_static(leaf)
         return Static(leaf)

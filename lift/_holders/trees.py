@@ -46,6 +46,7 @@ __all__ = [
     "tree_map",
     "tree_structure",
     "treedef_is_leaf",
+    "slot_path",
     "treedef_paths",
 ]
 
@@ -412,6 +413,12 @@ def treedef_paths(treedef: jtu.TreeDef) -> tuple[tuple[Any, ...], ...]:
         )
     pairs, _ = jtu.tree_flatten_with_path(dummy, is_leaf=_is_marker)
     return tuple(tuple(p) for p, _ in pairs)
+
+
+def slot_path(treedef: jtu.TreeDef | None, pos: int) -> str:
+    """The text of leaf `pos`'s key path within `treedef` (`[0].w`), or `""`
+    for a value that is one leaf (no treedef)."""
+    return "" if treedef is None else "".join(map(str, treedef_paths(treedef)[pos]))
 
 
 def _is_marker(x: object) -> bool:

@@ -644,6 +644,38 @@ def test_a_tracer_hidden_in_an_object_is_refused_when_the_shape_was_lifted_befor
     box.v = 1.0
 
 
+def test_a_tracer_hidden_in_an_object_inside_a_container_is_named_by_its_position() -> (
+    None
+):
+    class Box:
+        def __init__(self, v: Any) -> None:
+            self.v = v
+
+    def make(boxes: Any) -> Any:
+        return lambda x: x * boxes["b"][1].v
+
+    # Exited: refused, the path going through the dict and the list.
+    with pytest.raises(
+        lift.LiftError,
+        match=r"variable 'boxes', a list holding an object that is not a pytree and "
+        r"holds a tracer at "
+        r"boxes\['b'\]\[1\]\.v, from a transform that has exited",
+    ):
+        lift.lift(make({"b": [Box(1.0), Box(_escaped_tracer())]}))
+
+    # Still running: kept, and the refusal to flatten names the same path.
+    @jax.jit
+    def inside(x: Any) -> Any:
+        f = lift.lift(make({"b": [Box(1.0), Box(x)]}))
+        with pytest.raises(
+            lift.LiftError, match=r"tracer at boxes\['b'\]\[1\]\.v, from"
+        ):
+            jax.tree_util.tree_leaves(f)
+        return f(2.0)
+
+    assert float(inside(3.0)) == 6.0
+
+
 def _escaped_tracer() -> Any:
     kept: list[Any] = []
     with jax.check_tracer_leaks(False):
