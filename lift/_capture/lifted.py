@@ -41,6 +41,9 @@ from .static import DynamicNames
 
 __all__ = ["Lifted"]
 
+# It calls the user's function inside a trace.
+_compat.hide_frames_of(__file__)
+
 # Defaults: a subclass that names no parameters (`class Model(lift.Lifted)`) is
 # `Lifted[..., Any]`, so its calls are `Any`, not unknown, and strict checkers
 # accept it without type arguments.

@@ -68,6 +68,7 @@ from .stack import (
     filtering_mode as filtering_mode,
     full_tracebacks as full_tracebacks,
     hashed_as_jit_static as hashed_as_jit_static,
+    hide_frames_of as hide_frames_of,
     user_stacklevel as user_stacklevel,
 )
 from .trace_exits import (

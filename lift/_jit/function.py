@@ -19,7 +19,7 @@ from .._base.errors import LiftError, describe, under_lift_jit
 from .._capture.lift import lift
 from .._capture.lifted import Lifted
 from .._capture.verify import STATE as _VERIFY
-from .._compat import conversion_context
+from .._compat import conversion_context, hide_frames_of
 from .._holders.closure import METHOD, Holder, register_holder
 from .._holders.labels import ATTR, WRAPPED, Label
 from .aot import Lowered, Traced
@@ -32,6 +32,9 @@ from .programs import (
 from .watch import STALE, Fast, check_cached, current, holds_tracer, walk_read, watch
 
 __all__ = ["JitFunction"]
+
+# It calls the user's function inside a trace.
+hide_frames_of(__file__)
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")

@@ -25,6 +25,9 @@ from .scan import param_name, scan_tracers
 
 __all__ = ["checked"]
 
+# It calls the user's function inside a trace.
+_compat.hide_frames_of(__file__)
+
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import gc
 import inspect
+import os
 import types
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
@@ -593,3 +594,44 @@ def test_a_leak_report_names_the_tracer_on_its_second_line() -> None:
         f(1.0)
     assert "float32[]" in _compat.leaked_tracer_text(info.value)  # the tracer
     assert _compat.leaked_tracer_text(Exception("one line")) == "one line"
+
+
+@pytest.mark.parametrize("how", ["jax.jit of a Lifted", "lift.jit", "lift.checked"])
+def test_an_error_in_the_users_function_shows_no_lift_frame_inside_its_trace(
+    how: str,
+) -> None:
+    import traceback
+
+    import lift
+
+    def make(s: float) -> Callable[[Any], Any]:
+        def users(x: Any) -> Any:
+            return x * s + [1]
+
+        return users
+
+    call = {
+        "jax.jit of a Lifted": lambda: jax.jit(lift.lift(make(2.0)))(1.0),
+        "lift.jit": lambda: lift.jit(make(2.0))(1.0),
+        "lift.checked": lambda: lift.checked(jax.jit)(make(2.0))(1.0),
+    }[how]
+    was = jax.config.jax_traceback_filtering  # pyright: ignore[reportAttributeAccessIssue]
+    jax.config.update("jax_traceback_filtering", "auto")  # JAX's default
+    try:
+        with pytest.raises(TypeError, match="operand") as info:
+            call()
+    finally:
+        jax.config.update("jax_traceback_filtering", was)
+    frames = traceback.extract_tb(info.value.__traceback__)
+    # Under JAX's filtering, the user's function follows the call that
+    # transformed it with only lift's entry point between them, as JAX's own
+    # frames are left out: lift's frames that call the function while it
+    # traces are left out too.
+    lift_dir = os.path.dirname(lift.__file__)
+    entry = {
+        "jax.jit of a Lifted": [],
+        "lift.jit": ["__call__"],
+        "lift.checked": ["call"],
+    }
+    assert [f.name for f in frames if f.filename.startswith(lift_dir)] == entry[how]
+    assert "users" in [f.name for f in frames]
