@@ -10,7 +10,7 @@ from typing import Any
 from .._base.errors import LiftError, describe, static_fix, type_text
 from .._holders import trees as jtu
 from .._holders.labels import Label, variable_str
-from .._holders.trees import MAX_CONTAINER_DEPTH, flatten_checked
+from .._holders.trees import MAX_CONTAINER_DEPTH, flatten_checked, slot_path
 from .factories import flatten_factored, has_function_factory
 from .hidden import plain_treedef
 from .static import unsortable_registry
@@ -83,12 +83,16 @@ def container_cycle(holder: Any, label: Label) -> LiftError:
     )
 
 
-def not_traceable(holder: Any, label: Label, t: type[Any]) -> LiftError:
-    """A leaf the `dynamic=` predicate chose that JAX cannot trace."""
+def not_traceable(
+    holder: Any, label: Label, t: type[Any], at: tuple[Any, int]
+) -> LiftError:
+    """A leaf the `dynamic=` predicate chose that JAX cannot trace (`at`: the
+    captured value's treedef and the leaf's position in it)."""
     name = _name(label)
     return LiftError(
         f"{describe(holder)} captures {variable_str(label)}, a "
-        f"{t.__name__}, which your `dynamic=` predicate made a leaf, but "
+        f"{t.__name__}{_within(label, at)}, which your `dynamic=` predicate "
+        "made a leaf, but "
         "JAX cannot trace it.\nFix: make the predicate accept only "
         f"arrays and numbers, or keep it static with {static_fix((name,))}.",
         anchor="dynamic-predicate",
@@ -96,12 +100,15 @@ def not_traceable(holder: Any, label: Label, t: type[Any]) -> LiftError:
     )
 
 
-def static_tracer(holder: Any, label: Label, leaf: Any) -> LiftError:
+def static_tracer(
+    holder: Any, label: Label, leaf: Any, at: tuple[Any, int]
+) -> LiftError:
     """A capture kept static (`static=`, or the `dynamic=` predicate's answer)
-    that holds a tracer."""
+    that holds a tracer (`at`: as for `not_traceable`)."""
     return LiftError(
         f"{describe(holder)} captures {variable_str(label)} as static, "
-        f"but it holds a tracer ({type_text(leaf)}). A static capture becomes "
+        f"but it holds a tracer{_within(label, at)} ({type_text(leaf)}). A "
+        "static capture becomes "
         "part of the compiled program's key and would leak the tracer.\n"
         "Fix: let it be dynamic (remove it from `static=`, or make your "
         "`dynamic=` predicate accept tracers); if a `lift.jit` function calling "
@@ -109,6 +116,13 @@ def static_tracer(holder: Any, label: Label, leaf: Any) -> LiftError:
         f"(`@lift.jit(static=({label.variable!r},))`).",
         anchor="static-capture-holds-a-tracer",
     )
+
+
+def _within(label: Label, at: tuple[Any, int]) -> str:
+    """Where in the captured value a leaf is (` at v[0]['w']`), or `""` for a
+    value that is one leaf."""
+    path = slot_path(*at)
+    return f" at {label.variable or label.text}{path}" if path else ""
 
 
 def unreadable_holder(obj: Any, where: str, err: Exception) -> LiftError:

@@ -483,7 +483,7 @@ class Walk:
             return Ref(index)
         if what is DYNAMIC:
             if self.dynamic is not None and not forced and not is_jax_value(leaf):
-                raise not_traceable(holder, label, t)
+                raise not_traceable(holder, label, t, at)
             index = len(self.leaves)
             if issubclass(t, PY_SCALARS):
                 self.float_leaves.append(index)
@@ -492,7 +492,7 @@ class Walk:
             self.leaves.append(leaf)
             return index
         if issubclass(t, Tracer):
-            raise static_tracer(holder, label, leaf)
+            raise static_tracer(holder, label, leaf, at)
         self.kept(check_opaque(leaf, t, holder, label, at))
         if t is set:  # a leaf to JAX: the user's own, as a list is
             return own_static(leaf)

@@ -503,6 +503,26 @@ def test_tracer_forced_static_is_a_lifterror():
     jax.jit(traced)(1.0)
 
 
+def test_a_leaf_refused_inside_a_container_is_named_by_its_position():
+    def make(v):
+        return lambda x: x * v["w"][1]
+
+    def traced(x):
+        with pytest.raises(
+            lift.LiftError,
+            match=r"'v' as static, but it holds a tracer at v\['w'\]\[1\] \(",
+        ):
+            lift.lift(make({"w": [1.0, x]}), static=("v",))
+        return x
+
+    jax.jit(traced)(1.0)
+    with pytest.raises(
+        lift.LiftError,
+        match=r"'v', a str at v\['w'\]\[1\], which your `dynamic=` predicate made",
+    ):
+        lift.lift(make({"w": [1.0, "s"]}), dynamic=lambda x: True)
+
+
 def test_tracer_in_a_deque_is_a_lifterror():
     def traced(x):
         holder = collections.deque([1, x])
