@@ -3,7 +3,7 @@
 (`code`, `flow`), `dynamic=` names' scope (`scope`), what the walk refuses
 (`refusals`), the skeleton and its nodes, rebuilding a function with new
 cells and the copy check after each call (`rebuild`, `builds`, `copies`, `lazy`
-(generators and coroutines)), float conversion, closure conversion
+(generators and coroutines), `kept` (what a traced call leaves holding a copy)), float conversion, closure conversion
 (`convert`), and the `Lifted` class (`lifted`, its pytree: `pytree`)
 with `lift`, `unlift`, `replace`.
 Imports `_leaks` (its scan finds hidden tracers) and what is beneath it."""

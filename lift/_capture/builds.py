@@ -16,11 +16,14 @@ from __future__ import annotations
 import functools
 import inspect
 import threading
+import types
 from collections.abc import Callable
 from typing import Any, Final, NamedTuple, Protocol
 
+from .. import _compat
 from .._base.errors import code_of
 from .copies import Copies, Copy, changed_copy, copies_in, refuse_changed
+from .kept import Kept, refuse_kept
 from .lazy import watched
 from .nodes import Template
 from .rebuild import build_nodes
@@ -46,6 +49,8 @@ class Build(NamedTuple):
     # A generator or coroutine function holding copies: its body runs, and
     # is checked, after the call returns.
     lazy: bool
+    # The functions rebuilt, when it holds copies (`lift._capture.kept`).
+    functions: tuple[Any, ...] = ()
 
 
 class Owner(Protocol):
@@ -72,7 +77,8 @@ def new_build(skeleton: Skeleton, leaves: tuple[Any, ...], *, shared: bool) -> B
         return Build(fn, copies, None, False)
     code = code_of(fn)
     lazy = code is not None and bool(code.co_flags & _LAZY)
-    return Build(fn, copies, threading.Lock() if shared else None, lazy)
+    functions = tuple(o for o in objs if type(o) is types.FunctionType)
+    return Build(fn, copies, threading.Lock() if shared else None, lazy, functions)
 
 
 def call_watched(
@@ -90,6 +96,9 @@ def call_watched(
 
         return watched(shared.fn(*args, **kwargs), start)
     built = claim(owner, shared)
+    # While a transform traces the call, a function it leaves holding a copy
+    # (a callback JAX keeps in the program) would reach lift's copy at run time.
+    kept = None if _compat.eager() else Kept(built.copies, built.functions)
     try:
         out = built.fn(*args, **kwargs)
     except BaseException as err:
@@ -100,6 +109,10 @@ def call_watched(
             owner._explain(err)  # pyright: ignore[reportPrivateUsage]
         raise
     finish(owner, built, None)
+    if kept is not None and (outlived := kept.outlived(out)) is not None:
+        if owner._built is built:  # pyright: ignore[reportPrivateUsage]
+            owner._built = None  # pyright: ignore[reportPrivateUsage]
+        raise refuse_kept(built.fn, outlived)
     return out
 
 

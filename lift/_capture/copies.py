@@ -203,8 +203,9 @@ def never_changes(cls: type[Any]) -> None:
 
 
 def _may_change(t: type[Any]) -> bool:
-    """Whether instances of the pytree node class `t` can be changed in place."""
-    if issubclass(t, (tuple, *_NEVER_CHANGE)):
+    """Whether instances of the pytree node class `t` can be changed in place
+    (not `None`, a node to JAX: one object, shared by all)."""
+    if issubclass(t, (tuple, type(None), *_NEVER_CHANGE)):
         return False
     params = getattr(t, "__dataclass_params__", None)
     return not getattr(params, "frozen", False)

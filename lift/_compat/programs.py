@@ -5,6 +5,7 @@ and the Python code (custom rules, callbacks) a jaxpr's parameters run.
 from __future__ import annotations
 
 import functools
+import gc
 import inspect
 import os
 import types
@@ -15,6 +16,7 @@ import jax.extend.core
 from jax._src import (
     api_util as _api_util,
     callback as _callback,
+    debugging as _debugging,
     linear_util as _lu,
     util as _util,
 )
@@ -146,6 +148,47 @@ _RULE_TYPES: Final[tuple[type[Any], ...]] = (
     types.FunctionType,
     types.MethodType,
     functools.partial,
+)
+
+
+# The modules whose functions JAX keeps in a program as its callbacks' Python
+# (jax 0.8.0 to 0.12.1: `debug_callback`'s `_flat_callback` closure, the
+# callback primitives' wrappers), and how far up from a value one looks.
+_CALLBACK_FILES: Final = frozenset(
+    cast(str, m.__file__) for m in (_callback, _debugging)
+)
+_CALLBACK_DEPTH: Final = 6
+_CALLBACK_WIDTH: Final = 64
+
+
+def held_by_a_callback(obj: object) -> bool:
+    """Whether a callback of a program being traced (`jax.debug.callback`,
+    `jax.pure_callback`, `io_callback`) holds `obj`: within a few cells,
+    closures, functions and partials up from it, JAX's wrapper of a callback.
+    Looked for with `gc.get_referrers`, a level at a time: for the rare value
+    something made while tracing still holds."""
+    frontier: list[object] = [obj]
+    seen = {id(obj)}
+    for _ in range(_CALLBACK_DEPTH):
+        up: list[object] = []
+        for r in gc.get_referrers(*frontier):
+            t: type[Any] = type(r)  # pyright: ignore[reportUnknownVariableType]
+            if t is _FLAT_CALLBACK or (
+                t is types.FunctionType
+                and cast(types.FunctionType, r).__code__.co_filename in _CALLBACK_FILES
+            ):
+                return True
+            if id(r) not in seen and t in _UPWARD:
+                seen.add(id(r))
+                up.append(r)
+        if not up:
+            return False
+        frontier = up[:_CALLBACK_WIDTH]
+    return False
+
+
+_UPWARD: Final = frozenset(
+    {types.CellType, tuple, types.FunctionType, functools.partial}
 )
 
 

@@ -24,6 +24,7 @@ from typing import Any, Self
 import jax
 import numpy as np
 import pytest
+from jax.experimental import io_callback
 
 import lift
 
@@ -880,6 +881,102 @@ def test_a_copy_given_out_and_changed_is_refused_as_changed_between_calls() -> N
     assert state["log"] == [0.5]
     # The copies were dropped: the next call is built afresh and runs.
     assert len(lifted(1.0)) == 1
+
+
+# -- what a traced call leaves holding a copy: refused when it returns ----------
+
+
+def _loss_logger(losses: list[Any], how: str) -> Callable[..., Any]:
+    def record(v: Any) -> Any:
+        losses.append(float(v))
+        return np.zeros((), np.float32)
+
+    def step(x: Any) -> Any:
+        loss = x * 0.5
+        if how == "debug":
+            jax.debug.callback(record, loss)
+        elif how == "a lambda":
+            jax.debug.callback(lambda v: losses.append(float(v)), loss)
+        elif how == "io":
+            io_callback(
+                record, jax.ShapeDtypeStruct((), np.float32), loss, ordered=True
+            )
+        else:
+            loss = loss + jax.pure_callback(
+                record, jax.ShapeDtypeStruct((), np.float32), loss
+            )
+        return loss
+
+    return step
+
+
+_TRACED = {
+    "jax.jit": lambda f: jax.jit(lambda g, x: g(x))(lift.lift(f), 2.0),
+    "lift.jit": lambda f: lift.jit(f)(2.0),
+}
+
+
+@pytest.mark.parametrize(
+    ("consumer", "how"),
+    [
+        ("jax.jit", "debug"),
+        ("lift.jit", "io"),
+        ("jax.jit", "pure"),
+        ("lift.jit", "a lambda"),
+    ],
+)
+def test_a_callback_kept_in_the_program_holding_a_copy_is_refused(
+    consumer: str, how: str
+) -> None:
+    # A loss log a callback fills, lifted again once it holds floats: rebuilt,
+    # so the callback JAX keeps in the program would append to lift's copy at
+    # run time, where no check sees it; the user's log would stop growing.
+    losses: list[Any] = [1.5]
+    with pytest.raises(
+        lift.LiftError,
+        match=r"(?s)step \(.*\) gave a callback .* a function holding lift's copy "
+        r"of the captured variable 'losses'( of _loss_logger.<locals>.record \(.*\))?: "
+        r"a list that lift rebuilds .*Fix: record through a function that does not "
+        r"capture it",
+    ):
+        _TRACED[consumer](_loss_logger(losses, how))
+    jax.effects_barrier()
+    assert losses == [1.5]
+    # Empty, the log is the user's own object: the callback fills it.
+    losses.clear()
+    _TRACED[consumer](_loss_logger(losses, how))
+    jax.effects_barrier()
+    assert losses == [1.0]
+
+
+_READS: dict[str, Callable[[list[Any]], Callable[..., Any]]] = {
+    "lax.scan": lambda log: (
+        lambda x: jax.lax.scan(lambda c, _: (c * log[0], None), x, None, length=2)[0]
+    ),
+    "lax.fori_loop": lambda log: (
+        lambda x: jax.lax.fori_loop(0, 2, lambda i, c: c * log[0], x)
+    ),
+    "lax.cond": lambda log: (
+        lambda x: jax.lax.cond(x > 0, lambda y: y * log[0], lambda y: y, x)
+    ),
+    "checkpoint": lambda log: lambda x: jax.checkpoint(lambda y: y * log[0])(x),
+    "grad": lambda log: lambda x: jax.grad(lambda y: y * log[0])(x) * x,
+    "jit": lambda log: lambda x: jax.jit(lambda y: y * log[0])(x),
+    "a closure it returns": lambda log: lambda x: lambda: x * log[0],
+}
+
+
+@pytest.mark.parametrize("inner", sorted(_READS))
+def test_functions_a_traced_call_makes_and_drops_are_not_refused(inner: str) -> None:
+    # The clean twin: functions made while the call is traced that read the
+    # copy and are gone when it returns (or are returned) hold nothing after it.
+    def outer(g: Any, x: Any) -> Any:
+        out = g(x)
+        return out() if callable(out) else out
+
+    expected = outer(_READS[inner]([2.0]), 3.0)
+    lifted = lift.lift(_READS[inner]([2.0]))
+    assert jax.jit(outer)(lifted, 3.0) == expected
 
 
 # -- generators and coroutines: checked when their body finishes ---------------

@@ -635,3 +635,38 @@ def test_an_error_in_the_users_function_shows_no_lift_frame_inside_its_trace(
     }
     assert [f.name for f in frames if f.filename.startswith(lift_dir)] == entry[how]
     assert "users" in [f.name for f in frames]
+
+
+def test_held_by_a_callback_sees_jaxs_callbacks_and_not_custom_rules() -> None:
+    found: dict[str, bool] = {}
+    f32 = jax.ShapeDtypeStruct((), jnp.float32)
+
+    def traced(x: Any) -> Any:
+        lists: dict[str, list[Any]] = {
+            k: [] for k in ("debug", "pure", "io", "rule", "kept")
+        }
+        debug, pure, io, rule, kept = (lists[k] for k in lists)
+        jax.debug.callback(lambda v: debug.append(v), x)
+        x = x + jax.pure_callback(lambda v: v * len(pure), f32, x)
+        x = x + io_callback(lambda v: v * len(io), f32, x)
+
+        @jax.custom_jvp
+        def g(y: Any) -> Any:
+            return y * len(rule)
+
+        g.defjvp(lambda p, t: (g(p[0]), t[0] * len(rule)))
+        x = g(x)
+        local = lambda: kept  # a function of the trace, no callback's
+        found.update({k: _compat.held_by_a_callback(v) for k, v in lists.items()})
+        del local
+        return x
+
+    jax.jit(traced)(1.0)
+    jax.effects_barrier()
+    assert found == {
+        "debug": True,
+        "pure": True,
+        "io": True,
+        "rule": False,
+        "kept": False,
+    }
