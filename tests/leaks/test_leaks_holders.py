@@ -9,6 +9,7 @@ holder one of them opens the other opens too; each case has a clean twin."""
 from __future__ import annotations
 
 import re
+import types
 from collections.abc import Iterator
 from typing import Any
 
@@ -231,4 +232,6 @@ def test_a_key_holding_an_object_is_opened_beside_keys_that_hold_none() -> None:
     table = {("layer", 0): 1, "lr": 2, (3, Handle(tracer)): 4}
     (leak,) = lift.find_leaks([table])
     assert leak.path == "roots[0][0].keys()[2][1].state"
+    (leak,) = lift.find_leaks(types.MappingProxyType({Handle(tracer): 1}))
+    assert leak.path == "roots[0].keys()[0].state"
     assert lift.find_leaks({("layer", 0): Handle(jnp.ones(()))}) == []
