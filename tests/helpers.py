@@ -725,6 +725,12 @@ def _dict_attribute(v: Any) -> Any:
     return table
 
 
+def _dict_key(v: Any) -> Any:
+    handle = _Target()
+    handle.state = closure_of(v)
+    return {handle: "state"}  # a key holding an object
+
+
 # Alive for the whole run: a weak reference to it keeps its callback.
 _REFERENT = _Target()
 
@@ -807,6 +813,14 @@ STORES: tuple[Store, ...] = (
         r"captured variable 'v'",
     ),
     Store("asyncio.Future result", _future, r"x\._result"),
+    Store(
+        "dict key",
+        _dict_key,
+        r"x\.keys\(\)\[0\]\.state\.captures\['v'\]",
+        pytree=True,
+        report=r"x\.keys\(\)\[0\]\.state -> closure_of\.<locals>\.<lambda> \(.*\), "
+        r"captured variable 'v'",
+    ),
     Store(
         "chained exception",
         lambda v: _chained(v),

@@ -15,6 +15,7 @@ from .._base.owners import is_user_module
 from .._compat import (
     Tracer,
     concretized_arguments,
+    eager,
     number_method,
     tracer_use,
 )
@@ -52,6 +53,13 @@ def explain_concretization(x: LiftedParts, err: BaseException) -> LiftError | No
     # with the capture not traced): then the arrays count too.
     held = jax.Array if kind in ("hash", "method") else Tracer
     tracers = {id(leaf): i for i, leaf in enumerate(leaves) if isinstance(leaf, held)}
+    if not tracers and not eager():
+        # A `Lifted` made and flattened outside the trace it is called in (one
+        # that a jitted function or a scan body closes over): its leaves are
+        # concrete arrays, which the trace's first operation on them
+        # (`min(lr, 1.0)`'s comparison) makes traced values.
+        held = jax.Array
+        tracers = {id(v): i for i, v in enumerate(leaves) if isinstance(v, held)}
     if not tracers:
         return None
     skeleton = skeleton_of(x)
@@ -126,6 +134,11 @@ def explain_concretization(x: LiftedParts, err: BaseException) -> LiftError | No
         made = f"an array ({aval})"
     elif isinstance(leaves[index], Tracer):
         made = f"a traced value ({aval}), so its value is unknown while tracing"
+    elif kind != "hash":
+        made = (
+            f"an array ({aval}), which the trace it is used in computes with as "
+            "a traced value, so its value is unknown while tracing"
+        )
     else:
         made = f"a JAX array ({aval}), which Python cannot hash"
     if not any(n in skeleton.names for n in names):
@@ -169,7 +182,12 @@ def _leaves_in(value: Any, tracers: dict[int, int]) -> list[int]:
     walk = LeakWalk(_LOOK, only=frozenset(tracers), live=NONE_LIVE, globals=False)
     walk.push(value, -1, "")
     walk.run()
-    return [tracers[id(t)] for t in walk.tracers]
+    if walk.tracers:
+        return [tracers[id(t)] for t in walk.tracers]
+    # Concrete array leaves (`explain_concretization`'s fallback), which the
+    # walk, looking for tracers, passes by: a container's (`max(lrs)`).
+    flat = flatten_checked(value, is_function_like)
+    return [] if flat is None else [tracers[id(v)] for v in flat[0] if id(v) in tracers]
 
 
 # Objects `_leaves_in` looks at, at most.

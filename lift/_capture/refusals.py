@@ -63,7 +63,9 @@ def flattening_refused(holder: Any, label: Label, err: Exception) -> LiftError:
     return LiftError(
         f"{describe(holder)} captures {variable_str(label)}, which "
         f"JAX's pytree flattening refuses ({err}).\nFix: use dict "
-        f"keys of one type, or keep it static with {static_fix((name,))}.",
+        "keys that sort (strings, or numbers of one type; an `Enum`'s "
+        "members do not), a `collections.OrderedDict` (flattened in its own "
+        f"order, unsorted), or keep it static with {static_fix((name,))}.",
         anchor="capture-flattening-refused",
         static=(name,),
     )

@@ -10,19 +10,25 @@ holds a dynamic leaf (`refuse_rebinding`)."""
 
 from __future__ import annotations
 
+import collections
 import types
 from collections.abc import Callable, Iterable
 from typing import Any, Final, cast
 
 from .._base.errors import LiftError, describe, static_fix, type_text
 from .._compat import CUSTOM_NODES, Tracer
+from .._holders.closure import default_factory
 from .._holders.trees import flatten_checked, is_function_like
 from .nodes import Static, Template
 from .static import plain_reach, static_key
 
 # Containers the lifted function shares with the original when they hold no
-# dynamic leaf (`own_static`): what code appends to, fills or counts in.
-OWN_CONTAINERS: Final = (list, dict)
+# dynamic leaf (`own_static`): what code appends to, fills or counts in. The
+# dicts of the standard library among them (a `defaultdict(list)` history, an
+# `OrderedDict` cache) as the captured variable's value; nested in one, as
+# lists and dicts (`own_leaf`).
+_OWN_DICTS: Final = (collections.OrderedDict, collections.defaultdict)
+OWN_CONTAINERS: Final = (list, dict, *_OWN_DICTS)
 
 
 def own_static(value: Any) -> Static:
@@ -46,7 +52,13 @@ def nests_plainly(value: Any) -> bool:
         t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
         if t is list or t is tuple:
             stack.extend(x)
-        elif t is dict:
+        elif t is dict or (
+            x is value
+            and t in _OWN_DICTS
+            # A factory that is a function is walked as one (it may capture a
+            # float): such a defaultdict is rebuilt.
+            and not is_function_like(default_factory(x))
+        ):
             stack.extend(x.values())
         elif x is not None and (
             t in CUSTOM_NODES or hasattr(cast(Any, t), "_fields")  # a NamedTuple
@@ -60,7 +72,7 @@ def own_changed(statics: Iterable[Static]) -> bool:
     (`own_static`) whose contents are no longer those it was keyed by."""
     for static in statics:
         value = static.value
-        if type(value) in (list, dict, set) and not static.by_identity:  # pyright: ignore[reportUnknownArgumentType]
+        if type(value) in _KEYED and not static.by_identity:  # pyright: ignore[reportUnknownArgumentType]
             try:
                 if _contents_key(value) != static.slot_key:
                     return True
@@ -69,12 +81,19 @@ def own_changed(statics: Iterable[Static]) -> bool:
     return False
 
 
+# The containers `own_static` keys by their contents.
+_KEYED: Final = frozenset({list, dict, set, *_OWN_DICTS})
+
+
 def _contents_key(value: Any) -> Any:
     t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
     if t is list:
         return (t, tuple(map(_contents_key, value)))
-    if t is dict:
-        return (t, tuple((static_key(k), _contents_key(v)) for k, v in value.items()))
+    if t is dict or t in _OWN_DICTS:
+        # A defaultdict's factory too: what a missing key gets.
+        factory = static_key(default_factory(value))
+        items = tuple((static_key(k), _contents_key(v)) for k, v in value.items())
+        return (t, factory, items)
     if t is set:
         return (t, frozenset(map(static_key, value)))
     return static_key(value)

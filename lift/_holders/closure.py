@@ -24,6 +24,7 @@ import collections
 import functools
 import types
 from collections.abc import Callable, Iterable, Iterator
+from itertools import chain
 from typing import Any, Final, cast
 
 from .._base.atoms import SCALARS
@@ -362,7 +363,7 @@ _DICT_NODES: Final = frozenset({dict, collections.OrderedDict, collections.defau
 def dict_static(d: dict[Any, Any]) -> list[tuple[Any, Any]]:
     """What a dict holds besides its values, which JAX keeps as static data in
     its treedef: a defaultdict's `default_factory`, and the keys that may hold
-    an object (not `None`, numbers or strings), labelled by position
+    an object (not `None`, numbers, strings or tuples of them), labelled by position
     (`.keys()[0]`). The one statement of it: the leak scan opens a dict by it,
     capture checks a treedef's dict nodes by it (`static_data`). An empty
     list, cheaply, for the common dict."""
@@ -383,19 +384,31 @@ def _dict_parts(factory: Any, keys: Iterable[Any]) -> list[tuple[Any, Any]]:
     out: list[tuple[Any, Any]] = []
     if factory is not None and not (type(factory) is type and not user_class(factory)):
         out.append((FACTORY, factory))
-    if not _PLAIN_KEYS.issuperset(map(type, keys)):
+    kinds = set(map(type, keys))
+    if kinds == _TUPLE and _PLAIN_KEYS.issuperset(map(type, chain.from_iterable(keys))):
+        return out  # tuples of scalars (a cache's `(name, size)` keys), in one pass
+    if not _PLAIN_KEYS.issuperset(kinds):
         out.extend(
             ((_KEY_AT, i), key)
             for i, key in enumerate(keys)
-            if type(key) not in _PLAIN_KEYS
+            if type(key) not in _PLAIN_KEYS and not _plain_tuple(key)
         )
     return out
+
+
+def _plain_tuple(key: Any) -> bool:
+    """Whether `key` is a tuple of scalars (which holds no object)."""
+    if type(key) is not tuple:
+        return False
+    items = cast("tuple[Any, ...]", key)
+    return _PLAIN_KEYS.issuperset(map(type, items))
 
 
 FACTORY: Final = ".default_factory"
 _KEY_AT: Final = ".keys()[{}]"
 # Keys that hold no object.
 _PLAIN_KEYS: Final = SCALARS
+_TUPLE: Final = {tuple}
 
 
 def _node_static(kind: Any, aux: Any) -> Iterator[tuple[Any, Any]]:

@@ -24,7 +24,7 @@ import numpy as np
 from .._base.atoms import UNOPENED
 from .._compat import Tracer
 from .._holders.attributes import own_attributes
-from .._holders.closure import function_of, slots_of, user_class
+from .._holders.closure import dict_static, function_of, slots_of, user_class
 from .._holders.stdlib import BUILTIN_CONTAINERS, WEAK_HOLDERS, weakref_parts
 from .scan import NONE_LIVE, LeakWalk
 
@@ -105,6 +105,10 @@ class FrameLook:
             seen.add(id(obj))
             if cls in _ITEMS or cls is dict:
                 children: Iterable[Any] = obj.values() if cls is dict else obj
+                if cls is dict and (keys := dict_static(obj)):
+                    # Keys holding objects (`seen[Handle(x)] = ...`), as the
+                    # scan opens them.
+                    children = [*children, *(key for _, key in keys)]
                 if len(obj) > 4:
                     # Numbers, strings, arrays: told apart by their types, in C.
                     budget -= len(obj) // 8

@@ -246,6 +246,7 @@ class ObjectWalk:
                 self.parts(dict_static(obj), index)  # pyright: ignore
             elif isinstance(obj, types.MappingProxyType):
                 self.push_all(obj.items(), index, KEY)  # pyright: ignore
+                self.parts(dict_static(obj), index)  # pyright: ignore  (its keys)
             elif isinstance(obj, tuple) and isinstance(
                 fields := static_attribute(obj, "_fields"), tuple
             ):

@@ -24,7 +24,7 @@ import numpy as np
 
 from .. import _compat
 from .._base import gc as _gc
-from .._base.atoms import UNOPENED
+from .._base.atoms import SCALARS, UNOPENED
 from .._base.errors import code_of
 from .._base.owners import is_library_type, is_user_function
 from .._holders.closure import (
@@ -32,6 +32,7 @@ from .._holders.closure import (
     builtin_method_parts,
     cells,
     class_parts,
+    dict_static,
     function_parts,
     holder_of,
 )
@@ -127,6 +128,7 @@ class LeakWalk(ObjectWalk):
         queue, entries, seen = self.queue, self.entries, self.seen
         popleft, append, add = queue.popleft, queue.append, seen.add
         atomic, plain = UNOPENED, self.plain
+        plain_keys = SCALARS
         tracer_type = _compat.Tracer
         expand = self.expand
         only, skip = self.only, self.skip
@@ -140,6 +142,10 @@ class LeakWalk(ObjectWalk):
                 items, fmt = enumerate(obj), INDEX  # pyright: ignore[reportUnknownArgumentType]
             elif cls is dict:
                 items, fmt = obj.items(), KEY  # pyright: ignore[reportUnknownVariableType]
+                if not plain_keys.issuperset(map(type, obj)):  # pyright: ignore[reportUnknownArgumentType]
+                    # Keys holding objects (`{Handle(x): ...}`), which may hold
+                    # a tracer: by `dict_static`, as any dict node's.
+                    self.parts(dict_static(obj), index)  # pyright: ignore[reportUnknownArgumentType]
             elif cls in plain:
                 items, fmt = obj.__dict__.items(), ATTR  # pyright: ignore[reportUnknownVariableType]
             else:

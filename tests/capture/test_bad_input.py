@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from helpers import HOLD, assert_unchanged, in_turn, snapshot
+from helpers import HOLD, TraceCounter, assert_unchanged, in_turn, snapshot
 
 import lift
 
@@ -773,6 +773,40 @@ def test_a_dict_of_unsortable_keys_holding_a_float_is_still_refused() -> None:
         lift.lift(lambda x: x * table[int])
 
 
+class _Phase(enum.Enum):
+    TRAIN = 1
+    EVAL = 2
+
+
+def test_a_dict_keyed_by_enum_members_is_told_the_fix_that_works() -> None:
+    # Regression: the fix said "use dict keys of one type", which an Enum's
+    # members are; they do not sort. The OrderedDict it now names works and
+    # keeps the rates leaves: one trace for two.
+    def make(lr: float, kind: Callable[..., Any]) -> Callable[..., Any]:
+        rates = kind({_Phase.TRAIN: lr, _Phase.EVAL: 0.0})
+
+        def step(x: Any) -> Any:
+            counter()
+            return x * rates[_Phase.TRAIN]
+
+        return step
+
+    counter = TraceCounter()
+    with pytest.raises(
+        lift.LiftError,
+        match=r"captures variable 'rates', which JAX's pytree flattening refuses "
+        r"\(dict keys .* cannot be sorted .*\)\.\nFix: use dict keys that sort "
+        r"\(strings, or numbers of one type; an `Enum`'s members do not\), a "
+        r"`collections\.OrderedDict`",
+    ):
+        lift.lift(make(0.5, dict))
+    out = [
+        float(lift.jit(make(lr, collections.OrderedDict))(2.0)) for lr in (0.5, 0.25)
+    ]
+    assert out == [1.0, 0.5]
+    assert counter.traces == 1
+
+
 @pytest.mark.parametrize(
     "table",
     [
@@ -789,7 +823,8 @@ def test_a_registry_too_large_to_walk_is_refused_with_the_static_fix(
         lift.LiftError,
         match=r"<lambda> \(.*test_bad_input\.py:\d+\) captures variable 'table', "
         r"which JAX's pytree flattening refuses \(dict keys .* cannot be sorted .*"
-        r"\nFix: use dict keys of one type, or keep it static with "
+        r"\nFix: use dict keys that sort .*, a `collections\.OrderedDict` "
+        r"\(flattened in its own order, unsorted\), or keep it static with "
         r"`lift\(f, static=\('table',\)\)`",
     ):
         lift.lift(lambda x: x * len(table))

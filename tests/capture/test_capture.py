@@ -381,6 +381,37 @@ def test_a_float_subclass_capture_is_an_array_leaf_compiled_once(kind: type) -> 
     assert lift.unlift(f).__closure__[1].cell_contents == kind(0.5)  # yours, as it was
 
 
+class WarmRate(float):
+    """A `float` subclass with a method of its own."""
+
+    def warm(self, step: int) -> float:
+        return self * min(1.0, step / 10)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a float subclass capture becomes an array leaf whatever its class "
+    "adds: the code calling its own method gets JAX's raw AttributeError, "
+    "naming no capture (lift/_capture/static.py: default_dynamic)",
+)
+@pytest.mark.parametrize(
+    "run",
+    [lambda g: g(1.0), lambda g: jax.jit(lambda h, x: h(x))(g, 1.0)],
+    ids=["eager", "jax.jit"],
+)
+def test_a_float_subclass_with_its_own_method_works(
+    run: Any,
+) -> None:
+    lr = WarmRate(0.1)
+
+    def step(x):
+        return x * lr.warm(5)
+
+    assert step(1.0) == pytest.approx(0.05)
+    # Kept static (its class adds to `float`), as `static=('lr',)` keeps it.
+    assert float(run(lift.lift(step))) == pytest.approx(0.05)
+
+
 def test_a_static_float_subclass_keeps_its_type() -> None:
     lr = Rate(0.5)
     f = lift.lift(lambda x: (type(lr), x * lr), static=("lr",))

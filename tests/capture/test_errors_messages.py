@@ -455,6 +455,52 @@ def test_a_float_in_an_if_is_control_flow():
         jax.jit(lambda h, x: h(x))(make(jnp.asarray(1.0)), 2.0)
 
 
+def _clipped(lr: float) -> Any:
+    def step(x):
+        return x * min(lr, 1.0)  # a comparison in C: no branch in the bytecode
+
+    return step
+
+
+def _largest(lrs: list[float]) -> Any:
+    def step(x):
+        return x * max(lrs)
+
+    return step
+
+
+@pytest.mark.parametrize(
+    "run",
+    [
+        lambda g: jax.jit(lambda x: g(x))(1.0),
+        lambda g: jax.lax.scan(lambda c, _: (g(c), None), 1.0, length=1)[0],
+        lambda g: jax.jit(lambda h, x: h(x))(g, 1.0),
+    ],
+    ids=["closed over by jax.jit", "closed over by lax.scan", "passed to jax.jit"],
+)
+@pytest.mark.parametrize(
+    ("make", "value", "name"), [(_clipped, 0.5, "lr"), (_largest, [0.5, 0.25], "lrs")]
+)
+def test_a_comparison_in_a_builtin_names_the_capture_wherever_the_lifted_is(
+    run: Any, make: Any, value: Any, name: str
+):
+    # Regression: a `Lifted` made outside the `jit` or scan body that closes
+    # over it has concrete array leaves, which `min(lr, 1.0)` compares inside
+    # the trace: JAX's raw TracerBoolConversionError, naming no capture.
+    g = lift.lift(make(value))
+    assert g(1.0) == 0.5  # eagerly, arrays compare concretely
+    with pytest.raises(
+        lift.LiftError,
+        match=(
+            rf"^{make.__name__}\.<locals>\.step \({HERE}:\d+\) uses the captured "
+            rf"variable '{name}' in Python control flow .*\nFix: keep it static, "
+            rf"`lift\(f, static=\('{name}',\)\)`"
+        ),
+    ):
+        run(g)
+    assert run(lift.lift(make(value), static=(name,))) == 0.5
+
+
 def _integer_step(b: float) -> Any:
     def step(x):
         return x * b if b.is_integer() else x + b

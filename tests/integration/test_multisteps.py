@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+from helpers import TraceCounter
 
 import lift
 
@@ -272,3 +273,34 @@ def test_the_api_of_a_multisteps_given_another_update_says_it_is_not_lifts():
         r"its object's attributes are not known$",
     ):
         _ = other.has_updated
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a MultiSteps captured by a closure is a static object compared by "
+    "identity: the capture walk does not take it apart as lift(ms) does",
+)
+def test_a_sweep_of_a_step_capturing_a_multisteps_compiles_once() -> None:
+    # The usual spelling: the step closes over the optimizer, and `lift.jit`
+    # compiles it once for every rate, as it does for a captured `adam`.
+    counter = TraceCounter()
+
+    def make(lr: float) -> Any:
+        ms = optax.MultiSteps(optax.adam(lr), 2)
+
+        @lift.jit
+        def step(p: Any, s: Any) -> Any:
+            counter()
+            u, s = ms.update(_grad(p), s, p)
+            return optax.apply_updates(p, u), s
+
+        return ms, step
+
+    for lr in LRS:
+        ms, step = make(lr)
+        p = _params()
+        s = ms.init(p)
+        for _ in range(STEPS):
+            p, s = step(p, s)
+        np.testing.assert_allclose(p["w"], _plain(lr, 2)["w"], rtol=1e-5)
+    assert counter.traces == 1

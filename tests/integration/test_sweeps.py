@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+import pytest
 from helpers import TraceCounter
 
 import lift
@@ -150,3 +151,26 @@ def test_float_and_array_rates_share_one_program() -> None:
     # A strongly typed rate is another aval, hence one more program.
     run(lift.lift(optax.adam(jnp.float32(0.1))), _params())
     assert counter.traces == 2
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="inject_hyperparams wraps a schedule in optax's WrappedSchedule, an "
+    "object that is not a pytree: static by identity, the schedule's rate out "
+    "of reach, one program per rate",
+)
+def test_a_sweep_of_inject_hyperparams_with_a_schedule_compiles_once() -> None:
+    counter = TraceCounter()
+
+    @jax.jit
+    def step(opt: Any, p: Any, s: Any) -> Any:
+        counter()
+        u, s = opt.update(jax.grad(_loss)(p), s, p)
+        return optax.apply_updates(p, u), s
+
+    for lr in (0.1, 0.01):
+        make = optax.inject_hyperparams(optax.adam)
+        opt = lift.lift(make(learning_rate=optax.linear_schedule(lr, 0.0, 10)))
+        p = _params()
+        p, _ = step(opt, p, opt.init(p))
+    assert counter.traces == 1

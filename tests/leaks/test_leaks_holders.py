@@ -9,6 +9,7 @@ holder one of them opens the other opens too; each case has a clean twin."""
 from __future__ import annotations
 
 import re
+import types
 from collections.abc import Iterator
 from typing import Any
 
@@ -137,9 +138,11 @@ def test_lift_refuses_a_closure_over_it(store: Store) -> None:
     message = str(info.value)
     assert "variable 'holder'" in message
     assert "from a transform that has exited" in message
-    if store.pytree:
+    if store.pytree:  # a node's aux data, or a dict's key, by its path
         assert re.search(
-            r"static data holds a tracer at holder<static data of", message
+            r"static data holds a tracer at "
+            rf"(holder<static data of|{_under(store, 'holder')})",
+            message,
         )
     else:
         assert re.search(r"holds a tracer at " + _under(store, "holder"), message)
@@ -215,3 +218,20 @@ def test_lift_of_the_pytree_clean_twin(store: Store) -> None:
     assert lift.is_lifted(double)
     assert float(double(3.0)) == 6.0
     assert jax.tree_util.tree_structure(holder) == jax.tree_util.tree_structure(given)
+
+
+def test_a_key_holding_an_object_is_opened_beside_keys_that_hold_none() -> None:
+    # Regression: the scan read a plain dict's values only, so a tracer in a
+    # key's object (a registry keyed by handles) was never found, where the
+    # capture walk, an OrderedDict's scan and JAX's checker all see it.
+    class Handle:
+        def __init__(self, state: Any) -> None:
+            self.state = state
+
+    tracer = _escaped()
+    table = {("layer", 0): 1, "lr": 2, (3, Handle(tracer)): 4}
+    (leak,) = lift.find_leaks([table])
+    assert leak.path == "roots[0][0].keys()[2][1].state"
+    (leak,) = lift.find_leaks(types.MappingProxyType({Handle(tracer): 1}))
+    assert leak.path == "roots[0].keys()[0].state"
+    assert lift.find_leaks({("layer", 0): Handle(jnp.ones(()))}) == []

@@ -91,6 +91,25 @@ FALSE_PASSES = (
             """
         },
     ),
+    # The frame look read a dict's values only: a tracer in an object used as
+    # a key of a local dict (keyed by handles) passed.
+    Case(
+        "dict_key_local",
+        {
+            "test_dict_key_local.py": """
+                import jax
+                class Handle:
+                    def __init__(self, v):
+                        self.v = v
+                def test_it():
+                    seen = {"lr": 0.1}
+                    def f(x):
+                        seen[("step", Handle(x))] = 1
+                        return x
+                    jax.jit(f)(1.0)
+            """
+        },
+    ),
     # The frame look once skipped an instance with `__slots__` (no `__dict__`)
     # held by a local.
     Case(
