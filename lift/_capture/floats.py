@@ -1,5 +1,7 @@
 """Floats become arrays once: the Python scalars a `Lifted` captured, converted
-to weakly typed arrays the first time it is flattened or called.
+to weakly typed arrays the first time it is flattened or called; which
+subclasses of `float` and `complex` are only the number they hold
+(`only_a_number`), and such a leaf as that number (`scalar_leaf`).
 
 All of a `Lifted`'s scalars of one type are converted by one `jax.device_put`
 of their list: each gets its own buffer, weakly typed at the default width,
@@ -7,12 +9,15 @@ placed as `jax.device_put` places a scalar."""
 
 from __future__ import annotations
 
+import enum
 from typing import Any, Final
 
 import jax
+import numpy as np
 
 from .. import _compat
 from .._base import gc as _gc
+from .._base.caches import per_class
 
 _SCALARS: Final = frozenset({float, complex, int, bool})
 
@@ -58,3 +63,56 @@ def _convert_by_type(out: list[Any], groups: dict[type, list[int]]) -> None:
         arrays = _to_arrays([out[i] for i in where])
         for i, arr in zip(where, arrays, strict=True):
             out[i] = arr
+
+
+# What Python writes in a class body (and `__slots__`, whose names are added as
+# descriptors): not something a subclass adds to the number.
+_CLASS_BODY: Final = frozenset(
+    {
+        "__module__",
+        "__qualname__",
+        "__doc__",
+        "__dict__",
+        "__weakref__",
+        "__slots__",
+        "__annotations__",
+        "__annotate__",
+        "__annotate_func__",
+        "__annotations_cache__",
+        "__firstlineno__",
+        "__static_attributes__",
+        "__orig_bases__",
+        "__parameters__",
+    }
+)
+
+
+@per_class
+def only_a_number(t: type[Any]) -> bool:
+    """Whether the subclass `t` of `float` or `complex` adds nothing to it in
+    its class bodies (an `Enum` adds its members)."""
+    base = float if issubclass(t, float) else complex
+    mro = t.__mro__
+    return not issubclass(t, enum.Enum) and all(
+        set(vars(k)) <= _CLASS_BODY for k in mro[: mro.index(base)]
+    )
+
+
+def scalar_leaf(leaf: Any, t: type[Any]) -> Any:
+    """A dynamic leaf of a subclass of `float` or `complex` (`class Rate(float)`,
+    `t` its type) as the built-in value it holds, read without the subclass's
+    own methods: dynamic by subclass (`default_dynamic`), it is then converted
+    to an array as a `float` is (one compile for a sweep of them). A static
+    one keeps its type (`static_key`). A NumPy scalar (`np.float64` subclasses
+    `float`) stays the NumPy value it is (`python_number`)."""
+    if not python_number(t):
+        return leaf
+    return float.__float__(leaf) if issubclass(t, float) else complex.__complex__(leaf)
+
+
+def python_number(t: type[Any]) -> bool:
+    """Whether `t` is a Python `float` or `complex`, or a subclass of one that
+    is not a NumPy scalar (which is a NumPy value): the one statement of it,
+    for `scalar_leaf` and for what stays static outside the captures named in
+    `dynamic=` (`DynamicNames`)."""
+    return issubclass(t, (float, complex)) and not issubclass(t, np.generic)

@@ -34,6 +34,7 @@ from .._holders.trees import (
     tree_structure,
     treedef_is_leaf,
 )
+from .floats import only_a_number
 from .hidden import aux_tracer, hidden_tracer, jax_dtype, opaque
 
 __all__ = [
@@ -45,7 +46,6 @@ __all__ = [
     "DynamicNames",
     "default_dynamic",
     "is_jax_value",
-    "scalar_leaf",
     "scanned",
     "static_key",
     "unsortable_registry",
@@ -272,39 +272,22 @@ def plain_reach(value: Any) -> set[int]:
 
 def default_dynamic(x: Any) -> bool:
     """The default rule: arrays, tracers, NumPy values of dtypes JAX can hold,
-    Python `float`/`complex` (not an `Enum` member valued as one: a tracer in
-    its place would lose its identity)."""
+    Python `float`/`complex`, and a subclass of one that is only the number it
+    holds (`class Rate(float): pass`). Not an `Enum` member valued as one (a
+    tracer in its place would lose its identity), nor a subclass that adds to
+    the number (a method, a property, a slot, an attribute of the value:
+    `WarmRate(0.1).warm(5)`), which code may use: static, as it is."""
     t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
     if issubclass(t, (np.ndarray, np.generic)):
         return jax_dtype(x.dtype)
     if issubclass(t, _Tracer):
         return True
     if issubclass(t, (float, complex)):
-        return not issubclass(t, enum.Enum)
+        return t in INEXACT or (only_a_number(t) and not getattr(x, "__dict__", None))
     try:
         return isinstance(x, jax.Array)
     except Exception:  # an object whose attribute access fails: static
         return False
-
-
-def scalar_leaf(leaf: Any, t: type[Any]) -> Any:
-    """A dynamic leaf of a subclass of `float` or `complex` (`class Rate(float)`,
-    `t` its type) as the built-in value it holds, read without the subclass's
-    own methods: dynamic by subclass (`default_dynamic`), it is then converted
-    to an array as a `float` is (one compile for a sweep of them). A static
-    one keeps its type (`static_key`). A NumPy scalar (`np.float64` subclasses
-    `float`) stays the NumPy value it is (`python_number`)."""
-    if not python_number(t):
-        return leaf
-    return float.__float__(leaf) if issubclass(t, float) else complex.__complex__(leaf)
-
-
-def python_number(t: type[Any]) -> bool:
-    """Whether `t` is a Python `float` or `complex`, or a subclass of one that
-    is not a NumPy scalar (which is a NumPy value): the one statement of it,
-    for `scalar_leaf` and for what stays static outside the captures named in
-    `dynamic=` (`DynamicNames`)."""
-    return issubclass(t, (float, complex)) and not issubclass(t, np.generic)
 
 
 class DynamicNames:

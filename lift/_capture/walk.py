@@ -30,6 +30,7 @@ from .._holders.trees import (
     ordered,
 )
 from .code import CodeInfo, code_info
+from .floats import python_number, scalar_leaf
 from .nodes import (
     CellNode,
     FunctionNode,
@@ -73,8 +74,6 @@ from .static import (
     default_dynamic,
     is_bool,
     is_jax_value,
-    python_number,
-    scalar_leaf,
     static_key,
 )
 

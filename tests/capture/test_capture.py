@@ -388,12 +388,6 @@ class WarmRate(float):
         return self * min(1.0, step / 10)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a float subclass capture becomes an array leaf whatever its class "
-    "adds: the code calling its own method gets JAX's raw AttributeError, "
-    "naming no capture (lift/_capture/static.py: default_dynamic)",
-)
 @pytest.mark.parametrize(
     "run",
     [lambda g: g(1.0), lambda g: jax.jit(lambda h, x: h(x))(g, 1.0)],
