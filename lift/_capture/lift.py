@@ -21,13 +21,13 @@ from .._holders.trees import (
     ordered,
 )
 from .._leaks.find import find_leaks
+from . import objects as _objects  # noqa: F401  (registers optax.MultiSteps)
 from .capture import check_names, check_options
 from .describe import reject
 from .hidden import aux_tracer
 from .lifted import Lifted, caller_name, construct, rebuilt
-from .objects import as_functions
 from .skeleton import capture_into, skeleton_of
-from .static import static_key
+from .static import static_key, taken_apart
 
 __all__ = ["is_lifted", "lift", "unlift"]
 
@@ -201,7 +201,7 @@ def lift(
         return construct(sub, obj, *check_options(static, dynamic, caller_name(sub)))
     if is_function_like(obj):
         return Lifted(obj, static=static, dynamic=dynamic)
-    if (functions := as_functions(obj)) is not None:  # optax.MultiSteps
+    if (functions := taken_apart(obj)) is not None:  # optax.MultiSteps
         obj = functions
     if issubclass(kind, ITERATORS):
         raise reject(obj, "lift")

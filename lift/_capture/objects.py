@@ -23,6 +23,7 @@ import types
 from typing import Any, cast
 
 from .lifted import Lifted, rebuilt
+from .static import TAKES_APART
 
 __all__ = ["as_functions"]
 
@@ -45,6 +46,9 @@ def as_functions(obj: Any) -> Any | None:
     return _transformation_type(base, cls)(
         functools.partial(_init, cls, attrs), functools.partial(_update, cls, attrs)
     )
+
+
+TAKES_APART.append(as_functions)
 
 
 @functools.cache

@@ -48,6 +48,7 @@ __all__ = [
     "is_jax_value",
     "scanned",
     "static_key",
+    "taken_apart",
     "unsortable_registry",
 ]
 
@@ -268,6 +269,20 @@ def plain_reach(value: Any) -> set[int]:
                 if c is list or c is dict:
                     reach.add(id(child))
     return reach
+
+
+# Objects that are not pytrees which lift takes apart into functions where it
+# meets them, at the top or captured (`optax.MultiSteps`: registered by
+# `lift._capture.objects`), so that what they hold is walked.
+TAKES_APART: list[Callable[[Any], Any | None]] = []
+
+
+def taken_apart(value: Any) -> Any | None:
+    """`value` as the pytree of functions lift takes it apart into, or `None`."""
+    for take in TAKES_APART:
+        if (apart := take(value)) is not None:
+            return apart
+    return None
 
 
 def default_dynamic(x: Any) -> bool:

@@ -22,13 +22,8 @@ from .._holders.closure import (
     holder_of,
     user_class,
 )
-from .._holders.labels import ATTR, Label
-from .._holders.trees import (
-    ITERATORS,
-    irregular,
-    is_function_like,
-    ordered,
-)
+from .._holders.labels import ATTR, SELF, Label
+from .._holders.trees import ITERATORS, irregular, is_function_like, ordered
 from .code import CodeInfo, code_info
 from .floats import python_number, scalar_leaf
 from .nodes import (
@@ -75,6 +70,7 @@ from .static import (
     is_bool,
     is_jax_value,
     static_key,
+    taken_apart,
 )
 
 __all__ = ["DYNAMIC", "NODE", "STATIC"]
@@ -344,6 +340,8 @@ class Walk:
             # Static by identity; a suspended frame's locals may hold a tracer.
             self.kept(check_opaque(value, type(value), holder, label))  # pyright: ignore[reportUnknownArgumentType]
             return Template(None, (Static(value),), owner, label)
+        if not forced and label.kind != SELF and (apart := taken_apart(value)):
+            value, t = apart, type(apart)  # optax.MultiSteps, as its functions
         order = None
         owned: dict[int, bool] = {}
         if forced or t not in DYNAMIC_ATOMS or self.dynamic is not None:

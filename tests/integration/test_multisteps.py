@@ -275,11 +275,6 @@ def test_the_api_of_a_multisteps_given_another_update_says_it_is_not_lifts():
         _ = other.has_updated
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a MultiSteps captured by a closure is a static object compared by "
-    "identity: the capture walk does not take it apart as lift(ms) does",
-)
 def test_a_sweep_of_a_step_capturing_a_multisteps_compiles_once() -> None:
     # The usual spelling: the step closes over the optimizer, and `lift.jit`
     # compiles it once for every rate, as it does for a captured `adam`.
