@@ -21,7 +21,7 @@ from .._holders.trees import (
     ordered,
 )
 from .._leaks.find import find_leaks
-from . import objects as _objects  # noqa: F401  (registers optax.MultiSteps)
+from . import objects as _objects  # noqa: F401  # pyright: ignore[reportUnusedImport]  (registers optax.MultiSteps)
 from .capture import check_names, check_options
 from .describe import reject
 from .hidden import aux_tracer

@@ -341,7 +341,7 @@ class Walk:
             self.kept(check_opaque(value, type(value), holder, label))  # pyright: ignore[reportUnknownArgumentType]
             return Template(None, (Static(value),), owner, label)
         if not forced and label.kind != SELF and (apart := taken_apart(value)):
-            value, t = apart, type(apart)  # optax.MultiSteps, as its functions
+            value, t = apart, type(apart)  # pyright: ignore[reportUnknownVariableType]
         order = None
         owned: dict[int, bool] = {}
         if forced or t not in DYNAMIC_ATOMS or self.dynamic is not None:
