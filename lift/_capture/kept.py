@@ -40,9 +40,12 @@ class Kept:
             self.held.append(fn)
             self.held.extend(fn.__closure__ or ())
         self.counts = [sys.getrefcount(x) for x in self.held]
+        self.callbacks = _compat.callbacks_alive()
 
     def outlived(self, out: Any) -> Copy | None:
         """The first copy a callback the call made holds now, if any."""
+        if _compat.callbacks_alive() <= self.callbacks:
+            return None  # the call gave JAX no callback
         for x, count in zip(self.held, self.counts, strict=True):
             if sys.getrefcount(x) > count and not _reaches(out, x):
                 copy = next((c for c in self.copies if _reaches(x, c.value)), None)

@@ -58,6 +58,7 @@ from .messages import (
 )
 from .programs import (
     bare_jaxpr as bare_jaxpr,
+    callbacks_alive as callbacks_alive,
     held_by_a_callback as held_by_a_callback,
     holds_consts as holds_consts,
     inferred_argnames as inferred_argnames,

@@ -8,6 +8,7 @@ import functools
 import gc
 import inspect
 import os
+import sys
 import types
 from typing import Any, Final, cast
 
@@ -159,6 +160,36 @@ _CALLBACK_FILES: Final = frozenset(
 )
 _CALLBACK_DEPTH: Final = 6
 _CALLBACK_WIDTH: Final = 64
+
+
+def _codes_named(code: types.CodeType, name: str) -> list[types.CodeType]:
+    """The code objects named `name` nested in `code`."""
+    found: list[types.CodeType] = []
+    stack = [code]
+    while stack:
+        for c in stack.pop().co_consts:
+            if isinstance(c, types.CodeType):
+                found += [c] if c.co_name == name else []
+                stack.append(c)
+    return found
+
+
+# The code of the closures JAX makes around a callback's Python (jax 0.8.0 to
+# 0.12.1: `_flat_callback` in `debug_callback`, and in `_make_flat_callback`).
+_CALLBACK_CODES: Final = tuple(
+    c
+    for f in vars(_debugging).values()
+    if type(f) is types.FunctionType
+    for c in _codes_named(f.__code__, "_flat_callback")
+)
+
+
+def callbacks_alive() -> int:
+    """A number that grows when JAX keeps a callback more (`jax.debug.callback`,
+    `pure_callback`, `io_callback` while a program is traced): each of JAX's
+    wrappers holds its class or its code. Read in constant time, so that a
+    traced call looks for what holds its copies only when it made one."""
+    return sys.getrefcount(_FLAT_CALLBACK) + sum(map(sys.getrefcount, _CALLBACK_CODES))
 
 
 def held_by_a_callback(obj: object) -> bool:

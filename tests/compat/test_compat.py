@@ -637,7 +637,7 @@ def test_an_error_in_the_users_function_shows_no_lift_frame_inside_its_trace(
     assert "users" in [f.name for f in frames]
 
 
-def test_held_by_a_callback_sees_jaxs_callbacks_and_not_custom_rules() -> None:
+def test_callbacks_are_counted_and_what_they_hold_seen_not_custom_rules() -> None:
     found: dict[str, bool] = {}
     f32 = jax.ShapeDtypeStruct((), jnp.float32)
 
@@ -646,6 +646,7 @@ def test_held_by_a_callback_sees_jaxs_callbacks_and_not_custom_rules() -> None:
             k: [] for k in ("debug", "pure", "io", "rule", "kept")
         }
         debug, pure, io, rule, kept = (lists[k] for k in lists)
+        before = _compat.callbacks_alive()
         jax.debug.callback(lambda v: debug.append(v), x)
         x = x + jax.pure_callback(lambda v: v * len(pure), f32, x)
         x = x + io_callback(lambda v: v * len(io), f32, x)
@@ -658,6 +659,7 @@ def test_held_by_a_callback_sees_jaxs_callbacks_and_not_custom_rules() -> None:
         x = g(x)
         local = lambda: kept  # a function of the trace, no callback's
         found.update({k: _compat.held_by_a_callback(v) for k, v in lists.items()})
+        found["three callbacks more"] = _compat.callbacks_alive() == before + 3
         del local
         return x
 
@@ -669,4 +671,5 @@ def test_held_by_a_callback_sees_jaxs_callbacks_and_not_custom_rules() -> None:
         "io": True,
         "rule": False,
         "kept": False,
+        "three callbacks more": True,
     }
