@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any, Final, NamedTuple, Protocol
 
 from .. import _compat
+from .._base import gc as _gc
 from .._base.errors import code_of
 from .copies import Copies, Copy, changed_copy, copies_in, refuse_changed
 from .kept import Kept, refuse_kept
@@ -100,7 +101,13 @@ def call_watched(
     # (a callback JAX keeps in the program) would reach lift's copy at run time.
     kept = None if _compat.eager() else Kept(built.copies, built.functions)
     try:
-        out = built.fn(*args, **kwargs)
+        if kept is None:
+            out = built.fn(*args, **kwargs)
+        else:
+            # No collection in between, so that the count of JAX's callbacks
+            # says whether the call made one (`Kept`): tracing frees little.
+            with _gc.paused():
+                out = built.fn(*args, **kwargs)
     except BaseException as err:
         # A call that changed a copy and then raised is refused too, its
         # error chained: raising must not hide the lost change.

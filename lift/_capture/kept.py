@@ -44,8 +44,8 @@ class Kept:
 
     def outlived(self, out: Any) -> Copy | None:
         """The first copy a callback the call made holds now, if any."""
-        if _compat.callbacks_alive() <= self.callbacks:
-            return None  # the call gave JAX no callback
+        if _compat.callbacks_alive() == self.callbacks:
+            return None  # the call gave JAX no callback (none was collected)
         for x, count in zip(self.held, self.counts, strict=True):
             if sys.getrefcount(x) > count and not _reaches(out, x):
                 copy = next((c for c in self.copies if _reaches(x, c.value)), None)

@@ -144,8 +144,7 @@ def own_leaf(
         return is_function_like
 
     def is_leaf(x: Any) -> bool:
-        t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
-        if (t is not list and t is not dict) or id(x) not in reach:
+        if id(x) not in reach:  # not a container that may be your own
             return is_function_like(x)
         found = owned.get(id(x))
         if found is None:

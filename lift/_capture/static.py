@@ -9,6 +9,7 @@ by type and value at every depth (so `0.0` is not `-0.0` and `1` is not
 
 from __future__ import annotations
 
+import collections
 import enum
 import functools
 import types
@@ -25,9 +26,10 @@ from .._base.caches import per_class
 from .._base.errors import LiftError, describe
 from .._compat import Tracer as _Tracer, live_traces
 from .._holders.attributes import own_attributes
-from .._holders.closure import custom_data, slots_of
+from .._holders.closure import custom_data, default_factory, slots_of
 from .._holders.labels import Label, variable_str
 from .._holders.trees import (
+    is_function_like,
     one_level,
     read_as_tuple,
     slot_path,
@@ -245,28 +247,43 @@ _tuple_iter: Final = cast("Callable[[Any], Iterable[Any]]", tuple.__iter__)  # p
 def _children(x: Any) -> Iterable[Any]:
     """The items of a list, tuple or NamedTuple (by `tuple`'s own iteration, as
     JAX reads them), or a dict's values."""
-    if type(x) is dict:
+    if isinstance(x, dict):
         return cast("dict[Any, Any]", x).values()
     return _tuple_iter(x) if isinstance(x, tuple) else cast("list[Any]", x)
 
 
+def ownable(x: Any) -> bool:
+    """Whether `x` is a container that stays the user's own object when it
+    holds no dynamic leaf: a list, a dict, or an `OrderedDict` or
+    `defaultdict` whose factory is no function (one that is, is walked as a
+    function: `lift._capture.factories`)."""
+    t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
+    if t is list or t is dict:
+        return True
+    return t in _STD_DICTS and not is_function_like(default_factory(x))
+
+
+_STD_DICTS: Final = (collections.OrderedDict, collections.defaultdict)
+
+
 def plain_reach(value: Any) -> set[int]:
-    """The lists and dicts below `value` (not `value` itself: `template` keeps
-    it whole itself) reached through lists, tuples, dicts and NamedTuples
-    alone, by id; empty, cheaply, for a value nesting none."""
+    """The containers below `value` that may stay the user's own (`ownable`;
+    not `value` itself: `template` keeps it whole itself), reached through
+    them, tuples and NamedTuples alone, by id; empty, cheaply, for a value
+    nesting none."""
     t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
-    if not (t is list or t is dict or read_as_tuple(t)):
+    if not (ownable(value) or read_as_tuple(t)):
         return set()
     reach: set[int] = set()
     seen = {id(value)}
     stack = [value]
     while stack:
         for child in _children(stack.pop()):
-            c: type[Any] = type(child)  # pyright: ignore[reportUnknownVariableType]
-            if (c is list or c is dict or read_as_tuple(c)) and id(child) not in seen:
+            own = ownable(child)
+            if (own or read_as_tuple(type(child))) and id(child) not in seen:  # pyright: ignore[reportUnknownArgumentType]
                 seen.add(id(child))
                 stack.append(child)
-                if c is list or c is dict:
+                if own:
                     reach.add(id(child))
     return reach
 
