@@ -10,7 +10,6 @@ a custom derivative rule that reads a copy is not refused."""
 
 from __future__ import annotations
 
-import functools
 import sys
 import types
 from collections.abc import Iterable
@@ -18,6 +17,7 @@ from typing import Any, cast
 
 from .. import _compat
 from .._base.errors import LiftError, describe
+from .._holders.closure import function_parts, holder_of
 from .copies import Copies, Copy
 
 __all__ = ["Kept", "refuse_kept"]
@@ -54,10 +54,14 @@ class Kept:
         return None
 
 
-def _reaches(out: Any, target: Any, limit: int = 10_000) -> bool:
-    """Whether the call's result `out` holds `target`: through containers,
-    functions' cells and defaults, partials and bound methods (bounded)."""
-    stack, seen = [out], set[int]()
+def _reaches(root: Any, target: Any, limit: int = 10_000) -> bool:
+    """Whether `root` holds `target` (a cell: what it holds), through
+    containers and a callable's parts as `lift._holders.closure` describes
+    them: cells, defaults, attributes; a partial's or a bound method's parts
+    (bounded)."""
+    if type(target) is types.CellType:
+        target = _in_cell(target)
+    stack, seen = [root], set[int]()
     while stack and len(seen) < limit:
         x = stack.pop()
         if x is target:
@@ -69,19 +73,21 @@ def _reaches(out: Any, target: Any, limit: int = 10_000) -> bool:
             stack.extend(cast("dict[Any, Any]", x).values())
         elif isinstance(x, _CONTAINERS):
             stack.extend(cast("Iterable[Any]", x))
-        elif isinstance(x, types.FunctionType):
+        elif type(x) is types.CellType:
+            stack.append(_in_cell(x))
+        elif type(x) is types.FunctionType:
             stack.extend(x.__closure__ or ())
-            stack.extend(x.__defaults__ or ())
-        elif isinstance(x, types.CellType):
-            try:
-                stack.append(x.cell_contents)
-            except ValueError:  # an empty cell
-                pass
-        elif isinstance(x, functools.partial):
-            stack.extend((x.func, *x.args, *x.keywords.values()))
-        elif isinstance(x, types.MethodType):
-            stack.append(x.__self__)
+            stack.extend(value for _, value in function_parts(x))
+        elif (holder := holder_of(x)) is not None:
+            stack.extend(value for _, value in holder.parts(x))
     return False
+
+
+def _in_cell(cell: types.CellType) -> Any:
+    try:
+        return cell.cell_contents
+    except ValueError:  # an empty cell
+        return None
 
 
 def refuse_kept(fn: Any, copy: Copy) -> LiftError:
