@@ -35,6 +35,7 @@ from .skeleton import Skeleton
 
 __all__ = [
     "REBUILT_TYPES",
+    "CONTAINERS",
     "Copies",
     "changed_copy",
     "copies_in",
@@ -49,8 +50,9 @@ REBUILT_TYPES: Final = frozenset(
 )
 
 # The containers an attribute of a rebuilt node may hold, and those of them
-# that can change in place; lift looks into the others for more.
-_CONTAINERS: Final = (list, dict, set, bytearray, collections.deque, tuple, frozenset)
+# that can change in place; lift looks into the others for more (as into what
+# a traced call returns: `lift._capture.kept`).
+CONTAINERS: Final = (list, dict, set, bytearray, collections.deque, tuple, frozenset)
 _MUTABLE: Final = (list, dict, set, bytearray, collections.deque)
 
 
@@ -272,7 +274,7 @@ def _mutable_in(attributes: Iterable[tuple[str, Any]]) -> list[tuple[str, Any]]:
     out: list[tuple[str, Any]] = []
     seen: set[int] = set()
     stack: list[tuple[str, Any]] = [
-        (a, v) for a, v in attributes if issubclass(type(v), _CONTAINERS)
+        (a, v) for a, v in attributes if issubclass(type(v), CONTAINERS)
     ]
     while stack:
         a, v = stack.pop()
@@ -285,7 +287,7 @@ def _mutable_in(attributes: Iterable[tuple[str, Any]]) -> list[tuple[str, Any]]:
         if issubclass(t, bytearray):
             continue
         values: Iterable[Any] = v.values() if issubclass(t, dict) else v
-        stack.extend((a, y) for y in values if issubclass(type(y), _CONTAINERS))
+        stack.extend((a, y) for y in values if issubclass(type(y), CONTAINERS))
     return out
 
 

@@ -18,12 +18,9 @@ from typing import Any, cast
 from .. import _compat
 from .._base.errors import LiftError, describe
 from .._holders.closure import function_parts, holder_of
-from .copies import Copies, Copy
+from .copies import CONTAINERS, Copies, Copy
 
 __all__ = ["Kept", "refuse_kept"]
-
-# The containers the result of a call is looked into for a copy it returns.
-_CONTAINERS = (list, dict, set, tuple, frozenset)
 
 
 class Kept:
@@ -71,7 +68,7 @@ def _reaches(root: Any, target: Any, limit: int = 10_000) -> bool:
         seen.add(id(x))
         if isinstance(x, dict):
             stack.extend(cast("dict[Any, Any]", x).values())
-        elif isinstance(x, _CONTAINERS):
+        elif isinstance(x, CONTAINERS):
             stack.extend(cast("Iterable[Any]", x))
         elif type(x) is types.CellType:
             stack.append(_in_cell(x))

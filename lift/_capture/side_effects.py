@@ -10,7 +10,6 @@ holds a dynamic leaf (`refuse_rebinding`)."""
 
 from __future__ import annotations
 
-import collections
 import types
 from collections.abc import Callable, Iterable
 from typing import Any, Final, cast
@@ -20,15 +19,13 @@ from .._compat import CUSTOM_NODES, Tracer
 from .._holders.closure import default_factory
 from .._holders.trees import flatten_checked, is_function_like
 from .nodes import Static, Template
-from .static import plain_reach, static_key
+from .static import STD_DICTS, ownable, plain_reach, static_key
 
 # Containers the lifted function shares with the original when they hold no
 # dynamic leaf (`own_static`): what code appends to, fills or counts in. The
 # dicts of the standard library among them (a `defaultdict(list)` history, an
-# `OrderedDict` cache) as the captured variable's value; nested in one, as
-# lists and dicts (`own_leaf`).
-_OWN_DICTS: Final = (collections.OrderedDict, collections.defaultdict)
-OWN_CONTAINERS: Final = (list, dict, *_OWN_DICTS)
+# `OrderedDict` cache), captured or nested alike (`static.ownable`).
+OWN_CONTAINERS: Final = (list, dict, *STD_DICTS)
 
 
 def own_static(value: Any) -> Static:
@@ -52,13 +49,7 @@ def nests_plainly(value: Any) -> bool:
         t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
         if t is list or t is tuple:
             stack.extend(x)
-        elif t is dict or (
-            x is value
-            and t in _OWN_DICTS
-            # A factory that is a function is walked as one (it may capture a
-            # float): such a defaultdict is rebuilt.
-            and not is_function_like(default_factory(x))
-        ):
+        elif t is dict or (x is value and ownable(x)):
             stack.extend(x.values())
         elif x is not None and (
             t in CUSTOM_NODES or hasattr(cast(Any, t), "_fields")  # a NamedTuple
@@ -82,14 +73,14 @@ def own_changed(statics: Iterable[Static]) -> bool:
 
 
 # The containers `own_static` keys by their contents.
-_KEYED: Final = frozenset({list, dict, set, *_OWN_DICTS})
+_KEYED: Final = frozenset({list, dict, set, *STD_DICTS})
 
 
 def _contents_key(value: Any) -> Any:
     t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
     if t is list:
         return (t, tuple(map(_contents_key, value)))
-    if t is dict or t in _OWN_DICTS:
+    if t is dict or t in STD_DICTS:
         # A defaultdict's factory too: what a missing key gets.
         factory = static_key(default_factory(value))
         items = tuple((static_key(k), _contents_key(v)) for k, v in value.items())

@@ -45,6 +45,8 @@ __all__ = [
     "aux_key",
     "check_aux",
     "check_opaque",
+    "ownable",
+    "STD_DICTS",
     "DynamicNames",
     "default_dynamic",
     "is_jax_value",
@@ -260,10 +262,11 @@ def ownable(x: Any) -> bool:
     t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
     if t is list or t is dict:
         return True
-    return t in _STD_DICTS and not is_function_like(default_factory(x))
+    return t in STD_DICTS and not is_function_like(default_factory(x))
 
 
-_STD_DICTS: Final = (collections.OrderedDict, collections.defaultdict)
+# The standard library's dicts that may stay your own as a dict does.
+STD_DICTS: Final = (collections.OrderedDict, collections.defaultdict)
 
 
 def plain_reach(value: Any) -> set[int]:
