@@ -14,17 +14,17 @@ from ._base.errors import LeakError as LeakError, LiftError as LiftError
 from ._version import __version__ as __version__
 
 if TYPE_CHECKING:
-    from ._capture.lift import is_lifted as is_lifted, lift as lift, unlift as unlift
-    from ._capture.lifted import Lifted as Lifted
-    from ._capture.paths import CapturePath as CapturePath
-    from ._capture.replace import replace as replace
-    from ._capture.verify import verifying as verifying
     from ._diagnose.diff import diff as diff
     from ._jit.api import jit as jit
+    from ._jit.verify import verifying as verifying
     from ._leaks.checked import checked as checked
     from ._leaks.checking import checking_leaks as checking_leaks
     from ._leaks.find import check_leaks as check_leaks, find_leaks as find_leaks
     from ._leaks.report import Leak as Leak, Leaks as Leaks
+    from ._lifted.lift import is_lifted as is_lifted, lift as lift, unlift as unlift
+    from ._lifted.lifted import Lifted as Lifted
+    from ._lifted.replace import replace as replace
+    from ._skeleton.paths import CapturePath as CapturePath
 
     closure_convert = Lifted.closure_convert
 
@@ -53,21 +53,21 @@ __all__ = [
 # Public names imported on first use, so that importing `lift` (as pytest does
 # for the `lift._leaks.plugin` entry point) does not import JAX until a name is used.
 _LAZY = {
-    "CapturePath": "_capture.paths",
+    "CapturePath": "_skeleton.paths",
     "Leak": "_leaks.report",
     "Leaks": "_leaks.report",
-    "Lifted": "_capture.lifted",
+    "Lifted": "_lifted.lifted",
     "check_leaks": "_leaks.find",
     "checked": "_leaks.checked",
     "checking_leaks": "_leaks.checking",
     "diff": "_diagnose.diff",
     "find_leaks": "_leaks.find",
-    "is_lifted": "_capture.lift",
+    "is_lifted": "_lifted.lift",
     "jit": "_jit.api",
-    "lift": "_capture.lift",
-    "replace": "_capture.replace",
-    "unlift": "_capture.lift",
-    "verifying": "_capture.verify",
+    "lift": "_lifted.lift",
+    "replace": "_lifted.replace",
+    "unlift": "_lifted.lift",
+    "verifying": "_jit.verify",
 }
 
 

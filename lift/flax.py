@@ -42,11 +42,11 @@ except ModuleNotFoundError as err:
         name="flax",
     ) from err
 
-from ._capture.lift import is_lifted, lift
-from ._capture.objects import as_functions
 from ._compat import Tracer
 from ._holders import trees as jtu
 from ._holders.trees import is_function_like
+from ._lifted.lift import is_lifted, lift
+from ._lifted.multisteps import as_functions
 
 __all__ = ["Hyperparameter", "Optimizer", "TrainState"]
 

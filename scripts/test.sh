@@ -37,8 +37,8 @@ here="$(dirname "$0")"
 # The core: what a user relies on.
 CORE=(
     tests/capture/test_capture.py           # what is captured, static or dynamic
-    tests/capture/test_soundness.py         # a lifted function computes what the original does
-    tests/capture/test_transforms.py        # through jit, vmap, grad, scan, ...
+    tests/lifted/test_soundness.py          # a lifted function computes what the original does
+    tests/lifted/test_transforms.py         # through jit, vmap, grad, scan, ...
     tests/diagnose/test_diff.py             # why two lifted functions compile apart
     tests/jit/test_jit.py                   # lift.jit
     tests/capture/test_convert.py           # lift.closure_convert

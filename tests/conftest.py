@@ -34,7 +34,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("--lift-verify"):
         os.environ["LIFT_VERIFY"] = "1"  # for subprocesses
-        from lift._capture import verify as _verify
+        from lift._jit import verify as _verify
 
         _verify.STATE.on = True
 
@@ -53,7 +53,7 @@ def pytest_configure(config: pytest.Config) -> None:
 #
 # Under JAX's checker the heap is also frozen (`gc.freeze`) between modules:
 # what the imports made, which no test makes or drops, is left out of every
-# collection (those of tests/capture/test_soundness.py: 3.7 s, frozen 1.7 s).
+# collection (those of tests/lifted/test_soundness.py: 3.7 s, frozen 1.7 s).
 # Not for the tests that ask the collector who holds an object
 # (`gc.get_referrers`, which does not see frozen objects): lift's leak tests and
 # its JAX compatibility tests, and every test under lift's plugin (which names

@@ -8,6 +8,7 @@ tree.
 
 from __future__ import annotations
 
+import ast
 import email.parser
 import os
 import re
@@ -201,12 +202,12 @@ def test_classifiers_name_the_pythons_between_the_ends_ci_runs():
 
 
 def test_the_package_is_a_few_concept_folders_of_modules_under_500_lines():
-    # The layout the code is held to: at most 8 private concept folders beside
+    # The layout the code is held to: at most 11 private concept folders beside
     # the public modules, and no module over 500 lines (the import contract,
     # `lint-imports`, holds the folders' order).
     package = ROOT / "lift"
     folders = sorted(p.name for p in package.iterdir() if (p / "__init__.py").exists())
-    assert len(folders) <= 8, folders
+    assert len(folders) <= 11, folders
     assert all(name.startswith("_") for name in folders), folders
     long = {
         str(path.relative_to(ROOT)): n
@@ -214,6 +215,21 @@ def test_the_package_is_a_few_concept_folders_of_modules_under_500_lines():
         if (n := len(path.read_text().splitlines())) > 500
     }
     assert not long, long
+
+
+@pytest.mark.parametrize(
+    "folder",
+    sorted(p.name for p in (ROOT / "lift").iterdir() if (p / "__init__.py").exists()),
+)
+def test_each_folder_names_exactly_its_modules_in_its_docstring_and_readme(folder):
+    # A newcomer reads a folder's `__init__` docstring or README to find a
+    # module by the question it answers: both list every module, and only those.
+    path = ROOT / "lift" / folder
+    modules = {p.stem for p in path.glob("*.py") if p.stem != "__init__"}
+    doc = ast.get_docstring(ast.parse((path / "__init__.py").read_text())) or ""
+    assert set(re.findall(r"^- `(\w+)`:", doc, re.M)) == modules
+    readme = (path / "README.md").read_text()
+    assert set(re.findall(r"^\| `(\w+)\.py` \|", readme, re.M)) == modules
 
 
 def test_dir_lists_every_public_name_and_an_unknown_one_is_an_attributeerror():

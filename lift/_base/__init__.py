@@ -1,4 +1,9 @@
-"""The base every other part stands on: the types whose values hold
-nothing (`atoms`), the caches' two policies (`caches`), lift's exceptions
-(`errors`), the registry of `Lifted` built during a call (`registry`) and
-garbage collection held off (`gc`), whose code is the user's (`owners`). Imports nothing of lift's."""
+"""The base every other part stands on. Imports nothing of lift's.
+
+- `atoms`: the types whose values hold nothing.
+- `built`: a weak record of the `Lifted` built while someone listens.
+- `caches`: lift's caches and their two eviction policies.
+- `errors`: lift's exceptions and how messages name things.
+- `gc`: Python's cyclic collector held off around bulk work.
+- `owners`: whose code is whose, by module name.
+"""

@@ -5,7 +5,7 @@ bound method once (cycles and recursion included), and walks every captured
 value as a pytree whose function leaves become nodes in turn. It reads the user's
 objects and never writes to them. Every lift takes the one walk and makes a
 skeleton of its own; what it reads of a code object is computed once per code
-object (`lift._capture.code`).
+object (`lift._rule.code`).
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from typing import Any, Final, cast
 
 from .._base import gc as _gc
 from .._base.errors import LiftError, describe
-from .nodes import (
+from .._rule.static import DynamicNames
+from .._skeleton.nodes import (
     CellNode,
     FunctionNode,
 )
-from .skeleton import Skeleton
-from .static import DynamicNames
+from .._skeleton.skeleton import Skeleton
 from .walk import Walk
 
 __all__ = [

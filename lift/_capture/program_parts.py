@@ -18,9 +18,9 @@ import jax.extend.core
 
 from .. import _compat
 from .._base.errors import LiftError, describe
+from .._rule.static import static_key
+from .._skeleton.paths import leaf_paths
 from .capture import capture
-from .paths import leaf_paths
-from .static import static_key
 
 _CALLBACK_FIX = (
     "pass it to the callback as an argument: `jax.pure_callback(cb, shape, x, value)`"

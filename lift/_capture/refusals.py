@@ -1,155 +1,450 @@
-"""Flattening a captured value, and what the walk refuses to capture, with
-the messages that say so: each names the function, the variable and the
-fix, as `static=(...)` where keeping the capture static would do."""
+"""The errors lift raises about a function's captures: a concretization error
+(a Python branch on a traced capture) explained by the capture it came from,
+and what `lift` (or a `Lifted` subclass) cannot take, said with the fix."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+import types
+from typing import Any, Final, cast
 
-from .._base.errors import LiftError, describe, static_fix, type_text
-from .._holders import trees as jtu
-from .._holders.labels import Label, variable_str
-from .._holders.trees import MAX_CONTAINER_DEPTH, flatten_checked, slot_path
-from .factories import flatten_factored, has_function_factory
-from .hidden import plain_treedef
-from .static import unsortable_registry
+import jax
+
+from .._base.atoms import UNOPENED
+from .._base.errors import LiftError, describe, docs_anchor, static_fix, type_text
+from .._base.owners import is_user_module
+from .._compat import (
+    Tracer,
+    concretized_arguments,
+    eager,
+    number_method,
+    tracer_use,
+)
+from .._holders.trees import (
+    flatten_checked,
+    is_function_like,
+    tree_structure,
+    treedef_is_leaf,
+)
+from .._leaks.scan import NONE_LIVE, LeakWalk
+from .._rule.code import code_info
+from .._rule.static import DynamicNames
+from .._skeleton.nodes import FunctionNode
+from .._skeleton.paths import leaf_paths
+from .._skeleton.skeleton import LiftedParts, Skeleton, arrays_of, skeleton_of
+
+__all__ = ["explain_concretization", "reject"]
 
 
-def _name(label: Label) -> str:
-    name = label.variable
-    return name if type(name) is str and name else "name"
+def explain_concretization(x: LiftedParts, err: BaseException) -> LiftError | None:
+    """Name the capture, and the function that used it, when a traced leaf was
+    needed as a concrete Python value; `None` when the value came from no
+    capture (an argument traced by `vmap` or `jit`).
 
-
-def flatten_capture(
-    value: Any,
-    is_leaf: Callable[[Any], bool],
-    factored_leaf: Callable[[], Callable[[Any], bool]],
-    forced: bool,
-    holder: Any,
-    label: Label,
-) -> tuple[list[Any], jtu.TreeDef] | None:
-    """`value`'s leaves and treedef as the walk flattens a capture (`is_leaf`;
-    a defaultdict whose factory is made with each closure flattened with
-    `factored_leaf()`, its factory a node: `lift._capture.factories`), or
-    `None` for a value kept whole and static: one JAX cannot flatten (dict
-    keys it cannot sort, a node whose flatten fails) or that contains itself,
-    kept static by `static=` (`forced`) or as a registry JAX cannot sort;
-    refused otherwise."""
-    try:
-        flat = flatten_checked(value, is_leaf)
-    except (TypeError, ValueError) as err:
-        if forced or unsortable_registry(value):
-            return None
-        raise flattening_refused(holder, label, err) from err
-    if (
-        flat is not None
-        and not forced
-        and not plain_treedef(flat[1])
-        and has_function_factory(flat[1])
+    Which capture is lift's own knowledge: the innermost frame of the graph's
+    code where the error passed, the instruction it stopped at, and the
+    variables that instruction's operands were computed from (`CodeInfo.
+    operands`), each matched by identity against the `Lifted`'s leaves. Only
+    where the bytecode cannot tell (a value read through an attribute) are the
+    frame's captured tracers, and the argument JAX's message names, consulted.
+    """
+    leaves = arrays_of(x)
+    kind = tracer_use(err)
+    # Hashing fails for an array as for a tracer (eagerly, or under `grad`
+    # with the capture not traced): then the arrays count too.
+    held = jax.Array if kind in ("hash", "method") else Tracer
+    tracers = {id(leaf): i for i, leaf in enumerate(leaves) if isinstance(leaf, held)}
+    if not tracers and not eager():
+        # A `Lifted` made and flattened outside the trace it is called in (one
+        # that a jitted function or a scan body closes over): its leaves are
+        # concrete arrays, which the trace's first operation on them
+        # (`min(lr, 1.0)`'s comparison) makes traced values.
+        held = jax.Array
+        tracers = {id(v): i for i, v in enumerate(leaves) if isinstance(v, held)}
+    if not tracers:
+        return None
+    skeleton = skeleton_of(x)
+    codes = {n.info.code for n in skeleton.nodes if isinstance(n, FunctionNode)}
+    owners = skeleton.leaf_owner()
+    # The innermost frame of the graph's code, or of the user's code it called
+    # (a method of a captured pytree, `if self.lr > 0.5`).
+    last: types.TracebackType | None = None
+    tb = err.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code in codes or (
+            last is not None and is_user_module(tb.tb_frame.f_globals.get("__name__"))
+        ):
+            last = tb
+        tb = tb.tb_next
+    if last is None:
+        return None
+    frame, code = last.tb_frame, last.tb_frame.f_code
+    local = frame.f_locals
+    sources = code_info(code).operands(last.tb_lasti)
+    found = [
+        (name, i)
+        for _, name in sorted(sources)
+        if name in local
+        for i in _leaves_in(local[name], tracers)
+    ]
+    # Of those, the ones JAX was converting, where its frames show them; and
+    # a leaf itself before a container holding one (`d[k]` hashes `k`).
+    converted = [(n, i) for n, i in found if id(leaves[i]) in _converted(last)]
+    found = converted or found
+    found.sort(key=lambda pair: id(local[pair[0]]) not in tracers)
+    if sources and (
+        not found or any(_foreign(local.get(n), tracers, held) for _, n in sources)
     ):
-        flat = flatten_factored(value, factored_leaf())
-    if flat is None:
-        if forced:  # kept whole, by identity, as the fix says
-            return None
-        raise container_cycle(holder, label)
-    return flat
-
-
-def flattening_refused(holder: Any, label: Label, err: Exception) -> LiftError:
-    """A capture JAX's pytree flattening refuses (dict keys it cannot sort, a
-    node whose flatten fails)."""
-    name = _name(label)
+        # Computed from arguments (or static values) alone, or from a traced
+        # argument too: making a capture static would not help.
+        return None
+    if not found:
+        found = _guessed(err, skeleton, local, tracers)
+    if not found:
+        return None
+    index = found[0][1]
+    name = owners[index][1] or found[0][0]
+    # The function whose frame needed the value (a cell may be shared by several).
+    where = f"{code.co_qualname} ({code.co_filename}:{code.co_firstlineno})"
+    names = tuple(dict.fromkeys(owners[i][1] or n for n, i in found))
+    aval = type_text(leaves[index])
+    if isinstance(err, jax.errors.TracerBoolConversionError):
+        use = "in Python control flow (`if`, `while`, `and`, `bool()`, ...)"
+        other = "replace the Python branch with `jnp.where` / `jax.lax.cond`"
+    elif isinstance(err, jax.errors.TracerIntegerConversionError):
+        use = "as a Python int (`int()`, an index, a `range`, a shape)"
+        other = "compute with it as an array"
+    elif kind == "format":
+        use = "in a format spec (`f'{x:.3g}'`, `format()`)"
+        other = "print it with `jax.debug.print` (its value at run time)"
+    elif kind == "hash":
+        use = "as a hashed Python value (a dict key, a set member, a cache key)"
+        other = "look it up with `jnp.where` or `jax.lax.switch`"
+    elif kind == "method":
+        method = number_method(cast("AttributeError", err))
+        use = f"as a Python number (`.{method}()`, which arrays do not have)"
+        other = "compute it with `jnp` (`x == jnp.round(x)` for `.is_integer()`)"
+    else:
+        use = (
+            "where a concrete value is needed (a shape, a size, `float()`, "
+            "`.item()`, NumPy)"
+        )
+        other = "compute with it as an array"
+    if kind == "method":
+        made = f"an array ({aval})"
+    elif isinstance(leaves[index], Tracer):
+        made = f"a traced value ({aval}), so its value is unknown while tracing"
+    elif kind != "hash":
+        made = (
+            f"an array ({aval}), which the trace it is used in computes with as "
+            "a traced value, so its value is unknown while tracing"
+        )
+    else:
+        made = f"a JAX array ({aval}), which Python cannot hash"
+    if not any(n in skeleton.names for n in names):
+        # The object of a lifted bound method (`lift(cfg.scaled)`): no name
+        # `static=` takes.
+        return LiftError(
+            f"{where} uses {name!r}, the object a lifted bound method is bound "
+            f"to, {use}, but lift made its leaf {made}.\nFix: {other}, or lift "
+            f"a function that captures the object instead and keep it static, "
+            f"`lift(lambda *a: obj.method(*a), static=('obj',))`.",
+            anchor="control-flow-on-a-capture",
+        )
+    options = skeleton.options
+    named = options[1] if options is not None else None
+    if isinstance(named, DynamicNames) and named.names & set(names):
+        # You named it in `dynamic=`: `static=` too would be refused.
+        keep = (
+            f"keep it static by leaving {name!r} out of `dynamic=` (each new value "
+            "then compiles anew)"
+        )
+    else:
+        keep = (
+            f"keep it static, {static_fix(names)} (each new value then compiles anew)"
+        )
     return LiftError(
-        f"{describe(holder)} captures {variable_str(label)}, which "
-        f"JAX's pytree flattening refuses ({err}).\nFix: use dict "
-        "keys that sort (strings, or numbers of one type; an `Enum`'s "
-        "members do not), a `collections.OrderedDict` (flattened in its own "
-        f"order, unsorted), or keep it static with {static_fix((name,))}.",
-        anchor="capture-flattening-refused",
-        static=(name,),
+        f"{where} uses the captured variable {name!r} {use}, but lift made it "
+        f"{made}.\nFix: {keep}, or {other}.",
+        anchor="control-flow-on-a-capture",
+        static=names,
     )
 
 
-def container_cycle(holder: Any, label: Label) -> LiftError:
-    """A capture that contains itself, or nests too deep to flatten."""
-    name = _name(label)
+def _leaves_in(value: Any, tracers: dict[int, int]) -> list[int]:
+    """The indices of the `Lifted`'s traced leaves that `value` is or holds, as
+    the leak scan's walk reaches them (`_LOOK` objects at most): its pytree
+    leaves, and what the functions among them capture (a helper returning a
+    captured `lr`, a lambda, a pytree's bound method)."""
+    index = tracers.get(id(value))
+    if index is not None:
+        return [index]
+    walk = LeakWalk(_LOOK, only=frozenset(tracers), live=NONE_LIVE, globals=False)
+    walk.push(value, -1, "")
+    walk.run()
+    if walk.tracers:
+        return [tracers[id(t)] for t in walk.tracers]
+    # Concrete array leaves (`explain_concretization`'s fallback), which the
+    # walk, looking for tracers, passes by: a container's (`max(lrs)`).
+    flat = flatten_checked(value, is_function_like)
+    return [] if flat is None else [tracers[id(v)] for v in flat[0] if id(v) in tracers]
+
+
+# Objects `_leaves_in` looks at, at most.
+_LOOK: Final = 10_000
+
+
+def _converted(tb: types.TracebackType) -> set[int]:
+    """The ids of the tracers held by the frames below `tb` (JAX's own, where
+    it converts a value: `Tracer.__index__`'s `self`), one container deep."""
+    out: set[int] = set()
+    below = tb.tb_next
+    while below is not None:
+        for v in below.tb_frame.f_locals.values():
+            if isinstance(v, Tracer):
+                out.add(id(v))
+            elif type(v) is tuple:
+                out.update(id(w) for w in v if isinstance(w, Tracer))  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+        below = below.tb_next
+    return out
+
+
+def _foreign(value: Any, tracers: dict[int, int], held: type[Any] = Tracer) -> bool:
+    """Whether `value` is a tracer (or, with `held` an array type, an array)
+    that is not a leaf of the `Lifted`: an argument."""
+    return isinstance(value, held) and id(value) not in tracers
+
+
+def _guessed(
+    err: BaseException,
+    skeleton: Skeleton,
+    local: dict[str, Any],
+    tracers: dict[int, int],
+) -> list[tuple[str, int]]:
+    """Where the bytecode cannot tell: the captured tracers of the frame that
+    JAX's message says the value depended on (an argument's key path ending
+    in a leaf's: `g.captures['v']`, `__lifted__.captures['v']` under
+    `lift.jit`), or all the frame's captured tracers."""
+    here = [(n, i) for n, v in local.items() for i in _leaves_in(v, tracers)]
+    blamed = concretized_arguments(str(err))
+    if blamed is None:
+        return here
+    paths = [str(p) for p in leaf_paths(skeleton)]
+    ours = [i for b in blamed for i in range(len(paths)) if b.endswith(paths[i])]
+    if not ours:
+        return []  # a traced argument of the function, not a capture
+    return [(n, i) for n, i in here if i in ours] or [("", ours[0])]
+
+
+def no_function(cls: type[Any], options: dict[str, Any], *, base: bool) -> LiftError:
+    """The error for a `Lifted` class called with options only (`Sub(dynamic="a")`),
+    as `lift.lift(dynamic="a")` may be: `base` for `Lifted` itself."""
+    name = "lift.Lifted" if base else cls.__name__
+    given = ", ".join(f"{k}={v!r}" for k, v in options.items()) or "..."
+    decorator = f"lift.lift({given})" if base else f"functools.partial({name}, {given})"
     return LiftError(
-        f"{describe(holder)} captures {variable_str(label)}, a "
-        "container that contains itself or nests more than "
-        f"{MAX_CONTAINER_DEPTH} levels deep, which JAX's pytree "
-        "flattening cannot take.\nFix: pass it as an argument, or "
-        f"keep it static with {static_fix((name,))}.",
-        anchor="container-cycle",
-        static=(name,),
+        f"{name}() got no function: it takes the function first.\n"
+        f"Fix: `{name}(fn, {given})`; as a decorator with options, `@{decorator}`.",
+        anchor="lifted-without-a-function",
     )
 
 
-def not_traceable(
-    holder: Any, label: Label, t: type[Any], at: tuple[Any, int]
-) -> LiftError:
-    """A leaf the `dynamic=` predicate chose that JAX cannot trace (`at`: the
-    captured value's treedef and the leaf's position in it)."""
-    name = _name(label)
-    return LiftError(
-        f"{describe(holder)} captures {variable_str(label)}, a "
-        f"{t.__name__}{_within(label, at)}, which your `dynamic=` predicate "
-        "made a leaf, but "
-        "JAX cannot trace it.\nFix: make the predicate accept only "
-        f"arrays and numbers, or keep it static with {static_fix((name,))}.",
-        anchor="dynamic-predicate",
-        static=(name,),
+def reject(obj: Any, name: str) -> LiftError:
+    """The error for something `name(...)` (`lift` or a `Lifted` subclass) cannot take.
+
+    Reads the object through its type only: it may be a proxy whose attributes
+    fail.
+    """
+    t: type[Any] = type(obj)  # pyright: ignore[reportUnknownVariableType]
+    try:
+        shown = f"{obj!r:.60}"
+    except Exception:
+        shown = f"<{t.__name__} object>"
+    package = str(getattr(t, "__module__", "")).partition(".")[0]
+
+    def wrapped() -> tuple[str, str]:
+        # The function a JAX wrapper or a staticmethod holds (`__wrapped__`):
+        # its name for a fix to paste (`f` if it has none), and where it is
+        # defined; as shown when it has none.
+        try:
+            inner = getattr(obj, "__wrapped__", obj)
+            fn, where = inner.__name__, describe(inner)
+        except Exception:
+            return "f", shown
+        return (fn if isinstance(fn, str) and fn.isidentifier() else "f"), where
+
+    if issubclass(t, (staticmethod, classmethod)):
+        # `@lift.lift` written above `@staticmethod` in a class body: the
+        # decorator below made a descriptor, which lift receives instead of
+        # the function (a staticmethod is even callable since Python 3.10).
+        anchor = "lift-above-staticmethod"
+        kind = "staticmethod" if issubclass(t, staticmethod) else "classmethod"
+        fn, where = wrapped()
+        deco = "lift.lift" if name == "lift" else name
+        args = "x" if kind == "staticmethod" else "cls, x"
+        below = deco
+        if deco == "lift.jit" and kind == "classmethod":
+            below = 'lift.jit(static_argnames="cls")'  # a class is no array
+        what = (
+            f"a {kind} ({where}): the decorators are in the wrong order. "
+            f"`@{deco}` above `@{kind}` receives the {kind} object, not the "
+            f"function.\nFix: put `@{kind}` on top, so that lift receives the "
+            f"function:\n\n    @{kind}\n    @{below}\n    def {fn}({args}): ..."
+        )
+    elif issubclass(t, type):
+        anchor = "lift-got-a-class"
+        what = (
+            f"the class {obj.__qualname__}. A class is not a function lift can take "
+            f"apart.\nFix: lift a function or bound method, e.g. "
+            f"`{name}(instance.method)`, or make the class a pytree (e.g. an "
+            "equinox.Module)."
+        )
+    elif package in ("jax", "jaxlib") and hasattr(t, "lower") and callable(obj):
+        # `jax.jit(f)`: a `PjitFunction` of jaxlib (0.10.2), which holds `f`
+        # where lift cannot make its captures leaves.
+        fn, where = wrapped()
+        anchor = "lift-got-a-jax-jit-function"
+        what = (
+            f"jax.jit({fn}), a compiled function ({where}): jax.jit keeps what "
+            f"{fn} captures as constants of its program, out of lift's reach.\n"
+            f"Fix: compile with lift instead, `lift.jit({fn})`, or lift before "
+            f"jitting: `{name}({fn})`, passed to your jitted code as an argument."
+        )
+    elif package == "jax" and t.__name__ in ("custom_jvp", "custom_vjp"):
+        fn, where = wrapped()
+        anchor = "lift-got-a-custom-derivative"
+        what = (
+            f"jax.{t.__name__}({fn}) ({where}), whose derivative rules JAX holds "
+            "where lift cannot make their captures leaves.\nFix: convert it by "
+            f"tracing, `lift.closure_convert({fn}, *example_args)`, or pass what "
+            "it captures as arguments and lift the function that calls it."
+        )
+    elif issubclass(t, (types.BuiltinFunctionType, types.BuiltinMethodType)) or (
+        callable(obj)
+        and not hasattr(t, "__code__")
+        and t.__module__ in ("builtins", "numpy")
+    ):
+        anchor = "lift-got-a-builtin"
+        builtin = getattr(obj, "__name__", None)
+        call = builtin if isinstance(builtin, str) and builtin.isidentifier() else "fn"
+        what = (
+            f"the builtin {getattr(obj, '__qualname__', shown)!r}, which has no Python "
+            f"closure to lift.\nFix: call it from a Python function and lift that: "
+            f"`{name}(lambda *a: {call}(*a))`."
+        )
+    elif held := _held_functions(obj):
+        anchor = "lift-got-an-object-holding-functions"
+        what = _holding_functions(t, shown, held)
+    elif callable(obj):
+        anchor = "lift-got-a-callable-object"
+        what = (
+            f"a callable {t.__name__} object that is not a pytree, so "
+            "its state cannot become leaves.\nFix: lift its method, "
+            f"`{name}(obj.__call__)`, or make its class a pytree (e.g. an "
+            "equinox.Module)."
+        )
+    else:
+        anchor = "lift-got-a-value"
+        what = (
+            f"{t.__qualname__} {shown}, which is neither a function nor "
+            "a pytree holding functions.\nFix: pass a function, bound method, "
+            "functools.partial, or a pytree (tuple, dict, NamedTuple, ...) of them."
+        )
+    return LiftError(f"{name}() got {what}{docs_anchor(anchor)}")
+
+
+def _held_functions(obj: Any) -> list[tuple[str, Any]]:
+    """The attributes of `obj` (an object that is not a pytree) holding
+    functions, as `obj.init_fn`, and those of the objects its attributes hold,
+    one level down (`obj.optim.update_fn`): at most `_SHOWN_ATTRIBUTES`.
+    Read from the instance's `__dict__` alone, never through `getattr` (a proxy's
+    attributes may fail)."""
+    found: list[tuple[str, Any]] = []
+    stack: list[tuple[str, Any, int]] = [("obj", obj, 0)]
+    seen = {id(obj)}
+    while stack and len(found) < _SHOWN_ATTRIBUTES:
+        path, x, depth = stack.pop(0)
+        try:
+            attributes = object.__getattribute__(x, "__dict__")
+        except Exception:  # no `__dict__`, or one that fails: nothing to show
+            continue
+        if type(attributes) is not dict:
+            continue
+        for name, value in cast("dict[Any, Any]", attributes).items():
+            if not isinstance(name, str) or id(value) in seen:
+                continue
+            seen.add(id(value))
+            if is_function_like(value) or _pytree_of_functions(value):
+                found.append((f"{path}.{name}", value))
+            elif depth == 0 and not _is_plain(value):
+                stack.append((f"{path}.{name}", value, depth + 1))
+    return found[:_SHOWN_ATTRIBUTES]
+
+
+_SHOWN_ATTRIBUTES = 6
+
+
+def _is_plain(value: Any) -> bool:
+    """Values whose attributes hold no function of the user's: scalars, classes,
+    modules and pytrees (which `lift` takes apart itself)."""
+    t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
+    if t in UNOPENED or issubclass(t, type):
+        return True
+    try:
+        return not treedef_is_leaf(tree_structure(value))
+    except Exception:  # a node whose flatten fails: not looked into
+        return True
+
+
+def _pytree_of_functions(value: Any) -> bool:
+    """Whether `value` is a pytree (an optax optimizer) with a function among
+    its leaves."""
+    if type(value) in UNOPENED:
+        return False
+    try:
+        flat = flatten_checked(value, is_function_like)
+    except (TypeError, ValueError):  # a node whose flatten fails: not looked into
+        return False
+    if flat is None or treedef_is_leaf(flat[1]):
+        return False
+    return any(map(is_function_like, flat[0]))
+
+
+def _holding_functions(t: type[Any], shown: str, held: list[tuple[str, Any]]) -> str:
+    """The message for an object that is not a pytree but keeps functions."""
+    names = ", ".join(path for path, _ in held)
+    cls = t.__name__ if t.__name__.isidentifier() else "Obj"
+    return (
+        f"{t.__qualname__} {shown}, an object that is not a pytree but holds "
+        f"functions in its attributes: {names}. lift takes functions and pytrees "
+        f"apart; it cannot rebuild an object of a class it does not know, so "
+        f"what those functions captured (a learning rate, say) cannot become "
+        f"leaves.\n"
+        f"Fix: build the object where the value is traced. Either inside a "
+        f"function that captures the float, compiled with `lift.jit` (one "
+        f"program for every value):\n"
+        f"    def make_step(lr):\n"
+        f"        @lift.jit\n"
+        f"        def step(state, batch):\n"
+        f"            obj = {cls}(..., lr, ...)\n"
+        f"            ...  # use obj\n"
+        f"        return step\n"
+        f"or pass the float as an argument of your own jitted step:\n"
+        f"    @jax.jit\n"
+        f"    def step(lr, state, batch):\n"
+        f"        obj = {cls}(..., lr, ...)\n"
+        f"        ...  # use obj"
     )
 
 
-def static_tracer(
-    holder: Any, label: Label, leaf: Any, at: tuple[Any, int]
-) -> LiftError:
-    """A capture kept static (`static=`, or the `dynamic=` predicate's answer)
-    that holds a tracer (`at`: as for `not_traceable`)."""
-    return LiftError(
-        f"{describe(holder)} captures {variable_str(label)} as static, "
-        f"but it holds a tracer{_within(label, at)} ({type_text(leaf)}). A "
-        "static capture becomes "
-        "part of the compiled program's key and would leak the tracer.\n"
-        "Fix: let it be dynamic (remove it from `static=`, or make your "
-        "`dynamic=` predicate accept tracers); if a `lift.jit` function calling "
-        f"this one made it a tracer, give the caller the same `static=` too "
-        f"(`@lift.jit(static=({label.variable!r},))`).",
-        anchor="static-capture-holds-a-tracer",
+def static_argument(x: Any) -> str:
+    """The warning at each compile of `jax.jit` given a `Lifted` as a static argument."""
+    cls = type(x).__name__
+    return (
+        f"a {cls} ({x.__qualname__}) was given to jax.jit as a static argument "
+        "(static_argnums or static_argnames), or inside one: a static argument is "
+        f"compared by identity for a {cls}, so each new one compiles a program "
+        f"of its own.\nFix: pass it as a regular (traced) argument: a {cls} is a "
+        "pytree whose code and static captures jax.jit compiles once, and whose "
+        "arrays it traces." + docs_anchor("lifted-static-argument")
     )
-
-
-def _within(label: Label, at: tuple[Any, int]) -> str:
-    """Where in the captured value a leaf is (` at v[0]['w']`), or `""` for a
-    value that is one leaf."""
-    path = slot_path(*at)
-    return f" at {label.variable or label.text}{path}" if path else ""
-
-
-def unreadable_holder(obj: Any, where: str, err: Exception) -> LiftError:
-    """A partial or method whose parts cannot be read (its own code raised),
-    `where` the walk met it (`captured_as`)."""
-    return LiftError(
-        f"{where}: a {type(obj).__qualname__} {obj!r:.60}, whose function, "
-        f"arguments or keywords lift cannot read: reading them raised "
-        f"{type(err).__name__}: {err}.\nFix: make its `func`, `args` and "
-        "`keywords` readable, or capture a plain function instead.",
-        anchor="unreadable-holder",
-    )
-
-
-def captured_as(
-    reached: dict[int, tuple[Any, Label]], root: Any
-) -> Callable[[int], str]:
-    """How an error names node `i` of a walk: the function capturing it and
-    the variable (`reached`: where the walk first reached each node), or the
-    function lifted."""
-
-    def where(i: int) -> str:
-        owner, label = reached.get(i, (None, None))
-        if owner is None or label is None:
-            return describe(root)
-        return f"{describe(owner)} captures {variable_str(label)}"
-
-    return where

@@ -4,8 +4,8 @@ The walk is iterative (a queue of nodes), visits each function, cell, partial an
 bound method once (cycles and recursion included), and walks every captured
 value as a pytree whose function leaves become nodes in turn. It reads the user's
 objects and never writes to them. What is a leaf is the static rule's
-(`lift._capture.static`); what stays the user's own object, the side-effect rule's
-(`lift._capture.side_effects`)."""
+(`lift._rule.static`); what stays the user's own object, the side-effect rule's
+(`lift._copies.own`)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,13 @@ from collections.abc import Callable, Iterable
 from typing import Any, Final, cast
 
 from .._compat import Tracer
+from .._copies.own import (
+    OWN_CONTAINERS,
+    nests_plainly,
+    own_leaf,
+    own_static,
+    refuse_rebinding,
+)
 from .._holders.closure import (
     METHOD,
     cells,
@@ -24,37 +31,10 @@ from .._holders.closure import (
 )
 from .._holders.labels import ATTR, SELF, Label
 from .._holders.trees import ITERATORS, irregular, is_function_like, ordered
-from .code import CodeInfo, code_info
-from .floats import python_number, scalar_leaf
-from .nodes import (
-    CellNode,
-    FunctionNode,
-    HolderNode,
-    Node,
-    Ref,
-    Slot,
-    Static,
-    Template,
-    function_meta,
-    rebuild_order,
-)
-from .refusals import (
-    captured_as,
-    flatten_capture,
-    not_traceable,
-    static_tracer,
-    unreadable_holder,
-)
-from .scope import Scope
-from .side_effects import (
-    OWN_CONTAINERS,
-    nests_plainly,
-    own_leaf,
-    own_static,
-    refuse_rebinding,
-)
-from .skeleton import Skeleton
-from .static import (
+from .._rule.code import CodeInfo, code_info
+from .._rule.floats import python_number, scalar_leaf
+from .._rule.scope import Scope
+from .._rule.static import (
     ALWAYS_DYNAMIC,
     BRANCHABLE,
     DYNAMIC_ATOMS,
@@ -71,6 +51,26 @@ from .static import (
     is_jax_value,
     static_key,
     taken_apart,
+)
+from .._skeleton.nodes import (
+    CellNode,
+    FunctionNode,
+    HolderNode,
+    Node,
+    Ref,
+    Slot,
+    Static,
+    Template,
+    function_meta,
+    rebuild_order,
+)
+from .._skeleton.skeleton import Skeleton
+from .flatten import (
+    captured_as,
+    flatten_capture,
+    not_traceable,
+    static_tracer,
+    unreadable_holder,
 )
 
 __all__ = ["DYNAMIC", "NODE", "STATIC"]
@@ -90,7 +90,7 @@ class Walk:
     captures stay static whichever function reached them first.
 
     With `dynamic=` given as names (`DynamicNames`), the nodes reached from a
-    named capture are in its `scope` (`lift._capture.scope`).
+    named capture are in its `scope` (`lift._rule.scope`).
     """
 
     def __init__(

@@ -9,12 +9,12 @@ from typing import Any, Final, cast
 import jax
 
 from .._base.errors import static_str, type_text
-from .._capture.lift import flatten_lifted, is_lifted, stops_flattening
-from .._capture.lifted import Lifted
-from .._capture.nodes import Ref
-from .._capture.skeleton import skeleton_of
-from .._capture.static import ArrayImpl
 from .._holders import trees as jtu
+from .._lifted.lift import flatten_lifted, is_lifted, stops_flattening
+from .._lifted.lifted import Lifted
+from .._rule.static import ArrayImpl
+from .._skeleton.nodes import Ref
+from .._skeleton.skeleton import skeleton_of
 from .skeletons import (
     SHARED,
     Slot,

@@ -11,18 +11,18 @@ from typing import Any, Final, cast
 import numpy as np
 
 from .._base.errors import static_str
-from .._capture.lift import is_lifted
-from .._capture.nodes import (
+from .._compat import treedef_text
+from .._holders.closure import PARTIAL, custom_data
+from .._holders.trees import is_function_like
+from .._lifted.lift import is_lifted
+from .._rule.static import DynamicNames, default_dynamic
+from .._skeleton.nodes import (
     FunctionNode,
     Ref,
     Static,
     Template,
 )
-from .._capture.skeleton import Skeleton
-from .._capture.static import DynamicNames, default_dynamic
-from .._compat import treedef_text
-from .._holders.closure import PARTIAL, custom_data
-from .._holders.trees import is_function_like
+from .._skeleton.skeleton import Skeleton
 
 __all__ = [
     "SHARED",

@@ -15,7 +15,7 @@ It also says which classes are the user's (their attributes are read, their
 methods' closures followed), how each holder is rebuilt (`Holder`: a
 partial, a bound method, a `lift.jit` function; `function_of`: a `Lifted`), and how code is reached from
 a callable (`lift._base.errors.code_of`). The names of the parts are `lift._holders.labels`; the static
-rule is `lift._capture.static`.
+rule is `lift._rule.static`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,11 @@
-"""`lift.jit`: programs keyed on code (`programs`), the call that reads
-captures as Python would (`function`, `watch`; a method bound to an
-instance: `bound`), ahead-of-time lowering (`aot`) and jit's options
-(`options`). Imports `_capture` and beneath."""
+"""`lift.jit`: programs keyed on code. Imports `_lifted` and beneath.
+
+- `aot`: ahead-of-time stages (`trace`, `lower`, `compile`).
+- `api`: `lift.jit` itself.
+- `bound`: a `lift.jit` function bound to an instance.
+- `function`: a `lift.jit` function, its call and its cached call.
+- `options`: `jax.jit`'s options, checked and translated.
+- `programs`: the programs shared per code object and options.
+- `verify`: every fast path checked against the full walk.
+- `watch`: whether the captures still are what a cached call was made for.
+"""

@@ -23,7 +23,7 @@ from typing import Any, Final, TypeVar, cast, overload
 from typing_extensions import ParamSpec
 
 from .._base.errors import LiftError, static_str
-from .._capture.describe import reject
+from .._capture.refusals import reject
 from .function import JitFunction
 from .programs import options_key, program
 

@@ -16,12 +16,11 @@ import jax
 from typing_extensions import ParamSpec
 
 from .._base.errors import LiftError, describe, under_lift_jit
-from .._capture.lift import lift
-from .._capture.lifted import Lifted
-from .._capture.verify import STATE as _VERIFY
 from .._compat import conversion_context, hide_frames_of
 from .._holders.closure import METHOD, Holder, register_holder
 from .._holders.labels import ATTR, WRAPPED, Label
+from .._lifted.lift import lift
+from .._lifted.lifted import Lifted
 from .aot import Lowered, Traced
 from .bound import BoundJitFunction
 from .programs import (
@@ -29,6 +28,7 @@ from .programs import (
     Program,
     explain_call_error,
 )
+from .verify import STATE as _VERIFY
 from .watch import STALE, Fast, check_cached, current, holds_tracer, walk_read, watch
 
 __all__ = ["JitFunction"]

@@ -18,14 +18,14 @@ import jax
 from jax.core import Tracer
 
 from .._base.errors import LiftError, describe
-from .._capture.lifted import Lifted
-from .._capture.nodes import Static
-from .._capture.side_effects import own_changed
-from .._capture.skeleton import skeleton_of
-from .._capture.verify import disagree, same_leaves
 from .._compat import DEFAULT_DEVICE, X64
+from .._copies.own import own_changed
 from .._holders.closure import function_held, holder_of
 from .._holders.labels import Label
+from .._lifted.lifted import Lifted
+from .._skeleton.nodes import Static
+from .._skeleton.skeleton import skeleton_of
+from .verify import disagree, same_leaves
 
 is_: Final = operator.is_
 _contents: Final = operator.attrgetter("cell_contents")

@@ -1,5 +1,12 @@
-"""The leak checker: the scan for escaped tracers (`scan`, `objects`, `reach`,
-`frames`, `caches`), the report (`report`), `find_leaks`/`check_leaks`
-(`find`), `checking_leaks` (`checking`), `checked` (`checked`) and the
-pytest plugin (`plugin`). Imports `_holders`, `_compat`, `_base`; never the
-lifting machinery."""
+"""The leak checker. Imports `_holders`, `_compat` and `_base`.
+
+- `caches`: the caches a leak may sit in, and whose they are.
+- `checked`: `lift.checked`, a transform that scans what its call left.
+- `checking`: `lift.checking_leaks`, the context manager.
+- `find`: `find_leaks` and `check_leaks`.
+- `frames`: the look at the user's frames as a trace exits.
+- `objects`: how the scan opens an object.
+- `plugin`: the pytest plugin (`--lift-leaks`).
+- `report`: `Leak`, `Leaks` and the report's text.
+- `scan`: the walk for escaped tracers.
+"""

@@ -17,8 +17,8 @@ from typing import Any, TypeVar, cast
 from typing_extensions import ParamSpec
 
 from .. import _compat
+from .._base.built import recording
 from .._base.errors import LeakError, LiftError, describe
-from .._base.registry import recording
 from .checking import describe_short, leak_error, lifted_roots
 from .report import Unopened, format_leaks
 from .scan import param_name, scan_tracers

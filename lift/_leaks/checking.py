@@ -13,9 +13,9 @@ from typing import Any, NamedTuple, ParamSpec, TypeVar, cast
 import jax
 
 from .. import _compat
+from .._base.built import recording
 from .._base.errors import LeakError, LiftError, describe
 from .._base.owners import is_user_module
-from .._base.registry import recording
 from .caches import CacheHolders, closure_holding, holder_kinds, split_cached
 from .report import Leak, Unopened, format_leaks, tracer_text
 from .scan import scan_tracers

@@ -259,7 +259,7 @@ class _Watch:
         self.stack: Any = None
 
     def start(self, item: pytest.Item) -> _Watch:
-        from .._base.registry import recording
+        from .._base.built import recording
         from .._compat import watching_trace_exits
         from .checking import checking_leaks
         from .frames import FrameLook

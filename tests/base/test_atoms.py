@@ -9,10 +9,10 @@ import jax
 import numpy as np
 
 from lift._base import atoms as _atoms
-from lift._capture import hidden as _hidden, static as _static
 from lift._holders import stdlib as _stdlib_holders
 from lift._holders.trees import _ATOMS as TREE_ATOMS  # pyright: ignore[reportPrivateUsage]
 from lift._leaks import frames as _frame_look, scan as _leak_scan
+from lift._rule import hidden as _hidden, static as _static
 
 
 def test_the_base_sets_are_stated_from_each_other() -> None:

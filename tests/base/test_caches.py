@@ -7,9 +7,9 @@ import gc
 import weakref
 
 from lift._base import caches as _caches
-from lift._capture import hidden as _hidden
 from lift._holders import closure as _closure, labels as _labels
 from lift._jit import programs as _programs
+from lift._rule import hidden as _hidden
 
 
 def test_a_bounded_dict_is_emptied_when_full() -> None:

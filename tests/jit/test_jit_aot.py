@@ -19,7 +19,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 import lift
 
 _jit_module = importlib.import_module("lift._jit.function")
-_verify = importlib.import_module("lift._capture.verify")
+_verify = importlib.import_module("lift._jit.verify")
 
 JITS: list[Callable[..., Any]] = [jax.jit, lift.jit]
 

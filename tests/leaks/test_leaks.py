@@ -787,7 +787,7 @@ def test_whose_code_is_the_users_is_one_rule() -> None:
     import pluggy
 
     from lift._base import owners
-    from lift._capture import describe
+    from lift._capture import refusals as describe
     from lift._compat import frame_look
     from lift._holders import closure
     from lift._leaks import caches, checking as _checking, objects, scan as _leak_scan

@@ -1,0 +1,155 @@
+"""Flattening a captured value, and what the walk refuses to capture, with
+the messages that say so: each names the function, the variable and the
+fix, as `static=(...)` where keeping the capture static would do."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .._base.errors import LiftError, describe, static_fix, type_text
+from .._holders import trees as jtu
+from .._holders.labels import Label, variable_str
+from .._holders.trees import MAX_CONTAINER_DEPTH, flatten_checked, slot_path
+from .._rule.hidden import plain_treedef
+from .._rule.static import unsortable_registry
+from .factories import flatten_factored, has_function_factory
+
+
+def _name(label: Label) -> str:
+    name = label.variable
+    return name if type(name) is str and name else "name"
+
+
+def flatten_capture(
+    value: Any,
+    is_leaf: Callable[[Any], bool],
+    factored_leaf: Callable[[], Callable[[Any], bool]],
+    forced: bool,
+    holder: Any,
+    label: Label,
+) -> tuple[list[Any], jtu.TreeDef] | None:
+    """`value`'s leaves and treedef as the walk flattens a capture (`is_leaf`;
+    a defaultdict whose factory is made with each closure flattened with
+    `factored_leaf()`, its factory a node: `lift._capture.factories`), or
+    `None` for a value kept whole and static: one JAX cannot flatten (dict
+    keys it cannot sort, a node whose flatten fails) or that contains itself,
+    kept static by `static=` (`forced`) or as a registry JAX cannot sort;
+    refused otherwise."""
+    try:
+        flat = flatten_checked(value, is_leaf)
+    except (TypeError, ValueError) as err:
+        if forced or unsortable_registry(value):
+            return None
+        raise flattening_refused(holder, label, err) from err
+    if (
+        flat is not None
+        and not forced
+        and not plain_treedef(flat[1])
+        and has_function_factory(flat[1])
+    ):
+        flat = flatten_factored(value, factored_leaf())
+    if flat is None:
+        if forced:  # kept whole, by identity, as the fix says
+            return None
+        raise container_cycle(holder, label)
+    return flat
+
+
+def flattening_refused(holder: Any, label: Label, err: Exception) -> LiftError:
+    """A capture JAX's pytree flattening refuses (dict keys it cannot sort, a
+    node whose flatten fails)."""
+    name = _name(label)
+    return LiftError(
+        f"{describe(holder)} captures {variable_str(label)}, which "
+        f"JAX's pytree flattening refuses ({err}).\nFix: use dict "
+        "keys that sort (strings, or numbers of one type; an `Enum`'s "
+        "members do not), a `collections.OrderedDict` (flattened in its own "
+        f"order, unsorted), or keep it static with {static_fix((name,))}.",
+        anchor="capture-flattening-refused",
+        static=(name,),
+    )
+
+
+def container_cycle(holder: Any, label: Label) -> LiftError:
+    """A capture that contains itself, or nests too deep to flatten."""
+    name = _name(label)
+    return LiftError(
+        f"{describe(holder)} captures {variable_str(label)}, a "
+        "container that contains itself or nests more than "
+        f"{MAX_CONTAINER_DEPTH} levels deep, which JAX's pytree "
+        "flattening cannot take.\nFix: pass it as an argument, or "
+        f"keep it static with {static_fix((name,))}.",
+        anchor="container-cycle",
+        static=(name,),
+    )
+
+
+def not_traceable(
+    holder: Any, label: Label, t: type[Any], at: tuple[Any, int]
+) -> LiftError:
+    """A leaf the `dynamic=` predicate chose that JAX cannot trace (`at`: the
+    captured value's treedef and the leaf's position in it)."""
+    name = _name(label)
+    return LiftError(
+        f"{describe(holder)} captures {variable_str(label)}, a "
+        f"{t.__name__}{_within(label, at)}, which your `dynamic=` predicate "
+        "made a leaf, but "
+        "JAX cannot trace it.\nFix: make the predicate accept only "
+        f"arrays and numbers, or keep it static with {static_fix((name,))}.",
+        anchor="dynamic-predicate",
+        static=(name,),
+    )
+
+
+def static_tracer(
+    holder: Any, label: Label, leaf: Any, at: tuple[Any, int]
+) -> LiftError:
+    """A capture kept static (`static=`, or the `dynamic=` predicate's answer)
+    that holds a tracer (`at`: as for `not_traceable`)."""
+    return LiftError(
+        f"{describe(holder)} captures {variable_str(label)} as static, "
+        f"but it holds a tracer{_within(label, at)} ({type_text(leaf)}). A "
+        "static capture becomes "
+        "part of the compiled program's key and would leak the tracer.\n"
+        "Fix: let it be dynamic (remove it from `static=`, or make your "
+        "`dynamic=` predicate accept tracers); if a `lift.jit` function calling "
+        f"this one made it a tracer, give the caller the same `static=` too "
+        f"(`@lift.jit(static=({label.variable!r},))`).",
+        anchor="static-capture-holds-a-tracer",
+    )
+
+
+def _within(label: Label, at: tuple[Any, int]) -> str:
+    """Where in the captured value a leaf is (` at v[0]['w']`), or `""` for a
+    value that is one leaf."""
+    path = slot_path(*at)
+    return f" at {label.variable or label.text}{path}" if path else ""
+
+
+def unreadable_holder(obj: Any, where: str, err: Exception) -> LiftError:
+    """A partial or method whose parts cannot be read (its own code raised),
+    `where` the walk met it (`captured_as`)."""
+    return LiftError(
+        f"{where}: a {type(obj).__qualname__} {obj!r:.60}, whose function, "
+        f"arguments or keywords lift cannot read: reading them raised "
+        f"{type(err).__name__}: {err}.\nFix: make its `func`, `args` and "
+        "`keywords` readable, or capture a plain function instead.",
+        anchor="unreadable-holder",
+    )
+
+
+def captured_as(
+    reached: dict[int, tuple[Any, Label]], root: Any
+) -> Callable[[int], str]:
+    """How an error names node `i` of a walk: the function capturing it and
+    the variable (`reached`: where the walk first reached each node), or the
+    function lifted."""
+
+    def where(i: int) -> str:
+        owner, label = reached.get(i, (None, None))
+        if owner is None or label is None:
+            return describe(root)
+        return f"{describe(owner)} captures {variable_str(label)}"
+
+    return where

@@ -1,0 +1,172 @@
+"""The function a `Lifted` rebuilds around its leaves, and how a call uses it
+when it holds copies (`lift._copies.copies`).
+
+A `Lifted` builds its function at its first call and shares that build with
+the calls after it. A build that holds copies (lists, dicts and mutable nodes
+lift rebuilt) is claimed by the call using it, so that each call checks the
+copies it used and no other call's: a call that finds the shared build in use
+(another thread's call, a recursive call, a generator not finished) runs a
+build of its own. A generator, coroutine or async generator function runs its
+body after the call returns: its build is claimed when the body starts and
+checked when it finishes (`lift._copies.generators.watched`).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+import types
+from collections.abc import Callable
+from typing import Any, Final, NamedTuple, Protocol
+
+from .. import _compat
+from .._base import gc as _gc
+from .._base.errors import code_of
+from .._skeleton.nodes import Template
+from .._skeleton.rebuild import build_nodes
+from .._skeleton.skeleton import Skeleton
+from .callbacks import Kept, refuse_kept
+from .copies import Copies, Copy, changed_copy, copies_in, refuse_changed
+from .generators import watched
+
+__all__ = ["Build", "call_watched", "new_build"]
+
+# A function with these flags returns a generator, coroutine or async generator
+# whose body runs after the call.
+_LAZY: Final = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+
+
+class Build(NamedTuple):
+    """A function rebuilt around the leaves, with the copies it holds: one
+    value, so that a thread never pairs one build's function with another
+    build's copies."""
+
+    fn: Callable[..., Any]
+    copies: Copies
+    # Of the build the calls share, when it holds copies: held by the call
+    # using them, so that no other call's changes are mixed in.
+    busy: threading.Lock | None
+    # A generator or coroutine function holding copies: its body runs, and
+    # is checked, after the call returns.
+    lazy: bool
+    # The functions rebuilt, when it holds copies (`lift._copies.callbacks`).
+    functions: tuple[Any, ...] = ()
+
+
+class Owner(Protocol):
+    """What a `Lifted` gives its calls: the build they share, and what to
+    make another from."""
+
+    _built: Build | None
+    _skeleton: Skeleton
+
+    def _arrays(self) -> tuple[Any, ...]: ...
+
+    def _explain(self, err: Exception) -> None: ...
+
+
+def new_build(skeleton: Skeleton, leaves: tuple[Any, ...], *, shared: bool) -> Build:
+    """The function of `skeleton` rebuilt around `leaves`, with the lists,
+    dicts and nodes it holds as copies (`lift._copies.copies`); `shared`: for
+    the calls to share, each claiming its copies in turn (`claim`)."""
+    made: list[tuple[Template, Any]] = []
+    objs = build_nodes(skeleton, leaves, made)
+    fn = objs[0]
+    copies = copies_in(made, leaves, objs, skeleton)
+    if not copies:
+        return Build(fn, copies, None, False)
+    code = code_of(fn)
+    lazy = code is not None and bool(code.co_flags & _LAZY)
+    functions = tuple(o for o in objs if type(o) is types.FunctionType)
+    return Build(fn, copies, threading.Lock() if shared else None, lazy, functions)
+
+
+def call_watched(
+    owner: Owner, shared: Build, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """A call of a function holding copies: checked after it returns or
+    raises (a generator's or coroutine's body, after it finishes), the copies
+    it used and no other call's."""
+    if shared.lazy:
+
+        def start() -> tuple[Any, Callable[[BaseException | None], None]]:
+            # The body starts: it claims a build, as a call does when it begins.
+            built = claim(owner, shared)
+            return built.fn(*args, **kwargs), functools.partial(finish, owner, built)
+
+        return watched(shared.fn(*args, **kwargs), start)
+    built = claim(owner, shared)
+    # While a transform traces the call, a function it leaves holding a copy
+    # (a callback JAX keeps in the program) would reach lift's copy at run time.
+    kept = None if _compat.eager() else Kept(built.copies, built.functions)
+    try:
+        if kept is None:
+            out = built.fn(*args, **kwargs)
+        else:
+            # No collection in between, so that the count of JAX's callbacks
+            # says whether the call made one (`Kept`): tracing frees little.
+            with _gc.paused():
+                out = built.fn(*args, **kwargs)
+    except BaseException as err:
+        # A call that changed a copy and then raised is refused too, its
+        # error chained: raising must not hide the lost change.
+        finish(owner, built, err)
+        if isinstance(err, Exception):
+            owner._explain(err)  # pyright: ignore[reportPrivateUsage]
+        raise
+    finish(owner, built, None)
+    if kept is not None and (outlived := kept.outlived(out)) is not None:
+        if owner._built is built:  # pyright: ignore[reportPrivateUsage]
+            owner._built = None  # pyright: ignore[reportPrivateUsage]
+        raise refuse_kept(built.fn, outlived)
+    return out
+
+
+def claim(owner: Owner, shared: Build) -> Build:
+    """The build a call runs: `shared`, unless another call is using its
+    copies (another thread's, a recursive call, a generator not finished),
+    when the call gets a build of its own, so that each call checks the
+    copies it used alone. `shared` is checked first: changed since the last
+    call returned, through a value that call gave out, it is refused."""
+    busy = shared.busy
+    if busy is None or not busy.acquire(blocking=False):
+        return new_build(owner._skeleton, owner._arrays(), shared=False)  # pyright: ignore[reportPrivateUsage]
+    changed = _changed(owner, shared)
+    if changed is None:
+        return shared
+    raise refuse_changed(changed, between_calls=True)
+
+
+def finish(owner: Owner, built: Build, cause: BaseException | None) -> None:
+    """After the call (or the generator's body) that ran `built`, which
+    returned or raised `cause`: free the copies for the next call, or refuse
+    a copy it changed, chained to `cause`. A copy changed by a call stopped
+    by `KeyboardInterrupt` (or `SystemExit`) is dropped, not refused: that
+    exception goes on. (Raised, not returned: an exception in a local of the
+    caller would be a cycle through its traceback.)"""
+    changed = _changed(owner, built)
+    if changed is None:
+        if built.busy is not None:
+            built.busy.release()
+        return
+    if cause is None or isinstance(cause, Exception | GeneratorExit):
+        raise refuse_changed(changed) from (
+            cause if isinstance(cause, Exception) else None
+        )
+
+
+def _changed(owner: Owner, built: Build) -> Copy | None:
+    """The first copy of the claimed `built` that changed. A changed build,
+    or one whose check raised (`KeyboardInterrupt`), is dropped and stays
+    claimed: the next call builds the function afresh (unless another call has
+    already replaced it), and a call that read it before it was dropped builds
+    its own, instead of finding the change and blaming it on the calls before."""
+    unchanged = False
+    try:
+        changed = changed_copy(built.copies)
+        unchanged = changed is None
+    finally:
+        if not unchanged and owner._built is built:  # pyright: ignore[reportPrivateUsage]
+            owner._built = None  # pyright: ignore[reportPrivateUsage]
+    return changed

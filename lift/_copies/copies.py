@@ -1,0 +1,435 @@
+"""The lists and dicts a rebuilt function holds as copies, and the check that a
+call left them as they were (SPEC 1: side effects reach the user's objects).
+
+A captured list or dict that holds dynamic leaves is rebuilt around them: the
+lifted function holds a copy. Code that mutates it in place would change the
+copy, not the user's object. The call itself shows it, however the code
+reached the copy (a method, an item store, a call of the user's own function,
+`max(rows, key=len)`, an attribute set on a registered node): the rebuilt
+function keeps, for each copy it holds, the items it was built with, and
+after every call of the `Lifted` (eagerly, or while a transform traces it) a
+copy whose items are no longer those is refused with a `LiftError` naming the
+function, its `file:line` and the variable, with the fix. The user's object
+was never touched; the copies are dropped, and the next call builds the
+function afresh. A generator's or coroutine's body runs after the call
+returns: its copies are checked when it finishes (`lift._copies.generators`).
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import itertools
+from collections.abc import Iterable, Sequence
+from typing import Any, Final, NamedTuple, TypeAlias, cast
+
+from .._base.caches import per_class
+from .._base.errors import LiftError, code_of, describe
+from .._compat import CUSTOM_NODES
+from .._holders.attributes import own_attributes
+from .._holders.closure import default_factory, slots_of
+from .._holders.labels import ATTR, SELF, Label
+from .._holders.trees import flatten_checked, slot_path, tree_flatten
+from .._skeleton.nodes import CellNode, FunctionNode, Node, Template
+from .._skeleton.skeleton import Skeleton
+
+__all__ = [
+    "REBUILT_TYPES",
+    "CONTAINERS",
+    "Copies",
+    "changed_copy",
+    "copies_in",
+    "never_changes",
+    "refuse_changed",
+]
+
+# The lists and dicts JAX flattens as nodes, so that lift rebuilds them around
+# their leaves: `dict`'s subclasses `OrderedDict` and `defaultdict` too.
+REBUILT_TYPES: Final = frozenset(
+    {list, dict, collections.OrderedDict, collections.defaultdict}
+)
+
+# The containers an attribute of a rebuilt node may hold, and those of them
+# that can change in place; lift looks into the others for more (as into what
+# a traced call returns: `lift._copies.callbacks`).
+CONTAINERS: Final = (list, dict, set, bytearray, collections.deque, tuple, frozenset)
+_MUTABLE: Final = (list, dict, set, bytearray, collections.deque)
+
+
+class Copy(NamedTuple):
+    """A list, dict or registered pytree node a rebuilt function holds."""
+
+    value: Any
+    is_node: bool  # a registered pytree node, not a list or dict
+    state: tuple[Any, ...]  # what it held when it was built (`_state`)
+    template: Template  # the capture it belongs to
+    # The rebuilt function whose variable `label` leads to the copy, by `path`
+    # (`.args[0]` of a partial it captures: `push.args[0]`), or, at the root,
+    # the partial or bound method holding it.
+    owner: Any
+    label: Label
+    path: str
+    # A node's: the containers in its attributes that its `tree_unflatten`
+    # made anew (not its children, nor what its aux data or a default shares
+    # with your object), each with the attribute it is in and its items.
+    inner: tuple[tuple[str, Any, tuple[Any, ...]], ...] = ()
+    # A list's or dict's: whether it holds a dynamic leaf or a function itself
+    # (else it is rebuilt as the child of a pytree node that lift rebuilds).
+    holds: bool = True
+    # The attributes (`__dict__`) of a rebuilt function (`owner`), which code
+    # may set (`f.calls = f.calls + 1`).
+    attributes: bool = False
+
+
+Copies: TypeAlias = tuple[Copy, ...]
+
+
+def copies_in(
+    made: Sequence[tuple[Template, Any]],
+    leaves: Sequence[Any],
+    objs: Sequence[Any],
+    skeleton: Skeleton,
+) -> Copies:
+    """The lists, dicts and registered pytree nodes that the captures `made`
+    (each template with the value it was materialized as, from `leaves` and
+    the rebuilt nodes `objs` of `skeleton`) hold as copies: those their
+    structure rebuilds, not what fills a slot (a static value is the user's
+    own object); of the nodes, those that can change (not a tuple, a frozen
+    dataclass or an `equinox.Module`) and flatten to the same children every
+    time. A template that rebuilds none is marked, and never passed again.
+    Then the attributes of the rebuilt functions (`_attribute_copies`)."""
+    nodes, parents = skeleton.nodes, skeleton.parents
+    out: list[Copy] = []
+    for template, value in made:
+        slots = {id(v) for v in template.slot_values(leaves, objs)}
+        found: list[tuple[Any, bool]] = []
+
+        def is_leaf(
+            x: Any, slots: set[int] = slots, found: list[tuple[Any, bool]] = found
+        ) -> bool:
+            if id(x) in slots:
+                return True
+            t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
+            if t in REBUILT_TYPES:
+                found.append((x, False))
+            elif t in CUSTOM_NODES and _may_change(t):
+                found.append((x, True))
+            return False
+
+        if flatten_checked(value, is_leaf) is None or not found:
+            template.copies = False
+            continue
+        owner, label, path = _holder(template, nodes, parents, objs)
+        for x, is_node in found:
+            state, again = _state(x, is_node), _state(x, is_node)
+            if state is None or again is None or not _same(state, again):
+                continue
+            inner = (
+                tuple((a, c, _contents(c)) for a, c in _made_anew(x)) if is_node else ()
+            )
+            holds = not is_node and any(
+                id(v) in slots
+                for v in (flatten_checked(x, lambda y, s=slots: id(y) in s) or ((),))[0]
+            )
+            out.append(
+                Copy(x, is_node, state, template, owner, label, path, inner, holds)
+            )
+    if skeleton.has_attributes:
+        out += _attribute_copies(nodes, objs)
+    return tuple(out)
+
+
+def _attribute_copies(nodes: Sequence[Node], objs: Sequence[Any]) -> list[Copy]:
+    """The attributes of each rebuilt function that had some of its own (not
+    only `functools.wraps`'s dunders): a function that sets one while it runs
+    sets it on lift's function, not on yours."""
+    out: list[Copy] = []
+    for node, fn in zip(nodes, objs, strict=True):
+        if type(node) is not FunctionNode:
+            continue
+        own = node.own_attribute()
+        if own is not None:
+            label, template = own
+            d = fn.__dict__
+            out.append(
+                Copy(
+                    d,
+                    False,
+                    _contents(d),
+                    template,
+                    fn,
+                    label,
+                    "",
+                    attributes=True,
+                )
+            )
+    return out
+
+
+def _holder(
+    template: Template,
+    nodes: Sequence[Node],
+    parents: Sequence[tuple[Template, int] | None],
+    objs: Sequence[Any],
+) -> tuple[Any, Label, str]:
+    """Who a refusal names for a copy in `template`: the function whose
+    variable leads to it (through the partials, bound methods and function
+    attributes between), that variable's label and the path from it (`''`
+    when the copy is the variable's value or in it)."""
+    path = ""
+    t = template
+    while True:  # up the parents (each made before its child): to a cell or the root
+        index = t.owner
+        node = nodes[index]
+        if type(node) is CellNode:
+            return objs[node.owner], t.label, path
+        parent = parents[index]
+        if parent is None or (type(node) is FunctionNode and t.label.kind != ATTR):
+            return objs[index], t.label, path
+        # A partial's argument, a method's object, a function's attribute:
+        # named from the variable holding that partial, method or function.
+        step = f".{t.label.key}" if t.label.kind == ATTR else t.label.source("")
+        t, pos = parent
+        path = slot_path(t.treedef, pos) + step + path
+
+
+# Node classes whose instances your code cannot change in place, registered by
+# the module that defines them (`Lifted`: setting an attribute is refused, and
+# its slots hold lift's own caches, which a call fills).
+_NEVER_CHANGE: list[type[Any]] = []
+
+
+def never_changes(cls: type[Any]) -> None:
+    """Register `cls`: its instances are not watched as copies."""
+    _NEVER_CHANGE.append(cls)
+
+
+def _may_change(t: type[Any]) -> bool:
+    """Whether instances of the pytree node class `t` can be changed in place
+    (not `None`, a node to JAX: one object, shared by all)."""
+    if issubclass(t, (tuple, type(None), *_NEVER_CHANGE)):
+        return False
+    params = getattr(t, "__dataclass_params__", None)
+    return not getattr(params, "frozen", False)
+
+
+def _state(x: Any, is_node: bool) -> tuple[Any, ...] | None:
+    """What a copy holds: a container's `_contents`; a node's treedef one
+    level deep, its children and its attributes, slots included (`None` if it
+    cannot be read)."""
+    if not is_node:
+        return _contents(x)
+    try:
+        children, treedef = tree_flatten(x, is_leaf=lambda y: y is not x)  # pyright: ignore[reportUnknownLambdaType]
+        attributes = _attributes(x)
+    except Exception:  # a node that fails to flatten: nothing to compare
+        return None
+    return (treedef, *children, *itertools.chain.from_iterable(attributes))
+
+
+def _attributes(x: Any) -> list[tuple[Any, Any]]:
+    """The attributes of the node `x`: its `__dict__`'s, and its slots that
+    are set (a class with `__slots__` has no `__dict__` to read them from);
+    not what a `functools.cached_property` stores (reading one on lift's copy
+    fills a cache, which changes nothing you would see)."""
+    t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
+    cached = _cached_properties(t)
+    return [
+        (name, v) for name, v in own_attributes(x, slots_of(t)) if name not in cached
+    ]
+
+
+@per_class
+def _cached_properties(t: type[Any]) -> frozenset[str]:
+    """The names of `t`'s `functools.cached_property`s."""
+    return frozenset(
+        name
+        for klass in t.__mro__
+        for name, attr in vars(klass).items()
+        if isinstance(attr, functools.cached_property)
+    )
+
+
+def _made_anew(x: Any) -> list[tuple[str, Any]]:
+    """The mutable containers in the attributes of the rebuilt node `x` (and
+    in the containers they hold) that its type's `tree_unflatten` makes anew,
+    each with its attribute: those a second unflattening of `x`'s children
+    does not share. (A container it shares, from the aux data or a default,
+    is your object's own, and a change to it reaches you.)"""
+    mine = _mutable_in(_attributes(x))
+    if not mine:
+        return []
+    try:
+        children, treedef = tree_flatten(x, is_leaf=lambda y: y is not x)  # pyright: ignore[reportUnknownLambdaType]
+        twin = treedef.unflatten(children)
+        shared = {id(c) for _, c in _mutable_in(_attributes(twin))}
+    except Exception:  # it unflattened once, to build `x`; cannot tell now
+        return []
+    return [(a, c) for a, c in mine if id(c) not in shared]
+
+
+def _mutable_in(attributes: Iterable[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """The mutable containers reachable from `attributes` through lists,
+    dicts, sets, tuples and deques, each once, with the attribute holding it."""
+    out: list[tuple[str, Any]] = []
+    seen: set[int] = set()
+    stack: list[tuple[str, Any]] = [
+        (a, v) for a, v in attributes if issubclass(type(v), CONTAINERS)
+    ]
+    while stack:
+        a, v = stack.pop()
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
+        t: type[Any] = type(v)  # pyright: ignore[reportUnknownVariableType]
+        if issubclass(t, _MUTABLE):
+            out.append((a, v))
+        if issubclass(t, bytearray):
+            continue
+        values: Iterable[Any] = v.values() if issubclass(t, dict) else v
+        stack.extend((a, y) for y in values if issubclass(type(y), CONTAINERS))
+    return out
+
+
+def _contents(c: Any) -> tuple[Any, ...]:
+    """What the mutable container `c` holds, in the form `_same` compares: a
+    bytearray's bytes; a list's, set's or deque's items; a dict's keys and
+    values, after a `defaultdict`'s `default_factory` (which code may set: JAX
+    rebuilds it from the aux data)."""
+    if isinstance(c, bytearray):
+        return (bytes(c),)
+    if isinstance(c, dict):
+        d = cast("dict[Any, Any]", c)
+        pairs = itertools.chain.from_iterable(d.items())
+        if isinstance(c, collections.defaultdict):
+            return (None, default_factory(d), *pairs)
+        return (None, *pairs)
+    return (None, *cast("Iterable[Any]", c))
+
+
+def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    """Whether two states are the same: their first items equal (a treedef,
+    a bytearray's bytes), the others the same objects."""
+    if len(a) != len(b) or not (a[0] is b[0] or a[0] == b[0]):
+        return False
+    return all(x is y for x, y in zip(a[1:], b[1:], strict=True))
+
+
+def changed_copy(copies: Copies) -> Copy | None:
+    """The first copy whose state is not the one it was built with."""
+    for copy in copies:
+        now = _state(copy.value, copy.is_node)
+        if now is None or not _same(copy.state, now):
+            return copy
+        if _changed_inner(copy) is not None:
+            return copy
+    return None
+
+
+def _changed_inner(copy: Copy) -> tuple[str, Any] | None:
+    """The first container made anew in an attribute of the node `copy`
+    whose items changed, and that attribute."""
+    for attribute, c, items in copy.inner:
+        if not _same(items, _contents(c)):
+            return attribute, c
+    return None
+
+
+def refuse_changed(copy: Copy, *, between_calls: bool = False) -> LiftError:
+    """The error for a call that changed `copy`; `between_calls`: for a copy
+    found changed before a call began (through a value an earlier call gave
+    out), which no code of the function changed."""
+    x, is_node, owner, label, path = (
+        copy.value,
+        copy.is_node,
+        copy.owner,
+        copy.label,
+        copy.path,
+    )
+    if copy.attributes:
+        return _refuse_attribute(copy, between_calls)
+    what = type(x).__name__
+    name = label.variable
+    if name is None and label.kind == SELF:  # a bound method's: its first parameter
+        code = getattr(getattr(owner, "__func__", None), "__code__", None)
+        name = code.co_varnames[0] if code is not None and code.co_varnames else None
+    variable = (
+        f"the captured variable {name!r}"
+        if name
+        else f"its capture `{label.text.lstrip('.')}`"
+    )
+    if name and path:
+        variable += f" (at `{name}{path}`)"
+    who = describe(owner)
+    if isinstance(owner, functools.partial) and code_of(owner) is None:
+        # A partial of a builtin (`partial(list.append, buf)`): its repr would
+        # print the copy.
+        func: Any = owner.func
+        who = f"functools.partial({getattr(func, '__qualname__', '…')}, …)"
+
+    passed = f"pass {name!r} as an argument" if name else "pass it as an argument"
+    if is_node:
+        held = ", a pytree node that lift rebuilds around its leaves"
+        if (anew := _changed_inner(copy)) is not None:
+            attribute, c = anew
+            held += (
+                f", and its attribute `{attribute}` holds a "
+                f"{type(c).__name__} that {what}'s `tree_unflatten` makes anew"
+            )
+        fix = (
+            f"{passed} and return the new value (`dataclasses.replace`), or keep "
+            "what the code changes outside the pytree node (a list without "
+            "arrays, or an object that is not a pytree)"
+        )
+    else:
+        held = (
+            " that lift rebuilds around its leaves (it holds dynamic values or "
+            "functions)"
+            if copy.holds
+            else " that sits in a pytree node, which lift rebuilds around its leaves"
+        )
+        fix = (
+            f"{passed} and return what the code adds to it, or keep only static "
+            f"values in the {what} (one without arrays, floats or functions is "
+            "your own object inside the lifted function)"
+        )
+    if between_calls:
+        return LiftError(
+            f"lift's copy of {variable} of {who} changed between "
+            f"two calls: a {what}{held}, and an earlier call gave it out (returned "
+            f"it, or stored it where your code reached it), so a change made to "
+            f"that value reached lift's copy and your {what} did not change.\n"
+            f"Fix: return a copy of it (`{what}(...)`), or {passed}.",
+            anchor="mutates-a-rebuilt-container",
+        )
+    return LiftError(
+        f"{who} mutated {variable} in place while it ran: a {what}"
+        f"{held}, so the change reached lift's copy and your {what} did not "
+        f"change.\nFix: {fix}.",
+        anchor="mutates-a-rebuilt-container",
+    )
+
+
+def _refuse_attribute(copy: Copy, between_calls: bool) -> LiftError:
+    """The error for a rebuilt function whose attributes changed."""
+    before = dict(zip(copy.state[1::2], copy.state[2::2], strict=True))
+    now: dict[str, Any] = copy.value
+    key = next(
+        (k for k in {**before, **now} if before.get(k, _GONE) is not now.get(k, _GONE)),
+        "?",
+    )
+    who = describe(copy.owner)
+    name = getattr(copy.owner, "__name__", "f")
+    when = "between two calls" if between_calls else "while it ran"
+    return LiftError(
+        f"{who} set its attribute {key!r} {when}: lift rebuilds the function "
+        f"with attributes of its own, so the change reached lift's function and "
+        f"yours did not change.\nFix: keep what changes in a list or dict "
+        f"attribute changed in place (`{name}.{key}[0] += 1`, holding no arrays "
+        f"or floats: your own object inside the lifted function), or pass it as "
+        f"an argument and return the new value.",
+        anchor="mutates-a-rebuilt-container",
+    )
+
+
+_GONE: Final = object()

@@ -1,0 +1,154 @@
+"""Side effects on captures (SPEC 1): code that mutates a captured list or dict
+in place must reach the user's own object.
+
+A list or dict with no dynamic leaf is kept as the user's object wherever it
+sits (`own_static`): code appending to it or filling it acts on it. One that
+holds dynamic leaves is rebuilt around them, so code mutating it changes a
+copy: the call that did so is refused when it returns (`lift._copies.copies`). A
+capture the code rebinds (`nonlocal x; x = ...`) is refused when lifted if it
+holds a dynamic leaf (`refuse_rebinding`)."""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Callable, Iterable
+from typing import Any, Final, cast
+
+from .._base.errors import LiftError, describe, static_fix, type_text
+from .._compat import CUSTOM_NODES, Tracer
+from .._holders.closure import default_factory
+from .._holders.trees import flatten_checked, is_function_like
+from .._rule.static import STD_DICTS, ownable, plain_reach, static_key
+from .._skeleton.nodes import Static, Template
+
+# Containers the lifted function shares with the original when they hold no
+# dynamic leaf (`own_static`): what code appends to, fills or counts in. The
+# dicts of the standard library among them (a `defaultdict(list)` history, an
+# `OrderedDict` cache), captured or nested alike (`static.ownable`).
+OWN_CONTAINERS: Final = (list, dict, *STD_DICTS)
+
+
+def own_static(value: Any) -> Static:
+    """A list, dict or set kept as the user's very object: compared by its
+    contents as they are now (type and value at every depth, dict order
+    included)."""
+    try:
+        key = _contents_key(value)
+        hash(key)
+    except Exception:  # an unhashable static inside: by identity
+        return Static(value)
+    return Static(value, key)
+
+
+def nests_plainly(value: Any) -> bool:
+    """Whether `value` nests only lists, tuples and dicts, not pytree nodes of
+    other kinds (whose static data JAX's treedef compares in its own way)."""
+    stack = [value]
+    while stack:
+        x = stack.pop()
+        t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
+        if t is list or t is tuple:
+            stack.extend(x)
+        elif t is dict or (x is value and ownable(x)):
+            stack.extend(x.values())
+        elif x is not None and (
+            t in CUSTOM_NODES or hasattr(cast(Any, t), "_fields")  # a NamedTuple
+        ):
+            return False
+    return True
+
+
+def own_changed(statics: Iterable[Static]) -> bool:
+    """Whether one of `statics` is a list, dict or set kept as your own object
+    (`own_static`) whose contents are no longer those it was keyed by."""
+    for static in statics:
+        value = static.value
+        if type(value) in _KEYED and not static.by_identity:  # pyright: ignore[reportUnknownArgumentType]
+            try:
+                if _contents_key(value) != static.slot_key:
+                    return True
+            except Exception:  # now holds an unhashable value: changed
+                return True
+    return False
+
+
+# The containers `own_static` keys by their contents.
+_KEYED: Final = frozenset({list, dict, set, *STD_DICTS})
+
+
+def _contents_key(value: Any) -> Any:
+    t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
+    if t is list:
+        return (t, tuple(map(_contents_key, value)))
+    if t is dict or t in STD_DICTS:
+        # A defaultdict's factory too: what a missing key gets.
+        factory = static_key(default_factory(value))
+        items = tuple((static_key(k), _contents_key(v)) for k, v in value.items())
+        return (t, factory, items)
+    if t is set:
+        return (t, frozenset(map(static_key, value)))
+    return static_key(value)
+
+
+def refuse_rebinding(
+    fn: types.FunctionType, name: str, template: Template, leaves: list[Any]
+) -> None:
+    """A `LiftError` if the variable `name`, which `fn`'s code rebinds
+    (`nonlocal name; name = ...`), holds a dynamic leaf or a function
+    (`template`): its new value would not reach the lifted function's leaves."""
+    if all(type(s) is Static for s in template.slots):
+        return
+    what = next(
+        (
+            f"a dynamic value ({type_text(leaves[s])})"
+            for s in template.slots
+            if type(s) is int
+        ),
+        "a function",
+    )
+    raise LiftError(
+        f"{describe(fn)} rebinds the captured variable {name!r} "
+        f"(`nonlocal {name}; {name} = ...`), which holds {what}. A lifted "
+        "function's dynamic captures are pytree leaves and cannot be "
+        "reassigned from inside it.\n"
+        f"Fix: pass {name!r} as an argument and return its new value, or keep it "
+        f"static with {static_fix((name,))} if it is not an array.",
+        anchor="rebinds-a-dynamic-capture",
+        static=(name,),
+    )
+
+
+def own_leaf(
+    value: Any, owned: dict[int, bool], is_static: Callable[[Any], bool]
+) -> Callable[[Any], bool]:
+    """The `is_leaf` a capture is flattened with: function-likes, and the
+    lists and dicts nested in `value` through lists, tuples, dicts and
+    NamedTuples that hold no dynamic leaf and no function, each kept whole,
+    the user's own object (`own_static`), so that code appending to it or filling
+    it acts on it. (One inside a registered node is rebuilt with the node,
+    whose unflatten may demand a container there: a call mutating it is
+    refused when it returns, `lift._copies.copies`.) `owned` records the
+    answer for each list or dict met; `is_static` says what the walk makes of
+    a leaf."""
+    reach = plain_reach(value)
+    if not reach:
+        return is_function_like
+
+    def is_leaf(x: Any) -> bool:
+        if id(x) not in reach:  # not a container that may be your own
+            return is_function_like(x)
+        found = owned.get(id(x))
+        if found is None:
+            flat = flatten_checked(x, is_function_like)
+            found = owned[id(x)] = (
+                flat is not None
+                and nests_plainly(x)
+                and all(
+                    not issubclass(type(leaf), Tracer)  # pyright: ignore[reportUnknownArgumentType]
+                    and is_static(leaf)
+                    for leaf in flat[0]
+                )
+            )
+        return found
+
+    return is_leaf

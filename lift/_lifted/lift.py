@@ -1,0 +1,338 @@
+"""`lift`, `unlift`, `is_lifted`: the functions users call."""
+
+from __future__ import annotations
+
+import functools
+import types
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol, TypeVar, cast, overload
+
+from typing_extensions import ParamSpec
+
+from .._base.errors import LiftError
+from .._capture.capture import check_names, check_options
+from .._capture.refusals import reject
+from .._compat import live_traces
+from .._holders import trees as jtu
+from .._holders.trees import (
+    ITERATORS,
+    MAX_CONTAINER_DEPTH,
+    flatten_checked,
+    irregular,
+    is_function_like,
+    ordered,
+)
+from .._leaks.find import find_leaks
+from .._rule.hidden import aux_tracer
+from .._rule.static import static_key, taken_apart
+from .._skeleton.skeleton import capture_into, skeleton_of
+from . import multisteps as _objects  # noqa: F401  # pyright: ignore[reportUnusedImport]  (registers optax.MultiSteps)
+from .lifted import Lifted, caller_name, construct, rebuilt
+
+__all__ = ["is_lifted", "lift", "unlift"]
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+_R_co = TypeVar("_R_co", covariant=True)
+
+
+class _Function(Protocol[_P, _R_co]):
+    """A function as a type checker sees one (it has code): `lift` gives a
+    `Lifted` of it that keeps its signature. A callable object does not match
+    and falls through to the pytree overload, as it does at run time."""
+
+    __code__: types.CodeType
+
+    def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R_co: ...
+
+
+class _Method(Protocol[_P, _R_co]):
+    """A bound method as a type checker sees one, without `self`."""
+
+    @property
+    def __func__(self) -> Callable[..., Any]: ...
+    @property
+    def __self__(self) -> object: ...
+    def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R_co: ...
+
+
+@overload
+def lift(
+    obj: None = None,
+    /,
+    *,
+    static: str | Iterable[str] = (),
+    dynamic: str | tuple[str, ...] | Callable[[Any], bool] | None = None,
+) -> Callable[[Callable[_P, _T]], Lifted[_P, _T]]: ...
+@overload
+def lift(
+    obj: Lifted[_P, _T],
+    /,
+    *,
+    static: str | Iterable[str] = (),
+    dynamic: str | tuple[str, ...] | Callable[[Any], bool] | None = None,
+) -> Lifted[_P, _T]: ...
+@overload
+def lift(
+    obj: _Function[_P, _T],
+    /,
+    *,
+    static: str | Iterable[str] = (),
+    dynamic: str | tuple[str, ...] | Callable[[Any], bool] | None = None,
+) -> Lifted[_P, _T]: ...
+@overload
+def lift(
+    obj: _Method[_P, _T],
+    /,
+    *,
+    static: str | Iterable[str] = (),
+    dynamic: str | tuple[str, ...] | Callable[[Any], bool] | None = None,
+) -> Lifted[_P, _T]: ...
+@overload
+def lift(
+    obj: functools.partial[_T],
+    /,
+    *,
+    static: str | Iterable[str] = (),
+    dynamic: str | tuple[str, ...] | Callable[[Any], bool] | None = None,
+) -> Lifted[..., _T]: ...
+@overload
+def lift(
+    obj: _T,
+    /,
+    *,
+    static: str | Iterable[str] = (),
+    dynamic: str | tuple[str, ...] | Callable[[Any], bool] | None = None,
+) -> _T: ...
+def lift(
+    obj: Any = None,
+    /,
+    *,
+    static: str | Iterable[str] = (),
+    dynamic: str | tuple[str, ...] | Callable[[Any], bool] | None = None,
+) -> Any:
+    """Make a function, or every function inside a pytree, into a [`lift.Lifted`][].
+
+    Use it as `@lift`, `@lift(static=("n",))`, or `lift(obj)`.
+
+    - A function (`def`, `lambda`, nested, recursive, generator, async), bound
+      method or `functools.partial` gives a `Lifted`; an existing `Lifted` is
+      returned as it is.
+    - Any other pytree (tuple, NamedTuple such as `optax.GradientTransformation`,
+      dict, list, registered node) gives the same structure with every function
+      found inside it lifted. Pytrees that are callable (an `equinox.Module`,
+      `jax.tree_util.Partial`) are kept, their function leaves lifted.
+
+    ```python
+    import jax
+    import jax.numpy as jnp
+    import lift
+
+    def make_scale(lr):
+        return lift.lift(lambda g: -lr * g)
+
+    traces = 0
+
+    @jax.jit
+    def apply(scale, g):
+        global traces
+        traces += 1
+        return scale(g)
+
+    for lr in (0.1, 0.01, 0.001):
+        apply(make_scale(lr), jnp.ones(3))
+    assert traces == 1  # one program for every learning rate
+    ```
+
+    Only some floats dynamic, by name (the others stay constants, as in plain
+    optax):
+
+    ```python
+    import functools
+
+    import jax
+    import optax
+    import lift
+
+    make = lift.lift(
+        functools.partial(optax.adamw, learning_rate=0.1), dynamic="learning_rate"
+    )
+    assert len(jax.tree.leaves(make)) == 1  # not adamw's b1, b2, eps, weight_decay
+    ```
+
+    **Arguments:**
+
+    - `obj`: the function or pytree to lift.
+    - `static`: names of captured variables (free variables, default parameters,
+      partial keywords, function attributes; at any depth) to keep static
+      whatever their type.
+    - `dynamic`: names of captured variables (a string or a tuple of strings,
+      found as `static=` finds them), or a predicate on a captured leaf.
+      Names: the named captures, and everything inside them (the floats of a
+      named schedule function), are dynamic; arrays, tracers and NumPy values
+      stay dynamic wherever they are; every other Python `float` and `complex`
+      is static, a constant of the program as in the plain function, so the
+      result is bitwise the plain function's while the named values are inputs
+      of one program: `lift.lift(opt, dynamic="learning_rate")`. A name no
+      captured variable has is a `lift.LiftError` listing those there are.
+      A predicate replaces the default rule (arrays, tracers, NumPy values,
+      Python `float` and `complex` are dynamic; a float-valued `Enum` member
+      is not).
+
+    **Returns:** a `Lifted`, or `obj`'s structure with its functions lifted.
+
+    **Raises:** `lift.LiftError` for a builtin, a class, a callable that is not a
+    pytree, or a bare value, and for captures that cannot be leaves.
+    """
+    if obj is None:
+
+        def decorator(fn: Any) -> Any:
+            return lift(fn, static=static, dynamic=dynamic)
+
+        return decorator
+    names, rule = check_options(static, dynamic, "lift")
+    options = bool(names) or rule is not None
+    kind: type[Any] = type(obj)  # pyright: ignore[reportUnknownVariableType]
+    if issubclass(kind, Lifted):
+        if not options:
+            return obj
+        # Not `kind(obj, ...)`: a subclass's own `__init__` may take `fn` alone.
+        sub = cast("type[Lifted[Any, Any]]", kind)
+        return construct(sub, obj, *check_options(static, dynamic, caller_name(sub)))
+    if is_function_like(obj):
+        return Lifted(obj, static=static, dynamic=dynamic)
+    if (functions := taken_apart(obj)) is not None:  # optax.MultiSteps
+        obj = functions
+    if issubclass(kind, ITERATORS):
+        raise reject(obj, "lift")
+    flat = flatten_checked(obj, _is_liftable)
+    if flat is None:
+        raise _unflattenable(obj, "lift")
+    leaves, treedef = flat
+    if jtu.treedef_is_leaf(treedef) and treedef.num_leaves == 1:
+        raise reject(obj, "lift")
+    _check_static_data(obj, treedef)
+    seen: set[str] = set()
+    out: list[Any] = []
+    made: list[Lifted[Any, Any]] = []
+    for leaf in leaves:
+        new: Any = leaf
+        cls: type[Lifted[Any, Any]] | None = None
+        if isinstance(leaf, Lifted) and options:
+            cls = cast("type[Lifted[Any, Any]]", type(leaf))  # pyright: ignore[reportUnknownArgumentType]
+        elif is_function_like(leaf):
+            cls = Lifted
+        if cls is not None:
+            # `static=` names may be captured by any of the functions.
+            new = object.__new__(cls)
+            capture_into(new, cast(Any, leaf), names, rule)
+            seen.update(skeleton_of(new).names)
+            made.append(new)
+        out.append(new)
+    check_names(names, rule, frozenset(seen), obj, "lift")
+    if not made:  # nothing to lift: the user's own object (an `nnx.Module`)
+        return obj
+    if irregular(obj):  # dicts in their own order, as the original had them
+        rebuild, perm, _ = ordered(obj, treedef, static_key)
+        return jtu.unflatten(rebuild, [out[i] for i in perm])
+    return jtu.unflatten(treedef, out)
+
+
+def _check_static_data(obj: Any, treedef: jtu.TreeDef) -> None:
+    """Refuse `obj` when its treedef's static data (an equinox `static=True`
+    field, a `jax.tree_util.Partial`'s function, a node's aux data) holds a
+    tracer whose transform has exited, as a closure capturing `obj` is refused.
+    One whose transform is still running is kept, as the pytree keeps it there."""
+    if aux_tracer(treedef) is None:  # the common case: one cached lookup
+        return
+    where = aux_tracer(treedef, live_traces())
+    if where is None:
+        return
+    # The leak scan spells the path from `obj` and names who holds the tracer
+    # (a `Partial`'s function it reads as `.func`, not as static data).
+    found = find_leaks(obj)
+    leaks = [leak for leak in found if "<static>" in leak.path] or found
+    if leaks:
+        leak = leaks[0]
+        where = leak.path.removeprefix("roots[0]")
+        if leak.function is not None:
+            what = f"{leak.kind} {leak.variable!r}" if leak.variable else leak.kind
+            where += f" ({what} of {leak.function}, {leak.filename}:{leak.lineno})"
+    raise LiftError(
+        f"lift() got a {type(obj).__name__} whose static data holds a tracer at "
+        f"{where}, from a transform that has exited. A treedef's static data is "
+        f"part of the compiled program's key, so the tracer would leak.\nFix: make "
+        f"the traced value a child of the pytree (not a static field), or return "
+        f"it from the transform instead of storing it.",
+        anchor="tracer-in-static-pytree-data",
+    )
+
+
+def _is_liftable(x: Any) -> bool:
+    return is_function_like(x) or issubclass(type(x), Lifted)  # pyright: ignore[reportUnknownArgumentType]
+
+
+def _unlift_one(x: Any) -> Any:
+    return rebuilt(x) if is_lifted(x) else x
+
+
+def is_lifted(x: Any) -> bool:
+    """Whether `x` is a [`lift.Lifted`][] (of any subclass).
+
+    ```python
+    import lift
+
+    assert lift.is_lifted(lift.lift(lambda x: x))
+    assert not lift.is_lifted(lambda x: x)
+    ```
+    """
+    return issubclass(type(x), Lifted)  # pyright: ignore[reportUnknownArgumentType]
+
+
+def flatten_lifted(x: Any, caller: str) -> tuple[list[Any], jtu.TreeDef]:
+    """`x` flattened down to its `Lifted` (and stateful iterators, left whole).
+
+    Checked first: JAX's flattening with an `is_leaf` on a cyclic or very deep
+    container leaves the interpreter's recursion accounting broken (jax 0.10.2).
+    """
+    flat = flatten_checked(x, stops_flattening)
+    if flat is None:
+        raise _unflattenable(x, caller)
+    return flat
+
+
+def _unflattenable(x: Any, caller: str) -> LiftError:
+    return LiftError(
+        f"{caller}() got a {type(x).__name__} that contains itself or nests more "
+        f"than {MAX_CONTAINER_DEPTH} levels deep, which JAX's pytree flattening "
+        f"cannot take.\nFix: pass the functions inside it one by one.",
+        anchor="container-cycle",
+    )
+
+
+def stops_flattening(x: Any) -> bool:
+    return issubclass(type(x), (Lifted, *ITERATORS))  # pyright: ignore[reportUnknownArgumentType]
+
+
+def unlift(x: Any) -> Any:
+    """Plain Python functions back from [`lift.Lifted`][]: for code that demands one.
+
+    A `Lifted` gives a new function (fresh cells) whose captures are its current
+    leaves; a pytree gives the same structure with every `Lifted` unlifted; other
+    values are returned as they are.
+
+    ```python
+    import types
+    import jax.numpy as jnp
+    import lift
+
+    w = jnp.asarray(2.0)
+    f = lift.unlift(lift.lift(lambda x: w * x))
+    assert isinstance(f, types.FunctionType)
+    assert f(3.0) == 6.0
+    ```
+    """
+    if is_lifted(x):
+        return rebuilt(x)
+    leaves, treedef = flatten_lifted(x, "unlift")
+    return jtu.unflatten(treedef, [_unlift_one(leaf) for leaf in leaves])

@@ -1,0 +1,129 @@
+"""flax serialization of a `Lifted`: its leaves as a state dict, keyed by key path.
+
+`flax.serialization` (`to_bytes`/`from_bytes`, `to_state_dict`/`from_state_dict`,
+and the checkpointers that read state dicts) finds handlers by exact type. Every
+`Lifted` class gets one as soon as both it and `flax.serialization` exist, in
+either order, through a post-import hook (`wrapt`): `import lift` never imports
+flax, and a `Lifted` made before flax was imported serializes all the same.
+
+A state dict holds the leaves only, each under the `keystr` of its key path
+(`".captures['learning_rate']"`): the code comes from the program that restores
+it, through the target `Lifted` that `from_state_dict` is given.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import wrapt
+
+from .._base.errors import LiftError, describe
+from .._holders import trees as jtu
+from .._skeleton.skeleton import LiftedParts
+
+__all__ = ["from_state_dict", "register", "to_state_dict"]
+
+
+def register(cls: type[Any]) -> None:
+    """Give `cls` flax state-dict handlers once `flax.serialization` is imported
+    (now, if it already is). A handler the user registered first is kept."""
+
+    def hook(serialization: ModuleType) -> None:
+        if not serialization.is_serializable(cls):
+            serialization.register_serialization_state(
+                cls, to_state_dict, from_state_dict
+            )
+
+    wrapt.register_post_import_hook(hook, "flax.serialization")  # pyright: ignore[reportUnknownMemberType]
+
+
+def _keys(x: LiftedParts) -> tuple[list[str], list[Any]]:
+    """Each leaf's state-dict key (its key path as `keystr` prints it) and value."""
+    with_paths: list[tuple[Any, Any]] = jtu.tree_flatten_with_path(x)[0]
+    keys: list[str] = []
+    seen: set[str] = set()
+    for i, (path, _) in enumerate(with_paths):
+        key = jtu.keystr(path)
+        if key in seen:  # an elided path of a closure nested thousands deep
+            key = f"{key} (leaf {i})"
+        seen.add(key)
+        keys.append(key)
+    return keys, [leaf for _, leaf in with_paths]
+
+
+def to_state_dict(x: LiftedParts) -> dict[str, Any]:
+    """The leaves of `x` by key path: what flax writes for it."""
+    keys, leaves = _keys(x)
+    return dict(zip(keys, map(_storable, leaves), strict=True))
+
+
+def _is_key(x: Any) -> bool:
+    return isinstance(x, jax.Array) and jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
+
+
+def _storable(leaf: Any) -> Any:
+    """A leaf as flax can write it: a typed PRNG key as its key data (NumPy
+    cannot hold a key, so msgpack could not either)."""
+    return jax.random.key_data(leaf) if _is_key(leaf) else leaf
+
+
+def from_state_dict(target: LiftedParts, state: dict[str, Any]) -> Any:
+    """`target` with the leaves of `state`, each cast to its target leaf's dtype,
+    shape and weak type (so a restored optimizer compiles and computes as the
+    one saved)."""
+    keys, leaves = _keys(target)
+    known = set(keys)
+    missing = [k for k in keys if k not in state]
+    unexpected = [k for k in state if k not in known]
+    if missing or unexpected:
+        raise LiftError(
+            "The state dict does not fit the lifted function "
+            f"{describe(target.__wrapped__)}: missing {missing}, unexpected "
+            f"{unexpected}.\nFix: restore into a target made by the same code with "
+            "the same static captures (e.g. the same optimizer, any learning rate).",
+            anchor="state-dict-mismatch",
+        )
+    restored = [_like(leaf, state[k], k) for k, leaf in zip(keys, leaves, strict=True)]
+    return jtu.unflatten(jtu.tree_structure(target), restored)
+
+
+def _like(target: Any, value: Any, key: str) -> Any:
+    """`value` as a leaf of the target's kind, dtype and shape."""
+    if _is_key(target):
+        # Stored as key data (`_storable`); wrapped again with the target's
+        # implementation.
+        if _is_key(value):
+            value = jax.random.key_data(value)
+        data = jax.random.key_data(target)
+        if np.shape(value) != data.shape:
+            raise LiftError(
+                f"The state dict's {key} holds PRNG key data of shape "
+                f"{np.shape(value)}, the target's key data {data.shape}.\nFix: "
+                "restore into a target made with the same keys.",
+                anchor="state-dict-mismatch",
+            )
+        raw: Any = jnp.asarray(value, dtype=data.dtype)  # pyright: ignore[reportUnknownMemberType]
+        wrapped: Any = jax.random.wrap_key_data(raw, impl=jax.random.key_impl(target))  # pyright: ignore[reportUnknownVariableType, reportUnknownMemberType]
+        return wrapped  # pyright: ignore[reportUnknownVariableType]
+    shape: tuple[int, ...] = np.shape(value)
+    want: tuple[int, ...] = np.shape(target)
+    if shape != want:
+        raise LiftError(
+            f"The state dict's {key} has shape {shape}, the target's {want}.\n"
+            "Fix: restore into a target made with the same shapes.",
+            anchor="state-dict-mismatch",
+        )
+    dtype: Any = getattr(target, "dtype", None)
+    if isinstance(target, jax.Array):
+        # `full_like` keeps the target's dtype and weak type (a Python float
+        # capture stays weakly typed, as `lift` made it).
+        if not want:
+            return jax.lax.full_like(target, np.asarray(value))
+        return jnp.asarray(value, dtype=dtype)  # pyright: ignore[reportUnknownMemberType]
+    if dtype is not None and isinstance(target, np.ndarray | np.generic):
+        return np.asarray(value, dtype=dtype).reshape(want)
+    return value

@@ -1,0 +1,491 @@
+"""The one static rule: what of a capture is a leaf and what is static, and
+what "equal" means for a static value.
+
+`scanned` says which statics are looked into for a hidden tracer,
+`attributes_by_global` which module-level functions are compared by identity;
+the full walk states each decision by calling these. `static_key` compares statics
+by type and value at every depth (so `0.0` is not `-0.0` and `1` is not
+`1.0`), and by identity where a value cannot be compared."""
+
+from __future__ import annotations
+
+import collections
+import enum
+import functools
+import types
+import typing
+import warnings
+from collections.abc import Callable, Iterable
+from typing import Any, Final, cast
+
+import jax
+import numpy as np
+
+from .._base.atoms import EXACT, INEXACT
+from .._base.caches import per_class
+from .._base.errors import LiftError, describe
+from .._compat import Tracer as _Tracer, live_traces
+from .._holders.attributes import own_attributes
+from .._holders.closure import custom_data, default_factory, slots_of
+from .._holders.labels import Label, variable_str
+from .._holders.trees import (
+    is_function_like,
+    one_level,
+    read_as_tuple,
+    slot_path,
+    tree_structure,
+    treedef_is_leaf,
+)
+from .floats import only_a_number
+from .hidden import aux_tracer, hidden_tracer, jax_dtype, opaque
+
+__all__ = [
+    "ById",
+    "attributes_by_global",
+    "aux_key",
+    "check_aux",
+    "check_opaque",
+    "ownable",
+    "STD_DICTS",
+    "DynamicNames",
+    "default_dynamic",
+    "is_jax_value",
+    "scanned",
+    "static_key",
+    "taken_apart",
+    "unsortable_registry",
+]
+
+
+# Compared by type and value as they are (floats by their bits: `0.0` is not
+# `-0.0`).
+_PLAIN: Final = EXACT
+# Small NumPy arrays compare by content; larger ones by identity.
+_ARRAY_BYTES: Final = 4096
+_MAX_DEPTH: Final = 64
+
+
+class ById:
+    """Stands for a value compared by identity (it holds the value alive): a
+    static key, and a skeleton's key of what compares by identity (a
+    function's globals, an unhashable static)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is ById and other.value is self.value
+
+    def __hash__(self) -> int:
+        return id(self.value)
+
+
+def _is_namedtuple(t: type[Any]) -> bool:
+    return issubclass(t, tuple) and "_fields" in t.__dict__
+
+
+def static_key(value: Any, depth: int = 0) -> Any:
+    """What a static value is compared and hashed by: its type and value, at every
+    depth (`0.0` vs `-0.0`, `1` vs `1.0` vs `True`, `frozenset({1})` vs
+    `frozenset({1.0})`, `range(0)` vs `range(1, 1)` all differ). Raises
+    `TypeError` for a value that is not hashable."""
+    t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
+    if t in _PLAIN:
+        return (t, value)
+    if t is float:
+        return (t, value.hex())
+    if t is complex:
+        return (t, value.real.hex(), value.imag.hex())
+    if depth > _MAX_DEPTH:
+        return ById(value)
+    if t is tuple or t is frozenset or _is_namedtuple(t):
+        items = [static_key(v, depth + 1) for v in value]  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+        return (t, frozenset(items) if t is frozenset else tuple(items))
+    if t is range:
+        return (t, value.start, value.stop, value.step)
+    # By the dtype itself: its `str` is `'<V1'` for every 1-byte ml_dtype
+    # (`int4` and `uint4` alike).
+    if issubclass(t, np.generic):
+        return (t, value.dtype, value.tobytes())
+    if t is np.ndarray:
+        if value.dtype.hasobject or value.nbytes > _ARRAY_BYTES:
+            return ById(value)
+        return (t, value.dtype, value.shape, value.tobytes())
+    if t is dict:
+        # Annotations reach here: a dict compared by its items, in order.
+        return (
+            t,
+            tuple(
+                (static_key(k, depth + 1), static_key(v, depth + 1))
+                for k, v in value.items()
+            ),
+        )
+    hash(value)
+    if t.__module__ == "typing" or issubclass(t, (types.GenericAlias, types.UnionType)):
+        # Type expressions compare their arguments loosely (`int | str ==
+        # str | int`, `Literal["a", "b"] == Literal["b", "a"]`, `list[1] ==
+        # list[True]`): by their origin and arguments, in order, instead.
+        args = typing.get_args(value)
+        if args:
+            return (
+                t,
+                static_key(typing.get_origin(value), depth + 1),
+                tuple(_arg_key(a, depth + 1) for a in args),
+            )
+        return (t, value)  # `Any`, a `TypeVar`: by identity
+    base = _builtin_base(t)
+    if base is not None:
+        # A subclass of a built-in value that keeps the built-in's `==` (`class
+        # F(float)`, `F(0.0) == F(-0.0)`): by its type, the built-in value's
+        # own key and its attributes' (its `__dict__`'s and its slots';
+        # unhashable ones by their items, as static data is: `_aux_part_key`).
+        attributes = own_attributes(value, slots_of(t))
+        return (
+            t,
+            static_key(base(value), depth + 1),
+            tuple((k, _aux_part_key(v, depth + 1)) for k, v in attributes),
+        )
+    # By identity, or by the class's own `__eq__`.
+    return (t, value)
+
+
+def aux_key(treedef: Any) -> tuple[Any, ...] | None:
+    """The static (aux) data of `treedef`'s custom nodes by `static_key`, or
+    `None` for a treedef without any. JAX compares
+    treedefs' static data with `==` (`0.0 == -0.0`, `1 == True`), so two
+    captures whose treedefs are equal may rebuild different objects: a
+    template's key holds this too."""
+    parts = [aux for _, aux in custom_data(treedef) if aux is not None]
+    if not parts:
+        return None
+    return tuple(_aux_part_key(aux) for aux in parts)
+
+
+def _aux_part_key(aux: Any, depth: int = 0) -> Any:
+    """`static_key(aux)`, or for aux data JAX takes unhashable (its treedefs
+    hash without it): the lists, tuples and dicts in it by their items, and
+    what else cannot be hashed by identity."""
+    try:
+        return static_key(aux, depth)
+    except TypeError:
+        pass
+    t: type[Any] = type(aux)  # pyright: ignore[reportUnknownVariableType]
+    if depth > _MAX_DEPTH:
+        return ById(aux)
+    if t is list or t is tuple or _is_namedtuple(t):
+        return (t, tuple(_aux_part_key(a, depth + 1) for a in aux))  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+    if t is dict:
+        return (
+            t,
+            tuple(
+                (_aux_part_key(k, depth + 1), _aux_part_key(v, depth + 1))
+                for k, v in aux.items()  # pyright: ignore[reportUnknownVariableType]
+            ),
+        )
+    return ById(aux)
+
+
+def _arg_key(arg: Any, depth: int) -> Any:
+    """A type expression's argument's key (`Callable[[int], str]` has a list)."""
+    if type(arg) is list:
+        return (list, tuple(_arg_key(a, depth + 1) for a in arg))  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+    return static_key(arg, depth)
+
+
+# The built-in value types whose subclasses `static_key` keys as the built-in.
+_BUILTIN_VALUES: Final[tuple[type[Any], ...]] = (
+    float,
+    int,
+    complex,
+    str,
+    bytes,
+    tuple,
+    frozenset,
+)
+
+
+@per_class
+def _builtin_base(t: type[Any]) -> type[Any] | None:
+    """The built-in value type that `t`, a strict subclass of it, compares as
+    (no `__eq__` or `__hash__` of its own, not an `Enum`), or `None`."""
+    if issubclass(t, enum.Enum):
+        return None
+    for base in _BUILTIN_VALUES:
+        if issubclass(t, base):
+            sub = cast(Any, t)  # (pyright narrows `t` to a union of the bases)
+            own: Any = base
+            if sub.__eq__ is not own.__eq__ or sub.__hash__ is not own.__hash__:
+                return None
+            return base
+    return None
+
+
+# Static captures never scanned, by exact type: the exact scalars and `...`
+# (floats and complex numbers, static only when asked, are `opaque`'s).
+_UNSCANNED: Final = EXACT | {type(Ellipsis)}
+
+
+def scanned(t: type[Any]) -> bool:
+    """Whether a static capture of type `t` is scanned for a hidden tracer
+    (`hidden_tracer`): not atoms, NumPy scalars, nor what `opaque` says holds
+    nothing. (A class is scanned: `hidden_tracer` answers at once for a
+    library's.)"""
+    return not (t in _UNSCANNED or issubclass(t, np.generic) or opaque(t))
+
+
+def attributes_by_global(fn: types.FunctionType, global_names: frozenset[str]) -> bool:
+    """Whether `fn` reads its own attributes through the module global naming it
+    (a module-level `def f` reading `f.scale`): leaves there would be dead in
+    the rebuilt function, so its attributes are static (`global_names`: the
+    names its code looks up as globals)."""
+    return fn.__name__ in global_names and fn.__globals__.get(fn.__name__) is fn
+
+
+_tuple_iter: Final = cast("Callable[[Any], Iterable[Any]]", tuple.__iter__)  # pyright: ignore[reportUnknownMemberType]
+
+
+def _children(x: Any) -> Iterable[Any]:
+    """The items of a list, tuple or NamedTuple (by `tuple`'s own iteration, as
+    JAX reads them), or a dict's values."""
+    if isinstance(x, dict):
+        return cast("dict[Any, Any]", x).values()
+    return _tuple_iter(x) if isinstance(x, tuple) else cast("list[Any]", x)
+
+
+def ownable(x: Any) -> bool:
+    """Whether `x` is a container that stays the user's own object when it
+    holds no dynamic leaf: a list, a dict, or an `OrderedDict` or
+    `defaultdict` whose factory is no function (one that is, is walked as a
+    function: `lift._capture.factories`)."""
+    t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
+    if t is list or t is dict:
+        return True
+    return t in STD_DICTS and not is_function_like(default_factory(x))
+
+
+# The standard library's dicts that may stay your own as a dict does.
+STD_DICTS: Final = (collections.OrderedDict, collections.defaultdict)
+
+
+def plain_reach(value: Any) -> set[int]:
+    """The containers below `value` that may stay the user's own (`ownable`;
+    not `value` itself: `template` keeps it whole itself), reached through
+    them, tuples and NamedTuples alone, by id; empty, cheaply, for a value
+    nesting none."""
+    t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
+    if not (ownable(value) or read_as_tuple(t)):
+        return set()
+    reach: set[int] = set()
+    seen = {id(value)}
+    stack = [value]
+    while stack:
+        for child in _children(stack.pop()):
+            own = ownable(child)
+            if (own or read_as_tuple(type(child))) and id(child) not in seen:  # pyright: ignore[reportUnknownArgumentType]
+                seen.add(id(child))
+                stack.append(child)
+                if own:
+                    reach.add(id(child))
+    return reach
+
+
+# Objects that are not pytrees which lift takes apart into functions where it
+# meets them, at the top or captured (`optax.MultiSteps`: registered by
+# `lift._lifted.multisteps`), so that what they hold is walked.
+TAKES_APART: list[Callable[[Any], Any | None]] = []
+
+
+def taken_apart(value: Any) -> Any | None:
+    """`value` as the pytree of functions lift takes it apart into, or `None`."""
+    for take in TAKES_APART:
+        if (apart := take(value)) is not None:
+            return apart
+    return None
+
+
+def default_dynamic(x: Any) -> bool:
+    """The default rule: arrays, tracers, NumPy values of dtypes JAX can hold,
+    Python `float`/`complex`, and a subclass of one that is only the number it
+    holds (`class Rate(float): pass`). Not an `Enum` member valued as one (a
+    tracer in its place would lose its identity), nor a subclass that adds to
+    the number (a method, a property, a slot, an attribute of the value:
+    `WarmRate(0.1).warm(5)`), which code may use: static, as it is."""
+    t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
+    if issubclass(t, (np.ndarray, np.generic)):
+        return jax_dtype(x.dtype)
+    if issubclass(t, _Tracer):
+        return True
+    if issubclass(t, (float, complex)):
+        return t in INEXACT or (only_a_number(t) and not getattr(x, "__dict__", None))
+    try:
+        return isinstance(x, jax.Array)
+    except Exception:  # an object whose attribute access fails: static
+        return False
+
+
+class DynamicNames:
+    """`dynamic=` given as names: the named captures, and everything nested in
+    them, follow the default rule; elsewhere only arrays, tracers and NumPy
+    values are leaves, and Python floats stay static (`python_number`), so the
+    function computes bitwise what the original does but for the named values.
+    Kept with a skeleton's options (pickle re-lifts with it)."""
+
+    __slots__ = ("names",)
+
+    def __init__(self, names: frozenset[str]) -> None:
+        self.names = names
+
+    def __repr__(self) -> str:
+        return f"dynamic={tuple(sorted(self.names))!r}"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (DynamicNames, (self.names,))
+
+
+def unsortable_registry(value: Any) -> bool:
+    """Whether `value` holds a dict whose keys do not sort (types, as in a
+    `functools.singledispatch` registry) and nothing dynamic by the default
+    rule: static as a whole, compared by its items. Walked iteratively through
+    dicts, lists and tuples, at most `_REGISTRY_VISITS` of them."""
+    stack = [value]
+    unsortable = False
+    seen = 0
+    while stack:
+        x = stack.pop()
+        t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
+        if t is dict:
+            seen += 1
+            if seen > _REGISTRY_VISITS:
+                return False
+            if not unsortable:
+                try:
+                    sorted(x)  # pyright: ignore[reportUnknownArgumentType]
+                except TypeError:
+                    unsortable = True
+            stack.extend(x.values())  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+        elif t is list or t is tuple:
+            seen += 1
+            if seen > _REGISTRY_VISITS:
+                return False
+            stack.extend(x)  # pyright: ignore[reportUnknownArgumentType]
+        elif default_dynamic(x):
+            return False
+    return unsortable
+
+
+_REGISTRY_VISITS: Final = 1_000
+
+
+def is_jax_value(x: Any) -> bool:
+    """What a dynamic leaf may be: something `jax.jit` takes as an argument."""
+    return default_dynamic(x) or type(x) in (int, bool)  # pyright: ignore[reportUnknownArgumentType]
+
+
+def check_aux(treedef: Any, holder: Any, label: Label) -> str | None:
+    """As `check_opaque`, for the static (aux) data of a captured pytree."""
+    return _live_or_refuse(
+        functools.partial(aux_tracer, treedef),
+        lambda: (
+            f"{describe(holder)} captures {variable_str(label)}, a pytree whose "
+            f"static data holds a tracer at {label.variable or label.text}"
+        ),
+        "A treedef's static data is part of the compiled program's key, so the "
+        "tracer would leak.\nFix: make the traced value a child of the pytree "
+        "(not a static field), or pass it as an argument.",
+        "tracer-in-static-pytree-data",
+    )
+
+
+def check_opaque(
+    leaf: Any, t: type[Any], holder: Any, label: Label, at: tuple[Any, int] = (None, 0)
+) -> str | None:
+    """Refuse a static capture with a tracer hidden inside it whose transform has
+    exited (`at`: the treedef of the captured value and the leaf's position in
+    it). One whose transform is still running is kept, as the function itself
+    keeps it while it runs there: said (what `Lifted`'s flattening refuses,
+    `Skeleton.live`), or `None`."""
+    if not scanned(t):
+        return None
+    return _live_or_refuse(
+        functools.partial(hidden_tracer, leaf),
+        lambda: (
+            f"{describe(holder)} captures {variable_str(label)}, {_a_value(leaf, t)} "
+            "that is not a pytree and holds a tracer at "
+            f"{label.variable or label.text}{slot_path(*at)}"
+        ),
+        "lift cannot make that tracer a leaf, and keeping it would leak it.\n"
+        "Fix: convert the function with `lift.closure_convert(f, "
+        "*example_args)` inside the transform, register the class as a pytree, "
+        "or pass the value as an argument.",
+        "hidden-tracer",
+    )
+
+
+def _a_value(value: Any, t: type[Any]) -> str:
+    """`value` as a message names it: `a Box`, `the class Config`, `a list
+    holding an object` (a pytree whose leaf is the object)."""
+    if isinstance(value, type):
+        return f"the class {value.__qualname__}"
+    with warnings.catch_warnings():  # JAX's notice that a generator is a leaf
+        warnings.simplefilter("ignore", DeprecationWarning)
+        node = not treedef_is_leaf(tree_structure(value, is_leaf=one_level(value)))
+    return f"a {t.__name__} holding an object" if node else f"a {t.__name__}"
+
+
+def _live_or_refuse(
+    find: Callable[..., str | None],
+    what: Callable[[], str],
+    why_and_fix: str,
+    anchor: str,
+) -> str | None:
+    """`None` when `find()` finds no tracer (the common case: nothing else is
+    computed); what it found, when the tracer's transform is still running
+    (`find(live_traces())` finds none of the exited); else a `LiftError`:
+    `what()`, where the exited tracer is, `why_and_fix`."""
+    first = find()
+    if first is None:
+        return None
+    where = find(live_traces())
+    if where is None:
+        return f"{what()}{first}"
+    raise LiftError(
+        f"{what()}{where}, from a transform that has exited. {why_and_fix}",
+        anchor=anchor,
+    )
+
+
+# Leaf types that Python control flow can read (`if b2 != 1.0`, `if mask`).
+# Python scalars: a branch on one makes it static.
+PY_SCALARS: Final = (float, complex, int)
+BRANCHABLE: Final = (float, complex, int, np.generic, np.ndarray)
+
+
+def branch_static(leaf: Any, t: type[Any]) -> bool:
+    """Whether a dynamic `leaf` that code branches on must stay static: Python
+    scalars, NumPy scalars and 0-d NumPy arrays (concrete values Python can read)."""
+    if issubclass(t, PY_SCALARS):
+        return True
+    return issubclass(t, (np.generic, np.ndarray)) and leaf.ndim == 0
+
+
+def is_bool(leaf: Any) -> bool:
+    t: type[Any] = type(leaf)  # pyright: ignore[reportUnknownVariableType]
+    return (
+        issubclass(t, (np.generic, np.ndarray))
+        and leaf.dtype == np.bool_
+        and leaf.ndim == 0
+    )
+
+
+ArrayImpl: Final[type[Any]] = type(jax.device_put(np.zeros(())))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType, reportUnknownVariableType]
+
+# Leaves decided by type alone (the fast path of a sweep re-lifting optimizers):
+# the exact scalars and what is static by identity, or holds no tracer, and is
+# common in an optimizer's state (`...`, classes, modules, dtypes). Floats and
+# complex numbers are not: they become leaves.
+STATIC_ATOMS: Final = EXACT | {type(Ellipsis), type, types.ModuleType, np.dtype}
+DYNAMIC_ATOMS: Final = INEXACT | {ArrayImpl, np.ndarray}
+# Dynamic by type alone (a NumPy array also needs a dtype JAX can hold).
+ALWAYS_DYNAMIC: Final = INEXACT | {ArrayImpl}

@@ -1,0 +1,298 @@
+"""The static half of a lifted function: its graph of code and static captures.
+
+A `Skeleton` describes a graph of nodes (functions, their cells, partials and
+bound methods). Every captured value is a `Template`: a pytree structure whose
+slots are dynamic leaf indices (`int`), references to other nodes (`Ref`) or
+static values (`Static`). The skeleton is hashable, its hash computed once, and
+is the pytree aux data of a `Lifted`: two skeletons are equal exactly when the
+functions would behave the same given the same leaves.
+
+`lift._skeleton.rebuild.build` turns a skeleton and leaves back into plain Python
+functions; `lift._skeleton.paths` names where each leaf sits.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any, Final, Protocol, cast
+
+from .._base.errors import static_str
+from .._holders.labels import Label
+from .nodes import (
+    CellNode,
+    FunctionNode,
+    HolderNode,
+    Node,
+    Ref,
+    Static,
+    Template,
+)
+
+__all__ = [
+    "LiftedParts",
+    "Skeleton",
+    "arrays_of",
+    "capture_into",
+    "leaves_as_shown",
+    "root_function",
+    "root_name",
+    "skeleton_of",
+    "skeleton_repr",
+]
+
+
+# A capture that holds one atom (the common case) has no treedef: `treedef is None`.
+
+
+class Skeleton:
+    """The static description of a lifted function graph (pytree aux data).
+
+    `nodes[0]` is the root. `order` lists partial and method nodes so that each
+    comes after the nodes it refers to. `float_leaves` are the indices of leaves
+    captured as Python scalars (for messages about Python control flow).
+    """
+
+    # Its statics were checked for hidden tracers when it was captured: the scan
+    # of static pytree data passes it by (`lift._holders.closure.aux_tracer`).
+    vetted: Final = True
+
+    __slots__ = (
+        "__weakref__",
+        "_hash",
+        "attrs",
+        "float_leaves",
+        "has_attributes",
+        "key",
+        "live",
+        "names",
+        "nleaves",
+        "nodes",
+        "options",
+        "order",
+        "parents",
+        "paths",
+    )
+
+    def __init__(
+        self,
+        nodes: list[Node],
+        order: tuple[int, ...],
+        parents: list[tuple[Template, int] | None],
+        nleaves: int,
+        float_leaves: frozenset[int],
+    ) -> None:
+        self.nodes = nodes
+        self.order = order
+        self.parents = parents
+        self.nleaves = nleaves
+        self.float_leaves = float_leaves
+        self.key = tuple(n.key for n in nodes)
+        self._hash = hash(self.key)
+        # Derived facts, each computed once per skeleton (none is compared):
+        # what the full walk found (`lift._capture.walk`): the names of the captured
+        # variables; a live tracer its statics hold, described (a skeleton made
+        # inside a transform).
+        self.names: frozenset[str] = frozenset()
+        self.live: str | None = None
+        # Whether a function of the graph has attributes of its own, which a
+        # call may set (`lift._copies.copies.copies_in`).
+        self.has_attributes = any(
+            type(n) is FunctionNode and n.own_attribute() is not None for n in nodes
+        )
+        # The options lifted with, `(static names, dynamic)`, and the function's
+        # name, qualified name, docstring and module (`lift._lifted.lifted`).
+        self.options: tuple[frozenset[str], Any] | None = None
+        self.attrs: dict[str, Any] | None = None
+        # Each leaf's key path (`lift._skeleton.paths`).
+        self.paths: tuple[Any, ...] | None = None
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not Skeleton:
+            return False
+        return self._hash == other._hash and self.key == other.key
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    # Immutable static data (code, globals, static values): a copy is the same
+    # skeleton, as a `Lifted`'s copies share it (flax's nnx deep-copies the
+    # treedefs in its graph definitions; a module among the statics cannot be).
+    def __copy__(self) -> Skeleton:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Skeleton:
+        return self
+
+    def __repr__(self) -> str:
+        # The code and the static values (bounded), so that two treedefs that
+        # differ print differently where JAX explains a cache miss.
+        from .skeleton import skeleton_repr
+
+        return skeleton_repr(self)
+
+    # -- where things are ----------------------------------------------------
+
+    def templates(self) -> list[Template]:
+        """Every template of the graph, in node order."""
+        return [t for node in self.nodes for _, t in node.parts()]
+
+    def parts_of(self, index: int) -> list[tuple[Label, Template | None]]:
+        """Node `index`'s parts as its captures are listed: a function's cells
+        (`None` for an empty one) first, then its other parts."""
+        node = self.nodes[index]
+        cells = node.cells if isinstance(node, FunctionNode) else ()
+        own: list[tuple[Label, Template | None]] = [
+            (cell.label, cell.template)
+            for cell in (cast(CellNode, self.nodes[c]) for c in cells)
+        ]
+        return own + list(node.parts())
+
+    def function_of(self, template: Template) -> int:
+        """The node holding `template`: for a cell, the function that owns it."""
+        node = self.nodes[template.owner]
+        return node.owner if isinstance(node, CellNode) else template.owner
+
+    def leaf_owner(self) -> list[tuple[int, str | None]]:
+        """For every leaf: the function node holding it and the variable name."""
+        owners: list[tuple[int, str | None]] = [(0, None)] * self.nleaves
+        for template in self.templates():
+            owner = self.function_of(template)
+            for i in template.leaf_indices():
+                owners[i] = (owner, template.name)
+        return owners
+
+
+def root_function(skeleton: Skeleton) -> FunctionNode | None:
+    """The function at the root, seen through partials and bound methods."""
+    # The root is a function or a holder, and a holder's function another of
+    # them (a partial holding itself is refused when lifted): this ends.
+    node = skeleton.nodes[0]
+    while not isinstance(node, FunctionNode):
+        slots = cast(HolderNode, node).func.slots
+        if len(slots) != 1 or type(slots[0]) is not Ref:
+            return None  # a `Lifted` or a callable pytree: see `root_name`
+        node = skeleton.nodes[slots[0].index]
+    return node
+
+
+def root_name(skeleton: Skeleton, which: str) -> str:
+    root = root_function(skeleton)
+    if root is not None:
+        return root.name if which == "name" else root.qualname
+    node = skeleton.nodes[0]
+    if isinstance(node, HolderNode):
+        slots, treedef = node.func.slots, node.func.treedef
+        if len(slots) == 1 and isinstance(slots[0], Static):
+            return getattr(
+                slots[0].value,
+                "__name__" if which == "name" else "__qualname__",
+                "partial",
+            )
+        data = treedef.node_data() if treedef is not None else None
+        if data is not None and type(data[1]) is Skeleton:  # a partial of a `Lifted`
+            return root_name(data[1], which)
+    return "partial"
+
+
+def node_head(node: Any) -> str:
+    return node.qualname if isinstance(node, FunctionNode) else node.kind
+
+
+# How much of its static data a skeleton's repr spells out.
+_SKELETON_CHARS: Final = 160
+
+
+def skeleton_repr(skeleton: Skeleton) -> str:
+    """`Skeleton(qualname (file:line), nodes=3, leaves=1, static: name=value, ...
+    #1a2b3c4d)`.
+
+    The repr of a `Lifted`'s treedef, which `jax_explain_cache_misses` prints
+    twice when a static value changed: it is kept short, and leads with what most
+    often differs. Statics are named by their variable (`nesterov=True`, not its
+    whole key path, which `lift.diff` gives), those that are not `None` first,
+    equal ones counted once (`params=None (x5)`), up to `_SKELETON_CHARS`
+    characters; the fingerprint of the whole (`#1a2b3c4d`) tells apart two
+    skeletons whose shown statics agree.
+    """
+    from .._holders.trees import slot_path
+
+    root = skeleton.nodes[0]
+    head = node_head(root)
+    if isinstance(root, FunctionNode):
+        code = root.info.code
+        head += f" ({os.path.basename(code.co_filename)}:{code.co_firstlineno})"
+    counts: dict[tuple[bool, str], int] = {}
+    for template in skeleton.templates():
+        found = [(pos, s) for pos, s in enumerate(template.slots) if type(s) is Static]
+        if not found:
+            continue
+        variable = template.label.variable
+        name = variable if isinstance(variable, str) else template.label.text
+        for pos, slot in found:
+            item = (
+                f"{name}{slot_path(template.treedef, pos)}={static_str(slot.value, 40)}"
+            )
+            key = (slot.value is None, item)
+            counts[key] = counts.get(key, 0) + 1
+    statics: list[str] = []
+    used = 0
+    # Stable: source order within each group, values that are not `None` first.
+    ordered = sorted(counts.items(), key=lambda kv: kv[0][0])
+    for shown, ((_, item), n) in enumerate(ordered):
+        if used > _SKELETON_CHARS:
+            statics.append(f"...({sum(c for _, c in ordered[shown:])} more)")
+            break
+        text = item if n == 1 else f"{item} (x{n})"
+        statics.append(text)
+        used += len(text) + 2
+    text = f"{head}, nodes={len(skeleton.nodes)}, leaves={skeleton.nleaves}"
+    if statics:
+        text += ", static: " + ", ".join(statics)
+    return f"Skeleton({text} #{hash(skeleton) & 0xFFFFFFFF:08x})"
+
+
+class LiftedParts(Protocol):
+    """A `lift.Lifted` as the modules beneath `lift._lifted.lifted` read it: a skeleton
+    and its leaves (`_leaves` as captured, `_flat` converted once, `_arrays()`
+    converting them now), the name of its function and its captures by name."""
+
+    _skeleton: Skeleton
+    _leaves: tuple[Any, ...]
+    _flat: tuple[Any, ...] | None
+
+    __qualname__: str
+
+    @property
+    def captures(self) -> dict[str, Any]: ...
+
+    @property
+    def __wrapped__(self) -> Callable[..., Any]: ...
+
+    def _arrays(self) -> tuple[Any, ...]: ...
+
+    def _capture(self, fn: Any, names: frozenset[str], dynamic: Any) -> None: ...
+
+
+# The one place beneath `lift._lifted.lifted` that reads a `Lifted`'s private state.
+
+
+def skeleton_of(x: LiftedParts) -> Skeleton:
+    """`x`'s skeleton: its treedef's static half."""
+    return x._skeleton  # pyright: ignore[reportPrivateUsage]
+
+
+def arrays_of(x: LiftedParts) -> tuple[Any, ...]:
+    """`x`'s leaves, its Python scalars converted (once)."""
+    return x._arrays()  # pyright: ignore[reportPrivateUsage]
+
+
+def leaves_as_shown(x: LiftedParts) -> tuple[Any, ...]:
+    """`x`'s leaves as they are now: converted if they were, as captured if not
+    (a repr converts nothing)."""
+    return x._flat if x._flat is not None else x._leaves  # pyright: ignore[reportPrivateUsage]
+
+
+def capture_into(x: LiftedParts, fn: Any, names: frozenset[str], dynamic: Any) -> None:
+    """Lift `fn` into `x`, a `Lifted` made with `object.__new__`."""
+    x._capture(fn, names, dynamic)  # pyright: ignore[reportPrivateUsage]
