@@ -62,7 +62,13 @@ def test_find_leaks(store: Store) -> None:
     assert leak.tracer == "float32[] from jit(grab)"
 
 
-@pytest.mark.parametrize("store", STORES, ids=_IDS)
+# `check_leaks` raises what `find_leaks` finds: two stores, one named by its
+# path and one by the function holding the tracer (every store's line is
+# checked under `checking_leaks` or `checked` below).
+_TWO = [next(s for s in STORES if s.report is None), next(s for s in STORES if s.report)]
+
+
+@pytest.mark.parametrize("store", _TWO, ids=[s.name for s in _TWO])
 def test_check_leaks(store: Store) -> None:
     with pytest.raises(lift.LeakError, match=r"float32\[\] from jit\(grab\)") as info:
         lift.check_leaks(store.make(_escaped()))
