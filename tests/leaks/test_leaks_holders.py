@@ -65,7 +65,10 @@ def test_find_leaks(store: Store) -> None:
 # `check_leaks` raises what `find_leaks` finds: two stores, one named by its
 # path and one by the function holding the tracer (every store's line is
 # checked under `checking_leaks` or `checked` below).
-_TWO = [next(s for s in STORES if s.report is None), next(s for s in STORES if s.report)]
+_TWO = [
+    next(s for s in STORES if s.report is None),
+    next(s for s in STORES if s.report),
+]
 
 
 @pytest.mark.parametrize("store", _TWO, ids=[s.name for s in _TWO])
