@@ -173,13 +173,10 @@ def tables(r: dict[str, Any]) -> dict[str, Rows]:
 def report(r: dict[str, Any]) -> str:
     """A run's results as Markdown: what ran where, then the tables."""
     devices = f"{r['device_count']} device{'s' if r['device_count'] != 1 else ''}"
-    loaded = f"; {load(r)}" if load(r) else ""
     parts = [
-        f"Measured on {r['device_kind']} ({r['platform']}, {devices}; the first "
-        f"one used), {r['date']}{loaded}: JAX {r['jax']}, optax {r['optax']}, "
-        f"lift {r['lift']}, Python {r['python']}; `--size {r['size']}`. Walls "
-        "include every compile; a compile is one XLA compile (a persistent-cache "
-        "hit counts as one).",
+        f"Measured on {machine(r)}, the first of {devices}; optax {r['optax']}, "
+        f"lift {r['lift']}; `--size {r['size']}`. Walls include every compile; a "
+        "compile is one XLA compile (a persistent-cache hit counts as one).",
         "",
     ]
     for title, rows in tables(r).items():
@@ -288,6 +285,8 @@ def spread(found: dict[str, dict[str, Any]], name: str) -> str:
             row[f"rate sweep: `{way}`"] = fmt(sweep[way]["wall_s"])
         for way in ("inject_hyperparams", "lift.lift"):
             row[f"schedule: `{way}`"] = fmt(schedule[way]["wall_s"])
+        if r.get("load"):
+            row["load average"] = load(r).removeprefix("load average ")
         rows.append(row)
     return markdown(rows)
 
