@@ -73,7 +73,7 @@ def _by_way(rows: Rows) -> dict[str, dict[str, Any]]:
 
 
 def _schedule(r: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {SCHEDULE_WAYS.get(row["way"], row["way"]): row for row in r["schedule"]}
+    return {SCHEDULE_WAYS.get(row["way"]) or row["way"]: row for row in r["schedule"]}
 
 
 def load(r: dict[str, Any]) -> str:
