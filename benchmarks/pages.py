@@ -276,12 +276,13 @@ def decision(found: dict[str, dict[str, Any]], name: str) -> str:
 
 
 def spread(found: dict[str, dict[str, Any]], name: str) -> str:
-    """Every run of one machine: the rate sweep and the schedule sweep by way."""
+    """Every run of one machine: the rate sweep and the schedule sweep by way,
+    plain optax left out."""
     rows = []
     for r in runs_of(name, found):
         sweep, schedule = _by_way(r["sweep"]), _schedule(r)
         row: dict[str, Any] = {"run": r["date"]}
-        for way in DECIDING[1:]:
+        for way in (*DECIDING[1:], "lift + vmap"):
             row[f"rate sweep: `{way}`"] = fmt(sweep[way]["wall_s"])
         for way in ("inject_hyperparams", "lift.lift"):
             row[f"schedule: `{way}`"] = fmt(schedule[way]["wall_s"])
