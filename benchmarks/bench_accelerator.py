@@ -24,6 +24,7 @@ import datetime
 import importlib.metadata
 import itertools
 import json
+import os
 import platform
 import statistics
 import subprocess
@@ -38,6 +39,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from pages import report, tables
 
 import lift
 
@@ -325,16 +327,6 @@ WAYS: dict[str, Callable[[Problem, list[float], int], dict[str, Any]]] = {
 }
 
 
-def _fmt(seconds: float) -> str:
-    if seconds < 1e-3:
-        return f"{seconds * 1e6:.0f} µs"
-    if seconds < 1e-2:
-        return f"{seconds * 1e3:.2f} ms"
-    if seconds < 1:
-        return f"{seconds * 1e3:.0f} ms"
-    return f"{seconds:.2f} s"
-
-
 def bench_sweep(problem: Problem, n: int, steps: int) -> tuple[Rows, dict[str, Any]]:
     lrs = rates(n)
     results: Rows = []
@@ -463,7 +455,7 @@ def bench_steady(
 
 # -- the persistent compilation cache, across two processes ------------------
 
-CACHE_WAYS = ("plain optax", "lift.lift", "lift.jit")
+CACHE_WAYS = ("plain optax", "inject_hyperparams", "lift.lift", "lift.jit")
 
 
 def cache_child(cache_dir: str, size: str, offset: float) -> dict[str, Any]:
@@ -529,6 +521,7 @@ def bench_cache(size: str) -> dict[str, Any]:
 def measure(size: str) -> dict[str, Any]:
     sizes = SIZES[size]
     log(f"bench_accelerator --size {size}")
+    load_start = _load()
     # The persistent-cache processes first: on a TPU, a process that has
     # opened the chip keeps it, and they need it.
     cache = bench_cache(size)
@@ -546,6 +539,7 @@ def measure(size: str) -> dict[str, Any]:
         "device_kind": device.device_kind,
         "platform": device.platform,
         "device_count": jax.device_count(),
+        "cpu_count": os.cpu_count(),
         "jax": jax.__version__,
         "jaxlib": importlib.metadata.version("jaxlib"),
         "optax": optax.__version__,
@@ -559,100 +553,13 @@ def measure(size: str) -> dict[str, Any]:
         "schedule": schedule,
         "steady": steady_rows,
         "cache": cache,
+        "load": [load_start, _load()],
     }
 
 
-def _loss(losses: list[float]) -> str:
-    return f"{min(losses):.3g}"
-
-
-def tables(r: dict[str, Any]) -> dict[str, Rows]:
-    s = r["sizes"]
-    n, steps = s["sweep"]
-    model = f"MLP {s['depth']} x {s['width']}, batch {s['batch']}"
-    plain = next(row for row in r["sweep"] if row["way"] == "plain optax")
-    out: dict[str, Rows] = {}
-    out[f"Sweep: {n} rates x {steps} adamw steps, {model}"] = [
-        {
-            "way": row["way"],
-            "compiles": row["compiles"],
-            "wall": _fmt(row["wall_s"]),
-            "vs plain": f"{row['wall_s'] / plain['wall_s']:.2f}",
-            "best loss": _loss(row["final_losses"]),
-        }
-        for row in r["sweep"]
-    ]
-    n, steps, width = s["long"]
-    first = r["long"][0]
-    out[f"Longer: {n} rates x {steps:,} steps, width {width}"] = [
-        {
-            "way": row["way"],
-            "compiles": row["compiles"],
-            "wall": _fmt(row["wall_s"]),
-            "vs one after another": f"{row['wall_s'] / first['wall_s']:.2f}",
-        }
-        for row in r["long"]
-    ]
-    n, steps = s["schedule"]
-    inject = r["schedule"][0]
-    out[f"Warmup-cosine schedule: {n} peaks x {steps} adam steps"] = [
-        {
-            "way": row["way"],
-            "compiles": row["compiles"],
-            "wall": _fmt(row["wall_s"]),
-            "vs inject": f"{row['wall_s'] / inject['wall_s']:.2f}",
-        }
-        for row in r["schedule"]
-    ]
-    base = r["steady"][0]["step_s"]
-    n_rates = s["sweep"][0]
-    out["Steady state: a step after warmup (median)"] = [
-        {
-            "way": row["way"]
-            + (f" ({n_rates} rates a step)" if "vmap" in row["way"] else ""),
-            "a step": _fmt(row["step_s"]),
-            "vs plain": f"{row['step_s'] / base:.2f}",
-        }
-        for row in r["steady"]
-    ]
-    n, steps = s["cache"]
-    first, second = r["cache"]["first"], r["cache"]["second"]
-    out[f"Persistent cache: two processes, {n} new rate{'s' * (n != 1)} each"] = [
-        {
-            "way": way,
-            "1st: misses": first[way]["misses"],
-            "1st: wall": _fmt(first[way]["wall_s"]),
-            "2nd: hits, misses": f"{second[way]['hits']}, {second[way]['misses']}",
-            "2nd: wall": _fmt(second[way]["wall_s"]),
-        }
-        for way in CACHE_WAYS
-    ]
-    return out
-
-
-def markdown(rows: Rows) -> str:
-    keys = list(dict.fromkeys(k for row in rows for k in row))
-    lines = ["| " + " | ".join(keys) + " |", "|" + "|".join("---" for _ in keys) + "|"]
-    lines += [
-        "| " + " | ".join(str(row.get(k, "")) for k in keys) + " |" for row in rows
-    ]
-    return "\n".join(lines)
-
-
-def report(r: dict[str, Any]) -> str:
-    """The results as Markdown: what ran where, then the tables."""
-    devices = f"{r['device_count']} device{'s' if r['device_count'] != 1 else ''}"
-    parts = [
-        f"Measured on {r['device_kind']} ({r['platform']}, {devices}; the first "
-        f"one used), {r['date']}: JAX {r['jax']}, optax {r['optax']}, lift "
-        f"{r['lift']}, Python {r['python']}; `--size {r['size']}`. Walls include "
-        "every compile; a compile is one XLA compile (a persistent-cache hit "
-        "counts as one).",
-        "",
-    ]
-    for title, rows in tables(r).items():
-        parts += [f"### {title}", "", markdown(rows), ""]
-    return "\n".join(parts)
+def _load() -> list[float] | None:
+    """The load averages (1, 5 and 15 minutes), where the system has them."""
+    return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None
 
 
 def main(quick: bool = False, smoke: bool = False) -> dict[str, Rows]:

@@ -35,6 +35,12 @@ import lift
 # After the tables: the pytest plugin on other projects' suites, the cost a
 # user pays in CI (the full table, with CPU times, is on the developers' page).
 NOTES = """
+The subset's wall times were taken under a load average of 4 to 9 on 2
+cores, which changed more between rounds than the modes differ: the plain
+rounds ran at a load of 5.3 and 8.6, the fast mode's at 4.1 and 4.8, hence
+its 0.52x of plain's wall time. Its CPU time, 0.95x of plain's, is the figure to
+read; the whole file, at a steady load, gives 0.89x for both.
+
 Leak checking on other projects' own suites (`scripts/peers.sh`, one mode at a
 time on one core; 2026-12-03, commit `f2f90ac`, jax 0.10.2): wall time
 against the plain run.

@@ -4,12 +4,19 @@
     python benchmarks/run.py --quick    # fewer repeats, printed, for a fast look
     python benchmarks/run.py --smoke    # tiny sizes, one repeat: does it all run?
     python benchmarks/run.py --only bench_optax --only path/to/bench_x.py
+    python benchmarks/run.py --tables   # the pages' tables and charts, from results/
+    python benchmarks/run.py --check    # exit 1 if a generated table is stale
 
 Each `bench_*.py` module has a `main()` (taking `quick` and `smoke` if it
 wants) that returns its rows: a list of dicts (one table) or a dict of tables
 by title. Each table becomes a Markdown table under the module's heading: on
 the users' page (`README.md`), or on the developers' page (`internals.md`)
 when its title starts with one of the module's `INTERNAL` titles.
+
+`--tables` runs no benchmark: it writes the tables and charts that the
+results files (`benchmarks/results/*.json`, from `bench_accelerator.py`) give,
+into the regions of the pages marked `<!-- generated: ... -->` (see
+`benchmarks/pages.py`).
 
 The exit status is 1 when any module raised (its traceback is printed, the
 other modules still run, and no page is written), so that a benchmark that
@@ -228,6 +235,29 @@ def run_module(name: str, quick: bool, smoke: bool) -> tuple[str, str] | None:
     return sections[0], sections[1]
 
 
+SMOKE = (
+    "SMOKE RUN: tiny sizes, one repeat. These numbers are not results; "
+    "benchmarks/README.md and benchmarks/results/ hold the measured ones."
+)
+
+
+def tables(write: bool) -> int:
+    """Write (or check) the tables and charts the results files give."""
+    import pages
+
+    if write:
+        for path in pages.write():
+            print(f"wrote {path.relative_to(ROOT)}", file=sys.stderr)
+        return 0
+    stale = pages.stale()
+    for path in stale:
+        print(
+            f"stale: {path.relative_to(ROOT)} (python benchmarks/run.py --tables)",
+            file=sys.stderr,
+        )
+    return 1 if stale else 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     mode = parser.add_mutually_exclusive_group()
@@ -252,9 +282,21 @@ def main() -> int:
         default=HERE / "internals.md",
         help="developers' page to write",
     )
+    parser.add_argument(
+        "--tables",
+        action="store_true",
+        help="write the generated tables and charts from benchmarks/results/",
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="exit 1 if a generated table differs from benchmarks/results/",
+    )
     args = parser.parse_args()
 
     sys.path.insert(0, str(HERE))
+    if args.tables or args.check:
+        return tables(write=args.tables)
     names = sorted(
         (p.stem for p in HERE.glob("bench_*.py")),
         key=lambda n: (FIRST.index(n) if n in FIRST else len(FIRST), n),
@@ -281,7 +323,14 @@ def main() -> int:
             file=sys.stderr,
         )
         return 1
-    if (args.quick or args.smoke) and not args.write:
+    if args.smoke and not args.write:
+        # Only the tables, between two lines that say what they are not.
+        print(SMOKE)
+        for line in (page + internal_page).splitlines():
+            if line.startswith(("#", "|")):
+                print(line)
+        print(SMOKE)
+    elif args.quick and not args.write:
         print(page)
         print(internal_page)
     else:

@@ -2,9 +2,10 @@
 
 `scripts/test.sh` sets the same variables; setting them here too keeps a bare
 `pytest` run honest. Both must happen before JAX is imported. JAX's checker is
-only a default: `scripts/test.sh --leaks lift` runs the suite under lift's own
-plugin instead (`pytest --lift-leaks` with `JAX_CHECK_TRACER_LEAKS=0`, which is
-kept here), whose fast mode needs JAX's checker off.
+only a default: `pytest --lift-leaks` runs the suite under lift's own plugin
+instead, with JAX's checker off (its fast mode needs it off), as
+`scripts/test.sh --leaks lift` does. An explicit `JAX_CHECK_TRACER_LEAKS` is
+kept: `JAX_CHECK_TRACER_LEAKS=1 pytest --lift-leaks` runs under both.
 
 `LIFT_VERIFY=1 pytest ...` (or `pytest --lift-verify ...`) runs the suite with
 every fast path of lift checked against the full walk (`lift.verifying`), as CI
@@ -19,6 +20,7 @@ from collections.abc import Iterator
 import pytest
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+_CHECKER_CHOSEN = "JAX_CHECK_TRACER_LEAKS" in os.environ
 os.environ.setdefault("JAX_CHECK_TRACER_LEAKS", "1")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
@@ -32,6 +34,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if not _CHECKER_CHOSEN and config.getoption("--lift-leaks", default=False):
+        # lift's plugin alone, as `scripts/test.sh --leaks lift` runs it (and
+        # so the processes the tests start).
+        import jax
+
+        os.environ["JAX_CHECK_TRACER_LEAKS"] = "0"
+        jax.config.update("jax_check_tracer_leaks", False)
     if config.getoption("--lift-verify"):
         os.environ["LIFT_VERIFY"] = "1"  # for subprocesses
         from lift._jit import verify as _verify
