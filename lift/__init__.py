@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from ._capture.replace import replace as replace
     from ._capture.verify import verifying as verifying
     from ._diagnose.diff import diff as diff
+    from ._diagnose.stack import stack as stack
     from ._jit.api import jit as jit
     from ._leaks.checked import checked as checked
     from ._leaks.checking import checking_leaks as checking_leaks
@@ -46,6 +47,7 @@ __all__ = [
     "jit",
     "lift",
     "replace",
+    "stack",
     "unlift",
     "verifying",
 ]
@@ -66,6 +68,7 @@ _LAZY = {
     "jit": "_jit.api",
     "lift": "_capture.lift",
     "replace": "_capture.replace",
+    "stack": "_diagnose.stack",
     "unlift": "_capture.lift",
     "verifying": "_capture.verify",
 }
