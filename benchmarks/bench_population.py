@@ -320,11 +320,10 @@ def tables(r: dict[str, Any]) -> dict[str, Rows]:
             "a rate-step": _fmt(per),
             "vs one rate's program": f"{row['wall_s'] / base:.2f}",
             "FLOP/s": _rate(flops / per, "FLOP/s"),
-            "bytes/s if through memory": _rate(nbytes / per, "B/s"),
+            "XLA's bytes accessed/s": _rate(nbytes / per, "B/s"),
         }
         if peaks:
-            floor = max(flops / peaks[0], nbytes / peaks[1])
-            entry["vs floor"] = f"{per / floor:.2f}"
+            entry["vs FLOP floor"] = f"{per / (flops / peaks[0]):.1f}"
         out.append(entry)
     model = f"MLP {s['depth']} x {s['width']}, batch {s['batch']}, adamw"
     return {f"Population: {n} rates x {steps:,} steps in one lax.scan, {model}": out}
@@ -341,24 +340,27 @@ def report(r: dict[str, Any]) -> str:
     costs = {int(k): v for k, v in r["step_costs"].items()}
     n = r["sizes"]["rates"]
     flops1, bytes1 = costs[1]
-    _, bytes_n = costs[n]
+    state = r["state_bytes_a_rate"]
     parts = [
         f"Measured on {r['device_kind']} ({r['platform']}), {r['date']}: JAX "
         f"{r['jax']}, optax {r['optax']}, lift {r['lift']}, Python {r['python']}; "
         f"`--size {r['size']}`; host load average {r['load']:.1f}. Each way is one "
-        "compile; its sweep is the best of "
-        f"{r['sizes']['repeats']} runs. One rate's params and adamw state: "
-        f"{r['state_bytes_a_rate'] / 1e6:.1f} MB. XLA's cost analysis of one step: "
-        f"{flops1 / 1e9:.2f} GFLOP a rate-step; {bytes1 / 1e6:.1f} MB accessed a "
-        f"rate-step alone, {bytes_n / 1e6:.1f} MB a rate-step with {n} rates vmapped.",
+        f"compile; its sweep is the best of {r['sizes']['repeats']} runs. XLA's cost "
+        f"analysis of one step: {flops1 / 1e9:.2f} GFLOP and {bytes1 / 1e6:.0f} MB "
+        f"accessed a rate-step (operands of every fused op, on chip or not). One "
+        f"rate's params and adamw state: {state / 1e6:.1f} MB; {n} rates': "
+        f"{n * state / 1e6:.0f} MB.",
         "",
     ]
     peaks = PEAKS.get(r["device_kind"])
     if peaks:
+        stream = 2 * state / peaks[1]
         parts += [
             f"The device's peaks: {peaks[0] / 1e12:.0f} TFLOP/s, {peaks[1] / 1e9:.0f} "
-            "GB/s; the floor of a way is the larger of its FLOP over the first and "
-            "its bytes over the second.",
+            f"GB/s. The FLOP floor is {flops1 / peaks[0] * 1e6:.1f} µs a rate-step. "
+            "A population whose state cannot stay on chip reads and writes it "
+            f"every step: at least {stream * 1e6:.1f} µs a rate-step. XLA's bytes "
+            "accessed a second exceed the memory's bandwidth: most never cross it.",
             "",
         ]
     for title, rows in tables(r).items():
