@@ -129,7 +129,9 @@ def ways(p: Problem, steps: int, chunks: tuple[int, ...]) -> dict[str, Any]:
 
     def inside(lrs: Any, params: Any, x: Any, y: Any) -> jax.Array:
         opts = jax.vmap(adamw)(lrs)
-        stacked = jax.tree.map(lambda a: jnp.broadcast_to(a, (len(lrs), *a.shape)), params)
+        stacked = jax.tree.map(
+            lambda a: jnp.broadcast_to(a, (len(lrs), *a.shape)), params
+        )
         states = jax.vmap(lambda o, q: o.init(q))(opts, stacked)
 
         def body(carry: Any, _: None) -> Any:
@@ -166,27 +168,41 @@ def ways(p: Problem, steps: int, chunks: tuple[int, ...]) -> dict[str, Any]:
 
     table: dict[str, Any] = {
         "one rate's program, once per rate": (
-            jax.jit(one), lambda lr: (adamw(float(lr)), params, x, y), "each"
+            jax.jit(one),
+            lambda lr: (adamw(float(lr)), params, x, y),
+            "each",
         ),
         "vmap outside the scan": (
-            jax.jit(vmapped), lambda lrs: (lrs, params, x, y), "once"
+            jax.jit(vmapped),
+            lambda lrs: (lrs, params, x, y),
+            "once",
         ),
         "rates axis inside the scan": (
-            jax.jit(inside), lambda lrs: (lrs, params, x, y), "once"
+            jax.jit(inside),
+            lambda lrs: (lrs, params, x, y),
+            "once",
         ),
     }
     for k in chunks:
         table[f"chunks of {k} rates (lax.map batch_size)"] = (
-            jax.jit(chunked(k)), lambda lrs: (lrs, params, x, y), "once"
+            jax.jit(chunked(k)),
+            lambda lrs: (lrs, params, x, y),
+            "once",
         )
     table["one rate at a time in one program (lax.map)"] = (
-        jax.jit(chunked(1)), lambda lrs: (lrs, params, x, y), "once"
+        jax.jit(chunked(1)),
+        lambda lrs: (lrs, params, x, y),
+        "once",
     )
     table["vmap, stacked state donated (lift.stack)"] = (
-        jax.jit(donated, donate_argnums=(1, 2)), stacked_args, "once"
+        jax.jit(donated, donate_argnums=(1, 2)),
+        stacked_args,
+        "once",
     )
     table["vmap by hand, no lift (optax.adamw(traced lr))"] = (
-        jax.jit(by_hand), lambda lrs: (lrs, params, x, y), "once"
+        jax.jit(by_hand),
+        lambda lrs: (lrs, params, x, y),
+        "once",
     )
     return table  # fmt: skip
 
@@ -200,7 +216,9 @@ def _cost(compiled: Any) -> tuple[float, float]:
     return float(cost.get("flops", 0.0)), float(cost.get("bytes accessed", 0.0))
 
 
-def step_costs(p: Problem, n: int, chunks: tuple[int, ...]) -> dict[int, tuple[float, float]]:
+def step_costs(
+    p: Problem, n: int, chunks: tuple[int, ...]
+) -> dict[int, tuple[float, float]]:
     """FLOP and bytes of one step's program for k rates at once, by k."""
     out = {}
     for k in sorted({1, n, *chunks}):
@@ -251,7 +269,9 @@ def measure(size: str) -> dict[str, Any]:
             outs = [compiled(*a) for a in args]
             jax.block_until_ready(outs)
             walls.append(time.perf_counter() - start)
-        losses = np.concatenate([np.ravel(np.asarray(o[-1] if isinstance(o, tuple) else o)) for o in outs])
+        losses = np.concatenate(
+            [np.ravel(np.asarray(o[-1] if isinstance(o, tuple) else o)) for o in outs]
+        )
         rows.append({
             "way": name, "compile_s": compile_s, "wall_s": min(walls),
             "walls_s": walls, "program_flops": program_flops,
@@ -332,7 +352,9 @@ def tables(r: dict[str, Any]) -> dict[str, Rows]:
 def markdown(rows: Rows) -> str:
     keys = list(dict.fromkeys(k for row in rows for k in row))
     lines = ["| " + " | ".join(keys) + " |", "|" + "|".join("---" for _ in keys) + "|"]
-    lines += ["| " + " | ".join(str(row.get(k, "")) for k in keys) + " |" for row in rows]
+    lines += [
+        "| " + " | ".join(str(row.get(k, "")) for k in keys) + " |" for row in rows
+    ]
     return "\n".join(lines)
 
 

@@ -30,78 +30,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-import jax
-import jax.numpy as jnp
-import numpy as np
-import optax
 import optuna
 
-import lift
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sweep_trial import COUNTS, WAYS, train, use_cache
 
 ROOT = Path(__file__).resolve().parent.parent
-WAYS = ("jax.jit", "lift.jit", "lift.lift")
-
-# -- what JAX reports: compiles, and the persistent cache's hits and misses --
-
-COUNTS = {"compiles": 0, "hits": 0, "misses": 0}
-_NAMES = {
-    "/jax/compilation_cache/cache_hits": "hits",
-    "/jax/compilation_cache/cache_misses": "misses",
-}
-
-
-def _on_event(event: str, **_: Any) -> None:
-    if event in _NAMES:
-        COUNTS[_NAMES[event]] += 1
-
-
-def _on_duration(event: str, duration: float, **_: Any) -> None:
-    if event == "/jax/core/compile/backend_compile_duration":
-        COUNTS["compiles"] += 1
-
-
-jax.monitoring.register_event_listener(_on_event)
-jax.monitoring.register_event_duration_secs_listener(_on_duration)
-
-# -- the model: NumPy data, so that nothing compiles before the step ---------
-
-RNG = np.random.default_rng(0)
-X = RNG.normal(size=(64, 8)).astype(np.float32)
-Y = np.sin(X.sum(axis=1, keepdims=True)).astype(np.float32)
-PARAMS = {
-    "w1": RNG.normal(size=(8, 32)).astype(np.float32) / 3,
-    "b1": np.zeros(32, np.float32),
-    "w2": RNG.normal(size=(32, 1)).astype(np.float32) / 6,
-}
-
-
-def loss_fn(params: Any, x: Any, y: Any) -> Any:
-    h = jnp.tanh(x @ params["w1"] + params["b1"])
-    return jnp.mean((h @ params["w2"] - y) ** 2)
-
-
-def make_step(way: str, opt: Any) -> Any:
-    """A training step with `opt` in it, jitted the chosen way."""
-    if way == "lift.lift":
-        lifted = lift.lift(opt)
-        return lambda params, state, x, y: lifted_step(lifted, params, state, x, y)
-    jit = lift.jit if way == "lift.jit" else jax.jit
-
-    @jit
-    def step(params: Any, state: Any, x: Any, y: Any) -> Any:
-        loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
-        updates, state = opt.update(grads, state, params)
-        return optax.apply_updates(params, updates), state, loss
-
-    return step
-
-
-@jax.jit
-def lifted_step(opt: Any, params: Any, state: Any, x: Any, y: Any) -> Any:
-    """One program for every lifted optimizer of one structure."""
-    loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
-    updates, state = opt.update(grads, state, params)
-    return optax.apply_updates(params, updates), state, loss
 
 
 def objective(way: str, steps: int = 20) -> Any:
@@ -112,27 +46,15 @@ def objective(way: str, steps: int = 20) -> Any:
 
     def run(trial: optuna.Trial) -> float:
         lr = trial.suggest_float("lr", 1e-3, 1e-1, log=True)
-        opt = optax.adam(lr)
-        step = make_step(way, opt)
-        params, state = PARAMS, opt.init(PARAMS)
-        before = dict(COUNTS)
-        for _ in range(steps):
-            params, state, loss = step(params, state, X, Y)
-        for key, value in COUNTS.items():
-            trial.set_user_attr(key, value - before[key])
-        return float(loss)
+        loss, counts = train(way, lr, steps)
+        for key, value in counts.items():
+            trial.set_user_attr(key, value)
+        return loss
 
     return run
 
 
 # -- worker processes ---------------------------------------------------------
-
-
-def use_cache(cache_dir: str) -> None:
-    """JAX's persistent compilation cache in `cache_dir`, for every program."""
-    jax.config.update("jax_compilation_cache_dir", cache_dir)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
-    jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
 
 
 def storage(path: str) -> optuna.storages.BaseStorage:
@@ -163,7 +85,9 @@ def sweep(
     of compiles, cache hits and misses, and the wall time."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(study_name=way, storage=storage(path))
-    env = {k: v for k, v in os.environ.items() if k != "LIFT_VERIFY"}
+    # As users run it: without lift's fast-path check or JAX's leak checker.
+    drop = ("LIFT_VERIFY", "JAX_CHECK_TRACER_LEAKS")
+    env = {k: v for k, v in os.environ.items() if k not in drop}
     paths = [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
     env |= {"PYTHONPATH": os.pathsep.join(paths)}
     start = time.perf_counter()

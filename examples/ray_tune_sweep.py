@@ -3,7 +3,7 @@
 The example starts a local Ray runtime (`ray.init()`); on a cluster the same
 code runs with `ray.init(address="auto")`. Each trial runs in a Ray worker
 process, builds `optax.adam(lr)` and trains with a jitted step closing over it
-(`examples/optuna_sweep.py`'s model and step). Every process reads and writes
+(`examples/sweep_trial.py`). Every process reads and writes
 one JAX persistent compilation cache directory (on a cluster: a directory on
 shared storage). The driver warms the cache with one compile before the
 trials start:
@@ -37,34 +37,21 @@ WAYS = ("jax.jit", "lift.jit", "lift.lift")
 def trainable(config: dict[str, Any]) -> None:
     """One trial, in a Ray worker process: train, report loss and compiles."""
     sys.path[:0] = [str(HERE), str(ROOT)]
-    import optuna_sweep as sweep
+    import sweep_trial as trial
 
-    sweep.use_cache(config["cache_dir"])
-    loss, counts = train(sweep, config["way"], config["lr"])
+    trial.use_cache(config["cache_dir"])
+    loss, counts = trial.train(config["way"], config["lr"])
     tune.report({"loss": loss, **counts, "pid": os.getpid()})
-
-
-def train(sweep: Any, way: str, lr: float, steps: int = 20) -> tuple[float, dict[str, int]]:
-    """Train with `lr`; the last loss, and what the steps compiled."""
-    import optax
-
-    opt = optax.adam(lr)
-    step = sweep.make_step(way, opt)
-    params, state = sweep.PARAMS, opt.init(sweep.PARAMS)
-    before = dict(sweep.COUNTS)
-    for _ in range(steps):
-        params, state, loss = step(params, state, sweep.X, sweep.Y)
-    return float(loss), {k: v - before[k] for k, v in sweep.COUNTS.items()}
 
 
 def run(way: str, trials: int, concurrent: int, cache_dir: str) -> dict[str, Any]:
     """A Tune sweep of `trials` rates, `concurrent` at a time; sums over trials."""
     sys.path[:0] = [str(HERE), str(ROOT)]
-    import optuna_sweep as sweep
+    import sweep_trial as trial
 
     start = time.perf_counter()
-    sweep.use_cache(cache_dir)
-    _, warm = train(sweep, way, 1e-2)  # the driver's compile, cached
+    trial.use_cache(cache_dir)
+    _, warm = trial.train(way, 1e-2)  # the driver's compile, cached
     tuner = tune.Tuner(
         trainable,
         param_space={

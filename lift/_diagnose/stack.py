@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
 from .._base.errors import LiftError
 from .._capture.lift import flatten_lifted
+from .._holders import trees as jtu
 from .diff import diff
 
 __all__ = ["stack"]
@@ -62,10 +62,10 @@ def stack(trees: Sequence[_T], /) -> _T:
         )
     for member in members:
         flatten_lifted(member, "stack")  # refuses containers JAX cannot flatten
-    first, treedef = jax.tree.flatten(members[0])
+    first, treedef = jtu.tree_flatten(members[0])
     columns: list[list[Any]] = [[leaf] for leaf in first]
     for i, member in enumerate(members[1:], start=1):
-        leaves, other = jax.tree.flatten(member)
+        leaves, other = jtu.tree_flatten(member)
         if other != treedef or any(
             not _stackable(a, b) for a, b in zip(first, leaves, strict=True)
         ):
@@ -81,9 +81,11 @@ def stack(trees: Sequence[_T], /) -> _T:
             )
         for column, leaf in zip(columns, leaves, strict=True):
             column.append(leaf)
-    return jax.tree.unflatten(treedef, [jnp.stack(c) for c in columns])
+    stacked = [jnp.stack(c) for c in columns]  # pyright: ignore[reportUnknownMemberType]
+    return jtu.unflatten(treedef, stacked)
 
 
 def _stackable(a: Any, b: Any) -> bool:
     """Same shape and dtype (a weakly typed float stacks with a float32)."""
-    return np.shape(a) == np.shape(b) and jnp.result_type(a) == jnp.result_type(b)
+    same_dtype: bool = jnp.result_type(a) == jnp.result_type(b)  # pyright: ignore[reportUnknownMemberType]
+    return np.shape(a) == np.shape(b) and same_dtype

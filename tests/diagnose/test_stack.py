@@ -37,7 +37,9 @@ def test_a_stacked_population_trains_under_vmap_in_one_program() -> None:
         return jax.lax.scan(body, (p, opt.init(p)), None, length=5)[0][0]["w"]
 
     traces = []
-    run = jax.jit(lambda opts, p: (traces.append(1), jax.vmap(train, (0, None))(opts, p))[1])
+    run = jax.jit(
+        lambda opts, p: (traces.append(1), jax.vmap(train, (0, None))(opts, p))[1]
+    )
     out = run(lift.stack([lift.lift(optax.adam(lr)) for lr in RATES]), params)
     run(lift.stack([lift.lift(optax.adam(lr * 2)) for lr in RATES]), params)
     assert len(traces) == 1
@@ -76,7 +78,9 @@ def test_another_optimizer_is_refused_naming_the_functions() -> None:
 
 
 def test_another_shape_is_refused() -> None:
-    with pytest.raises(lift.LiftError, match=r"float32\[\] in one, float32\[3\] in the other"):
+    with pytest.raises(
+        lift.LiftError, match=r"float32\[\] in one, float32\[3\] in the other"
+    ):
         lift.stack([_make(0.1, 10), _make(jnp.ones(3), 10)])
 
 

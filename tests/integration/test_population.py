@@ -38,7 +38,10 @@ def _train(opt: Any, p: Any, x: jax.Array) -> tuple[Any, jax.Array]:
 
 def _population(rates: np.ndarray) -> Any:
     return lift.stack(
-        [lift.lift(optax.chain(optax.clip(1.0), optax.adamw(float(lr)))) for lr in rates]
+        [
+            lift.lift(optax.chain(optax.clip(1.0), optax.adamw(float(lr))))
+            for lr in rates
+        ]
     )
 
 

@@ -29,7 +29,9 @@ TRIALS = 8
 
 
 def _example(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, ROOT / "examples" / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(
+        name, ROOT / "examples" / f"{name}.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -117,8 +119,18 @@ def test_ray_tune_trials_load_the_drivers_program() -> None:
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
     env.pop("JAX_CHECK_TRACER_LEAKS", None)
     done = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "ray_tune_sweep.py")]
-        + ["--trials", "3", "--concurrent", "2", "--jit", "lift.jit", "--jit", "jax.jit"],
+        [
+            sys.executable,
+            str(ROOT / "examples" / "ray_tune_sweep.py"),
+            "--trials",
+            "3",
+            "--concurrent",
+            "2",
+            "--jit",
+            "lift.jit",
+            "--jit",
+            "jax.jit",
+        ],
         capture_output=True,
         text=True,
         env=env,
