@@ -116,6 +116,10 @@ def adamw(lr: Any) -> Any:
     return lift.lift(optax.adamw(lr))
 
 
+# adamw's other hyperparameters, kept static when only the rate is swept.
+NOT_SWEPT = ("b1", "b2", "eps", "eps_root", "weight_decay")
+
+
 def ways(p: Problem, steps: int, chunks: tuple[int, ...]) -> dict[str, Any]:
     """Each way: (the jitted function, its arguments given the rates, and how
     many calls a sweep makes: 'each' rate, or 'once')."""
@@ -123,6 +127,9 @@ def ways(p: Problem, steps: int, chunks: tuple[int, ...]) -> dict[str, Any]:
 
     def one(opt: Any, params: Any, x: Any, y: Any) -> jax.Array:
         return train(opt, params, x, y, steps)
+
+    def one_by_hand(lr: Any, params: Any, x: Any, y: Any) -> jax.Array:
+        return train(optax.adamw(lr), params, x, y, steps)
 
     def vmapped(lrs: Any, params: Any, x: Any, y: Any) -> jax.Array:
         return jax.vmap(lambda lr: train(adamw(lr), params, x, y, steps))(lrs)
@@ -170,6 +177,21 @@ def ways(p: Problem, steps: int, chunks: tuple[int, ...]) -> dict[str, Any]:
         "one rate's program, once per rate": (
             jax.jit(one),
             lambda lr: (adamw(float(lr)), params, x, y),
+            "each",
+        ),
+        "the same, only the rate dynamic (static=)": (
+            jax.jit(one),
+            lambda lr: (
+                lift.lift(optax.adamw(float(lr)), static=NOT_SWEPT),
+                params,
+                x,
+                y,
+            ),
+            "each",
+        ),
+        "the same by hand (optax.adamw(traced lr))": (
+            jax.jit(one_by_hand),
+            lambda lr: (lr, params, x, y),
             "each",
         ),
         "vmap outside the scan": (
@@ -316,7 +338,7 @@ def _rate(x: float, unit: str) -> str:
 
 def _rate_k(way: str, n: int) -> int:
     """How many rates one step of the way's program trains at once."""
-    if way.startswith("one rate"):
+    if way.startswith(("one rate", "the same")):
         return 1
     if way.startswith("chunks of "):
         return int(way.split()[2])
