@@ -123,7 +123,7 @@ def test_ray_tune_trials_load_the_drivers_program() -> None:
             sys.executable,
             str(ROOT / "examples" / "ray_tune_sweep.py"),
             "--trials",
-            "3",
+            "2",
             "--concurrent",
             "2",
             "--jit",
@@ -144,5 +144,5 @@ def test_ray_tune_trials_load_the_drivers_program() -> None:
     }
     lifted, plain = rows["lift.jit"], rows["jax.jit"]
     assert lifted["processes"] >= 2
-    assert (lifted["trials"], lifted["trial misses"], lifted["trial hits"]) == (3, 0, 3)
-    assert (plain["trials"], plain["trial misses"], plain["trial hits"]) == (3, 3, 0)
+    assert (lifted["trials"], lifted["trial misses"], lifted["trial hits"]) == (2, 0, 2)
+    assert (plain["trials"], plain["trial misses"], plain["trial hits"]) == (2, 2, 0)
