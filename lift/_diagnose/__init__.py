@@ -1,7 +1,8 @@
-"""`lift.diff`: why two lifted objects compile apart.
+"""`lift.diff` and `lift.stack`: lifted objects compared.
 
 Imports `_lifted` and beneath.
 
-- `diff`: `lift.diff`, in the user's terms.
+- `diff`: `lift.diff`, why two lifted objects compile apart.
 - `skeletons`: two skeletons compared node by node.
+- `stack`: `lift.stack`, a population as one pytree, or why not.
 """
