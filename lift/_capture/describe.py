@@ -4,6 +4,7 @@ and what `lift` (or a `Lifted` subclass) cannot take, said with the fix."""
 
 from __future__ import annotations
 
+import inspect
 import types
 from typing import Any, Final, cast
 
@@ -334,7 +335,7 @@ def reject(obj: Any, name: str) -> LiftError:
         )
     elif held := _held_functions(obj):
         anchor = "lift-got-an-object-holding-functions"
-        what = _holding_functions(t, shown, held)
+        what = _holding_functions(t, shown, held, _built_with_rate(obj, held))
     elif callable(obj):
         anchor = "lift-got-a-callable-object"
         what = (
@@ -410,10 +411,39 @@ def _pytree_of_functions(value: Any) -> bool:
     return any(map(is_function_like, flat[0]))
 
 
-def _holding_functions(t: type[Any], shown: str, held: list[tuple[str, Any]]) -> str:
+def _built_with_rate(obj: Any, held: list[tuple[str, Any]]) -> str:
+    """Where a rate goes when `obj` is built: into the optimizer it holds,
+    `SVI(..., optim=Adam(lr), ...)`; else `Obj(..., lr, ...)`."""
+    t = type(obj)
+    cls = t.__name__ if t.__name__.isidentifier() else "Obj"
+    # The attribute holding an object or pytree of functions: an optimizer first.
+    inner = sorted(
+        {p.split(".")[1] for p, v in held if p.count(".") > 1 or not callable(v)},
+        key=lambda a: "opt" not in a.lower(),
+    )
+    value = object.__getattribute__(obj, "__dict__")[inner[0]] if inner else None
+    if value is None:
+        return f"{cls}(..., lr, ...)"
+    kind = type(value)
+    if kind.__module__.partition(".")[0] == "optax":
+        made = "optax.adam(lr)"  # a built optax optimizer: its factory is unknown
+    else:
+        name = kind.__name__ if kind.__name__.isidentifier() else "Inner"
+        made = f"{name}(lr)"
+    try:
+        keyword = inner[0] in inspect.signature(t).parameters
+    except (TypeError, ValueError):
+        keyword = False
+    return (
+        f"{cls}(..., {inner[0]}={made}, ...)" if keyword else f"{cls}(..., {made}, ...)"
+    )
+
+
+def _holding_functions(
+    t: type[Any], shown: str, held: list[tuple[str, Any]], build: str
+) -> str:
     """The message for an object that is not a pytree but keeps functions."""
     names = ", ".join(path for path, _ in held)
-    cls = t.__name__ if t.__name__.isidentifier() else "Obj"
     return (
         f"{t.__qualname__} {shown}, an object that is not a pytree but holds "
         f"functions in its attributes: {names}. lift takes functions and pytrees "
@@ -426,13 +456,13 @@ def _holding_functions(t: type[Any], shown: str, held: list[tuple[str, Any]]) ->
         f"    def make_step(lr):\n"
         f"        @lift.jit\n"
         f"        def step(state, batch):\n"
-        f"            obj = {cls}(..., lr, ...)\n"
+        f"            obj = {build}\n"
         f"            ...  # use obj\n"
         f"        return step\n"
         f"or pass the float as an argument of your own jitted step:\n"
         f"    @jax.jit\n"
         f"    def step(lr, state, batch):\n"
-        f"        obj = {cls}(..., lr, ...)\n"
+        f"        obj = {build}\n"
         f"        ...  # use obj"
     )
 
