@@ -107,7 +107,7 @@ def test_replace_an_unknown_name_suggests_the_nearest() -> None:
             r"function has no captured variable 'learnig_rate' holding a leaf \(did "
             r"you mean 'learning_rate'\?\)\.\nIts captured variables: "
             r"'learning_rate', 'weight_decay' .*\nFix: .*"
-            r"\nDocs: errors/#replace-unknown-name$"
+            r"\nDocs: python -m lift explain replace-unknown-name$"
         ),
     ):
         lift.replace(_adamw(), learnig_rate=0.3)

@@ -676,7 +676,7 @@ def test_a_state_dict_of_another_optimizer_is_refused() -> None:
         lift.LiftError,
         match=r"(?s)does not fit the lifted function chain\.<locals>\.update_fn .*"
         r"missing .*unexpected .*\nFix: restore into a target made by the same code"
-        r".*\nDocs: errors/#state-dict-mismatch$",
+        r".*\nDocs: python -m lift explain state-dict-mismatch$",
     ):
         serialization.from_state_dict(lift.lift(optax.sgd(0.1, momentum=0.9)), state)
 
@@ -689,7 +689,7 @@ def test_a_leaf_of_another_shape_is_refused() -> None:
     with pytest.raises(
         lift.LiftError,
         match=r"(?s)The state dict's \.captures\['w'\] has shape \(3,\), the "
-        r"target's \(2,\)\.\nFix: .*\nDocs: errors/#state-dict-mismatch$",
+        r"target's \(2,\)\.\nFix: .*\nDocs: python -m lift explain state-dict-mismatch$",
     ):
         serialization.from_state_dict(make(jnp.ones(2)), state)
 
