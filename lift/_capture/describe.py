@@ -4,7 +4,6 @@ and what `lift` (or a `Lifted` subclass) cannot take, said with the fix."""
 
 from __future__ import annotations
 
-import inspect
 import types
 from typing import Any, Final, cast
 
@@ -13,6 +12,7 @@ import jax
 from .._base.atoms import UNOPENED
 from .._base.errors import LiftError, describe, docs_anchor, static_fix, type_text
 from .._base.owners import is_user_module
+from .._base.routes import factory_route, rate_route
 from .._compat import (
     Tracer,
     concretized_arguments,
@@ -154,12 +154,25 @@ def explain_concretization(x: LiftedParts, err: BaseException) -> LiftError | No
         )
     options = skeleton.options
     named = options[1] if options is not None else None
+    built = factory_route(x, code, name)
     if isinstance(named, DynamicNames) and named.names & set(names):
         # You named it in `dynamic=`: `static=` too would be refused.
         keep = (
             f"keep it static by leaving {name!r} out of `dynamic=` (each new value "
             "then compiles anew)"
         )
+        if built is not None:
+            # A library's factory checks its argument when it builds: lift
+            # what it built, whose functions keep the value under its name.
+            return LiftError(
+                f"{where} uses the captured variable {name!r} {use}, but lift "
+                f"made it {made}: the factory checks it while it builds.\nFix: "
+                f"lift what the factory builds instead, naming the variable its "
+                f"functions keep: `lift.lift({built}, dynamic={name!r})`; or "
+                f"{keep}.",
+                anchor="control-flow-on-a-capture",
+                static=names,
+            )
     else:
         keep = (
             f"keep it static, {static_fix(names)} (each new value then compiles anew)"
@@ -335,7 +348,7 @@ def reject(obj: Any, name: str) -> LiftError:
         )
     elif held := _held_functions(obj):
         anchor = "lift-got-an-object-holding-functions"
-        what = _holding_functions(t, shown, held, _built_with_rate(obj, held))
+        what = _holding_functions(t, shown, held, rate_route(obj, held))
     elif callable(obj):
         anchor = "lift-got-a-callable-object"
         what = (
@@ -409,34 +422,6 @@ def _pytree_of_functions(value: Any) -> bool:
     if flat is None or treedef_is_leaf(flat[1]):
         return False
     return any(map(is_function_like, flat[0]))
-
-
-def _built_with_rate(obj: Any, held: list[tuple[str, Any]]) -> str:
-    """Where a rate goes when `obj` is built: into the optimizer it holds,
-    `SVI(..., optim=Adam(lr), ...)`; else `Obj(..., lr, ...)`."""
-    t = type(obj)
-    cls = t.__name__ if t.__name__.isidentifier() else "Obj"
-    # The attribute holding an object or pytree of functions: an optimizer first.
-    inner = sorted(
-        {p.split(".")[1] for p, v in held if p.count(".") > 1 or not callable(v)},
-        key=lambda a: "opt" not in a.lower(),
-    )
-    value = object.__getattribute__(obj, "__dict__")[inner[0]] if inner else None
-    if value is None:
-        return f"{cls}(..., lr, ...)"
-    kind = type(value)
-    if kind.__module__.partition(".")[0] == "optax":
-        made = "optax.adam(lr)"  # a built optax optimizer: its factory is unknown
-    else:
-        name = kind.__name__ if kind.__name__.isidentifier() else "Inner"
-        made = f"{name}(lr)"
-    try:
-        keyword = inner[0] in inspect.signature(t).parameters
-    except (TypeError, ValueError):
-        keyword = False
-    return (
-        f"{cls}(..., {inner[0]}={made}, ...)" if keyword else f"{cls}(..., {made}, ...)"
-    )
 
 
 def _holding_functions(
