@@ -261,7 +261,7 @@ def _weakened(value: Any, metadata: Any) -> Any:
         # Where orbax put it, as it puts the rest: `jax.jit` keys on placement,
         # and a step would compile once for these uncommitted, then again for
         # the committed values it returns.
-        weak = jax.device_put(weak, value.sharding)
+        weak = jax.device_put(weak, value.sharding)  # pyright: ignore[reportUnknownMemberType]
     return weak
 
 

@@ -15,7 +15,7 @@ __all__ = ["factory_route", "rate_route"]
 def rate_route(obj: Any, held: list[tuple[str, Any]]) -> str:
     """Where a rate goes when `obj` is built: into the optimizer it holds,
     `SVI(..., optim=Adam(lr), ...)`; else `Obj(..., lr, ...)`."""
-    t = type(obj)
+    t: type[Any] = type(obj)  # pyright: ignore[reportUnknownVariableType]
     cls = t.__name__ if t.__name__.isidentifier() else "Obj"
     # The attribute holding an object or pytree of functions: an optimizer first.
     inner = sorted(
@@ -25,7 +25,7 @@ def rate_route(obj: Any, held: list[tuple[str, Any]]) -> str:
     value = object.__getattribute__(obj, "__dict__")[inner[0]] if inner else None
     if value is None:
         return f"{cls}(..., lr, ...)"
-    kind = type(value)
+    kind: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
     if kind.__module__.partition(".")[0] == "optax":
         made = "optax.adam(lr)"  # a built optax optimizer: its factory is unknown
     else:

@@ -51,7 +51,7 @@ def _named(path: tuple[Any, ...]) -> set[str]:
         keys = cast("tuple[Any, ...]", entries)
         for first, second in itertools.pairwise(keys):
             if first in _OWN and type(second) is jtu.DictKey:
-                key = cast("Any", second).key
+                key = second.key
                 if isinstance(key, str):
                     names.add(key)
     return names
@@ -133,7 +133,7 @@ def replace(lifted: _L, /, **captures: Any) -> _L:
         if not where:
             where = [i for i, named in enumerate(deep) if name in named]
         if not where:
-            raise _unknown(fn, name, names or sorted(set().union(*deep)))
+            raise _unknown(fn, name, names or sorted(set[str]().union(*deep)))
         new = jtu.tree_leaves(value, is_leaf=_is_none)
         if len(new) == 1 and len(where) > 1:
             new = new * len(where)

@@ -613,7 +613,9 @@ def test_checked_given_what_it_made_or_a_compiled_function_is_refused(
 ) -> None:
     with pytest.raises(lift.LiftError, match=said) as caught:
         lift.checked(given())
-    assert str(caught.value).endswith("Docs: python -m lift explain checked-got-a-function")
+    assert str(caught.value).endswith(
+        "Docs: python -m lift explain checked-got-a-function"
+    )
     if "function" in said or "jax" in said:
         assert "_double (" in str(caught.value)  # the user's function, named
 
