@@ -8,6 +8,7 @@ it reads offline. Without an anchor, the command lists them all.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from ._base.explain import anchors, entry, render
@@ -47,4 +48,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except BrokenPipeError:  # `python -m lift explain | head`: as Python's docs say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(0)
