@@ -8,9 +8,15 @@ without recompiling for new hyperparameters and without leaking tracers.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+import sys
+import types
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from ._base.errors import LeakError as LeakError, LiftError as LiftError
+from ._base.errors import (
+    LeakError as LeakError,
+    LiftError as LiftError,
+    describe as _describe,
+)
 from ._version import __version__ as __version__
 
 if TYPE_CHECKING:
@@ -87,3 +93,25 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted({*globals(), *__all__})
+
+
+class _Module(types.ModuleType):
+    """The module `lift`, which says what to write when called as a decorator.
+
+    `import lift` then `@lift` calls the module. It stays a module (no type
+    checker has callable modules): the call raises a `LiftError` naming the two
+    forms that work, where Python's own says "'module' object is not callable".
+    """
+
+    def __call__(self, *args: object, **kwargs: object) -> NoReturn:
+        given = f" on {_describe(args[0])}" if args else ""
+        raise LiftError(
+            f"the module lift was called{given}: `import lift` gives the module, "
+            "and the decorator is its function `lift.lift`.\nFix: write "
+            "`@lift.lift`, or import the function, `from lift import lift`, "
+            "and write `@lift`.",
+            anchor="lift-module-called",
+        )
+
+
+sys.modules[__name__].__class__ = _Module

@@ -24,6 +24,7 @@ module is.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import jax
@@ -86,10 +87,23 @@ class TrainState(train_state.TrainState):
         _register(cls)
 
     @classmethod
-    def create(cls, *, apply_fn: Any, params: Any, tx: Any, **kwargs: Any) -> Any:
+    def create(
+        cls,
+        *,
+        apply_fn: Any,
+        params: Any,
+        tx: Any,
+        dynamic: str | tuple[str, ...] | Callable[[Any], bool] | None = None,
+        **kwargs: Any,
+    ) -> Any:
         """flax's `TrainState.create`, with `tx` lifted first (a lifted one is
-        kept as it is)."""
-        return super().create(apply_fn=apply_fn, params=params, tx=lift(tx), **kwargs)  # pyright: ignore[reportUnknownMemberType]
+        kept as it is).
+
+        `dynamic=` is `lift.lift`'s: `dynamic="step_size"` makes only optax's
+        learning rate an input, every other float a constant as in plain optax.
+        """
+        tx = lift(tx, dynamic=dynamic)
+        return super().create(apply_fn=apply_fn, params=params, tx=tx, **kwargs)  # pyright: ignore[reportUnknownMemberType]
 
 
 def _lifted(tx: Any) -> Any:
@@ -229,7 +243,8 @@ class Hyperparameter(nnx.Variable[Any]):
 
 def _weakened(value: Any, metadata: Any) -> Any:
     """`value` weakly typed when `metadata` says it was and it is a concrete 0-d
-    array that is not (a restored one); anything else as it is."""
+    array that is not (a restored one), committed to its device if it was;
+    anything else as it is."""
     if (
         not metadata.get("weak_type")
         or not _is_concrete_array(value)
@@ -241,7 +256,13 @@ def _weakened(value: Any, metadata: Any) -> Any:
     if template is None:
         return value  # not a width lift makes weak leaves of
     # `full_like` keeps its template's dtype and weak type.
-    return jax.lax.full_like(template, np.asarray(value))  # pyright: ignore[reportUnknownMemberType]
+    weak: jax.Array = jax.lax.full_like(template, np.asarray(value))  # pyright: ignore[reportUnknownMemberType]
+    if getattr(value, "committed", False):
+        # Where orbax put it, as it puts the rest: `jax.jit` keys on placement,
+        # and a step would compile once for these uncommitted, then again for
+        # the committed values it returns.
+        weak = jax.device_put(weak, value.sharding)  # pyright: ignore[reportUnknownMemberType]
+    return weak
 
 
 def _is_concrete_array(x: Any) -> bool:
@@ -296,7 +317,9 @@ class Optimizer(nnx.Optimizer[Any]):
     """`flax.nnx.Optimizer` with `tx` lifted and its leaves in the state.
 
     Takes what `nnx.Optimizer` takes: `Optimizer(model, optax.adam(lr),
-    wrt=nnx.Param)`. The optimizer's hyperparameters are part of the
+    wrt=nnx.Param)`, and `lift.lift`'s `dynamic=`: with
+    `dynamic="step_size"`, only optax's learning rate is a hyperparameter of
+    the state, every other float a constant as in plain optax. The optimizer's hyperparameters are part of the
     optimizer's state, as [`Hyperparameter`][lift.flax.Hyperparameter]
     Variables, so `nnx.jit` compiles a step once for every learning rate and
     flax's checkpoint recipes (`nnx.eval_shape`, `nnx.split`, orbax, `nnx.merge`,
@@ -308,8 +331,15 @@ class Optimizer(nnx.Optimizer[Any]):
     holds the same leaves as Variables.
     """
 
-    def __init__(self, model: Any, tx: Any, **kwargs: Any) -> None:
-        tx = lift(tx)
+    def __init__(
+        self,
+        model: Any,
+        tx: Any,
+        *,
+        dynamic: str | tuple[str, ...] | Callable[[Any], bool] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        tx = lift(tx, dynamic=dynamic)
         # Declared data before `nnx.Optimizer` assigns it, which it otherwise
         # refuses: a static attribute may not hold arrays (flax 0.12).
         self.tx = nnx.data(_held(tx))

@@ -139,6 +139,34 @@ def test_installed_wheel_runs_the_readme_example(wheel: Path, tmp_path: Path):
     assert run.returncode == 0, run.stderr
 
 
+def test_wheel_ships_the_errors_page_that_explain_prints(wheel: Path, tmp_path: Path):
+    # Every message ends `Docs: python -m lift explain <anchor>`: the installed
+    # package prints the entry from its own copy of docs/errors.md.
+    with zipfile.ZipFile(wheel) as z:
+        shipped = z.read("lift/errors.md")
+    assert shipped == (ROOT / "docs" / "errors.md").read_bytes()
+    target = tmp_path / "site"
+    subprocess.run(
+        [*PIP, "install", "--no-deps", "--target", str(target), str(wheel)],
+        check=True,
+        capture_output=True,
+    )
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    run = subprocess.run(
+        [sys.executable, "-m", "lift", "explain", "leak-report", "--markdown"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    from lift._base.explain import entry
+
+    assert run.stdout == entry("leak-report", shipped.decode())
+    assert run.stdout.startswith("### `N tracers escaped")
+
+
 # -- where the suite runs ---------------------------------------------------------
 
 

@@ -26,21 +26,22 @@ __all__ = [
     "under_lift_jit",
 ]
 
-# The documentation site's address, which every message's last line starts
-# with: `Docs: <DOCS_URL>errors/#<anchor>`, the Errors page of the built site.
-# Empty while the site has no public address: the line is then the page's path
-# on any copy of the site (`mkdocs serve`: http://127.0.0.1:8000/errors/#...).
+# The documentation site's address, once it has one (ending in "/"). Every
+# message's last line is `Docs: python -m lift explain <anchor>`, which prints
+# the Errors page's entry from the copy shipped in the package; with an address
+# here, the line also gives `<DOCS_URL>errors/#<anchor>`.
 DOCS_URL: Final = ""
 
-_ANCHOR = re.compile(r"\nDocs: " + re.escape(DOCS_URL) + r"errors/#([\w-]+)$")
+_ANCHOR = re.compile(r"\nDocs: python -m lift explain ([\w-]+)(?:, or \S+)?$")
 
 
 class _Anchored(Exception):
     """A message that ends with where the Errors page explains it.
 
     `anchor` (keyword) is a heading id of `docs/errors.md`; the line
-    `Docs: errors/#<anchor>` (the site's page) is appended to the message. Every message raised
-    in `lift/` names one (the test suite checks each raise site and each anchor).
+    `Docs: python -m lift explain <anchor>` is appended to the message. Every
+    message raised in `lift/` names one (the tests check each raise site and
+    each anchor).
     """
 
     anchor: str | None
@@ -68,8 +69,9 @@ class LiftError(_Anchored, TypeError):
     """Raised when `lift` cannot turn what it was given into a pytree.
 
     The message names the function (qualified name and `file:line`), the
-    variable concerned, and what to do instead; its last line names the section
-    of the Errors page that explains it (also in `.anchor`).
+    variable concerned, and what to do instead. Its last line is the command
+    that prints the Errors page's entry for it, `python -m lift explain
+    <anchor>` (the anchor is also `.anchor`).
     """
 
 
@@ -171,13 +173,16 @@ def under_lift_jit(err: LiftError) -> LiftError:
 
 
 def docs_anchor(anchor: str) -> str:
-    """The last line of a message: where the Errors page of the docs explains it.
+    """The last line of a message: the command that prints its entry of the
+    Errors page, `python -m lift explain <anchor>` (and the page's address,
+    once `DOCS_URL` has one).
 
-    `anchor` is a heading id of `docs/errors.md` (the page `errors/` of the built
-    site); the docs' tests check that every anchor used in `lift/` exists there.
+    `anchor` is a heading id of `docs/errors.md`, which the package ships; the
+    tests check that every anchor used in `lift/` has an entry there.
     Prefer `LiftError(message, anchor=...)`, which appends it.
     """
-    return f"\nDocs: {DOCS_URL}errors/#{anchor}"
+    line = f"\nDocs: python -m lift explain {anchor}"
+    return line + f", or {DOCS_URL}errors/#{anchor}" if DOCS_URL else line
 
 
 def missing_attribute(lifted: Any, name: str) -> LiftAttributeError:

@@ -12,6 +12,7 @@ import jax
 from .._base.atoms import UNOPENED
 from .._base.errors import LiftError, describe, docs_anchor, static_fix, type_text
 from .._base.owners import is_user_module
+from .._base.routes import factory_route, rate_route
 from .._compat import (
     Tracer,
     concretized_arguments,
@@ -153,12 +154,25 @@ def explain_concretization(x: LiftedParts, err: BaseException) -> LiftError | No
         )
     options = skeleton.options
     named = options[1] if options is not None else None
+    built = factory_route(x, code, name)
     if isinstance(named, DynamicNames) and named.names & set(names):
         # You named it in `dynamic=`: `static=` too would be refused.
         keep = (
             f"keep it static by leaving {name!r} out of `dynamic=` (each new value "
             "then compiles anew)"
         )
+        if built is not None:
+            # A library's factory checks its argument when it builds: lift
+            # what it built, whose functions keep the value under its name.
+            return LiftError(
+                f"{where} uses the captured variable {name!r} {use}, but lift "
+                f"made it {made}: the factory checks it while it builds.\nFix: "
+                f"lift what the factory builds instead, naming the variable its "
+                f"functions keep: `lift.lift({built}, dynamic={name!r})`; or "
+                f"{keep}.",
+                anchor="control-flow-on-a-capture",
+                static=names,
+            )
     else:
         keep = (
             f"keep it static, {static_fix(names)} (each new value then compiles anew)"
@@ -334,7 +348,7 @@ def reject(obj: Any, name: str) -> LiftError:
         )
     elif held := _held_functions(obj):
         anchor = "lift-got-an-object-holding-functions"
-        what = _holding_functions(t, shown, held)
+        what = _holding_functions(t, shown, held, rate_route(obj, held))
     elif callable(obj):
         anchor = "lift-got-a-callable-object"
         what = (
@@ -410,10 +424,11 @@ def _pytree_of_functions(value: Any) -> bool:
     return any(map(is_function_like, flat[0]))
 
 
-def _holding_functions(t: type[Any], shown: str, held: list[tuple[str, Any]]) -> str:
+def _holding_functions(
+    t: type[Any], shown: str, held: list[tuple[str, Any]], build: str
+) -> str:
     """The message for an object that is not a pytree but keeps functions."""
     names = ", ".join(path for path, _ in held)
-    cls = t.__name__ if t.__name__.isidentifier() else "Obj"
     return (
         f"{t.__qualname__} {shown}, an object that is not a pytree but holds "
         f"functions in its attributes: {names}. lift takes functions and pytrees "
@@ -426,13 +441,13 @@ def _holding_functions(t: type[Any], shown: str, held: list[tuple[str, Any]]) ->
         f"    def make_step(lr):\n"
         f"        @lift.jit\n"
         f"        def step(state, batch):\n"
-        f"            obj = {cls}(..., lr, ...)\n"
+        f"            obj = {build}\n"
         f"            ...  # use obj\n"
         f"        return step\n"
         f"or pass the float as an argument of your own jitted step:\n"
         f"    @jax.jit\n"
         f"    def step(lr, state, batch):\n"
-        f"        obj = {cls}(..., lr, ...)\n"
+        f"        obj = {build}\n"
         f"        ...  # use obj"
     )
 

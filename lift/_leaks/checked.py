@@ -74,7 +74,7 @@ def checked(transform: _T) -> _T:
     ```text
     1 tracer escaped the transform that created it:
       STASH[0]: float32[] from jit(step), in global 'STASH' used by step (...) — return the value from the transformed function instead of storing it in STASH
-    Docs: errors/#leak-report
+    Docs: python -m lift explain leak-report
     ```
     """
 

@@ -286,7 +286,7 @@ class checking_leaks:
     ```text
     1 tracer escaped the transform that created it:
       STASH[0]: float32[] from jit(step) — return the value from the transformed function instead of storing it
-    Docs: errors/#leak-report
+    Docs: python -m lift explain leak-report
     ```
     """
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import itertools
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from .._base.errors import LiftError, describe
@@ -38,6 +39,24 @@ def _owner(path: tuple[Any, ...]) -> str | None:
     return None
 
 
+def _named(path: tuple[Any, ...]) -> set[str]:
+    """Every captured variable on a leaf's key path, at any depth (the names
+    `dynamic=` takes): `.update` then `.captures['fns'][1].captures['factor']`
+    names `fns` and `factor`."""
+    names: set[str] = set()
+    for part in path:
+        entries = getattr(part, "entries", None)
+        if not isinstance(entries, tuple):
+            continue
+        keys = cast("tuple[Any, ...]", entries)
+        for first, second in itertools.pairwise(keys):
+            if first in _OWN and type(second) is jtu.DictKey:
+                key = second.key
+                if isinstance(key, str):
+                    names.add(key)
+    return names
+
+
 def replace(lifted: _L, /, **captures: Any) -> _L:
     """A copy of `lifted` with some of its captured variables replaced, by name.
 
@@ -46,7 +65,10 @@ def replace(lifted: _L, /, **captures: Any) -> _L:
     that was lifted. Lift a factory's partial, and the names are the arguments
     you gave it (`functools.partial(optax.adam, learning_rate=0.1)` captures
     `learning_rate`); a lifted optax optimizer's names are optax's own
-    (`step_size`, holding `-learning_rate`).
+    (`step_size`, holding `-learning_rate`). A name that is not the function's
+    own, or any name given a pytree of `Lifted`s (a built optimizer lifted,
+    `lift.lift(optax.contrib.reduce_on_plateau(factor=0.5))`), is looked for at
+    any depth, as `dynamic=` names are: every leaf of a variable so named.
 
     A value replaces every leaf of its variable: one value for them all (an
     `in_axes` prefix's `0`), or a pytree with a leaf for each (a tuple for a
@@ -55,7 +77,7 @@ def replace(lifted: _L, /, **captures: Any) -> _L:
 
     **Arguments:**
 
-    - `lifted`: a `Lifted`.
+    - `lifted`: a `Lifted`, or a pytree holding them.
     - `**captures`: the new value of each captured variable to replace.
 
     **Returns:**
@@ -87,25 +109,31 @@ def replace(lifted: _L, /, **captures: Any) -> _L:
     Lifted(functools.partial(func=adam(b1=None, b2=None, eps=None, eps_root=None, mu_dtype=None, nesterov=False), learning_rate=0))
     ```
     """
-    if not is_lifted(lifted):
+    pairs, treedef = jtu.tree_flatten_with_path(lifted, is_leaf=_is_none)
+    if is_lifted(lifted):
+        root = cast("Lifted[..., Any]", lifted)
+        names = sorted(root.captures)
+        fn = describe(root.__wrapped__)
+    elif any(map(is_lifted, jtu.tree_leaves(lifted, is_leaf=is_lifted))):
+        names, fn = [], type(lifted).__name__
+    else:
         raise LiftError(
-            f"lift.replace() got {type(lifted).__name__!r}, not a Lifted: it "
-            "replaces the captured variables of one lifted function, by their "
-            "names.\nFix: lift the factory with the names you want, "
-            "`lift.lift(functools.partial(optax.adam, learning_rate=0.1))`, and "
-            "replace on that.",
+            f"lift.replace() got {type(lifted).__name__!r}, which holds no Lifted: "
+            "it replaces the captured variables of lifted functions, by their "
+            "names.\nFix: lift it first, `lift.lift(optimizer)`, or lift the "
+            "factory with the names you want, `lift.lift(functools.partial("
+            "optax.adam, learning_rate=0.1))`, and replace on that.",
             anchor="replace-unknown-name",
         )
-    pairs, treedef = jtu.tree_flatten_with_path(lifted, is_leaf=_is_none)
-    owners = [_owner(path) for path, _ in pairs]
-    root = cast("Lifted[..., Any]", lifted)
-    names = sorted(root.captures)
+    owners = [_owner(path) if names else None for path, _ in pairs]
+    deep = [_named(path) for path, _ in pairs]
     leaves = [leaf for _, leaf in pairs]
-    fn = describe(root.__wrapped__)
     for name, value in captures.items():
         where = [i for i, owner in enumerate(owners) if owner == name]
         if not where:
-            raise _unknown(fn, name, names)
+            where = [i for i, named in enumerate(deep) if name in named]
+        if not where:
+            raise _unknown(fn, name, names or sorted(set[str]().union(*deep)))
         new = jtu.tree_leaves(value, is_leaf=_is_none)
         if len(new) == 1 and len(where) > 1:
             new = new * len(where)

@@ -47,7 +47,7 @@ def test_a_jitted_function_suggests_lift_jit_or_lifting_first():
             r"constants of its program, out of lift's reach\.\n"
             r"Fix: compile with lift instead, `lift\.jit\(scale\)`, or lift before "
             r"jitting: `lift\(scale\)`, passed to your jitted code as an argument\.\n"
-            r"Docs: errors/#lift-got-a-jax-jit-function$"
+            r"Docs: python -m lift explain lift-got-a-jax-jit-function$"
         ),
     ):
         lift.lift(jax.jit(scale))
@@ -85,7 +85,7 @@ def test_a_custom_derivative_suggests_closure_convert(kind: str):
             r"leaves\.\nFix: convert it by tracing, `lift\.closure_convert\(scale, "
             r"\*example_args\)`, or pass what it captures as arguments and lift "
             r"the function that calls it\.\n"
-            r"Docs: errors/#lift-got-a-custom-derivative$"
+            r"Docs: python -m lift explain lift-got-a-custom-derivative$"
         ),
     ):
         lift.lift(getattr(jax, kind)(scale))
@@ -97,7 +97,7 @@ def test_a_builtin_names_itself_in_the_fix():
         match=(
             r"^lift\(\) got the builtin 'len', which has no Python closure to "
             r"lift\.\nFix: call it from a Python function and lift that: "
-            r"`lift\(lambda \*a: len\(\*a\)\)`\.\nDocs: errors/#lift-got-a-builtin$"
+            r"`lift\(lambda \*a: len\(\*a\)\)`\.\nDocs: python -m lift explain lift-got-a-builtin$"
         ),
     ):
         lift.lift(len)
@@ -113,7 +113,7 @@ def test_lift_above_staticmethod_says_the_decorators_are_in_the_wrong_order():
             r"`@staticmethod` receives the staticmethod object, not the "
             r"function\.\nFix: put `@staticmethod` on top, so that lift receives "
             r"the function:\n\n    @staticmethod\n    @lift\.lift\n"
-            r"    def step\(x\): \.\.\.\nDocs: errors/#lift-above-staticmethod$"
+            r"    def step\(x\): \.\.\.\nDocs: python -m lift explain lift-above-staticmethod$"
         ),
     ):
 
@@ -132,7 +132,7 @@ def test_lift_above_classmethod_says_the_decorators_are_in_the_wrong_order():
             r"are in the wrong order\. `@lift\.lift` above `@classmethod` .*\n"
             r"Fix: put `@classmethod` on top, so that lift receives the "
             r"function:\n\n    @classmethod\n    @lift\.lift\n"
-            r"    def make\(cls, x\): \.\.\.\nDocs: errors/#lift-above-staticmethod$"
+            r"    def make\(cls, x\): \.\.\.\nDocs: python -m lift explain lift-above-staticmethod$"
         ),
     ):
 
@@ -163,7 +163,7 @@ def test_lift_jit_above_staticmethod_says_so_where_the_class_is_written(
             rf"the decorators are in the wrong order\. `@lift\.jit` above "
             rf"`@{kind}` .*\nFix: put `@{kind}` on top, so that lift receives the "
             rf"function:\n\n    @{kind}\n    {below}\n"
-            rf"    def step\({args}\): \.\.\.\nDocs: errors/#lift-above-staticmethod$"
+            rf"    def step\({args}\): \.\.\.\nDocs: python -m lift explain lift-above-staticmethod$"
         ),
     ):
 
@@ -224,7 +224,9 @@ def test_the_right_order_of_lift_and_staticmethod_works():
     ],
 )
 def test_each_refusal_ends_with_its_docs_anchor(obj: object, anchor: str):
-    with pytest.raises(lift.LiftError, match=rf"\nDocs: errors/#{anchor}$"):
+    with pytest.raises(
+        lift.LiftError, match=rf"\nDocs: python -m lift explain {anchor}$"
+    ):
         lift.lift(obj)
 
 
@@ -251,7 +253,7 @@ def test_a_lifted_class_given_options_only_says_it_takes_the_function_first(
         match=(
             rf"^{name}\(\) got no function: it takes the function first\.\n"
             rf"Fix: `{name}\(fn, dynamic='lr'\)`; as a decorator with options, "
-            rf"`@{decorator}`\.\nDocs: errors/#lifted-without-a-function$"
+            rf"`@{decorator}`\.\nDocs: python -m lift explain lifted-without-a-function$"
         ),
     ):
         cls(dynamic="lr")
@@ -279,7 +281,7 @@ def test_a_float_used_as_a_shape_is_not_called_control_flow(shape: str):
             r"value is unknown while tracing\.\n"
             r"Fix: keep it static, `lift\(f, static=\('n',\)\)` \(each new value then "
             r"compiles anew\), or compute with it as an array\.\n"
-            r"Docs: errors/#control-flow-on-a-capture(\n|$)"
+            r"Docs: python -m lift explain control-flow-on-a-capture(\n|$)"
         ),
     ):
         jax.jit(lambda h: h())(make(3.0))
@@ -405,7 +407,7 @@ def test_a_branch_reached_through_a_call_names_the_capture(make, jit: str):
             rf"variable '{name}' in Python control flow .*\nFix: keep it static, "
             rf"{fix} \(each new value then compiles anew\), or replace the Python "
             r"branch with `jnp\.where` / `jax\.lax\.cond`\.\n"
-            r"Docs: errors/#control-flow-on-a-capture(\n|$)"
+            r"Docs: python -m lift explain control-flow-on-a-capture(\n|$)"
         ),
     ):
         run(step)
@@ -423,7 +425,7 @@ def test_a_branch_in_a_lifted_pytree_method_names_its_object():
             r"replace the Python branch with `jnp\.where` / `jax\.lax\.cond`, or "
             r"lift a function that captures the object instead and keep it "
             r"static, `lift\(lambda \*a: obj\.method\(\*a\), static=\('obj',\)\)`"
-            r"\.\nDocs: errors/#control-flow-on-a-capture(\n|$)"
+            r"\.\nDocs: python -m lift explain control-flow-on-a-capture(\n|$)"
         ),
     ):
         jax.jit(lambda g, x: g(x))(lift.lift(RegisteredConfig(0.7).scaled), 1.0)
@@ -449,7 +451,7 @@ def test_a_float_in_an_if_is_control_flow():
             r"Fix: keep it static, `lift\(f, static=\('limit',\)\)` \(each new value "
             r"then compiles anew\), or replace the Python branch with `jnp\.where` / "
             r"`jax\.lax\.cond`\.\n"
-            r"Docs: errors/#control-flow-on-a-capture(\n|$)"
+            r"Docs: python -m lift explain control-flow-on-a-capture(\n|$)"
         ),
     ):
         jax.jit(lambda h, x: h(x))(make(jnp.asarray(1.0)), 2.0)
@@ -528,7 +530,7 @@ def test_a_float_method_arrays_lack_names_the_capture(run: Any):
             r"do not have\), but lift made it an array \(~?float32\[\]\)\.\n"
             r"Fix: keep it static, `(lift\.jit\(lift\.lift|lift)\(f, "
             r"static=\('b',\)\)\)?` \(each new value then compiles anew\), or "
-            r"compute it with `jnp`.*\nDocs: errors/#control-flow-on-a-capture(\n|$)"
+            r"compute it with `jnp`.*\nDocs: python -m lift explain control-flow-on-a-capture(\n|$)"
         ),
     ):
         run(lift.lift(_integer_step(2.0)))
@@ -592,7 +594,7 @@ def test_a_branch_on_a_capture_read_back_from_a_global_names_the_capture(
             rf"so its value is unknown while tracing\.\nFix: keep it static, {fix} "
             r"\(each new value then compiles anew\), or replace the Python branch "
             r"with `jnp\.where` / `jax\.lax\.cond`\.\n"
-            r"Docs: errors/#control-flow-on-a-capture(\n|$)"
+            r"Docs: python -m lift explain control-flow-on-a-capture(\n|$)"
         ),
     ):
         _run(jit, step)
@@ -635,7 +637,7 @@ def test_a_lifted_optax_factory_says_call_it_first():
             r"returns a GradientTransformationExtraArgs, which has 'init'\.\n"
             r"Fix: call it first and lift what it returns: "
             r"`lift\.lift\(optax\.adam\(learning_rate\)\)`\.\n"
-            r"Docs: errors/#lifted-a-factory$"
+            r"Docs: python -m lift explain lifted-a-factory$"
         ),
     ) as info:
         opt.init  # noqa: B018
@@ -672,7 +674,7 @@ def test_an_unannotated_factory_and_a_subclass():
             r"Fix: if make_model is a factory \(it returns the object that has "
             r"'update'\), call it first and lift what it returns: "
             r"`Model\(make_model\(scale\)\)`\.\n"
-            r"Docs: errors/#lifted-a-factory$"
+            r"Docs: python -m lift explain lifted-a-factory$"
         ),
     ):
         Model(make_model).update  # noqa: B018
@@ -774,7 +776,7 @@ def test_a_partial_that_holds_itself_is_refused_with_the_fix():
             r"cycle, which cannot be rebuilt: _takes \(.*test_errors_messages"
             r"\.py:\d+\)\.\nFix: break the cycle through a "
             r"function \(a closure can refer to itself\)\.\nDocs: "
-            r"errors/#partial-cycle$"
+            r"python -m lift explain partial-cycle$"
         ),
     ):
         lift.lift(p)
@@ -848,7 +850,7 @@ def test_setting_an_attribute_on_a_subclass_instance_is_refused():
             r"\.\.\.`\), or capture it in the function \(`def make\(sigma\): return "
             r"Model\(lambda x: \.\.\. sigma \.\.\.\)`\) where it is a leaf or static "
             r"like any capture\.\n"
-            r"Docs: errors/#lifted-setattr$"
+            r"Docs: python -m lift explain lifted-setattr$"
         ),
     ) as info:
         simulate.sigma = sigma  # pyright: ignore[reportAttributeAccessIssue]
@@ -939,7 +941,7 @@ _STATIC_MESSAGE = (
     r"Fix: pass it as a regular \(traced\) argument: a Lifted is a pytree whose "
     r"code and static captures jax\.jit compiles once, and whose arrays it "
     r"traces\.\n"
-    r"Docs: errors/#lifted-static-argument"
+    r"Docs: python -m lift explain lifted-static-argument"
 )
 
 
@@ -1055,7 +1057,9 @@ def test_a_lifted_inside_a_static_argument_warns(jit: str, holder: str):
     transform: Any = jax.jit if jit == "jax.jit" else lift.jit
     apply = transform(counted, static_argnums=0)
     for n, lr in enumerate((0.1, 0.2), start=1):
-        with pytest.warns(UserWarning, match=r"errors/#lifted-static-argument") as said:
+        with pytest.warns(
+            UserWarning, match=r"python -m lift explain lifted-static-argument"
+        ) as said:
             apply(_HOLDERS[holder](_make_update(lr)), jnp.ones(3))
         assert len(traces) == n
         assert [w.filename for w in said] == [__file__]
@@ -1139,7 +1143,7 @@ def test_checked_given_a_compiled_function_says_to_give_the_transform(jit: str):
             r"a function already transformed: lift\.checked wraps the transform "
             r"itself, so that it checks each trace the transform runs\.\n"
             rf"Fix: `lift\.checked\({re.escape(jit)}\)\(scale\)`\.\n"
-            r"Docs: errors/#checked-got-a-function$"
+            r"Docs: python -m lift explain checked-got-a-function$"
         ),
     ):
         lift.checked(transform(scale))
@@ -1156,7 +1160,7 @@ def test_checking_leaks_without_parentheses_says_to_add_them():
             rf"step \({HERE}:\d+\)\.\n"
             r"Fix: `@lift\.checking_leaks\(\)`, or `with lift\.checking_leaks\(\):` "
             r"around a block\.\n"
-            r"Docs: errors/#checking-leaks-parentheses$"
+            r"Docs: python -m lift explain checking-leaks-parentheses$"
         ),
     ):
 
@@ -1264,7 +1268,9 @@ def test_every_docs_anchor_in_lift_is_on_the_errors_page():
 
 def test_the_anchor_is_the_last_line_and_an_attribute():
     err = lift.LiftError("what went wrong.\nFix: this.", anchor="options")
-    assert str(err) == "what went wrong.\nFix: this.\nDocs: errors/#options"
+    assert (
+        str(err) == "what went wrong.\nFix: this.\nDocs: python -m lift explain options"
+    )
     assert err.anchor == "options"
     again = pickle.loads(pickle.dumps(err))
     assert str(again) == str(err) and again.anchor == "options"
@@ -1335,7 +1341,7 @@ def test_a_call_that_mutated_a_copy_names_the_variable():
             r"it, or keep only static values in the list \(one without arrays, "
             r"floats or functions is your own object inside the lifted "
             r"function\)\.\n"
-            r"Docs: errors/#mutates-a-rebuilt-container$"
+            r"Docs: python -m lift explain mutates-a-rebuilt-container$"
         ),
     ):
         lifted(2.0)
@@ -1388,7 +1394,8 @@ jax.tree_util.register_pytree_node(
 
 def test_an_object_holding_functions_skips_what_it_cannot_read():
     with pytest.raises(
-        lift.LiftError, match=r"(?s)^lift\(\) got _DictIsAList .*#lift-got-a-value$"
+        lift.LiftError,
+        match=r"(?s)^lift\(\) got _DictIsAList .*explain lift-got-a-value$",
     ):
         lift.lift(_DictIsAList())
     # A node whose flatten fails is not looked into; the function beside it is

@@ -379,7 +379,7 @@ def test_error_static_argnums_not_an_int() -> None:
     with pytest.raises(
         lift.LiftError,
         match=r"test_jit.py:\d+\)\) got static_argnums=\(0, 'n'\): 'n' is not an "
-        r"int\.\nDocs: errors/#jit-options",
+        r"int\.\nDocs: python -m lift explain jit-options",
     ):
         lift.jit(f, static_argnums=(0, "n"))
 

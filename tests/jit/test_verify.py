@@ -268,7 +268,7 @@ def test_a_static_changed_in_place_between_calls_is_named_as_such() -> None:
         with pytest.raises(lift.LiftError, match=r"changed in place") as info:
             step(1.0)
     assert "bug in lift" not in str(info.value)
-    assert "Docs: errors/#changed-in-place" in str(info.value)
+    assert "Docs: python -m lift explain changed-in-place" in str(info.value)
 
 
 def test_a_capture_rebound_while_the_check_lifts_is_no_disagreement(

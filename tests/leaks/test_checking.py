@@ -585,7 +585,7 @@ def test_checked_given_a_transformed_function_says_to_pass_the_transform(
         match=r"^lift\.checked\(\.\.\.\) was given a function already transformed "
         r"\(.*square \(.*test_checking\.py:\d+\)\) and then called with float 3\.0: "
         r"(?s:.*)\nFix: `lift\.checked\(jax\.grad\)\(square\)`\.\n"
-        r"Docs: errors/#checked-got-a-function$",
+        r"Docs: python -m lift explain checked-got-a-function$",
     ):
         lift.checked(transform(square))(3.0)
     # Its twin, the transform then the function, checks and computes.
@@ -613,7 +613,9 @@ def test_checked_given_what_it_made_or_a_compiled_function_is_refused(
 ) -> None:
     with pytest.raises(lift.LiftError, match=said) as caught:
         lift.checked(given())
-    assert str(caught.value).endswith("Docs: errors/#checked-got-a-function")
+    assert str(caught.value).endswith(
+        "Docs: python -m lift explain checked-got-a-function"
+    )
     if "function" in said or "jax" in said:
         assert "_double (" in str(caught.value)  # the user's function, named
 

@@ -78,7 +78,7 @@ def test_check_leaks_lists_every_leak() -> None:
         "transformed function instead of storing it",
         "  roots[0][1]: int32[2] from jit(grab) — return the value from the "
         "transformed function instead of storing it",
-        "Docs: errors/#leak-report",
+        "Docs: python -m lift explain leak-report",
     ]
     assert info.value.anchor == "leak-report"
     assert lift.check_leaks([jnp.ones(2)]) is None

@@ -107,7 +107,7 @@ def test_replace_an_unknown_name_suggests_the_nearest() -> None:
             r"function has no captured variable 'learnig_rate' holding a leaf \(did "
             r"you mean 'learning_rate'\?\)\.\nIts captured variables: "
             r"'learning_rate', 'weight_decay' .*\nFix: .*"
-            r"\nDocs: errors/#replace-unknown-name$"
+            r"\nDocs: python -m lift explain replace-unknown-name$"
         ),
     ):
         lift.replace(_adamw(), learnig_rate=0.3)
@@ -119,13 +119,33 @@ def test_replace_a_static_capture_is_refused() -> None:
         lift.replace(adam, nesterov=False)
 
 
-def test_replace_on_a_lifted_optax_optimizer_points_at_the_factory() -> None:
+def test_replace_on_a_lifted_optax_optimizer_names_optax_variables() -> None:
+    # A built optimizer lifted is a pytree of `Lifted`s: names are looked for
+    # at any depth, as `dynamic=` looks for them.
+    adam = lift.lift(optax.adam(0.1), dynamic="step_size")
+    slower = lift.replace(adam, step_size=-0.3)
+    params = jnp.array([1.0, -2.0])
+    counter = TraceCounter()
+
+    def update(tx: Any) -> Any:
+        return tx.update(params, tx.init(params))[0]
+
+    step = jax.jit(counter.jit(update))
+    plain = jax.jit(lambda: update(optax.adam(0.3)))()
+    assert jnp.array_equal(step(slower), plain)
+    step(adam)
+    assert counter.traces == 1
     with pytest.raises(
         lift.LiftError,
         match=(
-            r"^lift\.replace\(\) got 'GradientTransformationExtraArgs', not a "
-            r"Lifted: .*\nFix: lift the factory with the names you want, "
+            r"^lift\.replace\(GradientTransformationExtraArgs, learning_rate=\.\.\.\): "
+            r"the function has no captured variable 'learning_rate' holding a "
+            r"leaf\.\nIts captured variables: .*'step_size'.*\nFix: .*"
             r"`lift\.lift\(functools\.partial\(optax\.adam, learning_rate=0\.1\)\)`"
         ),
     ):
-        lift.replace(lift.lift(optax.adam(0.1)), learning_rate=0.3)
+        lift.replace(adam, learning_rate=0.3)
+    with pytest.raises(
+        lift.LiftError, match=r"^lift\.replace\(\) got 'tuple', which holds no Lifted"
+    ):
+        lift.replace((1.0, 2.0), x=0.3)
