@@ -9,8 +9,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._base.errors import LiftError
-from .._lifted.lift import flatten_lifted
 from .._holders import trees as jtu
+from .._lifted.lift import flatten_lifted
 from .diff import diff
 
 __all__ = ["stack"]
