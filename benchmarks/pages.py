@@ -188,11 +188,13 @@ def report(r: dict[str, Any]) -> str:
 
 
 def results() -> dict[str, dict[str, Any]]:
-    """Every results file by name (`tpu-v5e`, `tpu-v5e-2026-12-06`, ...)."""
-    return {
+    """Every run of `bench_accelerator.py` by name (`tpu-v5e`,
+    `tpu-v5e-2026-12-06`, ...); other modules' results files are their own."""
+    found = {
         path.stem: json.loads(path.read_text())
         for path in sorted(RESULTS.glob("*.json"))
     }
+    return {stem: result for stem, result in found.items() if "cache" in result}
 
 
 def runs_of(name: str, found: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
