@@ -28,7 +28,7 @@ done
 # others read lift/'s sources or docs/ through the checkout's path).
 CORE=(
     tests/capture/test_capture.py     # what is captured, static or dynamic
-    tests/capture/test_transforms.py  # through jit, vmap, grad, scan, ...
+    tests/lifted/test_transforms.py   # through jit, vmap, grad, scan, ...
     tests/jit/test_jit.py             # lift.jit
     tests/leaks/test_leaks.py         # find_leaks, checked
     tests/leaks/test_plugin.py        # pytest --lift-leaks, from the entry point
