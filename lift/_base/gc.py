@@ -11,21 +11,26 @@ cycles of its own, so there is nothing for the collector to find.
 
 from __future__ import annotations
 
-import contextlib
 import gc
-from collections.abc import Generator
 
 __all__ = ["paused"]
 
 
-@contextlib.contextmanager
-def paused() -> Generator[None]:
+class _Paused:
     """Disable the collector for the block, restoring its previous state."""
-    enabled = gc.isenabled()
-    if enabled:
-        gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
+
+    __slots__ = ("enabled",)
+
+    def __enter__(self) -> None:
+        self.enabled = gc.isenabled()
+        if self.enabled:
+            gc.disable()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.enabled:
             gc.enable()
+
+
+def paused() -> _Paused:
+    """The collector disabled for a `with` block, then restored."""
+    return _Paused()

@@ -14,9 +14,12 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any, Final, cast
 
+from .._base.atoms import EXACT
+from .._base.caches import BoundedDict
 from .._compat import Tracer
 from .._copies.own import (
     OWN_CONTAINERS,
+    atoms_key,
     nests_plainly,
     own_leaf,
     own_static,
@@ -30,7 +33,14 @@ from .._holders.closure import (
     user_class,
 )
 from .._holders.labels import ATTR, SELF, Label
-from .._holders.trees import ITERATORS, irregular, is_function_like, ordered
+from .._holders.trees import (
+    ITERATORS,
+    irregular,
+    is_function_like,
+    ordered,
+    read_as_tuple,
+    tree_structure,
+)
 from .._rule.code import CodeInfo, code_info
 from .._rule.floats import python_number, scalar_leaf
 from .._rule.scope import Scope
@@ -61,6 +71,7 @@ from .._skeleton.nodes import (
     Slot,
     Static,
     Template,
+    atom_static,
     function_meta,
     rebuild_order,
 )
@@ -126,8 +137,15 @@ class Walk:
         self.scalar_cells: list[tuple[types.CellType, int, bool]] = []
         # Each cell, function and partial as the walk read it (`lift.jit` watches it).
         self.read: list[tuple[Any, Any]] = []
+        # The ids of the lists, dicts and sets kept as your own objects.
+        self.own: list[int] = []
         # The holder and label each node was first reached from (for errors).
         self.reached_from: dict[int, tuple[Any, Label]] = {}
+
+    def mine(self, value: Any, key: Any = None) -> Static:
+        """`value` kept as your own object (`own_static`), its id recorded."""
+        self.own.append(id(value))
+        return own_static(value, key)
 
     def kept(self, live: str | None) -> None:
         if live is not None and self.live is None:
@@ -175,6 +193,7 @@ class Walk:
             frozenset(self.float_leaves),
         )
         skeleton.names = frozenset(self.names)
+        skeleton.own = tuple(self.own)
         skeleton.live = self.live
         return skeleton, self.leaves
 
@@ -322,6 +341,8 @@ class Walk:
             # it does: a tracer there is refused alike.
             if t is type and user_class(value):
                 self.kept(check_opaque(value, t, holder, label))
+            elif t in EXACT:
+                return Template(None, (atom_static(value),), owner, label)
             return Template(None, (Static(value),), owner, label)
         if (
             t in ALWAYS_DYNAMIC
@@ -336,6 +357,24 @@ class Walk:
             if t is not ArrayImpl:
                 self.float_leaves.append(index)
             return Template(None, (index,), owner, label)
+        if (
+            (t is list or t is dict)
+            and self.dynamic is None
+            and (pinned or self.named is None)
+            and (key := atoms_key(value)) is not None
+        ):
+            # A table of ints or strings: your own, keyed in C.
+            return Template(None, (self.mine(value, key),), owner, label)
+        if (
+            not forced
+            and self.dynamic is None
+            and read_as_tuple(t)
+            and t is not list
+            and _functions(value)
+        ):
+            # A tuple or NamedTuple of plain functions (a chain's `update_fns`,
+            # a `GradientTransformation`): nothing in it needs flattening.
+            return self.refs(value, owner, label, holder, pinned)
         if issubclass(t, ITERATORS):
             # Static by identity; a suspended frame's locals may hold a tracer.
             self.kept(check_opaque(value, type(value), holder, label))  # pyright: ignore[reportUnknownArgumentType]
@@ -405,8 +444,26 @@ class Walk:
         ):
             # A list or dict holding no dynamic leaf and no function (a log, a
             # cache, a counter): the user's own object, its contents the key.
-            return Template(None, (own_static(value),), owner, label)
+            return Template(None, (self.mine(value),), owner, label)
         template = Template(treedef, tuple(slots), owner, label, order)
+        for node_index, pos in new_nodes:
+            self.parents[node_index] = (template, pos)
+        return template
+
+    def refs(
+        self, value: tuple[Any, ...], owner: int, label: Label, holder: Any, pinned: bool
+    ) -> Template:
+        """The template of a tuple of plain functions, each a node."""
+        shape = (type(value), len(value))
+        treedef = _TUPLES.get(shape)
+        if treedef is None:
+            treedef = _TUPLES.add(shape, tree_structure(value, is_leaf=is_function_like))
+        new_nodes: list[tuple[int, int]] = []
+        slots = tuple(
+            self.slot(fn, False, False, holder, label, new_nodes, (treedef, pos), pinned=pinned)
+            for pos, fn in enumerate(value)
+        )
+        template = Template(treedef, slots, owner, label, aux=None)
         for node_index, pos in new_nodes:
             self.parents[node_index] = (template, pos)
         return template
@@ -465,7 +522,7 @@ class Walk:
             # A list or dict nested in the capture that holds no dynamic leaf
             # and no function: the user's own object, as at the top (`own_static`).
             self.kept(check_opaque(leaf, t, holder, label, at))
-            return own_static(leaf)
+            return self.mine(leaf)
         what = self.kind(leaf, forced, branched, pinned)
         if what is NODE:
             index = self.ids.get(id(leaf))
@@ -492,5 +549,14 @@ class Walk:
             raise static_tracer(holder, label, leaf, at)
         self.kept(check_opaque(leaf, t, holder, label, at))
         if t is set:  # a leaf to JAX: the user's own, as a list is
-            return own_static(leaf)
+            return self.mine(leaf)
         return Static(leaf)
+
+
+# The treedef of a tuple or NamedTuple of functions, by its type and length.
+_TUPLES: BoundedDict[tuple[type[Any], int], Any] = BoundedDict(64)
+
+
+def _functions(value: tuple[Any, ...]) -> bool:
+    """Whether `value` holds plain functions alone (and at least one)."""
+    return bool(value) and all(type(x) is types.FunctionType for x in value)

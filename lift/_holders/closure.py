@@ -99,7 +99,10 @@ def function_held(fn: types.FunctionType) -> tuple[Any, ...]:
     keyword-only defaults (`None` and empty differ), then `function_parts`.
     Compared by identity with a later reading, it says whether the function
     changed (`lift.jit` watches it)."""
-    return (fn.__code__, fn.__defaults__, fn.__kwdefaults__, *function_parts(fn))
+    held = (fn.__code__, fn.__defaults__, fn.__kwdefaults__)
+    if held[1] or held[2] or fn.__dict__:
+        return (*held, *function_parts(fn))
+    return held
 
 
 def cells(

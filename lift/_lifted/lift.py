@@ -25,7 +25,7 @@ from .._holders.trees import (
 from .._leaks.find import find_leaks
 from .._rule.hidden import aux_tracer
 from .._rule.static import static_key, taken_apart
-from .._skeleton.skeleton import capture_into, skeleton_of
+from .._skeleton.skeleton import skeleton_of
 from . import multisteps as _objects  # noqa: F401  # pyright: ignore[reportUnusedImport]  (registers optax.MultiSteps)
 from .lifted import Lifted, caller_name, construct, rebuilt
 
@@ -224,8 +224,7 @@ def lift(
             cls = Lifted
         if cls is not None:
             # `static=` names may be captured by any of the functions.
-            new = object.__new__(cls)
-            capture_into(new, cast(Any, leaf), names, rule)
+            new = construct(cls, cast(Any, leaf), names, rule, check=False)
             seen.update(skeleton_of(new).names)
             made.append(new)
         out.append(new)

@@ -177,7 +177,6 @@ class Lifted(Generic[_P, _R]):
             skeleton, leaves = capture(
                 fn, static=names, dynamic=dynamic, read=self._read
             )
-            skeleton.options = (names, dynamic)
             self._setup(skeleton, tuple(leaves), None)
             self._original = fn
         _registry.record(self)
@@ -354,7 +353,7 @@ class Lifted(Generic[_P, _R]):
         is that leaf. A partial's `args`, `keywords` and `func`, and a bound
         method's `__func__` and `__self__`, are read the same way.
         """
-        return captures_of(self, Lifted)
+        return captures_of(self, _as_lifted)
 
     if not TYPE_CHECKING:  # typos in attribute names stay type errors
 
@@ -363,7 +362,7 @@ class Lifted(Generic[_P, _R]):
             # (`.args[0]`, `.func`, ...), never lift's own state.
             if name.startswith("_") and name not in ("__func__", "__self__"):
                 raise AttributeError(name)
-            value = attribute_of(self, name, Lifted)
+            value = attribute_of(self, name, _as_lifted)
             if value is _NOT_FOUND:
                 raise missing_attribute(self, name)  # `lift.lift(optax.adam).init`
             return value
@@ -418,15 +417,26 @@ def construct(
     fn: Callable[..., Any],
     names: frozenset[str],
     dynamic: Callable[[Any], bool] | DynamicNames | None,
+    check: bool = True,
 ) -> Lifted[Any, Any]:
-    """`fn` lifted with these options into an instance of `cls`, as `Lifted.__init__`
-    lifts it, whatever `cls.__init__` takes (a subclass's own may take `fn`
-    alone): for the instances lift makes of a class it was given (unpickling,
-    `lift.lift(sub_instance, static=...)`, `Sub.closure_convert`)."""
+    """`fn` lifted into an instance of `cls`, whatever `cls.__init__` takes.
+
+    A subclass's own `__init__` may take `fn` alone. Unpickling,
+    `lift.lift(pytree)`, `Sub.closure_convert` and `Lifted.captures` make
+    theirs here. `check`: whether names no capture has are refused.
+    """
     self = object.__new__(cls)
     self._capture(fn, names, dynamic)
-    check_names(names, dynamic, self._skeleton.names, fn, caller_name(cls))
+    if check:
+        check_names(names, dynamic, self._skeleton.names, fn, caller_name(cls))
     return self
+
+
+def _as_lifted(obj: Any, names: frozenset[str], dynamic: Any) -> Any:
+    """`obj` as a `Lifted` with these options, for `captures` at depth."""
+    if isinstance(obj, Lifted):
+        return obj
+    return construct(Lifted, obj, names, dynamic, check=False)
 
 
 def _unpickle(

@@ -12,6 +12,7 @@ import types
 from collections.abc import Callable, Sequence
 from typing import Any, Final, TypeAlias, cast
 
+from .._base.caches import BoundedDict
 from .._base.errors import LiftError
 from .._holders import trees as jtu
 from .._holders.closure import Holder
@@ -30,6 +31,7 @@ __all__ = [
     "Slot",
     "Static",
     "Template",
+    "atom_static",
 ]
 
 
@@ -86,6 +88,18 @@ class Static:
 
 Slot: TypeAlias = "int | Ref | Static"
 
+# One `Static` per exact scalar seen lately (`None`, `True`, `0`, a name).
+_ATOM_STATICS: BoundedDict[tuple[type[Any], Any], Static] = BoundedDict(512)
+
+
+def atom_static(value: Any) -> Static:
+    """The `Static` of a value of an exact scalar type (`EXACT`), shared."""
+    key = (type(value), value)
+    found = _ATOM_STATICS.get(key)
+    if found is None:
+        found = _ATOM_STATICS.add(key, Static(value, key))
+    return found
+
 
 class Template:
     """One captured value: a pytree structure and what stands in each slot.
@@ -109,6 +123,7 @@ class Template:
         owner: int,
         label: Label,
         order: tuple[jtu.TreeDef, tuple[int, ...], Any] | None = None,
+        aux: Any = ...,
     ) -> None:
         self.treedef = treedef
         self.slots = slots
@@ -119,18 +134,20 @@ class Template:
         # `False` once a rebuild found none.
         self.copies = treedef is not None
         # Compared and hashed in C: a static by its key, a reference by index.
-        keys: tuple[Any, ...] = (
-            slots
-            if len(slots) == 1 and type(slots[0]) is int  # one leaf: the common case
-            else tuple(
-                s if type(s) is int else cast("Ref | Static", s).slot_key for s in slots
+        if treedef is None:  # one slot: the common case
+            one = slots[0]
+            self.aux = None
+            self.key: tuple[Any, ...] = (
+                None,
+                slots if type(one) is int else (cast("Ref | Static", one).slot_key,),
             )
+            return
+        keys = tuple(
+            s if type(s) is int else cast("Ref | Static", s).slot_key for s in slots
         )
         # The treedef's static data by its exact key (JAX compares it with `==`).
-        self.aux = None if treedef is None else aux_key(treedef)
-        self.key: tuple[Any, ...] = (
-            (treedef, keys) if order is None else (treedef, keys, order)
-        )
+        self.aux = aux_key(treedef) if aux is ... else aux
+        self.key = (treedef, keys) if order is None else (treedef, keys, order)
         if self.aux is not None:
             self.key += (self.aux,)
 
@@ -255,12 +272,12 @@ class FunctionNode:
         self.meta = meta
         self.key = (
             "fn",
-            _CodeKey(info),
+            info,
             ById(globals_),
             name,
             qualname,
             cells,
-            tuple((label.ident, t.key) for label, t in parts),
+            tuple([(label.ident, t.key) for label, t in parts]) if parts else (),
             has_defaults,
             has_kwdefaults,
             meta,
@@ -340,25 +357,6 @@ def _empty(cell: Any) -> bool:
     except ValueError:
         return True
     return False
-
-
-class _CodeKey:
-    """Compares code objects by value (two lambdas that differ in a constant never
-    compare equal) while hashing with the hash computed once per code object."""
-
-    __slots__ = ("info",)
-
-    def __init__(self, info: CodeInfo) -> None:
-        self.info = info
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not _CodeKey:
-            return False
-        a, b = self.info, other.info
-        return a is b or (a.hash == b.hash and a.code == b.code)
-
-    def __hash__(self) -> int:
-        return self.info.hash
 
 
 def function_meta(fn: types.FunctionType) -> Static:

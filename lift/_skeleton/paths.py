@@ -8,7 +8,8 @@ memory linear in the graph.
 
 from __future__ import annotations
 
-from typing import Any, Final, cast
+from collections.abc import Callable
+from typing import Any, Final, TypeAlias, cast
 
 from .._holders import trees as jtu
 from .._holders.closure import METHOD, PARTIAL
@@ -16,7 +17,7 @@ from .._holders.labels import ARG, CAPTURES, KEYWORD, Label
 from .._holders.trees import treedef_paths
 from .nodes import FunctionNode, Ref, Template
 from .rebuild import build_nodes
-from .skeleton import LiftedParts, Skeleton, arrays_of, capture_into, skeleton_of
+from .skeleton import LiftedParts, Skeleton, arrays_of, skeleton_of
 
 __all__ = [
     "CapturePath",
@@ -176,8 +177,12 @@ def _root_parts(skeleton: Skeleton) -> list[tuple[Label, Template]]:
     return [(label, t) for label, t in skeleton.parts_of(0) if t is not None]
 
 
+# Makes a rebuilt function a `Lifted`, given the options (one is kept as it is).
+AsLifted: TypeAlias = Callable[[Any, frozenset[str], Any], Any]
+
+
 def _materializer(
-    x: LiftedParts, templates: list[Template], lifted: type[Any]
+    x: LiftedParts, templates: list[Template], lifted: AsLifted
 ) -> tuple[tuple[Any, ...], list[Any]]:
     """The leaves, and the rebuilt nodes with the functions `templates` refer to
     as `Lifted` (lifted with `x`'s options), so `.captures` goes on at depth."""
@@ -194,15 +199,11 @@ def _materializer(
                 PARTIAL,
                 METHOD,
             ):
-                obj = objs[slot.index]
-                if not isinstance(obj, lifted):
-                    view = object.__new__(lifted)
-                    capture_into(view, obj, names, dynamic)
-                    objs[slot.index] = view
+                objs[slot.index] = lifted(objs[slot.index], names, dynamic)
     return leaves, objs
 
 
-def captures_of(x: LiftedParts, lifted: type[Any]) -> dict[str, Any]:
+def captures_of(x: LiftedParts, lifted: AsLifted) -> dict[str, Any]:
     """`x.captures`: the root's captured variables by name, current leaves, with
     captured functions as `Lifted` (see `Lifted.captures`)."""
     parts = [
@@ -217,7 +218,7 @@ def captures_of(x: LiftedParts, lifted: type[Any]) -> dict[str, Any]:
 _NOT_FOUND: Final = object()
 
 
-def attribute_of(x: LiftedParts, name: str, lifted: type[Any]) -> Any:
+def attribute_of(x: LiftedParts, name: str, lifted: AsLifted) -> Any:
     """The part of `x`'s root that a key path names `.{name}` (a partial's `args`,
     `keywords` and `func`, a bound method's `__func__` and `__self__`), or
     `_NOT_FOUND`."""

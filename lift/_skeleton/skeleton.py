@@ -1,3 +1,4 @@
+# pyright: reportPrivateUsage=false
 """The static half of a lifted function: its graph of code and static captures.
 
 A `Skeleton` describes a graph of nodes (functions, their cells, partials and
@@ -13,7 +14,9 @@ functions; `lift._skeleton.paths` names where each leaf sits.
 
 from __future__ import annotations
 
+import functools
 import os
+import weakref
 from collections.abc import Callable
 from typing import Any, Final, Protocol, cast
 
@@ -33,7 +36,11 @@ __all__ = [
     "LiftedParts",
     "Skeleton",
     "arrays_of",
-    "capture_into",
+    "built_of",
+    "drop_built",
+    "explain",
+    "interned",
+    "leaves_of",
     "leaves_as_shown",
     "root_function",
     "root_name",
@@ -70,6 +77,7 @@ class Skeleton:
         "nodes",
         "options",
         "order",
+        "own",
         "parents",
         "paths",
     )
@@ -95,6 +103,8 @@ class Skeleton:
         # inside a transform).
         self.names: frozenset[str] = frozenset()
         self.live: str | None = None
+        # The ids of the lists, dicts and sets kept as your own objects.
+        self.own: tuple[int, ...] = ()
         # Whether a function of the graph has attributes of its own, which a
         # call may set (`lift._copies.copies.copies_in`).
         self.has_attributes = any(
@@ -108,6 +118,8 @@ class Skeleton:
         self.paths: tuple[Any, ...] | None = None
 
     def __eq__(self, other: object) -> bool:
+        if other is self:  # interned (`interned`): JAX's check of a cached treedef
+            return True
         if type(other) is not Skeleton:
             return False
         return self._hash == other._hash and self.key == other.key
@@ -253,13 +265,17 @@ def skeleton_repr(skeleton: Skeleton) -> str:
 
 
 class LiftedParts(Protocol):
-    """A `lift.Lifted` as the modules beneath `lift._lifted.lifted` read it: a skeleton
-    and its leaves (`_leaves` as captured, `_flat` converted once, `_arrays()`
-    converting them now), the name of its function and its captures by name."""
+    """A `lift.Lifted` as every module but its class's own reads it.
+
+    The class (`lift._lifted.lifted`) and its pytree registration
+    (`lift._lifted.pytree`) read its slots; every other module calls the
+    accessors below.
+    """
 
     _skeleton: Skeleton
     _leaves: tuple[Any, ...]
     _flat: tuple[Any, ...] | None
+    _built: Any
 
     __qualname__: str
 
@@ -271,28 +287,95 @@ class LiftedParts(Protocol):
 
     def _arrays(self) -> tuple[Any, ...]: ...
 
-    def _capture(self, fn: Any, names: frozenset[str], dynamic: Any) -> None: ...
+    def _explain(self, err: Exception) -> None: ...
 
-
-# The one place beneath `lift._lifted.lifted` that reads a `Lifted`'s private state.
 
 
 def skeleton_of(x: LiftedParts) -> Skeleton:
     """`x`'s skeleton: its treedef's static half."""
-    return x._skeleton  # pyright: ignore[reportPrivateUsage]
+    return x._skeleton
+
+
+def leaves_of(x: LiftedParts) -> tuple[Any, ...]:
+    """`x`'s leaves as captured (Python scalars not converted)."""
+    return x._leaves
 
 
 def arrays_of(x: LiftedParts) -> tuple[Any, ...]:
     """`x`'s leaves, its Python scalars converted (once)."""
-    return x._arrays()  # pyright: ignore[reportPrivateUsage]
+    return x._arrays()
 
 
 def leaves_as_shown(x: LiftedParts) -> tuple[Any, ...]:
-    """`x`'s leaves as they are now: converted if they were, as captured if not
-    (a repr converts nothing)."""
-    return x._flat if x._flat is not None else x._leaves  # pyright: ignore[reportPrivateUsage]
+    """`x`'s leaves as they are now: converted if they were, else as captured."""
+    return x._flat if x._flat is not None else x._leaves
 
 
-def capture_into(x: LiftedParts, fn: Any, names: frozenset[str], dynamic: Any) -> None:
-    """Lift `fn` into `x`, a `Lifted` made with `object.__new__`."""
-    x._capture(fn, names, dynamic)  # pyright: ignore[reportPrivateUsage]
+def built_of(x: LiftedParts) -> Any:
+    """The build `x`'s calls share (`lift._copies.calls.Build`), or `None`."""
+    return x._built
+
+
+def drop_built(x: LiftedParts, built: Any) -> None:
+    """Forget `built`, if `x`'s calls still share it: the next call builds anew."""
+    if x._built is built:
+        x._built = None
+
+
+def explain(x: LiftedParts, err: Exception) -> None:
+    """Raise the error naming the capture for `err`, when it is one of JAX's
+    concretization errors (`Lifted._explain`)."""
+    x._explain(err)
+
+
+# -- one skeleton for equal ones ---------------------------------------------------
+
+# Alive skeletons by hash, weakly: equal ones are one object, so JAX's check
+# of a cached treedef is an identity.
+_INTERNED: dict[int, weakref.ref[Skeleton]] = {}
+
+
+def interned(skeleton: Skeleton) -> Skeleton:
+    """The skeleton alive equal to `skeleton` in all it holds, else `skeleton`.
+
+    Equal means equal keys, options and Python-scalar leaves, the very
+    lists, dicts and sets kept as your own, and the very annotations. One
+    holding a live tracer is never shared.
+    """
+    if skeleton.live is not None:
+        return skeleton
+    h = skeleton._hash
+    ref = _INTERNED.get(h)
+    old = ref() if ref is not None else None
+    if old is not None:
+        if _same(old, skeleton):
+            return old
+        return skeleton  # a hash shared by unequal ones: the first stays
+    _INTERNED[h] = weakref.ref(skeleton, functools.partial(_forget, h))
+    return skeleton
+
+
+def _forget(h: int, ref: weakref.ref[Skeleton]) -> None:
+    if _INTERNED.get(h) is ref:
+        _INTERNED.pop(h, None)
+
+
+def _same(a: Skeleton, b: Skeleton) -> bool:
+    return (
+        a.own == b.own
+        and a.options == b.options
+        and a.float_leaves == b.float_leaves
+        and a == b
+        and all(map(_same_annotations, _functions(a), _functions(b)))
+    )
+
+
+def _functions(skeleton: Skeleton) -> list[FunctionNode]:
+    return [n for n in skeleton.nodes if type(n) is FunctionNode]
+
+
+def _same_annotations(a: FunctionNode, b: FunctionNode) -> bool:
+    """Whether two functions' annotations are the very same objects: each
+    rebuilt function keeps its own signature."""
+    x, y = a.meta.value[2] or {}, b.meta.value[2] or {}
+    return x.keys() == y.keys() and all(x[k] is y[k] for k in x)
