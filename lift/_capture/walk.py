@@ -237,16 +237,20 @@ class Walk:
                 if fast:
                     t = type(contents)  # pyright: ignore[reportUnknownVariableType]
                     name = label.variable
-                    if t in ALWAYS_DYNAMIC and name not in unplain:
-                        self.names.add(name)  # pyright: ignore[reportArgumentType]
-                        leaf = len(leaves)
+                    slot: Slot | None = None
+                    if t in EXACT:  # `None`, a flag, a count: static
+                        slot = atom_static(contents)
+                    elif t in ALWAYS_DYNAMIC and name not in unplain:
+                        slot = len(leaves)
                         leaves.append(contents)
                         if t is not ArrayImpl:
-                            self.float_leaves.append(leaf)
+                            self.float_leaves.append(slot)
                             self.scalar_cells.append((cell, cell_index, False))
+                    if slot is not None:
+                        self.names.add(name)  # pyright: ignore[reportArgumentType]
                         nodes.append(
                             CellNode(
-                                Template(None, (leaf,), index, label), label, index
+                                Template(None, (slot,), index, label), label, index
                             )
                         )
                         indices.append(cell_index)

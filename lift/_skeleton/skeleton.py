@@ -1,15 +1,14 @@
 # pyright: reportPrivateUsage=false
 """The static half of a lifted function: its graph of code and static captures.
 
-A `Skeleton` describes a graph of nodes (functions, their cells, partials and
-bound methods). Every captured value is a `Template`: a pytree structure whose
-slots are dynamic leaf indices (`int`), references to other nodes (`Ref`) or
-static values (`Static`). The skeleton is hashable, its hash computed once, and
-is the pytree aux data of a `Lifted`: two skeletons are equal exactly when the
-functions would behave the same given the same leaves.
+A `Skeleton` describes a graph of functions, cells, partials and methods.
+Every captured value is a `Template` (`lift._skeleton.nodes`). The skeleton
+is hashable, its hash computed once. It is the pytree aux data of a `Lifted`.
+Two are equal exactly when the functions behave alike on the same leaves.
+Equal ones alive are one object (`interned`).
 
-`lift._skeleton.rebuild.build` turns a skeleton and leaves back into plain Python
-functions; `lift._skeleton.paths` names where each leaf sits.
+`lift._skeleton.rebuild.build` turns a skeleton and leaves back into functions.
+`lift._skeleton.paths` names where each leaf sits.
 """
 
 from __future__ import annotations
@@ -55,9 +54,8 @@ __all__ = [
 class Skeleton:
     """The static description of a lifted function graph (pytree aux data).
 
-    `nodes[0]` is the root. `order` lists partial and method nodes so that each
-    comes after the nodes it refers to. `float_leaves` are the indices of leaves
-    captured as Python scalars (for messages about Python control flow).
+    `nodes[0]` is the root. `order` lists holder nodes, each after those it
+    refers to. `float_leaves` are the leaves captured as Python scalars.
     """
 
     # Its statics were checked for hidden tracers when it was captured: the scan
@@ -108,7 +106,8 @@ class Skeleton:
         # Whether a function of the graph has attributes of its own, which a
         # call may set (`lift._copies.copies.copies_in`).
         self.has_attributes = any(
-            type(n) is FunctionNode and n.own_attribute() is not None for n in nodes
+            type(n) is FunctionNode and n.parts() and n.own_attribute() is not None
+            for n in nodes
         )
         # The options lifted with, `(static names, dynamic)`, and the function's
         # name, qualified name, docstring and module (`lift._lifted.lifted`).
@@ -150,8 +149,10 @@ class Skeleton:
         return [t for node in self.nodes for _, t in node.parts()]
 
     def parts_of(self, index: int) -> list[tuple[Label, Template | None]]:
-        """Node `index`'s parts as its captures are listed: a function's cells
-        (`None` for an empty one) first, then its other parts."""
+        """Node `index`'s parts as its captures are listed.
+
+        A function's cells come first (`None` for an empty one), then its
+        other parts."""
         node = self.nodes[index]
         cells = node.cells if isinstance(node, FunctionNode) else ()
         own: list[tuple[Label, Template | None]] = [
@@ -216,16 +217,14 @@ _SKELETON_CHARS: Final = 160
 
 
 def skeleton_repr(skeleton: Skeleton) -> str:
-    """`Skeleton(qualname (file:line), nodes=3, leaves=1, static: name=value, ...
-    #1a2b3c4d)`.
+    """`Skeleton(qualname (file:line), nodes=3, leaves=1, static: ... #1a2b3c4d)`.
 
-    The repr of a `Lifted`'s treedef, which `jax_explain_cache_misses` prints
-    twice when a static value changed: it is kept short, and leads with what most
-    often differs. Statics are named by their variable (`nesterov=True`, not its
-    whole key path, which `lift.diff` gives), those that are not `None` first,
-    equal ones counted once (`params=None (x5)`), up to `_SKELETON_CHARS`
-    characters; the fingerprint of the whole (`#1a2b3c4d`) tells apart two
-    skeletons whose shown statics agree.
+    `jax_explain_cache_misses` prints it twice when a static value changed.
+    It is short, and leads with what most often differs. Statics are named by
+    their variable (`nesterov=True`); `lift.diff` gives whole key paths. Those
+    not `None` come first, equal ones counted once (`params=None (x5)`). At
+    most `_SKELETON_CHARS` characters are shown. The fingerprint (`#1a2b3c4d`)
+    tells apart two skeletons whose shown statics agree.
     """
     from .._holders.trees import slot_path
 
@@ -323,8 +322,7 @@ def drop_built(x: LiftedParts, built: Any) -> None:
 
 
 def explain(x: LiftedParts, err: Exception) -> None:
-    """Raise the error naming the capture for `err`, when it is one of JAX's
-    concretization errors (`Lifted._explain`)."""
+    """Raise the error naming the capture, for JAX's concretization errors."""
     x._explain(err)
 
 
@@ -375,7 +373,8 @@ def _functions(skeleton: Skeleton) -> list[FunctionNode]:
 
 
 def _same_annotations(a: FunctionNode, b: FunctionNode) -> bool:
-    """Whether two functions' annotations are the very same objects: each
-    rebuilt function keeps its own signature."""
+    """Whether two functions' annotations are the very same objects.
+
+    Then each rebuilt function keeps its own signature."""
     x, y = a.meta.value[2] or {}, b.meta.value[2] or {}
     return x.keys() == y.keys() and all(x[k] is y[k] for k in x)
