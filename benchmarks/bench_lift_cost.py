@@ -75,7 +75,9 @@ def _paired(
 
 
 def _ratio(times: dict[str, list[float]], name: str, base: str) -> float:
-    return statistics.median(a / b for a, b in zip(times[name], times[base]))
+    return statistics.median(
+        a / b for a, b in zip(times[name], times[base], strict=True)
+    )
 
 
 # -- a large static table --------------------------------------------------------
@@ -149,7 +151,9 @@ def bench_fresh(repeats: int, number: int) -> Rows:
         {
             "a fresh optax.adam(lr)": name,
             "median": _fmt(statistics.median(t)),
-            "vs closure_to_pytree (goal ≤ 1)": f"{ratio:.2f}" if name == "lift.lift" else "1.00",
+            "vs closure_to_pytree (goal ≤ 1)": f"{ratio:.2f}"
+            if name == "lift.lift"
+            else "1.00",
             "load": _load(),
         }
         for name, t in times.items()
@@ -243,5 +247,7 @@ def _table(rows: Rows) -> str:
 
 
 if __name__ == "__main__":
-    for title, rows in main(quick="--quick" in sys.argv, smoke="--smoke" in sys.argv).items():
+    for title, rows in main(
+        quick="--quick" in sys.argv, smoke="--smoke" in sys.argv
+    ).items():
         print(f"### {title}\n\n{_table(rows)}\n")

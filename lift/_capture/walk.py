@@ -25,6 +25,7 @@ from .._copies.own import (
     own_static,
     refuse_rebinding,
 )
+from .._holders import trees as jtu
 from .._holders.closure import (
     METHOD,
     cells,
@@ -33,14 +34,7 @@ from .._holders.closure import (
     user_class,
 )
 from .._holders.labels import ATTR, SELF, Label
-from .._holders.trees import (
-    ITERATORS,
-    irregular,
-    is_function_like,
-    ordered,
-    read_as_tuple,
-    tree_structure,
-)
+from .._holders.trees import ITERATORS, irregular, is_function_like, ordered
 from .._rule.code import CodeInfo, code_info
 from .._rule.floats import python_number, scalar_leaf
 from .._rule.scope import Scope
@@ -362,35 +356,28 @@ class Walk:
                 self.float_leaves.append(index)
             return Template(None, (index,), owner, label)
         if (
-            (t is list or t is dict)
-            and self.dynamic is None
+            self.dynamic is None
             and (pinned or self.named is None)
             and (key := atoms_key(value)) is not None
         ):
             # A table of ints or strings: your own, keyed in C.
             return Template(None, (self.mine(value, key),), owner, label)
-        if (
-            not forced
-            and self.dynamic is None
-            and read_as_tuple(t)
-            and t is not list
-            and _functions(value)
-        ):
-            # A tuple or NamedTuple of plain functions (a chain's `update_fns`,
-            # a `GradientTransformation`): nothing in it needs flattening.
-            return self.refs(value, owner, label, holder, pinned)
         if issubclass(t, ITERATORS):
             # Static by identity; a suspended frame's locals may hold a tracer.
             self.kept(check_opaque(value, type(value), holder, label))  # pyright: ignore[reportUnknownArgumentType]
             return Template(None, (Static(value),), owner, label)
         if not forced and label.kind != SELF and (apart := taken_apart(value)):
             value, t = apart, type(apart)  # pyright: ignore[reportUnknownVariableType]
-        order = None
+        order, aux = None, ...
         owned: dict[int, bool] = {}
         if forced or t not in DYNAMIC_ATOMS or self.dynamic is not None:
             if is_function_like(value):
                 leaves = [value]
                 treedef = None
+            elif (treedef := self.functions(value, t, forced)) is not None:
+                # Plain functions in a tuple or NamedTuple (a chain's, an
+                # optimizer's): nothing to flatten, no static data.
+                leaves, aux = list(value), None
             else:
                 flat = flatten_capture(
                     value,
@@ -449,28 +436,23 @@ class Walk:
             # A list or dict holding no dynamic leaf and no function (a log, a
             # cache, a counter): the user's own object, its contents the key.
             return Template(None, (self.mine(value),), owner, label)
-        template = Template(treedef, tuple(slots), owner, label, order)
+        template = Template(treedef, tuple(slots), owner, label, order, aux)
         for node_index, pos in new_nodes:
             self.parents[node_index] = (template, pos)
         return template
 
-    def refs(
-        self, value: tuple[Any, ...], owner: int, label: Label, holder: Any, pinned: bool
-    ) -> Template:
-        """The template of a tuple of plain functions, each a node."""
-        shape = (type(value), len(value))
-        treedef = _TUPLES.get(shape)
+    def functions(self, value: Any, t: type[Any], forced: bool) -> Any:
+        """The treedef of a tuple or NamedTuple of plain functions, else `None`."""
+        if forced or t is list or not jtu.read_as_tuple(t) or not value:
+            return None
+        if not all(type(x) is types.FunctionType for x in value):
+            return None
+        treedef = _TUPLES.get(shape := (t, len(value)))
         if treedef is None:
-            treedef = _TUPLES.add(shape, tree_structure(value, is_leaf=is_function_like))
-        new_nodes: list[tuple[int, int]] = []
-        slots = tuple(
-            self.slot(fn, False, False, holder, label, new_nodes, (treedef, pos), pinned=pinned)
-            for pos, fn in enumerate(value)
-        )
-        template = Template(treedef, slots, owner, label, aux=None)
-        for node_index, pos in new_nodes:
-            self.parents[node_index] = (template, pos)
-        return template
+            treedef = _TUPLES.add(
+                shape, jtu.tree_structure(value, is_leaf=is_function_like)
+            )
+        return treedef
 
     def kind(
         self, leaf: Any, forced: bool, branched: bool, pinned: bool = False
@@ -559,8 +541,3 @@ class Walk:
 
 # The treedef of a tuple or NamedTuple of functions, by its type and length.
 _TUPLES: BoundedDict[tuple[type[Any], int], Any] = BoundedDict(64)
-
-
-def _functions(value: tuple[Any, ...]) -> bool:
-    """Whether `value` holds plain functions alone (and at least one)."""
-    return bool(value) and all(type(x) is types.FunctionType for x in value)

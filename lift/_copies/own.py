@@ -81,16 +81,15 @@ def atoms_key(value: Any) -> Any:
     """A list's or dict's key made in C when it holds exact scalars alone
     (their types, then their values), else `None`."""
     t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
-    if t is not list and t is not dict:
-        return None
-    types_ = tuple(map(type, value))
-    if not EXACT.issuperset(types_):
+    if (t is not list and t is not dict) or not EXACT.issuperset(
+        kinds := tuple(map(type, value))
+    ):
         return None
     if t is list:
-        return (t, types_, tuple(value))
+        return (t, kinds, tuple(value))
     values = tuple(value.values())
-    kinds = tuple(map(type, values))
-    return (t, types_, tuple(value), kinds, values) if EXACT.issuperset(kinds) else None
+    more = tuple(map(type, values))
+    return (t, kinds, tuple(value), more, values) if EXACT.issuperset(more) else None
 
 
 def _contents_key(value: Any) -> Any:

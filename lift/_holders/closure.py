@@ -93,7 +93,7 @@ def function_held(fn: types.FunctionType) -> tuple[Any, ...]:
         return held
     parts: list[Any] = [*held]
     if defaults:
-        parts += zip(_default_labels(code, len(defaults)), defaults)
+        parts += zip(_default_labels(code, len(defaults)), defaults, strict=True)
     if kwdefaults:
         parts += [(Label.of(KWDEFAULT, k), v) for k, v in kwdefaults.items()]
     if attrs:

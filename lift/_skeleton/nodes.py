@@ -95,7 +95,7 @@ _ATOM_STATICS: BoundedDict[tuple[type[Any], Any], Static] = BoundedDict(512)
 
 def atom_static(value: Any) -> Static:
     """The `Static` of a value of an exact scalar type (`EXACT`), shared."""
-    key = (type(value), value)
+    key: tuple[type[Any], Any] = (type(value), value)  # pyright: ignore[reportUnknownVariableType]
     found = _ATOM_STATICS.get(key)
     if found is None:
         found = _ATOM_STATICS.add(key, Static(value, key))

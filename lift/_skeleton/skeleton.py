@@ -35,7 +35,6 @@ __all__ = [
     "LiftedParts",
     "Skeleton",
     "arrays_of",
-    "built_of",
     "drop_built",
     "explain",
     "interned",
@@ -289,7 +288,6 @@ class LiftedParts(Protocol):
     def _explain(self, err: Exception) -> None: ...
 
 
-
 def skeleton_of(x: LiftedParts) -> Skeleton:
     """`x`'s skeleton: its treedef's static half."""
     return x._skeleton
@@ -308,11 +306,6 @@ def arrays_of(x: LiftedParts) -> tuple[Any, ...]:
 def leaves_as_shown(x: LiftedParts) -> tuple[Any, ...]:
     """`x`'s leaves as they are now: converted if they were, else as captured."""
     return x._flat if x._flat is not None else x._leaves
-
-
-def built_of(x: LiftedParts) -> Any:
-    """The build `x`'s calls share (`lift._copies.calls.Build`), or `None`."""
-    return x._built
 
 
 def drop_built(x: LiftedParts, built: Any) -> None:
@@ -342,15 +335,12 @@ def interned(skeleton: Skeleton) -> Skeleton:
     """
     if skeleton.live is not None:
         return skeleton
-    h = skeleton._hash
-    ref = _INTERNED.get(h)
+    ref = _INTERNED.get(h := skeleton._hash)
     old = ref() if ref is not None else None
-    if old is not None:
-        if _same(old, skeleton):
-            return old
-        return skeleton  # a hash shared by unequal ones: the first stays
-    _INTERNED[h] = weakref.ref(skeleton, functools.partial(_forget, h))
-    return skeleton
+    if old is None:
+        _INTERNED[h] = weakref.ref(skeleton, functools.partial(_forget, h))
+    # A hash shared by unequal ones: the first stays.
+    return old if old is not None and _same(old, skeleton) else skeleton
 
 
 def _forget(h: int, ref: weakref.ref[Skeleton]) -> None:
@@ -359,22 +349,18 @@ def _forget(h: int, ref: weakref.ref[Skeleton]) -> None:
 
 
 def _same(a: Skeleton, b: Skeleton) -> bool:
-    return (
-        a.own == b.own
-        and a.options == b.options
-        and a.float_leaves == b.float_leaves
-        and a == b
-        and all(map(_same_annotations, _functions(a), _functions(b)))
+    mine, theirs = (
+        (a.own, a.options, a.float_leaves),
+        (b.own, b.options, b.float_leaves),
     )
+    return mine == theirs and a == b and _annotations(a) == _annotations(b)
 
 
-def _functions(skeleton: Skeleton) -> list[FunctionNode]:
-    return [n for n in skeleton.nodes if type(n) is FunctionNode]
-
-
-def _same_annotations(a: FunctionNode, b: FunctionNode) -> bool:
-    """Whether two functions' annotations are the very same objects.
-
-    Then each rebuilt function keeps its own signature."""
-    x, y = a.meta.value[2] or {}, b.meta.value[2] or {}
-    return x.keys() == y.keys() and all(x[k] is y[k] for k in x)
+def _annotations(skeleton: Skeleton) -> list[list[tuple[str, int]]]:
+    """Each function's annotations by name and identity: equal ones are the
+    very same objects, so each rebuilt function keeps its own signature."""
+    return [
+        [(k, id(v)) for k, v in cast("dict[str, Any]", n.meta.value[2] or {}).items()]
+        for n in skeleton.nodes
+        if type(n) is FunctionNode
+    ]

@@ -106,7 +106,7 @@ def test_the_table_forgets_a_skeleton_when_it_dies() -> None:
     before = len(skeleton_module._INTERNED)  # pyright: ignore[reportPrivateUsage]
     for k in range(300):
         code = compile(f"lambda x: x * {k}", "<test>", "eval")
-        lift.lift(eval(code))  # noqa: S307
+        lift.lift(eval(code))
     gc.collect()
     assert len(skeleton_module._INTERNED) <= before + 5  # pyright: ignore[reportPrivateUsage]
 
@@ -115,7 +115,7 @@ def test_copies_and_pickles_share_the_skeleton_while_it_lives() -> None:
     f = lift.lift(_module_level)
     assert skeleton_of(copy.copy(f)) is skeleton_of(f)
     assert skeleton_of(copy.deepcopy(f)) is skeleton_of(f)
-    again = pickle.loads(pickle.dumps(f))  # noqa: S301
+    again = pickle.loads(pickle.dumps(f))
     assert skeleton_of(again) is skeleton_of(f)
     assert again(2.0) == f(2.0)
 
