@@ -131,7 +131,7 @@ class Walk:
         self.scalar_cells: list[tuple[types.CellType, int, bool]] = []
         # Each cell, function and partial as the walk read it (`lift.jit` watches it).
         self.read: list[tuple[Any, Any]] = []
-        # The ids of the lists, dicts and sets kept as your own objects.
+        # The ids of your own objects it keeps: lists, dicts, sets, empty cells.
         self.own: list[int] = []
         # The holder and label each node was first reached from (for errors).
         self.reached_from: dict[int, tuple[Any, Label]] = {}
@@ -300,6 +300,7 @@ class Walk:
             # An empty cell: the user's own, which Python binds later (a
             # decorator's function named in its own body, `super()`'s class).
             self.names.add(name)
+            self.own.append(id(cell))
             return CellNode(None, label, owner, cell)
         branched = name in info.branched or id(cell) in self.branched_cells
         before = len(self.leaves)

@@ -100,7 +100,7 @@ class Skeleton:
         # inside a transform).
         self.names: frozenset[str] = frozenset()
         self.live: str | None = None
-        # The ids of the lists, dicts and sets kept as your own objects.
+        # The ids of your own objects it keeps: lists, dicts, sets, empty cells.
         self.own: tuple[int, ...] = ()
         # Whether a function of the graph has attributes of its own, which a
         # call may set (`lift._copies.copies.copies_in`).
@@ -329,9 +329,9 @@ _INTERNED: dict[int, weakref.ref[Skeleton]] = {}
 def interned(skeleton: Skeleton) -> Skeleton:
     """The skeleton alive equal to `skeleton` in all it holds, else `skeleton`.
 
-    Equal means equal keys, options and Python-scalar leaves, the very
-    lists, dicts and sets kept as your own, and the very annotations. One
-    holding a live tracer is never shared.
+    Equal means equal keys, options and Python-scalar leaves. Your own
+    objects it keeps (lists, dicts, empty cells) and annotations must be the
+    very same. One holding a live tracer is never shared.
     """
     if skeleton.live is not None:
         return skeleton

@@ -137,3 +137,26 @@ def test_lifts_from_eight_threads_agree() -> None:
         t.join()
     first = out[0][0]
     assert all(s == first for row in out for s in row)
+
+
+def _late(k: float) -> Any:
+    g: Any  # a cell of `f`, empty until `bind`
+
+    def f(n: Any) -> Any:
+        return k if n < 1 else g(n - 1)
+
+    def bind(v: Any) -> None:
+        nonlocal g
+        g = v
+
+    return f, bind
+
+
+def test_each_closure_reads_its_own_cell_bound_after_lifting() -> None:
+    # `g` is an empty cell in both when lifted, bound after.
+    (f2, bind2), (f3, bind3) = _late(2.0), _late(3.0)
+    two, three = lift.lift(f2), lift.lift(f3)
+    assert skeleton_of(two) is not skeleton_of(three)
+    bind2(two)
+    bind3(three)
+    assert (two(1), three(1)) == (2.0, 3.0)
