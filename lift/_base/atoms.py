@@ -1,11 +1,9 @@
 """The types whose values hold nothing, stated once.
 
-Several of lift's walks skip a value by its type alone: the leak scan (which
-is capture's hidden-tracer scan too), the frame look, the static rule's fast
-paths.
-Each derives its own set from the facts below by named set operations, and
-says beside it why it differs. Beneath every other module of `lift` (even
-`_compat`): it imports nothing of lift's."""
+Several walks skip a value by its type alone. The leak scan, the frame look
+and the static rule's fast paths do. Each derives its own set from the facts
+below, by named set operations. Each says beside it why it differs. It imports
+nothing of lift's."""
 
 from __future__ import annotations
 

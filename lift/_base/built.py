@@ -1,10 +1,9 @@
 """A weak, per-thread record of the `Lifted` objects built while someone listens.
 
-`lift.checked` and `lift.checking_leaks` open a recording around a call and scan
-what was lifted inside it. A trace runs in the thread of the call that started
-it, so recordings are per thread: a call in one thread never sees what another
-thread lifts inside its own, still running, trace. Construction of a `Lifted`
-calls `record`, which costs one attribute read when nobody listens.
+`lift.checked` and `lift.checking_leaks` record around a call. They scan
+what was lifted inside it. A trace runs in the thread of its call, so
+recordings are per thread. A call never sees what another thread lifts. Each
+new `Lifted` calls `record`: one attribute read when nobody listens.
 """
 
 from __future__ import annotations

@@ -38,10 +38,10 @@ _ANCHOR = re.compile(r"\nDocs: python -m lift explain ([\w-]+)(?:, or \S+)?$")
 class _Anchored(Exception):
     """A message that ends with where the Errors page explains it.
 
-    `anchor` (keyword) is a heading id of `docs/errors.md`; the line
-    `Docs: python -m lift explain <anchor>` is appended to the message. Every
-    message raised in `lift/` names one (the tests check each raise site and
-    each anchor).
+    `anchor` (keyword) is a heading id of `docs/errors.md`. The line
+    `Docs: python -m lift explain <anchor>` ends the message. Every message
+    raised in `lift/` names one; the tests check each raise site and each
+    anchor.
     """
 
     anchor: str | None
@@ -68,24 +68,25 @@ class _Anchored(Exception):
 class LiftError(_Anchored, TypeError):
     """Raised when `lift` cannot turn what it was given into a pytree.
 
-    The message names the function (qualified name and `file:line`), the
-    variable concerned, and what to do instead. Its last line is the command
-    that prints the Errors page's entry for it, `python -m lift explain
-    <anchor>` (the anchor is also `.anchor`).
+    The message names the function, its `file:line`, the variable and the fix.
+    Its last line is the command that prints the Errors page's entry,
+    `python -m lift explain <anchor>` (the anchor is also `.anchor`).
     """
 
 
 class LeakError(_Anchored, RuntimeError):
     """Raised when a tracer has escaped the transform that created it.
 
-    The message lists every leak found, each with the function holding it,
-    `file:line`, the captured variable, and a hint of the fix.
+    The message lists every leak found. Each names the function holding it,
+    its `file:line`, the captured variable and a fix.
     """
 
 
 class LiftAttributeError(LiftError, AttributeError):
-    """A `Lifted` has no such attribute: `hasattr` and `getattr(x, name, default)`
-    see an `AttributeError`, `except lift.LiftError` sees lift's."""
+    """A `Lifted` has no such attribute.
+
+    `hasattr` and `getattr(x, name, default)` see an `AttributeError`;
+    `except lift.LiftError` sees lift's."""
 
     # `(lifted, name)` until the message is first read (see `missing_attribute`).
     _unwritten: tuple[Any, str] | None = None
@@ -113,8 +114,10 @@ LeakError.__module__ = "lift"
 
 
 def code_of(obj: Any) -> types.CodeType | None:
-    """The code a callable runs: through bound methods, partials, `Lifted` and
-    `lift.jit` functions (their `__wrapped__`), a bounded number of steps."""
+    """The code a callable runs, or `None`.
+
+    It looks through bound methods, partials, `Lifted` and `lift.jit`
+    functions, a bounded number of steps."""
     for _ in range(100):
         t: type[Any] = type(obj)  # pyright: ignore[reportUnknownVariableType]
         if t is types.FunctionType:
@@ -150,17 +153,20 @@ def describe(fn: Any) -> str:
 
 
 def static_fix(names: tuple[str, ...], jit: bool = False) -> str:
-    """The fix that keeps captures static, as code to paste (give the error
-    `static=names`): `lift(f, static=('b2',))`; under `lift.jit` (`jit`),
-    `lift.jit(lift.lift(f, static=('b2',)))`."""
+    """The fix that keeps captures static, as code to paste.
+
+    It reads `lift(f, static=('b2',))`. Under `lift.jit` (`jit`), it reads
+    `lift.jit(lift.lift(f, static=('b2',)))`. Give the error `static=names`."""
     if jit:
         return f"`lift.jit(lift.lift(f, static={names!r}))`"
     return f"`lift(f, static={names!r})`"
 
 
 def under_lift_jit(err: LiftError) -> LiftError:
-    """`err` as `lift.jit` raises it: a fix that keeps captures static in the
-    form that works there. `err` itself when it has no such fix."""
+    """`err` as `lift.jit` raises it.
+
+    A fix keeping captures static takes the form that works there. An
+    error without such a fix is returned as it is."""
     names = err.static_names
     if names is None:
         return err
@@ -177,8 +183,8 @@ def docs_anchor(anchor: str) -> str:
     Errors page, `python -m lift explain <anchor>` (and the page's address,
     once `DOCS_URL` has one).
 
-    `anchor` is a heading id of `docs/errors.md`, which the package ships; the
-    tests check that every anchor used in `lift/` has an entry there.
+    `anchor` is a heading id of `docs/errors.md`, which the package ships.
+    The tests check that every anchor used in `lift/` has an entry there.
     Prefer `LiftError(message, anchor=...)`, which appends it.
     """
     line = f"\nDocs: python -m lift explain {anchor}"
@@ -189,9 +195,9 @@ def missing_attribute(lifted: Any, name: str) -> LiftAttributeError:
     """The error for `lifted.name` when neither `Lifted` nor its function has it.
 
     The usual cause is a factory lifted instead of what it makes:
-    `lift.lift(optax.adam).init`. Said with certainty when the function's return
-    annotation is a class that has `name`. The message is written when read, so
-    that `hasattr` and `getattr(x, name, default)` stay cheap.
+    `lift.lift(optax.adam).init`. The message is sure of it when the return
+    annotation is a class that has `name`. It is written when read, so
+    `hasattr` stays cheap.
     """
     err = LiftAttributeError(anchor="lifted-a-factory")
     err.name = name
@@ -236,8 +242,9 @@ def _made_by(fn: Any, name: str) -> str | None:
 
 
 def _importable_name(fn: Any, name: str) -> str:
-    """`optax.adam` for a function of a submodule that its top-level package
-    exports (`optax._src.alias.adam`), else its name."""
+    """A function's importable name, `optax.adam` for `optax._src.alias.adam`.
+
+    A function its top-level package exports gets the package's name."""
     module = str(getattr(fn, "__module__", "") or "")
     top, dot, _ = module.partition(".")
     package = sys.modules.get(top)
@@ -266,8 +273,9 @@ _ADDRESS: Final = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
 def static_str(value: Any, limit: int = 80) -> str:
-    """A static value as people read it: its repr without object addresses, cut
-    to `limit` characters."""
+    """A static value as people read it.
+
+    It is its repr without object addresses, cut to `limit` characters."""
     try:
         text = repr(value)
     except Exception:  # a repr of the user's that raises: the message still comes
@@ -277,16 +285,18 @@ def static_str(value: Any, limit: int = 80) -> str:
 
 
 def array_text(shape: Iterable[Any], dtype: Any, weak: bool = False) -> str:
-    """How every message names an array type: `float32[3]`, `int4[2,2]`,
-    `key<fry>[]`; `~float32[]` for a weakly typed one (`weak`), which `jax.jit`
-    keys apart from a strong one."""
+    """How every message names an array type: `float32[3]`, `key<fry>[]`.
+
+    A weakly typed one (`weak`) is `~float32[]`. `jax.jit` keys it apart
+    from a strong one."""
     return f"{'~' if weak else ''}{dtype}[{','.join(map(str, shape))}]"
 
 
 def type_text(x: Any) -> str:
-    """`x`'s type as messages name it: an array's, a tracer's or an abstract
-    value's as `array_text` spells it (its weak type marked), anything else by
-    its class's name."""
+    """`x`'s type as messages name it.
+
+    Arrays, tracers and abstract values read as `array_text` spells them.
+    Anything else reads as its class's name."""
     try:
         aval = getattr(x, "aval", x)  # a tracer's or `jax.Array`'s; else `x` itself
         shape: Any = aval.shape

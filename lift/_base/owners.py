@@ -1,9 +1,8 @@
-"""Whose code and classes are whose, by module name: the one list of the
-libraries lift never looks into as the user's.
+"""Whose code and classes are whose, by module name.
 
-Decided by the module's name, never by where its file lies: the project under
-test, and any library besides these, is the user's installed editable, as a
-wheel, on `PYTHONPATH` or in a Bazel tree alike."""
+It holds the one list of libraries lift never treats as the user's. The
+module's name decides, never where its file lies. The project under test is
+the user's however it is installed."""
 
 from __future__ import annotations
 
@@ -22,11 +21,11 @@ _NOT_USERS: Final = _LIBRARIES | sys.stdlib_module_names
 
 
 def is_user_module(name: object) -> bool:
-    """Whether code of the module called `name` is the user's: not the
-    libraries' above nor the standard library's; code without a module
-    (`exec`'d, interactive) is the user's. The leak scan opens the globals of
-    the user's functions and the user's classes' attributes, the frame look
-    at a trace's exit the user's frames."""
+    """Whether code of the module called `name` is the user's.
+
+    The libraries above and the standard library are not. Code without a
+    module (`exec`'d, interactive) is. The leak scan opens the user's globals
+    and classes. The frame look opens the user's frames."""
     if type(name) is not str:
         return True
     return name.partition(".")[0] not in _NOT_USERS

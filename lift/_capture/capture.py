@@ -21,7 +21,7 @@ from .._skeleton.nodes import (
     CellNode,
     FunctionNode,
 )
-from .._skeleton.skeleton import Skeleton
+from .._skeleton.skeleton import Skeleton, interned
 from .walk import Walk
 
 __all__ = [
@@ -38,8 +38,11 @@ def capture(
     dynamic: Callable[[Any], bool] | DynamicNames | None = None,
     read: list[tuple[Any, Any]] | None = None,
 ) -> tuple[Skeleton, list[Any]]:
-    """Walk `obj` (a function, bound method or partial) into a skeleton and leaves;
-    `read`, if given, gets what the walk read (`Walk.read`)."""
+    """Walk `obj` (a function, bound method or partial) into a skeleton and leaves.
+
+    The one entry into capture. The skeleton is the one alive equal to it
+    (`interned`). `read`, if given, gets what the walk read (`Walk.read`).
+    """
     with _gc.paused():
         walk = Walk(obj, static, dynamic)
         result = walk.run()
@@ -56,7 +59,9 @@ def capture(
             result = walk.run()
         if read is not None:
             read.extend(walk.read)
-        return result
+        skeleton, leaves = result
+        skeleton.options = (static, dynamic)
+        return interned(skeleton), leaves
 
 
 NO_NAMES: Final[frozenset[str]] = frozenset()

@@ -14,14 +14,18 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any, Final, cast
 
+from .._base.atoms import EXACT
+from .._base.caches import BoundedDict
 from .._compat import Tracer
 from .._copies.own import (
     OWN_CONTAINERS,
+    atoms_key,
     nests_plainly,
     own_leaf,
     own_static,
     refuse_rebinding,
 )
+from .._holders import trees as jtu
 from .._holders.closure import (
     METHOD,
     cells,
@@ -61,6 +65,7 @@ from .._skeleton.nodes import (
     Slot,
     Static,
     Template,
+    atom_static,
     function_meta,
     rebuild_order,
 )
@@ -126,8 +131,15 @@ class Walk:
         self.scalar_cells: list[tuple[types.CellType, int, bool]] = []
         # Each cell, function and partial as the walk read it (`lift.jit` watches it).
         self.read: list[tuple[Any, Any]] = []
+        # The ids of your own objects it keeps: lists, dicts, sets, empty cells.
+        self.own: list[int] = []
         # The holder and label each node was first reached from (for errors).
         self.reached_from: dict[int, tuple[Any, Label]] = {}
+
+    def mine(self, value: Any, key: Any = None) -> Static:
+        """`value` kept as your own object (`own_static`), its id recorded."""
+        self.own.append(id(value))
+        return own_static(value, key)
 
     def kept(self, live: str | None) -> None:
         if live is not None and self.live is None:
@@ -175,6 +187,7 @@ class Walk:
             frozenset(self.float_leaves),
         )
         skeleton.names = frozenset(self.names)
+        skeleton.own = tuple(self.own)
         skeleton.live = self.live
         return skeleton, self.leaves
 
@@ -218,16 +231,20 @@ class Walk:
                 if fast:
                     t = type(contents)  # pyright: ignore[reportUnknownVariableType]
                     name = label.variable
-                    if t in ALWAYS_DYNAMIC and name not in unplain:
-                        self.names.add(name)  # pyright: ignore[reportArgumentType]
-                        leaf = len(leaves)
+                    slot: Slot | None = None
+                    if t in EXACT:  # `None`, a flag, a count: static
+                        slot = atom_static(contents)
+                    elif t in ALWAYS_DYNAMIC and name not in unplain:
+                        slot = len(leaves)
                         leaves.append(contents)
                         if t is not ArrayImpl:
-                            self.float_leaves.append(leaf)
+                            self.float_leaves.append(slot)
                             self.scalar_cells.append((cell, cell_index, False))
+                    if slot is not None:
+                        self.names.add(name)  # pyright: ignore[reportArgumentType]
                         nodes.append(
                             CellNode(
-                                Template(None, (leaf,), index, label), label, index
+                                Template(None, (slot,), index, label), label, index
                             )
                         )
                         indices.append(cell_index)
@@ -283,6 +300,7 @@ class Walk:
             # An empty cell: the user's own, which Python binds later (a
             # decorator's function named in its own body, `super()`'s class).
             self.names.add(name)
+            self.own.append(id(cell))
             return CellNode(None, label, owner, cell)
         branched = name in info.branched or id(cell) in self.branched_cells
         before = len(self.leaves)
@@ -322,6 +340,8 @@ class Walk:
             # it does: a tracer there is refused alike.
             if t is type and user_class(value):
                 self.kept(check_opaque(value, t, holder, label))
+            elif t in EXACT:
+                return Template(None, (atom_static(value),), owner, label)
             return Template(None, (Static(value),), owner, label)
         if (
             t in ALWAYS_DYNAMIC
@@ -336,18 +356,29 @@ class Walk:
             if t is not ArrayImpl:
                 self.float_leaves.append(index)
             return Template(None, (index,), owner, label)
+        if (
+            self.dynamic is None
+            and (pinned or self.named is None)
+            and (key := atoms_key(value)) is not None
+        ):
+            # A table of ints or strings: your own, keyed in C.
+            return Template(None, (self.mine(value, key),), owner, label)
         if issubclass(t, ITERATORS):
             # Static by identity; a suspended frame's locals may hold a tracer.
             self.kept(check_opaque(value, type(value), holder, label))  # pyright: ignore[reportUnknownArgumentType]
             return Template(None, (Static(value),), owner, label)
         if not forced and label.kind != SELF and (apart := taken_apart(value)):
             value, t = apart, type(apart)  # pyright: ignore[reportUnknownVariableType]
-        order = None
+        order, aux = None, ...
         owned: dict[int, bool] = {}
         if forced or t not in DYNAMIC_ATOMS or self.dynamic is not None:
             if is_function_like(value):
                 leaves = [value]
                 treedef = None
+            elif (treedef := self.functions(value, t, forced)) is not None:
+                # Plain functions in a tuple or NamedTuple (a chain's, an
+                # optimizer's): nothing to flatten, no static data.
+                leaves, aux = list(value), None
             else:
                 flat = flatten_capture(
                     value,
@@ -405,11 +436,24 @@ class Walk:
         ):
             # A list or dict holding no dynamic leaf and no function (a log, a
             # cache, a counter): the user's own object, its contents the key.
-            return Template(None, (own_static(value),), owner, label)
-        template = Template(treedef, tuple(slots), owner, label, order)
+            return Template(None, (self.mine(value),), owner, label)
+        template = Template(treedef, tuple(slots), owner, label, order, aux)
         for node_index, pos in new_nodes:
             self.parents[node_index] = (template, pos)
         return template
+
+    def functions(self, value: Any, t: type[Any], forced: bool) -> Any:
+        """The treedef of a tuple or NamedTuple of plain functions, else `None`."""
+        if forced or t is list or not jtu.read_as_tuple(t) or not value:
+            return None
+        if not all(type(x) is types.FunctionType for x in value):
+            return None
+        treedef = _TUPLES.get(shape := (t, len(value)))
+        if treedef is None:
+            treedef = _TUPLES.add(
+                shape, jtu.tree_structure(value, is_leaf=is_function_like)
+            )
+        return treedef
 
     def kind(
         self, leaf: Any, forced: bool, branched: bool, pinned: bool = False
@@ -465,7 +509,7 @@ class Walk:
             # A list or dict nested in the capture that holds no dynamic leaf
             # and no function: the user's own object, as at the top (`own_static`).
             self.kept(check_opaque(leaf, t, holder, label, at))
-            return own_static(leaf)
+            return self.mine(leaf)
         what = self.kind(leaf, forced, branched, pinned)
         if what is NODE:
             index = self.ids.get(id(leaf))
@@ -492,5 +536,9 @@ class Walk:
             raise static_tracer(holder, label, leaf, at)
         self.kept(check_opaque(leaf, t, holder, label, at))
         if t is set:  # a leaf to JAX: the user's own, as a list is
-            return own_static(leaf)
+            return self.mine(leaf)
         return Static(leaf)
+
+
+# The treedef of a tuple or NamedTuple of functions, by its type and length.
+_TUPLES: BoundedDict[tuple[type[Any], int], Any] = BoundedDict(64)

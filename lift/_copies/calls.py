@@ -18,14 +18,21 @@ import inspect
 import threading
 import types
 from collections.abc import Callable
-from typing import Any, Final, NamedTuple, Protocol
+from typing import Any, Final, NamedTuple
 
 from .. import _compat
 from .._base import gc as _gc
 from .._base.errors import code_of
 from .._skeleton.nodes import Template
 from .._skeleton.rebuild import build_nodes
-from .._skeleton.skeleton import Skeleton
+from .._skeleton.skeleton import (
+    LiftedParts,
+    Skeleton,
+    arrays_of,
+    drop_built,
+    explain,
+    skeleton_of,
+)
 from .callbacks import Kept, refuse_kept
 from .copies import Copies, Copy, changed_copy, copies_in, refuse_changed
 from .generators import watched
@@ -54,18 +61,6 @@ class Build(NamedTuple):
     functions: tuple[Any, ...] = ()
 
 
-class Owner(Protocol):
-    """What a `Lifted` gives its calls: the build they share, and what to
-    make another from."""
-
-    _built: Build | None
-    _skeleton: Skeleton
-
-    def _arrays(self) -> tuple[Any, ...]: ...
-
-    def _explain(self, err: Exception) -> None: ...
-
-
 def new_build(skeleton: Skeleton, leaves: tuple[Any, ...], *, shared: bool) -> Build:
     """The function of `skeleton` rebuilt around `leaves`, with the lists,
     dicts and nodes it holds as copies (`lift._copies.copies`); `shared`: for
@@ -83,7 +78,7 @@ def new_build(skeleton: Skeleton, leaves: tuple[Any, ...], *, shared: bool) -> B
 
 
 def call_watched(
-    owner: Owner, shared: Build, args: tuple[Any, ...], kwargs: dict[str, Any]
+    owner: LiftedParts, shared: Build, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
     """A call of a function holding copies: checked after it returns or
     raises (a generator's or coroutine's body, after it finishes), the copies
@@ -113,17 +108,16 @@ def call_watched(
         # error chained: raising must not hide the lost change.
         finish(owner, built, err)
         if isinstance(err, Exception):
-            owner._explain(err)  # pyright: ignore[reportPrivateUsage]
+            explain(owner, err)
         raise
     finish(owner, built, None)
     if kept is not None and (outlived := kept.outlived(out)) is not None:
-        if owner._built is built:  # pyright: ignore[reportPrivateUsage]
-            owner._built = None  # pyright: ignore[reportPrivateUsage]
+        drop_built(owner, built)
         raise refuse_kept(built.fn, outlived)
     return out
 
 
-def claim(owner: Owner, shared: Build) -> Build:
+def claim(owner: LiftedParts, shared: Build) -> Build:
     """The build a call runs: `shared`, unless another call is using its
     copies (another thread's, a recursive call, a generator not finished),
     when the call gets a build of its own, so that each call checks the
@@ -131,14 +125,14 @@ def claim(owner: Owner, shared: Build) -> Build:
     call returned, through a value that call gave out, it is refused."""
     busy = shared.busy
     if busy is None or not busy.acquire(blocking=False):
-        return new_build(owner._skeleton, owner._arrays(), shared=False)  # pyright: ignore[reportPrivateUsage]
+        return new_build(skeleton_of(owner), arrays_of(owner), shared=False)
     changed = _changed(owner, shared)
     if changed is None:
         return shared
     raise refuse_changed(changed, between_calls=True)
 
 
-def finish(owner: Owner, built: Build, cause: BaseException | None) -> None:
+def finish(owner: LiftedParts, built: Build, cause: BaseException | None) -> None:
     """After the call (or the generator's body) that ran `built`, which
     returned or raised `cause`: free the copies for the next call, or refuse
     a copy it changed, chained to `cause`. A copy changed by a call stopped
@@ -156,7 +150,7 @@ def finish(owner: Owner, built: Build, cause: BaseException | None) -> None:
         )
 
 
-def _changed(owner: Owner, built: Build) -> Copy | None:
+def _changed(owner: LiftedParts, built: Build) -> Copy | None:
     """The first copy of the claimed `built` that changed. A changed build,
     or one whose check raised (`KeyboardInterrupt`), is dropped and stays
     claimed: the next call builds the function afresh (unless another call has
@@ -167,6 +161,6 @@ def _changed(owner: Owner, built: Build) -> Copy | None:
         changed = changed_copy(built.copies)
         unchanged = changed is None
     finally:
-        if not unchanged and owner._built is built:  # pyright: ignore[reportPrivateUsage]
-            owner._built = None  # pyright: ignore[reportPrivateUsage]
+        if not unchanged:
+            drop_built(owner, built)
     return changed

@@ -14,6 +14,7 @@ import types
 from collections.abc import Callable, Iterable
 from typing import Any, Final, cast
 
+from .._base.atoms import EXACT
 from .._base.errors import LiftError, describe, static_fix, type_text
 from .._compat import CUSTOM_NODES, Tracer
 from .._holders.closure import default_factory
@@ -28,12 +29,12 @@ from .._skeleton.nodes import Static, Template
 OWN_CONTAINERS: Final = (list, dict, *STD_DICTS)
 
 
-def own_static(value: Any) -> Static:
+def own_static(value: Any, key: Any = None) -> Static:
     """A list, dict or set kept as the user's very object: compared by its
     contents as they are now (type and value at every depth, dict order
     included)."""
     try:
-        key = _contents_key(value)
+        key = _contents_key(value) if key is None else key
         hash(key)
     except Exception:  # an unhashable static inside: by identity
         return Static(value)
@@ -76,8 +77,25 @@ def own_changed(statics: Iterable[Static]) -> bool:
 _KEYED: Final = frozenset({list, dict, set, *STD_DICTS})
 
 
+def atoms_key(value: Any) -> Any:
+    """A list's or dict's key made in C when it holds exact scalars alone
+    (their types, then their values), else `None`."""
+    t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
+    if (t is not list and t is not dict) or not EXACT.issuperset(
+        kinds := tuple(map(type, value))
+    ):
+        return None
+    if t is list:
+        return (t, kinds, tuple(value))
+    values = tuple(value.values())
+    more = tuple(map(type, values))
+    return (t, kinds, tuple(value), more, values) if EXACT.issuperset(more) else None
+
+
 def _contents_key(value: Any) -> Any:
     t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
+    if (key := atoms_key(value)) is not None:
+        return key
     if t is list:
         return (t, tuple(map(_contents_key, value)))
     if t is dict or t in STD_DICTS:

@@ -363,10 +363,14 @@ def _keyed_value(key: Any) -> Any:
     dict or set kept whole) was made from."""
     t: Any = key[0]
     rest: tuple[Any, ...] = key[1:]
+    if t is list and len(rest) == 2:  # exact scalars, keyed in C (`atoms_key`)
+        return list(rest[1])
+    if t is dict and len(rest) == 4:
+        return dict(zip(rest[1], rest[3], strict=True))
     if t in (list, tuple, set, frozenset):
         return cast("type[Any]", t)(map(_keyed_value, rest[0]))
     if t is dict:
-        return {_keyed_value(k): _keyed_value(v) for k, v in rest[0]}
+        return {_keyed_value(k): _keyed_value(v) for k, v in rest[-1]}
     if t is float or t is complex:
         return t(*map(float.fromhex, rest))
     if type(t) is type and issubclass(t, np.generic):

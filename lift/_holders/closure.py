@@ -28,7 +28,7 @@ from itertools import chain
 from typing import Any, Final, cast
 
 from .._base.atoms import SCALARS
-from .._base.caches import per_class
+from .._base.caches import BoundedDict, per_class
 from .._base.owners import is_user_module
 from .._compat import has_custom_nodes
 from . import trees as jtu
@@ -79,19 +79,7 @@ def default_names(code: types.CodeType, count: int) -> tuple[str, ...]:
 def function_parts(fn: types.FunctionType) -> Iterator[tuple[Label, Any]]:
     """A function's parts other than its cells: defaults, keyword-only defaults,
     attributes, in that order."""
-    defaults = fn.__defaults__
-    if defaults:
-        names = default_names(fn.__code__, len(defaults))
-        for i, (name, value) in enumerate(zip(names, defaults, strict=True)):
-            yield Label.of(DEFAULT, i, name), value
-    kwdefaults = fn.__kwdefaults__
-    if kwdefaults:
-        for name, value in kwdefaults.items():
-            yield Label.of(KWDEFAULT, name), value
-    attrs = fn.__dict__
-    if attrs:
-        for name, value in list(attrs.items()):
-            yield Label.of(ATTR, name), value
+    return iter(function_held(fn)[3:])
 
 
 def function_held(fn: types.FunctionType) -> tuple[Any, ...]:
@@ -99,7 +87,35 @@ def function_held(fn: types.FunctionType) -> tuple[Any, ...]:
     keyword-only defaults (`None` and empty differ), then `function_parts`.
     Compared by identity with a later reading, it says whether the function
     changed (`lift.jit` watches it)."""
-    return (fn.__code__, fn.__defaults__, fn.__kwdefaults__, *function_parts(fn))
+    code, defaults, kwdefaults = held = fn.__code__, fn.__defaults__, fn.__kwdefaults__
+    attrs = fn.__dict__
+    if not (defaults or kwdefaults or attrs):
+        return held
+    parts: list[Any] = [*held]
+    if defaults:
+        parts += zip(_default_labels(code, len(defaults)), defaults, strict=True)
+    if kwdefaults:
+        parts += [(Label.of(KWDEFAULT, k), v) for k, v in kwdefaults.items()]
+    if attrs:
+        parts += [(Label.of(ATTR, k), v) for k, v in list(attrs.items())]
+    return tuple(parts)
+
+
+# The labels of a code's defaults, by `id(code)` and count (the code kept beside).
+_DEFAULT_LABELS: BoundedDict[tuple[int, int], tuple[Any, tuple[Label, ...]]] = (
+    BoundedDict(512)
+)
+
+
+def _default_labels(code: types.CodeType, count: int) -> tuple[Label, ...]:
+    key = (id(code), count)
+    found = _DEFAULT_LABELS.get(key)
+    if found is None or found[0] is not code:
+        names = default_names(code, count)
+        labels = tuple(Label.of(DEFAULT, i, name) for i, name in enumerate(names))
+        _DEFAULT_LABELS.pop(key, None)  # a code that died, its id reused
+        found = _DEFAULT_LABELS.add(key, (code, labels))
+    return found[1]
 
 
 def cells(

@@ -24,7 +24,7 @@ from .._holders.closure import function_held, holder_of
 from .._holders.labels import Label
 from .._lifted.lifted import Lifted
 from .._skeleton.nodes import Static
-from .._skeleton.skeleton import skeleton_of
+from .._skeleton.skeleton import leaves_of, skeleton_of
 from .verify import disagree, same_leaves
 
 is_: Final = operator.is_
@@ -93,7 +93,7 @@ def _parts(obj: Any) -> tuple[Any, ...]:
 
 def holds_tracer(lifted: Any) -> bool:
     if isinstance(lifted, Lifted):
-        leaves: Any = lifted._leaves  # pyright: ignore[reportPrivateUsage, reportUnknownMemberType]
+        leaves: Any = leaves_of(lifted)  # pyright: ignore[reportUnknownArgumentType]
     else:
         leaves = jax.tree_util.tree_leaves(lifted)
     return any(isinstance(leaf, Tracer) for leaf in leaves)

@@ -25,7 +25,7 @@ from .._holders.trees import (
 from .._leaks.find import find_leaks
 from .._rule.hidden import aux_tracer
 from .._rule.static import static_key, taken_apart
-from .._skeleton.skeleton import capture_into, skeleton_of
+from .._skeleton.skeleton import skeleton_of
 from . import multisteps as _objects  # noqa: F401  # pyright: ignore[reportUnusedImport]  (registers optax.MultiSteps)
 from .lifted import Lifted, caller_name, construct, rebuilt
 
@@ -37,9 +37,10 @@ _R_co = TypeVar("_R_co", covariant=True)
 
 
 class _Function(Protocol[_P, _R_co]):
-    """A function as a type checker sees one (it has code): `lift` gives a
-    `Lifted` of it that keeps its signature. A callable object does not match
-    and falls through to the pytree overload, as it does at run time."""
+    """A function as a type checker sees one: it has code.
+
+    `lift` gives a `Lifted` of it that keeps its signature. A callable object
+    falls through to the pytree overload, as it does at run time."""
 
     __code__: types.CodeType
 
@@ -115,13 +116,13 @@ def lift(
 
     Use it as `@lift`, `@lift(static=("n",))`, or `lift(obj)`.
 
-    - A function (`def`, `lambda`, nested, recursive, generator, async), bound
-      method or `functools.partial` gives a `Lifted`; an existing `Lifted` is
-      returned as it is.
-    - Any other pytree (tuple, NamedTuple such as `optax.GradientTransformation`,
-      dict, list, registered node) gives the same structure with every function
-      found inside it lifted. Pytrees that are callable (an `equinox.Module`,
-      `jax.tree_util.Partial`) are kept, their function leaves lifted.
+    - A function, bound method or `functools.partial` gives a `Lifted`. Any
+      function will do: `def`, `lambda`, nested, recursive, generator, async.
+      An existing `Lifted` is returned as it is.
+    - Any other pytree gives the same structure, its functions lifted. Tuples,
+      NamedTuples (`optax.GradientTransformation`), dicts, lists and
+      registered nodes all work. Callable pytrees (an `equinox.Module`) are
+      kept, their function leaves lifted.
 
     ```python
     import jax
@@ -163,26 +164,24 @@ def lift(
     **Arguments:**
 
     - `obj`: the function or pytree to lift.
-    - `static`: names of captured variables (free variables, default parameters,
-      partial keywords, function attributes; at any depth) to keep static
-      whatever their type.
-    - `dynamic`: names of captured variables (a string or a tuple of strings,
-      found as `static=` finds them), or a predicate on a captured leaf.
-      Names: the named captures, and everything inside them (the floats of a
-      named schedule function), are dynamic; arrays, tracers and NumPy values
-      stay dynamic wherever they are; every other Python `float` and `complex`
-      is static, a constant of the program as in the plain function, so the
-      result is bitwise the plain function's while the named values are inputs
-      of one program: `lift.lift(opt, dynamic="learning_rate")`. A name no
-      captured variable has is a `lift.LiftError` listing those there are.
-      A predicate replaces the default rule (arrays, tracers, NumPy values,
-      Python `float` and `complex` are dynamic; a float-valued `Enum` member
-      is not).
+    - `static`: names of captured variables to keep static whatever their
+      type. Free variables, defaults, partial keywords and function
+      attributes count, at any depth.
+    - `dynamic`: names of captured variables (found as `static=` finds
+      them), or a predicate on a captured leaf. Named captures, and
+      everything inside them, are dynamic. Arrays, tracers and NumPy values
+      stay dynamic wherever they are. Every other Python `float` and
+      `complex` is static, a constant as in the plain function. So the
+      result is bitwise the plain function's, the named values inputs of one
+      program: `lift.lift(opt, dynamic="learning_rate")`. A name no capture
+      has is a `lift.LiftError` listing those there are. A predicate
+      replaces the default rule: arrays, tracers, NumPy values, Python
+      `float` and `complex` are dynamic.
 
     **Returns:** a `Lifted`, or `obj`'s structure with its functions lifted.
 
-    **Raises:** `lift.LiftError` for a builtin, a class, a callable that is not a
-    pytree, or a bare value, and for captures that cannot be leaves.
+    **Raises:** `lift.LiftError` for a builtin, a class, a bare value, or a
+    callable that is not a pytree. Also for captures that cannot be leaves.
     """
     if obj is None:
 
@@ -224,8 +223,7 @@ def lift(
             cls = Lifted
         if cls is not None:
             # `static=` names may be captured by any of the functions.
-            new = object.__new__(cls)
-            capture_into(new, cast(Any, leaf), names, rule)
+            new = construct(cls, cast(Any, leaf), names, rule, check=False)
             seen.update(skeleton_of(new).names)
             made.append(new)
         out.append(new)
@@ -239,10 +237,11 @@ def lift(
 
 
 def _check_static_data(obj: Any, treedef: jtu.TreeDef) -> None:
-    """Refuse `obj` when its treedef's static data (an equinox `static=True`
-    field, a `jax.tree_util.Partial`'s function, a node's aux data) holds a
-    tracer whose transform has exited, as a closure capturing `obj` is refused.
-    One whose transform is still running is kept, as the pytree keeps it there."""
+    """Refuse `obj` when its treedef's static data holds an exited tracer.
+
+    Static data is an equinox `static=True` field, a `Partial`'s function, a
+    node's aux data. A closure capturing `obj` is refused alike. A tracer
+    whose transform still runs is kept, as the pytree keeps it."""
     if aux_tracer(treedef) is None:  # the common case: one cached lookup
         return
     where = aux_tracer(treedef, live_traces())
@@ -292,8 +291,8 @@ def is_lifted(x: Any) -> bool:
 def flatten_lifted(x: Any, caller: str) -> tuple[list[Any], jtu.TreeDef]:
     """`x` flattened down to its `Lifted` (and stateful iterators, left whole).
 
-    Checked first: JAX's flattening with an `is_leaf` on a cyclic or very deep
-    container leaves the interpreter's recursion accounting broken (jax 0.10.2).
+    Checked first: JAX's flattening with an `is_leaf` breaks on a cyclic or
+    very deep container (jax 0.10.2).
     """
     flat = flatten_checked(x, stops_flattening)
     if flat is None:
@@ -317,9 +316,9 @@ def stops_flattening(x: Any) -> bool:
 def unlift(x: Any) -> Any:
     """Plain Python functions back from [`lift.Lifted`][]: for code that demands one.
 
-    A `Lifted` gives a new function (fresh cells) whose captures are its current
-    leaves; a pytree gives the same structure with every `Lifted` unlifted; other
-    values are returned as they are.
+    A `Lifted` gives a new function, its captures the current leaves. A
+    pytree gives the same structure with every `Lifted` unlifted. Other values
+    are returned as they are.
 
     ```python
     import types

@@ -1,5 +1,5 @@
 # pyright: reportPrivateUsage=false
-"""`Lifted`: a Python function as a JAX pytree, and `lift`, which makes them."""
+"""`Lifted`: a Python function as a JAX pytree."""
 
 from __future__ import annotations
 
@@ -63,19 +63,18 @@ _T = TypeVar("_T")
 class Lifted(Generic[_P, _R]):
     """A Python function as a JAX pytree: its code is static, its captures are leaves.
 
-    Build one with [`lift.lift`][] (or `Lifted(fn)`, or a subclass `Sub(fn)`). The
-    closure cells, defaults, `functools.partial` arguments and bound `self` of the
-    function, and of every function they hold, are walked as pytrees: arrays,
-    tracers, NumPy values and Python `float`/`complex` become leaves; everything
-    else is static and part of the treedef. Two `Lifted` with the same code and
-    equal static captures have equal treedefs, so `jax.jit` reuses its compiled
-    program for them.
+    Build one with [`lift.lift`][], `Lifted(fn)`, or a subclass `Sub(fn)`. The
+    function's cells, defaults, partial arguments and bound `self` are walked
+    as pytrees, and so are those of every function they hold. Arrays, tracers,
+    NumPy values and Python `float`/`complex` become leaves. Everything else
+    is static, part of the treedef. Two `Lifted` with the same code and equal
+    static captures have equal treedefs: `jax.jit` reuses its program.
 
-    Calling a `Lifted` calls the function, rebuilt once with fresh cells that hold
-    the current leaves. The function it was made from is never modified.
+    Calling a `Lifted` calls the function, rebuilt once around the current
+    leaves. The function it was made from is never modified.
 
-    Subclass it to add interface methods; a subclass is a pytree without further
-    registration, and transforms return instances of the subclass:
+    Subclass it to add methods. A subclass is a pytree with no further
+    registration; transforms return instances of it:
 
     ```python
     import jax
@@ -97,22 +96,20 @@ class Lifted(Generic[_P, _R]):
     assert d.log_prob(1.0) == 0.0
     ```
 
-    A subclass adds behaviour, not per-instance state: setting an attribute on
-    an instance raises `lift.LiftError` (a transform would drop it); data of one
-    instance is a capture of its function. A `Lifted` hashes by identity, like a
-    function; given to `jax.jit` as a static argument (or inside one), each new
-    one compiles a program of its own, and lift warns at each such compile: pass
-    it as an ordinary argument.
+    A subclass adds behaviour, not per-instance state. Setting an attribute
+    on an instance raises `lift.LiftError`: a transform would drop it. Data of
+    one instance is a capture of its function. A `Lifted` hashes by identity,
+    like a function. As a static argument of `jax.jit`, each new one compiles
+    anew, and lift warns: pass it as an ordinary argument.
 
     **Arguments:**
 
     - `fn`: a function, bound method, `functools.partial`, or `Lifted`.
-    - `static`: names of captured variables (free variables, default parameters
-      or partial keywords, at any depth) to keep static whatever their type.
-    - `dynamic`: names of captured variables, found as `static=` finds them,
-      to be the only dynamic ones besides arrays and tracers (every other
-      Python float stays static); or a predicate replacing the default rule
-      for what is a leaf. See [`lift.lift`][].
+    - `static`: names of captured variables to keep static whatever their
+      type, at any depth.
+    - `dynamic`: names of captured variables, the only dynamic ones besides
+      arrays and tracers. Or a predicate replacing the default rule for what
+      is a leaf. See [`lift.lift`][].
     """
 
     __slots__ = (
@@ -177,7 +174,6 @@ class Lifted(Generic[_P, _R]):
             skeleton, leaves = capture(
                 fn, static=names, dynamic=dynamic, read=self._read
             )
-            skeleton.options = (names, dynamic)
             self._setup(skeleton, tuple(leaves), None)
             self._original = fn
         _registry.record(self)
@@ -218,17 +214,18 @@ class Lifted(Generic[_P, _R]):
     ) -> Self:
         """Trace `fn` on example arguments and lift every tracer and array it closed over.
 
-        For captures that `lift` cannot see as leaves (tracers inside objects that
-        are not pytrees, behind attributes, in globals). Returns an instance of
-        the class it is called on, so `Sub.closure_convert(fn, x)` is a `Sub`.
+        It serves captures `lift` cannot see as leaves: tracers inside objects
+        that are not pytrees, behind attributes, in globals. It returns an
+        instance of the class it is called on: `Sub.closure_convert(fn, x)`
+        is a `Sub`.
 
         **Arguments:**
 
         - `fn`: the function to convert.
-        - `*example_args`, `**example_kwargs`: arguments of the shapes and dtypes
-          the result will be called with.
+        - `*example_args`, `**example_kwargs`: arguments of the shapes and
+          dtypes the result will be called with.
 
-        **Returns:** a `Lifted` (of this class) whose leaves are every closed-over
+        **Returns:** a `Lifted` of this class. Its leaves are every closed-over
         tracer and array, of every dtype.
 
         ```python
@@ -254,8 +251,9 @@ class Lifted(Generic[_P, _R]):
     # -- calling ------------------------------------------------------------------
 
     def _arrays(self) -> tuple[Any, ...]:
-        """The leaves, Python scalars converted (once): what flattening gives and
-        what calling computes with."""
+        """The leaves, Python scalars converted once.
+
+        Flattening gives them, and calls compute with them."""
         flat = self._flat
         if flat is None:
             if self._skeleton.live is not None:  # never flattened (`flatten`): not kept
@@ -264,16 +262,19 @@ class Lifted(Generic[_P, _R]):
         return flat
 
     def _function(self) -> Callable[_P, _R]:
-        """The function rebuilt around the leaves, built at the first call
-        and shared by the calls after it."""
+        """The function rebuilt around the leaves, at the first call.
+
+        The calls after it share it."""
         built = self._built
         if built is None:
             built = self._build()
         return built.fn
 
     def _build(self) -> Build:
-        """The build the calls share, made anew. (Two threads making one at
-        once each run their own; the last one kept is shared after.)"""
+        """The build the calls share, made anew.
+
+        Two threads making one at once each run their own. The last one kept
+        is shared after."""
         built = new_build(self._skeleton, self._arrays(), shared=True)
         self._built = built
         return built
@@ -291,9 +292,11 @@ class Lifted(Generic[_P, _R]):
             raise
 
     def _explain(self, err: Exception) -> None:
-        """Raise, from `err`, the error naming the capture for JAX's
-        concretization errors, and those that say a value was needed concrete
-        (`jnp.zeros((n,))` with a traced `n`); return for any other."""
+        """Raise the error naming the capture, from `err`.
+
+        It does for JAX's concretization errors, and for those saying a value
+        was needed concrete (`jnp.zeros((n,))` with a traced `n`). For any
+        other it returns."""
         if not isinstance(err, _CONCRETIZATION) and not (
             isinstance(err, (TypeError, AttributeError))
             and _compat.asks_for_a_concrete_value(err)
@@ -332,8 +335,10 @@ class Lifted(Generic[_P, _R]):
 
     @property
     def __wrapped__(self) -> Callable[_P, _R]:
-        """The function this was lifted from (rebuilt from the leaves after a
-        transform, which never carries the original)."""
+        """The function this was lifted from.
+
+        After a transform it is rebuilt from the leaves: transforms never
+        carry the original."""
         original = self._original
         if original is not None:
             return original
@@ -345,16 +350,16 @@ class Lifted(Generic[_P, _R]):
 
     @property
     def captures(self) -> dict[str, Any]:
-        """The root function's captured variables by name, with current leaves:
-        cells, defaults and keyword-only defaults (a partial's keywords).
+        """The root function's captured variables by name, with current leaves.
 
-        Captured functions come back as `Lifted`, so the key path `keystr` prints
-        for a leaf can be followed by hand:
-        `opt.update.captures['update_fns'][0].captures['tx'].update.captures['b1']`
-        is that leaf. A partial's `args`, `keywords` and `func`, and a bound
-        method's `__func__` and `__self__`, are read the same way.
+        They are its cells, defaults and keyword-only defaults. Captured
+        functions come back as `Lifted`. So the key path `keystr` prints for a
+        leaf can be followed by hand, as in
+        `opt.update.captures['update_fns'][0].captures['tx'].update.captures['b1']`.
+        A partial's `args`, `keywords` and `func` read the same way. So do a
+        bound method's `__func__` and `__self__`.
         """
-        return captures_of(self, Lifted)
+        return captures_of(self, _as_lifted)
 
     if not TYPE_CHECKING:  # typos in attribute names stay type errors
 
@@ -363,7 +368,7 @@ class Lifted(Generic[_P, _R]):
             # (`.args[0]`, `.func`, ...), never lift's own state.
             if name.startswith("_") and name not in ("__func__", "__self__"):
                 raise AttributeError(name)
-            value = attribute_of(self, name, Lifted)
+            value = attribute_of(self, name, _as_lifted)
             if value is _NOT_FOUND:
                 raise missing_attribute(self, name)  # `lift.lift(optax.adam).init`
             return value
@@ -418,15 +423,26 @@ def construct(
     fn: Callable[..., Any],
     names: frozenset[str],
     dynamic: Callable[[Any], bool] | DynamicNames | None,
+    check: bool = True,
 ) -> Lifted[Any, Any]:
-    """`fn` lifted with these options into an instance of `cls`, as `Lifted.__init__`
-    lifts it, whatever `cls.__init__` takes (a subclass's own may take `fn`
-    alone): for the instances lift makes of a class it was given (unpickling,
-    `lift.lift(sub_instance, static=...)`, `Sub.closure_convert`)."""
+    """`fn` lifted into an instance of `cls`, whatever `cls.__init__` takes.
+
+    A subclass's own `__init__` may take `fn` alone. Unpickling,
+    `lift.lift(pytree)`, `Sub.closure_convert` and `Lifted.captures` make
+    theirs here. `check`: whether names no capture has are refused.
+    """
     self = object.__new__(cls)
     self._capture(fn, names, dynamic)
-    check_names(names, dynamic, self._skeleton.names, fn, caller_name(cls))
+    if check:
+        check_names(names, dynamic, self._skeleton.names, fn, caller_name(cls))
     return self
+
+
+def _as_lifted(obj: Any, names: frozenset[str], dynamic: Any) -> Any:
+    """`obj` as a `Lifted` with these options, for `captures` at depth."""
+    if isinstance(obj, Lifted):
+        return cast(Any, obj)
+    return construct(Lifted, obj, names, dynamic, check=False)
 
 
 def _unpickle(
@@ -466,8 +482,9 @@ def _set_attribute(self: Lifted[Any, Any], name: str, value: Any) -> None:
 
 
 def rebuilt(x: Lifted[Any, Any]) -> Callable[..., Any]:
-    """A new function with fresh cells holding `x`'s current leaves (what
-    `lift.unlift` gives)."""
+    """A new function with fresh cells holding `x`'s current leaves.
+
+    `lift.unlift` gives it."""
     return build(x._skeleton, x._arrays())
 
 

@@ -1,19 +1,16 @@
 """optax optimizers that are objects rather than pytrees: `optax.MultiSteps`.
 
-`optax.MultiSteps(opt, k)` keeps the optimizer it wraps in its attributes, and
-its `gradient_transformation()` is a pair of bound methods of it. An object that
-is not a pytree is a static capture, compared by identity, so lifting those
-methods left the inner optimizer's learning rate out of reach: one program per
-object. `lift` takes such an object apart instead: the same optimizer as a pair
-of functions that capture the object's class and attributes (walked like any
-capture, so the inner optimizer's hyperparameters are leaves) and call the
-method on an instance rebuilt from them.
+`optax.MultiSteps(opt, k)` keeps the optimizer it wraps in its attributes.
+Its `gradient_transformation()` is a pair of its bound methods. An object that
+is not a pytree is a static capture, compared by identity. `lift` takes such
+an object apart. It makes a pair of functions capturing the object's class
+and attributes. They call the method on an instance rebuilt from them. The
+captures are walked like any, so the inner hyperparameters are leaves.
 
-The pair is a named tuple of the object's own `GradientTransformation` type
-extended with the rest of the object's API (`MultiSteps.has_updated`,
-`inner_opt`, ...): those are read from an instance rebuilt from the lifted
-`update`'s current captures, so they see its leaves (tracers under a trace),
-and `gradient_transformation()` is the pair itself.
+The pair is a named tuple of the object's `GradientTransformation` type. It
+has the rest of the object's API too (`has_updated`, `inner_opt`, ...). Those
+read an instance rebuilt from the lifted `update`'s captures, so they see its
+leaves. `gradient_transformation()` is the pair itself.
 """
 
 from __future__ import annotations
@@ -29,8 +26,10 @@ __all__ = ["as_functions"]
 
 
 def as_functions(obj: Any) -> Any | None:
-    """`obj` as a `GradientTransformation` of functions, or `None` when it is not an
-    object with optax's `gradient_transformation()` (or that method's result)."""
+    """`obj` as a `GradientTransformation` of functions, or `None`.
+
+    `None` is for anything but an object with optax's
+    `gradient_transformation()`, or that method's result."""
     owner = _owner(obj)
     if owner is None:
         return None
@@ -53,8 +52,9 @@ TAKES_APART.append(as_functions)
 
 @functools.cache
 def _transformation_type(base: type[Any], cls: type[Any]) -> type[Any]:
-    """`base` (a `GradientTransformation`: a named tuple, flattened as one) named
-    after `cls` and answering for `cls`'s other attributes."""
+    """`base`, a `GradientTransformation`, named after `cls`.
+
+    It answers for `cls`'s other attributes, and flattens as a named tuple."""
     namespace: dict[str, Any] = {
         "__slots__": (),
         "__module__": __name__,
@@ -88,8 +88,7 @@ def _attribute(self: Any, name: str) -> Any:
 
 
 def _itself(self: Any) -> Any:
-    """This `GradientTransformation` (the object's own returns its bound methods,
-    of which this is the lifted form)."""
+    """This `GradientTransformation`: the lifted form of the object's own."""
     return self
 
 
@@ -113,8 +112,10 @@ def _rebuilt(transformation: Any) -> Any:
 
 
 def _owner(value: Any) -> Any | None:
-    """The object holding the optimizer's state: `obj` itself, or the `self` of
-    the `init` and `update` of a `GradientTransformation` made by it."""
+    """The object holding the optimizer's state.
+
+    It is `obj` itself, or the `self` of a transformation's `init` and
+    `update`."""
     obj: Any = value
     if issubclass(type(value), tuple):  # through the type: `value` may be hostile
         init: Any = getattr(value, "init", None)

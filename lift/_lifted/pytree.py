@@ -1,7 +1,9 @@
 # pyright: reportPrivateUsage=false
-"""A `Lifted` as a pytree: its leaves (Python scalars converted once) and its
-skeleton as the treedef's static data; and the function it stands for, as the
-leak scan opens it."""
+"""A `Lifted` as a pytree, and as the leak scan opens it.
+
+Its leaves are its captures, Python scalars converted once. Its skeleton is
+the treedef's static data. With `lift._lifted.lifted`, the only module reading
+a `Lifted`'s slots."""
 
 from __future__ import annotations
 
@@ -32,8 +34,9 @@ def _live_static(x: Any, live: str) -> LiftError:
 
 
 def register(cls: type[Any]) -> None:
-    """Register `cls` (`Lifted` or a subclass) as a pytree, and as a holder of
-    its function for the leak scan."""
+    """Register `cls`, `Lifted` or a subclass, as a pytree.
+
+    It is also the holder of its function for the leak scan."""
 
     def flatten(x: Any) -> tuple[tuple[Any, ...], Skeleton]:
         flat = x._flat
@@ -70,8 +73,9 @@ def register(cls: type[Any]) -> None:
 
 
 def _as_held(x: Any) -> Callable[..., Any]:
-    """The function `x` stands for, as the leak scan opens it: rebuilt from its
-    leaves as they are, its Python floats left unconverted (converting them
-    would place them on the device, and at the width, in effect during the
-    scan instead of at `x`'s own first use: a scan changes nothing)."""
+    """The function `x` stands for, as the leak scan opens it.
+
+    It is rebuilt from the leaves as they are, Python floats unconverted.
+    Converting them would fix their device and width at the scan. A scan
+    changes nothing."""
     return build(x._skeleton, x._flat if x._flat is not None else x._leaves)

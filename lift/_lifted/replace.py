@@ -29,8 +29,9 @@ def _is_none(x: Any) -> bool:
 
 
 def _owner(path: tuple[Any, ...]) -> str | None:
-    """The root's captured variable a leaf belongs to, from its key path: the
-    root `Lifted`'s `CapturePath` first, then the keys into a leaf that
+    """The root's captured variable a leaf belongs to, from its key path.
+
+    The root's `CapturePath` comes first. Then come the keys into a leaf that
     `jax.tree.map` made a pytree (`lambda x: (x, x)`)."""
     entries = cast(CapturePath, path[0]).entries
     if len(entries) >= 2 and entries[0] in _OWN and type(entries[1]) is jtu.DictKey:
@@ -60,20 +61,18 @@ def _named(path: tuple[Any, ...]) -> set[str]:
 def replace(lifted: _L, /, **captures: Any) -> _L:
     """A copy of `lifted` with some of its captured variables replaced, by name.
 
-    The names are the function's own, as [`Lifted.captures`][lift.Lifted.captures]
-    has them: the free variables, defaults and partial keywords of the function
-    that was lifted. Lift a factory's partial, and the names are the arguments
-    you gave it (`functools.partial(optax.adam, learning_rate=0.1)` captures
-    `learning_rate`); a lifted optax optimizer's names are optax's own
-    (`step_size`, holding `-learning_rate`). A name that is not the function's
-    own, or any name given a pytree of `Lifted`s (a built optimizer lifted,
-    `lift.lift(optax.contrib.reduce_on_plateau(factor=0.5))`), is looked for at
-    any depth, as `dynamic=` names are: every leaf of a variable so named.
+    The names are the function's own, as
+    [`Lifted.captures`][lift.Lifted.captures] has them. They are the free
+    variables, defaults and partial keywords of the lifted function. Lift a
+    factory's partial, and the names are the arguments you gave it. A lifted
+    optax optimizer's names are optax's own (`step_size`, not
+    `learning_rate`). A name that is not the function's own is looked for at
+    any depth, as `dynamic=` names are. So is any name given a pytree of
+    `Lifted`s, such as a built optimizer lifted whole.
 
-    A value replaces every leaf of its variable: one value for them all (an
-    `in_axes` prefix's `0`), or a pytree with a leaf for each (a tuple for a
-    tuple). It works on an `in_axes` prefix made by `jax.tree.map`, whose
-    leaves are `None`.
+    A value replaces every leaf of its variable. It is one value for them all
+    (an `in_axes` prefix's `0`), or a pytree with a leaf for each. It works on
+    an `in_axes` prefix made by `jax.tree.map`, whose leaves are `None`.
 
     **Arguments:**
 
@@ -83,8 +82,8 @@ def replace(lifted: _L, /, **captures: Any) -> _L:
     **Returns:**
 
     A `Lifted` of the same type and structure, the other leaves unchanged.
-    Static captures (a `nesterov=True`) are part of the program and cannot be
-    replaced: lift a new partial instead.
+    Static captures (a `nesterov=True`) are part of the program. They cannot
+    be replaced: lift a new partial instead.
 
     ```python
     import functools

@@ -1,14 +1,12 @@
 """flax serialization of a `Lifted`: its leaves as a state dict, keyed by key path.
 
-`flax.serialization` (`to_bytes`/`from_bytes`, `to_state_dict`/`from_state_dict`,
-and the checkpointers that read state dicts) finds handlers by exact type. Every
-`Lifted` class gets one as soon as both it and `flax.serialization` exist, in
-either order, through a post-import hook (`wrapt`): `import lift` never imports
-flax, and a `Lifted` made before flax was imported serializes all the same.
+`flax.serialization` finds handlers by exact type. Every `Lifted` class gets
+one once both it and `flax.serialization` exist, in either order. A
+post-import hook (`wrapt`) does it: `import lift` never imports flax.
 
-A state dict holds the leaves only, each under the `keystr` of its key path
-(`".captures['learning_rate']"`): the code comes from the program that restores
-it, through the target `Lifted` that `from_state_dict` is given.
+A state dict holds the leaves only. Each sits under the `keystr` of its key
+path (`".captures['learning_rate']"`). The code comes from the program that
+restores it, through the target `Lifted`.
 """
 
 from __future__ import annotations
@@ -29,8 +27,10 @@ __all__ = ["from_state_dict", "register", "to_state_dict"]
 
 
 def register(cls: type[Any]) -> None:
-    """Give `cls` flax state-dict handlers once `flax.serialization` is imported
-    (now, if it already is). A handler the user registered first is kept."""
+    """Give `cls` flax state-dict handlers once `flax.serialization` is imported.
+
+    That is now, if it already is. A handler the user registered first is
+    kept."""
 
     def hook(serialization: ModuleType) -> None:
         if not serialization.is_serializable(cls):
@@ -66,15 +66,17 @@ def _is_key(x: Any) -> bool:
 
 
 def _storable(leaf: Any) -> Any:
-    """A leaf as flax can write it: a typed PRNG key as its key data (NumPy
-    cannot hold a key, so msgpack could not either)."""
+    """A leaf as flax can write it: a typed PRNG key as its key data.
+
+    NumPy cannot hold a key, so msgpack could not either."""
     return jax.random.key_data(leaf) if _is_key(leaf) else leaf
 
 
 def from_state_dict(target: LiftedParts, state: dict[str, Any]) -> Any:
-    """`target` with the leaves of `state`, each cast to its target leaf's dtype,
-    shape and weak type (so a restored optimizer compiles and computes as the
-    one saved)."""
+    """`target` with the leaves of `state`.
+
+    Each is cast to its target leaf's dtype, shape and weak type. A restored
+    optimizer compiles and computes as the one saved."""
     keys, leaves = _keys(target)
     known = set(keys)
     missing = [k for k in keys if k not in state]

@@ -104,6 +104,16 @@ class CodeInfo:
         self.branches_on_params = flows
         self._operands: dict[int, frozenset[Source]] | None = None
 
+    # Compared by code value (two lambdas differing in a constant differ),
+    # hashed by the hash computed once: the code's part of a skeleton's key.
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not CodeInfo:
+            return False
+        return self is other or (self.hash == other.hash and self.code == other.code)
+
+    def __hash__(self) -> int:
+        return self.hash
+
     def operands(self, offset: int) -> frozenset[Source]:
         """The free variables and parameters the operands of the instruction at
         `offset` were computed from, through calls too (`if positive(lr):`,

@@ -6,5 +6,5 @@ Imports `_rule` and beneath.
 - `paths`: where each leaf sits, as key paths.
 - `rebuild`: plain functions made afresh from a skeleton and leaves.
 - `repr`: a `Lifted` as people read it.
-- `skeleton`: the static half of a lifted function.
+- `skeleton`: the static half of a lifted function, and a `Lifted`'s accessors.
 """

@@ -1,10 +1,9 @@
 """The nodes of a skeleton: what the walk records for each holder it meets.
 
-A function, its cells, a partial, a bound method and a registered holder
-(`lift.jit` functions) are each a node; every captured value is a `Template`,
-a pytree structure whose slots are dynamic leaf indices (`int`), references to
-other nodes (`Ref`) or static values (`Static`). Each node's `key` is what
-two skeletons compare."""
+A function, its cells, a partial, a bound method and a `lift.jit` function
+are each a node. Every captured value is a `Template`: a pytree structure
+with slots. A slot is a leaf index (`int`), another node (`Ref`) or a static
+value (`Static`). Each node's `key` is what two skeletons compare."""
 
 from __future__ import annotations
 
@@ -12,6 +11,7 @@ import types
 from collections.abc import Callable, Sequence
 from typing import Any, Final, TypeAlias, cast
 
+from .._base.caches import BoundedDict
 from .._base.errors import LiftError
 from .._holders import trees as jtu
 from .._holders.closure import Holder
@@ -30,6 +30,7 @@ __all__ = [
     "Slot",
     "Static",
     "Template",
+    "atom_static",
 ]
 
 
@@ -44,8 +45,10 @@ class Ref:
 
 
 class Static:
-    """A slot holding a static value: compared by type and value at every depth
-    (`lift._holders.closure.static_key`) when hashable, by identity otherwise."""
+    """A slot holding a static value.
+
+    A hashable one compares by type and value at every depth
+    (`lift._rule.static.static_key`). Any other compares by identity."""
 
     __slots__ = ("_hash", "_key", "slot_key", "value")
 
@@ -86,18 +89,30 @@ class Static:
 
 Slot: TypeAlias = "int | Ref | Static"
 
+# One `Static` per exact scalar seen lately (`None`, `True`, `0`, a name).
+_ATOM_STATICS: BoundedDict[tuple[type[Any], Any], Static] = BoundedDict(512)
+
+
+def atom_static(value: Any) -> Static:
+    """The `Static` of a value of an exact scalar type (`EXACT`), shared."""
+    key: tuple[type[Any], Any] = (type(value), value)  # pyright: ignore[reportUnknownVariableType]
+    found = _ATOM_STATICS.get(key)
+    if found is None:
+        found = _ATOM_STATICS.add(key, Static(value, key))
+    return found
+
 
 class Template:
     """One captured value: a pytree structure and what stands in each slot.
 
-    `treedef` is JAX's (dicts in sorted key order), and `slots` follow its leaf
-    order. `order` is `None`, or for values holding dicts whose keys are not in
-    sorted order or not all strings: a treedef that rebuilds each dict in its
-    insertion order, the permutation of slots it takes, and the dict keys by
-    type and value (JAX compares them with `==`, so `1` and `1.0` would mix).
+    `treedef` is JAX's, dicts in sorted key order; `slots` follow its leaves.
+    `order` is `None` unless a dict's keys are unsorted or not all strings.
+    Then it holds a treedef rebuilding each dict in insertion order, the
+    permutation of slots, and the keys by type and value. (JAX compares keys
+    with `==`, so `1` and `1.0` would mix.)
 
-    `owner` (the node holding the capture) and `label` (how it is reached from
-    the owner) are for messages and key paths only.
+    `owner` is the node holding the capture. `label` says how the owner
+    reaches it. Both serve messages and key paths only.
     """
 
     __slots__ = ("aux", "copies", "key", "label", "order", "owner", "slots", "treedef")
@@ -109,6 +124,7 @@ class Template:
         owner: int,
         label: Label,
         order: tuple[jtu.TreeDef, tuple[int, ...], Any] | None = None,
+        aux: Any = ...,
     ) -> None:
         self.treedef = treedef
         self.slots = slots
@@ -119,18 +135,20 @@ class Template:
         # `False` once a rebuild found none.
         self.copies = treedef is not None
         # Compared and hashed in C: a static by its key, a reference by index.
-        keys: tuple[Any, ...] = (
-            slots
-            if len(slots) == 1 and type(slots[0]) is int  # one leaf: the common case
-            else tuple(
-                s if type(s) is int else cast("Ref | Static", s).slot_key for s in slots
+        if treedef is None:  # one slot: the common case
+            one = slots[0]
+            self.aux = None
+            self.key: tuple[Any, ...] = (
+                None,
+                slots if type(one) is int else (cast("Ref | Static", one).slot_key,),
             )
+            return
+        keys = tuple(
+            s if type(s) is int else cast("Ref | Static", s).slot_key for s in slots
         )
         # The treedef's static data by its exact key (JAX compares it with `==`).
-        self.aux = None if treedef is None else aux_key(treedef)
-        self.key: tuple[Any, ...] = (
-            (treedef, keys) if order is None else (treedef, keys, order)
-        )
+        self.aux = aux_key(treedef) if aux is ... else aux
+        self.key = (treedef, keys) if order is None else (treedef, keys, order)
         if self.aux is not None:
             self.key += (self.aux,)
 
@@ -140,8 +158,7 @@ class Template:
         return self.label.variable
 
     def slot_values(self, leaves: Sequence[Any], objs: Sequence[Any]) -> list[Any]:
-        """What fills each slot: a leaf of `leaves`, a rebuilt node of `objs`
-        or a static value."""
+        """What fills each slot: a leaf, a rebuilt node or a static value."""
         return [
             leaves[s]
             if type(s) is int
@@ -155,8 +172,9 @@ class Template:
         return self.unflatten(self.slot_values(leaves, objs))
 
     def unflatten(self, values: Sequence[Any]) -> Any:
-        """The captured value's structure with `values` in its slots (slot
-        order), dicts in their insertion order."""
+        """The captured value with `values` in its slots.
+
+        Dicts keep their insertion order."""
         if self.treedef is None:
             return values[0]
         if self.order is not None:
@@ -172,13 +190,13 @@ Part: TypeAlias = tuple[Label, Template]
 
 
 class CellNode:
-    """A closure cell; `template is None` for an empty cell. Cells shared by several
-    functions of one graph stay shared in the rebuilt graph.
+    """A closure cell; `template is None` for an empty cell.
 
-    An empty cell is the user's own (`cell`, compared by identity): Python binds
-    it later (`super()`'s `__class__` once the class exists, a decorated
-    function's own name once the decorator returns), and the rebuilt function
-    reads it then, as the original does.
+    Cells shared by several functions stay shared in the rebuilt graph.
+
+    An empty cell is the user's own (`cell`, compared by identity). Python
+    binds it later: `super()`'s `__class__`, a decorated function's own name.
+    The rebuilt function reads it then, as the original does.
     """
 
     kind: Final = "cell"  # what a node is called in messages and reprs
@@ -210,12 +228,12 @@ class CellNode:
 
 
 class FunctionNode:
-    """A `types.FunctionType`: code, globals, cells and its other parts (defaults,
-    keyword-only defaults, attributes: see `lift._holders.closure.function_parts`).
+    """A `types.FunctionType`: code, globals, cells and its other parts.
 
-    `has_defaults`/`has_kwdefaults` tell `None` from empty. Name, qualified name,
-    docstring, module and annotations are compared too: a rebuilt function has
-    them, so two functions that differ in them are not interchangeable.
+    The other parts are defaults, keyword-only defaults and attributes
+    (`lift._holders.closure.function_parts`). `has_defaults` and
+    `has_kwdefaults` tell `None` from empty. Name, qualified name, docstring
+    and module are compared too: a rebuilt function has them.
     """
 
     kind: Final = "function"
@@ -255,12 +273,12 @@ class FunctionNode:
         self.meta = meta
         self.key = (
             "fn",
-            _CodeKey(info),
+            info,
             ById(globals_),
             name,
             qualname,
             cells,
-            tuple((label.ident, t.key) for label, t in parts),
+            tuple([(label.ident, t.key) for label, t in parts]) if parts else (),
             has_defaults,
             has_kwdefaults,
             meta,
@@ -274,8 +292,10 @@ class FunctionNode:
         return self._parts
 
     def own_attribute(self) -> Part | None:
-        """The first attribute the function has of its own, which a call may
-        set (`f.calls = f.calls + 1`): not `functools.wraps`'s dunders."""
+        """The first attribute of the function's own, which a call may set.
+
+        An example is `f.calls = f.calls + 1`; `functools.wraps`'s dunders
+        do not count."""
         for label, t in self._parts:
             if label.kind == ATTR and not str(label.key).startswith("__"):
                 return label, t
@@ -283,9 +303,10 @@ class FunctionNode:
 
 
 class HolderNode:
-    """A partial, a bound method or a `lift.jit` function: a holder
-    (`lift._holders.closure.Holder`), its static part (a partial's class) and
-    its parts, the first its function."""
+    """A partial, a bound method or a `lift.jit` function.
+
+    It keeps the holder (`lift._holders.closure.Holder`), its static part (a
+    partial's class) and its parts. The first part is its function."""
 
     __slots__ = ("_parts", "func", "holder", "key", "static")
 
@@ -315,10 +336,11 @@ Node: TypeAlias = "FunctionNode | CellNode | HolderNode"
 
 
 class _UserCell:
-    """The key of a user's cell, empty when captured. Two are equal while both
-    are still empty (a program traced then never read either) or when they are
-    the same cell; a cell Python has bound since differs from every other, so a
-    program that read one is never served for another."""
+    """The key of a user's cell, empty when captured.
+
+    Two are equal while both are empty, or when they are the same cell. A
+    cell bound since differs from every other. A program that read one is
+    never served for another."""
 
     __slots__ = ("cell",)
 
@@ -342,32 +364,14 @@ def _empty(cell: Any) -> bool:
     return False
 
 
-class _CodeKey:
-    """Compares code objects by value (two lambdas that differ in a constant never
-    compare equal) while hashing with the hash computed once per code object."""
-
-    __slots__ = ("info",)
-
-    def __init__(self, info: CodeInfo) -> None:
-        self.info = info
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not _CodeKey:
-            return False
-        a, b = self.info, other.info
-        return a is b or (a.hash == b.hash and a.code == b.code)
-
-    def __hash__(self) -> int:
-        return self.info.hash
-
-
 def function_meta(fn: types.FunctionType) -> Static:
-    """A function's docstring, module and annotations, as one static keyed by
-    the docstring and module only: annotations never change what the code
-    computes, and are new objects at every `def` (jaxtyping's `Float[Array,
-    "n"]`, 3.12's type parameters), so keying on them would compile every new
-    closure anew. Each `Lifted` keeps its own skeleton, so it rebuilds its own
-    function's signature."""
+    """A function's docstring, module and annotations, as one static.
+
+    Its key is the docstring and module only. Annotations never change what
+    the code computes. They are new objects at every `def` (jaxtyping's
+    `Float[Array, "n"]`). Keying on them would compile every new closure anew.
+    Skeletons with other annotations are never one object (`interned`), so
+    each rebuilds its own signature."""
     doc, annotations = fn.__doc__, fn.__annotations__
     module = cast(object, fn.__module__)  # `None` for code exec'd without `__name__`
     value = (doc, module, dict(annotations) if annotations else None)
@@ -379,9 +383,11 @@ def function_meta(fn: types.FunctionType) -> Static:
 def rebuild_order(
     nodes: list[Node], where: Callable[[int], str] = lambda i: f"node {i}"
 ) -> tuple[int, ...]:
-    """The holder nodes (partials, methods, `lift.jit` functions), each after
-    the holder nodes it refers to. A cycle of them is refused, each named by
-    `where` (the function capturing it and the variable)."""
+    """The holder nodes, each after the holder nodes it refers to.
+
+    Holders are partials, methods and `lift.jit` functions. A cycle of them
+    is refused. `where` names each: the function capturing it and the
+    variable."""
     pending = {
         i: {
             s.index

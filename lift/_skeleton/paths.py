@@ -1,14 +1,14 @@
 """Where each leaf sits: the key paths of a `Lifted`.
 
-`tree_flatten_with_path` of a `Lifted` gives each leaf one `CapturePath` entry
-that reads like `.captures['inner'].captures['lr']`, built from the standard
-`jax.tree_util` keys. Paths are computed once per skeleton, top-down, in time and
-memory linear in the graph.
+`tree_flatten_with_path` of a `Lifted` gives each leaf one `CapturePath`.
+It reads like `.captures['inner'].captures['lr']`, made of `jax.tree_util`'s
+keys. Paths are computed once per skeleton, top-down, in linear time.
 """
 
 from __future__ import annotations
 
-from typing import Any, Final, cast
+from collections.abc import Callable
+from typing import Any, Final, TypeAlias, cast
 
 from .._holders import trees as jtu
 from .._holders.closure import METHOD, PARTIAL
@@ -16,7 +16,7 @@ from .._holders.labels import ARG, CAPTURES, KEYWORD, Label
 from .._holders.trees import treedef_paths
 from .nodes import FunctionNode, Ref, Template
 from .rebuild import build_nodes
-from .skeleton import LiftedParts, Skeleton, arrays_of, capture_into, skeleton_of
+from .skeleton import LiftedParts, Skeleton, arrays_of, skeleton_of
 
 __all__ = [
     "CapturePath",
@@ -30,9 +30,9 @@ __all__ = [
 def leaf_paths(skeleton: Skeleton) -> tuple[CapturePath, ...]:
     """A key path for every leaf, e.g. `.captures['inner'].captures['lr']`.
 
-    Computed once, top-down, in time and memory linear in the graph: a path
-    longer than `2 * _PATH_KEEP` entries (a closure nested thousands deep)
-    keeps its first and last `_PATH_KEEP` entries around an `Elided` entry.
+    Computed once, top-down, in time and memory linear in the graph. A path
+    longer than `2 * _PATH_KEEP` entries keeps its first and last
+    `_PATH_KEEP` entries around an `Elided` one.
     """
     cached: tuple[CapturePath, ...] | None = skeleton.paths
     if cached is None:
@@ -120,13 +120,12 @@ class CapturePath:
     """The key entry of a `Lifted` in a key path: the whole way to one leaf.
 
     `jax.tree_util.tree_flatten_with_path` gives each leaf of a `Lifted` one
-    `CapturePath`. `str()` (and so `jax.tree_util.keystr`) reads like
-    `.captures['inner'].captures['lr']`, Python that reaches the leaf from the
-    `Lifted`: captured functions come back from
-    [`Lifted.captures`][lift.Lifted.captures] lifted in turn. `entries` holds
-    the standard `jax.tree_util` keys (`GetAttrKey`, `DictKey`, `SequenceKey`,
-    ...) it stands for. A path nested thousands of functions deep keeps its
-    first and last 16 entries around an `Elided` one.
+    `CapturePath`. Its `str()` reads like `.captures['inner'].captures['lr']`.
+    That is Python reaching the leaf from the `Lifted`. Captured functions
+    come back from [`Lifted.captures`][lift.Lifted.captures] lifted in turn.
+    `entries` holds the `jax.tree_util` keys it stands for (`GetAttrKey`,
+    `DictKey`, ...). A path thousands of functions deep keeps its first and
+    last 16 entries around an `Elided` one.
 
     ```python
     import jax
@@ -176,11 +175,17 @@ def _root_parts(skeleton: Skeleton) -> list[tuple[Label, Template]]:
     return [(label, t) for label, t in skeleton.parts_of(0) if t is not None]
 
 
+# Makes a rebuilt function a `Lifted`, given the options (one is kept as it is).
+AsLifted: TypeAlias = Callable[[Any, frozenset[str], Any], Any]
+
+
 def _materializer(
-    x: LiftedParts, templates: list[Template], lifted: type[Any]
+    x: LiftedParts, templates: list[Template], lifted: AsLifted
 ) -> tuple[tuple[Any, ...], list[Any]]:
-    """The leaves, and the rebuilt nodes with the functions `templates` refer to
-    as `Lifted` (lifted with `x`'s options), so `.captures` goes on at depth."""
+    """The leaves, and the rebuilt nodes.
+
+    The functions `templates` refer to are `Lifted`, with `x`'s options.
+    So `.captures` goes on at depth."""
     skeleton = skeleton_of(x)
     leaves = arrays_of(x)
     objs = build_nodes(skeleton, leaves)
@@ -194,17 +199,14 @@ def _materializer(
                 PARTIAL,
                 METHOD,
             ):
-                obj = objs[slot.index]
-                if not isinstance(obj, lifted):
-                    view = object.__new__(lifted)
-                    capture_into(view, obj, names, dynamic)
-                    objs[slot.index] = view
+                objs[slot.index] = lifted(objs[slot.index], names, dynamic)
     return leaves, objs
 
 
-def captures_of(x: LiftedParts, lifted: type[Any]) -> dict[str, Any]:
-    """`x.captures`: the root's captured variables by name, current leaves, with
-    captured functions as `Lifted` (see `Lifted.captures`)."""
+def captures_of(x: LiftedParts, lifted: AsLifted) -> dict[str, Any]:
+    """`x.captures`: the root's captured variables by name.
+
+    Leaves are current; captured functions are `Lifted` (`Lifted.captures`)."""
     parts = [
         (label, t) for label, t in _root_parts(skeleton_of(x)) if label.kind in CAPTURES
     ]
@@ -217,10 +219,11 @@ def captures_of(x: LiftedParts, lifted: type[Any]) -> dict[str, Any]:
 _NOT_FOUND: Final = object()
 
 
-def attribute_of(x: LiftedParts, name: str, lifted: type[Any]) -> Any:
-    """The part of `x`'s root that a key path names `.{name}` (a partial's `args`,
-    `keywords` and `func`, a bound method's `__func__` and `__self__`), or
-    `_NOT_FOUND`."""
+def attribute_of(x: LiftedParts, name: str, lifted: AsLifted) -> Any:
+    """The part of `x`'s root that a key path names `.{name}`, or `_NOT_FOUND`.
+
+    Such parts are a partial's `args`, `keywords` and `func`, and a bound
+    method's `__func__` and `__self__`."""
     key = jtu.GetAttrKey(name)
     parts = [
         (label, t)

@@ -1,11 +1,10 @@
 """Rebuilding plain Python functions from a skeleton and leaves.
 
-Every function is made afresh with `types.FunctionType` and new cells
-(`types.CellType`): nothing of the function the skeleton was captured from is
-reused (but an empty cell, which Python fills later), so the user's function,
-cells and defaults are never touched. Cells
-shared by several functions of the graph stay shared; recursion and cycles are
-closed by creating every cell empty first and filling it last.
+Every function is made afresh with `types.FunctionType` and new cells.
+Nothing of the captured function is reused but an empty cell, which Python
+fills later. The user's function, cells and defaults are never touched. Cells
+shared by several functions stay shared. Every cell is made empty first and
+filled last, which closes recursion and cycles.
 """
 
 from __future__ import annotations
@@ -30,8 +29,9 @@ __all__ = ["build", "build_nodes", "importable"]
 
 
 def build(skeleton: Skeleton, leaves: Sequence[Any]) -> Callable[..., Any]:
-    """The root of the graph, rebuilt as a plain Python function (or partial, or
-    bound method) whose captures are `leaves`."""
+    """The root of the graph rebuilt, its captures `leaves`.
+
+    It is a plain function, a partial or a bound method."""
     return build_nodes(skeleton, leaves)[0]
 
 
@@ -40,9 +40,9 @@ def build_nodes(
     leaves: Sequence[Any],
     made: list[tuple[Template, Any]] | None = None,
 ) -> list[Any]:
-    """Every node of the graph rebuilt (cells included), index-aligned with
-    `skeleton.nodes`; in `made`, each capture that may rebuild a list or dict,
-    with its value."""
+    """Every node of the graph rebuilt, cells included, as `skeleton.nodes`.
+
+    `made` gets each capture that may rebuild a list or dict, with its value."""
     nodes = skeleton.nodes
     objs: list[Any] = [None] * len(nodes)
 
@@ -88,9 +88,9 @@ def build_nodes(
 
 
 def importable(rebuilt: Callable[..., Any]) -> Any:
-    """The function behind a `Lifted` rebuilt from leaves (`rebuilt`, its
-    function), as pickle can find it: the module-level function of the same
-    code (or a partial of it)."""
+    """A rebuilt function as pickle can find it.
+
+    That is the module-level function of the same code, or a partial of it."""
     target = rebuilt.func if isinstance(rebuilt, functools.partial) else rebuilt
     module = sys.modules.get(getattr(target, "__module__", None) or "")
     found: Any = module

@@ -1,7 +1,8 @@
-"""The repr of a `Lifted`: its function's name and its captures, leaves as
-dtype and shape (`float32[]=0.001`), statics as people read them, captured
-functions nested a few levels (IPython prints it too); treescope's rendering
-shows the same."""
+"""The repr of a `Lifted`: its function's name and its captures.
+
+Leaves show dtype and shape (`float32[]=0.001`); statics show as people read
+them. Captured functions nest a few levels. treescope's rendering shows the
+same."""
 
 from __future__ import annotations
 
@@ -21,8 +22,7 @@ __all__ = ["pformat", "treescope_repr"]
 
 
 def _leaf_str(x: Any) -> str:
-    """A dynamic leaf: dtype and shape, and the value of a scalar
-    (`float32[]=0.001`, printed as its own dtype prints it)."""
+    """A dynamic leaf: dtype and shape, and a scalar's value (`float32[]=0.001`)."""
     if type(x) is _Shown:  # a nested `Lifted`'s leaf, already described
         return x.text
     shape = getattr(x, "shape", None)
@@ -44,8 +44,9 @@ def _leaf_str(x: Any) -> str:
 
 
 def _static_part(value: Any) -> str:
-    """A static capture: a list, dict or set (the user's own object) item by
-    item, its first `_ITEMS` items and a count of the others."""
+    """A static capture; your own list, dict or set item by item.
+
+    It shows the first `_ITEMS` items and a count of the others."""
     t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
     if t is not list and t is not dict and t is not set:
         return static_str(value)
@@ -133,8 +134,9 @@ def _template_str(
 def _node_str(
     skeleton: Skeleton, index: int, leaves: tuple[Any, ...], depth: int, shown: set[int]
 ) -> str:
-    """A node and its captures: `name(var=value, ...)`, nested functions to
-    `_DEPTH` levels, each node spelled out once."""
+    """A node and its captures: `name(var=value, ...)`.
+
+    Nested functions go `_DEPTH` levels; each node is spelled out once."""
     node = skeleton.nodes[index]
     head = node_head(node)
     if index in shown or depth > _DEPTH:
@@ -158,9 +160,10 @@ def _node_str(
 
 
 def pformat(x: LiftedParts) -> str:
-    """`Cls(qualname(var=value, ...))`: dynamic captures as dtype and shape, with
-    the value of a scalar (`float32[]=0.001`), static ones as their value
-    (`nesterov=False`)."""
+    """`Cls(qualname(var=value, ...))`.
+
+    Dynamic captures show dtype and shape, and a scalar's value. Static ones
+    show their value (`nesterov=False`)."""
     leaves = leaves_as_shown(x)
     level = _depth.level
     if level > _DEPTH:  # a `Lifted` inside a capture, deep down
@@ -169,9 +172,10 @@ def pformat(x: LiftedParts) -> str:
 
 
 def treescope_repr(x: LiftedParts, path: str | None, subtree_renderer: Any) -> Any:
-    """treescope's rendering of a `Lifted` (its `__treescope_repr__`): the
-    function's qualified name and its captures, captured functions nested to
-    `_DEPTH` levels. treescope is imported here, never by `import lift`."""
+    """treescope's rendering of a `Lifted` (its `__treescope_repr__`).
+
+    It shows the qualified name and the captures, nested `_DEPTH` levels.
+    treescope is imported here, never by `import lift`."""
     from treescope import (  # pyright: ignore[reportMissingTypeStubs]
         rendering_parts,
         repr_lib,

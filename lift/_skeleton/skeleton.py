@@ -1,19 +1,21 @@
+# pyright: reportPrivateUsage=false
 """The static half of a lifted function: its graph of code and static captures.
 
-A `Skeleton` describes a graph of nodes (functions, their cells, partials and
-bound methods). Every captured value is a `Template`: a pytree structure whose
-slots are dynamic leaf indices (`int`), references to other nodes (`Ref`) or
-static values (`Static`). The skeleton is hashable, its hash computed once, and
-is the pytree aux data of a `Lifted`: two skeletons are equal exactly when the
-functions would behave the same given the same leaves.
+A `Skeleton` describes a graph of functions, cells, partials and methods.
+Every captured value is a `Template` (`lift._skeleton.nodes`). The skeleton
+is hashable, its hash computed once. It is the pytree aux data of a `Lifted`.
+Two are equal exactly when the functions behave alike on the same leaves.
+Equal ones alive are one object (`interned`).
 
-`lift._skeleton.rebuild.build` turns a skeleton and leaves back into plain Python
-functions; `lift._skeleton.paths` names where each leaf sits.
+`lift._skeleton.rebuild.build` turns a skeleton and leaves back into functions.
+`lift._skeleton.paths` names where each leaf sits.
 """
 
 from __future__ import annotations
 
+import functools
 import os
+import weakref
 from collections.abc import Callable
 from typing import Any, Final, Protocol, cast
 
@@ -33,7 +35,10 @@ __all__ = [
     "LiftedParts",
     "Skeleton",
     "arrays_of",
-    "capture_into",
+    "drop_built",
+    "explain",
+    "interned",
+    "leaves_of",
     "leaves_as_shown",
     "root_function",
     "root_name",
@@ -48,9 +53,8 @@ __all__ = [
 class Skeleton:
     """The static description of a lifted function graph (pytree aux data).
 
-    `nodes[0]` is the root. `order` lists partial and method nodes so that each
-    comes after the nodes it refers to. `float_leaves` are the indices of leaves
-    captured as Python scalars (for messages about Python control flow).
+    `nodes[0]` is the root. `order` lists holder nodes, each after those it
+    refers to. `float_leaves` are the leaves captured as Python scalars.
     """
 
     # Its statics were checked for hidden tracers when it was captured: the scan
@@ -70,6 +74,7 @@ class Skeleton:
         "nodes",
         "options",
         "order",
+        "own",
         "parents",
         "paths",
     )
@@ -95,10 +100,13 @@ class Skeleton:
         # inside a transform).
         self.names: frozenset[str] = frozenset()
         self.live: str | None = None
+        # The ids of your own objects it keeps: lists, dicts, sets, empty cells.
+        self.own: tuple[int, ...] = ()
         # Whether a function of the graph has attributes of its own, which a
         # call may set (`lift._copies.copies.copies_in`).
         self.has_attributes = any(
-            type(n) is FunctionNode and n.own_attribute() is not None for n in nodes
+            type(n) is FunctionNode and n.parts() and n.own_attribute() is not None
+            for n in nodes
         )
         # The options lifted with, `(static names, dynamic)`, and the function's
         # name, qualified name, docstring and module (`lift._lifted.lifted`).
@@ -108,6 +116,8 @@ class Skeleton:
         self.paths: tuple[Any, ...] | None = None
 
     def __eq__(self, other: object) -> bool:
+        if other is self:  # interned (`interned`): JAX's check of a cached treedef
+            return True
         if type(other) is not Skeleton:
             return False
         return self._hash == other._hash and self.key == other.key
@@ -138,8 +148,10 @@ class Skeleton:
         return [t for node in self.nodes for _, t in node.parts()]
 
     def parts_of(self, index: int) -> list[tuple[Label, Template | None]]:
-        """Node `index`'s parts as its captures are listed: a function's cells
-        (`None` for an empty one) first, then its other parts."""
+        """Node `index`'s parts as its captures are listed.
+
+        A function's cells come first (`None` for an empty one), then its
+        other parts."""
         node = self.nodes[index]
         cells = node.cells if isinstance(node, FunctionNode) else ()
         own: list[tuple[Label, Template | None]] = [
@@ -204,16 +216,14 @@ _SKELETON_CHARS: Final = 160
 
 
 def skeleton_repr(skeleton: Skeleton) -> str:
-    """`Skeleton(qualname (file:line), nodes=3, leaves=1, static: name=value, ...
-    #1a2b3c4d)`.
+    """`Skeleton(qualname (file:line), nodes=3, leaves=1, static: ... #1a2b3c4d)`.
 
-    The repr of a `Lifted`'s treedef, which `jax_explain_cache_misses` prints
-    twice when a static value changed: it is kept short, and leads with what most
-    often differs. Statics are named by their variable (`nesterov=True`, not its
-    whole key path, which `lift.diff` gives), those that are not `None` first,
-    equal ones counted once (`params=None (x5)`), up to `_SKELETON_CHARS`
-    characters; the fingerprint of the whole (`#1a2b3c4d`) tells apart two
-    skeletons whose shown statics agree.
+    `jax_explain_cache_misses` prints it twice when a static value changed.
+    It is short, and leads with what most often differs. Statics are named by
+    their variable (`nesterov=True`); `lift.diff` gives whole key paths. Those
+    not `None` come first, equal ones counted once (`params=None (x5)`). At
+    most `_SKELETON_CHARS` characters are shown. The fingerprint (`#1a2b3c4d`)
+    tells apart two skeletons whose shown statics agree.
     """
     from .._holders.trees import slot_path
 
@@ -253,13 +263,17 @@ def skeleton_repr(skeleton: Skeleton) -> str:
 
 
 class LiftedParts(Protocol):
-    """A `lift.Lifted` as the modules beneath `lift._lifted.lifted` read it: a skeleton
-    and its leaves (`_leaves` as captured, `_flat` converted once, `_arrays()`
-    converting them now), the name of its function and its captures by name."""
+    """A `lift.Lifted` as every module but its class's own reads it.
+
+    The class (`lift._lifted.lifted`) and its pytree registration
+    (`lift._lifted.pytree`) read its slots; every other module calls the
+    accessors below.
+    """
 
     _skeleton: Skeleton
     _leaves: tuple[Any, ...]
     _flat: tuple[Any, ...] | None
+    _built: Any
 
     __qualname__: str
 
@@ -271,28 +285,82 @@ class LiftedParts(Protocol):
 
     def _arrays(self) -> tuple[Any, ...]: ...
 
-    def _capture(self, fn: Any, names: frozenset[str], dynamic: Any) -> None: ...
-
-
-# The one place beneath `lift._lifted.lifted` that reads a `Lifted`'s private state.
+    def _explain(self, err: Exception) -> None: ...
 
 
 def skeleton_of(x: LiftedParts) -> Skeleton:
     """`x`'s skeleton: its treedef's static half."""
-    return x._skeleton  # pyright: ignore[reportPrivateUsage]
+    return x._skeleton
+
+
+def leaves_of(x: LiftedParts) -> tuple[Any, ...]:
+    """`x`'s leaves as captured (Python scalars not converted)."""
+    return x._leaves
 
 
 def arrays_of(x: LiftedParts) -> tuple[Any, ...]:
     """`x`'s leaves, its Python scalars converted (once)."""
-    return x._arrays()  # pyright: ignore[reportPrivateUsage]
+    return x._arrays()
 
 
 def leaves_as_shown(x: LiftedParts) -> tuple[Any, ...]:
-    """`x`'s leaves as they are now: converted if they were, as captured if not
-    (a repr converts nothing)."""
-    return x._flat if x._flat is not None else x._leaves  # pyright: ignore[reportPrivateUsage]
+    """`x`'s leaves as they are now: converted if they were, else as captured."""
+    return x._flat if x._flat is not None else x._leaves
 
 
-def capture_into(x: LiftedParts, fn: Any, names: frozenset[str], dynamic: Any) -> None:
-    """Lift `fn` into `x`, a `Lifted` made with `object.__new__`."""
-    x._capture(fn, names, dynamic)  # pyright: ignore[reportPrivateUsage]
+def drop_built(x: LiftedParts, built: Any) -> None:
+    """Forget `built`, if `x`'s calls still share it: the next call builds anew."""
+    if x._built is built:
+        x._built = None
+
+
+def explain(x: LiftedParts, err: Exception) -> None:
+    """Raise the error naming the capture, for JAX's concretization errors."""
+    x._explain(err)
+
+
+# -- one skeleton for equal ones ---------------------------------------------------
+
+# Alive skeletons by hash, weakly: equal ones are one object, so JAX's check
+# of a cached treedef is an identity.
+_INTERNED: dict[int, weakref.ref[Skeleton]] = {}
+
+
+def interned(skeleton: Skeleton) -> Skeleton:
+    """The skeleton alive equal to `skeleton` in all it holds, else `skeleton`.
+
+    Equal means equal keys, options and Python-scalar leaves. Your own
+    objects it keeps (lists, dicts, empty cells) and annotations must be the
+    very same. One holding a live tracer is never shared.
+    """
+    if skeleton.live is not None:
+        return skeleton
+    ref = _INTERNED.get(h := skeleton._hash)
+    old = ref() if ref is not None else None
+    if old is None:
+        _INTERNED[h] = weakref.ref(skeleton, functools.partial(_forget, h))
+    # A hash shared by unequal ones: the first stays.
+    return old if old is not None and _same(old, skeleton) else skeleton
+
+
+def _forget(h: int, ref: weakref.ref[Skeleton]) -> None:
+    if _INTERNED.get(h) is ref:
+        _INTERNED.pop(h, None)
+
+
+def _same(a: Skeleton, b: Skeleton) -> bool:
+    mine, theirs = (
+        (a.own, a.options, a.float_leaves),
+        (b.own, b.options, b.float_leaves),
+    )
+    return mine == theirs and a == b and _annotations(a) == _annotations(b)
+
+
+def _annotations(skeleton: Skeleton) -> list[list[tuple[str, int]]]:
+    """Each function's annotations by name and identity: equal ones are the
+    very same objects, so each rebuilt function keeps its own signature."""
+    return [
+        [(k, id(v)) for k, v in cast("dict[str, Any]", n.meta.value[2] or {}).items()]
+        for n in skeleton.nodes
+        if type(n) is FunctionNode
+    ]
