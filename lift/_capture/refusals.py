@@ -4,6 +4,7 @@ and what `lift` (or a `Lifted` subclass) cannot take, said with the fix."""
 
 from __future__ import annotations
 
+import dis
 import types
 from typing import Any, Final, cast
 
@@ -27,6 +28,7 @@ from .._holders.trees import (
 )
 from .._leaks.scan import NONE_LIVE, LeakWalk
 from .._rule.code import code_info
+from .._rule.flow import DEREF_LOADS, FAST_LOADS
 from .._rule.static import DynamicNames
 from .._skeleton.nodes import FunctionNode
 from .._skeleton.paths import leaf_paths
@@ -81,6 +83,9 @@ def explain_concretization(x: LiftedParts, err: BaseException) -> LiftError | No
     frame, code = last.tb_frame, last.tb_frame.f_code
     local = frame.f_locals
     sources = code_info(code).operands(last.tb_lasti)
+    if kind == "hash":  # `{0.1: y}[lr]` hashes `lr` alone, not what the dict holds
+        key = _subscript_key(code, last.tb_lasti)
+        sources = frozenset(s for s in sources if s[1] == key) or sources
     found = [
         (name, i)
         for _, name in sorted(sources)
@@ -207,6 +212,18 @@ def _converted(tb: types.TracebackType) -> set[int]:
                 out.update(id(w) for w in v if isinstance(w, Tracer))  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
         below = below.tb_next
     return out
+
+
+def _subscript_key(code: types.CodeType, offset: int) -> str | None:
+    """The variable a subscript at `offset` looks up (`table[lr]`), if it
+    loads it just before."""
+    before = None
+    for ins in dis.get_instructions(code):
+        if ins.offset == offset:
+            subscript = ins.opname == "BINARY_SUBSCR" or ins.argrepr == "[]"
+            return before if subscript else None
+        before = ins.argval if ins.opname in FAST_LOADS | DEREF_LOADS else None
+    return None
 
 
 def _foreign(value: Any, tracers: dict[int, int], held: type[Any] = Tracer) -> bool:

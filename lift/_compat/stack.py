@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import types
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 # -- Tracebacks JAX has not filtered ---------------------------------------------
 #
@@ -24,6 +24,8 @@ from jax._src import (
 
 from .._base.owners import is_user_module
 
+_C = TypeVar("_C")
+
 
 def hide_frames_of(path: str) -> None:
     """Leave the frames of the module at `path` out of the tracebacks JAX
@@ -33,6 +35,23 @@ def hide_frames_of(path: str) -> None:
     against jax 0.10.2 (`register_exclusion` in both modules), 0.8.0 and 0.12.1."""
     _traceback_util.register_exclusion(path)  # pyright: ignore[reportUnknownMemberType]
     _source_info_util.register_exclusion(path)  # pyright: ignore[reportUnknownMemberType]
+
+
+# lift's own frames, as JAX's: left out of the tracebacks JAX filters.
+_traceback_util.register_exclusion(os.path.dirname(os.path.dirname(__file__)))
+
+
+def entry_point(fun: _C) -> _C:
+    """`fun`, whose exceptions leave it as `user_frames` leaves them (JAX's
+    `api_boundary`)."""
+    return _traceback_util.api_boundary(fun)  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+
+
+def user_frames(exc: BaseException) -> None:
+    """Leave lift's frames and JAX's out of `exc`'s traceback, as JAX does at
+    its outermost entry point. Each public entry point calls it as `exc`
+    leaves; the outermost one's cut is what the user sees."""
+    filter_traceback(exc, filtering_mode())
 
 
 def filtering_mode() -> str:
@@ -60,15 +79,18 @@ def filter_traceback(exc: BaseException, mode: str) -> None:
     include = _traceback_util.include_frame  # pyright: ignore[reportUnknownMemberType]
     kept = [e for e in entries if include(e.tb_frame)]
     if len(kept) == len(entries):
-        return  # no JAX frame in it: nothing JAX would have removed
+        return  # no frame of JAX or lift in it: nothing to remove
     # As `filter_traceback`, but each entry keeps its own instruction (the frame's
     # current one has moved on since: it is handling this exception).
     out: types.TracebackType | None = None
     for e in reversed(kept):
         out = types.TracebackType(out, e.tb_frame, e.tb_lasti, e.tb_lineno)
     exc.with_traceback(out)
-    if mode == "quiet_remove_frames":
-        exc.add_note("--------------------\n" + _traceback_util._simplified_tb_msg)  # pyright: ignore[reportPrivateUsage, reportUnknownMemberType]
+    if mode == "quiet_remove_frames" and _NOTE not in getattr(exc, "__notes__", ()):
+        exc.add_note(_NOTE)
+
+
+_NOTE: Final = "--------------------\n" + _traceback_util._simplified_tb_msg  # pyright: ignore[reportPrivateUsage, reportUnknownMemberType]
 
 
 # The frames in which `jax.jit` hashes its static arguments on a cache miss (it

@@ -9,6 +9,7 @@ from typing import Any, Final, cast
 import jax
 
 from .._base.errors import static_str, type_text
+from .._compat import entry_point
 from .._holders import trees as jtu
 from .._lifted.lift import flatten_lifted, is_lifted, stops_flattening
 from .._lifted.lifted import Lifted
@@ -30,6 +31,7 @@ from .skeletons import (
 __all__ = ["diff"]
 
 
+@entry_point
 def diff(a: Any, b: Any) -> str | None:
     """Why `a` and `b` would compile separately, or `None` when they would not.
 

@@ -316,11 +316,13 @@ def diff_slots(
             diff_node(path, (x.skeleton, u.index), (y.skeleton, v.index), lines, stack)
     elif type(u) is Static and type(v) is Static:
         if u != v:
-            lines.append(
-                f"{path}: {name} = {_keyed_str(u)} vs {_keyed_str(v)}, static because "
-                f"{_why_static(x.skeleton, name, u)}{_why_apart(u, v)}"
-                + _owner(x.skeleton, x.owner)
-            )
+            for at, a, b in _apart_parts(_keyed(u), _keyed(v)):
+                whole = u.by_identity and not at
+                lines.append(
+                    f"{path}{at}: {name}{at} = {_value_str(a)} vs {_value_str(b)}, "
+                    f"static because {_why_static(x.skeleton, name, a, whole, at)}"
+                    f"{_why_apart(a, b)}{_owner(x.skeleton, x.owner)}"
+                )
     elif type(u) is not type(v):
         lines.append(
             f"{path}: {name} is {slot_str(x)} in one, {slot_str(y)} in the other"
@@ -337,25 +339,62 @@ def slot_str(x: Slot) -> str:
         node = skeleton.nodes[slot.index]
         return f"a {node.kind} ({_node_name(skeleton, slot.index)})"
     if type(slot) is Static:
-        return f"static {_keyed_str(slot)} ({_why_static(skeleton, x.name, slot)})"
+        why = _why_static(skeleton, x.name, slot.value, slot.by_identity)
+        return f"static {_value_str(_keyed(slot))} ({why})"
     return "not yet bound (an empty closure cell)"
 
 
-def _keyed_str(slot: Static) -> str:
+def _keyed(slot: Static) -> Any:
     """A static as its `Lifted` was keyed with it: a captured list, dict or set
     kept whole (the user's own object, changed since, perhaps) as it held when
     lifted, read back from its key; any other static as it is."""
     value = slot.value
-    t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
-    if (t is list or t is dict or t is set) and not slot.by_identity:
+    if type(value) in (list, dict, set) and not slot.by_identity:
         try:
-            value = _keyed_value(slot.slot_key)
+            return _keyed_value(slot.slot_key)
         except (TypeError, ValueError, IndexError, RecursionError):
             pass  # a key of a kind not read back: the value as it is now
-    if t is not set or not value:
+    return value
+
+
+def _value_str(value: Any) -> str:
+    """A static as a diff shows it: a set in sorted order, not hash order."""
+    if type(value) is not set or not value:
         return static_str(value, LIMIT)
-    text = "{" + ", ".join(sorted(map(static_str, value))) + "}"  # not hash order
+    text = "{" + ", ".join(sorted(map(static_str, cast("set[Any]", value)))) + "}"
     return text if len(text) <= LIMIT else text[: LIMIT - 3] + "..."
+
+
+_PARTS: Final = 5  # differing entries of one static said, at most
+
+
+def _apart_parts(a: Any, b: Any) -> list[tuple[str, Any, Any]]:
+    """Where two unequal statics differ, by key path (`['lr']`, `[0]`): into
+    dicts with the same keys in one order, and lists and tuples of one length,
+    at most `_PARTS` entries; whole where they part otherwise."""
+    out: list[tuple[str, Any, Any]] = []
+    stack = [("", a, b)]
+    while stack and len(out) < _PARTS:
+        at, u, v = stack.pop()
+        t: type[Any] = type(u)  # pyright: ignore[reportUnknownVariableType]
+        keys: list[Any] = (
+            list(u) if t is dict else list(range(len(u) if t in (list, tuple) else 0))
+        )
+        if (
+            keys
+            and type(v) is t
+            and keys == (list(v) if t is dict else list(range(len(v))))
+        ):
+            parts = [
+                (f"{at}[{k!r}]", u[k], v[k])
+                for k in keys
+                if Static(u[k]) != Static(v[k])
+            ]
+            if parts:
+                stack.extend(reversed(parts))
+                continue
+        out.append((at, u, v))
+    return out
 
 
 def _keyed_value(key: Any) -> Any:
@@ -376,10 +415,9 @@ def _keyed_value(key: Any) -> Any:
     raise TypeError("not a key lift reads back")
 
 
-def _why_apart(u: Static, v: Static) -> str:
+def _why_apart(a: Any, b: Any) -> str:
     """`; why` two statics differ when their values cannot tell: a dict's keys
     in another order, an `__eq__` that cannot answer."""
-    a, b = u.value, v.value
     if type(a) is dict and type(b) is dict:
         ka: list[Any] = list(cast("dict[Any, Any]", a))
         kb: list[Any] = list(cast("dict[Any, Any]", b))
@@ -389,38 +427,37 @@ def _why_apart(u: Static, v: Static) -> str:
     return f"; {why}" if why else ""
 
 
-def _why_static(skeleton: Skeleton, name: str, slot: Static) -> str:
-    """Why a captured value is static, as the user can act on it."""
-    value = slot.value
+def _why_static(
+    skeleton: Skeleton, name: str, value: Any, whole: bool, at: str = ""
+) -> str:
+    """Why a captured value (or an entry of one) is static, as the user can act
+    on it: the first of `static=`, `dynamic=`, a value compared by identity
+    (`whole`: unhashable), the code rebinding it or branching on it, its type."""
     t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
     names, dynamic = skeleton.options or (frozenset[str](), None)
-    if slot.by_identity:
-        return (
-            f"it is {a_or_an(t.__name__)}, not a float or array, and unhashable: "
-            "compared by identity, so each new object compiles anew"
-        )
+    noun = a_or_an(t.__name__)
     if name in names:
         return f"you declared it static (static=({name!r},))"
     if isinstance(dynamic, DynamicNames):
         return f"it is not named in `dynamic=` ({dynamic!r})"
     if dynamic is not None:
         return "your `dynamic=` predicate left it static"
-    if t in (float, complex) or default_dynamic(value):
-        sites = (
-            n.info.branch_sites.get(name)
-            for n in skeleton.nodes
-            if isinstance(n, FunctionNode)
+    if whole:
+        return (
+            f"it is {noun}, not a float or array, and unhashable: compared by "
+            "identity, so each new object compiles anew"
         )
-        site = next((s for s in sites if s is not None), None)
-        if site is not None:
-            return (
-                f"it is used in `if` at {site[0]}:{site[1]} (a traced value could "
-                f"not run there)"
-            )
-        return "code branches on it in Python (a traced value could not run there)"
     if by_identity(value) and not issubclass(t, (type, types.ModuleType)):
         return (
-            f"it is {a_or_an(t.__name__)}, not a float or array, with no `__eq__` of "
-            f"its own: compared by identity, so each new object compiles anew"
+            f"it is {noun}, not a float or array, with no `__eq__` of its own: "
+            "compared by identity, so each new object compiles anew"
         )
-    return f"it is {a_or_an(t.__name__)}, not a float or array"
+    infos = [n.info for n in skeleton.nodes if isinstance(n, FunctionNode)]
+    floating = t in (float, complex) or default_dynamic(value)
+    if floating and any(name in info.rebound for info in infos):
+        return f"the code rebinds it (`nonlocal {name}`): a leaf cannot be rebound"
+    if not floating:
+        return f"it is {noun}, not a float or array"
+    site = next((i.branch_sites[name] for i in infos if name in i.branch_sites), None)
+    where = f"used in `if` at {site[0]}:{site[1]}" if site else "branched on in Python"
+    return f"{name if at else 'it'} is {where} (a traced value could not run there)"

@@ -24,6 +24,7 @@ from typing_extensions import ParamSpec
 
 from .._base.errors import LiftError, static_str
 from .._capture.refusals import reject
+from .._compat import entry_point
 from .function import JitFunction
 from .programs import options_key, program
 
@@ -42,6 +43,7 @@ def jit(fn: Callable[_P, _R], /, **jit_kwargs: Any) -> JitFunction[_P, _R]: ...
 def jit(
     fn: None = None, /, **jit_kwargs: Any
 ) -> Callable[[Callable[_P, _R]], JitFunction[_P, _R]]: ...
+@entry_point
 def jit(fn: Callable[_P, _R] | None = None, /, **jit_kwargs: Any) -> Any:
     """`jax.jit` for closures: one compiled program per code, not per function object.
 
@@ -118,6 +120,7 @@ def jit(fn: Callable[_P, _R] | None = None, /, **jit_kwargs: Any) -> Any:
             lift_options[k] = tuple(sorted(cast("set[Any]", names), key=repr))
     key = options_key(jit_kwargs)
 
+    @entry_point
     def decorator(fn: Callable[_P, _R]) -> JitFunction[_P, _R]:
         return _decorate(fn, jit_kwargs, key, lift_options)
 

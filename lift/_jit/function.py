@@ -16,7 +16,7 @@ import jax
 from typing_extensions import ParamSpec
 
 from .._base.errors import LiftError, describe, under_lift_jit
-from .._compat import conversion_context, hide_frames_of
+from .._compat import conversion_context, entry_point, hide_frames_of, user_frames
 from .._holders.closure import METHOD, Holder, register_holder
 from .._holders.labels import ATTR, WRAPPED, Label
 from .._lifted.lift import lift
@@ -117,22 +117,27 @@ class JitFunction(Generic[_P, _R]):
                 del better  # not kept by this frame (its traceback holds it)
 
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        first = self._lifted()
-        try:
-            return self.program.for_nargs(len(args))(first, *args, **kwargs)
-        except (TypeError, ValueError) as err:
-            if isinstance(err, LiftError) and err.static_names is not None:
-                raise under_lift_jit(err) from None
-            better = explain_call_error(
-                self._fn, self.program.static_names, err, args, kwargs
-            )
-            if better is None:
-                raise
+        try:  # the outer `try` leaves lift's frames out of the traceback
+            first = self._lifted()
             try:
-                raise better from err
-            finally:
-                del better  # not kept by this frame (its traceback holds it)
+                return self.program.for_nargs(len(args))(first, *args, **kwargs)
+            except (TypeError, ValueError) as err:
+                if isinstance(err, LiftError) and err.static_names is not None:
+                    raise under_lift_jit(err) from None
+                better = explain_call_error(
+                    self._fn, self.program.static_names, err, args, kwargs
+                )
+                if better is None:
+                    raise
+                try:
+                    raise better from err
+                finally:
+                    del better  # not kept by this frame (its traceback holds it)
+        except Exception as err:
+            user_frames(err)
+            raise
 
+    @entry_point
     def lower(self, *args: _P.args, **kwargs: _P.kwargs) -> Lowered:
         """Lower for the given arguments, as `jax.jit(fn).lower(...)` does.
 
@@ -142,6 +147,7 @@ class JitFunction(Generic[_P, _R]):
         """
         return self.trace(*args, **kwargs).lower()
 
+    @entry_point
     def trace(self, *args: _P.args, **kwargs: _P.kwargs) -> Traced:
         """Trace for the given arguments, as `jax.jit(fn).trace(...)` does.
 

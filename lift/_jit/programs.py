@@ -342,11 +342,14 @@ def explain_call_error(
         kind, path = rejected
         # Never the lifted function, passed first: its leaves are arrays.
         name = re.split(r"[\[.]", path, maxsplit=1)[0]
+        value = dict((*_positional_names(fn, args), *kwargs.items())).get(name)
         fix = (
             f"mark it static, `lift.jit({fn_name(fn)}, static_argnames=({name!r},))`, "
             "or pass an array."
         )
-        if name == "self":
+        if _from_equinox(value):  # unhashable: it cannot be static either
+            fix = _equinox_fix(fn)
+        elif name == "self":
             fix = (
                 "make the class a pytree (an equinox.Module, or a dataclass under "
                 "`jax.tree_util.register_dataclass`), or " + fix
@@ -368,14 +371,32 @@ def explain_call_error(
             if bad
             else "for one of its static parameters"
         )
+        values = dict((*_positional_names(fn, args), *kwargs.items()))
+        fix = "pass a hashable value (a tuple instead of a list), or do not mark it static."
+        if any(_from_equinox(values.get(name)) for name in bad):
+            fix = _equinox_fix(fn)
         return LiftError(
             f"{describe(fn)} was called with an unhashable value {what}: a static "
-            "argument is part of the compiled program's key.\n"
-            "Fix: pass a hashable value (a tuple instead of a list), or do not "
-            "mark it static.",
+            f"argument is part of the compiled program's key.\nFix: {fix}",
             anchor="jit-unhashable-static",
         )
     return None
+
+
+def _from_equinox(value: Any) -> bool:
+    """Whether `value` is an `equinox.Module`, without importing equinox."""
+    return any(str(c.__module__).startswith("equinox.") for c in type(value).__mro__)
+
+
+def _equinox_fix(fn: Any) -> str:
+    """The fix for an equinox module passed to `lift.jit`: neither an array
+    nor hashable."""
+    name = fn_name(fn)
+    return (
+        "compile with equinox, which passes a module's arrays and keeps the rest "
+        f"static: `eqx.filter_jit(lift.lift({name}))` in place of `lift.jit({name})` "
+        f"(`{name}` undecorated)."
+    )
 
 
 def _positional_names(fn: Any, args: tuple[Any, ...]) -> list[tuple[str, Any]]:

@@ -12,7 +12,7 @@ from typing_extensions import ParamSpec
 from .._base.errors import LiftError
 from .._capture.capture import check_names, check_options
 from .._capture.refusals import reject
-from .._compat import live_traces
+from .._compat import entry_point, live_traces
 from .._holders import trees as jtu
 from .._holders.trees import (
     ITERATORS,
@@ -104,6 +104,7 @@ def lift(
     static: str | Iterable[str] = (),
     dynamic: str | tuple[str, ...] | Callable[[Any], bool] | None = None,
 ) -> _T: ...
+@entry_point
 def lift(
     obj: Any = None,
     /,
