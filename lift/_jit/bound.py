@@ -1,5 +1,6 @@
-"""A `lift.jit` function stored on a class and read from an instance: the
-method bound to it, whose first argument the instance is."""
+"""A `lift.jit` function read from an instance: a method bound to it.
+
+The instance is its first argument."""
 
 from __future__ import annotations
 
