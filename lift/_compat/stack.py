@@ -5,9 +5,11 @@ argument.
 
 from __future__ import annotations
 
+import functools
 import os
 import types
-from typing import Any, Final, TypeVar
+from collections.abc import Callable
+from typing import Any, Final, TypeVar, cast
 
 # -- Tracebacks JAX has not filtered ---------------------------------------------
 #
@@ -24,7 +26,7 @@ from jax._src import (
 
 from .._base.owners import is_user_module
 
-_C = TypeVar("_C")
+_C = TypeVar("_C", bound=Callable[..., Any])
 
 
 def hide_frames_of(path: str) -> None:
@@ -42,16 +44,26 @@ _traceback_util.register_exclusion(os.path.dirname(os.path.dirname(__file__)))
 
 
 def entry_point(fun: _C) -> _C:
-    """`fun`, whose exceptions leave it as `user_frames` leaves them (JAX's
-    `api_boundary`)."""
-    return _traceback_util.api_boundary(fun)  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    """`fun`, whose exceptions leave it as `user_frames` leaves them."""
+
+    @functools.wraps(fun)  # pyright: ignore[reportArgumentType]
+    def entry(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fun(*args, **kwargs)  # pyright: ignore[reportCallIssue]
+        except Exception as exc:
+            user_frames(exc)
+            raise
+
+    return cast(_C, entry)
 
 
 def user_frames(exc: BaseException) -> None:
-    """Leave lift's frames and JAX's out of `exc`'s traceback, as JAX does at
-    its outermost entry point. Each public entry point calls it as `exc`
-    leaves; the outermost one's cut is what the user sees."""
-    filter_traceback(exc, filtering_mode())
+    """Leave lift's frames and JAX's out of `exc`'s traceback.
+
+    JAX does so at its outermost entry point. Each public entry point of lift
+    calls it as `exc` leaves. The outermost one's cut is what the user sees.
+    Only JAX adds its note about it."""
+    filter_traceback(exc, filtering_mode(), note=False)
 
 
 def filtering_mode() -> str:
@@ -64,7 +76,7 @@ def full_tracebacks() -> Any:
     return _config.traceback_filtering("off")  # pyright: ignore[reportUnknownMemberType]
 
 
-def filter_traceback(exc: BaseException, mode: str) -> None:
+def filter_traceback(exc: BaseException, mode: str, note: bool = True) -> None:
     """Filter `exc`'s traceback as JAX's `api_boundary` does in `mode`."""
     tb = exc.__traceback__
     if tb is None or mode == "off" or _traceback_util._is_under_reraiser(exc):  # pyright: ignore[reportPrivateUsage, reportUnknownMemberType]
@@ -86,11 +98,8 @@ def filter_traceback(exc: BaseException, mode: str) -> None:
     for e in reversed(kept):
         out = types.TracebackType(out, e.tb_frame, e.tb_lasti, e.tb_lineno)
     exc.with_traceback(out)
-    if mode == "quiet_remove_frames" and _NOTE not in getattr(exc, "__notes__", ()):
-        exc.add_note(_NOTE)
-
-
-_NOTE: Final = "--------------------\n" + _traceback_util._simplified_tb_msg  # pyright: ignore[reportPrivateUsage, reportUnknownMemberType]
+    if mode == "quiet_remove_frames" and note:
+        exc.add_note("--------------------\n" + _traceback_util._simplified_tb_msg)  # pyright: ignore[reportPrivateUsage, reportUnknownMemberType]
 
 
 # The frames in which `jax.jit` hashes its static arguments on a cache miss (it
