@@ -451,15 +451,11 @@ def _why_static(
         return f"it is not named in `dynamic=` ({dynamic!r})"
     if dynamic is not None:
         return "your `dynamic=` predicate left it static"
-    if whole:
+    if whole or (by_identity(value) and not issubclass(t, (type, types.ModuleType))):
+        how = "and unhashable" if whole else "with no `__eq__` of its own"
         return (
-            f"it is {noun}, not a float or array, and unhashable: compared by "
-            "identity, so each new object compiles anew"
-        )
-    if by_identity(value) and not issubclass(t, (type, types.ModuleType)):
-        return (
-            f"it is {noun}, not a float or array, with no `__eq__` of its own: "
-            "compared by identity, so each new object compiles anew"
+            f"it is {noun}, not a float or array, {how}: compared by identity, so "
+            "each new object compiles anew"
         )
     infos = [n.info for n in skeleton.nodes if isinstance(n, FunctionNode)]
     floating = t in (float, complex) or default_dynamic(value)

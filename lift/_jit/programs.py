@@ -335,16 +335,18 @@ def explain_call_error(
 ) -> LiftError | None:
     """Say which parameter `jax.jit` rejected, and how to mark it static."""
     rejected = _compat.bad_argument(err)
+    if rejected is None and not _compat.is_unhashable_static(err):
+        return None
+    values = dict((*_positional_names(fn, args), *kwargs.items()))
     if rejected is not None:
         kind, path = rejected
         # Never the lifted function, passed first: its leaves are arrays.
         name = re.split(r"[\[.]", path, maxsplit=1)[0]
-        value = dict((*_positional_names(fn, args), *kwargs.items())).get(name)
         fix = (
             f"mark it static, `lift.jit({fn_name(fn)}, static_argnames=({name!r},))`, "
             "or pass an array."
         )
-        if _from_equinox(value):  # unhashable: it cannot be static either
+        if _from_equinox(values.get(name)):  # unhashable: it cannot be static either
             fix = _equinox_fix(fn)
         elif name == "self":
             fix = (
@@ -357,27 +359,20 @@ def explain_call_error(
             f"arguments to the compiled program as jax.jit does.\nFix: {fix}",
             anchor="jit-argument-not-an-array",
         )
-    if _compat.is_unhashable_static(err):
-        bad = [
-            name
-            for name, value in (*_positional_names(fn, args), *kwargs.items())
-            if name in static and not _hashable(value)
-        ]
-        what = (
-            f"for the parameter {bad[0]!r}, which is static"
-            if bad
-            else "for one of its static parameters"
-        )
-        values = dict((*_positional_names(fn, args), *kwargs.items()))
-        fix = "pass a hashable value (a tuple instead of a list), or do not mark it static."
-        if any(_from_equinox(values.get(name)) for name in bad):
-            fix = _equinox_fix(fn)
-        return LiftError(
-            f"{describe(fn)} was called with an unhashable value {what}: a static "
-            f"argument is part of the compiled program's key.\nFix: {fix}",
-            anchor="jit-unhashable-static",
-        )
-    return None
+    bad = [n for n, v in values.items() if n in static and not _hashable(v)]
+    what = (
+        f"for the parameter {bad[0]!r}, which is static"
+        if bad
+        else "for one of its static parameters"
+    )
+    fix = "pass a hashable value (a tuple instead of a list), or do not mark it static."
+    if any(_from_equinox(values.get(name)) for name in bad):
+        fix = _equinox_fix(fn)
+    return LiftError(
+        f"{describe(fn)} was called with an unhashable value {what}: a static "
+        f"argument is part of the compiled program's key.\nFix: {fix}",
+        anchor="jit-unhashable-static",
+    )
 
 
 def _from_equinox(value: Any) -> bool:

@@ -187,6 +187,7 @@ def lift(
     """
     if obj is None:
 
+        @entry_point
         def decorator(fn: Any) -> Any:
             return lift(fn, static=static, dynamic=dynamic)
 

@@ -215,6 +215,7 @@ class Lifted(Generic[_P, _R]):
         _state_dict.register(cls)
 
     @classmethod
+    @_compat.entry_point
     def closure_convert(
         cls, fn: Callable[..., Any], /, *example_args: Any, **example_kwargs: Any
     ) -> Self:

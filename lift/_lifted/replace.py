@@ -6,6 +6,7 @@ import difflib
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from .._base.errors import LiftError, describe
+from .._compat import entry_point
 from .._holders import trees as jtu
 from .._skeleton.paths import CapturePath
 from .lift import is_lifted
@@ -38,6 +39,7 @@ def _owner(path: tuple[Any, ...]) -> str | None:
     return None
 
 
+@entry_point
 def replace(lifted: _L, /, **captures: Any) -> _L:
     """A copy of `lifted` with some of its captured variables replaced, by name.
 

@@ -49,6 +49,21 @@ def _lift_time() -> None:
     lift.lift(lambda: 0, static="nothing")
 
 
+def _lift_decorator() -> None:
+    @lift.lift(static="nothing")
+    def f():
+        return 0
+
+
+def _replace() -> None:
+    lr = 0.1
+    lift.replace(lift.lift(lambda x: x * lr), nothing=1.0)
+
+
+def _closure_convert() -> None:
+    lift.closure_convert(lambda x: x, "not an array")
+
+
 def _at_lift():
     return lift.lift(optax.sgd(_schedule_used()))
 
@@ -94,8 +109,10 @@ def _method_call():
 
 CASES = {
     "lift.lift": _lift_time,
+    "@lift.lift(static=...)": _lift_decorator,
     "lift.lift(optax.sgd(schedule))": _at_lift,
     "lift.Lifted": _lifted_class,
+    "lift.replace": _replace,
     "lift.jit(staticmethod)": _jit_decoration,
     "lift.jit call": _jit_call,
     "Lifted call under jax.jit": _lifted_call,
@@ -122,3 +139,10 @@ def test_the_users_own_error_inside_a_lifted_call_keeps_the_users_frames() -> No
     ours, users, error = _frames(lambda: lift.lift(broken)(1))
     assert isinstance(error, ZeroDivisionError)
     assert (ours, users) == (0, 3)  # `_frames`, the lambda, `broken`
+
+
+def test_jaxs_error_inside_closure_convert_shows_no_lift_frame(mode: str) -> None:
+    ours, users, error = _frames(_closure_convert)
+    assert isinstance(error, TypeError) and "abstract array" in str(error)
+    assert users >= 2
+    assert (ours > 0) if mode == "off" else (ours == 0)
