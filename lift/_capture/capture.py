@@ -1,11 +1,10 @@
-"""Capturing a closure: walk a function's graph into a `Skeleton` and its leaves.
+"""Capturing a closure: walk a function's graph into a `Skeleton` and leaves.
 
-The walk is iterative (a queue of nodes), visits each function, cell, partial and
-bound method once (cycles and recursion included), and walks every captured
-value as a pytree whose function leaves become nodes in turn. It reads the user's
-objects and never writes to them. Every lift takes the one walk and makes a
-skeleton of its own; what it reads of a code object is computed once per code
-object (`lift._rule.code`).
+The walk is iterative, over a queue of nodes. It visits each function, cell,
+partial and bound method once, cycles included. It walks each captured value
+as a pytree. Function leaves become nodes in turn. It reads the user's objects
+and never writes to them. Every lift takes this one walk. What it reads of a
+code object is computed once (`lift._rule.code`).
 """
 
 from __future__ import annotations
@@ -72,9 +71,10 @@ def check_options(
     dynamic: str | Iterable[str] | Callable[[Any], bool] | None,
     name: str,
 ) -> tuple[frozenset[str], Callable[[Any], bool] | DynamicNames | None]:
-    """`static=` as a set of names and `dynamic=` as a predicate or
-    `DynamicNames`, after checking both options (`name`: the call's, for the
-    messages)."""
+    """Check `static=` and `dynamic=`, and return them as the walk takes them.
+
+    `static=` becomes a set of names. `dynamic=` becomes a predicate or
+    `DynamicNames`. `name` is the call's, for the messages."""
     if static == () and dynamic is None:
         return NO_NAMES, None
     names = _names(static)
@@ -124,8 +124,9 @@ def check_names(
     fn: Any,
     caller: str,
 ) -> None:
-    """A `LiftError` for names in `static=` or `dynamic=` that no captured
-    variable of `fn` (with the names `found`) has."""
+    """Refuse names in `static=` or `dynamic=` that no capture of `fn` has.
+
+    `found` are the names its captures have."""
     if static:
         check_static_names(static, found, fn, caller)
     if isinstance(dynamic, DynamicNames):
@@ -139,8 +140,9 @@ def check_static_names(
     caller: str,
     option: str = "static",
 ) -> None:
-    """A `LiftError` for names in `static=` (or `dynamic=`, with `option`) that
-    no captured variable has."""
+    """The `LiftError` for names that no captured variable has.
+
+    `option` is `static=` or `dynamic=`."""
     unknown = sorted(static - names)
     if not unknown:
         return
@@ -171,11 +173,12 @@ def check_static_names(
 
 
 def branched_elsewhere(walk: Walk) -> frozenset[int]:
-    """Cells holding a scalar leaf that another function sharing the cell
-    branches on, and cells holding a NumPy boolean in a graph with code that
-    branches on its parameters (where the boolean may flow): the walk must be
-    redone with them static, so that the answer does not depend on which
-    function the walk met first."""
+    """Cells the walk must redo as static.
+
+    One is a cell with a scalar leaf that another function sharing it branches
+    on. Another holds a NumPy boolean, where some code branches on its
+    parameters. The answer must not depend on which function the walk met
+    first."""
     if not walk.scalar_cells:
         return frozenset()
     if not walk.shared and not any(boolean for _, _, boolean in walk.scalar_cells):

@@ -1,18 +1,16 @@
 """Closure conversion: trace a function and lift every constant it closed over.
 
-`lift` sees captures that are pytree leaves. A tracer hidden in an object that is
-not a pytree, behind an attribute or in a module global is invisible to it, but
-not to a trace: tracing `fn` once turns every closed-over tracer and array, of
-every dtype, into a constant of the traced program. `convert` hoists all of them
-out as leaves and keeps the program itself as static data compared by its
-structure, so converting the same code on arguments of the same shapes twice
-gives equal treedefs, and nothing keeps `fn` or a tracer alive afterwards.
-Unlike `jax.closure_convert`, integer, boolean and PRNG-key tracers are hoisted
-too, and there is no cache keyed on the function object.
+`lift` sees captures that are pytree leaves. It cannot see a tracer in an
+object that is not a pytree, or in a module global. A trace sees it. Tracing
+`fn` once makes every closed-over tracer and array a constant of the program.
+`convert` hoists them all out as leaves. The program itself is static data,
+compared by its structure. So the same code on the same shapes gives equal
+treedefs. Nothing keeps `fn` or a tracer alive afterwards. Unlike
+`jax.closure_convert`, it hoists integer, boolean and PRNG-key tracers too.
+It keeps no cache keyed on the function object.
 
-The printed program is not all of it: what it runs or holds that its text does
-not show (custom derivative rules, callbacks, a nested `jit`'s constants) is
-keyed too (`lift._capture.program_parts`).
+The printed program is not all of it. Custom derivative rules, callbacks and
+a nested `jit`'s constants are keyed too (`lift._capture.program_parts`).
 """
 
 from __future__ import annotations
@@ -51,17 +49,17 @@ def _signature(leaves: list[Any]) -> tuple[tuple[tuple[int, ...], Any], ...]:
 class Program:
     """A traced program without its constants: the static half of a conversion.
 
-    Its rules and callbacks were vetted when it was made (see `ProgramParts`); the
-    jaxpr itself keeps JAX's own references to the finished trace, which are no
-    captures of the user's, so the scan for tracers in static data passes it by
+    Its rules and callbacks were vetted when it was made (`ProgramParts`). The
+    jaxpr keeps JAX's own references to the finished trace. Those are not the
+    user's captures. So the scan for tracers in static data passes it by
     (`vetted`).
 
-    Compared by the program's printed text, what the text does not show (see
-    `ProgramParts`), its input and output trees and the types of its inputs and
-    constants; so is its hash.
+    It compares by the program's text and what the text hides. It compares by
+    its input and output trees, and its inputs' and constants' types. So does
+    its hash.
     """
 
-    vetted: Final = True  # see `lift._holders.closure.aux_tracer`
+    vetted: Final = True  # see `lift._rule.hidden.aux_tracer`
 
     __slots__ = (
         "_alive",
@@ -173,10 +171,10 @@ def convert(
 
     **Returns:**
 
-    A function that runs the traced program on the constants it closed over:
-    lifted (`Lifted.closure_convert`), its leaves are every tracer and array
-    `fn` closed over (through cells, globals, attributes, anything), and its
-    static part is the program.
+    A function that runs the traced program on the constants it closed over.
+    Lifted (`Lifted.closure_convert`), its leaves are every tracer and array
+    `fn` closed over. They may be in cells, globals or attributes. Its static
+    part is the program.
     """
     if not callable(fn):
         raise LiftError(

@@ -1,14 +1,12 @@
-"""A defaultdict's default factory, captured as a part rather than static data.
+"""A defaultdict's default factory, captured as a part, not static data.
 
-JAX keeps a defaultdict's `default_factory` in the treedef, compared with `==`:
-a factory made afresh with each closure (`defaultdict(lambda: 0.0)`) is a new
-treedef each time, so a sweep over such closures compiled once per closure,
-and what the factory captures stayed static. Capture instead flattens a
-defaultdict whose factory is a function as a `Factored`: the factory a child
-(a node of the graph, compared by its code, its captures leaves as any
-function's), the values children, the keys static in insertion order (by type
-and value: the template's `aux_key`). Its unflattening builds the very
-defaultdict JAX would, so what the function holds is unchanged."""
+JAX keeps a defaultdict's `default_factory` in the treedef, compared with
+`==`. A factory made afresh per closure (`defaultdict(lambda: 0.0)`) would
+make a new treedef each time. Capture flattens such a defaultdict as a
+`Factored`. The factory is a child: a node, compared by its code. Its
+captures are leaves, as any function's are. The values are children. The keys
+are static, in insertion order. Unflattening builds the very defaultdict JAX
+would."""
 
 from __future__ import annotations
 
@@ -24,10 +22,11 @@ __all__ = ["Factored", "flatten_factored", "has_function_factory"]
 
 
 class Factored:
-    """A defaultdict whose `default_factory` is function-like, as capture
-    flattens it. Unflattened with a factory, it is that defaultdict; with a
-    placeholder in the factory's place (JAX's key paths, lift's repr), it
-    stays a `Factored` standing for one."""
+    """A defaultdict whose `default_factory` is function-like, as flattened.
+
+    Unflattened with a factory, it is that defaultdict. With a placeholder in
+    the factory's place, it stays a `Factored`. JAX's key paths and lift's
+    repr do so."""
 
     __slots__ = ("factory", "items")
 
@@ -79,12 +78,13 @@ def has_function_factory(treedef: jtu.TreeDef) -> bool:
 def flatten_factored(
     value: Any, is_leaf: Callable[[Any], bool]
 ) -> tuple[list[Any], jtu.TreeDef]:
-    """`tree_flatten(value, is_leaf)` with each defaultdict whose factory is
-    function-like flattened as a `Factored` (its factory a leaf for `is_leaf`),
-    at any depth: the leaves are the value's own objects, the treedef JAX's
-    with a `Factored` node in each such defaultdict's place. For a value
-    `flatten_checked` took (with the same leaves): one that holds itself, or
-    nests too deep, it refused already."""
+    """`tree_flatten(value, is_leaf)`, each defaultdict with a function factory
+    flattened as a `Factored`.
+
+    The leaves are the value's own objects. The treedef is JAX's, with a
+    `Factored` node in each such defaultdict's place. It is for a value that
+    `flatten_checked` took. That refused a value that holds itself or nests too
+    deep."""
     root = value
 
     def stop(x: Any) -> bool:
@@ -109,8 +109,9 @@ def flatten_factored(
 def _graft(
     treedef: jtu.TreeDef, subs: dict[int, jtu.TreeDef], positions: Any
 ) -> jtu.TreeDef:
-    """`treedef` with the leaf at each position of `subs` replaced by its
-    treedef (`positions`: the leaf positions, consumed in order)."""
+    """`treedef` with the leaf at each position replaced by a treedef of `subs`.
+
+    `positions` are the leaf positions, consumed in order."""
     if treedef.num_nodes == 1 and treedef.num_leaves == 1 and not treedef.children():
         return subs.get(next(positions), treedef)
     children = [_graft(c, subs, positions) for c in treedef.children()]

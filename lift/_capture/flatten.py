@@ -1,6 +1,7 @@
-"""Flattening a captured value, and what the walk refuses to capture, with
-the messages that say so: each names the function, the variable and the
-fix, as `static=(...)` where keeping the capture static would do."""
+"""Flattening a captured value, and the refusals it meets.
+
+Each message names the function, the variable and the fix. The fix is
+`static=(...)` where keeping the capture static would do."""
 
 from __future__ import annotations
 
@@ -29,13 +30,13 @@ def flatten_capture(
     holder: Any,
     label: Label,
 ) -> tuple[list[Any], jtu.TreeDef] | None:
-    """`value`'s leaves and treedef as the walk flattens a capture (`is_leaf`;
-    a defaultdict whose factory is made with each closure flattened with
-    `factored_leaf()`, its factory a node: `lift._capture.factories`), or
-    `None` for a value kept whole and static: one JAX cannot flatten (dict
-    keys it cannot sort, a node whose flatten fails) or that contains itself,
-    kept static by `static=` (`forced`) or as a registry JAX cannot sort;
-    refused otherwise."""
+    """`value`'s leaves and treedef, as the walk flattens a capture.
+
+    A defaultdict with a function factory flattens with `factored_leaf()`.
+    Its factory is a node (`lift._capture.factories`). `None` means the value
+    stays whole and static. That is for a value JAX cannot flatten, or one
+    that contains itself. It stays so under `static=` (`forced`), or as a
+    registry JAX cannot sort. Any other such value is refused."""
     try:
         flat = flatten_checked(value, is_leaf)
     except (TypeError, ValueError) as err:
@@ -57,8 +58,9 @@ def flatten_capture(
 
 
 def flattening_refused(holder: Any, label: Label, err: Exception) -> LiftError:
-    """A capture JAX's pytree flattening refuses (dict keys it cannot sort, a
-    node whose flatten fails)."""
+    """The error for a capture JAX's pytree flattening refuses.
+
+    Its dict keys may not sort, or a node's flatten may fail."""
     name = _name(label)
     return LiftError(
         f"{describe(holder)} captures {variable_str(label)}, which "
@@ -88,8 +90,9 @@ def container_cycle(holder: Any, label: Label) -> LiftError:
 def not_traceable(
     holder: Any, label: Label, t: type[Any], at: tuple[Any, int]
 ) -> LiftError:
-    """A leaf the `dynamic=` predicate chose that JAX cannot trace (`at`: the
-    captured value's treedef and the leaf's position in it)."""
+    """The error for a leaf `dynamic=` chose that JAX cannot trace.
+
+    `at` is the captured value's treedef and the leaf's position in it."""
     name = _name(label)
     return LiftError(
         f"{describe(holder)} captures {variable_str(label)}, a "
@@ -105,8 +108,10 @@ def not_traceable(
 def static_tracer(
     holder: Any, label: Label, leaf: Any, at: tuple[Any, int]
 ) -> LiftError:
-    """A capture kept static (`static=`, or the `dynamic=` predicate's answer)
-    that holds a tracer (`at`: as for `not_traceable`)."""
+    """The error for a capture kept static that holds a tracer.
+
+    `static=` or the `dynamic=` predicate kept it. `at` is as for
+    `not_traceable`."""
     return LiftError(
         f"{describe(holder)} captures {variable_str(label)} as static, "
         f"but it holds a tracer{_within(label, at)} ({type_text(leaf)}). A "
@@ -121,15 +126,15 @@ def static_tracer(
 
 
 def _within(label: Label, at: tuple[Any, int]) -> str:
-    """Where in the captured value a leaf is (` at v[0]['w']`), or `""` for a
-    value that is one leaf."""
+    """Where in the captured value a leaf is (` at v[0]['w']`), or `""`."""
     path = slot_path(*at)
     return f" at {label.variable or label.text}{path}" if path else ""
 
 
 def unreadable_holder(obj: Any, where: str, err: Exception) -> LiftError:
-    """A partial or method whose parts cannot be read (its own code raised),
-    `where` the walk met it (`captured_as`)."""
+    """The error for a partial or method whose parts cannot be read.
+
+    Its own code raised. `where` is where the walk met it."""
     return LiftError(
         f"{where}: a {type(obj).__qualname__} {obj!r:.60}, whose function, "
         f"arguments or keywords lift cannot read: reading them raised "
@@ -142,9 +147,10 @@ def unreadable_holder(obj: Any, where: str, err: Exception) -> LiftError:
 def captured_as(
     reached: dict[int, tuple[Any, Label]], root: Any
 ) -> Callable[[int], str]:
-    """How an error names node `i` of a walk: the function capturing it and
-    the variable (`reached`: where the walk first reached each node), or the
-    function lifted."""
+    """How an error names node `i` of a walk.
+
+    It names the function capturing it and the variable, or the function
+    lifted. `reached` is where the walk first reached each node."""
 
     def where(i: int) -> str:
         owner, label = reached.get(i, (None, None))

@@ -1,13 +1,11 @@
-"""What a traced program runs or holds that its printed text does not show:
-custom derivative rules and callbacks (shown by name only), and parameters
-such as a nested `jit`'s constants or shardings (not shown at all).
+"""What a traced program runs or holds that its printed text does not show.
 
-`ProgramParts` collects them from every equation, sub-programs included, for
-closure conversion's static key: the rules' code and captures compared as
-`lift` compares closures (floats by value, arrays by identity), everything
-else by value or identity. A rule that captures a tracer is refused: JAX
-traces it only when it differentiates or calls back, after the trace owning the
-tracer has ended."""
+The text names custom derivative rules and callbacks only. It does not show
+a nested `jit`'s constants or shardings. `ProgramParts` collects them from
+every equation, sub-programs included. They join closure conversion's static
+key. Rules compare as `lift` compares closures. Everything else compares by
+value or identity. A rule that captures a tracer is refused. JAX traces a rule
+later, after the tracer's trace has ended."""
 
 from __future__ import annotations
 
@@ -55,17 +53,18 @@ def _rule_name(primitive: str, param: str) -> tuple[str, str]:
 
 
 def _held(*parts: Any) -> None:
-    """The function whose partial holds every rule of a program, for `capture`
-    (never called)."""
+    """The function whose partial holds a program's rules, for `capture`.
+
+    It is never called."""
 
 
 class ProgramParts:
     """What a traced program runs or holds that its printed text does not show.
 
-    `key` compares the rules' code and captures as `lift` compares closures,
-    and their captured leaves, every nested program's constants and every other
-    parameter of every equation by the static rule (`_value`): numbers by
-    value, JAX arrays and what else cannot be hashed by identity.
+    `key` compares the rules' code and captures as `lift` compares closures.
+    It compares their leaves, nested constants and other parameters by the
+    static rule (`_value`). Numbers compare by value. Arrays and what cannot
+    be hashed compare by identity.
     """
 
     __slots__ = ("alive", "key", "parts", "sites", "where")
@@ -119,10 +118,11 @@ class ProgramParts:
         self._capture_rules()
 
     def _value(self, v: Any) -> Any:
-        """A parameter, constant or captured leaf compared by the static rule
-        (`static_key`: numbers by type and value, floats by their bits), or by
-        identity where that cannot compare it (an array), kept alive (`alive`)
-        so that its id stays meaningful."""
+        """A parameter, constant or leaf as the static rule compares it.
+
+        `static_key` compares numbers by type and value, floats by bits. What
+        it cannot compare (an array) compares by identity. That one is kept
+        alive (`alive`), so its id stays meaningful."""
         try:
             return static_key(v)
         except Exception:  # unhashable: by identity

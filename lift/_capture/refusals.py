@@ -1,9 +1,11 @@
-"""The errors lift raises about a function's captures: a concretization error
-(a Python branch on a traced capture) explained by the capture it came from,
-and what `lift` (or a `Lifted` subclass) cannot take, said with the fix."""
+"""The errors lift raises about a function's captures.
+
+A concretization error, such as a Python branch on a traced capture, is
+explained by its capture. What `lift` cannot take is said with the fix."""
 
 from __future__ import annotations
 
+import dis
 import types
 from typing import Any, Final, cast
 
@@ -28,6 +30,7 @@ from .._holders.trees import (
 )
 from .._leaks.scan import NONE_LIVE, LeakWalk
 from .._rule.code import code_info
+from .._rule.flow import DEREF_LOADS, FAST_LOADS
 from .._rule.static import DynamicNames
 from .._skeleton.nodes import FunctionNode
 from .._skeleton.paths import leaf_paths
@@ -37,16 +40,16 @@ __all__ = ["explain_concretization", "reject"]
 
 
 def explain_concretization(x: LiftedParts, err: BaseException) -> LiftError | None:
-    """Name the capture, and the function that used it, when a traced leaf was
-    needed as a concrete Python value; `None` when the value came from no
-    capture (an argument traced by `vmap` or `jit`).
+    """Name the capture, and its function, when a traced leaf was needed
+    concrete.
 
-    Which capture is lift's own knowledge: the innermost frame of the graph's
-    code where the error passed, the instruction it stopped at, and the
-    variables that instruction's operands were computed from (`CodeInfo.
-    operands`), each matched by identity against the `Lifted`'s leaves. Only
-    where the bytecode cannot tell (a value read through an attribute) are the
-    frame's captured tracers, and the argument JAX's message names, consulted.
+    `None` when the value came from no capture: an argument traced by `vmap`
+    or `jit`. The search starts at the innermost frame of the graph's code.
+    It reads the instruction the error stopped at. It finds the
+    variables its operands came from (`CodeInfo.operands`). Each is matched by
+    identity against the `Lifted`'s leaves. A hash reads the subscript's key
+    alone. Where the bytecode cannot tell, it reads the frame's captured
+    tracers. Then it reads the argument JAX's message names.
     """
     leaves = arrays_of(x)
     kind = tracer_use(err)
@@ -82,6 +85,9 @@ def explain_concretization(x: LiftedParts, err: BaseException) -> LiftError | No
     frame, code = last.tb_frame, last.tb_frame.f_code
     local = frame.f_locals
     sources = code_info(code).operands(last.tb_lasti)
+    if kind == "hash":  # `{0.1: y}[lr]` hashes `lr` alone, not what the dict holds
+        key = _subscript_key(code, last.tb_lasti)
+        sources = frozenset(s for s in sources if s[1] == key) or sources
     found = [
         (name, i)
         for _, name in sorted(sources)
@@ -186,10 +192,10 @@ def explain_concretization(x: LiftedParts, err: BaseException) -> LiftError | No
 
 
 def _leaves_in(value: Any, tracers: dict[int, int]) -> list[int]:
-    """The indices of the `Lifted`'s traced leaves that `value` is or holds, as
-    the leak scan's walk reaches them (`_LOOK` objects at most): its pytree
-    leaves, and what the functions among them capture (a helper returning a
-    captured `lr`, a lambda, a pytree's bound method)."""
+    """The indices of the `Lifted`'s traced leaves that `value` is or holds.
+
+    The leak scan's walk reaches them, `_LOOK` objects at most. They are its
+    pytree leaves, and what the functions among them capture."""
     index = tracers.get(id(value))
     if index is not None:
         return [index]
@@ -209,8 +215,10 @@ _LOOK: Final = 10_000
 
 
 def _converted(tb: types.TracebackType) -> set[int]:
-    """The ids of the tracers held by the frames below `tb` (JAX's own, where
-    it converts a value: `Tracer.__index__`'s `self`), one container deep."""
+    """The ids of the tracers held by the frames below `tb`.
+
+    Those are JAX's frames, where it converts a value. It looks one container
+    deep."""
     out: set[int] = set()
     below = tb.tb_next
     while below is not None:
@@ -223,9 +231,23 @@ def _converted(tb: types.TracebackType) -> set[int]:
     return out
 
 
+def _subscript_key(code: types.CodeType, offset: int) -> str | None:
+    """The variable a subscript at `offset` looks up (`table[lr]`).
+
+    It is found when the subscript loads it just before."""
+    before = None
+    for ins in dis.get_instructions(code):
+        if ins.offset == offset:
+            subscript = ins.opname == "BINARY_SUBSCR" or ins.argrepr == "[]"
+            return before if subscript else None
+        before = ins.argval if ins.opname in FAST_LOADS | DEREF_LOADS else None
+    return None
+
+
 def _foreign(value: Any, tracers: dict[int, int], held: type[Any] = Tracer) -> bool:
-    """Whether `value` is a tracer (or, with `held` an array type, an array)
-    that is not a leaf of the `Lifted`: an argument."""
+    """Whether `value` is a tracer that is no leaf of the `Lifted`.
+
+    Such a tracer is an argument. With `held` an array type, arrays count."""
     return isinstance(value, held) and id(value) not in tracers
 
 
@@ -235,10 +257,11 @@ def _guessed(
     local: dict[str, Any],
     tracers: dict[int, int],
 ) -> list[tuple[str, int]]:
-    """Where the bytecode cannot tell: the captured tracers of the frame that
-    JAX's message says the value depended on (an argument's key path ending
-    in a leaf's: `g.captures['v']`, `__lifted__.captures['v']` under
-    `lift.jit`), or all the frame's captured tracers."""
+    """The captured tracers to blame where the bytecode cannot tell.
+
+    JAX's message may name the argument the value depended on. Its key path
+    ends in a leaf's (`g.captures['v']`). Else all the frame's captured tracers
+    are blamed."""
     here = [(n, i) for n, v in local.items() for i in _leaves_in(v, tracers)]
     blamed = concretized_arguments(str(err))
     if blamed is None:
@@ -251,8 +274,9 @@ def _guessed(
 
 
 def no_function(cls: type[Any], options: dict[str, Any], *, base: bool) -> LiftError:
-    """The error for a `Lifted` class called with options only (`Sub(dynamic="a")`),
-    as `lift.lift(dynamic="a")` may be: `base` for `Lifted` itself."""
+    """The error for a `Lifted` class called with options only.
+
+    That is `Sub(dynamic="a")`. `base` is for `Lifted` itself."""
     name = "lift.Lifted" if base else cls.__name__
     given = ", ".join(f"{k}={v!r}" for k, v in options.items()) or "..."
     decorator = f"lift.lift({given})" if base else f"functools.partial({name}, {given})"
@@ -266,8 +290,7 @@ def no_function(cls: type[Any], options: dict[str, Any], *, base: bool) -> LiftE
 def reject(obj: Any, name: str) -> LiftError:
     """The error for something `name(...)` (`lift` or a `Lifted` subclass) cannot take.
 
-    Reads the object through its type only: it may be a proxy whose attributes
-    fail.
+    It reads the object through its type only. A proxy's attributes may fail.
     """
     t: type[Any] = type(obj)  # pyright: ignore[reportUnknownVariableType]
     try:
@@ -368,11 +391,11 @@ def reject(obj: Any, name: str) -> LiftError:
 
 
 def _held_functions(obj: Any) -> list[tuple[str, Any]]:
-    """The attributes of `obj` (an object that is not a pytree) holding
-    functions, as `obj.init_fn`, and those of the objects its attributes hold,
-    one level down (`obj.optim.update_fn`): at most `_SHOWN_ATTRIBUTES`.
-    Read from the instance's `__dict__` alone, never through `getattr` (a proxy's
-    attributes may fail)."""
+    """The attributes of `obj` holding functions (`obj.init_fn`).
+
+    `obj` is not a pytree. It looks one level down (`obj.optim.update_fn`). It
+    names `_SHOWN_ATTRIBUTES` at most. It reads `__dict__` alone, never
+    `getattr`: a proxy's attributes may fail."""
     found: list[tuple[str, Any]] = []
     stack: list[tuple[str, Any, int]] = [("obj", obj, 0)]
     seen = {id(obj)}
@@ -399,8 +422,9 @@ _SHOWN_ATTRIBUTES = 6
 
 
 def _is_plain(value: Any) -> bool:
-    """Values whose attributes hold no function of the user's: scalars, classes,
-    modules and pytrees (which `lift` takes apart itself)."""
+    """Values whose attributes hold no function of the user's.
+
+    They are scalars, classes, modules and pytrees."""
     t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
     if t in UNOPENED or issubclass(t, type):
         return True
@@ -411,8 +435,7 @@ def _is_plain(value: Any) -> bool:
 
 
 def _pytree_of_functions(value: Any) -> bool:
-    """Whether `value` is a pytree (an optax optimizer) with a function among
-    its leaves."""
+    """Whether `value` is a pytree with a function among its leaves."""
     if type(value) in UNOPENED:
         return False
     try:
@@ -453,7 +476,7 @@ def _holding_functions(
 
 
 def static_argument(x: Any) -> str:
-    """The warning at each compile of `jax.jit` given a `Lifted` as a static argument."""
+    """The warning when `jax.jit` compiles for a static `Lifted` argument."""
     cls = type(x).__name__
     return (
         f"a {cls} ({x.__qualname__}) was given to jax.jit as a static argument "

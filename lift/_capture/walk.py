@@ -1,11 +1,10 @@
 """The full walk: a function's graph into a `Skeleton` and its leaves.
 
-The walk is iterative (a queue of nodes), visits each function, cell, partial and
-bound method once (cycles and recursion included), and walks every captured
-value as a pytree whose function leaves become nodes in turn. It reads the user's
-objects and never writes to them. What is a leaf is the static rule's
-(`lift._rule.static`); what stays the user's own object, the side-effect rule's
-(`lift._copies.own`)."""
+The walk is iterative, over a queue of nodes. It visits each function, cell,
+partial and bound method once, cycles included. It walks each captured value
+as a pytree. Function leaves become nodes in turn. It never writes to the
+user's objects. The static rule says what is a leaf (`lift._rule.static`).
+The side-effect rule says what stays the user's own (`lift._copies.own`)."""
 
 from __future__ import annotations
 
@@ -90,12 +89,12 @@ NODE: Final = "node"
 class Walk:
     """State of one capture: the nodes found so far and the leaves collected.
 
-    `branched_cells` holds the ids of cells that some function sharing them
-    branches on in Python (found by a first walk, see `capture`): their scalar
-    captures stay static whichever function reached them first.
+    `branched_cells` holds the ids of cells that some function branches on.
+    A first walk finds them (`capture`). Their scalars stay static, whichever
+    function reached them first.
 
-    With `dynamic=` given as names (`DynamicNames`), the nodes reached from a
-    named capture are in its `scope` (`lift._rule.scope`).
+    With `dynamic=` names (`DynamicNames`), nodes reached from a named capture
+    are in its `scope` (`lift._rule.scope`).
     """
 
     def __init__(
@@ -458,11 +457,12 @@ class Walk:
     def kind(
         self, leaf: Any, forced: bool, branched: bool, pinned: bool = False
     ) -> str:
-        """What the walk makes of one leaf of a captured value: `STATIC`,
-        `DYNAMIC` or `NODE` (a function-like, walked as a node of its own). The
-        one statement of the `dynamic=` rule (a predicate, or names: `pinned`
-        outside them), `static=` names and branch analysis; `slot` records what it says and raises where it cannot be
-        kept (a tracer made static, a `dynamic=` leaf JAX cannot trace)."""
+        """What the walk makes of one leaf: `STATIC`, `DYNAMIC` or `NODE`.
+
+        A `NODE` is function-like, walked as a node of its own. This is the one
+        statement of `dynamic=`, `static=` and branch analysis. `pinned` marks a
+        leaf outside the `dynamic=` names. `slot` records what it says. `slot`
+        raises where it cannot keep it."""
         t: type[Any] = type(leaf)  # pyright: ignore[reportUnknownVariableType]
         if t in STATIC_ATOMS and (forced or self.dynamic is None):
             return STATIC

@@ -66,11 +66,13 @@ from .programs import (
     runs_code as runs_code,
 )
 from .stack import (
+    entry_point as entry_point,
     filter_traceback as filter_traceback,
     filtering_mode as filtering_mode,
     full_tracebacks as full_tracebacks,
     hashed_as_jit_static as hashed_as_jit_static,
     hide_frames_of as hide_frames_of,
+    user_frames as user_frames,
     user_stacklevel as user_stacklevel,
 )
 from .trace_exits import (

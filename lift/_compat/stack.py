@@ -5,9 +5,11 @@ argument.
 
 from __future__ import annotations
 
+import functools
 import os
 import types
-from typing import Any, Final
+from collections.abc import Callable
+from typing import Any, Final, TypeVar, cast
 
 # -- Tracebacks JAX has not filtered ---------------------------------------------
 #
@@ -24,6 +26,8 @@ from jax._src import (
 
 from .._base.owners import is_user_module
 
+_C = TypeVar("_C", bound=Callable[..., Any])
+
 
 def hide_frames_of(path: str) -> None:
     """Leave the frames of the module at `path` out of the tracebacks JAX
@@ -33,6 +37,33 @@ def hide_frames_of(path: str) -> None:
     against jax 0.10.2 (`register_exclusion` in both modules), 0.8.0 and 0.12.1."""
     _traceback_util.register_exclusion(path)  # pyright: ignore[reportUnknownMemberType]
     _source_info_util.register_exclusion(path)  # pyright: ignore[reportUnknownMemberType]
+
+
+# lift's own frames, as JAX's: left out of the tracebacks JAX filters.
+_traceback_util.register_exclusion(os.path.dirname(os.path.dirname(__file__)))
+
+
+def entry_point(fun: _C) -> _C:
+    """`fun`, whose exceptions leave it as `user_frames` leaves them."""
+
+    @functools.wraps(fun)  # pyright: ignore[reportArgumentType]
+    def entry(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fun(*args, **kwargs)  # pyright: ignore[reportCallIssue]
+        except Exception as exc:
+            user_frames(exc)
+            raise
+
+    return cast(_C, entry)
+
+
+def user_frames(exc: BaseException) -> None:
+    """Leave lift's frames and JAX's out of `exc`'s traceback.
+
+    JAX does so at its outermost entry point. Each public entry point of lift
+    calls it as `exc` leaves. The outermost one's cut is what the user sees.
+    Only JAX adds its note about it."""
+    filter_traceback(exc, filtering_mode(), note=False)
 
 
 def filtering_mode() -> str:
@@ -45,7 +76,7 @@ def full_tracebacks() -> Any:
     return _config.traceback_filtering("off")  # pyright: ignore[reportUnknownMemberType]
 
 
-def filter_traceback(exc: BaseException, mode: str) -> None:
+def filter_traceback(exc: BaseException, mode: str, note: bool = True) -> None:
     """Filter `exc`'s traceback as JAX's `api_boundary` does in `mode`."""
     tb = exc.__traceback__
     if tb is None or mode == "off" or _traceback_util._is_under_reraiser(exc):  # pyright: ignore[reportPrivateUsage, reportUnknownMemberType]
@@ -60,14 +91,14 @@ def filter_traceback(exc: BaseException, mode: str) -> None:
     include = _traceback_util.include_frame  # pyright: ignore[reportUnknownMemberType]
     kept = [e for e in entries if include(e.tb_frame)]
     if len(kept) == len(entries):
-        return  # no JAX frame in it: nothing JAX would have removed
+        return  # no frame of JAX or lift in it: nothing to remove
     # As `filter_traceback`, but each entry keeps its own instruction (the frame's
     # current one has moved on since: it is handling this exception).
     out: types.TracebackType | None = None
     for e in reversed(kept):
         out = types.TracebackType(out, e.tb_frame, e.tb_lasti, e.tb_lineno)
     exc.with_traceback(out)
-    if mode == "quiet_remove_frames":
+    if mode == "quiet_remove_frames" and note:
         exc.add_note("--------------------\n" + _traceback_util._simplified_tb_msg)  # pyright: ignore[reportPrivateUsage, reportUnknownMemberType]
 
 

@@ -9,6 +9,7 @@ from typing import Any, Final, cast
 import jax
 
 from .._base.errors import static_str, type_text
+from .._compat import entry_point
 from .._holders import trees as jtu
 from .._lifted.lift import flatten_lifted, is_lifted, stops_flattening
 from .._lifted.lifted import Lifted
@@ -30,24 +31,21 @@ from .skeletons import (
 __all__ = ["diff"]
 
 
+@entry_point
 def diff(a: Any, b: Any) -> str | None:
-    """Why `a` and `b` would compile separately, or `None` when they would not.
+    """Why `a` and `b` would compile separately, or `None`.
 
-    Compares the treedefs of two pytrees (two `Lifted`, two optimizers, two
-    training states...): the part of `jax.jit`'s cache key that is not the
-    leaves' shapes and dtypes. Each difference is one line: the key path
-    `jax.tree_util.keystr` prints for it (`.update.captures['b2']`), the
-    variable, both values, and why the value is static (an `int`; declared with
-    `static=`; used in an `if` at `file:line`). A function or `Lifted` held in a
-    pytree's static metadata (a dataclass field that is not a pytree field) is
-    named, with the fix: it compiles anew for every new object. So is each
-    leaf whose shape, dtype or weak type differs (`optax.adam(0.1)`'s weakly
-    typed learning rate against `optax.adam(np.float32(0.2))`'s) or whose
-    placement does (an array committed to another device with
-    `jax.device_put`, or committed in one and not in the other), and a dict
-    captured with the same keys in another order (lift keeps insertion order).
-    This is the answer to "why did this retrace?": `None` exactly when one
-    `jax.jit` program serves both.
+    It compares two pytrees: two `Lifted`, two optimizers, two training states.
+    It compares their treedefs and their leaves' types. Those are `jax.jit`'s
+    cache key. Each difference is one line. The line starts with the key path
+    (`.update.captures['b2']`). It names the variable and both values. It says
+    why the value is static: an `int`, `static=`, an `if` at `file:line`.
+
+    A function held in a pytree's static metadata is named, with the fix. Such
+    a function compiles anew for every new object. A leaf of another shape,
+    dtype or weak type is named. So is a leaf on another device. So is a dict
+    with the same keys in another order. `None` means one `jax.jit` program
+    serves both.
 
     ```python
     import lift
@@ -67,8 +65,7 @@ def diff(a: Any, b: Any) -> str | None:
 
     - `a`, `b`: any two pytrees, `Lifted` or holding them.
 
-    **Returns:** a description with one line per difference, or `None` when the
-    treedefs and the leaves' types are equal.
+    **Returns:** one line per difference, or `None` when nothing differs.
     """
     flatten_lifted(a, "diff")  # refuses containers JAX cannot flatten, by name
     flatten_lifted(b, "diff")
@@ -88,9 +85,10 @@ def diff(a: Any, b: Any) -> str | None:
 
 
 def _leaf_apart(x: Any, y: Any) -> str | None:
-    """Why `jax.jit` traces anew for leaf `y` in place of `x`: another shape,
-    dtype or weak type (a Python float is weakly typed, `np.float32(0.2)` is
-    not), or another placement."""
+    """Why `jax.jit` traces anew for leaf `y` in place of `x`.
+
+    The reason is another shape, dtype, weak type or placement. A Python float
+    is weakly typed; `np.float32(0.2)` is not."""
     kx, ky = _leaf_type(x), _leaf_type(y)
     if kx != ky:
         return (
@@ -115,9 +113,9 @@ def _leaf_apart(x: Any, y: Any) -> str | None:
 
 
 def _committed(x: Any) -> bool:
-    """Whether `jax.jit` takes `x` to be where it is: an array committed to
-    its sharding (put there with `jax.device_put`, or computed from such), not
-    a NumPy array, a Python scalar or an array on the default device."""
+    """Whether `x` is an array committed to its sharding.
+
+    `jax.device_put` commits an array. So does computing from one."""
     return type(x) is ArrayImpl and x.committed
 
 
@@ -137,8 +135,9 @@ def _placement_text(x: Any, other: Any) -> str:
 
 
 def _leaf_type(x: Any) -> str:
-    """What `jax.jit` keys a leaf on, as `jax.typeof` prints it (`~` marks a
-    weak type)."""
+    """What `jax.jit` keys a leaf on, as `jax.typeof` prints it.
+
+    `~` marks a weak type."""
     try:
         aval: Any = jax.typeof(x)
     except Exception:  # not a JAX value (`2**100`, an object): jit refuses it
@@ -150,9 +149,9 @@ def _leaf_type(x: Any) -> str:
 
 
 def _same(ta: jtu.TreeDef, tb: jtu.TreeDef) -> bool:
-    """`ta == tb`, false when JAX cannot compare them (static metadata whose
-    `__eq__` raises or answers with an array: `jax.jit` cannot reuse a program
-    for it either)."""
+    """`ta == tb`, or false when JAX cannot compare them.
+
+    Static metadata whose `__eq__` fails cannot share a program either."""
     try:
         return ta == tb
     except Exception:
@@ -171,9 +170,10 @@ def _children(x: Any) -> tuple[jtu.TreeDef, list[tuple[Any, Any]]]:
 
 
 def _diff_trees(a: Any, b: Any, lines: list[str]) -> None:
-    """Walk `a` and `b` together (iteratively), reporting where their treedefs
-    part: node types, static metadata, number of children, and, through a pair
-    of `Lifted` of one class, their skeletons' nodes."""
+    """Walk `a` and `b` together, saying where their treedefs part.
+
+    They part by node type, static metadata or number of children. Two
+    `Lifted` of one class part by their skeletons' nodes."""
     stack: list[tuple[str, Any, Any]] = [("", a, b)]
     seen: set[tuple[int, int, int, int]] = set()
     while stack:
@@ -216,8 +216,7 @@ def _apart(path: str, x: Any, y: Any) -> str:
 
 
 def _what(x: Any) -> str:
-    """A value as a diff names it: `a list of 3`, `a Lifted (f)`, `float32[3]`,
-    `the function f`."""
+    """A value as a diff names it (`a list of 3`, `float32[3]`)."""
     # Through the type only where it can: `x` may be any object, even one whose
     # attributes raise.
     t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
@@ -246,8 +245,9 @@ _FIX: Final = (
 def _diff_metadata(
     path: str, x: Any, y: Any, mx: Any, my: Any, lines: list[str]
 ) -> None:
-    """Two nodes of one type whose static metadata (pytree aux data) differ:
-    what it holds compared pair by pair with `==`, as JAX compares it."""
+    """Say why two nodes of one type have unequal static metadata.
+
+    It compares what the metadata holds pair by pair with `==`, as JAX does."""
     functions: dict[str | None, list[str]] = {}  # by the field holding them
     why_functions: list[str] = []
     why: list[str] = []
@@ -311,8 +311,10 @@ _SCAN_LIMIT: Final = 10_000
 
 
 def _atoms(data: Any) -> list[Any]:
-    """What static metadata holds, in order, through tuples (NamedTuples too),
-    lists, sets and dicts (their values); functions (`Lifted` included) whole."""
+    """What static metadata holds, in order.
+
+    It looks through tuples, lists, sets and dicts' values. Functions stay
+    whole."""
     found: list[Any] = []
     stack = [data]
     seen = 0

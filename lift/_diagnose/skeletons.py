@@ -1,7 +1,8 @@
-"""`lift.diff` of two skeletons: a pair of nodes met by the walk of `diff`,
-compared by their facts and capture by capture, with one policy for what to
-say: the key path, then what stands there in one and in the other (a static as
-both values and why it is static)."""
+"""`lift.diff` of two skeletons, node by node.
+
+The walk of `diff` meets a pair of nodes. It compares their facts, then their
+captures. Each line says the key path, then what stands there in each. A static
+shows both values and why it is static."""
 
 from __future__ import annotations
 
@@ -58,10 +59,10 @@ def by_identity(value: Any) -> bool:
 
 
 def static_unequal(u: Any, v: Any) -> tuple[bool, str]:
-    """Whether JAX's `==` on static data finds `u` and `v` different, and why
-    when the user could not tell from their values: an object compared by
-    identity, an `__eq__` that raises or answers with an array (both taken as
-    different here)."""
+    """Whether JAX's `==` finds statics `u` and `v` different, and why.
+
+    The why is for values that look alike. An object may compare by identity.
+    An `__eq__` may raise or answer with an array: taken as different."""
     if u is v:
         return False, ""
     noun = a_or_an(type(u).__name__)
@@ -104,10 +105,10 @@ def at_path(path: str) -> str:
 
 
 class Slot:
-    """What stands in one slot of a capture, as the walk of `diff` meets it in
-    the capture rebuilt around it (`rebuilt`): a leaf (`int`), a node of the
-    graph (`Ref`; a `Lifted` is `Ref(0)`), a static, or `None` for an empty
-    closure cell. Not a pytree: the walk takes it whole."""
+    """What stands in one slot of a capture, as the walk of `diff` meets it.
+
+    It is a leaf (`int`), a node (`Ref`), a `Static`, or `None`. `None` is an
+    empty closure cell. It is not a pytree: the walk takes it whole."""
 
     __slots__ = ("name", "owner", "skeleton", "slot")
 
@@ -123,8 +124,9 @@ class Slot:
 def rebuilt(
     skeleton: Skeleton, owner: int, name: str, template: Template | None
 ) -> Any:
-    """A capture rebuilt with a `Slot` in each slot (as `treedef_paths` does
-    with its markers), for the walk to go on into it as into any pytree."""
+    """A capture rebuilt with a `Slot` in each slot.
+
+    The walk then goes into it as into any pytree."""
     if template is None:
         return Slot(skeleton, owner, name, None)
     return template.unflatten([Slot(skeleton, owner, name, s) for s in template.slots])
@@ -158,9 +160,9 @@ def _owner(skeleton: Skeleton, index: int) -> str:
 
 
 def _facts(node: Any) -> list[tuple[str, Any, Any, str]]:
-    """What two nodes of one kind compare besides their parts: `(what it is
-    called, what it is compared by, what is shown, why two shown alike
-    differ)`."""
+    """What two nodes of one kind compare besides their parts.
+
+    Each fact is `(name, compared value, shown value, why alike differ)`."""
     if isinstance(node, FunctionNode):
         defaults = (node.has_defaults, node.has_kwdefaults)
         return [
@@ -240,8 +242,9 @@ def _captures(
     a: tuple[Skeleton, int, Template | None],
     b: tuple[Skeleton, int, Template | None],
 ) -> str | list[Any]:
-    """Two captures of one name (`(skeleton, holder, template)` each): what to
-    say at once, or both rebuilt for the walk to go into."""
+    """Two captures of one name: a line to say, or both rebuilt.
+
+    Each is `(skeleton, holder, template)`. The walk goes into rebuilt ones."""
     ta, tb = a[2], b[2]
     if ta is not None and tb is not None and _same_structure(ta, tb):
         if ta.order != tb.order:
@@ -273,8 +276,9 @@ def _captures(
 
 
 def _same_structure(a: Template, b: Template) -> bool:
-    """Whether two templates hold the same structure: a single value in both
-    (no treedef), or equal treedefs (a treedef's `==` refuses `None`)."""
+    """Whether two templates hold the same structure.
+
+    Both hold a single value, or their treedefs are equal."""
     if a.treedef is None or b.treedef is None:
         return a.treedef is b.treedef
     return a.treedef == b.treedef
@@ -291,7 +295,7 @@ def _shape(template: Template) -> str:
 
 
 def _aux_str(template: Template) -> str:
-    """The static data of a template's custom pytree nodes, as it is shown."""
+    """The static data of a template's custom nodes, as shown."""
     parts = [aux for _, aux in custom_data(template.treedef) if aux is not None]
     text = ", ".join(static_str(p) for p in parts)
     return text if len(parts) == 1 else f"({text})"
@@ -305,9 +309,11 @@ def diff_slots(
     stack: list[tuple[str, Any, Any]],
     seen: set[tuple[int, int, int, int]],
 ) -> None:
-    """Two slots at one path: nodes compared once per pair (both graphs walked
-    together by what refers to what: a subgraph of another size elsewhere
-    shifts nothing), statics by value."""
+    """Compare two slots at one path.
+
+    Nodes are compared once per pair, following references in both graphs.
+    A subgraph of another size elsewhere shifts nothing. Statics compare by
+    value."""
     u, v, name = x.slot, y.slot, x.name
     if type(u) is Ref and type(v) is Ref:
         key = (id(x.skeleton), u.index, id(y.skeleton), v.index)
@@ -316,11 +322,13 @@ def diff_slots(
             diff_node(path, (x.skeleton, u.index), (y.skeleton, v.index), lines, stack)
     elif type(u) is Static and type(v) is Static:
         if u != v:
-            lines.append(
-                f"{path}: {name} = {_keyed_str(u)} vs {_keyed_str(v)}, static because "
-                f"{_why_static(x.skeleton, name, u)}{_why_apart(u, v)}"
-                + _owner(x.skeleton, x.owner)
-            )
+            for at, a, b in _apart_parts(_keyed(u), _keyed(v)):
+                whole = u.by_identity and not at
+                lines.append(
+                    f"{path}{at}: {name}{at} = {_value_str(a)} vs {_value_str(b)}, "
+                    f"static because {_why_static(x.skeleton, name, a, whole, at)}"
+                    f"{_why_apart(a, b)}{_owner(x.skeleton, x.owner)}"
+                )
     elif type(u) is not type(v):
         lines.append(
             f"{path}: {name} is {slot_str(x)} in one, {slot_str(y)} in the other"
@@ -337,30 +345,68 @@ def slot_str(x: Slot) -> str:
         node = skeleton.nodes[slot.index]
         return f"a {node.kind} ({_node_name(skeleton, slot.index)})"
     if type(slot) is Static:
-        return f"static {_keyed_str(slot)} ({_why_static(skeleton, x.name, slot)})"
+        why = _why_static(skeleton, x.name, slot.value, slot.by_identity)
+        return f"static {_value_str(_keyed(slot))} ({why})"
     return "not yet bound (an empty closure cell)"
 
 
-def _keyed_str(slot: Static) -> str:
-    """A static as its `Lifted` was keyed with it: a captured list, dict or set
-    kept whole (the user's own object, changed since, perhaps) as it held when
-    lifted, read back from its key; any other static as it is."""
+def _keyed(slot: Static) -> Any:
+    """A static as its `Lifted` was keyed with it.
+
+    A list, dict or set kept whole may have changed since. It is read back
+    from its key. Any other static is as it is."""
     value = slot.value
-    t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
-    if (t is list or t is dict or t is set) and not slot.by_identity:
+    if type(value) in (list, dict, set) and not slot.by_identity:
         try:
-            value = _keyed_value(slot.slot_key)
+            return _keyed_value(slot.slot_key)
         except (TypeError, ValueError, IndexError, RecursionError):
             pass  # a key of a kind not read back: the value as it is now
-    if t is not set or not value:
+    return value
+
+
+def _value_str(value: Any) -> str:
+    """A static as a diff shows it: a set in sorted order."""
+    if type(value) is not set or not value:
         return static_str(value, LIMIT)
-    text = "{" + ", ".join(sorted(map(static_str, value))) + "}"  # not hash order
+    text = "{" + ", ".join(sorted(map(static_str, cast("set[Any]", value)))) + "}"
     return text if len(text) <= LIMIT else text[: LIMIT - 3] + "..."
 
 
+_PARTS: Final = 5  # differing entries of one static said, at most
+
+
+def _apart_parts(a: Any, b: Any) -> list[tuple[str, Any, Any]]:
+    """Where two unequal statics differ, by key path (`['lr']`, `[0]`).
+
+    It enters dicts with the same keys in one order. It enters lists and
+    tuples of one length. It says `_PARTS` entries at most."""
+    out: list[tuple[str, Any, Any]] = []
+    stack = [("", a, b)]
+    while stack and len(out) < _PARTS:
+        at, u, v = stack.pop()
+        keys = _keys(u) if type(u) is type(v) else []
+        keys = keys if keys == _keys(v) else []
+        parts = [(f"{at}[{k!r}]", u[k], v[k]) for k in keys]
+        parts = [(k, x, y) for k, x, y in parts if Static(x) != Static(y)]
+        if parts:
+            stack.extend(reversed(parts))
+        else:
+            out.append((at, u, v))
+    return out
+
+
+def _keys(value: Any) -> list[Any]:
+    """A dict's keys, a list's or tuple's indices, or none."""
+    t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
+    if t is dict:
+        return list(value)
+    return list(range(len(value))) if t in (list, tuple) else []
+
+
 def _keyed_value(key: Any) -> Any:
-    """The value a static key (`static_key`, or the contents key of a list,
-    dict or set kept whole) was made from."""
+    """The value a static key was made from.
+
+    The key is a `static_key`, or the contents key of a kept container."""
     t: Any = key[0]
     rest: tuple[Any, ...] = key[1:]
     if t is list and len(rest) == 2:  # exact scalars, keyed in C (`atoms_key`)
@@ -380,10 +426,10 @@ def _keyed_value(key: Any) -> Any:
     raise TypeError("not a key lift reads back")
 
 
-def _why_apart(u: Static, v: Static) -> str:
-    """`; why` two statics differ when their values cannot tell: a dict's keys
-    in another order, an `__eq__` that cannot answer."""
-    a, b = u.value, v.value
+def _why_apart(a: Any, b: Any) -> str:
+    """`; why` two statics differ, when their values look alike.
+
+    A dict may hold its keys in another order. An `__eq__` may fail."""
     if type(a) is dict and type(b) is dict:
         ka: list[Any] = list(cast("dict[Any, Any]", a))
         kb: list[Any] = list(cast("dict[Any, Any]", b))
@@ -393,38 +439,34 @@ def _why_apart(u: Static, v: Static) -> str:
     return f"; {why}" if why else ""
 
 
-def _why_static(skeleton: Skeleton, name: str, slot: Static) -> str:
-    """Why a captured value is static, as the user can act on it."""
-    value = slot.value
+def _why_static(
+    skeleton: Skeleton, name: str, value: Any, whole: bool, at: str = ""
+) -> str:
+    """Why a captured value, or an entry of one, is static.
+
+    The reasons, in order: `static=`, `dynamic=`, identity, a rebinding, a
+    branch, the type. `whole` marks an unhashable value, compared by identity."""
     t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
     names, dynamic = skeleton.options or (frozenset[str](), None)
-    if slot.by_identity:
-        return (
-            f"it is {a_or_an(t.__name__)}, not a float or array, and unhashable: "
-            "compared by identity, so each new object compiles anew"
-        )
+    noun = a_or_an(t.__name__)
     if name in names:
         return f"you declared it static (static=({name!r},))"
     if isinstance(dynamic, DynamicNames):
         return f"it is not named in `dynamic=` ({dynamic!r})"
     if dynamic is not None:
         return "your `dynamic=` predicate left it static"
-    if t in (float, complex) or default_dynamic(value):
-        sites = (
-            n.info.branch_sites.get(name)
-            for n in skeleton.nodes
-            if isinstance(n, FunctionNode)
-        )
-        site = next((s for s in sites if s is not None), None)
-        if site is not None:
-            return (
-                f"it is used in `if` at {site[0]}:{site[1]} (a traced value could "
-                f"not run there)"
-            )
-        return "code branches on it in Python (a traced value could not run there)"
-    if by_identity(value) and not issubclass(t, (type, types.ModuleType)):
+    if whole or (by_identity(value) and not issubclass(t, (type, types.ModuleType))):
+        how = "and unhashable" if whole else "with no `__eq__` of its own"
         return (
-            f"it is {a_or_an(t.__name__)}, not a float or array, with no `__eq__` of "
-            f"its own: compared by identity, so each new object compiles anew"
+            f"it is {noun}, not a float or array, {how}: compared by identity, so "
+            "each new object compiles anew"
         )
-    return f"it is {a_or_an(t.__name__)}, not a float or array"
+    infos = [n.info for n in skeleton.nodes if isinstance(n, FunctionNode)]
+    floating = t in (float, complex) or default_dynamic(value)
+    if floating and any(name in info.rebound for info in infos):
+        return f"the code rebinds it (`nonlocal {name}`): a leaf cannot be rebound"
+    if not floating:
+        return f"it is {noun}, not a float or array"
+    site = next((i.branch_sites[name] for i in infos if name in i.branch_sites), None)
+    where = f"used in `if` at {site[0]}:{site[1]}" if site else "branched on in Python"
+    return f"{name if at else 'it'} is {where} (a traced value could not run there)"

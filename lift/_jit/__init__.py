@@ -7,5 +7,5 @@
 - `options`: `jax.jit`'s options, checked and translated.
 - `programs`: the programs shared per code object and options.
 - `verify`: every fast path checked against the full walk.
-- `watch`: whether the captures still are what a cached call was made for.
+- `watch`: whether the captures are still what was lifted.
 """

@@ -1,11 +1,10 @@
-"""Ahead of time: `lift.jit`'s stages (`trace`, `lower`, `compile`) for the
-function's own arguments.
+"""Ahead of time: `lift.jit`'s stages (`trace`, `lower`, `compile`).
 
-Subclasses of JAX's public stage classes, so that a `lift.jit` function is the
-`jax.stages.Wrapped` that `jax.export.export` asks for, to type checkers too.
-They delegate every public member to JAX's object of the trampoline, so none of
-the base classes' private state is used or set; the bound arguments in front
-(the `Lifted`, and a method's instance) are left out of what they show."""
+Each stage takes and describes the function's own arguments. Each subclasses
+JAX's public stage class. So a `lift.jit` function is a `jax.stages.Wrapped`,
+as `jax.export.export` asks. Every public member goes to JAX's object of the
+trampoline. No private state of the base classes is used. What they show
+leaves out the bound arguments in front: the `Lifted`, a method's instance."""
 
 from __future__ import annotations
 
@@ -20,8 +19,7 @@ __all__ = ["Compiled", "Lowered", "Traced"]
 
 
 def _own(tree: Any, bound: tuple[Any, ...]) -> Any:
-    """An `(args, kwargs)` pytree of the trampoline's, without the bound arguments
-    in front (the `Lifted`, and a method's instance)."""
+    """The trampoline's `(args, kwargs)` pytree without the bound arguments."""
     args, kwargs = tree
     return tuple(args[len(bound) :]), kwargs
 
@@ -30,9 +28,9 @@ class Traced(jax.stages.Traced):
     """What `lift.jit(fn).trace(...)` returns: a `jax.stages.Traced` for `fn`'s
     own arguments.
 
-    `jaxpr` is `fn`'s, its captures constants as under `jax.jit` (traced again on
-    first use); `lower()` lowers the shared program, whose first inputs are the
-    captures, bound to the values they had when traced.
+    `jaxpr` is `fn`'s, with its captures as constants. It is traced again on
+    first use. `lower()` lowers the shared program. Its first inputs are the
+    captures, bound to their values when traced.
     """
 
     __slots__ = ("_bake", "_baked", "_bound", "_inner")
@@ -62,8 +60,7 @@ class Traced(jax.stages.Traced):
 
     @property
     def jaxpr(self) -> Any:  # pyright: ignore[reportIncompatibleVariableOverride]
-        """The closed jaxpr of the function: its inputs are the arguments, and its
-        captures are constants."""
+        """The function's closed jaxpr: captures are constants."""
         return self._alone().jaxpr
 
     @property
@@ -103,9 +100,10 @@ class Traced(jax.stages.Traced):
 
 
 class _Bound:
-    """What `Lowered` and `Compiled` share: JAX's stage object for the shared
-    program (`_inner`) and the arguments bound in front of `fn`'s own (`_bound`),
-    described as `fn`'s own."""
+    """What `Lowered` and `Compiled` share.
+
+    `_inner` is JAX's stage of the shared program. `_bound` holds the arguments
+    bound in front of `fn`'s own."""
 
     __slots__ = ()
     _inner: Any
@@ -130,9 +128,11 @@ class _Bound:
 
 
 class Lowered(_Bound, jax.stages.Lowered):
-    """What `lift.jit(fn).lower(...)` returns: a `jax.stages.Lowered` for `fn`'s
-    own arguments. Its text is the shared program's, whose first inputs are the
-    captures; `compile()` binds them to the values they had when lowered."""
+    """What `lift.jit(fn).lower(...)` returns: a `jax.stages.Lowered`.
+
+    It takes `fn`'s own arguments. Its text is the shared program's. Its first
+    inputs are the captures. `compile()` binds them to their values when
+    lowered."""
 
     __slots__ = ("_bound", "_inner")
 
@@ -153,8 +153,9 @@ class Lowered(_Bound, jax.stages.Lowered):
 
 
 class Compiled(_Bound, jax.stages.Compiled):
-    """What `lift.jit(fn).lower(...).compile()` returns: a `jax.stages.Compiled`
-    called with `fn`'s own (dynamic) arguments, the captures bound."""
+    """What `.compile()` returns: a `jax.stages.Compiled`.
+
+    It is called with `fn`'s own arguments; the captures are bound."""
 
     __slots__ = ("_bound", "_inner")
 

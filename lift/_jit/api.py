@@ -1,17 +1,14 @@
 """`lift.jit`: `jax.jit` whose compiled programs are keyed on code, not on identity.
 
-`jax.jit(fn)` keys its cache on the function object, so a closure made anew (one
-per learning rate, one per call of `make_step(lr)`) compiles anew, with its
-captures baked in as constants. `lift.jit` instead passes the function itself, as
-a [`lift.Lifted`][] pytree, as the first argument of one jitted trampoline per
-code object: the `Lifted`'s treedef (code and static captures) keys the program,
-and its leaves (dynamic captures) are parameters of it.
+`jax.jit(fn)` keys its cache on the function object. A closure made anew
+compiles anew, its captures baked in as constants. `lift.jit` passes the
+function itself, as a [`lift.Lifted`][], to one jitted trampoline per code
+object. The `Lifted`'s treedef keys the program. Its leaves are parameters.
 
-Captures are read when the function is called, as Python reads them. Lifting on
-every call would cost tens of microseconds, so each `lift.jit` function keeps the
-cells of the graph it last lifted, with what they held, and lifts again only when
-one of them holds another object (`is`, not `==`). While they hold the same, a
-call passes the function it lifted last to the shared program.
+Captures are read when the function is called, as Python reads them. Lifting
+on every call would cost tens of microseconds. So a `lift.jit` function keeps
+the cells it last lifted, with what they held. It lifts again only when one
+holds another object (`is`, not `==`). Else it passes the last `Lifted`.
 """
 
 from __future__ import annotations
@@ -24,6 +21,7 @@ from typing_extensions import ParamSpec
 
 from .._base.errors import LiftError, static_str
 from .._capture.refusals import reject
+from .._compat import entry_point
 from .function import JitFunction
 from .programs import options_key, program
 
@@ -42,30 +40,30 @@ def jit(fn: Callable[_P, _R], /, **jit_kwargs: Any) -> JitFunction[_P, _R]: ...
 def jit(
     fn: None = None, /, **jit_kwargs: Any
 ) -> Callable[[Callable[_P, _R]], JitFunction[_P, _R]]: ...
+@entry_point
 def jit(fn: Callable[_P, _R] | None = None, /, **jit_kwargs: Any) -> Any:
     """`jax.jit` for closures: one compiled program per code, not per function object.
 
-    The function is lifted (see [`lift.lift`][]) and passed to a program shared by
-    every function with the same code and static captures; its dynamic captures
-    (arrays, Python floats, ...) are parameters of that program. So closures made
-    anew for each hyperparameter compile once, and their programs lower to the
-    same text, which JAX's persistent compilation cache serves across processes.
+    The function is lifted (see [`lift.lift`][]). It goes to a program shared
+    by every function with the same code and static captures. Its dynamic
+    captures (arrays, Python floats) are parameters of that program. So
+    closures made anew per hyperparameter compile once. Their programs lower
+    to the same text, which JAX's persistent cache serves across processes.
 
-    Captures are read when the function is called, as Python reads them: a
-    captured variable bound or rebound after decoration is seen at the next call
-    (a dynamic one without retracing), and so are defaults, keyword-only
-    defaults and function attributes changed in place, and a change of
-    `jax_enable_x64` or of the default device; so are a function's `__code__`
-    replaced (as IPython's autoreload does) and a captured `functools.partial`'s
-    keywords changed in place. Changes inside a captured container or object
-    are not seen by a call that does not trace: `config['lr'] = 0.5` on a
-    captured dict, an optimizer updating a captured `nnx` model in place, a
-    list mutated in place (seen when the program traces, as the list is the
-    user's own). Seeing them would walk every captured object on every call;
-    such a call serves what was lifted last, and `lift.verifying()` reports
-    it. `jax.jit` sees neither kind of change. Rebind the variable (`config =
-    {**config, 'lr': 0.5}`) to have it lifted again, or pass the object as an
-    argument (a model to `nnx.jit`, or to the `lift.jit` function).
+    Captures are read when the function is called, as Python reads them. A
+    variable rebound after decoration is seen at the next call. A dynamic one
+    is seen without retracing. So are defaults and function attributes changed
+    in place. So is a change of `jax_enable_x64` or of the default device. So
+    is a new `__code__`, as IPython's autoreload sets. So are a captured
+    `functools.partial`'s keywords changed in place.
+
+    A call that does not trace misses changes inside a captured object. Such
+    a change is `config['lr'] = 0.5` on a captured dict. It is an optimizer
+    updating a captured `nnx` model in place. Seeing them would walk every
+    captured object on every call. Such a call serves what was lifted last;
+    `lift.verifying()` reports it. `jax.jit` sees neither kind of change.
+    Rebind the variable (`config = {**config, 'lr': 0.5}`) to lift it again.
+    Or pass the object as an argument.
 
     ```python
     import jax.numpy as jnp
@@ -88,25 +86,24 @@ def jit(fn: Callable[_P, _R] | None = None, /, **jit_kwargs: Any) -> Any:
     ```
 
     Use it as `@lift.jit`, `@lift.jit(static_argnames=("n",))` or
-    `lift.jit(fn, ...)`, on functions, bound methods, `functools.partial`s, and
-    on methods of pytree classes (an `equinox.Module`, a registered dataclass),
-    where `self` is the first argument.
+    `lift.jit(fn, ...)`. It takes functions, bound methods and
+    `functools.partial`s. It takes methods of pytree classes, such as an
+    `equinox.Module`; `self` is then the first argument.
 
     **Arguments:**
 
     - `fn`: the function to compile.
-    - `**jit_kwargs`: `jax.jit`'s options (`static_argnums`, `static_argnames`,
-      `donate_argnums`, `donate_argnames`, `in_shardings`, `out_shardings`,
-      `keep_unused`, ...), with argument numbers and names relative to `fn`'s own
-      parameters; and `lift`'s `static=`/`dynamic=` for what `fn` captures.
+    - `**jit_kwargs`: `jax.jit`'s options (`static_argnums`, `donate_argnames`,
+      `in_shardings`, ...). Numbers and names are of `fn`'s own parameters.
+      Also `lift`'s `static=` and `dynamic=`, for what `fn` captures.
 
-    **Returns:** a callable with `fn`'s name, docstring and signature, and
-    `.lower(...)` and `.trace(...)` as a `jax.jit` function has: their stages
-    take and describe `fn`'s own arguments (the captures bound to what they hold
-    then), and `jax.export.export` exports `fn` with its captures as constants.
+    **Returns:** a callable with `fn`'s name, docstring and signature. It has
+    `.lower(...)` and `.trace(...)`, as a `jax.jit` function does. Their stages
+    take and describe `fn`'s own arguments. `jax.export.export` exports `fn`
+    with its captures as constants.
 
-    **Raises:** `lift.LiftError` when an option names no parameter of `fn`, or
-    marks one both static and donated.
+    **Raises:** `lift.LiftError` when an option names no parameter of `fn`. So
+    does one marked both static and donated.
     """
     lift_options = {k: jit_kwargs.pop(k) for k in _LIFT_OPTIONS if k in jit_kwargs}
     for k, names in lift_options.items():
@@ -118,6 +115,7 @@ def jit(fn: Callable[_P, _R] | None = None, /, **jit_kwargs: Any) -> Any:
             lift_options[k] = tuple(sorted(cast("set[Any]", names), key=repr))
     key = options_key(jit_kwargs)
 
+    @entry_point
     def decorator(fn: Callable[_P, _R]) -> JitFunction[_P, _R]:
         return _decorate(fn, jit_kwargs, key, lift_options)
 

@@ -1,5 +1,6 @@
-"""A `lift.jit` function stored on a class and read from an instance: the
-method bound to it, whose first argument the instance is."""
+"""A `lift.jit` function read from an instance: a method bound to it.
+
+The instance is its first argument."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import types
 from typing import Any
 
 from .._base.errors import describe
+from .._compat import entry_point, user_frames
 from .aot import Lowered, Traced
 
 
@@ -22,13 +24,19 @@ class BoundJitFunction:
         self.__self__ = instance
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.__func__(self.__self__, *args, **kwargs)
+        try:
+            return self.__func__(self.__self__, *args, **kwargs)
+        except Exception as err:
+            user_frames(err)  # this frame's too
+            raise
 
     # Ahead of time, the instance is bound as it is to the method: what these
     # return take and describe the method's other arguments.
+    @entry_point
     def lower(self, *args: Any, **kwargs: Any) -> Lowered:
         return self.trace(*args, **kwargs).lower()
 
+    @entry_point
     def trace(self, *args: Any, **kwargs: Any) -> Traced:
         return self.__func__._trace((self.__self__,), args, kwargs)  # pyright: ignore[reportPrivateUsage]
 

@@ -1,9 +1,9 @@
-"""A `lift.jit` function (`JitFunction`): its call, its cached call, its
-ahead-of-time stages, and how it is a pytree and a holder of the closure graph.
+"""A `lift.jit` function (`JitFunction`): its calls, stages and pytree.
 
-A call reads what the function captures now (`lift._jit.watch`); while that is
-what the last lift read, it passes the function it lifted last to the shared
-program (`lift._jit.programs`) without lifting again.
+A call reads what the function captures now (`lift._jit.watch`). While that is
+what the last lift read, it passes the last `Lifted` on. The shared program
+(`lift._jit.programs`) takes it without a new lift. The function is also a
+holder in the closure graph.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import jax
 from typing_extensions import ParamSpec
 
 from .._base.errors import LiftError, describe, under_lift_jit
-from .._compat import conversion_context, hide_frames_of
+from .._compat import conversion_context, entry_point, hide_frames_of, user_frames
 from .._holders.closure import METHOD, Holder, register_holder
 from .._holders.labels import ATTR, WRAPPED, Label
 from .._lifted.lift import lift
@@ -43,7 +43,7 @@ _R = TypeVar("_R")
 class JitFunction(Generic[_P, _R]):
     """A function compiled by [`lift.jit`][]: call it, `.lower(...)` or `.trace(...)`.
 
-    Bound as a method when stored on a class (`self` is then its first argument).
+    Stored on a class, it binds as a method: `self` is its first argument.
     """
 
     __slots__ = (
@@ -81,9 +81,10 @@ class JitFunction(Generic[_P, _R]):
         return self._fn
 
     def _lifted(self) -> Any:
-        """The function as a pytree, lifted again if a capture was rebound, with
-        what a call reads kept for the next calls (`Fast`, in one assignment);
-        a function that holds a tracer is lifted afresh on each call."""
+        """The function as a pytree, lifted again if a capture was rebound.
+
+        What a call reads is kept for the next calls (`Fast`). A function that
+        holds a tracer is lifted afresh on each call."""
         fast = self._fast
         if current(fast):
             if _VERIFY.on:
@@ -117,36 +118,41 @@ class JitFunction(Generic[_P, _R]):
                 del better  # not kept by this frame (its traceback holds it)
 
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        first = self._lifted()
-        try:
-            return self.program.for_nargs(len(args))(first, *args, **kwargs)
-        except (TypeError, ValueError) as err:
-            if isinstance(err, LiftError) and err.static_names is not None:
-                raise under_lift_jit(err) from None
-            better = explain_call_error(
-                self._fn, self.program.static_names, err, args, kwargs
-            )
-            if better is None:
-                raise
+        try:  # the outer `try` leaves lift's frames out of the traceback
+            first = self._lifted()
             try:
-                raise better from err
-            finally:
-                del better  # not kept by this frame (its traceback holds it)
+                return self.program.for_nargs(len(args))(first, *args, **kwargs)
+            except (TypeError, ValueError) as err:
+                if isinstance(err, LiftError) and err.static_names is not None:
+                    raise under_lift_jit(err) from None
+                better = explain_call_error(
+                    self._fn, self.program.static_names, err, args, kwargs
+                )
+                if better is None:
+                    raise
+                try:
+                    raise better from err
+                finally:
+                    del better  # not kept by this frame (its traceback holds it)
+        except Exception as err:
+            user_frames(err)
+            raise
 
+    @entry_point
     def lower(self, *args: _P.args, **kwargs: _P.kwargs) -> Lowered:
         """Lower for the given arguments, as `jax.jit(fn).lower(...)` does.
 
-        The result describes `fn`'s own arguments, and its `compile()` is called
-        with them: the captures, parameters of the shared program, are bound to
-        the values they hold now.
+        The result describes `fn`'s own arguments. Its `compile()` is called
+        with them. The captures are bound to the values they hold now.
         """
         return self.trace(*args, **kwargs).lower()
 
+    @entry_point
     def trace(self, *args: _P.args, **kwargs: _P.kwargs) -> Traced:
         """Trace for the given arguments, as `jax.jit(fn).trace(...)` does.
 
-        `jax.export.export(lift.jit(fn))` goes through here, and exports `fn` with
-        its captures as constants: the exported function takes `fn`'s arguments.
+        `jax.export.export(lift.jit(fn))` goes through here. It exports `fn`
+        with its captures as constants. The export takes `fn`'s arguments.
         """
         return self._trace((), args, kwargs)
 
@@ -232,8 +238,9 @@ def _holder_static(x: JitFunction[Any, Any]) -> Any:
 
 
 def _holder_parts(x: JitFunction[Any, Any]) -> Iterator[tuple[Label, Any]]:
-    """Its function, then the attributes set on it (`helper.scale = 2.0`),
-    which the code calling it may read."""
+    """Its function, then the attributes set on it (`helper.scale = 2.0`).
+
+    The code calling it may read those."""
     yield Label.of(WRAPPED), x._fn  # pyright: ignore[reportPrivateUsage]
     for name, value in list(x.__dict__.items()):
         if name not in _FROM_FN:

@@ -1,7 +1,8 @@
-"""`lift.jit`'s options: `jax.jit`'s, checked against the function's own
-signature and translated for the trampoline that takes the `Lifted` in front
-(argument numbers shifted, names resolved, negative numbers kept for calls of
-each arity)."""
+"""`lift.jit`'s options: `jax.jit`'s, checked and translated.
+
+They are checked against the function's own signature. They are translated
+for the trampoline, which takes the `Lifted` in front. Argument numbers shift
+by one and names are resolved. Negative numbers stay, per call arity."""
 
 from __future__ import annotations
 
@@ -37,8 +38,8 @@ def translate(
 ) -> dict[str, Any]:
     """`jax.jit` options for the trampoline, from options meant for `fn`.
 
-    Checked against `fn`'s own signature first, so that a mistake is reported in
-    terms of `fn`'s parameters rather than the trampoline's shifted ones.
+    They are checked against `fn`'s own signature first. A mistake then names
+    `fn`'s parameters, not the trampoline's.
     """
     params = list(signature.parameters.values())
     positional = [p for p in params if p.kind in POSITIONAL]
@@ -123,8 +124,9 @@ def resolved(
 
 
 def shifted(options: dict[str, Any], k: int) -> dict[str, Any]:
-    """Options for the function with its first `k` positional arguments bound
-    (numbers counted from the end name the same arguments)."""
+    """Options for the function with its first `k` positional arguments bound.
+
+    Numbers counted from the end name the same arguments."""
     if not k:
         return options
     options = dict(options)
@@ -143,9 +145,10 @@ def shifted(options: dict[str, Any], k: int) -> dict[str, Any]:
 def static_positions(
     signature: inspect.Signature, kwargs: dict[str, Any]
 ) -> tuple[int, ...]:
-    """The trampoline's static positions: `static_argnums` (already shifted) and
-    the positions of positional parameters named by `static_argnames`, as
-    `jax.jit` resolves them."""
+    """The trampoline's static positions, as `jax.jit` resolves them.
+
+    They are the shifted `static_argnums`, and the positional parameters that
+    `static_argnames` names."""
     positional = [p.name for p in signature.parameters.values() if p.kind in POSITIONAL]
     positions = set(as_tuple(kwargs.get("static_argnums"), int))
     for name in as_tuple(kwargs.get("static_argnames"), str):

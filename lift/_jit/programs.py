@@ -1,15 +1,12 @@
-"""The programs `lift.jit` shares: one `jax.jit` of a trampoline per code object
-and options, and the translation of `jax.jit`'s options to it.
+"""The programs `lift.jit` shares: one `jax.jit` per code object and options.
 
-The trampoline takes the function itself, as a `Lifted`, before its own
-arguments, so the `Lifted`'s treedef (code and static captures) keys the compiled
-program and its leaves are parameters. Options that count positional parameters
-are shifted by one for that leading argument; options that name them are
-resolved against the function's own signature.
+Each jits a trampoline. It takes the function itself, as a `Lifted`, before
+its own arguments. The `Lifted`'s treedef keys the program; its leaves are
+parameters. Options that count positional parameters shift by one. Options
+that name them resolve against the function's own signature.
 
-What `.trace`, `.lower` and `.compile()` return (`Traced`, `Lowered`, `Compiled`)
-wrap JAX's objects and bind the leading argument, so they take and describe the
-function's own arguments.
+The stages (`Traced`, `Lowered`, `Compiled`) wrap JAX's. They bind the leading
+argument. So they take and describe the function's own arguments.
 """
 
 from __future__ import annotations
@@ -58,8 +55,9 @@ _call_lifted = lambda __lifted__, /, *args, **kwargs: __lifted__(*args, **kwargs
 
 
 class _HasDefault:
-    """Stands for a parameter's default in a trampoline's signature: the real
-    default belongs to one closure, and the trampoline outlives it."""
+    """A parameter's default in a trampoline's signature.
+
+    The real default belongs to one closure; the trampoline outlives it."""
 
     __slots__ = ()
 
@@ -71,16 +69,14 @@ _HAS_DEFAULT: Final = _HasDefault()
 
 
 class Program:
-    """A jitted trampoline for one code object (and one set of `jax.jit` options).
+    """A jitted trampoline for one code object and one set of options.
 
-    `jitted` is `None` when `in_shardings` is a single sharding, which `jax.jit`
-    applies to every dynamic positional argument: the `Lifted` in front must not
-    get it, so there is one jitted trampoline per number of positional arguments.
+    `jitted` is `None` when `in_shardings` is a single sharding. `jax.jit`
+    gives it to every dynamic positional argument. The `Lifted` in front must
+    not get it. So there is one trampoline per number of positional arguments.
     """
 
-    vetted: Final = (
-        True  # lift's own static data: see `lift._holders.closure.aux_tracer`
-    )
+    vetted: Final = True  # lift's own static data: see `lift._rule.hidden.aux_tracer`
 
     __slots__ = (
         "_by_nargs",
@@ -160,9 +156,10 @@ class Program:
         return kwargs
 
     def for_nargs(self, nargs: int) -> Any:
-        """The jitted trampoline for calls with `nargs` positional arguments: the
-        one for any number, unless one sharding for every argument or argument
-        numbers counted from the end make the program depend on it."""
+        """The jitted trampoline for calls with `nargs` positional arguments.
+
+        One serves any number. A single sharding for all arguments needs one
+        per number. So do argument numbers counted from the end."""
         jitted: Any = self.jitted
         if jitted is not None and nargs >= self.min_nargs:
             return jitted
@@ -176,9 +173,10 @@ class Program:
         return jitted
 
     def bake(self, lifted: Any, *bound: Any) -> Any:
-        """`jax.jit` of the function alone, its captures constants of the program
-        (for `jax.export`, which exports a function of its arguments only), and
-        `bound` its first arguments (a method's instance)."""
+        """`jax.jit` of the function alone, its captures constants.
+
+        `jax.export` exports a function of its arguments only. `bound` are its
+        first arguments, such as a method's instance."""
         fn = functools.partial(self.trampoline, lifted, *bound)
         return _jax_jit(fn, **shifted(self.options, len(bound)))
 
@@ -203,7 +201,7 @@ def _freeze(value: Any) -> Any:
 
 
 def options_key(jit_kwargs: dict[str, Any]) -> Any:
-    """A hashable form of the `jax.jit` options, or `None` when they are not."""
+    """A hashable form of the `jax.jit` options, or `None`."""
     if not jit_kwargs:
         return ()
     key = tuple(sorted((k, _freeze(v)) for k, v in jit_kwargs.items()))
@@ -213,9 +211,8 @@ def options_key(jit_kwargs: dict[str, Any]) -> Any:
 def _shape_key(fn: Any) -> Any:
     """What the signature of `fn` depends on, cheaply, for a plain function.
 
-    Not for a function that names another's signature (`functools.wraps` sets
-    `__wrapped__`, which `inspect.signature` follows): two wrappers made by one
-    decorator share code but not parameters.
+    Not for a function with `__wrapped__`, which `inspect.signature` follows.
+    Two wrappers made by one decorator share code but not parameters.
     """
     if type(fn) is types.FunctionType and not (
         "__wrapped__" in fn.__dict__ or "__signature__" in fn.__dict__
@@ -279,10 +276,10 @@ def _signature(fn: Any) -> inspect.Signature:
 def _trampoline(fn: Any, signature: inspect.Signature) -> Callable[..., Any]:
     """`lambda lifted, *args, **kwargs: lifted(*args, **kwargs)` dressed as `fn`.
 
-    JAX names the program (`jit_step`), reports errors ("while tracing step at
-    file:line") and names arguments from the function it jits: the trampoline
-    takes `fn`'s name, file and line, and a signature with `fn`'s parameters after
-    the lifted function, so `static_argnames` and messages work as for `fn`.
+    JAX names the program and its arguments from the function it jits. Its
+    errors say "while tracing step at file:line". So the trampoline takes
+    `fn`'s name, file and line. Its signature has `fn`'s parameters after the
+    lifted function. `static_argnames` and messages then work as for `fn`.
     """
     name = fn_name(fn)
     qualname = getattr(fn, "__qualname__", None)
@@ -338,6 +335,9 @@ def explain_call_error(
 ) -> LiftError | None:
     """Say which parameter `jax.jit` rejected, and how to mark it static."""
     rejected = _compat.bad_argument(err)
+    if rejected is None and not _compat.is_unhashable_static(err):
+        return None
+    values = dict((*_positional_names(fn, args), *kwargs.items()))
     if rejected is not None:
         kind, path = rejected
         # Never the lifted function, passed first: its leaves are arrays.
@@ -346,7 +346,9 @@ def explain_call_error(
             f"mark it static, `lift.jit({fn_name(fn)}, static_argnames=({name!r},))`, "
             "or pass an array."
         )
-        if name == "self":
+        if _from_equinox(values.get(name)):  # unhashable: it cannot be static either
+            fix = _equinox_fix(fn)
+        elif name == "self":
             fix = (
                 "make the class a pytree (an equinox.Module, or a dataclass under "
                 "`jax.tree_util.register_dataclass`), or " + fix
@@ -357,25 +359,37 @@ def explain_call_error(
             f"arguments to the compiled program as jax.jit does.\nFix: {fix}",
             anchor="jit-argument-not-an-array",
         )
-    if _compat.is_unhashable_static(err):
-        bad = [
-            name
-            for name, value in (*_positional_names(fn, args), *kwargs.items())
-            if name in static and not _hashable(value)
-        ]
-        what = (
-            f"for the parameter {bad[0]!r}, which is static"
-            if bad
-            else "for one of its static parameters"
-        )
-        return LiftError(
-            f"{describe(fn)} was called with an unhashable value {what}: a static "
-            "argument is part of the compiled program's key.\n"
-            "Fix: pass a hashable value (a tuple instead of a list), or do not "
-            "mark it static.",
-            anchor="jit-unhashable-static",
-        )
-    return None
+    bad = [n for n, v in values.items() if n in static and not _hashable(v)]
+    what = (
+        f"for the parameter {bad[0]!r}, which is static"
+        if bad
+        else "for one of its static parameters"
+    )
+    fix = "pass a hashable value (a tuple instead of a list), or do not mark it static."
+    if any(_from_equinox(values.get(name)) for name in bad):
+        fix = _equinox_fix(fn)
+    return LiftError(
+        f"{describe(fn)} was called with an unhashable value {what}: a static "
+        f"argument is part of the compiled program's key.\nFix: {fix}",
+        anchor="jit-unhashable-static",
+    )
+
+
+def _from_equinox(value: Any) -> bool:
+    """Whether `value` is an `equinox.Module`, without importing equinox."""
+    return any(str(c.__module__).startswith("equinox.") for c in type(value).__mro__)
+
+
+def _equinox_fix(fn: Any) -> str:
+    """The fix for an equinox module passed to `lift.jit`.
+
+    A module is neither an array nor hashable."""
+    name = fn_name(fn)
+    return (
+        "compile with equinox, which passes a module's arrays and keeps the rest "
+        f"static: `eqx.filter_jit(lift.lift({name}))` in place of `lift.jit({name})` "
+        f"(`{name}` undecorated)."
+    )
 
 
 def _positional_names(fn: Any, args: tuple[Any, ...]) -> list[tuple[str, Any]]:

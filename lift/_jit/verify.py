@@ -1,16 +1,12 @@
 """Checking every fast path against the full walk: `lift.verifying()`, `LIFT_VERIFY=1`.
 
-lift answers one request by a fast path that stands for a slower, simpler
-rule: a `lift.jit` function's cached call, for lifting its function again.
-(Lifting a closure always takes the full walk; captured floats are always
-converted by `jax.device_put`.) The cached call must give exactly what lifting
-gives. With the switch on, it also lifts and raises `lift.LiftError` at the
-first difference (a bug in lift: the message says which path, for which
-function, and what differed).
+lift has one fast path: a `lift.jit` function's cached call. It stands for
+lifting the function again. It must give exactly what lifting gives. With the
+switch on, it also lifts. It raises `lift.LiftError` at the first difference.
+That is a bug in lift; the message says which path differed.
 
-The switch is read when `lift` is imported (`LIFT_VERIFY=1` in the
-environment) and set for a block by `lift.verifying()`; it applies to every
-thread.
+`LIFT_VERIFY=1` sets the switch when `lift` is imported. `lift.verifying()`
+sets it for a block. It applies to every thread.
 """
 
 from __future__ import annotations
@@ -46,13 +42,11 @@ def verifying(enabled: bool = True) -> Generator[None]:
     """Make every fast path of lift check itself against the full walk, in a block.
 
     Inside the block, a `lift.jit` function's cached call also lifts the
-    function again, the rule it stands for, and raises `lift.LiftError` if
-    the two differ in anything: treedef, leaves (type,
-    dtype, weak type, sharding, bits), or whether the value is accepted.
-    Lifting a closure has no fast path to check: it always takes the full
-    walk. Setting the environment variable `LIFT_VERIFY=1` turns the same
-    checks on for the whole process (the test suite's CI runs so). The checks
-    cost a lift per cached call: for tests, not for production.
+    function again. It raises `lift.LiftError` if the two differ in anything.
+    That is the treedef, the leaves' types and bits, or a refusal. Lifting a
+    closure has no fast path: it always takes the full walk.
+    `LIFT_VERIFY=1` in the environment turns the checks on for the process.
+    Each cached call then costs a lift: for tests, not for production.
 
     ```python
     import jax.numpy as jnp
@@ -68,8 +62,8 @@ def verifying(enabled: bool = True) -> Generator[None]:
 
     **Arguments:**
 
-    - `enabled`: `False` turns the checks off in the block instead (for a
-      benchmark inside a suite run with `LIFT_VERIFY=1`).
+    - `enabled`: `False` turns the checks off in the block instead. A
+      benchmark does so inside a suite run with `LIFT_VERIFY=1`.
     """
     with _lock:
         before, STATE.on = STATE.on, bool(enabled)
@@ -81,8 +75,7 @@ def verifying(enabled: bool = True) -> Generator[None]:
 
 
 def disagree(fn: Any, detail: str) -> LiftError:
-    """The error the fast path (a `lift.jit` function's cached call of `fn`)
-    raises when it differs from the full rule."""
+    """The error a cached call of `fn` raises when it differs from lifting."""
     return LiftError(
         f"lift's lift.jit cached call disagrees with the full walk for "
         f"{describe(fn)}: {detail}.\nThis is a bug in lift: the full walk's answer is the one "
@@ -92,8 +85,10 @@ def disagree(fn: Any, detail: str) -> LiftError:
 
 
 def _leaf(x: Any) -> tuple[Any, ...]:
-    """What must agree between two leaves: type, shape, dtype, weak type,
-    sharding, commitment and bits (`0.0` and `-0.0` differ, `nan` equals itself)."""
+    """What must agree between two leaves.
+
+    That is type, shape, dtype, weak type, sharding, commitment and bits.
+    `0.0` and `-0.0` differ; `nan` equals itself."""
     import numpy as np  # not when `lift` is imported
 
     t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]

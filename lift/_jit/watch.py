@@ -1,11 +1,10 @@
-"""What a `lift.jit` call reads: whether the function still captures what its
-cached call was made for.
+"""What a `lift.jit` call reads: does the function still capture the same?
 
-A cached call compares, by identity, the cells, defaults, attributes and
-partial arguments its function and the functions it captured held when the
-walk that lifted it read them (`Fast`, made by `watch`, checked by `current`);
-anything changed sends the call down the slow path, which lifts the function
-anew and serves what Python would compute now."""
+A cached call compares what the walk read, by identity. That is the cells,
+defaults, attributes and partial arguments of every function it reached.
+`watch` makes the record (`Fast`); `current` checks it. A change sends the
+call down the slow path. That path lifts the function anew, as Python reads
+it now."""
 
 from __future__ import annotations
 
@@ -36,17 +35,18 @@ _attrs: Final = operator.attrgetter("__dict__")
 
 
 class Watch:
-    """Stands for a function with keyword-only defaults or attributes, a
-    holder (a `functools.partial`, a `lift.jit` function and the attributes
-    set on it) or a cell the walk found empty, among the watched
-    cells: its `cell_contents` is one token while it holds the objects it held,
-    and a new object once one is rebound or changed in place. A function's
-    parts are its code, defaults, keyword-only defaults and attributes
-    (`f.scale = 3.0`, `f.__kwdefaults__['lr'] = 0.5`, `f.__code__ = ...` as
-    IPython's autoreload does); a partial's, its function, arguments, keywords
-    (Python reads the keywords' dict at each call) and attributes: what the
-    walk read of them (`function_held`, a holder's parts), compared by
-    identity."""
+    """A watched cell that stands for more than a cell.
+
+    It stands for a function with keyword-only defaults or attributes. It
+    stands for a holder: a `functools.partial`, a `lift.jit` function. It
+    stands for a cell the walk found empty. Its `cell_contents` is one token
+    while its parts are the same objects. It is a new object once one part is
+    rebound or changed in place.
+
+    A function's parts are its code, defaults, keyword-only defaults and
+    attributes (`f.scale = 3.0`). A partial's parts are its function,
+    arguments, keywords and attributes. Python reads a partial's keywords at
+    each call. Parts compare by identity."""
 
     __slots__ = ("obj", "parts", "token")
 
@@ -65,9 +65,11 @@ def _same_parts(now: tuple[Any, ...], then: tuple[Any, ...]) -> bool:
 
 
 def _same(a: Any, b: Any) -> bool:
-    """The same part: the very object, or a part read again (`(label, value)`,
-    a new pair each reading) with an equal label and the very value. Anything
-    else, a user's tuple included, by identity alone."""
+    """Whether two reads are of the same part.
+
+    A part read again is a new `(label, value)` pair. It is the same when the
+    labels are equal and the value is the very object. Anything else compares
+    by identity, a user's tuple included."""
     if a is b:
         return True
     if type(a) is not tuple or type(b) is not tuple:
@@ -100,20 +102,16 @@ def holds_tracer(lifted: Any) -> bool:
 
 
 def check_cached(fn: Any, lift_now: Callable[[], Any], fast: Fast) -> None:
-    """With `lift.verifying()` on: that what a cached call passes (`fast.lifted`)
-    is what lifting the function now gives. When they differ, what the two
-    walks read (`Walk.read`) says why: a cell, function or partial the watch
-    covers that the walk now reads otherwise is a change the watch missed (a
-    bug in lift); anything else changed inside a captured container or object,
-    in place, which a cached call does not see. When `fast` is no longer
-    current after lifting now (another thread rebound a capture meanwhile),
-    the two lifts read different bindings and nothing is compared.
+    """Check that a cached call passes what lifting now gives.
 
-    The contents of your own lists, dicts and sets (a log a function fills
-    while it traces, a trace counter, a loss log a callback fills) are not
-    part of what a cached call promises: it serves what it compiled, as
-    `jax.jit` does for a closure. While one of them differs from what `kept`
-    was keyed with, nothing is compared."""
+    It runs with `lift.verifying()` on. When the two differ, what each walk
+    read (`Walk.read`) says why. A cell, function or partial read otherwise is
+    a change the watch missed: a bug in lift. Anything else changed in place
+    inside a captured object. A cached call does not see that.
+
+    Another thread may rebind a capture meanwhile. Then `fast` is stale, and
+    nothing is compared. Your own lists, dicts and sets are not compared
+    either. A cached call serves what it compiled, as `jax.jit` does."""
     kept = fast.lifted
     if _own_changed(kept):
         return
@@ -153,8 +151,7 @@ def check_cached(fn: Any, lift_now: Callable[[], Any], fast: Fast) -> None:
 
 
 def _own_changed(kept: Any) -> bool:
-    """Whether a list, dict or set of yours that `kept` holds (as your own
-    object) changed since it was lifted."""
+    """Whether a list, dict or set of yours in `kept` changed since lifted."""
     if not isinstance(kept, Lifted):
         return False
     nodes = skeleton_of(cast("Lifted[..., Any]", kept)).nodes
@@ -168,8 +165,10 @@ def _own_changed(kept: Any) -> bool:
 
 
 def _read_otherwise(kept: Any, fresh: Any) -> bool:
-    """Whether the walk that lifted `fresh` read, of a cell, function or
-    partial that the walk of `kept` read too, something else (by identity)."""
+    """Whether the two walks read a cell, function or partial differently.
+
+    The walks are those that lifted `fresh` and `kept`. Reads compare by
+    identity."""
     then = {id(obj): held for obj, held in walk_read(kept)}
     return not all(
         then.get(id(obj), held) is held
@@ -196,12 +195,12 @@ def _changed_in_place(fn: Any, what: str, detail: str) -> LiftError:
 
 
 class Fast(NamedTuple):
-    """Everything a call reads, in one object written in one assignment, so that
-    another thread never sees half an update: the cells and `Watch`es of the
-    graph and what they held when the walk read them, its functions without
-    keyword-only defaults or attributes with their code and defaults (checked
-    in C), the float width and default device read before the lift, the
-    function lifted (`lifted`: what a call passes in front of its arguments)."""
+    """Everything a call reads, written in one assignment.
+
+    Another thread never sees half an update. It holds the graph's cells and
+    `Watch`es, with what they held when read. It holds the plain functions'
+    code and defaults, checked in C. It holds the float width and default
+    device read before the lift. `lifted` is what a call passes first."""
 
     cells: tuple[Any, ...]
     contents: tuple[Any, ...]
@@ -219,9 +218,10 @@ STALE: Final = Fast(
 
 
 def watch(lifted: Any, read: list[tuple[Any, Any]], context: tuple[Any, Any]) -> Fast:
-    """What a call reads, for `lifted` and what the walk that lifted it read
-    (`Walk.read`: a cell and its contents, itself when empty; a function and
-    `function_held`; a partial and its parts)."""
+    """What a call reads, for `lifted` and its walk's reads (`Walk.read`).
+
+    A read is a cell and its contents, a function and its parts, or a partial
+    and its parts."""
     cells: list[Any] = []
     contents: list[Any] = []
     fns: list[tuple[types.FunctionType, Any, Any]] = []

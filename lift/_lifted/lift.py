@@ -12,7 +12,7 @@ from typing_extensions import ParamSpec
 from .._base.errors import LiftError
 from .._capture.capture import check_names, check_options
 from .._capture.refusals import reject
-from .._compat import live_traces
+from .._compat import entry_point, live_traces
 from .._holders import trees as jtu
 from .._holders.trees import (
     ITERATORS,
@@ -105,6 +105,7 @@ def lift(
     static: str | Iterable[str] = (),
     dynamic: str | tuple[str, ...] | Callable[[Any], bool] | None = None,
 ) -> _T: ...
+@entry_point
 def lift(
     obj: Any = None,
     /,
@@ -185,6 +186,7 @@ def lift(
     """
     if obj is None:
 
+        @entry_point
         def decorator(fn: Any) -> Any:
             return lift(fn, static=static, dynamic=dynamic)
 

@@ -132,11 +132,13 @@ class Lifted(Generic[_P, _R]):
     _built: Build | None  # at the first call
     _original: Any
 
+    @_compat.entry_point
     def __new__(cls, *args: Any, **kwargs: Any) -> Self:
         if not args:  # `Sub(dynamic="a")(fn)`, as `lift.lift(dynamic="a")(fn)` is
             raise no_function(cls, kwargs, base=cls is Lifted)
         return super().__new__(cls)
 
+    @_compat.entry_point
     def __init__(
         self,
         fn: Callable[_P, _R],
@@ -209,6 +211,7 @@ class Lifted(Generic[_P, _R]):
         _state_dict.register(cls)
 
     @classmethod
+    @_compat.entry_point
     def closure_convert(
         cls, fn: Callable[..., Any], /, *example_args: Any, **example_kwargs: Any
     ) -> Self:
@@ -280,15 +283,19 @@ class Lifted(Generic[_P, _R]):
         return built
 
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        built = self._built
-        if built is None:
-            built = self._build()
-        if built.copies:
-            return call_watched(self, built, args, kwargs)
-        try:
-            return built.fn(*args, **kwargs)
+        try:  # the outer `try` leaves lift's frames out of the traceback
+            built = self._built
+            if built is None:
+                built = self._build()
+            if built.copies:
+                return call_watched(self, built, args, kwargs)
+            try:
+                return built.fn(*args, **kwargs)
+            except Exception as err:
+                self._explain(err)
+                raise
         except Exception as err:
-            self._explain(err)
+            _compat.user_frames(err)
             raise
 
     def _explain(self, err: Exception) -> None:

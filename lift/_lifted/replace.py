@@ -7,6 +7,7 @@ import itertools
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from .._base.errors import LiftError, describe
+from .._compat import entry_point
 from .._holders import trees as jtu
 from .._skeleton.paths import CapturePath
 from .lift import is_lifted
@@ -58,6 +59,7 @@ def _named(path: tuple[Any, ...]) -> set[str]:
     return names
 
 
+@entry_point
 def replace(lifted: _L, /, **captures: Any) -> _L:
     """A copy of `lifted` with some of its captured variables replaced, by name.
 

@@ -430,7 +430,10 @@ def _a_value(value: Any, t: type[Any]) -> str:
         return f"the class {value.__qualname__}"
     with warnings.catch_warnings():  # JAX's notice that a generator is a leaf
         warnings.simplefilter("ignore", DeprecationWarning)
-        node = not treedef_is_leaf(tree_structure(value, is_leaf=one_level(value)))
+        try:
+            node = not treedef_is_leaf(tree_structure(value, is_leaf=one_level(value)))
+        except ValueError:  # `{int: f, float: g}`
+            return f"a {t.__name__} with keys JAX cannot sort"
     return f"a {t.__name__} holding an object" if node else f"a {t.__name__}"
 
 
