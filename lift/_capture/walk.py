@@ -31,7 +31,7 @@ from .._holders.closure import (
 )
 from .._holders.labels import ATTR, SELF, Label
 from .._holders.trees import ITERATORS, irregular, is_function_like, ordered
-from .._rule.code import CodeInfo, code_info
+from .._rule.code import NO_BRANCH, WHOLE, Branches, CodeInfo, branch_hits, code_info
 from .._rule.floats import python_number, scalar_leaf
 from .._rule.scope import Scope
 from .._rule.static import (
@@ -98,8 +98,9 @@ class Walk:
         root: Any,
         static: frozenset[str],
         dynamic: Callable[[Any], bool] | DynamicNames | None,
-        branched_cells: frozenset[int] = frozenset(),
+        branched_cells: dict[int, Branches] | None = None,
         scoped_ids: frozenset[int] = frozenset(),
+        frozen: frozenset[int] = frozenset(),
     ) -> None:
         self.root = root
         self.static = static
@@ -107,7 +108,10 @@ class Walk:
         if isinstance(dynamic, DynamicNames):
             self.named, dynamic = dynamic.names, None
         self.dynamic: Callable[[Any], bool] | None = dynamic
-        self.branched_cells = branched_cells
+        self.branched_cells = branched_cells or {}
+        self.frozen = frozen
+        # Functions the static captures hold (`check_opaque` finds them).
+        self.held: set[int] = set()
         self.scope = Scope(self.named, scoped_ids)
         self.nodes: list[Node | None] = []
         self.parents: list[tuple[Template, int] | None] = []
@@ -129,7 +133,11 @@ class Walk:
         # The holder and label each node was first reached from (for errors).
         self.reached_from: dict[int, tuple[Any, Label]] = {}
 
-    def kept(self, live: str | None) -> None:
+    def opaque(
+        self, value: Any, t: type[Any], holder: Any, label: Label, at: Any = (None, 0)
+    ) -> None:
+        """Scan a static capture (`check_opaque`), noting the functions it holds."""
+        live = check_opaque(value, t, holder, label, at, self.held)
         if live is not None and self.live is None:
             self.live = live
 
@@ -196,11 +204,14 @@ class Walk:
         # with no `static=`/`dynamic=` (the common capture, thousands in a wide
         # closure): `cell` and `template` inlined, which halves the walk of a
         # closure over a thousand floats.
+        # Held by a static capture too: its captures are static (`held_nodes`).
+        frozen = id(fn) in self.frozen
         fast = (
             self.dynamic is None
             and self.named is None
             and not self.static
             and not self.branched_cells
+            and not self.frozen
         )
         in_scope = index in self.scope.nodes
         unplain = info.unplain
@@ -235,7 +246,15 @@ class Walk:
                 nodes.append(None)
                 if in_scope or id(cell) in self.scope.ids:
                     self.scope.add(cell_index, cell)
-                nodes[cell_index] = self.cell(cell, cell_index, label, fn, info, index)
+                nodes[cell_index] = self.cell(
+                    cell,
+                    cell_index,
+                    label,
+                    fn,
+                    info,
+                    index,
+                    frozen or id(cell) in self.frozen,
+                )
             else:
                 self.shared = True  # a cell of several functions
                 self.scope.reached(cell_index, cell, not in_scope)
@@ -250,7 +269,11 @@ class Walk:
                 (
                     label,
                     self.template(
-                        value, index, label, fn, forced=by_global and label.kind == ATTR
+                        value,
+                        index,
+                        label,
+                        fn,
+                        forced=frozen or (by_global and label.kind == ATTR),
                     ),
                 )
                 for label, value in held[3:]
@@ -275,6 +298,7 @@ class Walk:
         fn: types.FunctionType,
         info: CodeInfo,
         owner: int,
+        forced: bool,
     ) -> CellNode:
         name = cast(str, label.key)
         try:
@@ -284,10 +308,13 @@ class Walk:
             # decorator's function named in its own body, `super()`'s class).
             self.names.add(name)
             return CellNode(None, label, owner, cell)
-        branched = name in info.branched or id(cell) in self.branched_cells
+        # A Python scalar the code rebinds is static, as one it branches on.
+        rebound = name in info.rebound
+        branched = WHOLE if rebound else info.branch_paths.get(name, NO_BRANCH)
+        branched |= self.branched_cells.get(id(cell), NO_BRANCH)
         before = len(self.leaves)
-        template = self.template(contents, index, label, fn, branched)
-        if name in info.rebound:
+        template = self.template(contents, index, label, fn, branched, forced)
+        if rebound:
             refuse_rebinding(fn, name, template, self.leaves)
         added = len(self.leaves) - before
         if added == 1:  # the common case, one value: no generator
@@ -308,7 +335,7 @@ class Walk:
         owner: int,
         label: Label,
         holder: Any,
-        branched: bool = False,
+        branched: Branches = NO_BRANCH,
         forced: bool = False,
     ) -> Template:
         name = label.variable
@@ -317,18 +344,18 @@ class Walk:
         forced = forced or (name is not None and name in self.static)
         pinned = self.scope.pinned(owner, name)
         t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
-        if t in STATIC_ATOMS and self.dynamic is None:
-            # A user's class holds data (`registry = [...]`) as an instance of
-            # it does: a tracer there is refused alike.
-            if t is type and user_class(value):
-                self.kept(check_opaque(value, t, holder, label))
-            return Template(None, (Static(value),), owner, label)
         if (
-            t in ALWAYS_DYNAMIC
-            and not forced
+            not forced
             and self.dynamic is None
-            and not (branched and branch_static(value, t))
-            and not (pinned and t is not ArrayImpl)
+            and (
+                (
+                    t in ALWAYS_DYNAMIC
+                    and not (branched and branch_static(value, t))
+                    and not (pinned and t is not ArrayImpl)
+                )
+                # An `int` or `bool` that `dynamic=` names: an integer leaf.
+                or (t in (int, bool) and self.named is not None and name in self.named)
+            )
         ):
             # A float or an array (the common capture): what `slot` makes of it.
             index = len(self.leaves)
@@ -336,14 +363,21 @@ class Walk:
             if t is not ArrayImpl:
                 self.float_leaves.append(index)
             return Template(None, (index,), owner, label)
+        if t in STATIC_ATOMS and self.dynamic is None:
+            # A user's class holds data (`registry = [...]`) as an instance of
+            # it does: a tracer there is refused alike.
+            if t is type and user_class(value):
+                self.opaque(value, t, holder, label)
+            return Template(None, (Static(value),), owner, label)
         if issubclass(t, ITERATORS):
             # Static by identity; a suspended frame's locals may hold a tracer.
-            self.kept(check_opaque(value, type(value), holder, label))  # pyright: ignore[reportUnknownArgumentType]
+            self.opaque(value, type(value), holder, label)  # pyright: ignore[reportUnknownArgumentType]
             return Template(None, (Static(value),), owner, label)
         if not forced and label.kind != SELF and (apart := taken_apart(value)):
             value, t = apart, type(apart)  # pyright: ignore[reportUnknownVariableType]
         order = None
         owned: dict[int, bool] = {}
+        whole = () in branched
         if forced or t not in DYNAMIC_ATOMS or self.dynamic is not None:
             if is_function_like(value):
                 leaves = [value]
@@ -354,14 +388,12 @@ class Walk:
                     own_leaf(
                         value,
                         owned,
-                        lambda leaf: (
-                            self.kind(leaf, forced, branched, pinned) is STATIC
-                        ),
+                        lambda leaf: self.kind(leaf, forced, whole, pinned) is STATIC,
                     ),
                     lambda: own_leaf(
                         value,
                         owned,
-                        lambda leaf: self.kind(leaf, forced, branched) is STATIC,
+                        lambda leaf: self.kind(leaf, forced, whole) is STATIC,
                     ),
                     forced,
                     holder,
@@ -369,7 +401,7 @@ class Walk:
                 )
                 if flat is None:  # whole and static
                     if not forced:
-                        self.kept(check_opaque(value, t, holder, label))
+                        self.opaque(value, t, holder, label)
                     return Template(None, (Static(value),), owner, label)
                 leaves, treedef = flat
                 if treedef.num_nodes == 1 and treedef.num_leaves == 1:
@@ -377,19 +409,20 @@ class Walk:
                 else:
                     if irregular(value):
                         order = ordered(value, treedef, static_key)
-                    self.kept(check_aux(treedef, holder, label))
+                    self.live = self.live or check_aux(treedef, holder, label)
         else:
             leaves = [value]
             treedef = None
         slots: list[Slot] = []
         new_nodes: list[tuple[int, int]] = []
         frozen = frozenset(k for k, v in owned.items() if v)
+        hits = branch_hits(branched, treedef, len(leaves))
         for pos, leaf in enumerate(leaves):
             slots.append(
                 self.slot(
                     leaf,
                     forced,
-                    branched,
+                    hits[pos],
                     holder,
                     label,
                     new_nodes,
@@ -423,7 +456,7 @@ class Walk:
         if t in STATIC_ATOMS and (forced or self.dynamic is None):
             return STATIC
         if not forced and is_function_like(leaf):
-            return NODE
+            return STATIC if id(leaf) in self.frozen else NODE
         if forced:
             return STATIC
         if self.dynamic is not None:
@@ -459,12 +492,12 @@ class Walk:
         t: type[Any] = type(leaf)  # pyright: ignore[reportUnknownVariableType]
         if t in STATIC_ATOMS and (forced or self.dynamic is None):
             if t is type and user_class(leaf):
-                self.kept(check_opaque(leaf, t, holder, label, at))
+                self.opaque(leaf, t, holder, label, at)
             return Static(leaf)
         if owned and id(leaf) in owned:
             # A list or dict nested in the capture that holds no dynamic leaf
             # and no function: the user's own object, as at the top (`own_static`).
-            self.kept(check_opaque(leaf, t, holder, label, at))
+            self.opaque(leaf, t, holder, label, at)
             return own_static(leaf)
         what = self.kind(leaf, forced, branched, pinned)
         if what is NODE:
@@ -490,7 +523,7 @@ class Walk:
             return index
         if issubclass(t, Tracer):
             raise static_tracer(holder, label, leaf, at)
-        self.kept(check_opaque(leaf, t, holder, label, at))
+        self.opaque(leaf, t, holder, label, at)
         if t is set:  # a leaf to JAX: the user's own, as a list is
             return own_static(leaf)
         return Static(leaf)

@@ -406,11 +406,10 @@ def _why_static(skeleton: Skeleton, name: str, slot: Static) -> str:
     if dynamic is not None:
         return "your `dynamic=` predicate left it static"
     if t in (float, complex) or default_dynamic(value):
-        sites = (
-            n.info.branch_sites.get(name)
-            for n in skeleton.nodes
-            if isinstance(n, FunctionNode)
-        )
+        infos = [n.info for n in skeleton.nodes if isinstance(n, FunctionNode)]
+        if any(name in i.rebound for i in infos):
+            return f"the code rebinds it (`nonlocal {name}`), which a leaf could not follow"
+        sites = (i.branch_sites.get(name) for i in infos)
         site = next((s for s in sites if s is not None), None)
         if site is not None:
             return (

@@ -101,6 +101,7 @@ class LeakWalk(ObjectWalk):
         self.first = first
         self.found: int | None = None
         self.globals = globals
+        self.held: set[int] | None = None  # ids of functions met (`first_tracer`)
         self.only = only  # ids of the tracers to report (JAX's report), or all
         self.skip = skip  # ids of tracers not to report (escaped before)
         self.tracers: list[Any] = []  # the tracer of each leak, in order
@@ -185,6 +186,10 @@ class LeakWalk(ObjectWalk):
         # Lists, tuples and dicts never come here: `run` walks them itself, and
         # `FrameLook` (frames.py) reads their items before it opens an object.
         cls: type[Any] = type(obj)  # pyright: ignore[reportUnknownVariableType]
+        if self.held is not None:
+            self.held.add(id(obj))
+            if cls is types.FunctionType:  # and its cells, which are not walked
+                self.held.update(map(id, obj.__closure__ or ()))
         if cls is types.FunctionType:
             self.function(obj, index)
         elif (holder := holder_of(obj)) is not None:
@@ -340,14 +345,18 @@ class _NoneLive:
 NONE_LIVE: Final = _NoneLive()
 
 
-def first_tracer(obj: Any, limit: int, live: Any = None) -> str | None:
+def first_tracer(
+    obj: Any, limit: int, live: Any = None, held: set[int] | None = None
+) -> str | None:
     """The path (`.a[0].b`) from `obj` to the nearest tracer it holds, any
     tracer or (given `live`) one whose trace has exited; `None` if the first
     `limit` objects hold none. The leak scan's walk, bounded, for capture:
-    what a static capture hides where no pytree reaches."""
+    what a static capture hides where no pytree reaches. `held` gets the ids
+    of the functions and holders it passes."""
     walk = LeakWalk(
         limit, live=NONE_LIVE if live is None else live, first=True, globals=False
     )
+    walk.held = held
     walk.push(obj, -1, "")
     walk.run()
     if walk.found is None:

@@ -9,12 +9,41 @@ once per code object and kept in one of lift's bounded caches.
 from __future__ import annotations
 
 import types
+from typing import Any, Final, TypeAlias
+
+from jax.tree_util import DictKey, SequenceKey
 
 from .._base.caches import BoundedDict
 from .._holders.labels import CELL, Label
+from .._holders.trees import treedef_paths
 from .flow import NONE_SOURCE, Flow, Source
 
-__all__ = ["CodeInfo", "code_info"]
+__all__ = ["NO_BRANCH", "WHOLE", "Branches", "CodeInfo", "branch_hits", "code_info"]
+
+# The keys a branch reads a capture at (`config["anneal"]`: `("anneal",)`).
+Branches: TypeAlias = frozenset[tuple[Any, ...]]
+NO_BRANCH: Final[Branches] = frozenset()
+WHOLE: Final[Branches] = frozenset({()})
+
+
+def branch_hits(branches: Branches, treedef: Any, count: int) -> list[bool]:
+    """For each of a capture's `count` leaves, whether a branch reads it.
+
+    A branch reads a leaf when its keys lead there, as far as both go. A key
+    JAX names otherwise (an attribute, a position in a node) counts as read.
+    """
+    if not branches or treedef is None or () in branches:
+        return [bool(branches)] * count
+    return [
+        any(all(map(_same, path, keys)) for keys in branches)
+        for path in treedef_paths(treedef)
+    ]
+
+
+def _same(key: Any, wanted: Any) -> bool:
+    if type(key) is DictKey:
+        return key.key == wanted
+    return key.idx == wanted if type(key) is SequenceKey else True
 
 
 class CodeInfo:
@@ -48,6 +77,7 @@ class CodeInfo:
 
     __slots__ = (
         "_operands",
+        "branch_paths",
         "branch_sites",
         "branched",
         "branches_on_params",
@@ -67,6 +97,7 @@ class CodeInfo:
         self.cell_labels = tuple(Label.of(CELL, name) for name in code.co_freevars)
         rebound: set[str] = set()
         sites: dict[str, tuple[str, int]] = {}
+        paths: dict[str, set[tuple[Any, ...]]] = {}
         flows = False
         names: set[str] = set()
         # Every code object defined inside this one, each with the names of its
@@ -81,9 +112,10 @@ class CodeInfo:
             scan = Flow(c)
             flows = flows or bool(scan.param_branches)
             rebound.update(outer[n] for n in scan.stores if n in outer)
-            for name, line in scan.free_branches.items():
+            for (name, *keys), line in scan.free_branches.items():
                 if name in outer:
                     sites.setdefault(outer[name], (c.co_filename, line))
+                    paths.setdefault(outer[name], set()).add(tuple(keys))
             own = set(c.co_cellvars) | set(c.co_varnames)
             for k in c.co_consts:
                 if isinstance(k, types.CodeType):
@@ -97,6 +129,7 @@ class CodeInfo:
                     stack.append((k, shared))
         self.rebound = frozenset(rebound)
         self.branched = frozenset(sites)
+        self.branch_paths = {n: frozenset(p) for n, p in paths.items()}
         self.branch_sites = sites
         # Variables whose capture needs more than its type read: one of both.
         self.unplain = self.branched | self.rebound

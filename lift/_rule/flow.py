@@ -123,12 +123,14 @@ class Flow:
     """
 
     def __init__(self, code: types.CodeType, through_calls: bool = False) -> None:
-        self.free_branches: dict[str, int] = {}
+        # (variable, *keys): the line of its first truth test.
+        self.free_branches: dict[tuple[Any, ...], int] = {}
         self.param_branches: set[str] = set()
         self.through_calls = through_calls
         self.stores: set[str] = set()  # free variables stored to or deleted
         self.operands: dict[int, frozenset[Source]] = {}
         self.popped: list[frozenset[Source]] = []
+        self.key: Any = None  # the constant loaded last, a dict key or index
         instructions = list(dis.get_instructions(code))
         # The locals whose value is a `PARAM` source: the named parameters.
         self.params = frozenset(
@@ -180,6 +182,10 @@ class Flow:
                 stack = self.step(ins, stack, pending)
                 if through_calls and popped:
                     self.operands[ins.offset] = NONE_SOURCE.union(*popped) - SEQUENCES
+            arg = ins.argval
+            self.key = (
+                arg if type(arg) in (str, int) and ins.opname == "LOAD_CONST" else None
+            )
 
     def pop(self, stack: list[frozenset[Source]]) -> frozenset[Source]:
         value = stack.pop() if stack else NONE_SOURCE
@@ -196,10 +202,12 @@ class Flow:
         op = ins.opname
         if op in _BINARY:
             right, left = self.pop(stack), self.pop(stack)
-            if SEQUENCE in left and (
-                op == "BINARY_SUBSCR" or ins.argrepr == "[]"  # 3.14's subscript
-            ):
+            subscript = op == "BINARY_SUBSCR" or ins.argrepr == "[]"  # 3.14's
+            if SEQUENCE in left and subscript:
                 self.truth(right)
+            elif subscript and self.key is not None and not self.through_calls:
+                # `config["anneal"]`: that entry, not the whole variable.
+                left = frozenset((*s, self.key) if s[0] == FREE else s for s in left)
             stack.append((left | right) - SEQUENCES)
         elif op in _UNARY:
             stack.append(self.pop(stack))
@@ -296,9 +304,9 @@ class Flow:
 
     def truth(self, value: frozenset[Source]) -> None:
         """A value whose truth Python tests (`if`, `while`, `and`, `not`)."""
-        for kind, name in value:
+        for kind, name, *path in value:
             if kind == FREE:
-                self.free_branches.setdefault(name, self.line)
+                self.free_branches.setdefault((name, *path), self.line)
             elif kind == PARAM:
                 self.param_branches.add(name)
 

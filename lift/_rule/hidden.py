@@ -63,7 +63,9 @@ _JAX_DTYPES: dict[np.dtype[Any], bool] = {}
 _put: Final = cast("Callable[[Any], Any]", jax.device_put)  # pyright: ignore[reportUnknownMemberType]
 
 
-def hidden_tracer(obj: Any, live: LiveTraces | None = None) -> str | None:
+def hidden_tracer(
+    obj: Any, live: LiveTraces | None = None, held: set[int] | None = None
+) -> str | None:
     """Path to a tracer hidden inside `obj`'s attributes, slots, containers or
     object-array elements, if any: what neither lift nor JAX can see as a leaf.
     Given `live`, only a tracer whose trace has exited (not one of `live`'s).
@@ -81,7 +83,7 @@ def hidden_tracer(obj: Any, live: LiveTraces | None = None) -> str | None:
             return None
     elif issubclass(t, type) and not user_class(obj):
         return None
-    return first_tracer(obj, _SCAN_LIMIT, live)
+    return first_tracer(obj, _SCAN_LIMIT, live, held)
 
 
 # Treedefs `has_aux` said no to. Small, as `treedef_paths`' cache: treedefs of

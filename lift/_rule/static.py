@@ -399,17 +399,24 @@ def check_aux(treedef: Any, holder: Any, label: Label) -> str | None:
 
 
 def check_opaque(
-    leaf: Any, t: type[Any], holder: Any, label: Label, at: tuple[Any, int] = (None, 0)
+    leaf: Any,
+    t: type[Any],
+    holder: Any,
+    label: Label,
+    at: tuple[Any, int] = (None, 0),
+    held: set[int] | None = None,
 ) -> str | None:
-    """Refuse a static capture with a tracer hidden inside it whose transform has
-    exited (`at`: the treedef of the captured value and the leaf's position in
-    it). One whose transform is still running is kept, as the function itself
-    keeps it while it runs there: said (what `Lifted`'s flattening refuses,
-    `Skeleton.live`), or `None`."""
+    """Refuse a static capture that hides a tracer of an exited transform.
+
+    `at` is the captured value's treedef and the leaf's position in it. A
+    tracer whose transform still runs is kept, as the function keeps it: the
+    answer says where (`Skeleton.live`). `held` gets the ids of the functions
+    the capture holds.
+    """
     if not scanned(t):
         return None
     return _live_or_refuse(
-        functools.partial(hidden_tracer, leaf),
+        functools.partial(hidden_tracer, leaf, held=held),
         lambda: (
             f"{describe(holder)} captures {variable_str(label)}, {_a_value(leaf, t)} "
             "that is not a pytree and holds a tracer at "
