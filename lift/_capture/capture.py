@@ -190,12 +190,7 @@ def branched_elsewhere(walk: Walk) -> dict[int, Branches]:
     out: dict[int, Branches] = {}
     for cell, index, boolean in walk.scalar_cells:
         name = cast(CellNode, walk.nodes[index]).name
-        paths = NO_BRANCH.union(
-            *(
-                fn.info.branch_paths.get(name, NO_BRANCH)
-                for fn in readers.get(index, ())
-            )
-        )
-        if paths or (boolean and flows):
-            out[id(cell)] = WHOLE if boolean and flows else paths
+        got = (f.info.branch_paths.get(name, NO_BRANCH) for f in readers.get(index, ()))
+        if paths := WHOLE if boolean and flows else NO_BRANCH.union(*got):
+            out[id(cell)] = paths
     return out

@@ -204,8 +204,6 @@ class Walk:
         # with no `static=`/`dynamic=` (the common capture, thousands in a wide
         # closure): `cell` and `template` inlined, which halves the walk of a
         # closure over a thousand floats.
-        # Held by a static capture too: its captures are static (`held_nodes`).
-        frozen = id(fn) in self.frozen
         fast = (
             self.dynamic is None
             and self.named is None
@@ -246,15 +244,7 @@ class Walk:
                 nodes.append(None)
                 if in_scope or id(cell) in self.scope.ids:
                     self.scope.add(cell_index, cell)
-                nodes[cell_index] = self.cell(
-                    cell,
-                    cell_index,
-                    label,
-                    fn,
-                    info,
-                    index,
-                    frozen or id(cell) in self.frozen,
-                )
+                nodes[cell_index] = self.cell(cell, cell_index, label, fn, info, index)
             else:
                 self.shared = True  # a cell of several functions
                 self.scope.reached(cell_index, cell, not in_scope)
@@ -269,11 +259,7 @@ class Walk:
                 (
                     label,
                     self.template(
-                        value,
-                        index,
-                        label,
-                        fn,
-                        forced=frozen or (by_global and label.kind == ATTR),
+                        value, index, label, fn, forced=by_global and label.kind == ATTR
                     ),
                 )
                 for label, value in held[3:]
@@ -298,7 +284,6 @@ class Walk:
         fn: types.FunctionType,
         info: CodeInfo,
         owner: int,
-        forced: bool,
     ) -> CellNode:
         name = cast(str, label.key)
         try:
@@ -313,18 +298,14 @@ class Walk:
         branched = WHOLE if rebound else info.branch_paths.get(name, NO_BRANCH)
         branched |= self.branched_cells.get(id(cell), NO_BRANCH)
         before = len(self.leaves)
-        template = self.template(contents, index, label, fn, branched, forced)
+        # A cell a static capture's function shares (`frozen`) is static.
+        frozen = id(cell) in self.frozen
+        template = self.template(contents, index, label, fn, branched, frozen)
         if rebound:
             refuse_rebinding(fn, name, template, self.leaves)
-        added = len(self.leaves) - before
-        if added == 1:  # the common case, one value: no generator
-            leaf = self.leaves[before]
-            if issubclass(type(leaf), BRANCHABLE):  # pyright: ignore[reportUnknownArgumentType]
-                self.scalar_cells.append((cell, index, is_bool(leaf)))
-        elif added:
-            values = self.leaves[before:]
-            if any(issubclass(type(leaf), BRANCHABLE) for leaf in values):  # pyright: ignore[reportUnknownArgumentType]
-                self.scalar_cells.append((cell, index, any(map(is_bool, values))))
+        values = self.leaves[before:]
+        if any(issubclass(type(v), BRANCHABLE) for v in values):  # pyright: ignore[reportUnknownArgumentType]
+            self.scalar_cells.append((cell, index, any(map(is_bool, values))))
         return CellNode(template, label, owner)
 
     # -- values ------------------------------------------------------------------
@@ -344,19 +325,11 @@ class Walk:
         forced = forced or (name is not None and name in self.static)
         pinned = self.scope.pinned(owner, name)
         t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
-        if (
-            not forced
-            and self.dynamic is None
-            and (
-                (
-                    t in ALWAYS_DYNAMIC
-                    and not (branched and branch_static(value, t))
-                    and not (pinned and t is not ArrayImpl)
-                )
-                # An `int` or `bool` that `dynamic=` names: an integer leaf.
-                or (t in (int, bool) and self.named is not None and name in self.named)
-            )
-        ):
+        leaf = t in ALWAYS_DYNAMIC and not (pinned and t is not ArrayImpl)
+        leaf = leaf and not (branched and branch_static(value, t))
+        # An `int` or `bool` that `dynamic=` names: an integer leaf.
+        leaf = leaf or (t in (int, bool) and name in (self.named or ()))
+        if leaf and not forced and self.dynamic is None:
             # A float or an array (the common capture): what `slot` makes of it.
             index = len(self.leaves)
             self.leaves.append(value)
@@ -463,18 +436,12 @@ class Walk:
             dyn = bool(self.dynamic(leaf))
         else:
             dyn = t in ALWAYS_DYNAMIC or default_dynamic(leaf)
-            if dyn and pinned and python_number(t):
-                dyn = False
-        if (
-            dyn
-            and branched
-            and branch_static(leaf, t)
-            and (self.named is None or pinned)
-        ):
+            dyn = dyn and not (pinned and python_number(t))
+        if dyn and branched and branch_static(leaf, t):
             # `if b2 != 1.0:` in Python: a traced b2 could not run. Keep it
             # static, unless `dynamic=` names it: then it is dynamic as asked,
             # and the branch is refused when traced, naming the capture.
-            dyn = False
+            dyn = self.named is not None and not pinned
         return DYNAMIC if dyn else STATIC
 
     def slot(
