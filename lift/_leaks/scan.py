@@ -186,10 +186,6 @@ class LeakWalk(ObjectWalk):
         # Lists, tuples and dicts never come here: `run` walks them itself, and
         # `FrameLook` (frames.py) reads their items before it opens an object.
         cls: type[Any] = type(obj)  # pyright: ignore[reportUnknownVariableType]
-        if self.held is not None:
-            self.held.add(id(obj))
-            if cls is types.FunctionType:  # and its cells, which are not walked
-                self.held.update(map(id, obj.__closure__ or ()))
         if cls is types.FunctionType:
             self.function(obj, index)
         elif (holder := holder_of(obj)) is not None:
@@ -247,6 +243,8 @@ class LeakWalk(ObjectWalk):
             self.push(value, index, label, (code, label.variable, GENERATOR_LOCAL))
 
     def function(self, fn: types.FunctionType, index: int) -> None:
+        if self.held is not None:  # for capture: it and its cells (`first_tracer`)
+            self.held.update((id(fn), *map(id, fn.__closure__ or ())))
         code = fn.__code__
         if fn.__closure__:
             labels = self.cell_labels.get(code)
@@ -311,6 +309,8 @@ class LeakWalk(ObjectWalk):
         would be lifted afresh at every visit: a `lift.jit` closure that calls
         itself then without end)."""
         fn: Any = None
+        if self.held is not None:
+            self.held.add(id(obj))
         for label, value in holder.parts(obj):
             kind = label.kind
             edge = None
@@ -352,7 +352,7 @@ def first_tracer(
     tracer or (given `live`) one whose trace has exited; `None` if the first
     `limit` objects hold none. The leak scan's walk, bounded, for capture:
     what a static capture hides where no pytree reaches. `held` gets the ids
-    of the functions and holders it passes."""
+    of the functions, their cells and the holders it passes."""
     walk = LeakWalk(
         limit, live=NONE_LIVE if live is None else live, first=True, globals=False
     )

@@ -510,7 +510,7 @@ def branch_static(leaf: Any, t: type[Any]) -> bool:
 
 def is_bool(leaf: Any) -> bool:
     """A NumPy boolean Python can read."""
-    return branch_static(leaf, type(leaf)) and getattr(leaf, "dtype", None) == np.bool_
+    return branch_static(leaf, type(leaf)) and getattr(leaf, "dtype", None) == np.bool_  # pyright: ignore[reportUnknownArgumentType]
 
 
 ArrayImpl: Final[type[Any]] = type(jax.device_put(np.zeros(())))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType, reportUnknownVariableType]

@@ -54,7 +54,29 @@ def _shared_cell(a: float) -> Any:
     return lambda x: table[float](x) + a
 
 
-@pytest.mark.parametrize("make", [_singledispatch, _wrapped_table, _shared_cell])
+class _Handlers:
+    """An object that is not a pytree: static, compared by identity."""
+
+    run: Any = None
+
+
+def _object_attribute(a: float) -> Any:
+    def impl(x: Any) -> Any:
+        return a * x
+
+    handlers = _Handlers()
+    handlers.run = impl
+
+    @functools.wraps(impl)
+    def call(x: Any) -> Any:
+        return handlers.run(x)
+
+    return call
+
+
+@pytest.mark.parametrize(
+    "make", [_singledispatch, _wrapped_table, _shared_cell, _object_attribute]
+)
 def test_a_function_a_static_registry_dispatches_to_leaves_no_dead_leaf(
     make: Any,
 ) -> None:
