@@ -133,11 +133,9 @@ class Walk:
         # The holder and label each node was first reached from (for errors).
         self.reached_from: dict[int, tuple[Any, Label]] = {}
 
-    def opaque(
-        self, value: Any, t: type[Any], holder: Any, label: Label, at: Any = (None, 0)
-    ) -> None:
+    def opaque(self, value: Any, t: Any, holder: Any, label: Label, *at: Any) -> None:
         """Scan a static capture (`check_opaque`), noting the functions it holds."""
-        live = check_opaque(value, t, holder, label, at, self.held)
+        live = check_opaque(value, t, holder, label, *at, held=self.held)
         if live is not None and self.live is None:
             self.live = live
 
@@ -296,15 +294,16 @@ class Walk:
         # A Python scalar the code rebinds is static, as one it branches on.
         rebound = name in info.rebound
         branched = WHOLE if rebound else info.branch_paths.get(name, NO_BRANCH)
-        branched |= self.branched_cells.get(id(cell), NO_BRANCH)
+        if self.branched_cells:
+            branched |= self.branched_cells.get(id(cell), NO_BRANCH)
         before = len(self.leaves)
         # A cell a static capture's function shares (`frozen`) is static.
-        frozen = id(cell) in self.frozen
+        frozen = bool(self.frozen) and id(cell) in self.frozen
         template = self.template(contents, index, label, fn, branched, frozen)
         if rebound:
             refuse_rebinding(fn, name, template, self.leaves)
         values = self.leaves[before:]
-        if any(issubclass(type(v), BRANCHABLE) for v in values):  # pyright: ignore[reportUnknownArgumentType]
+        if values and any(issubclass(type(v), BRANCHABLE) for v in values):  # pyright: ignore[reportUnknownArgumentType]
             self.scalar_cells.append((cell, index, any(map(is_bool, values))))
         return CellNode(template, label, owner)
 
@@ -389,13 +388,13 @@ class Walk:
         slots: list[Slot] = []
         new_nodes: list[tuple[int, int]] = []
         frozen = frozenset(k for k, v in owned.items() if v)
-        hits = branch_hits(branched, treedef, len(leaves))
+        hits = branch_hits(branched, treedef, len(leaves)) if branched else None
         for pos, leaf in enumerate(leaves):
             slots.append(
                 self.slot(
                     leaf,
                     forced,
-                    hits[pos],
+                    hits is not None and hits[pos],
                     holder,
                     label,
                     new_nodes,
