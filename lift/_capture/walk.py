@@ -85,12 +85,17 @@ NODE: Final = "node"
 class Walk:
     """State of one capture: the nodes found so far and the leaves collected.
 
-    `branched_cells` holds the ids of cells that some function sharing them
-    branches on in Python (found by a first walk, see `capture`): their scalar
-    captures stay static whichever function reached them first.
+    `branched_cells` maps the ids of cells that some function sharing them
+    branches on in Python (found by a first walk, see `capture`) to the keys
+    the branches read: their scalar captures there stay static whichever
+    function reached them first.
 
     With `dynamic=` given as names (`DynamicNames`), the nodes reached from a
     named capture are in its `scope` (`lift._rule.scope`).
+
+    `frozen` holds the ids of the functions and cells that a static capture
+    holds too (a registry's, found by a first walk: `held`). The call may
+    reach them through that capture, so they are static.
     """
 
     def __init__(
@@ -110,7 +115,7 @@ class Walk:
         self.dynamic: Callable[[Any], bool] | None = dynamic
         self.branched_cells = branched_cells or {}
         self.frozen = frozen
-        # Functions the static captures hold (`check_opaque` finds them).
+        # Functions and cells the static captures hold (`check_opaque`).
         self.held: set[int] = set()
         self.scope = Scope(self.named, scoped_ids)
         self.nodes: list[Node | None] = []
