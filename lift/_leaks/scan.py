@@ -102,6 +102,7 @@ class LeakWalk(ObjectWalk):
         self.found: int | None = None
         self.globals = globals
         self.held: set[int] | None = None  # ids of functions met (`first_tracer`)
+        self.methods: set[int] = set()  # ids of what classes hold (not in `held`)
         self.only = only  # ids of the tracers to report (JAX's report), or all
         self.skip = skip  # ids of tracers not to report (escaped before)
         self.tracers: list[Any] = []  # the tracer of each leak, in order
@@ -197,7 +198,9 @@ class LeakWalk(ObjectWalk):
             except ValueError:
                 pass
         elif isinstance(obj, type):
-            self.parts(class_parts(obj), index)  # pyright: ignore[reportUnknownArgumentType]
+            parts = class_parts(obj)  # pyright: ignore[reportUnknownArgumentType]
+            self.methods.update(id(v) for _, v in parts)  # code, not a registry
+            self.parts(parts, index)
         elif cls is np.ndarray:
             self.parts(array_items(obj), index)  # NumPy object arrays
         elif cls is types.BuiltinMethodType:
@@ -243,7 +246,7 @@ class LeakWalk(ObjectWalk):
             self.push(value, index, label, (code, label.variable, GENERATOR_LOCAL))
 
     def function(self, fn: types.FunctionType, index: int) -> None:
-        if self.held is not None:  # for capture: it and its cells (`first_tracer`)
+        if self.held is not None and id(fn) not in self.methods:  # `first_tracer`
             self.held.update((id(fn), *map(id, fn.__closure__ or ())))
         code = fn.__code__
         if fn.__closure__:

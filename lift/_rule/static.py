@@ -422,12 +422,7 @@ def check_aux(treedef: Any, holder: Any, label: Label) -> str | None:
 
 
 def check_opaque(
-    leaf: Any,
-    t: type[Any],
-    holder: Any,
-    label: Label,
-    at: tuple[Any, int] = (None, 0),
-    held: set[int] | None = None,
+    leaf: Any, t: Any, holder: Any, label: Label, at: Any = (None, 0), held: Any = None
 ) -> str | None:
     """Refuse a static capture that hides a tracer of an exited transform.
 

@@ -103,6 +103,21 @@ def test_a_registry_holding_a_function_of_no_other_path_keeps_it_walked() -> Non
     assert float(jax.grad(lambda g: g(-3.0))(lifted).captures["a"]) == 3.0
 
 
+def test_a_method_its_class_holds_keeps_its_leaves() -> None:
+    # A class holds its methods as code, not as a registry the call goes
+    # through: the bound method's function is walked, its captures leaves.
+    def make(a: float) -> Any:
+        class Model:
+            def scale(self, x: Any, lr: float = 0.1) -> Any:
+                return a * lr * x
+
+        return Model().scale
+
+    lifted = lift.lift(make(2.0))
+    grads = jax.tree_util.tree_leaves(jax.grad(lambda g: g(3.0))(lifted))
+    assert sorted(map(float, grads)) == pytest.approx([0.3, 6.0])  # lr x, a x
+
+
 # -- a branch on one entry of a captured dict --------------------------------------
 
 
