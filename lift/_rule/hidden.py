@@ -6,7 +6,8 @@ a leaf. Capture refuses it once its transform has exited; `lift.closure_convert`
 lifts it. The scan is the leak scan's walk (`lift._leaks.scan.first_tracer`),
 bounded, stopping at the first tracer. So capture and leak checking share
 one description of what an object holds. The scan also notes the functions it
-passes: a function a static capture holds stays static.
+passes, but for a class's methods: a function a static capture holds stays
+static.
 """
 
 from __future__ import annotations
