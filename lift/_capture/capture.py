@@ -15,6 +15,7 @@ from typing import Any, Final, cast
 
 from .._base import gc as _gc
 from .._base.errors import LiftError, describe
+from .._rule.code import NO_BRANCH, WHOLE, Branches
 from .._rule.static import DynamicNames
 from .._skeleton.nodes import (
     CellNode,
@@ -55,6 +56,10 @@ def capture(
         branched = branched_elsewhere(walk)
         if branched:
             walk = Walk(obj, static, dynamic, branched, walk.scope.ids)
+            result = walk.run()
+        # A function or cell a static capture holds too (a registry's): static.
+        while (frozen := walk.frozen.union(walk.held & walk.ids.keys())) != walk.frozen:
+            walk = Walk(obj, static, dynamic, branched, walk.scope.ids, frozen)
             result = walk.run()
         if read is not None:
             read.extend(walk.read)
@@ -172,17 +177,17 @@ def check_static_names(
     )
 
 
-def branched_elsewhere(walk: Walk) -> frozenset[int]:
-    """Cells the walk must redo as static.
+def branched_elsewhere(walk: Walk) -> dict[int, Branches]:
+    """Cells the walk must redo as static, with the keys branched on.
 
     One is a cell with a scalar leaf that another function sharing it branches
     on. Another holds a NumPy boolean, where some code branches on its
     parameters. The answer must not depend on which function the walk met
     first."""
     if not walk.scalar_cells:
-        return frozenset()
+        return {}
     if not walk.shared and not any(boolean for _, _, boolean in walk.scalar_cells):
-        return frozenset()  # each cell read by one function: analysed already
+        return {}  # each cell read by one function: analysed already
     readers: dict[int, list[FunctionNode]] = {}
     flows = False
     for node in walk.nodes:
@@ -190,11 +195,10 @@ def branched_elsewhere(walk: Walk) -> frozenset[int]:
             flows = flows or node.info.branches_on_params
             for c in node.cells:
                 readers.setdefault(c, []).append(node)
-    out: set[int] = set()
+    out: dict[int, Branches] = {}
     for cell, index, boolean in walk.scalar_cells:
         name = cast(CellNode, walk.nodes[index]).name
-        if (boolean and flows) or any(
-            name in fn.info.branched for fn in readers.get(index, ())
-        ):
-            out.add(id(cell))
-    return frozenset(out)
+        got = (f.info.branch_paths.get(name, NO_BRANCH) for f in readers.get(index, ()))
+        if paths := WHOLE if boolean and flows else NO_BRANCH.union(*got):
+            out[id(cell)] = paths
+    return out

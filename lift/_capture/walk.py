@@ -34,7 +34,7 @@ from .._holders.closure import (
 )
 from .._holders.labels import ATTR, SELF, Label
 from .._holders.trees import ITERATORS, irregular, is_function_like, ordered
-from .._rule.code import CodeInfo, code_info
+from .._rule.code import NO_BRANCH, WHOLE, Branches, CodeInfo, branch_hits, code_info
 from .._rule.floats import python_number, scalar_leaf
 from .._rule.scope import Scope
 from .._rule.static import (
@@ -89,12 +89,17 @@ NODE: Final = "node"
 class Walk:
     """State of one capture: the nodes found so far and the leaves collected.
 
-    `branched_cells` holds the ids of cells that some function branches on.
-    A first walk finds them (`capture`). Their scalars stay static, whichever
-    function reached them first.
+    `branched_cells` maps the ids of cells that some function sharing them
+    branches on to the keys the branches read. A first walk finds them
+    (`capture`). Their scalars there stay static, whichever function reached
+    them first.
 
     With `dynamic=` names (`DynamicNames`), nodes reached from a named capture
     are in its `scope` (`lift._rule.scope`).
+
+    `frozen` holds the ids of the functions and cells a static capture holds
+    too (a registry's, found by a first walk: `held`). The call may reach them
+    through that capture, so they are static.
     """
 
     def __init__(
@@ -102,8 +107,9 @@ class Walk:
         root: Any,
         static: frozenset[str],
         dynamic: Callable[[Any], bool] | DynamicNames | None,
-        branched_cells: frozenset[int] = frozenset(),
+        branched_cells: dict[int, Branches] | None = None,
         scoped_ids: frozenset[int] = frozenset(),
+        frozen: frozenset[int] = frozenset(),
     ) -> None:
         self.root = root
         self.static = static
@@ -111,7 +117,10 @@ class Walk:
         if isinstance(dynamic, DynamicNames):
             self.named, dynamic = dynamic.names, None
         self.dynamic: Callable[[Any], bool] | None = dynamic
-        self.branched_cells = branched_cells
+        self.branched_cells = branched_cells or {}
+        self.frozen = frozen
+        # Functions and cells the static captures hold (`check_opaque`).
+        self.held: set[int] = set()
         self.scope = Scope(self.named, scoped_ids)
         self.nodes: list[Node | None] = []
         self.parents: list[tuple[Template, int] | None] = []
@@ -140,7 +149,9 @@ class Walk:
         self.own.append(id(value))
         return own_static(value, key)
 
-    def kept(self, live: str | None) -> None:
+    def opaque(self, value: Any, t: Any, holder: Any, label: Label, *at: Any) -> None:
+        """Scan a static capture (`check_opaque`), noting the functions it holds."""
+        live = check_opaque(value, t, holder, label, *at, held=self.held)
         if live is not None and self.live is None:
             self.live = live
 
@@ -213,6 +224,7 @@ class Walk:
             and self.named is None
             and not self.static
             and not self.branched_cells
+            and not self.frozen
         )
         in_scope = index in self.scope.nodes
         unplain = info.unplain
@@ -301,20 +313,20 @@ class Walk:
             self.names.add(name)
             self.own.append(id(cell))
             return CellNode(None, label, owner, cell)
-        branched = name in info.branched or id(cell) in self.branched_cells
+        # A Python scalar the code rebinds is static, as one it branches on.
+        rebound = name in info.rebound
+        branched = WHOLE if rebound else info.branch_paths.get(name, NO_BRANCH)
+        if self.branched_cells:
+            branched |= self.branched_cells.get(id(cell), NO_BRANCH)
         before = len(self.leaves)
-        template = self.template(contents, index, label, fn, branched)
-        if name in info.rebound:
+        # A cell a static capture's function shares (`frozen`) is static.
+        frozen = bool(self.frozen) and id(cell) in self.frozen
+        template = self.template(contents, index, label, fn, branched, frozen)
+        if rebound:
             refuse_rebinding(fn, name, template, self.leaves)
-        added = len(self.leaves) - before
-        if added == 1:  # the common case, one value: no generator
-            leaf = self.leaves[before]
-            if issubclass(type(leaf), BRANCHABLE):  # pyright: ignore[reportUnknownArgumentType]
-                self.scalar_cells.append((cell, index, is_bool(leaf)))
-        elif added:
-            values = self.leaves[before:]
-            if any(issubclass(type(leaf), BRANCHABLE) for leaf in values):  # pyright: ignore[reportUnknownArgumentType]
-                self.scalar_cells.append((cell, index, any(map(is_bool, values))))
+        values = self.leaves[before:]
+        if values and any(issubclass(type(v), BRANCHABLE) for v in values):  # pyright: ignore[reportUnknownArgumentType]
+            self.scalar_cells.append((cell, index, any(map(is_bool, values))))
         return CellNode(template, label, owner)
 
     # -- values ------------------------------------------------------------------
@@ -325,7 +337,7 @@ class Walk:
         owner: int,
         label: Label,
         holder: Any,
-        branched: bool = False,
+        branched: Branches = NO_BRANCH,
         forced: bool = False,
     ) -> Template:
         name = label.variable
@@ -334,27 +346,25 @@ class Walk:
         forced = forced or (name is not None and name in self.static)
         pinned = self.scope.pinned(owner, name)
         t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
-        if t in STATIC_ATOMS and self.dynamic is None:
-            # A user's class holds data (`registry = [...]`) as an instance of
-            # it does: a tracer there is refused alike.
-            if t is type and user_class(value):
-                self.kept(check_opaque(value, t, holder, label))
-            elif t in EXACT:
-                return Template(None, (atom_static(value),), owner, label)
-            return Template(None, (Static(value),), owner, label)
-        if (
-            t in ALWAYS_DYNAMIC
-            and not forced
-            and self.dynamic is None
-            and not (branched and branch_static(value, t))
-            and not (pinned and t is not ArrayImpl)
-        ):
+        leaf = t in ALWAYS_DYNAMIC and not (pinned and t is not ArrayImpl)
+        leaf = leaf and not (branched and branch_static(value, t))
+        # An `int` or `bool` that `dynamic=` names: an integer leaf.
+        leaf = leaf or (t in (int, bool) and name in (self.named or ()))
+        if leaf and not forced and self.dynamic is None:
             # A float or an array (the common capture): what `slot` makes of it.
             index = len(self.leaves)
             self.leaves.append(value)
             if t is not ArrayImpl:
                 self.float_leaves.append(index)
             return Template(None, (index,), owner, label)
+        if t in STATIC_ATOMS and self.dynamic is None:
+            # A user's class holds data (`registry = [...]`) as an instance of
+            # it does: a tracer there is refused alike.
+            if t is type and user_class(value):
+                self.opaque(value, t, holder, label)
+            elif t in EXACT:
+                return Template(None, (atom_static(value),), owner, label)
+            return Template(None, (Static(value),), owner, label)
         if (
             self.dynamic is None
             and (pinned or self.named is None)
@@ -364,12 +374,13 @@ class Walk:
             return Template(None, (self.mine(value, key),), owner, label)
         if issubclass(t, ITERATORS):
             # Static by identity; a suspended frame's locals may hold a tracer.
-            self.kept(check_opaque(value, type(value), holder, label))  # pyright: ignore[reportUnknownArgumentType]
+            self.opaque(value, type(value), holder, label)  # pyright: ignore[reportUnknownArgumentType]
             return Template(None, (Static(value),), owner, label)
         if not forced and label.kind != SELF and (apart := taken_apart(value)):
             value, t = apart, type(apart)  # pyright: ignore[reportUnknownVariableType]
         order, aux = None, ...
         owned: dict[int, bool] = {}
+        whole = () in branched
         if forced or t not in DYNAMIC_ATOMS or self.dynamic is not None:
             if is_function_like(value):
                 leaves = [value]
@@ -384,14 +395,12 @@ class Walk:
                     own_leaf(
                         value,
                         owned,
-                        lambda leaf: (
-                            self.kind(leaf, forced, branched, pinned) is STATIC
-                        ),
+                        lambda leaf: self.kind(leaf, forced, whole, pinned) is STATIC,
                     ),
                     lambda: own_leaf(
                         value,
                         owned,
-                        lambda leaf: self.kind(leaf, forced, branched) is STATIC,
+                        lambda leaf: self.kind(leaf, forced, whole) is STATIC,
                     ),
                     forced,
                     holder,
@@ -399,7 +408,7 @@ class Walk:
                 )
                 if flat is None:  # whole and static
                     if not forced:
-                        self.kept(check_opaque(value, t, holder, label))
+                        self.opaque(value, t, holder, label)
                     return Template(None, (Static(value),), owner, label)
                 leaves, treedef = flat
                 if treedef.num_nodes == 1 and treedef.num_leaves == 1:
@@ -407,19 +416,20 @@ class Walk:
                 else:
                     if irregular(value):
                         order = ordered(value, treedef, static_key)
-                    self.kept(check_aux(treedef, holder, label))
+                    self.live = self.live or check_aux(treedef, holder, label)
         else:
             leaves = [value]
             treedef = None
         slots: list[Slot] = []
         new_nodes: list[tuple[int, int]] = []
         frozen = frozenset(k for k, v in owned.items() if v)
+        hits = branch_hits(branched, treedef, len(leaves)) if branched else None
         for pos, leaf in enumerate(leaves):
             slots.append(
                 self.slot(
                     leaf,
                     forced,
-                    branched,
+                    hits is not None and hits[pos],
                     holder,
                     label,
                     new_nodes,
@@ -467,25 +477,19 @@ class Walk:
         if t in STATIC_ATOMS and (forced or self.dynamic is None):
             return STATIC
         if not forced and is_function_like(leaf):
-            return NODE
+            return STATIC if id(leaf) in self.frozen else NODE
         if forced:
             return STATIC
         if self.dynamic is not None:
             dyn = bool(self.dynamic(leaf))
         else:
             dyn = t in ALWAYS_DYNAMIC or default_dynamic(leaf)
-            if dyn and pinned and python_number(t):
-                dyn = False
-        if (
-            dyn
-            and branched
-            and branch_static(leaf, t)
-            and (self.named is None or pinned)
-        ):
+            dyn = dyn and not (pinned and python_number(t))
+        if dyn and branched and branch_static(leaf, t):
             # `if b2 != 1.0:` in Python: a traced b2 could not run. Keep it
             # static, unless `dynamic=` names it: then it is dynamic as asked,
             # and the branch is refused when traced, naming the capture.
-            dyn = False
+            dyn = self.named is not None and not pinned
         return DYNAMIC if dyn else STATIC
 
     def slot(
@@ -503,12 +507,12 @@ class Walk:
         t: type[Any] = type(leaf)  # pyright: ignore[reportUnknownVariableType]
         if t in STATIC_ATOMS and (forced or self.dynamic is None):
             if t is type and user_class(leaf):
-                self.kept(check_opaque(leaf, t, holder, label, at))
+                self.opaque(leaf, t, holder, label, at)
             return Static(leaf)
         if owned and id(leaf) in owned:
             # A list or dict nested in the capture that holds no dynamic leaf
             # and no function: the user's own object, as at the top (`own_static`).
-            self.kept(check_opaque(leaf, t, holder, label, at))
+            self.opaque(leaf, t, holder, label, at)
             return self.mine(leaf)
         what = self.kind(leaf, forced, branched, pinned)
         if what is NODE:
@@ -534,7 +538,7 @@ class Walk:
             return index
         if issubclass(t, Tracer):
             raise static_tracer(holder, label, leaf, at)
-        self.kept(check_opaque(leaf, t, holder, label, at))
+        self.opaque(leaf, t, holder, label, at)
         if t is set:  # a leaf to JAX: the user's own, as a list is
             return self.mine(leaf)
         return Static(leaf)

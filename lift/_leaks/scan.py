@@ -101,6 +101,8 @@ class LeakWalk(ObjectWalk):
         self.first = first
         self.found: int | None = None
         self.globals = globals
+        self.held: set[int] | None = None  # ids of functions met (`first_tracer`)
+        self.methods: set[int] = set()  # ids of what classes hold (not in `held`)
         self.only = only  # ids of the tracers to report (JAX's report), or all
         self.skip = skip  # ids of tracers not to report (escaped before)
         self.tracers: list[Any] = []  # the tracer of each leak, in order
@@ -196,7 +198,9 @@ class LeakWalk(ObjectWalk):
             except ValueError:
                 pass
         elif isinstance(obj, type):
-            self.parts(class_parts(obj), index)  # pyright: ignore[reportUnknownArgumentType]
+            parts = class_parts(obj)  # pyright: ignore[reportUnknownArgumentType]
+            self.methods.update(id(v) for _, v in parts)  # code, not a registry
+            self.parts(parts, index)
         elif cls is np.ndarray:
             self.parts(array_items(obj), index)  # NumPy object arrays
         elif cls is types.BuiltinMethodType:
@@ -242,6 +246,8 @@ class LeakWalk(ObjectWalk):
             self.push(value, index, label, (code, label.variable, GENERATOR_LOCAL))
 
     def function(self, fn: types.FunctionType, index: int) -> None:
+        if self.held is not None and id(fn) not in self.methods:  # `first_tracer`
+            self.held.update((id(fn), *map(id, fn.__closure__ or ())))
         code = fn.__code__
         if fn.__closure__:
             labels = self.cell_labels.get(code)
@@ -306,6 +312,8 @@ class LeakWalk(ObjectWalk):
         would be lifted afresh at every visit: a `lift.jit` closure that calls
         itself then without end)."""
         fn: Any = None
+        if self.held is not None:
+            self.held.add(id(obj))
         for label, value in holder.parts(obj):
             kind = label.kind
             edge = None
@@ -340,14 +348,18 @@ class _NoneLive:
 NONE_LIVE: Final = _NoneLive()
 
 
-def first_tracer(obj: Any, limit: int, live: Any = None) -> str | None:
+def first_tracer(
+    obj: Any, limit: int, live: Any = None, held: set[int] | None = None
+) -> str | None:
     """The path (`.a[0].b`) from `obj` to the nearest tracer it holds, any
     tracer or (given `live`) one whose trace has exited; `None` if the first
     `limit` objects hold none. The leak scan's walk, bounded, for capture:
-    what a static capture hides where no pytree reaches."""
+    what a static capture hides where no pytree reaches. `held` gets the ids
+    of the functions, their cells and the holders it passes."""
     walk = LeakWalk(
         limit, live=NONE_LIVE if live is None else live, first=True, globals=False
     )
+    walk.held = held
     walk.push(obj, -1, "")
     walk.run()
     if walk.found is None:

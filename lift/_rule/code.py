@@ -1,28 +1,57 @@
-"""What a code object tells us once, cached for every function that shares it.
+"""What a code object tells, read once for every function that shares it.
 
-Reading bytecode is slow (about a millisecond for one of optax's update
-functions, nested code included); lifting a fresh closure of a code object
-already seen is the common case in a sweep. So the analysis is done
-once per code object and kept in one of lift's bounded caches.
+Reading bytecode is slow: about a millisecond for an optax update function.
+A sweep lifts fresh closures of code objects seen before. So the analysis runs
+once per code object, kept in a bounded cache.
 """
 
 from __future__ import annotations
 
 import types
+from typing import Any, Final, TypeAlias
+
+from jax.tree_util import DictKey, SequenceKey
 
 from .._base.caches import BoundedDict
 from .._holders.labels import CELL, Label
+from .._holders.trees import treedef_paths
 from .flow import NONE_SOURCE, Flow, Source
 
-__all__ = ["CodeInfo", "code_info"]
+__all__ = ["NO_BRANCH", "WHOLE", "Branches", "CodeInfo", "branch_hits", "code_info"]
+
+# The keys a branch reads a capture at (`config["anneal"]`: `("anneal",)`).
+Branches: TypeAlias = frozenset[tuple[Any, ...]]
+NO_BRANCH: Final[Branches] = frozenset()
+WHOLE: Final[Branches] = frozenset({()})
+
+
+def branch_hits(branches: Branches, treedef: Any, count: int) -> list[bool]:
+    """For each of a capture's `count` leaves, whether a branch reads it.
+
+    A branch reads a leaf when its keys lead there, as far as both go.
+    `config["a"]` reads `config["a"]["b"]`, not `config["lr"]`. A key JAX
+    names otherwise (an attribute, a node's position) counts as read.
+    """
+    if not branches or treedef is None or () in branches:
+        return [bool(branches)] * count
+    return [
+        any(all(map(_same, path, keys)) for keys in branches)
+        for path in treedef_paths(treedef)
+    ]
+
+
+def _same(key: Any, wanted: Any) -> bool:
+    if type(key) is DictKey:
+        return key.key == wanted
+    return key.idx == wanted if type(key) is SequenceKey else True
 
 
 class CodeInfo:
     """Facts about one code object that `lift` needs on every capture.
 
-    Variables are told apart by scope, not by name: a comprehension's variable
-    (a local of the function on 3.12+, PEP 709) or a nested function's own local
-    named like a capture is not that capture.
+    Variables are told apart by scope, not by name. A comprehension's variable
+    is not a capture of that name (on 3.12+ it is a local, PEP 709). Nor is a
+    nested function's own local.
 
     Attributes:
         code: the code object.
@@ -30,11 +59,14 @@ class CodeInfo:
         freevars: `co_freevars`, in cell order.
         cell_labels: the `Label` of each cell, in cell order.
         rebound: free variables the code rebinds (`nonlocal x; x = ...`), here
-            or in a function defined inside it that shares the variable.
+            or in a function defined inside it that shares the variable. A
+            Python scalar there stays static.
         branched: free variables whose value feeds Python control flow
             (`if b2 != 1.0:`, `while lr > 0`, `not mask`, `lo < x < hi`), here
             or in a function defined inside this one that shares the variable.
-            A float capture used this way cannot be traced, so it is kept static.
+            A float capture used this way cannot be traced: it stays static.
+        branch_paths: for each branched variable, the keys each branch reads
+            it at (`()`: the whole value; `("anneal",)`: `config["anneal"]`).
         branch_sites: for each branched variable, the `(filename, line)` of the
             first such branch.
         global_names: the names the code (and code nested in it) looks up as
@@ -48,6 +80,7 @@ class CodeInfo:
 
     __slots__ = (
         "_operands",
+        "branch_paths",
         "branch_sites",
         "branched",
         "branches_on_params",
@@ -67,6 +100,7 @@ class CodeInfo:
         self.cell_labels = tuple(Label.of(CELL, name) for name in code.co_freevars)
         rebound: set[str] = set()
         sites: dict[str, tuple[str, int]] = {}
+        paths: dict[str, set[tuple[Any, ...]]] = {}
         flows = False
         names: set[str] = set()
         # Every code object defined inside this one, each with the names of its
@@ -81,9 +115,10 @@ class CodeInfo:
             scan = Flow(c)
             flows = flows or bool(scan.param_branches)
             rebound.update(outer[n] for n in scan.stores if n in outer)
-            for name, line in scan.free_branches.items():
+            for (name, *keys), line in scan.free_branches.items():
                 if name in outer:
                     sites.setdefault(outer[name], (c.co_filename, line))
+                    paths.setdefault(outer[name], set()).add(tuple(keys))
             own = set(c.co_cellvars) | set(c.co_varnames)
             for k in c.co_consts:
                 if isinstance(k, types.CodeType):
@@ -97,6 +132,7 @@ class CodeInfo:
                     stack.append((k, shared))
         self.rebound = frozenset(rebound)
         self.branched = frozenset(sites)
+        self.branch_paths = {n: frozenset(p) for n, p in paths.items()}
         self.branch_sites = sites
         # Variables whose capture needs more than its type read: one of both.
         self.unplain = self.branched | self.rebound
@@ -115,11 +151,12 @@ class CodeInfo:
         return self.hash
 
     def operands(self, offset: int) -> frozenset[Source]:
-        """The free variables and parameters the operands of the instruction at
-        `offset` were computed from, through calls too (`if positive(lr):`,
-        `int(n)`, `jnp.zeros((n,))`): which captures an error raised there (a
-        traced value needed concrete) can be blamed on. Read on first use (an
-        error's diagnosis), then kept."""
+        """The variables the operands at `offset` were computed from.
+
+        Calls count too: `if positive(lr):`, `int(n)`, `jnp.zeros((n,))`. An
+        error raised there can be blamed on these captures. Read on first
+        use (an error's diagnosis), then kept.
+        """
         operands = self._operands
         if operands is None:
             operands = self._operands = Flow(self.code, through_calls=True).operands

@@ -1,11 +1,13 @@
-"""Floats become arrays once: the Python scalars a `Lifted` captured, converted
-to weakly typed arrays the first time it is flattened or called; which
-subclasses of `float` and `complex` are only the number they hold
-(`only_a_number`), and such a leaf as that number (`scalar_leaf`).
+"""Floats become arrays once.
 
-All of a `Lifted`'s scalars of one type are converted by one `jax.device_put`
-of their list: each gets its own buffer, weakly typed at the default width,
-placed as `jax.device_put` places a scalar."""
+A `Lifted` converts its Python scalars to weakly typed arrays when first
+flattened or called. Its scalars of one type take one `jax.device_put` of
+their list. Each gets its own buffer, at the default width, placed as a
+scalar is.
+
+Also here: which subclasses of `float` and `complex` are only the number
+they hold (`only_a_number`), and such a leaf as that number (`scalar_leaf`).
+"""
 
 from __future__ import annotations
 
@@ -23,21 +25,20 @@ _SCALARS: Final = frozenset({float, complex, int, bool})
 
 
 def _to_arrays(values: list[Any]) -> list[jax.Array]:
-    """`values` (Python scalars of one type) as weakly typed 0-d arrays, one
-    buffer each."""
+    """`values`, scalars of one type, as weakly typed 0-d arrays."""
     with _gc.paused():
         return jax.device_put(values)  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType, reportUnknownArgumentType]
 
 
 def as_arrays(leaves: tuple[Any, ...]) -> tuple[Any, ...]:
-    """The leaves with Python scalars as weakly typed 0-d arrays, one buffer each.
+    """The leaves with Python scalars as weakly typed 0-d arrays.
 
-    A `Lifted` converts its own scalars, once, the first time it is called or
-    flattened, whichever comes first: so it computes the same before and after a
-    flatten, its leaves are arrays for every `jit` (`eqx.filter_jit` included),
-    the default float width follows `jax_enable_x64` at that moment, and no
-    buffer is shared with another `Lifted` (donating one never deletes
-    another's). Scalars of one type are converted together (`_to_arrays`).
+    A `Lifted` converts its own scalars once, when first called or flattened.
+    So it computes the same before and after a flatten. Its leaves are arrays
+    for every `jit`, `eqx.filter_jit` included. The float width follows
+    `jax_enable_x64` at that moment. No buffer is shared with another
+    `Lifted`: donating one never deletes another's. Scalars of one type are
+    converted together (`_to_arrays`).
     """
     groups: dict[type, list[int]] = {}
     for i, leaf in enumerate(leaves):
@@ -57,8 +58,7 @@ def as_arrays(leaves: tuple[Any, ...]) -> tuple[Any, ...]:
 
 
 def _convert_by_type(out: list[Any], groups: dict[type, list[int]]) -> None:
-    """Replace `out`'s scalars, at the positions `groups` lists for each type,
-    by arrays."""
+    """Replace `out`'s scalars by arrays, at the positions `groups` lists."""
     for where in groups.values():
         arrays = _to_arrays([out[i] for i in where])
         for i, arr in zip(where, arrays, strict=True):
@@ -89,8 +89,10 @@ _CLASS_BODY: Final = frozenset(
 
 @per_class
 def only_a_number(t: type[Any]) -> bool:
-    """Whether the subclass `t` of `float` or `complex` adds nothing to it in
-    its class bodies (an `Enum` adds its members)."""
+    """Whether `t`, a subclass of `float` or `complex`, adds nothing to it.
+
+    Its class bodies define nothing new. An `Enum` adds its members.
+    """
     base = float if issubclass(t, float) else complex
     mro = t.__mro__
     return not issubclass(t, enum.Enum) and all(
@@ -99,20 +101,23 @@ def only_a_number(t: type[Any]) -> bool:
 
 
 def scalar_leaf(leaf: Any, t: type[Any]) -> Any:
-    """A dynamic leaf of a subclass of `float` or `complex` (`class Rate(float)`,
-    `t` its type) as the built-in value it holds, read without the subclass's
-    own methods: dynamic by subclass (`default_dynamic`), it is then converted
-    to an array as a `float` is (one compile for a sweep of them). A static
-    one keeps its type (`static_key`). A NumPy scalar (`np.float64` subclasses
-    `float`) stays the NumPy value it is (`python_number`)."""
+    """A dynamic leaf of type `t` as the built-in number it holds.
+
+    `t` subclasses `float` or `complex` (`class Rate(float)`). The value is
+    read without the subclass's own methods. It then becomes an array as a
+    `float` does: a sweep of them compiles once. A static one keeps its type
+    (`static_key`). A NumPy scalar stays the NumPy value it is.
+    """
     if not python_number(t):
         return leaf
     return float.__float__(leaf) if issubclass(t, float) else complex.__complex__(leaf)
 
 
 def python_number(t: type[Any]) -> bool:
-    """Whether `t` is a Python `float` or `complex`, or a subclass of one that
-    is not a NumPy scalar (which is a NumPy value): the one statement of it,
-    for `scalar_leaf` and for what stays static outside the captures named in
-    `dynamic=` (`DynamicNames`)."""
+    """Whether `t` is a Python `float` or `complex`, or a subclass of one.
+
+    A NumPy scalar is not: `np.float64` subclasses `float`, yet it is a NumPy
+    value. `scalar_leaf` reads this, and so does `dynamic=` by names: outside
+    the named captures, such numbers stay static.
+    """
     return issubclass(t, (float, complex)) and not issubclass(t, np.generic)

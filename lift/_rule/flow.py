@@ -1,11 +1,12 @@
-"""A function's bytecode followed by its stack (CPython 3.11 to 3.13): `Flow`,
-the branch analysis that `lift._rule.code` runs on each code object.
+"""The branch analysis: a function's bytecode, followed by its stack.
 
-Each stack slot holds where its value comes from (a captured variable, a
-parameter, a tuple or list the code built); a truth test of a slot (`if`,
-`while`, `not`) records the variables it came from. Jumps are followed both
-ways; comprehensions inlined (3.12+) and compiled to code of their own (3.11)
-are scoped alike."""
+`Flow` reads one code object (CPython 3.11 to 3.13); `lift._rule.code` runs
+it on each. Each stack slot holds where its value comes from: a captured
+variable, a parameter, or a tuple or list the code built. A truth test of a
+slot (`if`, `while`, `not`) records those variables. A subscript by a
+constant (`config["anneal"]`) records the key too. Jumps are followed both
+ways. Comprehensions are scoped alike, inlined (3.12+) or not (3.11).
+"""
 
 from __future__ import annotations
 
@@ -33,42 +34,19 @@ DEREF_LOADS: Final = frozenset(
     {"LOAD_DEREF", "LOAD_CLASSDEREF", "LOAD_FROM_DICT_OR_DEREF"}
 )
 _DEREF_STORES: Final = frozenset({"STORE_DEREF", "DELETE_DEREF"})
+# This interpreter's jumps (3.11 to 3.14), by name; instrumented ones never
+# appear in the code `dis` reads.
+_JUMPS: Final = [op for op in dis.opmap if "JUMP" in op and "INSTRUMENTED" not in op]
 # Conditional jumps that test their operand's truth (`if`, `while`, `and`, `or`,
-# `assert`, a ternary) across 3.11 to 3.14, and the other truth tests: 3.13's
-# `TO_BOOL` and `not`. Each calls `bool()` on a traced value, which fails.
+# `assert`, a ternary), and the other truth tests: 3.13's `TO_BOOL` and `not`.
+# Each calls `bool()` on a traced value, which fails.
 _TRUTH_JUMPS: Final = frozenset(
-    {
-        "POP_JUMP_IF_TRUE",
-        "POP_JUMP_IF_FALSE",
-        "POP_JUMP_FORWARD_IF_TRUE",
-        "POP_JUMP_FORWARD_IF_FALSE",
-        "POP_JUMP_BACKWARD_IF_TRUE",
-        "POP_JUMP_BACKWARD_IF_FALSE",
-    }
+    op for op in _JUMPS if op.startswith("POP_JUMP") and op.endswith(("TRUE", "FALSE"))
 )
 _KEEPING_JUMPS: Final = frozenset({"JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP"})
-_NONE_JUMPS: Final = frozenset(
-    {
-        "POP_JUMP_IF_NONE",
-        "POP_JUMP_IF_NOT_NONE",
-        "POP_JUMP_FORWARD_IF_NONE",
-        "POP_JUMP_FORWARD_IF_NOT_NONE",
-        "POP_JUMP_BACKWARD_IF_NONE",
-        "POP_JUMP_BACKWARD_IF_NOT_NONE",
-    }
-)
-
-
-_UNCONDITIONAL: Final = frozenset(
-    {
-        "JUMP",
-        "JUMP_FORWARD",
-        "JUMP_BACKWARD",
-        "JUMP_ABSOLUTE",
-        "JUMP_NO_INTERRUPT",
-        "JUMP_BACKWARD_NO_INTERRUPT",
-    }
-)
+_NONE_JUMPS: Final = frozenset(op for op in _JUMPS if op.endswith("NONE"))
+_UNCONDITIONAL: Final = frozenset(op for op in _JUMPS if "_IF_" not in op)
+_FALSE_JUMPS: Final = frozenset(op for op in _JUMPS if "IF_FALSE" in op)
 _ENDS: Final = frozenset({"RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE"})
 
 
@@ -105,30 +83,34 @@ _TRANSPARENT: Final = frozenset({"TO_BOOL", "EXTENDED_ARG", "CACHE", "NOP"})
 
 
 class Flow:
-    """One pass over a code object's bytecode (CPython 3.11+) that follows its
-    stack: which free variables and parameters reach a truth test
-    (`free_branches`, `param_branches`), and which free variables are stored
-    to (`stores`).
+    """One pass over a code object's bytecode that follows its stack.
 
-    Each stack slot holds a frozenset of `Source`s: the variables its value was
-    computed from, through arithmetic, comparisons, subscripts and local
-    variables (which hold what all their assignments stored), not calls; and
-    `SEQUENCE` for a tuple or list. `COPY`, `SWAP` and `POP_TOP` move slots;
-    jumps carry the stack to their targets (where ways meet, a slot holds what
-    each brings); any other instruction is read by its stack effect, its result
-    holding nothing (or, with `through_calls`, all its operands held, and
-    `operands` records what each instruction popped, by offset). Exception
-    handlers start from an empty stack. A second pass, when some local holds
-    something, sees what a loop assigns after reading.
+    It finds which free variables and parameters reach a truth test
+    (`free_branches`, `param_branches`). It finds which free variables are
+    stored to (`stores`).
+
+    Each stack slot holds a frozenset of `Source`s: the variables its value
+    was computed from. They flow through arithmetic, comparisons, subscripts
+    and local variables, not through calls. A local holds what all its
+    assignments stored. A tuple or list carries `SEQUENCE`. `COPY`, `SWAP`
+    and `POP_TOP` move slots. Jumps carry the stack to their targets; where
+    ways meet, a slot holds what each brings. Any other instruction is read
+    by its stack effect, and its result holds nothing. With `through_calls`,
+    its result holds all its operands held. Then `operands` records what each
+    instruction popped, by offset. Exception handlers start from an empty
+    stack. A second pass, when some local holds something, sees what a loop
+    assigns after reading.
     """
 
     def __init__(self, code: types.CodeType, through_calls: bool = False) -> None:
-        self.free_branches: dict[str, int] = {}
+        # (variable, *keys): the line of its first truth test.
+        self.free_branches: dict[tuple[Any, ...], int] = {}
         self.param_branches: set[str] = set()
         self.through_calls = through_calls
         self.stores: set[str] = set()  # free variables stored to or deleted
         self.operands: dict[int, frozenset[Source]] = {}
         self.popped: list[frozenset[Source]] = []
+        self.key: Any = None  # the constant loaded last, a dict key or index
         instructions = list(dis.get_instructions(code))
         # The locals whose value is a `PARAM` source: the named parameters.
         self.params = frozenset(
@@ -140,7 +122,9 @@ class Flow:
             set(code.co_cellvars) - set(code.co_varnames)
         )
         self.freevars = code.co_freevars
-        entries = _exception_entries(code)
+        # The exception table (`dis` reads it on 3.11+, undocumented): each
+        # entry's `start`, `end`, `target`, `depth`, `lasti`.
+        entries = list(getattr(dis.Bytecode(code), "exception_entries", ()))
         self.shadowed = _comprehension_scopes(instructions, entries)
         # Loads whose value cannot be a traced one (`_guarded_loads`).
         self.guarded = _guarded_loads(instructions)
@@ -180,6 +164,10 @@ class Flow:
                 stack = self.step(ins, stack, pending)
                 if through_calls and popped:
                     self.operands[ins.offset] = NONE_SOURCE.union(*popped) - SEQUENCES
+            arg = ins.argval
+            self.key = (
+                arg if type(arg) in (str, int) and ins.opname == "LOAD_CONST" else None
+            )
 
     def pop(self, stack: list[frozenset[Source]]) -> frozenset[Source]:
         value = stack.pop() if stack else NONE_SOURCE
@@ -196,10 +184,12 @@ class Flow:
         op = ins.opname
         if op in _BINARY:
             right, left = self.pop(stack), self.pop(stack)
-            if SEQUENCE in left and (
-                op == "BINARY_SUBSCR" or ins.argrepr == "[]"  # 3.14's subscript
-            ):
+            subscript = op == "BINARY_SUBSCR" or ins.argrepr == "[]"  # 3.14's
+            if SEQUENCE in left and subscript:
                 self.truth(right)
+            elif subscript and self.key is not None and not self.through_calls:
+                # `config["anneal"]`: that entry, not the whole variable.
+                left = frozenset((*s, self.key) if s[0] == FREE else s for s in left)
             stack.append((left | right) - SEQUENCES)
         elif op in _UNARY:
             stack.append(self.pop(stack))
@@ -273,9 +263,10 @@ class Flow:
         return stack
 
     def fast(self, name: str, offset: int) -> frozenset[Source]:
-        """What a local holds: what was assigned to it, and the parameter of
-        that name, unless a comprehension inlined there (3.12+) has a variable
-        of that name."""
+        """What a local holds: what was assigned to it, and its parameter.
+
+        A comprehension inlined there (3.12+) may shadow the parameter.
+        """
         assigned = self.locals.get(name, NONE_SOURCE)
         if name in self.params and not any(
             name in names and start <= offset < end
@@ -289,16 +280,18 @@ class Flow:
             self.locals[name] = self.locals.get(name, NONE_SOURCE) | value
 
     def free(self, ins: dis.Instruction) -> str | None:
-        """The free variable a `*_DEREF` instruction reads or writes, if any (not
-        a cell of the code's own)."""
+        """The free variable a `*_DEREF` instruction reads or writes, if any.
+
+        A cell of the code's own is not one.
+        """
         k = (ins.arg or 0) - self.first_free
         return self.freevars[k] if 0 <= k < len(self.freevars) else None
 
     def truth(self, value: frozenset[Source]) -> None:
         """A value whose truth Python tests (`if`, `while`, `and`, `not`)."""
-        for kind, name in value:
+        for kind, name, *path in value:
             if kind == FREE:
-                self.free_branches.setdefault(name, self.line)
+                self.free_branches.setdefault((name, *path), self.line)
             elif kind == PARAM:
                 self.param_branches.add(name)
 
@@ -324,9 +317,11 @@ class Flow:
         stack: list[frozenset[Source]],
         pending: dict[int, list[frozenset[Source]]],
     ) -> None:
-        """An instruction read by its stack effect only: its result (if any)
-        holds nothing (a call, an attribute, a container), or, with
-        `through_calls`, all it popped."""
+        """An instruction read by its stack effect only.
+
+        Its result holds nothing: a call, an attribute, a container. With
+        `through_calls`, it holds all the instruction popped.
+        """
         # Every instruction `dis` yields has one (3.11 to 3.13): only 3.12's
         # pseudo-instructions and instrumented ones refuse, never in `co_code`.
         effect = dis.stack_effect(ins.opcode, ins.arg, jump=False)
@@ -348,20 +343,15 @@ class Flow:
             self.carry(pending, ins, carried)
 
 
-def _exception_entries(code: types.CodeType) -> list[Any]:
-    """The exception table (`dis` reads it on 3.11+ as `exception_entries`,
-    undocumented): each entry's `start`, `end`, `target`, `depth`, `lasti`."""
-    entries: Any = getattr(dis.Bytecode(code), "exception_entries", ())
-    return list(entries)
-
-
 def _comprehension_scopes(
     instructions: list[dis.Instruction], entries: list[Any]
 ) -> list[tuple[int, int, frozenset[str]]]:
-    """The bytecode ranges of comprehensions inlined into `code` (3.12+, PEP
-    709) and the variables each shadows: the ranges its exception handler
-    covers, whose `STORE_FAST`s restore the variables saved by
-    `LOAD_FAST_AND_CLEAR`."""
+    """The ranges of comprehensions inlined into `code`, with what each shadows.
+
+    This is 3.12+ (PEP 709). A comprehension's range is what its exception
+    handler covers. The handler's `STORE_FAST`s restore the variables that
+    `LOAD_FAST_AND_CLEAR` saved.
+    """
     saved = {i.argval for i in instructions if i.opname == "LOAD_FAST_AND_CLEAR"}
     if not saved:
         return []
@@ -381,10 +371,12 @@ def _comprehension_scopes(
 
 
 def _guarded_loads(instructions: list[dis.Instruction]) -> set[int]:
-    """Offsets of loads that run only after `isinstance(x, (int, float, ...)) and`
-    on the same variable: false for a traced value, so what follows never sees
-    one (optax's `isinstance(weight_decay, (int, float)) and weight_decay ==
-    0.0`)."""
+    """Offsets of loads guarded by `isinstance(x, (int, float, ...)) and`.
+
+    The guard is on the same variable, and is false for a traced value. So
+    what follows never sees one. optax writes `isinstance(weight_decay, (int,
+    float)) and weight_decay == 0.0`.
+    """
     seen = [i for i in instructions if i.opname not in _TRANSPARENT]
     out: set[int] = set()
     for k, ins in enumerate(seen):
@@ -394,23 +386,16 @@ def _guarded_loads(instructions: list[dis.Instruction]) -> set[int]:
 
 
 _NUMBER_TYPES: Final = frozenset({"int", "float", "complex", "bool", "Number", "Real"})
-_FALSE_JUMPS: Final = frozenset(
-    {
-        "POP_JUMP_IF_FALSE",
-        "POP_JUMP_FORWARD_IF_FALSE",
-        "POP_JUMP_BACKWARD_IF_FALSE",
-        "JUMP_IF_FALSE_OR_POP",
-    }
-)
 
 
 def _number_guarded(
     instructions: list[dis.Instruction], start: int, load: dis.Instruction
 ) -> bool:
-    """Whether the comparison starting at `start` runs only after
-    `isinstance(x, (int, float, ...)) and ...` on the same variable: false for a
-    traced value, so the comparison never sees one (optax's
-    `isinstance(weight_decay, (int, float)) and weight_decay == 0.0`)."""
+    """Whether the comparison at `start` runs only after a number guard.
+
+    The guard is `isinstance(x, (int, float, ...)) and ...` on the same
+    variable (`_guarded_loads`).
+    """
     if start < 1 or instructions[start - 1].opname not in _FALSE_JUMPS:
         return False
     window = instructions[max(0, start - 12) : start - 1]

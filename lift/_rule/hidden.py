@@ -1,11 +1,14 @@
-"""What no pytree reaches: a tracer hidden in a static capture's attributes,
-slots, containers or object-array elements, or in a pytree node's static data.
+"""A tracer no pytree reaches.
 
-Neither lift nor JAX can make such a tracer a leaf: capture refuses it once its
-transform has exited, and `lift.closure_convert` is the way to lift it. The
-scan is the leak scan's walk (`lift._leaks.scan.first_tracer`), bounded and
-stopping at the first tracer: one description of what an object holds, for
-capture and for leak checking alike."""
+It hides in a static capture's attributes, slots, containers or object-array
+elements, or in a pytree node's static data. Neither lift nor JAX can make it
+a leaf. Capture refuses it once its transform has exited; `lift.closure_convert`
+lifts it. The scan is the leak scan's walk (`lift._leaks.scan.first_tracer`),
+bounded, stopping at the first tracer. So capture and leak checking share
+one description of what an object holds. The scan also notes the functions it
+passes, but for a class's methods: a function a static capture holds stays
+static.
+"""
 
 from __future__ import annotations
 
@@ -43,9 +46,11 @@ _SCAN_LIMIT: Final = 100_000
 
 
 def jax_dtype(dtype: np.dtype[Any]) -> bool:
-    """Whether JAX can hold NumPy values of `dtype` (not strings, objects, dates
-    or structured records, nor `longdouble`, `void` or the ml_dtypes JAX has no
-    type for, such as `complex32`: asked of JAX once per dtype)."""
+    """Whether JAX can hold NumPy values of `dtype`, asked once per dtype.
+
+    It cannot hold strings, objects, dates or records. Nor `longdouble`,
+    `void`, or an ml_dtype JAX has no type for, such as `complex32`.
+    """
     known = _JAX_DTYPES.get(dtype)
     if known is None:
         try:
@@ -63,14 +68,17 @@ _JAX_DTYPES: dict[np.dtype[Any], bool] = {}
 _put: Final = cast("Callable[[Any], Any]", jax.device_put)  # pyright: ignore[reportUnknownMemberType]
 
 
-def hidden_tracer(obj: Any, live: LiveTraces | None = None) -> str | None:
-    """Path to a tracer hidden inside `obj`'s attributes, slots, containers or
-    object-array elements, if any: what neither lift nor JAX can see as a leaf.
-    Given `live`, only a tracer whose trace has exited (not one of `live`'s).
+def hidden_tracer(
+    obj: Any, live: LiveTraces | None = None, held: set[int] | None = None
+) -> str | None:
+    """Path to a tracer hidden inside `obj`, if any.
 
-    Bounded (`_SCAN_LIMIT` objects), and safe on hostile objects: types are read
-    with `type()`, and what cannot be opened is passed by. The full walk asks
-    this of every opaque static capture.
+    It looks in attributes, slots, containers and object-array elements.
+    Given `live`, it finds only a tracer whose trace has exited. `held` gets
+    the ids of the functions and cells it passes. The scan is bounded
+    (`_SCAN_LIMIT` objects) and safe on hostile objects. It reads types with
+    `type()` and passes by what cannot be opened. The full walk asks this of
+    every opaque static capture.
     """
     t: type[Any] = type(obj)  # pyright: ignore[reportUnknownVariableType]
     # The common static captures, answered without a walk: a module's function
@@ -81,7 +89,7 @@ def hidden_tracer(obj: Any, live: LiveTraces | None = None) -> str | None:
             return None
     elif issubclass(t, type) and not user_class(obj):
         return None
-    return first_tracer(obj, _SCAN_LIMIT, live)
+    return first_tracer(obj, _SCAN_LIMIT, live, held)
 
 
 # Treedefs `has_aux` said no to. Small, as `treedef_paths`' cache: treedefs of
@@ -90,16 +98,17 @@ _PLAIN_TREEDEFS: BoundedDict[Any, None] = BoundedDict(256)
 
 
 def plain_treedef(treedef: Any) -> bool:
-    """Whether `treedef` is known to hold no static data that may hold an
-    object (`aux_tracer` found none): one lookup."""
+    """Whether `treedef` is known to have no static data: one lookup."""
     return treedef in _PLAIN_TREEDEFS
 
 
 def aux_tracer(treedef: Any, live: LiveTraces | None = None) -> str | None:
-    """Path to a tracer in the static (aux) data of `treedef`'s custom nodes: a
-    `jax.tree_util.Partial`'s function, an equinox static field, a flax
-    `pytree_node=False` field. Checked only for treedefs that have such data.
-    Given `live`, only a tracer whose trace has exited (`hidden_tracer`)."""
+    """Path to a tracer in the static (aux) data of `treedef`'s custom nodes.
+
+    Such data is a `jax.tree_util.Partial`'s function, an equinox static
+    field, a flax `pytree_node=False` field. Given `live`, only a tracer whose
+    trace has exited counts (`hidden_tracer`).
+    """
     if treedef in _PLAIN_TREEDEFS:
         return None
     found = False

@@ -1,11 +1,11 @@
-"""The one static rule: what of a capture is a leaf and what is static, and
-what "equal" means for a static value.
+"""The one static rule: what of a capture is a leaf, and what is static.
 
-`scanned` says which statics are looked into for a hidden tracer,
-`attributes_by_global` which module-level functions are compared by identity;
-the full walk states each decision by calling these. `static_key` compares statics
-by type and value at every depth (so `0.0` is not `-0.0` and `1` is not
-`1.0`), and by identity where a value cannot be compared."""
+`default_dynamic` states the default rule. `static_key` says what "equal"
+means for a static value: type and value at every depth. So `0.0` is not
+`-0.0`, and `1` is not `1.0`. A value that cannot be compared compares by
+identity. `scanned` says which statics are looked into for a hidden tracer.
+The full walk states each decision by calling these.
+"""
 
 from __future__ import annotations
 
@@ -66,9 +66,11 @@ _MAX_DEPTH: Final = 64
 
 
 class ById:
-    """Stands for a value compared by identity (it holds the value alive): a
-    static key, and a skeleton's key of what compares by identity (a
-    function's globals, an unhashable static)."""
+    """Stands for a value compared by identity, and keeps it alive.
+
+    It is a static key, or a skeleton's key of what compares by identity: a
+    function's globals, an unhashable static.
+    """
 
     __slots__ = ("value",)
 
@@ -87,10 +89,12 @@ def _is_namedtuple(t: type[Any]) -> bool:
 
 
 def static_key(value: Any, depth: int = 0) -> Any:
-    """What a static value is compared and hashed by: its type and value, at every
-    depth (`0.0` vs `-0.0`, `1` vs `1.0` vs `True`, `frozenset({1})` vs
-    `frozenset({1.0})`, `range(0)` vs `range(1, 1)` all differ). Raises
-    `TypeError` for a value that is not hashable."""
+    """What a static value is compared and hashed by: its type and value.
+
+    Both count at every depth. `0.0` and `-0.0` differ, as do `1`, `1.0` and
+    `True`. So do `frozenset({1})` and `frozenset({1.0})`, and `range(0)` and
+    `range(1, 1)`. Raises `TypeError` for a value that is not hashable.
+    """
     t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
     if t in _PLAIN:
         return (t, value)
@@ -152,11 +156,12 @@ def static_key(value: Any, depth: int = 0) -> Any:
 
 
 def aux_key(treedef: Any) -> tuple[Any, ...] | None:
-    """The static (aux) data of `treedef`'s custom nodes by `static_key`, or
-    `None` for a treedef without any. JAX compares
-    treedefs' static data with `==` (`0.0 == -0.0`, `1 == True`), so two
-    captures whose treedefs are equal may rebuild different objects: a
-    template's key holds this too."""
+    """The static (aux) data of `treedef`'s custom nodes by `static_key`.
+
+    It is `None` for a treedef without any. JAX compares such data with `==`:
+    `0.0 == -0.0`, `1 == True`. So equal treedefs may rebuild different
+    objects, and a template's key holds this too.
+    """
     parts = [aux for _, aux in custom_data(treedef) if aux is not None]
     if not parts:
         return None
@@ -164,9 +169,11 @@ def aux_key(treedef: Any) -> tuple[Any, ...] | None:
 
 
 def _aux_part_key(aux: Any, depth: int = 0) -> Any:
-    """`static_key(aux)`, or for aux data JAX takes unhashable (its treedefs
-    hash without it): the lists, tuples and dicts in it by their items, and
-    what else cannot be hashed by identity."""
+    """`static_key(aux)`, or a key for aux data JAX takes unhashable.
+
+    JAX's treedefs hash without such data. Its lists, tuples and dicts are
+    keyed by their items. What else cannot be hashed is keyed by identity.
+    """
     try:
         return static_key(aux, depth)
     except TypeError:
@@ -208,8 +215,10 @@ _BUILTIN_VALUES: Final[tuple[type[Any], ...]] = (
 
 @per_class
 def _builtin_base(t: type[Any]) -> type[Any] | None:
-    """The built-in value type that `t`, a strict subclass of it, compares as
-    (no `__eq__` or `__hash__` of its own, not an `Enum`), or `None`."""
+    """The built-in value type that `t`, a strict subclass of it, compares as.
+
+    `None` where `t` has an `__eq__` or `__hash__` of its own, or is an `Enum`.
+    """
     if issubclass(t, enum.Enum):
         return None
     for base in _BUILTIN_VALUES:
@@ -228,18 +237,21 @@ _UNSCANNED: Final = EXACT | {type(Ellipsis)}
 
 
 def scanned(t: type[Any]) -> bool:
-    """Whether a static capture of type `t` is scanned for a hidden tracer
-    (`hidden_tracer`): not atoms, NumPy scalars, nor what `opaque` says holds
-    nothing. (A class is scanned: `hidden_tracer` answers at once for a
-    library's.)"""
+    """Whether a static capture of type `t` is scanned for a hidden tracer.
+
+    Atoms and NumPy scalars are not, nor what `opaque` says holds nothing. A
+    class is scanned: `hidden_tracer` answers at once for a library's.
+    """
     return not (t in _UNSCANNED or issubclass(t, np.generic) or opaque(t))
 
 
 def attributes_by_global(fn: types.FunctionType, global_names: frozenset[str]) -> bool:
-    """Whether `fn` reads its own attributes through the module global naming it
-    (a module-level `def f` reading `f.scale`): leaves there would be dead in
-    the rebuilt function, so its attributes are static (`global_names`: the
-    names its code looks up as globals)."""
+    """Whether `fn` reads its own attributes through its module global.
+
+    A module-level `def f` reading `f.scale` does. Leaves there would be dead
+    in the rebuilt function, so its attributes are static. `global_names` are
+    the names its code looks up as globals.
+    """
     return fn.__name__ in global_names and fn.__globals__.get(fn.__name__) is fn
 
 
@@ -247,18 +259,22 @@ _tuple_iter: Final = cast("Callable[[Any], Iterable[Any]]", tuple.__iter__)  # p
 
 
 def _children(x: Any) -> Iterable[Any]:
-    """The items of a list, tuple or NamedTuple (by `tuple`'s own iteration, as
-    JAX reads them), or a dict's values."""
+    """The items of a list, tuple or NamedTuple, or a dict's values.
+
+    A tuple's items are read by `tuple`'s own iteration, as JAX reads them.
+    """
     if isinstance(x, dict):
         return cast("dict[Any, Any]", x).values()
     return _tuple_iter(x) if isinstance(x, tuple) else cast("list[Any]", x)
 
 
 def ownable(x: Any) -> bool:
-    """Whether `x` is a container that stays the user's own object when it
-    holds no dynamic leaf: a list, a dict, or an `OrderedDict` or
-    `defaultdict` whose factory is no function (one that is, is walked as a
-    function: `lift._capture.factories`)."""
+    """Whether `x` stays the user's own object when it holds no dynamic leaf.
+
+    A list or a dict does. So does an `OrderedDict`, or a `defaultdict` whose
+    factory is no function. A function factory is walked as a function
+    (`lift._capture.factories`).
+    """
     t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
     if t is list or t is dict:
         return True
@@ -270,10 +286,12 @@ STD_DICTS: Final = (collections.OrderedDict, collections.defaultdict)
 
 
 def plain_reach(value: Any) -> set[int]:
-    """The containers below `value` that may stay the user's own (`ownable`;
-    not `value` itself: `template` keeps it whole itself), reached through
-    them, tuples and NamedTuples alone, by id; empty, cheaply, for a value
-    nesting none."""
+    """The ids of the containers below `value` that may stay the user's own.
+
+    They are `ownable`, reached through such containers, tuples and
+    NamedTuples alone. `value` itself is not one: `template` keeps it whole.
+    A value nesting none costs little.
+    """
     t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
     if not (ownable(value) or read_as_tuple(t)):
         return set()
@@ -306,12 +324,15 @@ def taken_apart(value: Any) -> Any | None:
 
 
 def default_dynamic(x: Any) -> bool:
-    """The default rule: arrays, tracers, NumPy values of dtypes JAX can hold,
-    Python `float`/`complex`, and a subclass of one that is only the number it
-    holds (`class Rate(float): pass`). Not an `Enum` member valued as one (a
-    tracer in its place would lose its identity), nor a subclass that adds to
-    the number (a method, a property, a slot, an attribute of the value:
-    `WarmRate(0.1).warm(5)`), which code may use: static, as it is."""
+    """The default rule: what is a leaf.
+
+    Arrays, tracers, and NumPy values of dtypes JAX can hold are leaves. So
+    are Python `float` and `complex`, and a subclass that is only the number
+    (`class Rate(float): pass`). An `Enum` member valued as one is not: a
+    tracer in its place would lose its identity. Nor is a subclass that adds
+    to the number: a method, a property, a slot, an attribute of the value.
+    Code may use those (`WarmRate(0.1).warm(5)`), so it stays static.
+    """
     t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
     if issubclass(t, (np.ndarray, np.generic)):
         return jax_dtype(x.dtype)
@@ -326,11 +347,15 @@ def default_dynamic(x: Any) -> bool:
 
 
 class DynamicNames:
-    """`dynamic=` given as names: the named captures, and everything nested in
-    them, follow the default rule; elsewhere only arrays, tracers and NumPy
-    values are leaves, and Python floats stay static (`python_number`), so the
-    function computes bitwise what the original does but for the named values.
-    Kept with a skeleton's options (pickle re-lifts with it)."""
+    """`dynamic=` given as names.
+
+    The named captures, and everything nested in them, follow the default
+    rule. A named `int` or `bool` is an integer or boolean leaf. Elsewhere
+    only arrays, tracers and NumPy values are leaves. Python floats stay
+    static there (`python_number`). So the function computes bitwise what the
+    original does, but for the named values. It is kept with a skeleton's
+    options: pickle re-lifts with it.
+    """
 
     __slots__ = ("names",)
 
@@ -345,31 +370,29 @@ class DynamicNames:
 
 
 def unsortable_registry(value: Any) -> bool:
-    """Whether `value` holds a dict whose keys do not sort (types, as in a
-    `functools.singledispatch` registry) and nothing dynamic by the default
-    rule: static as a whole, compared by its items. Walked iteratively through
-    dicts, lists and tuples, at most `_REGISTRY_VISITS` of them."""
+    """Whether `value` is a registry: static as a whole, compared by its items.
+
+    It holds a dict whose keys do not sort, such as the types of a
+    `functools.singledispatch` registry. It holds nothing dynamic by the
+    default rule. It is read through dicts, lists and tuples, at most
+    `_REGISTRY_VISITS` of them.
+    """
     stack = [value]
     unsortable = False
     seen = 0
     while stack:
         x = stack.pop()
         t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
-        if t is dict:
+        if t is dict or t is list or t is tuple:
             seen += 1
             if seen > _REGISTRY_VISITS:
                 return False
-            if not unsortable:
+            if t is dict and not unsortable:
                 try:
                     sorted(x)  # pyright: ignore[reportUnknownArgumentType]
                 except TypeError:
                     unsortable = True
-            stack.extend(x.values())  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
-        elif t is list or t is tuple:
-            seen += 1
-            if seen > _REGISTRY_VISITS:
-                return False
-            stack.extend(x)  # pyright: ignore[reportUnknownArgumentType]
+            stack.extend(x.values() if t is dict else x)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
         elif default_dynamic(x):
             return False
     return unsortable
@@ -399,17 +422,19 @@ def check_aux(treedef: Any, holder: Any, label: Label) -> str | None:
 
 
 def check_opaque(
-    leaf: Any, t: type[Any], holder: Any, label: Label, at: tuple[Any, int] = (None, 0)
+    leaf: Any, t: Any, holder: Any, label: Label, at: Any = (None, 0), held: Any = None
 ) -> str | None:
-    """Refuse a static capture with a tracer hidden inside it whose transform has
-    exited (`at`: the treedef of the captured value and the leaf's position in
-    it). One whose transform is still running is kept, as the function itself
-    keeps it while it runs there: said (what `Lifted`'s flattening refuses,
-    `Skeleton.live`), or `None`."""
+    """Refuse a static capture that hides a tracer of an exited transform.
+
+    `at` is the captured value's treedef and the leaf's position in it. A
+    tracer whose transform still runs is kept, as the function keeps it. The
+    answer then says where (`Skeleton.live`). `held` gets the ids of the
+    functions and cells the capture holds.
+    """
     if not scanned(t):
         return None
     return _live_or_refuse(
-        functools.partial(hidden_tracer, leaf),
+        functools.partial(hidden_tracer, leaf, held=held),
         lambda: (
             f"{describe(holder)} captures {variable_str(label)}, {_a_value(leaf, t)} "
             "that is not a pytree and holds a tracer at "
@@ -424,8 +449,10 @@ def check_opaque(
 
 
 def _a_value(value: Any, t: type[Any]) -> str:
-    """`value` as a message names it: `a Box`, `the class Config`, `a list
-    holding an object` (a pytree whose leaf is the object)."""
+    """`value` as a message names it: `a Box`, `the class Config`.
+
+    A pytree whose leaf is the object is `a list holding an object`.
+    """
     if isinstance(value, type):
         return f"the class {value.__qualname__}"
     with warnings.catch_warnings():  # JAX's notice that a generator is a leaf
@@ -443,10 +470,13 @@ def _live_or_refuse(
     why_and_fix: str,
     anchor: str,
 ) -> str | None:
-    """`None` when `find()` finds no tracer (the common case: nothing else is
-    computed); what it found, when the tracer's transform is still running
-    (`find(live_traces())` finds none of the exited); else a `LiftError`:
-    `what()`, where the exited tracer is, `why_and_fix`."""
+    """What a scan for a tracer finds, said or refused.
+
+    `None` when `find()` finds no tracer, the common case. What it found,
+    when the tracer's transform still runs: `find(live_traces())` finds
+    none of the exited. Else a `LiftError`: `what()`, where the exited tracer
+    is, and `why_and_fix`.
+    """
     first = find()
     if first is None:
         return None
@@ -466,20 +496,19 @@ BRANCHABLE: Final = (float, complex, int, np.generic, np.ndarray)
 
 
 def branch_static(leaf: Any, t: type[Any]) -> bool:
-    """Whether a dynamic `leaf` that code branches on must stay static: Python
-    scalars, NumPy scalars and 0-d NumPy arrays (concrete values Python can read)."""
+    """Whether a dynamic `leaf` stays static where code branches on it.
+
+    Python scalars, NumPy scalars and 0-d NumPy arrays do. Python can read
+    their value.
+    """
     if issubclass(t, PY_SCALARS):
         return True
     return issubclass(t, (np.generic, np.ndarray)) and leaf.ndim == 0
 
 
 def is_bool(leaf: Any) -> bool:
-    t: type[Any] = type(leaf)  # pyright: ignore[reportUnknownVariableType]
-    return (
-        issubclass(t, (np.generic, np.ndarray))
-        and leaf.dtype == np.bool_
-        and leaf.ndim == 0
-    )
+    """A NumPy boolean Python can read."""
+    return branch_static(leaf, type(leaf)) and getattr(leaf, "dtype", None) == np.bool_  # pyright: ignore[reportUnknownArgumentType]
 
 
 ArrayImpl: Final[type[Any]] = type(jax.device_put(np.zeros(())))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType, reportUnknownVariableType]

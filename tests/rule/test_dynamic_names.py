@@ -309,3 +309,46 @@ def test_a_named_capture_the_code_branches_on_directly_is_dynamic_as_asked() -> 
     # Not named, it stays static as before: the branch runs while tracing.
     plain = lift.lift(_branches_on(0.5))
     assert jax.tree_util.tree_leaves(plain) == []
+
+
+# -- a named int or bool -----------------------------------------------------------
+
+
+def _warmup(warmup_steps: int) -> Any:
+    return lambda step: jnp.minimum(1.0, step / warmup_steps)
+
+
+def test_an_int_named_in_dynamic_is_an_integer_leaf_and_a_sweep_traces_once() -> None:
+    lifted = lift.lift(_warmup(10), dynamic="warmup_steps")
+    (leaf,) = jax.tree_util.tree_leaves(lifted)
+    assert jnp.issubdtype(leaf.dtype, jnp.integer)
+    counter = TraceCounter()
+    run = counter.jit(lambda g, s: g(s))
+    for steps in (10, 20, 40):
+        out = run(lift.lift(_warmup(steps), dynamic="warmup_steps"), 5.0)
+        assert float(out) == pytest.approx(5.0 / steps)
+    assert counter.traces == 1
+    # Unnamed, it stays static as before: one program per value.
+    assert jax.tree_util.tree_leaves(lift.lift(_warmup(10))) == []
+
+
+def test_a_bool_named_in_dynamic_is_a_boolean_leaf() -> None:
+    def make(flag: bool) -> Any:
+        return lambda x: jnp.where(flag, x, -x)
+
+    (leaf,) = jax.tree_util.tree_leaves(lift.lift(make(True), dynamic="flag"))
+    assert leaf.dtype == jnp.bool_
+    run = jax.jit(lambda g, x: g(x))
+    assert float(run(lift.lift(make(False), dynamic="flag"), 1.0)) == -1.0
+
+
+def test_a_named_int_the_code_needs_concrete_is_a_lifterror_naming_it() -> None:
+    def make(n: int) -> Any:
+        return lambda x: jnp.zeros((n,)) + x
+
+    lifted = lift.lift(make(3), dynamic="n")
+    assert lifted(1.0).shape == (3,)  # eagerly its value is known
+    with pytest.raises(
+        lift.LiftError, match=r"(?s)'n' where a concrete value.*out of `dynamic=`"
+    ):
+        jax.jit(lambda g, x: g(x))(lifted, 1.0)
