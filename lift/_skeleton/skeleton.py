@@ -19,6 +19,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any, Final, Protocol, cast
 
+from .._base.atoms import UNOPENED
 from .._base.errors import static_str
 from .._holders.labels import Label
 from .nodes import (
@@ -353,7 +354,29 @@ def _same(a: Skeleton, b: Skeleton) -> bool:
         (a.own, a.options, a.float_leaves),
         (b.own, b.options, b.float_leaves),
     )
-    return mine == theirs and a == b and _annotations(a) == _annotations(b)
+    return (
+        mine == theirs
+        and a == b
+        and _annotations(a) == _annotations(b)
+        and _objects(a, b)
+    )
+
+
+# Statics whose equal values are interchangeable: equal ones compute alike.
+_INTERCHANGEABLE: Final = UNOPENED | {type}
+
+
+def _objects(a: Skeleton, b: Skeleton) -> bool:
+    """Whether the other statics are the very same objects.
+
+    Equal by a user's `__eq__` is not the same: a new trace runs with each
+    `Lifted`'s own object, as `jax.jit` does with a static argument."""
+    return all(
+        s.value is r.value or type(s.value) in _INTERCHANGEABLE
+        for ta, tb in zip(a.templates(), b.templates(), strict=True)
+        for s, r in zip(ta.slots, tb.slots, strict=True)
+        if type(s) is Static
+    )
 
 
 def _annotations(skeleton: Skeleton) -> list[list[tuple[str, int]]]:

@@ -32,7 +32,18 @@ def _config(anneal: bool, lr: float) -> Any:
     return lift.lift(train)
 
 
-BRANCH_LINE = _config.__code__.co_firstlineno + 4
+def _clipped(lr: float) -> Any:
+    config = {"LR": lr, "CLIP": 1.0}
+
+    def train(x):
+        if config["LR"] > 0.15:
+            return x * config["CLIP"]
+        return x * config["LR"]
+
+    return lift.lift(train)
+
+
+BRANCH_LINE = _clipped.__code__.co_firstlineno + 4
 
 
 def _named(n: float) -> Any:
@@ -70,13 +81,13 @@ CASES: dict[str, tuple[Callable[[], Any], Callable[[], Any], list[tuple[str, str
             for fn in ("init", "update")
         ],
     ),
-    "branch on one entry of a config dict": (
-        lambda: _config(True, 0.1),
-        lambda: _config(True, 0.2),
+    "a float entry branched on": (
+        lambda: _clipped(0.1),
+        lambda: _clipped(0.2),
         [
             (
                 ".captures['config']['LR']: config['LR'] = 0.1 vs 0.2",
-                f"config is used in `if` at {__file__}:{BRANCH_LINE} (a traced value "
+                f"it is used in `if` at {__file__}:{BRANCH_LINE} (a traced value "
                 "could not run there)",
             )
         ],
@@ -130,6 +141,18 @@ def test_diff_states_the_true_reason_by_path(case: str) -> None:
     run(a)
     run(b)
     assert len(traces) == 2
+
+
+def test_a_branch_on_one_entry_leaves_the_others_dynamic() -> None:
+    # `if config["ANNEAL_LR"]` keeps that entry static, not the dict: a sweep
+    # of config["LR"] has no static difference and traces once.
+    a, b = _config(True, 0.1), _config(True, 0.2)
+    assert lift.diff(a, b) is None
+    traces = []
+    run = jax.jit(lambda f: traces.append(1) or jax.tree.leaves(f))
+    run(a)
+    run(b)
+    assert len(traces) == 1
 
 
 def test_rebound_float_is_refused_or_said_to_be_rebound() -> None:
