@@ -15,20 +15,16 @@ from collections.abc import Callable, Iterable
 from typing import Any, Final, cast
 
 from .._compat import Tracer
-from .._copies.own import (
-    OWN_CONTAINERS,
-    nests_plainly,
-    own_leaf,
-    own_static,
-    refuse_rebinding,
-)
+from .._copies.own import kept_whole, own_leaf, own_static, refuse_rebinding
 from .._holders.closure import (
     METHOD,
     cells,
+    custom_data,
     function_held,
     holder_of,
     user_class,
 )
+from .._holders.held import read_inside
 from .._holders.labels import ATTR, SELF, Label
 from .._holders.trees import ITERATORS, irregular, is_function_like, ordered
 from .._rule.code import CodeInfo, code_info
@@ -62,7 +58,9 @@ from .._skeleton.nodes import (
     Static,
     Template,
     function_meta,
+    read_key,
     rebuild_order,
+    static_followed,
 )
 from .._skeleton.skeleton import Skeleton
 from .flatten import (
@@ -343,6 +341,7 @@ class Walk:
         if not forced and label.kind != SELF and (apart := taken_apart(value)):
             value, t = apart, type(apart)  # pyright: ignore[reportUnknownVariableType]
         order = None
+        inside: list[tuple[Any, Any]] = []
         owned: dict[int, bool] = {}
         if forced or t not in DYNAMIC_ATOMS or self.dynamic is not None:
             if is_function_like(value):
@@ -370,7 +369,9 @@ class Walk:
                 if flat is None:  # whole and static
                     if not forced:
                         self.kept(check_opaque(value, t, holder, label))
-                    return Template(None, (Static(value),), owner, label)
+                    return Template(
+                        None, (static_followed(value, self.read),), owner, label
+                    )
                 leaves, treedef = flat
                 if treedef.num_nodes == 1 and treedef.num_leaves == 1:
                     treedef = None
@@ -378,12 +379,22 @@ class Walk:
                     if irregular(value):
                         order = ordered(value, treedef, static_key)
                     self.kept(check_aux(treedef, holder, label))
+                    inside = [
+                        r for _, d in custom_data(treedef) for r in read_inside(d)
+                    ]
+                    self.read += inside
         else:
             leaves = [value]
             treedef = None
+        frozen = frozenset(k for k, v in owned.items() if v)
+        if kept_whole(
+            value, leaves, frozen, lambda x: self.kind(x, forced, branched) is STATIC
+        ):
+            # A list or dict holding no dynamic leaf (a log, a cache, a
+            # counter, a registry of plain functions): your own object.
+            return Template(None, (own_static(value),), owner, label)
         slots: list[Slot] = []
         new_nodes: list[tuple[int, int]] = []
-        frozen = frozenset(k for k, v in owned.items() if v)
         for pos, leaf in enumerate(leaves):
             slots.append(
                 self.slot(
@@ -398,15 +409,9 @@ class Walk:
                     pinned,
                 )
             )
-        if (
-            t in OWN_CONTAINERS
-            and all(type(s) is Static for s in slots)
-            and nests_plainly(value)
-        ):
-            # A list or dict holding no dynamic leaf and no function (a log, a
-            # cache, a counter): the user's own object, its contents the key.
-            return Template(None, (own_static(value),), owner, label)
         template = Template(treedef, tuple(slots), owner, label, order)
+        if inside:  # a rebinding inside its static data is another program
+            template.key += (read_key(inside),)
         for node_index, pos in new_nodes:
             self.parents[node_index] = (template, pos)
         return template
@@ -493,4 +498,4 @@ class Walk:
         self.kept(check_opaque(leaf, t, holder, label, at))
         if t is set:  # a leaf to JAX: the user's own, as a list is
             return own_static(leaf)
-        return Static(leaf)
+        return static_followed(leaf, self.read)

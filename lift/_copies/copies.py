@@ -29,13 +29,13 @@ from .._compat import CUSTOM_NODES
 from .._holders.attributes import own_attributes
 from .._holders.closure import default_factory, slots_of
 from .._holders.labels import ATTR, SELF, Label
+from .._holders.reach import items, reach
 from .._holders.trees import flatten_checked, slot_path, tree_flatten
 from .._skeleton.nodes import CellNode, FunctionNode, Node, Template
 from .._skeleton.skeleton import Skeleton
 
 __all__ = [
     "REBUILT_TYPES",
-    "CONTAINERS",
     "Copies",
     "changed_copy",
     "copies_in",
@@ -49,10 +49,7 @@ REBUILT_TYPES: Final = frozenset(
     {list, dict, collections.OrderedDict, collections.defaultdict}
 )
 
-# The containers an attribute of a rebuilt node may hold, and those of them
-# that can change in place; lift looks into the others for more (as into what
-# a traced call returns: `lift._copies.callbacks`).
-CONTAINERS: Final = (list, dict, set, bytearray, collections.deque, tuple, frozenset)
+# The containers that can change in place.
 _MUTABLE: Final = (list, dict, set, bytearray, collections.deque)
 
 
@@ -269,26 +266,14 @@ def _made_anew(x: Any) -> list[tuple[str, Any]]:
 
 
 def _mutable_in(attributes: Iterable[tuple[str, Any]]) -> list[tuple[str, Any]]:
-    """The mutable containers reachable from `attributes` through lists,
-    dicts, sets, tuples and deques, each once, with the attribute holding it."""
-    out: list[tuple[str, Any]] = []
-    seen: set[int] = set()
-    stack: list[tuple[str, Any]] = [
-        (a, v) for a, v in attributes if issubclass(type(v), CONTAINERS)
-    ]
-    while stack:
-        a, v = stack.pop()
-        if id(v) in seen:
-            continue
-        seen.add(id(v))
-        t: type[Any] = type(v)  # pyright: ignore[reportUnknownVariableType]
-        if issubclass(t, _MUTABLE):
-            out.append((a, v))
-        if issubclass(t, bytearray):
-            continue
-        values: Iterable[Any] = v.values() if issubclass(t, dict) else v
-        stack.extend((a, y) for y in values if issubclass(type(y), CONTAINERS))
-    return out
+    """The mutable containers reachable from `attributes` through containers,
+    each once, with the attribute holding it."""
+    out: dict[int, tuple[str, Any]] = {}
+    for a, v in attributes:
+        for x in reach([v], items):
+            if isinstance(x, _MUTABLE) and id(x) not in out:
+                out[id(x)] = (a, x)
+    return list(out.values())
 
 
 def _contents(c: Any) -> tuple[Any, ...]:
@@ -329,8 +314,8 @@ def changed_copy(copies: Copies) -> Copy | None:
 def _changed_inner(copy: Copy) -> tuple[str, Any] | None:
     """The first container made anew in an attribute of the node `copy`
     whose items changed, and that attribute."""
-    for attribute, c, items in copy.inner:
-        if not _same(items, _contents(c)):
+    for attribute, c, then in copy.inner:
+        if not _same(then, _contents(c)):
             return attribute, c
     return None
 

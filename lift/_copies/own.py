@@ -17,8 +17,9 @@ from typing import Any, Final, cast
 from .._base.errors import LiftError, describe, static_fix, type_text
 from .._compat import CUSTOM_NODES, Tracer
 from .._holders.closure import default_factory
+from .._holders.reach import items, reach
 from .._holders.trees import flatten_checked, is_function_like
-from .._rule.static import STD_DICTS, ownable, plain_reach, static_key
+from .._rule.static import STD_DICTS, holds_dynamic, ownable, plain_reach, static_key
 from .._skeleton.nodes import Static, Template
 
 # Containers the lifted function shares with the original when they hold no
@@ -41,21 +42,43 @@ def own_static(value: Any) -> Static:
 
 
 def nests_plainly(value: Any) -> bool:
-    """Whether `value` nests only lists, tuples and dicts, not pytree nodes of
-    other kinds (whose static data JAX's treedef compares in its own way)."""
-    stack = [value]
-    while stack:
-        x = stack.pop()
+    """Whether `value` nests lists, tuples and dicts only.
+
+    Not pytree nodes of other kinds, whose static data JAX's treedef compares
+    in its own way."""
+
+    def into(x: Any) -> Iterable[Any] | None:
         t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
-        if t is list or t is tuple:
-            stack.extend(x)
-        elif t is dict or (x is value and ownable(x)):
-            stack.extend(x.values())
-        elif x is not None and (
-            t in CUSTOM_NODES or hasattr(cast(Any, t), "_fields")  # a NamedTuple
-        ):
-            return False
-    return True
+        plain = t is list or t is tuple or t is dict
+        return items(x) if plain or (x is value and ownable(x)) else None
+
+    return not any(
+        into(x) is None
+        and x is not None
+        and (type(x) in CUSTOM_NODES or hasattr(cast(Any, type(x)), "_fields"))
+        for x in reach([value], into)
+    )
+
+
+def kept_whole(
+    value: Any, leaves: list[Any], owned: frozenset[int], is_static: Any
+) -> bool:
+    """Whether the captured `value`, flattened to `leaves`, is a list or dict
+    that holds no dynamic leaf: your own object (`owned`: those nested in it)."""
+    return (
+        type(value) in OWN_CONTAINERS
+        and ownable(value)
+        and all(id(x) in owned or own_part(x, is_static) for x in leaves)
+        and nests_plainly(value)
+    )
+
+
+def own_part(leaf: Any, is_static: Callable[[Any], bool]) -> bool:
+    """Whether a leaf leaves its container your own: static, or a function
+    holding no dynamic value (`log_hook` in a registry), never a tracer."""
+    if issubclass(type(leaf), Tracer):  # pyright: ignore[reportUnknownArgumentType]
+        return False
+    return is_static(leaf) or (is_function_like(leaf) and not holds_dynamic(leaf))
 
 
 def own_changed(statics: Iterable[Static]) -> bool:
@@ -130,12 +153,12 @@ def own_leaf(
     refused when it returns, `lift._copies.copies`.) `owned` records the
     answer for each list or dict met; `is_static` says what the walk makes of
     a leaf."""
-    reach = plain_reach(value)
-    if not reach:
+    below = plain_reach(value)
+    if not below:
         return is_function_like
 
     def is_leaf(x: Any) -> bool:
-        if id(x) not in reach:  # not a container that may be your own
+        if id(x) not in below:  # not a container that may be your own
             return is_function_like(x)
         found = owned.get(id(x))
         if found is None:
@@ -143,11 +166,7 @@ def own_leaf(
             found = owned[id(x)] = (
                 flat is not None
                 and nests_plainly(x)
-                and all(
-                    not issubclass(type(leaf), Tracer)  # pyright: ignore[reportUnknownArgumentType]
-                    and is_static(leaf)
-                    for leaf in flat[0]
-                )
+                and all(own_part(leaf, is_static) for leaf in flat[0])
             )
         return found
 

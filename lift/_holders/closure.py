@@ -46,6 +46,7 @@ from .labels import (
     STATIC,
     Label,
 )
+from .reach import reach
 
 __all__ = [
     "METHOD",
@@ -434,31 +435,29 @@ def _plain_aux(aux: Any) -> bool:
 
 
 def custom_data(treedef: Any) -> Iterator[tuple[Any, Any]]:
-    """`(node type, static data)` of each of `treedef`'s custom nodes, in a
-    fixed order."""
+    """`(node type, static data)` of each custom node of `treedef`, in order."""
     if not has_custom_nodes(treedef):
         return
-    stack = [treedef]
-    while stack:
-        td = stack.pop()
+    for td in reach([treedef], _children):
         node = td.node_data()
         if node is not None and node[0] not in _BUILTIN_NODES:
             yield node
-        stack.extend(td.children())
 
 
 def static_data(treedef: Any) -> Iterator[tuple[Any, Any, Any]]:
-    """`(node type, where, static data)` of what in `treedef`'s nodes could hold
-    a tracer: custom nodes' static data (`where` empty), dicts' keys and
-    defaultdicts' default factories (`where` a label of `dict_static`'s)."""
-    stack = [treedef]
-    while stack:
-        td = stack.pop()
+    """`(node type, where, static data)` of what in `treedef` may hold a tracer.
+
+    Custom nodes' static data (`where` empty), dicts' keys and defaultdicts'
+    factories (`where` a label of `dict_static`'s)."""
+    for td in reach([treedef], _children):
         node = td.node_data()
         if node is not None:
             for where, data in _node_static(*node):
                 yield node[0], where, data
-        stack.extend(reversed(td.children()))
+
+
+def _children(treedef: Any) -> list[Any]:
+    return treedef.children()
 
 
 def has_aux(treedef: Any) -> bool:

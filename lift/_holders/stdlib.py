@@ -9,7 +9,6 @@ a `functools.lru_cache`. The capture and the leak scan read them through
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextvars
 import ctypes
 import functools
@@ -37,6 +36,7 @@ from .labels import (
     WRAPPED,
     Label,
 )
+from .reach import ITEMS
 
 __all__ = [
     "LRU_WRAPPER",
@@ -194,21 +194,8 @@ def weakref_parts(r: weakref.ReferenceType[Any]) -> Iterator[tuple[Any, Any]]:
 
 
 # The builtin containers: their items are all they hold. (A subclass's own
-# attributes are `lift._holders.attributes.own_attributes`'; a dict's
-# `default_factory` and its keys `lift._holders.closure.dict_static`'s.)
-BUILTIN_CONTAINERS: Final = frozenset(
-    {
-        dict,
-        list,
-        tuple,
-        set,
-        frozenset,
-        collections.deque,
-        collections.defaultdict,
-        collections.OrderedDict,
-        types.MappingProxyType,
-    }
-)
+# attributes are `own_attributes`'; a dict's keys and factory `dict_static`'s.)
+BUILTIN_CONTAINERS: Final = frozenset(ITEMS)
 
 
 # Standard-library holders whose contents no attribute or `__dict__` shows: the

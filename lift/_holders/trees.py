@@ -21,6 +21,7 @@ import jax.tree_util as _jtu
 from .. import _compat
 from .._base.atoms import SCALARS
 from . import trees as jtu
+from .reach import containers, items, reach
 
 __all__ = [
     "DictKey",
@@ -200,20 +201,8 @@ def irregular(value: Any) -> bool:
         return False
     if is_cyclic(value):
         return True
-    stack: list[Any] = [value]
-    while stack:
-        x = stack.pop()
-        if isinstance(x, dict):
-            if _loose_dict(cast("dict[Any, Any]", x)):
-                return True
-            stack.extend(_nested(x.values()))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
-        else:
-            stack.extend(_nested(x))
-    return False
-
-
-def _nested(values: Iterable[Any]) -> list[Any]:
-    return [v for v in values if isinstance(v, _CONTAINERS)]
+    into = containers(*_CONTAINERS)
+    return any(isinstance(x, dict) and _loose_dict(x) for x in reach([value], into))  # pyright: ignore[reportUnknownArgumentType]
 
 
 def ordered(
@@ -306,39 +295,33 @@ def read_as_tuple(t: type[Any]) -> bool:
 
 
 def _check_keys(value: Any) -> None:
-    """A `ValueError` for a dict in `value` (through lists, tuples, dicts and
-    registered nodes, not into a function-like: a node of the walk) whose keys
-    JAX's flattening cannot sort, raised before it runs: an exception raised
-    inside its recursion leaves the interpreter's recursion depth counted up
-    by the frames it unwinds (jax 0.10.2), until later calls fail. Each object
-    is looked into once (cycles end)."""
-    stack = [value]
-    seen: set[int] = set()
-    while stack:
-        x = stack.pop()
-        if id(x) in seen or (x is not value and is_function_like(x)):
-            # A `lift.jit` function in a registry it reads: a leaf, not a
-            # node to flatten (which would lift it, and check the registry
-            # again).
-            continue
-        seen.add(id(x))
-        # By the real type: `isinstance` reads `__class__`, which a hostile
-        # object may make raise.
+    """A `ValueError` for a dict in `value` whose keys do not sort.
+
+    Raised before JAX's flattening runs: an exception inside its recursion
+    leaves the interpreter's depth counted up (jax 0.10.2). The walk goes
+    through lists, tuples, dicts and registered nodes, not into a
+    function-like (a `lift.jit` function in a registry it reads is a leaf)."""
+
+    def into(x: Any) -> Iterable[Any] | None:
+        # By the real type: `isinstance` reads `__class__`, which may raise.
         t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
+        if x is not value and is_function_like(x):
+            return None
         if issubclass(t, dict):
-            mapping = cast("dict[Any, Any]", x)
             if t is not collections.OrderedDict:
                 try:
-                    sorted(mapping)
+                    sorted(x)  # pyright: ignore[reportUnknownArgumentType]
                 except Exception as err:
                     raise ValueError(
-                        f"dict keys {list(mapping)!r:.80} cannot be sorted ({err})"
+                        f"dict keys {list(x)!r:.80} cannot be sorted ({err})"  # pyright: ignore[reportUnknownArgumentType]
                     ) from None
-            stack.extend(mapping.values())
-        elif issubclass(t, (list, tuple)) and t not in _CUSTOM_NODES:
-            stack.extend(cast("list[Any]", x))
-        elif t in _CUSTOM_NODES:
-            stack.extend(tree_flatten(x, is_leaf=one_level(x))[0])
+            return dict.values(x)  # pyright: ignore[reportUnknownArgumentType]
+        if t in _CUSTOM_NODES:
+            return tree_flatten(x, is_leaf=one_level(x))[0]
+        return items(x) if issubclass(t, (list, tuple)) else None
+
+    for _ in reach([value], into):
+        pass
 
 
 def flatten_checked(
@@ -355,8 +338,8 @@ def flatten_checked(
         # (a NamedTuple registered as a node of its own flattens as it likes:
         # guarded below).
         # By `tuple`'s own iteration, as JAX reads a NamedTuple's items.
-        items: Iterable[Any] = value if t is list else _tuple_iter(value)
-        for child in items:
+        children: Iterable[Any] = value if t is list else _tuple_iter(value)
+        for child in children:
             if type(child) not in _ATOMS and not is_leaf(child):
                 break
         else:

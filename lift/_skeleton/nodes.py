@@ -9,15 +9,16 @@ two skeletons compare."""
 from __future__ import annotations
 
 import types
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final, TypeAlias, cast
 
 from .._base.errors import LiftError
 from .._holders import trees as jtu
 from .._holders.closure import Holder
+from .._holders.held import read_inside
 from .._holders.labels import ATTR, Label
 from .._rule.code import CodeInfo
-from .._rule.static import ById, aux_key, static_key
+from .._rule.static import ById, aux_key, scanned, static_key
 
 __all__ = [
     "rebuild_order",
@@ -30,6 +31,8 @@ __all__ = [
     "Slot",
     "Static",
     "Template",
+    "read_key",
+    "static_followed",
 ]
 
 
@@ -82,6 +85,21 @@ class Static:
 
     def __hash__(self) -> int:
         return self._hash
+
+
+def static_followed(value: Any, read: list[tuple[Any, Any]]) -> Static:
+    """A static value, keyed too by what the cells inside it hold
+    (`read_inside`, added to `read`): a rebinding there is another key."""
+    inside = read_inside(value) if scanned(type(value)) else ()
+    if not inside:
+        return Static(value)
+    read += inside
+    return Static(value, (Static(value).slot_key, read_key(inside)))
+
+
+def read_key(read: Iterable[tuple[Any, Any]]) -> tuple[Any, ...]:
+    """What cells hold (`read_inside`), keyed as statics are."""
+    return tuple(Static(held).slot_key for _, held in read)
 
 
 Slot: TypeAlias = "int | Ref | Static"

@@ -764,7 +764,7 @@ def _takes(x: Any, fs: Any) -> Any:
 
 
 def test_a_partial_that_holds_itself_is_refused_with_the_fix():
-    held: list[Any] = []
+    held: list[Any] = [0.5]  # a dynamic leaf: the list is rebuilt, with the partial
     p = functools.partial(_takes, fs=held)
     held.append(p)
     with pytest.raises(
