@@ -1,18 +1,17 @@
-"""The lists and dicts a rebuilt function holds as copies, and the check that a
-call left them as they were (SPEC 1: side effects reach the user's objects).
+"""The copies a rebuilt function holds, and the check after each call.
 
-A captured list or dict that holds dynamic leaves is rebuilt around them: the
-lifted function holds a copy. Code that mutates it in place would change the
-copy, not the user's object. The call itself shows it, however the code
-reached the copy (a method, an item store, a call of the user's own function,
-`max(rows, key=len)`, an attribute set on a registered node): the rebuilt
-function keeps, for each copy it holds, the items it was built with, and
-after every call of the `Lifted` (eagerly, or while a transform traces it) a
-copy whose items are no longer those is refused with a `LiftError` naming the
-function, its `file:line` and the variable, with the fix. The user's object
-was never touched; the copies are dropped, and the next call builds the
-function afresh. A generator's or coroutine's body runs after the call
-returns: its copies are checked when it finishes (`lift._copies.generators`).
+SPEC 1: side effects reach your objects. A captured list or dict holding
+dynamic leaves is rebuilt around them, so the lifted function holds a copy.
+Code that mutates the copy in place leaves your object as it was. The call
+shows it, however the code reached the copy: a method, an item store, your
+own function, `max(rows, key=len)`, an attribute set on a registered node.
+The rebuilt function keeps the items each copy was built with. After every
+call of the `Lifted`, eager or traced, a copy whose items changed is refused.
+The `LiftError` names the function, its `file:line`, the variable and the fix.
+Your object is never touched. The copies are dropped, and the next call
+builds the function afresh. A generator's or coroutine's body runs after the
+call returns: its copies are checked when it finishes
+(`lift._copies.generators`).
 """
 
 from __future__ import annotations
@@ -87,14 +86,16 @@ def copies_in(
     objs: Sequence[Any],
     skeleton: Skeleton,
 ) -> Copies:
-    """The lists, dicts and registered pytree nodes that the captures `made`
-    (each template with the value it was materialized as, from `leaves` and
-    the rebuilt nodes `objs` of `skeleton`) hold as copies: those their
-    structure rebuilds, not what fills a slot (a static value is the user's
-    own object); of the nodes, those that can change (not a tuple, a frozen
-    dataclass or an `equinox.Module`) and flatten to the same children every
-    time. A template that rebuilds none is marked, and never passed again.
-    Then the attributes of the rebuilt functions (`_attribute_copies`)."""
+    """The copies that the captures `made` hold.
+
+    `made` pairs each template with the value it was built as, from `leaves`
+    and the rebuilt nodes `objs` of `skeleton`. A copy is what the structure
+    rebuilds: a list, a dict, or a registered node. What fills a slot is not:
+    a static value is your own object. A node counts when it can change (not
+    a tuple, a frozen dataclass or an `equinox.Module`). It must also flatten
+    to the same children every time. A template that rebuilds none is marked,
+    and never passed again. Then come the rebuilt functions' attributes
+    (`_attribute_copies`)."""
     nodes, parents = skeleton.nodes, skeleton.parents
     out: list[Copy] = []
     for template, value in made:
@@ -137,9 +138,10 @@ def copies_in(
 
 
 def _attribute_copies(nodes: Sequence[Node], objs: Sequence[Any]) -> list[Copy]:
-    """The attributes of each rebuilt function that had some of its own (not
-    only `functools.wraps`'s dunders): a function that sets one while it runs
-    sets it on lift's function, not on yours."""
+    """The attributes of each rebuilt function that has some of its own.
+
+    `functools.wraps`'s dunders do not count. A function that sets one while
+    it runs sets it on lift's function, not on yours."""
     out: list[Copy] = []
     for node, fn in zip(nodes, objs, strict=True):
         if type(node) is not FunctionNode:
@@ -169,10 +171,11 @@ def _holder(
     parents: Sequence[tuple[Template, int] | None],
     objs: Sequence[Any],
 ) -> tuple[Any, Label, str]:
-    """Who a refusal names for a copy in `template`: the function whose
-    variable leads to it (through the partials, bound methods and function
-    attributes between), that variable's label and the path from it (`''`
-    when the copy is the variable's value or in it)."""
+    """Who a refusal names for a copy in `template`.
+
+    That is the function whose variable leads to the copy, through partials,
+    bound methods and function attributes. With it come the variable's label
+    and the path from it (`''` when the copy is the variable's value)."""
     path = ""
     t = template
     while True:  # up the parents (each made before its child): to a cell or the root
@@ -202,8 +205,9 @@ def never_changes(cls: type[Any]) -> None:
 
 
 def _may_change(t: type[Any]) -> bool:
-    """Whether instances of the pytree node class `t` can be changed in place
-    (not `None`, a node to JAX: one object, shared by all)."""
+    """Whether instances of the pytree node class `t` can change in place.
+
+    `None` cannot: to JAX it is a node, one object shared by all."""
     if issubclass(t, (tuple, type(None), *_NEVER_CHANGE)):
         return False
     params = getattr(t, "__dataclass_params__", None)
@@ -211,9 +215,10 @@ def _may_change(t: type[Any]) -> bool:
 
 
 def _state(x: Any, is_node: bool) -> tuple[Any, ...] | None:
-    """What a copy holds: a container's `_contents`; a node's treedef one
-    level deep, its children and its attributes, slots included (`None` if it
-    cannot be read)."""
+    """What a copy holds, or `None` if it cannot be read.
+
+    A container's `_contents`. A node's treedef one level deep, its children
+    and its attributes, slots included."""
     if not is_node:
         return _contents(x)
     try:
@@ -225,10 +230,10 @@ def _state(x: Any, is_node: bool) -> tuple[Any, ...] | None:
 
 
 def _attributes(x: Any) -> list[tuple[Any, Any]]:
-    """The attributes of the node `x`: its `__dict__`'s, and its slots that
-    are set (a class with `__slots__` has no `__dict__` to read them from);
-    not what a `functools.cached_property` stores (reading one on lift's copy
-    fills a cache, which changes nothing you would see)."""
+    """The attributes of the node `x`: its `__dict__`'s and its set slots.
+
+    A `functools.cached_property` does not count. Reading one on lift's copy
+    fills a cache, which changes nothing you would see."""
     t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
     cached = _cached_properties(t)
     return [
@@ -248,11 +253,11 @@ def _cached_properties(t: type[Any]) -> frozenset[str]:
 
 
 def _made_anew(x: Any) -> list[tuple[str, Any]]:
-    """The mutable containers in the attributes of the rebuilt node `x` (and
-    in the containers they hold) that its type's `tree_unflatten` makes anew,
-    each with its attribute: those a second unflattening of `x`'s children
-    does not share. (A container it shares, from the aux data or a default,
-    is your object's own, and a change to it reaches you.)"""
+    """The mutable containers in `x`'s attributes that its unflatten makes anew.
+
+    Each comes with its attribute. A second unflattening of `x`'s children
+    does not share them. A container it shares (from the aux data, or a
+    default) is your object's own, and a change to it reaches you."""
     mine = _mutable_in(_attributes(x))
     if not mine:
         return []
@@ -266,8 +271,9 @@ def _made_anew(x: Any) -> list[tuple[str, Any]]:
 
 
 def _mutable_in(attributes: Iterable[tuple[str, Any]]) -> list[tuple[str, Any]]:
-    """The mutable containers reachable from `attributes` through containers,
-    each once, with the attribute holding it."""
+    """The mutable containers reached from `attributes`, each once.
+
+    Each comes with the attribute that holds it."""
     out: dict[int, tuple[str, Any]] = {}
     for a, v in attributes:
         for x in reach([v], items):
@@ -277,10 +283,11 @@ def _mutable_in(attributes: Iterable[tuple[str, Any]]) -> list[tuple[str, Any]]:
 
 
 def _contents(c: Any) -> tuple[Any, ...]:
-    """What the mutable container `c` holds, in the form `_same` compares: a
-    bytearray's bytes; a list's, set's or deque's items; a dict's keys and
-    values, after a `defaultdict`'s `default_factory` (which code may set: JAX
-    rebuilds it from the aux data)."""
+    """What the mutable container `c` holds, in the form `_same` compares.
+
+    A bytearray's bytes. A list's, set's or deque's items. A dict's keys and
+    values, after a `defaultdict`'s factory (code may set it; JAX rebuilds it
+    from the aux data)."""
     if isinstance(c, bytearray):
         return (bytes(c),)
     if isinstance(c, dict):
@@ -293,8 +300,10 @@ def _contents(c: Any) -> tuple[Any, ...]:
 
 
 def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
-    """Whether two states are the same: their first items equal (a treedef,
-    a bytearray's bytes), the others the same objects."""
+    """Whether two states are the same.
+
+    Their first items are equal (a treedef, a bytearray's bytes). The others
+    are the same objects."""
     if len(a) != len(b) or not (a[0] is b[0] or a[0] == b[0]):
         return False
     return all(x is y for x, y in zip(a[1:], b[1:], strict=True))
@@ -312,8 +321,9 @@ def changed_copy(copies: Copies) -> Copy | None:
 
 
 def _changed_inner(copy: Copy) -> tuple[str, Any] | None:
-    """The first container made anew in an attribute of the node `copy`
-    whose items changed, and that attribute."""
+    """The first container made anew in a node's attribute that changed.
+
+    It comes with that attribute."""
     for attribute, c, then in copy.inner:
         if not _same(then, _contents(c)):
             return attribute, c
@@ -321,9 +331,10 @@ def _changed_inner(copy: Copy) -> tuple[str, Any] | None:
 
 
 def refuse_changed(copy: Copy, *, between_calls: bool = False) -> LiftError:
-    """The error for a call that changed `copy`; `between_calls`: for a copy
-    found changed before a call began (through a value an earlier call gave
-    out), which no code of the function changed."""
+    """The error for a call that changed `copy`.
+
+    With `between_calls`, the copy changed before a call began, through a
+    value an earlier call gave out. No code of the function changed it."""
     x, is_node, owner, label, path = (
         copy.value,
         copy.is_node,

@@ -1,12 +1,14 @@
-"""Side effects on captures (SPEC 1): code that mutates a captured list or dict
-in place must reach the user's own object.
+"""Which captured containers stay your own objects (SPEC 1).
 
-A list or dict with no dynamic leaf is kept as the user's object wherever it
-sits (`own_static`): code appending to it or filling it acts on it. One that
-holds dynamic leaves is rebuilt around them, so code mutating it changes a
-copy: the call that did so is refused when it returns (`lift._copies.copies`). A
-capture the code rebinds (`nonlocal x; x = ...`) is refused when lifted if it
-holds a dynamic leaf (`refuse_rebinding`)."""
+Code that mutates a captured list or dict in place must reach your object. A
+container holding no dynamic leaf stays yours wherever it sits (`own_static`).
+A plain function in it is no dynamic leaf: a registry `[log_hook]` and a
+counter `defaultdict(lambda: 0)` stay yours. Code appending to such a
+container, or filling it, acts on it. A container holding dynamic leaves is
+rebuilt around them, so code mutating it changes a copy. The call that does
+so is refused when it returns (`lift._copies.copies`). A capture the code
+rebinds (`nonlocal x; x = ...`) is refused when lifted if it holds a dynamic
+leaf (`refuse_rebinding`)."""
 
 from __future__ import annotations
 
@@ -30,9 +32,10 @@ OWN_CONTAINERS: Final = (list, dict, *STD_DICTS)
 
 
 def own_static(value: Any) -> Static:
-    """A list, dict or set kept as the user's very object: compared by its
-    contents as they are now (type and value at every depth, dict order
-    included)."""
+    """A list, dict or set kept as your very object.
+
+    It compares by its contents as they are now: type and value at every
+    depth, dict order included."""
     try:
         key = _contents_key(value)
         hash(key)
@@ -63,8 +66,10 @@ def nests_plainly(value: Any) -> bool:
 def kept_whole(
     value: Any, leaves: list[Any], owned: frozenset[int], is_static: Any
 ) -> bool:
-    """Whether the captured `value`, flattened to `leaves`, is a list or dict
-    that holds no dynamic leaf: your own object (`owned`: those nested in it)."""
+    """Whether the captured `value`, flattened to `leaves`, stays your own.
+
+    It must be a list or dict holding no dynamic leaf. `owned` holds the ids
+    of the containers nested in it that stay yours."""
     return (
         type(value) in OWN_CONTAINERS
         and ownable(value)
@@ -74,16 +79,20 @@ def kept_whole(
 
 
 def own_part(leaf: Any, is_static: Callable[[Any], bool]) -> bool:
-    """Whether a leaf leaves its container your own: static, or a function
-    holding no dynamic value (`log_hook` in a registry), never a tracer."""
+    """Whether a leaf leaves its container your own.
+
+    A static leaf does, and so does a function holding no dynamic value
+    (`log_hook` in a registry). A tracer never does."""
     if issubclass(type(leaf), Tracer):  # pyright: ignore[reportUnknownArgumentType]
         return False
     return is_static(leaf) or (is_function_like(leaf) and not holds_dynamic(leaf))
 
 
 def own_changed(statics: Iterable[Static]) -> bool:
-    """Whether one of `statics` is a list, dict or set kept as your own object
-    (`own_static`) whose contents are no longer those it was keyed by."""
+    """Whether one of your own containers among `statics` has changed.
+
+    That is a list, dict or set kept by `own_static`, whose contents are no
+    longer those it was keyed by."""
     for static in statics:
         value = static.value
         if type(value) in _KEYED and not static.by_identity:  # pyright: ignore[reportUnknownArgumentType]
@@ -116,9 +125,11 @@ def _contents_key(value: Any) -> Any:
 def refuse_rebinding(
     fn: types.FunctionType, name: str, template: Template, leaves: list[Any]
 ) -> None:
-    """A `LiftError` if the variable `name`, which `fn`'s code rebinds
-    (`nonlocal name; name = ...`), holds a dynamic leaf or a function
-    (`template`): its new value would not reach the lifted function's leaves."""
+    """A `LiftError` if the rebound variable `name` holds a dynamic leaf.
+
+    `fn`'s code rebinds it (`nonlocal name; name = ...`). A function in it
+    (`template`) is refused too. Its new value would not reach the lifted
+    function's leaves."""
     if all(type(s) is Static for s in template.slots):
         return
     what = next(
@@ -144,15 +155,16 @@ def refuse_rebinding(
 def own_leaf(
     value: Any, owned: dict[int, bool], is_static: Callable[[Any], bool]
 ) -> Callable[[Any], bool]:
-    """The `is_leaf` a capture is flattened with: function-likes, and the
-    lists and dicts nested in `value` through lists, tuples, dicts and
-    NamedTuples that hold no dynamic leaf and no function, each kept whole,
-    the user's own object (`own_static`), so that code appending to it or filling
-    it acts on it. (One inside a registered node is rebuilt with the node,
-    whose unflatten may demand a container there: a call mutating it is
-    refused when it returns, `lift._copies.copies`.) `owned` records the
-    answer for each list or dict met; `is_static` says what the walk makes of
-    a leaf."""
+    """The `is_leaf` a capture is flattened with.
+
+    Function-likes are leaves. So is each list or dict nested in `value`
+    through lists, tuples, dicts and NamedTuples that holds no dynamic leaf
+    (`own_part`). Each such container is kept whole, your own object
+    (`own_static`): code appending to it or filling it acts on it. One inside
+    a registered node is rebuilt with the node, whose unflatten may need a
+    container there. A call mutating it is refused when it returns
+    (`lift._copies.copies`). `owned` records the answer for each container
+    met. `is_static` says what the walk makes of a leaf."""
     below = plain_reach(value)
     if not below:
         return is_function_like

@@ -32,10 +32,14 @@ __all__ = ["held", "read_inside"]
 def held(x: Any) -> Iterable[Any] | None:
     """What `x` holds, by the one description of holders; `None` for an atom.
 
-    A function holds its cells and its parts; a cell, its value; a
-    partial, a bound method or a builtin one (`losses.append`), its parts; a
-    container, its items; a weak reference, its referent and callback; a
-    `Lifted`, the function it stands for; another object, its attributes."""
+    - A function: its cells and its parts.
+    - A cell: its value.
+    - A partial, a bound method, a builtin one (`losses.append`): its parts.
+    - A container: its items.
+    - A weak reference: its referent and callback.
+    - A `Lifted`: the function it stands for.
+    - Another object: its attributes, read without running its code.
+    """
     t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
     if t in UNOPENED or issubclass(t, _ATOMS):
         return None
