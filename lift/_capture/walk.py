@@ -19,12 +19,10 @@ from .._copies.own import kept_whole, own_leaf, own_static, refuse_rebinding
 from .._holders.closure import (
     METHOD,
     cells,
-    custom_data,
     function_held,
     holder_of,
     user_class,
 )
-from .._holders.held import read_inside
 from .._holders.labels import ATTR, SELF, Label
 from .._holders.trees import ITERATORS, irregular, is_function_like, ordered
 from .._rule.code import CodeInfo, code_info
@@ -57,10 +55,10 @@ from .._skeleton.nodes import (
     Slot,
     Static,
     Template,
+    aux_followed,
+    followed,
     function_meta,
-    read_key,
     rebuild_order,
-    static_followed,
 )
 from .._skeleton.skeleton import Skeleton
 from .flatten import (
@@ -341,7 +339,7 @@ class Walk:
         if not forced and label.kind != SELF and (apart := taken_apart(value)):
             value, t = apart, type(apart)  # pyright: ignore[reportUnknownVariableType]
         order = None
-        inside: list[tuple[Any, Any]] = []
+        aux_read: tuple[Any, ...] = ()
         owned: dict[int, bool] = {}
         if forced or t not in DYNAMIC_ATOMS or self.dynamic is not None:
             if is_function_like(value):
@@ -369,9 +367,7 @@ class Walk:
                 if flat is None:  # whole and static
                     if not forced:
                         self.kept(check_opaque(value, t, holder, label))
-                    return Template(
-                        None, (static_followed(value, self.read),), owner, label
-                    )
+                    return Template(None, (followed(value, self.read),), owner, label)
                 leaves, treedef = flat
                 if treedef.num_nodes == 1 and treedef.num_leaves == 1:
                     treedef = None
@@ -379,10 +375,7 @@ class Walk:
                     if irregular(value):
                         order = ordered(value, treedef, static_key)
                     self.kept(check_aux(treedef, holder, label))
-                    inside = [
-                        r for _, d in custom_data(treedef) for r in read_inside(d)
-                    ]
-                    self.read += inside
+                    aux_read = aux_followed(treedef, self.read)
         else:
             leaves = [value]
             treedef = None
@@ -410,8 +403,8 @@ class Walk:
                 )
             )
         template = Template(treedef, tuple(slots), owner, label, order)
-        if inside:  # a rebinding inside its static data is another program
-            template.key += (read_key(inside),)
+        if aux_read:  # a rebinding inside its static data is another program
+            template.key += (aux_read,)
         for node_index, pos in new_nodes:
             self.parents[node_index] = (template, pos)
         return template
@@ -498,4 +491,4 @@ class Walk:
         self.kept(check_opaque(leaf, t, holder, label, at))
         if t is set:  # a leaf to JAX: the user's own, as a list is
             return own_static(leaf)
-        return static_followed(leaf, self.read)
+        return followed(leaf, self.read)

@@ -141,14 +141,7 @@ def is_cyclic(value: Any) -> bool:
     interpreter's recursion budget (jax 0.10.2 then leaves a `SystemError`
     behind). So the value is checked first, iteratively.
     """
-    t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
-    if not issubclass(t, _CONTAINERS):
-        return False
-    # The common case, a flat container (a tuple of functions), costs one pass.
-    for child in value.values() if issubclass(t, dict) else value:
-        if issubclass(type(child), _CONTAINERS):  # pyright: ignore[reportUnknownArgumentType]
-            break
-    else:
+    if not issubclass(type(value), _CONTAINERS):  # pyright: ignore[reportUnknownArgumentType]
         return False
     on_path: set[int] = set()
     done: set[int] = set()

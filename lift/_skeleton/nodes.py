@@ -9,12 +9,12 @@ two skeletons compare."""
 from __future__ import annotations
 
 import types
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final, TypeAlias, cast
 
 from .._base.errors import LiftError
 from .._holders import trees as jtu
-from .._holders.closure import Holder
+from .._holders.closure import Holder, custom_data
 from .._holders.held import read_inside
 from .._holders.labels import ATTR, Label
 from .._rule.code import CodeInfo
@@ -31,8 +31,8 @@ __all__ = [
     "Slot",
     "Static",
     "Template",
-    "read_key",
-    "static_followed",
+    "aux_followed",
+    "followed",
 ]
 
 
@@ -87,18 +87,26 @@ class Static:
         return self._hash
 
 
-def static_followed(value: Any, read: list[tuple[Any, Any]]) -> Static:
-    """A static value, keyed too by what the cells inside it hold
-    (`read_inside`, added to `read`): a rebinding there is another key."""
+def followed(value: Any, read: list[tuple[Any, Any]]) -> Static:
+    """A static value, keyed too by what the cells inside it hold.
+
+    The cells (`read_inside`) are added to `read`, which `lift.jit` watches. A
+    rebinding there makes another key, so another program."""
     inside = read_inside(value) if scanned(type(value)) else ()
     if not inside:
         return Static(value)
     read += inside
-    return Static(value, (Static(value).slot_key, read_key(inside)))
+    return Static(value, (Static(value).slot_key, _key(inside)))
 
 
-def read_key(read: Iterable[tuple[Any, Any]]) -> tuple[Any, ...]:
-    """What cells hold (`read_inside`), keyed as statics are."""
+def aux_followed(treedef: jtu.TreeDef, read: list[tuple[Any, Any]]) -> tuple[Any, ...]:
+    """As `followed`, for the static data of `treedef`'s custom nodes: their key."""
+    inside = [r for _, aux in custom_data(treedef) for r in read_inside(aux)]
+    read += inside
+    return _key(inside)
+
+
+def _key(read: list[tuple[Any, Any]]) -> tuple[Any, ...]:
     return tuple(Static(held).slot_key for _, held in read)
 
 
