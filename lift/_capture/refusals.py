@@ -378,7 +378,7 @@ def _held_functions(obj: Any) -> list[tuple[str, Any]]:
                     found.append((where, value))
                 elif x is obj and not _is_plain(value):
                     deeper.append(value)
-        return deeper
+        return deeper[::-1]  # the walk takes items last first
 
     for _ in reach([obj], into):
         pass

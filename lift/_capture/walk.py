@@ -339,7 +339,6 @@ class Walk:
         if not forced and label.kind != SELF and (apart := taken_apart(value)):
             value, t = apart, type(apart)  # pyright: ignore[reportUnknownVariableType]
         order = None
-        aux_read: tuple[Any, ...] = ()
         owned: dict[int, bool] = {}
         if forced or t not in DYNAMIC_ATOMS or self.dynamic is not None:
             if is_function_like(value):
@@ -375,7 +374,6 @@ class Walk:
                     if irregular(value):
                         order = ordered(value, treedef, static_key)
                     self.kept(check_aux(treedef, holder, label))
-                    aux_read = aux_followed(treedef, self.read)
         else:
             leaves = [value]
             treedef = None
@@ -403,8 +401,8 @@ class Walk:
                 )
             )
         template = Template(treedef, tuple(slots), owner, label, order)
-        if aux_read:  # a rebinding inside its static data is another program
-            template.key += (aux_read,)
+        if template.aux is not None and (key := aux_followed(treedef, self.read)):
+            template.key += (key,)  # a rebinding inside its static data
         for node_index, pos in new_nodes:
             self.parents[node_index] = (template, pos)
         return template

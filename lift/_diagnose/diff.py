@@ -314,11 +314,8 @@ _SCAN_LIMIT: Final = 10_000
 def _atoms(data: Any) -> list[Any]:
     """What static metadata holds, in order, through tuples (NamedTuples too),
     lists, sets and dicts (their values); functions (`Lifted` included) whole."""
-    return [
-        v
-        for v in reach([data], _metadata_items, _SCAN_LIMIT)
-        if _metadata_items(v) is None
-    ]
+    walked = reach([data], _metadata_items, _SCAN_LIMIT)  # items last first
+    return [v for v in walked if _metadata_items(v) is None][::-1]
 
 
 def _metadata_items(v: Any) -> Any:

@@ -13,6 +13,8 @@ import types
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final
 
+from .._base.caches import per_class
+
 __all__ = ["ITEMS", "containers", "items", "reach"]
 
 Into = Callable[[Any], "Iterable[Any] | None"]
@@ -33,12 +35,13 @@ ITEMS: Final[dict[type, Callable[[Any], Iterable[Any]]]] = {
 
 def items(x: Any) -> Iterable[Any] | None:
     """The items of a container, a subclass's as its base keeps them; else `None`."""
-    t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
-    read = ITEMS.get(t)
-    if read is None:
-        base = next((b for b in ITEMS if issubclass(t, b)), None)
-        return None if base is None else ITEMS[base](x)
-    return read(x)
+    read = ITEMS.get(type(x)) or _base_items(type(x))  # pyright: ignore[reportUnknownArgumentType]
+    return None if read is None else read(x)
+
+
+@per_class
+def _base_items(t: type) -> Callable[[Any], Iterable[Any]] | None:
+    return next((ITEMS[b] for b in ITEMS if issubclass(t, b)), None)
 
 
 def containers(*kinds: type) -> Into:
@@ -47,10 +50,11 @@ def containers(*kinds: type) -> Into:
 
 
 def reach(roots: Iterable[Any], into: Into, limit: int = 0) -> Iterator[Any]:
-    """Each object reached from `roots`, depth first, in order.
+    """Each object reached from `roots`, depth first.
 
-    An object is looked into once; a leaf is yielded each time it is met.
-    With a `limit`, the walk stops after that many objects."""
+    The roots come in order; an object's items, last first. An object is
+    looked into once; a leaf is yielded each time it is met. With a `limit`,
+    the walk stops after that many objects."""
     stack = list(roots)[::-1]
     seen: dict[int, Any] = {}  # keeps what it saw alive: ids stay unique
     count = 0
@@ -60,9 +64,8 @@ def reach(roots: Iterable[Any], into: Into, limit: int = 0) -> Iterator[Any]:
         count += 1
         if count == limit:
             return
-        if id(x) in seen:
-            continue
-        inner = into(x)
-        if inner is not None:
-            seen[id(x)] = x
-            stack.extend(list(inner)[::-1])
+        if id(x) not in seen:
+            inner = into(x)
+            if inner is not None:
+                seen[id(x)] = x
+                stack.extend(inner)

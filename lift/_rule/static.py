@@ -274,8 +274,9 @@ def plain_reach(value: Any) -> set[int]:
 
     Reached through them, tuples and NamedTuples alone (`ownable`); not
     `value` itself, which `template` keeps whole itself."""
-    if _plain_items(value) is None:
-        return set()
+    inner = _plain_items(value)
+    if inner is None or all(_plain_items(x) is None for x in inner):
+        return set()  # nesting none: the common case, in one pass
     return {
         id(x) for x in reach([value], _plain_items) if x is not value and ownable(x)
     }
