@@ -379,7 +379,10 @@ class Walk:
             treedef = None
         frozen = frozenset(k for k, v in owned.items() if v)
         if kept_whole(
-            value, leaves, frozen, lambda x: self.kind(x, forced, branched) is STATIC
+            value,
+            leaves,
+            frozen,
+            lambda x: self.kind(x, forced, branched) is STATIC,  # pyright: ignore[reportUnknownLambdaType]
         ):
             # A list or dict holding no dynamic leaf (a log, a cache, a
             # counter, a registry of plain functions): your own object.

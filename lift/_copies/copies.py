@@ -277,8 +277,8 @@ def _mutable_in(attributes: Iterable[tuple[str, Any]]) -> list[tuple[str, Any]]:
     out: dict[int, tuple[str, Any]] = {}
     for a, v in attributes:
         for x in reach([v], items):
-            if isinstance(x, _MUTABLE) and id(x) not in out:
-                out[id(x)] = (a, x)
+            if isinstance(x, _MUTABLE) and id(x) not in out:  # pyright: ignore[reportUnknownArgumentType]
+                out[id(x)] = (a, x)  # pyright: ignore[reportUnknownArgumentType]
     return list(out.values())
 
 

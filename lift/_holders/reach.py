@@ -6,6 +6,8 @@ into, or `None` for nothing. `ITEMS` says what each container kind holds;
 `containers` makes the common policy from a few of its kinds. A new container
 kind is one entry of `ITEMS`."""
 
+# pyright: reportUnknownMemberType=false
+# (`ITEMS` reads the builtin containers' own methods, unbound.)
 from __future__ import annotations
 
 import collections

@@ -316,7 +316,7 @@ def _check_keys(value: Any) -> None:
                     raise ValueError(
                         f"dict keys {list(x)!r:.80} cannot be sorted ({err})"  # pyright: ignore[reportUnknownArgumentType]
                     ) from None
-            return dict.values(x)  # pyright: ignore[reportUnknownArgumentType]
+            return dict.values(x)  # pyright: ignore[reportUnknownArgumentType, reportUnknownMemberType, reportUnknownVariableType]
         if t in _CUSTOM_NODES:
             return tree_flatten(x, is_leaf=one_level(x))[0]
         return items(x) if issubclass(t, (list, tuple)) else None

@@ -398,7 +398,7 @@ def _code_names(
     found = cache.get(code)
     if found is not None:
         return found
-    nested: Any = lambda c: [k for k in c.co_consts if type(k) is types.CodeType]
+    nested: Any = lambda c: [k for k in c.co_consts if type(k) is types.CodeType]  # pyright: ignore[reportUnknownLambdaType, reportUnknownMemberType, reportUnknownVariableType, reportUnknownArgumentType]
     names = dict.fromkeys(n for c in reach([code], nested) for n in c.co_names)
     found = tuple(names)
     cache[code] = found

@@ -266,7 +266,7 @@ STD_DICTS: Final = (collections.OrderedDict, collections.defaultdict)
 def _plain_items(x: Any) -> Iterable[Any] | None:
     """What the containers that may stay your own hold: their items, and a
     tuple's or NamedTuple's."""
-    return items(x) if ownable(x) or read_as_tuple(type(x)) else None
+    return items(x) if ownable(x) or read_as_tuple(type(x)) else None  # pyright: ignore[reportUnknownArgumentType]
 
 
 def plain_reach(value: Any) -> set[int]:

@@ -92,7 +92,7 @@ def followed(value: Any, read: list[tuple[Any, Any]]) -> Static:
 
     The cells (`read_inside`) are added to `read`, which `lift.jit` watches. A
     rebinding there makes another key, so another program."""
-    inside = read_inside(value) if scanned(type(value)) else ()
+    inside = read_inside(value) if scanned(type(value)) else ()  # pyright: ignore[reportUnknownArgumentType]
     if not inside:
         return Static(value)
     read += inside
