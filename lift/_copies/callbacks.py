@@ -14,7 +14,7 @@ one that reads a copy is not refused."""
 from __future__ import annotations
 
 import sys
-from typing import Any, Final
+from typing import Any
 
 from .. import _compat
 from .._base.errors import LiftError, describe
@@ -45,15 +45,9 @@ class Kept:
             for x, count in zip(self.held, self.counts, strict=True)
         ):
             return None  # no callback more, or none holds more of lift's
-        copies = {id(c.value): c for c in self.copies}
-        for x in reach(_compat.kept_callbacks(), held, _LIMIT):
-            copy = copies.get(id(x))
-            if copy is not None and copy.value is x:
-                return copy
-        return None
-
-
-_LIMIT: Final = 100_000
+        copies = {id(c.value): c for c in self.copies}  # alive: their ids unique
+        found = reach(_compat.kept_callbacks(), held, 100_000)  # bounded
+        return next((copies[id(x)] for x in found if id(x) in copies), None)
 
 
 def refuse_kept(fn: Any, copy: Copy) -> LiftError:

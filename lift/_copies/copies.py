@@ -32,6 +32,7 @@ from .._holders.reach import items, reach
 from .._holders.trees import flatten_checked, slot_path, tree_flatten
 from .._skeleton.nodes import CellNode, FunctionNode, Node, Template
 from .._skeleton.skeleton import Skeleton
+from .own import OWN_CONTAINERS
 
 __all__ = [
     "REBUILT_TYPES",
@@ -44,9 +45,7 @@ __all__ = [
 
 # The lists and dicts JAX flattens as nodes, so that lift rebuilds them around
 # their leaves: `dict`'s subclasses `OrderedDict` and `defaultdict` too.
-REBUILT_TYPES: Final = frozenset(
-    {list, dict, collections.OrderedDict, collections.defaultdict}
-)
+REBUILT_TYPES: Final = frozenset(OWN_CONTAINERS)
 
 # The containers that can change in place.
 _MUTABLE: Final = (list, dict, set, bytearray, collections.deque)

@@ -18,7 +18,6 @@ from .._base.atoms import UNOPENED
 from .attributes import NotRun, own_attributes
 from .closure import (
     builtin_method_parts,
-    function_of,
     function_parts,
     holder_of,
     slots_of,
@@ -37,8 +36,7 @@ def held(x: Any) -> Iterable[Any] | None:
     - A partial, a bound method, a builtin one (`losses.append`): its parts.
     - A container: its items.
     - A weak reference: its referent and callback.
-    - A `Lifted`: the function it stands for.
-    - Another object: its attributes, read without running its code.
+        - Another object: its attributes, read without running its code.
     """
     t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
     if t in UNOPENED or issubclass(t, _ATOMS):
@@ -46,8 +44,7 @@ def held(x: Any) -> Iterable[Any] | None:
     if t is types.FunctionType:
         return [*(x.__closure__ or ()), *(v for _, v in function_parts(x))]
     if t is types.CellType:
-        value = _value(x)
-        return None if value is x else [value]
+        return [_value(x)]  # an empty cell: itself, seen already
     holder = holder_of(x)
     if holder is not None:
         return [v for _, v in holder.parts(x)]
@@ -59,9 +56,6 @@ def held(x: Any) -> Iterable[Any] | None:
         return inside
     if issubclass(t, weakref.ReferenceType):
         return [x(), *(v for _, v in weakref_parts(x))]
-    rebuild = function_of(x)
-    if rebuild is not None:
-        return [rebuild(x)]
     try:
         return [v for _, v in own_attributes(x, slots_of(t))]
     except NotRun:

@@ -321,8 +321,7 @@ def _check_keys(value: Any) -> None:
             return tree_flatten(x, is_leaf=one_level(x))[0]
         return items(x) if issubclass(t, (list, tuple)) else None
 
-    for _ in reach([value], into):
-        pass
+    collections.deque(reach([value], into), maxlen=0)  # the walk, for its checks
 
 
 def flatten_checked(

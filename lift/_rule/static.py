@@ -288,8 +288,6 @@ def holds_dynamic(x: Any) -> bool:
     Followed through containers, pytree nodes and what a function holds; not
     through other objects, which capture keeps static. A function holding no
     dynamic value is static data to a container holding it."""
-    if x is None or type(x) is type:
-        return False
 
     def into(y: Any) -> Iterable[Any] | None:
         if type(y) in CUSTOM_NODES:
