@@ -382,7 +382,7 @@ class Walk:
             value,
             leaves,
             frozen,
-            lambda x: self.kind(x, forced, branched) is STATIC,  # pyright: ignore[reportUnknownLambdaType]
+            lambda x: self.kind(x, forced, branched, pinned) is STATIC,  # pyright: ignore[reportUnknownLambdaType]
         ):
             # A list or dict holding no dynamic leaf (a log, a cache, a
             # counter, a registry of plain functions): your own object.

@@ -60,12 +60,12 @@ def refuse_kept(fn: Any, copy: Copy) -> LiftError:
         f"{describe(fn)} gave a callback (`jax.debug.callback`, "
         "`jax.pure_callback`, `io_callback`) a function holding lift's copy of "
         f"the captured variable {name!r}{of}: a {what} that lift rebuilds around its "
-        "leaves (it holds dynamic values or functions). JAX keeps the callback "
-        "in the compiled program and runs it later, so what it does to the "
+        "leaves (it holds dynamic values, or functions capturing some). JAX keeps "
+        "the callback in the compiled program and runs it later: what it does to the "
         f"{what} reaches lift's copy, and your {what} does not change.\nFix: "
         "record through a function that does not capture it (a list and a "
         "function of the module: globals are not captured), or keep only static "
-        f"values in the {what} (one without arrays, floats or functions is your "
-        "own object inside the lifted function).",
+        f"values in the {what} (one without arrays or floats, in it or its "
+        "functions, is your own object inside the lifted function).",
         anchor="copy-outlives-the-call",
     )

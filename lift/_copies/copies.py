@@ -378,15 +378,15 @@ def refuse_changed(copy: Copy, *, between_calls: bool = False) -> LiftError:
         )
     else:
         held = (
-            " that lift rebuilds around its leaves (it holds dynamic values or "
-            "functions)"
+            " that lift rebuilds around its leaves (it holds dynamic values, or "
+            "functions capturing some)"
             if copy.holds
             else " that sits in a pytree node, which lift rebuilds around its leaves"
         )
         fix = (
             f"{passed} and return what the code adds to it, or keep only static "
-            f"values in the {what} (one without arrays, floats or functions is "
-            "your own object inside the lifted function)"
+            f"values in the {what} (one without arrays or floats, in it or its "
+            "functions, is your own object inside the lifted function)"
         )
     if between_calls:
         return LiftError(

@@ -73,7 +73,7 @@ def _value(cell: types.CellType) -> Any:
         return cell
 
 
-def read_inside(value: Any, limit: int = 10_000) -> list[tuple[Any, Any]]:
+def read_inside(value: Any, limit: int = 2_000) -> list[tuple[Any, Any]]:
     """The cells `value` reaches, each with its value (itself when empty).
 
     What the walk reads of a static value's functions: `lift.jit` watches it."""
