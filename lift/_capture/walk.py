@@ -340,6 +340,10 @@ class Walk:
             value, t = apart, type(apart)  # pyright: ignore[reportUnknownVariableType]
         order = None
         owned: dict[int, bool] = {}
+
+        def is_static(leaf: Any) -> bool:
+            return self.kind(leaf, forced, branched, pinned) is STATIC
+
         if forced or t not in DYNAMIC_ATOMS or self.dynamic is not None:
             if is_function_like(value):
                 leaves = [value]
@@ -347,13 +351,7 @@ class Walk:
             else:
                 flat = flatten_capture(
                     value,
-                    own_leaf(
-                        value,
-                        owned,
-                        lambda leaf: (
-                            self.kind(leaf, forced, branched, pinned) is STATIC
-                        ),
-                    ),
+                    own_leaf(value, owned, is_static),
                     lambda: own_leaf(
                         value,
                         owned,
@@ -378,14 +376,11 @@ class Walk:
             leaves = [value]
             treedef = None
         frozen = frozenset(k for k, v in owned.items() if v)
-        if kept_whole(
-            value,
-            leaves,
-            frozen,
-            lambda x: self.kind(x, forced, branched, pinned) is STATIC,  # pyright: ignore[reportUnknownLambdaType]
-        ):
+        if kept_whole(value, leaves, frozen, is_static):
             # A list or dict holding no dynamic leaf (a log, a cache, a
             # counter, a registry of plain functions): your own object.
+            for i, x in enumerate(leaves):  # a hidden tracer: refused as in `slot`
+                self.kept(check_opaque(x, type(x), holder, label, (treedef, i)))
             return Template(None, (own_static(value),), owner, label)
         slots: list[Slot] = []
         new_nodes: list[tuple[int, int]] = []

@@ -290,9 +290,13 @@ def holds_dynamic(x: Any) -> bool:
     dynamic value is static data to a container holding it."""
 
     def into(y: Any) -> Iterable[Any] | None:
-        if type(y) in CUSTOM_NODES:
-            return tree_leaves(y, is_leaf=one_level(y))
-        return held(y) if is_function_like(y) or type(y) is types.CellType else items(y)
+        if is_function_like(y) or type(y) is types.CellType:
+            return held(y)  # a `lift.jit` function too: not flattened, lifted
+        return (
+            tree_leaves(y, is_leaf=one_level(y))
+            if type(y) in CUSTOM_NODES
+            else items(y)
+        )
 
     walked = list(reach([x], into, _HOLDS_LIMIT))
     # Too large to tell: as if it did.

@@ -11,6 +11,7 @@ from __future__ import annotations
 import types
 from collections.abc import Callable, Sequence
 from typing import Any, Final, TypeAlias, cast
+from weakref import ref
 
 from .._base.errors import LiftError
 from .._holders import trees as jtu
@@ -88,11 +89,11 @@ class Static:
 
 
 def followed(value: Any, read: list[tuple[Any, Any]]) -> Static:
-    """A static value, keyed too by what the cells inside it hold.
+    """A static value, keyed too by what the cells inside it hold (`_inside`).
 
-    The cells (`read_inside`) are added to `read`, which `lift.jit` watches. A
-    rebinding there makes another key, so another program."""
-    inside = read_inside(value) if scanned(type(value)) else ()  # pyright: ignore[reportUnknownArgumentType]
+    The cells are added to `read`, which `lift.jit` watches. A rebinding there
+    makes another key, so another program."""
+    inside = _inside(value)
     if not inside:
         return Static(value)
     read += inside
@@ -101,9 +102,19 @@ def followed(value: Any, read: list[tuple[Any, Any]]) -> Static:
 
 def aux_followed(treedef: jtu.TreeDef, read: list[tuple[Any, Any]]) -> tuple[Any, ...]:
     """As `followed`, for the static data of `treedef`'s custom nodes: their key."""
-    inside = [r for _, aux in custom_data(treedef) for r in read_inside(aux)]
+    inside = [r for _, aux in custom_data(treedef) for r in _inside(aux)]
     read += inside
     return _key(inside)
+
+
+def _inside(value: Any) -> list[tuple[Any, Any]]:
+    """The cells inside a static compared by identity (`read_inside`).
+
+    A value whose class says when two are equal (`__eq__`) is that class's
+    word, as for JAX's static arguments: its cells are not followed."""
+    t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
+    follow = t.__hash__ is None or t.__eq__ is object.__eq__ or issubclass(t, ref)
+    return read_inside(value) if follow and scanned(t) else []
 
 
 def _key(read: list[tuple[Any, Any]]) -> tuple[Any, ...]:
