@@ -380,7 +380,7 @@ class Walk:
             # A list or dict holding no dynamic leaf (a log, a cache, a
             # counter, a registry of plain functions): your own object.
             for i, x in enumerate(leaves):  # a hidden tracer: refused as in `slot`
-                self.kept(check_opaque(x, type(x), holder, label, (treedef, i)))
+                self.kept(check_opaque(x, type(x), holder, label, (treedef, i)))  # pyright: ignore[reportUnknownArgumentType]
             return Template(None, (own_static(value),), owner, label)
         slots: list[Slot] = []
         new_nodes: list[tuple[int, int]] = []

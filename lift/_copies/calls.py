@@ -99,15 +99,18 @@ def call_watched(
     built = claim(owner, shared)
     # While a transform traces the call, a function it leaves holding a copy
     # (a callback JAX keeps in the program) would reach lift's copy at run time.
-    kept = None if _compat.eager() else Kept(built.copies, built.functions)
+    outlived = None
     try:
-        if kept is None:
+        if _compat.eager():
             out = built.fn(*args, **kwargs)
         else:
-            # No collection in between, so that the count of JAX's callbacks
-            # says whether the call made one (`Kept`): tracing frees little.
+            # No collection from the count before the call to the search after
+            # it, so that the count of JAX's callbacks says whether the call
+            # made one (`Kept`): tracing frees little.
             with _gc.paused():
+                kept = Kept(built.copies, built.functions)
                 out = built.fn(*args, **kwargs)
+                outlived = kept.outlived(out)
     except BaseException as err:
         # A call that changed a copy and then raised is refused too, its
         # error chained: raising must not hide the lost change.
@@ -116,7 +119,7 @@ def call_watched(
             owner._explain(err)  # pyright: ignore[reportPrivateUsage]
         raise
     finish(owner, built, None)
-    if kept is not None and (outlived := kept.outlived(out)) is not None:
+    if outlived is not None:
         if owner._built is built:  # pyright: ignore[reportPrivateUsage]
             owner._built = None  # pyright: ignore[reportPrivateUsage]
         raise refuse_kept(built.fn, outlived)

@@ -114,7 +114,7 @@ def _inside(value: Any) -> list[tuple[Any, Any]]:
     word, as for JAX's static arguments: its cells are not followed."""
     t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
     follow = t.__hash__ is None or t.__eq__ is object.__eq__ or issubclass(t, ref)
-    return read_inside(value) if follow and scanned(t) else []
+    return read_inside(value) if follow and scanned(t) else []  # pyright: ignore[reportUnknownArgumentType]
 
 
 def _key(read: list[tuple[Any, Any]]) -> tuple[Any, ...]:
