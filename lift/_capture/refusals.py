@@ -22,6 +22,7 @@ from .._compat import (
     number_method,
     tracer_use,
 )
+from .._holders.reach import reach
 from .._holders.trees import (
     flatten_checked,
     is_function_like,
@@ -396,25 +397,28 @@ def _held_functions(obj: Any) -> list[tuple[str, Any]]:
     `obj` is not a pytree. It looks one level down (`obj.optim.update_fn`). It
     names `_SHOWN_ATTRIBUTES` at most. It reads `__dict__` alone, never
     `getattr`: a proxy's attributes may fail."""
+    paths = {id(obj): "obj"}
     found: list[tuple[str, Any]] = []
-    stack: list[tuple[str, Any, int]] = [("obj", obj, 0)]
-    seen = {id(obj)}
-    while stack and len(found) < _SHOWN_ATTRIBUTES:
-        path, x, depth = stack.pop(0)
+
+    def into(x: Any) -> list[Any] | None:
         try:
             attributes = object.__getattribute__(x, "__dict__")
         except Exception:  # no `__dict__`, or one that fails: nothing to show
-            continue
-        if type(attributes) is not dict:
-            continue
+            return None
+        if type(attributes) is not dict or len(found) >= _SHOWN_ATTRIBUTES:
+            return None
+        deeper: list[Any] = []
         for name, value in cast("dict[Any, Any]", attributes).items():
-            if not isinstance(name, str) or id(value) in seen:
-                continue
-            seen.add(id(value))
-            if is_function_like(value) or _pytree_of_functions(value):
-                found.append((f"{path}.{name}", value))
-            elif depth == 0 and not _is_plain(value):
-                stack.append((f"{path}.{name}", value, depth + 1))
+            if isinstance(name, str) and id(value) not in paths:
+                paths[id(value)] = where = f"{paths[id(x)]}.{name}"
+                if is_function_like(value) or _pytree_of_functions(value):
+                    found.append((where, value))
+                elif x is obj and not _is_plain(value):
+                    deeper.append(value)
+        return deeper[::-1]  # the walk takes items last first
+
+    for _ in reach([obj], into):
+        pass
     return found[:_SHOWN_ATTRIBUTES]
 
 

@@ -17,9 +17,8 @@ from .._base.atoms import EXACT
 from .._base.caches import BoundedDict
 from .._compat import Tracer
 from .._copies.own import (
-    OWN_CONTAINERS,
     atoms_key,
-    nests_plainly,
+    kept_whole,
     own_leaf,
     own_static,
     refuse_rebinding,
@@ -65,6 +64,8 @@ from .._skeleton.nodes import (
     Static,
     Template,
     atom_static,
+    aux_followed,
+    followed,
     function_meta,
     rebuild_order,
 )
@@ -381,6 +382,10 @@ class Walk:
         order, aux = None, ...
         owned: dict[int, bool] = {}
         whole = () in branched
+
+        def is_static(leaf: Any) -> bool:
+            return self.kind(leaf, forced, whole, pinned) is STATIC
+
         if forced or t not in DYNAMIC_ATOMS or self.dynamic is not None:
             if is_function_like(value):
                 leaves = [value]
@@ -392,11 +397,7 @@ class Walk:
             else:
                 flat = flatten_capture(
                     value,
-                    own_leaf(
-                        value,
-                        owned,
-                        lambda leaf: self.kind(leaf, forced, whole, pinned) is STATIC,
-                    ),
+                    own_leaf(value, owned, is_static),
                     lambda: own_leaf(
                         value,
                         owned,
@@ -409,7 +410,7 @@ class Walk:
                 if flat is None:  # whole and static
                     if not forced:
                         self.opaque(value, t, holder, label)
-                    return Template(None, (Static(value),), owner, label)
+                    return Template(None, (followed(value, self.read),), owner, label)
                 leaves, treedef = flat
                 if treedef.num_nodes == 1 and treedef.num_leaves == 1:
                     treedef = None
@@ -420,9 +421,15 @@ class Walk:
         else:
             leaves = [value]
             treedef = None
+        frozen = frozenset(k for k, v in owned.items() if v)
+        if kept_whole(value, leaves, frozen, is_static):
+            # A list or dict holding no dynamic leaf (a log, a cache, a
+            # counter, a registry of plain functions): your own object.
+            for i, x in enumerate(leaves):  # a hidden tracer: refused as in `slot`
+                self.opaque(x, type(x), holder, label, (treedef, i))  # pyright: ignore[reportUnknownArgumentType]
+            return Template(None, (self.mine(value),), owner, label)
         slots: list[Slot] = []
         new_nodes: list[tuple[int, int]] = []
-        frozen = frozenset(k for k, v in owned.items() if v)
         hits = branch_hits(branched, treedef, len(leaves)) if branched else None
         for pos, leaf in enumerate(leaves):
             slots.append(
@@ -438,15 +445,9 @@ class Walk:
                     pinned,
                 )
             )
-        if (
-            t in OWN_CONTAINERS
-            and all(type(s) is Static for s in slots)
-            and nests_plainly(value)
-        ):
-            # A list or dict holding no dynamic leaf and no function (a log, a
-            # cache, a counter): the user's own object, its contents the key.
-            return Template(None, (self.mine(value),), owner, label)
         template = Template(treedef, tuple(slots), owner, label, order, aux)
+        if template.aux is not None and (key := aux_followed(treedef, self.read)):
+            template.key += (key,)  # a rebinding inside its static data
         for node_index, pos in new_nodes:
             self.parents[node_index] = (template, pos)
         return template
@@ -541,7 +542,7 @@ class Walk:
         self.opaque(leaf, t, holder, label, at)
         if t is set:  # a leaf to JAX: the user's own, as a list is
             return self.mine(leaf)
-        return Static(leaf)
+        return followed(leaf, self.read)
 
 
 # The treedef of a tuple or NamedTuple of functions, by its type and length.

@@ -59,9 +59,9 @@ from .messages import (
 from .programs import (
     bare_jaxpr as bare_jaxpr,
     callbacks_alive as callbacks_alive,
-    held_by_a_callback as held_by_a_callback,
     holds_consts as holds_consts,
     inferred_argnames as inferred_argnames,
+    kept_callbacks as kept_callbacks,
     rule_parts as rule_parts,
     runs_code as runs_code,
 )

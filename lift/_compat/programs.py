@@ -152,16 +152,6 @@ _RULE_TYPES: Final[tuple[type[Any], ...]] = (
 )
 
 
-# The modules whose functions JAX keeps in a program as its callbacks' Python
-# (jax 0.8.0 to 0.12.1: `debug_callback`'s `_flat_callback` closure, the
-# callback primitives' wrappers), and how far up from a value one looks.
-_CALLBACK_FILES: Final = frozenset(
-    cast(str, m.__file__) for m in (_callback, _debugging)
-)
-_CALLBACK_DEPTH: Final = 6
-_CALLBACK_WIDTH: Final = 64
-
-
 def _codes_named(code: types.CodeType, name: str) -> list[types.CodeType]:
     """The code objects named `name` nested in `code`."""
     found: list[types.CodeType] = []
@@ -192,35 +182,17 @@ def callbacks_alive() -> int:
     return sys.getrefcount(_FLAT_CALLBACK) + sum(map(sys.getrefcount, _CALLBACK_CODES))
 
 
-def held_by_a_callback(obj: object) -> bool:
-    """Whether a callback of a program being traced (`jax.debug.callback`,
-    `jax.pure_callback`, `io_callback`) holds `obj`: within a few cells,
-    closures, functions and partials up from it, JAX's wrapper of a callback.
-    Looked for with `gc.get_referrers`, a level at a time: for the rare value
-    something made while tracing still holds."""
-    frontier: list[object] = [obj]
-    seen = {id(obj)}
-    for _ in range(_CALLBACK_DEPTH):
-        up: list[object] = []
-        for r in gc.get_referrers(*frontier):
-            t: type[Any] = type(r)  # pyright: ignore[reportUnknownVariableType]
-            if t is _FLAT_CALLBACK or (
-                t is types.FunctionType
-                and cast(types.FunctionType, r).__code__.co_filename in _CALLBACK_FILES
-            ):
-                return True
-            if id(r) not in seen and t in _UPWARD:
-                seen.add(id(r))
-                up.append(r)
-        if not up:
-            return False
-        frontier = up[:_CALLBACK_WIDTH]
-    return False
-
-
-_UPWARD: Final = frozenset(
-    {types.CellType, tuple, types.FunctionType, functools.partial}
-)
+def kept_callbacks() -> list[Any]:
+    """What the callbacks JAX keeps now hand the user's code: each callback's
+    function and static arguments (`rule_parts`). Found by the objects that
+    hold JAX's callback class or code, in one pass of the collector."""
+    return [
+        part
+        for r in gc.get_referrers(_FLAT_CALLBACK, *_CALLBACK_CODES)
+        if type(r) is _FLAT_CALLBACK
+        or (type(r) is types.FunctionType and r.__code__ in _CALLBACK_CODES)
+        for _, part in rule_parts(r)
+    ]
 
 
 def runs_code(param: object) -> bool:

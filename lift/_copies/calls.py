@@ -1,14 +1,13 @@
-"""The function a `Lifted` rebuilds around its leaves, and how a call uses it
-when it holds copies (`lift._copies.copies`).
+"""The function a `Lifted` rebuilds around its leaves, and how a call uses it.
 
-A `Lifted` builds its function at its first call and shares that build with
-the calls after it. A build that holds copies (lists, dicts and mutable nodes
-lift rebuilt) is claimed by the call using it, so that each call checks the
-copies it used and no other call's: a call that finds the shared build in use
-(another thread's call, a recursive call, a generator not finished) runs a
-build of its own. A generator, coroutine or async generator function runs its
-body after the call returns: its build is claimed when the body starts and
-checked when it finishes (`lift._copies.generators.watched`).
+A `Lifted` builds its function at its first call. The calls after it share
+that build. A build may hold copies: lists, dicts and mutable nodes lift
+rebuilt (`lift._copies.copies`). Then the call using it claims it, and checks
+the copies it used and no other call's. A call that finds the shared build in
+use runs a build of its own: another thread's call, a recursive call, or a
+generator not finished holds it. A generator or coroutine runs its body after
+the call returns. Its build is claimed when the body starts, and checked when
+it finishes (`lift._copies.generators.watched`).
 """
 
 from __future__ import annotations
@@ -45,9 +44,9 @@ _LAZY: Final = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GE
 
 
 class Build(NamedTuple):
-    """A function rebuilt around the leaves, with the copies it holds: one
-    value, so that a thread never pairs one build's function with another
-    build's copies."""
+    """A function rebuilt around the leaves, with the copies it holds.
+
+    One value: a thread never pairs one build's function with another's copies."""
 
     fn: Callable[..., Any]
     copies: Copies
@@ -62,9 +61,10 @@ class Build(NamedTuple):
 
 
 def new_build(skeleton: Skeleton, leaves: tuple[Any, ...], *, shared: bool) -> Build:
-    """The function of `skeleton` rebuilt around `leaves`, with the lists,
-    dicts and nodes it holds as copies (`lift._copies.copies`); `shared`: for
-    the calls to share, each claiming its copies in turn (`claim`)."""
+    """The function of `skeleton` rebuilt around `leaves`, with its copies.
+
+    With `shared`, the calls share it and each claims its copies in turn
+    (`claim`)."""
     made: list[tuple[Template, Any]] = []
     objs = build_nodes(skeleton, leaves, made)
     fn = objs[0]
@@ -80,9 +80,10 @@ def new_build(skeleton: Skeleton, leaves: tuple[Any, ...], *, shared: bool) -> B
 def call_watched(
     owner: LiftedParts, shared: Build, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
-    """A call of a function holding copies: checked after it returns or
-    raises (a generator's or coroutine's body, after it finishes), the copies
-    it used and no other call's."""
+    """A call of a function holding copies, checked after it returns or raises.
+
+    It checks the copies it used and no other call's. A generator's or
+    coroutine's body is checked when it finishes."""
     if shared.lazy:
 
         def start() -> tuple[Any, Callable[[BaseException | None], None]]:
@@ -94,15 +95,18 @@ def call_watched(
     built = claim(owner, shared)
     # While a transform traces the call, a function it leaves holding a copy
     # (a callback JAX keeps in the program) would reach lift's copy at run time.
-    kept = None if _compat.eager() else Kept(built.copies, built.functions)
+    outlived = None
     try:
-        if kept is None:
+        if _compat.eager():
             out = built.fn(*args, **kwargs)
         else:
-            # No collection in between, so that the count of JAX's callbacks
-            # says whether the call made one (`Kept`): tracing frees little.
+            # No collection from the count before the call to the search after
+            # it, so that the count of JAX's callbacks says whether the call
+            # made one (`Kept`): tracing frees little.
             with _gc.paused():
+                kept = Kept(built.copies, built.functions)
                 out = built.fn(*args, **kwargs)
+                outlived = kept.outlived(out)
     except BaseException as err:
         # A call that changed a copy and then raised is refused too, its
         # error chained: raising must not hide the lost change.
@@ -111,18 +115,18 @@ def call_watched(
             explain(owner, err)
         raise
     finish(owner, built, None)
-    if kept is not None and (outlived := kept.outlived(out)) is not None:
+    if outlived is not None:
         drop_built(owner, built)
         raise refuse_kept(built.fn, outlived)
     return out
 
 
 def claim(owner: LiftedParts, shared: Build) -> Build:
-    """The build a call runs: `shared`, unless another call is using its
-    copies (another thread's, a recursive call, a generator not finished),
-    when the call gets a build of its own, so that each call checks the
-    copies it used alone. `shared` is checked first: changed since the last
-    call returned, through a value that call gave out, it is refused."""
+    """The build a call runs: `shared`, unless another call uses its copies.
+
+    Then the call gets a build of its own, and checks only the copies it used.
+    `shared` is checked first. A copy changed since the last call returned
+    (through a value that call gave out) is refused."""
     busy = shared.busy
     if busy is None or not busy.acquire(blocking=False):
         return new_build(skeleton_of(owner), arrays_of(owner), shared=False)
@@ -133,12 +137,13 @@ def claim(owner: LiftedParts, shared: Build) -> Build:
 
 
 def finish(owner: LiftedParts, built: Build, cause: BaseException | None) -> None:
-    """After the call (or the generator's body) that ran `built`, which
-    returned or raised `cause`: free the copies for the next call, or refuse
-    a copy it changed, chained to `cause`. A copy changed by a call stopped
-    by `KeyboardInterrupt` (or `SystemExit`) is dropped, not refused: that
-    exception goes on. (Raised, not returned: an exception in a local of the
-    caller would be a cycle through its traceback.)"""
+    """After the call that ran `built` returned or raised `cause`.
+
+    The copies are freed for the next call, or a changed copy is refused,
+    chained to `cause`. A call stopped by `KeyboardInterrupt` or `SystemExit`
+    drops a changed copy, and that exception goes on. The refusal is raised,
+    not returned: an exception in a caller's local is a cycle through its
+    traceback."""
     changed = _changed(owner, built)
     if changed is None:
         if built.busy is not None:
@@ -151,11 +156,12 @@ def finish(owner: LiftedParts, built: Build, cause: BaseException | None) -> Non
 
 
 def _changed(owner: LiftedParts, built: Build) -> Copy | None:
-    """The first copy of the claimed `built` that changed. A changed build,
-    or one whose check raised (`KeyboardInterrupt`), is dropped and stays
-    claimed: the next call builds the function afresh (unless another call has
-    already replaced it), and a call that read it before it was dropped builds
-    its own, instead of finding the change and blaming it on the calls before."""
+    """The first copy of the claimed `built` that changed.
+
+    A changed build, or one whose check raised, is dropped and stays claimed.
+    The next call builds the function afresh, unless another call replaced it
+    already. A call that read it before it was dropped builds its own. So no
+    call finds the change and blames it on the calls before."""
     unchanged = False
     try:
         changed = changed_copy(built.copies)

@@ -1,18 +1,17 @@
-"""The lists and dicts a rebuilt function holds as copies, and the check that a
-call left them as they were (SPEC 1: side effects reach the user's objects).
+"""The copies a rebuilt function holds, and the check after each call.
 
-A captured list or dict that holds dynamic leaves is rebuilt around them: the
-lifted function holds a copy. Code that mutates it in place would change the
-copy, not the user's object. The call itself shows it, however the code
-reached the copy (a method, an item store, a call of the user's own function,
-`max(rows, key=len)`, an attribute set on a registered node): the rebuilt
-function keeps, for each copy it holds, the items it was built with, and
-after every call of the `Lifted` (eagerly, or while a transform traces it) a
-copy whose items are no longer those is refused with a `LiftError` naming the
-function, its `file:line` and the variable, with the fix. The user's object
-was never touched; the copies are dropped, and the next call builds the
-function afresh. A generator's or coroutine's body runs after the call
-returns: its copies are checked when it finishes (`lift._copies.generators`).
+SPEC 1: side effects reach your objects. A captured list or dict holding
+dynamic leaves is rebuilt around them, so the lifted function holds a copy.
+Code that mutates the copy in place leaves your object as it was. The call
+shows it, however the code reached the copy: a method, an item store, your
+own function, `max(rows, key=len)`, an attribute set on a registered node.
+The rebuilt function keeps the items each copy was built with. After every
+call of the `Lifted`, eager or traced, a copy whose items changed is refused.
+The `LiftError` names the function, its `file:line`, the variable and the fix.
+Your object is never touched. The copies are dropped, and the next call
+builds the function afresh. A generator's or coroutine's body runs after the
+call returns: its copies are checked when it finishes
+(`lift._copies.generators`).
 """
 
 from __future__ import annotations
@@ -29,13 +28,14 @@ from .._compat import CUSTOM_NODES
 from .._holders.attributes import own_attributes
 from .._holders.closure import default_factory, slots_of
 from .._holders.labels import ATTR, SELF, Label
+from .._holders.reach import items, reach
 from .._holders.trees import flatten_checked, slot_path, tree_flatten
 from .._skeleton.nodes import CellNode, FunctionNode, Node, Template
 from .._skeleton.skeleton import Skeleton
+from .own import OWN_CONTAINERS
 
 __all__ = [
     "REBUILT_TYPES",
-    "CONTAINERS",
     "Copies",
     "changed_copy",
     "copies_in",
@@ -45,14 +45,9 @@ __all__ = [
 
 # The lists and dicts JAX flattens as nodes, so that lift rebuilds them around
 # their leaves: `dict`'s subclasses `OrderedDict` and `defaultdict` too.
-REBUILT_TYPES: Final = frozenset(
-    {list, dict, collections.OrderedDict, collections.defaultdict}
-)
+REBUILT_TYPES: Final = frozenset(OWN_CONTAINERS)
 
-# The containers an attribute of a rebuilt node may hold, and those of them
-# that can change in place; lift looks into the others for more (as into what
-# a traced call returns: `lift._copies.callbacks`).
-CONTAINERS: Final = (list, dict, set, bytearray, collections.deque, tuple, frozenset)
+# The containers that can change in place.
 _MUTABLE: Final = (list, dict, set, bytearray, collections.deque)
 
 
@@ -90,14 +85,16 @@ def copies_in(
     objs: Sequence[Any],
     skeleton: Skeleton,
 ) -> Copies:
-    """The lists, dicts and registered pytree nodes that the captures `made`
-    (each template with the value it was materialized as, from `leaves` and
-    the rebuilt nodes `objs` of `skeleton`) hold as copies: those their
-    structure rebuilds, not what fills a slot (a static value is the user's
-    own object); of the nodes, those that can change (not a tuple, a frozen
-    dataclass or an `equinox.Module`) and flatten to the same children every
-    time. A template that rebuilds none is marked, and never passed again.
-    Then the attributes of the rebuilt functions (`_attribute_copies`)."""
+    """The copies that the captures `made` hold.
+
+    `made` pairs each template with the value it was built as, from `leaves`
+    and the rebuilt nodes `objs` of `skeleton`. A copy is what the structure
+    rebuilds: a list, a dict, or a registered node. What fills a slot is not:
+    a static value is your own object. A node counts when it can change (not
+    a tuple, a frozen dataclass or an `equinox.Module`). It must also flatten
+    to the same children every time. A template that rebuilds none is marked,
+    and never passed again. Then come the rebuilt functions' attributes
+    (`_attribute_copies`)."""
     nodes, parents = skeleton.nodes, skeleton.parents
     out: list[Copy] = []
     for template, value in made:
@@ -140,9 +137,10 @@ def copies_in(
 
 
 def _attribute_copies(nodes: Sequence[Node], objs: Sequence[Any]) -> list[Copy]:
-    """The attributes of each rebuilt function that had some of its own (not
-    only `functools.wraps`'s dunders): a function that sets one while it runs
-    sets it on lift's function, not on yours."""
+    """The attributes of each rebuilt function that has some of its own.
+
+    `functools.wraps`'s dunders do not count. A function that sets one while
+    it runs sets it on lift's function, not on yours."""
     out: list[Copy] = []
     for node, fn in zip(nodes, objs, strict=True):
         if type(node) is not FunctionNode:
@@ -172,10 +170,11 @@ def _holder(
     parents: Sequence[tuple[Template, int] | None],
     objs: Sequence[Any],
 ) -> tuple[Any, Label, str]:
-    """Who a refusal names for a copy in `template`: the function whose
-    variable leads to it (through the partials, bound methods and function
-    attributes between), that variable's label and the path from it (`''`
-    when the copy is the variable's value or in it)."""
+    """Who a refusal names for a copy in `template`.
+
+    That is the function whose variable leads to the copy, through partials,
+    bound methods and function attributes. With it come the variable's label
+    and the path from it (`''` when the copy is the variable's value)."""
     path = ""
     t = template
     while True:  # up the parents (each made before its child): to a cell or the root
@@ -205,8 +204,9 @@ def never_changes(cls: type[Any]) -> None:
 
 
 def _may_change(t: type[Any]) -> bool:
-    """Whether instances of the pytree node class `t` can be changed in place
-    (not `None`, a node to JAX: one object, shared by all)."""
+    """Whether instances of the pytree node class `t` can change in place.
+
+    `None` cannot: to JAX it is a node, one object shared by all."""
     if issubclass(t, (tuple, type(None), *_NEVER_CHANGE)):
         return False
     params = getattr(t, "__dataclass_params__", None)
@@ -214,9 +214,10 @@ def _may_change(t: type[Any]) -> bool:
 
 
 def _state(x: Any, is_node: bool) -> tuple[Any, ...] | None:
-    """What a copy holds: a container's `_contents`; a node's treedef one
-    level deep, its children and its attributes, slots included (`None` if it
-    cannot be read)."""
+    """What a copy holds, or `None` if it cannot be read.
+
+    A container's `_contents`. A node's treedef one level deep, its children
+    and its attributes, slots included."""
     if not is_node:
         return _contents(x)
     try:
@@ -228,10 +229,10 @@ def _state(x: Any, is_node: bool) -> tuple[Any, ...] | None:
 
 
 def _attributes(x: Any) -> list[tuple[Any, Any]]:
-    """The attributes of the node `x`: its `__dict__`'s, and its slots that
-    are set (a class with `__slots__` has no `__dict__` to read them from);
-    not what a `functools.cached_property` stores (reading one on lift's copy
-    fills a cache, which changes nothing you would see)."""
+    """The attributes of the node `x`: its `__dict__`'s and its set slots.
+
+    A `functools.cached_property` does not count. Reading one on lift's copy
+    fills a cache, which changes nothing you would see."""
     t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
     cached = _cached_properties(t)
     return [
@@ -251,11 +252,11 @@ def _cached_properties(t: type[Any]) -> frozenset[str]:
 
 
 def _made_anew(x: Any) -> list[tuple[str, Any]]:
-    """The mutable containers in the attributes of the rebuilt node `x` (and
-    in the containers they hold) that its type's `tree_unflatten` makes anew,
-    each with its attribute: those a second unflattening of `x`'s children
-    does not share. (A container it shares, from the aux data or a default,
-    is your object's own, and a change to it reaches you.)"""
+    """The mutable containers in `x`'s attributes that its unflatten makes anew.
+
+    Each comes with its attribute. A second unflattening of `x`'s children
+    does not share them. A container it shares (from the aux data, or a
+    default) is your object's own, and a change to it reaches you."""
     mine = _mutable_in(_attributes(x))
     if not mine:
         return []
@@ -269,33 +270,23 @@ def _made_anew(x: Any) -> list[tuple[str, Any]]:
 
 
 def _mutable_in(attributes: Iterable[tuple[str, Any]]) -> list[tuple[str, Any]]:
-    """The mutable containers reachable from `attributes` through lists,
-    dicts, sets, tuples and deques, each once, with the attribute holding it."""
-    out: list[tuple[str, Any]] = []
-    seen: set[int] = set()
-    stack: list[tuple[str, Any]] = [
-        (a, v) for a, v in attributes if issubclass(type(v), CONTAINERS)
-    ]
-    while stack:
-        a, v = stack.pop()
-        if id(v) in seen:
-            continue
-        seen.add(id(v))
-        t: type[Any] = type(v)  # pyright: ignore[reportUnknownVariableType]
-        if issubclass(t, _MUTABLE):
-            out.append((a, v))
-        if issubclass(t, bytearray):
-            continue
-        values: Iterable[Any] = v.values() if issubclass(t, dict) else v
-        stack.extend((a, y) for y in values if issubclass(type(y), CONTAINERS))
-    return out
+    """The mutable containers reached from `attributes`, each once.
+
+    Each comes with the attribute that holds it."""
+    out: dict[int, tuple[str, Any]] = {}
+    for a, v in attributes:
+        for x in reach([v], items):
+            if isinstance(x, _MUTABLE) and id(x) not in out:  # pyright: ignore[reportUnknownArgumentType]
+                out[id(x)] = (a, x)  # pyright: ignore[reportUnknownArgumentType]
+    return list(out.values())
 
 
 def _contents(c: Any) -> tuple[Any, ...]:
-    """What the mutable container `c` holds, in the form `_same` compares: a
-    bytearray's bytes; a list's, set's or deque's items; a dict's keys and
-    values, after a `defaultdict`'s `default_factory` (which code may set: JAX
-    rebuilds it from the aux data)."""
+    """What the mutable container `c` holds, in the form `_same` compares.
+
+    A bytearray's bytes. A list's, set's or deque's items. A dict's keys and
+    values, after a `defaultdict`'s factory (code may set it; JAX rebuilds it
+    from the aux data)."""
     if isinstance(c, bytearray):
         return (bytes(c),)
     if isinstance(c, dict):
@@ -308,8 +299,10 @@ def _contents(c: Any) -> tuple[Any, ...]:
 
 
 def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
-    """Whether two states are the same: their first items equal (a treedef,
-    a bytearray's bytes), the others the same objects."""
+    """Whether two states are the same.
+
+    Their first items are equal (a treedef, a bytearray's bytes). The others
+    are the same objects."""
     if len(a) != len(b) or not (a[0] is b[0] or a[0] == b[0]):
         return False
     return all(x is y for x, y in zip(a[1:], b[1:], strict=True))
@@ -327,18 +320,20 @@ def changed_copy(copies: Copies) -> Copy | None:
 
 
 def _changed_inner(copy: Copy) -> tuple[str, Any] | None:
-    """The first container made anew in an attribute of the node `copy`
-    whose items changed, and that attribute."""
-    for attribute, c, items in copy.inner:
-        if not _same(items, _contents(c)):
+    """The first container made anew in a node's attribute that changed.
+
+    It comes with that attribute."""
+    for attribute, c, then in copy.inner:
+        if not _same(then, _contents(c)):
             return attribute, c
     return None
 
 
 def refuse_changed(copy: Copy, *, between_calls: bool = False) -> LiftError:
-    """The error for a call that changed `copy`; `between_calls`: for a copy
-    found changed before a call began (through a value an earlier call gave
-    out), which no code of the function changed."""
+    """The error for a call that changed `copy`.
+
+    With `between_calls`, the copy changed before a call began, through a
+    value an earlier call gave out. No code of the function changed it."""
     x, is_node, owner, label, path = (
         copy.value,
         copy.is_node,
@@ -383,15 +378,15 @@ def refuse_changed(copy: Copy, *, between_calls: bool = False) -> LiftError:
         )
     else:
         held = (
-            " that lift rebuilds around its leaves (it holds dynamic values or "
-            "functions)"
+            " that lift rebuilds around its leaves (it holds dynamic values, or "
+            "functions capturing some)"
             if copy.holds
             else " that sits in a pytree node, which lift rebuilds around its leaves"
         )
         fix = (
             f"{passed} and return what the code adds to it, or keep only static "
-            f"values in the {what} (one without arrays, floats or functions is "
-            "your own object inside the lifted function)"
+            f"values in the {what} (one without arrays or floats, in it or its "
+            "functions, is your own object inside the lifted function)"
         )
     if between_calls:
         return LiftError(

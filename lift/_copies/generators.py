@@ -1,6 +1,7 @@
-"""Generators and coroutines whose function holds copies
-(`lift._copies.copies`): their body runs after the call returns, so the
-copies it uses are checked when it finishes, not when the call returns."""
+"""Generators and coroutines whose function holds copies.
+
+Their body runs after the call returns. So the copies it uses
+(`lift._copies.copies`) are checked when it finishes."""
 
 from __future__ import annotations
 
@@ -18,15 +19,16 @@ Start: TypeAlias = Callable[[], tuple[Any, Callable[[BaseException | None], None
 
 
 def watched(made: Any, start: Start) -> Any:
-    """In place of `made`, what a call of a rebuilt generator, coroutine or
-    async generator function returned (its arguments bound, its body not
-    started), one of the same kind and name that runs the call `start`
-    makes: `send`, `throw` and `close` (`asend`, `athrow`, `aclose`) reach it
-    as they would reach `made`, and the copies it used are checked when its
-    body finishes (returns, raises, or is closed), not when the call returns.
-    One never started starts nothing and checks nothing. `made` itself is
-    closed, never run: a coroutine dropped unclosed would warn that it was
-    never awaited, besides the one returned."""
+    """A stand-in for `made`, checked when its body finishes.
+
+    `made` is what a call of a rebuilt generator, coroutine or async generator
+    function returned: its arguments bound, its body not started. The
+    stand-in has the same kind and name, and runs the call `start` makes.
+    `send`, `throw` and `close` (`asend`, `athrow`, `aclose`) reach it as they
+    would reach `made`. The copies it used are checked when its body returns,
+    raises or is closed. One never started starts nothing and checks nothing.
+    `made` itself is closed, never run: a coroutine dropped unclosed would
+    warn that it was never awaited."""
     t: type[Any] = type(made)  # pyright: ignore[reportUnknownVariableType]
     if t is types.GeneratorType:
         out: Any = _generator(start)

@@ -1,12 +1,14 @@
-"""Side effects on captures (SPEC 1): code that mutates a captured list or dict
-in place must reach the user's own object.
+"""Which captured containers stay your own objects (SPEC 1).
 
-A list or dict with no dynamic leaf is kept as the user's object wherever it
-sits (`own_static`): code appending to it or filling it acts on it. One that
-holds dynamic leaves is rebuilt around them, so code mutating it changes a
-copy: the call that did so is refused when it returns (`lift._copies.copies`). A
-capture the code rebinds (`nonlocal x; x = ...`) is refused when lifted if it
-holds a dynamic leaf (`refuse_rebinding`)."""
+Code that mutates a captured list or dict in place must reach your object. A
+container holding no dynamic leaf stays yours wherever it sits (`own_static`).
+A plain function in it is no dynamic leaf: a registry `[log_hook]` and a
+counter `defaultdict(lambda: 0)` stay yours. Code appending to such a
+container, or filling it, acts on it. A container holding dynamic leaves is
+rebuilt around them, so code mutating it changes a copy. The call that does
+so is refused when it returns (`lift._copies.copies`). A capture the code
+rebinds (`nonlocal x; x = ...`) is refused when lifted if it holds a dynamic
+leaf (`refuse_rebinding`)."""
 
 from __future__ import annotations
 
@@ -18,8 +20,9 @@ from .._base.atoms import EXACT
 from .._base.errors import LiftError, describe, static_fix, type_text
 from .._compat import CUSTOM_NODES, Tracer
 from .._holders.closure import default_factory
+from .._holders.reach import items, reach
 from .._holders.trees import flatten_checked, is_function_like
-from .._rule.static import STD_DICTS, ownable, plain_reach, static_key
+from .._rule.static import STD_DICTS, holds_dynamic, ownable, plain_reach, static_key
 from .._skeleton.nodes import Static, Template
 
 # Containers the lifted function shares with the original when they hold no
@@ -30,9 +33,10 @@ OWN_CONTAINERS: Final = (list, dict, *STD_DICTS)
 
 
 def own_static(value: Any, key: Any = None) -> Static:
-    """A list, dict or set kept as the user's very object: compared by its
-    contents as they are now (type and value at every depth, dict order
-    included)."""
+    """A list, dict or set kept as your very object.
+
+    It compares by its contents as they are now: type and value at every
+    depth, dict order included."""
     try:
         key = _contents_key(value) if key is None else key
         hash(key)
@@ -42,26 +46,54 @@ def own_static(value: Any, key: Any = None) -> Static:
 
 
 def nests_plainly(value: Any) -> bool:
-    """Whether `value` nests only lists, tuples and dicts, not pytree nodes of
-    other kinds (whose static data JAX's treedef compares in its own way)."""
-    stack = [value]
-    while stack:
-        x = stack.pop()
+    """Whether `value` nests lists, tuples and dicts only.
+
+    Not pytree nodes of other kinds, whose static data JAX's treedef compares
+    in its own way."""
+
+    def into(x: Any) -> Iterable[Any] | None:
         t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
-        if t is list or t is tuple:
-            stack.extend(x)
-        elif t is dict or (x is value and ownable(x)):
-            stack.extend(x.values())
-        elif x is not None and (
-            t in CUSTOM_NODES or hasattr(cast(Any, t), "_fields")  # a NamedTuple
-        ):
-            return False
-    return True
+        plain = t is list or t is tuple or t is dict
+        return items(x) if plain or (x is value and ownable(x)) else None
+
+    return not any(
+        into(x) is None
+        and x is not None
+        and (type(x) in CUSTOM_NODES or hasattr(cast(Any, type(x)), "_fields"))
+        for x in reach([value], into)
+    )
+
+
+def kept_whole(
+    value: Any, leaves: list[Any], owned: frozenset[int], is_static: Any
+) -> bool:
+    """Whether the captured `value`, flattened to `leaves`, stays your own.
+
+    It must be a list or dict holding no dynamic leaf. `owned` holds the ids
+    of the containers nested in it that stay yours."""
+    return (
+        type(value) in OWN_CONTAINERS
+        and ownable(value)
+        and all(id(x) in owned or own_part(x, is_static) for x in leaves)
+        and nests_plainly(value)
+    )
+
+
+def own_part(leaf: Any, is_static: Callable[[Any], bool]) -> bool:
+    """Whether a leaf leaves its container your own.
+
+    A static leaf does, and so does a function holding no dynamic value
+    (`log_hook` in a registry). A tracer never does."""
+    if issubclass(type(leaf), Tracer):  # pyright: ignore[reportUnknownArgumentType]
+        return False
+    return is_static(leaf) or (is_function_like(leaf) and not holds_dynamic(leaf))
 
 
 def own_changed(statics: Iterable[Static]) -> bool:
-    """Whether one of `statics` is a list, dict or set kept as your own object
-    (`own_static`) whose contents are no longer those it was keyed by."""
+    """Whether one of your own containers among `statics` has changed.
+
+    That is a list, dict or set kept by `own_static`, whose contents are no
+    longer those it was keyed by."""
     for static in statics:
         value = static.value
         if type(value) in _KEYED and not static.by_identity:  # pyright: ignore[reportUnknownArgumentType]
@@ -111,9 +143,11 @@ def _contents_key(value: Any) -> Any:
 def refuse_rebinding(
     fn: types.FunctionType, name: str, template: Template, leaves: list[Any]
 ) -> None:
-    """A `LiftError` if the variable `name`, which `fn`'s code rebinds
-    (`nonlocal name; name = ...`), holds a dynamic leaf or a function
-    (`template`): its new value would not reach the lifted function's leaves."""
+    """A `LiftError` if the rebound variable `name` holds a dynamic leaf.
+
+    `fn`'s code rebinds it (`nonlocal name; name = ...`). A function in it
+    (`template`) is refused too. Its new value would not reach the lifted
+    function's leaves."""
     if all(type(s) is Static for s in template.slots):
         return
     what = next(
@@ -139,21 +173,22 @@ def refuse_rebinding(
 def own_leaf(
     value: Any, owned: dict[int, bool], is_static: Callable[[Any], bool]
 ) -> Callable[[Any], bool]:
-    """The `is_leaf` a capture is flattened with: function-likes, and the
-    lists and dicts nested in `value` through lists, tuples, dicts and
-    NamedTuples that hold no dynamic leaf and no function, each kept whole,
-    the user's own object (`own_static`), so that code appending to it or filling
-    it acts on it. (One inside a registered node is rebuilt with the node,
-    whose unflatten may demand a container there: a call mutating it is
-    refused when it returns, `lift._copies.copies`.) `owned` records the
-    answer for each list or dict met; `is_static` says what the walk makes of
-    a leaf."""
-    reach = plain_reach(value)
-    if not reach:
+    """The `is_leaf` a capture is flattened with.
+
+    Function-likes are leaves. So is each list or dict nested in `value`
+    through lists, tuples, dicts and NamedTuples that holds no dynamic leaf
+    (`own_part`). Each such container is kept whole, your own object
+    (`own_static`): code appending to it or filling it acts on it. One inside
+    a registered node is rebuilt with the node, whose unflatten may need a
+    container there. A call mutating it is refused when it returns
+    (`lift._copies.copies`). `owned` records the answer for each container
+    met. `is_static` says what the walk makes of a leaf."""
+    below = plain_reach(value)
+    if not below:
         return is_function_like
 
     def is_leaf(x: Any) -> bool:
-        if id(x) not in reach:  # not a container that may be your own
+        if id(x) not in below:  # not a container that may be your own
             return is_function_like(x)
         found = owned.get(id(x))
         if found is None:
@@ -161,11 +196,7 @@ def own_leaf(
             found = owned[id(x)] = (
                 flat is not None
                 and nests_plainly(x)
-                and all(
-                    not issubclass(type(leaf), Tracer)  # pyright: ignore[reportUnknownArgumentType]
-                    and is_static(leaf)
-                    for leaf in flat[0]
-                )
+                and all(own_part(leaf, is_static) for leaf in flat[0])
             )
         return found
 

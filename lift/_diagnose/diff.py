@@ -11,6 +11,7 @@ import jax
 from .._base.errors import static_str, type_text
 from .._compat import entry_point
 from .._holders import trees as jtu
+from .._holders.reach import items, reach
 from .._lifted.lift import flatten_lifted, is_lifted, stops_flattening
 from .._lifted.lifted import Lifted
 from .._rule.static import ArrayImpl
@@ -311,26 +312,16 @@ _SCAN_LIMIT: Final = 10_000
 
 
 def _atoms(data: Any) -> list[Any]:
-    """What static metadata holds, in order.
+    """What static metadata holds, in order, through tuples (NamedTuples too),
+    lists, sets and dicts (their values); functions (`Lifted` included) whole."""
+    walked = reach([data], _metadata_items, _SCAN_LIMIT)  # items last first
+    return [v for v in walked if _metadata_items(v) is None][::-1]
 
-    It looks through tuples, lists, sets and dicts' values. Functions stay
-    whole."""
-    found: list[Any] = []
-    stack = [data]
-    seen = 0
-    while stack and seen < _SCAN_LIMIT:
-        v = stack.pop()
-        seen += 1
-        t: type[Any] = type(v)  # pyright: ignore[reportUnknownVariableType]
-        if is_function(v):
-            found.append(v)
-        elif t in (tuple, list, frozenset, set) or issubclass(t, tuple):
-            stack.extend(reversed(list(cast("tuple[Any, ...]", v))))
-        elif t is dict:
-            stack.extend(reversed(list(cast("dict[Any, Any]", v).values())))
-        else:
-            found.append(v)
-    return found
+
+def _metadata_items(v: Any) -> Any:
+    if is_function(v) or (issubclass(type(v), dict) and type(v) is not dict):
+        return None
+    return items(v)
 
 
 def _field_of(x: Any, value: Any) -> str | None:

@@ -5,7 +5,9 @@ Imports `_base` and `_compat`.
 
 - `attributes`: an object's own attributes, read without running its code.
 - `closure`: a function's parts (cells, defaults, attributes, partials).
+- `held`: what anything holds, the policy every walk of holders reads.
 - `labels`: how a part of a holder is named.
+- `reach`: the one walk of containers; each caller gives its policy.
 - `stdlib`: the standard library's holders that are not plain objects.
 - `trees`: `jax.tree_util`, typed, and flattening with its guards.
 """

@@ -1,7 +1,8 @@
-"""Reading an object's attributes without running its code: what a walk of
-holders may read of an object whose class is the user's (`__getattr__`,
-properties and `__getattribute__` never run, so a scan never creates or
-attaches anything to what it scans)."""
+"""Reading an object's attributes without running its code.
+
+A walk of holders reads your objects this way. `__getattr__`, properties and
+`__getattribute__` never run. So a scan never creates or attaches anything to
+what it scans."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ __all__ = ["NotRun", "own_attributes", "static_attribute"]
 
 
 class NotRun(Exception):
-    """An attribute the scan does not read: reading it would run code of the
-    object's class (a property, `__getattr__`), which may build and attach
-    new objects (a config tree, a proxy) or fail."""
+    """An attribute the scan does not read: reading it would run code.
+
+    A property or `__getattr__` of the object's class may build and attach new
+    objects (a config tree, a proxy), or fail."""
 
 
 _ABSENT: Final = object()
@@ -26,12 +28,13 @@ _C_DESCRIPTORS: Final = frozenset(
 
 
 def static_attribute(obj: Any, name: str, default: Any = None) -> Any:
-    """`getattr(obj, name, default)` as Python would resolve it, without
-    running code of `obj`'s class: a C descriptor (the instance `__dict__`, a
-    slot), the instance's `__dict__`, a class attribute that is no descriptor.
-    Never `__getattr__` or `__getattribute__`: a name found nowhere is
-    `default`. Raises `NotRun` where only running code would tell (a
-    property)."""
+    """`getattr(obj, name, default)` as Python resolves it, running no code of
+    `obj`'s class.
+
+    It reads a C descriptor (the instance `__dict__`, a slot), the instance's
+    `__dict__`, or a class attribute that is no descriptor. It never calls
+    `__getattr__` or `__getattribute__`: a name found nowhere is `default`.
+    Raises `NotRun` where only running code would tell (a property)."""
     cls: type[Any] = type(obj)  # pyright: ignore[reportUnknownVariableType]
     found: Any = _ABSENT
     for klass in cls.__mro__:
@@ -61,11 +64,12 @@ def static_attribute(obj: Any, name: str, default: Any = None) -> Any:
 
 
 def own_attributes(obj: Any, slots: tuple[str, ...]) -> list[tuple[str, Any]]:
-    """An object's own attributes: its instance `__dict__`'s entries and its
-    set slots (`slots`: `lift._holders.closure.slot_names` of its class), read
-    without running code of its class (`NotRun` for a `__dict__` only its code
-    would give). The leak scan's reading of an object, and of a container
-    subclass's attributes besides its items (`history.best = x`)."""
+    """An object's own attributes: its `__dict__`'s entries and its set slots.
+
+    `slots` are its class's (`lift._holders.closure.slot_names`). No code of its
+    class runs: a `__dict__` only its code gives raises `NotRun`. The leak scan
+    reads an object this way. So it reads a container subclass's attributes
+    besides its items (`history.best = x`)."""
     attrs = static_attribute(obj, "__dict__")
     out = list(cast(dict[str, Any], attrs).items()) if type(attrs) is dict else []
     for name in slots:
@@ -76,8 +80,9 @@ def own_attributes(obj: Any, slots: tuple[str, ...]) -> list[tuple[str, Any]]:
 
 
 def _looks_up_in_c(cls: type) -> bool:
-    """Whether reading an attribute of a `cls` instance runs no Python code:
-    no `__getattr__` and a `__getattribute__` of C along its MRO."""
+    """Whether reading an attribute of a `cls` instance runs no Python code.
+
+    No `__getattr__`, and a `__getattribute__` of C along its MRO."""
     for klass in cls.__mro__:
         attrs = vars(klass)
         if "__getattr__" in attrs:

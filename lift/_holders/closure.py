@@ -1,21 +1,19 @@
 """What a closure holds: the one description of a callable's parts.
 
-A function holds cells, defaults, keyword-only defaults and attributes (its
-`__dict__`: values set by the user, `__wrapped__` set by `functools.wraps`); a
-`functools.partial` holds `func`, `args` and `keywords`; a bound method holds
-`__func__` and `__self__` (a plain object holds its `__dict__` and
-`__slots__`, read without running its code: `lift._holders.attributes`).
-This module is the only place that says so. Capture,
-`lift.jit`'s watch on cells, rebuild, key paths, `repr`, `captures`, `diff` and
-the leak scan all read these parts through `Label`s, so a new kind of holder is
-one edit here (with `lift._holders.stdlib` for the standard library's
-holders that are not plain objects).
+A function holds cells, defaults, keyword-only defaults and attributes. Its
+attributes are its `__dict__`: values you set, and `__wrapped__` from
+`functools.wraps`. A `functools.partial` holds `func`, `args` and
+`keywords`. A bound method holds `__func__` and `__self__`. A plain object
+holds its `__dict__` and `__slots__` (`lift._holders.attributes`). This
+module is the only place that says so. Capture, `lift.jit`'s watch, rebuild,
+key paths, `repr`, `captures`, `diff` and the leak scan read these parts
+through `Label`s. A new kind of holder is one edit here, or in
+`lift._holders.stdlib` for the standard library's holders.
 
-It also says which classes are the user's (their attributes are read, their
-methods' closures followed), how each holder is rebuilt (`Holder`: a
-partial, a bound method, a `lift.jit` function; `function_of`: a `Lifted`), and how code is reached from
-a callable (`lift._base.errors.code_of`). The names of the parts are `lift._holders.labels`; the static
-rule is `lift._rule.static`.
+It also says which classes are yours: their attributes are read, and their
+methods' closures followed. `Holder` says how a partial, a bound method or a
+`lift.jit` function is rebuilt; `function_of`, a `Lifted`. The parts' names
+are `lift._holders.labels`; the static rule is `lift._rule.static`.
 """
 
 from __future__ import annotations
@@ -46,6 +44,7 @@ from .labels import (
     STATIC,
     Label,
 )
+from .reach import reach
 
 __all__ = [
     "METHOD",
@@ -121,8 +120,9 @@ def _default_labels(code: types.CodeType, count: int) -> tuple[Label, ...]:
 def cells(
     fn: types.FunctionType, labels: tuple[Label, ...]
 ) -> Iterable[tuple[Label, types.CellType]]:
-    """A function's closure cells, each labelled by its free variable (`labels`:
-    the code's cell labels, which each caller keeps per code)."""
+    """A function's closure cells, each labelled by its free variable.
+
+    `labels` are the code's cell labels, which each caller keeps per code."""
     closure = fn.__closure__
     if not closure:
         return ()
@@ -174,9 +174,10 @@ def make_partial(
 
 
 def partial_parts(p: functools.partial[Any]) -> Iterator[tuple[Label, Any]]:
-    """A partial's function, arguments, keywords and attributes (its `__dict__`,
-    and a subclass's slots:
-    `functools.update_wrapper` sets `__wrapped__`, `__name__`, ...)."""
+    """A partial's function, arguments, keywords and attributes.
+
+    The attributes are its `__dict__` and a subclass's slots
+    (`functools.update_wrapper` sets `__wrapped__`, `__name__`, ...)."""
     yield Label.of(FUNC), p.func
     for i, value in enumerate(p.args):
         yield Label.of(ARG, i), value
@@ -207,8 +208,9 @@ def method_parts(m: types.MethodType) -> Iterator[tuple[Label, Any]]:
 
 
 def builtin_method_parts(m: types.BuiltinMethodType) -> Iterator[tuple[Label, Any]]:
-    """The object a bound builtin method holds (`stash.append` holds `stash`);
-    nothing for a module's function (`len`, `math.sqrt`)."""
+    """The object a bound builtin method holds: `stash.append` holds `stash`.
+
+    A module's function (`len`, `math.sqrt`) holds nothing."""
     owner = m.__self__
     if owner is not None and type(owner) is not types.ModuleType:
         yield Label.of(SELF), owner
@@ -219,10 +221,11 @@ def builtin_method_parts(m: types.BuiltinMethodType) -> Iterator[tuple[Label, An
 
 @per_class
 def user_class(cls: type) -> bool:
-    """Whether `cls` is defined outside JAX, NumPy, pytest, lift and the standard
-    library (`lift._base.owners`): a class whose attributes may hold the user's
-    values (a library's class attributes are not walked; an instance of it may
-    still be, by its own attributes)."""
+    """Whether `cls` is yours: defined outside JAX, NumPy, pytest, lift and the
+    standard library (`lift._base.owners`).
+
+    Its attributes may hold your values. A library's class attributes are not
+    walked, though an instance's own attributes may be."""
     module = getattr(cls, "__module__", None)
     return type(module) is str and is_user_module(module)
 
@@ -239,11 +242,12 @@ _METHODS: Final = (
 
 
 def class_parts(cls: type) -> list[tuple[Label, Any]]:
-    """What a user's class holds, along its MRO's user classes: its data
-    (`registry = []`), its methods, static and class methods and properties
-    (whose closures and defaults may hold values); not dunder names, nor a
-    name a class before it in the MRO defines. Nothing for a library's class.
-    Read anew at every scan: a class may gain, lose or replace an attribute."""
+    """What your class holds, along the user classes of its MRO.
+
+    Its data (`registry = []`) and its methods, static and class methods and
+    properties, whose closures and defaults may hold values. Not dunder names,
+    nor a name an earlier class in the MRO defines. Nothing for a library's
+    class. Read anew at every scan: a class may gain, lose or replace one."""
     seen: set[str] = set()
     parts: list[tuple[Label, Any]] = []
     for klass in cls.__mro__:
@@ -259,23 +263,23 @@ def class_parts(cls: type) -> list[tuple[Label, Any]]:
 
 
 def instance_class(t: type) -> Iterator[tuple[Label, Any]]:
-    """The class of an instance of `t`, as a part of the instance, when the class
-    may hold data (`user_class`)."""
+    """The class of an instance of `t`, as a part, when it may hold data."""
     if user_class(t):
         yield Label.of(CLASS), t
 
 
 class Holder:
-    """A callable that holds a function and is walked as a node of a closure
-    graph: a `functools.partial` (`PARTIAL`), a bound method (`METHOD`), and
-    callable types defined elsewhere in lift (`register_holder`: `lift.jit`
-    functions, so that a captured helper's own captures are watched and a
-    `lift.jit` closure can call itself).
+    """A callable that holds a function, walked as a node of a closure graph.
+
+    A `functools.partial` (`PARTIAL`), a bound method (`METHOD`), and types
+    registered elsewhere in lift (`register_holder`). A `lift.jit` function is
+    one: a captured helper's captures are watched, and a `lift.jit` closure can
+    call itself.
 
     - `static(obj)`: the part compared as a static value.
     - `parts(obj)`: its parts, as `(Label, value)`, its function first.
     - `rebuild(static, parts)`: a new holder from the static part and the
-      parts, `(Label, value)` in order.
+      parts, in order.
     """
 
     __slots__ = ("cls", "name", "parts", "rebuild", "static")
@@ -321,12 +325,12 @@ register_holder(METHOD)
 
 
 def holder_of(obj: Any) -> Holder | None:
-    """The holder `obj` is, if it is a callable that holds a function other than
-    a function itself: a bound method, a `functools.partial` (a subclass too),
-    a `lift.jit` function. The one dispatch of the closure graph's holders:
-    capture walks them as nodes, the leak scan opens them. (Capture walks a
-    partial that is a pytree, `jax.tree_util.Partial`, as a pytree:
-    `is_function_like`.)"""
+    """The holder `obj` is, if it is a callable holding a function.
+
+    A bound method, a `functools.partial` (a subclass too), a `lift.jit`
+    function. This is the one dispatch of the closure graph's holders. Capture
+    walks them as nodes; the leak scan opens them. A partial that is a pytree
+    (`jax.tree_util.Partial`) is walked as a pytree (`is_function_like`)."""
     t: type[Any] = type(obj)  # pyright: ignore[reportUnknownVariableType]
     holder = jtu.HOLDERS.get(t)
     if holder is None and issubclass(t, functools.partial):
@@ -350,9 +354,11 @@ def function_of(obj: Any) -> Callable[[Any], Any] | None:
 
 
 def slot_names(cls: type) -> tuple[str, ...]:
-    """Every slot an instance of `cls` may hold, along the MRO: the member
-    descriptors `__slots__` made, whatever form it was given in (a string, a
-    tuple, an iterator since consumed), names mangled as Python mangles them."""
+    """Every slot an instance of `cls` may hold, along the MRO.
+
+    These are the member descriptors `__slots__` made, whatever form it took: a
+    string, a tuple, an iterator since consumed. Names are mangled as Python
+    mangles them."""
     names: list[str] = []
     for klass in cls.__mro__:
         for name, member in vars(klass).items():
@@ -377,20 +383,23 @@ _DICT_NODES: Final = frozenset({dict, collections.OrderedDict, collections.defau
 
 
 def dict_static(d: dict[Any, Any]) -> list[tuple[Any, Any]]:
-    """What a dict holds besides its values, which JAX keeps as static data in
-    its treedef: a defaultdict's `default_factory`, and the keys that may hold
-    an object (not `None`, numbers, strings or tuples of them), labelled by position
-    (`.keys()[0]`). The one statement of it: the leak scan opens a dict by it,
-    capture checks a treedef's dict nodes by it (`static_data`). An empty
-    list, cheaply, for the common dict."""
+    """What a dict holds besides its values: JAX keeps it in the treedef.
+
+    A defaultdict's `default_factory`, and the keys that may hold an object (not
+    `None`, numbers, strings or tuples of them), labelled by position
+    (`.keys()[0]`). This is the one statement of it. The leak scan opens a dict
+    by it; capture checks a treedef's dict nodes by it (`static_data`). The
+    common dict costs an empty list."""
     return _dict_parts(default_factory(d), cast("Iterable[Any]", d))
 
 
 def default_factory(d: dict[Any, Any]) -> Any:
-    """A defaultdict's `default_factory` (JAX keeps it in the treedef, code may
-    set it); `None` for any other dict. The one reading of it: capture walks a
-    function-like factory as a node (`lift._capture.factories`), the copy
-    check compares it, the leak scan opens it (`dict_static`)."""
+    """A defaultdict's `default_factory`, or `None` for any other dict.
+
+    JAX keeps it in the treedef, and code may set it. This is the one reading
+    of it. Capture walks a function-like factory as a node
+    (`lift._capture.factories`). The copy check compares it; the leak scan
+    opens it (`dict_static`)."""
     if isinstance(d, collections.defaultdict):
         return d.default_factory
     return None
@@ -413,7 +422,7 @@ def _dict_parts(factory: Any, keys: Iterable[Any]) -> list[tuple[Any, Any]]:
 
 
 def _plain_tuple(key: Any) -> bool:
-    """Whether `key` is a tuple of scalars (which holds no object)."""
+    """Whether `key` is a tuple of scalars, which holds no object."""
     if type(key) is not tuple:
         return False
     items = cast("tuple[Any, ...]", key)
@@ -428,9 +437,10 @@ _TUPLE: Final = {tuple}
 
 
 def _node_static(kind: Any, aux: Any) -> Iterator[tuple[Any, Any]]:
-    """The static data of one treedef node (`kind`, `aux`: its `node_data()`)
-    that may hold the user's objects: a dict node's (`dict_static`, read from
-    the node), a custom node's aux data (labelled `""`)."""
+    """The static data of one treedef node that may hold your objects.
+
+    `kind` and `aux` are its `node_data()`. A dict node gives `dict_static`'s
+    parts, read from the node. A custom node gives its aux data, labelled `""`."""
     if kind in _DICT_NODES:
         if kind is collections.defaultdict:
             yield from _dict_parts(*aux)
@@ -441,8 +451,10 @@ def _node_static(kind: Any, aux: Any) -> Iterator[tuple[Any, Any]]:
 
 
 def _plain_aux(aux: Any) -> bool:
-    """Static data that cannot hold a tracer (a NamedTuple's `None`, field names),
-    or that lift vetted when it made it (a closure-converted program)."""
+    """Whether static data cannot hold a tracer.
+
+    A NamedTuple's `None` and field names cannot. Nor can what lift vetted when
+    it made it (a closure-converted program)."""
     t: type[Any] = type(aux)  # pyright: ignore[reportUnknownVariableType]
     if aux is None or t in (str, int, type) or getattr(t, "vetted", False) is True:
         return True
@@ -450,31 +462,29 @@ def _plain_aux(aux: Any) -> bool:
 
 
 def custom_data(treedef: Any) -> Iterator[tuple[Any, Any]]:
-    """`(node type, static data)` of each of `treedef`'s custom nodes, in a
-    fixed order."""
+    """`(node type, static data)` of each custom node of `treedef`, in order."""
     if not has_custom_nodes(treedef):
         return
-    stack = [treedef]
-    while stack:
-        td = stack.pop()
+    for td in reach([treedef], _children):
         node = td.node_data()
         if node is not None and node[0] not in _BUILTIN_NODES:
             yield node
-        stack.extend(td.children())
 
 
 def static_data(treedef: Any) -> Iterator[tuple[Any, Any, Any]]:
-    """`(node type, where, static data)` of what in `treedef`'s nodes could hold
-    a tracer: custom nodes' static data (`where` empty), dicts' keys and
-    defaultdicts' default factories (`where` a label of `dict_static`'s)."""
-    stack = [treedef]
-    while stack:
-        td = stack.pop()
+    """`(node type, where, static data)` of what in `treedef` may hold a tracer.
+
+    Custom nodes' static data (`where` empty), dicts' keys and defaultdicts'
+    factories (`where` a label of `dict_static`'s)."""
+    for td in reach([treedef], _children):
         node = td.node_data()
         if node is not None:
             for where, data in _node_static(*node):
                 yield node[0], where, data
-        stack.extend(reversed(td.children()))
+
+
+def _children(treedef: Any) -> list[Any]:
+    return treedef.children()
 
 
 def has_aux(treedef: Any) -> bool:
@@ -483,9 +493,10 @@ def has_aux(treedef: Any) -> bool:
 
 
 def aux_parts(treedef: Any) -> Iterator[tuple[Label, Any]]:
-    """The static (aux) data of a pytree node flattened one level (`treedef` its
-    treedef), when it could hold a tracer: a `jax.tree_util.Partial`'s function,
-    an equinox `static=True` or flax `pytree_node=False` field."""
+    """The static (aux) data of a node flattened one level, when it may hold a tracer.
+
+    `treedef` is its treedef. Examples: a `jax.tree_util.Partial`'s function,
+    an equinox `static=True` field, a flax `pytree_node=False` field."""
     if has_aux(treedef):
         node = treedef.node_data()
         if node is not None:

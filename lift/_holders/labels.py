@@ -1,8 +1,8 @@
-"""How a part of a holder is named: its kind (a cell, a default, a partial's
-argument, an object's field, ...) and key, as a `Label`.
+"""How a part of a holder is named: a `Label`.
 
-Capture, rebuild, key paths, `repr`, `diff` and the leak scan all name the
-parts they read through labels, interned so that a label is made once."""
+A label has a kind (a cell, a default, a partial's argument, a field, ...)
+and a key. Capture, rebuild, key paths, `repr`, `diff` and the leak scan name
+the parts they read by labels. Labels are interned: each is made once."""
 
 from __future__ import annotations
 
@@ -72,12 +72,12 @@ class Label:
     """How one part of a holder is reached, and what it is called.
 
     - `kind`: one of the kinds above; `key`: the name or index within it.
-    - `variable`: the name `static=` and messages use (free variables, parameter
-      names of defaults, function attributes, partial keywords), or `None`.
+    - `variable`: the name `static=` and messages use, or `None`. Free
+      variables, defaults' parameters, attributes and partial keywords have one.
     - `entries`: the `jax.tree_util` key entries of the part (`.captures['lr']`);
       `str(label)` is their text.
-    - `role`: how a leak report describes the holding (`"captured variable"`), or
-      `None` for parts that hold no variable of the user's.
+    - `role`: how a leak report describes the holding (`"captured variable"`).
+      `None` for a part that holds no variable of yours.
 
     Labels are interned: `Label.of(kind, key)` returns one object per part name.
     """

@@ -1,15 +1,15 @@
-"""Holders of the standard library that are not plain objects: what each holds.
+"""The standard library's holders that are not plain objects: what each holds.
 
-NumPy object arrays, property-like descriptors, context variables, finalizers,
-weak containers, objects opened through their referents (`functools.cached_property`,
-`itertools` iterators), suspended generators and coroutines, and the entries of
-a `functools.lru_cache`. The capture and the leak scan read them through
-`STDLIB_HOLDERS` and the functions here, by `Label`."""
+NumPy object arrays, property-like descriptors, context variables and
+finalizers. Weak containers, and objects opened through their referents
+(`functools.cached_property`, `itertools` iterators). Suspended generators and
+coroutines, and the entries of a `functools.lru_cache`. The capture and the
+leak scan read them through `STDLIB_HOLDERS` and the functions here, by
+`Label`."""
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextvars
 import ctypes
 import functools
@@ -37,6 +37,7 @@ from .labels import (
     WRAPPED,
     Label,
 )
+from .reach import ITEMS
 
 __all__ = [
     "LRU_WRAPPER",
@@ -54,9 +55,11 @@ __all__ = [
 
 
 def array_items(a: np.ndarray[Any, Any]) -> Iterator[tuple[Any, Any]]:
-    """The elements of a NumPy object array that may hold something (not `None`,
-    numbers or strings), labelled by index (`[3]`, `[(1, 0)]`, spelled only
-    when a path is reported); nothing for an array of numbers."""
+    """The elements of a NumPy object array that may hold something.
+
+    `None`, numbers and strings are skipped. Each is labelled by index (`[3]`,
+    `[(1, 0)]`), spelled only when a path is reported. An array of numbers
+    gives nothing."""
     if not a.dtype.hasobject:
         return
     shape = a.shape
@@ -72,8 +75,9 @@ _ITEM_FORMAT: Final = "[{!r}]"
 
 
 class _NdIndex:
-    """An element's index in an array of several dimensions, from its flat index
-    (`(1, 0)`), computed when printed."""
+    """An element's index in an array of several dimensions.
+
+    Computed from its flat index when printed: `(1, 0)`."""
 
     __slots__ = ("flat", "shape")
 
@@ -123,8 +127,9 @@ def _context_var_parts(var: contextvars.ContextVar[Any]) -> Iterator[tuple[Any, 
 
 
 def _finalize_parts(f: weakref.finalize[Any, Any]) -> Iterator[tuple[Any, Any]]:
-    """What a live `weakref.finalize` will call, and with what (kept strongly
-    in `weakref.finalize`'s registry until it runs)."""
+    """What a live `weakref.finalize` will call, and with what.
+
+    `weakref.finalize`'s registry keeps them strongly until it runs."""
     info = f.peek()
     if info is None:
         return
@@ -158,9 +163,10 @@ _REFERENT: Final = ".<referent {}>"
 
 
 def opened_by_referents(cls: type) -> bool:
-    """Whether instances of `cls` are opened by `referent_parts`: a C type of
-    the builtins, `itertools` or `operator` (not an exception: its traceback
-    holds frames, no data of the user's)."""
+    """Whether instances of `cls` are opened by `referent_parts`.
+
+    That is a C type of the builtins, `itertools` or `operator`. Not an
+    exception: its traceback holds frames, no data of yours."""
     module = getattr(cls, "__module__", None)
     return (
         module in _OPENED_BY_REFERENTS
@@ -177,8 +183,10 @@ def referent_parts(obj: Any) -> Iterator[tuple[Any, Any]]:
 
 
 def _future_parts(f: Any) -> Iterator[tuple[Any, Any]]:
-    """What an `asyncio.Future` (or `Task`) keeps: its result or exception and
-    the callbacks it will call (C attributes of `_asyncio`, read as such)."""
+    """What an `asyncio.Future` (or `Task`) keeps.
+
+    Its result or exception, and the callbacks it will call. These are C
+    attributes of `_asyncio`, read as such."""
     for name in ("_result", "_exception", "_callbacks"):
         value = static_attribute(f, name)
         if value is not None:
@@ -186,29 +194,18 @@ def _future_parts(f: Any) -> Iterator[tuple[Any, Any]]:
 
 
 def weakref_parts(r: weakref.ReferenceType[Any]) -> Iterator[tuple[Any, Any]]:
-    """The callback a weak reference keeps strongly (what it refers to is
-    alive by another holder, if at all: not its part)."""
+    """The callback a weak reference keeps strongly.
+
+    What it refers to is not its part: another holder keeps that alive, if
+    anything does."""
     callback = r.__callback__
     if callback is not None:
         yield Label.of(FIELD, "__callback__"), callback
 
 
 # The builtin containers: their items are all they hold. (A subclass's own
-# attributes are `lift._holders.attributes.own_attributes`'; a dict's
-# `default_factory` and its keys `lift._holders.closure.dict_static`'s.)
-BUILTIN_CONTAINERS: Final = frozenset(
-    {
-        dict,
-        list,
-        tuple,
-        set,
-        frozenset,
-        collections.deque,
-        collections.defaultdict,
-        collections.OrderedDict,
-        types.MappingProxyType,
-    }
-)
+# attributes are `own_attributes`'; a dict's keys and factory `dict_static`'s.)
+BUILTIN_CONTAINERS: Final = frozenset(ITEMS)
 
 
 # Standard-library holders whose contents no attribute or `__dict__` shows: the
@@ -264,9 +261,10 @@ def _lru_result(elem: Any, key: Any) -> Any:
 
 
 def cache_parts(fn: Any) -> list[tuple[Any, Any]]:
-    """A `functools.lru_cache` function's parts: what it wraps, each result it
-    keeps (labelled by its key) and each key (a list: the cache may change
-    while a caller walks it)."""
+    """A `functools.lru_cache` function's parts.
+
+    What it wraps, each result it keeps (labelled by its key) and each key. A
+    list: the cache may change while a caller walks it."""
     parts: list[tuple[Any, Any]] = [(Label.of(WRAPPED), fn.__wrapped__)]
     attrs = getattr(fn, "__dict__", None)
     keys = Label.of(CACHE_KEY)
@@ -300,7 +298,8 @@ SUSPENDED_FRAMES: Final[dict[type, str]] = {
 
 
 def suspended_locals(x: Any) -> list[tuple[str, Any]]:
-    """The local variables of a suspended generator or coroutine (none once it
-    has finished)."""
+    """The local variables of a suspended generator or coroutine.
+
+    None once it has finished."""
     frame = getattr(x, SUSPENDED_FRAMES[type(x)], None)
     return [] if frame is None else frame_locals(frame)

@@ -1,9 +1,9 @@
 """`jax.tree_util`, typed once for the type checker, and what lift flattens with.
 
-JAX's own annotations of these leave parts unknown (`PyTreeDef` is a runtime
-alias of a C++ class); strict type checking of `lift/` needs them precise.
-`is_function_like` is the `is_leaf` of every capture (functions become nodes of
-their own); `is_cyclic` guards JAX's recursive flattening.
+JAX's own annotations leave parts unknown: `PyTreeDef` is a runtime alias of
+a C++ class. Strict type checking of `lift/` needs them precise.
+`is_function_like` is the `is_leaf` of every capture: functions become nodes
+of their own. `is_cyclic` guards JAX's recursive flattening.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import jax.tree_util as _jtu
 from .. import _compat
 from .._base.atoms import SCALARS
 from . import trees as jtu
+from .reach import containers, items, reach
 
 __all__ = [
     "DictKey",
@@ -70,10 +71,12 @@ FlattenedIndexKey = cast("Callable[[int], Any]", _jtu.FlattenedIndexKey)
 
 
 def one_level(x: Any) -> Callable[[Any], bool]:
-    """`is_leaf` that flattens `x` one level: `x` itself is flattened, once;
-    everything under it is a leaf, `x` again too (a node that holds itself:
-    `y is not x` alone recurses without end there, in C++, which is a
-    `RecursionError` on Python 3.11 and 3.12 and a broken interpreter on 3.13)."""
+    """`is_leaf` that flattens `x` one level.
+
+    `x` itself is flattened, once; everything under it is a leaf, `x` again too.
+    A node that holds itself needs this: `y is not x` alone recurses without end
+    in C++. That is a `RecursionError` on Python 3.11 and 3.12, and a broken
+    interpreter on 3.13."""
     first = True
 
     def is_leaf(y: Any) -> bool:
@@ -131,21 +134,14 @@ _CONTAINERS: Final = (list, tuple, dict)
 
 
 def is_cyclic(value: Any) -> bool:
-    """Whether lists, tuples and dicts nested in `value` contain themselves or nest
-    deeper than `MAX_CONTAINER_DEPTH`.
+    """Whether lists, tuples and dicts nested in `value` contain themselves.
 
-    JAX's C++ flattening recurses: on a cyclic value it never returns, and deep
-    values exhaust the interpreter's recursion budget (jax 0.10.2 then leaves a
-    `SystemError` behind). So the value is checked first, iteratively.
+    Nesting deeper than `MAX_CONTAINER_DEPTH` counts too. JAX's C++ flattening
+    recurses: on a cyclic value it never returns. Deep values exhaust the
+    interpreter's recursion budget (jax 0.10.2 then leaves a `SystemError`
+    behind). So the value is checked first, iteratively.
     """
-    t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
-    if not issubclass(t, _CONTAINERS):
-        return False
-    # The common case, a flat container (a tuple of functions), costs one pass.
-    for child in value.values() if issubclass(t, dict) else value:
-        if issubclass(type(child), _CONTAINERS):  # pyright: ignore[reportUnknownArgumentType]
-            break
-    else:
+    if not issubclass(type(value), _CONTAINERS):  # pyright: ignore[reportUnknownArgumentType]
         return False
     on_path: set[int] = set()
     done: set[int] = set()
@@ -175,9 +171,10 @@ _SORTED_DICTS: Final = (dict, collections.defaultdict)
 
 
 def _loose_dict(d: dict[Any, Any]) -> bool:
-    """Whether JAX's flattening of `d` loses its order or compares its keys by
-    `==` alone: keys that are not all strings, or (for the dict types JAX sorts)
-    not in sorted order."""
+    """Whether JAX's flattening of `d` loses its order or compares keys by `==`.
+
+    It does for keys that are not all strings. It does for keys out of sorted
+    order, in the dict types JAX sorts."""
     keys = list(d)
     if not all(type(k) is str for k in keys):
         return True
@@ -185,9 +182,11 @@ def _loose_dict(d: dict[Any, Any]) -> bool:
 
 
 def irregular(value: Any) -> bool:
-    """`is_cyclic(value)`, or a dict inside `value`'s lists, tuples and dicts whose
-    order or keys JAX's flattening would not keep (`_loose_dict`). Such values
-    are captured with their order and keys recorded (`ordered`)."""
+    """Whether `value` is cyclic or holds a dict JAX's flattening would not keep.
+
+    Such a dict is in `value`'s lists, tuples and dicts, and its order or keys
+    are lost (`_loose_dict`). These values are captured with their order and keys
+    recorded (`ordered`)."""
     t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
     if t is tuple or t is list or issubclass(t, (tuple, list)):
         # The common case, a flat tuple (of functions), costs one pass.
@@ -200,29 +199,19 @@ def irregular(value: Any) -> bool:
         return False
     if is_cyclic(value):
         return True
-    stack: list[Any] = [value]
-    while stack:
-        x = stack.pop()
-        if isinstance(x, dict):
-            if _loose_dict(cast("dict[Any, Any]", x)):
-                return True
-            stack.extend(_nested(x.values()))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
-        else:
-            stack.extend(_nested(x))
-    return False
-
-
-def _nested(values: Iterable[Any]) -> list[Any]:
-    return [v for v in values if isinstance(v, _CONTAINERS)]
+    into = containers(*_CONTAINERS)
+    return any(isinstance(x, dict) and _loose_dict(x) for x in reach([value], into))  # pyright: ignore[reportUnknownArgumentType]
 
 
 def ordered(
     value: Any, treedef: TreeDef, key: Callable[[Any], Any]
 ) -> tuple[TreeDef, tuple[int, ...], tuple[Any, ...]]:
-    """For a value that `irregular` flags (and is not cyclic): a treedef that
-    rebuilds every dict in `value`'s lists, tuples and dicts in its insertion
-    order, the permutation from `treedef`'s leaf order to its own, and every such
-    dict's keys as `key(k)` (by type and value)."""
+    """How to keep the dicts' order in a value that `irregular` flags.
+
+    The value is not cyclic. Returns a treedef that rebuilds every dict in
+    `value`'s lists, tuples and dicts in its insertion order. With it come the
+    permutation from `treedef`'s leaf order to its own, and every such dict's
+    keys as `key(k)` (by type and value)."""
     counter = iter(range(treedef.num_leaves))
     keys: list[Any] = []
 
@@ -299,53 +288,49 @@ def _is_namedtuple(t: type[Any]) -> bool:
 
 
 def read_as_tuple(t: type[Any]) -> bool:
-    """Whether JAX's flattening reads a value of type `t` by `tuple`'s own
-    iteration (or a list's): tuples, lists, and NamedTuples not registered as
-    nodes of their own (which flatten as they like)."""
+    """Whether JAX's flattening reads a value of type `t` as a tuple or list.
+
+    Tuples, lists, and NamedTuples not registered as nodes of their own (those
+    flatten as they like)."""
     return t is tuple or t is list or (_is_namedtuple(t) and t not in _CUSTOM_NODES)
 
 
 def _check_keys(value: Any) -> None:
-    """A `ValueError` for a dict in `value` (through lists, tuples, dicts and
-    registered nodes, not into a function-like: a node of the walk) whose keys
-    JAX's flattening cannot sort, raised before it runs: an exception raised
-    inside its recursion leaves the interpreter's recursion depth counted up
-    by the frames it unwinds (jax 0.10.2), until later calls fail. Each object
-    is looked into once (cycles end)."""
-    stack = [value]
-    seen: set[int] = set()
-    while stack:
-        x = stack.pop()
-        if id(x) in seen or (x is not value and is_function_like(x)):
-            # A `lift.jit` function in a registry it reads: a leaf, not a
-            # node to flatten (which would lift it, and check the registry
-            # again).
-            continue
-        seen.add(id(x))
-        # By the real type: `isinstance` reads `__class__`, which a hostile
-        # object may make raise.
+    """A `ValueError` for a dict in `value` whose keys do not sort.
+
+    Raised before JAX's flattening runs: an exception inside its recursion
+    leaves the interpreter's depth counted up (jax 0.10.2). The walk goes
+    through lists, tuples, dicts and registered nodes. A function-like is a
+    leaf: a `lift.jit` function in a registry it reads."""
+
+    def into(x: Any) -> Iterable[Any] | None:
+        # By the real type: `isinstance` reads `__class__`, which may raise.
         t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
+        if x is not value and is_function_like(x):
+            return None
         if issubclass(t, dict):
-            mapping = cast("dict[Any, Any]", x)
             if t is not collections.OrderedDict:
                 try:
-                    sorted(mapping)
+                    sorted(x)  # pyright: ignore[reportUnknownArgumentType]
                 except Exception as err:
                     raise ValueError(
-                        f"dict keys {list(mapping)!r:.80} cannot be sorted ({err})"
+                        f"dict keys {list(x)!r:.80} cannot be sorted ({err})"  # pyright: ignore[reportUnknownArgumentType]
                     ) from None
-            stack.extend(mapping.values())
-        elif issubclass(t, (list, tuple)) and t not in _CUSTOM_NODES:
-            stack.extend(cast("list[Any]", x))
-        elif t in _CUSTOM_NODES:
-            stack.extend(tree_flatten(x, is_leaf=one_level(x))[0])
+            return dict.values(x)  # pyright: ignore[reportUnknownArgumentType, reportUnknownMemberType, reportUnknownVariableType]
+        if t in _CUSTOM_NODES:
+            return tree_flatten(x, is_leaf=one_level(x))[0]
+        return items(x) if issubclass(t, (list, tuple)) else None
+
+    collections.deque(reach([value], into), maxlen=0)  # the walk, for its checks
 
 
 def flatten_checked(
     value: Any, is_leaf: Callable[[Any], bool]
 ) -> tuple[list[Any], TreeDef] | None:
-    """`tree_flatten(value, is_leaf=is_leaf)`, or `None` for a value JAX's
-    flattening cannot take (one that contains itself or nests too deeply)."""
+    """`tree_flatten(value, is_leaf=is_leaf)`, or `None` when JAX cannot.
+
+    JAX's flattening cannot take a value that contains itself or nests too
+    deeply."""
     t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
     if t in _ATOMS:
         return tree_flatten(value, is_leaf=is_leaf)
@@ -355,8 +340,8 @@ def flatten_checked(
         # (a NamedTuple registered as a node of its own flattens as it likes:
         # guarded below).
         # By `tuple`'s own iteration, as JAX reads a NamedTuple's items.
-        items: Iterable[Any] = value if t is list else _tuple_iter(value)
-        for child in items:
+        children: Iterable[Any] = value if t is list else _tuple_iter(value)
+        for child in children:
             if type(child) not in _ATOMS and not is_leaf(child):
                 break
         else:
@@ -397,12 +382,13 @@ def flatten_checked(
 # the new one with each of them (at 4 096 such entries, 1.5 ms a lookup).
 @functools.lru_cache(maxsize=256)
 def treedef_paths(treedef: jtu.TreeDef) -> tuple[tuple[Any, ...], ...]:
-    """The key paths of `treedef`'s leaves, as `tree_flatten_with_path` gives
-    them for a tree of that structure: read from the tree rebuilt around
-    placeholders. A node whose class refuses them (an `__init__` that checks
-    its children, which `tree_unflatten` calls) keys its children by position
-    (`FlattenedIndexKey`), as JAX keys a node registered without keys: a
-    `jax.jit` of a `Lifted` holding one flattens it with keys."""
+    """The key paths of `treedef`'s leaves, as `tree_flatten_with_path` gives them.
+
+    They are read from a tree of that structure, rebuilt around placeholders. A
+    node's class may refuse placeholders (an `__init__` that checks its
+    children). Then its children are keyed by position (`FlattenedIndexKey`), as
+    JAX keys a node registered without keys. A `jax.jit` of a `Lifted` holding
+    one flattens it with keys."""
     try:
         dummy = treedef.unflatten([_Marker()] * treedef.num_leaves)
     except Exception:  # the class's own check, whatever it raises

@@ -61,7 +61,7 @@ ATTR = ".{}"
 _SET_ITEM = "{{…}}"
 
 _SEQUENCES: Final = (list, tuple, collections.deque)
-_CONTAINERS: Final = (*_SEQUENCES, dict, set, frozenset, types.MappingProxyType)
+_CONTAINERS: Final = tuple(BUILTIN_CONTAINERS)
 
 # Per-type plans for objects that are not one of the core kinds.
 _SKIP, _LIFTED, _CONTAINER, _JAXPR, _PYTREE, _OBJECT, _LIBRARY = range(7)

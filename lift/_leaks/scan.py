@@ -47,6 +47,7 @@ from .._holders.labels import (
     WRAPPED,
     Label,
 )
+from .._holders.reach import reach
 from .._holders.stdlib import (
     LRU_WRAPPER,
     STDLIB_HOLDERS,
@@ -409,12 +410,8 @@ def _code_names(
     found = cache.get(code)
     if found is not None:
         return found
-    names: dict[str, None] = {}
-    stack = [code]
-    while stack:
-        c = stack.pop()
-        names.update(dict.fromkeys(c.co_names))
-        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+    nested: Any = lambda c: [k for k in c.co_consts if type(k) is types.CodeType]  # pyright: ignore[reportUnknownLambdaType, reportUnknownMemberType, reportUnknownVariableType, reportUnknownArgumentType]
+    names = dict.fromkeys(n for c in reach([code], nested) for n in c.co_names)
     found = tuple(names)
     cache[code] = found
     return found

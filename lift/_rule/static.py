@@ -24,15 +24,18 @@ import numpy as np
 from .._base.atoms import EXACT, INEXACT
 from .._base.caches import per_class
 from .._base.errors import LiftError, describe
-from .._compat import Tracer as _Tracer, live_traces
+from .._compat import CUSTOM_NODES, Tracer as _Tracer, live_traces
 from .._holders.attributes import own_attributes
 from .._holders.closure import custom_data, default_factory, slots_of
+from .._holders.held import held
 from .._holders.labels import Label, variable_str
+from .._holders.reach import containers, items, reach
 from .._holders.trees import (
     is_function_like,
     one_level,
     read_as_tuple,
     slot_path,
+    tree_leaves,
     tree_structure,
     treedef_is_leaf,
 )
@@ -54,6 +57,8 @@ __all__ = [
     "static_key",
     "taken_apart",
     "unsortable_registry",
+    "holds_dynamic",
+    "plain_reach",
 ]
 
 
@@ -255,58 +260,62 @@ def attributes_by_global(fn: types.FunctionType, global_names: frozenset[str]) -
     return fn.__name__ in global_names and fn.__globals__.get(fn.__name__) is fn
 
 
-_tuple_iter: Final = cast("Callable[[Any], Iterable[Any]]", tuple.__iter__)  # pyright: ignore[reportUnknownMemberType]
-
-
-def _children(x: Any) -> Iterable[Any]:
-    """The items of a list, tuple or NamedTuple, or a dict's values.
-
-    A tuple's items are read by `tuple`'s own iteration, as JAX reads them.
-    """
-    if isinstance(x, dict):
-        return cast("dict[Any, Any]", x).values()
-    return _tuple_iter(x) if isinstance(x, tuple) else cast("list[Any]", x)
-
-
 def ownable(x: Any) -> bool:
-    """Whether `x` stays the user's own object when it holds no dynamic leaf.
+    """Whether `x` is a container that stays your own when it holds no dynamic leaf.
 
-    A list or a dict does. So does an `OrderedDict`, or a `defaultdict` whose
-    factory is no function. A function factory is walked as a function
-    (`lift._capture.factories`).
-    """
+    A list, a dict, an `OrderedDict`, or a `defaultdict` whose factory holds no
+    dynamic value (`defaultdict(lambda: 0)`: a plain function is no leaf)."""
     t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
     if t is list or t is dict:
         return True
-    return t in STD_DICTS and not is_function_like(default_factory(x))
+    return t in STD_DICTS and not holds_dynamic(default_factory(x))
 
 
 # The standard library's dicts that may stay your own as a dict does.
 STD_DICTS: Final = (collections.OrderedDict, collections.defaultdict)
 
 
-def plain_reach(value: Any) -> set[int]:
-    """The ids of the containers below `value` that may stay the user's own.
+def _plain_items(x: Any) -> Iterable[Any] | None:
+    """What the containers that may stay your own hold: their items, and a
+    tuple's or NamedTuple's."""
+    return items(x) if ownable(x) or read_as_tuple(type(x)) else None  # pyright: ignore[reportUnknownArgumentType]
 
-    They are `ownable`, reached through such containers, tuples and
-    NamedTuples alone. `value` itself is not one: `template` keeps it whole.
-    A value nesting none costs little.
-    """
-    t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
-    if not (ownable(value) or read_as_tuple(t)):
-        return set()
-    reach: set[int] = set()
-    seen = {id(value)}
-    stack = [value]
-    while stack:
-        for child in _children(stack.pop()):
-            own = ownable(child)
-            if (own or read_as_tuple(type(child))) and id(child) not in seen:  # pyright: ignore[reportUnknownArgumentType]
-                seen.add(id(child))
-                stack.append(child)
-                if own:
-                    reach.add(id(child))
-    return reach
+
+def plain_reach(value: Any) -> set[int]:
+    """The ids of the containers below `value` that may stay your own.
+
+    Reached through them, tuples and NamedTuples alone (`ownable`); not
+    `value` itself, which `template` keeps whole itself."""
+    inner = _plain_items(value)
+    if inner is None or all(_plain_items(x) is None for x in inner):
+        return set()  # nesting none: the common case, in one pass
+    return {
+        id(x) for x in reach([value], _plain_items) if x is not value and ownable(x)
+    }
+
+
+def holds_dynamic(x: Any) -> bool:
+    """Whether `x` reaches a dynamic value (`default_dynamic`).
+
+    Followed through containers, pytree nodes and what a function holds; not
+    through other objects, which capture keeps static. A function holding no
+    dynamic value is static data to a container holding it."""
+
+    def into(y: Any) -> Iterable[Any] | None:
+        if is_function_like(y) or type(y) is types.CellType:
+            return held(y)  # a `lift.jit` function too: not flattened, lifted
+        return (
+            tree_leaves(y, is_leaf=one_level(y))
+            if type(y) in CUSTOM_NODES
+            else items(y)
+        )
+
+    walked = list(reach([x], into, _HOLDS_LIMIT))
+    # Too large to tell: as if it did.
+    return len(walked) == _HOLDS_LIMIT or any(map(default_dynamic, walked))
+
+
+_HOLDS_LIMIT: Final = 10_000
 
 
 # Objects that are not pytrees which lift takes apart into functions where it
@@ -370,34 +379,24 @@ class DynamicNames:
 
 
 def unsortable_registry(value: Any) -> bool:
-    """Whether `value` is a registry: static as a whole, compared by its items.
+    """Whether `value` holds a dict whose keys do not sort, and nothing dynamic.
 
-    It holds a dict whose keys do not sort, such as the types of a
-    `functools.singledispatch` registry. It holds nothing dynamic by the
-    default rule. It is read through dicts, lists and tuples, at most
-    `_REGISTRY_VISITS` of them.
-    """
-    stack = [value]
+    Types as keys, as in a `functools.singledispatch` registry: static as a
+    whole, compared by its items. Walked through dicts, lists and tuples, at
+    most `_REGISTRY_VISITS` objects."""
     unsortable = False
-    seen = 0
-    while stack:
-        x = stack.pop()
-        t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
-        if t is dict or t is list or t is tuple:
-            seen += 1
-            if seen > _REGISTRY_VISITS:
-                return False
-            if t is dict and not unsortable:
-                try:
-                    sorted(x)  # pyright: ignore[reportUnknownArgumentType]
-                except TypeError:
-                    unsortable = True
-            stack.extend(x.values() if t is dict else x)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
-        elif default_dynamic(x):
+    for seen, x in enumerate(reach([value], _REGISTRY_ITEMS, _REGISTRY_VISITS)):
+        if seen == _REGISTRY_VISITS - 1 or default_dynamic(x):
             return False
+        if type(x) is dict and not unsortable:
+            try:
+                sorted(x)  # pyright: ignore[reportUnknownArgumentType]
+            except TypeError:
+                unsortable = True
     return unsortable
 
 
+_REGISTRY_ITEMS: Final = containers(dict, list, tuple)
 _REGISTRY_VISITS: Final = 1_000
 
 

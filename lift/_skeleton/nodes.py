@@ -10,14 +10,16 @@ from __future__ import annotations
 import types
 from collections.abc import Callable, Sequence
 from typing import Any, Final, TypeAlias, cast
+from weakref import ref
 
 from .._base.caches import BoundedDict
 from .._base.errors import LiftError
 from .._holders import trees as jtu
-from .._holders.closure import Holder
+from .._holders.closure import Holder, custom_data
+from .._holders.held import read_inside
 from .._holders.labels import ATTR, Label
 from .._rule.code import CodeInfo
-from .._rule.static import ById, aux_key, static_key
+from .._rule.static import ById, aux_key, scanned, static_key
 
 __all__ = [
     "rebuild_order",
@@ -31,6 +33,8 @@ __all__ = [
     "Static",
     "Template",
     "atom_static",
+    "aux_followed",
+    "followed",
 ]
 
 
@@ -85,6 +89,39 @@ class Static:
 
     def __hash__(self) -> int:
         return self._hash
+
+
+def followed(value: Any, read: list[tuple[Any, Any]]) -> Static:
+    """A static value, keyed too by what the cells inside it hold (`_inside`).
+
+    The cells are added to `read`, which `lift.jit` watches. A rebinding there
+    makes another key, so another program."""
+    inside = _inside(value)
+    if not inside:
+        return Static(value)
+    read += inside
+    return Static(value, (Static(value).slot_key, _key(inside)))
+
+
+def aux_followed(treedef: jtu.TreeDef, read: list[tuple[Any, Any]]) -> tuple[Any, ...]:
+    """As `followed`, for the static data of `treedef`'s custom nodes: their key."""
+    inside = [r for _, aux in custom_data(treedef) for r in _inside(aux)]
+    read += inside
+    return _key(inside)
+
+
+def _inside(value: Any) -> list[tuple[Any, Any]]:
+    """The cells inside a static compared by identity (`read_inside`).
+
+    A value whose class says when two are equal (`__eq__`) is that class's
+    word, as for JAX's static arguments: its cells are not followed."""
+    t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
+    follow = t.__hash__ is None or t.__eq__ is object.__eq__ or issubclass(t, ref)
+    return read_inside(value) if follow and scanned(t) else []  # pyright: ignore[reportUnknownArgumentType]
+
+
+def _key(read: list[tuple[Any, Any]]) -> tuple[Any, ...]:
+    return tuple(Static(held).slot_key for _, held in read)
 
 
 Slot: TypeAlias = "int | Ref | Static"

@@ -766,7 +766,7 @@ def _takes(x: Any, fs: Any) -> Any:
 
 
 def test_a_partial_that_holds_itself_is_refused_with_the_fix():
-    held: list[Any] = []
+    held: list[Any] = [0.5]  # a dynamic leaf: the list is rebuilt, with the partial
     p = functools.partial(_takes, fs=held)
     held.append(p)
     with pytest.raises(
@@ -1335,12 +1335,13 @@ def test_a_call_that_mutated_a_copy_names_the_variable():
             r"^test_a_call_that_mutated_a_copy_names_the_variable\.<locals>\.make"
             rf"\.<locals>\.step \({HERE}:\d+\) mutated the captured variable "
             r"'state' in place while it ran: a list that lift rebuilds around its "
-            r"leaves \(it holds dynamic values or functions\), so the change "
+            r"leaves \(it holds dynamic values, or functions capturing some\), so "
+            r"the change "
             r"reached lift's copy and your list did not change\.\n"
             r"Fix: pass 'state' as an argument and return what the code adds to "
-            r"it, or keep only static values in the list \(one without arrays, "
-            r"floats or functions is your own object inside the lifted "
-            r"function\)\.\n"
+            r"it, or keep only static values in the list \(one without arrays "
+            r"or floats, in it or its functions, is your own object inside the "
+            r"lifted function\)\.\n"
             r"Docs: python -m lift explain mutates-a-rebuilt-container$"
         ),
     ):
