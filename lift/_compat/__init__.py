@@ -40,9 +40,12 @@ from .config import (
     jax_leak_checks_declined as jax_leak_checks_declined,
 )
 from .escaped import escaped_tracers as escaped_tracers
+from .escaped import leaked_at_check as leaked_at_check
 from .frame_look import (
     CHECKED_HERE as CHECKED_HERE,
     FrameHolding as FrameHolding,
+    LeakSignal as LeakSignal,
+    user_frames_holding as user_frames_holding,
 )
 from .messages import (
     asks_for_a_concrete_value as asks_for_a_concrete_value,

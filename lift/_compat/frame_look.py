@@ -19,6 +19,7 @@ from jax._src import core as _core
 
 from .._base.owners import is_user_module
 from .config import jax_checks_leaks, jax_leak_checks_declined
+from .escaped import leaked_at_check
 from .traces import (
     EVAL_TRACE,
     OPTIMIZED,
@@ -75,12 +76,25 @@ Look = Callable[
 ]
 
 
-# A block watching frames: the thread it watches (`None`: every thread's), and
+class LeakSignal(NamedTuple):
+    """A trace that JAX's checker fails at its check (`core.ensure_no_leaks`):
+    still alive after a garbage collection, with `tracers` among its
+    referrers (`leaked_at_check`). `frame`: the frame of JAX's that checks it,
+    the user's frames beneath."""
+
+    trace: Any
+    tracers: list[Any]
+    frame: types.FrameType
+
+
+# A block watching frames: the thread it watches (`None`: every thread's),
 # what it is told of the user's frames holding an exiting trace's tracers,
-# with the look that finds them.
+# with the look that finds them, and what it is told of the traces JAX's
+# checker fails.
 class _Watcher(NamedTuple):
     thread: int | None
     frames: tuple[Callable[[list[FrameHolding]], None], Look]
+    leaked: Callable[[LeakSignal], None] | None
 
 
 _watchers: list[_Watcher] = []
@@ -113,13 +127,16 @@ _FRAME_OUTER: Final = 4
 
 @contextlib.contextmanager
 def watching_frames(
-    frames: tuple[Callable[[list[FrameHolding]], None], Look], thread: int | None
+    frames: tuple[Callable[[list[FrameHolding]], None], Look],
+    thread: int | None,
+    leaked: Callable[[LeakSignal], None] | None = None,
 ) -> Generator[None]:
     """Look at the user's frames as each trace exits for good in `thread` (with
     `None`, in every thread) while the block runs, and tell `frames`' callback
     of those holding its tracers (`watching_trace_exits(frames=...)`). The
-    looks still to come when the block ends are taken then."""
-    entry = _Watcher(thread, frames)
+    looks still to come when the block ends are taken then. With `leaked`,
+    tell it of each trace JAX's checker would fail at its check."""
+    entry = _Watcher(thread, frames, leaked)
     _watchers.append(entry)
     try:
         yield
@@ -282,12 +299,13 @@ class LeakCheck:
     none for `trace` (JAX's checker does not look then either: the traceback
     holds its tracers, and the error is the report)."""
 
-    __slots__ = ("check", "key")
+    __slots__ = ("check", "key", "ref")
     check: Any
 
     def __init__(self, trace: Any) -> None:
         self.check = ENSURE_NO_LEAKS(trace)
         self.key = id(trace)
+        self.ref = weakref.ref(trace)
 
     def __enter__(self) -> Any:
         _checking[self.key] = _checking.get(self.key, 0) + 1
@@ -303,12 +321,41 @@ class LeakCheck:
                 _checking[self.key] -= 1
             else:
                 _checking.pop(self.key, None)
+        if _watchers and exc[0] is None:
+            _signal(self.ref, sys._getframe(1))  # pyright: ignore[reportPrivateUsage]
         if _pending:
-            if exc[0] is None:
-                _look_pending(threading.get_ident())
-            else:
-                _look_pending(threading.get_ident(), drop=self.key)
+            # This trace's own look is the signal's.
+            _look_pending(threading.get_ident(), drop=self.key)
         return out
+
+
+def _signal(ref: Any, frame: types.FrameType) -> None:
+    """Tell the blocks watching this thread of the trace `ref` if JAX's
+    checker would fail it here (where that checker is off: on, it raises)."""
+    if CHECKED_HERE.on or jax_leak_checks_declined() or jax_checks_leaks():
+        return
+    thread = threading.get_ident()
+    told = [
+        w.leaked
+        for w in _watchers
+        if w.leaked is not None and (w.thread is None or w.thread == thread)
+    ]
+    if not told:
+        return
+    tracers = leaked_at_check(ref)
+    trace = ref()
+    if not tracers or trace is None:
+        return
+    signal = LeakSignal(trace, tracers, frame)
+    del trace, tracers
+    for leaked in told:
+        leaked(signal)
+
+
+def user_frames_holding(trace: Any, frame: types.FrameType, look: Look) -> list[FrameHolding]:
+    """The user's frames from `frame` down (chosen as the look at a trace's
+    exit chooses them) whose locals hold tracers of `trace`."""
+    return _frames_holding(trace, _user_frames(frame), look)
 
 
 def _look_pending(

@@ -146,6 +146,12 @@ def _roots(item: pytest.Item, cached: bool = False) -> list[tuple[str, Any]]:
     return roots
 
 
+def _home(item: pytest.Item) -> str | None:
+    """The name of the test's module."""
+    module = getattr(getattr(item, "module", None), "__name__", None)
+    return module if isinstance(module, str) else None
+
+
 def _check(item: pytest.Item, watch: _Watch) -> None:
     """Fail the current phase for what escaped since the test's setup began:
     reachable from what the test names, or from a `Lifted` built in the phase,
@@ -189,8 +195,7 @@ def _check_once(item: pytest.Item, watch: _Watch, confirm: bool) -> bool:
             return False
     roots = _roots(item)
     roots.extend(lifted_roots(watch.lifted))
-    module = getattr(getattr(item, "module", None), "__name__", None)
-    home = module if isinstance(module, str) else None
+    home = _home(item)
     unopened: list[Unopened] = []
     if watch.fast and not escaped:
         leaks, tracers = [], []
@@ -248,9 +253,20 @@ class _Watch:
     user's frames as traces exited (`held`: each with its tracer, and what
     naming them could not open)."""
 
-    __slots__ = ("exits", "fast", "held", "held_unopened", "lifted", "stack")
+    __slots__ = (
+        "exits",
+        "fast",
+        "held",
+        "held_unopened",
+        "item",
+        "lifted",
+        "look",
+        "stack",
+    )
 
-    def __init__(self) -> None:
+    def __init__(self, item: pytest.Item) -> None:
+        self.item = item
+        self.look: Any = None
         self.fast = False
         self.lifted: Iterable[Any] = ()
         self.exits: dict[int, Any] = {}
@@ -258,12 +274,13 @@ class _Watch:
         self.held_unopened: list[Any] = []
         self.stack: Any = None
 
-    def start(self, item: pytest.Item) -> _Watch:
+    def start(self) -> _Watch:
         from .._base.registry import recording
         from .._compat import watching_trace_exits
         from .checking import checking_leaks
         from .frames import FrameLook
 
+        item = self.item
         if not _fast(item):
             # Entered as it is, not through an `ExitStack`: its `LeakError`
             # then carries no context of the stack's own.
@@ -272,14 +289,46 @@ class _Watch:
             self.fast = True
             stack = self.stack = ExitStack()
             self.lifted = stack.enter_context(recording())
+            self.look = FrameLook()
             self.exits = stack.enter_context(
                 watching_trace_exits(
                     every=True,
-                    frames=(self.note_frames, FrameLook()),
+                    frames=(self.note_frames, self.look),
                     threads=True,
+                    leaked=self.note_leak,
                 )
             )
         return self
+
+    def note_leak(self, signal: Any) -> None:
+        """Name the tracers of a trace JAX's checker would fail where it
+        checks it, while their holders still hold them: each is a leak,
+        whatever holds it, but those only JAX's or lift's caches keep."""
+        from .checking import lifted_roots
+        from .report import Unopened, error_text, tracer_text
+        from .verdict import chain_leak, judge
+
+        roots = [*_roots(self.item), *lifted_roots(self.lifted)]
+        try:
+            verdict = judge(signal, roots, _home(self.item), self.look)
+        except Exception as exc:  # named, and each tracer reported as alive
+            leaks = [(chain_leak(t, signal), t) for t in signal.tracers]
+            failed = Unopened(f"the holders of {tracer_text(signal.tracers[0])}", error_text(exc))
+            self.held_unopened.append(failed)
+        else:
+            leaks = verdict.leaks
+            self.held_unopened.extend(
+                u for u in verdict.unopened if u not in self.held_unopened
+            )
+            if verdict.cached is not None and not leaks:
+                self.item.config.stash[_CACHED][self.item.nodeid] = (
+                    f"{len(signal.tracers)} tracer(s) still alive, {verdict.cached}"
+                )
+        known = {id(t) for _, t in self.held}
+        for leak, tracer in leaks:
+            if id(tracer) not in known:
+                known.add(id(tracer))
+                self.held.append((leak, tracer))
 
     def note_frames(self, holdings: list[Any]) -> None:
         """Name the tracers the user's frames hold as their trace exits (the
@@ -307,9 +356,9 @@ class _Watch:
 def _phase(item: pytest.Item) -> Generator[None, Any, Any]:
     """One phase of a test (setup, call, teardown), watched for leaks."""
     __tracebackhide__ = True
-    watch = _Watch()
+    watch = _Watch(item)
     try:
-        with watch.start(item):
+        with watch.start():
             result = yield
     except BaseException:
         # This phase failed (JAX's checker reported a leak, or the test): what
