@@ -321,19 +321,22 @@ class LeakCheck:
                 _checking[self.key] -= 1
             else:
                 _checking.pop(self.key, None)
+        signalled = False
         if _watchers and exc[0] is None:
-            _signal(self.ref, sys._getframe(1))  # pyright: ignore[reportPrivateUsage]
+            signalled = _signal(self.ref, sys._getframe(1))  # pyright: ignore[reportPrivateUsage]
         if _pending:
-            # This trace's own look is the signal's.
-            _look_pending(threading.get_ident(), drop=self.key)
+            # This trace's own look is the signal's, where a block takes it.
+            drop = self.key if signalled or exc[0] is not None else None
+            _look_pending(threading.get_ident(), drop=drop)
         return out
 
 
-def _signal(ref: Any, frame: types.FrameType) -> None:
+def _signal(ref: Any, frame: types.FrameType) -> bool:
     """Tell the blocks watching this thread of the trace `ref` if JAX's
-    checker would fail it here (where that checker is off: on, it raises)."""
+    checker would fail it here (where that checker is off: on, it raises).
+    Whether some block takes such signals."""
     if CHECKED_HERE.on or jax_leak_checks_declined() or jax_checks_leaks():
-        return
+        return False
     thread = threading.get_ident()
     told = [
         w.leaked
@@ -341,15 +344,15 @@ def _signal(ref: Any, frame: types.FrameType) -> None:
         if w.leaked is not None and (w.thread is None or w.thread == thread)
     ]
     if not told:
-        return
+        return False
     tracers = leaked_at_check(ref)
     trace = ref()
-    if not tracers or trace is None:
-        return
-    signal = LeakSignal(trace, tracers, frame)
-    del trace, tracers
-    for leaked in told:
-        leaked(signal)
+    if tracers and trace is not None:
+        signal = LeakSignal(trace, tracers, frame)
+        del trace, tracers
+        for leaked in told:
+            leaked(signal)
+    return True
 
 
 def user_frames_holding(trace: Any, frame: types.FrameType, look: Look) -> list[FrameHolding]:

@@ -108,14 +108,36 @@ def place_escaped(
     they are still alive), each named from `roots` first, then from the user's
     modules; of the rest, those libraries' caches keep (JAX's, equinox's: not
     the user's escapes); then the others named from any module.
-    `home`: the module of the roots (`scan_tracers`)."""
+    `home`: the module of the roots (`scan_tracers`).
+
+    A tracer JAX's caches retain is theirs first (`jax_retained`)."""
+    first, early, tracers = jax_retained(tracers)
     leaks, rest = _place(tracers, [lambda: roots, _user_modules], home, unopened)
-    cached, others = split_cached(rest)
+    cached, others = split_cached(rest) if rest else (None, [])
     left = {id(t) for t in others}
-    kept = [t for t in rest if id(t) not in left]
+    kept = [*early, *(t for t in rest if id(t) not in left)]
     found, unplaced = _place(others, [_all_modules], home)
     leaks.extend(found)
-    return Placed(leaks, unplaced, cached, kept)
+    return Placed(leaks, unplaced, cached or first, kept)
+
+
+def jax_retained(
+    tracers: list[Any],
+) -> tuple[CacheHolders | None, list[Any], list[Any]]:
+    """Of `tracers`, those of traces JAX's checker never checks (eager `jvp`;
+    `grad` before jax 0.11) that JAX's caches reach: JAX's checker passes
+    them, and a weak-keyed cache of another library's on the way (equinox's
+    `filter_jit`) keeps nothing alive. The caches, those tracers, the rest."""
+    unchecked = [t for t in tracers if not _compat.jax_checks(t)]
+    if not unchecked:
+        return None, [], tracers
+    cached, uncached = split_cached(unchecked)
+    left = {id(t) for t in uncached}
+    kept = [t for t in unchecked if id(t) not in left]
+    if not kept:
+        return None, [], tracers
+    gone = {id(t) for t in kept}
+    return cached, kept, [t for t in tracers if id(t) not in gone]
 
 
 def unseen_error(tracers: list[Any], where: str) -> LeakError:

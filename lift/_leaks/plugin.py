@@ -175,7 +175,7 @@ def _check_once(item: pytest.Item, watch: _Watch, confirm: bool) -> bool:
     __tracebackhide__ = True
     from .._base.errors import LeakError
     from .._compat import escaped_tracers
-    from .checking import lifted_roots, place_escaped, unseen_error
+    from .checking import jax_retained, lifted_roots, place_escaped, unseen_error
     from .report import Unopened, format_leaks
     from .scan import scan_tracers
 
@@ -191,6 +191,13 @@ def _check_once(item: pytest.Item, watch: _Watch, confirm: bool) -> bool:
         if watch.exits:
             known = {id(t) for t in before}
             escaped = [t for t in escaped_tracers(watch.exits) if id(t) not in known]
+            cached, kept, escaped = jax_retained(escaped)
+            if kept:
+                # Retained by JAX's caches, not by the test: named, not failed.
+                before.extend(kept)
+                item.config.stash[_CACHED][item.nodeid] = (
+                    f"{len(kept)} tracer(s) still alive, {cached}"
+                )
         if not escaped and not watch.held:
             return False
     roots = _roots(item)

@@ -83,7 +83,7 @@ GLOBALS = (
                     lib.BUF.clear()
             """,
         },
-        "buf",
+        "BUF",
     ),
     # A list an `lru_cache` returns, the cache cleared in the test.
     Case(
