@@ -25,7 +25,12 @@ from .._base.atoms import UNOPENED
 from .._compat import Tracer
 from .._holders.attributes import own_attributes
 from .._holders.closure import dict_static, function_of, slots_of, user_class
-from .._holders.stdlib import BUILTIN_CONTAINERS, WEAK_HOLDERS, weakref_parts
+from .._holders.stdlib import (
+    BUILTIN_CONTAINERS,
+    OPENED_BY_SCANS,
+    WEAK_HOLDERS,
+    weakref_parts,
+)
 from .scan import NONE_LIVE, LeakWalk
 
 __all__ = ["FrameLook"]
@@ -33,7 +38,7 @@ __all__ = ["FrameLook"]
 # Never opened by the look, subclasses too (a subclass of `int` holding a
 # tracer is the leak scan's to find): what the scan never opens, classes (a
 # place to leak to, not a frame's data), NumPy scalars and JAX's arrays.
-_NOT_LOOKED_AT: Final = (*UNOPENED, type, np.generic, jax.Array)
+_NOT_LOOKED_AT: Final = (*(UNOPENED - OPENED_BY_SCANS), type, np.generic, jax.Array)
 # Read here, in C: their items (a dict's values).
 _ITEMS: Final = frozenset({list, tuple, set, frozenset, collections.deque})
 # Not opened by their own attributes alone, though the user's classes.

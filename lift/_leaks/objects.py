@@ -31,6 +31,7 @@ from .._holders.closure import (
 from .._holders.labels import Label
 from .._holders.stdlib import (
     BUILTIN_CONTAINERS,
+    OPENED_BY_SCANS,
     opened_by_referents,
     referent_parts,
 )
@@ -66,6 +67,10 @@ _CONTAINERS: Final = (*_SEQUENCES, dict, set, frozenset, types.MappingProxyType)
 # Per-type plans for objects that are not one of the core kinds.
 _SKIP, _LIFTED, _CONTAINER, _JAXPR, _PYTREE, _OBJECT, _LIBRARY = range(7)
 
+# What the scan never opens: `UNOPENED`, but for the tracebacks, frames and
+# slices it opens through their readers (`OPENED_BY_SCANS`).
+_UNOPENED: Final = UNOPENED - OPENED_BY_SCANS
+
 
 class ObjectWalk:
     """The queue of a breadth-first scan (each entry its parent and label)
@@ -91,7 +96,7 @@ class ObjectWalk:
         reset: bool = False,
     ) -> None:
         # Exact types: a subclass of `int` may hold attributes of its own.
-        if type(obj) in UNOPENED:
+        if type(obj) in _UNOPENED:
             return
         key = id(obj)
         if key in self.seen:
@@ -103,7 +108,7 @@ class ObjectWalk:
 
     def push_all(self, items: Iterable[tuple[Any, Any]], parent: int, fmt: str) -> None:
         """Push `(key, value)` pairs labelled `fmt.format(key)`: the hot loop."""
-        atomic, seen, entries, queue = UNOPENED, self.seen, self.entries, self.queue
+        atomic, seen, entries, queue = _UNOPENED, self.seen, self.entries, self.queue
         for key, value in items:
             if type(value) in atomic:
                 continue

@@ -111,13 +111,13 @@ def pytest_terminal_summary(
             terminalreporter.write_line(f"(and {len(found) - 20} more tests)")
 
 
-def _on(item: pytest.Item) -> bool:
+def _on(item: pytest.Item | pytest.Collector) -> bool:
     return item.config.stash.get(_ENABLED, False) and not item.get_closest_marker(
         MARKER
     )
 
 
-def _fast(item: pytest.Item) -> bool:
+def _fast(item: pytest.Item | pytest.Collector) -> bool:
     """Whether the fast mode watches `item`: chosen, and JAX's own checker
     not on anyway (when it is, each phase runs in `lift.checking_leaks()`, as
     in the exhaustive mode)."""
@@ -271,7 +271,7 @@ class _Watch:
         "stack",
     )
 
-    def __init__(self, item: pytest.Item) -> None:
+    def __init__(self, item: pytest.Item | pytest.Collector) -> None:
         self.item = item
         self.look: Any = None
         self.fast = False
@@ -315,9 +315,12 @@ class _Watch:
         from .report import Unopened, error_text, tracer_text
         from .verdict import chain_leak, judge
 
-        roots = [*_roots(self.item), *lifted_roots(self.lifted)]
+        # A module being imported names nothing yet (its globals are scanned
+        # as a user's module's): its attributes would import it again.
+        test = isinstance(self.item, pytest.Item)
+        roots = [*(_roots(self.item) if test else []), *lifted_roots(self.lifted)]
         try:
-            verdict = judge(signal, roots, _home(self.item), self.look)
+            verdict = judge(signal, roots, _home(self.item) if test else None, self.look)
         except Exception as exc:  # named, and each tracer reported as alive
             leaks = [(chain_leak(t, signal), t) for t in signal.tracers]
             failed = Unopened(f"the holders of {tracer_text(signal.tracers[0])}", error_text(exc))
@@ -377,6 +380,31 @@ def _phase(item: pytest.Item) -> Generator[None, Any, Any]:
         raise
     _check(item, watch)
     return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, Any, Any]:
+    """A test module's import, watched as a phase is: a leak there fails its
+    collection (as JAX's checker errors it), with lift's report."""
+    if not isinstance(collector, pytest.Module) or not _on(collector) or not _fast(
+        collector
+    ):
+        return (yield)
+    from .._base.errors import LeakError
+    from .report import format_leaks
+
+    watch = _Watch(collector)
+    with watch.start():
+        report = yield
+    if watch.held and report.passed:
+        leaks = [leak for leak, _ in watch.held]
+        text = format_leaks(leaks, watch.held_unopened)
+        report.outcome = "failed"
+        error = LeakError(text, anchor="leak-report")
+        report.longrepr = f"lift.LeakError: {error}"
+        report.result = []
+    watch.held.clear()
+    return report
 
 
 @pytest.hookimpl(wrapper=True)
