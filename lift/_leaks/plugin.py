@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Generator, Iterable
 from contextlib import ExitStack
-from typing import Any, cast
+from typing import Any, Final, cast
 
 import pytest
 
@@ -85,30 +85,58 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_MODE] = str(mode)
     config.stash[_UNOPENED] = {}
     config.stash[_CACHED] = {}
+    config.pluginmanager.register(_Summary(), "lift-leaks-summary")
 
 
-def pytest_terminal_summary(
-    terminalreporter: Any, exitstatus: int, config: pytest.Config
-) -> None:
-    """Name what the checks of passing tests could not open (a tracer there
-    would not have been seen: make it readable, or exempt the test), and the
-    tracers only libraries' caches keep (not failed: not the test's escapes)."""
+# The titles of the run summary's sections, each the name under which a
+# test's report carries its line (`user_properties`: pytest-xdist sends them
+# from its workers to the terminal's process).
+_SECTIONS: Final = {
+    "unopened": "lift --lift-leaks: holders not opened",
+    "cached": "lift --lift-leaks: tracers kept by libraries' caches",
+}
+
+
+class _Summary:
+    """The run summary's sections: per title, per test (node id), its line.
+    Registered as a plugin of its own, so that its hooks see it."""
+
+    def __init__(self) -> None:
+        self.sections: dict[str, dict[str, str]] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Keep the summary lines a test's report carries (from this process
+        or from a pytest-xdist worker)."""
+        for name, value in report.user_properties:
+            if name in _SECTIONS.values() and isinstance(value, str):
+                self.sections.setdefault(name, {})[report.nodeid] = value
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        """Name what the checks of passing tests could not open (a tracer
+        there would not have been seen: make it readable, or exempt the test),
+        and the tracers only libraries' caches keep (not failed: not the
+        test's escapes)."""
+        for title in _SECTIONS.values():
+            found = self.sections.get(title)
+            if not found:
+                continue
+            terminalreporter.write_sep("=", title)
+            for nodeid, text in list(found.items())[:20]:
+                terminalreporter.write_line(f"{nodeid}: {text}")
+            if len(found) > 20:
+                terminalreporter.write_line(f"(and {len(found) - 20} more tests)")
+
+
+def _carry_summary(item: pytest.Item, report: pytest.TestReport) -> None:
+    """Give the test's last report its summary lines (`_SECTIONS`)."""
     from .report import unopened_text
 
-    none: dict[str, Any] = {}
-    unopened = config.stash.get(_UNOPENED, none)
-    cached = config.stash.get(_CACHED, none)
-    for title, found in (
-        ("holders not opened", {k: unopened_text(v) for k, v in unopened.items()}),
-        ("tracers kept by libraries' caches", cached),
-    ):
-        if not found:
-            continue
-        terminalreporter.write_sep("=", f"lift --lift-leaks: {title}")
-        for nodeid, text in list(found.items())[:20]:
-            terminalreporter.write_line(f"{nodeid}: {text}")
-        if len(found) > 20:
-            terminalreporter.write_line(f"(and {len(found) - 20} more tests)")
+    unopened = item.config.stash[_UNOPENED].pop(item.nodeid, None)
+    cached = item.config.stash[_CACHED].pop(item.nodeid, None)
+    if unopened:
+        report.user_properties.append((_SECTIONS["unopened"], unopened_text(unopened)))
+    if cached:
+        report.user_properties.append((_SECTIONS["cached"], cached))
 
 
 def _on(item: pytest.Item | pytest.Collector) -> bool:
@@ -132,7 +160,11 @@ def _roots(item: pytest.Item, cached: bool = False) -> list[tuple[str, Any]]:
     globals their code names) and the fixture values it received; with
     `cached`, also those an earlier test already set up (a higher scope's,
     cached on its definition)."""
-    roots: list[tuple[str, Any]] = [(item.name, getattr(item, "obj", None))]
+    test = getattr(item, "obj", None)
+    # A `unittest.TestCase` method, as the test wrote it (not the plugin's
+    # wrapper around it, `_speaking_lift`).
+    test = getattr(test, _UNWRAPPED, test)
+    roots: list[tuple[str, Any]] = [(item.name, test)]
     info = getattr(item, "_fixtureinfo", None)
     for name, defs in getattr(info, "name2fixturedefs", {}).items():
         for fixturedef in defs:
@@ -383,6 +415,30 @@ def _phase(item: pytest.Item) -> Generator[None, Any, Any]:
 
 
 @pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, Any, Any]:
+    """A leak that fails a phase of an item that is not a Python function (a
+    doctest) is reported as its `LeakError` alone: such items show the
+    traceback of pytest's own calls around it."""
+    report = yield
+    if report.when == "teardown" and _on(item):
+        _carry_summary(item, report)
+    excinfo = call.excinfo
+    if (
+        excinfo is not None
+        and report.failed
+        and not isinstance(item, pytest.Function)
+        and _on(item)
+    ):
+        from .._base.errors import LeakError
+
+        if isinstance(excinfo.value, LeakError):
+            report.longrepr = f"lift.LeakError: {excinfo.value}"
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
 def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, Any, Any]:
     """A test module's import, watched as a phase is: a leak there fails its
     collection (as JAX's checker errors it), with lift's report."""
@@ -469,7 +525,12 @@ def _speaking_lift(test: Any) -> Any:
                 leak_error(exc, [], [], filtering_mode())
             raise
 
+    setattr(run, _UNWRAPPED, test)
     return run
+
+
+# The attribute of `_speaking_lift`'s wrapper that holds the test it wraps.
+_UNWRAPPED = "_lift_unwrapped"
 
 
 @pytest.hookimpl(wrapper=True)
