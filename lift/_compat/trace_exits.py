@@ -133,9 +133,9 @@ def watching_trace_exits(
     (see `FrameHolding`): where JAX's checker looks (`core.ensure_no_leaks`),
     and only if the trace is still alive then; `told` is called with those that
     hold some, while they still do. (A local dropped before the block ends
-    would be gone by then.) `look` finds them from the locals (`Look`: the leak
-    scan's opening of holders, `lift._leaks.frames.FrameLook`), the innermost
-    block's. `frame_look` does the looking.
+    would be gone by then.) `look` finds them (`Look`: which frames, how many
+    objects, the leak scan's opening of holders: `lift._leaks.frames.
+    FrameLook`), the innermost block's. `frame_look` says when.
 
     With `threads`, traces exiting in every thread are noted and looked at
     (as `JAX_CHECK_TRACER_LEAKS=1` checks every thread); else this thread's

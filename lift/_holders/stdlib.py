@@ -269,9 +269,7 @@ STDLIB_HOLDERS: Final[dict[type, Callable[[Any], Iterator[tuple[Any, Any]]]]] = 
 }
 # What the scans for tracers open, of what other walks never open (the
 # interpreter's machinery, slices of indices): only through the readers above.
-OPENED_BY_SCANS: Final = frozenset(
-    {slice, types.TracebackType, types.FrameType}
-)
+OPENED_BY_SCANS: Final = frozenset({slice, types.TracebackType, types.FrameType})
 
 
 # Holders that refer to their contents weakly: what they reach is alive only

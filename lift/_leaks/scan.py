@@ -24,7 +24,7 @@ import numpy as np
 
 from .. import _compat
 from .._base import gc as _gc
-from .._base.atoms import SCALARS, UNOPENED
+from .._base.atoms import SCALARS
 from .._base.errors import code_of
 from .._base.owners import is_library_type, is_user_function
 from .._holders.closure import (
@@ -56,7 +56,7 @@ from .._holders.stdlib import (
     suspended_parts,
     weakref_parts,
 )
-from .objects import ATTR, INDEX, KEY, ObjectWalk
+from .objects import ATTR, INDEX, KEY, SCAN_UNOPENED, ObjectWalk
 from .report import (
     ABSENT,
     BOUND,
@@ -127,7 +127,7 @@ class LeakWalk(ObjectWalk):
         visited, limit = 0, self.limit
         queue, entries, seen = self.queue, self.entries, self.seen
         popleft, append, add = queue.popleft, queue.append, seen.add
-        atomic, plain = UNOPENED, self.plain
+        atomic, plain = SCAN_UNOPENED, self.plain
         plain_keys = SCALARS
         tracer_type = _compat.Tracer
         expand = self.expand

@@ -513,11 +513,12 @@ def _counting_frame_reads(
     import jax.numpy as jnp
 
     from lift._compat import frame_look, watching_trace_exits
+    from lift._leaks import frames
     from lift._leaks.frames import FrameLook
 
     reads: list[int] = []
     looks: list[int] = []
-    read = frame_look.frame_locals
+    read = frames.frame_locals
     look = frame_look.check_frames
 
     def counting_reads(*args: Any, **kwargs: Any) -> Any:
@@ -528,7 +529,7 @@ def _counting_frame_reads(
         looks.append(1)
         return look(*args, **kwargs)
 
-    monkeypatch.setattr(frame_look, "frame_locals", counting_reads)
+    monkeypatch.setattr(frames, "frame_locals", counting_reads)
     monkeypatch.setattr(frame_look, "check_frames", counting_looks)
 
     def work() -> float:
