@@ -62,11 +62,14 @@ class FrameHolding(NamedTuple):
 
 
 class Look(Protocol):
-    """How a block finds the tracers of an exiting trace: in the user's
-    frames from `frame` down, and in `finalizers` (`FrameLook.at_exit`)."""
+    """How a block finds the tracers of an exiting trace (`FrameLook`): the
+    frames it will read, chosen from the stack as the trace exits (`choose`:
+    from `frame` down), and the tracers they and `finalizers` hold then."""
+
+    def choose(self, frame: types.FrameType | None) -> Any: ...
 
     def at_exit(
-        self, exited: ExitedTrace, frame: types.FrameType | None, finalizers: list[Any]
+        self, exited: ExitedTrace, chosen: Any, finalizers: list[Any]
     ) -> list[FrameHolding]: ...
 
 
@@ -225,7 +228,7 @@ def check_frames(trace: Any, finalizers: int = 0) -> None:
     new = len(_FINALIZERS) - finalizers
     exit = _Exit(
         trace,
-        sys._getframe(2),  # pyright: ignore[reportPrivateUsage]
+        told[-1][1].choose(sys._getframe(2)),  # pyright: ignore[reportPrivateUsage]
         list(itertools.islice(reversed(_FINALIZERS), new)) if new > 0 else [],
         told,
     )
@@ -239,20 +242,21 @@ def check_frames(trace: Any, finalizers: int = 0) -> None:
 
 class _Exit:
     """A trace's last exit, its look at the user's frames still to come: the
-    trace (by weak reference), the innermost frame then (the user's beneath),
-    the finalizers registered while it ran and the blocks to tell."""
+    trace (by weak reference), the frames the look chose then (not JAX's,
+    which hold the trace), the finalizers registered while it ran and the
+    blocks to tell."""
 
-    __slots__ = ("finalizers", "frame", "key", "thread", "told", "trace")
+    __slots__ = ("chosen", "finalizers", "key", "thread", "told", "trace")
 
     def __init__(
         self,
         trace: Any,
-        frame: types.FrameType,
+        chosen: Any,
         finalizers: list[Any],
         told: list[tuple[Callable[[list[FrameHolding]], None], Look]],
     ) -> None:
         self.trace = trace
-        self.frame = frame
+        self.chosen = chosen
         self.finalizers = finalizers
         self.told = told
         self.thread = threading.get_ident()
@@ -370,7 +374,7 @@ def _look_pending(
 
 def _look(exit: _Exit, trace: Any) -> None:
     look = exit.told[-1][1]
-    found = look.at_exit(ExitedTrace(trace), exit.frame, exit.finalizers)
+    found = look.at_exit(ExitedTrace(trace), exit.chosen, exit.finalizers)
     if found:
         for frames, _ in exit.told:
             frames(found)

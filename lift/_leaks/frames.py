@@ -162,15 +162,25 @@ class FrameLook:
                     queue.append((child, False, name))
         return found, budget
 
+    def choose(
+        self, frame: types.FrameType | None
+    ) -> list[tuple[types.FrameType, frozenset[str]]]:
+        """The frames to read, from `frame` down: the user's, at most
+        `_FRAME_INNER` innermost and `_FRAME_OUTER` outermost (the test's, its
+        fixtures'), each with its variables' names."""
+        return _user_frames(frame)
+
     def at_exit(
-        self, exited: Any, frame: types.FrameType | None, finalizers: list[Any]
+        self,
+        exited: Any,
+        chosen: list[tuple[types.FrameType, frozenset[str]]],
+        finalizers: list[Any],
     ) -> list[FrameHolding]:
-        """The user's frames from `frame` down whose locals hold tracers of
-        the trace `exited` (`lift._compat.ExitedTrace`), and the `finalizers`
-        (registered while it ran) that hold some. At most `_FRAME_INNER`
-        innermost and `_FRAME_OUTER` outermost frames (the test's, its
-        fixtures'), and `_FRAME_BUDGET` objects shared among them."""
-        found = self._frames(exited, _user_frames(frame))
+        """Of the `chosen` frames, those whose locals hold tracers of the
+        trace `exited` (`lift._compat.ExitedTrace`), and the `finalizers`
+        (registered while it ran) that hold some; `_FRAME_BUDGET` objects
+        shared among the frames."""
+        found = self._frames(exited, chosen)
         for finalizer in finalizers:
             names = [(_FINALIZER, finalizer)]
             tracers, _ = self(exited, names, _FRAME_BUDGET, set())

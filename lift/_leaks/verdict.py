@@ -42,7 +42,8 @@ def judge(
 ) -> Verdict:
     """The leaks of `signal`'s tracers, each named by the first walk that
     reaches it, or by its referrer chain."""
-    holdings = look.at_exit(_compat.ExitedTrace(signal.trace), signal.frame, [])
+    exited = _compat.ExitedTrace(signal.trace)
+    holdings = look.at_exit(exited, look.choose(signal.frame), [])
     leaks, tracers, unopened = frame_leaks(holdings)
     found = list(zip(leaks, tracers, strict=True))
     named = {id(t) for t in tracers}
