@@ -81,7 +81,9 @@ def check_once(item: pytest.Item, watch: Watch, confirm: bool) -> bool:
         # still alive, and the scan of what the test names looks for them
         # alone (and stops once all are found).
         if watch.exits:
-            known = {id(t) for t in before}
+            # Those JAX's signal gave, named as their trace exited, are not
+            # looked for again.
+            known = {id(t) for t in [*before, *(t for _, t in watch.held)]}
             escaped = [t for t in escaped_tracers(watch.exits) if id(t) not in known]
             cached, kept, escaped = jax_retained(escaped)
             if kept:

@@ -11,6 +11,7 @@ gives the referrer chain, from the tracer up, as JAX's own report does.
 from __future__ import annotations
 
 import gc
+import itertools
 import sys
 import types
 from typing import Any, Final, NamedTuple
@@ -103,11 +104,21 @@ def referrer_chain(obj: Any, ignore: list[Any] = []) -> list[str]:  # noqa: B006
         for _ in range(_CHAIN):
             parents = gc.get_referrers(child)
             skip.add(id(parents))
-            mine = [p for p in parents if not _ours(p, skip)]
-            # A frame first: it names a variable, and ends the chain.
-            frames = [p for p in mine if type(p) is types.FrameType]
-            parent = (frames or mine or [None])[0]
-            del mine, frames
+            # A frame first: it names a variable, and ends the chain. Else the
+            # first referrer not the caller's (a heap-wide pass a candidate
+            # container: the first few only).
+            frames = [p for p in parents if type(p) is types.FrameType]
+            candidates = [p for p in frames if not _ours(p, skip)]
+            if not candidates:
+                others = (
+                    p
+                    for p in parents
+                    if type(p) is not types.FrameType and not _ours(p, skip, 0)
+                )
+                candidates = list(itertools.islice(others, 4))
+                candidates = [p for p in candidates if not _ours(p, skip)]
+            parent = candidates[0] if candidates else None
+            del frames, candidates
             del parents
             if parent is None:
                 break
