@@ -17,6 +17,7 @@ from .._base.errors import LeakError, LiftError, describe
 from .._base.owners import is_user_module
 from .._base.registry import recording
 from .caches import CacheHolders, closure_holding, holder_kinds, split_cached
+from .chain import referrer_chain
 from .report import Leak, Unopened, format_leaks, tracer_text
 from .scan import scan_tracers
 
@@ -80,7 +81,9 @@ def _place(
         if not rest:
             break
         into = None if roots is _all_modules else unopened
-        found, placed = scan_tracers(roots(), only=rest, home=home, unopened=into)
+        found, placed = scan_tracers(
+            roots(), only=rest, home=home, unopened=into, weak=False
+        )
         leaks.extend(found)
         ids = set(map(id, placed))
         rest = [t for t in rest if id(t) not in ids]
@@ -110,34 +113,16 @@ def place_escaped(
     the user's escapes); then the others named from any module.
     `home`: the module of the roots (`scan_tracers`).
 
-    A tracer JAX's caches retain is theirs first (`jax_retained`)."""
-    first, early, tracers = jax_retained(tracers)
+    Named by their strong holders only: a weak reference keeps nothing alive
+    (equinox's weak-keyed `filter_jit` cache reaches a closure that JAX's own
+    cache keeps)."""
     leaks, rest = _place(tracers, [lambda: roots, _user_modules], home, unopened)
     cached, others = split_cached(rest) if rest else (None, [])
     left = {id(t) for t in others}
-    kept = [*early, *(t for t in rest if id(t) not in left)]
+    kept = [t for t in rest if id(t) not in left]
     found, unplaced = _place(others, [_all_modules], home)
     leaks.extend(found)
-    return Placed(leaks, unplaced, cached or first, kept)
-
-
-def jax_retained(
-    tracers: list[Any],
-) -> tuple[CacheHolders | None, list[Any], list[Any]]:
-    """Of `tracers`, those of traces JAX's checker never checks (eager `jvp`;
-    `grad` before jax 0.11) that JAX's caches reach: JAX's checker passes
-    them, and a weak-keyed cache of another library's on the way (equinox's
-    `filter_jit`) keeps nothing alive. The caches, those tracers, the rest."""
-    unchecked = [t for t in tracers if not _compat.jax_checks(t)]
-    if not unchecked:
-        return None, [], tracers
-    cached, uncached = split_cached(unchecked)
-    left = {id(t) for t in uncached}
-    kept = [t for t in unchecked if id(t) not in left]
-    if not kept:
-        return None, [], tracers
-    gone = {id(t) for t in kept}
-    return cached, kept, [t for t in tracers if id(t) not in gone]
+    return Placed(leaks, unplaced, cached, kept)
 
 
 def unseen_error(tracers: list[Any], where: str) -> LeakError:
@@ -148,11 +133,16 @@ def unseen_error(tracers: list[Any], where: str) -> LeakError:
         return LeakError(format_leaks(leaks), anchor="leak-report")
     kinds = holder_kinds(tracers, [leaks])
     held = f" (held by {', '.join(kinds[:4])}: objects lift does not open)"
+    chains = "".join(
+        f"\n  {tracer_text(t)}: referrers, from the tracer up: "
+        + " <- ".join(referrer_chain(t, ignore=[tracers, leaks]))
+        for t in tracers[:3]
+    )
     return LeakError(
         f"{len(tracers)} tracer(s) of transforms that exited {where} are still "
         f"alive, held by no variable lift can see: "
         f"{', '.join(map(tracer_text, tracers[:3]))}{held if kinds else ''}. Return "
-        "the value from the transformed function instead of storing it.",
+        f"the value from the transformed function instead of storing it.{chains}",
         anchor="leak-unseen",
     )
 

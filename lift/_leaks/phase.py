@@ -67,7 +67,7 @@ def check_once(item: pytest.Item, watch: Watch, confirm: bool) -> bool:
     __tracebackhide__ = True
     from .._base.errors import LeakError
     from .._compat import escaped_tracers
-    from .checking import jax_retained, lifted_roots, place_escaped, unseen_error
+    from .checking import lifted_roots, place_escaped, unseen_error
     from .report import Unopened, format_leaks
     from .scan import scan_tracers
 
@@ -85,13 +85,6 @@ def check_once(item: pytest.Item, watch: Watch, confirm: bool) -> bool:
             # looked for again.
             known = {id(t) for t in [*before, *(t for _, t in watch.held)]}
             escaped = [t for t in escaped_tracers(watch.exits) if id(t) not in known]
-            cached, kept, escaped = jax_retained(escaped)
-            if kept:
-                # Retained by JAX's caches, not by the test: named, not failed.
-                before.extend(kept)
-                item.config.stash[CACHED][item.nodeid] = (
-                    f"{len(kept)} tracer(s) still alive, {cached}"
-                )
         if not escaped and not watch.held:
             return False
     roots = named_by(item)
@@ -107,6 +100,7 @@ def check_once(item: pytest.Item, watch: Watch, confirm: bool) -> bool:
             skip=before,
             home=home,
             unopened=unopened,
+            weak=not watch.fast,
         )
     if watch.held:
         # Held by the user's frames when their trace exited (gone since).
