@@ -81,9 +81,9 @@ def check_once(item: pytest.Item, watch: Watch, confirm: bool) -> bool:
         # still alive, and the scan of what the test names looks for them
         # alone (and stops once all are found).
         if watch.exits:
-            # Those JAX's signal gave, named as their trace exited, are not
-            # looked for again.
-            known = {id(t) for t in [*before, *(t for _, t in watch.held)]}
+            # Those JAX's signal gave, still alive, are named again from what
+            # the test names (a global then reads with its module's name).
+            known = {id(t) for t in before}
             escaped = [t for t in escaped_tracers(watch.exits) if id(t) not in known]
         if not escaped and not watch.held:
             return False
