@@ -88,7 +88,7 @@ def _link(
     """How `parent` holds `child` (its text), the object to go on from (a
     namespace's owner, for its `__dict__`), and whether to stop there (a
     module, a frame still running)."""
-    kind = type(parent)
+    kind: type[Any] = type(parent)  # pyright: ignore[reportUnknownVariableType]
     if kind is types.ModuleType:
         return f"module {parent.__name__}", parent, True
     if kind is types.FrameType:
@@ -134,7 +134,7 @@ def _attribute(obj: Any, child: Any) -> str:
     """`.name` of the attribute (in `__dict__` or a slot) of `obj` that
     holds `child`, where there is one (read without running `obj`'s code)."""
     try:
-        namespace = object.__getattribute__(obj, "__dict__")
+        namespace: dict[str, Any] = object.__getattribute__(obj, "__dict__")
     except Exception:  # no `__dict__`
         namespace = {}
     for key, value in namespace.items():

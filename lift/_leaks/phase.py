@@ -205,12 +205,11 @@ class Watch:
 
         # A module being imported names nothing yet (its globals are scanned
         # as a user's module's): its attributes would import it again.
-        test = isinstance(self.item, pytest.Item)
-        roots = [*(named_by(self.item) if test else []), *lifted_roots(self.lifted)]
+        item = self.item
+        test = item if isinstance(item, pytest.Item) else None
+        roots = [*(named_by(test) if test else []), *lifted_roots(self.lifted)]
         try:
-            verdict = judge(
-                signal, roots, module_of(self.item) if test else None, self.look
-            )
+            verdict = judge(signal, roots, module_of(test) if test else None, self.look)
         except Exception as exc:  # named, and each tracer reported as alive
             leaks = [(chain_leak(t, signal), t) for t in signal.tracers]
             failed = Unopened(
