@@ -70,11 +70,13 @@ def _place(
     rounds: list[Callable[[], Iterable[tuple[str, Any]]]],
     home: str | None = None,
     unopened: list[Unopened] | None = None,
+    weak: bool = True,
 ) -> tuple[list[Leak], list[Any]]:
     """Leak reports for `tracers`, each named from the first round of roots that
     reaches it; and the tracers no round reached. `unopened` receives what the
     rounds could not open (all but the last resort, every module: a library's
-    objects that cannot be opened are not the user's to act on)."""
+    objects that cannot be opened are not the user's to act on). Without
+    `weak`, through strong holders only."""
     leaks: list[Leak] = []
     rest = tracers
     for roots in rounds:
@@ -82,7 +84,7 @@ def _place(
             break
         into = None if roots is _all_modules else unopened
         found, placed = scan_tracers(
-            roots(), only=rest, home=home, unopened=into, weak=False
+            roots(), only=rest, home=home, unopened=into, weak=weak
         )
         leaks.extend(found)
         ids = set(map(id, placed))
@@ -116,11 +118,13 @@ def place_escaped(
     Named by their strong holders only: a weak reference keeps nothing alive
     (equinox's weak-keyed `filter_jit` cache reaches a closure that JAX's own
     cache keeps)."""
-    leaks, rest = _place(tracers, [lambda: roots, _user_modules], home, unopened)
+    leaks, rest = _place(
+        tracers, [lambda: roots, _user_modules], home, unopened, weak=False
+    )
     cached, others = split_cached(rest) if rest else (None, [])
     left = {id(t) for t in others}
     kept = [t for t in rest if id(t) not in left]
-    found, unplaced = _place(others, [_all_modules], home)
+    found, unplaced = _place(others, [_all_modules], home, weak=False)
     leaks.extend(found)
     return Placed(leaks, unplaced, cached, kept)
 
