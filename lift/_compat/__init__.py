@@ -13,10 +13,11 @@ JAX. One module per subsystem of JAX that lift reads:
   frames' locals snapshots it takes for leaks);
 - `trace_exits`: the traces that exit inside `lift.checking_leaks()`, and
   whether JAX's checker looks at them;
-- `frame_look`: the user's frames on the stack as each exits for good, looked
-  at for its tracers where JAX's checker looks (by a look the leak checker
-  gives: `lift._leaks.frames`);
-- `escaped`: which of those traces still have tracers alive after the block;
+- `frame_look`: when a trace exits for good and where JAX's checker checks
+  it, the tracers that are its own, and JAX's verdict there (`LeakSignal`);
+  the look itself is the leak checker's (`lift._leaks.frames`);
+- `escaped`: which of those traces still have tracers alive after the block,
+  and JAX's criterion at its check (`leaked_at_check`);
 - `stack`: tracebacks and the stack (JAX's filtering, warnings' stack level,
   `jax.jit` hashing a static argument);
 - `config`: JAX's configuration, read fast;
@@ -39,10 +40,15 @@ from .config import (
     jax_checks_leaks as jax_checks_leaks,
     jax_leak_checks_declined as jax_leak_checks_declined,
 )
-from .escaped import escaped_tracers as escaped_tracers
+from .escaped import (
+    escaped_tracers as escaped_tracers,
+    leaked_at_check as leaked_at_check,
+)
 from .frame_look import (
     CHECKED_HERE as CHECKED_HERE,
+    ExitedTrace as ExitedTrace,
     FrameHolding as FrameHolding,
+    LeakSignal as LeakSignal,
 )
 from .messages import (
     asks_for_a_concrete_value as asks_for_a_concrete_value,

@@ -86,7 +86,7 @@ _original_find_leaked: Any = None
 _snapshot_checks = 0  # blocks running with the checker wrapped
 
 
-def _drop_stale_snapshots() -> None:
+def drop_stale_snapshots() -> None:
     """Empty the `f_locals` snapshot of each function frame on this thread's
     stack that nothing but the frame holds (a dict the code itself holds,
     `ns = locals()`, is left as it is)."""
@@ -102,7 +102,7 @@ def _find_leaked_tracers(trace: Any) -> list[Any]:
     if not found:
         return found
     del found  # held here, they would be found again
-    _drop_stale_snapshots()
+    drop_stale_snapshots()
     return _original_find_leaked(trace)
 
 

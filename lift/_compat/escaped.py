@@ -6,7 +6,8 @@ from __future__ import annotations
 import gc
 from typing import Any
 
-from .traces import LiveTraces, Tracer, live_traces
+from .checker import drop_stale_snapshots
+from .traces import SNAPSHOT_LOCALS, LiveTraces, Tracer, live_traces
 
 
 def escaped_tracers(recorder: dict[int, Any]) -> list[Any]:
@@ -51,3 +52,37 @@ def _any_dead_tracer(traces: list[Any], live: LiveTraces) -> bool:
     return any(
         isinstance(x, Tracer) and not live.is_live(x) for x in gc.get_referrers(*traces)
     )
+
+
+def leaked_at_check(ref: Any) -> list[Any]:
+    """The tracers JAX's checker would report for the trace `ref` (a weak
+    reference) at its check (`core.ensure_no_leaks`, jax 0.8.0 to 0.12): with
+    the trace still alive after a garbage collection, the tracers among its
+    referrers.
+
+    JAX collects every generation whenever the trace is alive; this goes only
+    as far as needed. A trace no one holds is freed at once (nothing to do);
+    garbage the trace just made is young (collected first); the heap-wide
+    passes run only for a trace that outlives the young generations, and the
+    full collection only when a tracer still refers to it. The `f_locals`
+    snapshots of the stack's frames (CPython 3.11, 3.12) hold nothing here,
+    as under lift's run of JAX's checker."""
+    if ref() is None:
+        return []
+    gc.collect(0)
+    if not _tracers_of(ref):
+        return []
+    if SNAPSHOT_LOCALS:
+        # As lift runs JAX's checker: the `f_locals` snapshots of the frames
+        # on the stack are no holders (`checker.snapshots_are_not_leaks`).
+        drop_stale_snapshots()
+    gc.collect()
+    return _tracers_of(ref)
+
+
+def _tracers_of(ref: Any) -> list[Any]:
+    """The tracers among the referrers of the trace `ref`, if still alive."""
+    trace = ref()
+    if trace is None:
+        return []
+    return [x for x in gc.get_referrers(trace) if isinstance(x, Tracer)]

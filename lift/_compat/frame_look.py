@@ -1,7 +1,8 @@
-"""The look at the user's frames as a trace exits for good: which of them
-hold tracers of it in their local variables (and which finalizers registered
-while it ran), looked at where JAX's checker looks (`core.ensure_no_leaks`),
-for the blocks `trace_exits.watching_trace_exits(frames=...)` opens.
+"""When to look at the user's frames as a trace exits for good, and which
+tracers are its own: where JAX's checker looks (`core.ensure_no_leaks`), for
+the blocks `trace_exits.watching_trace_exits(frames=...)` opens. How to look
+(which frames, how many objects, the finalizers) is the look's own policy
+(`lift._leaks.frames.FrameLook.at_exit`).
 """
 
 from __future__ import annotations
@@ -13,18 +14,16 @@ import threading
 import types
 import weakref
 from collections.abc import Callable, Generator
-from typing import Any, Final, NamedTuple, cast
+from typing import Any, Final, NamedTuple, Protocol, cast
 
 from jax._src import core as _core
 
-from .._base.owners import is_user_module
 from .config import jax_checks_leaks, jax_leak_checks_declined
+from .escaped import leaked_at_check
 from .traces import (
     EVAL_TRACE,
-    OPTIMIZED,
     TRACE_CTX,
     LiveTraces,
-    frame_locals,
     running_traces,
 )
 
@@ -33,13 +32,8 @@ from .traces import (
 # variable included: `seen.append(x)` inside a jitted closure over the test's
 # local `seen` fails the test there, even though the test's frame drops `seen`
 # before any later look could see it. While a block watches frames, each trace
-# that exits for good is looked for in the locals of the user's frames then on
-# the stack (not JAX's, lift's, NumPy's, pytest's, pluggy's or the standard
-# library's: `is_user_module`, by module name), directly or inside plain
-# containers, objects' attributes and closures, as the leak scan opens them
-# (`watching_trace_exits(frames=...)`), within a bounded number of objects, in a
-# bounded number of frames; and in the finalizers registered while the trace
-# ran.
+# that exits for good is looked for in the user's frames then on the stack,
+# and in the finalizers registered while the trace ran, by the block's look.
 #
 # "For good": `core.set_current_trace(t)` is also entered to switch back to a
 # trace still running, the one a transform runs in (jax 0.10.2: every
@@ -67,20 +61,37 @@ class FrameHolding(NamedTuple):
     tracers: list[tuple[str, Any]]
 
 
-# How the tracers of an exiting trace are found from a frame's locals:
-# `look(exited, names, budget, seen)` gives those of `names` reaches that
-# `exited` does not count live (`(name, tracer)`), and the budget left.
-Look = Callable[
-    [Any, list[tuple[str, Any]], int, set[int]], tuple[list[tuple[str, Any]], int]
-]
+class Look(Protocol):
+    """How a block finds the tracers of an exiting trace (`FrameLook`): the
+    frames it will read, chosen from the stack as the trace exits (`choose`:
+    from `frame` down), and the tracers they and `finalizers` hold then."""
+
+    def choose(self, frame: types.FrameType | None) -> Any: ...
+
+    def at_exit(
+        self, exited: ExitedTrace, chosen: Any, finalizers: list[Any]
+    ) -> list[FrameHolding]: ...
 
 
-# A block watching frames: the thread it watches (`None`: every thread's), and
+class LeakSignal(NamedTuple):
+    """A trace that JAX's checker fails at its check (`core.ensure_no_leaks`):
+    still alive after a garbage collection, with `tracers` among its
+    referrers (`leaked_at_check`). `frame`: the frame of JAX's that checks it,
+    the user's frames beneath."""
+
+    trace: Any
+    tracers: list[Any]
+    frame: types.FrameType
+
+
+# A block watching frames: the thread it watches (`None`: every thread's),
 # what it is told of the user's frames holding an exiting trace's tracers,
-# with the look that finds them.
+# with the look that finds them, and what it is told of the traces JAX's
+# checker fails.
 class _Watcher(NamedTuple):
     thread: int | None
     frames: tuple[Callable[[list[FrameHolding]], None], Look]
+    leaked: Callable[[LeakSignal], None] | None
 
 
 _watchers: list[_Watcher] = []
@@ -99,27 +110,20 @@ CHECKED_HERE: Final = _CheckedHere()
 # id of each trace entered (while frames are watched) and not yet left: how
 # many times, and the trace (held while open: the `with` holds it anyway).
 _open_traces: dict[int, list[Any]] = {}
-# The most objects looked at per trace exit (a number or string in a container
-# an eighth), shared out among the frames read. 5 000 spent on equinox's and
-# jaxtyping's wrapper frames cost equinox's suite 1.7 times plain's CPU time;
-# 1 000 finds each case of the test suite.
-_FRAME_BUDGET: Final = 1_000
-# The most user frames looked at per trace exit: the innermost and the
-# outermost (the test's own, its fixtures'), the frames between a deep
-# recursion's not read.
-_FRAME_INNER: Final = 8
-_FRAME_OUTER: Final = 4
 
 
 @contextlib.contextmanager
 def watching_frames(
-    frames: tuple[Callable[[list[FrameHolding]], None], Look], thread: int | None
+    frames: tuple[Callable[[list[FrameHolding]], None], Look],
+    thread: int | None,
+    leaked: Callable[[LeakSignal], None] | None = None,
 ) -> Generator[None]:
     """Look at the user's frames as each trace exits for good in `thread` (with
     `None`, in every thread) while the block runs, and tell `frames`' callback
     of those holding its tracers (`watching_trace_exits(frames=...)`). The
-    looks still to come when the block ends are taken then."""
-    entry = _Watcher(thread, frames)
+    looks still to come when the block ends are taken then. With `leaked`,
+    tell it of each trace JAX's checker would fail at its check."""
+    entry = _Watcher(thread, frames, leaked)
     _watchers.append(entry)
     try:
         yield
@@ -133,7 +137,7 @@ def watching_frames(
                 _pending.clear()  # another thread's exit, noted since
 
 
-class _Exited:
+class ExitedTrace:
     """The `LiveTraces` of a look at `trace`'s exit: every tracer is live but
     those of `trace` (jax 0.10.2 to 0.12: a tracer's `_trace`)."""
 
@@ -144,6 +148,12 @@ class _Exited:
 
     def is_live(self, tracer: Any) -> bool:
         return getattr(tracer, "_trace", None) is not self.trace
+
+    def runs_beneath(self, frame: types.FrameType) -> bool:
+        """Whether a JAX frame beneath `frame` runs the trace (or a trace
+        whose parents reach it): `frame` is then inside it, its tracers its
+        own."""
+        return LiveTraces(running_traces(frame.f_back)).has(self.trace)
 
 
 # What `weakref.finalize` keeps (each finalizer's function and arguments) until
@@ -218,7 +228,7 @@ def check_frames(trace: Any, finalizers: int = 0) -> None:
     new = len(_FINALIZERS) - finalizers
     exit = _Exit(
         trace,
-        _user_frames(sys._getframe(2)),  # pyright: ignore[reportPrivateUsage]
+        told[-1][1].choose(sys._getframe(2)),  # pyright: ignore[reportPrivateUsage]
         list(itertools.islice(reversed(_FINALIZERS), new)) if new > 0 else [],
         told,
     )
@@ -232,20 +242,21 @@ def check_frames(trace: Any, finalizers: int = 0) -> None:
 
 class _Exit:
     """A trace's last exit, its look at the user's frames still to come: the
-    trace (by weak reference), the user's frames then on the stack, the
-    finalizers registered while it ran and the blocks to tell."""
+    trace (by weak reference), the frames the look chose then (not JAX's,
+    which hold the trace), the finalizers registered while it ran and the
+    blocks to tell."""
 
-    __slots__ = ("finalizers", "frames", "key", "thread", "told", "trace")
+    __slots__ = ("chosen", "finalizers", "key", "thread", "told", "trace")
 
     def __init__(
         self,
         trace: Any,
-        frames: list[tuple[types.FrameType, frozenset[str]]],
+        chosen: Any,
         finalizers: list[Any],
         told: list[tuple[Callable[[list[FrameHolding]], None], Look]],
     ) -> None:
         self.trace = trace
-        self.frames = frames
+        self.chosen = chosen
         self.finalizers = finalizers
         self.told = told
         self.thread = threading.get_ident()
@@ -282,12 +293,13 @@ class LeakCheck:
     none for `trace` (JAX's checker does not look then either: the traceback
     holds its tracers, and the error is the report)."""
 
-    __slots__ = ("check", "key")
+    __slots__ = ("check", "key", "ref")
     check: Any
 
     def __init__(self, trace: Any) -> None:
         self.check = ENSURE_NO_LEAKS(trace)
         self.key = id(trace)
+        self.ref = weakref.ref(trace)
 
     def __enter__(self) -> Any:
         _checking[self.key] = _checking.get(self.key, 0) + 1
@@ -303,12 +315,38 @@ class LeakCheck:
                 _checking[self.key] -= 1
             else:
                 _checking.pop(self.key, None)
+        signalled = False
+        if _watchers and exc[0] is None:
+            signalled = _signal(self.ref, sys._getframe(1))  # pyright: ignore[reportPrivateUsage]
         if _pending:
-            if exc[0] is None:
-                _look_pending(threading.get_ident())
-            else:
-                _look_pending(threading.get_ident(), drop=self.key)
+            # This trace's own look is the signal's, where a block takes it.
+            drop = self.key if signalled or exc[0] is not None else None
+            _look_pending(threading.get_ident(), drop=drop)
         return out
+
+
+def _signal(ref: Any, frame: types.FrameType) -> bool:
+    """Tell the blocks watching this thread of the trace `ref` if JAX's
+    checker would fail it here (where that checker is off: on, it raises).
+    Whether some block takes such signals."""
+    if CHECKED_HERE.on or jax_leak_checks_declined() or jax_checks_leaks():
+        return False
+    thread = threading.get_ident()
+    told = [
+        w.leaked
+        for w in _watchers
+        if w.leaked is not None and (w.thread is None or w.thread == thread)
+    ]
+    if not told:
+        return False
+    tracers = leaked_at_check(ref)
+    trace = ref()
+    if tracers and trace is not None:
+        signal = LeakSignal(trace, tracers, frame)
+        del trace, tracers
+        for leaked in told:
+            leaked(signal)
+    return True
 
 
 def _look_pending(
@@ -336,77 +374,7 @@ def _look_pending(
 
 def _look(exit: _Exit, trace: Any) -> None:
     look = exit.told[-1][1]
-    found = _frames_holding(trace, exit.frames, look)
-    if exit.finalizers:
-        found.extend(_finalizers_holding(trace, exit.finalizers, look))
+    found = look.at_exit(ExitedTrace(trace), exit.chosen, exit.finalizers)
     if found:
         for frames, _ in exit.told:
             frames(found)
-
-
-def _frames_holding(
-    trace: Any, chosen: list[tuple[types.FrameType, frozenset[str]]], look: Look
-) -> list[FrameHolding]:
-    found: list[FrameHolding] = []
-    budget = _FRAME_BUDGET
-    exited = _Exited(trace)
-    seen: set[int] = set()  # an object two frames hold is looked at once
-    for i, (frame, variables) in enumerate(chosen):
-        if budget <= 0:
-            break
-        # An equal share of what is left to each frame still to read: a
-        # library's wrapper frames (innermost) cannot spend what the test's
-        # own frames (outermost) are owed.
-        share = budget // (len(chosen) - i)
-        names = frame_locals(frame, variables)
-        tracers, left = look(exited, names, share, seen)
-        budget -= share - left
-        if tracers and not _runs_beneath(trace, frame):
-            found.append(FrameHolding(frame.f_code, frame.f_lineno, names, tracers))
-    return found
-
-
-def _finalizers_holding(
-    trace: Any, finalizers: list[Any], look: Look
-) -> list[FrameHolding]:
-    """The `finalizers` (registered while `trace` ran) that hold tracers of
-    `trace` (each a `FrameHolding` of no code: the finalizer is its only name)."""
-    found: list[FrameHolding] = []
-    exited = _Exited(trace)
-    for finalizer in finalizers:
-        names = [(_FINALIZER, finalizer)]
-        tracers, _ = look(exited, names, _FRAME_BUDGET, set())
-        if tracers:
-            found.append(FrameHolding(None, 0, names, tracers))
-    return found
-
-
-_FINALIZER: Final = "<a weakref.finalize>"
-
-
-def _user_frames(
-    frame: types.FrameType | None,
-) -> list[tuple[types.FrameType, frozenset[str]]]:
-    """The user's frames from `frame` down, innermost first, each with its
-    variables' names: at most `_FRAME_INNER` innermost and `_FRAME_OUTER`
-    outermost (the test's, its fixtures')."""
-    chosen: list[types.FrameType] = []
-    while frame is not None:
-        if frame.f_code.co_flags & OPTIMIZED and is_user_module(
-            frame.f_globals.get("__name__")
-        ):
-            chosen.append(frame)
-        frame = frame.f_back
-    if len(chosen) > _FRAME_INNER + _FRAME_OUTER:
-        chosen = chosen[:_FRAME_INNER] + chosen[len(chosen) - _FRAME_OUTER :]
-    return [(f, _variables(f.f_code)) for f in chosen]
-
-
-def _variables(code: types.CodeType) -> frozenset[str]:
-    return frozenset((*code.co_varnames, *code.co_cellvars, *code.co_freevars))
-
-
-def _runs_beneath(trace: Any, frame: types.FrameType) -> bool:
-    """Whether a JAX frame beneath `frame` runs `trace` (or a trace whose
-    parents reach it): `frame` is then inside it, its tracers its own."""
-    return LiveTraces(running_traces(frame.f_back)).has(trace)

@@ -14,7 +14,7 @@ from typing import Any, Final, NamedTuple, cast
 from jax._src import core as _core
 
 from . import frame_look
-from .frame_look import FrameHolding, Look
+from .frame_look import FrameHolding, LeakSignal, Look
 from .traces import JAX_CHECKS_EAGER_GRAD
 
 # JAX's checker runs where a trace is entered with `check_leaks=True` (jit, scan,
@@ -114,6 +114,7 @@ def watching_trace_exits(
     every: bool = False,
     frames: tuple[Callable[[list[FrameHolding]], None], Look] | None = None,
     threads: bool = False,
+    leaked: Callable[[LeakSignal], None] | None = None,
 ) -> Generator[dict[int, Any]]:
     """Note (weakly) the traces that exit while the block runs: the eager `grad`
     and `jvp` traces JAX's checker does not look at, or with `every` each trace
@@ -132,13 +133,19 @@ def watching_trace_exits(
     (see `FrameHolding`): where JAX's checker looks (`core.ensure_no_leaks`),
     and only if the trace is still alive then; `told` is called with those that
     hold some, while they still do. (A local dropped before the block ends
-    would be gone by then.) `look` finds them from the locals (`Look`: the leak
-    scan's opening of holders, `lift._leaks.frames.FrameLook`), the innermost
-    block's. `frame_look` does the looking.
+    would be gone by then.) `look` finds them (`Look`: which frames, how many
+    objects, the leak scan's opening of holders: `lift._leaks.frames.
+    FrameLook`), the innermost block's. `frame_look` says when.
 
     With `threads`, traces exiting in every thread are noted and looked at
     (as `JAX_CHECK_TRACER_LEAKS=1` checks every thread); else this thread's
-    only (as `jax.checking_leaks()`, whose switch is per thread)."""
+    only (as `jax.checking_leaks()`, whose switch is per thread).
+
+    With `leaked` (and `frames`), each trace JAX's checker would fail where
+    it checks (`core.ensure_no_leaks`: alive after a garbage collection, a
+    tracer among its referrers) is told to it then (`LeakSignal`), while its
+    holders still hold it: JAX's verdict, reached as JAX reaches it, only as
+    far as needed (`leaked_at_check`)."""
     global _original_set_current_trace
     recorder: dict[int, Any] = {}
     if not _recorders:
@@ -152,7 +159,7 @@ def watching_trace_exits(
         if frames is None:
             yield recorder
         else:
-            with frame_look.watching_frames(frames, thread):
+            with frame_look.watching_frames(frames, thread, leaked):
                 yield recorder
     finally:
         # By identity: two blocks' records may be equal dicts.

@@ -3,9 +3,10 @@
 NumPy object arrays, property-like descriptors, context variables and
 finalizers. Weak containers, and objects opened through their referents
 (`functools.cached_property`, `itertools` iterators). Suspended generators and
-coroutines, and the entries of a `functools.lru_cache`. The capture and the
-leak scan read them through `STDLIB_HOLDERS` and the functions here, by
-`Label`."""
+coroutines, and the entries of a `functools.lru_cache`. Slices, tracebacks,
+finished frames and log records. JAX's `custom_jvp` and `custom_vjp` rules.
+The capture and the leak scan read them through `STDLIB_HOLDERS` and the
+functions here, by `Label`."""
 
 from __future__ import annotations
 
@@ -14,12 +15,14 @@ import contextvars
 import ctypes
 import functools
 import gc
+import logging
 import sys
 import types
 import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, Final, cast
 
+import jax
 import numpy as np
 
 from .._base.atoms import HOLD_NOTHING
@@ -42,6 +45,7 @@ from .reach import ITEMS
 __all__ = [
     "LRU_WRAPPER",
     "BUILTIN_CONTAINERS",
+    "OPENED_BY_SCANS",
     "STDLIB_HOLDERS",
     "SUSPENDED_FRAMES",
     "array_items",
@@ -193,6 +197,40 @@ def _future_parts(f: Any) -> Iterator[tuple[Any, Any]]:
             yield Label.of(FIELD, name), value
 
 
+def _slice_parts(s: slice) -> Iterator[tuple[Any, Any]]:
+    """A slice's bounds and step (any objects, tracers included)."""
+    for name in ("start", "stop", "step"):
+        yield Label.of(FIELD, name), getattr(s, name)
+
+
+def _traceback_parts(tb: types.TracebackType) -> Iterator[tuple[Any, Any]]:
+    """A kept traceback's frame and the next entry."""
+    yield Label.of(FIELD, "tb_frame"), tb.tb_frame
+    yield Label.of(FIELD, "tb_next"), tb.tb_next
+
+
+def _frame_parts(frame: types.FrameType) -> Iterator[tuple[Any, Any]]:
+    """A kept frame's local variables (not its globals, nor its callers: the
+    traceback entries beside it are read as such)."""
+    for name, value in frame_locals(frame):
+        yield Label.of(LOCAL, name), value
+
+
+def _log_record_parts(record: logging.LogRecord) -> Iterator[tuple[Any, Any]]:
+    """What a log record keeps of the call that made it: its message, its
+    arguments and its exception (a log capture keeps the record)."""
+    for name in ("msg", "args", "exc_info"):
+        yield Label.of(FIELD, name), vars(record).get(name)
+
+
+def _custom_rule_parts(f: Any) -> Iterator[tuple[Any, Any]]:
+    """A `jax.custom_jvp`'s or `jax.custom_vjp`'s function and rules."""
+    for name in ("fun", "jvp", "fwd", "bwd"):
+        value = static_attribute(f, name)
+        if value is not None:
+            yield Label.of(FIELD, name), value
+
+
 def weakref_parts(r: weakref.ReferenceType[Any]) -> Iterator[tuple[Any, Any]]:
     """The callback a weak reference keeps strongly.
 
@@ -219,7 +257,16 @@ STDLIB_HOLDERS: Final[dict[type, Callable[[Any], Iterator[tuple[Any, Any]]]]] = 
     weakref.finalize: _finalize_parts,
     weakref.WeakValueDictionary: _weak_value_parts,
     weakref.WeakSet: _weak_set_parts,
+    slice: _slice_parts,
+    types.TracebackType: _traceback_parts,
+    types.FrameType: _frame_parts,
+    logging.LogRecord: _log_record_parts,
+    jax.custom_jvp: _custom_rule_parts,
+    jax.custom_vjp: _custom_rule_parts,
 }
+# What the scans for tracers open, of what other walks never open (the
+# interpreter's machinery, slices of indices): only through the readers above.
+OPENED_BY_SCANS: Final = frozenset({slice, types.TracebackType, types.FrameType})
 
 
 # Holders that refer to their contents weakly: what they reach is alive only

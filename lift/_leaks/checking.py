@@ -17,6 +17,7 @@ from .._base.built import recording
 from .._base.errors import LeakError, LiftError, describe
 from .._base.owners import is_user_module
 from .caches import CacheHolders, closure_holding, holder_kinds, split_cached
+from .chain import referrer_chain
 from .report import Leak, Unopened, format_leaks, tracer_text
 from .scan import scan_tracers
 
@@ -69,18 +70,22 @@ def _place(
     rounds: list[Callable[[], Iterable[tuple[str, Any]]]],
     home: str | None = None,
     unopened: list[Unopened] | None = None,
+    weak: bool = True,
 ) -> tuple[list[Leak], list[Any]]:
     """Leak reports for `tracers`, each named from the first round of roots that
     reaches it; and the tracers no round reached. `unopened` receives what the
     rounds could not open (all but the last resort, every module: a library's
-    objects that cannot be opened are not the user's to act on)."""
+    objects that cannot be opened are not the user's to act on). Without
+    `weak`, through strong holders only."""
     leaks: list[Leak] = []
     rest = tracers
     for roots in rounds:
         if not rest:
             break
         into = None if roots is _all_modules else unopened
-        found, placed = scan_tracers(roots(), only=rest, home=home, unopened=into)
+        found, placed = scan_tracers(
+            roots(), only=rest, home=home, unopened=into, weak=weak
+        )
         leaks.extend(found)
         ids = set(map(id, placed))
         rest = [t for t in rest if id(t) not in ids]
@@ -108,12 +113,18 @@ def place_escaped(
     they are still alive), each named from `roots` first, then from the user's
     modules; of the rest, those libraries' caches keep (JAX's, equinox's: not
     the user's escapes); then the others named from any module.
-    `home`: the module of the roots (`scan_tracers`)."""
-    leaks, rest = _place(tracers, [lambda: roots, _user_modules], home, unopened)
-    cached, others = split_cached(rest)
+    `home`: the module of the roots (`scan_tracers`).
+
+    Named by their strong holders only: a weak reference keeps nothing alive
+    (equinox's weak-keyed `filter_jit` cache reaches a closure that JAX's own
+    cache keeps)."""
+    leaks, rest = _place(
+        tracers, [lambda: roots, _user_modules], home, unopened, weak=False
+    )
+    cached, others = split_cached(rest) if rest else (None, [])
     left = {id(t) for t in others}
     kept = [t for t in rest if id(t) not in left]
-    found, unplaced = _place(others, [_all_modules], home)
+    found, unplaced = _place(others, [_all_modules], home, weak=False)
     leaks.extend(found)
     return Placed(leaks, unplaced, cached, kept)
 
@@ -126,11 +137,16 @@ def unseen_error(tracers: list[Any], where: str) -> LeakError:
         return LeakError(format_leaks(leaks), anchor="leak-report")
     kinds = holder_kinds(tracers, [leaks])
     held = f" (held by {', '.join(kinds[:4])}: objects lift does not open)"
+    chains = "".join(
+        f"\n  {tracer_text(t)}: referrers, from the tracer up: "
+        + " <- ".join(referrer_chain(t, ignore=[tracers, leaks]))
+        for t in tracers[:3]
+    )
     return LeakError(
         f"{len(tracers)} tracer(s) of transforms that exited {where} are still "
         f"alive, held by no variable lift can see: "
         f"{', '.join(map(tracer_text, tracers[:3]))}{held if kinds else ''}. Return "
-        "the value from the transformed function instead of storing it.",
+        f"the value from the transformed function instead of storing it.{chains}",
         anchor="leak-unseen",
     )
 

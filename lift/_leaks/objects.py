@@ -31,6 +31,7 @@ from .._holders.closure import (
 from .._holders.labels import Label
 from .._holders.stdlib import (
     BUILTIN_CONTAINERS,
+    OPENED_BY_SCANS,
     opened_by_referents,
     referent_parts,
 )
@@ -45,7 +46,7 @@ from .report import (
     path_text,
 )
 
-__all__ = ["ATTR", "INDEX", "KEY", "ObjectWalk"]
+__all__ = ["ATTR", "INDEX", "KEY", "SCAN_UNOPENED", "ObjectWalk"]
 
 # jax.tree_util, typed once for the type checker.
 _tree_leaves: Callable[..., list[Any]] = jax.tree_util.tree_leaves
@@ -65,6 +66,10 @@ _CONTAINERS: Final = tuple(BUILTIN_CONTAINERS)
 
 # Per-type plans for objects that are not one of the core kinds.
 _SKIP, _LIFTED, _CONTAINER, _JAXPR, _PYTREE, _OBJECT, _LIBRARY = range(7)
+
+# What the scan never opens: `UNOPENED`, but for the tracebacks, frames and
+# slices it opens through their readers (`OPENED_BY_SCANS`).
+SCAN_UNOPENED: Final = UNOPENED - OPENED_BY_SCANS
 
 
 class ObjectWalk:
@@ -91,7 +96,7 @@ class ObjectWalk:
         reset: bool = False,
     ) -> None:
         # Exact types: a subclass of `int` may hold attributes of its own.
-        if type(obj) in UNOPENED:
+        if type(obj) in SCAN_UNOPENED:
             return
         key = id(obj)
         if key in self.seen:
@@ -103,7 +108,12 @@ class ObjectWalk:
 
     def push_all(self, items: Iterable[tuple[Any, Any]], parent: int, fmt: str) -> None:
         """Push `(key, value)` pairs labelled `fmt.format(key)`: the hot loop."""
-        atomic, seen, entries, queue = UNOPENED, self.seen, self.entries, self.queue
+        atomic, seen, entries, queue = (
+            SCAN_UNOPENED,
+            self.seen,
+            self.entries,
+            self.queue,
+        )
         for key, value in items:
             if type(value) in atomic:
                 continue

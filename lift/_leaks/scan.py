@@ -24,7 +24,7 @@ import numpy as np
 
 from .. import _compat
 from .._base import gc as _gc
-from .._base.atoms import SCALARS, UNOPENED
+from .._base.atoms import SCALARS
 from .._base.errors import code_of
 from .._base.owners import is_library_type, is_user_function
 from .._holders.closure import (
@@ -52,12 +52,13 @@ from .._holders.stdlib import (
     LRU_WRAPPER,
     STDLIB_HOLDERS,
     SUSPENDED_FRAMES,
+    WEAK_HOLDERS,
     array_items,
     cache_parts,
     suspended_parts,
     weakref_parts,
 )
-from .objects import ATTR, INDEX, KEY, ObjectWalk
+from .objects import ATTR, INDEX, KEY, SCAN_UNOPENED, ObjectWalk
 from .report import (
     ABSENT,
     BOUND,
@@ -110,6 +111,9 @@ class LeakWalk(ObjectWalk):
         # What is live, or (`only` known to have escaped) `NONE_LIVE`.
         self.live: Any = _compat.live_traces() if live is None else live
         self.stop = False  # whether to stop once every one of `only` is found
+        # Whether to follow weak references: not when naming tracers known to
+        # be alive (a strong holder keeps them; a weak one names none).
+        self.weak = True
         self.seen: set[int] = set()
         self.keep: list[Any] = []  # temporaries built by the walk keep their ids
         # (parent entry, label, (function, variable, kind) or None, path restarts)
@@ -130,7 +134,7 @@ class LeakWalk(ObjectWalk):
         visited, limit = 0, self.limit
         queue, entries, seen = self.queue, self.entries, self.seen
         popleft, append, add = queue.popleft, queue.append, seen.add
-        atomic, plain = UNOPENED, self.plain
+        atomic, plain = SCAN_UNOPENED, self.plain
         plain_keys = SCALARS
         tracer_type = _compat.Tracer
         expand = self.expand
@@ -209,7 +213,8 @@ class LeakWalk(ObjectWalk):
         elif cls in SUSPENDED_FRAMES:
             self.suspended(obj, index)
         elif cls in STDLIB_HOLDERS:
-            self.parts(STDLIB_HOLDERS[cls](obj), index)
+            if self.weak or not issubclass(cls, WEAK_HOLDERS):
+                self.parts(STDLIB_HOLDERS[cls](obj), index)
         elif cls is LRU_WRAPPER:
             parts = cache_parts(obj)
             self.keep.append(parts)
@@ -218,7 +223,8 @@ class LeakWalk(ObjectWalk):
             # `weakref.ref`, `WeakMethod`: what it refers to, while alive (a
             # tracer there is held by something else, reached through this),
             # and its callback, which it keeps.
-            self.push(obj(), index, "()")
+            if self.weak:
+                self.push(obj(), index, "()")
             self.parts(weakref_parts(obj), index)
         elif issubclass(cls, BaseException):  # pyright: ignore[reportUnknownArgumentType]
             self.exception(obj, cls, index)  # pyright: ignore[reportUnknownArgumentType]
@@ -377,10 +383,12 @@ def scan_tracers(
     skip: Iterable[Any] = (),
     home: str | None = None,
     unopened: list[Unopened] | None = None,
+    weak: bool = True,
 ) -> tuple[list[Leak], list[Any]]:
     """As `scan`, with the escaped tracers themselves, one per leak. `home`:
     the module the roots belong to (a test's); a global of any other module is
-    named with its module (`mylib._REGISTRY[0]`)."""
+    named with its module (`mylib._REGISTRY[0]`). Without `weak`, weak
+    references are not followed."""
     walk = LeakWalk(
         limit,
         None if only is None else frozenset(map(id, only)),
@@ -388,6 +396,7 @@ def scan_tracers(
         home,
     )
     walk.stop = only is not None  # each found by its shortest path: done
+    walk.weak = weak
     for label, root in roots:
         if issubclass(type(root), types.ModuleType):  # pyright: ignore[reportUnknownArgumentType]
             module = cast(types.ModuleType, root)

@@ -11,7 +11,7 @@ import numpy as np
 from lift._base import atoms as _atoms
 from lift._holders import stdlib as _stdlib_holders
 from lift._holders.trees import _ATOMS as TREE_ATOMS  # pyright: ignore[reportPrivateUsage]
-from lift._leaks import frames as _frame_look, scan as _leak_scan
+from lift._leaks import frames as _frame_look, objects as _leak_objects
 from lift._rule import hidden as _hidden, static as _static
 
 
@@ -26,8 +26,10 @@ def test_the_base_sets_are_stated_from_each_other() -> None:
 def test_each_walk_derives_its_set_from_the_base() -> None:
     # The leak scan, and the frame look (by subclass, and with classes, NumPy
     # scalars and JAX's arrays besides).
-    assert _leak_scan.UNOPENED is _atoms.UNOPENED
-    assert set(_frame_look._NOT_LOOKED_AT) == _atoms.UNOPENED | {  # pyright: ignore[reportPrivateUsage]
+    # Tracebacks, frames and slices are opened through their readers.
+    opened = _stdlib_holders.OPENED_BY_SCANS
+    assert _atoms.UNOPENED - opened == _leak_objects.SCAN_UNOPENED
+    assert set(_frame_look._NOT_LOOKED_AT) == (_atoms.UNOPENED - opened) | {  # pyright: ignore[reportPrivateUsage]
         type,
         np.generic,
         jax.Array,

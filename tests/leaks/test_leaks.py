@@ -788,12 +788,17 @@ def test_whose_code_is_the_users_is_one_rule() -> None:
 
     from lift._base import owners
     from lift._capture import refusals as describe
-    from lift._compat import frame_look
     from lift._holders import closure
-    from lift._leaks import caches, checking as _checking, objects, scan as _leak_scan
+    from lift._leaks import (
+        caches,
+        checking as _checking,
+        frames,
+        objects,
+        scan as _leak_scan,
+    )
 
     is_user_module = owners.is_user_module
-    for module in (_checking, frame_look, describe, objects, closure):
+    for module in (_checking, frames, describe, objects, closure):
         assert module.is_user_module is is_user_module
     for module in (_leak_scan, caches):
         assert module.is_user_function is owners.is_user_function

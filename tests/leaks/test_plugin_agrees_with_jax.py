@@ -13,15 +13,17 @@ were the same on Python 3.11 + jax 0.10.2 and Python 3.13 + jax 0.12.0.1.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
 import pytest
-from shared_runs import DEFAULT, JAX_CHECKER, Run
+from leak_shapes import CLEAN, IMPORTED, SHAPES, Case
+from shared_runs import DEFAULT, JAX_CHECKER, Run, SharedRun
 
-
-class Case(NamedTuple):
-    name: str
-    files: dict[str, str]  # file name -> source (a `test_*.py` is one test)
+# A test module whose import fails its collection: runs of their own, that go
+# on past such errors (the shared runs stop at the first).
+_GO_ON = "--continue-on-collection-errors"
+DEFAULT_IMPORTS = SharedRun("--lift-leaks", _GO_ON, jax_checker=False)
+JAX_CHECKER_IMPORTS = SharedRun(_GO_ON, jax_checker=True)
 
 
 # -- tests JAX's checker fails for a leak and the default mode passes ----------------
@@ -411,6 +413,8 @@ FALSE_REPORTS = (
     ),
 )
 
+FALSE_PASSES += SHAPES
+FALSE_REPORTS += CLEAN
 ALL = FALSE_PASSES + FALSE_REPORTS
 
 
@@ -423,14 +427,37 @@ def _tests(case: Case) -> list[str]:
 # fixtures) has a folder of its own, where its fixture is its own.
 for _case in ALL:
     _folder = "agrees" if "conftest.py" not in _case.files else f"agrees_{_case.name}"
-    for _run in (DEFAULT, JAX_CHECKER):
+    _pair = (
+        (DEFAULT_IMPORTS, JAX_CHECKER_IMPORTS)
+        if _case in IMPORTED
+        else (DEFAULT, JAX_CHECKER)
+    )
+    for _run in _pair:
         _run.add(_folder, _case.files)
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Run, Run]:
-    """The cases under the default mode and under JAX's checker."""
-    return DEFAULT(tmp_path_factory), JAX_CHECKER(tmp_path_factory)
+def all_runs(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> dict[bool, tuple[Run, Run]]:
+    """The cases under the default mode and under JAX's checker (by whether
+    they fail at import)."""
+    return {
+        False: (DEFAULT(tmp_path_factory), JAX_CHECKER(tmp_path_factory)),
+        True: (
+            DEFAULT_IMPORTS(tmp_path_factory),
+            JAX_CHECKER_IMPORTS(tmp_path_factory),
+        ),
+    }
+
+
+@pytest.fixture
+def runs(
+    request: pytest.FixtureRequest, all_runs: dict[bool, tuple[Run, Run]]
+) -> tuple[Run, Run]:
+    """The runs of the case the test is given."""
+    case = request.node.callspec.params["case"]
+    return all_runs[case in IMPORTED]
 
 
 @pytest.mark.parametrize("case", FALSE_PASSES, ids=[c.name for c in FALSE_PASSES])
@@ -441,6 +468,19 @@ def test_default_mode_fails_what_jax_fails(case: Case, runs: tuple[Run, Run]) ->
     assert jax_says is not None and "Leaked" in jax_says, theirs.text(test)
     assert report is not None, "the default mode passed a leak JAX's checker fails"
     assert "LeakError" in report or "tracer" in report, report
+
+
+@pytest.mark.parametrize("case", SHAPES, ids=[c.name for c in SHAPES])
+def test_the_report_names_the_holder_or_its_referrer_chain(
+    case: Case, runs: tuple[Run, Run]
+) -> None:
+    # Whatever holds the tracer, the report says where: the variable, or the
+    # chain of referrers from the tracer up, never a bare "no variable".
+    ours, _ = runs
+    (test,) = _tests(case)
+    report = ours.failures(test) or ""
+    assert case.shows in report, ours.text(test)
+    assert "lift/_leaks/plugin.py" not in report, report
 
 
 @pytest.mark.parametrize("case", FALSE_REPORTS, ids=[c.name for c in FALSE_REPORTS])
@@ -473,11 +513,12 @@ def _counting_frame_reads(
     import jax.numpy as jnp
 
     from lift._compat import frame_look, watching_trace_exits
+    from lift._leaks import frames
     from lift._leaks.frames import FrameLook
 
     reads: list[int] = []
     looks: list[int] = []
-    read = frame_look.frame_locals
+    read = frames.frame_locals
     look = frame_look.check_frames
 
     def counting_reads(*args: Any, **kwargs: Any) -> Any:
@@ -488,7 +529,7 @@ def _counting_frame_reads(
         looks.append(1)
         return look(*args, **kwargs)
 
-    monkeypatch.setattr(frame_look, "frame_locals", counting_reads)
+    monkeypatch.setattr(frames, "frame_locals", counting_reads)
     monkeypatch.setattr(frame_look, "check_frames", counting_looks)
 
     def work() -> float:

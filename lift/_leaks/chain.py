@@ -1,0 +1,171 @@
+"""The referrer chain of an object, from it up to a module, a running frame
+or a class, as JAX's own leak report gives it (`core._why_alive`): what a
+report says of a tracer no walk of lift's names."""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import sys
+import types
+from typing import Any, Final
+
+from .. import _compat
+from .._base import gc as _gc
+
+__all__ = ["referrer_chain"]
+
+
+#: The most links of a referrer chain.
+_CHAIN: Final = 12
+
+
+def referrer_chain(obj: Any, ignore: list[Any] = []) -> list[str]:  # noqa: B006
+    """How `obj` is held, from it up to a module, a frame or a class (or
+    `_CHAIN` links): each referrer's kind, and the key, index or attribute
+    that holds the one below. The referrers of frames now running and
+    `ignore`'s objects are passed over (the callers' own)."""
+    skip = {id(x) for x in ignore}
+    running: set[int] = set()
+    frame = sys._getframe()  # pyright: ignore[reportPrivateUsage]
+    while frame is not None:
+        running.add(id(frame))
+        frame = frame.f_back
+    del frame
+    links = [type(obj).__name__]
+    child = obj
+    with _gc.paused():
+        for _ in range(_CHAIN):
+            parents = gc.get_referrers(child)
+            skip.add(id(parents))
+            # A frame first: it names a variable, and ends the chain. Else the
+            # first referrer not the caller's (a heap-wide pass a candidate
+            # container: the first few only).
+            frames = [p for p in parents if type(p) is types.FrameType]
+            candidates = [p for p in frames if not _ours(p, skip)]
+            if not candidates:
+                others = (
+                    p
+                    for p in parents
+                    if type(p) is not types.FrameType and not _ours(p, skip, 0)
+                )
+                candidates = list(itertools.islice(others, 4))
+                candidates = [p for p in candidates if not _ours(p, skip)]
+            parent = candidates[0] if candidates else None
+            del frames, candidates
+            del parents
+            if parent is None:
+                break
+            skip.add(id(child))
+            link, parent, stop = _link(parent, child, skip, running)
+            links.append(link)
+            if stop:
+                break
+            child = parent
+    return links
+
+
+def _ours(obj: Any, skip: set[int], depth: int = 1) -> bool:
+    """Whether `obj` is the caller's or lift's own: skipped, a frame of lift's
+    code, or a container that only such objects hold."""
+    if id(obj) in skip:
+        return True
+    if type(obj) is types.FrameType:
+        name = obj.f_globals.get("__name__")  # lift's frames hold what they name
+        return type(name) is str and name.partition(".")[0] == "lift"
+    if type(obj).__module__.partition(".")[0] == "lift":
+        return True
+    if depth and type(obj) in (list, tuple, dict):
+        holders = gc.get_referrers(obj)
+        skip.add(id(holders))
+        return bool(holders) and all(_ours(h, skip, depth - 1) for h in holders)
+    return False
+
+
+def _link(
+    parent: Any, child: Any, skip: set[int], running: set[int]
+) -> tuple[str, Any, bool]:
+    """How `parent` holds `child` (its text), the object to go on from (a
+    namespace's owner, for its `__dict__`), and whether to stop there (a
+    module, a frame still running)."""
+    kind: type[Any] = type(parent)  # pyright: ignore[reportUnknownVariableType]
+    if kind is types.ModuleType:
+        return f"module {parent.__name__}", parent, True
+    if kind is types.FrameType:
+        code = parent.f_code
+        held = child.cell_contents if type(child) is types.CellType else child
+        names = [k for k, v in _compat.frame_locals(parent) if v is held]
+        local = f"local {names[0]} of " if names else ""
+        where = f"{code.co_qualname} ({code.co_filename}:{parent.f_lineno})"
+        if id(parent) in running:
+            return f"{local}{where}", parent, True
+        return f"{local}a finished frame of {where}", parent, False
+    if kind is dict:
+        key = next((k for k, v in parent.items() if v is child), None)
+        owner = _namespace_owner(parent, skip)
+        if owner is not None:
+            if type(owner) is types.ModuleType:
+                return f"global {key!s} of module {owner.__name__}", owner, True
+            if isinstance(owner, type):
+                return f"class attribute {owner.__qualname__}.{key!s}", owner, True
+            return f"{type(owner).__qualname__}.{key!s}", owner, False
+        return f"dict[{key!r:.40}]", parent, False
+    if kind in (list, tuple):
+        index = next((i for i, v in enumerate(parent) if v is child), None)
+        return f"{kind.__name__}[{index}]", parent, False
+    if kind is types.CellType:
+        for frame in gc.get_referrers(parent):
+            if type(frame) is types.FrameType and not _ours(frame, skip):
+                return _link(frame, parent, skip, running)
+        for closure in gc.get_referrers(parent):
+            if type(closure) is tuple:
+                for fn in gc.get_referrers(closure):
+                    if type(fn) is types.FunctionType and fn.__closure__ is closure:
+                        var = fn.__code__.co_freevars[closure.index(parent)]
+                        return f"variable {var} of {fn.__qualname__}", fn, False
+        return "cell", parent, False
+    if kind is types.FunctionType:
+        return f"function {parent.__qualname__}", parent, False
+    name = f"{kind.__module__}.{kind.__qualname__}".removeprefix("builtins.")
+    return name + _attribute(parent, child), parent, False
+
+
+def _attribute(obj: Any, child: Any) -> str:
+    """`.name` of the attribute (in `__dict__` or a slot) of `obj` that
+    holds `child`, where there is one (read without running `obj`'s code)."""
+    try:
+        namespace: dict[str, Any] = object.__getattribute__(obj, "__dict__")
+    except Exception:  # no `__dict__`
+        namespace = {}
+    for key, value in namespace.items():
+        if value is child:
+            return f".{key}"
+    for cls in type(obj).__mro__:
+        for slot in cls.__dict__.get("__slots__", ()):
+            descriptor = cls.__dict__.get(slot)
+            try:
+                if descriptor is not None and descriptor.__get__(obj) is child:
+                    return f".{slot}"
+            except Exception:  # an empty slot
+                continue
+    return ""
+
+
+def _namespace_owner(namespace: dict[Any, Any], skip: set[int]) -> Any:
+    """The module, class or object whose `__dict__` is `namespace`, if any."""
+    for owner in gc.get_referrers(namespace):
+        if id(owner) in skip:
+            continue
+        if type(owner) is types.ModuleType and vars(owner) is namespace:
+            return owner
+        if isinstance(owner, type):
+            # A class's namespace is reached as a read-only view of it.
+            if owner.__dict__.keys() == namespace.keys():
+                return owner
+            continue
+        try:
+            if getattr(owner, "__dict__", None) is namespace:
+                return owner
+        except Exception:  # an object whose `__dict__` raises: not this one
+            continue
+    return None

@@ -1,0 +1,254 @@
+"""One phase of a test under the plugin's fast mode: what runs around it
+(`Watch`), what the test names (`named_by`), and the check after it (`check`).
+Imported once the plugin is switched on."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from contextlib import ExitStack
+from typing import Any, cast
+
+import pytest
+
+from .plugin import BEFORE, CACHED, UNOPENED, UNWRAPPED, fast_mode
+
+__all__ = ["Watch", "check", "module_of", "named_by"]
+
+
+def named_by(item: pytest.Item, cached: bool = False) -> list[tuple[str, Any]]:
+    """What a test names: its function, its fixtures' functions (and so the
+    globals their code names) and the fixture values it received; with
+    `cached`, also those an earlier test already set up (a higher scope's,
+    cached on its definition)."""
+    test = getattr(item, "obj", None)
+    # A `unittest.TestCase` method, as the test wrote it (not the plugin's
+    # wrapper around it, `_speaking_lift`).
+    test = getattr(test, UNWRAPPED, test)
+    roots: list[tuple[str, Any]] = [(item.name, test)]
+    info = getattr(item, "_fixtureinfo", None)
+    for name, defs in getattr(info, "name2fixturedefs", {}).items():
+        for fixturedef in defs:
+            roots.append((f"fixture {name}", getattr(fixturedef, "func", None)))
+            value = getattr(fixturedef, "cached_result", None) if cached else None
+            if isinstance(value, tuple) and value:
+                roots.append((f"fixture {name}", cast(Any, value)[0]))
+    funcargs = getattr(item, "funcargs", None)
+    if isinstance(funcargs, dict):
+        roots.extend((f"fixture {k}", v) for k, v in funcargs.items())  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+    return roots
+
+
+def module_of(item: pytest.Item) -> str | None:
+    """The name of the test's module."""
+    module = getattr(getattr(item, "module", None), "__name__", None)
+    return module if isinstance(module, str) else None
+
+
+def check(item: pytest.Item, watch: Watch) -> None:
+    """Fail the current phase for what escaped since the test's setup began:
+    reachable from what the test names, or from a `Lifted` built in the phase,
+    or (the fast mode's record of trace exits) a tracer of a trace that exited
+    in the phase and is still alive, wherever it is kept.
+
+    What only unreachable garbage holds did not escape (JAX's checker collects
+    it first): a leak found is confirmed after a garbage collection, which only
+    a suspected leak costs."""
+    __tracebackhide__ = True
+    if check_once(item, watch, confirm=True):
+        import gc
+
+        gc.collect()  # after the first look's frame (and its roots) is gone
+        check_once(item, watch, confirm=False)
+
+
+def check_once(item: pytest.Item, watch: Watch, confirm: bool) -> bool:
+    """One look (see `_check`); with `confirm`, a leak found returns `True`
+    (suspected: to be looked at again after a collection) before it is noted."""
+    __tracebackhide__ = True
+    from .._base.errors import LeakError
+    from .._compat import escaped_tracers
+    from .checking import lifted_roots, place_escaped, unseen_error
+    from .report import Unopened, format_leaks
+    from .scan import scan_tracers
+
+    empty: list[Any] = []
+    before = item.stash.get(BEFORE, empty)
+    escaped: list[Any] = []
+    if watch.fast:
+        # Only a trace that exited in this phase can have left a tracer of
+        # this phase's: none exited (a test that traces nothing, or hits
+        # JAX's caches), nothing to scan; else the tracers of those traces
+        # still alive, and the scan of what the test names looks for them
+        # alone (and stops once all are found).
+        if watch.exits:
+            # Those JAX's signal gave, still alive, are named again from what
+            # the test names (a global then reads with its module's name).
+            known = {id(t) for t in before}
+            escaped = [t for t in escaped_tracers(watch.exits) if id(t) not in known]
+        if not escaped and not watch.held:
+            return False
+    roots = named_by(item)
+    roots.extend(lifted_roots(watch.lifted))
+    home = module_of(item)
+    unopened: list[Unopened] = []
+    if watch.fast and not escaped:
+        leaks, tracers = [], []
+    else:
+        leaks, tracers = scan_tracers(
+            roots,
+            only=escaped if watch.fast else None,
+            skip=before,
+            home=home,
+            unopened=unopened,
+            weak=not watch.fast,
+        )
+    if watch.held:
+        # Held by the user's frames when their trace exited (gone since).
+        known = {id(t) for t in [*before, *tracers]}
+        fresh = [(leak, t) for leak, t in watch.held if id(t) not in known]
+        leaks.extend(leak for leak, _ in fresh)
+        tracers.extend(t for _, t in fresh)
+        if fresh:
+            unopened.extend(watch.held_unopened)
+    if leaks and confirm:
+        return True
+    if escaped:
+        known = {id(t) for t in [*before, *tracers]}
+        rest = [t for t in escaped if id(t) not in known]
+        if rest:
+            placed = place_escaped(rest, roots, home, unopened)
+            if confirm and (placed.leaks or placed.unplaced):
+                return True
+            leaks.extend(placed.leaks)
+            off = {id(t) for t in [*placed.unplaced, *placed.kept]}
+            tracers.extend(t for t in rest if id(t) not in off)
+            if placed.kept:
+                # Kept by libraries' caches, not by the test: named, not failed.
+                before.extend(placed.kept)
+                item.config.stash[CACHED][item.nodeid] = (
+                    f"{len(placed.kept)} tracer(s) still alive, {placed.cached}"
+                )
+            if placed.unplaced and not leaks:
+                before.extend(placed.unplaced)
+                raise unseen_error(placed.unplaced, f"in {item.name}")
+    if leaks:
+        before.extend(tracers)  # each leak fails one phase only
+        raise LeakError(format_leaks(leaks, unopened), anchor="leak-report")
+    if unopened:
+        noted = item.config.stash[UNOPENED].setdefault(item.nodeid, [])
+        noted.extend(u for u in unopened if u not in noted)
+    return False
+
+
+class Watch:
+    """What runs around a phase: in the exhaustive mode (or when JAX's own
+    checker is on anyway, its caches already off) `lift.checking_leaks()`; in
+    the fast mode a record of the `Lifted` built and of the traces that exit
+    (`lifted`, `exits`), JAX's caches kept on, and the leaks found in the
+    user's frames as traces exited (`held`: each with its tracer, and what
+    naming them could not open)."""
+
+    __slots__ = (
+        "exits",
+        "fast",
+        "held",
+        "held_unopened",
+        "item",
+        "lifted",
+        "look",
+        "stack",
+    )
+
+    def __init__(self, item: pytest.Item | pytest.Collector) -> None:
+        self.item = item
+        self.look: Any = None
+        self.fast = False
+        self.lifted: Iterable[Any] = ()
+        self.exits: dict[int, Any] = {}
+        self.held: list[tuple[Any, Any]] = []
+        self.held_unopened: list[Any] = []
+        self.stack: Any = None
+
+    def start(self) -> Watch:
+        from .._base.built import recording
+        from .._compat import watching_trace_exits
+        from .checking import checking_leaks
+        from .frames import FrameLook
+
+        item = self.item
+        if not fast_mode(item):
+            # Entered as it is, not through an `ExitStack`: its `LeakError`
+            # then carries no context of the stack's own.
+            self.stack = checking_leaks()
+        else:
+            self.fast = True
+            stack = self.stack = ExitStack()
+            self.lifted = stack.enter_context(recording())
+            self.look = FrameLook()
+            self.exits = stack.enter_context(
+                watching_trace_exits(
+                    every=True,
+                    frames=(self.note_frames, self.look),
+                    threads=True,
+                    leaked=self.note_leak,
+                )
+            )
+        return self
+
+    def note_leak(self, signal: Any) -> None:
+        """Name the tracers of a trace JAX's checker would fail where it
+        checks it, while their holders still hold them: each is a leak,
+        whatever holds it, but those only JAX's or lift's caches keep."""
+        from .checking import lifted_roots
+        from .report import Unopened, error_text, tracer_text
+        from .verdict import chain_leak, judge
+
+        # A module being imported names nothing yet (its globals are scanned
+        # as a user's module's): its attributes would import it again.
+        item = self.item
+        test = item if isinstance(item, pytest.Item) else None
+        roots = [*(named_by(test) if test else []), *lifted_roots(self.lifted)]
+        try:
+            verdict = judge(signal, roots, module_of(test) if test else None, self.look)
+        except Exception as exc:  # named, and each tracer reported as alive
+            leaks = [(chain_leak(t, signal), t) for t in signal.tracers]
+            failed = Unopened(
+                f"the holders of {tracer_text(signal.tracers[0])}", error_text(exc)
+            )
+            self.held_unopened.append(failed)
+        else:
+            leaks = verdict.leaks
+            self.held_unopened.extend(
+                u for u in verdict.unopened if u not in self.held_unopened
+            )
+            if verdict.cached is not None and not leaks:
+                self.item.config.stash[CACHED][self.item.nodeid] = (
+                    f"{len(signal.tracers)} tracer(s) still alive, {verdict.cached}"
+                )
+        known = {id(t) for _, t in self.held}
+        for leak, tracer in leaks:
+            if id(tracer) not in known:
+                known.add(id(tracer))
+                self.held.append((leak, tracer))
+
+    def note_frames(self, holdings: list[Any]) -> None:
+        """Name the tracers the user's frames hold as their trace exits (the
+        frames may drop them before the phase ends)."""
+        from .find import frame_leaks
+
+        leaks, tracers, unopened = frame_leaks(holdings)
+        known = {id(t) for _, t in self.held}
+        for leak, tracer in zip(leaks, tracers, strict=True):
+            if id(tracer) not in known:
+                known.add(id(tracer))
+                self.held.append((leak, tracer))
+        self.held_unopened.extend(u for u in unopened if u not in self.held_unopened)
+
+    def __enter__(self) -> Watch:
+        if not isinstance(self.stack, ExitStack):
+            self.stack.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> Any:
+        __tracebackhide__ = True
+        return self.stack.__exit__(*exc)

@@ -1,0 +1,78 @@
+"""The fast mode's verdict: JAX's own signal, named by lift's walks.
+
+At each check of JAX's checker, a trace still alive with tracers among its
+referrers is a leak (`_compat.LeakSignal`), whatever holds it. The walks then
+name the holder: the user's frames, what the test names, the user's modules,
+any module. A tracer that only JAX's or lift's caches keep is no leak (JAX's
+checker turns those caches off). Where no walk names a holder, the report
+gives the referrer chain, from the tracer up, as JAX's own report does.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from .. import _compat
+from .caches import CacheHolders, closure_holding
+from .chain import referrer_chain
+from .checking import place_escaped
+from .find import frame_leaks
+from .report import Leak, Unopened, tracer_text
+
+__all__ = ["Verdict", "chain_leak", "judge"]
+
+
+class Verdict(NamedTuple):
+    """What a `LeakSignal` comes to: the leaks, each with its tracer; what
+    naming them could not open; the caches that alone keep the others."""
+
+    leaks: list[tuple[Leak, Any]]
+    unopened: list[Unopened]
+    cached: CacheHolders | None
+
+
+def judge(
+    signal: _compat.LeakSignal,
+    roots: list[tuple[str, Any]],
+    home: str | None,
+    look: Any,
+) -> Verdict:
+    """The leaks of `signal`'s tracers, each named by the first walk that
+    reaches it, or by its referrer chain."""
+    exited = _compat.ExitedTrace(signal.trace)
+    holdings = look.at_exit(exited, look.choose(signal.frame), [])
+    leaks, tracers, unopened = frame_leaks(holdings)
+    found = list(zip(leaks, tracers, strict=True))
+    named = {id(t) for t in tracers}
+    rest = [t for t in signal.tracers if id(t) not in named]
+    if not rest:
+        return Verdict(found, unopened, None)
+    placed = place_escaped(rest, roots, home, unopened)
+    off = {id(t) for t in [*placed.unplaced, *placed.kept]}
+    placed_tracers = [t for t in rest if id(t) not in off]
+    found.extend(zip(placed.leaks, placed_tracers, strict=False))
+    for tracer in placed.unplaced:
+        leak = closure_holding(tracer) or chain_leak(
+            tracer, signal, [placed, placed.unplaced, rest]
+        )
+        found.append((leak, tracer))
+    return Verdict(found, unopened, placed.cached if placed.kept else None)
+
+
+def chain_leak(
+    tracer: Any,
+    signal: _compat.LeakSignal,
+    mine: list[Any] = [],  # noqa: B006 (never mutated)
+) -> Leak:
+    """The report of a tracer no walk names: its referrer chain (`mine`: the
+    caller's own containers)."""
+    chain = referrer_chain(tracer, ignore=[signal, signal.tracers, *mine])
+    return Leak(
+        f"alive after JAX's check of its trace, no variable lift opens "
+        f"holding it; referrers, from the tracer up: {' <- '.join(chain)}",
+        None,
+        None,
+        None,
+        None,
+        tracer_text(tracer),
+    )
