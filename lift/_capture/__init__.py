@@ -6,6 +6,7 @@ Imports `_copies` and beneath.
 - `convert`: closure conversion (`lift.closure_convert`).
 - `factories`: a defaultdict's factory, walked as a part.
 - `flatten`: flattening a captured value.
+- `leaves`: what the walk makes of each leaf: static, dynamic or a node.
 - `program_parts`: what a traced program runs that its text hides.
 - `refusals`: what capture refuses, said with the fix.
 - `walk`: the walk itself, iterative.

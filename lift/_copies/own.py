@@ -12,6 +12,7 @@ leaf (`refuse_rebinding`)."""
 
 from __future__ import annotations
 
+import collections
 import types
 from collections.abc import Callable, Iterable
 from typing import Any, Final, cast
@@ -20,15 +21,81 @@ from .._base.atoms import EXACT
 from .._base.errors import LiftError, describe, static_fix, type_text
 from .._compat import CUSTOM_NODES, Tracer
 from .._holders.closure import default_factory
+from .._holders.held import held
 from .._holders.reach import items, reach
-from .._holders.trees import flatten_checked, is_function_like
-from .._rule.static import STD_DICTS, holds_dynamic, ownable, plain_reach, static_key
+from .._holders.trees import (
+    flatten_checked,
+    is_function_like,
+    one_level,
+    read_as_tuple,
+    tree_leaves,
+)
+from .._rule.static import default_dynamic, static_key
 from .._skeleton.nodes import Static, Template
+
+
+def ownable(x: Any) -> bool:
+    """Whether `x` is a container that stays your own when it holds no dynamic leaf.
+
+    A list, a dict, an `OrderedDict`, or a `defaultdict` whose factory holds no
+    dynamic value (`defaultdict(lambda: 0)`: a plain function is no leaf)."""
+    t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
+    if t is list or t is dict:
+        return True
+    return t in STD_DICTS and not holds_dynamic(default_factory(x))
+
+
+# The standard library's dicts that may stay your own as a dict does.
+STD_DICTS: Final = (collections.OrderedDict, collections.defaultdict)
+
+
+def _plain_items(x: Any) -> Iterable[Any] | None:
+    """What the containers that may stay your own hold: their items, and a
+    tuple's or NamedTuple's."""
+    return items(x) if ownable(x) or read_as_tuple(type(x)) else None  # pyright: ignore[reportUnknownArgumentType]
+
+
+def plain_reach(value: Any) -> set[int]:
+    """The ids of the containers below `value` that may stay your own.
+
+    Reached through them, tuples and NamedTuples alone (`ownable`); not
+    `value` itself, which `template` keeps whole itself."""
+    inner = _plain_items(value)
+    if inner is None or all(_plain_items(x) is None for x in inner):
+        return set()  # nesting none: the common case, in one pass
+    return {
+        id(x) for x in reach([value], _plain_items) if x is not value and ownable(x)
+    }
+
+
+def holds_dynamic(x: Any) -> bool:
+    """Whether `x` reaches a dynamic value (`default_dynamic`).
+
+    Followed through containers, pytree nodes and what a function holds; not
+    through other objects, which capture keeps static. A function holding no
+    dynamic value is static data to a container holding it."""
+
+    def into(y: Any) -> Iterable[Any] | None:
+        if is_function_like(y) or type(y) is types.CellType:
+            return held(y)  # a `lift.jit` function too: not flattened, lifted
+        return (
+            tree_leaves(y, is_leaf=one_level(y))
+            if type(y) in CUSTOM_NODES
+            else items(y)
+        )
+
+    walked = list(reach([x], into, _HOLDS_LIMIT))
+    # Too large to tell: as if it did.
+    return len(walked) == _HOLDS_LIMIT or any(map(default_dynamic, walked))
+
+
+_HOLDS_LIMIT: Final = 10_000
+
 
 # Containers the lifted function shares with the original when they hold no
 # dynamic leaf (`own_static`): what code appends to, fills or counts in. The
 # dicts of the standard library among them (a `defaultdict(list)` history, an
-# `OrderedDict` cache), captured or nested alike (`static.ownable`).
+# `OrderedDict` cache), captured or nested alike (`ownable`).
 OWN_CONTAINERS: Final = (list, dict, *STD_DICTS)
 
 

@@ -196,8 +196,7 @@ def partial_parts(p: functools.partial[Any]) -> Iterator[tuple[Label, Any]]:
                     yield Label.of(FIELD, name), value
 
 
-# `functools.partial`'s own members (`slot_names` finds them too), read as
-# its function, arguments and keywords.
+# `functools.partial`'s own members, read as its function, args and keywords.
 _PARTIAL_MEMBERS: Final = frozenset(vars(functools.partial))
 _UNSET: Final = object()
 
@@ -230,9 +229,8 @@ def user_class(cls: type) -> bool:
     return type(module) is str and is_user_module(module)
 
 
-# Class attributes that hold nothing of the user's: the descriptors CPython
-# makes for slots and builtin methods. (A user's methods, static and class
-# methods and properties are parts: their closures and defaults may hold values.)
+# Class attributes that hold nothing of the user's: CPython's descriptors for
+# slots and builtin methods. (A user's methods and properties are parts.)
 _METHODS: Final = (
     types.MethodDescriptorType,
     types.WrapperDescriptorType,
@@ -338,9 +336,8 @@ def holder_of(obj: Any) -> Holder | None:
     return holder
 
 
-# Types whose instances stand for a function they rebuild from their leaves:
-# `lift.Lifted` and each subclass, registered as the class is made. The leak scan
-# opens one as the function it rebuilds (and names it in a report).
+# Types whose instances stand for a function they rebuild from their leaves
+# (`lift.Lifted`): the leak scan opens one as that function.
 _FUNCTION_OF: dict[type, Callable[[Any], Any]] = {}
 
 

@@ -326,11 +326,9 @@ class Lifted(Generic[_P, _R]):
         return types.MethodType(self, instance)
 
     def __hash__(self) -> int:
-        # By identity, as a function's, for JAX's caches (`lax.scan(lifted, ...)`,
-        # `jax.jit(lifted)`). As a static argument of `jax.jit`, hashed when a call
-        # misses its cache, each new `Lifted` compiles a program of its own: say
-        # so at each such compile. (Not refused: the same `Lifted` passed again
-        # hits the cache, as optax's own tests do with a static optimizer.)
+        # By identity, as a function's, for JAX's caches (`jax.jit(lifted)`). As
+        # a static argument of `jax.jit`, each new `Lifted` compiles anew: say so
+        # at each such compile (the same one passed again hits the cache).
         caller = sys._getframe(1)
         if _compat.hashed_as_jit_static(self, caller):
             warnings.warn(
@@ -397,9 +395,8 @@ class Lifted(Generic[_P, _R]):
         return new
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # Pickled as the function (which must be picklable: a module-level
-        # function, or a partial of one), the options it was lifted with, and the
-        # current leaves.
+        # Pickled as the function (a module-level one, or a partial of one), the
+        # options it was lifted with, and the current leaves.
         names, dynamic = self._skeleton.options or (NO_NAMES, None)
         fn = (
             self._original

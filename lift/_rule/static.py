@@ -9,13 +9,12 @@ The full walk states each decision by calling these.
 
 from __future__ import annotations
 
-import collections
 import enum
 import functools
 import types
 import typing
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any, Final, cast
 
 import jax
@@ -24,18 +23,14 @@ import numpy as np
 from .._base.atoms import EXACT, INEXACT
 from .._base.caches import per_class
 from .._base.errors import LiftError, describe
-from .._compat import CUSTOM_NODES, Tracer as _Tracer, live_traces
+from .._compat import Tracer as _Tracer, live_traces
 from .._holders.attributes import own_attributes
-from .._holders.closure import custom_data, default_factory, slots_of
-from .._holders.held import held
+from .._holders.closure import custom_data, slots_of
 from .._holders.labels import Label, variable_str
-from .._holders.reach import containers, items, reach
+from .._holders.reach import containers, reach
 from .._holders.trees import (
-    is_function_like,
     one_level,
-    read_as_tuple,
     slot_path,
-    tree_leaves,
     tree_structure,
     treedef_is_leaf,
 )
@@ -48,8 +43,6 @@ __all__ = [
     "aux_key",
     "check_aux",
     "check_opaque",
-    "ownable",
-    "STD_DICTS",
     "DynamicNames",
     "default_dynamic",
     "is_jax_value",
@@ -57,8 +50,6 @@ __all__ = [
     "static_key",
     "taken_apart",
     "unsortable_registry",
-    "holds_dynamic",
-    "plain_reach",
 ]
 
 
@@ -258,64 +249,6 @@ def attributes_by_global(fn: types.FunctionType, global_names: frozenset[str]) -
     the names its code looks up as globals.
     """
     return fn.__name__ in global_names and fn.__globals__.get(fn.__name__) is fn
-
-
-def ownable(x: Any) -> bool:
-    """Whether `x` is a container that stays your own when it holds no dynamic leaf.
-
-    A list, a dict, an `OrderedDict`, or a `defaultdict` whose factory holds no
-    dynamic value (`defaultdict(lambda: 0)`: a plain function is no leaf)."""
-    t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
-    if t is list or t is dict:
-        return True
-    return t in STD_DICTS and not holds_dynamic(default_factory(x))
-
-
-# The standard library's dicts that may stay your own as a dict does.
-STD_DICTS: Final = (collections.OrderedDict, collections.defaultdict)
-
-
-def _plain_items(x: Any) -> Iterable[Any] | None:
-    """What the containers that may stay your own hold: their items, and a
-    tuple's or NamedTuple's."""
-    return items(x) if ownable(x) or read_as_tuple(type(x)) else None  # pyright: ignore[reportUnknownArgumentType]
-
-
-def plain_reach(value: Any) -> set[int]:
-    """The ids of the containers below `value` that may stay your own.
-
-    Reached through them, tuples and NamedTuples alone (`ownable`); not
-    `value` itself, which `template` keeps whole itself."""
-    inner = _plain_items(value)
-    if inner is None or all(_plain_items(x) is None for x in inner):
-        return set()  # nesting none: the common case, in one pass
-    return {
-        id(x) for x in reach([value], _plain_items) if x is not value and ownable(x)
-    }
-
-
-def holds_dynamic(x: Any) -> bool:
-    """Whether `x` reaches a dynamic value (`default_dynamic`).
-
-    Followed through containers, pytree nodes and what a function holds; not
-    through other objects, which capture keeps static. A function holding no
-    dynamic value is static data to a container holding it."""
-
-    def into(y: Any) -> Iterable[Any] | None:
-        if is_function_like(y) or type(y) is types.CellType:
-            return held(y)  # a `lift.jit` function too: not flattened, lifted
-        return (
-            tree_leaves(y, is_leaf=one_level(y))
-            if type(y) in CUSTOM_NODES
-            else items(y)
-        )
-
-    walked = list(reach([x], into, _HOLDS_LIMIT))
-    # Too large to tell: as if it did.
-    return len(walked) == _HOLDS_LIMIT or any(map(default_dynamic, walked))
-
-
-_HOLDS_LIMIT: Final = 10_000
 
 
 # Objects that are not pytrees which lift takes apart into functions where it
