@@ -1,12 +1,12 @@
 """flax's training containers with the optimizer as a pytree field.
 
 `flax.training.train_state.TrainState` and `flax.nnx.Optimizer` keep their
-optimizer (`tx`) out of the pytree's leaves: in `TrainState` it is a static field,
-part of the treedef, so a lifted optimizer there still compiles once per learning
-rate (two lifted optimizers are two different static values); `nnx.Optimizer`
-refuses one outright. The classes here are the same containers with `tx` a
-pytree field, lifted for you: its hyperparameters are leaves, and a sweep
-compiles once per structure.
+optimizer (`tx`) out of the pytree's leaves. In `TrainState` it is a static
+field, part of the treedef. So a lifted optimizer there still compiles once
+per learning rate: two lifted optimizers are two different static values.
+`nnx.Optimizer` refuses one outright. The classes here are the same
+containers with `tx` a pytree field, lifted for you. Its hyperparameters are
+leaves, and a sweep compiles once per structure.
 
 `tx` is lifted wherever it is set: `TrainState.create`, the constructor,
 `state.replace(tx=...)`, and `optimizer.tx = ...`. `Optimizer` holds the
@@ -16,9 +16,9 @@ checkpoint of flax's own `TrainState` (no `tx` in its state dict) restores into
 `TrainState` here, which keeps the target's optimizer.
 
 This module imports flax (`pip install "jax-lift[flax]"`); `import lift` does
-not. Without flax, `import lift.flax` raises `ModuleNotFoundError` saying so. flax's serialization handles a
-`Lifted` (its leaves, by key path) once flax is imported, whether or not this
-module is.
+not. Without flax, `import lift.flax` raises `ModuleNotFoundError` saying so.
+Once flax is imported, flax's serialization handles a `Lifted` (its leaves,
+by key path), whether or not this module is.
 """
 
 from __future__ import annotations
@@ -56,13 +56,13 @@ class TrainState(train_state.TrainState):
     """`flax.training.train_state.TrainState` with `tx` lifted and a pytree field.
 
     A drop-in replacement: `TrainState.create(apply_fn=..., params=...,
-    tx=optax.adam(lr))` lifts `tx`, so the learning rate is a leaf of the state
+    tx=optax.adam(lr))` lifts `tx`. The learning rate is a leaf of the state,
     and a jitted step compiles once for every rate. Subclass it as you would
     flax's (for `batch_stats`, say). It serializes with `flax.serialization`:
     the optimizer's leaves are saved under their key paths, and its code comes
     from the target you restore into. Restored, `step` and the optimizer's
-    leaves are weakly typed where the target's are (flax alone gives NumPy
-    arrays), so a resumed state reuses the compiled step. A checkpoint of
+    leaves are weakly typed where the target's are; flax alone gives NumPy
+    arrays. So a resumed state reuses the compiled step. A checkpoint of
     flax's own `TrainState`, which has no `tx`, restores too: the target's
     optimizer is kept.
 
@@ -175,10 +175,11 @@ def _weak_like(target: Any, restored: Any) -> Any:
     """`restored` with each leaf weakly typed where the target's is.
 
     flax restores every leaf as a NumPy array, strongly typed, where the state
-    held a weakly typed one: `step` (a Python `0` from `create`, then `step + 1`
-    in `apply_gradients`). `jax.jit` keys on weak types, so a resumed state would
-    compile its step a second time. Leaves of `tx` are restored by lift's own
-    handler, which does this already; other leaves are left as flax gives them.
+    held a weakly typed one. `step` is one: a Python `0` from `create`, then
+    `step + 1` in `apply_gradients`. `jax.jit` keys on weak types, so a
+    resumed state would compile its step a second time. Leaves of `tx` are
+    restored by lift's own handler, which does this already. Other leaves are
+    left as flax gives them.
     """
     if jtu.tree_structure(target) != jtu.tree_structure(restored):
         return restored  # a custom restore: not ours to second-guess
@@ -204,17 +205,17 @@ class Hyperparameter(nnx.Variable[Any]):
     """A leaf of the optimizer a [`lift.flax.Optimizer`][lift.flax.Optimizer]
     holds: its learning rate, `b1`, ... as an `nnx.Variable` of its state.
 
-    nnx sees only Variables (and arrays) as state: held as Variables, the
+    nnx sees only Variables (and arrays) as state. Held as Variables, the
     hyperparameters are in `nnx.split`, `nnx.state` and `nnx.eval_shape`'s
-    abstract state, are restored by orbax into that abstract state and are
-    updated in place by `nnx.update`. Filters name them by this type:
+    abstract state. `nnx.update` updates them in place, and orbax restores
+    them into that abstract state. Filters name them by this type:
     `nnx.state(optimizer, lift.flax.Hyperparameter)`, and `nnx.OptState`
     takes what it takes from `nnx.Optimizer` (not these).
 
     A value lift made weakly typed (a Python float) stays weakly typed when
-    restored: orbax and flax's serialization give back strongly typed arrays,
-    which would compile the step again and, beside a bfloat16 model, promote
-    its updates to float32.
+    restored. orbax and flax's serialization give back strongly typed arrays.
+    Those would compile the step again. Beside a bfloat16 model, they would
+    promote its updates to float32.
     """
 
     # Where flax makes a Variable from a value (unflattening, copies,
@@ -242,9 +243,11 @@ class Hyperparameter(nnx.Variable[Any]):
 
 
 def _weakened(value: Any, metadata: Any) -> Any:
-    """`value` weakly typed when `metadata` says it was and it is a concrete 0-d
-    array that is not (a restored one), committed to its device if it was;
-    anything else as it is."""
+    """`value` weakly typed when `metadata` says it was, committed to its
+    device if it was.
+
+    This applies to a concrete 0-d array that is not weakly typed (a restored
+    one). Anything else is returned as it is."""
     if (
         not metadata.get("weak_type")
         or not _is_concrete_array(value)
@@ -317,14 +320,16 @@ class Optimizer(nnx.Optimizer[Any]):
     """`flax.nnx.Optimizer` with `tx` lifted and its leaves in the state.
 
     Takes what `nnx.Optimizer` takes: `Optimizer(model, optax.adam(lr),
-    wrt=nnx.Param)`, and `lift.lift`'s `dynamic=`: with
+    wrt=nnx.Param)`. Also takes `lift.lift`'s `dynamic=`. With
     `dynamic="step_size"`, only optax's learning rate is a hyperparameter of
-    the state, every other float a constant as in plain optax. The optimizer's hyperparameters are part of the
-    optimizer's state, as [`Hyperparameter`][lift.flax.Hyperparameter]
-    Variables, so `nnx.jit` compiles a step once for every learning rate and
-    flax's checkpoint recipes (`nnx.eval_shape`, `nnx.split`, orbax, `nnx.merge`,
-    `nnx.update`) save and restore them with the rest. `tx` is lifted wherever
-    it is set: `optimizer.tx = optax.adam(lr)` too.
+    the state; every other float is a constant, as in plain optax.
+
+    The optimizer's hyperparameters are part of the optimizer's state, as
+    [`Hyperparameter`][lift.flax.Hyperparameter] Variables. So `nnx.jit`
+    compiles a step once for every learning rate. flax's checkpoint recipes
+    (`nnx.eval_shape`, `nnx.split`, orbax, `nnx.merge`, `nnx.update`) save and
+    restore them with the rest. `tx` is lifted wherever it is set:
+    `optimizer.tx = optax.adam(lr)` too.
 
     Read, `optimizer.tx` is the lifted optimizer with arrays for leaves, to
     call as optax's (`optimizer.tx.update(...)`); `nnx.state(optimizer)["tx"]`

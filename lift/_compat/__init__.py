@@ -1,9 +1,9 @@
 """Everything `lift` knows about JAX's internals, in one place.
 
 Nothing else in `lift` imports `jax._src`, reads JAX's private attributes or
-parses JAX's messages; each use here is marked with the JAX versions it was
-written against and pinned by `tests/compat/test_compat.py` on the oldest and newest
-JAX. One module per subsystem of JAX that lift reads:
+parses JAX's messages. Each use here is marked with the JAX versions it was
+written against. `tests/compat/test_compat.py` pins each on the oldest and
+newest JAX. One module per subsystem of JAX that lift reads:
 
 - `traces`: tracers and traces (the transform a tracer belongs to, whether its
   trace still runs) and the JAX version facts the others read;

@@ -35,12 +35,13 @@ def _leaked_tracer_lists(tb: types.TracebackType | None) -> Iterable[list[Any]]:
 def jax_leaked_tracers(exc: BaseException) -> list[Any] | None:
     """The tracers behind JAX's leaked-tracer error, or `None` if `exc` is not one.
 
-    JAX (0.10.2) raises a bare `Exception("Leaked trace ...")` when a trace exits
-    with tracers still referenced under `jax.checking_leaks()`, and while
-    building that message its `_why_alive` can itself fail: with `IndexError`
-    when a closure cell is in the chain of references (jax issue 26560), with
-    whatever a key's or holder's `__repr__` raises (it calls them). Both are
-    recognised here, and the leaked tracers recovered from the frames. An error
+    Under `jax.checking_leaks()`, JAX (0.10.2) raises a bare
+    `Exception("Leaked trace ...")` when a trace exits with tracers still
+    referenced. Its `_why_alive`, building that message, can itself fail. It
+    raises `IndexError` when a closure cell is in the chain of references (jax
+    issue 26560). It calls a key's or holder's `__repr__`, and passes on what
+    that raises. Both are recognised here, and the leaked tracers recovered
+    from the frames. An error
     is JAX's only when it was raised inside `_why_alive`: any other is the
     user's own (the traceback must be unfiltered, see `full_tracebacks`).
     """
@@ -88,8 +89,9 @@ _snapshot_checks = 0  # blocks running with the checker wrapped
 
 def drop_stale_snapshots() -> None:
     """Empty the `f_locals` snapshot of each function frame on this thread's
-    stack that nothing but the frame holds (a dict the code itself holds,
-    `ns = locals()`, is left as it is)."""
+    stack that nothing but the frame holds.
+
+    A dict the code itself holds (`ns = locals()`) is left as it is."""
     frame: types.FrameType | None = sys._getframe(1)  # pyright: ignore[reportPrivateUsage]
     while frame is not None:
         if frame.f_code.co_flags & OPTIMIZED:
@@ -108,8 +110,8 @@ def _find_leaked_tracers(trace: Any) -> list[Any]:
 
 @contextlib.contextmanager
 def snapshots_are_not_leaks() -> Generator[None]:
-    """While the block runs, JAX's leak checker does not count tracers held only
-    by the `f_locals` snapshots of the frames on the stack (CPython 3.11, 3.12)."""
+    """While the block runs, JAX's leak checker ignores tracers held only by
+    the `f_locals` snapshots of the stack's frames (CPython 3.11, 3.12)."""
     global _original_find_leaked, _snapshot_checks
     if not SNAPSHOT_LOCALS:
         yield

@@ -20,9 +20,12 @@ def jax_checks_leaks() -> bool:
 
 
 def jax_leak_checks_declined() -> bool:
-    """Whether the running code turned JAX's checker off for itself
-    (`with jax.check_tracer_leaks(False):`, a thread-local setting; jax 0.8.0
-    to 0.12 give a sentinel object when none is set): a leak there is meant."""
+    """Whether the running code turned JAX's checker off for itself: a leak
+    there is meant.
+
+    The code does so with `with jax.check_tracer_leaks(False):`, a
+    thread-local setting. jax 0.8.0 to 0.12 give a sentinel object when none
+    is set."""
     return _CHECK_TRACER_LEAKS.get_local() is False
 
 

@@ -14,12 +14,12 @@ def escaped_tracers(recorder: dict[int, Any]) -> list[Any]:
     """The tracers still alive of the traces `recorder` saw exit: escaped ones
     (after a garbage collection, so that only reachable tracers count).
 
-    A trace may outlive its exit with no tracer of it alive: JAX keeps some
-    itself (a `custom_jvp` call staged into a jaxpr keeps a memoized thunk that
-    closes over its trace, and the jaxpr is cached), under every equinox,
-    lineax and optimistix solve. Its referrers are looked at before any
-    collection (garbage among them): the collection, a few hundred
-    milliseconds on a large heap, runs only when they include a tracer."""
+    A trace may outlive its exit with no tracer of it alive. JAX keeps some
+    itself, under every equinox, lineax and optimistix solve. A `custom_jvp`
+    call staged into a jaxpr keeps a memoized thunk that closes over its trace,
+    and the jaxpr is cached. Its referrers are looked at before any collection
+    (garbage among them). The collection takes a few hundred milliseconds on a
+    large heap; it runs only when they include a tracer."""
     traces = [t for ref in recorder.values() if (t := ref()) is not None]
     if not traces:
         return []
@@ -56,15 +56,15 @@ def _any_dead_tracer(traces: list[Any], live: LiveTraces) -> bool:
 
 def leaked_at_check(ref: Any) -> list[Any]:
     """The tracers JAX's checker would report for the trace `ref` (a weak
-    reference) at its check (`core.ensure_no_leaks`, jax 0.8.0 to 0.12): with
-    the trace still alive after a garbage collection, the tracers among its
-    referrers.
+    reference) at its check (`core.ensure_no_leaks`, jax 0.8.0 to 0.12).
+    Those are, with the trace still alive after a garbage collection, the
+    tracers among its referrers.
 
     JAX collects every generation whenever the trace is alive; this goes only
-    as far as needed. A trace no one holds is freed at once (nothing to do);
-    garbage the trace just made is young (collected first); the heap-wide
-    passes run only for a trace that outlives the young generations, and the
-    full collection only when a tracer still refers to it. The `f_locals`
+    as far as needed. A trace no one holds is freed at once (nothing to do).
+    Garbage the trace just made is young, and collected first. The heap-wide
+    passes run only for a trace that outlives the young generations. The full
+    collection runs only when a tracer still refers to it. The `f_locals`
     snapshots of the stack's frames (CPython 3.11, 3.12) hold nothing here,
     as under lift's run of JAX's checker."""
     if ref() is None:

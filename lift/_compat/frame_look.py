@@ -1,6 +1,7 @@
 """When to look at the user's frames as a trace exits for good, and which
-tracers are its own: where JAX's checker looks (`core.ensure_no_leaks`), for
-the blocks `trace_exits.watching_trace_exits(frames=...)` opens. How to look
+tracers are its own. The look happens where JAX's checker looks
+(`core.ensure_no_leaks`), for the blocks
+`trace_exits.watching_trace_exits(frames=...)` opens. How to look
 (which frames, how many objects, the finalizers) is the look's own policy
 (`lift._leaks.frames.FrameLook.at_exit`).
 """
@@ -50,8 +51,9 @@ from .traces import (
 
 class FrameHolding(NamedTuple):
     """A frame of the user's code holding tracers of a trace that just exited
-    for good: its code, the line it was at, its local variables (name, value)
-    and the tracers found through them (the local's name, the tracer). With
+    for good. It gives its code, the line it was at and its local variables
+    (name, value). It gives the tracers found through them (the local's
+    name, the tracer). With
     no code, not a frame: a holder no variable reaches (a finalizer), named
     as its only "variable"."""
 
@@ -62,9 +64,11 @@ class FrameHolding(NamedTuple):
 
 
 class Look(Protocol):
-    """How a block finds the tracers of an exiting trace (`FrameLook`): the
-    frames it will read, chosen from the stack as the trace exits (`choose`:
-    from `frame` down), and the tracers they and `finalizers` hold then."""
+    """How a block finds the tracers of an exiting trace (`FrameLook`).
+
+    It chooses the frames it will read from the stack as the trace exits
+    (`choose`: from `frame` down). Then it finds the tracers they and
+    `finalizers` hold (`at_exit`)."""
 
     def choose(self, frame: types.FrameType | None) -> Any: ...
 
@@ -98,10 +102,11 @@ _watchers: list[_Watcher] = []
 
 
 class _CheckedHere(threading.local):
-    """Whether this thread runs a call of a `lift.checked` function, which
-    scans what the call's trace leaves and raises its own report (one the code
-    may catch, as it may catch JAX's checker's): the frames are not looked at
-    then, as they are not while JAX's checker is on."""
+    """Whether this thread runs a call of a `lift.checked` function.
+
+    Such a call scans what its trace leaves and raises its own report. The
+    code may catch that report, as it may catch JAX's checker's. The frames
+    are not looked at then, as they are not while JAX's checker is on."""
 
     on: bool = False
 
@@ -118,11 +123,12 @@ def watching_frames(
     thread: int | None,
     leaked: Callable[[LeakSignal], None] | None = None,
 ) -> Generator[None]:
-    """Look at the user's frames as each trace exits for good in `thread` (with
-    `None`, in every thread) while the block runs, and tell `frames`' callback
-    of those holding its tracers (`watching_trace_exits(frames=...)`). The
-    looks still to come when the block ends are taken then. With `leaked`,
-    tell it of each trace JAX's checker would fail at its check."""
+    """Look at the user's frames as each trace exits for good in `thread`
+    (with `None`, in every thread) while the block runs. Tell `frames`'
+    callback of those holding its tracers
+    (`watching_trace_exits(frames=...)`). The looks still to come when the
+    block ends are taken then. With `leaked`, tell it of each trace JAX's
+    checker would fail at its check."""
     entry = _Watcher(thread, frames, leaked)
     _watchers.append(entry)
     try:
@@ -180,10 +186,11 @@ def entering(trace: Any) -> None:
 
 
 def leaving(trace: Any) -> int | None:
-    """Count a `set_current_trace(trace)` left; if it was the last one open,
-    how many finalizers there were when it was first entered (one entered
-    before frames were watched, or left while none are, is not counted:
-    `None`)."""
+    """Count a `set_current_trace(trace)` left.
+
+    If it was the last one open, return how many finalizers there were when
+    it was first entered. One entered before frames were watched, or left
+    while none are, is not counted: `None`."""
     if not _watchers:
         return None
     entry = _open_traces.get(id(trace))
@@ -204,10 +211,10 @@ def _still_running(trace: Any) -> bool:
 
 
 def check_frames(trace: Any, finalizers: int = 0) -> None:
-    """At the last exit of `trace`: tell the blocks watching this thread's
-    frames which of the user's frames hold its tracers (and which of the
-    finalizers registered since it was entered: those past the first
-    `finalizers`). Called by the `__exit__` of `core.set_current_trace`: the
+    """At the last exit of `trace`, tell the blocks watching this thread's
+    frames which of the user's frames hold its tracers. Also tell which
+    finalizers registered since it was entered hold some: those past the
+    first `finalizers`. Called by the `__exit__` of `core.set_current_trace`: the
     user's frames are those beneath that."""
     if (
         type(trace) is EVAL_TRACE
@@ -241,10 +248,11 @@ def check_frames(trace: Any, finalizers: int = 0) -> None:
 
 
 class _Exit:
-    """A trace's last exit, its look at the user's frames still to come: the
-    trace (by weak reference), the frames the look chose then (not JAX's,
-    which hold the trace), the finalizers registered while it ran and the
-    blocks to tell."""
+    """A trace's last exit, its look at the user's frames still to come.
+
+    It keeps the trace (by weak reference) and the frames the look chose then.
+    Those are not JAX's frames, which hold the trace. It also keeps the
+    finalizers registered while the trace ran, and the blocks to tell."""
 
     __slots__ = ("chosen", "finalizers", "key", "thread", "told", "trace")
 
@@ -288,10 +296,12 @@ _checking: dict[int, int] = {}
 
 
 class LeakCheck:
-    """`core.ensure_no_leaks(trace)` while traces are watched: JAX's, then the
-    looks at this thread's exits still to come; where an error unwinds it,
-    none for `trace` (JAX's checker does not look then either: the traceback
-    holds its tracers, and the error is the report)."""
+    """`core.ensure_no_leaks(trace)` while traces are watched.
+
+    It runs JAX's check, then the looks at this thread's exits still to come.
+    Where an error unwinds it, there is no look for `trace`. JAX's checker
+    does not look then either: the traceback holds its tracers, and the
+    error is the report."""
 
     __slots__ = ("check", "key", "ref")
     check: Any
@@ -352,11 +362,13 @@ def _signal(ref: Any, frame: types.FrameType) -> bool:
 def _look_pending(
     thread: int | None = None, drop: int | None = None, waiting: bool = True
 ) -> None:
-    """Look at the frames of each trace exit still to be looked at (this
-    thread's, or with `thread` `None` every thread's) whose trace is alive;
-    not at those of the trace of id `drop`; without `waiting`, not at those
-    whose trace a `core.ensure_no_leaks` block still checks (they wait for
-    it)."""
+    """Look at the frames of each trace exit still to be looked at whose trace
+    is alive.
+
+    These are this thread's exits, or with `thread` `None` every thread's.
+    Those of the trace of id `drop` are skipped. Without `waiting`, so are
+    those whose trace a `core.ensure_no_leaks` block still checks: they wait
+    for it."""
     global _pending
     with _pending_lock:
         exits: list[_Exit] = []

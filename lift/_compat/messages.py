@@ -1,9 +1,9 @@
 """JAX's messages and reprs, read: the only place lift parses JAX's text.
 
 Written against jax 0.10.2, 0.8.0 and 0.12.0.1 (pinned by
-`tests/compat/test_compat.py`). Where JAX offers no structured form, lift reads its
-words here, each reading with a fallback that keeps lift's own behaviour
-(an error passed on unexplained, a treedef walked in full).
+`tests/compat/test_compat.py`). Where JAX offers no structured form, lift reads
+its words here. Each reading has a fallback that keeps lift's own behaviour:
+an error passed on unexplained, a treedef walked in full.
 """
 
 from __future__ import annotations
@@ -28,18 +28,25 @@ def concretized_arguments(message: str) -> list[str] | None:
 
 
 def asks_for_a_concrete_value(err: BaseException) -> bool:
-    """Whether `err` (a `TypeError`) says a value was needed concrete
-    (`jnp.zeros((n,))` with a traced `n`), as JAX's concretization errors do,
-    or that a tracer was used as a plain Python value (`tracer_use`)."""
+    """Whether `err` (a `TypeError`) says a value was needed concrete, or that
+    a tracer was used as a plain Python value (`tracer_use`).
+
+    JAX's concretization errors say the first (`jnp.zeros((n,))` with a
+    traced `n`)."""
     return "concrete value" in str(err) or tracer_use(err) is not None
 
 
 def tracer_use(err: BaseException) -> str | None:
-    """How Python's own `TypeError` says a tracer was used as a plain value:
-    `"format"` (`f"{lr:.3g}"`: a tracer formats only without a spec) or
-    `"hash"` (a dict key, a set member, `functools.cache`: a concrete array
-    cannot be hashed either); or an `AttributeError` for a method of Python's
-    numbers that arrays lack (`lr.is_integer()`): `"method"`. Else `None`."""
+    """How Python's own error says a tracer was used as a plain value.
+
+    - `"format"`: a `TypeError` from `f"{lr:.3g}"`. A tracer formats only
+      without a spec.
+    - `"hash"`: a `TypeError` from a dict key, a set member or
+      `functools.cache`. A concrete array cannot be hashed either.
+    - `"method"`: an `AttributeError` for a method of Python's numbers that
+      arrays lack (`lr.is_integer()`).
+
+    Else `None`."""
     text = str(err)
     if "Tracer" not in text and "ArrayImpl" not in text:  # (a concrete array's)
         return None
@@ -60,8 +67,10 @@ _NUMBER_METHODS: Final = frozenset(
 
 def number_method(err: AttributeError) -> str | None:
     """The method of Python's numbers an `AttributeError` of an array or tracer
-    names (`'ArrayImpl' object has no attribute 'is_integer'` (jaxlib 0.8 to
-    0.12), `DynamicJaxprTracer has no attribute is_integer`), or `None`."""
+    names, or `None`.
+
+    jaxlib 0.8 to 0.12 say `'ArrayImpl' object has no attribute 'is_integer'`
+    or `DynamicJaxprTracer has no attribute is_integer`."""
     # Set by Python's own attribute lookup (3.10 and later), also when JAX's
     # `Tracer.__getattr__` raises the error without it.
     name = getattr(err, "name", None)

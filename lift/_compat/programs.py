@@ -37,9 +37,9 @@ from .traces import CORE_FILE
 def bare_jaxpr(closed: Any) -> Any:
     """The program of the traced `closed`, holding none of its constants' values.
 
-    Evaluated as `jax.core.eval_jaxpr(bare, consts, *args)` on every JAX: on
-    0.11+ its constants are its leading inputs (`eval_jaxpr` binds
-    `[*consts, *args]` to them), on 0.10 and older its `constvars`.
+    Evaluated as `jax.core.eval_jaxpr(bare, consts, *args)` on every JAX. On
+    0.11+ its constants are its leading inputs: `eval_jaxpr` binds
+    `[*consts, *args]` to them. On 0.10 and older they are its `constvars`.
     """
     jaxpr = closed.jaxpr
     if getattr(jaxpr, "num_consts", 0):  # jax >= 0.11: values attached
@@ -175,9 +175,11 @@ _CALLBACK_CODES: Final = tuple(
 
 
 def callbacks_alive() -> int:
-    """A number that grows when JAX keeps a callback more (`jax.debug.callback`,
-    `pure_callback`, `io_callback` while a program is traced): each of JAX's
-    wrappers holds its class or its code. Read in constant time, so that a
+    """A number that grows when JAX keeps a callback more.
+
+    JAX keeps one for `jax.debug.callback`, `pure_callback` and `io_callback`
+    while a program is traced. Each of JAX's wrappers holds its class or its
+    code. Read in constant time, so that a
     traced call looks for what holds its copies only when it made one."""
     return sys.getrefcount(_FLAT_CALLBACK) + sum(map(sys.getrefcount, _CALLBACK_CODES))
 
@@ -210,9 +212,9 @@ def _unbox(arg: Any) -> list[tuple[str, Any]]:
 def rule_parts(param: object) -> list[tuple[str, Any]]:
     """The user's code behind a jaxpr parameter, and the values JAX hands it.
 
-    Returns `("code", fn)` for each function reached (a `custom_jvp` rule, a
-    `custom_vjp` fwd/bwd, a callback; JAX's wrappers around them are seen
-    through) and `("static", value)` for each static argument bound to it
+    Returns `("code", fn)` for each function reached: a `custom_jvp` rule, a
+    `custom_vjp` fwd/bwd, a callback. JAX's wrappers around them are seen
+    through. Returns `("static", value)` for each static argument bound to it
     (`nondiff_argnums`, `debug.callback`'s non-array arguments). A callable that
     is none of JAX's known wrappers is returned as the code itself.
     """

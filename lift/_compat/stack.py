@@ -31,10 +31,12 @@ _C = TypeVar("_C", bound=Callable[..., Any])
 
 def hide_frames_of(path: str) -> None:
     """Leave the frames of the module at `path` out of the tracebacks JAX
-    filters and out of the source lines it gives operations, as JAX leaves out
-    its own (flax and equinox do the same for the modules that call the user's
-    function): the module calls the user's function inside a trace. Written
-    against jax 0.10.2 (`register_exclusion` in both modules), 0.8.0 and 0.12.1."""
+    filters and out of the source lines it gives operations.
+
+    JAX leaves out its own frames the same way. The module calls the user's
+    function inside a trace; flax and equinox do the same for such modules.
+    Written against jax 0.10.2 (`register_exclusion` in both modules), 0.8.0
+    and 0.12.1."""
     _traceback_util.register_exclusion(path)  # pyright: ignore[reportUnknownMemberType]
     _source_info_util.register_exclusion(path)  # pyright: ignore[reportUnknownMemberType]
 
@@ -113,10 +115,11 @@ _HASH_DEPTH: Final = 8  # `__hash__` methods nested inside one another, at most
 
 
 def user_stacklevel(frame: types.FrameType) -> int:
-    """The `stacklevel` that makes a warning issued by the function `frame` called
-    point at the user's code: past the libraries' frames (`is_user_module`) and
-    `__hash__` methods (an object hashing what it holds), to the call that
-    caused them."""
+    """The `stacklevel` that makes a warning issued by the function `frame`
+    called point at the user's code.
+
+    It goes past the libraries' frames (`is_user_module`) and `__hash__`
+    methods (an object hashing what it holds), to the call that caused them."""
     level = 2
     current: types.FrameType | None = frame
     while current is not None and (
@@ -130,13 +133,14 @@ def user_stacklevel(frame: types.FrameType) -> int:
 
 def hashed_as_jit_static(obj: object, frame: types.FrameType) -> bool:
     """Whether `frame`, the caller of `obj.__hash__`, is `jax.jit` hashing `obj`
-    as a static argument (or inside one), rather than as the function it jits
-    (`jax.jit(obj)`, `jax.jit(obj.method)`).
+    as a static argument (or inside one). The alternative is `obj` as the
+    function it jits (`jax.jit(obj)`, `jax.jit(obj.method)`).
 
-    Inside a container hashed in C (a tuple) the caller is `jax.jit`'s own frame;
-    inside an object whose `__hash__` is written in Python (a frozen dataclass,
-    an `equinox.Module`) it is that `__hash__`, and `jax.jit` is further up,
-    past such frames (at most `_HASH_DEPTH`): it hashed the outermost object.
+    Inside a container hashed in C (a tuple) the caller is `jax.jit`'s own
+    frame. Inside an object whose `__hash__` is written in Python (a frozen
+    dataclass, an `equinox.Module`) the caller is that `__hash__`. Then
+    `jax.jit` is further up, past such frames (at most `_HASH_DEPTH`): it
+    hashed the outermost object.
     """
     hashed: object = obj
     for _ in range(_HASH_DEPTH + 1):

@@ -1,6 +1,8 @@
-"""Traces that exit inside `lift.checking_leaks()`: which ones, noted by weak
-reference as they exit (`escaped` then asks which still have tracers), and
-whether JAX's own checker looks at them.
+"""Traces that exit inside `lift.checking_leaks()`, and whether JAX's own
+checker looks at them.
+
+Each is noted by weak reference as it exits. `escaped` then asks which still
+have tracers.
 """
 
 from __future__ import annotations
@@ -63,9 +65,10 @@ def jax_checks(tracer: Any) -> bool:
 
 
 def _note_exit(trace: Any) -> None:
-    """Note a trace that exited normally (one unwound by an exception is not
-    noted: the traceback's frames hold its tracers, and the error is the
-    report)."""
+    """Note a trace that exited normally.
+
+    One unwound by an exception is not noted: the traceback's frames hold its
+    tracers, and the error is the report."""
     kind = type(trace).__name__
     if kind in _NO_TRACERS:
         return
@@ -116,36 +119,41 @@ def watching_trace_exits(
     threads: bool = False,
     leaked: Callable[[LeakSignal], None] | None = None,
 ) -> Generator[dict[int, Any]]:
-    """Note (weakly) the traces that exit while the block runs: the eager `grad`
-    and `jvp` traces JAX's checker does not look at, or with `every` each trace
-    but JAX's eager one (`jit`, `vmap`, `scan`, ... too). `escaped_tracers` then
-    names their tracers still alive.
+    """Note (weakly) the traces that exit while the block runs.
 
-    A trace that exits normally is freed at once (its tracers with it: measured
-    for jit, grad, vmap, scan, cond, while_loop, custom_jvp, checkpoint,
-    linearize and vjp on jax 0.10.2 and 0.12.0.1), so a noted trace still alive
-    at the end of the block is the sign of a kept tracer, found without the
-    garbage collection JAX's checker runs at every trace exit.
+    By default these are the eager `grad` and `jvp` traces JAX's checker does
+    not look at. With `every`, they are each trace but JAX's eager one (`jit`,
+    `vmap`, `scan`, ... too). `escaped_tracers` then names their tracers still
+    alive.
 
-    With `frames` (`(told, look)`), each time a trace exits for good in this
-    thread (not a transform's switch back to the trace it runs in), the user's
-    frames on the stack are looked at for its tracers in their local variables
-    (see `FrameHolding`): where JAX's checker looks (`core.ensure_no_leaks`),
-    and only if the trace is still alive then; `told` is called with those that
-    hold some, while they still do. (A local dropped before the block ends
-    would be gone by then.) `look` finds them (`Look`: which frames, how many
-    objects, the leak scan's opening of holders: `lift._leaks.frames.
-    FrameLook`), the innermost block's. `frame_look` says when.
+    A trace that exits normally is freed at once, its tracers with it. This
+    is measured for jit, grad, vmap, scan, cond, while_loop, custom_jvp,
+    checkpoint, linearize and vjp on jax 0.10.2 and 0.12.0.1. So a noted trace
+    still alive at the end of the block is the sign of a kept tracer. It is
+    found without the garbage collection JAX's checker runs at every trace
+    exit.
 
-    With `threads`, traces exiting in every thread are noted and looked at
-    (as `JAX_CHECK_TRACER_LEAKS=1` checks every thread); else this thread's
-    only (as `jax.checking_leaks()`, whose switch is per thread).
+    With `frames` (`(told, look)`), the user's frames are looked at each time
+    a trace exits for good in this thread. A transform's switch back to the
+    trace it runs in is not such an exit. The look searches the frames' local
+    variables for the trace's tracers (see `FrameHolding`). It runs where
+    JAX's checker looks (`core.ensure_no_leaks`), and only if the trace is
+    still alive then. `told` is called with the frames that hold some, while
+    they still do. (A local dropped before the block ends would be gone by
+    then.) `look` finds them (`Look`, `lift._leaks.frames.FrameLook`). It says
+    which frames, how many objects, and how the leak scan opens holders. The
+    innermost block's `look` is used. `frame_look` says when.
 
-    With `leaked` (and `frames`), each trace JAX's checker would fail where
-    it checks (`core.ensure_no_leaks`: alive after a garbage collection, a
-    tracer among its referrers) is told to it then (`LeakSignal`), while its
-    holders still hold it: JAX's verdict, reached as JAX reaches it, only as
-    far as needed (`leaked_at_check`)."""
+    With `threads`, traces exiting in every thread are noted and looked at,
+    as `JAX_CHECK_TRACER_LEAKS=1` checks every thread. Else only this thread's
+    are, as `jax.checking_leaks()`, whose switch is per thread.
+
+    With `leaked` (and `frames`), `leaked` is told of each trace JAX's checker
+    would fail where it checks (`LeakSignal`). JAX's check
+    (`core.ensure_no_leaks`) fails a trace alive after a garbage collection,
+    with a tracer among its referrers. `leaked` is told then, while the
+    trace's holders still hold it. This is JAX's verdict, reached as JAX
+    reaches it, only as far as needed (`leaked_at_check`)."""
     global _original_set_current_trace
     recorder: dict[int, Any] = {}
     if not _recorders:

@@ -87,12 +87,12 @@ def is_tracer(x: object) -> bool:
 class LiveTraces:
     """The traces of this thread that have not exited, taken at one instant.
 
-    In jax 0.10.2 a `jit` trace is not invalidated when `jit` returns (its
-    `invalidate` is a no-op for the flag, see `DynamicJaxprTrace.invalidate`),
-    so `trace.is_valid()` cannot tell an escaped `jit` tracer from a live one.
-    A trace is live exactly when it is the current trace or is reachable from
-    it through the parents of each trace; this holds the traces strongly for
-    as long as the snapshot exists, so their ids stay meaningful.
+    In jax 0.10.2 a `jit` trace is not invalidated when `jit` returns. Its
+    `invalidate` is a no-op for the flag (see `DynamicJaxprTrace.invalidate`).
+    So `trace.is_valid()` cannot tell an escaped `jit` tracer from a live one.
+    A trace is live exactly when it is the current trace, or its ancestor
+    through the parents of each trace. The snapshot holds the traces strongly
+    while it exists, so their ids stay meaningful.
     """
 
     __slots__ = ("_ids", "_traces")
@@ -248,13 +248,15 @@ def frame_locals(
     frame: types.FrameType, variables: frozenset[str] | None = None
 ) -> list[tuple[str, Any]]:
     """A frame's local variables (cells' contents included), leaving no
-    snapshot behind: before 3.13 `f_locals` caches one on a function's frame,
-    which would keep the values after the frame drops them (a leak to JAX's
-    checker). Emptied when nothing else holds it (a dict the code holds, `ns =
-    locals()`, is its own; the next reader rebuilds it) and, given the code's
-    `variables`, it holds only those (names `exec` wrote there are the code's
-    own data: the next `locals()` would miss them). From 3.13 (PEP 667)
-    `f_locals` is a live view: nothing to empty."""
+    snapshot behind.
+
+    Before 3.13 `f_locals` caches a snapshot on a function's frame. It would
+    keep the values after the frame drops them: a leak to JAX's checker. The
+    snapshot is emptied when nothing else holds it; the next reader rebuilds
+    it. A dict the code holds (`ns = locals()`) is its own, and is left alone.
+    Given the code's `variables`, the snapshot keeps only those. Names `exec`
+    wrote there are the code's own data: the next `locals()` would miss them.
+    From 3.13 (PEP 667) `f_locals` is a live view: nothing to empty."""
     snapshot = frame.f_locals
     items = list(snapshot.items())
     if (

@@ -1,8 +1,10 @@
-"""Escaped tracers that no root reaches: the closure holding one, found from
-its referrers, and those kept only by JAX's and lift's caches and finalizers
-(recognised as objects, through their modules), named as such: retained, but
-not stored by the code under test. Any other library's cache is the code
-under test's holder, and reported."""
+"""Escaped tracers that no root reaches.
+
+The closure holding one is found from its referrers. Tracers kept only by
+JAX's and lift's caches and finalizers are named as such: retained, but not
+stored by the code under test. Those caches are recognised as objects,
+through their modules. Any other library's cache is the code under test's
+holder, and reported."""
 
 from __future__ import annotations
 
@@ -32,8 +34,9 @@ __all__ = [
 
 def closure_holding(tracer: Any) -> Leak | None:
     """The report for an escaped tracer that no root reaches, when a closure
-    holds it: the function, its variable and its line, found from the tracer's
-    referrers (cell, closure, function). `None` if no function holds it.
+    holds it. It names the function, its variable and its line. They are
+    found from the tracer's referrers (cell, closure, function). `None` if no
+    function holds it.
 
     Costs a few passes over the heap (`gc.get_referrers`): only for tracers
     known to have escaped."""
@@ -52,8 +55,10 @@ def closure_holding(tracer: Any) -> Leak | None:
 
 def holder_kinds(tracers: list[Any], mine: Iterable[Any] = ()) -> list[str]:
     """The kinds of object that hold `tracers` directly (`jaxlib...PyTreeDef`,
-    `tuple`), for a report that cannot name a variable: what lift could not
-    look inside, named rather than skipped. `mine`: the caller's own lists."""
+    `tuple`), for a report that cannot name a variable.
+
+    What lift could not look inside is named rather than skipped. `mine`: the
+    caller's own lists."""
     ignore = {id(tracers), *map(id, mine)}
     kinds: dict[str, None] = {}
     with _gc.paused():
@@ -84,8 +89,10 @@ _CACHE_OBJECTS = 2_000_000
 
 class CacheHolders(NamedTuple):
     """Escaped tracers that no variable of the user's reaches, kept alive by
-    libraries' caches (JAX's: `jax._src.pjit._infer_params_cached`, ...):
-    retained, but not stored by the code under test. `names`: those caches."""
+    libraries' caches (JAX's: `jax._src.pjit._infer_params_cached`, ...).
+
+    They are retained, but not stored by the code under test. `names`: those
+    caches."""
 
     names: tuple[str, ...]
 
@@ -109,10 +116,12 @@ def _owned(name: object) -> bool:
 
 
 def _is_cache(value: Any) -> bool:
-    """Whether `value` is one of the caches JAX and lift keep, recognised as
-    an object (not by where its file lies): a `weakref_lru_cache`, a
-    `functools.lru_cache` function, a function with its own `cache_clear`
-    (JAX's `util.cache()`). Read without running code of `value`'s."""
+    """Whether `value` is one of the caches JAX and lift keep.
+
+    It is recognised as an object, not by where its file lies. A cache is a
+    `weakref_lru_cache`, a `functools.lru_cache` function, or a function with
+    its own `cache_clear` (JAX's `util.cache()`). Read without running code
+    of `value`'s."""
     cls: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
     if cls is LRU_WRAPPER or cls.__name__ == "WeakrefLRUCache":
         return True
@@ -122,9 +131,11 @@ def _is_cache(value: Any) -> bool:
 
 
 def _library_caches() -> list[tuple[str, Any]]:
-    """The caches JAX and lift keep at module level, found through their
-    modules (`sys.modules` entries of `jax`, `jaxlib`, `lift`), each named
-    once by the function it caches."""
+    """The caches JAX and lift keep at module level, each named once by the
+    function it caches.
+
+    They are found through their modules: the `sys.modules` entries of `jax`,
+    `jaxlib` and `lift`."""
     out: dict[int, tuple[str, Any]] = {}
     for name, module in list(sys.modules.items()):
         if not _owned(name) or type(cast(object, module)) is not types.ModuleType:
@@ -145,9 +156,10 @@ def _library_caches() -> list[tuple[str, Any]]:
 
 
 def _library_finalizers() -> list[tuple[str, Any]]:
-    """The pending `weakref.finalize` callbacks that JAX and lift registered
-    (JAX registers one per constant a trace stages, holding the trace): what
-    each will call and with what, named by the callback. Kept alive by
+    """The pending `weakref.finalize` callbacks that JAX and lift registered.
+
+    JAX registers one per constant a trace stages, holding the trace. Each is
+    named by the callback: what it will call and with what. Kept alive by
     `weakref.finalize`'s own registry, which no variable reaches."""
     registry: Any = weakref.finalize._registry  # pyright: ignore[reportAttributeAccessIssue, reportUnknownMemberType, reportUnknownVariableType]
     out: dict[str, list[Any]] = {}
@@ -170,8 +182,10 @@ def _library_finalizers() -> list[tuple[str, Any]]:
 
 
 def _users_object(obj: Any) -> bool:
-    """Whether `obj` belongs to the code under test, not to JAX or lift: a
-    function of a user's module, or an instance of a user's class. A cache's
+    """Whether `obj` belongs to the code under test, not to JAX or lift.
+
+    It does as a function of a user's module or an instance of a user's
+    class. A cache's
     path to a tracer through one is the user's holding, never excused."""
     if type(obj) is types.FunctionType:
         return is_user_function(obj)
@@ -208,9 +222,12 @@ def _reached(
     names: dict[str, None],
     through_users: bool,
 ) -> set[int]:
-    """The ids of `tracers` that `caches` reach (each cache that does added to
-    `names`), as the garbage collector sees their contents, iteratively and
-    bounded; through the user's objects only `through_users`."""
+    """The ids of `tracers` that `caches` reach; each cache that does is added
+    to `names`.
+
+    Caches' contents are read as the garbage collector sees them, iteratively
+    and bounded. The walk goes through the user's objects only with
+    `through_users`."""
     wanted = {id(t) for t in tracers}
     reached: set[int] = set()
     if not wanted:

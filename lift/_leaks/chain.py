@@ -1,6 +1,8 @@
 """The referrer chain of an object, from it up to a module, a running frame
-or a class, as JAX's own leak report gives it (`core._why_alive`): what a
-report says of a tracer no walk of lift's names."""
+or a class.
+
+JAX's own leak report gives the same chain (`core._why_alive`). A report
+gives it for a tracer that no walk of lift's names."""
 
 from __future__ import annotations
 
@@ -22,8 +24,10 @@ _CHAIN: Final = 12
 
 def referrer_chain(obj: Any, ignore: list[Any] = []) -> list[str]:  # noqa: B006
     """How `obj` is held, from it up to a module, a frame or a class (or
-    `_CHAIN` links): each referrer's kind, and the key, index or attribute
-    that holds the one below. The referrers of frames now running and
+    `_CHAIN` links).
+
+    Each link gives a referrer's kind, and the key, index or attribute that
+    holds the one below. The referrers of frames now running and
     `ignore`'s objects are passed over (the callers' own)."""
     skip = {id(x) for x in ignore}
     running: set[int] = set()
@@ -85,9 +89,10 @@ def _ours(obj: Any, skip: set[int], depth: int = 1) -> bool:
 def _link(
     parent: Any, child: Any, skip: set[int], running: set[int]
 ) -> tuple[str, Any, bool]:
-    """How `parent` holds `child` (its text), the object to go on from (a
-    namespace's owner, for its `__dict__`), and whether to stop there (a
-    module, a frame still running)."""
+    """How `parent` holds `child` (its text), and the object to go on from.
+
+    For a namespace's `__dict__` that object is the namespace's owner. Also
+    whether to stop there: at a module, or a frame still running."""
     kind: type[Any] = type(parent)  # pyright: ignore[reportUnknownVariableType]
     if kind is types.ModuleType:
         return f"module {parent.__name__}", parent, True

@@ -1,9 +1,10 @@
 """`lift.checked(transform)`: a transform whose every call checks for leaked
 tracers, cheaply on a cached call of the transformed function.
 
-Each new transformed function is scanned once for what it captures and each
-call's arguments and result for what they hold; a call that traces runs under
-JAX's own checker too, and its report is translated into lift's."""
+Each new transformed function is scanned once for what it captures. Each
+call's arguments and result are scanned for what they hold. A call that
+traces runs under JAX's own checker too, and its report is translated into
+lift's."""
 
 from __future__ import annotations
 
@@ -38,10 +39,11 @@ _T = TypeVar("_T", bound=Callable[..., Any])
 def checked(transform: _T) -> _T:
     """Wrap a JAX transform so that each call that traces checks for leaks.
 
-    `lift.checked(jax.jit)(f)` behaves as `jax.jit(f)`. When a call runs the
-    Python of `f` (a trace) it scans, on exit, the call's outputs, `f`'s captures
-    and the module globals its code names, and every `Lifted` built while `f`
-    ran, and raises [`lift.LeakError`][] for any tracer that escaped. A call
+    `lift.checked(jax.jit)(f)` behaves as `jax.jit(f)`. A call that runs the
+    Python of `f` (a trace) scans on exit. It scans the call's outputs, `f`'s
+    captures and the module globals its code names. It scans every `Lifted`
+    built while `f` ran. It raises [`lift.LeakError`][] for any tracer that
+    escaped. A call
     served from the compilation cache runs no Python of `f`, cannot leak, and
     costs no scan.
 

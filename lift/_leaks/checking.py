@@ -74,8 +74,8 @@ def _place(
 ) -> tuple[list[Leak], list[Any]]:
     """Leak reports for `tracers`, each named from the first round of roots that
     reaches it; and the tracers no round reached. `unopened` receives what the
-    rounds could not open (all but the last resort, every module: a library's
-    objects that cannot be opened are not the user's to act on). Without
+    rounds could not open, all but the last resort (every module). A library's
+    objects that cannot be opened are not the user's to act on. Without
     `weak`, through strong holders only."""
     leaks: list[Leak] = []
     rest = tracers
@@ -93,9 +93,11 @@ def _place(
 
 
 class Placed(NamedTuple):
-    """Where escaped tracers are (`place_escaped`): `leaks`, named; `unplaced`,
-    held by nothing lift can see; `cached`, the libraries' caches that alone
-    keep `kept` alive (no leak of the code under test)."""
+    """Where escaped tracers are (`place_escaped`).
+
+    `leaks` are named. `unplaced` are held by nothing lift can see. `cached`
+    names the libraries' caches that alone keep `kept` alive: no leak of the
+    code under test."""
 
     leaks: list[Leak]
     unplaced: list[Any]
@@ -109,11 +111,13 @@ def place_escaped(
     home: str | None = None,
     unopened: list[Unopened] | None = None,
 ) -> Placed:
-    """Leak reports for tracers known to have escaped (their trace exited and
-    they are still alive), each named from `roots` first, then from the user's
-    modules; of the rest, those libraries' caches keep (JAX's, equinox's: not
-    the user's escapes); then the others named from any module.
-    `home`: the module of the roots (`scan_tracers`).
+    """Leak reports for tracers known to have escaped: their trace exited and
+    they are still alive.
+
+    Each is named from `roots` first, then from the user's modules. Of the
+    rest, those that libraries' caches keep (JAX's, equinox's) are set apart:
+    they are not the user's escapes. The others are then named from any
+    module. `home`: the module of the roots (`scan_tracers`).
 
     Named by their strong holders only: a weak reference keeps nothing alive
     (equinox's weak-keyed `filter_jit` cache reaches a closure that JAX's own
@@ -166,14 +170,18 @@ def _translate(
     lifted: list[tuple[str, Any]],
     escaped: list[Any] = [],  # noqa: B006 (never mutated)
 ) -> LeakError | None:
-    """A `LeakError` for JAX's leaked-tracer error (or the error its checker
-    raised explaining it: jax#26560's IndexError, a holder's `__repr__`'s),
-    or `None` for any other exception: the user's own, which passes unchanged.
+    """A `LeakError` for JAX's leaked-tracer error, or `None` for any other
+    exception.
 
-    Only the tracers JAX named are reported: the locals of the frames the error
-    unwound hold other tracers of exited traces (the outer function's argument),
-    which die with the traceback and are no leak. Where lift cannot place them,
-    JAX's message is kept: the `LeakError` is raised from JAX's exception.
+    JAX's error may also be the one its checker raised explaining it:
+    jax#26560's IndexError, or a holder's `__repr__`'s. Any other exception
+    is the user's own, and passes unchanged.
+
+    Only the tracers JAX named are reported. The locals of the frames the
+    error unwound hold other tracers of exited traces (the outer function's
+    argument). Those die with the traceback and are no leak. Where lift cannot
+    place them, JAX's message is kept: the `LeakError` is raised from JAX's
+    exception.
     """
     jax_tracers = _compat.jax_leaked_tracers(exc)
     if jax_tracers is None:
@@ -244,8 +252,9 @@ def leak_error(
     traceback as JAX would have (in `mode`) and return: the caller re-raises it.
 
     `escaped`: tracers of eager transforms that exited inside a
-    `checking_leaks()` block; JAX's `UnexpectedTracerError` (one of them was
-    used later) is reported as their leak when lift can name where they are."""
+    `checking_leaks()` block. JAX raises `UnexpectedTracerError` when one of
+    them is used later. It is reported as their leak when lift can name where
+    they are."""
     __tracebackhide__ = True
     error = _translate(exc, named, lifted, escaped)
     if error is None and escaped and isinstance(exc, _UnexpectedTracerError):
@@ -275,10 +284,10 @@ def describe_short(fn: Any) -> str:
 class checking_leaks:
     """Check for leaked tracers over a block or a function.
 
-    For its extent, turns on `jax.checking_leaks()`, reports JAX's leaked-tracer
-    errors as [`lift.LeakError`][] with lift's diagnosis (function, `file:line`,
-    variable, fix; never the `IndexError` of jax issue 26560), and on exit scans
-    every `Lifted` built inside it.
+    For its extent, turns on `jax.checking_leaks()`. It reports JAX's
+    leaked-tracer errors as [`lift.LeakError`][] with lift's diagnosis:
+    function, `file:line`, variable, fix. It never shows the `IndexError` of
+    jax issue 26560. On exit it scans every `Lifted` built inside it.
 
     Usable as `with lift.checking_leaks():` and as `@lift.checking_leaks()`.
 

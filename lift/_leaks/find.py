@@ -61,9 +61,9 @@ def find_leaks(*roots: Any, limit: int = DEFAULT_LIMIT) -> Leaks:
     STASH[0] STASH float32[] from jit(step)
     ```
 
-    An object the scan cannot look inside (an attribute, `__dict__` or
-    iteration that raises) is named in the result's `unopened`, each with its
-    path and error (`could not open roots[0].__dict__: RuntimeError: …`).
+    Some objects the scan cannot look inside: an attribute, `__dict__` or
+    iteration raises. Each is named in the result's `unopened`, with its path
+    and error (`could not open roots[0].__dict__: RuntimeError: …`).
     """
     # A tracer two roots reach at the same depth is named from the one first
     # in an order of the roots themselves, never of the arguments: named
@@ -91,9 +91,9 @@ def check_leaks(*roots: Any, limit: int = DEFAULT_LIMIT) -> None:
 
     **Returns:** `None` when nothing escaped.
 
-    **Raises:** `lift.LeakError`, listing each leak with its function, `file:line`,
-    variable and the fix, then what the scan could not open (with no leak,
-    `find_leaks(...).unopened` names that).
+    **Raises:** `lift.LeakError`, listing each leak with its function,
+    `file:line`, variable and the fix. It then lists what the scan could not
+    open; with no leak, `find_leaks(...).unopened` names that.
 
     ```python
     import jax
@@ -116,9 +116,11 @@ def frame_leaks(
     holdings: Iterable[_compat.FrameHolding],
 ) -> tuple[list[Leak], list[Any], list[Unopened]]:
     """The leaks of tracers that the user's frames held in local variables
-    when their trace exited (`_compat.watching_trace_exits(frames=...)`), each
-    named by its shortest path from the local (`seen[0]`, a local variable of
-    `test_log`); the tracers, one per leak; what the walk could not open."""
+    when their trace exited (`_compat.watching_trace_exits(frames=...)`).
+
+    Each leak is named by its shortest path from the local (`seen[0]`, a
+    local variable of `test_log`). Also returns the tracers, one per leak,
+    and what the walk could not open."""
     leaks: list[Leak] = []
     tracers: list[Any] = []
     unopened: list[Unopened] = []

@@ -1,17 +1,21 @@
-"""The look at the user's frames as a trace exits (`lift._compat.
-watching_trace_exits(frames=...)`): the tracers of the exiting trace that a
-frame's locals reach, opened as the leak scan opens them (`LeakWalk.expand`,
-over the holders `lift._holders` describes), within a budget of objects.
-Its policy is here (`FrameLook.at_exit`): which frames, how many objects, the
-finalizers; `lift._compat` says when a trace exits, and which tracers are
-its own.
+"""The look at the user's frames as a trace exits
+(`lift._compat.watching_trace_exits(frames=...)`).
 
-What the look adds to the scan is its bounds: a budget of objects shared by
-the frames (a number or string in a container costs an eighth), a function's
-globals only for a function that is a frame's local (not for a library's
-tables of functions met deeper), and no weak reference followed (it runs
-before the garbage collector: through one it would reach garbage, and keep
-alive what it names until the phase ends)."""
+The look finds the tracers of the exiting trace that a frame's locals reach.
+It opens them as the leak scan does (`LeakWalk.expand`), over the holders
+`lift._holders` describes, within a budget of objects. Its policy is here
+(`FrameLook.at_exit`): which frames, how many objects, the finalizers.
+`lift._compat` says when a trace exits, and which tracers are its own.
+
+What the look adds to the scan is its bounds:
+
+- a budget of objects shared by the frames; a number or string in a
+  container costs an eighth.
+- a function's globals only for a function that is a frame's local, not for
+  a library's tables of functions met deeper.
+- no weak reference followed. The look runs before the garbage collector.
+  Through a weak reference it would reach garbage, and keep alive what it
+  names until the phase ends."""
 
 from __future__ import annotations
 
@@ -69,14 +73,17 @@ _FINALIZER: Final = "<a weakref.finalize>"
 
 
 class FrameLook:
-    """`look(live, names, budget, seen)`: the tracers `names` (a frame's
-    locals, `(name, value)`) reach that are not `live` (those of the exiting
-    trace), as `(name, tracer)`, breadth-first within `budget` objects; with
-    the budget left. `seen`: objects already looked at by this exit.
+    """`look(live, names, budget, seen)`: the tracers `names` reach that are
+    not `live`, with the budget left.
+
+    `names` are a frame's locals, `(name, value)`. `live` are the tracers of
+    the exiting trace. Tracers come as `(name, tracer)`, found breadth-first
+    within `budget` objects. `seen`: objects already looked at by this exit.
 
     An instance of the user's classes is opened by its own attributes
-    (`own_attributes`: not as a pytree, whose flattening would run the
-    class's code at every exit), anything else as the leak scan opens it."""
+    (`own_attributes`). It is not opened as a pytree: flattening would run
+    the class's code at every exit. Anything else is opened as the leak scan
+    opens it."""
 
     __slots__ = ("attributes", "skips", "walk")
 
@@ -177,9 +184,10 @@ class FrameLook:
         finalizers: list[Any],
     ) -> list[FrameHolding]:
         """Of the `chosen` frames, those whose locals hold tracers of the
-        trace `exited` (`lift._compat.ExitedTrace`), and the `finalizers`
-        (registered while it ran) that hold some; `_FRAME_BUDGET` objects
-        shared among the frames."""
+        trace `exited` (`lift._compat.ExitedTrace`).
+
+        Also the `finalizers` (registered while it ran) that hold some. The
+        frames share a budget of `_FRAME_BUDGET` objects."""
         found = self._frames(exited, chosen)
         for finalizer in finalizers:
             names = [(_FINALIZER, finalizer)]
@@ -241,8 +249,11 @@ def _user_frames(
     frame: types.FrameType | None,
 ) -> list[tuple[types.FrameType, frozenset[str]]]:
     """The user's frames from `frame` down, innermost first, each with its
-    variables' names (`is_user_module`: not JAX's, lift's, NumPy's, pytest's,
-    pluggy's or the standard library's, by module name)."""
+    variables' names.
+
+    A user's frame is one of a user's module (`is_user_module`, by module
+    name). JAX's, lift's, NumPy's, pytest's, pluggy's and the standard
+    library's are not."""
     chosen: list[types.FrameType] = []
     while frame is not None:
         if frame.f_code.co_flags & _OPTIMIZED and is_user_module(

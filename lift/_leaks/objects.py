@@ -1,10 +1,17 @@
-"""How the leak scan opens what is not one of its core kinds (functions,
-partials, methods, cells, classes, generators: `lift._leaks.scan`): objects,
-by their attributes and slots, read without running code of their class;
-containers, as their base class keeps them (a subclass's own attributes too);
-pytrees, by their children and static data; `Lifted`; traced programs'
-constants. How to walk each type is decided once per type and scan (a plan),
-and what cannot be opened is named (`Unopened`), never raised."""
+"""How the leak scan opens what is not one of its core kinds.
+
+The core kinds are functions, partials, methods, cells, classes and
+generators (`lift._leaks.scan`). Here the scan opens:
+
+- objects, by their attributes and slots, read without running code of
+  their class;
+- containers, as their base class keeps them (a subclass's own attributes
+  too);
+- pytrees, by their children and static data;
+- `Lifted`, and traced programs' constants.
+
+How to walk each type is decided once per type and scan (a plan). What
+cannot be opened is named (`Unopened`), never raised."""
 
 from __future__ import annotations
 
@@ -219,8 +226,10 @@ class ObjectWalk:
 
     def attribute(self, obj: Any, name: str, index: int, default: Any = None) -> Any:
         """`getattr(obj, name, default)` without running code of the object's
-        class (`static_attribute`): what only that code could tell (a
-        property), or what raises, is named as what was not opened."""
+        class (`static_attribute`).
+
+        What only that code could tell (a property), or what raises, is named
+        as what was not opened."""
         try:
             if not is_user_module(type(obj).__module__):
                 # JAX's, NumPy's and the standard library's classes (a

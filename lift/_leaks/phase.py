@@ -1,6 +1,7 @@
-"""One phase of a test under the plugin's fast mode: what runs around it
-(`Watch`), what the test names (`named_by`), and the check after it (`check`).
-Imported once the plugin is switched on."""
+"""One phase of a test under the plugin's fast mode.
+
+Here are what runs around it (`Watch`), what the test names (`named_by`),
+and the check after it (`check`). Imported once the plugin is switched on."""
 
 from __future__ import annotations
 
@@ -16,10 +17,12 @@ __all__ = ["Watch", "check", "module_of", "named_by"]
 
 
 def named_by(item: pytest.Item, cached: bool = False) -> list[tuple[str, Any]]:
-    """What a test names: its function, its fixtures' functions (and so the
-    globals their code names) and the fixture values it received; with
-    `cached`, also those an earlier test already set up (a higher scope's,
-    cached on its definition)."""
+    """What a test names: its function, its fixtures' functions and the
+    fixture values it received.
+
+    The fixtures' functions bring the globals their code names. With
+    `cached`, also the values an earlier test already set up: a higher
+    scope's, cached on its definition."""
     test = getattr(item, "obj", None)
     # A `unittest.TestCase` method, as the test wrote it (not the plugin's
     # wrapper around it, `_speaking_lift`).
@@ -45,14 +48,16 @@ def module_of(item: pytest.Item) -> str | None:
 
 
 def check(item: pytest.Item, watch: Watch) -> None:
-    """Fail the current phase for what escaped since the test's setup began:
-    reachable from what the test names, or from a `Lifted` built in the phase,
-    or (the fast mode's record of trace exits) a tracer of a trace that exited
-    in the phase and is still alive, wherever it is kept.
+    """Fail the current phase for what escaped since the test's setup began.
 
-    What only unreachable garbage holds did not escape (JAX's checker collects
-    it first): a leak found is confirmed after a garbage collection, which only
-    a suspected leak costs."""
+    A tracer escaped when it is reachable from what the test names, or from a
+    `Lifted` built in the phase. The fast mode also records trace exits. A
+    tracer of a trace that exited in the phase escaped if it is still alive,
+    wherever it is kept.
+
+    What only unreachable garbage holds did not escape; JAX's checker
+    collects it first. So a leak found is confirmed after a garbage
+    collection, which only a suspected leak costs."""
     __tracebackhide__ = True
     if check_once(item, watch, confirm=True):
         import gc
@@ -141,12 +146,16 @@ def check_once(item: pytest.Item, watch: Watch, confirm: bool) -> bool:
 
 
 class Watch:
-    """What runs around a phase: in the exhaustive mode (or when JAX's own
-    checker is on anyway, its caches already off) `lift.checking_leaks()`; in
-    the fast mode a record of the `Lifted` built and of the traces that exit
-    (`lifted`, `exits`), JAX's caches kept on, and the leaks found in the
-    user's frames as traces exited (`held`: each with its tracer, and what
-    naming them could not open)."""
+    """What runs around a phase.
+
+    In the exhaustive mode it is `lift.checking_leaks()`. So it is when JAX's
+    own checker is on anyway, its caches already off. In the fast mode JAX's
+    caches stay on, and it records:
+
+    - the `Lifted` built (`lifted`) and the traces that exit (`exits`);
+    - the leaks found in the user's frames as traces exited (`held`), each
+      with its tracer;
+    - what naming them could not open."""
 
     __slots__ = (
         "exits",
@@ -197,8 +206,10 @@ class Watch:
 
     def note_leak(self, signal: Any) -> None:
         """Name the tracers of a trace JAX's checker would fail where it
-        checks it, while their holders still hold them: each is a leak,
-        whatever holds it, but those only JAX's or lift's caches keep."""
+        checks it, while their holders still hold them.
+
+        Each is a leak, whatever holds it, except those only JAX's or lift's
+        caches keep."""
         from .checking import lifted_roots
         from .report import Unopened, error_text, tracer_text
         from .verdict import chain_leak, judge

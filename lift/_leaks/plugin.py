@@ -3,22 +3,27 @@
 Registered through the `pytest11` entry point and off unless asked for, with
 `pytest --lift-leaks` or `lift_leaks = true` in the ini file. Each phase of a
 test (fixture setup, the call, fixture teardown) is checked as part of that
-test; tracers that escaped before its setup began are never its fault. A leak
-fails the phase with the `LeakError` text; `@pytest.mark.lift_allow_leaks`
-exempts a test. Two modes (`--lift-leaks-mode`, `lift_leaks_mode`): `fast`, the
-default, notes the traces that exit in each phase and the locals of the
-user's frames on the stack as each exits, and after the phase, for the
-tracers of those traces still alive (if any), scans what the test and its
-fixtures name (and every `Lifted` built), with JAX's own checker left as it
-is; `exhaustive` also runs
-each phase inside `lift.checking_leaks()` (JAX's gc-based checker), which finds
-leaks held anywhere at several times the cost. A holder the scan cannot open
-(an attribute that raises) is named: in the leak report of a failing phase,
-and in a section of the run's summary for tests that pass; so are tracers that
-only JAX's (or lift's) caches keep (after an eager `grad` over a jitted
-closure), which fail no test. This module imports neither JAX nor the rest of
-`lift` until it is switched on, so installing the library costs nothing to
-test suites that do not use it.
+test. Tracers that escaped before its setup began are never its fault. A
+leak fails the phase with the `LeakError` text. `@pytest.mark.lift_allow_leaks`
+exempts a test.
+
+There are two modes (`--lift-leaks-mode`, `lift_leaks_mode`). `fast`, the
+default, notes the traces that exit in each phase. As each exits, it looks
+at the locals of the user's frames on the stack. After the phase it looks
+for tracers of those traces still alive. If there are any, it scans what the
+test and its fixtures name, and every `Lifted` built. JAX's own checker is
+left as it is. `exhaustive` also runs each phase inside
+`lift.checking_leaks()` (JAX's gc-based checker). That finds leaks held
+anywhere, at several times the cost.
+
+A holder the scan cannot open (an attribute that raises) is named. It is
+named in the leak report of a failing phase. For tests that pass, it is
+named in a section of the run's summary. So are tracers that only JAX's (or
+lift's) caches keep, which fail no test. An eager `grad` over a jitted
+closure leaves such tracers.
+
+This module imports neither JAX nor the rest of `lift` until it is switched
+on. Installing the library costs nothing to test suites that do not use it.
 """
 
 from __future__ import annotations
@@ -111,10 +116,12 @@ class _Summary:
                 self.sections.setdefault(name, {})[report.nodeid] = value
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        """Name what the checks of passing tests could not open (a tracer
-        there would not have been seen: make it readable, or exempt the test),
-        and the tracers only libraries' caches keep (not failed: not the
-        test's escapes)."""
+        """Name what the checks of passing tests could not open, and the
+        tracers only libraries' caches keep.
+
+        A tracer in what was not opened would not have been seen: make it
+        readable, or exempt the test. Tracers only caches keep fail no test:
+        they are not the test's escapes."""
         for title in _SECTIONS.values():
             found = self.sections.get(title)
             if not found:
@@ -146,8 +153,10 @@ def _on(item: pytest.Item | pytest.Collector) -> bool:
 
 def fast_mode(item: pytest.Item | pytest.Collector) -> bool:
     """Whether the fast mode watches `item`: chosen, and JAX's own checker
-    not on anyway (when it is, each phase runs in `lift.checking_leaks()`, as
-    in the exhaustive mode)."""
+    not on anyway.
+
+    When JAX's checker is on, each phase runs in `lift.checking_leaks()`, as
+    in the exhaustive mode."""
     import jax
 
     fast = item.config.stash.get(_MODE, "fast") == "fast"
@@ -180,8 +189,9 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, Any, Any]:
     """A leak that fails a phase of an item that is not a Python function (a
-    doctest) is reported as its `LeakError` alone: such items show the
-    traceback of pytest's own calls around it."""
+    doctest) is reported as its `LeakError` alone.
+
+    Such items would show the traceback of pytest's own calls around it."""
     report = yield
     if report.when == "teardown" and _on(item):
         _carry_summary(item, report)
@@ -275,8 +285,10 @@ def _is_unittest(item: pytest.Item) -> bool:
 
 def _speaking_lift(test: Any) -> Any:
     """`test`, raising `LeakError` with lift's report where JAX's checker
-    raises its own inside it: a `unittest.TestCase` records the error its
-    method raises before the phase could translate it."""
+    raises its own inside it.
+
+    A `unittest.TestCase` records the error its method raises before the
+    phase could translate it."""
     import functools
 
     @functools.wraps(test)

@@ -1,9 +1,10 @@
 """The leak report: what one escaped tracer is called in a `LeakError`.
 
-A `Leak` names the holder (a module global, a registry key, an attribute
-path), the function, its variable, `file:line`, the tracer's type and
-transform, and advice that fits how it is kept; `Unopened` names what a scan
-could not look inside. `format_leaks` is a `LeakError`'s text."""
+A `Leak` names the holder: a module global, a registry key, an attribute
+path. It names the function, its variable and `file:line`. It gives the
+tracer's type and transform, and advice that fits how it is kept.
+`Unopened` names what a scan could not look inside. `format_leaks` is a
+`LeakError`'s text."""
 
 from __future__ import annotations
 
@@ -63,9 +64,9 @@ class Leak:
     **Attributes:**
 
     - `path`: how the tracer is reached, from the root, e.g. `STASH[0].x`.
-    - `function`: qualified name of the innermost function holding the tracer
-      (through a captured variable, a default, a bound object, a partial
-      argument, or a global its code names), or `None`.
+    - `function`: qualified name of the innermost function holding the
+      tracer, or `None`. It holds it through a captured variable, a default,
+      a bound object, a partial argument, or a global its code names.
     - `variable`: the name under which that function holds it, or `None`.
     - `filename`, `lineno`: where that function is defined, or `None`.
     - `tracer`: shape, dtype and transform of the tracer: `float32[] from jit(step)`.
@@ -187,9 +188,11 @@ def unopened_text(unopened: Iterable[Unopened]) -> str:
 
 
 class Leaks(list[Leak]):
-    """What `find_leaks` returns: a list of [`lift.Leak`][], and `unopened`,
-    the holders the scan could not open (a tracer inside them is not seen),
-    each with its path and the error opening it raised.
+    """What `find_leaks` returns: a list of [`lift.Leak`][], and `unopened`.
+
+    `unopened` lists the holders the scan could not open; a tracer inside
+    them is not seen. Each comes with its path and the error opening it
+    raised.
 
     ```python
     import lift
@@ -304,10 +307,11 @@ def label_text(label: PathLabel) -> str:
 
 
 def safe_repr(obj: Any) -> str:
-    """`repr(obj)` where no code of the user's runs for it (the builtins' and
-    the standard library's reprs, tuples of such); else its type and id
-    (`<Key object at 0x…>`): a report never runs, or fails on, a user's
-    `__repr__`."""
+    """`repr(obj)` where no code of the user's runs for it; else its type and
+    id (`<Key object at 0x…>`).
+
+    Such reprs are the builtins' and the standard library's, and tuples of
+    such. A report never runs, or fails on, a user's `__repr__`."""
     cls: type[Any] = type(obj)  # pyright: ignore[reportUnknownVariableType]
     if cls is tuple:
         inner = ", ".join(map(safe_repr, cast(tuple[Any, ...], obj)))
@@ -345,8 +349,10 @@ def _module_of(
     entries: list[Any], chain: list[int], start: int, home: str | None
 ) -> str:
     """`mylib.` when the path starts at a global of a module other than the
-    one whose code reached it (a library's registry, seen from a test), so
-    that the report names the module holding it; else nothing."""
+    one whose code reached it; else nothing.
+
+    A library's registry seen from a test is such a global. The report then
+    names the module holding it."""
     _, label, edge, _ = entries[chain[start]]
     if (
         edge is None

@@ -1,15 +1,20 @@
 """The leak scan: find tracers that outlived the transform that made them.
 
-The walk starts from the given roots and follows what Python code can reach:
-function cells, defaults, bound `self`, `functools.partial` arguments, the module
-globals a function's code names, `Lifted` captures, pytree children, containers,
-objects' `__dict__` and `__slots__`, class attributes, and the constants of
-traced programs. It is iterative (closures nest 10 000 deep), breadth-first (so
-each leak is named by its shortest path), visits each object once (cycles are
-fine) and stops after a bounded number of objects. What it cannot open (an
-attribute, `__dict__` or iteration that raises) it names (`Unopened`): after
-the leaks in a `LeakError`'s report, and in `find_leaks(...).unopened`; never
-as an error of its own, so that a clean scan passes.
+The walk starts from the given roots and follows what Python code can
+reach. That is function cells, defaults, bound `self` and
+`functools.partial` arguments. It is the module globals a function's code
+names, `Lifted` captures, pytree children and containers. It is objects'
+`__dict__` and `__slots__`, class attributes, and the constants of traced
+programs.
+
+The walk is iterative, since closures nest 10 000 deep. It is breadth-first,
+so each leak is named by its shortest path. It visits each object once
+(cycles are fine) and stops after a bounded number of objects.
+
+Some objects it cannot open: an attribute, `__dict__` or iteration raises.
+It names them (`Unopened`) after the leaks in a `LeakError`'s report, and
+in `find_leaks(...).unopened`. It never raises an error of its own for
+them, so that a clean scan passes.
 """
 
 from __future__ import annotations
@@ -233,8 +238,10 @@ class LeakWalk(ObjectWalk):
 
     def exception(self, exc: BaseException, cls: type, index: int) -> None:
         """A kept exception's arguments, attributes, notes and the exceptions it
-        chains; not its traceback (the frames it unwound, whose locals are the
-        running code's, not data the error was given)."""
+        chains.
+
+        Not its traceback: the frames it unwound hold the running code's
+        locals, not data the error was given."""
         self.push(exc.args, index, ".args")
         self.push(exc.__cause__, index, ".__cause__")
         self.push(exc.__context__, index, ".__context__")
@@ -292,8 +299,8 @@ class LeakWalk(ObjectWalk):
     ) -> None:
         """The attributes of a module that `fn`'s code names (`mylib.step`,
         `pkg.mod.step` through `import pkg.mod`): what the function reaches
-        through the module, walked as its globals. A module is not walked whole
-        (JAX's and NumPy's are vast); its names the code does not use are
+        through the module, walked as its globals. A module is not walked
+        whole; JAX's and NumPy's are vast. Its names the code does not use are
         reached, if at all, from what it does use."""
         stack = [(module, alias)]
         done = {id(module)}
@@ -313,11 +320,13 @@ class LeakWalk(ObjectWalk):
                 self.push(value, index, where, (fn, where, GLOBAL), reset=True)
 
     def holder(self, obj: Any, holder: Holder, index: int) -> None:
-        """A bound method's function and `self`, a partial's function and
-        arguments (each named by the parameter it fills), a `lift.jit`
-        function's function as lift's closure graph takes it (flattened, it
-        would be lifted afresh at every visit: a `lift.jit` closure that calls
-        itself then without end)."""
+        """What a holder holds: a bound method's function and `self`, or a
+        partial's function and arguments.
+
+        Each argument is named by the parameter it fills. A `lift.jit`
+        function's function is taken as lift's closure graph takes it.
+        Flattened, it would be lifted afresh at every visit. A `lift.jit`
+        closure that calls itself would then recurse without end."""
         fn: Any = None
         if self.held is not None:
             self.held.add(id(obj))
@@ -358,9 +367,11 @@ NONE_LIVE: Final = _NoneLive()
 def first_tracer(
     obj: Any, limit: int, live: Any = None, held: set[int] | None = None
 ) -> str | None:
-    """The path (`.a[0].b`) from `obj` to the nearest tracer it holds, any
-    tracer or (given `live`) one whose trace has exited; `None` if the first
-    `limit` objects hold none. The leak scan's walk, bounded, for capture:
+    """The path (`.a[0].b`) from `obj` to the nearest tracer it holds, or
+    `None` if the first `limit` objects hold none.
+
+    Any tracer counts, or given `live`, one whose trace has exited. The leak
+    scan's walk, bounded, for capture:
     what a static capture hides where no pytree reaches. `held` gets the ids
     of the functions, their cells and the holders it passes."""
     walk = LeakWalk(
