@@ -2,7 +2,8 @@
 
     python scripts/prose.py            # the summary
     python scripts/prose.py --long 30  # also every sentence over 30 words
-    python scripts/prose.py --check    # fail over the bounds (CI)
+    python scripts/prose.py --check    # fail over the sentence bounds (CI)
+    python scripts/prose.py --check-code  # fail over the code-line bound too
 
 A sentence ends at `.`, `?` or `!` followed by a space or the end, or at the
 end of a paragraph or list item. Code blocks and doctest lines are skipped.
@@ -109,7 +110,12 @@ def main() -> int:
     parser.add_argument(
         "--long", type=int, default=None, help="list sentences over N words"
     )
-    parser.add_argument("--check", action="store_true", help="exit 1 over the bounds")
+    parser.add_argument(
+        "--check", action="store_true", help="exit 1 over the sentence bounds"
+    )
+    parser.add_argument(
+        "--check-code", action="store_true", help="and over the code-line bound"
+    )
     parser.add_argument("paths", nargs="*", type=Path)
     args = parser.parse_args()
     files = sorted(
