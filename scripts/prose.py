@@ -137,11 +137,10 @@ def main() -> int:
         f"longest {longest} (at most {LONGEST}), "
         f"{sum(c > LONGEST for c in counts)} over; {code} code lines (at most {CODE_LINES_MAX})"
     )
-    if args.check and (
-        median > MEDIAN_MAX
-        or longest > LONGEST
-        or (not args.paths and code > CODE_LINES_MAX)
-    ):
+    over = median > MEDIAN_MAX or longest > LONGEST
+    if args.check_code and not args.paths:
+        over = over or code > CODE_LINES_MAX
+    if (args.check or args.check_code) and over:
         return 1
     return 0
 
