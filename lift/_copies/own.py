@@ -21,28 +21,41 @@ from .._base.atoms import EXACT
 from .._base.errors import LiftError, describe, static_fix, type_text
 from .._compat import CUSTOM_NODES, Tracer
 from .._holders.closure import default_factory
-from .._holders.held import held
 from .._holders.reach import items, reach
 from .._holders.trees import (
     flatten_checked,
     is_function_like,
-    one_level,
     read_as_tuple,
-    tree_leaves,
 )
-from .._rule.static import default_dynamic, static_key
+from .._rule.static import static_key
 from .._skeleton.nodes import Static, Template
 
 
 def ownable(x: Any) -> bool:
     """Whether `x` is a container that stays your own when it holds no dynamic leaf.
 
-    A list, a dict, an `OrderedDict`, or a `defaultdict` whose factory holds no
-    dynamic value (`defaultdict(lambda: 0)`: a plain function is no leaf)."""
+    A list, a dict, an `OrderedDict`, or a `defaultdict` whose factory is no
+    function or a plain one (`defaultdict(lambda: 0)`)."""
     t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
     if t is list or t is dict:
         return True
-    return t in STD_DICTS and not holds_dynamic(default_factory(x))
+    factory = default_factory(x)
+    return t in STD_DICTS and (not is_function_like(factory) or plain_function(factory))
+
+
+def plain_function(x: Any) -> bool:
+    """Whether `x` is a function holding nothing: no cells, defaults or attributes.
+
+    Its code alone says what it does, so a container keeps it by identity
+    (`log_hook` in a registry). A function with a cell is walked instead: a
+    rebinding there must be seen."""
+    return (
+        type(x) is types.FunctionType
+        and x.__closure__ is None
+        and not x.__defaults__
+        and not x.__kwdefaults__
+        and not x.__dict__
+    )
 
 
 # The standard library's dicts that may stay your own as a dict does.
@@ -66,30 +79,6 @@ def plain_reach(value: Any) -> set[int]:
     return {
         id(x) for x in reach([value], _plain_items) if x is not value and ownable(x)
     }
-
-
-def holds_dynamic(x: Any) -> bool:
-    """Whether `x` reaches a dynamic value (`default_dynamic`).
-
-    Followed through containers, pytree nodes and what a function holds; not
-    through other objects, which capture keeps static. A function holding no
-    dynamic value is static data to a container holding it."""
-
-    def into(y: Any) -> Iterable[Any] | None:
-        if is_function_like(y) or type(y) is types.CellType:
-            return held(y)  # a `lift.jit` function too: not flattened, lifted
-        return (
-            tree_leaves(y, is_leaf=one_level(y))
-            if type(y) in CUSTOM_NODES
-            else items(y)
-        )
-
-    walked = list(reach([x], into, _HOLDS_LIMIT))
-    # Too large to tell: as if it did.
-    return len(walked) == _HOLDS_LIMIT or any(map(default_dynamic, walked))
-
-
-_HOLDS_LIMIT: Final = 10_000
 
 
 # Containers the lifted function shares with the original when they hold no
@@ -149,11 +138,11 @@ def kept_whole(
 def own_part(leaf: Any, is_static: Callable[[Any], bool]) -> bool:
     """Whether a leaf leaves its container your own.
 
-    A static leaf does, and so does a function holding no dynamic value
-    (`log_hook` in a registry). A tracer never does."""
+    A static leaf does, and so does a plain function (`plain_function`). A
+    tracer never does."""
     if issubclass(type(leaf), Tracer):  # pyright: ignore[reportUnknownArgumentType]
         return False
-    return is_static(leaf) or (is_function_like(leaf) and not holds_dynamic(leaf))
+    return is_static(leaf) or plain_function(leaf)
 
 
 def own_changed(statics: Iterable[Static]) -> bool:

@@ -21,6 +21,7 @@ from typing import Any, Final, Protocol, cast
 
 from .._base.atoms import UNOPENED
 from .._base.errors import static_str
+from .._holders.closure import custom_data
 from .._holders.labels import Label
 from .nodes import (
     CellNode,
@@ -369,13 +370,34 @@ _INTERCHANGEABLE: Final = UNOPENED | {type}
 def _objects(a: Skeleton, b: Skeleton) -> bool:
     """Whether the other statics are the very same objects.
 
-    Equal by a user's `__eq__` is not the same: a new trace runs with each
-    `Lifted`'s own object, as `jax.jit` does with a static argument."""
-    return all(
-        s.value is r.value or type(s.value) in _INTERCHANGEABLE
-        for ta, tb in zip(a.templates(), b.templates(), strict=True)
-        for s, r in zip(ta.slots, tb.slots, strict=True)
-        if type(s) is Static
+    So are the pytree nodes' static data. Equal by a user's `__eq__` is not
+    the same: a new trace runs with each `Lifted`'s own object, as `jax.jit`
+    does with a static argument."""
+    for ta, tb in zip(a.templates(), b.templates(), strict=True):
+        if ta.aux is not None and not all(
+            map(_alike, _aux_data(ta.treedef), _aux_data(tb.treedef))
+        ):
+            return False
+        for s, r in zip(ta.slots, tb.slots, strict=True):
+            if type(s) is Static and not _alike(s.value, r.value):
+                return False
+    return True
+
+
+def _aux_data(treedef: Any) -> list[Any]:
+    """The static data of `treedef`'s custom nodes, as objects."""
+    return [aux for _, aux in custom_data(treedef)]
+
+
+def _alike(x: Any, y: Any) -> bool:
+    """The same object, or equal values that compute alike (tuples of them too)."""
+    if x is y or type(x) in _INTERCHANGEABLE:
+        return True
+    return (
+        type(x) is tuple
+        and type(y) is tuple
+        and len(x) == len(y)  # pyright: ignore[reportUnknownArgumentType]
+        and all(map(_alike, x, y))  # pyright: ignore[reportUnknownArgumentType]
     )
 
 

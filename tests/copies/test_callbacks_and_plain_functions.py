@@ -162,9 +162,62 @@ def _takes(x: Any, fs: Any) -> Any:
     return x * len(fs)
 
 
-def test_a_partial_in_a_list_it_holds_is_your_own_list() -> None:
-    # No dynamic leaf anywhere: nothing is rebuilt, so the cycle is no refusal.
+def test_a_partial_in_a_list_it_holds_is_refused_as_a_cycle() -> None:
+    # A partial is no plain function: the list holding it is walked, and the
+    # partial's cycle through it cannot be rebuilt.
     held: list[Any] = []
     p = functools.partial(_takes, fs=held)
     held.append(p)
-    assert lift.lift(p)(2.0) == 2.0
+    with pytest.raises(lift.LiftError, match="refer to each other in a cycle"):
+        lift.lift(p)
+
+
+def test_a_rebinding_in_a_function_a_list_holds_is_seen() -> None:
+    # A function with a cell in a captured list is walked, not kept by
+    # identity: rebinding its cell gives another treedef and what Python
+    # computes now, under `jax.jit` and `lift.jit`.
+    k = 2
+
+    def h(x: Any) -> Any:
+        return x * k
+
+    fns = [h]
+
+    def step(x: Any) -> Any:
+        return fns[0](x)
+
+    run = jax.jit(lambda f, x: f(x))
+    jitted = lift.jit(step)
+    assert float(run(lift.lift(step), 1.0)) == float(jitted(1.0)) == 2.0
+    k = 3
+    assert float(run(lift.lift(step), 1.0)) == float(jitted(1.0)) == 3.0
+
+
+def test_equal_pytrees_with_distinct_static_data_do_not_share_a_skeleton() -> None:
+    # Two captures whose static (aux) data are equal lists, each the closure's
+    # own: each lifted function acts on its own list.
+    @jax.tree_util.register_pytree_node_class
+    class Box:
+        def __init__(self, a: Any, log: list[str]) -> None:
+            self.a, self.log = a, log
+
+        def tree_flatten(self) -> Any:
+            return (self.a,), self.log
+
+        @classmethod
+        def tree_unflatten(cls, log: Any, children: Any) -> Any:
+            return cls(children[0], log)
+
+    def make() -> Any:
+        box = Box(jnp.ones(()), [])
+
+        def f(v: Any) -> Any:
+            box.log.append("called")
+            return v * box.a
+
+        return f, box
+
+    (f1, b1), (f2, b2) = make(), make()
+    lift.lift(f1)
+    lift.lift(f2)(1.0)
+    assert (b1.log, b2.log) == ([], ["called"])
