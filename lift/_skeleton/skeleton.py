@@ -379,7 +379,7 @@ def _objects(a: Skeleton, b: Skeleton) -> bool:
         ):
             return False
         for s, r in zip(ta.slots, tb.slots, strict=True):
-            if type(s) is Static and not _alike(s.value, r.value):
+            if type(s) is Static and not _alike(s.value, cast(Static, r).value):
                 return False
     return True
 
