@@ -39,8 +39,10 @@ def ownable(x: Any) -> bool:
     t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
     if t is list or t is dict:
         return True
+    if t not in STD_DICTS:
+        return False
     factory = default_factory(x)
-    return t in STD_DICTS and (not is_function_like(factory) or plain_function(factory))
+    return not is_function_like(factory) or plain_function(factory)
 
 
 def plain_function(x: Any) -> bool:

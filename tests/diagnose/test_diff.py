@@ -719,7 +719,9 @@ def test_a_pytree_that_cannot_be_rebuilt_around_markers_is_compared_slot_by_slot
     assert lift.diff(holding(_Checked(1)), holding(_Checked(1))) is None
     text = lift.diff(holding(_Checked(1)), holding(_Checked(2)))
     assert text is not None
-    assert text.startswith(".captures['c'][0]: c = 1 vs 2, static because it is an int")
+    assert text.startswith(
+        ".captures['c'][0]: c[0] = 1 vs 2, static because it is an int"
+    )
 
 
 # -- captures that differ in what they are, not in their values ---------------------

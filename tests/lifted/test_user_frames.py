@@ -39,12 +39,6 @@ def _frames(call: Callable[[], object]) -> tuple[int, int, BaseException]:
     return ours, files.count(__file__), info.value
 
 
-def _schedule_used() -> Callable[[object], object]:
-    sched = optax.cosine_decay_schedule(0.1, 100)
-    sched(3)  # rebinds `decay_steps`: lifting it is refused
-    return sched
-
-
 def _lift_time() -> None:
     lift.lift(lambda: 0, static="nothing")
 
@@ -65,7 +59,7 @@ def _closure_convert() -> None:
 
 
 def _at_lift():
-    return lift.lift(optax.sgd(_schedule_used()))
+    return lift.lift(optax.sgd(optax.cosine_decay_schedule(0.1, 100)), static="lr")
 
 
 def _lifted_class():
@@ -110,7 +104,7 @@ def _method_call():
 CASES = {
     "lift.lift": _lift_time,
     "@lift.lift(static=...)": _lift_decorator,
-    "lift.lift(optax.sgd(schedule))": _at_lift,
+    "lift.lift(optax.sgd(schedule), static=unknown)": _at_lift,
     "lift.Lifted": _lifted_class,
     "lift.replace": _replace,
     "lift.jit(staticmethod)": _jit_decoration,
