@@ -13,11 +13,14 @@ were the same on Python 3.11 + jax 0.10.2 and Python 3.13 + jax 0.12.0.1.
 
 from __future__ import annotations
 
+from importlib.metadata import version
 from typing import Any
 
 import pytest
 from leak_shapes import CLEAN, IMPORTED, SHAPES, Case
 from shared_runs import DEFAULT, JAX_CHECKER, Run, SharedRun
+
+_JAX = tuple(int(p) for p in version("jax").split(".")[:2])
 
 # A test module whose import fails its collection: runs of their own, that go
 # on past such errors (the shared runs stop at the first).
@@ -489,7 +492,11 @@ def test_default_mode_passes_what_jax_passes(case: Case, runs: tuple[Run, Run]) 
     for test in _tests(case):
         if test.endswith("_a.py"):  # the test that does keep the tracer
             continue
-        assert theirs.outcomes(test) == {"passed": 1}, theirs.text(test)
+        if case.name != "eqx_grad_over_filter_jit_closure" or _JAX < (0, 11):
+            # From jax 0.11 JAX's checker fails this one on its own cache
+            # (`pjit._infer_params_cached` keeps the linearize tracer): lift
+            # excuses JAX's caches (SPEC 3) and passes it.
+            assert theirs.outcomes(test) == {"passed": 1}, theirs.text(test)
         assert ours.outcomes(test) == {"passed": 1}, ours.text(test)
 
 
