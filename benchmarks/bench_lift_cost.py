@@ -31,6 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from equinox.internal import closure_to_pytree
+from pages import markdown
 
 import lift
 
@@ -244,15 +245,8 @@ def main(quick: bool = False, smoke: bool = False) -> dict[str, Rows]:
     }
 
 
-def _table(rows: Rows) -> str:
-    keys = list(rows[0])
-    lines = ["| " + " | ".join(keys) + " |", "|" + "|".join("---" for _ in keys) + "|"]
-    lines += ["| " + " | ".join(str(r[k]) for k in keys) + " |" for r in rows]
-    return "\n".join(lines)
-
-
 if __name__ == "__main__":
     for title, rows in main(
         quick="--quick" in sys.argv, smoke="--smoke" in sys.argv
     ).items():
-        print(f"### {title}\n\n{_table(rows)}\n")
+        print(f"### {title}\n\n{markdown(rows)}\n")

@@ -46,6 +46,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from pages import markdown
 
 import lift
 
@@ -369,15 +370,6 @@ def tables(r: dict[str, Any]) -> dict[str, Rows]:
         out.append(entry)
     model = f"MLP {s['depth']} x {s['width']}, batch {s['batch']}, adamw"
     return {f"Population: {n} rates x {steps:,} steps in one lax.scan, {model}": out}
-
-
-def markdown(rows: Rows) -> str:
-    keys = list(dict.fromkeys(k for row in rows for k in row))
-    lines = ["| " + " | ".join(keys) + " |", "|" + "|".join("---" for _ in keys) + "|"]
-    lines += [
-        "| " + " | ".join(str(row.get(k, "")) for k in keys) + " |" for row in rows
-    ]
-    return "\n".join(lines)
 
 
 def report(r: dict[str, Any]) -> str:
