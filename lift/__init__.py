@@ -20,8 +20,7 @@ from ._base.errors import (
 from ._version import __version__ as __version__
 
 if TYPE_CHECKING:
-    from ._diagnose.diff import diff as diff
-    from ._diagnose.stack import stack as stack
+    from ._diagnose.diff import diff as diff, stack as stack
     from ._jit.api import jit as jit
     from ._jit.verify import verifying as verifying
     from ._leaks.checked import checked as checked
@@ -74,7 +73,7 @@ _LAZY = {
     "jit": "_jit.api",
     "lift": "_lifted.lift",
     "replace": "_lifted.replace",
-    "stack": "_diagnose.stack",
+    "stack": "_diagnose.diff",
     "unlift": "_lifted.lift",
     "verifying": "_jit.verify",
 }

@@ -1,5 +1,8 @@
 """A `lift.jit` function (`JitFunction`): its calls, stages and pytree.
 
+Read from an instance, it is a method bound to it (`BoundJitFunction`): the
+instance is its first argument.
+
 A call reads what the function captures now (`lift._jit.watch`). While that is
 what the last lift read, it passes the last `Lifted` on. The shared program
 (`lift._jit.programs`) takes it without a new lift. The function is also a
@@ -9,20 +12,21 @@ holder in the closure graph.
 from __future__ import annotations
 
 import copy
+import inspect
+import types
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final, Generic, Self, TypeVar, cast, overload
 
-import jax
 from typing_extensions import ParamSpec
 
 from .._base.errors import LiftError, describe, under_lift_jit
-from .._compat import conversion_context, entry_point, hide_frames_of, user_frames
+from .._compat import DEFAULT_DEVICE, X64, entry_point, hide_frames_of, user_frames
+from .._holders import trees as jtu
 from .._holders.closure import METHOD, Holder, register_holder
 from .._holders.labels import ATTR, WRAPPED, Label
 from .._lifted.lift import lift
 from .._lifted.lifted import Lifted
 from .aot import Lowered, Traced
-from .bound import BoundJitFunction
 from .programs import (
     MISSING,
     Program,
@@ -63,7 +67,7 @@ class JitFunction(Generic[_P, _R]):
     ) -> None:
         self._setup(fn, program, lift_options)
         attrs = self.__dict__
-        for attr in ("__module__", "__name__", "__qualname__", "__doc__"):
+        for attr in _FROM_FN:
             value = getattr(fn, attr, MISSING)
             if value is not MISSING:
                 attrs[attr] = value
@@ -91,7 +95,7 @@ class JitFunction(Generic[_P, _R]):
                 check_cached(self._fn, self._lift, fast)
             return fast.lifted
         # Read before the lift: a change meanwhile makes the state stale.
-        context = conversion_context()
+        context = (X64.value, DEFAULT_DEVICE.value)
         lifted = self._lift()
         if holds_tracer(lifted):
             # A captured tracer lives as long as its trace: kept here, it would
@@ -206,6 +210,58 @@ class JitFunction(Generic[_P, _R]):
 _FN_ATTRS: Final = frozenset({"__name__", "__qualname__", "__annotations__"})
 
 
+class BoundJitFunction:
+    # A `lift.jit` method bound to an instance, which is its first argument. (No
+    # docstring: `__doc__` is the method's.)
+
+    __slots__ = ("__func__", "__self__")
+
+    def __init__(self, func: Any, instance: object) -> None:
+        self.__func__ = func
+        self.__self__ = instance
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return self.__func__(self.__self__, *args, **kwargs)
+        except Exception as err:
+            user_frames(err)  # this frame's too
+            raise
+
+    # Ahead of time, the instance is bound as it is to the method: what these
+    # return take and describe the method's other arguments.
+    @entry_point
+    def lower(self, *args: Any, **kwargs: Any) -> Lowered:
+        return self.trace(*args, **kwargs).lower()
+
+    @entry_point
+    def trace(self, *args: Any, **kwargs: Any) -> Traced:
+        return self.__func__._trace((self.__self__,), args, kwargs)  # pyright: ignore[reportPrivateUsage]
+
+    @property
+    def __wrapped__(self) -> Any:
+        return types.MethodType(self.__func__.__wrapped__, self.__self__)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+
+    @property
+    def __signature__(self) -> inspect.Signature:
+        return inspect.signature(self.__wrapped__)
+
+    @property
+    def __doc__(self) -> str | None:  # pyright: ignore[reportIncompatibleVariableOverride]
+        return self.__func__.__doc__
+
+    @property
+    def __module__(self) -> str:  # pyright: ignore[reportIncompatibleVariableOverride]
+        return self.__func__.__module__
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.__func__, name)
+
+    def __repr__(self) -> str:
+        return (
+            f"<bound lift.jit {describe(self.__func__._fn)} of {self.__self__!r:.60}>"  # pyright: ignore[reportPrivateUsage]
+        )
+
+
 # A `lift.jit` function is a pytree whose one child is the function lifted, and
 # whose aux data is the shared program: captured by another lifted function (a
 # step calling a jitted helper), its dynamic captures are leaves of that one.
@@ -213,7 +269,7 @@ def _flatten_with_keys(
     x: JitFunction[Any, Any],
 ) -> tuple[tuple[tuple[Any, Any]], Program]:
     lifted = x._lifted()  # pyright: ignore[reportPrivateUsage]
-    return ((jax.tree_util.GetAttrKey("__wrapped__"), lifted),), x.program
+    return ((jtu.GetAttrKey("__wrapped__"), lifted),), x.program
 
 
 def _unflatten(program: Program, children: Iterable[Any]) -> JitFunction[Any, Any]:
@@ -224,9 +280,7 @@ def _unflatten(program: Program, children: Iterable[Any]) -> JitFunction[Any, An
     return self
 
 
-jax.tree_util.register_pytree_with_keys(  # pyright: ignore[reportUnknownMemberType]
-    JitFunction, _flatten_with_keys, _unflatten
-)
+jtu.register_pytree_with_keys(JitFunction, _flatten_with_keys, _unflatten)
 
 
 # Captured by a function, a `lift.jit` function is a node of the graph, like a

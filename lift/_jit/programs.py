@@ -26,9 +26,9 @@ from .._base.caches import BoundedDict
 from .._base.errors import LiftError, code_of, describe
 from .options import (
     ARGNUMS,
-    POSITIONAL,
     as_tuple,
     fn_name,
+    positional,
     resolved,
     shifted,
     static_positions,
@@ -54,8 +54,8 @@ _jax_jit: Final = cast("Callable[..., Any]", jax.jit)  # pyright: ignore[reportU
 _call_lifted = lambda __lifted__, /, *args, **kwargs: __lifted__(*args, **kwargs)  # pyright: ignore[reportUnknownLambdaType, reportUnknownVariableType]
 
 
-class _HasDefault:
-    """A parameter's default in a trampoline's signature.
+class _Missing:
+    """No value given; in a trampoline's signature, a parameter's default.
 
     The real default belongs to one closure; the trampoline outlives it."""
 
@@ -65,7 +65,7 @@ class _HasDefault:
         return "..."
 
 
-_HAS_DEFAULT: Final = _HasDefault()
+MISSING: Final = _Missing()
 
 
 class Program:
@@ -96,15 +96,15 @@ class Program:
         trampoline: Callable[..., Any],
         kwargs: dict[str, Any],
         static_names: frozenset[str],
-        options: dict[str, Any] | None = None,
-        static_positions: tuple[int, ...] = (),
+        options: dict[str, Any],
+        static_positions: tuple[int, ...],
     ) -> None:
         self.trampoline = trampoline
         self.static_names = static_names
         self.kwargs = kwargs
         # The options as given, relative to the function's own parameters: for a
         # program of the function alone (`bake`).
-        self.options = options if options is not None else {}
+        self.options = options
         # The trampoline's positions that are static (numbered, or named
         # positional parameters), negative ones counted from the end of a call.
         self._static_positions = static_positions
@@ -180,12 +180,6 @@ class Program:
         fn = functools.partial(self.trampoline, lifted, *bound)
         return _jax_jit(fn, **shifted(self.options, len(bound)))
 
-
-class _Missing:
-    __slots__ = ()
-
-
-MISSING: Final = _Missing()
 
 # The programs functions of one code share, by key (at most 4096: emptied when full).
 _programs: BoundedDict[Any, Program] = BoundedDict(4096)
@@ -305,7 +299,7 @@ def _trampoline(fn: Any, signature: inspect.Signature) -> Callable[..., Any]:
             inspect.Parameter(first, inspect.Parameter.POSITIONAL_ONLY),
             *(
                 p.replace(
-                    default=p.empty if p.default is p.empty else _HAS_DEFAULT,
+                    default=p.empty if p.default is p.empty else MISSING,
                     annotation=p.empty,
                 )
                 for p in params
@@ -393,7 +387,7 @@ def _equinox_fix(fn: Any) -> str:
 
 
 def _positional_names(fn: Any, args: tuple[Any, ...]) -> list[tuple[str, Any]]:
-    names = [p.name for p in _signature(fn).parameters.values() if p.kind in POSITIONAL]
+    names = positional(_signature(fn))
     return [
         (names[i] if i < len(names) else f"args[{i}]", a) for i, a in enumerate(args)
     ]
