@@ -97,18 +97,15 @@ class Traced(jax.stages.Traced):
         _private_parameters: Any = None,
     ) -> Any:
         """Lower to compiler input, as `jax.stages.Traced.lower` does."""
+        options = {
+            "lowering_platforms": lowering_platforms,
+            "_private_parameters": _private_parameters,
+        }
         if getattr(_private_parameters, "for_export", False):
             # `jax.export.export` (jax 0.10.2) lowers what `.trace` returned, and
             # exports a function of its arguments alone: the captures are baked.
-            return self._alone().lower(
-                lowering_platforms=lowering_platforms,
-                _private_parameters=_private_parameters,
-            )
-        inner = self._inner.lower(
-            lowering_platforms=lowering_platforms,
-            _private_parameters=_private_parameters,
-        )
-        return Lowered(inner, self._bound)
+            return self._alone().lower(**options)
+        return Lowered(self._inner.lower(**options), self._bound)
 
 
 class _Bound:

@@ -203,10 +203,11 @@ def options_key(jit_kwargs: dict[str, Any]) -> Any:
 
 
 def _shape_key(fn: Any) -> Any:
-    """What the signature of `fn` depends on, cheaply, for a plain function.
+    """What the signature of `fn` depends on, cheaply for a plain function.
 
-    Not for a function with `__wrapped__`, which `inspect.signature` follows.
-    Two wrappers made by one decorator share code but not parameters.
+    A function with `__wrapped__` is read by `inspect.signature`, which
+    follows it. Two wrappers made by one decorator share code but not
+    parameters.
     """
     if type(fn) is types.FunctionType and not (
         "__wrapped__" in fn.__dict__ or "__signature__" in fn.__dict__
@@ -217,28 +218,16 @@ def _shape_key(fn: Any) -> Any:
             len(fn.__defaults__ or ()),
             tuple(kwdefaults) if kwdefaults else (),
         )
-    return None
+    parameters = _signature(fn).parameters.values()
+    shape = tuple((p.name, p.kind, p.default is p.empty) for p in parameters)
+    return type(fn), code_of(fn), shape
 
 
 def program(fn: Any, options: dict[str, Any], options_key: Any) -> Program:
     """The shared program for `fn`'s code, made (and checked) on first sight."""
-    key = None
-    if options_key is not None:
-        shape = _shape_key(fn)
-        if shape is None:
-            signature = _signature(fn)
-            shape: Any = (
-                type(fn),
-                code_of(fn),
-                tuple(
-                    (p.name, p.kind, p.default is p.empty)
-                    for p in signature.parameters.values()
-                ),
-            )
-        key: Any = (shape, options_key)
-        program = _programs.get(key)
-        if program is not None:
-            return program
+    key = None if options_key is None else (_shape_key(fn), options_key)
+    if key is not None and (program := _programs.get(key)) is not None:
+        return program
     signature = _signature(fn)
     kwargs = translate(fn, signature, options)
     static_names = frozenset(resolved(signature, options, "static"))
