@@ -95,21 +95,16 @@ _LINKS: Final = re.compile(rf"(`[^`]*`)|{_TEXT}\[[^\]]*\]|{_TEXT}\(([^)\s]+)\)")
 
 
 def _link(found: re.Match[str]) -> str:
-    if found[1] is not None:
-        return found[1]
-    if found[2] is not None:
-        return found[2]
-    return f"{found[3]} ({_target(found[4])})"
+    # A code span or a reference link's text as it is; a link with its target.
+    return found[1] or found[2] or f"{found[3]} ({_target(found[4])})"
 
 
 def _target(url: str) -> str:
     """Where a link of the page leads, as a terminal can follow it."""
-    if url.startswith("#"):
-        return f"python -m lift explain {url[1:]}"
     if "://" in url:
         return url
     page, _, section = url.partition("#")
-    if page == "errors.md" and section:
+    if page in ("", "errors.md") and section:
         return f"python -m lift explain {section}"
     if DOCS_URL:
         return (

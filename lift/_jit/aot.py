@@ -11,6 +11,7 @@ leaves out the bound arguments in front: the `Lifted`, a method's instance."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -56,7 +57,7 @@ class Traced(jax.stages.Traced):
     captures, bound to their values when traced.
     """
 
-    __slots__ = ("_bake", "_baked", "_bound", "_inner")
+    __slots__ = ("_bake", "_bound", "_inner")
 
     def __init__(
         self, inner: Any, bound: tuple[Any, ...], bake: Callable[[], Any]
@@ -64,13 +65,12 @@ class Traced(jax.stages.Traced):
         self._inner = inner
         self._bound = bound
         self._bake = bake
-        self._baked: Any = None
         self.out_tree = out_tree(inner)
 
+    @functools.cached_property
     def _alone(self) -> Any:
-        if self._baked is None:
-            self._baked = self._bake()
-        return self._baked
+        """The function's own program, its captures baked in: made on first use."""
+        return self._bake()
 
     # The arguments (`(args, kwargs)`, static ones left out), as `ArgInfo`s.
     args_info = _own_attr("args_info")
@@ -81,14 +81,14 @@ class Traced(jax.stages.Traced):
     @property
     def jaxpr(self) -> Any:
         """The function's closed jaxpr: captures are constants."""
-        return self._alone().jaxpr
+        return self._alone.jaxpr
 
     @property
     def lojax(self) -> Any:
-        return self._alone().lojax
+        return self._alone.lojax
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._alone()(*args, **kwargs)
+        return self._alone(*args, **kwargs)
 
     def lower(
         self,
@@ -104,7 +104,7 @@ class Traced(jax.stages.Traced):
         if getattr(_private_parameters, "for_export", False):
             # `jax.export.export` (jax 0.10.2) lowers what `.trace` returned, and
             # exports a function of its arguments alone: the captures are baked.
-            return self._alone().lower(**options)
+            return self._alone.lower(**options)
         return Lowered(self._inner.lower(**options), self._bound)
 
 

@@ -12,22 +12,14 @@ from typing import Any, Final
 from .. import _compat
 from .._base.errors import LiftError, describe
 
-# `jax.jit` keywords that name positional parameters by number, and by name.
+# `jax.jit` keywords that name positional parameters by number.
 ARGNUMS: Final = ("static_argnums", "donate_argnums")
-ARGNAMES: Final = ("static_argnames", "donate_argnames")
-POSITIONAL: Final = (
-    inspect.Parameter.POSITIONAL_ONLY,
-    inspect.Parameter.POSITIONAL_OR_KEYWORD,
-)
-KEYWORD: Final = (
-    inspect.Parameter.POSITIONAL_OR_KEYWORD,
-    inspect.Parameter.KEYWORD_ONLY,
-)
 
 
 def positional(signature: inspect.Signature) -> list[str]:
     """The names of the positional parameters, in order."""
-    return [p.name for p in signature.parameters.values() if p.kind in POSITIONAL]
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return [p.name for p in signature.parameters.values() if p.kind in kinds]
 
 
 def _refused(fn: Any, text: str) -> LiftError:
@@ -54,7 +46,9 @@ def translate(
     ordered = positional(signature)
     star_args = any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params)
     star_kwargs = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
-    keywords = {p.name for p in params if p.kind in KEYWORD}
+    keywords = {
+        p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    }
     listed = ", ".join(ordered) or "none"
     kwargs = dict(options)
     for option in ARGNUMS:
@@ -74,7 +68,7 @@ def translate(
                 )
         # The lifted function goes in front; negative numbers count from the end.
         kwargs[option] = tuple(n + 1 if n >= 0 else n for n in nums)
-    for option in ARGNAMES:
+    for option in ("static_argnames", "donate_argnames"):
         if option not in options:
             continue
         names = as_tuple(options[option], str)
