@@ -37,7 +37,6 @@ from .config import (
     DEFAULT_DEVICE as DEFAULT_DEVICE,
     X64 as X64,
     jax_checks_leaks as jax_checks_leaks,
-    jax_leak_checks_declined as jax_leak_checks_declined,
 )
 from .escaped import escaped_tracers as escaped_tracers
 from .frame_look import (
