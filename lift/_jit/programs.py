@@ -166,7 +166,13 @@ class Program:
         jitted = self._by_nargs.get(nargs)
         if jitted is None:
             if nargs < self.min_static_nargs:
-                raise _too_few_args(self, nargs)
+                # The error `jax.jit` raises for an argument number out of range.
+                n = min(as_tuple(self.kwargs["static_argnums"], int))
+                raise ValueError(
+                    "Positional argument indices, e.g. for `static_argnums`, must "
+                    "have value greater than or equal to -len(args) and less than "
+                    f"len(args), but got value {n} for len(args) == {nargs}."
+                )
             jitted = _jax_jit(self.trampoline, **self._kwargs_for(nargs))
             with self._lock:
                 jitted = self._by_nargs.setdefault(nargs, jitted)
@@ -298,17 +304,6 @@ def _trampoline(fn: Any, signature: inspect.Signature) -> Callable[..., Any]:
     return trampoline
 
 
-def _too_few_args(program: Program, nargs: int) -> ValueError:
-    """The error `jax.jit` raises for a negative argument number out of range."""
-    option = "static_argnums"
-    n = min(as_tuple(program.kwargs[option], int))
-    return ValueError(
-        f"Positional argument indices, e.g. for `{option}`, must have value greater "
-        f"than or equal to -len(args) and less than len(args), but got value {n} "
-        f"for len(args) == {nargs}."
-    )
-
-
 def explain_call_error(
     fn: Any,
     static: frozenset[str],
@@ -320,7 +315,11 @@ def explain_call_error(
     rejected = _compat.bad_argument(err)
     if rejected is None and not _compat.is_unhashable_static(err):
         return None
-    values = dict((*_positional_names(fn, args), *kwargs.items()))
+    names = positional(_signature(fn))
+    values = {
+        names[i] if i < len(names) else f"args[{i}]": a for i, a in enumerate(args)
+    }
+    values.update(kwargs)
     if rejected is not None:
         kind, path = rejected
         # Never the lifted function, passed first: its leaves are arrays.
@@ -373,13 +372,6 @@ def _equinox_fix(fn: Any) -> str:
         f"static: `eqx.filter_jit(lift.lift({name}))` in place of `lift.jit({name})` "
         f"(`{name}` undecorated)."
     )
-
-
-def _positional_names(fn: Any, args: tuple[Any, ...]) -> list[tuple[str, Any]]:
-    names = positional(_signature(fn))
-    return [
-        (names[i] if i < len(names) else f"args[{i}]", a) for i, a in enumerate(args)
-    ]
 
 
 def _hashable(value: Any) -> bool:

@@ -141,7 +141,15 @@ def check_cached(fn: Any, lift_now: Callable[[], Any], fast: Fast) -> None:
     # Every capture the watch covers holds what it held, read alike by both
     # walks: a value inside a captured container or object changed in place
     # (seeing it would walk them on every call).
-    raise _changed_in_place(fn, what, detail)
+    raise LiftError(
+        f"lift.jit's cached call of {describe(fn)} serves {what} that lifting "
+        f"it now would not{detail}: a value inside a captured container or object "
+        "(`config['lr'] = 0.5`, an optimizer updating a captured model) changed "
+        "in place since the function was last lifted, which a cached call does "
+        "not see.\nFix: rebind the variable (`config = {**config, 'lr': 0.5}`), "
+        "or pass the object as an argument of the function.",
+        anchor="changed-in-place",
+    )
 
 
 def _own_changed(kept: Any) -> bool:
@@ -174,18 +182,6 @@ def _read_otherwise(kept: Any, fresh: Any) -> bool:
 def walk_read(lifted: Any) -> list[tuple[Any, Any]]:
     """What the walk that lifted `lifted` read (`Walk.read`), as it read it."""
     return getattr(cast(Any, lifted), "_read", []) if isinstance(lifted, Lifted) else []
-
-
-def _changed_in_place(fn: Any, what: str, detail: str) -> LiftError:
-    return LiftError(
-        f"lift.jit's cached call of {describe(fn)} serves {what} that lifting "
-        f"it now would not{detail}: a value inside a captured container or object "
-        "(`config['lr'] = 0.5`, an optimizer updating a captured model) changed "
-        "in place since the function was last lifted, which a cached call does "
-        "not see.\nFix: rebind the variable (`config = {**config, 'lr': 0.5}`), "
-        "or pass the object as an argument of the function.",
-        anchor="changed-in-place",
-    )
 
 
 class Fast(NamedTuple):
