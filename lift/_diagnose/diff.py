@@ -390,7 +390,7 @@ def stack(trees: Sequence[_T], /) -> _T:
     for member in members:
         flatten_lifted(member, "stack")  # refuses containers JAX cannot flatten
     first, treedef = jtu.tree_flatten(members[0])
-    columns: list[list[Any]] = [[leaf] for leaf in first]
+    rows = [first]
     for i, member in enumerate(members[1:], start=1):
         leaves, other = jtu.tree_flatten(member)
         if other != treedef or any(
@@ -406,9 +406,8 @@ def stack(trees: Sequence[_T], /) -> _T:
                 "(dynamic), not ints, strings or functions (static).",
                 anchor="stack-differs",
             )
-        for column, leaf in zip(columns, leaves, strict=True):
-            column.append(leaf)
-    stacked = [jnp.stack(c) for c in columns]  # pyright: ignore[reportUnknownMemberType]
+        rows.append(leaves)
+    stacked = [jnp.stack(c) for c in zip(*rows, strict=True)]  # pyright: ignore[reportUnknownMemberType]
     return jtu.unflatten(treedef, stacked)
 
 

@@ -202,9 +202,7 @@ def _freeze(value: Any) -> Any:
 
 def options_key(jit_kwargs: dict[str, Any]) -> Any:
     """A hashable form of the `jax.jit` options, or `None`."""
-    if not jit_kwargs:
-        return ()
-    key = tuple(sorted((k, _freeze(v)) for k, v in jit_kwargs.items()))
+    key = _freeze(jit_kwargs)
     return key if _hashable(key) else None
 
 
