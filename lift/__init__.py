@@ -20,9 +20,8 @@ from ._base.errors import (
 from ._version import __version__ as __version__
 
 if TYPE_CHECKING:
-    from ._diagnose.diff import diff as diff
-    from ._diagnose.stack import stack as stack
-    from ._jit.api import jit as jit
+    from ._diagnose.diff import diff as diff, stack as stack
+    from ._jit.function import jit as jit
     from ._jit.verify import verifying as verifying
     from ._leaks.checked import checked as checked
     from ._leaks.checking import checking_leaks as checking_leaks
@@ -71,10 +70,10 @@ _LAZY = {
     "diff": "_diagnose.diff",
     "find_leaks": "_leaks.find",
     "is_lifted": "_lifted.lift",
-    "jit": "_jit.api",
+    "jit": "_jit.function",
     "lift": "_lifted.lift",
     "replace": "_lifted.replace",
-    "stack": "_diagnose.stack",
+    "stack": "_diagnose.diff",
     "unlift": "_lifted.lift",
     "verifying": "_jit.verify",
 }

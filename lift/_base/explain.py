@@ -37,13 +37,14 @@ def errors_page() -> Path:
     )
 
 
-def _sections(text: str) -> dict[str, tuple[int, list[str]]]:
-    """Each anchored heading's level and lines, up to the next heading as high.
+def _sections(text: str) -> dict[str, tuple[str, list[str]]]:
+    """Each anchored heading's text and lines, up to the next heading as high.
 
-    Lines inside code fences are never headings (`# a comment`).
+    They come in page order. Lines inside code fences are never headings (`# a
+    comment`).
     """
-    found: dict[str, tuple[int, list[str]]] = {}
-    open_: list[tuple[str, int, list[str]]] = []
+    found: dict[str, tuple[str, list[str]]] = {}
+    open_: list[tuple[int, list[str]]] = []
     fenced = False
     for line in text.splitlines():
         if _FENCE.match(line):
@@ -51,27 +52,20 @@ def _sections(text: str) -> dict[str, tuple[int, list[str]]]:
         heading = None if fenced else _HEADING.match(line)
         if heading is not None:
             level = len(heading[1])
-            while open_ and open_[-1][1] >= level:
-                anchor, lvl, lines = open_.pop()
-                found[anchor] = (lvl, lines)
+            while open_ and open_[-1][0] >= level:
+                open_.pop()
             if heading[3] is not None:
-                open_.append((heading[3], level, []))
-        for _, _, lines in open_:
+                found[heading[3]] = (heading[2], [])
+                open_.append((level, found[heading[3]][1]))
+        for _, lines in open_:
             lines.append(line)
-    for anchor, lvl, lines in open_:
-        found[anchor] = (lvl, lines)
     return found
 
 
 def anchors(text: str | None = None) -> dict[str, str]:
     """Every anchor of the page, with its heading's text, in page order."""
     text = errors_page().read_text(encoding="utf-8") if text is None else text
-    out: dict[str, str] = {}
-    for line in text.splitlines():
-        heading = _HEADING.match(line)
-        if heading is not None and heading[3] is not None:
-            out[heading[3]] = heading[2]
-    return out
+    return {anchor: heading for anchor, (heading, _) in _sections(text).items()}
 
 
 def entry(anchor: str, text: str | None = None) -> str:
@@ -101,21 +95,16 @@ _LINKS: Final = re.compile(rf"(`[^`]*`)|{_TEXT}\[[^\]]*\]|{_TEXT}\(([^)\s]+)\)")
 
 
 def _link(found: re.Match[str]) -> str:
-    if found[1] is not None:
-        return found[1]
-    if found[2] is not None:
-        return found[2]
-    return f"{found[3]} ({_target(found[4])})"
+    # A code span or a reference link's text as it is; a link with its target.
+    return found[1] or found[2] or f"{found[3]} ({_target(found[4])})"
 
 
 def _target(url: str) -> str:
     """Where a link of the page leads, as a terminal can follow it."""
-    if url.startswith("#"):
-        return f"python -m lift explain {url[1:]}"
     if "://" in url:
         return url
     page, _, section = url.partition("#")
-    if page == "errors.md" and section:
+    if page in ("", "errors.md") and section:
         return f"python -m lift explain {section}"
     if DOCS_URL:
         return (

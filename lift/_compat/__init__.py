@@ -36,14 +36,9 @@ from .checker import (
 from .config import (
     DEFAULT_DEVICE as DEFAULT_DEVICE,
     X64 as X64,
-    conversion_context as conversion_context,
     jax_checks_leaks as jax_checks_leaks,
-    jax_leak_checks_declined as jax_leak_checks_declined,
 )
-from .escaped import (
-    escaped_tracers as escaped_tracers,
-    leaked_at_check as leaked_at_check,
-)
+from .escaped import escaped_tracers as escaped_tracers
 from .frame_look import (
     CHECKED_HERE as CHECKED_HERE,
     ExitedTrace as ExitedTrace,

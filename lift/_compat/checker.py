@@ -15,21 +15,26 @@ from jax._src import core as _core
 from .traces import CORE_FILE, OPTIMIZED, SNAPSHOT_LOCALS, frame_locals, is_tracer
 
 
-def _leaked_tracer_lists(tb: types.TracebackType | None) -> Iterable[list[Any]]:
+def _core_frames(exc: BaseException) -> Iterable[types.FrameType]:
+    """The frames of `exc`'s traceback that run `jax/_src/core.py`."""
+    tb = exc.__traceback__
     while tb is not None:
-        frame = tb.tb_frame
-        code = frame.f_code
+        if tb.tb_frame.f_code.co_filename == CORE_FILE:
+            yield tb.tb_frame
+        tb = tb.tb_next
+
+
+def _leaked_tracer_lists(exc: BaseException) -> Iterable[list[Any]]:
+    for frame in _core_frames(exc):
         # jax 0.10.2, jax/_src/core.py: `ensure_no_leaks` binds the list as
         # `leaked_tracers` before raising, `leaked_tracer_error` as `tracers`
         # (still on the stack when `_why_alive` raises IndexError, jax#26560).
-        if code.co_filename == CORE_FILE:
-            for name in ("leaked_tracers", "tracers"):
-                found = frame.f_locals.get(name)
-                if isinstance(found, list):
-                    tracers: list[Any] = list(found)  # pyright: ignore[reportUnknownArgumentType]
-                    if all(map(is_tracer, tracers)):
-                        yield tracers
-        tb = tb.tb_next
+        for name in ("leaked_tracers", "tracers"):
+            found = frame.f_locals.get(name)
+            if isinstance(found, list):
+                tracers: list[Any] = list(found)  # pyright: ignore[reportUnknownArgumentType]
+                if all(map(is_tracer, tracers)):
+                    yield tracers
 
 
 def jax_leaked_tracers(exc: BaseException) -> list[Any] | None:
@@ -48,7 +53,7 @@ def jax_leaked_tracers(exc: BaseException) -> list[Any] | None:
     is_report = is_leak_report(exc)
     if not is_report and not (isinstance(exc, Exception) and _in_why_alive(exc)):
         return None
-    for found in _leaked_tracer_lists(exc.__traceback__):
+    for found in _leaked_tracer_lists(exc):
         return list(found)
     return [] if is_report else None
 
@@ -60,14 +65,8 @@ def is_leak_report(exc: BaseException) -> bool:
 
 
 def _in_why_alive(exc: BaseException) -> bool:
-    tb = exc.__traceback__
-    while tb is not None:
-        code = tb.tb_frame.f_code
-        # jax 0.10.2, jax/_src/core.py: `leaked_tracer_error` -> `_why_alive`.
-        if code.co_filename == CORE_FILE and code.co_name == "_why_alive":
-            return True
-        tb = tb.tb_next
-    return False
+    # jax 0.10.2, jax/_src/core.py: `leaked_tracer_error` -> `_why_alive`.
+    return any(f.f_code.co_name == "_why_alive" for f in _core_frames(exc))
 
 
 # -- frames' locals snapshots, which JAX's checker takes for leaks ----------------

@@ -36,8 +36,3 @@ def jax_leak_checks_declined() -> bool:
 # `jax.config.jax_enable_x64` takes 80 (read on every `lift.jit` cached call).
 X64: Final[Any] = cast(Any, _config.enable_x64)  # pyright: ignore[reportUnknownMemberType]
 DEFAULT_DEVICE: Final[Any] = cast(Any, _config.default_device)  # pyright: ignore[reportUnknownMemberType]
-
-
-def conversion_context() -> tuple[Any, Any]:
-    """`(jax_enable_x64, jax_default_device)` as they are now."""
-    return X64.value, DEFAULT_DEVICE.value

@@ -96,52 +96,35 @@ _SRC_DIR: Final[str] = os.path.dirname(CORE_FILE)
 # the traced program itself.
 _PLUMBING: Final[dict[tuple[str, str], tuple[str, ...]]] = {
     (os.path.join(_SRC_DIR, *file.split("/")), qualname): cells
-    for file, qualname, cells in (
-        ("interpreters/partial_eval.py", "_memoize.<locals>.memoized", ("fn",)),
-        (
-            "interpreters/partial_eval.py",
-            "DynamicJaxprTrace.process_custom_jvp_call.<locals>.jvp_jaxpr_thunk",
-            ("jvp",),
-        ),
-        (
-            "interpreters/partial_eval.py",
-            "DynamicJaxprTrace.process_custom_vjp_call.<locals>.fwd_jaxpr_from_zeros",
-            ("fwd",),
-        ),
-        (
-            "interpreters/partial_eval.py",
-            "DynamicJaxprTrace.process_custom_vjp_call.<locals>.out_trees_",
-            (),
-        ),
-        ("interpreters/batching.py", "batch_custom_vjp_bwd.<locals>.new_bwd", ("bwd",)),
-        (
-            "custom_derivatives.py",
-            "_custom_jvp_call_dce.<locals>.dce_jvp_jaxpr_thunk",
-            ("jvp_jaxpr_fun",),
-        ),
-        (
-            "custom_derivatives.py",
-            "_custom_vjp_call_dce.<locals>.dce_fwd_jaxpr_thunk",
-            ("fwd_jaxpr_thunk",),
-        ),
-        ("custom_derivatives.py", "lift_jvp.<locals>.jvp", ("jvp_jaxpr_fun",)),
-        ("custom_derivatives.py", "lift_fwd.<locals>.fwd", ("fwd_jaxpr_thunk",)),
-        (
-            "debugging.py",
-            "debug_callback.<locals>._debug_callback.<locals>._flat_callback",
-            ("callback", "static_args"),
-        ),
-        (
-            "debugging.py",
-            "_make_flat_callback.<locals>._flat_callback",
-            ("callback", "static_args"),
-        ),
-        (  # jax 0.8.0: the same closure, one level up
-            "debugging.py",
-            "debug_callback.<locals>._flat_callback",
-            ("callback", "static_args"),
-        ),
-    )
+    for file, closures in {
+        "interpreters/partial_eval.py": {
+            "_memoize.<locals>.memoized": ("fn",),
+            "DynamicJaxprTrace.process_custom_jvp_call.<locals>.jvp_jaxpr_thunk": (
+                "jvp",
+            ),
+            "DynamicJaxprTrace.process_custom_vjp_call.<locals>.fwd_jaxpr_from_zeros": (
+                "fwd",
+            ),
+            "DynamicJaxprTrace.process_custom_vjp_call.<locals>.out_trees_": (),
+        },
+        "interpreters/batching.py": {"batch_custom_vjp_bwd.<locals>.new_bwd": ("bwd",)},
+        "custom_derivatives.py": {
+            "_custom_jvp_call_dce.<locals>.dce_jvp_jaxpr_thunk": ("jvp_jaxpr_fun",),
+            "_custom_vjp_call_dce.<locals>.dce_fwd_jaxpr_thunk": ("fwd_jaxpr_thunk",),
+            "lift_jvp.<locals>.jvp": ("jvp_jaxpr_fun",),
+            "lift_fwd.<locals>.fwd": ("fwd_jaxpr_thunk",),
+        },
+        "debugging.py": {
+            "debug_callback.<locals>._debug_callback.<locals>._flat_callback": (
+                "callback",
+                "static_args",
+            ),
+            "_make_flat_callback.<locals>._flat_callback": ("callback", "static_args"),
+            # jax 0.8.0: the same closure, one level up
+            "debug_callback.<locals>._flat_callback": ("callback", "static_args"),
+        },
+    }.items()
+    for qualname, cells in closures.items()
 }
 _RULE_TYPES: Final[tuple[type[Any], ...]] = (
     _WRAPPED_FUN,

@@ -59,9 +59,8 @@ def jax_checks(tracer: Any) -> bool:
     """Whether JAX's checker looks at the trace of `tracer` when it exits
     (not eager `jvp`, nor eager `grad`, `vjp`, `linearize` before jax 0.11)."""
     kind = type(getattr(tracer, "_trace", None)).__name__
-    if kind == "LinearizeTrace" and JAX_CHECKS_EAGER_GRAD:
-        return True
-    return kind not in _UNCHECKED_TRACES
+    eager_grad = kind == "LinearizeTrace" and JAX_CHECKS_EAGER_GRAD
+    return eager_grad or kind not in _UNCHECKED_TRACES
 
 
 def _note_exit(trace: Any) -> None:
@@ -97,7 +96,6 @@ def _watching_class(base: type) -> type:
 
         def __exit__(self, *exc: Any) -> Any:
             trace: Any = cast(Any, self).trace
-            last = None
             try:
                 out = cast(Any, super()).__exit__(*exc)
             finally:

@@ -131,11 +131,7 @@ class LiveTraces:
         # jax 0.10.2: every tracer has a `_trace`; `is_valid()` is false once a
         # vmap/jvp/grad trace has exited (a jit trace stays "valid").
         trace = getattr(tracer, "_trace", None)
-        if trace is None:
-            return False
-        if not trace.is_valid():
-            return False
-        return id(trace) in self._ids
+        return trace is not None and trace.is_valid() and id(trace) in self._ids
 
 
 def live_traces() -> LiveTraces:

@@ -2,7 +2,7 @@
 
 Imports `_lifted` and beneath.
 
-- `diff`: `lift.diff`, why two lifted objects compile apart.
+- `diff`: `lift.diff`, why two lifted objects compile apart; `lift.stack`, a
+  population as one pytree, or why not.
 - `skeletons`: two skeletons compared node by node.
-- `stack`: `lift.stack`, a population as one pytree, or why not.
 """

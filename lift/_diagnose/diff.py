@@ -1,14 +1,20 @@
-"""`lift.diff`: why two pytrees would compile separately, in the user's terms."""
+"""`lift.diff`: why two pytrees would compile separately, in the user's terms.
+
+`lift.stack` stacks pytrees that one program serves, or says why not with
+`lift.diff`'s words."""
 
 from __future__ import annotations
 
 import dataclasses
 import types
-from typing import Any, Final, cast
+from collections.abc import Sequence
+from typing import Any, Final, TypeVar, cast
 
 import jax
+import jax.numpy as jnp
+import numpy as np
 
-from .._base.errors import static_str, type_text
+from .._base.errors import LiftError, static_str, type_text
 from .._compat import entry_point
 from .._holders import trees as jtu
 from .._holders.reach import items, reach
@@ -29,7 +35,7 @@ from .skeletons import (
     static_unequal,
 )
 
-__all__ = ["diff"]
+__all__ = ["diff", "stack"]
 
 
 @entry_point
@@ -164,12 +170,6 @@ def _iterator(x: Any) -> bool:
     return stops_flattening(x) and not is_lifted(x)
 
 
-def _children(x: Any) -> tuple[jtu.TreeDef, list[tuple[Any, Any]]]:
-    """`x`'s treedef flattened one level, and its children with their keys."""
-    pairs, treedef = jtu.tree_flatten_with_path(x, is_leaf=jtu.one_level(x))
-    return treedef, pairs
-
-
 def _diff_trees(a: Any, b: Any, lines: list[str]) -> None:
     """Walk `a` and `b` together, saying where their treedefs part.
 
@@ -197,7 +197,9 @@ def _diff_trees(a: Any, b: Any, lines: list[str]) -> None:
             if _what(x) != _what(y) or type(x) is not type(y):
                 lines.append(_apart(path, x, y))
             continue
-        (sx, cx), (sy, cy) = _children(x), _children(y)
+        # Each flattened one level: the children with their keys.
+        cx, sx = jtu.tree_flatten_with_path(x, is_leaf=jtu.one_level(x))
+        cy, sy = jtu.tree_flatten_with_path(y, is_leaf=jtu.one_level(y))
         same = _same(sx, sy)
         if same and jtu.treedef_is_leaf(sx):
             continue
@@ -338,3 +340,78 @@ def _field_of(x: Any, value: Any) -> str | None:
         if held is value or any(f is value for f in _atoms(held)):
             return name
     return None
+
+
+_T = TypeVar("_T")
+
+
+def stack(trees: Sequence[_T], /) -> _T:
+    """One pytree holding `trees` stacked along a new first axis.
+
+    A population for `jax.vmap`, or for sharding over devices: N optimizers
+    (or models, or training states) of one structure become one, each leaf
+    an array of N rows. Row `i` is `trees[i]`
+    (`jax.tree.map(lambda x: x[i], stacked)` takes it out). They must share
+    one treedef and each leaf's shape and dtype: one program serves them all.
+    Where they do not, the error says why with `lift.diff`'s words.
+
+    ```python
+    import jax
+    import optax
+
+    import lift
+
+    opts = lift.stack([lift.lift(optax.adam(lr)) for lr in (0.1, 0.01, 0.001)])
+    params = {"w": jax.numpy.ones((3, 2))}  # three rows: one for each member
+    states = jax.vmap(lambda opt, p: opt.init(p))(opts, params)
+    print(jax.tree.leaves(states)[1].shape)
+    ```
+
+    ```text
+    (3, 2)
+    ```
+
+    **Arguments:**
+
+    - `trees`: a non-empty sequence of pytrees, `Lifted` or holding them.
+
+    **Returns:** the first tree's structure, each leaf the members' leaves
+    stacked with `jnp.stack`.
+
+    **Raises:** `LiftError` when two members differ in structure, or in a
+    leaf's shape or dtype.
+    """
+    members = list(trees)
+    if not members:
+        raise LiftError(
+            "lift.stack() got no trees: give it a sequence of one or more",
+            anchor="stack-differs",
+        )
+    for member in members:
+        flatten_lifted(member, "stack")  # refuses containers JAX cannot flatten
+    first, treedef = jtu.tree_flatten(members[0])
+    rows = [first]
+    for i, member in enumerate(members[1:], start=1):
+        leaves, other = jtu.tree_flatten(member)
+        if other != treedef or any(
+            not _stackable(a, b) for a, b in zip(first, leaves, strict=True)
+        ):
+            why = diff(members[0], member) or (
+                f"the pytree structures differ: {treedef} != {other}"
+            )
+            raise LiftError(
+                f"lift.stack(): trees[0] and trees[{i}] cannot be stacked, since "
+                f"one program cannot serve both:\n{why}\nFix: build every member "
+                "the same way, with the values that differ as floats or arrays "
+                "(dynamic), not ints, strings or functions (static).",
+                anchor="stack-differs",
+            )
+        rows.append(leaves)
+    stacked = [jnp.stack(c) for c in zip(*rows, strict=True)]  # pyright: ignore[reportUnknownMemberType]
+    return jtu.unflatten(treedef, stacked)
+
+
+def _stackable(a: Any, b: Any) -> bool:
+    """Same shape and dtype (a weakly typed float stacks with a float32)."""
+    same_dtype: bool = jnp.result_type(a) == jnp.result_type(b)  # pyright: ignore[reportUnknownMemberType]
+    return np.shape(a) == np.shape(b) and same_dtype

@@ -6,6 +6,7 @@ shows both values and why it is static."""
 
 from __future__ import annotations
 
+import dataclasses
 import types
 from typing import Any, Final, cast
 
@@ -104,21 +105,17 @@ def at_path(path: str) -> str:
     return f"{path}: " if path else ""
 
 
+@dataclasses.dataclass(slots=True, eq=False)
 class Slot:
     """What stands in one slot of a capture, as the walk of `diff` meets it.
 
     It is a leaf (`int`), a node (`Ref`), a `Static`, or `None`. `None` is an
     empty closure cell. It is not a pytree: the walk takes it whole."""
 
-    __slots__ = ("name", "owner", "skeleton", "slot")
-
-    def __init__(
-        self, skeleton: Skeleton, owner: int, name: str, slot: int | Ref | Static | None
-    ) -> None:
-        self.skeleton = skeleton
-        self.owner = owner  # the node holding the capture
-        self.name = name  # its variable, or "it"
-        self.slot = slot
+    skeleton: Skeleton
+    owner: int  # the node holding the capture
+    name: str  # its variable, or "it"
+    slot: int | Ref | Static | None
 
 
 def rebuilt(

@@ -6,8 +6,12 @@ as `jax.export.export` asks. Every public member goes to JAX's object of the
 trampoline. No private state of the base classes is used. What they show
 leaves out the bound arguments in front: the `Lifted`, a method's instance."""
 
+# The stages replace the members of JAX's with forwarders of their own types.
+# pyright: reportIncompatibleMethodOverride=false, reportIncompatibleVariableOverride=false
+
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -24,6 +28,26 @@ def _own(tree: Any, bound: tuple[Any, ...]) -> Any:
     return tuple(args[len(bound) :]), kwargs
 
 
+def _forward(name: str) -> Any:
+    """A method that calls JAX's stage's own."""
+
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return getattr(self._inner, name)(*args, **kwargs)
+
+    method.__name__ = name
+    return method
+
+
+def _forward_attr(name: str) -> property:
+    """A property read from JAX's stage."""
+    return property(lambda self: getattr(self._inner, name))
+
+
+def _own_attr(name: str) -> property:
+    """A property of JAX's stage, without the bound arguments."""
+    return property(lambda self: _own(getattr(self._inner, name), self._bound))
+
+
 class Traced(jax.stages.Traced):
     """What `lift.jit(fn).trace(...)` returns: a `jax.stages.Traced` for `fn`'s
     own arguments.
@@ -33,7 +57,7 @@ class Traced(jax.stages.Traced):
     captures, bound to their values when traced.
     """
 
-    __slots__ = ("_bake", "_baked", "_bound", "_inner")
+    __slots__ = ("_bake", "_bound", "_inner")
 
     def __init__(
         self, inner: Any, bound: tuple[Any, ...], bake: Callable[[], Any]
@@ -41,42 +65,30 @@ class Traced(jax.stages.Traced):
         self._inner = inner
         self._bound = bound
         self._bake = bake
-        self._baked: Any = None
         self.out_tree = out_tree(inner)
 
+    @functools.cached_property
     def _alone(self) -> Any:
-        if self._baked is None:
-            self._baked = self._bake()
-        return self._baked
+        """The function's own program, its captures baked in: made on first use."""
+        return self._bake()
+
+    # The arguments (`(args, kwargs)`, static ones left out), as `ArgInfo`s.
+    args_info = _own_attr("args_info")
+    fun_name = _forward_attr("fun_name")
+    out_info = _forward_attr("out_info")
+    out_avals = _forward_attr("out_avals")
 
     @property
-    def args_info(self) -> Any:  # pyright: ignore[reportIncompatibleVariableOverride]
-        """The arguments (`(args, kwargs)`, static ones left out), as `ArgInfo`s."""
-        return _own(self._inner.args_info, self._bound)
-
-    @property
-    def fun_name(self) -> str:  # pyright: ignore[reportIncompatibleVariableOverride]
-        return self._inner.fun_name
-
-    @property
-    def jaxpr(self) -> Any:  # pyright: ignore[reportIncompatibleVariableOverride]
+    def jaxpr(self) -> Any:
         """The function's closed jaxpr: captures are constants."""
-        return self._alone().jaxpr
+        return self._alone.jaxpr
 
     @property
     def lojax(self) -> Any:
-        return self._alone().lojax
-
-    @property
-    def out_info(self) -> Any:  # pyright: ignore[reportIncompatibleVariableOverride]
-        return self._inner.out_info
-
-    @property
-    def out_avals(self) -> Any:
-        return self._inner.out_avals
+        return self._alone.lojax
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._alone()(*args, **kwargs)
+        return self._alone(*args, **kwargs)
 
     def lower(
         self,
@@ -85,18 +97,15 @@ class Traced(jax.stages.Traced):
         _private_parameters: Any = None,
     ) -> Any:
         """Lower to compiler input, as `jax.stages.Traced.lower` does."""
+        options = {
+            "lowering_platforms": lowering_platforms,
+            "_private_parameters": _private_parameters,
+        }
         if getattr(_private_parameters, "for_export", False):
             # `jax.export.export` (jax 0.10.2) lowers what `.trace` returned, and
             # exports a function of its arguments alone: the captures are baked.
-            return self._alone().lower(
-                lowering_platforms=lowering_platforms,
-                _private_parameters=_private_parameters,
-            )
-        inner = self._inner.lower(
-            lowering_platforms=lowering_platforms,
-            _private_parameters=_private_parameters,
-        )
-        return Lowered(inner, self._bound)
+            return self._alone.lower(**options)
+        return Lowered(self._inner.lower(**options), self._bound)
 
 
 class _Bound:
@@ -115,16 +124,9 @@ class _Bound:
         self.args_info = _own(inner.args_info, bound)
         self.out_tree = out_tree(inner)
 
-    @property
-    def in_avals(self) -> Any:
-        return _own(self._inner.in_avals, self._bound)
-
-    @property
-    def out_info(self) -> Any:
-        return self._inner.out_info
-
-    def cost_analysis(self) -> Any:
-        return self._inner.cost_analysis()
+    in_avals = _own_attr("in_avals")
+    out_info = _forward_attr("out_info")
+    cost_analysis = _forward("cost_analysis")
 
 
 class Lowered(_Bound, jax.stages.Lowered):
@@ -145,11 +147,8 @@ class Lowered(_Bound, jax.stages.Lowered):
         )
         return Compiled(inner, self._bound)
 
-    def as_text(self, dialect: str | None = None, *, debug_info: bool = False) -> str:
-        return self._inner.as_text(dialect, debug_info=debug_info)
-
-    def compiler_ir(self, dialect: str | None = None) -> Any:
-        return self._inner.compiler_ir(dialect)
+    as_text = _forward("as_text")
+    compiler_ir = _forward("compiler_ir")
 
 
 class Compiled(_Bound, jax.stages.Compiled):
@@ -172,30 +171,13 @@ class Compiled(_Bound, jax.stages.Compiled):
                 f"ones left out), but called with {given}."
             ) from err
 
-    def as_text(self) -> str | None:
-        return self._inner.as_text()
-
-    def memory_analysis(self) -> Any:
-        return self._inner.memory_analysis()
-
-    def runtime_executable(self) -> Any:
-        return self._inner.runtime_executable()
-
-    @property
-    def input_shardings(self) -> Any:
-        return _own(self._inner.input_shardings, self._bound)
-
-    @property
-    def output_shardings(self) -> Any:
-        return self._inner.output_shardings
-
-    @property
-    def input_formats(self) -> Any:
-        return _own(self._inner.input_formats, self._bound)
-
-    @property
-    def output_formats(self) -> Any:
-        return self._inner.output_formats
+    as_text = _forward("as_text")
+    memory_analysis = _forward("memory_analysis")
+    runtime_executable = _forward("runtime_executable")
+    input_shardings = _own_attr("input_shardings")
+    output_shardings = _forward_attr("output_shardings")
+    input_formats = _own_attr("input_formats")
+    output_formats = _forward_attr("output_formats")
 
 
 def out_tree(stage: Any) -> Any:

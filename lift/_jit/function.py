@@ -1,37 +1,52 @@
-"""A `lift.jit` function (`JitFunction`): its calls, stages and pytree.
+"""`lift.jit` and the function it returns (`JitFunction`): calls, stages, pytree.
 
-A call reads what the function captures now (`lift._jit.watch`). While that is
-what the last lift read, it passes the last `Lifted` on. The shared program
-(`lift._jit.programs`) takes it without a new lift. The function is also a
-holder in the closure graph.
+`jax.jit(fn)` keys its cache on the function object. A closure made anew
+compiles anew, its captures baked in as constants. `lift.jit` passes the
+function itself, as a [`lift.Lifted`][], to one jitted trampoline per code
+object (`lift._jit.programs`). The `Lifted`'s treedef keys the program. Its
+leaves are parameters.
+
+Captures are read when the function is called, as Python reads them. Lifting
+on every call would cost tens of microseconds. So a call reads what the
+function captures now (`lift._jit.watch`). While that is what the last lift
+read, it passes the last `Lifted` on. It lifts again only when a cell holds
+another object (`is`, not `==`).
+
+Read from an instance, the function is a method bound to it
+(`BoundJitFunction`): the instance is its first argument. The function is
+also a holder in the closure graph.
 """
 
 from __future__ import annotations
 
 import copy
+import inspect
+import types
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final, Generic, Self, TypeVar, cast, overload
 
-import jax
 from typing_extensions import ParamSpec
 
-from .._base.errors import LiftError, describe, under_lift_jit
-from .._compat import conversion_context, entry_point, hide_frames_of, user_frames
+from .._base.errors import LiftError, describe, static_str, under_lift_jit
+from .._capture.refusals import reject
+from .._compat import DEFAULT_DEVICE, X64, entry_point, hide_frames_of, user_frames
+from .._holders import trees as jtu
 from .._holders.closure import METHOD, Holder, register_holder
 from .._holders.labels import ATTR, WRAPPED, Label
 from .._lifted.lift import lift
 from .._lifted.lifted import Lifted
 from .aot import Lowered, Traced
-from .bound import BoundJitFunction
 from .programs import (
     MISSING,
     Program,
     explain_call_error,
+    options_key,
+    program,
 )
 from .verify import STATE as _VERIFY
 from .watch import STALE, Fast, check_cached, current, holds_tracer, walk_read, watch
 
-__all__ = ["JitFunction"]
+__all__ = ["JitFunction", "jit"]
 
 # It calls the user's function inside a trace.
 hide_frames_of(__file__)
@@ -63,7 +78,7 @@ class JitFunction(Generic[_P, _R]):
     ) -> None:
         self._setup(fn, program, lift_options)
         attrs = self.__dict__
-        for attr in ("__module__", "__name__", "__qualname__", "__doc__"):
+        for attr in _FROM_FN:
             value = getattr(fn, attr, MISSING)
             if value is not MISSING:
                 attrs[attr] = value
@@ -91,7 +106,7 @@ class JitFunction(Generic[_P, _R]):
                 check_cached(self._fn, self._lift, fast)
             return fast.lifted
         # Read before the lift: a change meanwhile makes the state stale.
-        context = conversion_context()
+        context = (X64.value, DEFAULT_DEVICE.value)
         lifted = self._lift()
         if holds_tracer(lifted):
             # A captured tracer lives as long as its trace: kept here, it would
@@ -206,6 +221,58 @@ class JitFunction(Generic[_P, _R]):
 _FN_ATTRS: Final = frozenset({"__name__", "__qualname__", "__annotations__"})
 
 
+class BoundJitFunction:
+    # A `lift.jit` method bound to an instance, which is its first argument. (No
+    # docstring: `__doc__` is the method's.)
+
+    __slots__ = ("__func__", "__self__")
+
+    def __init__(self, func: Any, instance: object) -> None:
+        self.__func__ = func
+        self.__self__ = instance
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return self.__func__(self.__self__, *args, **kwargs)
+        except Exception as err:
+            user_frames(err)  # this frame's too
+            raise
+
+    # Ahead of time, the instance is bound as it is to the method: what these
+    # return take and describe the method's other arguments.
+    @entry_point
+    def lower(self, *args: Any, **kwargs: Any) -> Lowered:
+        return self.trace(*args, **kwargs).lower()
+
+    @entry_point
+    def trace(self, *args: Any, **kwargs: Any) -> Traced:
+        return self.__func__._trace((self.__self__,), args, kwargs)  # pyright: ignore[reportPrivateUsage]
+
+    @property
+    def __wrapped__(self) -> Any:
+        return types.MethodType(self.__func__.__wrapped__, self.__self__)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+
+    @property
+    def __signature__(self) -> inspect.Signature:
+        return inspect.signature(self.__wrapped__)
+
+    @property
+    def __doc__(self) -> str | None:  # pyright: ignore[reportIncompatibleVariableOverride]
+        return self.__func__.__doc__
+
+    @property
+    def __module__(self) -> str:  # pyright: ignore[reportIncompatibleVariableOverride]
+        return self.__func__.__module__
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.__func__, name)
+
+    def __repr__(self) -> str:
+        return (
+            f"<bound lift.jit {describe(self.__func__._fn)} of {self.__self__!r:.60}>"  # pyright: ignore[reportPrivateUsage]
+        )
+
+
 # A `lift.jit` function is a pytree whose one child is the function lifted, and
 # whose aux data is the shared program: captured by another lifted function (a
 # step calling a jitted helper), its dynamic captures are leaves of that one.
@@ -213,7 +280,7 @@ def _flatten_with_keys(
     x: JitFunction[Any, Any],
 ) -> tuple[tuple[tuple[Any, Any]], Program]:
     lifted = x._lifted()  # pyright: ignore[reportPrivateUsage]
-    return ((jax.tree_util.GetAttrKey("__wrapped__"), lifted),), x.program
+    return ((jtu.GetAttrKey("__wrapped__"), lifted),), x.program
 
 
 def _unflatten(program: Program, children: Iterable[Any]) -> JitFunction[Any, Any]:
@@ -224,9 +291,7 @@ def _unflatten(program: Program, children: Iterable[Any]) -> JitFunction[Any, An
     return self
 
 
-jax.tree_util.register_pytree_with_keys(  # pyright: ignore[reportUnknownMemberType]
-    JitFunction, _flatten_with_keys, _unflatten
-)
+jtu.register_pytree_with_keys(JitFunction, _flatten_with_keys, _unflatten)
 
 
 # Captured by a function, a `lift.jit` function is a node of the graph, like a
@@ -284,4 +349,107 @@ register_holder(
 )
 
 
-# -- the public function ------------------------------------------------------------
+_LIFT_OPTIONS: Final = ("static", "dynamic")
+
+
+@overload
+def jit(fn: Callable[_P, _R], /, **jit_kwargs: Any) -> JitFunction[_P, _R]: ...
+@overload
+def jit(
+    fn: None = None, /, **jit_kwargs: Any
+) -> Callable[[Callable[_P, _R]], JitFunction[_P, _R]]: ...
+@entry_point
+def jit(fn: Callable[_P, _R] | None = None, /, **jit_kwargs: Any) -> Any:
+    """`jax.jit` for closures: one compiled program per code, not per function object.
+
+    The function is lifted (see [`lift.lift`][]). It goes to a program shared
+    by every function with the same code and static captures. Its dynamic
+    captures (arrays, Python floats) are parameters of that program. So
+    closures made anew per hyperparameter compile once. Their programs lower
+    to the same text, which JAX's persistent cache serves across processes.
+
+    Captures are read when the function is called, as Python reads them. A
+    variable rebound after decoration is seen at the next call. A dynamic one
+    is seen without retracing. So are defaults and function attributes changed
+    in place. So is a change of `jax_enable_x64` or of the default device. So
+    is a new `__code__`, as IPython's autoreload sets. So are a captured
+    `functools.partial`'s keywords changed in place.
+
+    A call that does not trace misses changes inside a captured object. Such
+    a change is `config['lr'] = 0.5` on a captured dict. It is an optimizer
+    updating a captured `nnx` model in place. Seeing them would walk every
+    captured object on every call. Such a call serves what was lifted last;
+    `lift.verifying()` reports it. `jax.jit` sees neither kind of change.
+    Rebind the variable (`config = {**config, 'lr': 0.5}`) to lift it again.
+    Or pass the object as an argument.
+
+    ```python
+    import jax.numpy as jnp
+    import lift
+
+    traces = 0
+
+    def make_step(lr):
+        @lift.jit
+        def step(w, g):
+            global traces
+            traces += 1
+            return w - lr * g
+        return step
+
+    w = jnp.ones(3)
+    for lr in (0.1, 0.01, 0.001):
+        w = make_step(lr)(w, jnp.ones(3))
+    assert traces == 1  # one program for every learning rate
+    ```
+
+    Use it as `@lift.jit`, `@lift.jit(static_argnames=("n",))` or
+    `lift.jit(fn, ...)`. It takes functions, bound methods and
+    `functools.partial`s. It takes methods of pytree classes, such as an
+    `equinox.Module`; `self` is then the first argument.
+
+    **Arguments:**
+
+    - `fn`: the function to compile.
+    - `**jit_kwargs`: `jax.jit`'s options (`static_argnums`, `donate_argnames`,
+      `in_shardings`, ...). Numbers and names are of `fn`'s own parameters.
+      Also `lift`'s `static=` and `dynamic=`, for what `fn` captures.
+
+    **Returns:** a callable with `fn`'s name, docstring and signature. It has
+    `.lower(...)` and `.trace(...)`, as a `jax.jit` function does. Their stages
+    take and describe `fn`'s own arguments. `jax.export.export` exports `fn`
+    with its captures as constants.
+
+    **Raises:** `lift.LiftError` when an option names no parameter of `fn`. So
+    does one marked both static and donated.
+    """
+    lift_options = {k: jit_kwargs.pop(k) for k in _LIFT_OPTIONS if k in jit_kwargs}
+    for k, names in lift_options.items():
+        # Names given as a list or set: a tuple, so that a caller's program,
+        # keyed on its helpers' options, compares them by value.
+        if isinstance(names, list):
+            lift_options[k] = tuple(cast("list[Any]", names))
+        elif isinstance(names, set | frozenset):
+            lift_options[k] = tuple(sorted(cast("set[Any]", names), key=repr))
+    key = options_key(jit_kwargs)
+
+    @entry_point
+    def decorator(fn: Callable[_P, _R]) -> JitFunction[_P, _R]:
+        if issubclass(type(fn), JitFunction):
+            fn = cast("JitFunction[_P, _R]", fn).__wrapped__
+        elif issubclass(type(fn), (staticmethod, classmethod)):
+            # `@lift.jit` above `@staticmethod`: said where the class is written,
+            # not at its first call (a staticmethod is callable since Python 3.10).
+            raise reject(fn, "lift.jit")
+        elif type(fn) is not types.FunctionType and not callable(fn):
+            raise LiftError(
+                f"lift.jit() got {type(fn).__qualname__} {static_str(fn, 60)}, which "
+                "is not callable.\nFix: decorate a function: `@lift.jit` above its "
+                "`def`.",
+                anchor="jit-not-callable",
+            )
+        return JitFunction(fn, program(fn, jit_kwargs, key), lift_options)
+
+    if fn is None:
+        return decorator
+    return decorator(fn)

@@ -12,17 +12,18 @@ from typing import Any, Final
 from .. import _compat
 from .._base.errors import LiftError, describe
 
-# `jax.jit` keywords that name positional parameters by number, and by name.
+# `jax.jit` keywords that name positional parameters by number.
 ARGNUMS: Final = ("static_argnums", "donate_argnums")
-ARGNAMES: Final = ("static_argnames", "donate_argnames")
-POSITIONAL: Final = (
-    inspect.Parameter.POSITIONAL_ONLY,
-    inspect.Parameter.POSITIONAL_OR_KEYWORD,
-)
-KEYWORD: Final = (
-    inspect.Parameter.POSITIONAL_OR_KEYWORD,
-    inspect.Parameter.KEYWORD_ONLY,
-)
+
+
+def positional(signature: inspect.Signature) -> list[str]:
+    """The names of the positional parameters, in order."""
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return [p.name for p in signature.parameters.values() if p.kind in kinds]
+
+
+def _refused(fn: Any, text: str) -> LiftError:
+    return LiftError(f"lift.jit({describe(fn)}) {text}", anchor="jit-options")
 
 
 def as_tuple(value: Any, kind: type) -> tuple[Any, ...]:
@@ -42,11 +43,13 @@ def translate(
     `fn`'s parameters, not the trampoline's.
     """
     params = list(signature.parameters.values())
-    positional = [p for p in params if p.kind in POSITIONAL]
+    ordered = positional(signature)
     star_args = any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params)
     star_kwargs = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
-    keywords = {p.name for p in params if p.kind in KEYWORD}
-    listed = ", ".join(p.name for p in positional) or "none"
+    keywords = {
+        p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    }
+    listed = ", ".join(ordered) or "none"
     kwargs = dict(options)
     for option in ARGNUMS:
         if option not in options:
@@ -54,42 +57,37 @@ def translate(
         nums = as_tuple(options[option], int)
         for n in nums:
             if not isinstance(n, int):
-                raise LiftError(
-                    f"lift.jit({describe(fn)}) got {option}={nums!r}: {n!r} is not "
-                    "an int.",
-                    anchor="jit-options",
-                )
-            if not star_args and not -len(positional) <= n < len(positional):
-                raise LiftError(
-                    f"lift.jit({describe(fn)}) got {option}={nums!r}, but the function "
-                    f"has {len(positional)} positional parameters ({listed}), so "
-                    f"{n} names none of them.\nFix: number `{fn_name(fn)}`'s own "
-                    f"parameters from 0, or use {option.replace('nums', 'names')}=...",
-                    anchor="jit-options",
+                raise _refused(fn, f"got {option}={nums!r}: {n!r} is not an int.")
+            if not star_args and not -len(ordered) <= n < len(ordered):
+                raise _refused(
+                    fn,
+                    f"got {option}={nums!r}, but the function has {len(ordered)} "
+                    f"positional parameters ({listed}), so {n} names none of them."
+                    f"\nFix: number `{fn_name(fn)}`'s own parameters from 0, or use "
+                    f"{option.replace('nums', 'names')}=...",
                 )
         # The lifted function goes in front; negative numbers count from the end.
         kwargs[option] = tuple(n + 1 if n >= 0 else n for n in nums)
-    for option in ARGNAMES:
+    for option in ("static_argnames", "donate_argnames"):
         if option not in options:
             continue
         names = as_tuple(options[option], str)
         for name in names:
             p = signature.parameters.get(name)
             if p is not None and p.kind is inspect.Parameter.POSITIONAL_ONLY:
-                raise LiftError(
-                    f"lift.jit({describe(fn)}) got {option}={names!r}, but {name!r} "
-                    "is a positional-only parameter, which has no name at the call "
-                    f"site.\nFix: use {option.replace('names', 'nums')}="
-                    f"({params.index(p)},).",
-                    anchor="jit-options",
+                raise _refused(
+                    fn,
+                    f"got {option}={names!r}, but {name!r} is a positional-only "
+                    "parameter, which has no name at the call site.\nFix: use "
+                    f"{option.replace('names', 'nums')}=({params.index(p)},).",
                 )
             if name not in keywords and not star_kwargs:
-                raise LiftError(
-                    f"lift.jit({describe(fn)}) got {option}={names!r}, but "
-                    f"`{fn_name(fn)}` has no parameter {name!r} (its parameters: "
+                raise _refused(
+                    fn,
+                    f"got {option}={names!r}, but `{fn_name(fn)}` has no parameter "
+                    f"{name!r} (its parameters: "
                     f"{', '.join(signature.parameters) or 'none'}).\nFix: name one "
                     "of its parameters.",
-                    anchor="jit-options",
                 )
         kwargs[option] = names
     if "donate_argnums" in options and "donate_argnames" not in options:
@@ -102,11 +100,11 @@ def translate(
     donated = resolved(signature, options, "donate")
     both = sorted(static & donated)
     if both:
-        raise LiftError(
-            f"lift.jit({describe(fn)}) marks the parameter {both[0]!r} both static "
-            "and donated; a static argument is part of the program's key and has no "
-            "buffer to donate.\nFix: remove it from donate_argnums/donate_argnames.",
-            anchor="jit-options",
+        raise _refused(
+            fn,
+            f"marks the parameter {both[0]!r} both static and donated; a static "
+            "argument is part of the program's key and has no buffer to donate."
+            "\nFix: remove it from donate_argnums/donate_argnames.",
         )
     return kwargs
 
@@ -115,11 +113,11 @@ def resolved(
     signature: inspect.Signature, options: dict[str, Any], kind: str
 ) -> set[str]:
     """The parameter names that `{kind}_argnums` and `{kind}_argnames` designate."""
-    positional = [p.name for p in signature.parameters.values() if p.kind in POSITIONAL]
+    ordered = positional(signature)
     names = set(as_tuple(options.get(f"{kind}_argnames"), str))
     for n in as_tuple(options.get(f"{kind}_argnums"), int):
-        if -len(positional) <= n < len(positional):
-            names.add(positional[n])
+        if -len(ordered) <= n < len(ordered):
+            names.add(ordered[n])
     return names
 
 
@@ -149,11 +147,11 @@ def static_positions(
 
     They are the shifted `static_argnums`, and the positional parameters that
     `static_argnames` names."""
-    positional = [p.name for p in signature.parameters.values() if p.kind in POSITIONAL]
+    names = positional(signature)
     positions = set(as_tuple(kwargs.get("static_argnums"), int))
     for name in as_tuple(kwargs.get("static_argnames"), str):
-        if name in positional:
-            positions.add(positional.index(name) + 1)
+        if name in names:
+            positions.add(names.index(name) + 1)
     return tuple(sorted(positions))
 
 

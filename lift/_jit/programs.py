@@ -26,9 +26,9 @@ from .._base.caches import BoundedDict
 from .._base.errors import LiftError, code_of, describe
 from .options import (
     ARGNUMS,
-    POSITIONAL,
     as_tuple,
     fn_name,
+    positional,
     resolved,
     shifted,
     static_positions,
@@ -54,8 +54,8 @@ _jax_jit: Final = cast("Callable[..., Any]", jax.jit)  # pyright: ignore[reportU
 _call_lifted = lambda __lifted__, /, *args, **kwargs: __lifted__(*args, **kwargs)  # pyright: ignore[reportUnknownLambdaType, reportUnknownVariableType]
 
 
-class _HasDefault:
-    """A parameter's default in a trampoline's signature.
+class _Missing:
+    """No value given; in a trampoline's signature, a parameter's default.
 
     The real default belongs to one closure; the trampoline outlives it."""
 
@@ -65,7 +65,7 @@ class _HasDefault:
         return "..."
 
 
-_HAS_DEFAULT: Final = _HasDefault()
+MISSING: Final = _Missing()
 
 
 class Program:
@@ -96,15 +96,15 @@ class Program:
         trampoline: Callable[..., Any],
         kwargs: dict[str, Any],
         static_names: frozenset[str],
-        options: dict[str, Any] | None = None,
-        static_positions: tuple[int, ...] = (),
+        options: dict[str, Any],
+        static_positions: tuple[int, ...],
     ) -> None:
         self.trampoline = trampoline
         self.static_names = static_names
         self.kwargs = kwargs
         # The options as given, relative to the function's own parameters: for a
         # program of the function alone (`bake`).
-        self.options = options if options is not None else {}
+        self.options = options
         # The trampoline's positions that are static (numbered, or named
         # positional parameters), negative ones counted from the end of a call.
         self._static_positions = static_positions
@@ -166,7 +166,13 @@ class Program:
         jitted = self._by_nargs.get(nargs)
         if jitted is None:
             if nargs < self.min_static_nargs:
-                raise _too_few_args(self, nargs)
+                # The error `jax.jit` raises for an argument number out of range.
+                n = min(as_tuple(self.kwargs["static_argnums"], int))
+                raise ValueError(
+                    "Positional argument indices, e.g. for `static_argnums`, must "
+                    "have value greater than or equal to -len(args) and less than "
+                    f"len(args), but got value {n} for len(args) == {nargs}."
+                )
             jitted = _jax_jit(self.trampoline, **self._kwargs_for(nargs))
             with self._lock:
                 jitted = self._by_nargs.setdefault(nargs, jitted)
@@ -180,12 +186,6 @@ class Program:
         fn = functools.partial(self.trampoline, lifted, *bound)
         return _jax_jit(fn, **shifted(self.options, len(bound)))
 
-
-class _Missing:
-    __slots__ = ()
-
-
-MISSING: Final = _Missing()
 
 # The programs functions of one code share, by key (at most 4096: emptied when full).
 _programs: BoundedDict[Any, Program] = BoundedDict(4096)
@@ -202,17 +202,16 @@ def _freeze(value: Any) -> Any:
 
 def options_key(jit_kwargs: dict[str, Any]) -> Any:
     """A hashable form of the `jax.jit` options, or `None`."""
-    if not jit_kwargs:
-        return ()
-    key = tuple(sorted((k, _freeze(v)) for k, v in jit_kwargs.items()))
+    key = _freeze(jit_kwargs)
     return key if _hashable(key) else None
 
 
 def _shape_key(fn: Any) -> Any:
-    """What the signature of `fn` depends on, cheaply, for a plain function.
+    """What the signature of `fn` depends on, cheaply for a plain function.
 
-    Not for a function with `__wrapped__`, which `inspect.signature` follows.
-    Two wrappers made by one decorator share code but not parameters.
+    A function with `__wrapped__` is read by `inspect.signature`, which
+    follows it. Two wrappers made by one decorator share code but not
+    parameters.
     """
     if type(fn) is types.FunctionType and not (
         "__wrapped__" in fn.__dict__ or "__signature__" in fn.__dict__
@@ -223,28 +222,16 @@ def _shape_key(fn: Any) -> Any:
             len(fn.__defaults__ or ()),
             tuple(kwdefaults) if kwdefaults else (),
         )
-    return None
+    parameters = _signature(fn).parameters.values()
+    shape = tuple((p.name, p.kind, p.default is p.empty) for p in parameters)
+    return type(fn), code_of(fn), shape
 
 
 def program(fn: Any, options: dict[str, Any], options_key: Any) -> Program:
     """The shared program for `fn`'s code, made (and checked) on first sight."""
-    key = None
-    if options_key is not None:
-        shape = _shape_key(fn)
-        if shape is None:
-            signature = _signature(fn)
-            shape: Any = (
-                type(fn),
-                code_of(fn),
-                tuple(
-                    (p.name, p.kind, p.default is p.empty)
-                    for p in signature.parameters.values()
-                ),
-            )
-        key: Any = (shape, options_key)
-        program = _programs.get(key)
-        if program is not None:
-            return program
+    key = None if options_key is None else (_shape_key(fn), options_key)
+    if key is not None and (program := _programs.get(key)) is not None:
+        return program
     signature = _signature(fn)
     kwargs = translate(fn, signature, options)
     static_names = frozenset(resolved(signature, options, "static"))
@@ -305,7 +292,7 @@ def _trampoline(fn: Any, signature: inspect.Signature) -> Callable[..., Any]:
             inspect.Parameter(first, inspect.Parameter.POSITIONAL_ONLY),
             *(
                 p.replace(
-                    default=p.empty if p.default is p.empty else _HAS_DEFAULT,
+                    default=p.empty if p.default is p.empty else MISSING,
                     annotation=p.empty,
                 )
                 for p in params
@@ -313,17 +300,6 @@ def _trampoline(fn: Any, signature: inspect.Signature) -> Callable[..., Any]:
         ]
     )
     return trampoline
-
-
-def _too_few_args(program: Program, nargs: int) -> ValueError:
-    """The error `jax.jit` raises for a negative argument number out of range."""
-    option = "static_argnums"
-    n = min(as_tuple(program.kwargs[option], int))
-    return ValueError(
-        f"Positional argument indices, e.g. for `{option}`, must have value greater "
-        f"than or equal to -len(args) and less than len(args), but got value {n} "
-        f"for len(args) == {nargs}."
-    )
 
 
 def explain_call_error(
@@ -337,7 +313,11 @@ def explain_call_error(
     rejected = _compat.bad_argument(err)
     if rejected is None and not _compat.is_unhashable_static(err):
         return None
-    values = dict((*_positional_names(fn, args), *kwargs.items()))
+    names = positional(_signature(fn))
+    values = {
+        names[i] if i < len(names) else f"args[{i}]": a for i, a in enumerate(args)
+    }
+    values.update(kwargs)
     if rejected is not None:
         kind, path = rejected
         # Never the lifted function, passed first: its leaves are arrays.
@@ -390,13 +370,6 @@ def _equinox_fix(fn: Any) -> str:
         f"static: `eqx.filter_jit(lift.lift({name}))` in place of `lift.jit({name})` "
         f"(`{name}` undecorated)."
     )
-
-
-def _positional_names(fn: Any, args: tuple[Any, ...]) -> list[tuple[str, Any]]:
-    names = [p.name for p in _signature(fn).parameters.values() if p.kind in POSITIONAL]
-    return [
-        (names[i] if i < len(names) else f"args[{i}]", a) for i, a in enumerate(args)
-    ]
 
 
 def _hashable(value: Any) -> bool:

@@ -13,12 +13,12 @@ import types
 from collections.abc import Callable
 from typing import Any, Final, NamedTuple, cast
 
-import jax
 from jax.core import Tracer
 
 from .._base.errors import LiftError, describe
 from .._compat import DEFAULT_DEVICE, X64
 from .._copies.own import own_changed
+from .._holders import trees as jtu
 from .._holders.closure import function_held, holder_of
 from .._holders.labels import Label
 from .._lifted.lifted import Lifted
@@ -97,7 +97,7 @@ def holds_tracer(lifted: Any) -> bool:
     if isinstance(lifted, Lifted):
         leaves: Any = leaves_of(lifted)  # pyright: ignore[reportUnknownArgumentType]
     else:
-        leaves = jax.tree_util.tree_leaves(lifted)
+        leaves = jtu.tree_leaves(lifted)
     return any(isinstance(leaf, Tracer) for leaf in leaves)
 
 
@@ -123,14 +123,8 @@ def check_cached(fn: Any, lift_now: Callable[[], Any], fast: Fast) -> None:
         raise disagree(fn, f"lifting it now refuses it ({err})") from err
     if not current(fast):
         return
-    leaves, treedef = cast(
-        "tuple[list[Any], Any]",
-        jax.tree_util.tree_flatten(fresh),  # pyright: ignore[reportUnknownMemberType]
-    )
-    first, tree = cast(
-        "tuple[list[Any], Any]",
-        jax.tree_util.tree_flatten(kept),  # pyright: ignore[reportUnknownMemberType]
-    )
+    leaves, treedef = jtu.tree_flatten(fresh)
+    first, tree = jtu.tree_flatten(kept)
     if treedef != tree:
         what, detail = "a program compiled for static values", ""
         missed = (
@@ -147,7 +141,15 @@ def check_cached(fn: Any, lift_now: Callable[[], Any], fast: Fast) -> None:
     # Every capture the watch covers holds what it held, read alike by both
     # walks: a value inside a captured container or object changed in place
     # (seeing it would walk them on every call).
-    raise _changed_in_place(fn, what, detail)
+    raise LiftError(
+        f"lift.jit's cached call of {describe(fn)} serves {what} that lifting "
+        f"it now would not{detail}: a value inside a captured container or object "
+        "(`config['lr'] = 0.5`, an optimizer updating a captured model) changed "
+        "in place since the function was last lifted, which a cached call does "
+        "not see.\nFix: rebind the variable (`config = {**config, 'lr': 0.5}`), "
+        "or pass the object as an argument of the function.",
+        anchor="changed-in-place",
+    )
 
 
 def _own_changed(kept: Any) -> bool:
@@ -182,18 +184,6 @@ def walk_read(lifted: Any) -> list[tuple[Any, Any]]:
     return getattr(cast(Any, lifted), "_read", []) if isinstance(lifted, Lifted) else []
 
 
-def _changed_in_place(fn: Any, what: str, detail: str) -> LiftError:
-    return LiftError(
-        f"lift.jit's cached call of {describe(fn)} serves {what} that lifting "
-        f"it now would not{detail}: a value inside a captured container or object "
-        "(`config['lr'] = 0.5`, an optimizer updating a captured model) changed "
-        "in place since the function was last lifted, which a cached call does "
-        "not see.\nFix: rebind the variable (`config = {**config, 'lr': 0.5}`), "
-        "or pass the object as an argument of the function.",
-        anchor="changed-in-place",
-    )
-
-
 class Fast(NamedTuple):
     """Everything a call reads, written in one assignment.
 
@@ -224,7 +214,9 @@ def watch(lifted: Any, read: list[tuple[Any, Any]], context: tuple[Any, Any]) ->
     and its parts."""
     cells: list[Any] = []
     contents: list[Any] = []
-    fns: list[tuple[types.FunctionType, Any, Any]] = []
+    fns: list[types.FunctionType] = []
+    codes: list[types.CodeType] = []
+    defaults: list[Any] = []
     for obj, held in read:
         t: type[Any] = type(obj)  # pyright: ignore[reportUnknownVariableType]
         if t is types.CellType and held is not obj:
@@ -235,20 +227,16 @@ def watch(lifted: Any, read: list[tuple[Any, Any]], context: tuple[Any, Any]) ->
             and len(held) == 3 + len(held[1] or ())
             and held[2] is None
         ):
-            fns.append((obj, held[0], held[1]))  # no keyword-only defaults, attributes
+            # No keyword-only defaults, no attributes.
+            fns.append(obj)
+            codes.append(held[0])
+            defaults.append(held[1])
         else:
             w = Watch(obj, () if held is obj else held)
             cells.append(w)
             contents.append(w.token)
-    return Fast(
-        tuple(cells),
-        tuple(contents),
-        tuple(fn for fn, _, _ in fns),
-        tuple(code for _, code, _ in fns),
-        tuple(defaults for _, _, defaults in fns),
-        context,
-        lifted,
-    )
+    lists = (cells, contents, fns, codes, defaults)
+    return Fast._make([*map(tuple, lists), context, lifted])
 
 
 def current(fast: Fast) -> bool:
