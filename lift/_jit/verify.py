@@ -14,12 +14,16 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Generator
+from collections.abc import Generator, Iterable
 from typing import Any, Final
 
 from .._base.errors import LiftError, describe, type_text
+from .._copies.own import own_changed, own_static
+from .._holders.held import held
+from .._holders.reach import items, reach
+from .._skeleton.nodes import Static
 
-__all__ = ["ENV", "STATE", "disagree", "same_leaves", "verifying"]
+__all__ = ["ENV", "STATE", "disagree", "logs_grew", "same_leaves", "verifying"]
 
 ENV: Final = "LIFT_VERIFY"
 
@@ -81,6 +85,27 @@ def disagree(fn: Any, detail: str) -> LiftError:
         f"{describe(fn)}: {detail}.\nThis is a bug in lift: the full walk's answer is the one "
         "lift promises. Please report it with this message.",
         anchor="fast-path-disagrees",
+    )
+
+
+def logs_grew(statics: Iterable[Static]) -> bool:
+    """Whether your own containers among `statics` changed, each as a log grows.
+
+    A log is a list that keeps its items and gains data: values holding no
+    function (`held`). A trace or a callback fills it; the program does not
+    read it. Any other change (an entry replaced, a function added) makes
+    the compiled program stale: the check compares it."""
+    changed = [s for s in statics if own_changed((s,))]
+    return bool(changed) and all(map(_grew, changed))
+
+
+def _grew(static: Static) -> bool:
+    value, key = static.value, static.slot_key
+    if type(value) is not list:
+        return False
+    n = len(key[1])  # a list's key: its type, then one entry per item
+    return own_static(value[:n]).slot_key == key and all(
+        held(x) is None or items(x) is not None for x in reach(value[n:], held)
     )
 
 

@@ -18,13 +18,12 @@ from jax.core import Tracer
 
 from .._base.errors import LiftError, describe
 from .._compat import DEFAULT_DEVICE, X64
-from .._copies.own import own_changed
 from .._holders.closure import function_held, holder_of
 from .._holders.labels import Label
 from .._lifted.lifted import Lifted
 from .._skeleton.nodes import Static
 from .._skeleton.skeleton import leaves_of, skeleton_of
-from .verify import disagree, same_leaves
+from .verify import disagree, logs_grew, same_leaves
 
 is_: Final = operator.is_
 _contents: Final = operator.attrgetter("cell_contents")
@@ -151,11 +150,11 @@ def check_cached(fn: Any, lift_now: Callable[[], Any], fast: Fast) -> None:
 
 
 def _own_changed(kept: Any) -> bool:
-    """Whether a list, dict or set of yours in `kept` changed since lifted."""
+    """Whether only logs of yours in `kept` changed since lifted (`logs_grew`)."""
     if not isinstance(kept, Lifted):
         return False
     nodes = skeleton_of(cast("Lifted[..., Any]", kept)).nodes
-    return own_changed(
+    return logs_grew(
         slot
         for node in nodes
         for _, template in node.parts()

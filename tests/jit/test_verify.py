@@ -7,7 +7,9 @@ it, and that without the switch the broken path would have been served.
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 import subprocess
 import sys
 from typing import Any
@@ -269,6 +271,75 @@ def test_a_static_changed_in_place_between_calls_is_named_as_such() -> None:
             step(1.0)
     assert "bug in lift" not in str(info.value)
     assert "Docs: python -m lift explain changed-in-place" in str(info.value)
+
+
+def _an_int_in_a_dict_of_ints() -> Any:
+    config = {"n": 2}
+    return (lambda x: x * config["n"]), lambda: config.update(n=3)
+
+
+def _a_registry_entry_replaced() -> Any:
+    registry = {"act": lambda x: x * 2}
+    return (lambda x: registry["act"](x)), lambda: registry.update(act=lambda x: x * 3)
+
+
+def _a_singledispatch_registered_later() -> Any:
+    @functools.singledispatch
+    def scale(v: Any, x: Any) -> Any:
+        return x * 2
+
+    return (lambda x: scale(1, x)), lambda: scale.register(int, lambda v, x: x * 3)
+
+
+def _a_list_of_functions_appended_to() -> Any:
+    hooks = [lambda x: x * 2]
+
+    def apply(x):
+        for hook in hooks:
+            x = hook(x)
+        return x
+
+    return apply, lambda: hooks.append(lambda x: x * 1.5)
+
+
+def _an_int_in_a_default_list() -> Any:
+    def scaled(x, ns=[2]):  # noqa: B006
+        return x * ns[0]
+
+    return scaled, lambda: scaled.__defaults__[0].__setitem__(0, 3)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        _an_int_in_a_dict_of_ints,
+        _a_registry_entry_replaced,
+        _a_singledispatch_registered_later,
+        _a_list_of_functions_appended_to,
+        _an_int_in_a_default_list,
+    ],
+)
+def test_a_static_changed_in_place_inside_your_own_container_is_reported(
+    make: Any,
+) -> None:
+    """Your own container (one holding no dynamic value) changed otherwise
+    than a log grows: the cached call serves the program of its old contents,
+    Python computes 3.0, and the check names the function and the change."""
+    fn, change = make()
+    step = lift.jit(fn)
+    for _ in range(3):
+        assert float(step(1.0)) == 2.0
+    change()
+    assert float(fn(1.0)) == 3.0
+    with lift.verifying(False):
+        assert float(step(1.0)) == 2.0  # served stale, unchecked
+    with lift.verifying(), pytest.raises(lift.LiftError) as info:
+        step(1.0)
+    assert re.search(
+        rf"cached call of {fn.__qualname__} \(.*test_verify.py:\d+\)", str(info.value)
+    )
+    assert "changed in place" in str(info.value)
+    assert "bug in lift" not in str(info.value)
 
 
 def test_a_capture_rebound_while_the_check_lifts_is_no_disagreement(
