@@ -466,8 +466,9 @@ def _why_static(
         )
     infos = [n.info for n in skeleton.nodes if isinstance(n, FunctionNode)]
     floating = t in (float, complex) or default_dynamic(value)
-    if floating and any(name in info.rebound for info in infos):
-        return f"the code rebinds it (`nonlocal {name}`): a leaf cannot be rebound"
+    rebinds = next(filter(None, (info.rebinds(name) for info in infos)), None)
+    if floating and rebinds:
+        return rebinds
     if not floating:
         return f"it is {noun}, not a float or array"
     site = next((i.branch_sites[name] for i in infos if name in i.branch_sites), None)
