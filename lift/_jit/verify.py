@@ -20,10 +20,21 @@ from typing import Any, Final
 from .._base.errors import LiftError, describe, type_text
 from .._copies.own import own_changed, own_static
 from .._holders.held import held
+from .._holders.labels import variable_str
 from .._holders.reach import items, reach
+from .._lifted.lifted import Lifted
 from .._skeleton.nodes import Static
+from .._skeleton.skeleton import skeleton_of
 
-__all__ = ["ENV", "STATE", "disagree", "logs_grew", "same_leaves", "verifying"]
+__all__ = [
+    "ENV",
+    "STATE",
+    "changed_at",
+    "disagree",
+    "logs_grew",
+    "same_leaves",
+    "verifying",
+]
 
 ENV: Final = "LIFT_VERIFY"
 
@@ -107,6 +118,17 @@ def _grew(static: Static) -> bool:
     return own_static(value[:n]).slot_key == key and all(
         held(x) is None or items(x) is not None for x in reach(value[n:], held)
     )
+
+
+def changed_at(kept: Any, fresh: Any) -> str:
+    """` of variable 'config'`: the first capture whose key differs, or `""`."""
+    if not (isinstance(kept, Lifted) and isinstance(fresh, Lifted)):
+        return ""
+    for a, b in zip(skeleton_of(kept).nodes, skeleton_of(fresh).nodes, strict=False):
+        for (label, x), (_, y) in zip(a.parts(), b.parts(), strict=False):
+            if x is not None and y is not None and x.key != y.key:
+                return f" of {variable_str(label)}"
+    return ""
 
 
 def _leaf(x: Any) -> tuple[Any, ...]:

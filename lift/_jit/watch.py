@@ -23,7 +23,7 @@ from .._holders.labels import Label
 from .._lifted.lifted import Lifted
 from .._skeleton.nodes import Static
 from .._skeleton.skeleton import leaves_of, skeleton_of
-from .verify import disagree, logs_grew, same_leaves
+from .verify import changed_at, disagree, logs_grew, same_leaves
 
 is_: Final = operator.is_
 _contents: Final = operator.attrgetter("cell_contents")
@@ -146,7 +146,7 @@ def check_cached(fn: Any, lift_now: Callable[[], Any], fast: Fast) -> None:
     # Every capture the watch covers holds what it held, read alike by both
     # walks: a value inside a captured container or object changed in place
     # (seeing it would walk them on every call).
-    raise _changed_in_place(fn, what, detail)
+    raise _changed_in_place(fn, what + changed_at(kept, fresh), detail)
 
 
 def _own_changed(kept: Any) -> bool:

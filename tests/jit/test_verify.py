@@ -267,7 +267,9 @@ def test_a_static_changed_in_place_between_calls_is_named_as_such() -> None:
         assert float(step(1.0)) == 1.0
         assert float(step(1.0)) == 1.0
         config["n"] = 3
-        with pytest.raises(lift.LiftError, match=r"changed in place") as info:
+        with pytest.raises(
+            lift.LiftError, match=r"(?s)values of variable 'config' .*changed in place"
+        ) as info:
             step(1.0)
     assert "bug in lift" not in str(info.value)
     assert "Docs: python -m lift explain changed-in-place" in str(info.value)
@@ -310,17 +312,17 @@ def _an_int_in_a_default_list() -> Any:
 
 
 @pytest.mark.parametrize(
-    "make",
+    ("make", "name"),
     [
-        _an_int_in_a_dict_of_ints,
-        _a_registry_entry_replaced,
-        _a_singledispatch_registered_later,
-        _a_list_of_functions_appended_to,
-        _an_int_in_a_default_list,
+        (_an_int_in_a_dict_of_ints, "config"),
+        (_a_registry_entry_replaced, "registry"),
+        (_a_singledispatch_registered_later, "registry"),
+        (_a_list_of_functions_appended_to, "hooks"),
+        (_an_int_in_a_default_list, "ns"),
     ],
 )
 def test_a_static_changed_in_place_inside_your_own_container_is_reported(
-    make: Any,
+    make: Any, name: str
 ) -> None:
     """Your own container (one holding no dynamic value) changed otherwise
     than a log grows: the cached call serves the program of its old contents,
@@ -336,7 +338,9 @@ def test_a_static_changed_in_place_inside_your_own_container_is_reported(
     with lift.verifying(), pytest.raises(lift.LiftError) as info:
         step(1.0)
     assert re.search(
-        rf"cached call of {fn.__qualname__} \(.*test_verify.py:\d+\)", str(info.value)
+        rf"cached call of {fn.__qualname__} \(.*test_verify.py:\d+\) serves a "
+        rf"program compiled for static values of variable '{name}' that",
+        str(info.value),
     )
     assert "changed in place" in str(info.value)
     assert "bug in lift" not in str(info.value)
