@@ -6,6 +6,7 @@ shows both values and why it is static."""
 
 from __future__ import annotations
 
+import struct
 import types
 from typing import Any, Final, cast
 
@@ -421,7 +422,7 @@ def _keyed_value(key: Any) -> Any:
     if t is dict:
         return {_keyed_value(k): _keyed_value(v) for k, v in rest[-1]}
     if t is float or t is complex:
-        return t(*map(float.fromhex, rest))
+        return t(*(struct.unpack("<d", bits)[0] for bits in rest))
     if type(t) is type and issubclass(t, np.generic):
         return np.frombuffer(rest[1], rest[0])[0]
     if type(rest[-1]) is (key[0] if len(rest) == 1 else rest[0]):
