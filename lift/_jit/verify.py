@@ -111,22 +111,26 @@ def logs_grew(statics: Iterable[Static]) -> bool:
 
 
 def _grew(static: Static) -> bool:
-    value, key = static.value, static.slot_key
+    value: Any = static.value
     if type(value) is not list:
         return False
+    key = static.slot_key
     n = len(key[1])  # a list's key: its type, then one entry per item
     return own_static(value[:n]).slot_key == key and all(
-        held(x) is None or items(x) is not None for x in reach(value[n:], held)
+        held(x) is None or items(x) is not None
+        for x in reach(value[n:], held)  # pyright: ignore[reportUnknownArgumentType]
     )
 
 
 def changed_at(kept: Any, fresh: Any) -> str:
     """` of variable 'config'`: the first capture whose key differs, or `""`."""
-    if not (isinstance(kept, Lifted) and isinstance(fresh, Lifted)):
+    lifted: list[Any] = [kept, fresh]
+    if not all(isinstance(f, Lifted) for f in lifted):
         return ""
-    for a, b in zip(skeleton_of(kept).nodes, skeleton_of(fresh).nodes, strict=False):
+    pair = (skeleton_of(f).nodes for f in lifted)
+    for a, b in zip(*pair, strict=False):
         for (label, x), (_, y) in zip(a.parts(), b.parts(), strict=False):
-            if x is not None and y is not None and x.key != y.key:
+            if x.key != y.key:
                 return f" of {variable_str(label)}"
     return ""
 
