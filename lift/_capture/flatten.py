@@ -107,7 +107,7 @@ def not_traceable(
 
 
 def int_leaf(holder: Any, label: Label, value: int) -> bool:
-    """`True`: a named int is an integer leaf; a `LiftError` if it overflows one.
+    """`True`: an int `dynamic=` picks is a leaf; a `LiftError` if it overflows one.
 
     The leaf is an int32 array, or int64 with `jax_enable_x64`."""
     bits = 64 if X64.value else 32
@@ -116,9 +116,9 @@ def int_leaf(holder: Any, label: Label, value: int) -> bool:
     fix = "" if bits == 64 else "enable 64-bit values (`jax_enable_x64`), or "
     raise LiftError(
         f"{describe(holder)} captures {variable_str(label)} = {value}, which "
-        f"`dynamic=` names: an int leaf is an int{bits} array, and {value} "
-        f"does not fit in one.\nFix: {fix}keep it static (leave it out of "
-        "`dynamic=`).",
+        f"`dynamic=` makes a leaf: an int leaf is an int{bits} array, and "
+        f"{value} does not fit in one.\nFix: {fix}keep it static (leave it "
+        "out of `dynamic=`).",
         anchor="int-leaf-overflows",
     )
 

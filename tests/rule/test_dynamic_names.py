@@ -363,7 +363,8 @@ def test_a_named_int_too_wide_for_its_leaf_is_a_lifterror_naming_it() -> None:
         pytest.raises(
             lift.LiftError,
             match=r"(?s)make.<locals>.<lambda> \(.*test_dynamic_names.py:\d+\) "
-            r"captures variable 'n' = 1099511627776, .*int32 array.*"
+            r"captures variable 'n' = 1099511627776, which `dynamic=` makes a leaf: "
+            r"an int leaf is an int32 array.*"
             r"Fix: enable 64-bit values .*keep it static",
         ),
     ):
@@ -375,3 +376,8 @@ def test_a_named_int_too_wide_for_its_leaf_is_a_lifterror_naming_it() -> None:
         with pytest.raises(lift.LiftError, match=r"int64 array"):
             lift.lift(make(2**70), dynamic="n")
     assert int(lift.lift(make(-(2**31)), dynamic="n")(0)) == -(2**31)
+    with (
+        jax.enable_x64(False),
+        pytest.raises(lift.LiftError, match=r"'n' = 2147483648"),
+    ):
+        lift.lift(make(2**31), dynamic=lambda v: isinstance(v, int))
