@@ -109,8 +109,8 @@ def check_cached(fn: Any, lift_now: Callable[[], Any], fast: Fast) -> None:
     inside a captured object. A cached call does not see that.
 
     Another thread may rebind a capture meanwhile. Then `fast` is stale, and
-    nothing is compared. Your own lists, dicts and sets are not compared
-    either. A cached call serves what it compiled, as `jax.jit` does."""
+    nothing is compared. Nor is it while only your logs grew (`logs_grew`).
+    A cached call serves what it compiled, as `jax.jit` does."""
     kept = fast.lifted
     if _own_changed(kept):
         return
