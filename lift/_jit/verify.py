@@ -102,9 +102,9 @@ def disagree(fn: Any, detail: str) -> LiftError:
 def logs_grew(statics: Iterable[Static]) -> bool:
     """Whether your own containers among `statics` changed, each as a log grows.
 
-    A log is a list that keeps its items and gains data: values holding no
-    function (`held`). A trace or a callback fills it; the program does not
-    read it. Any other change (an entry replaced, a function added) makes
+    A log is a list or dict that keeps its items and gains data: values
+    holding no function (`held`). A trace or a callback fills it; the
+    program does not read it. Any other change (an entry replaced, a function added) makes
     the compiled program stale: the check compares it."""
     changed = [s for s in statics if own_changed((s,))]
     return bool(changed) and all(map(_grew, changed))
@@ -112,13 +112,19 @@ def logs_grew(statics: Iterable[Static]) -> bool:
 
 def _grew(static: Static) -> bool:
     value: Any = static.value
-    if type(value) is not list:
+    t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
+    if t is not list and t is not dict:
         return False
+    # A key: the type, then one entry per item (a list) or per key (a dict).
     key = static.slot_key
-    n = len(key[1])  # a list's key: its type, then one entry per item
-    return own_static(value[:n]).slot_key == key and all(
+    if len(key) < 3 and t is dict:  # keyed as static data, not as yours
+        return False
+    n = len(key[1] if t is list else key[2])
+    kept = value[:n] if t is list else dict(list(value.items())[:n])
+    added = value[n:] if t is list else list(value.values())[n:]
+    return own_static(kept).slot_key == key and all(
         held(x) is None or items(x) is not None
-        for x in reach(value[n:], held)  # pyright: ignore[reportUnknownArgumentType]
+        for x in reach(added, held)  # pyright: ignore[reportUnknownArgumentType]
     )
 
 
@@ -130,9 +136,16 @@ def changed_at(kept: Any, fresh: Any) -> str:
     pair = (skeleton_of(f).nodes for f in lifted)
     for a, b in zip(*pair, strict=False):
         for (label, x), (_, y) in zip(a.parts(), b.parts(), strict=False):
-            if x.key != y.key:
+            if not _same_key(x.key, y.key):
                 return f" of {variable_str(label)}"
     return ""
+
+
+def _same_key(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b)
+    except TypeError:  # a treedef against `None` (one slot)
+        return False
 
 
 def _leaf(x: Any) -> tuple[Any, ...]:
