@@ -9,6 +9,7 @@ import re
 import sys
 import types
 from collections.abc import Iterable
+from math import copysign
 from typing import Any, Final, cast
 
 __all__ = [
@@ -275,9 +276,11 @@ _ADDRESS: Final = re.compile(r" at 0x[0-9a-fA-F]+")
 def static_str(value: Any, limit: int = 80) -> str:
     """A static value as people read it.
 
-    It is its repr without object addresses, cut to `limit` characters."""
+    It is its repr without object addresses, cut to `limit` characters. A
+    negative nan reads `-nan`."""
     try:
-        text = repr(value)
+        neg_nan = type(value) is float and value != value and copysign(1, value) < 0
+        text = "-nan" if neg_nan else repr(value)
     except Exception:  # a repr of the user's that raises: the message still comes
         text = f"<{type(value).__qualname__} object>"
     text = _ADDRESS.sub("", text)

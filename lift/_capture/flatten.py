@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._base.errors import LiftError, describe, static_fix, type_text
+from .._compat import X64
 from .._holders import trees as jtu
 from .._holders.labels import Label, variable_str
 from .._holders.trees import MAX_CONTAINER_DEPTH, flatten_checked, slot_path
@@ -102,6 +103,23 @@ def not_traceable(
         f"arrays and numbers, or keep it static with {static_fix((name,))}.",
         anchor="dynamic-predicate",
         static=(name,),
+    )
+
+
+def int_leaf(holder: Any, label: Label, value: int) -> bool:
+    """`True`: an int `dynamic=` picks is a leaf; a `LiftError` if it overflows one.
+
+    The leaf is an int32 array, or int64 with `jax_enable_x64`."""
+    bits = 64 if X64.value else 32
+    if -(1 << bits - 1) <= value < 1 << bits - 1:
+        return True
+    fix = "" if bits == 64 else "enable 64-bit values (`jax_enable_x64`), or "
+    raise LiftError(
+        f"{describe(holder)} captures {variable_str(label)} = {value}, which "
+        f"`dynamic=` makes a leaf: an int leaf is an int{bits} array, and "
+        f"{value} does not fit in one.\nFix: {fix}keep it static (leave it "
+        "out of `dynamic=`).",
+        anchor="int-leaf-overflows",
     )
 
 

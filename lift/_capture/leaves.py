@@ -30,7 +30,7 @@ from .._rule.static import (
     is_jax_value,
 )
 from .._skeleton.nodes import Node, Ref, Slot, Static, Template, followed
-from .flatten import not_traceable, static_tracer
+from .flatten import int_leaf, not_traceable, static_tracer
 
 __all__ = ["DYNAMIC", "NODE", "STATIC", "Leaves"]
 
@@ -160,6 +160,8 @@ class Leaves:
         if what is DYNAMIC:
             if self.dynamic is not None and not forced and not is_jax_value(leaf):
                 raise not_traceable(holder, label, t, at)
+            if t is int:  # as `dynamic=` by name makes one (`int_leaf`)
+                int_leaf(holder, label, leaf)
             index = len(self.leaves)
             if issubclass(t, PY_SCALARS):
                 self.float_leaves.append(index)

@@ -63,6 +63,7 @@ from .._skeleton.skeleton import Skeleton
 from .flatten import (
     captured_as,
     flatten_capture,
+    int_leaf,
     unreadable_holder,
 )
 from .leaves import DYNAMIC, NODE, STATIC, Leaves
@@ -310,7 +311,8 @@ class Walk(Leaves):
         leaf = t in ALWAYS_DYNAMIC and not (pinned and t is not ArrayImpl)
         leaf = leaf and not (branched and branch_static(value, t))
         # An `int` or `bool` that `dynamic=` names: an integer leaf.
-        leaf = leaf or (t in (int, bool) and name in (self.named or ()))
+        named = t in (int, bool) and name in (self.named or ())
+        leaf = leaf or (named and int_leaf(holder, label, value))
         if leaf and not forced and self.dynamic is None:
             # A float or an array (the common capture): what `slot` makes of it.
             index = len(self.leaves)

@@ -7,6 +7,7 @@ shows both values and why it is static."""
 from __future__ import annotations
 
 import dataclasses
+import struct
 import types
 from typing import Any, Final, cast
 
@@ -418,7 +419,7 @@ def _keyed_value(key: Any) -> Any:
     if t is dict:
         return {_keyed_value(k): _keyed_value(v) for k, v in rest[-1]}
     if t is float or t is complex:
-        return t(*map(float.fromhex, rest))
+        return t(*(struct.unpack("<d", bits)[0] for bits in rest))
     if type(t) is type and issubclass(t, np.generic):
         return np.frombuffer(rest[1], rest[0])[0]
     if type(rest[-1]) is (key[0] if len(rest) == 1 else rest[0]):
@@ -463,8 +464,9 @@ def _why_static(
         )
     infos = [n.info for n in skeleton.nodes if isinstance(n, FunctionNode)]
     floating = t in (float, complex) or default_dynamic(value)
-    if floating and any(name in info.rebound for info in infos):
-        return f"the code rebinds it (`nonlocal {name}`): a leaf cannot be rebound"
+    rebinds = next(filter(None, (info.rebinds(name) for info in infos)), None)
+    if floating and rebinds:
+        return rebinds
     if not floating:
         return f"it is {noun}, not a float or array"
     site = next((i.branch_sites[name] for i in infos if name in i.branch_sites), None)

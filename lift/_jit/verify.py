@@ -14,12 +14,27 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Generator
+from collections.abc import Generator, Iterable
 from typing import Any, Final
 
 from .._base.errors import LiftError, describe, type_text
+from .._copies.own import own_changed, own_static
+from .._holders.held import held
+from .._holders.labels import variable_str
+from .._holders.reach import items, reach
+from .._lifted.lifted import Lifted
+from .._skeleton.nodes import Static
+from .._skeleton.skeleton import skeleton_of
 
-__all__ = ["ENV", "STATE", "disagree", "same_leaves", "verifying"]
+__all__ = [
+    "ENV",
+    "STATE",
+    "changed_at",
+    "disagree",
+    "logs_grew",
+    "same_leaves",
+    "verifying",
+]
 
 ENV: Final = "LIFT_VERIFY"
 
@@ -82,6 +97,55 @@ def disagree(fn: Any, detail: str) -> LiftError:
         "lift promises. Please report it with this message.",
         anchor="fast-path-disagrees",
     )
+
+
+def logs_grew(statics: Iterable[Static]) -> bool:
+    """Whether your own containers among `statics` changed, each as a log grows.
+
+    A log is a list or dict that keeps its items and gains data: values
+    holding no function (`held`). A trace or a callback fills it; the
+    program does not read it. Any other change (an entry replaced, a function added) makes
+    the compiled program stale: the check compares it."""
+    changed = [s for s in statics if own_changed((s,))]
+    return bool(changed) and all(map(_grew, changed))
+
+
+def _grew(static: Static) -> bool:
+    value: Any = static.value
+    t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
+    if t is not list and t is not dict:
+        return False
+    # A key: the type, then one entry per item (a list) or per key (a dict).
+    key = static.slot_key
+    if len(key) < 3 and t is dict:  # keyed as static data, not as yours
+        return False
+    n = len(key[1] if t is list else key[2])
+    kept = value[:n] if t is list else dict(list(value.items())[:n])
+    added = value[n:] if t is list else list(value.values())[n:]
+    return own_static(kept).slot_key == key and all(
+        held(x) is None or items(x) is not None
+        for x in reach(added, held)  # pyright: ignore[reportUnknownArgumentType]
+    )
+
+
+def changed_at(kept: Any, fresh: Any) -> str:
+    """` of variable 'config'`: the first capture whose key differs, or `""`."""
+    lifted: list[Any] = [kept, fresh]
+    if not all(isinstance(f, Lifted) for f in lifted):
+        return ""
+    pair = (skeleton_of(f).nodes for f in lifted)
+    for a, b in zip(*pair, strict=False):
+        for (label, x), (_, y) in zip(a.parts(), b.parts(), strict=False):
+            if not _same_key(x.key, y.key):
+                return f" of {variable_str(label)}"
+    return ""
+
+
+def _same_key(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b)
+    except TypeError:  # a treedef against `None` (one slot)
+        return False
 
 
 def _leaf(x: Any) -> tuple[Any, ...]:

@@ -17,14 +17,13 @@ from jax.core import Tracer
 
 from .._base.errors import LiftError, describe
 from .._compat import DEFAULT_DEVICE, X64
-from .._copies.own import own_changed
 from .._holders import trees as jtu
 from .._holders.closure import function_held, holder_of
 from .._holders.labels import Label
 from .._lifted.lifted import Lifted
 from .._skeleton.nodes import Static
 from .._skeleton.skeleton import leaves_of, skeleton_of
-from .verify import disagree, same_leaves
+from .verify import changed_at, disagree, logs_grew, same_leaves
 
 is_: Final = operator.is_
 _contents: Final = operator.attrgetter("cell_contents")
@@ -110,8 +109,8 @@ def check_cached(fn: Any, lift_now: Callable[[], Any], fast: Fast) -> None:
     inside a captured object. A cached call does not see that.
 
     Another thread may rebind a capture meanwhile. Then `fast` is stale, and
-    nothing is compared. Your own lists, dicts and sets are not compared
-    either. A cached call serves what it compiled, as `jax.jit` does."""
+    nothing is compared. Nor is it while only your logs grew (`logs_grew`).
+    A cached call serves what it compiled, as `jax.jit` does."""
     kept = fast.lifted
     if _own_changed(kept):
         return
@@ -141,23 +140,15 @@ def check_cached(fn: Any, lift_now: Callable[[], Any], fast: Fast) -> None:
     # Every capture the watch covers holds what it held, read alike by both
     # walks: a value inside a captured container or object changed in place
     # (seeing it would walk them on every call).
-    raise LiftError(
-        f"lift.jit's cached call of {describe(fn)} serves {what} that lifting "
-        f"it now would not{detail}: a value inside a captured container or object "
-        "(`config['lr'] = 0.5`, an optimizer updating a captured model) changed "
-        "in place since the function was last lifted, which a cached call does "
-        "not see.\nFix: rebind the variable (`config = {**config, 'lr': 0.5}`), "
-        "or pass the object as an argument of the function.",
-        anchor="changed-in-place",
-    )
+    raise _changed_in_place(fn, what + changed_at(kept, fresh), detail)
 
 
 def _own_changed(kept: Any) -> bool:
-    """Whether a list, dict or set of yours in `kept` changed since lifted."""
+    """Whether only logs of yours in `kept` changed since lifted (`logs_grew`)."""
     if not isinstance(kept, Lifted):
         return False
     nodes = skeleton_of(cast("Lifted[..., Any]", kept)).nodes
-    return own_changed(
+    return logs_grew(
         slot
         for node in nodes
         for _, template in node.parts()
@@ -182,6 +173,18 @@ def _read_otherwise(kept: Any, fresh: Any) -> bool:
 def walk_read(lifted: Any) -> list[tuple[Any, Any]]:
     """What the walk that lifted `lifted` read (`Walk.read`), as it read it."""
     return getattr(cast(Any, lifted), "_read", []) if isinstance(lifted, Lifted) else []
+
+
+def _changed_in_place(fn: Any, what: str, detail: str) -> LiftError:
+    return LiftError(
+        f"lift.jit's cached call of {describe(fn)} serves {what} that lifting "
+        f"it now would not{detail}: a value inside a captured container or object "
+        "(`config['lr'] = 0.5`, an optimizer updating a captured model) changed "
+        "in place since the function was last lifted, which a cached call does "
+        "not see.\nFix: rebind the variable (`config = {**config, 'lr': 0.5}`), "
+        "or pass the object as an argument of the function.",
+        anchor="changed-in-place",
+    )
 
 
 class Fast(NamedTuple):
@@ -214,9 +217,7 @@ def watch(lifted: Any, read: list[tuple[Any, Any]], context: tuple[Any, Any]) ->
     and its parts."""
     cells: list[Any] = []
     contents: list[Any] = []
-    fns: list[types.FunctionType] = []
-    codes: list[types.CodeType] = []
-    defaults: list[Any] = []
+    fns: list[tuple[types.FunctionType, Any, Any]] = []
     for obj, held in read:
         t: type[Any] = type(obj)  # pyright: ignore[reportUnknownVariableType]
         if t is types.CellType and held is not obj:
@@ -227,16 +228,20 @@ def watch(lifted: Any, read: list[tuple[Any, Any]], context: tuple[Any, Any]) ->
             and len(held) == 3 + len(held[1] or ())
             and held[2] is None
         ):
-            # No keyword-only defaults, no attributes.
-            fns.append(obj)
-            codes.append(held[0])
-            defaults.append(held[1])
+            fns.append((obj, held[0], held[1]))  # no keyword-only defaults, attributes
         else:
             w = Watch(obj, () if held is obj else held)
             cells.append(w)
             contents.append(w.token)
-    lists = (cells, contents, fns, codes, defaults)
-    return Fast._make([*map(tuple, lists), context, lifted])
+    return Fast(
+        tuple(cells),
+        tuple(contents),
+        tuple(fn for fn, _, _ in fns),
+        tuple(code for _, code, _ in fns),
+        tuple(defaults for _, _, defaults in fns),
+        context,
+        lifted,
+    )
 
 
 def current(fast: Fast) -> bool:

@@ -140,6 +140,14 @@ class CodeInfo:
         self.branches_on_params = flows
         self._operands: dict[int, frozenset[Source]] | None = None
 
+    def rebinds(self, name: Any) -> str | None:
+        """Why a scalar `name` is static when the code rebinds it; else `None`.
+
+        `repr` and `lift.diff` say it alike."""
+        if name not in self.rebound:
+            return None
+        return f"the code rebinds it (`nonlocal {name}`): a leaf cannot be rebound"
+
     # Compared by code value (two lambdas differing in a constant differ),
     # hashed by the hash computed once: the code's part of a skeleton's key.
     def __eq__(self, other: object) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import struct
 import types
 import typing
 import warnings
@@ -54,11 +55,12 @@ __all__ = [
 
 
 # Compared by type and value as they are (floats by their bits: `0.0` is not
-# `-0.0`).
+# `-0.0`, nor `nan` `-nan`).
 _PLAIN: Final = EXACT
 # Small NumPy arrays compare by content; larger ones by identity.
 _ARRAY_BYTES: Final = 4096
 _MAX_DEPTH: Final = 64
+_bits: Final = struct.Struct("<d").pack
 
 
 class ById:
@@ -87,17 +89,17 @@ def _is_namedtuple(t: type[Any]) -> bool:
 def static_key(value: Any, depth: int = 0) -> Any:
     """What a static value is compared and hashed by: its type and value.
 
-    Both count at every depth. `0.0` and `-0.0` differ, as do `1`, `1.0` and
-    `True`. So do `frozenset({1})` and `frozenset({1.0})`, and `range(0)` and
-    `range(1, 1)`. Raises `TypeError` for a value that is not hashable.
+    Both count at every depth. Floats compare by their bits: `0.0` and
+    `-0.0` differ, `nan` and `-nan` too. So do `1`, `1.0` and `True`, and
+    `frozenset({1})` and `frozenset({1.0})`, and `range(0)` and `range(1, 1)`. Raises `TypeError` for a value that is not hashable.
     """
     t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
     if t in _PLAIN:
         return (t, value)
     if t is float:
-        return (t, value.hex())
+        return (t, _bits(value))
     if t is complex:
-        return (t, value.real.hex(), value.imag.hex())
+        return (t, _bits(value.real), _bits(value.imag))
     if depth > _MAX_DEPTH:
         return ById(value)
     if t is tuple or t is frozenset or _is_namedtuple(t):

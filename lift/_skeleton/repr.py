@@ -148,15 +148,27 @@ def _node_str(
     ]
     # Every capture of the root; the first few of a nested function.
     width = len(parts) if depth == 0 else _WIDTH
+    info = getattr(node, "info", None)
     items = [
         f"{name}=<empty>"
         if template is None
         else f"{name}={_template_str(skeleton, template, leaves, depth, shown)}"
+        + _why(info, name, template)
         for name, template in parts[:width]
     ]
     if len(parts) > width:
         items.append(f"...({len(parts) - width} more)")
     return f"{head}({', '.join(items)})"
+
+
+def _why(info: Any, name: str, template: Template) -> str:
+    """` (static because …)` for a float the code rebinds (`CodeInfo.rebinds`)."""
+    slots = template.slots
+    value = slots[0].value if len(slots) == 1 and type(slots[0]) is Static else None
+    if info is None or type(value) not in (float, complex):
+        return ""
+    why = info.rebinds(name)
+    return f" (static because {why})" if why else ""
 
 
 def pformat(x: LiftedParts) -> str:

@@ -576,6 +576,18 @@ def test_diff_shows_a_grown_list_as_each_lifted_was_keyed() -> None:
     assert "names = ['a'] vs ['a', 'b']" in said
 
 
+def test_a_static_list_of_floats_changed_since_is_shown_as_keyed() -> None:
+    # A float's key is its bits (`-nan` is not `nan`), read back as the float.
+    def make(c: list[Any]) -> Any:
+        return lambda x: x * c[0]
+
+    c = [1.5, -0.0]
+    before = lift.lift(make(c), static="c")
+    c[0] = 9.5
+    said = lift.diff(before, lift.lift(make([2.5, -0.0]), static="c"))
+    assert said is not None and "c[0] = 1.5 vs 2.5" in said
+
+
 # What XLA compiles, as JAX reports it (one listener for the module: JAX 0.8
 # has no way to remove one).
 _COMPILED: list[str] = []

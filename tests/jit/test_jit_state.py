@@ -290,6 +290,25 @@ def test_a_nested_functions_empty_cell_bound_then_deleted():
         f(1.0)
 
 
+def test_a_cell_empty_when_lifted_and_bound_later_is_seen():
+    """A program traced while a cell was empty (read on a branch not taken):
+    binding it later lifts again, where `jax.jit` of the plain closure keeps
+    the program it traced. The branch's flag changes in place, unseen."""
+    use = [False]
+
+    def h(x):
+        return x * c if use[0] else x  # `c` is bound below
+
+    step, plain = lift.jit(h), jax.jit(h)
+    assert [float(step(1.0)) for _ in range(3)] == [1.0] * 3
+    assert float(plain(1.0)) == 1.0
+    use[0] = True
+    c = 3.0
+    assert [float(step(1.0)) for _ in range(2)] == [3.0] * 2
+    assert float(plain(1.0)) == 1.0  # stale: what `lift.jit` does not serve
+    assert float(h(1.0)) == c
+
+
 def test_an_outer_jit_sees_a_capture_of_an_inner_jit_rebound():
     inner_counter, outer_counter = _Counter(), _Counter()
     lr = 2.0

@@ -7,7 +7,9 @@ it, and that without the switch the broken path would have been served.
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 import subprocess
 import sys
 from typing import Any
@@ -231,10 +233,29 @@ def _a_loss_log_filled_by_a_callback() -> tuple[Any, Any, list[float]]:
     return jitted, jitted, losses
 
 
+def _a_memo_filled_while_tracing() -> tuple[Any, Any, dict[Any, Any]]:
+    memo: dict[Any, Any] = {}
+
+    def step(x):
+        memo[x.shape] = np.ones(x.shape)  # a constant per shape
+        return x * 0.5
+
+    jitted = lift.jit(step)
+    return jitted, jitted, memo
+
+
 @pytest.mark.parametrize(
     "make",
-    [_two_steps_sharing_a_log, _a_loss_log_filled_by_a_callback],
-    ids=["a trace log two functions fill", "a loss log a callback fills"],
+    [
+        _two_steps_sharing_a_log,
+        _a_loss_log_filled_by_a_callback,
+        _a_memo_filled_while_tracing,
+    ],
+    ids=[
+        "a trace log two functions fill",
+        "a loss log a callback fills",
+        "a memo filled while tracing",
+    ],
 )
 def test_your_own_log_filled_by_the_calls_is_not_a_difference(make: Any) -> None:
     """Your own list, filled while the functions run (a trace log, a loss log a
@@ -247,7 +268,7 @@ def test_your_own_log_filled_by_the_calls_is_not_a_difference(make: Any) -> None
         for fn in (first, first, second, first, second):
             x = fn(x)
         jax.effects_barrier()
-    assert len(log) in (2, 5)  # one entry per trace, or per call (the callback)
+    assert len(log) in (1, 2, 5)  # per trace or per call; the memo per shape
 
 
 def test_a_static_changed_in_place_between_calls_is_named_as_such() -> None:
@@ -265,10 +286,83 @@ def test_a_static_changed_in_place_between_calls_is_named_as_such() -> None:
         assert float(step(1.0)) == 1.0
         assert float(step(1.0)) == 1.0
         config["n"] = 3
-        with pytest.raises(lift.LiftError, match=r"changed in place") as info:
+        with pytest.raises(
+            lift.LiftError, match=r"(?s)values of variable 'config' .*changed in place"
+        ) as info:
             step(1.0)
     assert "bug in lift" not in str(info.value)
     assert "Docs: python -m lift explain changed-in-place" in str(info.value)
+
+
+def _an_int_in_a_dict_of_ints() -> Any:
+    config = {"n": 2}
+    return (lambda x: x * config["n"]), lambda: config.update(n=3)
+
+
+def _a_registry_entry_replaced() -> Any:
+    registry = {"act": lambda x: x * 2}
+    return (lambda x: registry["act"](x)), lambda: registry.update(act=lambda x: x * 3)
+
+
+def _a_singledispatch_registered_later() -> Any:
+    @functools.singledispatch
+    def scale(v: Any, x: Any) -> Any:
+        return x * 2
+
+    return (lambda x: scale(1, x)), lambda: scale.register(int, lambda v, x: x * 3)
+
+
+def _a_list_of_functions_appended_to() -> Any:
+    hooks = [lambda x: x * 2]
+
+    def apply(x):
+        for hook in hooks:
+            x = hook(x)
+        return x
+
+    return apply, lambda: hooks.append(lambda x: x * 1.5)
+
+
+def _an_int_in_a_default_list() -> Any:
+    def scaled(x, ns=[2]):  # noqa: B006
+        return x * ns[0]
+
+    return scaled, lambda: scaled.__defaults__[0].__setitem__(0, 3)
+
+
+@pytest.mark.parametrize(
+    ("make", "name"),
+    [
+        (_an_int_in_a_dict_of_ints, "config"),
+        (_a_registry_entry_replaced, "registry"),
+        (_a_singledispatch_registered_later, "registry"),
+        (_a_list_of_functions_appended_to, "hooks"),
+        (_an_int_in_a_default_list, "ns"),
+    ],
+)
+def test_a_static_changed_in_place_inside_your_own_container_is_reported(
+    make: Any, name: str
+) -> None:
+    """Your own container (one holding no dynamic value) changed otherwise
+    than a log grows: the cached call serves the program of its old contents,
+    Python computes 3.0, and the check names the function and the change."""
+    fn, change = make()
+    step = lift.jit(fn)
+    for _ in range(3):
+        assert float(step(1.0)) == 2.0
+    change()
+    assert float(fn(1.0)) == 3.0
+    with lift.verifying(False):
+        assert float(step(1.0)) == 2.0  # served stale, unchecked
+    with lift.verifying(), pytest.raises(lift.LiftError) as info:
+        step(1.0)
+    assert re.search(
+        rf"cached call of {fn.__qualname__} \(.*test_verify.py:\d+\) serves a "
+        rf"program compiled for static values of variable '{name}' that",
+        str(info.value),
+    )
+    assert "changed in place" in str(info.value)
+    assert "bug in lift" not in str(info.value)
 
 
 def test_a_capture_rebound_while_the_check_lifts_is_no_disagreement(

@@ -352,3 +352,32 @@ def test_a_named_int_the_code_needs_concrete_is_a_lifterror_naming_it() -> None:
         lift.LiftError, match=r"(?s)'n' where a concrete value.*out of `dynamic=`"
     ):
         jax.jit(lambda g, x: g(x))(lifted, 1.0)
+
+
+def test_a_named_int_too_wide_for_its_leaf_is_a_lifterror_naming_it() -> None:
+    def make(n: int) -> Any:
+        return lambda x: x + n
+
+    with (
+        jax.enable_x64(False),
+        pytest.raises(
+            lift.LiftError,
+            match=r"(?s)make.<locals>.<lambda> \(.*test_dynamic_names.py:\d+\) "
+            r"captures variable 'n' = 1099511627776, which `dynamic=` makes a leaf: "
+            r"an int leaf is an int32 array.*"
+            r"Fix: enable 64-bit values .*keep it static",
+        ),
+    ):
+        lift.lift(make(2**40), dynamic="n")
+    with jax.enable_x64(True):
+        lifted = lift.lift(make(2**40), dynamic="n")
+        assert jax.tree_util.tree_leaves(lifted)[0].dtype == jnp.int64
+        assert int(lifted(1)) == 2**40 + 1
+        with pytest.raises(lift.LiftError, match=r"int64 array"):
+            lift.lift(make(2**70), dynamic="n")
+    assert int(lift.lift(make(-(2**31)), dynamic="n")(0)) == -(2**31)
+    with (
+        jax.enable_x64(False),
+        pytest.raises(lift.LiftError, match=r"'n' = 2147483648"),
+    ):
+        lift.lift(make(2**31), dynamic=lambda v: isinstance(v, int))

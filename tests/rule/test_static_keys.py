@@ -12,6 +12,7 @@ import dataclasses
 import enum
 import functools
 import inspect
+import math
 import pickle
 import sys
 import textwrap
@@ -662,3 +663,36 @@ def test_a_builtin_subclass_with_its_own_eq_shares_a_program_by_it() -> None:
     one, again = (lift.lift(make(_Count(3)), static=("n",)) for _ in "ab")
     assert structure(one) == structure(again)
     assert float(one(2.0)) == 6.0
+
+
+@pytest.mark.parametrize(
+    ("hold", "read"),
+    [
+        (lambda v: v, lambda h: h),
+        (lambda v: (v, 1), lambda h: h[0]),
+        (lambda v: complex(1.0, v), lambda h: h.imag),
+        (_in_aux, lambda h: h.value),
+    ],
+    ids=["float", "in-a-tuple", "complex", "aux"],
+)
+def test_static_nans_of_either_sign_never_share_a_program(hold: Any, read: Any) -> None:
+    """`nan` and `-nan` are one float to `==` and `hash`, but `copysign` reads
+    their sign: a static float is keyed by its bits, as `0.0` and `-0.0` are."""
+
+    def make(v: Any) -> Any:
+        held = hold(v)
+        return lambda x: x * math.copysign(1.0, read(held))
+
+    nan = float("nan")
+    counter = TraceCounter()
+    run = counter.jit(call_lifted)
+    for v, sign in ((nan, 1.0), (-nan, -1.0), (0.0, 1.0), (-0.0, -1.0), (-nan, -1.0)):
+        assert make(v)(1.0) == sign
+        assert float(run(lift.lift(make(v), static="held"), 1.0)) == sign
+    # JAX compares a node's aux data with `==`: a nan there never equals itself.
+    assert counter.traces == (5 if hold is _in_aux else 4)
+    if type(hold(nan)) in (float, tuple):  # `lift.diff` shows the sign
+        diff = lift.diff(
+            lift.lift(make(nan), static="held"), lift.lift(make(-nan), static="held")
+        )
+        assert diff is not None and "nan vs -nan" in diff.replace(")", "")

@@ -39,6 +39,25 @@ def test_static_and_dynamic_floats_are_told_apart() -> None:
     assert "n=0.5" in text and "n=float32" not in text
 
 
+def test_a_rebound_float_says_why_it_is_static() -> None:
+    """SPEC 1: a scalar the code rebinds stays static; `repr` says why, as
+    `lift.diff` does, and only of it."""
+
+    def make(count: float, lr: float) -> Any:
+        def step(x: Any) -> Any:
+            nonlocal count
+            count = count + 1.0
+            return x * lr * count
+
+        return step
+
+    a, b = lift.lift(make(1.0, 0.1)), lift.lift(make(2.0, 0.1))
+    why = "static because the code rebinds it (`nonlocal count`): a leaf cannot be rebound"
+    assert f"count=1.0 ({why})" in repr(a)
+    assert "lr=float32[]=0.1)" in repr(a)
+    assert why in str(lift.diff(a, b))
+
+
 def test_traced_captures_show_dtype_and_shape_only() -> None:
     shown: list[str] = []
 
