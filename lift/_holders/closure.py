@@ -19,6 +19,7 @@ are `lift._holders.labels`; the static rule is `lift._rule.static`.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import functools
 import types
 from collections.abc import Callable, Iterable, Iterator
@@ -206,15 +207,6 @@ def method_parts(m: types.MethodType) -> Iterator[tuple[Label, Any]]:
     yield Label.of(SELF), m.__self__
 
 
-def builtin_method_parts(m: types.BuiltinMethodType) -> Iterator[tuple[Label, Any]]:
-    """The object a bound builtin method holds: `stash.append` holds `stash`.
-
-    A module's function (`len`, `math.sqrt`) holds nothing."""
-    owner = m.__self__
-    if owner is not None and type(owner) is not types.ModuleType:
-        yield Label.of(SELF), owner
-
-
 # -- classes: the user's, and what an instance reads from its class --------------
 
 
@@ -266,6 +258,7 @@ def instance_class(t: type) -> Iterator[tuple[Label, Any]]:
         yield Label.of(CLASS), t
 
 
+@dataclasses.dataclass(eq=False, slots=True)
 class Holder:
     """A callable that holds a function, walked as a node of a closure graph.
 
@@ -280,21 +273,11 @@ class Holder:
       parts, in order.
     """
 
-    __slots__ = ("cls", "name", "parts", "rebuild", "static")
-
-    def __init__(
-        self,
-        cls: type,
-        name: str,
-        static: Callable[[Any], Any],
-        parts: Callable[[Any], Iterator[tuple[Label, Any]]],
-        rebuild: Callable[[Any, list[tuple[Label, Any]]], Any],
-    ) -> None:
-        self.cls = cls
-        self.name = name
-        self.static = static
-        self.parts = parts
-        self.rebuild = rebuild
+    cls: type
+    name: str
+    static: Callable[[Any], Any]
+    parts: Callable[[Any], Iterator[tuple[Label, Any]]]
+    rebuild: Callable[[Any, list[tuple[Label, Any]]], Any]
 
 
 def _no_static(_: Any) -> None:

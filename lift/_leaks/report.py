@@ -221,9 +221,8 @@ _UNSEEN_HOLDER = (
 )
 
 
-def closure_leak(fn: types.FunctionType, index: int, tracer: Any) -> Leak:
+def closure_leak(fn: types.FunctionType, variable: str, tracer: Any) -> Leak:
     code = fn.__code__
-    variable = code.co_freevars[index]
     return Leak(
         f"<{_UNSEEN_HOLDER}>",
         fn.__qualname__,

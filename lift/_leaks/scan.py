@@ -34,7 +34,6 @@ from .._base.errors import code_of
 from .._base.owners import is_library_type, is_user_function
 from .._holders.closure import (
     Holder,
-    builtin_method_parts,
     cells,
     class_parts,
     dict_static,
@@ -130,7 +129,7 @@ class LeakWalk(ObjectWalk):
         self.code_names: dict[types.CodeType, tuple[str, ...]] = {}
         self.cell_labels: dict[types.CodeType, tuple[Label, ...]] = {}
         self.plain: set[type] = set()  # classes whose instances hold a __dict__
-        self.plans: dict[type, tuple[int, tuple[str, ...]]] = {}
+        self.plans: dict[type, int] = {}
         self.home = home
         # What could not be opened: (entry, what was being read, the error).
         self.failed: list[tuple[int, str, BaseException]] = []
@@ -213,8 +212,6 @@ class LeakWalk(ObjectWalk):
             self.parts(parts, index)
         elif cls is np.ndarray:
             self.parts(array_items(obj), index)  # NumPy object arrays
-        elif cls is types.BuiltinMethodType:
-            self.parts(builtin_method_parts(obj), index)  # `stash.append`: `stash`
         elif cls in SUSPENDED_FRAMES:
             self.suspended(obj, index)
         elif cls in STDLIB_HOLDERS:
