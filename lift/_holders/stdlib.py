@@ -52,10 +52,9 @@ __all__ = [
     "array_items",
     "builtin_method_parts",
     "cache_parts",
+    "frame_parts",
     "opened_by_referents",
     "referent_parts",
-    "suspended_locals",
-    "suspended_parts",
     "weakref_parts",
 ]
 
@@ -204,7 +203,7 @@ def _fields(*names: str) -> Callable[[Any], Iterator[tuple[Any, Any]]]:
     return parts
 
 
-def _frame_parts(frame: types.FrameType) -> Iterator[tuple[Any, Any]]:
+def frame_parts(frame: types.FrameType) -> Iterator[tuple[Any, Any]]:
     """A kept frame's local variables (not its globals, nor its callers: the
     traceback entries beside it are read as such)."""
     for name, value in frame_locals(frame):
@@ -248,7 +247,7 @@ STDLIB_HOLDERS: Final[dict[type, Callable[[Any], Iterator[tuple[Any, Any]]]]] = 
     weakref.WeakSet: _weak_set_parts,
     slice: _fields("start", "stop", "step"),
     types.TracebackType: _fields("tb_frame", "tb_next"),
-    types.FrameType: _frame_parts,
+    types.FrameType: frame_parts,
     types.BuiltinMethodType: builtin_method_parts,
     logging.LogRecord: _fields("msg", "args", "exc_info"),
     jax.custom_jvp: _fields("fun", "jvp", "fwd", "bwd"),
@@ -266,12 +265,6 @@ WEAK_HOLDERS: Final = (
     weakref.WeakValueDictionary,
     weakref.WeakSet,
 )
-
-
-def suspended_parts(x: Any) -> Iterator[tuple[Label, Any]]:
-    """A suspended generator's or coroutine's local variables."""
-    for name, value in suspended_locals(x):
-        yield Label.of(LOCAL, name), value
 
 
 LRU_WRAPPER: Final[type] = type(functools.lru_cache(lambda: None))  # pyright: ignore[reportUnknownArgumentType]
@@ -332,11 +325,3 @@ SUSPENDED_FRAMES: Final[dict[type, str]] = {
     types.CoroutineType: "cr_frame",
     types.AsyncGeneratorType: "ag_frame",
 }
-
-
-def suspended_locals(x: Any) -> list[tuple[str, Any]]:
-    """The local variables of a suspended generator or coroutine.
-
-    None once it has finished."""
-    frame = getattr(x, SUSPENDED_FRAMES[type(x)], None)
-    return [] if frame is None else frame_locals(frame)

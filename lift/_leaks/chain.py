@@ -148,8 +148,9 @@ def cell_holder(cell: types.CellType) -> tuple[types.FunctionType, str] | None:
 def _attribute(obj: Any, child: Any) -> str:
     """`.name` of the attribute (in `__dict__` or a slot) of `obj` that
     holds `child`, where there is one (read without running `obj`'s code)."""
+    cls: type[Any] = type(obj)  # pyright: ignore[reportUnknownVariableType]
     try:
-        attributes = own_attributes(obj, slots_of(type(obj)))
+        attributes = own_attributes(obj, slots_of(cls))
     except Exception:  # a `__dict__` only its code gives
         return ""
     return next((f".{key}" for key, value in attributes if value is child), "")

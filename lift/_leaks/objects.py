@@ -81,16 +81,19 @@ class ObjectWalk:
     """The queue of a breadth-first scan (each entry its parent and label)
     and the opening of objects; `LeakWalk` adds the core kinds and the run."""
 
-    seen: set[int]
-    keep: list[Any]
-    entries: list[
-        tuple[int, PathLabel, tuple[Any, str | None, str | None] | None, bool]
-    ]
-    queue: collections.deque[tuple[Any, int]]
-    plain: set[type]
-    plans: dict[type, int]
-    home: str | None
-    failed: list[tuple[int, str, BaseException]]
+    def __init__(self, home: str | None) -> None:
+        self.home = home
+        self.seen: set[int] = set()
+        self.keep: list[Any] = []  # temporaries built by the walk keep their ids
+        # (parent entry, label, (function, variable, kind) or None, path restarts)
+        self.entries: list[
+            tuple[int, PathLabel, tuple[Any, str | None, str | None] | None, bool]
+        ] = []
+        self.queue: collections.deque[tuple[Any, int]] = collections.deque()
+        self.plain: set[type] = set()  # classes whose instances hold a __dict__
+        self.plans: dict[type, int] = {}
+        # What could not be opened: (entry, what was being read, the error).
+        self.failed: list[tuple[int, str, BaseException]] = []
 
     def push(
         self,
