@@ -58,7 +58,7 @@ __all__ = [
     "function_parts",
     "has_aux",
     "partial_parts",
-    "slot_names",
+    "slots_of",
     "static_data",
 ]
 
@@ -333,8 +333,9 @@ def function_of(obj: Any) -> Callable[[Any], Any] | None:
     return _FUNCTION_OF.get(type(obj))  # pyright: ignore[reportUnknownArgumentType]
 
 
-def slot_names(cls: type) -> tuple[str, ...]:
-    """Every slot an instance of `cls` may hold, along the MRO.
+@per_class
+def slots_of(cls: type) -> tuple[str, ...]:
+    """Every slot an instance of `cls` may hold, along the MRO (once per class).
 
     These are the member descriptors `__slots__` made, whatever form it took: a
     string, a tuple, an iterator since consumed. Names are mangled as Python
@@ -345,10 +346,6 @@ def slot_names(cls: type) -> tuple[str, ...]:
             if type(member) is types.MemberDescriptorType:
                 names.append(name)
     return tuple(dict.fromkeys(names))
-
-
-# `slot_names(cls)`, computed once per class.
-slots_of: Final = per_class(slot_names)
 
 
 # -- the static (aux) data of a pytree node -----------------------------------------
