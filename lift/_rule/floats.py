@@ -24,6 +24,12 @@ from .._base.caches import per_class
 _SCALARS: Final = frozenset({float, complex, int, bool})
 
 
+def _to_arrays(values: list[Any]) -> list[jax.Array]:
+    """`values`, scalars of one type, as weakly typed 0-d arrays."""
+    with _gc.paused():
+        return jax.device_put(values)  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType, reportUnknownArgumentType]
+
+
 def as_arrays(leaves: tuple[Any, ...]) -> tuple[Any, ...]:
     """The leaves with Python scalars as weakly typed 0-d arrays.
 
@@ -32,7 +38,7 @@ def as_arrays(leaves: tuple[Any, ...]) -> tuple[Any, ...]:
     for every `jit`, `eqx.filter_jit` included. The float width follows
     `jax_enable_x64` at that moment. No buffer is shared with another
     `Lifted`: donating one never deletes another's. Scalars of one type are
-    converted together (`_convert_by_type`).
+    converted together (`_to_arrays`).
     """
     groups: dict[type, list[int]] = {}
     for i, leaf in enumerate(leaves):
@@ -54,8 +60,7 @@ def as_arrays(leaves: tuple[Any, ...]) -> tuple[Any, ...]:
 def _convert_by_type(out: list[Any], groups: dict[type, list[int]]) -> None:
     """Replace `out`'s scalars by arrays, at the positions `groups` lists."""
     for where in groups.values():
-        with _gc.paused():  # scalars of one type: weakly typed 0-d arrays
-            arrays = jax.device_put([out[i] for i in where])  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType, reportUnknownArgumentType]
+        arrays = _to_arrays([out[i] for i in where])
         for i, arr in zip(where, arrays, strict=True):
             out[i] = arr
 
