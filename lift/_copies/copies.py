@@ -187,7 +187,7 @@ def _holder(
             return objs[index], t.label, path
         # A partial's argument, a method's object, a function's attribute:
         # named from the variable holding that partial, method or function.
-        step = f".{t.label.key}" if t.label.kind == ATTR else t.label.source("")
+        step = f".{t.label.key}" if t.label.kind == ATTR else t.label.text
         t, pos = parent
         path = slot_path(t.treedef, pos) + step + path
 
@@ -334,16 +334,10 @@ def refuse_changed(copy: Copy, *, between_calls: bool = False) -> LiftError:
 
     With `between_calls`, the copy changed before a call began, through a
     value an earlier call gave out. No code of the function changed it."""
-    x, is_node, owner, label, path = (
-        copy.value,
-        copy.is_node,
-        copy.owner,
-        copy.label,
-        copy.path,
-    )
+    owner, label, path = copy.owner, copy.label, copy.path
     if copy.attributes:
         return _refuse_attribute(copy, between_calls)
-    what = type(x).__name__
+    what = type(copy.value).__name__
     name = label.variable
     if name is None and label.kind == SELF:  # a bound method's: its first parameter
         code = getattr(getattr(owner, "__func__", None), "__code__", None)
@@ -363,7 +357,7 @@ def refuse_changed(copy: Copy, *, between_calls: bool = False) -> LiftError:
         who = f"functools.partial({getattr(func, '__qualname__', '…')}, …)"
 
     passed = f"pass {name!r} as an argument" if name else "pass it as an argument"
-    if is_node:
+    if copy.is_node:
         held = ", a pytree node that lift rebuilds around its leaves"
         if (anew := _changed_inner(copy)) is not None:
             attribute, c = anew

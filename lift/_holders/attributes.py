@@ -66,7 +66,7 @@ def static_attribute(obj: Any, name: str, default: Any = None) -> Any:
 def own_attributes(obj: Any, slots: tuple[str, ...]) -> list[tuple[str, Any]]:
     """An object's own attributes: its `__dict__`'s entries and its set slots.
 
-    `slots` are its class's (`lift._holders.closure.slot_names`). No code of its
+    `slots` are its class's (`lift._holders.closure.slots_of`). No code of its
     class runs: a `__dict__` only its code gives raises `NotRun`. The leak scan
     reads an object this way. So it reads a container subclass's attributes
     besides its items (`history.best = x`)."""

@@ -19,6 +19,7 @@ are `lift._holders.labels`; the static rule is `lift._rule.static`.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import functools
 import types
 from collections.abc import Callable, Iterable, Iterator
@@ -57,7 +58,7 @@ __all__ = [
     "function_parts",
     "has_aux",
     "partial_parts",
-    "slot_names",
+    "slots_of",
     "static_data",
 ]
 
@@ -206,15 +207,6 @@ def method_parts(m: types.MethodType) -> Iterator[tuple[Label, Any]]:
     yield Label.of(SELF), m.__self__
 
 
-def builtin_method_parts(m: types.BuiltinMethodType) -> Iterator[tuple[Label, Any]]:
-    """The object a bound builtin method holds: `stash.append` holds `stash`.
-
-    A module's function (`len`, `math.sqrt`) holds nothing."""
-    owner = m.__self__
-    if owner is not None and type(owner) is not types.ModuleType:
-        yield Label.of(SELF), owner
-
-
 # -- classes: the user's, and what an instance reads from its class --------------
 
 
@@ -266,6 +258,7 @@ def instance_class(t: type) -> Iterator[tuple[Label, Any]]:
         yield Label.of(CLASS), t
 
 
+@dataclasses.dataclass(eq=False, slots=True)
 class Holder:
     """A callable that holds a function, walked as a node of a closure graph.
 
@@ -280,21 +273,11 @@ class Holder:
       parts, in order.
     """
 
-    __slots__ = ("cls", "name", "parts", "rebuild", "static")
-
-    def __init__(
-        self,
-        cls: type,
-        name: str,
-        static: Callable[[Any], Any],
-        parts: Callable[[Any], Iterator[tuple[Label, Any]]],
-        rebuild: Callable[[Any, list[tuple[Label, Any]]], Any],
-    ) -> None:
-        self.cls = cls
-        self.name = name
-        self.static = static
-        self.parts = parts
-        self.rebuild = rebuild
+    cls: type
+    name: str
+    static: Callable[[Any], Any]
+    parts: Callable[[Any], Iterator[tuple[Label, Any]]]
+    rebuild: Callable[[Any, list[tuple[Label, Any]]], Any]
 
 
 def _no_static(_: Any) -> None:
@@ -350,8 +333,9 @@ def function_of(obj: Any) -> Callable[[Any], Any] | None:
     return _FUNCTION_OF.get(type(obj))  # pyright: ignore[reportUnknownArgumentType]
 
 
-def slot_names(cls: type) -> tuple[str, ...]:
-    """Every slot an instance of `cls` may hold, along the MRO.
+@per_class
+def slots_of(cls: type) -> tuple[str, ...]:
+    """Every slot an instance of `cls` may hold, along the MRO (once per class).
 
     These are the member descriptors `__slots__` made, whatever form it took: a
     string, a tuple, an iterator since consumed. Names are mangled as Python
@@ -362,10 +346,6 @@ def slot_names(cls: type) -> tuple[str, ...]:
             if type(member) is types.MemberDescriptorType:
                 names.append(name)
     return tuple(dict.fromkeys(names))
-
-
-# `slot_names(cls)`, computed once per class.
-slots_of: Final = per_class(slot_names)
 
 
 # -- the static (aux) data of a pytree node -----------------------------------------

@@ -17,7 +17,6 @@ import numpy as np
 from .._base.atoms import UNOPENED
 from .attributes import NotRun, own_attributes
 from .closure import (
-    builtin_method_parts,
     function_parts,
     holder_of,
     slots_of,
@@ -48,7 +47,7 @@ def held(x: Any) -> Iterable[Any] | None:
     holder = holder_of(x)
     if holder is not None:
         return [v for _, v in holder.parts(x)]
-    reader = _READERS.get(t)
+    reader = STDLIB_HOLDERS.get(t)
     if reader is not None:
         return [v for _, v in reader(x)]
     inside = items(x)
@@ -63,7 +62,6 @@ def held(x: Any) -> Iterable[Any] | None:
 
 
 _ATOMS: Final = (type, np.ndarray, np.generic, jax.Array)
-_READERS: Final = {**STDLIB_HOLDERS, types.BuiltinMethodType: builtin_method_parts}
 
 
 def _value(cell: types.CellType) -> Any:

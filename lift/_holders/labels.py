@@ -34,7 +34,7 @@ __all__ = [
 ]
 
 
-# The kinds of part, with how each reads on a holder `o` (for generated code).
+# The kinds of part, with how each reads on a holder `o`.
 CELL: Final = "cell"  # a free variable: `o.__closure__[i].cell_contents`
 DEFAULT: Final = "default"  # `o.__defaults__[i]`
 KWDEFAULT: Final = "kwdefault"  # `o.__kwdefaults__[name]`
@@ -120,25 +120,6 @@ class Label:
             # Emptied when full: labels compare by value, a new one is as good.
             label = _interned.add((kind, key, name), cls(kind, key, name))
         return label
-
-    def source(self, holder: str) -> str:
-        """Python source reading this part from the holder named `holder`."""
-        kind, key = self.kind, self.key
-        if kind == DEFAULT:
-            return f"{holder}.__defaults__[{key}]"
-        if kind == KWDEFAULT:
-            return f"{holder}.__kwdefaults__[{key!r}]"
-        if kind == ATTR:
-            return f"{holder}.__dict__[{key!r}]"
-        if kind == ARG:
-            return f"{holder}.args[{key}]"
-        if kind == KEYWORD:
-            return f"{holder}.keywords[{key!r}]"
-        if kind == FIELD:
-            return f"{holder}.{key}"
-        if kind == CELL:
-            raise ValueError("cells are read by the function that holds them")
-        return f"{holder}.{kind}"
 
     def __eq__(self, other: object) -> bool:
         return self is other or (type(other) is Label and self.ident == other.ident)

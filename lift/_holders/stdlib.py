@@ -37,6 +37,7 @@ from .labels import (
     KEYWORD,
     LOCAL,
     METHOD_FUNC,
+    SELF,
     WRAPPED,
     Label,
 )
@@ -49,11 +50,11 @@ __all__ = [
     "STDLIB_HOLDERS",
     "SUSPENDED_FRAMES",
     "array_items",
+    "builtin_method_parts",
     "cache_parts",
+    "frame_parts",
     "opened_by_referents",
     "referent_parts",
-    "suspended_locals",
-    "suspended_parts",
     "weakref_parts",
 ]
 
@@ -186,49 +187,36 @@ def referent_parts(obj: Any) -> Iterator[tuple[Any, Any]]:
             yield (_REFERENT, i), value
 
 
-def _future_parts(f: Any) -> Iterator[tuple[Any, Any]]:
-    """What an `asyncio.Future` (or `Task`) keeps.
+def _fields(*names: str) -> Callable[[Any], Iterator[tuple[Any, Any]]]:
+    """The reader of a holder's named fields, read as the C type keeps them.
 
-    Its result or exception, and the callbacks it will call. These are C
-    attributes of `_asyncio`, read as such."""
-    for name in ("_result", "_exception", "_callbacks"):
-        value = static_attribute(f, name)
-        if value is not None:
-            yield Label.of(FIELD, name), value
+    An `asyncio.Future`'s result, exception and callbacks; a slice's bounds;
+    a traceback's frame and next entry; a `jax.custom_jvp`'s rules. A log
+    record keeps its message, arguments and exception."""
 
+    def parts(x: Any) -> Iterator[tuple[Any, Any]]:
+        for name in names:
+            value = static_attribute(x, name)
+            if value is not None:
+                yield Label.of(FIELD, name), value
 
-def _slice_parts(s: slice) -> Iterator[tuple[Any, Any]]:
-    """A slice's bounds and step (any objects, tracers included)."""
-    for name in ("start", "stop", "step"):
-        yield Label.of(FIELD, name), getattr(s, name)
-
-
-def _traceback_parts(tb: types.TracebackType) -> Iterator[tuple[Any, Any]]:
-    """A kept traceback's frame and the next entry."""
-    yield Label.of(FIELD, "tb_frame"), tb.tb_frame
-    yield Label.of(FIELD, "tb_next"), tb.tb_next
+    return parts
 
 
-def _frame_parts(frame: types.FrameType) -> Iterator[tuple[Any, Any]]:
+def frame_parts(frame: types.FrameType) -> Iterator[tuple[Any, Any]]:
     """A kept frame's local variables (not its globals, nor its callers: the
     traceback entries beside it are read as such)."""
     for name, value in frame_locals(frame):
         yield Label.of(LOCAL, name), value
 
 
-def _log_record_parts(record: logging.LogRecord) -> Iterator[tuple[Any, Any]]:
-    """What a log record keeps of the call that made it: its message, its
-    arguments and its exception (a log capture keeps the record)."""
-    for name in ("msg", "args", "exc_info"):
-        yield Label.of(FIELD, name), vars(record).get(name)
+def builtin_method_parts(m: types.BuiltinMethodType) -> Iterator[tuple[Label, Any]]:
+    """The object a bound builtin method holds: `stash.append` holds `stash`.
 
-
-def _custom_rule_parts(f: Any) -> Iterator[tuple[Any, Any]]:
-    """A `jax.custom_jvp`'s or `jax.custom_vjp`'s function and rules."""
-    for name in ("fun", "jvp", "fwd", "bwd"):
-        value = static_attribute(f, name)
-        if value is not None:
-            yield Label.of(FIELD, name), value
+    A module's function (`len`, `math.sqrt`) holds nothing."""
+    owner = m.__self__
+    if owner is not None and type(owner) is not types.ModuleType:
+        yield Label.of(SELF), owner
 
 
 def weakref_parts(r: weakref.ReferenceType[Any]) -> Iterator[tuple[Any, Any]]:
@@ -249,20 +237,21 @@ BUILTIN_CONTAINERS: Final = frozenset(ITEMS)
 # Standard-library holders whose contents no attribute or `__dict__` shows: the
 # leak scan and the hidden-tracer check open each through its own reader.
 STDLIB_HOLDERS: Final[dict[type, Callable[[Any], Iterator[tuple[Any, Any]]]]] = {
-    asyncio.Future: _future_parts,
-    asyncio.Task: _future_parts,
+    asyncio.Future: _fields("_result", "_exception", "_callbacks"),
+    asyncio.Task: _fields("_result", "_exception", "_callbacks"),
     **dict.fromkeys(_DESCRIPTOR_FUNCTIONS, _descriptor_parts),
     contextvars.Context: _context_parts,
     contextvars.ContextVar: _context_var_parts,
     weakref.finalize: _finalize_parts,
     weakref.WeakValueDictionary: _weak_value_parts,
     weakref.WeakSet: _weak_set_parts,
-    slice: _slice_parts,
-    types.TracebackType: _traceback_parts,
-    types.FrameType: _frame_parts,
-    logging.LogRecord: _log_record_parts,
-    jax.custom_jvp: _custom_rule_parts,
-    jax.custom_vjp: _custom_rule_parts,
+    slice: _fields("start", "stop", "step"),
+    types.TracebackType: _fields("tb_frame", "tb_next"),
+    types.FrameType: frame_parts,
+    types.BuiltinMethodType: builtin_method_parts,
+    logging.LogRecord: _fields("msg", "args", "exc_info"),
+    jax.custom_jvp: _fields("fun", "jvp", "fwd", "bwd"),
+    jax.custom_vjp: _fields("fun", "jvp", "fwd", "bwd"),
 }
 # What the scans for tracers open, of what other walks never open (the
 # interpreter's machinery, slices of indices): only through the readers above.
@@ -276,12 +265,6 @@ WEAK_HOLDERS: Final = (
     weakref.WeakValueDictionary,
     weakref.WeakSet,
 )
-
-
-def suspended_parts(x: Any) -> Iterator[tuple[Label, Any]]:
-    """A suspended generator's or coroutine's local variables."""
-    for name, value in suspended_locals(x):
-        yield Label.of(LOCAL, name), value
 
 
 LRU_WRAPPER: Final[type] = type(functools.lru_cache(lambda: None))  # pyright: ignore[reportUnknownArgumentType]
@@ -342,11 +325,3 @@ SUSPENDED_FRAMES: Final[dict[type, str]] = {
     types.CoroutineType: "cr_frame",
     types.AsyncGeneratorType: "ag_frame",
 }
-
-
-def suspended_locals(x: Any) -> list[tuple[str, Any]]:
-    """The local variables of a suspended generator or coroutine.
-
-    None once it has finished."""
-    frame = getattr(x, SUSPENDED_FRAMES[type(x)], None)
-    return [] if frame is None else frame_locals(frame)

@@ -242,17 +242,13 @@ def ordered(
             aux = (aux[0], order) if t is collections.defaultdict else order
             new = from_node(td, (t, aux), [p[0] for p in picked])
             return new, [i for p in picked for i in p[1]]
-        done = [walk(v, c) for v, c in zip(_items(x), children, strict=True)]
+        done = [walk(v, c) for v, c in zip(items(x) or (), children, strict=True)]
         return from_node(td, node, [p[0] for p in done]), [
             i for p in done for i in p[1]
         ]
 
     new, perm = walk(value, treedef)
     return new, tuple(perm), tuple(keys)
-
-
-def _items(x: Any) -> list[Any]:
-    return list(x.values()) if isinstance(x, dict) else list(x)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
 
 
 def from_node(td: TreeDef, node: Any, children: list[TreeDef]) -> TreeDef:

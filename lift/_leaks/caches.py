@@ -21,7 +21,9 @@ from .._base.owners import is_user_function
 from .._compat import jax_checks
 from .._holders.attributes import static_attribute
 from .._holders.closure import user_class
+from .._holders.reach import reach
 from .._holders.stdlib import LRU_WRAPPER
+from .chain import cell_holder
 from .report import Leak, closure_leak
 
 __all__ = [
@@ -42,14 +44,8 @@ def closure_holding(tracer: Any) -> Leak | None:
     known to have escaped."""
     with _gc.paused():
         for cell in gc.get_referrers(tracer):
-            if type(cell) is not types.CellType:
-                continue
-            for closure in gc.get_referrers(cell):
-                if type(closure) is not tuple:
-                    continue
-                for fn in gc.get_referrers(closure):
-                    if type(fn) is types.FunctionType and fn.__closure__ is closure:
-                        return closure_leak(fn, closure.index(cell), tracer)
+            if type(cell) is types.CellType and (found := cell_holder(cell)):
+                return closure_leak(*found, tracer)
     return None
 
 
@@ -232,21 +228,23 @@ def _reached(
     reached: set[int] = set()
     if not wanted:
         return reached
-    seen: set[int] = set()
     # Not through a function's globals: a module is not the cache's content.
-    seen.update(id(getattr(m, "__dict__", None)) for m in list(sys.modules.values()))
+    seen = {id(getattr(m, "__dict__", None)) for m in list(sys.modules.values())}
+
+    def referents(obj: Any) -> list[Any] | None:
+        # Each object opened once over all the caches, and at most
+        # `_CACHE_OBJECTS` of them.
+        if id(obj) in seen or len(seen) >= _CACHE_OBJECTS or type(obj) in UNOPENED:
+            return None
+        if not through_users and _users_object(obj):
+            return None
+        seen.add(id(obj))
+        return gc.get_referents(obj)
+
     with _gc.paused():
         for label, cache in caches:
-            stack = [cache]
-            while stack and len(seen) < _CACHE_OBJECTS:
-                obj = stack.pop()
-                for child in gc.get_referents(obj):
-                    key = id(child)
-                    if key in wanted:  # and walked on: a tracer holds others
-                        reached.add(key)
-                        names[label] = None
-                    if key not in seen and type(child) not in UNOPENED:
-                        seen.add(key)
-                        if through_users or not _users_object(child):
-                            stack.append(child)
+            for obj in reach([cache], referents):
+                if id(obj) in wanted:  # and walked on: a tracer holds others
+                    reached.add(id(obj))
+                    names[label] = None
     return reached

@@ -14,8 +14,10 @@ from typing import Any, Final
 
 from .. import _compat
 from .._base import gc as _gc
+from .._holders.attributes import own_attributes
+from .._holders.closure import slots_of
 
-__all__ = ["referrer_chain"]
+__all__ = ["cell_holder", "referrer_chain"]
 
 
 #: The most links of a referrer chain.
@@ -122,38 +124,36 @@ def _link(
         for frame in gc.get_referrers(parent):
             if type(frame) is types.FrameType and not _ours(frame, skip):
                 return _link(frame, parent, skip, running)
-        for closure in gc.get_referrers(parent):
-            if type(closure) is tuple:
-                for fn in gc.get_referrers(closure):
-                    if type(fn) is types.FunctionType and fn.__closure__ is closure:
-                        var = fn.__code__.co_freevars[closure.index(parent)]
-                        return f"variable {var} of {fn.__qualname__}", fn, False
-        return "cell", parent, False
+        found = cell_holder(parent)
+        if found is None:
+            return "cell", parent, False
+        fn, var = found
+        return f"variable {var} of {fn.__qualname__}", fn, False
     if kind is types.FunctionType:
         return f"function {parent.__qualname__}", parent, False
     name = f"{kind.__module__}.{kind.__qualname__}".removeprefix("builtins.")
     return name + _attribute(parent, child), parent, False
 
 
+def cell_holder(cell: types.CellType) -> tuple[types.FunctionType, str] | None:
+    """The function whose closure holds `cell`, with its variable, if any."""
+    for closure in gc.get_referrers(cell):
+        if type(closure) is tuple:
+            for fn in gc.get_referrers(closure):
+                if type(fn) is types.FunctionType and fn.__closure__ is closure:
+                    return fn, fn.__code__.co_freevars[closure.index(cell)]
+    return None
+
+
 def _attribute(obj: Any, child: Any) -> str:
     """`.name` of the attribute (in `__dict__` or a slot) of `obj` that
     holds `child`, where there is one (read without running `obj`'s code)."""
+    cls: type[Any] = type(obj)  # pyright: ignore[reportUnknownVariableType]
     try:
-        namespace: dict[str, Any] = object.__getattribute__(obj, "__dict__")
-    except Exception:  # no `__dict__`
-        namespace = {}
-    for key, value in namespace.items():
-        if value is child:
-            return f".{key}"
-    for cls in type(obj).__mro__:
-        for slot in cls.__dict__.get("__slots__", ()):
-            descriptor = cls.__dict__.get(slot)
-            try:
-                if descriptor is not None and descriptor.__get__(obj) is child:
-                    return f".{slot}"
-            except Exception:  # an empty slot
-                continue
-    return ""
+        attributes = own_attributes(obj, slots_of(cls))
+    except Exception:  # a `__dict__` only its code gives
+        return ""
+    return next((f".{key}" for key, value in attributes if value is child), "")
 
 
 def _namespace_owner(namespace: dict[Any, Any], skip: set[int]) -> Any:

@@ -202,8 +202,7 @@ def _called_with_a_value(transform: Any, value: Any) -> LiftError:
     """The error for a checked transform called with a value: `transform` was a
     function already transformed (`jax.grad(f)`), not a transform."""
     inner = getattr(transform, "__wrapped__", None)
-    name = getattr(inner, "__name__", None)
-    name = name if isinstance(name, str) and name.isidentifier() else "f"
+    name = _name(inner)
     what = describe(inner) if inner is not None else repr(transform)
     return LiftError(
         f"lift.checked(...) was given a function already transformed ({what}) "
@@ -219,8 +218,7 @@ def _transformed(fn: Any) -> LiftError:
     inner = getattr(fn, "__wrapped__", fn)
     if type(inner) is types.FunctionType and _MADE in vars(inner):
         inner = _traced_function(inner) or inner  # `jax.jit(checked(jax.jit)(f))`
-    name = getattr(inner, "__name__", None)
-    name = name if isinstance(name, str) and name.isidentifier() else "f"
+    name = _name(inner)
     jit = "lift.jit" if type(fn).__module__.startswith("lift") else "jax.jit"
     return LiftError(
         f"lift.checked() got {jit}({name}) ({describe(inner)}), a function already "
@@ -242,8 +240,7 @@ def _checked_twice(made: Any, kind: str) -> LiftError:
             anchor="checked-got-a-function",
         )
     fn = _traced_function(made)
-    name = getattr(fn, "__name__", None)
-    name = name if isinstance(name, str) and name.isidentifier() else "f"
+    name = _name(fn)
     return LiftError(
         f"lift.checked() got a function lift.checked already made "
         f"({describe(fn) if fn is not None else repr(made)}), a function "
@@ -252,6 +249,12 @@ def _checked_twice(made: Any, kind: str) -> LiftError:
         f"`lift.checked(jax.jit)({name})`.",
         anchor="checked-got-a-function",
     )
+
+
+def _name(fn: Any) -> str:
+    """`fn`'s name as code would call it, or `f`."""
+    name = getattr(fn, "__name__", None)
+    return name if isinstance(name, str) and name.isidentifier() else "f"
 
 
 def _traced_function(made: Any) -> Any:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import collections
 import types
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any, Final, cast
 
 import jax
@@ -32,17 +32,17 @@ from .._holders.closure import (
     dict_static,
     function_of,
     instance_class,
-    slot_names,
     slots_of,
 )
 from .._holders.labels import Label
+from .._holders.reach import items
 from .._holders.stdlib import (
     BUILTIN_CONTAINERS,
     OPENED_BY_SCANS,
     opened_by_referents,
     referent_parts,
 )
-from .._holders.trees import one_level
+from .._holders.trees import keystr, one_level, tree_flatten_with_path, tree_leaves
 from .report import (
     STATIC_FIELD,
     STORED_LIFTED,
@@ -55,11 +55,6 @@ from .report import (
 
 __all__ = ["ATTR", "INDEX", "KEY", "SCAN_UNOPENED", "ObjectWalk"]
 
-# jax.tree_util, typed once for the type checker.
-_tree_leaves: Callable[..., list[Any]] = jax.tree_util.tree_leaves
-_flatten_with_path: Callable[..., tuple[list[tuple[Any, Any]], Any]]
-_flatten_with_path = jax.tree_util.tree_flatten_with_path  # pyright: ignore
-_keystr: Callable[[Any], str] = jax.tree_util.keystr  # pyright: ignore
 _Array: type[Any] = jax.Array
 
 # Labels are rendered only for reports: an entry stores (format, key).
@@ -68,7 +63,6 @@ KEY = "[{!r}]"
 ATTR = ".{}"
 _SET_ITEM = "{{…}}"
 
-_SEQUENCES: Final = (list, tuple, collections.deque)
 _CONTAINERS: Final = tuple(BUILTIN_CONTAINERS)
 
 # Per-type plans for objects that are not one of the core kinds.
@@ -79,20 +73,27 @@ _SKIP, _LIFTED, _CONTAINER, _JAXPR, _PYTREE, _OBJECT, _LIBRARY = range(7)
 SCAN_UNOPENED: Final = UNOPENED - OPENED_BY_SCANS
 
 
+def _object_kind(cls: type) -> int:
+    return _LIBRARY if is_library_type(cls) else _OBJECT
+
+
 class ObjectWalk:
     """The queue of a breadth-first scan (each entry its parent and label)
     and the opening of objects; `LeakWalk` adds the core kinds and the run."""
 
-    seen: set[int]
-    keep: list[Any]
-    entries: list[
-        tuple[int, PathLabel, tuple[Any, str | None, str | None] | None, bool]
-    ]
-    queue: collections.deque[tuple[Any, int]]
-    plain: set[type]
-    plans: dict[type, tuple[int, tuple[str, ...]]]
-    home: str | None
-    failed: list[tuple[int, str, BaseException]]
+    def __init__(self, home: str | None) -> None:
+        self.home = home
+        self.seen: set[int] = set()
+        self.keep: list[Any] = []  # temporaries built by the walk keep their ids
+        # (parent entry, label, (function, variable, kind) or None, path restarts)
+        self.entries: list[
+            tuple[int, PathLabel, tuple[Any, str | None, str | None] | None, bool]
+        ] = []
+        self.queue: collections.deque[tuple[Any, int]] = collections.deque()
+        self.plain: set[type] = set()  # classes whose instances hold a __dict__
+        self.plans: dict[type, int] = {}
+        # What could not be opened: (entry, what was being read, the error).
+        self.failed: list[tuple[int, str, BaseException]] = []
 
     def push(
         self,
@@ -136,74 +137,65 @@ class ObjectWalk:
         for label, value in parts:
             self.push(value, index, label)
 
-    def plan(self, obj: Any, cls: type) -> tuple[int, tuple[str, ...], bool]:
+    def plan(self, obj: Any, cls: type) -> tuple[int, bool]:
         """How to walk objects of type `cls`, and whether that holds for every
         instance (decided once per type and scan when it does)."""
         if function_of(obj) is not None:
-            return _LIFTED, (), True
+            return _LIFTED, True
         if issubclass(cls, _CONTAINERS):
-            return _CONTAINER, (), True
+            return _CONTAINER, True
         if _compat.holds_consts(obj):
-            return _JAXPR, (), True
+            return _JAXPR, True
         if isinstance(obj, _Array | np.generic):
-            return _SKIP, (), True
+            return _SKIP, True
         try:
-            leaves = _tree_leaves(obj, is_leaf=one_level(obj))
+            leaves = tree_leaves(obj, is_leaf=one_level(obj))
         except Exception:
             # This instance does not flatten (a `lift.jit` function whose
             # captures cannot): walked as an object, and the type's other
             # instances decided by themselves, so that the report does not
             # depend on which instance the walk met first.
-            return (*self.as_object(cls), False)  # pyright: ignore[reportUnknownArgumentType]
+            return _object_kind(cls), False
         if not (len(leaves) == 1 and leaves[0] is obj):
-            return _PYTREE, (), True
-        return (*self.as_object(cls), True)  # pyright: ignore[reportUnknownArgumentType]
-
-    def as_object(self, cls: type) -> tuple[int, tuple[str, ...]]:
-        if is_library_type(cls):  # pyright: ignore[reportUnknownArgumentType]
-            return _LIBRARY, ()
-        return _OBJECT, slot_names(cls)  # pyright: ignore[reportUnknownArgumentType]
+            return _PYTREE, True
+        return _object_kind(cls), True
 
     def other(self, obj: Any, cls: type, index: int) -> None:
-        plan = self.plans.get(cls)
-        if plan is None:
-            kind, slots, stable = self.plan(obj, cls)
-            plan = (kind, slots)
+        kind = self.plans.get(cls)
+        if kind is None:
+            kind, stable = self.plan(obj, cls)
             if stable:
-                self.plans[cls] = plan
+                self.plans[cls] = kind
             if kind == _OBJECT:
                 # The class attributes its instances read: walked once, named
                 # from the first instance met.
                 self.parts(instance_class(cls), index)
                 if (
                     stable
-                    and not slots
+                    and not slots_of(cls)
                     and not callable(cast(object, obj))
                     and cls.__getattribute__ is object.__getattribute__
                     and type(self.attribute(obj, "__dict__", index)) is dict
                 ):
                     self.plain.add(cls)  # walked in `run`: its `__dict__` only
-        kind, slots = plan
         if kind in (_OBJECT, _LIBRARY):
-            self.walk_object(obj, cls, index, kind, slots)
+            self.walk_object(obj, cls, index, kind)
         elif kind == _PYTREE:
             try:
-                children, treedef = _flatten_with_path(obj, is_leaf=one_level(obj))
+                children, treedef = tree_flatten_with_path(obj, is_leaf=one_level(obj))
             except Exception:  # this instance does not flatten: an object
-                self.walk_object(obj, cls, index, *self.as_object(cls))
+                self.walk_object(obj, cls, index, _object_kind(cls))
                 return
             self.keep.append(children)
             for path, child in children:
-                self.push(child, index, _keystr(path))
+                self.push(child, index, keystr(path))
             for label, aux in aux_parts(treedef):
                 self.keep.append(aux)
                 self.push(aux, index, label, (obj, None, STATIC_FIELD))
         else:
             self.walk_kind(obj, index, kind)
 
-    def walk_object(
-        self, obj: Any, cls: type, index: int, kind: int, slots: tuple[str, ...]
-    ) -> None:
+    def walk_object(self, obj: Any, cls: type, index: int, kind: int) -> None:
         """An object's `__wrapped__`, and unless a library's, its attributes and
         slots (a C iterator, `map`, `itemgetter`: what it holds)."""
         if callable(obj):
@@ -216,7 +208,7 @@ class ObjectWalk:
             self.parts(parts, index)
             return
         if kind != _LIBRARY:
-            self.own_attributes(obj, slots, index)
+            self.own_attributes(obj, slots_of(cls), index)
 
     def own_attributes(self, obj: Any, slots: tuple[str, ...], index: int) -> None:
         try:
@@ -257,26 +249,22 @@ class ObjectWalk:
         if kind == _CONTAINER:
             # Read as the base class stores them: a subclass's own `__iter__`
             # or `items` is its code, not run by a scan.
-            if isinstance(obj, dict):
-                self.push_all(dict.items(obj), index, KEY)  # pyright: ignore
+            if isinstance(obj, dict | types.MappingProxyType):
+                pairs = dict.items(obj) if isinstance(obj, dict) else obj.items()  # pyright: ignore
+                self.push_all(pairs, index, KEY)  # pyright: ignore
                 # A defaultdict's factory, keys holding objects. (Not asked of
                 # a plain dict, walked in `run`: its keys would cost every
                 # scan a pass; a tracer is never a key itself.)
                 self.parts(dict_static(obj), index)  # pyright: ignore
-            elif isinstance(obj, types.MappingProxyType):
-                self.push_all(obj.items(), index, KEY)  # pyright: ignore
-                self.parts(dict_static(obj), index)  # pyright: ignore  (its keys)
             elif isinstance(obj, tuple) and isinstance(
                 fields := static_attribute(obj, "_fields"), tuple
             ):
                 values = tuple.__iter__(obj)  # pyright: ignore
                 self.push_all(zip(fields, values, strict=True), index, ATTR)  # pyright: ignore
             elif isinstance(obj, set | frozenset):
-                base = set if isinstance(obj, set) else frozenset
-                self.push_all(((None, v) for v in base.__iter__(obj)), index, _SET_ITEM)  # pyright: ignore
+                self.push_all(((None, v) for v in items(obj) or ()), index, _SET_ITEM)
             else:
-                base = next(b for b in _SEQUENCES if isinstance(obj, b))
-                self.push_all(enumerate(base.__iter__(obj)), index, INDEX)  # pyright: ignore
+                self.push_all(enumerate(items(obj) or ()), index, INDEX)
             cls: Any = type(cast(object, obj))
             if cls not in BUILTIN_CONTAINERS:  # a subclass's own attributes
                 self.own_attributes(obj, slots_of(cls), index)

@@ -114,28 +114,8 @@ class Leak:
         """What to do about this leak, as code where possible."""
         if self.advice is not None:
             return self.advice
-        var = self.variable
-        if self.kind in (CAPTURED, _ATTRIBUTE):
-            return f"lift the function or pass {var} as an argument"
-        if self.kind == _DEFAULT:
-            return f"pass {var} as an argument instead of a default value"
-        if self.kind == GLOBAL:
-            return (
-                f"return the value from the transformed function instead of "
-                f"storing it in {var}"
-            )
-        if self.kind == BOUND:
-            return (
-                "lift the method (`lift.lift(obj.method)`) or pass obj as an argument"
-            )
-        if self.kind == PARTIAL:
-            return f"lift the partial (`lift.lift(p)`) or pass {var} as an argument"
-        if self.kind == FRAME_LOCAL:
-            return (
-                "return the value from the transformed function instead of "
-                f"keeping it in {var}, which outlives the transform"
-            )
-        return "return the value from the transformed function instead of storing it"
+        hint = _HINTS.get(self.kind, _RETURN_IT)
+        return hint.format(var=self.variable)
 
     def __str__(self) -> str:
         if self.function is None:
@@ -152,6 +132,20 @@ class Leak:
             f"{head}{where}, {self.kind} '{self.variable}'{at}: {self.tracer} — "
             f"{self.hint}"
         )
+
+
+_RETURN_IT = "return the value from the transformed function instead of storing it"
+# What to do about a leak, by how the function holds the tracer.
+_HINTS: dict[str | None, str] = {
+    CAPTURED: "lift the function or pass {var} as an argument",
+    _ATTRIBUTE: "lift the function or pass {var} as an argument",
+    _DEFAULT: "pass {var} as an argument instead of a default value",
+    GLOBAL: f"{_RETURN_IT} in {{var}}",
+    BOUND: "lift the method (`lift.lift(obj.method)`) or pass obj as an argument",
+    PARTIAL: "lift the partial (`lift.lift(p)`) or pass {var} as an argument",
+    FRAME_LOCAL: "return the value from the transformed function instead of "
+    "keeping it in {var}, which outlives the transform",
+}
 
 
 class Unopened(NamedTuple):
@@ -221,9 +215,8 @@ _UNSEEN_HOLDER = (
 )
 
 
-def closure_leak(fn: types.FunctionType, index: int, tracer: Any) -> Leak:
+def closure_leak(fn: types.FunctionType, variable: str, tracer: Any) -> Leak:
     code = fn.__code__
-    variable = code.co_freevars[index]
     return Leak(
         f"<{_UNSEEN_HOLDER}>",
         fn.__qualname__,

@@ -19,7 +19,6 @@ them, so that a clean scan passes.
 
 from __future__ import annotations
 
-import collections
 import types
 import weakref
 from collections.abc import Iterable
@@ -34,7 +33,6 @@ from .._base.errors import code_of
 from .._base.owners import is_library_type, is_user_function
 from .._holders.closure import (
     Holder,
-    builtin_method_parts,
     cells,
     class_parts,
     dict_static,
@@ -60,7 +58,7 @@ from .._holders.stdlib import (
     WEAK_HOLDERS,
     array_items,
     cache_parts,
-    suspended_parts,
+    frame_parts,
     weakref_parts,
 )
 from .objects import ATTR, INDEX, KEY, SCAN_UNOPENED, ObjectWalk
@@ -74,7 +72,6 @@ from .report import (
     PARTIAL,
     STORED_LIFTED,
     Leak,
-    PathLabel,
     Unopened,
     chain_to,
     label_text,
@@ -100,6 +97,7 @@ class LeakWalk(ObjectWalk):
         first: bool = False,
         globals: bool = True,
     ) -> None:
+        super().__init__(home)
         self.limit = limit
         # The bounded mode capture asks for (`first_tracer`): stop at the first
         # tracer found (its entry `found`), and do not follow a function's
@@ -119,21 +117,9 @@ class LeakWalk(ObjectWalk):
         # Whether to follow weak references: not when naming tracers known to
         # be alive (a strong holder keeps them; a weak one names none).
         self.weak = True
-        self.seen: set[int] = set()
-        self.keep: list[Any] = []  # temporaries built by the walk keep their ids
-        # (parent entry, label, (function, variable, kind) or None, path restarts)
-        self.entries: list[
-            tuple[int, PathLabel, tuple[Any, str | None, str | None] | None, bool]
-        ] = []
-        self.queue: collections.deque[tuple[Any, int]] = collections.deque()
         self.leaks: list[Leak] = []
         self.code_names: dict[types.CodeType, tuple[str, ...]] = {}
         self.cell_labels: dict[types.CodeType, tuple[Label, ...]] = {}
-        self.plain: set[type] = set()  # classes whose instances hold a __dict__
-        self.plans: dict[type, tuple[int, tuple[str, ...]]] = {}
-        self.home = home
-        # What could not be opened: (entry, what was being read, the error).
-        self.failed: list[tuple[int, str, BaseException]] = []
 
     def run(self) -> list[Leak]:
         visited, limit = 0, self.limit
@@ -170,7 +156,7 @@ class LeakWalk(ObjectWalk):
                         if self.first:
                             self.found = index
                             break
-                        self.leaks.append(self.report(obj, index))
+                        self.leaks.append(leak_at(entries, self.home, obj, index))
                         self.tracers.append(obj)
                         if self.stop and len(self.tracers) == len(only or ()):
                             break  # all found, each by its shortest path
@@ -213,8 +199,6 @@ class LeakWalk(ObjectWalk):
             self.parts(parts, index)
         elif cls is np.ndarray:
             self.parts(array_items(obj), index)  # NumPy object arrays
-        elif cls is types.BuiltinMethodType:
-            self.parts(builtin_method_parts(obj), index)  # `stash.append`: `stash`
         elif cls in SUSPENDED_FRAMES:
             self.suspended(obj, index)
         elif cls in STDLIB_HOLDERS:
@@ -253,11 +237,10 @@ class LeakWalk(ObjectWalk):
     def suspended(self, gen: Any, index: int) -> None:
         """A suspended generator's (or coroutine's) local variables."""
         frame = getattr(gen, SUSPENDED_FRAMES[type(gen)])
-        if frame is None:  # finished: it holds nothing
-            return
-        code = frame.f_code
-        for label, value in suspended_parts(gen):
-            self.push(value, index, label, (code, label.variable, GENERATOR_LOCAL))
+        if frame is not None:  # else finished: it holds nothing
+            for label, value in frame_parts(frame):
+                edge = (frame.f_code, label.variable, GENERATOR_LOCAL)
+                self.push(value, index, label, edge)
 
     def function(self, fn: types.FunctionType, index: int) -> None:
         if self.held is not None and id(fn) not in self.methods:  # `first_tracer`
@@ -346,11 +329,6 @@ class LeakWalk(ObjectWalk):
             elif kind == ATTR_LABEL:  # set on it: a partial's, a `lift.jit` function's
                 edge = (obj, label.variable, label.role)
             self.push(value, index, label, edge)
-
-    # -- reports ----------------------------------------------------------------
-
-    def report(self, tracer: Any, index: int) -> Leak:
-        return leak_at(self.entries, self.home, tracer, index)
 
 
 class _NoneLive:

@@ -86,12 +86,16 @@ def _is_namedtuple(t: type[Any]) -> bool:
     return issubclass(t, tuple) and "_fields" in t.__dict__
 
 
-def static_key(value: Any, depth: int = 0) -> Any:
+def static_key(value: Any, depth: int = 0, loose: bool = False) -> Any:
     """What a static value is compared and hashed by: its type and value.
 
     Both count at every depth. Floats compare by their bits: `0.0` and
     `-0.0` differ, `nan` and `-nan` too. So do `1`, `1.0` and `True`, and
-    `frozenset({1})` and `frozenset({1.0})`, and `range(0)` and `range(1, 1)`. Raises `TypeError` for a value that is not hashable.
+    `frozenset({1})` and `frozenset({1.0})`, and `range(0)` and
+    `range(1, 1)`. Raises `TypeError` for a value that is not hashable.
+
+    With `loose`, as for static data JAX takes unhashable, lists are keyed by
+    their items. Whatever else cannot be hashed is keyed by identity.
     """
     t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
     if t in _PLAIN:
@@ -102,8 +106,8 @@ def static_key(value: Any, depth: int = 0) -> Any:
         return (t, _bits(value.real), _bits(value.imag))
     if depth > _MAX_DEPTH:
         return ById(value)
-    if t is tuple or t is frozenset or _is_namedtuple(t):
-        items = [static_key(v, depth + 1) for v in value]  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+    if t is tuple or t is frozenset or _is_namedtuple(t) or (loose and t is list):
+        items = [static_key(v, depth + 1, loose) for v in value]  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
         return (t, frozenset(items) if t is frozenset else tuple(items))
     if t is range:
         return (t, value.start, value.stop, value.step)
@@ -120,11 +124,16 @@ def static_key(value: Any, depth: int = 0) -> Any:
         return (
             t,
             tuple(
-                (static_key(k, depth + 1), static_key(v, depth + 1))
+                (static_key(k, depth + 1, loose), static_key(v, depth + 1, loose))
                 for k, v in value.items()
             ),
         )
-    hash(value)
+    try:
+        hash(value)
+    except TypeError:
+        if loose:
+            return ById(value)
+        raise
     if t.__module__ == "typing" or issubclass(t, (types.GenericAlias, types.UnionType)):
         # Type expressions compare their arguments loosely (`int | str ==
         # str | int`, `Literal["a", "b"] == Literal["b", "a"]`, `list[1] ==
@@ -142,12 +151,12 @@ def static_key(value: Any, depth: int = 0) -> Any:
         # A subclass of a built-in value that keeps the built-in's `==` (`class
         # F(float)`, `F(0.0) == F(-0.0)`): by its type, the built-in value's
         # own key and its attributes' (its `__dict__`'s and its slots';
-        # unhashable ones by their items, as static data is: `_aux_part_key`).
+        # unhashable ones by their items, as static data is: `loose`).
         attributes = own_attributes(value, slots_of(t))
         return (
             t,
             static_key(base(value), depth + 1),
-            tuple((k, _aux_part_key(v, depth + 1)) for k, v in attributes),
+            tuple((k, static_key(v, depth + 1, True)) for k, v in attributes),
         )
     # By identity, or by the class's own `__eq__`.
     return (t, value)
@@ -163,33 +172,7 @@ def aux_key(treedef: Any) -> tuple[Any, ...] | None:
     parts = [aux for _, aux in custom_data(treedef) if aux is not None]
     if not parts:
         return None
-    return tuple(_aux_part_key(aux) for aux in parts)
-
-
-def _aux_part_key(aux: Any, depth: int = 0) -> Any:
-    """`static_key(aux)`, or a key for aux data JAX takes unhashable.
-
-    JAX's treedefs hash without such data. Its lists, tuples and dicts are
-    keyed by their items. What else cannot be hashed is keyed by identity.
-    """
-    try:
-        return static_key(aux, depth)
-    except TypeError:
-        pass
-    t: type[Any] = type(aux)  # pyright: ignore[reportUnknownVariableType]
-    if depth > _MAX_DEPTH:
-        return ById(aux)
-    if t is list or t is tuple or _is_namedtuple(t):
-        return (t, tuple(_aux_part_key(a, depth + 1) for a in aux))  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
-    if t is dict:
-        return (
-            t,
-            tuple(
-                (_aux_part_key(k, depth + 1), _aux_part_key(v, depth + 1))
-                for k, v in aux.items()  # pyright: ignore[reportUnknownVariableType]
-            ),
-        )
-    return ById(aux)
+    return tuple(static_key(aux, loose=True) for aux in parts)
 
 
 def _arg_key(arg: Any, depth: int) -> Any:
