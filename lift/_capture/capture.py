@@ -186,7 +186,9 @@ def branched_elsewhere(walk: Walk) -> dict[int, Branches]:
     first."""
     if not walk.scalar_cells:
         return {}
-    if not walk.shared and not any(boolean for _, _, boolean in walk.scalar_cells):
+    if not any(boolean for _, _, boolean in walk.scalar_cells) and all(
+        index not in walk.shared for _, index, _ in walk.scalar_cells
+    ):
         return {}  # each cell read by one function: analysed already
     readers: dict[int, list[FunctionNode]] = {}
     flows = False
