@@ -58,7 +58,9 @@ def capture(
             walk = Walk(obj, static, dynamic, branched, walk.scope.ids)
             result = walk.run()
         # A function or cell a static capture holds too (a registry's): static.
-        while (frozen := walk.frozen.union(walk.held & walk.ids.keys())) != walk.frozen:
+        while walk.held and (
+            (frozen := walk.frozen.union(walk.held & walk.ids.keys())) != walk.frozen
+        ):
             walk = Walk(obj, static, dynamic, branched, walk.scope.ids, frozen)
             result = walk.run()
         if read is not None:

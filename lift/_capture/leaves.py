@@ -89,8 +89,9 @@ class Leaves:
         Not one that lift takes apart (`taken_apart`)."""
         if t is list or not jtu.read_as_tuple(t) or not value:
             return None
-        if not all(type(x) is types.FunctionType for x in value):
-            return None
+        for x in value:
+            if type(x) is not types.FunctionType:
+                return None
         if t is not tuple and taken_apart(value) is not None:
             return None
         treedef = _TUPLES.get(shape := (t, len(value)))

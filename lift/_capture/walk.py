@@ -232,7 +232,7 @@ class Walk(Leaves):
                         continue
                     if (
                         name not in unplain
-                        and (fns := self.functions(contents, t)) is not None
+                        and (fns := self.functions(contents, t)) is not None  # pyright: ignore[reportUnknownArgumentType]
                     ):
                         # Plain functions in a tuple: `template`'s, once reserved.
                         names.add(name)  # pyright: ignore[reportArgumentType]

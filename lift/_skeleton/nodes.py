@@ -182,18 +182,16 @@ class Template:
         # `False` once a rebuild found none.
         self.copies = treedef is not None
         # Compared and hashed in C: a static by its key, a reference by index.
+        held: tuple[Any, ...] = slots  # each an int, a `Ref` or a `Static`
         if treedef is None:  # one slot: the common case
-            one = slots[0]
+            one = held[0]
             self.aux = None
             self.key: tuple[Any, ...] = (
                 None,
-                slots if type(one) is int else (one.slot_key,),  # pyright: ignore[reportAttributeAccessIssue]
+                slots if type(one) is int else (one.slot_key,),
             )
             return
-        keys = tuple(
-            s if type(s) is int else s.slot_key  # pyright: ignore[reportAttributeAccessIssue]
-            for s in slots
-        )
+        keys = tuple(s if type(s) is int else s.slot_key for s in held)
         # The treedef's static data by its exact key (JAX compares it with `==`).
         self.aux = aux_key(treedef) if aux is ... else aux
         self.key = (treedef, keys) if order is None else (treedef, keys, order)
@@ -477,7 +475,7 @@ def function_meta(fn: types.FunctionType) -> Static:
     Skeletons with other annotations are never one object (`interned`), so
     each rebuilds its own signature."""
     doc, annotations = fn.__doc__, fn.__annotations__
-    module: object = fn.__module__  # `None` for code exec'd without `__name__`
+    module = cast(object, fn.__module__)  # `None` for code exec'd without `__name__`
     if not annotations:  # the common case: one per code, docstring and module
         found = _METAS.get(id(code := fn.__code__))
         if found and found[0] is code and found[1] is doc and found[2] is module:
