@@ -7,7 +7,9 @@
 - The steady step of a sweep's later rates: a jitted step called with each
   rate's own `Lifted`, against plain optax's step (its optimizer a static
   argument): goal, at most 1.03x. Equal skeletons are one object, so JAX's
-  check of the cached treedef is an identity.
+  check of the cached treedef is an identity. Beside them, plain optax built
+  in the step from the same 5 arrays, passed by hand: what any dynamic rate
+  pays for its inputs.
 
 Timings are medians; the candidates of a row take turns sample by sample, and
 the ratios are medians of the paired samples, so load from other processes
@@ -191,24 +193,41 @@ def _step(opt: Any, params: Any, state: Any, x: Any, y: Any) -> Any:
     return optax.apply_updates(params, updates), state
 
 
+def _by_hand(h: Any, params: Any, state: Any, x: Any, y: Any) -> Any:
+    """`_step` with adam built from its hyperparameters, passed as arrays."""
+    b1, b2, eps, eps_root, step_size = h
+    opt = optax.chain(
+        optax.scale_by_adam(b1, b2, eps, eps_root), optax.scale(step_size)
+    )
+    return _step(opt, params, state, x, y)
+
+
 def bench_steady_step(repeats: int, number: int, n_rates: int = 4) -> Rows:
     params, x, y = _problem()
     rates = [float(r) for r in np.geomspace(1e-3, 1e-1, n_rates)]
     plain = optax.adam(rates[0])
     lifted = [lift.lift(optax.adam(r)) for r in rates]
     states = [opt.init(params) for opt in lifted]
+    hands = [tuple(jax.tree.leaves(opt)) for opt in lifted]  # the same 5 arrays
     plain_state = plain.init(params)
     step_plain = jax.jit(_step, static_argnums=0)
     step_lift = jax.jit(_step)
+    step_hand = jax.jit(_by_hand)
     later = iter(range(10**9))
 
     def another_rate() -> Any:
         k = 1 + next(later) % (n_rates - 1)  # each later rate, its own `Lifted`
         return step_lift(lifted[k], params, states[k], x, y)
 
+    def by_hand() -> Any:
+        k = 1 + next(later) % (n_rates - 1)
+        return step_hand(hands[k], params, states[k], x, y)
+
     times = _paired(
         {
             "plain optax": lambda: step_plain(plain, params, plain_state, x, y),
+            # What any dynamic rate pays: the hyperparameters as inputs.
+            "plain optax, its 5 hyperparameters passed by hand": by_hand,
             "lift.lift, later rates, each its own Lifted": another_rate,
             "lift.lift, the Lifted it compiled with": lambda: step_lift(
                 lifted[0], params, states[0], x, y

@@ -58,7 +58,9 @@ def capture(
             walk = Walk(obj, static, dynamic, branched, walk.scope.ids)
             result = walk.run()
         # A function or cell a static capture holds too (a registry's): static.
-        while (frozen := walk.frozen.union(walk.held & walk.ids.keys())) != walk.frozen:
+        while walk.held and (
+            (frozen := walk.frozen.union(walk.held & walk.ids.keys())) != walk.frozen
+        ):
             walk = Walk(obj, static, dynamic, branched, walk.scope.ids, frozen)
             result = walk.run()
         if read is not None:
@@ -186,7 +188,9 @@ def branched_elsewhere(walk: Walk) -> dict[int, Branches]:
     first."""
     if not walk.scalar_cells:
         return {}
-    if not walk.shared and not any(boolean for _, _, boolean in walk.scalar_cells):
+    if not any(boolean for _, _, boolean in walk.scalar_cells) and all(
+        index not in walk.shared for _, index, _ in walk.scalar_cells
+    ):
         return {}  # each cell read by one function: analysed already
     readers: dict[int, list[FunctionNode]] = {}
     flows = False

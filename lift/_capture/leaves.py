@@ -28,8 +28,9 @@ from .._rule.static import (
     check_opaque,
     default_dynamic,
     is_jax_value,
+    taken_apart,
 )
-from .._skeleton.nodes import Node, Ref, Slot, Static, Template, followed
+from .._skeleton.nodes import Node, Slot, Static, Template, followed, ref_to
 from .flatten import int_leaf, not_traceable, static_tracer
 
 __all__ = ["DYNAMIC", "NODE", "STATIC", "Leaves"]
@@ -82,11 +83,16 @@ class Leaves:
             self.scope.add(index, obj)
         return index
 
-    def functions(self, value: Any, t: type[Any], forced: bool) -> Any:
-        """The treedef of a tuple or NamedTuple of plain functions, else `None`."""
-        if forced or t is list or not jtu.read_as_tuple(t) or not value:
+    def functions(self, value: Any, t: type[Any]) -> Any:
+        """The treedef of a tuple or NamedTuple of plain functions, else `None`.
+
+        Not one that lift takes apart (`taken_apart`)."""
+        if t is list or not jtu.read_as_tuple(t) or not value:
             return None
-        if not all(type(x) is types.FunctionType for x in value):
+        for x in value:
+            if type(x) is not types.FunctionType:
+                return None
+        if t is not tuple and taken_apart(value) is not None:
             return None
         treedef = _TUPLES.get(shape := (t, len(value)))
         if treedef is None:
@@ -156,7 +162,7 @@ class Leaves:
                     self.scope.add(index, leaf)
             else:
                 self.scope.reached(index, leaf, pinned)
-            return Ref(index)
+            return ref_to(index)
         if what is DYNAMIC:
             if self.dynamic is not None and not forced and not is_jax_value(leaf):
                 raise not_traceable(holder, label, t, at)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import types
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import Any, cast
+from typing import Any
 
 from .._base.atoms import EXACT
 from .._copies.own import (
@@ -55,9 +55,12 @@ from .._skeleton.nodes import (
     Template,
     atom_static,
     aux_followed,
+    cell_of,
     followed,
     function_meta,
+    one_slot,
     rebuild_order,
+    refs_template,
 )
 from .._skeleton.skeleton import Skeleton
 from .flatten import (
@@ -114,7 +117,8 @@ class Walk(Leaves):
         self.float_leaves: list[int] = []
         self.names: set[str] = set()
         self.queue: deque[tuple[int, Any]] = deque()
-        self.shared = False  # whether some cell is held by several functions
+        self.shared: set[int] = set()  # cells held by several functions
+        self.attributes = False  # whether a function has attributes of its own
         # What static capture holds a tracer of a transform still running, if
         # any: a `Lifted` of it refuses to be flattened, and no cache keeps its
         # skeleton (it would keep the tracer alive).
@@ -128,10 +132,20 @@ class Walk(Leaves):
         self.own: list[int] = []
         # The holder and label each node was first reached from (for errors).
         self.reached_from: dict[int, tuple[Any, Label]] = {}
+        # No `static=`/`dynamic=` and no redo: the common walk, whose floats and
+        # arrays are leaves and whose functions are nodes, wherever they are.
+        self.fast = (
+            dynamic is None
+            and self.named is None
+            and not static
+            and not self.branched_cells
+            and not frozen
+        )
 
     def run(self) -> tuple[Skeleton, list[Any]]:
         self.new_node(self.root)
         queue = self.queue
+        holders = False
         while queue:
             index, obj = queue.popleft()
             t: type[Any] = type(obj)  # pyright: ignore[reportUnknownVariableType]
@@ -147,18 +161,22 @@ class Walk(Leaves):
                 raise unreadable_holder(obj, where, err) from err
             if holder is not METHOD:  # a bound method's parts cannot change
                 self.read.append((obj, held))  # `lift.jit` watches them
+            holders = True
             self.nodes[index] = HolderNode(
                 holder, holder.static(obj), self.parts(held, index, obj)
             )
         nodes: list[Node] = self.nodes  # type: ignore[assignment]
         skeleton = Skeleton(
             nodes,
-            rebuild_order(nodes, captured_as(self.reached_from, self.root)),
+            rebuild_order(nodes, captured_as(self.reached_from, self.root))
+            if holders
+            else (),
             self.parents,
             len(self.leaves),
             frozenset(self.float_leaves),
         )
         skeleton.names = frozenset(self.names)
+        skeleton.has_attributes = self.attributes
         skeleton.own = tuple(self.own)
         skeleton.live = self.live
         return skeleton, self.leaves
@@ -172,7 +190,8 @@ class Walk(Leaves):
         )
 
     def function(self, index: int, fn: types.FunctionType) -> FunctionNode:
-        self.read.append((fn, held := function_held(fn)))
+        read, names, parents = self.read, self.names, self.parents
+        read.append((fn, held := function_held(fn)))
         info = code_info(held[0])
         indices: list[int] = []
         ids = self.ids
@@ -181,13 +200,7 @@ class Walk(Leaves):
         # with no `static=`/`dynamic=` (the common capture, thousands in a wide
         # closure): `cell` and `template` inlined, which halves the walk of a
         # closure over a thousand floats.
-        fast = (
-            self.dynamic is None
-            and self.named is None
-            and not self.static
-            and not self.branched_cells
-            and not self.frozen
-        )
+        fast = self.fast
         in_scope = index in self.scope.nodes
         unplain = info.unplain
         for label, cell in cells(fn, info.cell_labels):
@@ -195,12 +208,12 @@ class Walk(Leaves):
             if cell_index is None:
                 cell_index = len(nodes)
                 ids[id(cell)] = cell_index
-                self.parents.append(None)
+                parents.append(None)
                 try:
                     contents = cell.cell_contents
                 except ValueError:
                     contents = cell  # an empty cell: `cell` says so
-                self.read.append((cell, contents))
+                read.append((cell, contents))
                 if fast:
                     t = type(contents)  # pyright: ignore[reportUnknownVariableType]
                     name = label.variable
@@ -214,12 +227,19 @@ class Walk(Leaves):
                             self.float_leaves.append(slot)
                             self.scalar_cells.append((cell, cell_index, False))
                     if slot is not None:
-                        self.names.add(name)  # pyright: ignore[reportArgumentType]
-                        nodes.append(
-                            CellNode(
-                                Template(None, (slot,), index, label), label, index
-                            )
-                        )
+                        names.add(name)  # pyright: ignore[reportArgumentType]
+                        nodes.append(cell_of(slot, index, label))
+                        indices.append(cell_index)
+                        continue
+                    if (
+                        name not in unplain
+                        and (fns := self.functions(contents, t)) is not None  # pyright: ignore[reportUnknownArgumentType]
+                    ):
+                        # Plain functions in a tuple: `template`'s, once reserved.
+                        names.add(name)  # pyright: ignore[reportArgumentType]
+                        nodes.append(None)
+                        template = self.refs(contents, fns, index, label, fn)
+                        nodes[cell_index] = CellNode(template, label, index)
                         indices.append(cell_index)
                         continue
                 nodes.append(None)
@@ -227,7 +247,7 @@ class Walk(Leaves):
                     self.scope.add(cell_index, cell)
                 nodes[cell_index] = self.cell(cell, cell_index, label, fn, info, index)
             else:
-                self.shared = True  # a cell of several functions
+                self.shared.add(cell_index)  # a cell of several functions
                 self.scope.reached(cell_index, cell, not in_scope)
             indices.append(cell_index)
         parts: tuple[tuple[Label, Template], ...] = ()
@@ -236,16 +256,19 @@ class Walk(Leaves):
             # through the module global, not through the rebuilt function:
             # leaves there would be dead, so its attributes are static instead.
             by_global = attributes_by_global(fn, info.global_names)
-            parts = tuple(
-                (
-                    label,
-                    self.template(
-                        value, index, label, fn, forced=by_global and label.kind == ATTR
-                    ),
+            made: list[tuple[Label, Template]] = []
+            for label, value in held[3:]:
+                if fast and type(value) in EXACT:  # `None`, a flag, a count: static
+                    if type(name := label.variable) is str:
+                        names.add(name)
+                    made.append((label, one_slot(atom_static(value), index, label)))
+                    continue
+                forced = by_global and label.kind == ATTR
+                made.append(
+                    (label, self.template(value, index, label, fn, forced=forced))
                 )
-                for label, value in held[3:]
-            )
-        return FunctionNode(
+            parts = tuple(made)
+        node = FunctionNode(
             info,
             fn.__globals__,
             fn.__name__,
@@ -256,6 +279,9 @@ class Walk(Leaves):
             held[2] is not None,
             function_meta(fn),
         )
+        if parts and node.own_attribute() is not None:
+            self.attributes = True
+        return node
 
     def cell(
         self,
@@ -266,7 +292,7 @@ class Walk(Leaves):
         info: CodeInfo,
         owner: int,
     ) -> CellNode:
-        name = cast(str, label.key)
+        name: str = label.key  # pyright: ignore[reportAssignmentType]
         try:
             contents = cell.cell_contents
         except ValueError:
@@ -305,9 +331,18 @@ class Walk(Leaves):
         name = label.variable
         if type(name) is str:
             self.names.add(name)
+        t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
+        if (
+            self.fast
+            and not branched
+            and not forced
+            and (fns := self.functions(value, t)) is not None
+        ):
+            # Plain functions in a tuple or NamedTuple (a chain's, an optimizer's):
+            # each a node, as `slot` makes them.
+            return self.refs(value, fns, owner, label, holder)
         forced = forced or (name is not None and name in self.static)
         pinned = self.scope.pinned(owner, name)
-        t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
         leaf = t in ALWAYS_DYNAMIC and not (pinned and t is not ArrayImpl)
         leaf = leaf and not (branched and branch_static(value, t))
         # An `int` or `bool` that `dynamic=` names: an integer leaf.
@@ -319,14 +354,14 @@ class Walk(Leaves):
             self.leaves.append(value)
             if t is not ArrayImpl:
                 self.float_leaves.append(index)
-            return Template(None, (index,), owner, label)
+            return one_slot(index, owner, label)
         if t in STATIC_ATOMS and self.dynamic is None:
             # A user's class holds data (`registry = [...]`) as an instance of
             # it does: a tracer there is refused alike.
             if t is type and user_class(value):
                 self.opaque(value, t, holder, label)
             elif t in EXACT:
-                return Template(None, (atom_static(value),), owner, label)
+                return one_slot(atom_static(value), owner, label)
             return Template(None, (Static(value),), owner, label)
         if (
             self.dynamic is None
@@ -352,7 +387,7 @@ class Walk(Leaves):
             if is_function_like(value):
                 leaves = [value]
                 treedef = None
-            elif (treedef := self.functions(value, t, forced)) is not None:
+            elif not forced and (treedef := self.functions(value, t)) is not None:
                 # Plain functions in a tuple or NamedTuple (a chain's, an
                 # optimizer's): nothing to flatten, no static data.
                 leaves, aux = list(value), None
@@ -410,6 +445,25 @@ class Walk(Leaves):
         template = Template(treedef, tuple(slots), owner, label, order, aux)
         if template.aux is not None and (key := aux_followed(treedef, self.read)):
             template.key += (key,)  # a rebinding inside its static data
+        for node_index, pos in new_nodes:
+            self.parents[node_index] = (template, pos)
+        return template
+
+    def refs(
+        self, fns: Any, treedef: Any, owner: int, label: Label, holder: Any
+    ) -> Template:
+        """The template of `fns`, plain functions in a tuple, each a node."""
+        indices: list[int] = []
+        new_nodes: list[tuple[int, int]] = []
+        ids = self.ids
+        for pos, fn in enumerate(fns):
+            index = ids.get(id(fn))
+            if index is None:
+                index = self.new_node(fn)
+                self.reached_from[index] = (holder, label)
+                new_nodes.append((index, pos))
+            indices.append(index)
+        template = refs_template(treedef, indices, owner, label)
         for node_index, pos in new_nodes:
             self.parents[node_index] = (template, pos)
         return template

@@ -39,13 +39,23 @@ __all__ = [
 
 
 class Ref:
-    """A slot holding another node of the graph (a function, partial or method)."""
+    """A slot holding another node of the graph (a function, partial or method).
+
+    It is immutable: one per index serves every skeleton (`ref_to`)."""
 
     __slots__ = ("index", "slot_key")
 
     def __init__(self, index: int) -> None:
         self.index = index
         self.slot_key: tuple[str, int] = ("ref", index)
+
+
+_REFS: Final = [Ref(i) for i in range(1024)]
+
+
+def ref_to(index: int) -> Ref:
+    """The `Ref` of node `index`, shared in a graph of up to 1 024 nodes."""
+    return _REFS[index] if index < 1024 else Ref(index)
 
 
 class Static:
@@ -172,17 +182,16 @@ class Template:
         # `False` once a rebuild found none.
         self.copies = treedef is not None
         # Compared and hashed in C: a static by its key, a reference by index.
+        held: tuple[Any, ...] = slots  # each an int, a `Ref` or a `Static`
         if treedef is None:  # one slot: the common case
-            one = slots[0]
+            one = held[0]
             self.aux = None
             self.key: tuple[Any, ...] = (
                 None,
-                slots if type(one) is int else (cast("Ref | Static", one).slot_key,),
+                slots if type(one) is int else (one.slot_key,),
             )
             return
-        keys = tuple(
-            s if type(s) is int else cast("Ref | Static", s).slot_key for s in slots
-        )
+        keys = tuple(s if type(s) is int else s.slot_key for s in held)
         # The treedef's static data by its exact key (JAX compares it with `==`).
         self.aux = aux_key(treedef) if aux is ... else aux
         self.key = (treedef, keys) if order is None else (treedef, keys, order)
@@ -224,6 +233,62 @@ class Template:
 
 
 Part: TypeAlias = tuple[Label, Template]
+
+# One-slot templates and cells of small graphs, seen lately: a fresh lift of a
+# known shape (an optimizer) makes none anew. Keyed by slot (a leaf index, or a
+# shared atom's id), owner and label's id; each entry holds its atom and label,
+# so no id is reused while it lives. Neither is changed once made (a one-slot
+# template copies nothing). A wide closure's leaves make their own.
+_ONE_SLOT: BoundedDict[tuple[int, ...], Template] = BoundedDict(512)
+_CELLS: BoundedDict[tuple[int, ...], CellNode] = BoundedDict(512)
+_REF_TEMPLATES: BoundedDict[tuple[int, ...], Template] = BoundedDict(512)
+_SMALL: Final = 64
+
+
+def _slot_key(slot: int | Static, owner: int, label: Label) -> tuple[int, ...] | None:
+    if owner >= _SMALL:
+        return None
+    if type(slot) is int:
+        return (slot, owner, id(label)) if slot < _SMALL else None
+    return (id(slot), owner, id(label), 0)  # never equal to a leaf's key
+
+
+def one_slot(slot: int | Static, owner: int, label: Label) -> Template:
+    """The template of one leaf index or atom (`atom_static`), shared."""
+    key = _slot_key(slot, owner, label)
+    found = _ONE_SLOT.get(key) if key else None
+    if found is None:
+        found = Template(None, (slot,), owner, label)
+        if key:
+            _ONE_SLOT.add(key, found)
+    return found
+
+
+def cell_of(slot: int | Static, owner: int, label: Label) -> CellNode:
+    """The cell holding one leaf index or atom (`one_slot`), shared."""
+    key = _slot_key(slot, owner, label)
+    found = _CELLS.get(key) if key else None
+    if found is None:
+        found = CellNode(one_slot(slot, owner, label), label, owner)
+        if key:
+            _CELLS.add(key, found)
+    return found
+
+
+def refs_template(
+    treedef: jtu.TreeDef, indices: list[int], owner: int, label: Label
+) -> Template:
+    """The template of a tuple of nodes (`Ref`s at `indices`), shared.
+
+    The entry holds its treedef and label, so their ids are not reused."""
+    key = (id(treedef), owner, id(label), *indices)
+    found = _REF_TEMPLATES.get(key)
+    if found is None:
+        slots = tuple(map(ref_to, indices))
+        found = _REF_TEMPLATES.add(
+            key, Template(treedef, slots, owner, label, None, None)
+        )
+    return found
 
 
 class CellNode:
@@ -411,10 +476,22 @@ def function_meta(fn: types.FunctionType) -> Static:
     each rebuilds its own signature."""
     doc, annotations = fn.__doc__, fn.__annotations__
     module = cast(object, fn.__module__)  # `None` for code exec'd without `__name__`
+    if not annotations:  # the common case: one per code, docstring and module
+        found = _METAS.get(id(code := fn.__code__))
+        if found and found[0] is code and found[1] is doc and found[2] is module:
+            return found[3]
     value = (doc, module, dict(annotations) if annotations else None)
     if (doc is None or type(doc) is str) and (module is None or type(module) is str):
-        return Static(value, ("meta", doc, module))
+        meta = Static(value, ("meta", doc, module))
+        if not annotations:
+            _METAS.add(id(fn.__code__), (fn.__code__, doc, module, meta))
+        return meta
     return Static(value, Static((doc, module)).slot_key)
+
+
+# The last meta of a function without annotations, by `id(code)`; the entry holds
+# its code, so the id is not reused while it lives.
+_METAS: BoundedDict[int, tuple[types.CodeType, Any, Any, Static]] = BoundedDict(512)
 
 
 def rebuild_order(

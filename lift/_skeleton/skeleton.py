@@ -94,7 +94,7 @@ class Skeleton:
         self.parents = parents
         self.nleaves = nleaves
         self.float_leaves = float_leaves
-        self.key = tuple(n.key for n in nodes)
+        self.key = tuple([n.key for n in nodes])
         self._hash = hash(self.key)
         # Derived facts, each computed once per skeleton (none is compared):
         # what the full walk found (`lift._capture.walk`): the names of the captured
@@ -106,10 +106,7 @@ class Skeleton:
         self.own: tuple[int, ...] = ()
         # Whether a function of the graph has attributes of its own, which a
         # call may set (`lift._copies.copies.copies_in`).
-        self.has_attributes = any(
-            type(n) is FunctionNode and n.parts() and n.own_attribute() is not None
-            for n in nodes
-        )
+        self.has_attributes = False  # the walk says (`FunctionNode.own_attribute`)
         # The options lifted with, `(static names, dynamic)`, and the function's
         # name, qualified name, docstring and module (`lift._lifted.lifted`).
         self.options: tuple[frozenset[str], Any] | None = None

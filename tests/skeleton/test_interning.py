@@ -160,3 +160,29 @@ def test_each_closure_reads_its_own_cell_bound_after_lifting() -> None:
     bind2(two)
     bind3(three)
     assert (two(1), three(1)) == (2.0, 3.0)
+
+
+def _wide(values: list[float], flag: bool) -> Any:
+    # One cell a value, so the graph is wider than the nodes lifts share.
+    cells = [lambda v=v: v for v in values]
+
+    def f(x: float) -> float:
+        return x * sum(c() for c in cells) if flag else x
+
+    return f
+
+
+def test_fresh_lifts_share_nodes_yet_compute_their_own_values() -> None:
+    # Small graphs share cells and templates between fresh lifts; wide ones
+    # make their own. Either way each lift computes with its own leaves and
+    # statics, and a `tree_map` of one leaves the other as it was.
+    for n in (3, 200):
+        a = lift.lift(_wide([1.0] * n, True))
+        b = lift.lift(_wide([2.0] * n, True))
+        c = lift.lift(_wide([2.0] * n, False))
+        assert skeleton_of(a) is skeleton_of(b) is not skeleton_of(c)
+        assert (a(1.0), b(1.0), c(1.0)) == (n, 2.0 * n, 1.0)
+        doubled = jax.tree.map(lambda v: 2 * v, a)
+        assert (doubled(1.0), a(1.0)) == (2.0 * n, n)
+        grads = jax.tree.leaves(jax.grad(lambda g: g(1.0))(a))
+        assert len(grads) == n and all(g == 1.0 for g in grads)
