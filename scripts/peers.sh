@@ -19,8 +19,12 @@
 #   bash scripts/peers.sh --numpyro [ARGS]    numpyro's (from its sdist), the same
 #   bash scripts/peers.sh --flax [ARGS]       flax's nnx tests (from its sdist),
 #                                             the same
+#   bash scripts/peers.sh --chex [ARGS]       chex's (shipped in its wheel), the same
+#   bash scripts/peers.sh --haiku [ARGS]      dm-haiku's (shipped in its wheel),
+#                                             the same
 #   bash scripts/peers.sh --suite NAME [ARGS] the same, by name (optax, blackjax,
-#                                             equinox, optimistix, numpyro, flax)
+#                                             equinox, optimistix, numpyro, flax,
+#                                             chex, haiku)
 #
 # Every runner takes --quick, --file PATH, --modes plain,..., --keep DIR,
 # --reuse and pytest arguments after `--` (`--help` lists its modes).
@@ -28,20 +32,20 @@ set -euo pipefail
 source "$(dirname "$0")/_venv.sh" peers
 suite=optax
 case "${1:-}" in
---blackjax | --equinox | --optimistix | --numpyro | --flax | --optax)
+--blackjax | --equinox | --optimistix | --numpyro | --flax | --chex | --haiku | --optax)
     suite="${1#--}"
     shift
     ;;
 --suite)
-    suite="${2:?--suite needs a name: optax, blackjax, equinox, optimistix, numpyro or flax}"
+    suite="${2:?--suite needs a name: optax, blackjax, equinox, optimistix, numpyro, flax, chex or haiku}"
     shift 2
     ;;
 esac
 case "$suite" in
 optax) python tests/peers/run.py "$@" ;;
-blackjax | equinox | optimistix | numpyro | flax) python "tests/peers/${suite}_run.py" "$@" ;;
+blackjax | equinox | optimistix | numpyro | flax | chex | haiku) python "tests/peers/${suite}_run.py" "$@" ;;
 *)
-    echo "error: no peer suite $suite (optax, blackjax, equinox, optimistix, numpyro, flax)" >&2
+    echo "error: no peer suite $suite (optax, blackjax, equinox, optimistix, numpyro, flax, chex, haiku)" >&2
     exit 2
     ;;
 esac

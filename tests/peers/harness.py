@@ -29,6 +29,7 @@ import collections
 import concurrent.futures
 import contextlib
 import dataclasses
+import importlib.util
 import json
 import os
 import pathlib
@@ -769,4 +770,53 @@ def sdist_suite(
         add_arguments=add_arguments,
         deselect=deselect,
         pytest_args=pytest_args,
+    )
+
+
+def wheel_suite(
+    name: str,
+    package: str,
+    *,
+    quick: Sequence[str],
+    deselect: tuple[str, ...] = (),
+    quick_deselect: tuple[str, ...] = (),
+    ignore: tuple[str, ...] = (),
+) -> Suite:
+    """A library that ships its tests in its wheel (`<package>/**/*_test.py`,
+    as optax does), run against the installed library plain and under the leak
+    checkers, as `tagged_suite`'s are. The test files are copied out of the
+    installed package, with their paths inside it (`_src/base_test.py`);
+    `ignore`: files a whole run leaves out."""
+
+    def prepare(dest: pathlib.Path, args: argparse.Namespace) -> Tree:
+        spec = importlib.util.find_spec(package)
+        if spec is None or spec.origin is None:
+            sys.exit(f"{package} is not installed: install jax-lift[peers]")
+        src = pathlib.Path(spec.origin).parent
+        shipped = sorted(str(p.relative_to(src)) for p in src.rglob("*_test.py"))
+        for rel in shipped:
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src / rel, dest / rel)
+        # A config of its own, so that no ini file above `dest` applies.
+        (dest / "pytest.ini").write_text("[pytest]\npython_files = *_test.py\n")
+        return Tree(dest, shipped, installed(name))
+
+    def select(tree: Tree, args: argparse.Namespace) -> list[str]:
+        return list(quick) if args.quick else tree.shipped
+
+    return Suite(
+        name=name,
+        expected=f"{package}_expected.toml",
+        modes={"plain": PLAIN, **LEAK_MODES},
+        default_modes=("plain", "leaks"),
+        prepare=prepare,
+        select=select,
+        quick_help=" ".join(quick),
+        deselect=deselect,
+        quick_deselect=quick_deselect,
+        # Test files share names across the package's folders.
+        pytest_args=(
+            "--import-mode=importlib",
+            *(f"--ignore={path}" for path in ignore),
+        ),
     )
