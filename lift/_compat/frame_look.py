@@ -70,7 +70,9 @@ class Look(Protocol):
     (`choose`: from `frame` down, each with its variables' names). Then it
     finds the tracers they and `finalizers` hold (`at_exit`)."""
 
-    def choose(self, frame: types.FrameType | None) -> list[tuple[types.FrameType, Any]]: ...
+    def choose(
+        self, frame: types.FrameType | None
+    ) -> list[tuple[types.FrameType, Any]]: ...
 
     def at_exit(
         self,
