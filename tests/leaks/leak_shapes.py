@@ -397,3 +397,58 @@ CLEAN = (
         },
     ),
 )
+
+# -- a forward-mode tracer kept a while by an eager transform ------------------------
+
+# JAX's checker looks at no eager `jvp` or `linearize` trace, nor, before jax
+# 0.11, at an eager `grad`'s: each of these tests, whose tracer is dropped
+# before the test ends, passes under it at jax 0.8.0 and 0.10.2. The default
+# mode's verdict is JAX's: where JAX checks the trace, a kept tracer fails
+# both; where it does not, both pass (a tracer still alive after the phase
+# fails the default mode only).
+EAGER = (
+    Case(
+        "eager_jvp_local",
+        {
+            "test_eager_jvp_local.py": """
+                import jax
+                def test_it():
+                    kept = []
+                    def f(x):
+                        kept.append(x)
+                        return x * 2
+                    jax.jvp(f, (1.0,), (1.0,))
+                    kept.clear()
+            """
+        },
+    ),
+    Case(
+        "eager_linearize_local",
+        {
+            "test_eager_linearize_local.py": """
+                import jax
+                def test_it():
+                    kept = []
+                    def f(x):
+                        kept.append(x)
+                        return x * 2
+                    jax.linearize(f, 1.0)
+                    kept.clear()
+            """
+        },
+    ),
+    Case(
+        "eager_grad_default",
+        {
+            "test_eager_grad_default.py": """
+                import jax
+                def test_it():
+                    def f(x, seen=[]):
+                        seen.append(x)
+                        return x * 2
+                    jax.grad(f)(1.0)
+                    f.__defaults__[0].clear()
+            """
+        },
+    ),
+)
