@@ -67,13 +67,18 @@ class Look(Protocol):
     """How a block finds the tracers of an exiting trace (`FrameLook`).
 
     It chooses the frames it will read from the stack as the trace exits
-    (`choose`: from `frame` down). Then it finds the tracers they and
-    `finalizers` hold (`at_exit`)."""
+    (`choose`: from `frame` down, each with its variables' names). Then it
+    finds the tracers they and `finalizers` hold (`at_exit`)."""
 
-    def choose(self, frame: types.FrameType | None) -> Any: ...
+    def choose(
+        self, frame: types.FrameType | None
+    ) -> list[tuple[types.FrameType, Any]]: ...
 
     def at_exit(
-        self, exited: ExitedTrace, chosen: Any, finalizers: list[Any]
+        self,
+        exited: ExitedTrace,
+        chosen: list[tuple[types.FrameType, Any]],
+        finalizers: list[Any],
     ) -> list[FrameHolding]: ...
 
 
@@ -233,16 +238,13 @@ def check_frames(trace: Any, finalizers: int = 0) -> None:
     if not told or _still_running(trace):
         return
     new = len(_FINALIZERS) - finalizers
-    exit = _Exit(
-        trace,
-        told[-1][1].choose(sys._getframe(2)),  # pyright: ignore[reportPrivateUsage]
-        list(itertools.islice(reversed(_FINALIZERS), new)) if new > 0 else [],
-        told,
-    )
+    chosen = told[-1][1].choose(sys._getframe(2))  # pyright: ignore[reportPrivateUsage]
+    finals = list(itertools.islice(reversed(_FINALIZERS), new)) if new > 0 else []
     if type(trace).__name__ not in _CHECKED_ON_LEAVING:
-        _look(exit, trace)
+        _tell(told, trace, chosen, finals)
         return
-    exit.trace = weakref.ref(trace)
+    exit = _Exit(trace, chosen, finals, told)
+    del chosen
     with _pending_lock:
         _pending.append(exit)
 
@@ -250,25 +252,47 @@ def check_frames(trace: Any, finalizers: int = 0) -> None:
 class _Exit:
     """A trace's last exit, its look at the user's frames still to come.
 
-    It keeps the trace (by weak reference) and the frames the look chose then.
-    Those are not JAX's frames, which hold the trace. It also keeps the
-    finalizers registered while the trace ran, and the blocks to tell."""
+    It keeps the trace by weak reference, the finalizers registered while it
+    ran, and the blocks to tell. Of the frames the look chose then, it keeps
+    each one's id and code, never the frame. A frame that returns before the
+    look is not read: held here, it would keep its locals alive, and their
+    tracers too, past JAX's check (a vmapped function's own, jax 0.8.0 to
+    0.10.2). The frames still running are found on the stack again
+    (`running`)."""
 
     __slots__ = ("chosen", "finalizers", "key", "thread", "told", "trace")
 
     def __init__(
         self,
         trace: Any,
-        chosen: Any,
+        chosen: list[tuple[types.FrameType, Any]],
         finalizers: list[Any],
         told: list[tuple[Callable[[list[FrameHolding]], None], Look]],
     ) -> None:
-        self.trace = trace
-        self.chosen = chosen
+        self.trace = weakref.ref(trace)
+        self.chosen = {id(f): (f.f_code, names) for f, names in chosen}
         self.finalizers = finalizers
         self.told = told
         self.thread = threading.get_ident()
         self.key = id(trace)
+
+    def running(self) -> list[tuple[types.FrameType, Any]]:
+        """The frames chosen at the exit that still run, innermost first.
+
+        By id and code: a frame of the same code at a freed frame's address
+        runs too, and what it holds is held."""
+        if self.thread == threading.get_ident():
+            frame = sys._getframe(1)  # pyright: ignore[reportPrivateUsage]
+        else:
+            frame = sys._current_frames().get(self.thread)  # pyright: ignore[reportPrivateUsage]
+        found: list[tuple[types.FrameType, Any]] = []
+        chosen = self.chosen
+        while frame is not None and len(found) < len(chosen):
+            entry = chosen.get(id(frame))
+            if entry is not None and entry[0] is frame.f_code:
+                found.append((frame, entry[1]))
+            frame = frame.f_back
+        return found
 
 
 # The look at the last exit of a `jit`, `scan`, `vmap`, ... trace waits until
@@ -276,9 +300,10 @@ class _Exit:
 # jax 0.8.0 to 0.12): JAX has dropped the locals that held the trace's tracers
 # while it ran, and a trace no tracer holds is freed, so that nothing is left
 # to look for (most exits, in equinox's suite: those JAX keeps are looked at).
-# Until then the frames are held, with their locals. An exit that no such
-# block follows is looked at when the next trace is entered, or when the block
-# watching frames ends; one whose block an error unwinds, not at all. (Eager
+# Until then no frame is held: the look reads those of the chosen frames
+# still running then. An exit that no such block follows is looked at when
+# the next trace is entered, or when the block watching frames ends; one whose
+# block an error unwinds, not at all. (Eager
 # `grad`'s and `jvp`'s traces are looked at as they exit: no such block
 # follows theirs before jax 0.11.)
 _CHECKED_ON_LEAVING: Final = frozenset(
@@ -381,12 +406,19 @@ def _look_pending(
     for exit in exits:
         trace = exit.trace()
         if trace is not None and exit.key != drop:
-            _look(exit, trace)
+            _tell(exit.told, trace, exit.running(), exit.finalizers)
 
 
-def _look(exit: _Exit, trace: Any) -> None:
-    look = exit.told[-1][1]
-    found = look.at_exit(ExitedTrace(trace), exit.chosen, exit.finalizers)
+def _tell(
+    told: list[tuple[Callable[[list[FrameHolding]], None], Look]],
+    trace: Any,
+    chosen: list[tuple[types.FrameType, Any]],
+    finalizers: list[Any],
+) -> None:
+    """Look at `chosen` and `finalizers` for the tracers of `trace`, and tell
+    the blocks `told` of the holders found."""
+    look = told[-1][1]
+    found = look.at_exit(ExitedTrace(trace), chosen, finalizers)
     if found:
-        for frames, _ in exit.told:
+        for frames, _ in told:
             frames(found)

@@ -87,12 +87,6 @@ def test_filter_jit_sees_every_lifted_leaf_as_dynamic() -> None:
     assert jax.tree.structure(combined) == jax.tree.structure(opt)
 
 
-@pytest.mark.xfail(
-    condition="config.getoption('--lift-leaks')",
-    strict=True,
-    reason="open false report of the plugin's fast mode: a look at the user's "
-    "frames still to come keeps a vmapped function's finished frame alive",
-)
 def test_lifted_capturing_a_module() -> None:
     def make(seed: int) -> Any:
         model = eqx.nn.MLP(2, 1, 4, 1, key=jax.random.key(seed))

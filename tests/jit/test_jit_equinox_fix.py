@@ -34,12 +34,6 @@ def _fix(message: str) -> str:
     return found[1]
 
 
-@pytest.mark.xfail(
-    condition="config.getoption('--lift-leaks')",
-    strict=True,
-    reason="open false report of the plugin's fast mode: a look at the user's "
-    "frames still to come keeps a vmapped function's finished frame alive",
-)
 @pytest.mark.parametrize(
     "options", [{}, {"static_argnames": ("model",)}], ids=["plain", "static_argnames"]
 )

@@ -362,4 +362,93 @@ CLEAN = (
             """
         },
     ),
+    # An `eqx.nn.MLP` under `jax.vmap`: its activations are `custom_jvp`
+    # functions, batched in traces of their own that no JAX check follows.
+    # The frames those traces exited under return before the vmap's check,
+    # their locals holding the vmap's tracers; lift's look at those exits
+    # kept them alive there (jax 0.8.0 and 0.10.2).
+    Case(
+        "eqx_vmapped_mlp",
+        {
+            "test_eqx_vmapped_mlp.py": """
+                import equinox as eqx, jax, jax.numpy as jnp
+                def test_it():
+                    model = eqx.nn.MLP(2, 1, 4, 1, key=jax.random.key(0))
+                    assert jax.vmap(model)(jnp.ones((3, 2))).shape == (3, 1)
+            """
+        },
+    ),
+    # equinox's own `test_vmap`: `eqx.error_if` under `jax.vmap`, and its
+    # error raised from the vmapped function.
+    Case(
+        "eqx_vmapped_error_if",
+        {
+            "test_eqx_vmapped_error_if.py": """
+                import equinox as eqx, jax, jax.numpy as jnp, pytest
+                def f(x):
+                    return jax.nn.relu(eqx.error_if(x, x < 0, "negative"))
+                def test_it():
+                    vf = jax.vmap(f)
+                    vf(jnp.array([1.0, 1.0]))
+                    jax.jit(vf)(jnp.array([1.0, 1.0]))
+                    with pytest.raises((ValueError, RuntimeError)):
+                        vf(jnp.array([1.0, -1.0]))
+            """
+        },
+    ),
+)
+
+# -- a forward-mode tracer kept a while by an eager transform ------------------------
+
+# JAX's checker looks at no eager `jvp` or `linearize` trace, nor, before jax
+# 0.11, at an eager `grad`'s: each of these tests, whose tracer is dropped
+# before the test ends, passes under it at jax 0.8.0 and 0.10.2. The default
+# mode's verdict is JAX's: where JAX checks the trace, a kept tracer fails
+# both; where it does not, both pass (a tracer still alive after the phase
+# fails the default mode only).
+EAGER = (
+    Case(
+        "eager_jvp_local",
+        {
+            "test_eager_jvp_local.py": """
+                import jax
+                def test_it():
+                    kept = []
+                    def f(x):
+                        kept.append(x)
+                        return x * 2
+                    jax.jvp(f, (1.0,), (1.0,))
+                    kept.clear()
+            """
+        },
+    ),
+    Case(
+        "eager_linearize_local",
+        {
+            "test_eager_linearize_local.py": """
+                import jax
+                def test_it():
+                    kept = []
+                    def f(x):
+                        kept.append(x)
+                        return x * 2
+                    jax.linearize(f, 1.0)
+                    kept.clear()
+            """
+        },
+    ),
+    Case(
+        "eager_grad_default",
+        {
+            "test_eager_grad_default.py": """
+                import jax
+                def test_it():
+                    def f(x, seen=[]):
+                        seen.append(x)
+                        return x * 2
+                    jax.grad(f)(1.0)
+                    f.__defaults__[0].clear()
+            """
+        },
+    ),
 )
