@@ -26,6 +26,7 @@ from .._holders.reach import reach
 from .._holders.trees import (
     flatten_checked,
     is_function_like,
+    one_level,
     tree_structure,
     treedef_is_leaf,
 )
@@ -428,12 +429,14 @@ _SHOWN_ATTRIBUTES = 6
 def _is_plain(value: Any) -> bool:
     """Values whose attributes hold no function of the user's.
 
-    They are scalars, classes, modules and pytrees."""
+    They are scalars, classes, modules and pytrees. A pytree is told by its
+    top node alone: JAX's flattening of a dict holding itself raises from deep
+    inside, and leaves the interpreter's recursion depth counted up."""
     t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
     if t in UNOPENED or issubclass(t, type):
         return True
     try:
-        return not treedef_is_leaf(tree_structure(value))
+        return not treedef_is_leaf(tree_structure(value, is_leaf=one_level(value)))
     except Exception:  # a node whose flatten fails: not looked into
         return True
 

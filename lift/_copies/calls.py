@@ -22,7 +22,7 @@ from typing import Any, Final, NamedTuple
 from .. import _compat
 from .._base import gc as _gc
 from .._base.errors import code_of
-from .._skeleton.nodes import Template
+from .._skeleton.nodes import Static, Template
 from .._skeleton.rebuild import build_nodes
 from .._skeleton.skeleton import (
     LiftedParts,
@@ -35,8 +35,9 @@ from .._skeleton.skeleton import (
 from .callbacks import Kept, refuse_kept
 from .copies import Copies, Copy, changed_copy, copies_in, refuse_changed
 from .generators import watched
+from .own import pin_kept
 
-__all__ = ["Build", "call_watched", "new_build"]
+__all__ = ["Build", "call_pinning", "call_watched", "new_build"]
 
 # A function with these flags returns a generator, coroutine or async generator
 # whose body runs after the call.
@@ -75,6 +76,32 @@ def new_build(skeleton: Skeleton, leaves: tuple[Any, ...], *, shared: bool) -> B
     lazy = code is not None and bool(code.co_flags & _LAZY)
     functions = tuple(o for o in objs if type(o) is types.FunctionType)
     return Build(fn, copies, threading.Lock() if shared else None, lazy, functions)
+
+
+def call_pinning(
+    skeleton: Skeleton,
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> Any:
+    """A call of `fn`, rebuilt from `skeleton` around no copy.
+
+    Traced, your own containers that a callback it leaves reaches are pinned
+    (`lift._copies.own.pin_kept`): they get programs of their own."""
+    if _compat.eager():
+        return fn(*args, **kwargs)
+    with _gc.paused():  # no collection between the two counts
+        alive = _compat.callbacks_alive()
+        out = fn(*args, **kwargs)
+        if _compat.callbacks_alive() != alive:
+            pin_kept(
+                slot
+                for node in skeleton.nodes
+                for _, template in node.parts()
+                for slot in template.slots
+                if type(slot) is Static
+            )
+    return out
 
 
 def call_watched(

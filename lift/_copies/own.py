@@ -18,16 +18,18 @@ from collections.abc import Callable, Iterable
 from typing import Any, Final, cast
 
 from .._base.atoms import EXACT
+from .._base.caches import BoundedDict
 from .._base.errors import LiftError, describe, static_fix, type_text
-from .._compat import CUSTOM_NODES, Tracer
+from .._compat import CUSTOM_NODES, Tracer, kept_callbacks
 from .._holders.closure import default_factory
+from .._holders.held import held
 from .._holders.reach import items, reach
 from .._holders.trees import (
     flatten_checked,
     is_function_like,
     read_as_tuple,
 )
-from .._rule.static import static_key
+from .._rule.static import ById, static_key
 from .._skeleton.nodes import Static, Template
 
 
@@ -100,7 +102,13 @@ def own_static(value: Any, key: Any = None) -> Static:
         hash(key)
     except Exception:  # an unhashable static inside: by identity
         return Static(value)
-    return Static(value, key)
+    # Pinned: by identity too, and never its contents now (`own_changed`).
+    return Static(value, (key, ById(value)) if key in _PINNED else key)
+
+
+# The contents keys of your own containers that a callback JAX keeps reached
+# (`pin_kept`). A container with such contents is keyed by identity too.
+_PINNED: BoundedDict[Any, bool] = BoundedDict(4096)
 
 
 def nests_plainly(value: Any) -> bool:
@@ -161,6 +169,25 @@ def own_changed(statics: Iterable[Static]) -> bool:
             except Exception:  # now holds an unhashable value: changed
                 return True
     return False
+
+
+def pin_kept(statics: Iterable[Static]) -> None:
+    """Compare by identity your own containers among `statics` that a callback
+    JAX keeps reaches.
+
+    Such a callback runs on the container it was traced with. Another
+    container equal to it must get a program of its own. So containers with
+    those contents are keyed by identity too from now on."""
+    own = {
+        id(s.value): s
+        for s in statics
+        if type(s.value) in _KEYED and not s.by_identity  # pyright: ignore[reportUnknownArgumentType]
+    }
+    if own:
+        for x in reach(kept_callbacks(), held, 100_000):  # bounded
+            static = own.get(id(x))
+            if static is not None and static.value is x:
+                _PINNED.add(static.slot_key, True)
 
 
 # The containers `own_static` keys by their contents.

@@ -28,7 +28,7 @@ from .._capture.refusals import (
     reject,
     static_argument,
 )
-from .._copies.calls import Build, call_watched, new_build
+from .._copies.calls import Build, call_pinning, call_watched, new_build
 from .._copies.copies import never_changes
 from .._holders.trees import is_function_like
 from .._rule.floats import as_arrays
@@ -290,7 +290,7 @@ class Lifted(Generic[_P, _R]):
             if built.copies:
                 return call_watched(self, built, args, kwargs)
             try:
-                return built.fn(*args, **kwargs)
+                return call_pinning(self._skeleton, built.fn, args, kwargs)
             except Exception as err:
                 self._explain(err)
                 raise

@@ -16,6 +16,8 @@ import enum
 import fractions
 import functools
 import io
+import re
+import threading
 import types
 import weakref
 from collections.abc import Callable
@@ -281,6 +283,74 @@ def test_at_the_top(kind: str):
 def test_lift_of_none_is_the_decorator_form():
     decorator = lift.lift(None)
     assert lift.is_lifted(decorator(lambda x: x))
+
+
+def _depth_left() -> int:
+    """How many more Python frames this one may call down."""
+    n = 0
+
+    def down() -> None:
+        nonlocal n
+        n += 1
+        down()
+
+    try:
+        down()
+    except RecursionError:
+        pass
+    return n
+
+
+class _Table:
+    """Not a pytree: its refusal looks at what its attributes hold."""
+
+    def __init__(self, table: dict[str, Any]) -> None:
+        self.table = table
+
+
+def _dict_holding_itself() -> dict[str, Any]:
+    table: dict[str, Any] = {"len": len}
+    table["self"] = table
+    return table
+
+
+def _deep_dicts(depth: int) -> dict[str, Any]:
+    root: dict[str, Any] = {"one": 1}
+    node = root
+    for _ in range(depth):
+        node["next"] = node = {"one": 1}
+    return root
+
+
+@pytest.mark.parametrize(
+    "make", [_dict_holding_itself, lambda: _deep_dicts(5000)], ids=["cyclic", "deep"]
+)
+def test_refusing_an_object_holding_a_cyclic_dict_keeps_the_recursion_budget(
+    make: Callable[[], dict[str, Any]],
+):
+    # A module's `__builtins__` is such a dict once `exec` gave the builtins'
+    # own dict that key (a dataclass made where `__name__` is unset does).
+    # JAX's flattening of it raises from deep inside, and its frames stayed
+    # counted (jax 0.8.0 to 0.12.1): the next deep call failed.
+    # In a thread of its own: a budget it loses is that thread's alone.
+    table = make()
+    seen: list[Any] = []
+
+    def refuse() -> None:
+        before = _depth_left()
+        try:
+            lift.lift(_Table(table))
+        except BaseException as err:  # a `RecursionError` too, to report
+            seen.append(err)
+        seen.append(_depth_left() - before)
+
+    thread = threading.Thread(target=refuse)
+    thread.start()
+    thread.join()
+    err, lost = seen
+    assert isinstance(err, lift.LiftError), err
+    assert re.match(r"lift\(\) got _Table .*\nFix: ", str(err), re.S)
+    assert lost == 0
 
 
 # -- inside captures ----------------------------------------------------------------

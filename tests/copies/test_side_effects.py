@@ -990,6 +990,25 @@ def test_a_callback_kept_in_the_program_holding_a_copy_is_refused(
     assert losses == [1.0]
 
 
+@pytest.mark.parametrize("consumer", ["one jax.jit", "lift.jit"])
+def test_a_callback_fills_the_log_of_the_closure_called(consumer: str) -> None:
+    # Two closures of one code, each over an empty log of its own: the plain
+    # functions under `jax.jit` fill each its own log. The two logs are equal
+    # when lifted, and the first program's callback holds the first log: the
+    # second closure gets a program of its own.
+    call = jax.jit(lambda g, x: g(x))
+    first: list[Any] = []
+    second: list[Any] = []
+    for log in (first, second):
+        step = _loss_logger(log, "debug")
+        if consumer == "lift.jit":
+            lift.jit(step)(2.0)
+        else:
+            call(lift.lift(step), 2.0)
+    jax.effects_barrier()
+    assert (first, second) == ([1.0], [1.0])
+
+
 _READS: dict[str, Callable[[list[Any]], Callable[..., Any]]] = {
     "lax.scan": lambda log: (
         lambda x: jax.lax.scan(lambda c, _: (c * log[0], None), x, None, length=2)[0]
