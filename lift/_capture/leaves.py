@@ -30,7 +30,8 @@ from .._rule.static import (
     is_jax_value,
     taken_apart,
 )
-from .._skeleton.nodes import Node, Slot, Static, Template, followed, ref_to
+from .._skeleton.nodes import Node, Slot, Static, Template, followed
+from .._skeleton.shared import ref_to
 from .flatten import int_leaf, not_traceable, static_tracer
 
 __all__ = ["DYNAMIC", "NODE", "STATIC", "Leaves"]

@@ -55,13 +55,11 @@ from .._skeleton.nodes import (
     Template,
     atom_static,
     aux_followed,
-    cell_of,
     followed,
     function_meta,
-    one_slot,
     rebuild_order,
-    refs_template,
 )
+from .._skeleton.shared import cell_of, one_slot, refs_template
 from .._skeleton.skeleton import Skeleton
 from .flatten import (
     captured_as,

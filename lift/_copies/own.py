@@ -164,11 +164,20 @@ def own_changed(statics: Iterable[Static]) -> bool:
         value = static.value
         if type(value) in _KEYED and not static.by_identity:  # pyright: ignore[reportUnknownArgumentType]
             try:
-                if _contents_key(value) != static.slot_key:
+                if _contents_key(value) != contents_key_of(static):
                     return True
             except Exception:  # now holds an unhashable value: changed
                 return True
     return False
+
+
+def contents_key_of(static: Static) -> Any:
+    """The contents key `own_static` gave `static`, pinned or not."""
+    key: Any = static.slot_key
+    if type(key) is not tuple:
+        return key
+    parts = cast("tuple[Any, ...]", key)
+    return parts[0] if len(parts) == 2 and type(parts[1]) is ById else parts
 
 
 def pin_kept(statics: Iterable[Static]) -> None:

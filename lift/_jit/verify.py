@@ -18,7 +18,7 @@ from collections.abc import Generator, Iterable
 from typing import Any, Final
 
 from .._base.errors import LiftError, describe, type_text
-from .._copies.own import own_changed, own_static
+from .._copies.own import contents_key_of, own_changed, own_static
 from .._holders.held import held
 from .._holders.labels import variable_str
 from .._holders.reach import items, reach
@@ -116,13 +116,13 @@ def _grew(static: Static) -> bool:
     if t is not list and t is not dict:
         return False
     # A key: the type, then one entry per item (a list) or per key (a dict).
-    key = static.slot_key
+    key = contents_key_of(static)
     if len(key) < 3 and t is dict:  # keyed as static data, not as yours
         return False
     n = len(key[1] if t is list else key[2])
     kept = value[:n] if t is list else dict(list(value.items())[:n])
     added = value[n:] if t is list else list(value.values())[n:]
-    return own_static(kept).slot_key == key and all(
+    return contents_key_of(own_static(kept)) == key and all(
         held(x) is None or items(x) is not None
         for x in reach(added, held)  # pyright: ignore[reportUnknownArgumentType]
     )
