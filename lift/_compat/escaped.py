@@ -4,7 +4,8 @@ alive after the block: escaped ones."""
 from __future__ import annotations
 
 import gc
-from typing import Any
+import sys
+from typing import Any, Final
 
 from .checker import drop_stale_snapshots
 from .traces import SNAPSHOT_LOCALS, LiveTraces, Tracer, live_traces
@@ -62,15 +63,17 @@ def leaked_at_check(ref: Any) -> list[Any]:
 
     JAX collects every generation whenever the trace is alive; this goes only
     as far as needed. A trace no one holds is freed at once (nothing to do).
-    Garbage the trace just made is young, and collected first. The heap-wide
-    passes run only for a trace that outlives the young generations. The full
-    collection runs only when a tracer still refers to it. The `f_locals`
+    Garbage the trace just made is young, and collected first. A young trace's
+    tracers are looked for among the young objects alone (`_any_tracer_of`),
+    an old one's in the heap. The full collection runs only when a tracer
+    still refers to it. The `f_locals`
     snapshots of the stack's frames (CPython 3.11, 3.12) hold nothing here,
     as under lift's run of JAX's checker."""
     if ref() is None:
         return []
     gc.collect(0)
-    if not _tracers_of(ref):
+    # No list of the tracers kept past here: it would keep them alive.
+    if not _any_tracer_of(ref):
         return []
     if SNAPSHOT_LOCALS:
         # As lift runs JAX's checker: the `f_locals` snapshots of the frames
@@ -78,6 +81,32 @@ def leaked_at_check(ref: Any) -> list[Any]:
         drop_stale_snapshots()
     gc.collect()
     return _tracers_of(ref)
+
+
+# Generations as CPython 3.11 to 3.13 keep them: an object leaves the young
+# ones (0 and 1) only in a collection of generation 1 or 2.
+_GENERATIONAL: Final = sys.version_info < (3, 14)
+
+
+def _any_tracer_of(ref: Any) -> bool:
+    """Whether a tracer refers to the trace `ref`, garbage included.
+
+    A tracer of a trace is made after it. While the trace is young, no
+    collection has moved anything made since into the old generation: its
+    tracers are young too, and the few thousand young objects stand for the
+    heap. An old trace's referrers are read in the heap."""
+    trace = ref()
+    if trace is None:
+        return False
+    if _GENERATIONAL:
+        young = gc.get_objects(generation=0) + gc.get_objects(generation=1)
+        if any(x is trace for x in young):
+            return any(
+                isinstance(x, Tracer) and any(r is trace for r in gc.get_referents(x))
+                for x in young
+            )
+        del young
+    return any(isinstance(x, Tracer) for x in gc.get_referrers(trace))
 
 
 def _tracers_of(ref: Any) -> list[Any]:

@@ -12,6 +12,7 @@ import gc
 import inspect
 import os
 import types
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
@@ -22,6 +23,7 @@ from jax.experimental import io_callback
 
 from lift import _compat
 from lift._compat import frame_look
+from lift._compat.escaped import leaked_at_check
 from lift._holders.held import held as held_parts
 from lift._holders.reach import reach
 from lift._leaks.frames import FrameLook
@@ -454,6 +456,44 @@ def test_a_trace_kept_without_its_tracers_costs_no_collection(keep: str) -> None
         assert escaped == [] and collections == []
     else:
         assert escaped == kept and collections == [1, 2]
+    kept.clear()
+
+
+@pytest.mark.parametrize(
+    "kept_as",
+    ["young trace", "old trace, young tracer", "old trace, old tracer", "trace alone"],
+)
+def test_jax_check_finds_a_kept_tracer_whatever_its_traces_generation(
+    kept_as: str,
+) -> None:
+    # A young trace's referrers are read among the young objects alone; a
+    # collection inside the trace makes it old, and its referrers are read in
+    # the heap. A trace kept with no tracer of it is no leak.
+    kept: list[Any] = []
+    refs: list[Any] = []
+
+    def f(x: Any) -> Any:
+        refs.append(weakref.ref(x._trace))
+        if kept_as == "old trace, old tracer":
+            kept.append(x)
+        if kept_as != "young trace":
+            gc.collect()  # the trace, and what it made so far, move to gen 2
+        if kept_as in ("young trace", "old trace, young tracer"):
+            kept.append(x * 2)
+        if kept_as == "trace alone":
+            kept.append(x._trace)
+        return x + 1
+
+    gc.disable()  # only the collections `f` and the check run: no promotion
+    try:
+        jax.jit(f)(1.0)
+        found = {id(t) for t in leaked_at_check(refs[0])}
+    finally:
+        gc.enable()
+    if kept_as == "trace alone":
+        assert found == set()
+    else:
+        assert {id(t) for t in kept} <= found
     kept.clear()
 
 
