@@ -92,25 +92,12 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 _free_at_start: int | None = None
 
 
-def _free_depth() -> int:
-    """How many more Python frames fit below this one."""
-    n = 0
-
-    def down() -> None:
-        nonlocal n
-        n += 1
-        down()
-
-    try:
-        down()
-    except RecursionError:
-        pass
-    return n
-
-
 def _restore_depth() -> None:
+    # Imported here: `helpers` imports JAX, which must follow this file's set-up.
+    from helpers import free_depth
+
     global _free_at_start
-    free = _free_depth()
+    free = free_depth()
     if _free_at_start is None:
         _free_at_start = free
     elif free < _free_at_start:

@@ -863,3 +863,19 @@ def plugin_args() -> list[str]:
         for ep in importlib.metadata.entry_points(group="pytest11")
     )
     return [] if installed else ["-p", "lift._leaks.plugin"]
+
+
+def free_depth() -> int:
+    """How many more Python frames fit below this one."""
+    n = 0
+
+    def down() -> None:
+        nonlocal n
+        n += 1
+        down()
+
+    try:
+        down()
+    except RecursionError:
+        pass
+    return n

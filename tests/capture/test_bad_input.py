@@ -30,7 +30,14 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from helpers import HOLD, TraceCounter, assert_unchanged, in_turn, snapshot
+from helpers import (
+    HOLD,
+    TraceCounter,
+    assert_unchanged,
+    free_depth,
+    in_turn,
+    snapshot,
+)
 
 import lift
 
@@ -285,22 +292,6 @@ def test_lift_of_none_is_the_decorator_form():
     assert lift.is_lifted(decorator(lambda x: x))
 
 
-def _depth_left() -> int:
-    """How many more Python frames this one may call down."""
-    n = 0
-
-    def down() -> None:
-        nonlocal n
-        n += 1
-        down()
-
-    try:
-        down()
-    except RecursionError:
-        pass
-    return n
-
-
 class _Table:
     """Not a pytree: its refusal looks at what its attributes hold."""
 
@@ -337,12 +328,12 @@ def test_refusing_an_object_holding_a_cyclic_dict_keeps_the_recursion_budget(
     seen: list[Any] = []
 
     def refuse() -> None:
-        before = _depth_left()
+        before = free_depth()
         try:
             lift.lift(_Table(table))
         except BaseException as err:  # a `RecursionError` too, to report
             seen.append(err)
-        seen.append(_depth_left() - before)
+        seen.append(free_depth() - before)
 
     thread = threading.Thread(target=refuse)
     thread.start()
