@@ -418,11 +418,16 @@ def cli() -> None:
     text = report(results)
     print(text)
     if args.out:
-        name = "population-" + "-".join(results["device_kind"].lower().split())
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / f"{name}.md").write_text(text)
-        (args.out / f"{name}.json").write_text(json.dumps(results, indent=1) + "\n")
-        log(f"wrote {args.out / name}.md and .json")
+        write(args.out, "population", results, text)
+
+
+def write(out: Path, stem: str, results: dict[str, Any], text: str) -> None:
+    """`out/STEM-DEVICE.md` (`text`) and `.json` (`results`)."""
+    name = stem + "-" + "-".join(results["device_kind"].lower().split())
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.md").write_text(text)
+    (out / f"{name}.json").write_text(json.dumps(results, indent=1) + "\n")
+    log(f"wrote {out / name}.md and .json")
 
 
 if __name__ == "__main__":

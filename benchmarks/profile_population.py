@@ -203,10 +203,7 @@ def cli() -> None:
     text = report(r)
     print(text)
     if args.out:
-        name = "population-profile-" + "-".join(r["device_kind"].lower().split())
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / f"{name}.md").write_text(text)
-        (args.out / f"{name}.json").write_text(json.dumps(r, indent=1) + "\n")
+        bp.write(args.out, "population-profile", r, text)
 
 
 if __name__ == "__main__":
