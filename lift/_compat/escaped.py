@@ -106,7 +106,8 @@ def _any_tracer_of(ref: Any) -> bool:
                 for x in young
             )
         del young
-    return any(isinstance(x, Tracer) for x in gc.get_referrers(trace))
+    del trace
+    return bool(_tracers_of(ref))
 
 
 def _tracers_of(ref: Any) -> list[Any]:
