@@ -4,14 +4,25 @@ from __future__ import annotations
 
 import functools
 import itertools
+import os
 import sys
 import types
 import weakref
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import jax
 import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def child_path(*first: object) -> str:
+    """A `PYTHONPATH` for a Python a test starts: `first` (the clone's root by
+    default), then this process's own, where JAX may live."""
+    parts = [str(p) for p in first or (ROOT,)]
+    return os.pathsep.join([*parts, *filter(None, [os.environ.get("PYTHONPATH")])])
 
 
 class TraceCounter:

@@ -13,6 +13,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from helpers import child_path
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN = ROOT / "benchmarks" / "run.py"
@@ -34,7 +35,7 @@ run_py = _module("run")
 
 
 def _run(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": child_path()}
     # The benchmarks time lift as users run it: JAX's leak checker (which CI
     # sets for the suite) would only slow them, and checks nothing here.
     env.pop("JAX_CHECK_TRACER_LEAKS", None)

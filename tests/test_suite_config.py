@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import child_path
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -32,9 +33,7 @@ def _checker(*args: str, chosen: str | None = None) -> str:
     env = {k: v for k, v in os.environ.items() if k != "JAX_CHECK_TRACER_LEAKS"}
     if chosen is not None:
         env["JAX_CHECK_TRACER_LEAKS"] = chosen
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p
-    )
+    env["PYTHONPATH"] = child_path()
     done = subprocess.run(
         [sys.executable, "-c", _PROBE, str(ROOT / "tests" / "base"), *args],
         capture_output=True,

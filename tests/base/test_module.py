@@ -14,6 +14,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import pytest
+from helpers import child_path
 
 import lift as lift_module
 from lift import lift
@@ -88,7 +89,7 @@ def test_the_module_stays_a_module_with_lazy_names_and_pickles_by_reference():
         capture_output=True,
         text=True,
         check=False,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": child_path()},
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == "lift-module-called\n"

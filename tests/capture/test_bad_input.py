@@ -34,6 +34,7 @@ from helpers import (
     HOLD,
     TraceCounter,
     assert_unchanged,
+    child_path,
     free_depth,
     in_turn,
     snapshot,
@@ -734,13 +735,7 @@ def test_unlift_and_diff_of_cyclic_or_deep_containers(kind: str):
         timeout=120,
         env={
             **os.environ,
-            "PYTHONPATH": os.pathsep.join(
-                [
-                    os.path.dirname(tests),
-                    tests,
-                    *filter(None, [os.environ.get("PYTHONPATH")]),
-                ]
-            ),
+            "PYTHONPATH": child_path(os.path.dirname(tests), tests),
         },
     )
     assert done.returncode == 0, done.stderr[-3000:]

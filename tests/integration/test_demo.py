@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from helpers import child_path
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -15,7 +17,7 @@ def _run_demo(*args: str, without: tuple[str, ...]) -> subprocess.CompletedProce
     """`examples/sweep.py` with `args`, in a process whose environment lacks the
     variables `without`."""
     env = {k: v for k, v in os.environ.items() if k not in without}
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    env["PYTHONPATH"] = child_path()
     return subprocess.run(
         [sys.executable, str(ROOT / "examples" / "sweep.py"), *args],
         capture_output=True,
@@ -66,7 +68,7 @@ def test_demo_offers_the_processes_sweep_when_its_example_exists() -> None:
         [sys.executable, str(ROOT / "examples" / "sweep.py"), "--help"],
         capture_output=True,
         text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": child_path()},
         timeout=300,
         check=True,
     )

@@ -23,6 +23,7 @@ import jax
 import numpy as np
 import optuna
 import pytest
+from helpers import child_path
 
 ROOT = Path(__file__).resolve().parents[2]
 TRIALS = 8
@@ -116,7 +117,7 @@ def test_ray_tune_trials_load_the_drivers_program() -> None:
         "ray", reason='Ray Tune is an optional extra: pip install "jax-lift[ray]"'
     )
     env = {k: v for k, v in os.environ.items() if k != "LIFT_VERIFY"}
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    env["PYTHONPATH"] = child_path()
     env.pop("JAX_CHECK_TRACER_LEAKS", None)
     done = subprocess.run(
         [

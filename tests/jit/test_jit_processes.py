@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import child_path
 
 import lift
 
@@ -70,9 +71,7 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
     cache_dir = tmp_path_factory.mktemp("sweep") / "cache"
     # Without lift's fast-path check (`LIFT_VERIFY`), as a user runs it.
     env = {k: v for k, v in os.environ.items() if k != "LIFT_VERIFY"}
-    # lift first, then wherever this process found JAX (a `PYTHONPATH` too).
-    path = [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
-    env |= {"PYTHONPATH": os.pathsep.join(path), "JAX_PLATFORMS": "cpu"}
+    env |= {"PYTHONPATH": child_path(), "JAX_PLATFORMS": "cpu"}
     counts: dict[str, list[Any]] = {"lift": [], "jax": []}
     for lr in (0.1, 0.2, 0.3):
         proc = subprocess.run(

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import plugin_args
+from helpers import child_path, plugin_args
 
 # Loaded in the run with `-p`: writes each phase's report of each test.
 _RECORDER = """
@@ -176,9 +176,7 @@ class SharedRun:
             (root / "pytest.ini").write_text(self.ini)
         env: dict[str, Any] = {**os.environ, "COLUMNS": "250"}
         env["JAX_CHECK_TRACER_LEAKS"] = "1" if self.jax_checker else "0"
-        env["PYTHONPATH"] = os.pathsep.join(
-            [str(root), *filter(None, [os.environ.get("PYTHONPATH")])]
-        )
+        env["PYTHONPATH"] = child_path(root)
         env.pop("PYTEST_ADDOPTS", None)
         with (root / "stdout").open("wb") as out, (root / "stderr").open("wb") as err:
             self.process = subprocess.Popen(
