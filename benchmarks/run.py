@@ -53,10 +53,10 @@ lift's benchmarks on a CPU, written by `python benchmarks/run.py`. First what
 choosing a way to sweep hyperparameters costs, side by side in one process:
 plain optax (a compile per value), `optax.inject_hyperparams`, equinox's
 `closure_to_pytree`, `lift.lift` and `lift.jit`; then what leak checking and
-a `lift.jit` call cost, sweeps in libraries built on closures, and a larger
-model the way an accelerator runs it (an accelerator's own figures are in
-`benchmarks/results/`). Compare ratios within a table rather than absolute
-times across machines.
+a `lift.jit` call cost, and sweeps in libraries built on closures. A larger
+model, the way an accelerator runs it, is measured apart: its tables, a
+CPU's and a TPU's, are in `benchmarks/results/`. Compare ratios within a
+table rather than absolute times across machines.
 """
 
 # No title either: the docs' page for developers includes it.
@@ -180,6 +180,37 @@ def _import(name: str) -> ModuleType:
     return importlib.import_module(name)
 
 
+def _heading(module: ModuleType, name: str) -> tuple[str, str]:
+    """A module's heading on the page, and its docstring's other paragraphs."""
+    doc = inspect.getdoc(module) or name
+    title, _, rest = doc.partition("\n\n")
+    # The docstring minus its "Run `python ...`" paragraph.
+    intro = "\n\n".join(p for p in rest.split("\n\n") if not p.startswith("Run "))
+    title = " ".join(title.split()).rstrip(".")
+    return f"## {title} (`benchmarks/{Path(name).stem}.py`)", intro
+
+
+# Modules whose tables the results files publish: the page says where they
+# are rather than print a run of its own, which would be of another date
+# beside them. The smoke run still runs them.
+PUBLISHED = {
+    "bench_accelerator": """\
+Its tables are not measured again here. `python
+benchmarks/bench_accelerator.py --size cpu --out benchmarks/results --name
+cpu` writes them to `benchmarks/results/cpu.md` (a TPU's are
+`benchmarks/results/tpu-v5e.md`), and `python benchmarks/run.py --tables`
+writes the headline tables and the charts from those results files: the
+Benchmarks page opens with the CPU's, the Accelerators page with the TPU's.
+""",
+}
+
+
+def published(name: str) -> tuple[str, str]:
+    """The users' section of a module the results files publish."""
+    heading, intro = _heading(_import(name), name)
+    return "\n".join([heading, "", intro, "", PUBLISHED[name]]), ""
+
+
 def run_module(name: str, quick: bool, smoke: bool) -> tuple[str, str] | None:
     """Run one module: its section of the users' page and of the developers'
     page, or None when it raised (the traceback printed)."""
@@ -207,12 +238,7 @@ def run_module(name: str, quick: bool, smoke: bool) -> tuple[str, str] | None:
         result if isinstance(result, dict) else {"": list(result)}
     )
     internal_titles = tuple(getattr(module, "INTERNAL", ()))
-    doc = inspect.getdoc(module) or name
-    title, _, rest = doc.partition("\n\n")
-    # The docstring minus its "Run `python ...`" paragraph.
-    intro = "\n\n".join(p for p in rest.split("\n\n") if not p.startswith("Run "))
-    title = " ".join(title.split()).rstrip(".")
-    heading = f"## {title} (`benchmarks/{Path(name).stem}.py`)"
+    heading, intro = _heading(module, name)
     parts: dict[bool, list[str]] = {False: [], True: []}
     for table_title, rows in tables.items():
         internal = bool(internal_titles) and table_title.startswith(internal_titles)
@@ -306,9 +332,18 @@ def main() -> int:
         names = [n for n in names if n in args.only] + [
             n for n in args.only if n not in known
         ]
+    smoke_only = args.smoke and not args.write
+    if smoke_only:
+        # The first line a terminal shows, before the modules' progress.
+        print(SMOKE, flush=True)
     start = time.perf_counter()
     top = machine()
-    results = {name: run_module(name, args.quick, args.smoke) for name in names}
+    results = {
+        name: published(name)
+        if name in PUBLISHED and not args.smoke
+        else run_module(name, args.quick, args.smoke)
+        for name in names
+    }
     failed = [name for name, result in results.items() if result is None]
     users = [r[0] for r in results.values() if r and r[0]]
     internals = [r[1] for r in results.values() if r and r[1]]
@@ -323,21 +358,24 @@ def main() -> int:
             file=sys.stderr,
         )
         return 1
-    if args.smoke and not args.write:
-        # Only the tables, between two lines that say what they are not.
-        print(SMOKE)
+    done = f"all {len(names)} modules ran in {elapsed:.0f} s"
+    if smoke_only:
+        # Only the tables, between two lines that say what they are not: the
+        # first and the last a terminal shows.
+        print(done, file=sys.stderr, flush=True)
         for line in (page + internal_page).splitlines():
             if line.startswith(("#", "|")):
                 print(line)
         print(SMOKE)
-    elif args.quick and not args.write:
+        return 0
+    if args.quick and not args.write:
         print(page)
         print(internal_page)
     else:
         args.out.write_text(page.rstrip() + "\n")
         args.internals.write_text(internal_page.rstrip() + "\n")
         print(f"wrote {args.out} and {args.internals}", file=sys.stderr)
-    print(f"all {len(names)} modules ran in {elapsed:.0f} s", file=sys.stderr)
+    print(done, file=sys.stderr)
     return 0
 
 

@@ -34,14 +34,18 @@ pages = _module("pages")
 run_py = _module("run")
 
 
-def _run(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+def _run(
+    *args: str, timeout: float = 900, merged: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """Run `benchmarks/run.py`; `merged`: stderr in stdout, as a terminal shows."""
     env = {**os.environ, "PYTHONPATH": child_path()}
     # The benchmarks time lift as users run it: JAX's leak checker (which CI
     # sets for the suite) would only slow them, and checks nothing here.
     env.pop("JAX_CHECK_TRACER_LEAKS", None)
     return subprocess.run(
         [sys.executable, str(RUN), *args],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT if merged else subprocess.PIPE,
         text=True,
         timeout=timeout,
         cwd=ROOT,
@@ -52,15 +56,20 @@ def _run(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
 
 def test_every_benchmark_runs_in_the_smoke_run(tmp_path: Path):
     out, internals = tmp_path / "README.md", tmp_path / "internals.md"
-    done = _run("--smoke", "--out", str(out), "--internals", str(internals))
-    assert done.returncode == 0, done.stderr[-5000:]
+    done = _run(
+        "--smoke", "--out", str(out), "--internals", str(internals), merged=True
+    )
+    assert done.returncode == 0, done.stdout[-5000:]
     assert not out.exists() and not internals.exists()
-    # Tiny sizes: the first and last lines say the numbers are not results,
-    # and only the tables come between them, not the pages' prose.
+    # Tiny sizes: the first and last lines a terminal shows say the numbers
+    # are not results, the modules' progress included; after the progress,
+    # only the tables, not the pages' prose.
     lines = done.stdout.splitlines()
     assert lines[0] == lines[-1] == run_py.SMOKE
     assert "not results" in lines[0]
-    assert all(line.startswith(("#", "|")) for line in lines[1:-1])
+    ran = next(i for i, line in enumerate(lines) if line.startswith("all "))
+    assert any(line.startswith("running bench_") for line in lines[1:ran])
+    assert all(line.startswith(("#", "|")) for line in lines[ran + 1 : -1])
     modules = sorted(p.stem for p in (ROOT / "benchmarks").glob("bench_*.py"))
     for name in modules:
         assert f"`benchmarks/{name}.py`" in done.stdout, name
