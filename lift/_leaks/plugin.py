@@ -271,6 +271,15 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
             return (yield from _phase(item))
         finally:
             item.obj = test  # pyright: ignore[reportAttributeAccessIssue]
+    import doctest
+
+    runner = getattr(item, "runner", None)
+    if isinstance(runner, doctest.DocTestRunner):  # a doctest's
+        runner.report_unexpected_exception = _speaking_doctest(runner)
+        try:
+            return (yield from _phase(item))
+        finally:
+            del runner.report_unexpected_exception  # the class's again
     return (yield from _phase(item))
 
 
@@ -297,15 +306,38 @@ def _speaking_lift(test: Any) -> Any:
         try:
             return test(*args, **kwargs)
         except Exception as exc:
-            from .._compat import filtering_mode, jax_leaked_tracers
-            from .checking import leak_error
-
-            if jax_leaked_tracers(exc) is not None:
-                leak_error(exc, [], [], filtering_mode())
+            _speak(exc)
             raise
 
     setattr(run, UNWRAPPED, test)
     return run
+
+
+def _speaking_doctest(runner: Any) -> Any:
+    """`runner`'s report of an example's error, raising `LeakError` with
+    lift's report where JAX's checker raised its own.
+
+    The doctest's runner catches the error, and clears the doctest's
+    globals before the phase could translate it."""
+    report = runner.report_unexpected_exception
+
+    def run(out: Any, test: Any, example: Any, exc_info: Any) -> Any:
+        __tracebackhide__ = True
+        if isinstance(exc_info[1], Exception):
+            _speak(exc_info[1])
+        return report(out, test, example, exc_info)
+
+    return run
+
+
+def _speak(exc: Exception) -> None:
+    """Raise lift's `LeakError` for JAX's leaked-tracer error `exc`."""
+    __tracebackhide__ = True
+    from .._compat import filtering_mode, jax_leaked_tracers
+    from .checking import leak_error
+
+    if jax_leaked_tracers(exc) is not None:
+        leak_error(exc, [], [], filtering_mode())
 
 
 # The attribute of `_speaking_lift`'s wrapper that holds the test it wraps.
