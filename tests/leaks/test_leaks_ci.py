@@ -1,8 +1,8 @@
 """The leak checker in a real CI: reports that never crash and always speak
 lift (a key whose `repr` raises, `unittest.TestCase` tests and doctests in
-every mode),
-scans that never run the user's code, holders every walk opens, and the code
-under test recognised however it is installed. Each leak has a clean twin."""
+every mode), scans that never run the user's code, holders every walk opens,
+and the code under test recognised however it is installed. Each leak has a
+clean twin."""
 
 from __future__ import annotations
 
