@@ -152,19 +152,16 @@ def clean():
 '''
 
 # Each way the plugin runs, with `--doctest-modules`, over the module above.
-DOCTEST_RUNS = [
-    pytest.param(SharedRun("--doctest-modules", *run.args, jax_checker=on), id=name)
-    for run, on, name in [
-        (DEFAULT, False, "default"),
-        (EXHAUSTIVE, False, "exhaustive"),
-        (DEFAULT_JAX_ON, True, "jax-checker-on"),
-    ]
-]
-for _param in DOCTEST_RUNS:
-    _param.values[0].add("doctests", {"doctest_leaks.py": DOCTESTS})
+DOCTEST_RUNS = []
+for _run in (DEFAULT, EXHAUSTIVE, DEFAULT_JAX_ON):
+    _doctests = SharedRun("--doctest-modules", *_run.args, jax_checker=_run.jax_checker)
+    _doctests.add("doctests", {"doctest_leaks.py": DOCTESTS})
+    DOCTEST_RUNS.append(_doctests)
 
 
-@pytest.mark.parametrize("shared", DOCTEST_RUNS)
+@pytest.mark.parametrize(
+    "shared", DOCTEST_RUNS, ids=["default", "exhaustive", "jax-checker-on"]
+)
 def test_a_doctests_leak_is_its_leak_error_alone(
     tmp_path_factory: pytest.TempPathFactory, shared: SharedRun
 ) -> None:
