@@ -8,13 +8,13 @@ leak fails the phase with the `LeakError` text. `@pytest.mark.lift_allow_leaks`
 exempts a test.
 
 There are two modes (`--lift-leaks-mode`, `lift_leaks_mode`). `fast`, the
-default, notes the traces that exit in each phase. As each exits, it looks
-at the locals of the user's frames on the stack. After the phase it looks
-for tracers of those traces still alive. If there are any, it scans what the
-test and its fixtures name, and every `Lifted` built. JAX's own checker is
-left as it is. `exhaustive` also runs each phase inside
-`lift.checking_leaks()` (JAX's gc-based checker). That finds leaks held
-anywhere, at several times the cost.
+default, fails what JAX's checker would fail where it checks a trace: one
+still alive with tracers. It then names the holder: the user's frames on the
+stack, what the test and its fixtures name, every `Lifted` built. After the
+phase it looks for tracers still alive of the traces that exited in it. JAX's
+own checker is left as it is. `exhaustive` also runs each phase inside
+`lift.checking_leaks()` (JAX's gc-based checker, its caches off). That finds
+leaks held anywhere, at several times the cost.
 
 A holder the scan cannot open (an attribute that raises) is named. It is
 named in the leak report of a failing phase. For tests that pass, it is
