@@ -92,9 +92,10 @@ def _watching_class(base: type) -> type:
         __slots__ = ()
 
         def __exit__(self, *exc: Any) -> Any:
+            trace: Any = cast(Any, self).trace  # JAX's `__exit__` may drop it
             out = cast(Any, super()).__exit__(*exc)
             if exc[0] is None:
-                _note_exit(cast(Any, self).trace)
+                _note_exit(trace)
             return out
 
     return WatchedSetCurrentTrace
