@@ -13,9 +13,7 @@ What the look adds to the scan is its bounds:
   container costs an eighth.
 - a function's globals only for a function that is a frame's local, not for
   a library's tables of functions met deeper.
-- no weak reference followed. The look runs before the garbage collector.
-  Through a weak reference it would reach garbage, and keep alive what it
-  names until the phase ends."""
+- no weak reference followed: a weak reference keeps nothing alive."""
 
 from __future__ import annotations
 
@@ -87,13 +85,14 @@ class FrameLook:
     """`look(live, names, budget, seen)`: the tracers `names` reach that are
     not `live`, with the budget left.
 
-    `names` are a frame's locals, `(name, value)`. `live` are the tracers of
-    the exiting trace. Tracers come as `(name, tracer)`, found breadth-first
-    within `budget` objects. `seen`: objects already looked at by this exit.
+    `names` are a frame's locals, `(name, value)`. `live` tells the tracers
+    that are not the exited trace's. Tracers come as `(name, tracer)`, found
+    breadth-first within `budget` objects. `seen`: objects already looked at
+    by this look.
 
     An instance of the user's classes is opened by its own attributes
     (`own_attributes`). It is not opened as a pytree: flattening would run
-    the class's code at every exit. Anything else is opened as the leak scan
+    the class's code at every look. Anything else is opened as the leak scan
     opens it."""
 
     __slots__ = ("attributes", "skips", "walk")
@@ -224,9 +223,8 @@ class FrameLook:
         except Exception:  # what cannot be opened holds nothing the look sees
             return []
         finally:
-            # Nothing kept past the call: an object the last exit's look
-            # opened dies when the user drops it, not when the next trace
-            # exits.
+            # Nothing kept past the call: an object the last look opened
+            # dies when the user drops it, not at the next look.
             walk.queue.clear()
             walk.entries.clear()
             walk.failed.clear()

@@ -85,7 +85,7 @@ def test_a_helpers_locals_die_when_it_returns(
     # grow the run by 1 GB).
     monkeypatch.setenv("JAX_CHECK_TRACER_LEAKS", "0")
     monkeypatch.setenv("COLUMNS", "250")
-    pytester.makepyfile(test_deferred=CASES)
+    pytester.makepyfile(test_helpers_locals=CASES)
     result = pytester.runpytest_subprocess(*plugin_args(), "--lift-leaks", "-v")
     result.stdout.fnmatch_lines_random(
         [
