@@ -11,11 +11,9 @@ newest JAX. One module per subsystem of JAX that lift reads:
   options, the Python code a jaxpr's parameters run);
 - `checker`: JAX's own leak checker (the tracers its report carries, the
   frames' locals snapshots it takes for leaks);
-- `trace_exits`: the traces that exit inside `lift.checking_leaks()`, and
-  whether JAX's checker looks at them;
-- `frame_look`: when a trace exits for good and where JAX's checker checks
-  it, the tracers that are its own, and JAX's verdict there (`LeakSignal`);
-  the look itself is the leak checker's (`lift._leaks.frames`);
+- `trace_exits`: the traces that exit inside `lift.checking_leaks()`,
+  whether JAX's checker looks at them, and its verdict where it does
+  (`LeakSignal`), with the tracers that are the trace's own;
 - `escaped`: which of those traces still have tracers alive after the block,
   and JAX's criterion at its check (`leaked_at_check`);
 - `stack`: tracebacks and the stack (JAX's filtering, warnings' stack level,
@@ -39,12 +37,6 @@ from .config import (
     jax_checks_leaks as jax_checks_leaks,
 )
 from .escaped import escaped_tracers as escaped_tracers
-from .frame_look import (
-    CHECKED_HERE as CHECKED_HERE,
-    ExitedTrace as ExitedTrace,
-    FrameHolding as FrameHolding,
-    LeakSignal as LeakSignal,
-)
 from .messages import (
     asks_for_a_concrete_value as asks_for_a_concrete_value,
     bad_argument as bad_argument,
@@ -77,6 +69,9 @@ from .stack import (
     user_stacklevel as user_stacklevel,
 )
 from .trace_exits import (
+    CHECKED_HERE as CHECKED_HERE,
+    ExitedTrace as ExitedTrace,
+    LeakSignal as LeakSignal,
     jax_checks as jax_checks,
     watching_trace_exits as watching_trace_exits,
 )

@@ -1,5 +1,5 @@
-"""Traces that exit inside `lift.checking_leaks()`, and whether JAX's own
-checker looks at them.
+"""Traces that exit inside `lift.checking_leaks()`, whether JAX's own checker
+looks at them, and its verdict where it does (`LeakSignal`).
 
 Each is noted by weak reference as it exits. `escaped` then asks which still
 have tracers.
@@ -8,16 +8,18 @@ have tracers.
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
+import types
 import weakref
 from collections.abc import Callable, Generator
 from typing import Any, Final, NamedTuple, cast
 
 from jax._src import core as _core
 
-from . import frame_look
-from .frame_look import FrameHolding, LeakSignal, Look
-from .traces import JAX_CHECKS_EAGER_GRAD
+from .config import jax_checks_leaks, jax_leak_checks_declined
+from .escaped import leaked_at_check
+from .traces import JAX_CHECKS_EAGER_GRAD, LiveTraces, running_traces
 
 # JAX's checker runs where a trace is entered with `check_leaks=True` (jit, scan,
 # vmap); eager `grad`/`jvp`/`vjp`/`linearize` enter their traces through
@@ -27,9 +29,9 @@ from .traces import JAX_CHECKS_EAGER_GRAD
 # eager `jvp` still is not, and JAX's checker is off unless asked for. While a
 # `lift.checking_leaks()` block runs, `core.set_current_trace` is a subclass
 # that notes each trace it leaves (by weak reference, nothing kept alive); on
-# exit the block asks which of those traces still have tracers. The same
-# subclass tells `frame_look` of each trace entered and left, for blocks that
-# watch the user's frames too.
+# exit the block asks which of those traces still have tracers. Where JAX's
+# checker checks a trace (`core.ensure_no_leaks`, jax 0.8.0 to 0.12), blocks
+# given `leaked` are told of each trace that check would fail.
 
 
 # A block's record: the traces it saw exit, whether it notes every kind (or the
@@ -89,22 +91,11 @@ def _watching_class(base: type) -> type:
     class WatchedSetCurrentTrace(base):  # type: ignore[misc, valid-type]
         __slots__ = ()
 
-        def __enter__(self) -> Any:
-            out = cast(Any, super()).__enter__()
-            frame_look.entering(cast(Any, self).trace)
-            return out
-
         def __exit__(self, *exc: Any) -> Any:
-            trace: Any = cast(Any, self).trace
-            try:
-                out = cast(Any, super()).__exit__(*exc)
-            finally:
-                last = frame_look.leaving(trace)
+            trace: Any = cast(Any, self).trace  # JAX's `__exit__` may drop it
+            out = cast(Any, super()).__exit__(*exc)
             if exc[0] is None:
                 _note_exit(trace)
-                if last is not None:
-                    # Called from here: the look counts the frames above it.
-                    frame_look.check_frames(trace, last)
             return out
 
     return WatchedSetCurrentTrace
@@ -113,7 +104,6 @@ def _watching_class(base: type) -> type:
 @contextlib.contextmanager
 def watching_trace_exits(
     every: bool = False,
-    frames: tuple[Callable[[list[FrameHolding]], None], Look] | None = None,
     threads: bool = False,
     leaked: Callable[[LeakSignal], None] | None = None,
 ) -> Generator[dict[int, Any]]:
@@ -131,46 +121,144 @@ def watching_trace_exits(
     found without the garbage collection JAX's checker runs at every trace
     exit.
 
-    With `frames` (`(told, look)`), the user's frames are looked at each time
-    a trace exits for good in this thread. A transform's switch back to the
-    trace it runs in is not such an exit. The look searches the frames' local
-    variables for the trace's tracers (see `FrameHolding`). It runs where
-    JAX's checker looks (`core.ensure_no_leaks`), and only if the trace is
-    still alive then. `told` is called with the frames that hold some, while
-    they still do. (A local dropped before the block ends would be gone by
-    then.) `look` finds them (`Look`, `lift._leaks.frames.FrameLook`). It says
-    which frames, how many objects, and how the leak scan opens holders. The
-    innermost block's `look` is used. `frame_look` says when.
-
-    With `threads`, traces exiting in every thread are noted and looked at,
-    as `JAX_CHECK_TRACER_LEAKS=1` checks every thread. Else only this thread's
+    With `threads`, traces exiting in every thread are noted, as
+    `JAX_CHECK_TRACER_LEAKS=1` checks every thread. Else only this thread's
     are, as `jax.checking_leaks()`, whose switch is per thread.
 
-    With `leaked` (and `frames`), `leaked` is told of each trace JAX's checker
-    would fail where it checks (`LeakSignal`). JAX's check
-    (`core.ensure_no_leaks`) fails a trace alive after a garbage collection,
-    with a tracer among its referrers. `leaked` is told then, while the
-    trace's holders still hold it. This is JAX's verdict, reached as JAX
-    reaches it, only as far as needed (`leaked_at_check`)."""
+    With `leaked`, `leaked` is told of each trace JAX's checker would fail
+    where it checks (`LeakSignal`). JAX's check (`core.ensure_no_leaks`)
+    fails a trace alive after a garbage collection, with a tracer among its
+    referrers. `leaked` is told then, while the trace's holders still hold
+    it. This is JAX's verdict, reached as JAX reaches it, only as far as
+    needed (`leaked_at_check`)."""
     global _original_set_current_trace
     recorder: dict[int, Any] = {}
     if not _recorders:
         _original_set_current_trace = _core.set_current_trace
         _core.set_current_trace = _watching_class(_original_set_current_trace)
-        _core.ensure_no_leaks = frame_look.LeakCheck
+        _core.ensure_no_leaks = LeakCheck
     thread = None if threads else threading.get_ident()
     entry = _Recorder(recorder, every, thread)
     _recorders.append(entry)
+    told = _Told(thread, leaked) if leaked is not None else None
+    if told is not None:
+        _told.append(told)
     try:
-        if frames is None:
-            yield recorder
-        else:
-            with frame_look.watching_frames(frames, thread, leaked):
-                yield recorder
+        yield recorder
     finally:
-        # By identity: two blocks' records may be equal dicts.
+        # By identity: two blocks' entries may be equal.
+        if told is not None:
+            del _told[next(i for i, e in enumerate(_told) if e is told)]
         del _recorders[next(i for i, e in enumerate(_recorders) if e is entry)]
         if not _recorders and _original_set_current_trace is not None:
             _core.set_current_trace = _original_set_current_trace
-            _core.ensure_no_leaks = frame_look.ENSURE_NO_LEAKS
+            _core.ensure_no_leaks = ENSURE_NO_LEAKS
             _original_set_current_trace = None
+
+
+# -- JAX's verdict at its check (`core.ensure_no_leaks`) ------------------------
+
+
+class LeakSignal(NamedTuple):
+    """A trace that JAX's checker fails at its check (`core.ensure_no_leaks`):
+    still alive after a garbage collection, with `tracers` among its
+    referrers (`leaked_at_check`). `frame`: the frame of JAX's that checks it,
+    the user's frames beneath."""
+
+    trace: Any
+    tracers: list[Any]
+    frame: types.FrameType
+
+
+# A block told of the traces JAX's checker fails: the thread it watches
+# (`None`: every thread's) and what it is told.
+class _Told(NamedTuple):
+    thread: int | None
+    leaked: Callable[[LeakSignal], None]
+
+
+_told: list[_Told] = []
+
+
+class _CheckedHere(threading.local):
+    """Whether this thread runs a call of a `lift.checked` function.
+
+    Such a call scans what its trace leaves and raises its own report. The
+    code may catch that report, as it may catch JAX's checker's. No block is
+    told of its traces then, as none is while JAX's checker is on."""
+
+    on: bool = False
+
+
+CHECKED_HERE: Final = _CheckedHere()
+
+
+class ExitedTrace:
+    """The `LiveTraces` of a look at `trace`'s exit: every tracer is live but
+    those of `trace` (jax 0.10.2 to 0.12: a tracer's `_trace`)."""
+
+    __slots__ = ("trace",)
+
+    def __init__(self, trace: Any) -> None:
+        self.trace = trace
+
+    def is_live(self, tracer: Any) -> bool:
+        return getattr(tracer, "_trace", None) is not self.trace
+
+    def runs_beneath(self, frame: types.FrameType) -> bool:
+        """Whether a JAX frame beneath `frame` runs the trace (or a trace
+        whose parents reach it): `frame` is then inside it, its tracers its
+        own."""
+        return LiveTraces(running_traces(frame.f_back)).has(self.trace)
+
+
+# JAX's own, which `watching_trace_exits` replaces with `LeakCheck` while
+# traces are watched, and puts back after.
+ENSURE_NO_LEAKS: Final = _core.ensure_no_leaks
+
+
+class LeakCheck:
+    """`core.ensure_no_leaks(trace)` while traces are watched.
+
+    It runs JAX's check, then tells the blocks of a trace that check would
+    fail. Where an error unwinds it, no block is told. JAX's checker does
+    not look then either: the traceback holds its tracers, and the error is
+    the report."""
+
+    __slots__ = ("check", "ref")
+    check: Any
+
+    def __init__(self, trace: Any) -> None:
+        self.check = ENSURE_NO_LEAKS(trace)
+        self.ref = weakref.ref(trace)
+
+    def __enter__(self) -> Any:
+        return self.check.__enter__()
+
+    def __exit__(self, *exc: Any) -> Any:
+        check, self.check = self.check, None
+        try:
+            out = check.__exit__(*exc)
+        finally:
+            del check
+        if _told and exc[0] is None:
+            _signal(self.ref, sys._getframe(1))  # pyright: ignore[reportPrivateUsage]
+        return out
+
+
+def _signal(ref: Any, frame: types.FrameType) -> None:
+    """Tell the blocks watching this thread of the trace `ref` if JAX's
+    checker would fail it here (where that checker is off: on, it raises)."""
+    if CHECKED_HERE.on or jax_leak_checks_declined() or jax_checks_leaks():
+        return
+    thread = threading.get_ident()
+    told = [t.leaked for t in _told if t.thread is None or t.thread == thread]
+    if not told:
+        return
+    tracers = leaked_at_check(ref)
+    trace = ref()
+    if tracers and trace is not None:
+        signal = LeakSignal(trace, tracers, frame)
+        del trace, tracers
+        for leaked in told:
+            leaked(signal)

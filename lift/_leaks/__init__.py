@@ -7,7 +7,7 @@ The verdict comes from JAX's own signal; the walks name the holder.
 - `checked`: `lift.checked`, a transform that scans what its call left.
 - `checking`: `lift.checking_leaks`, the context manager.
 - `find`: `find_leaks` and `check_leaks`.
-- `frames`: the look at the user's frames as a trace exits.
+- `frames`: the look at the user's frames where JAX's check fails a trace.
 - `objects`: how the scan opens an object.
 - `phase`: one test phase under the plugin, and the check after it.
 - `plugin`: the pytest plugin (`--lift-leaks`).

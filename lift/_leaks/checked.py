@@ -96,8 +96,8 @@ def checked(transform: _T) -> _T:
             outer = getattr(_calls, "pending", None)
             pending: list[weakref.WeakSet[Any]] = []
             _calls.pending = pending
-            # The plugin's look at the caller's frames as a trace exits stands
-            # aside: this call reports what its trace leaves.
+            # The plugin's verdict at JAX's checks stands aside: this call
+            # reports what its trace leaves.
             was, here.on = here.on, True
             try:
                 if checks():

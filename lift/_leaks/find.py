@@ -1,30 +1,23 @@
-"""Finding leaks: `lift.find_leaks` and `lift.check_leaks` over the given roots,
-and the leaks of tracers the user's frames held when their trace exited.
+"""Finding leaks: `lift.find_leaks` and `lift.check_leaks` over the given
+roots.
 
 Each runs the leak scan (`lift._leaks.scan`) and names what it finds
 (`lift._leaks.report`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
-from .. import _compat
-from .._base import gc as _gc
 from .._base.errors import LeakError
 from .report import (
-    FRAME_LOCAL,
-    Leak,
     Leaks,
     Unopened,
-    error_text,
     format_leaks,
-    local_leak,
     root_label,
 )
-from .scan import DEFAULT_LIMIT, NONE_LIVE, LeakWalk, scan_tracers
+from .scan import DEFAULT_LIMIT, scan_tracers
 
-__all__ = ["DEFAULT_LIMIT", "check_leaks", "find_leaks", "frame_leaks"]
+__all__ = ["DEFAULT_LIMIT", "check_leaks", "find_leaks"]
 
 
 def find_leaks(*roots: Any, limit: int = DEFAULT_LIMIT) -> Leaks:
@@ -106,44 +99,3 @@ def check_leaks(*roots: Any, limit: int = DEFAULT_LIMIT) -> None:
     leaks = find_leaks(*roots, limit=limit)
     if leaks:
         raise LeakError(format_leaks(leaks, leaks.unopened), anchor="leak-report")
-
-
-#: The most objects one frame's naming walk visits.
-_FRAME_LIMIT = 200_000
-
-
-def frame_leaks(
-    holdings: Iterable[_compat.FrameHolding],
-) -> tuple[list[Leak], list[Any], list[Unopened]]:
-    """The leaks of tracers that the user's frames held in local variables
-    when their trace exited (`_compat.watching_trace_exits(frames=...)`).
-
-    Each leak is named by its shortest path from the local (`seen[0]`, a
-    local variable of `test_log`). Also returns the tracers, one per leak,
-    and what the walk could not open."""
-    leaks: list[Leak] = []
-    tracers: list[Any] = []
-    unopened: list[Unopened] = []
-    for held in holdings:
-        wanted = {id(t): (name, t) for name, t in held.tracers}
-        walk = LeakWalk(_FRAME_LIMIT, frozenset(wanted), live=NONE_LIVE)
-        walk.stop = True
-        code = held.code
-        for name, value in held.names:
-            edge = None if code is None else (code, name, FRAME_LOCAL)
-            walk.push(value, -1, name, edge, reset=True)
-        try:
-            with _gc.paused():
-                walk.run()
-        except Exception as exc:  # named, and each tracer reported as held
-            where = f"the locals of {getattr(code, 'co_qualname', '')}"
-            unopened.append(Unopened(where, error_text(exc)))
-        leaks.extend(walk.leaks)
-        tracers.extend(walk.tracers)
-        unopened.extend(walk.unopened())
-        named = {id(t) for t in walk.tracers}
-        for key, (name, tracer) in wanted.items():
-            if key not in named:  # reached by a way the walk does not take
-                leaks.append(local_leak(code, name, tracer))
-                tracers.append(tracer)
-    return leaks, tracers, unopened

@@ -1,11 +1,11 @@
-"""The look at the user's frames as a trace exits
-(`lift._compat.watching_trace_exits(frames=...)`).
+"""The look at the user's frames where JAX's checker fails a trace
+(`lift._compat.LeakSignal`): the first walk that names its holders.
 
-The look finds the tracers of the exiting trace that a frame's locals reach.
+The look finds the tracers of the exited trace that a frame's locals reach.
 It opens them as the leak scan does (`LeakWalk.expand`), over the holders
 `lift._holders` describes, within a budget of objects. Its policy is here
-(`FrameLook.at_exit`): which frames, how many objects, the finalizers.
-`lift._compat` says when a trace exits, and which tracers are its own.
+(`FrameLook.at_exit`): which frames, how many objects. `lift._compat` says
+which tracers are the trace's own.
 
 What the look adds to the scan is its bounds:
 
@@ -13,9 +13,7 @@ What the look adds to the scan is its bounds:
   container costs an eighth.
 - a function's globals only for a function that is a frame's local, not for
   a library's tables of functions met deeper.
-- no weak reference followed. The look runs before the garbage collector.
-  Through a weak reference it would reach garbage, and keep alive what it
-  names until the phase ends."""
+- no weak reference followed: a weak reference keeps nothing alive."""
 
 from __future__ import annotations
 
@@ -25,14 +23,15 @@ import inspect
 import types
 import weakref
 from collections.abc import Iterable
-from typing import Any, Final, cast
+from typing import Any, Final, NamedTuple, cast
 
 import jax
 import numpy as np
 
+from .._base import gc as _gc
 from .._base.atoms import UNOPENED
 from .._base.owners import is_user_module
-from .._compat import FrameHolding, Tracer, frame_locals
+from .._compat import Tracer, frame_locals
 from .._holders.attributes import own_attributes
 from .._holders.closure import dict_static, function_of, slots_of, user_class
 from .._holders.stdlib import (
@@ -41,9 +40,10 @@ from .._holders.stdlib import (
     WEAK_HOLDERS,
     weakref_parts,
 )
+from .report import FRAME_LOCAL, Leak, Unopened, error_text, local_leak
 from .scan import NONE_LIVE, LeakWalk
 
-__all__ = ["FrameLook"]
+__all__ = ["FrameHolding", "FrameLook", "frame_leaks"]
 
 # Never opened by the look, subclasses too (a subclass of `int` holding a
 # tracer is the leak scan's to find): what the scan never opens, classes (a
@@ -59,30 +59,40 @@ _OPENED_AS_SUCH: Final[tuple[type, ...]] = (
 )
 _HEAP_TYPE: Final = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by Python code
 _OPTIMIZED: Final = inspect.CO_OPTIMIZED  # a function's frame, not a module's
-# The most objects looked at per trace exit (a number or string in a container
+# The most objects looked at per look (a number or string in a container
 # an eighth), shared out among the frames read. 5 000 spent on equinox's and
 # jaxtyping's wrapper frames cost equinox's suite 1.7 times plain's CPU time;
 # 1 000 finds each case of the test suite.
 _FRAME_BUDGET: Final = 1_000
-# The most user frames looked at per trace exit: the innermost and the
+# The most user frames looked at per look: the innermost and the
 # outermost (the test's own, its fixtures'), the frames between a deep
 # recursion's not read.
 _FRAME_INNER: Final = 8
 _FRAME_OUTER: Final = 4
-_FINALIZER: Final = "<a weakref.finalize>"
+
+
+class FrameHolding(NamedTuple):
+    """A frame of the user's code holding tracers of an exited trace: its
+    code, its local variables (name, value), and the tracers found through
+    them (the local's name, the tracer)."""
+
+    code: types.CodeType
+    names: list[tuple[str, Any]]
+    tracers: list[tuple[str, Any]]
 
 
 class FrameLook:
     """`look(live, names, budget, seen)`: the tracers `names` reach that are
     not `live`, with the budget left.
 
-    `names` are a frame's locals, `(name, value)`. `live` are the tracers of
-    the exiting trace. Tracers come as `(name, tracer)`, found breadth-first
-    within `budget` objects. `seen`: objects already looked at by this exit.
+    `names` are a frame's locals, `(name, value)`. `live` tells the tracers
+    that are not the exited trace's. Tracers come as `(name, tracer)`, found
+    breadth-first within `budget` objects. `seen`: objects already looked at
+    by this look.
 
     An instance of the user's classes is opened by its own attributes
     (`own_attributes`). It is not opened as a pytree: flattening would run
-    the class's code at every exit. Anything else is opened as the leak scan
+    the class's code at every look. Anything else is opened as the leak scan
     opens it."""
 
     __slots__ = ("attributes", "skips", "walk")
@@ -169,51 +179,29 @@ class FrameLook:
                     queue.append((child, False, name))
         return found, budget
 
-    def choose(
-        self, frame: types.FrameType | None
-    ) -> list[tuple[types.FrameType, frozenset[str]]]:
-        """The frames to read, from `frame` down: the user's, at most
-        `_FRAME_INNER` innermost and `_FRAME_OUTER` outermost (the test's, its
-        fixtures'), each with its variables' names."""
-        return _user_frames(frame)
+    def at_exit(self, exited: Any, frame: types.FrameType) -> list[FrameHolding]:
+        """Of the user's frames from `frame` down, those whose locals hold
+        tracers of the trace `exited` (`lift._compat.ExitedTrace`).
 
-    def at_exit(
-        self,
-        exited: Any,
-        chosen: list[tuple[types.FrameType, frozenset[str]]],
-        finalizers: list[Any],
-    ) -> list[FrameHolding]:
-        """Of the `chosen` frames, those whose locals hold tracers of the
-        trace `exited` (`lift._compat.ExitedTrace`).
-
-        Also the `finalizers` (registered while it ran) that hold some. The
-        frames share a budget of `_FRAME_BUDGET` objects."""
-        found = self._frames(exited, chosen)
-        for finalizer in finalizers:
-            names = [(_FINALIZER, finalizer)]
-            tracers, _ = self(exited, names, _FRAME_BUDGET, set())
-            if tracers:
-                found.append(FrameHolding(None, 0, names, tracers))
-        return found
-
-    def _frames(
-        self, exited: Any, chosen: list[tuple[types.FrameType, frozenset[str]]]
-    ) -> list[FrameHolding]:
+        At most `_FRAME_INNER` innermost and `_FRAME_OUTER` outermost frames
+        are read (the test's, its fixtures'). They share a budget of
+        `_FRAME_BUDGET` objects."""
+        chosen = _user_frames(frame)
         found: list[FrameHolding] = []
         budget = _FRAME_BUDGET
         seen: set[int] = set()  # an object two frames hold is looked at once
-        for i, (frame, variables) in enumerate(chosen):
+        for i, (user, variables) in enumerate(chosen):
             if budget <= 0:
                 break
             # An equal share of what is left to each frame still to read: a
             # library's wrapper frames (innermost) cannot spend what the
             # test's own frames (outermost) are owed.
             share = budget // (len(chosen) - i)
-            names = frame_locals(frame, variables)
+            names = frame_locals(user, variables)
             tracers, left = self(exited, names, share, seen)
             budget -= share - left
-            if tracers and not exited.runs_beneath(frame):
-                found.append(FrameHolding(frame.f_code, frame.f_lineno, names, tracers))
+            if tracers and not exited.runs_beneath(user):
+                found.append(FrameHolding(user.f_code, names, tracers))
         return found
 
     def parts(self, obj: Any, cls: type, top: bool) -> list[Any]:
@@ -235,14 +223,54 @@ class FrameLook:
         except Exception:  # what cannot be opened holds nothing the look sees
             return []
         finally:
-            # Nothing kept past the call: an object the last exit's look
-            # opened dies when the user drops it, not when the next trace
-            # exits.
+            # Nothing kept past the call: an object the last look opened
+            # dies when the user drops it, not at the next look.
             walk.queue.clear()
             walk.entries.clear()
             walk.failed.clear()
             walk.keep.clear()
             walk.seen = set()
+
+
+#: The most objects one frame's naming walk visits.
+_FRAME_LIMIT = 200_000
+
+
+def frame_leaks(
+    holdings: Iterable[FrameHolding],
+) -> tuple[list[Leak], list[Any], list[Unopened]]:
+    """The leaks of tracers that the user's frames held in local variables
+    (`FrameLook.at_exit`).
+
+    Each leak is named by its shortest path from the local (`seen[0]`, a
+    local variable of `test_log`). Also returns the tracers, one per leak,
+    and what the walk could not open."""
+    leaks: list[Leak] = []
+    tracers: list[Any] = []
+    unopened: list[Unopened] = []
+    for held in holdings:
+        wanted = {id(t): (name, t) for name, t in held.tracers}
+        walk = LeakWalk(_FRAME_LIMIT, frozenset(wanted), live=NONE_LIVE)
+        walk.stop = True
+        code = held.code
+        for name, value in held.names:
+            walk.push(value, -1, name, (code, name, FRAME_LOCAL), reset=True)
+        try:
+            with _gc.paused():
+                walk.run()
+        except Exception as exc:  # named, and each tracer reported as held
+            unopened.append(
+                Unopened(f"the locals of {code.co_qualname}", error_text(exc))
+            )
+        leaks.extend(walk.leaks)
+        tracers.extend(walk.tracers)
+        unopened.extend(walk.unopened())
+        named = {id(t) for t in walk.tracers}
+        for key, (name, tracer) in wanted.items():
+            if key not in named:  # reached by a way the walk does not take
+                leaks.append(local_leak(code, name, tracer))
+                tracers.append(tracer)
+    return leaks, tracers, unopened
 
 
 def _user_frames(

@@ -195,12 +195,7 @@ class Watch:
             self.lifted = stack.enter_context(recording())
             self.look = FrameLook()
             self.exits = stack.enter_context(
-                watching_trace_exits(
-                    every=True,
-                    frames=(self.note_frames, self.look),
-                    threads=True,
-                    leaked=self.note_leak,
-                )
+                watching_trace_exits(every=True, threads=True, leaked=self.note_leak)
             )
         return self
 
@@ -241,16 +236,6 @@ class Watch:
             if id(tracer) not in known:
                 known.add(id(tracer))
                 self.held.append((leak, tracer))
-
-    def note_frames(self, holdings: list[Any]) -> None:
-        """Nothing: a look at the user's frames as a trace exits is no verdict.
-
-        JAX's checker fails what a frame holds at its check, and `note_leak`
-        is told of it then. The traces it does not check (eager `jvp` and
-        `linearize`, eager `grad` before jax 0.11) fail no test under it when
-        their tracers are dropped before the test ends. Here neither: one
-        still alive after the phase fails it (`check`)."""
-        del holdings
 
     def __enter__(self) -> Watch:
         if not isinstance(self.stack, ExitStack):

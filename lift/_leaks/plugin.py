@@ -8,13 +8,13 @@ leak fails the phase with the `LeakError` text. `@pytest.mark.lift_allow_leaks`
 exempts a test.
 
 There are two modes (`--lift-leaks-mode`, `lift_leaks_mode`). `fast`, the
-default, notes the traces that exit in each phase. As each exits, it looks
-at the locals of the user's frames on the stack. After the phase it looks
-for tracers of those traces still alive. If there are any, it scans what the
-test and its fixtures name, and every `Lifted` built. JAX's own checker is
-left as it is. `exhaustive` also runs each phase inside
-`lift.checking_leaks()` (JAX's gc-based checker). That finds leaks held
-anywhere, at several times the cost.
+default, fails what JAX's checker would fail where it checks a trace: one
+still alive with tracers. It then names the holder: the user's frames on the
+stack, what the test and its fixtures name, every `Lifted` built. After the
+phase it looks for tracers still alive of the traces that exited in it. JAX's
+own checker is left as it is. `exhaustive` also runs each phase inside
+`lift.checking_leaks()` (JAX's gc-based checker, its caches off). That finds
+leaks held anywhere, at several times the cost.
 
 A holder the scan cannot open (an attribute that raises) is named. It is
 named in the leak report of a failing phase. For tests that pass, it is
@@ -271,6 +271,15 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
             return (yield from _phase(item))
         finally:
             item.obj = test  # pyright: ignore[reportAttributeAccessIssue]
+    import doctest
+
+    runner = getattr(item, "runner", None)
+    if isinstance(runner, doctest.DocTestRunner):  # a doctest's
+        runner.report_unexpected_exception = _speaking_doctest(runner)
+        try:
+            return (yield from _phase(item))
+        finally:
+            del runner.report_unexpected_exception  # the class's again
     return (yield from _phase(item))
 
 
@@ -297,15 +306,38 @@ def _speaking_lift(test: Any) -> Any:
         try:
             return test(*args, **kwargs)
         except Exception as exc:
-            from .._compat import filtering_mode, jax_leaked_tracers
-            from .checking import leak_error
-
-            if jax_leaked_tracers(exc) is not None:
-                leak_error(exc, [], [], filtering_mode())
+            _speak(exc)
             raise
 
     setattr(run, UNWRAPPED, test)
     return run
+
+
+def _speaking_doctest(runner: Any) -> Any:
+    """`runner`'s report of an example's error, raising `LeakError` with
+    lift's report where JAX's checker raised its own.
+
+    The doctest's runner catches the error, and clears the doctest's
+    globals before the phase could translate it."""
+    report = runner.report_unexpected_exception
+
+    def run(out: Any, test: Any, example: Any, exc_info: Any) -> Any:
+        __tracebackhide__ = True
+        if isinstance(exc_info[1], Exception):
+            _speak(exc_info[1])
+        return report(out, test, example, exc_info)
+
+    return run
+
+
+def _speak(exc: Exception) -> None:
+    """Raise lift's `LeakError` for JAX's leaked-tracer error `exc`."""
+    __tracebackhide__ = True
+    from .._compat import filtering_mode, jax_leaked_tracers
+    from .checking import leak_error
+
+    if jax_leaked_tracers(exc) is not None:
+        leak_error(exc, [], [], filtering_mode())
 
 
 # The attribute of `_speaking_lift`'s wrapper that holds the test it wraps.

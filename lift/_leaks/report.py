@@ -256,11 +256,8 @@ def root_label(root: Any, index: int) -> str:
     return f"roots[{index}]"
 
 
-def local_leak(code: types.CodeType | None, name: str, tracer: Any) -> Leak:
-    """A tracer a frame's local `name` held when its trace exited (with no
-    code, a holder no variable reaches: `name` says what it is)."""
-    if code is None:
-        return Leak(f"<inside {name}>", None, None, None, None, tracer_text(tracer))
+def local_leak(code: types.CodeType, name: str, tracer: Any) -> Leak:
+    """A tracer a frame's local `name` held when its trace exited."""
     return Leak(
         f"<inside {name}>",
         code.co_qualname,

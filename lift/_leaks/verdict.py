@@ -16,7 +16,7 @@ from .. import _compat
 from .caches import CacheHolders, closure_holding
 from .chain import referrer_chain
 from .checking import place_escaped
-from .find import frame_leaks
+from .frames import FrameLook, frame_leaks
 from .report import Leak, Unopened, tracer_text
 
 __all__ = ["Verdict", "chain_leak", "judge"]
@@ -35,12 +35,11 @@ def judge(
     signal: _compat.LeakSignal,
     roots: list[tuple[str, Any]],
     home: str | None,
-    look: Any,
+    look: FrameLook,
 ) -> Verdict:
     """The leaks of `signal`'s tracers, each named by the first walk that
     reaches it, or by its referrer chain."""
-    exited = _compat.ExitedTrace(signal.trace)
-    holdings = look.at_exit(exited, look.choose(signal.frame), [])
+    holdings = look.at_exit(_compat.ExitedTrace(signal.trace), signal.frame)
     leaks, tracers, unopened = frame_leaks(holdings)
     found = list(zip(leaks, tracers, strict=True))
     named = {id(t) for t in tracers}

@@ -11,6 +11,7 @@ import functools
 import gc
 import inspect
 import os
+import sys
 import types
 import weakref
 from collections.abc import Callable, Iterator
@@ -22,7 +23,7 @@ import pytest
 from jax.experimental import io_callback
 
 from lift import _compat
-from lift._compat import frame_look
+from lift._compat import trace_exits
 from lift._compat.escaped import leaked_at_check
 from lift._holders.held import held as held_parts
 from lift._holders.reach import reach
@@ -497,22 +498,29 @@ def test_jax_check_finds_a_kept_tracer_whatever_its_traces_generation(
     kept.clear()
 
 
+def _not_declined(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As if this file's fixture had not turned JAX's checker off: JAX's
+    verdict is then reached (its checker itself still off)."""
+    monkeypatch.setattr(trace_exits, "jax_leak_checks_declined", lambda: False)
+
+
 @pytest.mark.parametrize("declined", [False, True])
 def test_frames_holding_an_exited_trace_are_named_not_those_inside_one(
     declined: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # At the inner jit's exit, `g` (running inside the vmap) holds that jit's
-    # tracer in `inner` (escaped) and the vmap's in `outer` (live): only the
-    # first is told, with the frame and the local holding it. Code that turned
-    # JAX's checker off for itself (as this file's fixture does for every test:
-    # `declined`) is not looked at.
+    # At JAX's check of the inner jit, `g` (running inside the vmap) holds that
+    # jit's tracer in `inner` (escaped) and the vmap's in `outer` (live): the
+    # look names only the first, with the frame and the local holding it. Code
+    # that turned JAX's checker off for itself (as this file's fixture does
+    # for every test: `declined`) gives no verdict.
     if not declined:
-        monkeypatch.setattr(frame_look, "jax_leak_checks_declined", lambda: False)
-    assert frame_look.jax_leak_checks_declined() is declined
+        _not_declined(monkeypatch)
+    assert trace_exits.jax_leak_checks_declined() is declined
     told: list[tuple[str, list[str], list[str]]] = []
 
-    def tell(found: list[_compat.FrameHolding]) -> None:
-        for held in found:  # not kept: its locals would hold the tracer on
+    def tell(signal: _compat.LeakSignal) -> None:
+        exited = _compat.ExitedTrace(signal.trace)
+        for held in FrameLook().at_exit(exited, signal.frame):  # not kept
             names = [name for name, _ in held.tracers]
             kinds = [_compat.transform_name(t) for _, t in held.tracers]
             told.append((held.code.co_name, names, kinds))
@@ -523,7 +531,7 @@ def test_frames_holding_an_exited_trace_are_named_not_those_inside_one(
         jax.jit(lambda y: inner.append(y) or y)(outer[0])
         return x
 
-    with _compat.watching_trace_exits(every=True, frames=(tell, FrameLook())):
+    with _compat.watching_trace_exits(every=True, leaked=tell):
         jax.vmap(g)(jnp.arange(2.0))
     assert told == ([] if declined else [("g", ["inner"], ["jit(<lambda>)"])])
 
@@ -532,18 +540,29 @@ def test_frames_holding_an_exited_trace_are_named_not_those_inside_one(
     not _compat.SNAPSHOT_LOCALS,  # pyright: ignore[reportPrivateUsage]
     reason="from Python 3.13 (PEP 667) f_locals caches no snapshot",
 )
-def test_frame_watch_keeps_the_names_exec_wrote_into_the_locals() -> None:
+def test_the_look_keeps_the_names_exec_wrote_into_the_locals(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # Before 3.13 `exec` writes into the frame's `f_locals` snapshot, which the
     # next `locals()` returns: emptying it would lose `y`.
+    from lift._leaks import frames
+
+    read: list[str] = []
+    frame_locals = frames.frame_locals
+
+    def reading(frame: types.FrameType, *args: Any) -> Any:
+        read.append(frame.f_code.co_name)
+        return frame_locals(frame, *args)
+
+    monkeypatch.setattr(frames, "frame_locals", reading)
+
     def run() -> Any:
         exec("y = 1")
-        jax.jit(lambda x: x + 1)(1.0)  # its exit reads this frame's locals
+        FrameLook().at_exit(_compat.ExitedTrace(object()), sys._getframe())
         return locals()["y"]
 
-    with _compat.watching_trace_exits(
-        every=True, frames=(lambda found: None, FrameLook())
-    ):
-        assert run() == 1
+    assert run() == 1
+    assert "run" in read  # the look read this frame's locals
 
 
 # -- JAX's messages and reprs (`lift._compat.messages`) ----------------------------

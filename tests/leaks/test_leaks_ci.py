@@ -1,7 +1,8 @@
 """The leak checker in a real CI: reports that never crash and always speak
-lift (a key whose `repr` raises, `unittest.TestCase` tests in every mode),
-scans that never run the user's code, holders every walk opens, and the code
-under test recognised however it is installed. Each leak has a clean twin."""
+lift (a key whose `repr` raises, `unittest.TestCase` tests and doctests in
+every mode), scans that never run the user's code, holders every walk opens,
+and the code under test recognised however it is installed. Each leak has a
+clean twin."""
 
 from __future__ import annotations
 
@@ -121,6 +122,63 @@ def test_reports_never_crash_and_speak_lift(
         and line.endswith("1 tracer escaped the transform that created it:")
     ]
     assert len(reports) == 2
+
+
+DOCTESTS = '''
+STASH = []
+
+
+def leaky(x):
+    """Stores its tracer.
+
+    >>> import jax
+    >>> _ = jax.jit(leaky)(1.0)
+    >>> len(STASH)
+    1
+    """
+    STASH.append(x)
+    return x * 2
+
+
+def clean():
+    """Stores a shape.
+
+    >>> import jax
+    >>> shapes = []
+    >>> _ = jax.jit(lambda x: shapes.append(x.shape) or x)(1.0)
+    >>> shapes
+    [()]
+    """
+'''
+
+# Each way the plugin runs, with `--doctest-modules`, over the module above.
+DOCTEST_RUNS = []
+for _run in (DEFAULT, EXHAUSTIVE, DEFAULT_JAX_ON):
+    _doctests = SharedRun("--doctest-modules", *_run.args, jax_checker=_run.jax_checker)
+    _doctests.add("doctests", {"doctest_leaks.py": DOCTESTS})
+    DOCTEST_RUNS.append(_doctests)
+
+
+@pytest.mark.parametrize(
+    "shared", DOCTEST_RUNS, ids=["default", "exhaustive", "jax-checker-on"]
+)
+def test_a_doctests_leak_is_its_leak_error_alone(
+    tmp_path_factory: pytest.TempPathFactory, shared: SharedRun
+) -> None:
+    # The doctest's runner catches JAX's error itself: the report is lift's
+    # anyway, first, with no source of pytest's or the plugin's.
+    run = shared(tmp_path_factory)
+    run.assert_outcomes("doctest_leaks.py", passed=1, failed=1)
+    text = run.failures("doctest_leaks.py") or ""
+    assert text.startswith("lift.LeakError: 1 tracer escaped the transform"), text
+    run.lines("doctest_leaks.py").fnmatch_lines(
+        [
+            "*doctest_leaks.leaky FAILED*",
+            "*STASH[[]0[]]: float32[[][]] from jit(leaky)*",
+        ]
+    )
+    assert "Leaked trace" not in text
+    assert "plugin.py" not in text
 
 
 class _Config:

@@ -249,9 +249,8 @@ FALSE_PASSES = (
             """
         },
     ),
-    # A trace exiting in a worker thread is never noted (`_note_exit` and
-    # `_check_frames` keep to the test's thread), though JAX_CHECK_TRACER_LEAKS=1
-    # checks every thread: a local of the worker is missed...
+    # A trace exiting in a worker thread, which JAX_CHECK_TRACER_LEAKS=1 checks
+    # as it checks the test's own: a local of the worker...
     Case(
         "thread_local_list",
         {
@@ -268,8 +267,8 @@ FALSE_PASSES = (
             """
         },
     ),
-    # ... and so is a closure only `atexit` holds (found when the trace exits
-    # in the test's own thread: test_leaks_projects' held_by_no_variable).
+    # ... and a closure only `atexit` holds (as when the trace exits in the
+    # test's own thread: test_leaks_projects' held_by_no_variable).
     Case(
         "thread_atexit",
         {
@@ -535,48 +534,46 @@ def _recurse(n: int, work: object) -> float:
 
 
 def _counting_frame_reads(
-    monkeypatch: pytest.MonkeyPatch, eager: bool, exits: int = 10
+    monkeypatch: pytest.MonkeyPatch, leaky: bool, exits: int = 10
 ) -> tuple[list[int], list[int]]:
-    """Under 400 user frames, `exits` traces exit (eager `jvp`'s, looked at as
-    they exit, or `vmap`'s): the looks at their exits, and the frames whose
-    locals were read."""
+    """Under 400 user frames, `exits` `jit` traces exit, each keeping its
+    tracer until JAX's check of it (`leaky`) or not: the looks at the
+    verdicts of JAX's checks, and the frames whose locals were read."""
     import jax
     import jax.numpy as jnp
 
-    from lift._compat import frame_look, watching_trace_exits
+    from lift._compat import ExitedTrace, LeakSignal, watching_trace_exits
     from lift._leaks import frames
     from lift._leaks.frames import FrameLook
 
     reads: list[int] = []
     looks: list[int] = []
     read = frames.frame_locals
-    look = frame_look.check_frames
+    look = FrameLook()
 
     def counting_reads(*args: Any, **kwargs: Any) -> Any:
         reads.append(1)
         return read(*args, **kwargs)
 
-    def counting_looks(*args: Any, **kwargs: Any) -> Any:
+    def counting_looks(signal: LeakSignal) -> None:
         looks.append(1)
-        return look(*args, **kwargs)
+        look.at_exit(ExitedTrace(signal.trace), signal.frame)
 
     monkeypatch.setattr(frames, "frame_locals", counting_reads)
-    monkeypatch.setattr(frame_look, "check_frames", counting_looks)
+    kept: list[Any] = []
 
     def work() -> float:
         for _ in range(exits):
-            if eager:
-                jax.jvp(jnp.sin, (jnp.ones(3),), (jnp.ones(3),))
-            else:
-                jax.vmap(jnp.sin)(jnp.ones(3))
+            jax.jit(lambda x: (kept.append(x) if leaky else None) or jnp.sin(x))(
+                jnp.ones(3)
+            )
+            kept.clear()
         return 0.0
 
     prev = jax.config.jax_check_tracer_leaks
     jax.config.update("jax_check_tracer_leaks", False)  # the fast mode's setting
     try:
-        with watching_trace_exits(
-            every=True, frames=(lambda holdings: None, FrameLook())
-        ):
+        with watching_trace_exits(every=True, leaked=counting_looks):
             _recurse(400, work)
     finally:
         jax.config.update("jax_check_tracer_leaks", prev)
@@ -586,41 +583,42 @@ def _counting_frame_reads(
 def test_frame_look_reads_a_bounded_number_of_frames_on_a_deep_stack(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # Under 400 user frames, the look at a trace's exit reads the locals of at
-    # most the innermost 8 and outermost 4 (it read all 400 before, about 3
-    # times plain's cost), so a deep stack costs no more than a shallow one.
-    # Counted, not timed.
-    looks, reads = _counting_frame_reads(monkeypatch, eager=True)
-    assert len(looks) >= 10  # a look at each trace exit, at least
+    # Under 400 user frames, the look at JAX's verdict on a trace reads the
+    # locals of at most the innermost 8 and outermost 4 (it read all 400
+    # before, about 3 times plain's cost), so a deep stack costs no more than
+    # a shallow one. Counted, not timed.
+    looks, reads = _counting_frame_reads(monkeypatch, leaky=True)
+    assert len(looks) >= 10  # a look at each trace's check, at least
     assert 0 < len(reads) <= 12 * len(looks)  # not 400 a look
 
 
 def test_the_frames_of_a_trace_no_tracer_outlives_are_not_read(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # The look at a `vmap` trace's exit waits for JAX's own leak check of it
-    # (`core.ensure_no_leaks`): by then a trace no tracer holds is freed, and
-    # no frame is read. An eager `jvp`'s trace (above), which JAX does not
-    # check, is looked at as it exits.
-    looks, reads = _counting_frame_reads(monkeypatch, eager=False)
-    assert len(looks) >= 10
+    # JAX's check of a trace no tracer holds finds it freed: no verdict, and
+    # no frame is read.
+    looks, reads = _counting_frame_reads(monkeypatch, leaky=False)
+    assert looks == []
     assert reads == []
 
 
 @pytest.mark.lift_allow_leaks  # it keeps a tracer on purpose, as the block sees
 def test_a_tracer_kept_then_dropped_by_the_caller_is_seen_before_jit_returns() -> None:
-    # The look at a `jit` trace's exit waits for JAX's own check of it
-    # (`core.ensure_no_leaks`), which runs before `jax.jit` returns: a tracer
-    # the caller's list keeps then is found, though the caller drops it as
-    # soon as `jax.jit` returns (JAX's checker fails such a test too).
+    # JAX's own check of a `jit` trace (`core.ensure_no_leaks`) runs before
+    # `jax.jit` returns: the look at its verdict finds a tracer the caller's
+    # list keeps then, though the caller drops it as soon as `jax.jit`
+    # returns (JAX's checker fails such a test too).
     import jax
     import jax.numpy as jnp
 
-    from lift._compat import FrameHolding, watching_trace_exits
-    from lift._leaks.frames import FrameLook
+    from lift._compat import ExitedTrace, LeakSignal, watching_trace_exits
+    from lift._leaks.frames import FrameHolding, FrameLook
 
     told: list[FrameHolding] = []
     seen: list[Any] = []
+
+    def tell(signal: LeakSignal) -> None:
+        told.extend(FrameLook().at_exit(ExitedTrace(signal.trace), signal.frame))
 
     @jax.jit
     def f(x: Any) -> Any:
@@ -630,7 +628,7 @@ def test_a_tracer_kept_then_dropped_by_the_caller_is_seen_before_jit_returns() -
     prev = jax.config.jax_check_tracer_leaks
     jax.config.update("jax_check_tracer_leaks", False)  # the fast mode's setting
     try:
-        with watching_trace_exits(every=True, frames=(told.extend, FrameLook())):
+        with watching_trace_exits(every=True, leaked=tell):
             f(jnp.ones(3))
             seen.clear()
     finally:

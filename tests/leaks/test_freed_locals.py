@@ -1,11 +1,8 @@
-"""The fast mode's deferred look at a `jit`, `scan` or `vmap` trace's exit
-(made when JAX leaves `core.ensure_no_leaks`) holds the user's frames captured
-at the exit until then: where no such block follows normally (an error raised
-after the trace exited, `jax.linearize` of a `jit`), the frames, and every
-local of a helper that has since returned, stay alive to the end of the phase.
-A test that has no leak and passes plain and under JAX's checker
-(`JAX_CHECK_TRACER_LEAKS=1`) must pass under `--lift-leaks` too. Each case has
-a clean twin."""
+"""A helper's locals die when it returns, under the plugin's fast mode as
+without it: where JAX raises after a trace exited, and where `jax.linearize`
+of a `jit` runs. A test that has no leak and passes plain and under JAX's
+checker (`JAX_CHECK_TRACER_LEAKS=1`) must pass under `--lift-leaks` too. Each
+case has a clean twin."""
 
 from __future__ import annotations
 
@@ -33,7 +30,7 @@ def _errored_jit(x, refs, fails):
     refs.append(weakref.ref(big))
     if fails:
         # The trace exits normally; JAX raises after it, inside its
-        # `ensure_no_leaks` block, so no look follows in this phase.
+        # `ensure_no_leaks` block.
         with pytest.raises(TypeError, match="not a valid JAX type"):
             jax.jit(lambda a: "not an array")(x)
     else:
@@ -80,16 +77,15 @@ def test_locals_of_a_helper_that_linearized_a_jit_are_freed_twin():
 """
 
 
-def test_the_frames_held_for_a_deferred_look_do_not_outlive_their_exit(
+def test_a_helpers_locals_die_when_it_returns(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Each case passes plain and under JAX's checker; under the fast mode
-    # before the look was deferred (its look at the exit, then the frames
-    # let go) too. The cases with errors: 10 helpers' locals kept, 100 MB
-    # arrays there grow the run by 1 GB.
+    # Each case passes plain and under JAX's checker. Frames kept until the
+    # phase's end would keep 10 helpers' locals alive (100 MB arrays there
+    # grow the run by 1 GB).
     monkeypatch.setenv("JAX_CHECK_TRACER_LEAKS", "0")
     monkeypatch.setenv("COLUMNS", "250")
-    pytester.makepyfile(test_deferred=CASES)
+    pytester.makepyfile(test_helpers_locals=CASES)
     result = pytester.runpytest_subprocess(*plugin_args(), "--lift-leaks", "-v")
     result.stdout.fnmatch_lines_random(
         [
