@@ -20,7 +20,6 @@ also a holder in the closure graph.
 from __future__ import annotations
 
 import copy
-import inspect
 import types
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final, Generic, Self, TypeVar, cast, overload
@@ -120,9 +119,8 @@ class JitFunction(Generic[_P, _R]):
         return fast.lifted
 
     def _lift(self) -> Any:
-        options = self._lift_options
         try:
-            return lift(self._fn, **options) if options else lift(self._fn)
+            return lift(self._fn, **self._lift_options)
         except LiftError as err:
             better = under_lift_jit(err)
             if better is err:
@@ -251,10 +249,6 @@ class BoundJitFunction:
     @property
     def __wrapped__(self) -> Any:
         return types.MethodType(self.__func__.__wrapped__, self.__self__)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
-
-    @property
-    def __signature__(self) -> inspect.Signature:
-        return inspect.signature(self.__wrapped__)
 
     @property
     def __doc__(self) -> str | None:  # pyright: ignore[reportIncompatibleVariableOverride]
