@@ -39,7 +39,6 @@ from .programs import (
     MISSING,
     Program,
     explain_call_error,
-    options_key,
     program,
 )
 from .verify import STATE as _VERIFY
@@ -425,7 +424,6 @@ def jit(fn: Callable[_P, _R] | None = None, /, **jit_kwargs: Any) -> Any:
             lift_options[k] = tuple(cast("list[Any]", names))
         elif isinstance(names, set | frozenset):
             lift_options[k] = tuple(sorted(cast("set[Any]", names), key=repr))
-    key = options_key(jit_kwargs)
 
     @entry_point
     def decorator(fn: Callable[_P, _R]) -> JitFunction[_P, _R]:
@@ -442,7 +440,7 @@ def jit(fn: Callable[_P, _R] | None = None, /, **jit_kwargs: Any) -> Any:
                 "`def`.",
                 anchor="jit-not-callable",
             )
-        return JitFunction(fn, program(fn, jit_kwargs, key), lift_options)
+        return JitFunction(fn, program(fn, jit_kwargs), lift_options)
 
     if fn is None:
         return decorator

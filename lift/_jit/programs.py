@@ -39,7 +39,6 @@ __all__ = [
     "MISSING",
     "Program",
     "explain_call_error",
-    "options_key",
     "program",
 ]
 
@@ -189,12 +188,6 @@ def _freeze(value: Any) -> Any:
     return value
 
 
-def options_key(jit_kwargs: dict[str, Any]) -> Any:
-    """A hashable form of the `jax.jit` options, or `None`."""
-    key = _freeze(jit_kwargs)
-    return key if _hashable(key) else None
-
-
 def _shape_key(fn: Any) -> Any:
     """What the signature of `fn` depends on, cheaply for a plain function.
 
@@ -216,9 +209,12 @@ def _shape_key(fn: Any) -> Any:
     return type(fn), code_of(fn), shape
 
 
-def program(fn: Any, options: dict[str, Any], options_key: Any) -> Program:
-    """The shared program for `fn`'s code, made (and checked) on first sight."""
-    key = None if options_key is None else (_shape_key(fn), options_key)
+def program(fn: Any, options: dict[str, Any]) -> Program:
+    """The shared program for `fn`'s code, made (and checked) on first sight.
+
+    It is keyed on the code and the options, when they are hashable."""
+    frozen = _freeze(options)
+    key = (_shape_key(fn), frozen) if _hashable(frozen) else None
     if key is not None and (program := _programs.get(key)) is not None:
         return program
     program = Program(fn, options)
