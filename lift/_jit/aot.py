@@ -48,7 +48,27 @@ def _own_attr(name: str) -> property:
     return property(lambda self: _own(getattr(self._inner, name), self._bound))
 
 
-class Traced(jax.stages.Traced):
+class _Bound:
+    """What the stages share.
+
+    `_inner` is JAX's stage of the shared program. `_bound` holds the arguments
+    bound in front of `fn`'s own."""
+
+    __slots__ = ()
+    _inner: Any
+    _bound: tuple[Any, ...]
+
+    def __init__(self, inner: Any, bound: tuple[Any, ...]) -> None:
+        self._inner = inner
+        self._bound = bound
+        self.out_tree = out_tree(inner)
+
+    # The arguments (`(args, kwargs)`, static ones left out), as `ArgInfo`s.
+    args_info = _own_attr("args_info")
+    out_info = _forward_attr("out_info")
+
+
+class Traced(_Bound, jax.stages.Traced):
     """What `lift.jit(fn).trace(...)` returns: a `jax.stages.Traced` for `fn`'s
     own arguments.
 
@@ -62,20 +82,15 @@ class Traced(jax.stages.Traced):
     def __init__(
         self, inner: Any, bound: tuple[Any, ...], bake: Callable[[], Any]
     ) -> None:
-        self._inner = inner
-        self._bound = bound
+        super().__init__(inner, bound)
         self._bake = bake
-        self.out_tree = out_tree(inner)
 
     @functools.cached_property
     def _alone(self) -> Any:
         """The function's own program, its captures baked in: made on first use."""
         return self._bake()
 
-    # The arguments (`(args, kwargs)`, static ones left out), as `ArgInfo`s.
-    args_info = _own_attr("args_info")
     fun_name = _forward_attr("fun_name")
-    out_info = _forward_attr("out_info")
     out_avals = _forward_attr("out_avals")
 
     @property
@@ -108,27 +123,6 @@ class Traced(jax.stages.Traced):
         return Lowered(self._inner.lower(**options), self._bound)
 
 
-class _Bound:
-    """What `Lowered` and `Compiled` share.
-
-    `_inner` is JAX's stage of the shared program. `_bound` holds the arguments
-    bound in front of `fn`'s own."""
-
-    __slots__ = ()
-    _inner: Any
-    _bound: tuple[Any, ...]
-
-    def __init__(self, inner: Any, bound: tuple[Any, ...]) -> None:
-        self._inner = inner
-        self._bound = bound
-        self.args_info = _own(inner.args_info, bound)
-        self.out_tree = out_tree(inner)
-
-    in_avals = _own_attr("in_avals")
-    out_info = _forward_attr("out_info")
-    cost_analysis = _forward("cost_analysis")
-
-
 class Lowered(_Bound, jax.stages.Lowered):
     """What `lift.jit(fn).lower(...)` returns: a `jax.stages.Lowered`.
 
@@ -137,6 +131,9 @@ class Lowered(_Bound, jax.stages.Lowered):
     lowered."""
 
     __slots__ = ("_bound", "_inner")
+
+    in_avals = _own_attr("in_avals")
+    cost_analysis = _forward("cost_analysis")
 
     def compile(
         self, compiler_options: Any = None, *, device_assignment: Any = None
@@ -157,6 +154,9 @@ class Compiled(_Bound, jax.stages.Compiled):
     It is called with `fn`'s own arguments; the captures are bound."""
 
     __slots__ = ("_bound", "_inner")
+
+    in_avals = _own_attr("in_avals")
+    cost_analysis = _forward("cost_analysis")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         try:

@@ -20,7 +20,6 @@ also a holder in the closure graph.
 from __future__ import annotations
 
 import copy
-import inspect
 import types
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final, Generic, Self, TypeVar, cast, overload
@@ -40,7 +39,6 @@ from .programs import (
     MISSING,
     Program,
     explain_call_error,
-    options_key,
     program,
 )
 from .verify import STATE as _VERIFY
@@ -120,9 +118,8 @@ class JitFunction(Generic[_P, _R]):
         return fast.lifted
 
     def _lift(self) -> Any:
-        options = self._lift_options
         try:
-            return lift(self._fn, **options) if options else lift(self._fn)
+            return lift(self._fn, **self._lift_options)
         except LiftError as err:
             better = under_lift_jit(err)
             if better is err:
@@ -251,10 +248,6 @@ class BoundJitFunction:
     @property
     def __wrapped__(self) -> Any:
         return types.MethodType(self.__func__.__wrapped__, self.__self__)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
-
-    @property
-    def __signature__(self) -> inspect.Signature:
-        return inspect.signature(self.__wrapped__)
 
     @property
     def __doc__(self) -> str | None:  # pyright: ignore[reportIncompatibleVariableOverride]
@@ -431,7 +424,6 @@ def jit(fn: Callable[_P, _R] | None = None, /, **jit_kwargs: Any) -> Any:
             lift_options[k] = tuple(cast("list[Any]", names))
         elif isinstance(names, set | frozenset):
             lift_options[k] = tuple(sorted(cast("set[Any]", names), key=repr))
-    key = options_key(jit_kwargs)
 
     @entry_point
     def decorator(fn: Callable[_P, _R]) -> JitFunction[_P, _R]:
@@ -448,7 +440,7 @@ def jit(fn: Callable[_P, _R] | None = None, /, **jit_kwargs: Any) -> Any:
                 "`def`.",
                 anchor="jit-not-callable",
             )
-        return JitFunction(fn, program(fn, jit_kwargs, key), lift_options)
+        return JitFunction(fn, program(fn, jit_kwargs), lift_options)
 
     if fn is None:
         return decorator

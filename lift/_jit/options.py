@@ -125,8 +125,6 @@ def shifted(options: dict[str, Any], k: int) -> dict[str, Any]:
     """Options for the function with its first `k` positional arguments bound.
 
     Numbers counted from the end name the same arguments."""
-    if not k:
-        return options
     options = dict(options)
     for option in ARGNUMS:
         if option in options:

@@ -39,7 +39,6 @@ __all__ = [
     "MISSING",
     "Program",
     "explain_call_error",
-    "options_key",
     "program",
 ]
 
@@ -85,29 +84,22 @@ class Program:
         "jitted",
         "kwargs",
         "min_nargs",
-        "min_static_nargs",
         "options",
         "static_names",
         "trampoline",
     )
 
-    def __init__(
-        self,
-        trampoline: Callable[..., Any],
-        kwargs: dict[str, Any],
-        static_names: frozenset[str],
-        options: dict[str, Any],
-        static_positions: tuple[int, ...],
-    ) -> None:
-        self.trampoline = trampoline
-        self.static_names = static_names
-        self.kwargs = kwargs
+    def __init__(self, fn: Any, options: dict[str, Any]) -> None:
+        signature = _signature(fn)
+        self.kwargs = kwargs = translate(fn, signature, options)
+        self.trampoline = _trampoline(fn, signature)
+        self.static_names = frozenset(resolved(signature, options, "static"))
         # The options as given, relative to the function's own parameters: for a
         # program of the function alone (`bake`).
         self.options = options
         # The trampoline's positions that are static (numbered, or named
         # positional parameters), negative ones counted from the end of a call.
-        self._static_positions = static_positions
+        self._static_positions = static_positions(signature, kwargs)
         # Negative argument numbers count from the end of a call's positional
         # arguments. With fewer of them, `jax.jit` raises for a static one and
         # ignores a donated one, but the trampoline would take the `Lifted` in
@@ -116,16 +108,12 @@ class Program:
             (-n for o in ARGNUMS for n in as_tuple(kwargs.get(o), int) if n < 0),
             default=0,
         )
-        self.min_static_nargs = max(
-            (-n for n in as_tuple(kwargs.get("static_argnums"), int) if n < 0),
-            default=0,
-        )
         self._by_nargs: dict[int, Any] = {}
         self._lock = threading.Lock()
         in_shardings = kwargs.get("in_shardings", MISSING)
         self.jitted: Any = None
         if in_shardings is MISSING or isinstance(in_shardings, (tuple, list)):
-            self.jitted = _jax_jit(trampoline, **self._kwargs_for(None))
+            self.jitted = _jax_jit(self.trampoline, **self._kwargs_for(None))
 
     def __repr__(self) -> str:
         # What `lift.diff` shows of two `lift.jit` functions' programs.
@@ -165,9 +153,9 @@ class Program:
             return jitted
         jitted = self._by_nargs.get(nargs)
         if jitted is None:
-            if nargs < self.min_static_nargs:
+            n = min(as_tuple(self.kwargs.get("static_argnums"), int), default=0)
+            if nargs < -n:
                 # The error `jax.jit` raises for an argument number out of range.
-                n = min(as_tuple(self.kwargs["static_argnums"], int))
                 raise ValueError(
                     "Positional argument indices, e.g. for `static_argnums`, must "
                     "have value greater than or equal to -len(args) and less than "
@@ -200,12 +188,6 @@ def _freeze(value: Any) -> Any:
     return value
 
 
-def options_key(jit_kwargs: dict[str, Any]) -> Any:
-    """A hashable form of the `jax.jit` options, or `None`."""
-    key = _freeze(jit_kwargs)
-    return key if _hashable(key) else None
-
-
 def _shape_key(fn: Any) -> Any:
     """What the signature of `fn` depends on, cheaply for a plain function.
 
@@ -227,21 +209,15 @@ def _shape_key(fn: Any) -> Any:
     return type(fn), code_of(fn), shape
 
 
-def program(fn: Any, options: dict[str, Any], options_key: Any) -> Program:
-    """The shared program for `fn`'s code, made (and checked) on first sight."""
-    key = None if options_key is None else (_shape_key(fn), options_key)
+def program(fn: Any, options: dict[str, Any]) -> Program:
+    """The shared program for `fn`'s code, made (and checked) on first sight.
+
+    It is keyed on the code and the options, when they are hashable."""
+    frozen = _freeze(options)
+    key = (_shape_key(fn), frozen) if _hashable(frozen) else None
     if key is not None and (program := _programs.get(key)) is not None:
         return program
-    signature = _signature(fn)
-    kwargs = translate(fn, signature, options)
-    static_names = frozenset(resolved(signature, options, "static"))
-    program = Program(
-        _trampoline(fn, signature),
-        kwargs,
-        static_names,
-        options,
-        static_positions(signature, kwargs),
-    )
+    program = Program(fn, options)
     if key is not None:
         with _programs_lock:
             program = _programs.add(key, program)
@@ -283,7 +259,6 @@ def _trampoline(fn: Any, signature: inspect.Signature) -> Callable[..., Any]:
         )
     trampoline = types.FunctionType(code, _call_lifted.__globals__, name)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
     trampoline.__qualname__ = qualname
-    params = list(signature.parameters.values())
     first = "__lifted__"
     while first in signature.parameters:
         first += "_"
@@ -295,7 +270,7 @@ def _trampoline(fn: Any, signature: inspect.Signature) -> Callable[..., Any]:
                     default=p.empty if p.default is p.empty else MISSING,
                     annotation=p.empty,
                 )
-                for p in params
+                for p in signature.parameters.values()
             ),
         ]
     )

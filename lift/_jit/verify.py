@@ -184,8 +184,7 @@ def same_leaves(a: Any, b: Any) -> str | None:
     for i, (x, y) in enumerate(zip(a, b, strict=True)):
         if x is y:
             continue
-        kx, ky = _leaf(x), _leaf(y)
-        if kx != ky:
+        if _leaf(x) != _leaf(y):
             return f"leaf {i}: {_shown(x)} against {_shown(y)}"
     return None
 

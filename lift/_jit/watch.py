@@ -233,14 +233,9 @@ def watch(lifted: Any, read: list[tuple[Any, Any]], context: tuple[Any, Any]) ->
             w = Watch(obj, () if held is obj else held)
             cells.append(w)
             contents.append(w.token)
+    functions, codes, defaults = zip(*fns, strict=True) if fns else ((), (), ())
     return Fast(
-        tuple(cells),
-        tuple(contents),
-        tuple(fn for fn, _, _ in fns),
-        tuple(code for _, code, _ in fns),
-        tuple(defaults for _, _, defaults in fns),
-        context,
-        lifted,
+        tuple(cells), tuple(contents), functions, codes, defaults, context, lifted
     )
 
 
