@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from .._base.caches import BoundedDict
+from .._base.errors import code_of
 from .._compat import Tracer
 from .._copies.own import own_static
 from .._holders import trees as jtu
@@ -45,6 +46,7 @@ NODE: Final = "node"
 class Leaves:
     """The state `kind` and `slot` read and write; `Walk` sets it."""
 
+    root: Any
     dynamic: Callable[[Any], bool] | None
     named: frozenset[str] | None
     frozen: frozenset[int]
@@ -64,7 +66,7 @@ class Leaves:
     def mine(self, value: Any, key: Any = None) -> Static:
         """`value` kept as your own object (`own_static`), its id recorded."""
         self.own.append(id(value))
-        return own_static(value, key)
+        return own_static(value, key, code_of(self.root))
 
     def opaque(self, value: Any, t: Any, holder: Any, label: Label, *at: Any) -> None:
         """Scan a static capture (`check_opaque`), noting the functions it holds."""

@@ -13,6 +13,7 @@ one that reads a copy is not refused."""
 
 from __future__ import annotations
 
+import gc
 import sys
 from typing import Any
 
@@ -22,7 +23,35 @@ from .._holders.held import held
 from .._holders.reach import reach
 from .copies import Copies, Copy
 
-__all__ = ["Kept", "refuse_kept"]
+__all__ = ["Kept", "callbacks_made", "refuse_kept"]
+
+# JAX's callbacks alive when the running collection began, those the
+# collections freed, and the collections run.
+_COLLECTED = [0, 0, 0]
+
+
+def _collecting(phase: str, _: object) -> None:
+    try:
+        alive = _compat.callbacks_alive()
+    except Exception:  # noqa: BLE001 (at exit, with the modules torn down)
+        return
+    if phase == "start":
+        _COLLECTED[0] = alive
+    else:
+        _COLLECTED[1] += _COLLECTED[0] - alive
+        _COLLECTED[2] += 1
+
+
+gc.callbacks.append(_collecting)
+
+
+def callbacks_made() -> int:
+    """A count that grows when JAX keeps one more callback.
+
+    A collection freeing old callbacks does not lower it. So a traced call
+    runs with the collector on, and the count still says whether it made
+    one. Read in constant time."""
+    return _compat.callbacks_alive() + _COLLECTED[1]
 
 
 class Kept:
@@ -36,13 +65,24 @@ class Kept:
             self.held.append(fn)
             self.held.extend(fn.__closure__ or ())
         self.counts = [sys.getrefcount(x) for x in self.held]
-        self.callbacks = _compat.callbacks_alive()
+        self.collections = _COLLECTED[2]
+        self.made = callbacks_made()
 
-    def outlived(self, out: Any) -> Copy | None:
-        """The first copy a callback JAX keeps reaches now, if any."""
-        if _compat.callbacks_alive() == self.callbacks or not any(
-            sys.getrefcount(x) > count
-            for x, count in zip(self.held, self.counts, strict=True)
+    def made_one(self) -> bool:
+        """Whether JAX kept a callback more since this began."""
+        return callbacks_made() != self.made
+
+    def outlived(self) -> Copy | None:
+        """The first copy a callback JAX keeps reaches now, if any.
+
+        A collection may have freed what held a copy: then the reference
+        counts say nothing, and the search runs."""
+        if not self.made_one() or (
+            _COLLECTED[2] == self.collections
+            and not any(
+                sys.getrefcount(x) > count
+                for x, count in zip(self.held, self.counts, strict=True)
+            )
         ):
             return None  # no callback more, or none holds more of lift's
         copies = {id(c.value): c for c in self.copies}  # alive: their ids unique
