@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from .._base.atoms import EXACT
+from .._base.caches import BoundedDict
 from .._copies.own import (
     atoms_key,
     kept_whole,
@@ -70,6 +71,10 @@ from .flatten import (
 from .leaves import DYNAMIC, NODE, STATIC, Leaves
 
 __all__ = ["DYNAMIC", "NODE", "STATIC"]
+
+# The templates of a function's constant defaults, by the defaults' id and
+# the node index (`Walk.function_parts`); the entry holds the defaults.
+_DEFAULTS: BoundedDict[tuple[int, int], Any] = BoundedDict(512)
 
 
 class Walk(Leaves):
@@ -250,22 +255,7 @@ class Walk(Leaves):
             indices.append(cell_index)
         parts: tuple[tuple[Label, Template], ...] = ()
         if held[3:]:
-            # A module-level `def f` reading `f.scale` reaches its attributes
-            # through the module global, not through the rebuilt function:
-            # leaves there would be dead, so its attributes are static instead.
-            by_global = attributes_by_global(fn, info.global_names)
-            made: list[tuple[Label, Template]] = []
-            for label, value in held[3:]:
-                if fast and type(value) in EXACT:  # `None`, a flag, a count: static
-                    if type(name := label.variable) is str:
-                        names.add(name)
-                    made.append((label, one_slot(atom_static(value), index, label)))
-                    continue
-                forced = by_global and label.kind == ATTR
-                made.append(
-                    (label, self.template(value, index, label, fn, forced=forced))
-                )
-            parts = tuple(made)
+            parts = self.function_parts(fn, held, info, index)
         node = FunctionNode(
             info,
             fn.__globals__,
@@ -280,6 +270,38 @@ class Walk(Leaves):
         if parts and node.own_attribute() is not None:
             self.attributes = True
         return node
+
+    def function_parts(
+        self, fn: types.FunctionType, held: tuple[Any, ...], info: CodeInfo, index: int
+    ) -> tuple[tuple[Label, Template], ...]:
+        """The templates of a function's defaults, keyword-only defaults and
+        attributes (`function_held`).
+
+        Defaults alone, each `None`, a flag or a count (optax's `params=None`),
+        are made once per tuple of defaults and node index: a `def` makes
+        one tuple for all its closures."""
+        defaults = held[1]
+        key = (id(defaults), index)
+        alone = self.fast and len(held) == 3 + len(defaults or ())
+        if alone and (found := _DEFAULTS.get(key)) and found[0] is defaults:
+            self.names.update(found[2])
+            return found[1]
+        made: list[tuple[Label, Template]] = []
+        for label, value in held[3:]:
+            if self.fast and type(value) in EXACT:  # `None`, a flag, a count: static
+                made.append((label, one_slot(atom_static(value), index, label)))
+                continue
+            alone = False
+            # A module-level `def f` reading `f.scale` reaches its attributes
+            # through the module global, not through the rebuilt function:
+            # leaves there would be dead, so its attributes are static instead.
+            forced = label.kind == ATTR and attributes_by_global(fn, info.global_names)
+            made.append((label, self.template(value, index, label, fn, forced=forced)))
+        names = [n for label, _ in made if type(n := label.variable) is str]
+        self.names.update(names)
+        if alone:
+            _DEFAULTS.add(key, (defaults, tuple(made), names))
+        return tuple(made)
 
     def cell(
         self,

@@ -33,7 +33,7 @@ _COLLECTED = [0, 0, 0]
 def _collecting(phase: str, _: object) -> None:
     try:
         alive = _compat.callbacks_alive()
-    except Exception:  # noqa: BLE001 (at exit, with the modules torn down)
+    except Exception:  # at exit, the modules torn down
         return
     if phase == "start":
         _COLLECTED[0] = alive

@@ -21,7 +21,7 @@ from typing import Any, Final, NamedTuple
 
 from .. import _compat
 from .._base.errors import code_of
-from .._skeleton.nodes import Static, Template
+from .._skeleton.nodes import Template
 from .._skeleton.rebuild import build_nodes
 from .._skeleton.skeleton import (
     LiftedParts,
@@ -92,20 +92,8 @@ def call_pinning(
     made = callbacks_made()
     out = fn(*args, **kwargs)
     if callbacks_made() != made:
-        _pin(skeleton, fn)
+        pin_kept(skeleton.nodes, code_of(fn))
     return out
-
-
-def _pin(skeleton: Skeleton, fn: Callable[..., Any]) -> None:
-    """Pin your own containers of `skeleton` that a callback JAX keeps reaches."""
-    statics = (
-        slot
-        for node in skeleton.nodes
-        for _, template in node.parts()
-        for slot in template.slots
-        if type(slot) is Static
-    )
-    pin_kept(statics, code_of(fn))
 
 
 def call_watched(
@@ -138,7 +126,7 @@ def call_watched(
             out = built.fn(*args, **kwargs)
             if kept.made_one():
                 outlived = kept.outlived()
-                _pin(skeleton_of(owner), built.fn)
+                pin_kept(skeleton_of(owner).nodes, code_of(built.fn))
     except BaseException as err:
         # A call that changed a copy and then raised is refused too, its
         # error chained: raising must not hide the lost change.

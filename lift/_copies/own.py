@@ -181,9 +181,9 @@ def contents_key_of(static: Static) -> Any:
     return parts[0] if len(parts) == 2 and type(parts[1]) is ById else parts
 
 
-def pin_kept(statics: Iterable[Static], code: Any) -> None:
-    """Compare by identity your own containers among `statics` that a callback
-    JAX keeps reaches.
+def pin_kept(nodes: Iterable[Any], code: Any) -> None:
+    """Compare by identity your own containers among the statics of `nodes`
+    (a skeleton's) that a callback JAX keeps reaches.
 
     Such a callback runs on the container it was traced with. Another
     container equal to it must get a program of its own. So containers with
@@ -191,8 +191,10 @@ def pin_kept(statics: Iterable[Static], code: Any) -> None:
     too from now on."""
     own = {
         id(s.value): s
-        for s in statics
-        if type(s.value) in _KEYED and not s.by_identity  # pyright: ignore[reportUnknownArgumentType]
+        for node in nodes
+        for _, template in node.parts()
+        for s in template.slots
+        if type(s) is Static and type(s.value) in _KEYED and not s.by_identity  # pyright: ignore[reportUnknownArgumentType]
     }
     if own:
         for x in reach(kept_callbacks(), held, 100_000):  # bounded
