@@ -29,7 +29,6 @@ from .._rule.static import (
     check_opaque,
     default_dynamic,
     is_jax_value,
-    taken_apart,
 )
 from .._skeleton.nodes import Node, Slot, Static, Template, followed
 from .._skeleton.shared import ref_to
@@ -89,14 +88,13 @@ class Leaves:
     def functions(self, value: Any, t: type[Any]) -> Any:
         """The treedef of a tuple or NamedTuple of plain functions, else `None`.
 
-        Not one that lift takes apart (`taken_apart`)."""
+        Lift takes apart none of these (`taken_apart`): an optax `MultiSteps`
+        holds bound methods."""
         if t is list or not jtu.read_as_tuple(t) or not value:
             return None
         for x in value:
             if type(x) is not types.FunctionType:
                 return None
-        if t is not tuple and taken_apart(value) is not None:
-            return None
         treedef = _TUPLES.get(shape := (t, len(value)))
         if treedef is None:
             treedef = _TUPLES.add(

@@ -72,9 +72,23 @@ from .leaves import DYNAMIC, NODE, STATIC, Leaves
 
 __all__ = ["DYNAMIC", "NODE", "STATIC"]
 
-# The templates of a function's constant defaults, by the defaults' id and
-# the node index (`Walk.function_parts`); the entry holds the defaults.
-_DEFAULTS: BoundedDict[tuple[int, int], Any] = BoundedDict(512)
+# What a function with defaults alone holds (`function_held`), by the ids of
+# its defaults and code; the entry holds them.
+_HELD: BoundedDict[tuple[int, int], tuple[Any, ...]] = BoundedDict(512)
+# Their templates, by the id of that entry and the node index (`Walk.parts_of`).
+_PARTS: BoundedDict[tuple[int, int], Any] = BoundedDict(512)
+
+
+def _held(fn: types.FunctionType) -> tuple[Any, ...]:
+    """`function_held(fn)`, read once per tuple of defaults and code when `fn`
+    has no other parts: a `def` makes one tuple for all its closures."""
+    defaults, code = fn.__defaults__, fn.__code__
+    if not defaults or fn.__kwdefaults__ is not None or fn.__dict__:
+        return function_held(fn)
+    found = _HELD.get(key := (id(defaults), id(code)))
+    if found is None:
+        found = _HELD.add(key, function_held(fn))
+    return found
 
 
 class Walk(Leaves):
@@ -194,7 +208,7 @@ class Walk(Leaves):
 
     def function(self, index: int, fn: types.FunctionType) -> FunctionNode:
         read, names, parents = self.read, self.names, self.parents
-        read.append((fn, held := function_held(fn)))
+        read.append((fn, held := _held(fn)))
         info = code_info(held[0])
         indices: list[int] = []
         ids = self.ids
@@ -255,7 +269,7 @@ class Walk(Leaves):
             indices.append(cell_index)
         parts: tuple[tuple[Label, Template], ...] = ()
         if held[3:]:
-            parts = self.function_parts(fn, held, info, index)
+            parts = self.parts_of(fn, held, info, index)
         node = FunctionNode(
             info,
             fn.__globals__,
@@ -271,19 +285,17 @@ class Walk(Leaves):
             self.attributes = True
         return node
 
-    def function_parts(
+    def parts_of(
         self, fn: types.FunctionType, held: tuple[Any, ...], info: CodeInfo, index: int
     ) -> tuple[tuple[Label, Template], ...]:
         """The templates of a function's defaults, keyword-only defaults and
         attributes (`function_held`).
 
         Defaults alone, each `None`, a flag or a count (optax's `params=None`),
-        are made once per tuple of defaults and node index: a `def` makes
-        one tuple for all its closures."""
-        defaults = held[1]
-        key = (id(defaults), index)
-        alone = self.fast and len(held) == 3 + len(defaults or ())
-        if alone and (found := _DEFAULTS.get(key)) and found[0] is defaults:
+        are made once per read (`_held`) and node index."""
+        key = (id(held), index)
+        alone = self.fast and _HELD.get((id(held[1]), id(held[0]))) is held
+        if alone and (found := _PARTS.get(key)) is not None and found[0] is held:
             self.names.update(found[2])
             return found[1]
         made: list[tuple[Label, Template]] = []
@@ -300,7 +312,7 @@ class Walk(Leaves):
         names = [n for label, _ in made if type(n := label.variable) is str]
         self.names.update(names)
         if alone:
-            _DEFAULTS.add(key, (defaults, tuple(made), names))
+            _PARTS.add(key, (held, tuple(made), names))
         return tuple(made)
 
     def cell(
