@@ -31,7 +31,7 @@ from .._skeleton.skeleton import (
     explain,
     skeleton_of,
 )
-from .callbacks import Kept, callbacks_made, refuse_kept
+from .callbacks import Kept, made_since, mark, refuse_kept
 from .copies import Copies, Copy, changed_copy, copies_in, refuse_changed
 from .generators import watched
 from .own import pin_kept
@@ -87,11 +87,11 @@ def call_pinning(
 
     Traced, your own containers that a callback it leaves reaches are pinned
     (`lift._copies.own.pin_kept`): they get programs of their own."""
-    if _compat.eager():
+    if _compat.eager() or not skeleton.own:
         return fn(*args, **kwargs)
-    made = callbacks_made()
+    begun = mark()
     out = fn(*args, **kwargs)
-    if callbacks_made() != made:
+    if made_since(begun):
         pin_kept(skeleton.nodes, code_of(fn))
     return out
 
@@ -124,7 +124,7 @@ def call_watched(
             # `call_pinning`.
             kept = Kept(built.copies, built.functions)
             out = built.fn(*args, **kwargs)
-            if kept.made_one():
+            if made_since(kept.begun):
                 outlived = kept.outlived()
                 pin_kept(skeleton_of(owner).nodes, code_of(built.fn))
     except BaseException as err:

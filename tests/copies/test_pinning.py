@@ -5,7 +5,7 @@ Two closures of one code over two empty logs of your own are equal when
 lifted: a log of yours is keyed by its contents. Once a traced call leaves a
 callback reaching the log, logs with those contents are keyed by identity
 too, so each closure gets a program of its own. The collector runs during
-the call: a collection then must not hide the callback it made.
+the call: an old callback freed then must not hide the one it made.
 """
 
 from __future__ import annotations
@@ -25,24 +25,35 @@ from lift._copies import own
 _ENABLED: list[bool] = []
 
 
-def _freed_in_a_collection() -> None:
-    """Leave a program holding one of JAX's callbacks in a cycle: only a
-    collection frees it."""
+# Programs holding one of JAX's callbacks each, which a call frees.
+_OLD: list[Any] = []
+
+
+def _old_callback(cycle: bool) -> None:
+    """Leave a program holding one of JAX's callbacks, which the call frees.
+
+    In a cycle, only a collection frees it; else emptying `_OLD` does, as a
+    cache of JAX's emptied would."""
     junk: dict[str, Any] = {}
-    junk["self"] = junk
+    junk["self"] = junk if cycle else None
     junk["f"] = lambda x: (jax.debug.callback(lambda _: None, x), x)[1]
     junk["program"] = jax.make_jaxpr(junk["f"])(1.0)
+    if not cycle:
+        _OLD.append(junk)
 
 
-def _logger(log: list[Any], *, copy: bool, collect: bool) -> Callable[..., Any]:
+def _logger(log: list[Any], *, copy: bool, free: str) -> Callable[..., Any]:
     # With `copy`, the function holds a dict of a float: lift rebuilds it.
     table = {"scale": 0.5}
 
     def record(x: Any) -> Any:
         jax.debug.callback(lambda v: log.append(float(v)), x)
         _ENABLED.append(gc.isenabled())
-        if collect:  # frees an older callback: the count is back where it was
+        # Frees an older callback: the count is back where it was.
+        if free == "a collection":
             gc.collect()
+        elif free == "a free":
+            _OLD.clear()
         return x
 
     def step(x: Any) -> Any:
@@ -60,18 +71,19 @@ def _nothing_pinned(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(own, "_PINNED", BoundedDict(4096))
 
 
-@pytest.mark.parametrize("collect", [False, True], ids=["", "a collection"])
+@pytest.mark.parametrize("free", ["", "a collection", "a free"])
 @pytest.mark.parametrize("copy", [False, True], ids=["no copy", "a copy"])
 @pytest.mark.parametrize("consumer", ["one jax.jit", "lift.jit"])
 def test_a_callback_fills_the_log_of_the_closure_called(
-    consumer: str, copy: bool, collect: bool
+    consumer: str, copy: bool, free: str
 ) -> None:
     call = jax.jit(lambda g, x: g(x))
     logs: list[list[Any]] = [[], [], []]
     _ENABLED.clear()
     for log in logs:
-        _freed_in_a_collection()
-        step = _logger(log, copy=copy, collect=collect)
+        gc.collect()  # no older callback left to free but the one made here
+        _old_callback(cycle=free == "a collection")
+        step = _logger(log, copy=copy, free=free)
         if consumer == "lift.jit":
             lift.jit(step)(2.0)
         else:
@@ -85,10 +97,10 @@ def test_pinning_keeps_to_the_code_traced() -> None:
     # A callback reached an empty log of `_logger`'s step. An empty log of
     # another function is still keyed by its contents: equal closures of it
     # share one program.
-    step = lift.lift(_logger([], copy=False, collect=False))
+    step = lift.lift(_logger([], copy=False, free=""))
     jax.jit(lambda g, x: g(x))(step, 2.0)  # pins as the test above does
     assert jax.tree.structure(step) != jax.tree.structure(
-        lift.lift(_logger([], copy=False, collect=False))
+        lift.lift(_logger([], copy=False, free=""))
     )
 
     def make(log: list[Any]) -> Any:
