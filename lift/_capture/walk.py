@@ -72,10 +72,9 @@ from .leaves import DYNAMIC, NODE, STATIC, Leaves
 
 __all__ = ["DYNAMIC", "NODE", "STATIC"]
 
-# What a function with defaults alone holds (`function_held`), by the ids of
-# its defaults and code; the entry holds them.
+# A function's defaults alone, read (`_held`) and made into templates
+# (`Walk.parts_of`); each entry holds what its key has the id of.
 _HELD: BoundedDict[tuple[int, int], tuple[Any, ...]] = BoundedDict(512)
-# Their templates, by the id of that entry and the node index (`Walk.parts_of`).
 _PARTS: BoundedDict[tuple[int, int], Any] = BoundedDict(512)
 
 
@@ -86,9 +85,7 @@ def _held(fn: types.FunctionType) -> tuple[Any, ...]:
     if not defaults or fn.__kwdefaults__ is not None or fn.__dict__:
         return function_held(fn)
     found = _HELD.get(key := (id(defaults), id(code)))
-    if found is None:
-        found = _HELD.add(key, function_held(fn))
-    return found
+    return _HELD.add(key, function_held(fn)) if found is None else found
 
 
 class Walk(Leaves):
