@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from .._base.caches import BoundedDict
+from .._base.errors import code_of
 from .._compat import Tracer
 from .._copies.own import own_static
 from .._holders import trees as jtu
@@ -28,7 +29,6 @@ from .._rule.static import (
     check_opaque,
     default_dynamic,
     is_jax_value,
-    taken_apart,
 )
 from .._skeleton.nodes import Node, Slot, Static, Template, followed
 from .._skeleton.shared import ref_to
@@ -45,6 +45,7 @@ NODE: Final = "node"
 class Leaves:
     """The state `kind` and `slot` read and write; `Walk` sets it."""
 
+    root: Any
     dynamic: Callable[[Any], bool] | None
     named: frozenset[str] | None
     frozen: frozenset[int]
@@ -64,7 +65,7 @@ class Leaves:
     def mine(self, value: Any, key: Any = None) -> Static:
         """`value` kept as your own object (`own_static`), its id recorded."""
         self.own.append(id(value))
-        return own_static(value, key)
+        return own_static(value, key, code_of(self.root))
 
     def opaque(self, value: Any, t: Any, holder: Any, label: Label, *at: Any) -> None:
         """Scan a static capture (`check_opaque`), noting the functions it holds."""
@@ -87,14 +88,13 @@ class Leaves:
     def functions(self, value: Any, t: type[Any]) -> Any:
         """The treedef of a tuple or NamedTuple of plain functions, else `None`.
 
-        Not one that lift takes apart (`taken_apart`)."""
+        Lift takes apart none of these (`taken_apart`): an optax `MultiSteps`
+        holds bound methods."""
         if t is list or not jtu.read_as_tuple(t) or not value:
             return None
         for x in value:
             if type(x) is not types.FunctionType:
                 return None
-        if t is not tuple and taken_apart(value) is not None:
-            return None
         treedef = _TUPLES.get(shape := (t, len(value)))
         if treedef is None:
             treedef = _TUPLES.add(

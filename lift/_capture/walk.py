@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from .._base.atoms import EXACT
+from .._base.caches import BoundedDict
 from .._copies.own import (
     atoms_key,
     kept_whole,
@@ -70,6 +71,21 @@ from .flatten import (
 from .leaves import DYNAMIC, NODE, STATIC, Leaves
 
 __all__ = ["DYNAMIC", "NODE", "STATIC"]
+
+# A function's defaults alone, read (`_held`) and made into templates
+# (`Walk.parts_of`); each entry holds what its key has the id of.
+_HELD: BoundedDict[tuple[int, int], tuple[Any, ...]] = BoundedDict(512)
+_PARTS: BoundedDict[tuple[int, int], Any] = BoundedDict(512)
+
+
+def _held(fn: types.FunctionType) -> tuple[Any, ...]:
+    """`function_held(fn)`, read once per tuple of defaults and code when `fn`
+    has no other parts: a `def` makes one tuple for all its closures."""
+    defaults, code = fn.__defaults__, fn.__code__
+    if not defaults or fn.__kwdefaults__ is not None or fn.__dict__:
+        return function_held(fn)
+    found = _HELD.get(key := (id(defaults), id(code)))
+    return _HELD.add(key, function_held(fn)) if found is None else found
 
 
 class Walk(Leaves):
@@ -189,7 +205,7 @@ class Walk(Leaves):
 
     def function(self, index: int, fn: types.FunctionType) -> FunctionNode:
         read, names, parents = self.read, self.names, self.parents
-        read.append((fn, held := function_held(fn)))
+        read.append((fn, held := _held(fn)))
         info = code_info(held[0])
         indices: list[int] = []
         ids = self.ids
@@ -250,22 +266,7 @@ class Walk(Leaves):
             indices.append(cell_index)
         parts: tuple[tuple[Label, Template], ...] = ()
         if held[3:]:
-            # A module-level `def f` reading `f.scale` reaches its attributes
-            # through the module global, not through the rebuilt function:
-            # leaves there would be dead, so its attributes are static instead.
-            by_global = attributes_by_global(fn, info.global_names)
-            made: list[tuple[Label, Template]] = []
-            for label, value in held[3:]:
-                if fast and type(value) in EXACT:  # `None`, a flag, a count: static
-                    if type(name := label.variable) is str:
-                        names.add(name)
-                    made.append((label, one_slot(atom_static(value), index, label)))
-                    continue
-                forced = by_global and label.kind == ATTR
-                made.append(
-                    (label, self.template(value, index, label, fn, forced=forced))
-                )
-            parts = tuple(made)
+            parts = self.parts_of(fn, held, info, index)
         node = FunctionNode(
             info,
             fn.__globals__,
@@ -280,6 +281,36 @@ class Walk(Leaves):
         if parts and node.own_attribute() is not None:
             self.attributes = True
         return node
+
+    def parts_of(
+        self, fn: types.FunctionType, held: tuple[Any, ...], info: CodeInfo, index: int
+    ) -> tuple[tuple[Label, Template], ...]:
+        """The templates of a function's defaults, keyword-only defaults and
+        attributes (`function_held`).
+
+        Defaults alone, each `None`, a flag or a count (optax's `params=None`),
+        are made once per read (`_held`) and node index."""
+        key = (id(held), index)
+        alone = self.fast and _HELD.get((id(held[1]), id(held[0]))) is held
+        if alone and (found := _PARTS.get(key)) is not None and found[0] is held:
+            self.names.update(found[2])
+            return found[1]
+        made: list[tuple[Label, Template]] = []
+        for label, value in held[3:]:
+            if self.fast and type(value) in EXACT:  # `None`, a flag, a count: static
+                made.append((label, one_slot(atom_static(value), index, label)))
+                continue
+            alone = False
+            # A module-level `def f` reading `f.scale` reaches its attributes
+            # through the module global, not through the rebuilt function:
+            # leaves there would be dead, so its attributes are static instead.
+            forced = label.kind == ATTR and attributes_by_global(fn, info.global_names)
+            made.append((label, self.template(value, index, label, fn, forced=forced)))
+        names = [n for label, _ in made if type(n := label.variable) is str]
+        self.names.update(names)
+        if alone:
+            _PARTS.add(key, (held, tuple(made), names))
+        return tuple(made)
 
     def cell(
         self,

@@ -167,13 +167,18 @@ def callbacks_alive() -> int:
     return sys.getrefcount(_FLAT_CALLBACK) + sum(map(sys.getrefcount, _CALLBACK_CODES))
 
 
-def kept_callbacks() -> list[Any]:
+def kept_callbacks(among: list[Any] | None = None) -> list[Any]:
     """What the callbacks JAX keeps now hand the user's code: each callback's
     function and static arguments (`rule_parts`). Found by the objects that
-    hold JAX's callback class or code, in one pass of the collector."""
+    hold JAX's callback class or code, in one pass of the collector, or
+    among the objects given (the young ones)."""
     return [
         part
-        for r in gc.get_referrers(_FLAT_CALLBACK, *_CALLBACK_CODES)
+        for r in (
+            gc.get_referrers(_FLAT_CALLBACK, *_CALLBACK_CODES)
+            if among is None
+            else among
+        )
         if type(r) is _FLAT_CALLBACK
         or (type(r) is types.FunctionType and r.__code__ in _CALLBACK_CODES)
         for _, part in rule_parts(r)

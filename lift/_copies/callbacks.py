@@ -13,6 +13,7 @@ one that reads a copy is not refused."""
 
 from __future__ import annotations
 
+import gc
 import sys
 from typing import Any
 
@@ -22,7 +23,50 @@ from .._holders.held import held
 from .._holders.reach import reach
 from .copies import Copies, Copy
 
-__all__ = ["Kept", "refuse_kept"]
+__all__ = ["Kept", "made_since", "mark", "refuse_kept"]
+
+# JAX's callbacks alive when the running collection began, those the
+# collections freed, the collections run, and those of older generations.
+_COLLECTED = [0, 0, 0, 0]
+
+
+def _collecting(phase: str, info: dict[str, int]) -> None:
+    try:
+        alive = _compat.callbacks_alive()
+    except Exception:  # at exit, the modules torn down
+        return
+    if phase == "start":
+        _COLLECTED[0] = alive
+    else:
+        _COLLECTED[1] += _COLLECTED[0] - alive
+        _COLLECTED[2] += 1
+        _COLLECTED[3] += info["generation"] > 0
+
+
+gc.callbacks.append(_collecting)
+
+
+def mark() -> tuple[int, int, int]:
+    """Where a traced call begins, for `made_since`: read in constant time."""
+    return _compat.callbacks_alive() + _COLLECTED[1], _COLLECTED[2], _COLLECTED[3]
+
+
+def made_since(begun: tuple[int, int, int]) -> bool:
+    """Whether JAX keeps a callback made since `begun` (`mark`).
+
+    The collector runs meanwhile. The count of JAX's callbacks says so, with
+    those collections freed added back. An old callback freed otherwise (a
+    cache of JAX's emptied) may hide a new one. So the young objects are read
+    too, while no collection of an older generation has promoted them."""
+    made, collections, older = begun
+    if _compat.callbacks_alive() + _COLLECTED[1] != made:
+        return True
+    if _COLLECTED[3] != older:
+        return False  # the count alone
+    young = gc.get_objects(0)
+    if _COLLECTED[2] != collections:
+        young += gc.get_objects(1)
+    return bool(_compat.kept_callbacks(young))
 
 
 class Kept:
@@ -36,15 +80,19 @@ class Kept:
             self.held.append(fn)
             self.held.extend(fn.__closure__ or ())
         self.counts = [sys.getrefcount(x) for x in self.held]
-        self.callbacks = _compat.callbacks_alive()
+        self.begun = mark()
 
-    def outlived(self, out: Any) -> Copy | None:
-        """The first copy a callback JAX keeps reaches now, if any."""
-        if _compat.callbacks_alive() == self.callbacks or not any(
+    def outlived(self) -> Copy | None:
+        """The first copy a callback JAX keeps reaches now, if any.
+
+        Asked once JAX keeps a callback more (`made_since`). A collection
+        may have freed what held a copy: then the reference counts say
+        nothing, and the search runs."""
+        if _COLLECTED[2] == self.begun[1] and not any(
             sys.getrefcount(x) > count
             for x, count in zip(self.held, self.counts, strict=True)
         ):
-            return None  # no callback more, or none holds more of lift's
+            return None  # none holds more of lift's
         copies = {id(c.value): c for c in self.copies}  # alive: their ids unique
         found = reach(_compat.kept_callbacks(), held, 100_000)  # bounded
         return next((copies[id(x)] for x in found if id(x) in copies), None)

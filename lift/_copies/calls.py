@@ -20,9 +20,8 @@ from collections.abc import Callable
 from typing import Any, Final, NamedTuple
 
 from .. import _compat
-from .._base import gc as _gc
 from .._base.errors import code_of
-from .._skeleton.nodes import Static, Template
+from .._skeleton.nodes import Template
 from .._skeleton.rebuild import build_nodes
 from .._skeleton.skeleton import (
     LiftedParts,
@@ -32,7 +31,7 @@ from .._skeleton.skeleton import (
     explain,
     skeleton_of,
 )
-from .callbacks import Kept, refuse_kept
+from .callbacks import Kept, made_since, mark, refuse_kept
 from .copies import Copies, Copy, changed_copy, copies_in, refuse_changed
 from .generators import watched
 from .own import pin_kept
@@ -88,19 +87,12 @@ def call_pinning(
 
     Traced, your own containers that a callback it leaves reaches are pinned
     (`lift._copies.own.pin_kept`): they get programs of their own."""
-    if _compat.eager():
+    if _compat.eager() or not skeleton.own:
         return fn(*args, **kwargs)
-    with _gc.paused():  # no collection between the two counts
-        alive = _compat.callbacks_alive()
-        out = fn(*args, **kwargs)
-        if _compat.callbacks_alive() != alive:
-            pin_kept(
-                slot
-                for node in skeleton.nodes
-                for _, template in node.parts()
-                for slot in template.slots
-                if type(slot) is Static
-            )
+    begun = mark()
+    out = fn(*args, **kwargs)
+    if made_since(begun):
+        pin_kept(skeleton.nodes, code_of(fn))
     return out
 
 
@@ -127,13 +119,14 @@ def call_watched(
         if _compat.eager():
             out = built.fn(*args, **kwargs)
         else:
-            # No collection from the count before the call to the search after
-            # it, so that the count of JAX's callbacks says whether the call
-            # made one (`Kept`): tracing frees little.
-            with _gc.paused():
-                kept = Kept(built.copies, built.functions)
-                out = built.fn(*args, **kwargs)
-                outlived = kept.outlived(out)
+            # The count of JAX's callbacks says whether the call made one
+            # (`Kept`). Your own containers it reaches are pinned, as in
+            # `call_pinning`.
+            kept = Kept(built.copies, built.functions)
+            out = built.fn(*args, **kwargs)
+            if made_since(kept.begun):
+                outlived = kept.outlived()
+                pin_kept(skeleton_of(owner).nodes, code_of(built.fn))
     except BaseException as err:
         # A call that changed a copy and then raised is refused too, its
         # error chained: raising must not hide the lost change.

@@ -92,22 +92,23 @@ def plain_reach(value: Any) -> set[int]:
 OWN_CONTAINERS: Final = (list, dict, *STD_DICTS)
 
 
-def own_static(value: Any, key: Any = None) -> Static:
+def own_static(value: Any, key: Any = None, code: Any = None) -> Static:
     """A list, dict or set kept as your very object.
 
     It compares by its contents as they are now: type and value at every
-    depth, dict order included."""
+    depth, dict order included. `code` is the lifted function's."""
     try:
         key = _contents_key(value) if key is None else key
-        hash(key)
+        pinned = (code, key) in _PINNED
     except Exception:  # an unhashable static inside: by identity
         return Static(value)
     # Pinned: by identity too, and never its contents now (`own_changed`).
-    return Static(value, (key, ById(value)) if key in _PINNED else key)
+    return Static(value, (key, ById(value)) if pinned else key)
 
 
-# The contents keys of your own containers that a callback JAX keeps reached
-# (`pin_kept`). A container with such contents is keyed by identity too.
+# The lifted function's code and the contents of your own containers that a
+# callback JAX keeps reached (`pin_kept`). Such a container, lifted with such
+# a function, is keyed by identity too.
 _PINNED: BoundedDict[Any, bool] = BoundedDict(4096)
 
 
@@ -180,23 +181,26 @@ def contents_key_of(static: Static) -> Any:
     return parts[0] if len(parts) == 2 and type(parts[1]) is ById else parts
 
 
-def pin_kept(statics: Iterable[Static]) -> None:
-    """Compare by identity your own containers among `statics` that a callback
-    JAX keeps reaches.
+def pin_kept(nodes: Iterable[Any], code: Any) -> None:
+    """Compare by identity your own containers among the statics of `nodes`
+    (a skeleton's) that a callback JAX keeps reaches.
 
     Such a callback runs on the container it was traced with. Another
     container equal to it must get a program of its own. So containers with
-    those contents are keyed by identity too from now on."""
+    those contents, in a lift of a function of `code`, are keyed by identity
+    too from now on."""
     own = {
         id(s.value): s
-        for s in statics
-        if type(s.value) in _KEYED and not s.by_identity  # pyright: ignore[reportUnknownArgumentType]
+        for node in nodes
+        for _, template in node.parts()
+        for s in template.slots
+        if type(s) is Static and type(s.value) in _KEYED and not s.by_identity  # pyright: ignore[reportUnknownArgumentType]
     }
     if own:
         for x in reach(kept_callbacks(), held, 100_000):  # bounded
             static = own.get(id(x))
             if static is not None and static.value is x:
-                _PINNED.add(static.slot_key, True)
+                _PINNED.add((code, static.slot_key), True)
 
 
 # The containers `own_static` keys by their contents.

@@ -1322,3 +1322,23 @@ def test_a_lifted_partial_of_a_callable_pytree_is_named_partial() -> None:
     g = lift.lift(functools.partial(Affine(jnp.ones(2)), 1.0))
     assert g.__name__ == g.__qualname__ == "partial"
     assert jnp.array_equal(g(jnp.ones(2)), jnp.full(2, 2.0))
+
+
+def test_functions_sharing_one_tuple_of_defaults_keep_their_own_names() -> None:
+    # Python makes one constant tuple `(None,)` for both `def`s, and the walk
+    # reads a tuple of defaults once: each function keeps its parameter's name,
+    # and `static=` still applies.
+    def make(lr: float) -> Any:
+        def f(x: Any, params: Any = None) -> Any:
+            return x * lr
+
+        def g(x: Any, p: Any = None) -> Any:
+            return x * lr
+
+        return f, g
+
+    f, g = make(0.1)
+    assert f.__defaults__ is g.__defaults__
+    for fn, name in ((f, "params"), (g, "p"), (f, "params"), (g, "p")):
+        assert list(lift.lift(fn).captures) == ["lr", name]
+        assert jax.tree.leaves(lift.lift(fn, static=(name,))) == [0.1]
