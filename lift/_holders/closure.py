@@ -34,6 +34,7 @@ from . import trees as jtu
 from .labels import (
     ARG,
     ATTR,
+    CELL,
     CLASS,
     DEFAULT,
     FIELD,
@@ -54,6 +55,7 @@ __all__ = [
     "FACTORY",
     "default_names",
     "dict_static",
+    "labelled",
     "function_held",
     "function_parts",
     "has_aux",
@@ -105,6 +107,8 @@ def function_held(fn: types.FunctionType) -> tuple[Any, ...]:
 _DEFAULT_LABELS: BoundedDict[tuple[int, int], tuple[Any, tuple[Label, ...]]] = (
     BoundedDict(512)
 )
+# The labels of a code's cells.
+_CELL_LABELS: BoundedDict[types.CodeType, tuple[Label, ...]] = BoundedDict(512)
 
 
 def _default_labels(code: types.CodeType, count: int) -> tuple[Label, ...]:
@@ -128,6 +132,22 @@ def cells(
     if not closure:
         return ()
     return zip(labels, closure, strict=True)
+
+
+def labelled(fn: types.FunctionType) -> list[tuple[Label, Any]]:
+    """A function's parts: its cells, each labelled by its free variable,
+    then `function_parts`."""
+    closure, code = fn.__closure__, fn.__code__
+    out = []
+    if closure:
+        labels = _CELL_LABELS.get(code)
+        if labels is None:
+            labels = tuple(Label.of(CELL, name) for name in code.co_freevars)
+            labels = _CELL_LABELS.add(code, labels)
+        out = list(zip(labels, closure, strict=True))
+    if fn.__defaults__ or fn.__kwdefaults__ or fn.__dict__:
+        out += function_parts(fn)
+    return out
 
 
 def set_function_parts(

@@ -5,8 +5,6 @@ generators (`lift._leaks.scan`). Here the scan opens:
 
 - objects, by their attributes and slots, read without running code of
   their class;
-- containers, as their base class keeps them (a subclass's own attributes
-  too);
 - pytrees, by their children and static data;
 - `Lifted`, and traced programs' constants.
 
@@ -16,7 +14,6 @@ cannot be opened is named (`Unopened`), never raised."""
 from __future__ import annotations
 
 import collections
-import types
 from collections.abc import Iterable
 from typing import Any, Final, cast
 
@@ -27,21 +24,10 @@ from .. import _compat
 from .._base.atoms import UNOPENED
 from .._base.owners import is_library_type, is_user_module
 from .._holders.attributes import own_attributes, static_attribute
-from .._holders.closure import (
-    aux_parts,
-    dict_static,
-    function_of,
-    instance_class,
-    slots_of,
-)
+from .._holders.closure import aux_parts, function_of, instance_class, slots_of
+from .._holders.held import ATTR
 from .._holders.labels import Label
-from .._holders.reach import items
-from .._holders.stdlib import (
-    BUILTIN_CONTAINERS,
-    OPENED_BY_SCANS,
-    opened_by_referents,
-    referent_parts,
-)
+from .._holders.stdlib import OPENED_BY_SCANS, opened_by_referents, referent_parts
 from .._holders.trees import keystr, one_level, tree_flatten_with_path, tree_leaves
 from .report import (
     STATIC_FIELD,
@@ -53,20 +39,12 @@ from .report import (
     path_text,
 )
 
-__all__ = ["ATTR", "INDEX", "KEY", "SCAN_UNOPENED", "ObjectWalk"]
+__all__ = ["SCAN_UNOPENED", "ObjectWalk"]
 
 _Array: type[Any] = jax.Array
 
-# Labels are rendered only for reports: an entry stores (format, key).
-INDEX = "[{}]"
-KEY = "[{!r}]"
-ATTR = ".{}"
-_SET_ITEM = "{{…}}"
-
-_CONTAINERS: Final = tuple(BUILTIN_CONTAINERS)
-
 # Per-type plans for objects that are not one of the core kinds.
-_SKIP, _LIFTED, _CONTAINER, _JAXPR, _PYTREE, _OBJECT, _LIBRARY = range(7)
+_SKIP, _LIFTED, _JAXPR, _PYTREE, _OBJECT, _LIBRARY = range(6)
 
 # What the scan never opens: `UNOPENED`, but for the tracebacks, frames and
 # slices it opens through their readers (`OPENED_BY_SCANS`).
@@ -142,8 +120,6 @@ class ObjectWalk:
         instance (decided once per type and scan when it does)."""
         if function_of(obj) is not None:
             return _LIFTED, True
-        if issubclass(cls, _CONTAINERS):
-            return _CONTAINER, True
         if _compat.holds_consts(obj):
             return _JAXPR, True
         if isinstance(obj, _Array | np.generic):
@@ -245,30 +221,8 @@ class ObjectWalk:
         ]
 
     def walk_kind(self, obj: Any, index: int, kind: int) -> None:
-        """Containers, `Lifted` and traced programs."""
-        if kind == _CONTAINER:
-            # Read as the base class stores them: a subclass's own `__iter__`
-            # or `items` is its code, not run by a scan.
-            if isinstance(obj, dict | types.MappingProxyType):
-                pairs = dict.items(obj) if isinstance(obj, dict) else obj.items()  # pyright: ignore
-                self.push_all(pairs, index, KEY)  # pyright: ignore
-                # A defaultdict's factory, keys holding objects. (Not asked of
-                # a plain dict, walked in `run`: its keys would cost every
-                # scan a pass; a tracer is never a key itself.)
-                self.parts(dict_static(obj), index)  # pyright: ignore
-            elif isinstance(obj, tuple) and isinstance(
-                fields := static_attribute(obj, "_fields"), tuple
-            ):
-                values = tuple.__iter__(obj)  # pyright: ignore
-                self.push_all(zip(fields, values, strict=True), index, ATTR)  # pyright: ignore
-            elif isinstance(obj, set | frozenset):
-                self.push_all(((None, v) for v in items(obj) or ()), index, _SET_ITEM)
-            else:
-                self.push_all(enumerate(items(obj) or ()), index, INDEX)
-            cls: Any = type(cast(object, obj))
-            if cls not in BUILTIN_CONTAINERS:  # a subclass's own attributes
-                self.own_attributes(obj, slots_of(cls), index)
-        elif kind == _LIFTED:
+        """`Lifted` and traced programs."""
+        if kind == _LIFTED:
             rebuild = function_of(obj)
             assert rebuild is not None
             plain = rebuild(obj)
