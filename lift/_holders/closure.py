@@ -413,17 +413,11 @@ def _dict_parts(factory: Any, keys: Iterable[Any]) -> list[tuple[Any, Any]]:
         out.extend(
             ((_KEY_AT, i), key)
             for i, key in enumerate(keys)
-            if type(key) not in _PLAIN_KEYS and not _plain_tuple(key)
+            if type(key) not in _PLAIN_KEYS
+            # not a tuple of scalars, which holds no object
+            and not (type(key) is tuple and _PLAIN_KEYS.issuperset(map(type, key)))  # pyright: ignore
         )
     return out
-
-
-def _plain_tuple(key: Any) -> bool:
-    """Whether `key` is a tuple of scalars, which holds no object."""
-    if type(key) is not tuple:
-        return False
-    items = cast("tuple[Any, ...]", key)
-    return _PLAIN_KEYS.issuperset(map(type, items))
 
 
 FACTORY: Final = ".default_factory"

@@ -26,7 +26,6 @@ from .._base.owners import is_library_type, is_user_module
 from .._holders.attributes import own_attributes, static_attribute
 from .._holders.closure import aux_parts, function_of, instance_class, slots_of
 from .._holders.held import ATTR
-from .._holders.labels import Label
 from .._holders.stdlib import OPENED_BY_SCANS, opened_by_referents, referent_parts
 from .._holders.trees import keystr, one_level, tree_flatten_with_path, tree_leaves
 from .report import (
@@ -92,28 +91,24 @@ class ObjectWalk:
         entries.append((parent, label, edge, reset))
         self.queue.append((obj, len(entries) - 1))
 
-    def push_all(self, items: Iterable[tuple[Any, Any]], parent: int, fmt: str) -> None:
-        """Push `(key, value)` pairs labelled `fmt.format(key)`: the hot loop."""
+    def parts(self, parts: Iterable[tuple[PathLabel, Any]], index: int) -> None:
+        """Push `(label, value)` pairs, as `lift._holders.held` gives them: the
+        hot loop (`push` inlined)."""
         atomic, seen, entries, queue = (
             SCAN_UNOPENED,
             self.seen,
             self.entries,
             self.queue,
         )
-        for key, value in items:
+        for label, value in parts:
             if type(value) in atomic:
                 continue
             i = id(value)
             if i in seen:
                 continue
             seen.add(i)
-            entries.append((parent, (fmt, key), None, False))
+            entries.append((index, label, None, False))
             queue.append((value, len(entries) - 1))
-
-    def parts(self, parts: Iterable[tuple[Label, Any]], index: int) -> None:
-        """Push a holder's parts, as `lift._holders.closure` describes them."""
-        for label, value in parts:
-            self.push(value, index, label)
 
     def plan(self, obj: Any, cls: type) -> tuple[int, bool]:
         """How to walk objects of type `cls`, and whether that holds for every
@@ -168,8 +163,19 @@ class ObjectWalk:
             for label, aux in aux_parts(treedef):
                 self.keep.append(aux)
                 self.push(aux, index, label, (obj, None, STATIC_FIELD))
-        else:
-            self.walk_kind(obj, index, kind)
+        elif kind == _LIFTED:
+            rebuild = function_of(obj)
+            assert rebuild is not None
+            plain = rebuild(obj)
+            self.keep.append(plain)
+            self.push(plain, index, "", (obj, None, STORED_LIFTED))
+            self.push(obj.__wrapped__, index, ".__wrapped__")
+        elif kind == _JAXPR:
+            # The constants a traced program closes over (jax.closure_convert and
+            # jax.make_jaxpr keep them here).
+            consts = list(obj.consts)
+            self.keep.append(consts)
+            self.parts([((".consts[{}]", i), c) for i, c in enumerate(consts)], index)
 
     def walk_object(self, obj: Any, cls: type, index: int, kind: int) -> None:
         """An object's `__wrapped__`, and unless a library's, its attributes and
@@ -188,7 +194,7 @@ class ObjectWalk:
 
     def own_attributes(self, obj: Any, slots: tuple[str, ...], index: int) -> None:
         try:
-            self.push_all(own_attributes(obj, slots), index, ATTR)
+            self.parts([((ATTR, k), v) for k, v in own_attributes(obj, slots)], index)
         except Exception as exc:  # a `__dict__` only its code gives: named
             self.failed.append((index, ".__dict__", exc))
 
@@ -219,19 +225,3 @@ class ObjectWalk:
             )
             for index, where, exc in self.failed
         ]
-
-    def walk_kind(self, obj: Any, index: int, kind: int) -> None:
-        """`Lifted` and traced programs."""
-        if kind == _LIFTED:
-            rebuild = function_of(obj)
-            assert rebuild is not None
-            plain = rebuild(obj)
-            self.keep.append(plain)
-            self.push(plain, index, "", (obj, None, STORED_LIFTED))
-            self.push(obj.__wrapped__, index, ".__wrapped__")
-        elif kind == _JAXPR:
-            # The constants a traced program closes over (jax.closure_convert and
-            # jax.make_jaxpr keep them here).
-            consts = list(obj.consts)
-            self.keep.append(consts)
-            self.push_all(enumerate(consts), index, ".consts[{}]")

@@ -114,7 +114,7 @@ class LeakWalk(ObjectWalk):
             visited += 1
             cls = type(obj)  # pyright: ignore[reportUnknownVariableType]
             # Lists, tuples and dicts, the most common objects, are walked here
-            # (as `push_all` would): a call less per object.
+            # (as `parts` would): a call less per object.
             if cls is list or cls is tuple:
                 items, fmt = enumerate(obj), INDEX  # pyright: ignore[reportUnknownArgumentType]
             elif cls is dict:
@@ -183,7 +183,8 @@ class LeakWalk(ObjectWalk):
                     self.held.add(id(obj))
                 self.named(obj, inside, index)
             elif cls in SUSPENDED_FRAMES:  # locals of the generator's code
-                self.named(getattr(obj, _CODE[cls]), inside, index)
+                frame = getattr(obj, SUSPENDED_FRAMES[cls])
+                self.named(frame and frame.f_code, inside, index)
             else:
                 inside = list(inside)
                 self.keep.append(inside)  # a cache's results keep their ids
@@ -286,12 +287,6 @@ class LeakWalk(ObjectWalk):
             self.push(value, index, label, edge)
 
 
-# The code of each kind of suspended function.
-_CODE: Final = {
-    types.GeneratorType: "gi_code",
-    types.CoroutineType: "cr_code",
-    types.AsyncGeneratorType: "ag_code",
-}
 _CONTAINERS: Final = tuple(BUILTIN_CONTAINERS)
 
 
