@@ -1,7 +1,8 @@
-"""How the leak scan opens what is not one of its core kinds.
+"""How the leak scan opens what `lift._holders.held` does not describe.
 
-The core kinds are functions, partials, methods, cells, classes and
-generators (`lift._leaks.scan`). Here the scan opens:
+`held.parts` describes functions, partials, methods, cells, generators,
+caches, containers and weak references; `lift._leaks.scan` opens classes
+and exceptions. Here the scan opens:
 
 - objects, by their attributes and slots, read without running code of
   their class;

@@ -1,8 +1,9 @@
 """The leak scan: find tracers that outlived the transform that made them.
 
 The walk starts from the given roots and follows what Python code can
-reach. That is function cells, defaults, bound `self` and
-`functools.partial` arguments. It is the module globals a function's code
+reach: each part `lift._holders.held` describes, named by its label. That
+is function cells, defaults, bound `self` and `functools.partial`
+arguments. It is the module globals a function's code
 names, `Lifted` captures, pytree children and containers. It is objects'
 `__dict__` and `__slots__`, class attributes, and the constants of traced
 programs.
