@@ -142,7 +142,7 @@ def is_cyclic(value: Any) -> bool:
     behind). So the value is checked first, by `reach`: each container's items
     come before the mark that it is left.
     """
-    if not isinstance(value, _CONTAINERS):
+    if not issubclass(type(value), _CONTAINERS):  # pyright: ignore[reportUnknownArgumentType]
         return False
     open_ids: set[int] = set()  # the containers on the path to where the walk is
 
