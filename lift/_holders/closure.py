@@ -134,20 +134,18 @@ def cells(
     return zip(labels, closure, strict=True)
 
 
-def labelled(fn: types.FunctionType) -> list[tuple[Label, Any]]:
+def labelled(fn: types.FunctionType) -> Iterable[tuple[Label, Any]]:
     """A function's parts: its cells, each labelled by its free variable,
     then `function_parts`."""
     closure, code = fn.__closure__, fn.__code__
-    out = []
-    if closure:
-        labels = _CELL_LABELS.get(code)
-        if labels is None:
-            labels = tuple(Label.of(CELL, name) for name in code.co_freevars)
-            labels = _CELL_LABELS.add(code, labels)
-        out = list(zip(labels, closure, strict=True))
+    labels = _CELL_LABELS.get(code) if closure else ()
+    if labels is None:
+        labels = tuple(Label.of(CELL, name) for name in code.co_freevars)
+        labels = _CELL_LABELS.add(code, labels)
+    cells = zip(labels, closure or (), strict=True)
     if fn.__defaults__ or fn.__kwdefaults__ or fn.__dict__:
-        out += function_parts(fn)
-    return out
+        return [*cells, *function_parts(fn)]
+    return cells
 
 
 def set_function_parts(
