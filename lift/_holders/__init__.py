@@ -5,7 +5,7 @@ Imports `_base` and `_compat`.
 
 - `attributes`: an object's own attributes, read without running its code.
 - `closure`: a function's parts (cells, defaults, attributes, partials).
-- `held`: what anything holds, the policy every walk of holders reads.
+- `held`: what anything holds, each part labelled; every walk reads it.
 - `labels`: how a part of a holder is named.
 - `reach`: the one walk of containers; each caller gives its policy.
 - `stdlib`: the standard library's holders that are not plain objects.

@@ -34,6 +34,7 @@ from . import trees as jtu
 from .labels import (
     ARG,
     ATTR,
+    CELL,
     CLASS,
     DEFAULT,
     FIELD,
@@ -54,6 +55,7 @@ __all__ = [
     "FACTORY",
     "default_names",
     "dict_static",
+    "labelled",
     "function_held",
     "function_parts",
     "has_aux",
@@ -105,6 +107,8 @@ def function_held(fn: types.FunctionType) -> tuple[Any, ...]:
 _DEFAULT_LABELS: BoundedDict[tuple[int, int], tuple[Any, tuple[Label, ...]]] = (
     BoundedDict(512)
 )
+# The labels of a code's cells.
+_CELL_LABELS: BoundedDict[types.CodeType, tuple[Label, ...]] = BoundedDict(512)
 
 
 def _default_labels(code: types.CodeType, count: int) -> tuple[Label, ...]:
@@ -128,6 +132,20 @@ def cells(
     if not closure:
         return ()
     return zip(labels, closure, strict=True)
+
+
+def labelled(fn: types.FunctionType) -> Iterable[tuple[Label, Any]]:
+    """A function's parts: its cells, each labelled by its free variable,
+    then `function_parts`."""
+    closure, code = fn.__closure__, fn.__code__
+    labels = _CELL_LABELS.get(code) if closure else ()
+    if labels is None:
+        labels = tuple(Label.of(CELL, name) for name in code.co_freevars)
+        labels = _CELL_LABELS.add(code, labels)
+    cells = zip(labels, closure or (), strict=True)
+    if fn.__defaults__ or fn.__kwdefaults__ or fn.__dict__:
+        return [*cells, *function_parts(fn)]
+    return cells
 
 
 def set_function_parts(
@@ -393,17 +411,11 @@ def _dict_parts(factory: Any, keys: Iterable[Any]) -> list[tuple[Any, Any]]:
         out.extend(
             ((_KEY_AT, i), key)
             for i, key in enumerate(keys)
-            if type(key) not in _PLAIN_KEYS and not _plain_tuple(key)
+            if type(key) not in _PLAIN_KEYS
+            # not a tuple of scalars, which holds no object
+            and not (type(key) is tuple and _PLAIN_KEYS.issuperset(map(type, key)))  # pyright: ignore
         )
     return out
-
-
-def _plain_tuple(key: Any) -> bool:
-    """Whether `key` is a tuple of scalars, which holds no object."""
-    if type(key) is not tuple:
-        return False
-    items = cast("tuple[Any, ...]", key)
-    return _PLAIN_KEYS.issuperset(map(type, items))
 
 
 FACTORY: Final = ".default_factory"

@@ -139,30 +139,25 @@ def is_cyclic(value: Any) -> bool:
     Nesting deeper than `MAX_CONTAINER_DEPTH` counts too. JAX's C++ flattening
     recurses: on a cyclic value it never returns. Deep values exhaust the
     interpreter's recursion budget (jax 0.10.2 then leaves a `SystemError`
-    behind). So the value is checked first, iteratively.
+    behind). So the value is checked first, by `reach`: each container's items
+    come before the mark that it is left.
     """
     if not issubclass(type(value), _CONTAINERS):  # pyright: ignore[reportUnknownArgumentType]
         return False
-    on_path: set[int] = set()
-    done: set[int] = set()
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        x, depth = stack.pop()
-        key = id(x)
-        if depth < 0:  # leaving `x`
-            on_path.discard(key)
-            done.add(key)
-            continue
-        if key in on_path or depth > MAX_CONTAINER_DEPTH:
+    open_ids: set[int] = set()  # the containers on the path to where the walk is
+
+    def into(x: Any) -> list[Any] | None:
+        if type(x) is int:  # the mark that the walk left a container: `~id`
+            return None
+        open_ids.add(id(x))
+        inside = x.values() if isinstance(x, dict) else x  # pyright: ignore
+        return [~id(x), *(c for c in inside if isinstance(c, _CONTAINERS))]  # pyright: ignore
+
+    for x in reach([value], into):
+        if type(x) is int:
+            open_ids.discard(~x)
+        elif id(x) in open_ids or len(open_ids) >= MAX_CONTAINER_DEPTH:
             return True
-        if key in done:
-            continue
-        on_path.add(key)
-        stack.append((x, -1))
-        children = x.values() if isinstance(x, dict) else x  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-        for child in children:  # pyright: ignore[reportUnknownVariableType]
-            if isinstance(child, (list, tuple, dict)):
-                stack.append((cast(Any, child), depth + 1))
     return False
 
 

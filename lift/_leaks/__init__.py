@@ -8,7 +8,7 @@ The verdict comes from JAX's own signal; the walks name the holder.
 - `checking`: `lift.checking_leaks`, the context manager.
 - `find`: `find_leaks` and `check_leaks`.
 - `frames`: the look at the user's frames where JAX's check fails a trace.
-- `objects`: how the scan opens an object.
+- `objects`: how the scan opens an object `held` does not describe.
 - `phase`: one test phase under the plugin, and the check after it.
 - `plugin`: the pytest plugin (`--lift-leaks`).
 - `report`: `Leak`, `Leaks` and the report's text.

@@ -1,12 +1,11 @@
-"""How the leak scan opens what is not one of its core kinds.
+"""How the leak scan opens what `lift._holders.held` does not describe.
 
-The core kinds are functions, partials, methods, cells, classes and
-generators (`lift._leaks.scan`). Here the scan opens:
+`held.parts` describes functions, partials, methods, cells, generators,
+caches, containers and weak references; `lift._leaks.scan` opens classes
+and exceptions. Here the scan opens:
 
 - objects, by their attributes and slots, read without running code of
   their class;
-- containers, as their base class keeps them (a subclass's own attributes
-  too);
 - pytrees, by their children and static data;
 - `Lifted`, and traced programs' constants.
 
@@ -16,7 +15,6 @@ cannot be opened is named (`Unopened`), never raised."""
 from __future__ import annotations
 
 import collections
-import types
 from collections.abc import Iterable
 from typing import Any, Final, cast
 
@@ -27,21 +25,9 @@ from .. import _compat
 from .._base.atoms import UNOPENED
 from .._base.owners import is_library_type, is_user_module
 from .._holders.attributes import own_attributes, static_attribute
-from .._holders.closure import (
-    aux_parts,
-    dict_static,
-    function_of,
-    instance_class,
-    slots_of,
-)
-from .._holders.labels import Label
-from .._holders.reach import items
-from .._holders.stdlib import (
-    BUILTIN_CONTAINERS,
-    OPENED_BY_SCANS,
-    opened_by_referents,
-    referent_parts,
-)
+from .._holders.closure import aux_parts, function_of, instance_class, slots_of
+from .._holders.held import ATTR
+from .._holders.stdlib import OPENED_BY_SCANS, opened_by_referents, referent_parts
 from .._holders.trees import keystr, one_level, tree_flatten_with_path, tree_leaves
 from .report import (
     STATIC_FIELD,
@@ -53,20 +39,12 @@ from .report import (
     path_text,
 )
 
-__all__ = ["ATTR", "INDEX", "KEY", "SCAN_UNOPENED", "ObjectWalk"]
+__all__ = ["SCAN_UNOPENED", "ObjectWalk"]
 
 _Array: type[Any] = jax.Array
 
-# Labels are rendered only for reports: an entry stores (format, key).
-INDEX = "[{}]"
-KEY = "[{!r}]"
-ATTR = ".{}"
-_SET_ITEM = "{{…}}"
-
-_CONTAINERS: Final = tuple(BUILTIN_CONTAINERS)
-
 # Per-type plans for objects that are not one of the core kinds.
-_SKIP, _LIFTED, _CONTAINER, _JAXPR, _PYTREE, _OBJECT, _LIBRARY = range(7)
+_SKIP, _LIFTED, _JAXPR, _PYTREE, _OBJECT, _LIBRARY = range(6)
 
 # What the scan never opens: `UNOPENED`, but for the tracebacks, frames and
 # slices it opens through their readers (`OPENED_BY_SCANS`).
@@ -114,36 +92,30 @@ class ObjectWalk:
         entries.append((parent, label, edge, reset))
         self.queue.append((obj, len(entries) - 1))
 
-    def push_all(self, items: Iterable[tuple[Any, Any]], parent: int, fmt: str) -> None:
-        """Push `(key, value)` pairs labelled `fmt.format(key)`: the hot loop."""
+    def parts(self, parts: Iterable[tuple[PathLabel, Any]], index: int) -> None:
+        """Push `(label, value)` pairs, as `lift._holders.held` gives them: the
+        hot loop (`push` inlined)."""
         atomic, seen, entries, queue = (
             SCAN_UNOPENED,
             self.seen,
             self.entries,
             self.queue,
         )
-        for key, value in items:
+        for label, value in parts:
             if type(value) in atomic:
                 continue
             i = id(value)
             if i in seen:
                 continue
             seen.add(i)
-            entries.append((parent, (fmt, key), None, False))
+            entries.append((index, label, None, False))
             queue.append((value, len(entries) - 1))
-
-    def parts(self, parts: Iterable[tuple[Label, Any]], index: int) -> None:
-        """Push a holder's parts, as `lift._holders.closure` describes them."""
-        for label, value in parts:
-            self.push(value, index, label)
 
     def plan(self, obj: Any, cls: type) -> tuple[int, bool]:
         """How to walk objects of type `cls`, and whether that holds for every
         instance (decided once per type and scan when it does)."""
         if function_of(obj) is not None:
             return _LIFTED, True
-        if issubclass(cls, _CONTAINERS):
-            return _CONTAINER, True
         if _compat.holds_consts(obj):
             return _JAXPR, True
         if isinstance(obj, _Array | np.generic):
@@ -192,8 +164,19 @@ class ObjectWalk:
             for label, aux in aux_parts(treedef):
                 self.keep.append(aux)
                 self.push(aux, index, label, (obj, None, STATIC_FIELD))
-        else:
-            self.walk_kind(obj, index, kind)
+        elif kind == _LIFTED:
+            rebuild = function_of(obj)
+            assert rebuild is not None
+            plain = rebuild(obj)
+            self.keep.append(plain)
+            self.push(plain, index, "", (obj, None, STORED_LIFTED))
+            self.push(obj.__wrapped__, index, ".__wrapped__")
+        elif kind == _JAXPR:
+            # The constants a traced program closes over (jax.closure_convert and
+            # jax.make_jaxpr keep them here).
+            consts = list(obj.consts)
+            self.keep.append(consts)
+            self.parts([((".consts[{}]", i), c) for i, c in enumerate(consts)], index)
 
     def walk_object(self, obj: Any, cls: type, index: int, kind: int) -> None:
         """An object's `__wrapped__`, and unless a library's, its attributes and
@@ -212,7 +195,7 @@ class ObjectWalk:
 
     def own_attributes(self, obj: Any, slots: tuple[str, ...], index: int) -> None:
         try:
-            self.push_all(own_attributes(obj, slots), index, ATTR)
+            self.parts([((ATTR, k), v) for k, v in own_attributes(obj, slots)], index)
         except Exception as exc:  # a `__dict__` only its code gives: named
             self.failed.append((index, ".__dict__", exc))
 
@@ -243,41 +226,3 @@ class ObjectWalk:
             )
             for index, where, exc in self.failed
         ]
-
-    def walk_kind(self, obj: Any, index: int, kind: int) -> None:
-        """Containers, `Lifted` and traced programs."""
-        if kind == _CONTAINER:
-            # Read as the base class stores them: a subclass's own `__iter__`
-            # or `items` is its code, not run by a scan.
-            if isinstance(obj, dict | types.MappingProxyType):
-                pairs = dict.items(obj) if isinstance(obj, dict) else obj.items()  # pyright: ignore
-                self.push_all(pairs, index, KEY)  # pyright: ignore
-                # A defaultdict's factory, keys holding objects. (Not asked of
-                # a plain dict, walked in `run`: its keys would cost every
-                # scan a pass; a tracer is never a key itself.)
-                self.parts(dict_static(obj), index)  # pyright: ignore
-            elif isinstance(obj, tuple) and isinstance(
-                fields := static_attribute(obj, "_fields"), tuple
-            ):
-                values = tuple.__iter__(obj)  # pyright: ignore
-                self.push_all(zip(fields, values, strict=True), index, ATTR)  # pyright: ignore
-            elif isinstance(obj, set | frozenset):
-                self.push_all(((None, v) for v in items(obj) or ()), index, _SET_ITEM)
-            else:
-                self.push_all(enumerate(items(obj) or ()), index, INDEX)
-            cls: Any = type(cast(object, obj))
-            if cls not in BUILTIN_CONTAINERS:  # a subclass's own attributes
-                self.own_attributes(obj, slots_of(cls), index)
-        elif kind == _LIFTED:
-            rebuild = function_of(obj)
-            assert rebuild is not None
-            plain = rebuild(obj)
-            self.keep.append(plain)
-            self.push(plain, index, "", (obj, None, STORED_LIFTED))
-            self.push(obj.__wrapped__, index, ".__wrapped__")
-        elif kind == _JAXPR:
-            # The constants a traced program closes over (jax.closure_convert and
-            # jax.make_jaxpr keep them here).
-            consts = list(obj.consts)
-            self.keep.append(consts)
-            self.push_all(enumerate(consts), index, ".consts[{}]")

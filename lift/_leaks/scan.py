@@ -1,8 +1,9 @@
 """The leak scan: find tracers that outlived the transform that made them.
 
 The walk starts from the given roots and follows what Python code can
-reach. That is function cells, defaults, bound `self` and
-`functools.partial` arguments. It is the module globals a function's code
+reach: each part `lift._holders.held` describes, named by its label. That
+is function cells, defaults, bound `self` and `functools.partial`
+arguments. It is the module globals a function's code
 names, `Lifted` captures, pytree children and containers. It is objects'
 `__dict__` and `__slots__`, class attributes, and the constants of traced
 programs.
@@ -31,42 +32,22 @@ from .._base import gc as _gc
 from .._base.atoms import SCALARS
 from .._base.errors import code_of
 from .._base.owners import is_library_type, is_user_function
-from .._holders.closure import (
-    Holder,
-    cells,
-    class_parts,
-    dict_static,
-    function_parts,
-    holder_of,
-)
-from .._holders.labels import (
-    ARG,
-    ATTR as ATTR_LABEL,
-    CELL,
-    FUNC,
-    KEYWORD,
-    METHOD_FUNC,
-    SELF,
-    WRAPPED,
-    Label,
-)
+from .._holders.closure import class_parts, dict_static, holder_of, labelled, slots_of
+from .._holders.held import ATTR, INDEX, KEY, parts as parts_of
+from .._holders.labels import ARG, CELL, FUNC, KEYWORD, METHOD_FUNC, SELF, WRAPPED
 from .._holders.reach import reach
 from .._holders.stdlib import (
-    LRU_WRAPPER,
-    STDLIB_HOLDERS,
+    BUILTIN_CONTAINERS,
     SUSPENDED_FRAMES,
     WEAK_HOLDERS,
     array_items,
-    cache_parts,
-    frame_parts,
     weakref_parts,
 )
-from .objects import ATTR, INDEX, KEY, SCAN_UNOPENED, ObjectWalk
+from .objects import SCAN_UNOPENED, ObjectWalk
 from .report import (
     ABSENT,
     BOUND,
     CAPTURED,
-    GENERATOR_LOCAL,
     GLOBAL,
     MODULE_GLOBAL,
     PARTIAL,
@@ -119,7 +100,6 @@ class LeakWalk(ObjectWalk):
         self.weak = True
         self.leaks: list[Leak] = []
         self.code_names: dict[types.CodeType, tuple[str, ...]] = {}
-        self.cell_labels: dict[types.CodeType, tuple[Label, ...]] = {}
 
     def run(self) -> list[Leak]:
         visited, limit = 0, self.limit
@@ -135,7 +115,7 @@ class LeakWalk(ObjectWalk):
             visited += 1
             cls = type(obj)  # pyright: ignore[reportUnknownVariableType]
             # Lists, tuples and dicts, the most common objects, are walked here
-            # (as `push_all` would): a call less per object.
+            # (as `parts` would): a call less per object.
             if cls is list or cls is tuple:
                 items, fmt = enumerate(obj), INDEX  # pyright: ignore[reportUnknownArgumentType]
             elif cls is dict:
@@ -185,38 +165,33 @@ class LeakWalk(ObjectWalk):
         cls: type[Any] = type(obj)  # pyright: ignore[reportUnknownVariableType]
         if cls is types.FunctionType:
             self.function(obj, index)
-        elif (holder := holder_of(obj)) is not None:
-            # A `jax.tree_util.Partial` too: its arguments named as a partial's.
-            self.holder(obj, holder, index)
-        elif cls is types.CellType:
-            try:
-                self.push(obj.cell_contents, index, ".cell_contents")
-            except ValueError:
-                pass
         elif isinstance(obj, type):
             parts = class_parts(obj)  # pyright: ignore[reportUnknownArgumentType]
             self.methods.update(id(v) for _, v in parts)  # code, not a registry
             self.parts(parts, index)
         elif cls is np.ndarray:
             self.parts(array_items(obj), index)  # NumPy object arrays
-        elif cls in SUSPENDED_FRAMES:
-            self.suspended(obj, index)
-        elif cls in STDLIB_HOLDERS:
-            if self.weak or not issubclass(cls, WEAK_HOLDERS):
-                self.parts(STDLIB_HOLDERS[cls](obj), index)
-        elif cls is LRU_WRAPPER:
-            parts = cache_parts(obj)
-            self.keep.append(parts)
-            self.parts(parts, index)
-        elif issubclass(cls, weakref.ReferenceType):  # pyright: ignore[reportUnknownArgumentType]
-            # `weakref.ref`, `WeakMethod`: what it refers to, while alive (a
-            # tracer there is held by something else, reached through this),
-            # and its callback, which it keeps.
-            if self.weak:
-                self.push(obj(), index, "()")
-            self.parts(weakref_parts(obj), index)
         elif issubclass(cls, BaseException):  # pyright: ignore[reportUnknownArgumentType]
             self.exception(obj, cls, index)  # pyright: ignore[reportUnknownArgumentType]
+        elif not self.weak and issubclass(cls, WEAK_HOLDERS):  # pyright: ignore[reportUnknownArgumentType]
+            # A weak holder's callback; not what it refers to, alive only while
+            # a strong holder keeps it.
+            if issubclass(cls, weakref.ReferenceType):  # pyright: ignore[reportUnknownArgumentType]
+                self.parts(weakref_parts(obj), index)
+        elif (inside := parts_of(obj)) is not None:
+            if holder_of(obj) is not None:  # named by what each part fills
+                if self.held is not None:
+                    self.held.add(id(obj))
+                self.named(obj, inside, index)
+            elif cls in SUSPENDED_FRAMES:  # locals of the generator's code
+                frame = getattr(obj, SUSPENDED_FRAMES[cls])
+                self.named(frame and frame.f_code, inside, index)
+            else:
+                inside = list(inside)
+                self.keep.append(inside)  # a cache's results keep their ids
+                self.parts(inside, index)
+                if isinstance(obj, _CONTAINERS) and cls not in BUILTIN_CONTAINERS:
+                    self.own_attributes(obj, slots_of(cls), index)  # a subclass's
         else:
             self.other(obj, cls, index)  # pyright: ignore[reportUnknownArgumentType]
 
@@ -234,33 +209,11 @@ class LeakWalk(ObjectWalk):
         else:
             self.other(exc, cls, index)
 
-    def suspended(self, gen: Any, index: int) -> None:
-        """A suspended generator's (or coroutine's) local variables."""
-        frame = getattr(gen, SUSPENDED_FRAMES[type(gen)])
-        if frame is not None:  # else finished: it holds nothing
-            for label, value in frame_parts(frame):
-                edge = (frame.f_code, label.variable, GENERATOR_LOCAL)
-                self.push(value, index, label, edge)
-
     def function(self, fn: types.FunctionType, index: int) -> None:
         if self.held is not None and id(fn) not in self.methods:  # `first_tracer`
             self.held.update((id(fn), *map(id, fn.__closure__ or ())))
+        self.named(fn, labelled(fn), index)
         code = fn.__code__
-        if fn.__closure__:
-            labels = self.cell_labels.get(code)
-            if labels is None:
-                labels = self.cell_labels[code] = tuple(
-                    Label.of(CELL, name) for name in code.co_freevars
-                )
-            for label, cell in cells(fn, labels):
-                try:
-                    value = cell.cell_contents
-                except ValueError:  # an empty cell: the variable is not bound yet
-                    continue
-                self.push(value, index, label, (fn, label.variable, CAPTURED))
-        if fn.__defaults__ or fn.__kwdefaults__ or fn.__dict__:
-            for label, value in function_parts(fn):
-                self.push(value, index, label, (fn, label.variable, label.role))
         if self.globals and is_user_function(fn):
             glob = fn.__globals__
             names = _code_names(code, self.code_names)
@@ -302,21 +255,25 @@ class LeakWalk(ObjectWalk):
                     continue
                 self.push(value, index, where, (fn, where, GLOBAL), reset=True)
 
-    def holder(self, obj: Any, holder: Holder, index: int) -> None:
-        """What a holder holds: a bound method's function and `self`, or a
-        partial's function and arguments.
+    def named(self, owner: Any, parts: Iterable[Any], index: int) -> None:
+        """Push the parts of a function, a partial, a bound method or a
+        suspended generator (`owner`: its code), each named by what it fills.
 
-        Each argument is named by the parameter it fills. A `lift.jit`
-        function's function is taken as lift's closure graph takes it.
-        Flattened, it would be lifted afresh at every visit. A `lift.jit`
-        closure that calls itself would then recurse without end."""
-        fn: Any = None
-        if self.held is not None:
-            self.held.add(id(obj))
-        for label, value in holder.parts(obj):
+        A cell is followed to its value. A partial's argument is named by
+        its parameter. A `lift.jit` function's function is taken as lift's
+        closure graph takes it: flattened, it would be lifted afresh at every
+        visit, and a `lift.jit` closure calling itself would recurse."""
+        fn: Any = owner
+        for label, value in parts:
             kind = label.kind
             edge = None
-            if kind in (FUNC, METHOD_FUNC):
+            if kind == CELL:
+                try:
+                    value = value.cell_contents
+                except ValueError:  # an empty cell: the variable is not bound yet
+                    continue
+                edge = (owner, label.variable, CAPTURED)
+            elif kind in (FUNC, METHOD_FUNC):
                 fn = value
             elif kind == SELF:
                 edge = (fn, "self", BOUND)
@@ -325,10 +282,13 @@ class LeakWalk(ObjectWalk):
             elif kind == KEYWORD:
                 edge = (fn, label.variable, PARTIAL)
             elif kind == WRAPPED:
-                edge = (obj, None, STORED_LIFTED)
-            elif kind == ATTR_LABEL:  # set on it: a partial's, a `lift.jit` function's
-                edge = (obj, label.variable, label.role)
+                edge = (owner, None, STORED_LIFTED)
+            elif label.role is not None:  # a default, an attribute, a local
+                edge = (owner, label.variable, label.role)
             self.push(value, index, label, edge)
+
+
+_CONTAINERS: Final = tuple(BUILTIN_CONTAINERS)
 
 
 class _NoneLive:

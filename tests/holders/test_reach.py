@@ -98,3 +98,44 @@ def test_a_static_holder_reads_the_cells_of_its_functions() -> None:
     for holder in holders:
         contents = [held for obj, held in read_inside(holder) if obj is not helper]
         assert 2.0 in contents, holder
+
+
+class _Key:
+    def __init__(self, log: list[Any]) -> None:
+        self.log = log
+
+    def __hash__(self) -> int:
+        return 0
+
+
+def _suspended(log: list[Any]) -> Any:
+    def gen() -> Any:
+        kept = log
+        yield kept
+
+    g = gen()
+    next(g)
+    return g
+
+
+def _cached(log: list[Any]) -> Any:
+    f = functools.lru_cache(maxsize=None)(lambda n: [n])
+    log.append(f(1))  # the cache keeps its result alone
+    return f
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        _suspended,
+        _cached,
+        lambda log: {_Key(log): 1},
+        lambda log: collections.defaultdict(lambda: log),
+    ],
+    ids=["suspended generator", "lru_cache result", "dict key", "default factory"],
+)
+def test_a_walk_follows_what_the_leak_scan_follows(make: Any) -> None:
+    log: list[Any] = []
+    holder = make(log)
+    target = log[0] if log else log
+    assert _reaches(holder, target)
