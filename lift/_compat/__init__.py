@@ -38,7 +38,10 @@ from .config import (
     X64 as X64,
     jax_checks_leaks as jax_checks_leaks,
 )
-from .escaped import escaped_tracers as escaped_tracers
+from .escaped import (
+    escaped_tracers as escaped_tracers,
+    noting_promotions as noting_promotions,
+)
 from .frame_look import (
     CHECKED_HERE as CHECKED_HERE,
     ExitedTrace as ExitedTrace,

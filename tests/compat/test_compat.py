@@ -7,10 +7,12 @@ transform it reports. A JAX upgrade that breaks an assumption fails here first.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
 import inspect
 import os
+import threading
 import types
 import weakref
 from collections.abc import Callable, Iterator
@@ -22,7 +24,7 @@ import pytest
 from jax.experimental import io_callback
 
 from lift import _compat
-from lift._compat import frame_look
+from lift._compat import escaped, frame_look
 from lift._compat.escaped import leaked_at_check
 from lift._holders.held import held as held_parts
 from lift._holders.reach import reach
@@ -422,62 +424,112 @@ def test_eager_grad_over_a_jitted_closure_leaves_tracers_in_jax_caches() -> None
     assert "not stored by the code under test" in str(cached)
 
 
+@pytest.mark.parametrize("noted", [False, True])
+@pytest.mark.parametrize("old", [False, True])
 @pytest.mark.parametrize("keep", ["the trace", "a tracer"])
-def test_a_trace_kept_without_its_tracers_costs_no_collection(keep: str) -> None:
+def test_a_trace_kept_without_its_tracers_costs_no_collection(
+    keep: str, old: bool, noted: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # JAX keeps some traces past their exit with no tracer of them alive (jax
     # 0.10.2: a staged `custom_jvp` call's memoized jvp thunk closes over its
     # trace, and the cached jaxpr holds it; so under every equinox and
     # optimistix solve): telling that costs no garbage collection, a few
     # hundred milliseconds on a large heap. A kept tracer is found after a
     # collection of the young generations, then a full one (it is still
-    # referred to after the first).
+    # referred to after the first). Each look reads the young objects, and
+    # the old ones noted (`noting_promotions`); the heap (`gc.get_referrers`)
+    # only for an old trace made old unnoted.
     kept: list[Any] = []
+    walks: list[int] = []
+    heap_walk = gc.get_referrers
+
+    def counted(*objects: Any) -> list[Any]:
+        walks.append(len(objects))
+        return heap_walk(*objects)
+
+    monkeypatch.setattr(escaped.gc, "get_referrers", counted)
 
     def f(x: Any) -> Any:
         kept.append(x._trace if keep == "the trace" else x)
+        if old:
+            gc.collect()  # the trace, and what it made so far, move to gen 2
         return x * 2
 
-    with _compat.watching_trace_exits(every=True) as exits:
-        jax.jit(f)(1.0)
     collections: list[int] = []
 
     def count(phase: str, info: dict[str, int]) -> None:
         if phase == "start":
             collections.append(info["generation"])
 
-    gc.disable()  # only the collections the check runs itself
-    gc.callbacks.append(count)
+    gc.disable()  # only the collections `f` and the check run
     try:
-        escaped = _compat.escaped_tracers(exits)
+        with escaped.noting_promotions() if noted else contextlib.nullcontext():
+            with _compat.watching_trace_exits(every=True) as exits:
+                jax.jit(f)(1.0)
+            gc.callbacks.append(count)
+            try:
+                found = _compat.escaped_tracers(exits)
+            finally:
+                gc.callbacks.remove(count)
     finally:
-        gc.callbacks.remove(count)
         gc.enable()
     if keep == "the trace":
-        assert escaped == [] and collections == []
+        assert found == [] and collections == []
     else:
-        assert escaped == kept and collections == [1, 2]
+        assert found == kept and collections == [1, 2]
+    generational = escaped._GENERATIONAL  # pyright: ignore[reportPrivateUsage]
+    if noted and generational:
+        assert walks == []
+    elif keep == "the trace":
+        assert len(walks) == old
+    else:
+        assert len(walks) == 2 + old
     kept.clear()
 
 
+@pytest.mark.parametrize("noted", [False, True])
 @pytest.mark.parametrize(
     "kept_as",
-    ["young trace", "old trace, young tracer", "old trace, old tracer", "trace alone"],
+    [
+        "young trace",
+        "old trace, young tracer",
+        "old trace, old tracer",
+        "trace alone",
+        "old tracer, a collection in another thread",
+    ],
 )
 def test_jax_check_finds_a_kept_tracer_whatever_its_traces_generation(
-    kept_as: str,
+    kept_as: str, noted: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A young trace's referrers are read among the young objects alone; a
-    # collection inside the trace makes it old, and its referrers are read in
-    # the heap. A trace kept with no tracer of it is no leak.
+    # collection inside the trace makes it old. An old trace's are read in the
+    # heap (`gc.get_referrers`), unless the collections that made it and its
+    # tracers old were noted (`noting_promotions`), each in the thread that
+    # checks it: then the young objects and the noted tracers stand for the
+    # heap. A trace kept with no tracer of it is no leak. A tracer found
+    # costs a collection of the young generations, then a full one, each
+    # followed by a read.
     kept: list[Any] = []
     refs: list[Any] = []
+    walks: list[int] = []
+    heap_walk = gc.get_referrers
+
+    def counted(*objects: Any) -> list[Any]:
+        walks.append(len(objects))
+        return heap_walk(*objects)
+
+    monkeypatch.setattr(escaped.gc, "get_referrers", counted)
 
     def f(x: Any) -> Any:
         refs.append(weakref.ref(x._trace))
-        if kept_as == "old trace, old tracer":
+        if kept_as.startswith(("old trace, old", "old tracer")):
             kept.append(x)
         if kept_as != "young trace":
             gc.collect()  # the trace, and what it made so far, move to gen 2
+        if kept_as.endswith("another thread"):
+            thread = threading.Thread(target=gc.collect, args=(1,))
+            thread.start()
+            thread.join()
         if kept_as in ("young trace", "old trace, young tracer"):
             kept.append(x * 2)
         if kept_as == "trace alone":
@@ -486,15 +538,84 @@ def test_jax_check_finds_a_kept_tracer_whatever_its_traces_generation(
 
     gc.disable()  # only the collections `f` and the check run: no promotion
     try:
-        jax.jit(f)(1.0)
-        found = {id(t) for t in leaked_at_check(refs[0])}
+        with escaped.noting_promotions() if noted else contextlib.nullcontext():
+            jax.jit(f)(1.0)
+            found = {id(t) for t in leaked_at_check(refs[0])}
     finally:
         gc.enable()
     if kept_as == "trace alone":
         assert found == set()
     else:
         assert {id(t) for t in kept} <= found
+    generational = escaped._GENERATIONAL  # pyright: ignore[reportPrivateUsage]
+    if noted and generational and not kept_as.endswith("another thread"):
+        assert walks == []
+    else:  # a read after each collection: the youngest, the young, all
+        reads = {"young trace": 2, "trace alone": 1}
+        assert len(walks) == reads.get(kept_as, 3)
     kept.clear()
+
+
+def test_a_thread_beside_a_noted_collection_sends_the_blocks_look_to_the_heap(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Another thread may make a tracer between the read of the young objects
+    # and the collection: it goes old unnoted. The check at a trace's exit
+    # runs in the trace's thread, which ran each collection since: the noted
+    # tracers stand. The look at a block's end does not know the trace's
+    # thread: a thread running Python beside a noted collection sends it to
+    # the heap (`gc.get_referrers`).
+    kept: list[Any] = []
+    refs: list[Any] = []
+    walks: list[int] = []
+    heap_walk = gc.get_referrers
+
+    def counted(*objects: Any) -> list[Any]:
+        walks.append(len(objects))
+        return heap_walk(*objects)
+
+    monkeypatch.setattr(escaped.gc, "get_referrers", counted)
+    waiting = threading.Event()
+    beside = threading.Thread(target=waiting.wait)
+
+    def f(x: Any) -> Any:
+        refs.append(weakref.ref(x._trace))
+        kept.append(x)
+        beside.start()
+        gc.collect()  # the trace and `x` go old, with a thread beside
+        return x * 2
+
+    gc.disable()  # only the collections `f` and the checks run
+    try:
+        with escaped.noting_promotions():
+            with _compat.watching_trace_exits(every=True) as exits:
+                jax.jit(f)(1.0)
+            waiting.set()
+            beside.join()
+            at_check = leaked_at_check(refs[0])
+            checked = len(walks)
+            at_end = _compat.escaped_tracers(exits)
+    finally:
+        gc.enable()
+    assert at_check == kept and at_end == kept
+    noting = escaped._GENERATIONAL  # pyright: ignore[reportPrivateUsage]
+    assert checked == (0 if noting else 3)
+    assert len(walks) - checked == 3
+    kept.clear()
+
+
+def test_promotions_are_noted_only_inside_the_block() -> None:
+    # Outside every `noting_promotions` block no collection runs lift's code,
+    # and nothing noted is kept.
+    promotions = escaped._PROMOTIONS  # pyright: ignore[reportPrivateUsage]
+    noting = escaped._GENERATIONAL  # pyright: ignore[reportPrivateUsage]
+    with escaped.noting_promotions():
+        with escaped.noting_promotions():
+            gc.collect()
+            assert (promotions.note in gc.callbacks) is noting
+        assert (promotions.note in gc.callbacks) is noting
+    assert promotions.note not in gc.callbacks
+    assert not promotions.traces and not promotions.tracers
 
 
 @pytest.mark.parametrize("declined", [False, True])
