@@ -61,27 +61,28 @@ def leaked_at_check(ref: Any) -> list[Any]:
 
     JAX collects every generation whenever the trace is alive; this goes only
     as far as needed. A trace no one holds is freed at once (nothing to do).
-    Garbage the trace just made is young: the youngest generation is
-    collected first, then both young ones. Its tracers are read among the
-    young objects and those noted old (`_tracers_referring`), or in the heap.
-    The full collection runs only when a tracer still refers to it. The `f_locals` snapshots of the stack's
+    Garbage the trace just made is young, and collected first. Its tracers
+    are read among the young objects and those noted old
+    (`_tracers_referring`), or in the heap. The full collection runs only
+    when a tracer still refers to it. The `f_locals` snapshots of the stack's
     frames (CPython 3.11, 3.12) hold nothing here, as under lift's run of
     JAX's checker."""
     trace = ref()
     if trace is None:
         return []
     del trace
-    # No list of the tracers kept past here: it would keep them alive. A
-    # collection frees only: what none refers to after one, none does after
-    # the next, nor after JAX's.
-    for generation in (0, 1):
-        gc.collect(generation)
-        if not _tracers_of(ref):
-            return []
+    gc.collect(0)
+    # No list of the tracers kept past here: it would keep them alive.
+    if not _tracers_of(ref):
+        return []
     if SNAPSHOT_LOCALS:
         # As lift runs JAX's checker: the `f_locals` snapshots of the frames
         # on the stack are no holders (`checker.snapshots_are_not_leaks`).
+        # Often they alone hold the tracers: then no collection is needed (a
+        # collection only frees, so none would refer after it either).
         drop_stale_snapshots()
+        if not _tracers_of(ref):
+            return []
     gc.collect()
     return _tracers_of(ref)
 
@@ -204,7 +205,8 @@ def _kinds_of(objects: list[Any]) -> dict[type, int]:
     """What `_kind` says of the type of each of `objects` (read once per type:
     `isinstance` through `Tracer`'s metaclass is slow)."""
     kinds = _PROMOTIONS.kinds
-    for tp in {type(x) for x in objects}.difference(kinds):
+    types: set[type] = {type(x) for x in objects}
+    for tp in types.difference(kinds):
         if issubclass(tp, Tracer):
             kinds[tp] = _TRACER
         elif issubclass(tp, TRACE):
