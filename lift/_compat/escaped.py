@@ -1,5 +1,7 @@
 """Which traces noted exiting (`watching_trace_exits`) still have tracers
-alive after the block: escaped ones."""
+alive after the block: escaped ones. Which JAX's checker fails at its check.
+Both read the young objects and the tracers noted going old
+(`noting_promotions`), not the heap."""
 
 from __future__ import annotations
 
@@ -62,8 +64,7 @@ def leaked_at_check(ref: Any) -> list[Any]:
     JAX collects every generation whenever the trace is alive; this goes only
     as far as needed. A trace no one holds is freed at once (nothing to do).
     Garbage the trace just made is young, and collected first. Its tracers
-    are read among the young objects and those noted old
-    (`_tracers_referring`), or in the heap. The full collection runs only
+    are read as `_tracers_referring` says. The full collection runs only
     when a tracer still refers to it. The `f_locals` snapshots of the stack's
     frames (CPython 3.11, 3.12) hold nothing here, as under lift's run of
     JAX's checker."""
@@ -88,8 +89,8 @@ def leaked_at_check(ref: Any) -> list[Any]:
 
 
 def _tracers_of(ref: Any) -> list[Any]:
-    """The tracers that refer to the trace `ref`, checked in this thread, if
-    it is still alive (garbage included)."""
+    """The tracers that refer to the trace `ref`, garbage included. The
+    trace is checked in this thread."""
     trace = ref()
     if trace is None:
         return []
@@ -100,8 +101,8 @@ def _tracers_of(ref: Any) -> list[Any]:
 # ones (0 and 1) only in a collection of generation 1 or 2.
 _GENERATIONAL: Final = sys.version_info < (3, 14)
 
-# What `_kind` says of a type: neither, a tracer, a trace, or one whose
-# instances may say they are tracers (a proxy's `__class__`).
+# The kinds of types: neither, a tracer, a trace, or one whose instances
+# may say they are tracers (a proxy's `__class__`).
 _OTHER, _TRACER, _TRACE, _MAYBE = 0, 1, 2, 3
 
 
@@ -112,15 +113,15 @@ class _Promotions:
     Only a collection of generation 1 or 2 makes an object old. At its
     start, the young objects are what it makes old (or frees). A weak
     reference to each trace and tracer among them is kept. A trace's tracers
-    are made after it: when the trace was made old in a noted collection,
-    each of its old tracers was young at a noted collection too. So its
-    tracers are the young ones and the noted ones still alive: no heap walk.
+    are made after it. So when a noted collection made the trace old, a
+    noted one made each of its old tracers old too. Its tracers are then the
+    young ones and the noted ones alive: no heap walk.
 
     A tracer is made in the thread running its trace. Another thread may
-    run between the read and the collection, and what it makes goes old
-    unnoted. So the noted tracers count only when each noted collection
-    since the trace's ran in the trace's thread. When that thread is not
-    known, they count when no other thread ran Python code then."""
+    run between the read and the collection: what it makes goes old
+    unnoted. So each noted collection since the trace's must have run in
+    the trace's thread. When that thread is not known, no other thread may
+    have run Python code then."""
 
     __slots__ = (
         "calls",
@@ -174,16 +175,17 @@ class _Promotions:
             except TypeError:  # no weak reference to it: not noted
                 unnoted = unnoted or kind != _TRACE
         if unnoted:
-            # A tracer going old unnoted: its trace, made before, is old by
-            # now, and read in the heap (a trace not noted is).
+            # A tracer goes old unnoted. Its trace, made before it, is one of
+            # those noted so far, or not noted: each is read in the heap now.
             self.traces.clear()
 
     def old_tracers_of(self, trace: Any, thread: int | None) -> list[Any] | None:
-        """The old tracers that refer to `trace` (run by `thread`, if known),
-        garbage included; `None` when the noted ones may miss some."""
+        """The old tracers that refer to `trace`, garbage included. `None`
+        when the noted ones may miss some. `thread` runs the trace, if
+        known."""
         noted = self.traces.get(id(trace))
-        if noted is None or noted[0]() is not trace:
-            return None
+        if noted is None or noted[0]() is not trace or self.note not in gc.callbacks:
+            return None  # not noted, or not every collection since
         if thread is None:
             if self.shared >= noted[1]:
                 return None
@@ -202,8 +204,9 @@ def _is_tracer(x: Any, kind: int) -> bool:
 
 
 def _kinds_of(objects: list[Any]) -> dict[type, int]:
-    """What `_kind` says of the type of each of `objects` (read once per type:
-    `isinstance` through `Tracer`'s metaclass is slow)."""
+    """The kind of each of `objects`' types, read once per type.
+
+    `isinstance` through `Tracer`'s metaclass is slow."""
     kinds = _PROMOTIONS.kinds
     types: set[type] = {type(x) for x in objects}
     for tp in types.difference(kinds):
@@ -223,8 +226,8 @@ _PROMOTIONS: Final = _Promotions()
 @contextlib.contextmanager
 def noting_promotions() -> Generator[None]:
     """While the block runs, the young traces and tracers each collection
-    makes old are noted (weakly). The check at a trace's exit then reads an
-    old trace's tracers without a heap walk (`leaked_at_check`)."""
+    makes old are noted (weakly). Then the checks read an old trace's
+    tracers without a heap walk."""
     if not _GENERATIONAL:
         yield
         return
@@ -238,7 +241,8 @@ def noting_promotions() -> Generator[None]:
     finally:
         promotions.depth -= 1
         if promotions.depth == 0:
-            gc.callbacks.remove(promotions.note)
+            with contextlib.suppress(ValueError):  # removed by the block's code
+                gc.callbacks.remove(promotions.note)
             promotions.traces.clear()
             promotions.tracers.clear()
 
@@ -247,9 +251,9 @@ def _tracers_referring(traces: list[Any], thread: int | None = None) -> list[Any
     """The tracers that refer to one of `traces`, garbage included: JAX's
     referrers that are tracers.
 
-    A trace's tracers are made after it. While the trace is young, no
-    collection has made anything old since: its tracers are young too. So
-    the few thousand young objects stand for the heap. An old trace's
+    A trace's tracers are made after it. While it is young, nothing made
+    since is old: its tracers are young too. So the few thousand young
+    objects stand for the heap. An old trace's
     tracers are the young ones and those noted old (`_Promotions`). That
     needs each collection since it went old noted, in the thread running it
     (`thread`). When that thread is not known, no other thread may have run
