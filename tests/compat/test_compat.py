@@ -661,6 +661,43 @@ def test_promotions_are_noted_only_inside_the_block() -> None:
     assert not promotions.traces and not promotions.tracers
 
 
+def test_a_hook_removed_by_the_blocks_code_sends_old_traces_to_the_heap(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Collections after the removal go unnoted: the noted tracers no longer
+    # stand for the heap.
+    if not escaped._GENERATIONAL:  # pyright: ignore[reportPrivateUsage]
+        pytest.skip("no generations to note from Python 3.14")
+    kept: list[Any] = []
+    refs: list[Any] = []
+    walks: list[int] = []
+    heap_walk = gc.get_referrers
+
+    def counted(*objects: Any) -> list[Any]:
+        walks.append(len(objects))
+        return heap_walk(*objects)
+
+    monkeypatch.setattr(escaped.gc, "get_referrers", counted)
+
+    def f(x: Any) -> Any:
+        refs.append(weakref.ref(x._trace))
+        gc.collect()  # the trace goes old, noted
+        gc.callbacks.remove(escaped._PROMOTIONS.note)  # pyright: ignore[reportPrivateUsage]
+        kept.append(x)
+        gc.collect()  # `x` goes old, unnoted
+        return x * 2
+
+    gc.disable()
+    try:
+        with escaped.noting_promotions():
+            jax.jit(f)(1.0)
+            found = leaked_at_check(refs[0])
+    finally:
+        gc.enable()
+    assert found == kept and walks
+    kept.clear()
+
+
 @pytest.mark.parametrize("declined", [False, True])
 def test_frames_holding_an_exited_trace_are_named_not_those_inside_one(
     declined: bool, monkeypatch: pytest.MonkeyPatch
