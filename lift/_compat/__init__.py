@@ -36,7 +36,10 @@ from .config import (
     X64 as X64,
     jax_checks_leaks as jax_checks_leaks,
 )
-from .escaped import escaped_tracers as escaped_tracers
+from .escaped import (
+    escaped_tracers as escaped_tracers,
+    noting_promotions as noting_promotions,
+)
 from .messages import (
     asks_for_a_concrete_value as asks_for_a_concrete_value,
     bad_argument as bad_argument,

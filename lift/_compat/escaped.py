@@ -1,14 +1,20 @@
 """Which traces noted exiting (`watching_trace_exits`) still have tracers
-alive after the block: escaped ones."""
+alive after the block: escaped ones. Which JAX's checker fails at its check.
+Both read the young objects and the tracers noted going old
+(`noting_promotions`), not the heap."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import sys
+import threading
+import weakref
+from collections.abc import Generator
 from typing import Any, Final
 
 from .checker import drop_stale_snapshots
-from .traces import SNAPSHOT_LOCALS, LiveTraces, Tracer, live_traces
+from .traces import SNAPSHOT_LOCALS, TRACE, LiveTraces, Tracer, live_traces
 
 
 def escaped_tracers(recorder: dict[int, Any]) -> list[Any]:
@@ -40,19 +46,13 @@ def escaped_tracers(recorder: dict[int, Any]) -> list[Any]:
             return []
         if generation == 1 and not _any_dead_tracer(traces, live):
             return []
-    return [
-        x
-        for x in gc.get_referrers(*traces)
-        if isinstance(x, Tracer) and not live.is_live(x)
-    ]
+    return [x for x in _tracers_referring(traces) if not live.is_live(x)]
 
 
 def _any_dead_tracer(traces: list[Any], live: LiveTraces) -> bool:
     """Whether anything, garbage included, refers to `traces` that is a tracer
     of none of the `live` traces (the referrers are not kept)."""
-    return any(
-        isinstance(x, Tracer) and not live.is_live(x) for x in gc.get_referrers(*traces)
-    )
+    return any(not live.is_live(x) for x in _tracers_referring(traces))
 
 
 def leaked_at_check(ref: Any) -> list[Any]:
@@ -63,56 +63,222 @@ def leaked_at_check(ref: Any) -> list[Any]:
 
     JAX collects every generation whenever the trace is alive; this goes only
     as far as needed. A trace no one holds is freed at once (nothing to do).
-    Garbage the trace just made is young, and collected first. A young trace's
-    tracers are looked for among the young objects alone (`_any_tracer_of`),
-    an old one's in the heap. The full collection runs only when a tracer
-    still refers to it. The `f_locals`
-    snapshots of the stack's frames (CPython 3.11, 3.12) hold nothing here,
-    as under lift's run of JAX's checker."""
-    if ref() is None:
+    Garbage the trace just made is young, and collected first. Its tracers
+    are read as `_tracers_referring` says. The full collection runs only
+    when a tracer still refers to it. The `f_locals` snapshots of the stack's
+    frames (CPython 3.11, 3.12) hold nothing here, as under lift's run of
+    JAX's checker."""
+    trace = ref()
+    if trace is None:
         return []
+    del trace
     gc.collect(0)
     # No list of the tracers kept past here: it would keep them alive.
-    if not _any_tracer_of(ref):
+    if not _tracers_of(ref):
         return []
     if SNAPSHOT_LOCALS:
         # As lift runs JAX's checker: the `f_locals` snapshots of the frames
         # on the stack are no holders (`checker.snapshots_are_not_leaks`).
+        # Often they alone hold the tracers: then no collection is needed (a
+        # collection only frees, so none would refer after it either).
         drop_stale_snapshots()
+        if not _tracers_of(ref):
+            return []
     gc.collect()
     return _tracers_of(ref)
+
+
+def _tracers_of(ref: Any) -> list[Any]:
+    """The tracers that refer to the trace `ref`, garbage included. The
+    trace is checked in this thread."""
+    trace = ref()
+    if trace is None:
+        return []
+    return _tracers_referring([trace], threading.get_ident())
 
 
 # Generations as CPython 3.11 to 3.13 keep them: an object leaves the young
 # ones (0 and 1) only in a collection of generation 1 or 2.
 _GENERATIONAL: Final = sys.version_info < (3, 14)
 
+# The kinds of types: neither, a tracer, a trace, or one whose instances
+# may say they are tracers (a proxy's `__class__`).
+_OTHER, _TRACER, _TRACE, _MAYBE = 0, 1, 2, 3
 
-def _any_tracer_of(ref: Any) -> bool:
-    """Whether a tracer refers to the trace `ref`, garbage included.
 
-    A tracer of a trace is made after it. While the trace is young, no
-    collection has moved anything made since into the old generation: its
-    tracers are young too, and the few thousand young objects stand for the
-    heap. An old trace's referrers are read in the heap."""
-    trace = ref()
-    if trace is None:
-        return False
+class _Promotions:
+    """The traces and tracers that collections made old while
+    `noting_promotions` runs.
+
+    Only a collection of generation 1 or 2 makes an object old. At its
+    start, the young objects are what it makes old (or frees). A weak
+    reference to each trace and tracer among them is kept. A trace's tracers
+    are made after it. So when a noted collection made the trace old, a
+    noted one made each of its old tracers old too. Its tracers are then the
+    young ones and the noted ones alive: no heap walk.
+
+    A tracer is made in the thread running its trace. Another thread may
+    run between the read and the collection: what it makes goes old
+    unnoted. So each noted collection since the trace's must have run in
+    the trace's thread. When that thread is not known, no other thread may
+    have run Python code then."""
+
+    __slots__ = (
+        "calls",
+        "depth",
+        "kinds",
+        "run_start",
+        "run_thread",
+        "shared",
+        "tracers",
+        "traces",
+    )
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.kinds: dict[type, int] = {}
+        # By id: each trace's weak reference, and the collection that made it old.
+        self.traces: dict[int, tuple[Any, int]] = {}
+        self.tracers: list[Any] = []  # weak references
+        self.calls = 0  # noted collections
+        # The thread of the latest noted collections, and the first of them.
+        self.run_thread: int | None = None
+        self.run_start = 0
+        self.shared = 0  # the latest noted collection with other threads
+
+    def note(self, phase: str, info: dict[str, Any]) -> None:
+        """Note the traces and tracers a collection is about to make old
+        (a `gc.callbacks` entry)."""
+        if not info["generation"]:
+            return
+        if phase == "stop":  # what it freed is gone
+            self.tracers = [r for r in self.tracers if r() is not None]
+            self.traces = {k: v for k, v in self.traces.items() if v[0]() is not None}
+            return
+        self.calls += 1
+        thread = threading.get_ident()
+        if thread != self.run_thread:
+            self.run_thread, self.run_start = thread, self.calls
+        if len(sys._current_frames()) > 1:  # pyright: ignore[reportPrivateUsage]
+            self.shared = self.calls
+        young = gc.get_objects(generation=0)
+        young += gc.get_objects(generation=1)
+        kinds = _kinds_of(young)
+        unnoted = False
+        for x in young:
+            kind = kinds[type(x)]
+            try:
+                if _is_tracer(x, kind):
+                    self.tracers.append(weakref.ref(x))
+                elif kind == _TRACE:
+                    self.traces[id(x)] = (weakref.ref(x), self.calls)
+            except TypeError:  # no weak reference to it: not noted
+                unnoted = unnoted or kind != _TRACE
+        if unnoted:
+            # A tracer goes old unnoted. Its trace, made before it, is one of
+            # those noted so far, or not noted: each is read in the heap now.
+            self.traces.clear()
+
+    def old_tracers_of(self, trace: Any, thread: int | None) -> list[Any] | None:
+        """The old tracers that refer to `trace`, garbage included. `None`
+        when the noted ones may miss some. `thread` runs the trace, if
+        known."""
+        noted = self.traces.get(id(trace))
+        if noted is None or noted[0]() is not trace or self.note not in gc.callbacks:
+            return None  # not noted, or not every collection since
+        if thread is None:
+            if self.shared >= noted[1]:
+                return None
+        elif self.run_thread != thread or self.run_start > noted[1]:
+            return None
+        return [
+            x
+            for r in self.tracers
+            if (x := r()) is not None and any(y is trace for y in gc.get_referents(x))
+        ]
+
+
+def _is_tracer(x: Any, kind: int) -> bool:
+    """Whether `x`, of the `kind` its type has (`_kinds_of`), is a tracer."""
+    return kind == _TRACER or (kind == _MAYBE and isinstance(x, Tracer))
+
+
+def _kinds_of(objects: list[Any]) -> dict[type, int]:
+    """The kind of each of `objects`' types, read once per type.
+
+    `isinstance` through `Tracer`'s metaclass is slow."""
+    kinds = _PROMOTIONS.kinds
+    types: set[type] = {type(x) for x in objects}
+    for tp in types.difference(kinds):
+        if issubclass(tp, Tracer):
+            kinds[tp] = _TRACER
+        elif issubclass(tp, TRACE):
+            kinds[tp] = _TRACE
+        else:
+            fakes = any("__class__" in vars(k) for k in tp.__mro__[:-1])
+            kinds[tp] = _MAYBE if fakes else _OTHER
+    return kinds
+
+
+_PROMOTIONS: Final = _Promotions()
+
+
+@contextlib.contextmanager
+def noting_promotions() -> Generator[None]:
+    """While the block runs, the young traces and tracers each collection
+    makes old are noted (weakly). Then the checks read an old trace's
+    tracers without a heap walk."""
+    if not _GENERATIONAL:
+        yield
+        return
+    promotions = _PROMOTIONS
+    if promotions.depth == 0:
+        promotions.run_thread = None
+        gc.callbacks.append(promotions.note)
+    promotions.depth += 1
+    try:
+        yield
+    finally:
+        promotions.depth -= 1
+        if promotions.depth == 0:
+            with contextlib.suppress(ValueError):  # removed by the block's code
+                gc.callbacks.remove(promotions.note)
+            promotions.traces.clear()
+            promotions.tracers.clear()
+
+
+def _tracers_referring(traces: list[Any], thread: int | None = None) -> list[Any]:
+    """The tracers that refer to one of `traces`, garbage included: JAX's
+    referrers that are tracers.
+
+    A trace's tracers are made after it. While it is young, nothing made
+    since is old: its tracers are young too. So the few thousand young
+    objects stand for the heap. An old trace's
+    tracers are the young ones and those noted old (`_Promotions`). That
+    needs each collection since it went old noted, in the thread running it
+    (`thread`). When that thread is not known, no other thread may have run
+    Python code then. Else the heap is read."""
     if _GENERATIONAL:
-        young = gc.get_objects(generation=0) + gc.get_objects(generation=1)
-        if any(x is trace for x in young):
-            return any(
-                isinstance(x, Tracer) and any(r is trace for r in gc.get_referents(x))
+        young = gc.get_objects(generation=0)
+        young += gc.get_objects(generation=1)
+        young_ids = {id(x) for x in young}
+        old: dict[int, Any] = {}
+        for trace in traces:
+            if id(trace) in young_ids:
+                continue
+            noted = _PROMOTIONS.old_tracers_of(trace, thread)
+            if noted is None:
+                break
+            old.update((id(x), x) for x in noted)
+        else:
+            ids = {id(t) for t in traces}
+            kinds = _kinds_of(young)
+            found = [
+                x
                 for x in young
-            )
-        del young
-    del trace
-    return bool(_tracers_of(ref))
-
-
-def _tracers_of(ref: Any) -> list[Any]:
-    """The tracers among the referrers of the trace `ref`, if still alive."""
-    trace = ref()
-    if trace is None:
-        return []
-    return [x for x in gc.get_referrers(trace) if isinstance(x, Tracer)]
+                if _is_tracer(x, kinds[type(x)])
+                and any(id(y) in ids for y in gc.get_referents(x))
+            ]
+            return [*found, *old.values()]
+        del young, old
+    return [x for x in gc.get_referrers(*traces) if isinstance(x, Tracer)]

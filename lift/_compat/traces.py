@@ -216,7 +216,7 @@ def is_jax_closure_convert(fn: Any) -> bool:
 JAX_DIR: Final[str] = os.path.join(
     os.path.dirname(os.path.abspath(str(jax.__file__))), ""
 )
-_TRACE: Final[type[Any]] = _core.Trace  # pyright: ignore[reportUnknownMemberType]
+TRACE: Final[type[Any]] = _core.Trace  # pyright: ignore[reportUnknownMemberType]
 
 
 OPTIMIZED: Final = inspect.CO_OPTIMIZED  # a function's frame, not a module's
@@ -234,7 +234,7 @@ def running_traces(start: types.FrameType | None = None) -> list[Any]:
         code = frame.f_code
         if code.co_flags & OPTIMIZED and code.co_filename.startswith(JAX_DIR):
             for _, value in frame_locals(frame):
-                if isinstance(value, _TRACE) and value.is_valid():
+                if isinstance(value, TRACE) and value.is_valid():
                     found.append(value)
         frame = frame.f_back
     return found

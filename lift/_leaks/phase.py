@@ -59,11 +59,12 @@ def check(item: pytest.Item, watch: Watch) -> None:
     collects it first. So a leak found is confirmed after a garbage
     collection, which only a suspected leak costs."""
     __tracebackhide__ = True
-    if check_once(item, watch, confirm=True):
-        import gc
+    with watch.noting:  # what collections made old, noted until here
+        if check_once(item, watch, confirm=True):
+            import gc
 
-        gc.collect()  # after the first look's frame (and its roots) is gone
-        check_once(item, watch, confirm=False)
+            gc.collect()  # after the first look's frame (and its roots) is gone
+            check_once(item, watch, confirm=False)
 
 
 def check_once(item: pytest.Item, watch: Watch, confirm: bool) -> bool:
@@ -155,7 +156,8 @@ class Watch:
     - the `Lifted` built (`lifted`) and the traces that exit (`exits`);
     - the leaks of the traces JAX's checks find alive (`held`), each with its
       tracer;
-    - what naming them could not open."""
+    - what naming them could not open;
+    - what collections make old, until `check` ends (`noting`)."""
 
     __slots__ = (
         "exits",
@@ -165,6 +167,7 @@ class Watch:
         "item",
         "lifted",
         "look",
+        "noting",
         "stack",
     )
 
@@ -177,10 +180,11 @@ class Watch:
         self.held: list[tuple[Any, Any]] = []
         self.held_unopened: list[Any] = []
         self.stack: Any = None
+        self.noting = ExitStack()
 
     def start(self) -> Watch:
         from .._base.built import recording
-        from .._compat import watching_trace_exits
+        from .._compat import noting_promotions, watching_trace_exits
         from .checking import checking_leaks
         from .frames import FrameLook
 
@@ -194,6 +198,7 @@ class Watch:
             stack = self.stack = ExitStack()
             self.lifted = stack.enter_context(recording())
             self.look = FrameLook()
+            self.noting.enter_context(noting_promotions())
             self.exits = stack.enter_context(
                 watching_trace_exits(every=True, threads=True, leaked=self.note_leak)
             )

@@ -7,11 +7,13 @@ transform it reports. A JAX upgrade that breaks an assumption fails here first.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
 import inspect
 import os
 import sys
+import threading
 import types
 import weakref
 from collections.abc import Callable, Iterator
@@ -23,7 +25,7 @@ import pytest
 from jax.experimental import io_callback
 
 from lift import _compat
-from lift._compat import trace_exits
+from lift._compat import escaped, trace_exits
 from lift._compat.escaped import leaked_at_check
 from lift._holders.held import held as held_parts
 from lift._holders.reach import reach
@@ -423,62 +425,112 @@ def test_eager_grad_over_a_jitted_closure_leaves_tracers_in_jax_caches() -> None
     assert "not stored by the code under test" in str(cached)
 
 
+@pytest.mark.parametrize("noted", [False, True])
+@pytest.mark.parametrize("old", [False, True])
 @pytest.mark.parametrize("keep", ["the trace", "a tracer"])
-def test_a_trace_kept_without_its_tracers_costs_no_collection(keep: str) -> None:
+def test_a_trace_kept_without_its_tracers_costs_no_collection(
+    keep: str, old: bool, noted: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # JAX keeps some traces past their exit with no tracer of them alive (jax
     # 0.10.2: a staged `custom_jvp` call's memoized jvp thunk closes over its
     # trace, and the cached jaxpr holds it; so under every equinox and
     # optimistix solve): telling that costs no garbage collection, a few
     # hundred milliseconds on a large heap. A kept tracer is found after a
     # collection of the young generations, then a full one (it is still
-    # referred to after the first).
+    # referred to after the first). Each look reads the young objects, and
+    # the old ones noted (`noting_promotions`); the heap (`gc.get_referrers`)
+    # only for an old trace made old unnoted.
     kept: list[Any] = []
+    walks: list[int] = []
+    heap_walk = gc.get_referrers
+
+    def counted(*objects: Any) -> list[Any]:
+        walks.append(len(objects))
+        return heap_walk(*objects)
+
+    monkeypatch.setattr(escaped.gc, "get_referrers", counted)
 
     def f(x: Any) -> Any:
         kept.append(x._trace if keep == "the trace" else x)
+        if old:
+            gc.collect()  # the trace, and what it made so far, move to gen 2
         return x * 2
 
-    with _compat.watching_trace_exits(every=True) as exits:
-        jax.jit(f)(1.0)
     collections: list[int] = []
 
     def count(phase: str, info: dict[str, int]) -> None:
         if phase == "start":
             collections.append(info["generation"])
 
-    gc.disable()  # only the collections the check runs itself
-    gc.callbacks.append(count)
+    gc.disable()  # only the collections `f` and the check run
     try:
-        escaped = _compat.escaped_tracers(exits)
+        with escaped.noting_promotions() if noted else contextlib.nullcontext():
+            with _compat.watching_trace_exits(every=True) as exits:
+                jax.jit(f)(1.0)
+            gc.callbacks.append(count)
+            try:
+                found = _compat.escaped_tracers(exits)
+            finally:
+                gc.callbacks.remove(count)
     finally:
-        gc.callbacks.remove(count)
         gc.enable()
     if keep == "the trace":
-        assert escaped == [] and collections == []
+        assert found == [] and collections == []
     else:
-        assert escaped == kept and collections == [1, 2]
+        assert found == kept and collections == [1, 2]
+    generational = escaped._GENERATIONAL  # pyright: ignore[reportPrivateUsage]
+    if noted and generational:
+        assert walks == []
+    elif keep == "the trace":
+        assert len(walks) == old
+    else:
+        assert len(walks) == 2 + old
     kept.clear()
 
 
+@pytest.mark.parametrize("noted", [False, True])
 @pytest.mark.parametrize(
     "kept_as",
-    ["young trace", "old trace, young tracer", "old trace, old tracer", "trace alone"],
+    [
+        "young trace",
+        "old trace, young tracer",
+        "old trace, old tracer",
+        "trace alone",
+        "old tracer, a collection in another thread",
+    ],
 )
 def test_jax_check_finds_a_kept_tracer_whatever_its_traces_generation(
-    kept_as: str,
+    kept_as: str, noted: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A young trace's referrers are read among the young objects alone; a
-    # collection inside the trace makes it old, and its referrers are read in
-    # the heap. A trace kept with no tracer of it is no leak.
+    # collection inside the trace makes it old. An old trace's are read in the
+    # heap (`gc.get_referrers`), unless the collections that made it and its
+    # tracers old were noted (`noting_promotions`), each in the thread that
+    # checks it: then the young objects and the noted tracers stand for the
+    # heap. A trace kept with no tracer of it is no leak. A tracer found is
+    # looked for again once the frames' `f_locals` snapshots are dropped
+    # (CPython 3.11, 3.12), then after a full collection.
     kept: list[Any] = []
     refs: list[Any] = []
+    walks: list[int] = []
+    heap_walk = gc.get_referrers
+
+    def counted(*objects: Any) -> list[Any]:
+        walks.append(len(objects))
+        return heap_walk(*objects)
+
+    monkeypatch.setattr(escaped.gc, "get_referrers", counted)
 
     def f(x: Any) -> Any:
         refs.append(weakref.ref(x._trace))
-        if kept_as == "old trace, old tracer":
+        if kept_as.startswith(("old trace, old", "old tracer")):
             kept.append(x)
         if kept_as != "young trace":
             gc.collect()  # the trace, and what it made so far, move to gen 2
+        if kept_as.endswith("another thread"):
+            thread = threading.Thread(target=gc.collect, args=(1,))
+            thread.start()
+            thread.join()
         if kept_as in ("young trace", "old trace, young tracer"):
             kept.append(x * 2)
         if kept_as == "trace alone":
@@ -487,14 +539,162 @@ def test_jax_check_finds_a_kept_tracer_whatever_its_traces_generation(
 
     gc.disable()  # only the collections `f` and the check run: no promotion
     try:
-        jax.jit(f)(1.0)
-        found = {id(t) for t in leaked_at_check(refs[0])}
+        with escaped.noting_promotions() if noted else contextlib.nullcontext():
+            jax.jit(f)(1.0)
+            found = {id(t) for t in leaked_at_check(refs[0])}
     finally:
         gc.enable()
     if kept_as == "trace alone":
         assert found == set()
     else:
         assert {id(t) for t in kept} <= found
+    generational = escaped._GENERATIONAL  # pyright: ignore[reportPrivateUsage]
+    if noted and generational and not kept_as.endswith("another thread"):
+        assert walks == []
+    else:  # before the collections, after the snapshots' drop, after all
+        dropped = _compat.SNAPSHOT_LOCALS
+        reads = {"young trace": 1, "trace alone": 1}
+        assert len(walks) == reads.get(kept_as, 2 + dropped)
+    kept.clear()
+
+
+@pytest.mark.skipif(
+    not _compat.SNAPSHOT_LOCALS,
+    reason="from Python 3.13 (PEP 667) f_locals caches no snapshot",
+)
+def test_a_tracer_held_by_a_snapshot_alone_costs_no_full_collection() -> None:
+    # At JAX's check, a frame on the stack whose `f_locals` snapshot alone
+    # keeps a tracer (its variable was deleted since) holds nothing, as
+    # under lift's run of JAX's checker. Dropping the snapshot tells it:
+    # the full collection, hundreds of milliseconds on a large heap, is not
+    # needed.
+    kept: list[Any] = []
+    refs: list[Any] = []
+
+    def f(x: Any) -> Any:
+        refs.append(weakref.ref(x._trace))
+        kept.append(x)
+        return x * 2
+
+    collections: list[int] = []
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            collections.append(info["generation"])
+
+    def look() -> list[Any]:
+        tracer = kept.pop()
+        assert "tracer" in sys._getframe().f_locals  # the snapshot keeps it
+        del tracer
+        return leaked_at_check(refs[0])
+
+    jax.jit(f)(1.0)
+    gc.disable()
+    gc.callbacks.append(count)
+    try:
+        found = look()
+    finally:
+        gc.callbacks.remove(count)
+        gc.enable()
+    assert found == [] and collections == [0]
+
+
+def test_a_thread_beside_a_noted_collection_sends_the_blocks_look_to_the_heap(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Another thread may make a tracer between the read of the young objects
+    # and the collection: it goes old unnoted. The check at a trace's exit
+    # runs in the trace's thread, which ran each collection since: the noted
+    # tracers stand. The look at a block's end does not know the trace's
+    # thread: a thread running Python beside a noted collection sends it to
+    # the heap (`gc.get_referrers`).
+    kept: list[Any] = []
+    refs: list[Any] = []
+    walks: list[int] = []
+    heap_walk = gc.get_referrers
+
+    def counted(*objects: Any) -> list[Any]:
+        walks.append(len(objects))
+        return heap_walk(*objects)
+
+    monkeypatch.setattr(escaped.gc, "get_referrers", counted)
+    waiting = threading.Event()
+    beside = threading.Thread(target=waiting.wait)
+
+    def f(x: Any) -> Any:
+        refs.append(weakref.ref(x._trace))
+        kept.append(x)
+        beside.start()
+        gc.collect()  # the trace and `x` go old, with a thread beside
+        return x * 2
+
+    gc.disable()  # only the collections `f` and the checks run
+    try:
+        with escaped.noting_promotions():
+            with _compat.watching_trace_exits(every=True) as exits:
+                jax.jit(f)(1.0)
+            waiting.set()
+            beside.join()
+            at_check = leaked_at_check(refs[0])
+            checked = len(walks)
+            at_end = _compat.escaped_tracers(exits)
+    finally:
+        gc.enable()
+    assert at_check == kept and at_end == kept
+    noting = escaped._GENERATIONAL  # pyright: ignore[reportPrivateUsage]
+    assert checked == (0 if noting else 2 + _compat.SNAPSHOT_LOCALS)
+    assert len(walks) - checked == 3
+    kept.clear()
+
+
+def test_promotions_are_noted_only_inside_the_block() -> None:
+    # Outside every `noting_promotions` block no collection runs lift's code,
+    # and nothing noted is kept.
+    promotions = escaped._PROMOTIONS  # pyright: ignore[reportPrivateUsage]
+    noting = escaped._GENERATIONAL  # pyright: ignore[reportPrivateUsage]
+    with escaped.noting_promotions():
+        with escaped.noting_promotions():
+            gc.collect()
+            assert (promotions.note in gc.callbacks) is noting
+        assert (promotions.note in gc.callbacks) is noting
+    assert promotions.note not in gc.callbacks
+    assert not promotions.traces and not promotions.tracers
+
+
+def test_a_hook_removed_by_the_blocks_code_sends_old_traces_to_the_heap(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Collections after the removal go unnoted: the noted tracers no longer
+    # stand for the heap.
+    if not escaped._GENERATIONAL:  # pyright: ignore[reportPrivateUsage]
+        pytest.skip("no generations to note from Python 3.14")
+    kept: list[Any] = []
+    refs: list[Any] = []
+    walks: list[int] = []
+    heap_walk = gc.get_referrers
+
+    def counted(*objects: Any) -> list[Any]:
+        walks.append(len(objects))
+        return heap_walk(*objects)
+
+    monkeypatch.setattr(escaped.gc, "get_referrers", counted)
+
+    def f(x: Any) -> Any:
+        refs.append(weakref.ref(x._trace))
+        gc.collect()  # the trace goes old, noted
+        gc.callbacks.remove(escaped._PROMOTIONS.note)  # pyright: ignore[reportPrivateUsage]
+        kept.append(x)
+        gc.collect()  # `x` goes old, unnoted
+        return x * 2
+
+    gc.disable()
+    try:
+        with escaped.noting_promotions():
+            jax.jit(f)(1.0)
+            found = leaked_at_check(refs[0])
+    finally:
+        gc.enable()
+    assert found == kept and walks
     kept.clear()
 
 

@@ -767,3 +767,39 @@ def test_fast_mode_fails_a_test_jax_fails_for_a_tracer_kept_in_a_local(
     # The outer tracers: not kept.
     assert "from vmap" not in default_run.text("test_locals.py")
     assert "from vmap" not in default_run.text("test_locals_clean.py")
+
+
+# A collection inside the trace makes it and its tracer old: the verdict reads
+# the tracers those collections made old, noted while the phase runs (a
+# `gc.callbacks` entry).
+OLD_TRACE = """
+import gc
+import jax
+from lift._compat import escaped
+
+KEPT = []
+
+def test_old_trace_keeps_a_tracer():
+    def f(x):
+        KEPT.append(x)
+        gc.collect()
+        return x * 2
+
+    jax.jit(f)(1.0)
+
+def test_next_notes_too():
+    KEPT.clear()
+    assert (escaped._PROMOTIONS.note in gc.callbacks) is escaped._GENERATIONAL
+"""
+DEFAULT.add("plugin", {"test_old.py": OLD_TRACE})
+
+
+def test_fast_mode_fails_a_tracer_kept_in_an_old_trace(default_run: Run) -> None:
+    default_run.assert_outcomes("test_old.py", passed=1, failed=1)
+    default_run.lines("test_old.py").fnmatch_lines(
+        [
+            "*test_old_trace_keeps_a_tracer*",
+            "*LeakError: 1 tracer escaped*",
+            "*KEPT[[]0[]]: float32[[][]] from jit(f)*",
+        ]
+    )
