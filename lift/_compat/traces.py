@@ -240,9 +240,7 @@ def running_traces(start: types.FrameType | None = None) -> list[Any]:
     return found
 
 
-def frame_locals(
-    frame: types.FrameType, variables: frozenset[str] | None = None
-) -> list[tuple[str, Any]]:
+def frame_locals(frame: types.FrameType) -> list[tuple[str, Any]]:
     """A frame's local variables (cells' contents included), leaving no
     snapshot behind.
 
@@ -250,16 +248,20 @@ def frame_locals(
     keep the values after the frame drops them: a leak to JAX's checker. The
     snapshot is emptied when nothing else holds it; the next reader rebuilds
     it. A dict the code holds (`ns = locals()`) is its own, and is left alone.
-    Given the code's `variables`, the snapshot keeps only those. Names `exec`
-    wrote there are the code's own data: the next `locals()` would miss them.
+    A snapshot with names `exec` wrote there is kept too: they are the code's
+    own data, and the next `locals()` would miss them.
     From 3.13 (PEP 667) `f_locals` is a live view: nothing to empty."""
     snapshot = frame.f_locals
     items = list(snapshot.items())
     if (
         SNAPSHOT_LOCALS
         and sys.getrefcount(snapshot) <= ONLY_THE_FRAMES
-        and (variables is None or variables.issuperset(snapshot))
+        and _variables(frame.f_code).issuperset(snapshot)
     ):
         snapshot.clear()
     del snapshot
     return items
+
+
+def _variables(code: types.CodeType) -> frozenset[str]:
+    return frozenset((*code.co_varnames, *code.co_cellvars, *code.co_freevars))

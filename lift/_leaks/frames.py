@@ -190,14 +190,14 @@ class FrameLook:
         found: list[FrameHolding] = []
         budget = _FRAME_BUDGET
         seen: set[int] = set()  # an object two frames hold is looked at once
-        for i, (user, variables) in enumerate(chosen):
+        for i, user in enumerate(chosen):
             if budget <= 0:
                 break
             # An equal share of what is left to each frame still to read: a
             # library's wrapper frames (innermost) cannot spend what the
             # test's own frames (outermost) are owed.
             share = budget // (len(chosen) - i)
-            names = frame_locals(user, variables)
+            names = frame_locals(user)
             tracers, left = self(exited, names, share, seen)
             budget -= share - left
             if tracers and not exited.runs_beneath(user):
@@ -273,11 +273,8 @@ def frame_leaks(
     return leaks, tracers, unopened
 
 
-def _user_frames(
-    frame: types.FrameType | None,
-) -> list[tuple[types.FrameType, frozenset[str]]]:
-    """The user's frames from `frame` down, innermost first, each with its
-    variables' names.
+def _user_frames(frame: types.FrameType | None) -> list[types.FrameType]:
+    """The user's frames from `frame` down, innermost first.
 
     A user's frame is one of a user's module (`is_user_module`, by module
     name). JAX's, lift's, NumPy's, pytest's, pluggy's and the standard
@@ -291,8 +288,4 @@ def _user_frames(
         frame = frame.f_back
     if len(chosen) > _FRAME_INNER + _FRAME_OUTER:
         chosen = chosen[:_FRAME_INNER] + chosen[len(chosen) - _FRAME_OUTER :]
-    return [(f, _variables(f.f_code)) for f in chosen]
-
-
-def _variables(code: types.CodeType) -> frozenset[str]:
-    return frozenset((*code.co_varnames, *code.co_cellvars, *code.co_freevars))
+    return chosen

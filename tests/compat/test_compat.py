@@ -765,6 +765,34 @@ def test_the_look_keeps_the_names_exec_wrote_into_the_locals(
     assert "run" in read  # the look read this frame's locals
 
 
+@pytest.mark.skipif(
+    not _compat.SNAPSHOT_LOCALS,  # pyright: ignore[reportPrivateUsage]
+    reason="from Python 3.13 (PEP 667) f_locals caches no snapshot",
+)
+def test_every_read_of_a_frames_locals_keeps_the_names_exec_wrote() -> None:
+    # JAX's check drops the stack's snapshots (`drop_stale_snapshots`), and the
+    # scan, the chain and `checking_leaks` read frames' locals: none may lose
+    # a name only the snapshot holds.
+    from lift._compat.checker import drop_stale_snapshots
+    from lift._compat.traces import frame_locals
+
+    def run() -> Any:
+        exec("y = 1")
+        drop_stale_snapshots()
+        frame_locals(sys._getframe())
+        return locals()["y"]
+
+    assert run() == 1
+
+    def plain() -> Any:
+        x = 2
+        frame = sys._getframe()
+        assert ("x", 2) in frame_locals(frame)
+        return frame.f_locals  # a fresh snapshot: the last was emptied
+
+    assert plain()["x"] == 2
+
+
 # -- JAX's messages and reprs (`lift._compat.messages`) ----------------------------
 
 
