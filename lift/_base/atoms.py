@@ -12,8 +12,6 @@ from typing import Final
 
 import numpy as np
 
-__all__ = ["EXACT", "HOLD_NOTHING", "INEXACT", "INTERPRETER", "SCALARS", "UNOPENED"]
-
 # None, numbers and strings: immutable values made of no other object.
 SCALARS: Final = frozenset({type(None), bool, int, float, complex, str, bytes})
 # The scalars whose `==` is not their value's identity (`0.0 == -0.0`, `nan !=

@@ -14,8 +14,6 @@ from collections.abc import Generator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["record", "recording"]
-
 
 class _Listeners(threading.local):
     def __init__(self) -> None:

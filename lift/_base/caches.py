@@ -10,8 +10,6 @@ import weakref
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-__all__ = ["BoundedDict", "per_class"]
-
 K = TypeVar("K")
 V = TypeVar("V")
 T = TypeVar("T", bound=type)

@@ -12,21 +12,6 @@ from collections.abc import Iterable
 from math import copysign
 from typing import Any, Final, cast
 
-__all__ = [
-    "code_of",
-    "LeakError",
-    "LiftAttributeError",
-    "LiftError",
-    "array_text",
-    "describe",
-    "docs_anchor",
-    "missing_attribute",
-    "static_fix",
-    "static_str",
-    "type_text",
-    "under_lift_jit",
-]
-
 # The documentation site's address, once it has one (ending in "/"). Every
 # message's last line is `Docs: python -m lift explain <anchor>`, which prints
 # the Errors page's entry from the copy shipped in the package; with an address

@@ -15,8 +15,6 @@ from typing import Final
 
 from .errors import DOCS_URL
 
-__all__ = ["anchors", "entry", "errors_page", "render"]
-
 _PACKAGE: Final = Path(__file__).resolve().parent.parent
 # Where the page is: the copy a wheel ships, then the clone's own.
 _PAGES: Final = (_PACKAGE / "errors.md", _PACKAGE.parent / "docs" / "errors.md")

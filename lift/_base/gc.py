@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import gc
 
-__all__ = ["paused"]
-
 
 class _Paused:
     """Disable the collector for the block, restoring its previous state."""

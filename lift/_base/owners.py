@@ -10,8 +10,6 @@ import sys
 import types
 from typing import Final
 
-__all__ = ["is_library_type", "is_user_function", "is_user_module"]
-
 # JAX's, NumPy's, lift's, pytest's: their code is not the user's, and their
 # classes hold no data of the user's.
 _LIBRARIES: Final = frozenset(

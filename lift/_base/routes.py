@@ -9,8 +9,6 @@ import sys
 import types
 from typing import Any
 
-__all__ = ["factory_route", "rate_route"]
-
 
 def rate_route(obj: Any, held: list[tuple[str, Any]]) -> str:
     """Where a rate goes when `obj` is built: into the optimizer it holds,

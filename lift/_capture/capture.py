@@ -24,12 +24,6 @@ from .._skeleton.nodes import (
 from .._skeleton.skeleton import Skeleton, interned
 from .walk import Walk
 
-__all__ = [
-    "capture",
-    "check_names",
-    "check_options",
-]
-
 
 def capture(
     obj: Any,

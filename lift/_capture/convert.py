@@ -35,9 +35,6 @@ _eval_jaxpr: Callable[..., list[Any]] = jax.core.eval_jaxpr  # pyright: ignore
 _asarray: Callable[[Any], Any] = jnp.asarray  # pyright: ignore
 
 
-__all__ = ["convert"]
-
-
 def _signature(leaves: list[Any]) -> tuple[tuple[tuple[int, ...], Any], ...]:
     out: list[tuple[tuple[int, ...], Any]] = []
     for leaf in leaves:

@@ -18,8 +18,6 @@ from .._holders import trees as jtu
 from .._holders.closure import FACTORY, default_factory, static_data
 from .._holders.trees import DictKey, GetAttrKey, from_node, is_function_like
 
-__all__ = ["Factored", "flatten_factored", "has_function_factory"]
-
 
 class Factored:
     """A defaultdict whose `default_factory` is function-like, as flattened.

@@ -34,8 +34,6 @@ from .._skeleton.nodes import Node, Slot, Static, Template, followed
 from .._skeleton.shared import ref_to
 from .flatten import int_leaf, not_traceable, static_tracer
 
-__all__ = ["DYNAMIC", "NODE", "STATIC", "Leaves"]
-
 # What `Leaves.kind` says of a leaf.
 STATIC: Final = "static"
 DYNAMIC: Final = "dynamic"

@@ -38,8 +38,6 @@ from .._skeleton.nodes import FunctionNode
 from .._skeleton.paths import leaf_paths
 from .._skeleton.skeleton import LiftedParts, Skeleton, arrays_of, skeleton_of
 
-__all__ = ["explain_concretization", "reject"]
-
 
 def explain_concretization(x: LiftedParts, err: BaseException) -> LiftError | None:
     """Name the capture, and its function, when a traced leaf was needed

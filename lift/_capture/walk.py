@@ -68,9 +68,7 @@ from .flatten import (
     int_leaf,
     unreadable_holder,
 )
-from .leaves import DYNAMIC, NODE, STATIC, Leaves
-
-__all__ = ["DYNAMIC", "NODE", "STATIC"]
+from .leaves import STATIC, Leaves
 
 # A function's defaults alone, read (`_held`) and made into templates
 # (`Walk.parts_of`); each entry holds what its key has the id of.

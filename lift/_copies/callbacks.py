@@ -23,8 +23,6 @@ from .._holders.held import held
 from .._holders.reach import reach
 from .copies import Copies, Copy
 
-__all__ = ["Kept", "made_since", "mark", "refuse_kept"]
-
 # JAX's callbacks alive when the running collection began, those the
 # collections freed, the collections run, and those of older generations.
 _COLLECTED = [0, 0, 0, 0]

@@ -36,8 +36,6 @@ from .copies import Copies, Copy, changed_copy, copies_in, refuse_changed
 from .generators import watched
 from .own import pin_kept
 
-__all__ = ["Build", "call_pinning", "call_watched", "new_build"]
-
 # A function with these flags returns a generator, coroutine or async generator
 # whose body runs after the call.
 _LAZY: Final = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR

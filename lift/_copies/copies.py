@@ -34,15 +34,6 @@ from .._skeleton.nodes import CellNode, FunctionNode, Node, Template
 from .._skeleton.skeleton import Skeleton
 from .own import OWN_CONTAINERS
 
-__all__ = [
-    "REBUILT_TYPES",
-    "Copies",
-    "changed_copy",
-    "copies_in",
-    "never_changes",
-    "refuse_changed",
-]
-
 # The lists and dicts JAX flattens as nodes, so that lift rebuilds them around
 # their leaves: `dict`'s subclasses `OrderedDict` and `defaultdict` too.
 REBUILT_TYPES: Final = frozenset(OWN_CONTAINERS)

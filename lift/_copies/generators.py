@@ -9,8 +9,6 @@ import types
 from collections.abc import AsyncGenerator, Callable, Coroutine, Generator
 from typing import Any, TypeAlias, cast
 
-__all__ = ["Start", "watched"]
-
 # One call of a rebuilt generator or coroutine function that holds copies,
 # started when its body starts: the call made again, by the build whose copies
 # it is to use, with what checks those copies once the body returned (`None`)

@@ -35,8 +35,6 @@ from .skeletons import (
     static_unequal,
 )
 
-__all__ = ["diff", "stack"]
-
 
 @entry_point
 def diff(a: Any, b: Any) -> str | None:

@@ -27,19 +27,6 @@ from .._skeleton.nodes import (
 )
 from .._skeleton.skeleton import Skeleton
 
-__all__ = [
-    "SHARED",
-    "Slot",
-    "a_or_an",
-    "at_path",
-    "diff_node",
-    "diff_slots",
-    "is_function",
-    "join_path",
-    "rebuilt",
-    "slot_str",
-]
-
 # A path longer than this (functions nested thousands deep) keeps its start and
 # end around ` ... `: each step then costs the same, however deep the walk.
 PATH_CHARS: Final = 1000

@@ -9,8 +9,6 @@ from __future__ import annotations
 import types
 from typing import Any, Final, cast
 
-__all__ = ["NotRun", "own_attributes", "static_attribute"]
-
 
 class NotRun(Exception):
     """An attribute the scan does not read: reading it would run code.

@@ -48,22 +48,6 @@ from .labels import (
 )
 from .reach import reach
 
-__all__ = [
-    "METHOD",
-    "PARTIAL",
-    "aux_parts",
-    "FACTORY",
-    "default_names",
-    "dict_static",
-    "labelled",
-    "function_held",
-    "function_parts",
-    "has_aux",
-    "partial_parts",
-    "slots_of",
-    "static_data",
-]
-
 # -- the parts of each holder ------------------------------------------------------
 
 

@@ -28,8 +28,6 @@ from .stdlib import (
     weakref_parts,
 )
 
-__all__ = ["ATTR", "INDEX", "KEY", "held", "parts", "read_inside"]
-
 # A container's item labels, `(format, key)`: spelled only for a report.
 INDEX: Final = "[{}]"
 KEY: Final = "[{!r}]"

@@ -11,29 +11,6 @@ from typing import Any, Final
 from .._base.caches import BoundedDict
 from . import trees as jtu
 
-__all__ = [
-    "ARG",
-    "ATTR",
-    "CACHED",
-    "CACHE_KEY",
-    "CAPTURES",
-    "CELL",
-    "CLASS",
-    "DEFAULT",
-    "FIELD",
-    "FUNC",
-    "KEYWORD",
-    "KWDEFAULT",
-    "LOCAL",
-    "Label",
-    "METHOD_FUNC",
-    "SELF",
-    "STATIC",
-    "WRAPPED",
-    "variable_str",
-]
-
-
 # The kinds of part, with how each reads on a holder `o`.
 CELL: Final = "cell"  # a free variable: `o.__closure__[i].cell_contents`
 DEFAULT: Final = "default"  # `o.__defaults__[i]`

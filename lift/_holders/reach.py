@@ -17,8 +17,6 @@ from typing import Any, Final
 
 from .._base.caches import per_class
 
-__all__ = ["ITEMS", "containers", "items", "reach"]
-
 Into = Callable[[Any], "Iterable[Any] | None"]
 
 # What each container holds, read as its base class keeps it.

@@ -43,21 +43,6 @@ from .labels import (
 )
 from .reach import ITEMS
 
-__all__ = [
-    "LRU_WRAPPER",
-    "BUILTIN_CONTAINERS",
-    "OPENED_BY_SCANS",
-    "STDLIB_HOLDERS",
-    "SUSPENDED_FRAMES",
-    "array_items",
-    "builtin_method_parts",
-    "cache_parts",
-    "frame_parts",
-    "opened_by_referents",
-    "referent_parts",
-    "weakref_parts",
-]
-
 
 def array_items(a: np.ndarray[Any, Any]) -> Iterator[tuple[Any, Any]]:
     """The elements of a NumPy object array that may hold something.

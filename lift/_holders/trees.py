@@ -23,34 +23,6 @@ from .._base.atoms import SCALARS
 from . import trees as jtu
 from .reach import containers, items, reach
 
-__all__ = [
-    "DictKey",
-    "GetAttrKey",
-    "HOLDERS",
-    "ITERATORS",
-    "MAX_CONTAINER_DEPTH",
-    "SequenceKey",
-    "TreeDef",
-    "flatten_checked",
-    "from_node",
-    "irregular",
-    "is_cyclic",
-    "is_function_like",
-    "keystr",
-    "one_level",
-    "ordered",
-    "read_as_tuple",
-    "register_pytree_with_keys",
-    "tree_flatten",
-    "tree_flatten_with_path",
-    "tree_leaves",
-    "tree_map",
-    "tree_structure",
-    "treedef_is_leaf",
-    "slot_path",
-    "treedef_paths",
-]
-
 TreeDef: TypeAlias = Any
 
 tree_flatten = cast("Callable[..., tuple[list[Any], TreeDef]]", _jtu.tree_flatten)  # pyright: ignore[reportUnknownMemberType]

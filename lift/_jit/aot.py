@@ -19,8 +19,6 @@ import jax
 
 from .._compat import is_signature_mismatch
 
-__all__ = ["Compiled", "Lowered", "Traced"]
-
 
 def _own(tree: Any, bound: tuple[Any, ...]) -> Any:
     """The trampoline's `(args, kwargs)` pytree without the bound arguments."""

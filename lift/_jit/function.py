@@ -44,8 +44,6 @@ from .programs import (
 from .verify import STATE as _VERIFY
 from .watch import STALE, Fast, check_cached, current, holds_tracer, walk_read, watch
 
-__all__ = ["JitFunction", "jit"]
-
 # It calls the user's function inside a trace.
 hide_frames_of(__file__)
 

@@ -35,13 +35,6 @@ from .options import (
     translate,
 )
 
-__all__ = [
-    "MISSING",
-    "Program",
-    "explain_call_error",
-    "program",
-]
-
 # Typed loosely: options reach it as a dict, checked by `translate` and by JAX.
 _jax_jit: Final = cast("Callable[..., Any]", jax.jit)  # pyright: ignore[reportUnknownMemberType]
 

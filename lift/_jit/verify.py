@@ -26,16 +26,6 @@ from .._lifted.lifted import Lifted
 from .._skeleton.nodes import Static
 from .._skeleton.skeleton import skeleton_of
 
-__all__ = [
-    "ENV",
-    "STATE",
-    "changed_at",
-    "disagree",
-    "logs_grew",
-    "same_leaves",
-    "verifying",
-]
-
 ENV: Final = "LIFT_VERIFY"
 
 

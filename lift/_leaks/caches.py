@@ -26,13 +26,6 @@ from .._holders.stdlib import LRU_WRAPPER
 from .chain import cell_holder
 from .report import Leak, closure_leak
 
-__all__ = [
-    "CacheHolders",
-    "closure_holding",
-    "holder_kinds",
-    "split_cached",
-]
-
 
 def closure_holding(tracer: Any) -> Leak | None:
     """The report for an escaped tracer that no root reaches, when a closure

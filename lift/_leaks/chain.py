@@ -17,9 +17,6 @@ from .._base import gc as _gc
 from .._holders.attributes import own_attributes
 from .._holders.closure import slots_of
 
-__all__ = ["cell_holder", "referrer_chain"]
-
-
 #: The most links of a referrer chain.
 _CHAIN: Final = 12
 

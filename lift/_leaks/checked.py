@@ -24,8 +24,6 @@ from .checking import describe_short, leak_error, lifted_roots
 from .report import Unopened, format_leaks
 from .scan import param_name, scan_tracers
 
-__all__ = ["checked"]
-
 # It calls the user's function inside a trace.
 _compat.hide_frames_of(__file__)
 

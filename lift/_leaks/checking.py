@@ -23,8 +23,6 @@ from .scan import scan_tracers
 
 _UnexpectedTracerError: type[Exception] = jax.errors.UnexpectedTracerError
 
-__all__ = ["checking_leaks"]
-
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 

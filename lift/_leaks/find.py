@@ -17,8 +17,6 @@ from .report import (
 )
 from .scan import DEFAULT_LIMIT, scan_tracers
 
-__all__ = ["DEFAULT_LIMIT", "check_leaks", "find_leaks"]
-
 
 def find_leaks(*roots: Any, limit: int = DEFAULT_LIMIT) -> Leaks:
     """Every tracer reachable from `roots` whose transform has already exited.

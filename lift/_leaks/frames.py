@@ -43,8 +43,6 @@ from .._holders.stdlib import (
 from .report import FRAME_LOCAL, Leak, Unopened, error_text, local_leak
 from .scan import NONE_LIVE, LeakWalk
 
-__all__ = ["FrameHolding", "FrameLook", "frame_leaks"]
-
 # Never opened by the look, subclasses too (a subclass of `int` holding a
 # tracer is the leak scan's to find): what the scan never opens, classes (a
 # place to leak to, not a frame's data), NumPy scalars and JAX's arrays.

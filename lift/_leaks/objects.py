@@ -39,8 +39,6 @@ from .report import (
     path_text,
 )
 
-__all__ = ["SCAN_UNOPENED", "ObjectWalk"]
-
 _Array: type[Any] = jax.Array
 
 # Per-type plans for objects that are not one of the core kinds.

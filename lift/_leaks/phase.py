@@ -13,8 +13,6 @@ import pytest
 
 from .plugin import BEFORE, CACHED, UNOPENED, UNWRAPPED, fast_mode
 
-__all__ = ["Watch", "check", "module_of", "named_by"]
-
 
 def named_by(item: pytest.Item, cached: bool = False) -> list[tuple[str, Any]]:
     """What a test names: its function, its fixtures' functions and the

@@ -33,8 +33,6 @@ from typing import Any, Final, cast
 
 import pytest
 
-__all__ = ["BEFORE", "CACHED", "MARKER", "MODES", "UNOPENED", "UNWRAPPED", "fast_mode"]
-
 MARKER = "lift_allow_leaks"
 MODES = ("fast", "exhaustive")
 _ENABLED = pytest.StashKey[bool]()

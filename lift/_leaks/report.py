@@ -18,9 +18,6 @@ from .._base.errors import code_of
 from .._holders.closure import function_of, user_class
 from .._holders.labels import Label
 
-__all__ = ["Leak", "Leaks", "Unopened", "format_leaks", "unopened_text"]
-
-
 CAPTURED = "captured variable"
 _DEFAULT = "default of parameter"
 GLOBAL = "global variable"

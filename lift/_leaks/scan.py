@@ -62,8 +62,6 @@ from .report import (
 #: Default bound on the number of objects one scan visits.
 DEFAULT_LIMIT = 2_000_000
 
-__all__ = ["NONE_LIVE", "LeakWalk", "first_tracer", "scan_tracers"]
-
 
 class LeakWalk(ObjectWalk):
     """One breadth-first scan; each entry remembers its parent and its label."""

@@ -19,8 +19,6 @@ from .checking import place_escaped
 from .frames import FrameLook, frame_leaks
 from .report import Leak, Unopened, tracer_text
 
-__all__ = ["Verdict", "chain_leak", "judge"]
-
 
 class Verdict(NamedTuple):
     """What a `LeakSignal` comes to: the leaks, each with its tracer; what

@@ -29,8 +29,6 @@ from .._skeleton.skeleton import skeleton_of
 from . import multisteps as _objects  # noqa: F401  # pyright: ignore[reportUnusedImport]  (registers optax.MultiSteps)
 from .lifted import Lifted, caller_name, construct, rebuilt
 
-__all__ = ["is_lifted", "lift", "unlift"]
-
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
 _R_co = TypeVar("_R_co", covariant=True)

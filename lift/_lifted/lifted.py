@@ -44,8 +44,6 @@ from .._skeleton.skeleton import (
 from . import state_dict as _state_dict
 from .pytree import register
 
-__all__ = ["Lifted"]
-
 # It calls the user's function inside a trace.
 _compat.hide_frames_of(__file__)
 

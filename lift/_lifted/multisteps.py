@@ -22,8 +22,6 @@ from typing import Any, cast
 from .._rule.static import TAKES_APART
 from .lifted import Lifted, rebuilt
 
-__all__ = ["as_functions"]
-
 
 def as_functions(obj: Any) -> Any | None:
     """`obj` as a `GradientTransformation` of functions, or `None`.

@@ -15,8 +15,6 @@ from .lift import is_lifted
 if TYPE_CHECKING:
     from .lifted import Lifted
 
-__all__ = ["replace"]
-
 _L = TypeVar("_L")
 
 # The first two key entries of a leaf of the root's own captured variable

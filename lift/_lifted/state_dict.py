@@ -23,8 +23,6 @@ from .._base.errors import LiftError, describe
 from .._holders import trees as jtu
 from .._skeleton.skeleton import LiftedParts
 
-__all__ = ["from_state_dict", "register", "to_state_dict"]
-
 
 def register(cls: type[Any]) -> None:
     """Give `cls` flax state-dict handlers once `flax.serialization` is imported.

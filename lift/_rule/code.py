@@ -17,8 +17,6 @@ from .._holders.labels import CELL, Label
 from .._holders.trees import treedef_paths
 from .flow import NONE_SOURCE, Flow, Source
 
-__all__ = ["NO_BRANCH", "WHOLE", "Branches", "CodeInfo", "branch_hits", "code_info"]
-
 # The keys a branch reads a capture at (`config["anneal"]`: `("anneal",)`).
 Branches: TypeAlias = frozenset[tuple[Any, ...]]
 NO_BRANCH: Final[Branches] = frozenset()

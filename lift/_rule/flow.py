@@ -14,9 +14,6 @@ import dis
 import types
 from typing import Any, Final, TypeAlias
 
-__all__ = ["Flow", "NONE_SOURCE", "Source"]
-
-
 # What a variable is to the code reading it (PEP 709 makes a comprehension's
 # variable a local of the function around it, so names alone cannot tell).
 FREE: Final = "free"  # a free variable: a closure cell the function captured

@@ -26,9 +26,6 @@ from .._holders.closure import static_data, user_class
 from .._leaks.report import label_text
 from .._leaks.scan import first_tracer
 
-__all__ = ["aux_tracer", "hidden_tracer", "jax_dtype", "opaque", "plain_treedef"]
-
-
 # Static captures that hold no tracer to look for, by subclass (`opaque`): the
 # scalars, modules and code, dtypes, JAX's arrays, and NumPy's (but for an
 # array of objects, which `opaque` leaves to the scan).

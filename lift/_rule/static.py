@@ -38,22 +38,6 @@ from .._holders.trees import (
 from .floats import only_a_number
 from .hidden import aux_tracer, hidden_tracer, jax_dtype, opaque
 
-__all__ = [
-    "ById",
-    "attributes_by_global",
-    "aux_key",
-    "check_aux",
-    "check_opaque",
-    "DynamicNames",
-    "default_dynamic",
-    "is_jax_value",
-    "scanned",
-    "static_key",
-    "taken_apart",
-    "unsortable_registry",
-]
-
-
 # Compared by type and value as they are (floats by their bits: `0.0` is not
 # `-0.0`, nor `nan` `-nan`).
 _PLAIN: Final = EXACT

@@ -21,22 +21,6 @@ from .._holders.labels import ATTR, Label
 from .._rule.code import CodeInfo
 from .._rule.static import ById, aux_key, scanned, static_key
 
-__all__ = [
-    "rebuild_order",
-    "CellNode",
-    "FunctionNode",
-    "HolderNode",
-    "Node",
-    "Part",
-    "Ref",
-    "Slot",
-    "Static",
-    "Template",
-    "atom_static",
-    "aux_followed",
-    "followed",
-]
-
 
 class Ref:
     """A slot holding another node of the graph (a function, partial or method).

@@ -18,14 +18,6 @@ from .nodes import FunctionNode, Ref, Template
 from .rebuild import build_nodes
 from .skeleton import LiftedParts, Skeleton, arrays_of, skeleton_of
 
-__all__ = [
-    "CapturePath",
-    "Elided",
-    "attribute_of",
-    "captures_of",
-    "leaf_paths",
-]
-
 
 def leaf_paths(skeleton: Skeleton) -> tuple[CapturePath, ...]:
     """A key path for every leaf, e.g. `.captures['inner'].captures['lr']`.

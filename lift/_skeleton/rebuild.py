@@ -25,8 +25,6 @@ from .nodes import (
 )
 from .skeleton import Skeleton
 
-__all__ = ["build", "build_nodes", "importable"]
-
 
 def build(skeleton: Skeleton, leaves: Sequence[Any]) -> Callable[..., Any]:
     """The root of the graph rebuilt, its captures `leaves`.

@@ -18,8 +18,6 @@ from .._compat import Tracer
 from .nodes import Ref, Static, Template
 from .skeleton import LiftedParts, Skeleton, leaves_as_shown, node_head, skeleton_of
 
-__all__ = ["pformat", "treescope_repr"]
-
 
 def _leaf_str(x: Any) -> str:
     """A dynamic leaf: dtype and shape, and a scalar's value (`float32[]=0.001`)."""

@@ -13,8 +13,6 @@ from .._holders import trees as jtu
 from .._holders.labels import Label
 from .nodes import CellNode, Ref, Static, Template
 
-__all__ = ["cell_of", "one_slot", "ref_to", "refs_template"]
-
 _REFS: Final = [Ref(i) for i in range(1024)]
 
 

@@ -33,22 +33,6 @@ from .nodes import (
     Template,
 )
 
-__all__ = [
-    "LiftedParts",
-    "Skeleton",
-    "arrays_of",
-    "drop_built",
-    "explain",
-    "interned",
-    "leaves_of",
-    "leaves_as_shown",
-    "root_function",
-    "root_name",
-    "skeleton_of",
-    "skeleton_repr",
-]
-
-
 # A capture that holds one atom (the common case) has no treedef: `treedef is None`.
 
 

@@ -785,7 +785,7 @@ def test_every_read_of_a_frames_locals_keeps_the_names_exec_wrote() -> None:
     assert run() == 1
 
     def plain() -> Any:
-        x = 2
+        x = 2  # noqa: F841 (read through the frame)
         frame = sys._getframe()
         assert ("x", 2) in frame_locals(frame)
         return frame.f_locals  # a fresh snapshot: the last was emptied
