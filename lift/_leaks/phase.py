@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from contextlib import ExitStack
+from types import ModuleType
 from typing import Any, cast
 
 import pytest
@@ -16,7 +17,7 @@ from .plugin import BEFORE, CACHED, UNOPENED, UNWRAPPED, fast_mode
 
 def named_by(item: pytest.Item, cached: bool = False) -> list[tuple[str, Any]]:
     """What a test names: its function, its fixtures' functions and the
-    fixture values it received.
+    fixture values it received; a doctest's names.
 
     The fixtures' functions bring the globals their code names. With
     `cached`, also the values an earlier test already set up: a higher
@@ -36,6 +37,15 @@ def named_by(item: pytest.Item, cached: bool = False) -> list[tuple[str, Any]]:
     funcargs = getattr(item, "funcargs", None)
     if isinstance(funcargs, dict):
         roots.extend((f"fixture {k}", v) for k, v in funcargs.items())  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+    # A doctest's names: those its examples bound (`seen = []`), beside its
+    # module's.
+    globs = getattr(getattr(item, "dtest", None), "globs", None)
+    if isinstance(globs, dict):
+        roots.extend(
+            (k, v)
+            for k, v in cast("dict[str, Any]", globs).items()
+            if not k.startswith("__") and not isinstance(v, ModuleType)
+        )
     return roots
 
 

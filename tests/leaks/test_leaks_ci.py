@@ -149,6 +149,17 @@ def clean():
     >>> shapes
     [()]
     """
+
+
+def kept_by_the_example():
+    """Its example keeps the tracer.
+
+    >>> import jax
+    >>> seen = []
+    >>> _ = jax.jit(lambda x: seen.append(x) or x)(1.0)
+    >>> len(seen)
+    1
+    """
 '''
 
 # Each way the plugin runs, with `--doctest-modules`, over the module above.
@@ -168,14 +179,21 @@ def test_a_doctests_leak_is_its_leak_error_alone(
     # The doctest's runner catches JAX's error itself: the report is lift's
     # anyway, first, with no source of pytest's or the plugin's.
     run = shared(tmp_path_factory)
-    run.assert_outcomes("doctest_leaks.py", passed=1, failed=1)
+    run.assert_outcomes("doctest_leaks.py", passed=1, failed=2)
     text = run.failures("doctest_leaks.py") or ""
     assert text.startswith("lift.LeakError: 1 tracer escaped the transform"), text
     run.lines("doctest_leaks.py").fnmatch_lines(
         [
+            "*doctest_leaks.kept_by_the_example FAILED*",
             "*doctest_leaks.leaky FAILED*",
-            "*STASH[[]0[]]: float32[[][]] from jit(leaky)*",
         ]
+    )
+    # Each named by its variable: the module's, and the one the example bound.
+    run.lines("doctest_leaks.py").fnmatch_lines(
+        ["*seen[[]0[]]: float32[[][]] from jit(<lambda>)*"]
+    )
+    run.lines("doctest_leaks.py").fnmatch_lines(
+        ["*STASH[[]0[]]: float32[[][]] from jit(leaky)*"]
     )
     assert "Leaked trace" not in text
     assert "plugin.py" not in text
