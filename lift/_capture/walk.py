@@ -78,16 +78,11 @@ _PARTS: BoundedDict[tuple[int, int], Any] = BoundedDict(512)
 
 def _held(fn: types.FunctionType) -> tuple[Any, ...]:
     """`function_held(fn)`, read once per tuple of defaults and code when `fn`
-    has no other parts and its defaults are atoms (`None`, a flag, a count): a
-    `def` makes one tuple for all its closures. A default that may be a tracer
-    is never kept here."""
+    has no other parts and its defaults are atoms (never a tracer): a `def`
+    makes one tuple for all its closures."""
     defaults, code = fn.__defaults__, fn.__code__
-    if (
-        not defaults
-        or fn.__kwdefaults__ is not None
-        or fn.__dict__
-        or any(type(x) not in EXACT for x in defaults)
-    ):
+    atoms = defaults and all(type(x) in EXACT for x in defaults)
+    if fn.__kwdefaults__ is not None or fn.__dict__ or not atoms:
         return function_held(fn)
     found = _HELD.get(key := (id(defaults), id(code)))
     return _HELD.add(key, function_held(fn)) if found is None else found
