@@ -55,7 +55,7 @@ The vmapped sweep saves dispatches (one per step for all rates, or none with
 batched program than the single step (its LLVM passes run per kernel, and the
 batched kernels are larger), so on a CPU a short vmapped sweep gains little;
 on an accelerator, where the batch runs in parallel, it gains most (the
-accelerator tables below).
+TPU tables of the Accelerators page, `docs/accelerators.md`).
 In the steady-step table each way takes turns, sample by sample, with a plain
 optax run of its own, so that a slow neighbour does not colour the caches the
 others run in. Its "vs plain" is the ratio of its median to the median of
