@@ -425,11 +425,26 @@ def test_eager_grad_over_a_jitted_closure_leaves_tracers_in_jax_caches() -> None
     assert "not stored by the code under test" in str(cached)
 
 
+@pytest.fixture
+def heap_walks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many objects each heap walk (`gc.get_referrers`) of the check was
+    given, in order."""
+    walks: list[int] = []
+    heap_walk = gc.get_referrers
+
+    def counted(*objects: Any) -> list[Any]:
+        walks.append(len(objects))
+        return heap_walk(*objects)
+
+    monkeypatch.setattr(escaped.gc, "get_referrers", counted)
+    return walks
+
+
 @pytest.mark.parametrize("noted", [False, True])
 @pytest.mark.parametrize("old", [False, True])
 @pytest.mark.parametrize("keep", ["the trace", "a tracer"])
 def test_a_trace_kept_without_its_tracers_costs_no_collection(
-    keep: str, old: bool, noted: bool, monkeypatch: pytest.MonkeyPatch
+    keep: str, old: bool, noted: bool, heap_walks: list[int]
 ) -> None:
     # JAX keeps some traces past their exit with no tracer of them alive (jax
     # 0.10.2: a staged `custom_jvp` call's memoized jvp thunk closes over its
@@ -441,14 +456,6 @@ def test_a_trace_kept_without_its_tracers_costs_no_collection(
     # the old ones noted (`noting_promotions`); the heap (`gc.get_referrers`)
     # only for an old trace made old unnoted.
     kept: list[Any] = []
-    walks: list[int] = []
-    heap_walk = gc.get_referrers
-
-    def counted(*objects: Any) -> list[Any]:
-        walks.append(len(objects))
-        return heap_walk(*objects)
-
-    monkeypatch.setattr(escaped.gc, "get_referrers", counted)
 
     def f(x: Any) -> Any:
         kept.append(x._trace if keep == "the trace" else x)
@@ -480,11 +487,11 @@ def test_a_trace_kept_without_its_tracers_costs_no_collection(
         assert found == kept and collections == [1, 2]
     generational = escaped._GENERATIONAL  # pyright: ignore[reportPrivateUsage]
     if noted and generational:
-        assert walks == []
+        assert heap_walks == []
     elif keep == "the trace":
-        assert len(walks) == old
+        assert len(heap_walks) == old
     else:
-        assert len(walks) == 2 + old
+        assert len(heap_walks) == 2 + old
     kept.clear()
 
 
@@ -500,7 +507,7 @@ def test_a_trace_kept_without_its_tracers_costs_no_collection(
     ],
 )
 def test_jax_check_finds_a_kept_tracer_whatever_its_traces_generation(
-    kept_as: str, noted: bool, monkeypatch: pytest.MonkeyPatch
+    kept_as: str, noted: bool, heap_walks: list[int]
 ) -> None:
     # A young trace's referrers are read among the young objects alone; a
     # collection inside the trace makes it old. An old trace's are read in the
@@ -512,14 +519,6 @@ def test_jax_check_finds_a_kept_tracer_whatever_its_traces_generation(
     # (CPython 3.11, 3.12), then after a full collection.
     kept: list[Any] = []
     refs: list[Any] = []
-    walks: list[int] = []
-    heap_walk = gc.get_referrers
-
-    def counted(*objects: Any) -> list[Any]:
-        walks.append(len(objects))
-        return heap_walk(*objects)
-
-    monkeypatch.setattr(escaped.gc, "get_referrers", counted)
 
     def f(x: Any) -> Any:
         refs.append(weakref.ref(x._trace))
@@ -550,11 +549,11 @@ def test_jax_check_finds_a_kept_tracer_whatever_its_traces_generation(
         assert {id(t) for t in kept} <= found
     generational = escaped._GENERATIONAL  # pyright: ignore[reportPrivateUsage]
     if noted and generational and not kept_as.endswith("another thread"):
-        assert walks == []
+        assert heap_walks == []
     else:  # before the collections, after the snapshots' drop, after all
         dropped = _compat.SNAPSHOT_LOCALS
         reads = {"young trace": 1, "trace alone": 1}
-        assert len(walks) == reads.get(kept_as, 2 + dropped)
+        assert len(heap_walks) == reads.get(kept_as, 2 + dropped)
     kept.clear()
 
 
@@ -600,7 +599,7 @@ def test_a_tracer_held_by_a_snapshot_alone_costs_no_full_collection() -> None:
 
 
 def test_a_thread_beside_a_noted_collection_sends_the_blocks_look_to_the_heap(
-    monkeypatch: pytest.MonkeyPatch,
+    heap_walks: list[int],
 ) -> None:
     # Another thread may make a tracer between the read of the young objects
     # and the collection: it goes old unnoted. The check at a trace's exit
@@ -610,14 +609,6 @@ def test_a_thread_beside_a_noted_collection_sends_the_blocks_look_to_the_heap(
     # the heap (`gc.get_referrers`).
     kept: list[Any] = []
     refs: list[Any] = []
-    walks: list[int] = []
-    heap_walk = gc.get_referrers
-
-    def counted(*objects: Any) -> list[Any]:
-        walks.append(len(objects))
-        return heap_walk(*objects)
-
-    monkeypatch.setattr(escaped.gc, "get_referrers", counted)
     waiting = threading.Event()
     beside = threading.Thread(target=waiting.wait)
 
@@ -636,14 +627,14 @@ def test_a_thread_beside_a_noted_collection_sends_the_blocks_look_to_the_heap(
             waiting.set()
             beside.join()
             at_check = leaked_at_check(refs[0])
-            checked = len(walks)
+            checked = len(heap_walks)
             at_end = _compat.escaped_tracers(exits)
     finally:
         gc.enable()
     assert at_check == kept and at_end == kept
     noting = escaped._GENERATIONAL  # pyright: ignore[reportPrivateUsage]
     assert checked == (0 if noting else 2 + _compat.SNAPSHOT_LOCALS)
-    assert len(walks) - checked == 3
+    assert len(heap_walks) - checked == 3
     kept.clear()
 
 
@@ -662,7 +653,7 @@ def test_promotions_are_noted_only_inside_the_block() -> None:
 
 
 def test_a_hook_removed_by_the_blocks_code_sends_old_traces_to_the_heap(
-    monkeypatch: pytest.MonkeyPatch,
+    heap_walks: list[int],
 ) -> None:
     # Collections after the removal go unnoted: the noted tracers no longer
     # stand for the heap.
@@ -670,14 +661,6 @@ def test_a_hook_removed_by_the_blocks_code_sends_old_traces_to_the_heap(
         pytest.skip("no generations to note from Python 3.14")
     kept: list[Any] = []
     refs: list[Any] = []
-    walks: list[int] = []
-    heap_walk = gc.get_referrers
-
-    def counted(*objects: Any) -> list[Any]:
-        walks.append(len(objects))
-        return heap_walk(*objects)
-
-    monkeypatch.setattr(escaped.gc, "get_referrers", counted)
 
     def f(x: Any) -> Any:
         refs.append(weakref.ref(x._trace))
@@ -694,7 +677,7 @@ def test_a_hook_removed_by_the_blocks_code_sends_old_traces_to_the_heap(
             found = leaked_at_check(refs[0])
     finally:
         gc.enable()
-    assert found == kept and walks
+    assert found == kept and heap_walks
     kept.clear()
 
 
