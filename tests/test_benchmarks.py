@@ -173,3 +173,21 @@ def test_a_module_by_path_writes_its_tables(tmp_path: Path):
     assert "### Public\n\n| way | smoke |\n|---|---|\n| a | True |" in page
     assert "Internal table" not in page
     assert "### Internal table\n\n| way |\n|---|\n| b |" in inner
+
+
+@pytest.mark.parametrize("script", ["profile_population", "population_bounds"])
+def test_the_population_studies_run_at_tiny_sizes(script: str, tmp_path: Path):
+    """The accelerator pages' population studies keep working: each runs at
+    the smoke size and writes its page."""
+    done = subprocess.run(
+        [sys.executable, f"{script}.py", "--size", "smoke", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT / "benchmarks",
+        env={**os.environ, "PYTHONPATH": child_path()},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    (page,) = tmp_path.glob("population-*.md")
+    assert "| way |" in page.read_text()
