@@ -83,8 +83,7 @@ def diff(a: Any, b: Any) -> str | None:
             lines.append(f"the pytree structures differ: {ta} != {tb}")
     if len(la) == len(lb):
         for (path, x), (_, y) in zip(la, lb, strict=True):
-            apart = _leaf_apart(x, y)
-            if apart is not None:
+            if (apart := _leaf_apart(x, y)) is not None:
                 lines.append(f"{at_path(jtu.keystr(path))}{apart}")
     return "\n".join(lines) if lines else None
 
@@ -101,9 +100,7 @@ def _leaf_apart(x: Any, y: Any) -> str | None:
             "program per leaf shape, dtype and weak type)"
         )
     cx, cy = _committed(x), _committed(y)
-    if not (cx or cy):
-        return None
-    if (
+    if not (cx or cy) or (
         cx
         and cy
         and type(x.sharding) is type(y.sharding)
@@ -187,9 +184,8 @@ def _diff_trees(a: Any, b: Any, lines: list[str]) -> None:
         if is_lifted(x) and type(x) is type(y):
             sx, sy = skeleton_of(cast(Lifted[Any, Any], x)), skeleton_of(y)
             if sx != sy:
-                stack.append((path, len(lines), SHARED))
                 root = (Slot(sx, 0, "it", Ref(0)), Slot(sy, 0, "it", Ref(0)))
-                stack.append((path, *root))
+                stack += [(path, len(lines), SHARED), (path, *root)]
             continue
         if is_lifted(x) or is_lifted(y) or stops_flattening(x) or stops_flattening(y):
             if _what(x) != _what(y) or type(x) is not type(y):
