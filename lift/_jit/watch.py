@@ -93,10 +93,8 @@ def _parts(obj: Any) -> tuple[Any, ...]:
 
 
 def holds_tracer(lifted: Any) -> bool:
-    if isinstance(lifted, Lifted):
-        leaves: Any = leaves_of(lifted)  # pyright: ignore[reportUnknownArgumentType]
-    else:
-        leaves = jtu.tree_leaves(lifted)
+    is_lifted = isinstance(lifted, Lifted)
+    leaves: Any = leaves_of(lifted) if is_lifted else jtu.tree_leaves(lifted)  # pyright: ignore[reportUnknownArgumentType]
     return any(isinstance(leaf, Tracer) for leaf in leaves)
 
 
