@@ -20,12 +20,7 @@ from .._holders.closure import PARTIAL, custom_data
 from .._holders.trees import is_function_like
 from .._lifted.lift import is_lifted
 from .._rule.static import DynamicNames, default_dynamic
-from .._skeleton.nodes import (
-    FunctionNode,
-    Ref,
-    Static,
-    Template,
-)
+from .._skeleton.nodes import FunctionNode, Ref, Static, Template
 from .._skeleton.skeleton import Skeleton
 
 # A path longer than this (functions nested thousands deep) keeps its start and
