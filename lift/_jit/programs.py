@@ -96,10 +96,8 @@ class Program:
         # arguments. With fewer of them, `jax.jit` raises for a static one and
         # ignores a donated one, but the trampoline would take the `Lifted` in
         # front for it: such calls go through `for_nargs`.
-        self.min_nargs = max(
-            (-n for o in ARGNUMS for n in as_tuple(kwargs.get(o), int) if n < 0),
-            default=0,
-        )
+        negative = [n for o in ARGNUMS for n in as_tuple(kwargs.get(o), int) if n < 0]
+        self.min_nargs = -min(negative, default=0)
         self._by_nargs: dict[int, Any] = {}
         in_shardings = kwargs.get("in_shardings", MISSING)
         self.jitted: Any = None
@@ -293,11 +291,9 @@ def explain_call_error(
             anchor="jit-argument-not-an-array",
         )
     bad = [n for n, v in values.items() if n in static and not _hashable(v)]
-    what = (
-        f"for the parameter {bad[0]!r}, which is static"
-        if bad
-        else "for one of its static parameters"
-    )
+    what = "for one of its static parameters"
+    if bad:
+        what = f"for the parameter {bad[0]!r}, which is static"
     fix = "pass a hashable value (a tuple instead of a list), or do not mark it static."
     if any(_from_equinox(values.get(name)) for name in bad):
         fix = _equinox_fix(fn)
