@@ -387,9 +387,7 @@ def stack(trees: Sequence[_T], /) -> _T:
     rows = [first]
     for i, member in enumerate(members[1:], start=1):
         leaves, other = jtu.tree_flatten(member)
-        if other != treedef or any(
-            not _stackable(a, b) for a, b in zip(first, leaves, strict=True)
-        ):
+        if other != treedef or not all(map(_stackable, first, leaves)):
             why = diff(members[0], member) or (
                 f"the pytree structures differ: {treedef} != {other}"
             )
