@@ -145,14 +145,9 @@ def _own_changed(kept: Any) -> bool:
     """Whether only logs of yours in `kept` changed since lifted (`logs_grew`)."""
     if not isinstance(kept, Lifted):
         return False
-    nodes = skeleton_of(cast("Lifted[..., Any]", kept)).nodes
-    return logs_grew(
-        slot
-        for node in nodes
-        for _, template in node.parts()
-        for slot in template.slots
-        if type(slot) is Static
-    )
+    templates = skeleton_of(cast("Lifted[..., Any]", kept)).templates()
+    slots = [s for template in templates for s in template.slots]
+    return logs_grew(s for s in slots if type(s) is Static)
 
 
 def _read_otherwise(kept: Any, fresh: Any) -> bool:
