@@ -298,18 +298,17 @@ def diff_slots(
         if key not in seen:
             seen.add(key)
             diff_node(path, (x.skeleton, u.index), (y.skeleton, v.index), lines, stack)
-    elif type(u) is Static and type(v) is Static:
-        if u != v:
-            # The entry within the captured variable: `config['LR']`.
-            mark = f"captures[{name!r}]"
-            inner = path[path.rfind(mark) + len(mark) :] if mark in path else ""
-            for at, a, b in _apart_parts(_keyed(u), _keyed(v)):
-                whole = u.by_identity and not at
-                lines.append(
-                    f"{path}{at}: {name}{inner}{at} = {_value_str(a)} vs {_value_str(b)}, "
-                    f"static because {_why_static(x.skeleton, name, a, whole, at)}"
-                    f"{_why_apart(a, b)}{_owner(x.skeleton, x.owner)}"
-                )
+    elif type(u) is Static and type(v) is Static and u != v:
+        # The entry within the captured variable: `config['LR']`.
+        mark = f"captures[{name!r}]"
+        inner = path[path.rfind(mark) + len(mark) :] if mark in path else ""
+        for at, a, b in _apart_parts(_keyed(u), _keyed(v)):
+            whole = u.by_identity and not at
+            lines.append(
+                f"{path}{at}: {name}{inner}{at} = {_value_str(a)} vs {_value_str(b)}, "
+                f"static because {_why_static(x.skeleton, name, a, whole, at)}"
+                f"{_why_apart(a, b)}{_owner(x.skeleton, x.owner)}"
+            )
     elif type(u) is not type(v):
         lines.append(
             f"{path}: {name} is {slot_str(x)} in one, {slot_str(y)} in the other"
