@@ -35,7 +35,7 @@ from .._holders.labels import ATTR, WRAPPED, Label
 from .._lifted.lift import lift
 from .._lifted.lifted import Lifted
 from .aot import Lowered, Traced
-from .programs import MISSING, Program, explain_call_error, program
+from .programs import MISSING, Program, program
 from .verify import STATE as _VERIFY
 from .watch import STALE, Fast, check_cached, current, holds_tracer, walk_read, watch
 
@@ -117,9 +117,7 @@ class JitFunction(Generic[_P, _R]):
             except (TypeError, ValueError) as err:
                 if isinstance(err, LiftError) and err.static_names is not None:
                     raise under_lift_jit(err) from None
-                better = explain_call_error(
-                    self._fn, self.program.static_names, err, args, kwargs
-                )
+                better = self.program.explain(self._fn, err, args, kwargs)
                 if better is None:
                     raise
                 try:

@@ -157,6 +157,54 @@ class Program:
         fn = functools.partial(self.trampoline, lifted, *bound)
         return _jax_jit(fn, **shifted(self.options, len(bound)))
 
+    def explain(
+        self, fn: Any, err: BaseException, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> LiftError | None:
+        """Say which parameter `jax.jit` rejected, and how to mark it static."""
+        rejected = _compat.bad_argument(err)
+        if rejected is None and not _compat.is_unhashable_static(err):
+            return None
+        names = positional(_signature(fn))
+        values = {
+            names[i] if i < len(names) else f"args[{i}]": a for i, a in enumerate(args)
+        } | kwargs
+        if rejected is not None:
+            kind, path = rejected
+            # Never the lifted function, passed first: its leaves are arrays.
+            name = re.split(r"[\[.]", path, maxsplit=1)[0]
+            fix = (
+                f"mark it static, `lift.jit({fn_name(fn)}, static_argnames=({name!r},))`, "
+                "or pass an array."
+            )
+            # An equinox module is unhashable: it cannot be static either.
+            if _from_equinox(values.get(name)):
+                fix = _equinox_fix(fn)
+            elif name == "self":
+                fix = (
+                    "make the class a pytree (an equinox.Module, or a dataclass under "
+                    "`jax.tree_util.register_dataclass`), or " + fix
+                )
+            return LiftError(
+                f"{describe(fn)} was called with a {kind} for its parameter "
+                f"{name!r} (at {path}), which is not an array: lift.jit passes "
+                f"arguments to the compiled program as jax.jit does.\nFix: {fix}",
+                anchor="jit-argument-not-an-array",
+            )
+        bad = [
+            n for n, v in values.items() if n in self.static_names and not _hashable(v)
+        ]
+        what = "for one of its static parameters"
+        if bad:
+            what = f"for the parameter {bad[0]!r}, which is static"
+        fix = "pass a hashable value (a tuple instead of a list), or do not mark it static."
+        if any(_from_equinox(values.get(name)) for name in bad):
+            fix = _equinox_fix(fn)
+        return LiftError(
+            f"{describe(fn)} was called with an unhashable value {what}: a static "
+            f"argument is part of the compiled program's key.\nFix: {fix}",
+            anchor="jit-unhashable-static",
+        )
+
 
 def _from_front(nums: tuple[int, ...], nargs: int) -> tuple[int, ...]:
     """The trampoline's positions `nums`, numbered from the front for `nargs`.
@@ -252,56 +300,6 @@ def _trampoline(fn: Any, signature: inspect.Signature) -> Callable[..., Any]:
     lifted = inspect.Parameter(first, inspect.Parameter.POSITIONAL_ONLY)
     trampoline.__signature__ = inspect.Signature([lifted, *params])  # type: ignore[attr-defined]
     return trampoline
-
-
-def explain_call_error(
-    fn: Any,
-    static: frozenset[str],
-    err: BaseException,
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-) -> LiftError | None:
-    """Say which parameter `jax.jit` rejected, and how to mark it static."""
-    rejected = _compat.bad_argument(err)
-    if rejected is None and not _compat.is_unhashable_static(err):
-        return None
-    names = positional(_signature(fn))
-    values = {
-        names[i] if i < len(names) else f"args[{i}]": a for i, a in enumerate(args)
-    } | kwargs
-    if rejected is not None:
-        kind, path = rejected
-        # Never the lifted function, passed first: its leaves are arrays.
-        name = re.split(r"[\[.]", path, maxsplit=1)[0]
-        fix = (
-            f"mark it static, `lift.jit({fn_name(fn)}, static_argnames=({name!r},))`, "
-            "or pass an array."
-        )
-        if _from_equinox(values.get(name)):  # unhashable: it cannot be static either
-            fix = _equinox_fix(fn)
-        elif name == "self":
-            fix = (
-                "make the class a pytree (an equinox.Module, or a dataclass under "
-                "`jax.tree_util.register_dataclass`), or " + fix
-            )
-        return LiftError(
-            f"{describe(fn)} was called with a {kind} for its parameter "
-            f"{name!r} (at {path}), which is not an array: lift.jit passes "
-            f"arguments to the compiled program as jax.jit does.\nFix: {fix}",
-            anchor="jit-argument-not-an-array",
-        )
-    bad = [n for n, v in values.items() if n in static and not _hashable(v)]
-    what = "for one of its static parameters"
-    if bad:
-        what = f"for the parameter {bad[0]!r}, which is static"
-    fix = "pass a hashable value (a tuple instead of a list), or do not mark it static."
-    if any(_from_equinox(values.get(name)) for name in bad):
-        fix = _equinox_fix(fn)
-    return LiftError(
-        f"{describe(fn)} was called with an unhashable value {what}: a static "
-        f"argument is part of the compiled program's key.\nFix: {fix}",
-        anchor="jit-unhashable-static",
-    )
 
 
 def _from_equinox(value: Any) -> bool:
