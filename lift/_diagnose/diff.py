@@ -126,11 +126,9 @@ def _placement_text(x: Any, other: Any) -> str:
         return "not committed to a device"
     sharding = x.sharding
     devices = sorted(sharding.device_set, key=lambda d: d.id)
-    where = (
-        f"to {devices[0]}"
-        if len(devices) == 1
-        else f"to {len(devices)} devices as {static_str(sharding, 100)}"
-    )
+    where = f"to {devices[0]}"
+    if len(devices) > 1:
+        where = f"to {len(devices)} devices as {static_str(sharding, 100)}"
     if _committed(other) and other.sharding.device_set == sharding.device_set:
         where += f" by a {type(sharding).__name__}"  # the same devices: the kinds
     return f"committed {where}"
