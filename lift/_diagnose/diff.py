@@ -83,8 +83,7 @@ def diff(a: Any, b: Any) -> str | None:
             lines.append(f"the pytree structures differ: {ta} != {tb}")
     if len(la) == len(lb):
         for (path, x), (_, y) in zip(la, lb, strict=True):
-            apart = _leaf_apart(x, y)
-            if apart is not None:
+            if (apart := _leaf_apart(x, y)) is not None:
                 lines.append(f"{at_path(jtu.keystr(path))}{apart}")
     return "\n".join(lines) if lines else None
 
@@ -101,9 +100,7 @@ def _leaf_apart(x: Any, y: Any) -> str | None:
             "program per leaf shape, dtype and weak type)"
         )
     cx, cy = _committed(x), _committed(y)
-    if not (cx or cy):
-        return None
-    if (
+    if not (cx or cy) or (
         cx
         and cy
         and type(x.sharding) is type(y.sharding)
@@ -129,11 +126,9 @@ def _placement_text(x: Any, other: Any) -> str:
         return "not committed to a device"
     sharding = x.sharding
     devices = sorted(sharding.device_set, key=lambda d: d.id)
-    where = (
-        f"to {devices[0]}"
-        if len(devices) == 1
-        else f"to {len(devices)} devices as {static_str(sharding, 100)}"
-    )
+    where = f"to {devices[0]}"
+    if len(devices) > 1:
+        where = f"to {len(devices)} devices as {static_str(sharding, 100)}"
     if _committed(other) and other.sharding.device_set == sharding.device_set:
         where += f" by a {type(sharding).__name__}"  # the same devices: the kinds
     return f"committed {where}"
@@ -187,9 +182,8 @@ def _diff_trees(a: Any, b: Any, lines: list[str]) -> None:
         if is_lifted(x) and type(x) is type(y):
             sx, sy = skeleton_of(cast(Lifted[Any, Any], x)), skeleton_of(y)
             if sx != sy:
-                stack.append((path, len(lines), SHARED))
                 root = (Slot(sx, 0, "it", Ref(0)), Slot(sy, 0, "it", Ref(0)))
-                stack.append((path, *root))
+                stack += [(path, len(lines), SHARED), (path, *root)]
             continue
         if is_lifted(x) or is_lifted(y) or stops_flattening(x) or stops_flattening(y):
             if _what(x) != _what(y) or type(x) is not type(y):
@@ -391,9 +385,7 @@ def stack(trees: Sequence[_T], /) -> _T:
     rows = [first]
     for i, member in enumerate(members[1:], start=1):
         leaves, other = jtu.tree_flatten(member)
-        if other != treedef or any(
-            not _stackable(a, b) for a, b in zip(first, leaves, strict=True)
-        ):
+        if other != treedef or not all(map(_stackable, first, leaves)):
             why = diff(members[0], member) or (
                 f"the pytree structures differ: {treedef} != {other}"
             )

@@ -6,6 +6,7 @@ shows both values and why it is static."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import struct
 import types
@@ -19,12 +20,7 @@ from .._holders.closure import PARTIAL, custom_data
 from .._holders.trees import is_function_like
 from .._lifted.lift import is_lifted
 from .._rule.static import DynamicNames, default_dynamic
-from .._skeleton.nodes import (
-    FunctionNode,
-    Ref,
-    Static,
-    Template,
-)
+from .._skeleton.nodes import FunctionNode, Ref, Static, Template
 from .._skeleton.skeleton import Skeleton
 
 # A path longer than this (functions nested thousands deep) keeps its start and
@@ -68,8 +64,7 @@ def static_unequal(u: Any, v: Any) -> tuple[bool, str]:
             f"comparing {noun} with `==` raised {type(err).__name__}: taken as "
             "different"
         )
-    t: type[Any] = type(u)  # pyright: ignore[reportUnknownVariableType]
-    if unequal and type(v) is t and by_identity(u) and not is_function(u):
+    if unequal and type(v) is type(u) and by_identity(u) and not is_function(u):
         return True, (
             f"{noun} has no `__eq__` of its own: compared by identity, so each new "
             "one compiles anew"
@@ -206,9 +201,8 @@ def diff_node(
     pa = {label.ident: (label, t) for label, t in sa.parts_of(ia)}
     pb = {label.ident: (label, t) for label, t in sb.parts_of(ib)}
     for one, other, side in ((pa, pb, "one"), (pb, pa, "the other")):
-        for ident, (label, _) in one.items():
-            if ident not in other:
-                lines.append(f"{path}{label.text}: captured in {side} only")
+        only = [label for ident, (label, _) in one.items() if ident not in other]
+        lines += [f"{path}{label.text}: captured in {side} only" for label in only]
     for ident, (label, ta) in pa.items():
         if ident in pb:
             where, name = join_path(path, label.text), label.variable or "it"
@@ -264,9 +258,8 @@ def _same_structure(a: Template, b: Template) -> bool:
     """Whether two templates hold the same structure.
 
     Both hold a single value, or their treedefs are equal."""
-    if a.treedef is None or b.treedef is None:
-        return a.treedef is b.treedef
-    return a.treedef == b.treedef
+    ta, tb = a.treedef, b.treedef
+    return ta is tb or (ta is not None and tb is not None and ta == tb)
 
 
 def _shape(template: Template) -> str:
@@ -305,18 +298,17 @@ def diff_slots(
         if key not in seen:
             seen.add(key)
             diff_node(path, (x.skeleton, u.index), (y.skeleton, v.index), lines, stack)
-    elif type(u) is Static and type(v) is Static:
-        if u != v:
-            # The entry within the captured variable: `config['LR']`.
-            mark = f"captures[{name!r}]"
-            inner = path[path.rfind(mark) + len(mark) :] if mark in path else ""
-            for at, a, b in _apart_parts(_keyed(u), _keyed(v)):
-                whole = u.by_identity and not at
-                lines.append(
-                    f"{path}{at}: {name}{inner}{at} = {_value_str(a)} vs {_value_str(b)}, "
-                    f"static because {_why_static(x.skeleton, name, a, whole, at)}"
-                    f"{_why_apart(a, b)}{_owner(x.skeleton, x.owner)}"
-                )
+    elif type(u) is Static and type(v) is Static and u != v:
+        # The entry within the captured variable: `config['LR']`.
+        mark = f"captures[{name!r}]"
+        inner = path[path.rfind(mark) + len(mark) :] if mark in path else ""
+        for at, a, b in _apart_parts(_keyed(u), _keyed(v)):
+            whole = u.by_identity and not at
+            lines.append(
+                f"{path}{at}: {name}{inner}{at} = {_value_str(a)} vs {_value_str(b)}, "
+                f"static because {_why_static(x.skeleton, name, a, whole, at)}"
+                f"{_why_apart(a, b)}{_owner(x.skeleton, x.owner)}"
+            )
     elif type(u) is not type(v):
         lines.append(
             f"{path}: {name} is {slot_str(x)} in one, {slot_str(y)} in the other"
@@ -343,13 +335,11 @@ def _keyed(slot: Static) -> Any:
 
     A list, dict or set kept whole may have changed since. It is read back
     from its key. Any other static is as it is."""
-    value = slot.value
-    if type(value) in (list, dict, set) and not slot.by_identity:
-        try:
+    if type(slot.value) in (list, dict, set) and not slot.by_identity:
+        # A key of a kind not read back: the value as it is now.
+        with contextlib.suppress(TypeError, ValueError, IndexError, RecursionError):
             return _keyed_value(slot.slot_key)
-        except (TypeError, ValueError, IndexError, RecursionError):
-            pass  # a key of a kind not read back: the value as it is now
-    return value
+    return slot.value
 
 
 def _value_str(value: Any) -> str:
@@ -419,8 +409,7 @@ def _why_apart(a: Any, b: Any) -> str:
 
     A dict may hold its keys in another order. An `__eq__` may fail."""
     if type(a) is dict and type(b) is dict:
-        ka: list[Any] = list(cast("dict[Any, Any]", a))
-        kb: list[Any] = list(cast("dict[Any, Any]", b))
+        ka, kb = _keys(a), _keys(b)
         if ka != kb and len(ka) == len(kb) and set(ka) == set(kb):
             return f"; {_REORDERED}"
     why = "" if by_identity(a) else static_unequal(a, b)[1]  # else `_why_static`'s

@@ -36,9 +36,9 @@ def _forward(name: str) -> Any:
     return method
 
 
-def _forward_attr(name: str) -> property:
-    """A property read from JAX's stage."""
-    return property(lambda self: getattr(self._inner, name))
+def _forward_attr(name: str, stage: str = "_inner") -> property:
+    """A property read from JAX's stage, or from the function's own (`_alone`)."""
+    return property(lambda self: getattr(getattr(self, stage), name))
 
 
 def _own_attr(name: str) -> property:
@@ -59,7 +59,10 @@ class _Bound:
     def __init__(self, inner: Any, bound: tuple[Any, ...]) -> None:
         self._inner = inner
         self._bound = bound
-        self.out_tree = out_tree(inner)
+        # jax 0.8.0's `Traced` keeps it as `_out_tree` only (public from later
+        # versions, as on `Lowered` and `Compiled`).
+        tree = getattr(inner, "out_tree", None)
+        self.out_tree = tree if tree is not None else getattr(inner, "_out_tree", None)
 
     # The arguments (`(args, kwargs)`, static ones left out), as `ArgInfo`s.
     args_info = _own_attr("args_info")
@@ -90,15 +93,9 @@ class Traced(_Bound, jax.stages.Traced):
 
     fun_name = _forward_attr("fun_name")
     out_avals = _forward_attr("out_avals")
-
-    @property
-    def jaxpr(self) -> Any:
-        """The function's closed jaxpr: captures are constants."""
-        return self._alone.jaxpr
-
-    @property
-    def lojax(self) -> Any:
-        return self._alone.lojax
+    # The function's closed jaxpr: captures are constants.
+    jaxpr = _forward_attr("jaxpr", "_alone")
+    lojax = _forward_attr("lojax", "_alone")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self._alone(*args, **kwargs)
@@ -176,10 +173,3 @@ class Compiled(_Bound, jax.stages.Compiled):
     output_shardings = _forward_attr("output_shardings")
     input_formats = _own_attr("input_formats")
     output_formats = _forward_attr("output_formats")
-
-
-def out_tree(stage: Any) -> Any:
-    # jax 0.8.0's `Traced` keeps it as `_out_tree` only (public from later
-    # versions, as on `Lowered` and `Compiled`).
-    tree = getattr(stage, "out_tree", None)
-    return tree if tree is not None else getattr(stage, "_out_tree", None)

@@ -35,12 +35,7 @@ from .._holders.labels import ATTR, WRAPPED, Label
 from .._lifted.lift import lift
 from .._lifted.lifted import Lifted
 from .aot import Lowered, Traced
-from .programs import (
-    MISSING,
-    Program,
-    explain_call_error,
-    program,
-)
+from .programs import MISSING, Program, program
 from .verify import STATE as _VERIFY
 from .watch import STALE, Fast, check_cached, current, holds_tracer, walk_read, watch
 
@@ -57,27 +52,14 @@ class JitFunction(Generic[_P, _R]):
     Stored on a class, it binds as a method: `self` is its first argument.
     """
 
-    __slots__ = (
-        "__dict__",
-        "__weakref__",
-        "_fast",
-        "_fn",
-        "_lift_options",
-        "program",
-    )
+    __slots__ = ("__dict__", "__weakref__", "_fast", "_fn", "_lift_options", "program")
 
     def __init__(
-        self,
-        fn: Callable[_P, _R],
-        program: Program,
-        lift_options: dict[str, Any],
+        self, fn: Callable[_P, _R], program: Program, lift_options: dict[str, Any]
     ) -> None:
         self._setup(fn, program, lift_options)
-        attrs = self.__dict__
-        for attr in _FROM_FN:
-            value = getattr(fn, attr, MISSING)
-            if value is not MISSING:
-                attrs[attr] = value
+        found = {attr: getattr(fn, attr, MISSING) for attr in _FROM_FN}
+        self.__dict__.update({k: v for k, v in found.items() if v is not MISSING})
 
     def _setup(self, fn: Any, program: Program, lift_options: dict[str, Any]) -> None:
         self._fn = fn
@@ -135,9 +117,7 @@ class JitFunction(Generic[_P, _R]):
             except (TypeError, ValueError) as err:
                 if isinstance(err, LiftError) and err.static_names is not None:
                     raise under_lift_jit(err) from None
-                better = explain_call_error(
-                    self._fn, self.program.static_names, err, args, kwargs
-                )
+                better = self.program.explain(self._fn, err, args, kwargs)
                 if better is None:
                     raise
                 try:
@@ -188,9 +168,7 @@ class JitFunction(Generic[_P, _R]):
     @overload
     def __get__(self, instance: object, owner: type | None = None) -> Any: ...
     def __get__(self, instance: object, owner: type | None = None) -> Any:
-        if instance is None:
-            return self
-        return BoundJitFunction(self, instance)
+        return self if instance is None else BoundJitFunction(self, instance)
 
     # Copies share the program (compiled code, one per code object anyway); a
     # shallow copy shares the function and what a call reads of it (`copy.copy`
@@ -235,9 +213,7 @@ class BoundJitFunction:
 
     # Ahead of time, the instance is bound as it is to the method: what these
     # return take and describe the method's other arguments.
-    @entry_point
-    def lower(self, *args: Any, **kwargs: Any) -> Lowered:
-        return self.trace(*args, **kwargs).lower()
+    lower = JitFunction.lower  # pyright: ignore[reportUnknownVariableType, reportUnknownMemberType]
 
     @entry_point
     def trace(self, *args: Any, **kwargs: Any) -> Traced:
@@ -259,9 +235,8 @@ class BoundJitFunction:
         return getattr(self.__func__, name)
 
     def __repr__(self) -> str:
-        return (
-            f"<bound lift.jit {describe(self.__func__._fn)} of {self.__self__!r:.60}>"  # pyright: ignore[reportPrivateUsage]
-        )
+        fn = describe(self.__func__.__wrapped__)
+        return f"<bound lift.jit {fn} of {self.__self__!r:.60}>"
 
 
 # A `lift.jit` function is a pytree whose one child is the function lifted, and
@@ -290,7 +265,7 @@ jtu.register_pytree_with_keys(JitFunction, _flatten_with_keys, _unflatten)
 # closure that calls itself is a cycle the graph closes.
 def _holder_static(x: JitFunction[Any, Any]) -> Any:
     options = x._lift_options  # pyright: ignore[reportPrivateUsage]
-    return (x.program, tuple(sorted(options.items())) if options else ())
+    return (x.program, tuple(sorted(options.items())))
 
 
 def _holder_parts(x: JitFunction[Any, Any]) -> Iterator[tuple[Label, Any]]:
@@ -312,8 +287,7 @@ def _holder_rebuild(
 ) -> JitFunction[Any, Any]:
     program, options = static
     rebuilt = JitFunction(parts[0][1], program, dict(options))
-    for label, value in parts[1:]:
-        rebuilt.__dict__[cast(str, label.key)] = value
+    rebuilt.__dict__.update((cast(str, label.key), value) for label, value in parts[1:])
     return rebuilt
 
 
@@ -440,6 +414,4 @@ def jit(fn: Callable[_P, _R] | None = None, /, **jit_kwargs: Any) -> Any:
             )
         return JitFunction(fn, program(fn, jit_kwargs), lift_options)
 
-    if fn is None:
-        return decorator
-    return decorator(fn)
+    return decorator if fn is None else decorator(fn)

@@ -51,9 +51,7 @@ def translate(
     }
     listed = ", ".join(ordered) or "none"
     kwargs = dict(options)
-    for option in ARGNUMS:
-        if option not in options:
-            continue
+    for option in [o for o in ARGNUMS if o in options]:
         nums = as_tuple(options[option], int)
         for n in nums:
             if not isinstance(n, int):
@@ -68,9 +66,7 @@ def translate(
                 )
         # The lifted function goes in front; negative numbers count from the end.
         kwargs[option] = tuple(n + 1 if n >= 0 else n for n in nums)
-    for option in ("static_argnames", "donate_argnames"):
-        if option not in options:
-            continue
+    for option in [o for o in ("static_argnames", "donate_argnames") if o in options]:
         names = as_tuple(options[option], str)
         for name in names:
             p = signature.parameters.get(name)
@@ -96,10 +92,8 @@ def translate(
         kwargs["donate_argnames"] = _compat.inferred_argnames(
             signature, as_tuple(options["donate_argnums"], int)
         )
-    static = resolved(signature, options, "static")
-    donated = resolved(signature, options, "donate")
-    both = sorted(static & donated)
-    if both:
+    static, donated = (resolved(signature, options, k) for k in ("static", "donate"))
+    if both := sorted(static & donated):
         raise _refused(
             fn,
             f"marks the parameter {both[0]!r} both static and donated; a static "
@@ -114,11 +108,9 @@ def resolved(
 ) -> set[str]:
     """The parameter names that `{kind}_argnums` and `{kind}_argnames` designate."""
     ordered = positional(signature)
-    names = set(as_tuple(options.get(f"{kind}_argnames"), str))
-    for n in as_tuple(options.get(f"{kind}_argnums"), int):
-        if -len(ordered) <= n < len(ordered):
-            names.add(ordered[n])
-    return names
+    nums = as_tuple(options.get(f"{kind}_argnums"), int)
+    names: set[str] = {ordered[n] for n in nums if -len(ordered) <= n < len(ordered)}
+    return names.union(as_tuple(options.get(f"{kind}_argnames"), str))
 
 
 def shifted(options: dict[str, Any], k: int) -> dict[str, Any]:
@@ -126,12 +118,9 @@ def shifted(options: dict[str, Any], k: int) -> dict[str, Any]:
 
     Numbers counted from the end name the same arguments."""
     options = dict(options)
-    for option in ARGNUMS:
-        if option in options:
-            nums = as_tuple(options[option], int)
-            options[option] = tuple(
-                n - k if n >= 0 else n for n in nums if n < 0 or n >= k
-            )
+    for option in [o for o in ARGNUMS if o in options]:
+        nums = as_tuple(options[option], int)
+        options[option] = tuple(n - k if n >= 0 else n for n in nums if n < 0 or n >= k)
     in_shardings = options.get("in_shardings")
     if isinstance(in_shardings, (tuple, list)):
         options["in_shardings"] = tuple(in_shardings[k:])  # pyright: ignore[reportUnknownArgumentType]
@@ -146,11 +135,9 @@ def static_positions(
     They are the shifted `static_argnums`, and the positional parameters that
     `static_argnames` names."""
     names = positional(signature)
-    positions = set(as_tuple(kwargs.get("static_argnums"), int))
-    for name in as_tuple(kwargs.get("static_argnames"), str):
-        if name in names:
-            positions.add(names.index(name) + 1)
-    return tuple(sorted(positions))
+    named = as_tuple(kwargs.get("static_argnames"), str)
+    positions = {names.index(name) + 1 for name in named if name in names}
+    return tuple(sorted(positions.union(as_tuple(kwargs.get("static_argnums"), int))))
 
 
 def fn_name(fn: Any) -> str:

@@ -72,7 +72,6 @@ class Program:
 
     __slots__ = (
         "_by_nargs",
-        "_lock",
         "_static_positions",
         "jitted",
         "kwargs",
@@ -97,12 +96,9 @@ class Program:
         # arguments. With fewer of them, `jax.jit` raises for a static one and
         # ignores a donated one, but the trampoline would take the `Lifted` in
         # front for it: such calls go through `for_nargs`.
-        self.min_nargs = max(
-            (-n for o in ARGNUMS for n in as_tuple(kwargs.get(o), int) if n < 0),
-            default=0,
-        )
+        negative = [n for o in ARGNUMS for n in as_tuple(kwargs.get(o), int) if n < 0]
+        self.min_nargs = -min(negative, default=0)
         self._by_nargs: dict[int, Any] = {}
-        self._lock = threading.Lock()
         in_shardings = kwargs.get("in_shardings", MISSING)
         self.jitted: Any = None
         if in_shardings is MISSING or isinstance(in_shardings, (tuple, list)):
@@ -122,18 +118,11 @@ class Program:
         elif in_shardings is not MISSING and nargs is not None:
             # `jax.jit` drops static arguments before it matches `in_shardings`
             # with the rest (jax 0.10.2): count the dynamic ones only.
-            static = {
-                n if n >= 0 else n + nargs + 1 for n in self._static_positions
-            } & set(range(1, nargs + 1))
+            static = set(_from_front(self._static_positions, nargs))
             kwargs["in_shardings"] = (None, *[in_shardings] * (nargs - len(static)))
         donated = kwargs.get("donate_argnums")
         if donated is not None and nargs is not None:
-            # Numbered from the front, without those out of range, as JAX ignores.
-            kwargs["donate_argnums"] = tuple(
-                n
-                for n in (m if m >= 0 else m + nargs + 1 for m in donated)
-                if 1 <= n <= nargs
-            )
+            kwargs["donate_argnums"] = _from_front(donated, nargs)
         return kwargs
 
     def for_nargs(self, nargs: int) -> Any:
@@ -155,8 +144,9 @@ class Program:
                     f"len(args), but got value {n} for len(args) == {nargs}."
                 )
             jitted = _jax_jit(self.trampoline, **self._kwargs_for(nargs))
-            with self._lock:
-                jitted = self._by_nargs.setdefault(nargs, jitted)
+            # One trampoline per number, whichever thread made it first
+            # (`setdefault` is atomic).
+            jitted = self._by_nargs.setdefault(nargs, jitted)
         return jitted
 
     def bake(self, lifted: Any, *bound: Any) -> Any:
@@ -166,6 +156,62 @@ class Program:
         first arguments, such as a method's instance."""
         fn = functools.partial(self.trampoline, lifted, *bound)
         return _jax_jit(fn, **shifted(self.options, len(bound)))
+
+    def explain(
+        self, fn: Any, err: BaseException, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> LiftError | None:
+        """Say which parameter `jax.jit` rejected, and how to mark it static."""
+        rejected = _compat.bad_argument(err)
+        if rejected is None and not _compat.is_unhashable_static(err):
+            return None
+        names = positional(_signature(fn))
+        values = {
+            names[i] if i < len(names) else f"args[{i}]": a for i, a in enumerate(args)
+        } | kwargs
+        if rejected is not None:
+            kind, path = rejected
+            # Never the lifted function, passed first: its leaves are arrays.
+            name = re.split(r"[\[.]", path, maxsplit=1)[0]
+            fix = (
+                f"mark it static, `lift.jit({fn_name(fn)}, static_argnames=({name!r},))`, "
+                "or pass an array."
+            )
+            # An equinox module is unhashable: it cannot be static either.
+            if _from_equinox(values.get(name)):
+                fix = _equinox_fix(fn)
+            elif name == "self":
+                fix = (
+                    "make the class a pytree (an equinox.Module, or a dataclass under "
+                    "`jax.tree_util.register_dataclass`), or " + fix
+                )
+            return LiftError(
+                f"{describe(fn)} was called with a {kind} for its parameter "
+                f"{name!r} (at {path}), which is not an array: lift.jit passes "
+                f"arguments to the compiled program as jax.jit does.\nFix: {fix}",
+                anchor="jit-argument-not-an-array",
+            )
+        bad = [
+            n for n, v in values.items() if n in self.static_names and not _hashable(v)
+        ]
+        what = "for one of its static parameters"
+        if bad:
+            what = f"for the parameter {bad[0]!r}, which is static"
+        fix = "pass a hashable value (a tuple instead of a list), or do not mark it static."
+        if any(_from_equinox(values.get(name)) for name in bad):
+            fix = _equinox_fix(fn)
+        return LiftError(
+            f"{describe(fn)} was called with an unhashable value {what}: a static "
+            f"argument is part of the compiled program's key.\nFix: {fix}",
+            anchor="jit-unhashable-static",
+        )
+
+
+def _from_front(nums: tuple[int, ...], nargs: int) -> tuple[int, ...]:
+    """The trampoline's positions `nums`, numbered from the front for `nargs`.
+
+    Those out of range are left out, as JAX ignores them."""
+    front = (n if n >= 0 else n + nargs + 1 for n in nums)
+    return tuple(n for n in front if 1 <= n <= nargs)
 
 
 # The programs functions of one code share, by key (at most 4096: emptied when full).
@@ -191,12 +237,8 @@ def _shape_key(fn: Any) -> Any:
     if type(fn) is types.FunctionType and not (
         "__wrapped__" in fn.__dict__ or "__signature__" in fn.__dict__
     ):
-        kwdefaults = fn.__kwdefaults__
-        return (
-            fn.__code__,
-            len(fn.__defaults__ or ()),
-            tuple(kwdefaults) if kwdefaults else (),
-        )
+        defaults, kwdefaults = fn.__defaults__ or (), fn.__kwdefaults__ or {}
+        return fn.__code__, len(defaults), tuple(kwdefaults)
     parameters = _signature(fn).parameters.values()
     shape = tuple((p.name, p.kind, p.default is p.empty) for p in parameters)
     return type(fn), code_of(fn), shape
@@ -221,12 +263,11 @@ def _signature(fn: Any) -> inspect.Signature:
     try:
         return inspect.signature(fn)
     except (TypeError, ValueError):
-        return inspect.Signature(
-            [
-                inspect.Parameter("args", inspect.Parameter.VAR_POSITIONAL),
-                inspect.Parameter("kwargs", inspect.Parameter.VAR_KEYWORD),
-            ]
-        )
+        return _ANY_SIGNATURE
+
+
+# What a callable without a signature is taken to take: anything.
+_ANY_SIGNATURE: Final = inspect.signature(lambda *args, **kwargs: None)
 
 
 def _trampoline(fn: Any, signature: inspect.Signature) -> Callable[..., Any]:
@@ -238,9 +279,8 @@ def _trampoline(fn: Any, signature: inspect.Signature) -> Callable[..., Any]:
     lifted function. `static_argnames` and messages then work as for `fn`.
     """
     name = fn_name(fn)
-    qualname = getattr(fn, "__qualname__", None)
-    if not isinstance(qualname, str):
-        qualname = name
+    qualname = getattr(fn, "__qualname__", name)
+    qualname = qualname if isinstance(qualname, str) else name
     code: types.CodeType = _call_lifted.__code__  # pyright: ignore[reportUnknownMemberType]
     root = code_of(fn)
     if root is not None:
@@ -255,72 +295,11 @@ def _trampoline(fn: Any, signature: inspect.Signature) -> Callable[..., Any]:
     first = "__lifted__"
     while first in signature.parameters:
         first += "_"
-    trampoline.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [
-            inspect.Parameter(first, inspect.Parameter.POSITIONAL_ONLY),
-            *(
-                p.replace(
-                    default=p.empty if p.default is p.empty else MISSING,
-                    annotation=p.empty,
-                )
-                for p in signature.parameters.values()
-            ),
-        ]
-    )
+    params = [p.replace(annotation=p.empty) for p in signature.parameters.values()]
+    params = [p if p.default is p.empty else p.replace(default=MISSING) for p in params]
+    lifted = inspect.Parameter(first, inspect.Parameter.POSITIONAL_ONLY)
+    trampoline.__signature__ = inspect.Signature([lifted, *params])  # type: ignore[attr-defined]
     return trampoline
-
-
-def explain_call_error(
-    fn: Any,
-    static: frozenset[str],
-    err: BaseException,
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-) -> LiftError | None:
-    """Say which parameter `jax.jit` rejected, and how to mark it static."""
-    rejected = _compat.bad_argument(err)
-    if rejected is None and not _compat.is_unhashable_static(err):
-        return None
-    names = positional(_signature(fn))
-    values = {
-        names[i] if i < len(names) else f"args[{i}]": a for i, a in enumerate(args)
-    }
-    values.update(kwargs)
-    if rejected is not None:
-        kind, path = rejected
-        # Never the lifted function, passed first: its leaves are arrays.
-        name = re.split(r"[\[.]", path, maxsplit=1)[0]
-        fix = (
-            f"mark it static, `lift.jit({fn_name(fn)}, static_argnames=({name!r},))`, "
-            "or pass an array."
-        )
-        if _from_equinox(values.get(name)):  # unhashable: it cannot be static either
-            fix = _equinox_fix(fn)
-        elif name == "self":
-            fix = (
-                "make the class a pytree (an equinox.Module, or a dataclass under "
-                "`jax.tree_util.register_dataclass`), or " + fix
-            )
-        return LiftError(
-            f"{describe(fn)} was called with a {kind} for its parameter "
-            f"{name!r} (at {path}), which is not an array: lift.jit passes "
-            f"arguments to the compiled program as jax.jit does.\nFix: {fix}",
-            anchor="jit-argument-not-an-array",
-        )
-    bad = [n for n, v in values.items() if n in static and not _hashable(v)]
-    what = (
-        f"for the parameter {bad[0]!r}, which is static"
-        if bad
-        else "for one of its static parameters"
-    )
-    fix = "pass a hashable value (a tuple instead of a list), or do not mark it static."
-    if any(_from_equinox(values.get(name)) for name in bad):
-        fix = _equinox_fix(fn)
-    return LiftError(
-        f"{describe(fn)} was called with an unhashable value {what}: a static "
-        f"argument is part of the compiled program's key.\nFix: {fix}",
-        anchor="jit-unhashable-static",
-    )
 
 
 def _from_equinox(value: Any) -> bool:

@@ -120,11 +120,9 @@ def _grew(static: Static) -> bool:
 
 def changed_at(kept: Any, fresh: Any) -> str:
     """` of variable 'config'`: the first capture whose key differs, or `""`."""
-    lifted: list[Any] = [kept, fresh]
-    if not all(isinstance(f, Lifted) for f in lifted):
+    if not (isinstance(kept, Lifted) and isinstance(fresh, Lifted)):
         return ""
-    pair = (skeleton_of(f).nodes for f in lifted)
-    for a, b in zip(*pair, strict=False):
+    for a, b in zip(skeleton_of(kept).nodes, skeleton_of(fresh).nodes, strict=False):  # pyright: ignore[reportUnknownArgumentType]
         for (label, x), (_, y) in zip(a.parts(), b.parts(), strict=False):
             if not _same_key(x.key, y.key):
                 return f" of {variable_str(label)}"
@@ -157,24 +155,14 @@ def _leaf(x: Any) -> tuple[Any, ...]:
         bits = np.asarray(x).tobytes()
     except Exception:  # a deleted (donated) buffer: its identity decides
         return (t, id(x))
-    return (
-        t,
-        aval.shape,
-        aval.dtype,
-        getattr(aval, "weak_type", False),
-        x.sharding,
-        getattr(x, "committed", None),
-        bits,
-    )
+    return (t, aval.shape, aval.dtype, aval.weak_type, x.sharding, x.committed, bits)
 
 
 def same_leaves(a: Any, b: Any) -> str | None:
     """`None` when the leaf sequences `a` and `b` agree; else what differs."""
     # As many of each: the caller compared their treedefs first.
     for i, (x, y) in enumerate(zip(a, b, strict=True)):
-        if x is y:
-            continue
-        if _leaf(x) != _leaf(y):
+        if x is not y and _leaf(x) != _leaf(y):
             return f"leaf {i}: {_shown(x)} against {_shown(y)}"
     return None
 

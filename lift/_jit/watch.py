@@ -93,10 +93,8 @@ def _parts(obj: Any) -> tuple[Any, ...]:
 
 
 def holds_tracer(lifted: Any) -> bool:
-    if isinstance(lifted, Lifted):
-        leaves: Any = leaves_of(lifted)  # pyright: ignore[reportUnknownArgumentType]
-    else:
-        leaves = jtu.tree_leaves(lifted)
+    is_lifted = isinstance(lifted, Lifted)
+    leaves: Any = leaves_of(lifted) if is_lifted else jtu.tree_leaves(lifted)  # pyright: ignore[reportUnknownArgumentType]
     return any(isinstance(leaf, Tracer) for leaf in leaves)
 
 
@@ -147,14 +145,9 @@ def _own_changed(kept: Any) -> bool:
     """Whether only logs of yours in `kept` changed since lifted (`logs_grew`)."""
     if not isinstance(kept, Lifted):
         return False
-    nodes = skeleton_of(cast("Lifted[..., Any]", kept)).nodes
-    return logs_grew(
-        slot
-        for node in nodes
-        for _, template in node.parts()
-        for slot in template.slots
-        if type(slot) is Static
-    )
+    templates = skeleton_of(cast("Lifted[..., Any]", kept)).templates()
+    slots = [s for template in templates for s in template.slots]
+    return logs_grew(s for s in slots if type(s) is Static)
 
 
 def _read_otherwise(kept: Any, fresh: Any) -> bool:
