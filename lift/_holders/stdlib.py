@@ -28,13 +28,11 @@ import numpy as np
 from .._base.atoms import HOLD_NOTHING
 from .._compat import frame_locals
 from .attributes import static_attribute
+from .closure import call_parts
 from .labels import (
-    ARG,
     CACHE_KEY,
     CACHED,
     FIELD,
-    FUNC,
-    KEYWORD,
     LOCAL,
     METHOD_FUNC,
     SELF,
@@ -123,12 +121,7 @@ def _finalize_parts(f: weakref.finalize[Any, Any]) -> Iterator[tuple[Any, Any]]:
     info = f.peek()
     if info is None:
         return
-    _, func, args, kwargs = info
-    yield Label.of(FUNC), func
-    for i, value in enumerate(args):
-        yield Label.of(ARG, i), value
-    for name, value in kwargs.items():
-        yield Label.of(KEYWORD, name), value
+    yield from call_parts(*info[1:])
 
 
 def _weak_value_parts(

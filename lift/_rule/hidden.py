@@ -89,8 +89,8 @@ def hidden_tracer(
     return first_tracer(obj, _SCAN_LIMIT, live, held)
 
 
-# Treedefs `has_aux` said no to. Small, as `treedef_paths`' cache: treedefs of
-# dicts differing only in their keys share one hash.
+# Treedefs `static_data` gives nothing for. Small, as `treedef_paths`' cache:
+# treedefs of dicts differing only in their keys share one hash.
 _PLAIN_TREEDEFS: BoundedDict[Any, None] = BoundedDict(256)
 
 
