@@ -20,7 +20,9 @@ from .attributes import NotRun, own_attributes, static_attribute
 from .closure import dict_static, holder_of, labelled, slots_of
 from .reach import items, reach
 from .stdlib import (
+    KEY,
     LRU_WRAPPER,
+    MEMBER,
     STDLIB_HOLDERS,
     SUSPENDED_FRAMES,
     cache_parts,
@@ -28,11 +30,9 @@ from .stdlib import (
     weakref_parts,
 )
 
-# A container's item labels, `(format, key)`: spelled only for a report.
+# A container's item labels, `(format, key)` (and `stdlib.KEY`, `MEMBER`).
 INDEX: Final = "[{}]"
-KEY: Final = "[{!r}]"
 ATTR: Final = ".{}"
-_MEMBER: Final = "{{…}}"
 
 
 def parts(x: Any) -> Iterable[tuple[Any, Any]] | None:
@@ -84,7 +84,7 @@ def _labelled(x: Any, inside: Iterable[Any]) -> Iterable[tuple[Any, Any]]:
     ):
         return [((ATTR, f), v) for f, v in zip(fields, inside, strict=True)]  # pyright: ignore
     if isinstance(x, set | frozenset):
-        return [((_MEMBER, None), v) for v in inside]
+        return [((MEMBER, None), v) for v in inside]
     return [((INDEX, i), v) for i, v in enumerate(inside)]
 
 

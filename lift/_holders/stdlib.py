@@ -19,7 +19,7 @@ import logging
 import sys
 import types
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final, cast
 
 import jax
@@ -56,10 +56,7 @@ def array_items(a: np.ndarray[Any, Any]) -> Iterator[tuple[Any, Any]]:
     for i, value in enumerate(a.tolist() if flat else a.ravel().tolist()):
         if type(value) in atoms:  # pyright: ignore[reportUnknownArgumentType]
             continue
-        yield (_ITEM_FORMAT, i if flat else _NdIndex(i, shape)), value
-
-
-_ITEM_FORMAT: Final = "[{!r}]"
+        yield (KEY, i if flat else _NdIndex(i, shape)), value
 
 
 class _NdIndex:
@@ -78,8 +75,9 @@ class _NdIndex:
 
 
 _VALUE: Final = "<value>"  # a `ContextVar`'s value in the current context
-_KEY_FORMAT: Final = "[{!r}]"
-_MEMBER_FORMAT: Final = "{{…}}"
+# Item labels, `(format, key)`: spelled only for a report.
+KEY: Final = "[{!r}]"
+MEMBER: Final = "{{…}}"
 
 
 def _descriptor_parts(d: Any) -> Iterator[tuple[Any, Any]]:
@@ -99,12 +97,6 @@ _DESCRIPTOR_FUNCTIONS: Final[dict[type, tuple[str, ...]]] = {
 }
 
 
-def _context_parts(ctx: contextvars.Context) -> Iterator[tuple[Any, Any]]:
-    """A `contextvars.Context`'s values, by variable name."""
-    for var, value in list(ctx.items()):
-        yield (_KEY_FORMAT, var.name), value
-
-
 def _context_var_parts(var: contextvars.ContextVar[Any]) -> Iterator[tuple[Any, Any]]:
     """A `ContextVar`'s value in the current context (its default otherwise)."""
     try:
@@ -122,18 +114,6 @@ def _finalize_parts(f: weakref.finalize[Any, Any]) -> Iterator[tuple[Any, Any]]:
     if info is None:
         return
     yield from call_parts(*info[1:])
-
-
-def _weak_value_parts(
-    d: weakref.WeakValueDictionary[Any, Any],
-) -> Iterator[tuple[Any, Any]]:
-    for key, value in list(d.items()):
-        yield (_KEY_FORMAT, key), value
-
-
-def _weak_set_parts(s: weakref.WeakSet[Any]) -> Iterator[tuple[Any, Any]]:
-    for value in list(s):
-        yield (_MEMBER_FORMAT, None), value
 
 
 # Modules whose C types hold references no attribute shows (iterators, `map`,
@@ -214,15 +194,16 @@ BUILTIN_CONTAINERS: Final = frozenset(ITEMS)
 
 # Standard-library holders whose contents no attribute or `__dict__` shows: the
 # leak scan and the hidden-tracer check open each through its own reader.
-STDLIB_HOLDERS: Final[dict[type, Callable[[Any], Iterator[tuple[Any, Any]]]]] = {
+STDLIB_HOLDERS: Final[dict[type, Callable[[Any], Iterable[tuple[Any, Any]]]]] = {
     asyncio.Future: _fields("_result", "_exception", "_callbacks"),
     asyncio.Task: _fields("_result", "_exception", "_callbacks"),
     **dict.fromkeys(_DESCRIPTOR_FUNCTIONS, _descriptor_parts),
-    contextvars.Context: _context_parts,
+    # A context's values by variable name; a weak dict's by key.
+    contextvars.Context: lambda c: [((KEY, k.name), v) for k, v in list(c.items())],
     contextvars.ContextVar: _context_var_parts,
     weakref.finalize: _finalize_parts,
-    weakref.WeakValueDictionary: _weak_value_parts,
-    weakref.WeakSet: _weak_set_parts,
+    weakref.WeakValueDictionary: lambda d: [((KEY, k), v) for k, v in list(d.items())],
+    weakref.WeakSet: lambda s: [((MEMBER, None), v) for v in list(s)],
     slice: _fields("start", "stop", "step"),
     types.TracebackType: _fields("tb_frame", "tb_next"),
     types.FrameType: frame_parts,
