@@ -54,7 +54,6 @@ class CodeInfo:
     Attributes:
         code: the code object.
         hash: `hash(code)`, computed once (CPython recomputes it on every call).
-        freevars: `co_freevars`, in cell order.
         cell_labels: the `Label` of each cell, in cell order.
         rebound: free variables the code rebinds (`nonlocal x; x = ...`), here
             or in a function defined inside it that shares the variable. A
@@ -84,7 +83,6 @@ class CodeInfo:
         "branches_on_params",
         "cell_labels",
         "code",
-        "freevars",
         "global_names",
         "hash",
         "rebound",
@@ -94,7 +92,6 @@ class CodeInfo:
     def __init__(self, code: types.CodeType) -> None:
         self.code = code
         self.hash = hash(code)
-        self.freevars = code.co_freevars
         self.cell_labels = tuple(Label.of(CELL, name) for name in code.co_freevars)
         rebound: set[str] = set()
         sites: dict[str, tuple[str, int]] = {}

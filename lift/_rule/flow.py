@@ -150,10 +150,7 @@ class Flow:
                 self.line = ins.positions.lineno
             here = pending.pop(ins.offset, None)
             if here is not None:
-                if stack is None or len(stack) != len(here):
-                    stack = here
-                else:
-                    stack = [a | b for a, b in zip(stack, here, strict=True)]
+                stack = _join(stack, here)
             elif stack is None:
                 stack = []  # not reached by a jump followed here
             if ins.opname not in _NO_STACK:
@@ -302,11 +299,7 @@ class Flow:
         target = ins.argval
         if type(target) is not int or target <= ins.offset:
             return  # a loop's back edge: its head was read already
-        there = pending.get(target)
-        if there is None or len(there) != len(stack):
-            pending[target] = list(stack)
-        else:
-            pending[target] = [a | b for a, b in zip(there, stack, strict=True)]
+        pending[target] = _join(pending.get(target), list(stack))
 
     def generic(
         self,
@@ -338,6 +331,17 @@ class Flow:
             depth = max(0, len(stack) - effect + jumped)
             carried = stack[:depth] + [NONE_SOURCE] * (depth - len(stack))
             self.carry(pending, ins, carried)
+
+
+def _join(
+    stack: list[frozenset[Source]] | None, other: list[frozenset[Source]]
+) -> list[frozenset[Source]]:
+    """Where two ways meet: each slot holds what either brings.
+
+    A stack of another depth (or none) gives way to `other`."""
+    if stack is None or len(stack) != len(other):
+        return other
+    return [a | b for a, b in zip(stack, other, strict=True)]
 
 
 def _comprehension_scopes(
@@ -375,11 +379,11 @@ def _guarded_loads(instructions: list[dis.Instruction]) -> set[int]:
     float)) and weight_decay == 0.0`.
     """
     seen = [i for i in instructions if i.opname not in _TRANSPARENT]
-    out: set[int] = set()
-    for k, ins in enumerate(seen):
-        if ins.opname in _LOADS and _number_guarded(seen, k, ins):
-            out.add(ins.offset)
-    return out
+    return {
+        ins.offset
+        for k, ins in enumerate(seen)
+        if ins.opname in _LOADS and _number_guarded(seen, k, ins)
+    }
 
 
 _NUMBER_TYPES: Final = frozenset({"int", "float", "complex", "bool", "Number", "Real"})

@@ -12,6 +12,7 @@ static.
 
 from __future__ import annotations
 
+import functools
 import types
 from collections.abc import Callable
 from typing import Any, Final, cast
@@ -42,26 +43,22 @@ _OPAQUE_SKIP: Final = (
 _SCAN_LIMIT: Final = 100_000
 
 
+@functools.cache
 def jax_dtype(dtype: np.dtype[Any]) -> bool:
     """Whether JAX can hold NumPy values of `dtype`, asked once per dtype.
 
     It cannot hold strings, objects, dates or records. Nor `longdouble`,
     `void`, or an ml_dtype JAX has no type for, such as `complex32`.
     """
-    known = _JAX_DTYPES.get(dtype)
-    if known is None:
-        try:
-            zero = np.zeros((), dtype)
-            # jax 0.12.1 calls `complex32` a valid type but cannot put it on a
-            # device: asked of the device too.
-            known = bool(valid_jaxtype(zero)) and _put(zero) is not None
-        except Exception:  # a dtype NumPy cannot make a zero of, or JAX hold
-            known = False
-        _JAX_DTYPES[dtype] = known
-    return known
+    try:
+        zero = np.zeros((), dtype)
+        # jax 0.12.1 calls `complex32` a valid type but cannot put it on a
+        # device: asked of the device too.
+        return bool(valid_jaxtype(zero)) and _put(zero) is not None
+    except Exception:  # a dtype NumPy cannot make a zero of, or JAX hold
+        return False
 
 
-_JAX_DTYPES: dict[np.dtype[Any], bool] = {}
 _put: Final = cast("Callable[[Any], Any]", jax.device_put)  # pyright: ignore[reportUnknownMemberType]
 
 

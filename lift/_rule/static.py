@@ -184,16 +184,11 @@ def _builtin_base(t: type[Any]) -> type[Any] | None:
 
     `None` where `t` has an `__eq__` or `__hash__` of its own, or is an `Enum`.
     """
-    if issubclass(t, enum.Enum):
+    base = next((b for b in _BUILTIN_VALUES if issubclass(t, b)), None)
+    if base is None or issubclass(t, enum.Enum):
         return None
-    for base in _BUILTIN_VALUES:
-        if issubclass(t, base):
-            sub = cast(Any, t)  # (pyright narrows `t` to a union of the bases)
-            own: Any = base
-            if sub.__eq__ is not own.__eq__ or sub.__hash__ is not own.__hash__:
-                return None
-            return base
-    return None
+    sub, own = cast(Any, t), cast(Any, base)  # (pyright narrows `t` to the bases)
+    return base if sub.__eq__ is own.__eq__ and sub.__hash__ is own.__hash__ else None
 
 
 # Static captures never scanned, by exact type: the exact scalars and `...`
@@ -228,10 +223,7 @@ TAKES_APART: list[Callable[[Any], Any | None]] = []
 
 def taken_apart(value: Any) -> Any | None:
     """`value` as the pytree of functions lift takes it apart into, or `None`."""
-    for take in TAKES_APART:
-        if (apart := take(value)) is not None:
-            return apart
-    return None
+    return next((a for take in TAKES_APART if (a := take(value)) is not None), None)
 
 
 def default_dynamic(x: Any) -> bool:
