@@ -112,11 +112,5 @@ def read_inside(value: Any, limit: int = 2_000) -> list[tuple[Any, Any]]:
 
     What the walk reads of a static value's functions: `lift.jit` watches it."""
     cells = {id(x): x for x in reach([value], held, limit) if type(x) is types.CellType}
-    return [(c, _value(c)) for c in cells.values()]
-
-
-def _value(cell: types.CellType) -> Any:
-    try:
-        return cell.cell_contents
-    except ValueError:  # an empty cell: itself
-        return cell
+    # An empty cell has no part: itself stands for its value.
+    return [(c, next((v for _, v in parts(c)), c)) for c in cells.values()]

@@ -236,17 +236,11 @@ class Flow:
                 stack[-1], stack[-n] = stack[-n], stack[-1]
         elif op == "POP_TOP":
             self.pop(stack)
-        elif op == "PUSH_NULL":
-            stack.append(NONE_SOURCE)
-        elif op in _TRUTH_JUMPS or op in _NONE_JUMPS:
+        elif op in _TRUTH_JUMPS or op in _NONE_JUMPS or op in _KEEPING_JUMPS:
             value = self.pop(stack)
-            if op in _TRUTH_JUMPS:
+            if op not in _NONE_JUMPS:
                 self.truth(value)
-            self.carry(pending, ins, stack)
-        elif op in _KEEPING_JUMPS:
-            value = self.pop(stack)
-            self.truth(value)
-            self.carry(pending, ins, [*stack, value])
+            self.carry(pending, ins, [*stack, value] if op in _KEEPING_JUMPS else stack)
         elif op in _UNCONDITIONAL:
             self.carry(pending, ins, stack)
             return None
@@ -386,7 +380,11 @@ def _guarded_loads(instructions: list[dis.Instruction]) -> set[int]:
     }
 
 
-_NUMBER_TYPES: Final = frozenset({"int", "float", "complex", "bool", "Number", "Real"})
+# The names a number guard loads: `int`, `numbers.Real`.
+_NAME_LOADS: Final = frozenset({"LOAD_GLOBAL", "LOAD_ATTR"})
+_NUMBER_TYPES: Final = frozenset(
+    {"int", "float", "complex", "bool", "numbers", "Number", "Real"}
+)
 
 
 def _number_guarded(
@@ -407,11 +405,7 @@ def _number_guarded(
                 return False
             return all(
                 i.opname in ("PRECALL", "CALL", "BUILD_TUPLE", "PUSH_NULL", "KW_NAMES")
-                or (
-                    i.opname in ("LOAD_GLOBAL", "LOAD_ATTR")
-                    and i.argval in _NUMBER_TYPES
-                )
-                or (i.opname == "LOAD_GLOBAL" and i.argval in ("numbers",))
+                or (i.opname in _NAME_LOADS and i.argval in _NUMBER_TYPES)
                 for i in window[j + 2 :]
             )
     return False

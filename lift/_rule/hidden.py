@@ -24,6 +24,7 @@ from .._base.atoms import SCALARS
 from .._base.caches import BoundedDict
 from .._compat import LiveTraces, valid_jaxtype
 from .._holders.closure import static_data, user_class
+from .._holders.stdlib import builtin_method_parts
 from .._leaks.report import label_text
 from .._leaks.scan import first_tracer
 
@@ -77,11 +78,9 @@ def hidden_tracer(
     t: type[Any] = type(obj)  # pyright: ignore[reportUnknownVariableType]
     # The common static captures, answered without a walk: a module's function
     # (`len`), a library's class (`jnp.float32`).
-    if t is types.BuiltinMethodType:
-        owner = obj.__self__
-        if owner is None or type(owner) is types.ModuleType:
-            return None
-    elif issubclass(t, type) and not user_class(obj):
+    if t is types.BuiltinMethodType and next(builtin_method_parts(obj), None) is None:
+        return None
+    if issubclass(t, type) and not user_class(obj):
         return None
     return first_tracer(obj, _SCAN_LIMIT, live, held)
 
