@@ -188,17 +188,13 @@ def partial_parts(p: functools.partial[Any]) -> Iterator[tuple[Label, Any]]:
     The attributes are its `__dict__` and a subclass's slots
     (`functools.update_wrapper` sets `__wrapped__`, `__name__`, ...)."""
     yield from call_parts(p.func, p.args, p.keywords)
-    attrs = getattr(p, "__dict__", None)
-    if attrs:
-        for name, value in list(attrs.items()):
-            yield Label.of(ATTR, name), value
+    attrs = getattr(p, "__dict__", None) or {}
+    yield from [(Label.of(ATTR, name), value) for name, value in list(attrs.items())]
     cls = type(p)
-    if cls is not functools.partial:
-        for name in slots_of(cls):
-            if name not in _PARTIAL_MEMBERS:
-                value = getattr(p, name, _UNSET)  # a member descriptor, in C
-                if value is not _UNSET:
-                    yield Label.of(FIELD, name), value
+    for name in () if cls is functools.partial else slots_of(cls):
+        value = getattr(p, name, _UNSET)  # a member descriptor, in C
+        if value is not _UNSET and name not in _PARTIAL_MEMBERS:
+            yield Label.of(FIELD, name), value
 
 
 # `functools.partial`'s own members, read as its function, args and keywords.
@@ -420,14 +416,10 @@ def _plain_aux(aux: Any) -> bool:
     return t is tuple and all(type(a) in (str, int, type(None)) for a in aux)
 
 
-def custom_data(treedef: Any) -> Iterator[tuple[Any, Any]]:
+def custom_data(treedef: Any) -> list[tuple[Any, Any]]:
     """`(node type, static data)` of each custom node of `treedef`, in order."""
-    if not has_custom_nodes(treedef):
-        return
-    for td in reach([treedef], _CHILDREN):
-        node = td.node_data()
-        if node is not None and node[0] not in _BUILTIN_NODES:
-            yield node
+    nodes = _nodes(treedef) if has_custom_nodes(treedef) else ()
+    return [node for node in nodes if node[0] not in _BUILTIN_NODES]
 
 
 def static_data(treedef: Any) -> Iterator[tuple[Any, Any, Any]]:
@@ -435,11 +427,14 @@ def static_data(treedef: Any) -> Iterator[tuple[Any, Any, Any]]:
 
     Custom nodes' static data (`where` empty), dicts' keys and defaultdicts'
     factories (`where` a label of `dict_static`'s)."""
-    for td in reach([treedef], _CHILDREN):
-        node = td.node_data()
-        if node is not None:
-            for where, data in _node_static(*node):
-                yield node[0], where, data
+    for kind, aux in _nodes(treedef):
+        for where, data in _node_static(kind, aux):
+            yield kind, where, data
+
+
+def _nodes(treedef: Any) -> Iterator[tuple[Any, Any]]:
+    """The `node_data()` of each node of `treedef` but its leaves."""
+    return filter(None, (td.node_data() for td in reach([treedef], _CHILDREN)))
 
 
 _CHILDREN: Final = operator.methodcaller("children")

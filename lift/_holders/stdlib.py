@@ -54,9 +54,8 @@ def array_items(a: np.ndarray[Any, Any]) -> Iterator[tuple[Any, Any]]:
     flat = len(shape) == 1
     atoms = HOLD_NOTHING
     for i, value in enumerate(a.tolist() if flat else a.ravel().tolist()):
-        if type(value) in atoms:  # pyright: ignore[reportUnknownArgumentType]
-            continue
-        yield (KEY, i if flat else _NdIndex(i, shape)), value
+        if type(value) not in atoms:  # pyright: ignore[reportUnknownArgumentType]
+            yield (KEY, i if flat else _NdIndex(i, shape)), value
 
 
 class _NdIndex:
@@ -80,12 +79,10 @@ KEY: Final = "[{!r}]"
 MEMBER: Final = "{{…}}"
 
 
-def _descriptor_parts(d: Any) -> Iterator[tuple[Any, Any]]:
+def _descriptor_parts(d: Any) -> list[tuple[Any, Any]]:
     """The functions a method descriptor or property holds."""
-    for attr in _DESCRIPTOR_FUNCTIONS[type(d)]:
-        fn = getattr(d, attr, None)
-        if fn is not None:
-            yield Label.of(attr), fn
+    read = ((attr, getattr(d, attr, None)) for attr in _DESCRIPTOR_FUNCTIONS[type(d)])
+    return [(Label.of(attr), fn) for attr, fn in read if fn is not None]
 
 
 _DESCRIPTOR_FUNCTIONS: Final[dict[type, tuple[str, ...]]] = {
@@ -145,27 +142,24 @@ def referent_parts(obj: Any) -> Iterator[tuple[Any, Any]]:
             yield (_REFERENT, i), value
 
 
-def _fields(*names: str) -> Callable[[Any], Iterator[tuple[Any, Any]]]:
+def _fields(*names: str) -> Callable[[Any], list[tuple[Any, Any]]]:
     """The reader of a holder's named fields, read as the C type keeps them.
 
     An `asyncio.Future`'s result, exception and callbacks; a slice's bounds;
     a traceback's frame and next entry; a `jax.custom_jvp`'s rules. A log
     record keeps its message, arguments and exception."""
 
-    def parts(x: Any) -> Iterator[tuple[Any, Any]]:
-        for name in names:
-            value = static_attribute(x, name)
-            if value is not None:
-                yield Label.of(FIELD, name), value
+    def parts(x: Any) -> list[tuple[Any, Any]]:
+        read = ((Label.of(FIELD, name), static_attribute(x, name)) for name in names)
+        return [(label, value) for label, value in read if value is not None]
 
     return parts
 
 
-def frame_parts(frame: types.FrameType) -> Iterator[tuple[Any, Any]]:
+def frame_parts(frame: types.FrameType) -> list[tuple[Any, Any]]:
     """A kept frame's local variables (not its globals, nor its callers: the
     traceback entries beside it are read as such)."""
-    for name, value in frame_locals(frame):
-        yield Label.of(LOCAL, name), value
+    return [(Label.of(LOCAL, name), value) for name, value in frame_locals(frame)]
 
 
 def builtin_method_parts(m: types.BuiltinMethodType) -> Iterator[tuple[Label, Any]]:

@@ -207,12 +207,11 @@ def ordered(
                 for k in order
             ]
             aux = (aux[0], order) if t is collections.defaultdict else order
-            new = from_node(td, (t, aux), [p[0] for p in picked])
-            return new, [i for p in picked for i in p[1]]
-        done = [walk(v, c) for v, c in zip(items(x) or (), children, strict=True)]
-        return from_node(td, node, [p[0] for p in done]), [
-            i for p in done for i in p[1]
-        ]
+            node = (t, aux)
+        else:
+            picked = [walk(v, c) for v, c in zip(items(x) or (), children, strict=True)]
+        new = from_node(td, node, [p[0] for p in picked])
+        return new, [i for p in picked for i in p[1]]
 
     new, perm = walk(value, treedef)
     return new, tuple(perm), tuple(keys)

@@ -313,13 +313,10 @@ class Flow:
             stack.extend([NONE_SOURCE] * effect)
         else:
             start = max(0, len(stack) - (1 - effect))
-            taken = stack[start:]
+            taken = stack[start:] if self.through_calls else []
             del stack[start:]
-            if not self.through_calls:
-                stack.append(NONE_SOURCE)
-            else:
-                self.popped.extend(taken)
-                stack.append(NONE_SOURCE.union(*taken))
+            self.popped.extend(taken)
+            stack.append(NONE_SOURCE.union(*taken))
         if ins.opcode in dis.hasjrel or ins.opcode in dis.hasjabs:
             jumped = dis.stack_effect(ins.opcode, ins.arg, jump=True)
             depth = max(0, len(stack) - effect + jumped)

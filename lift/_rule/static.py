@@ -16,6 +16,7 @@ import types
 import typing
 import warnings
 from collections.abc import Callable
+from itertools import chain
 from typing import Any, Final, cast
 
 import jax
@@ -105,13 +106,8 @@ def static_key(value: Any, depth: int = 0, loose: bool = False) -> Any:
         return (t, value.dtype, value.shape, value.tobytes())
     if t is dict:
         # Annotations reach here: a dict compared by its items, in order.
-        return (
-            t,
-            tuple(
-                (static_key(k, depth + 1, loose), static_key(v, depth + 1, loose))
-                for k, v in value.items()
-            ),
-        )
+        flat = chain.from_iterable(value.items())  # key, value, key, value, ...
+        return (t, tuple(static_key(x, depth + 1, loose) for x in flat))
     try:
         hash(value)
     except TypeError:
