@@ -52,17 +52,6 @@ from .reach import reach
 # -- the parts of each holder ------------------------------------------------------
 
 
-def default_names(code: types.CodeType, count: int) -> tuple[str, ...]:
-    """The parameters that `count` positional defaults belong to.
-
-    `co_argcount` already counts positional-only parameters. Defaults assigned
-    beyond the parameters (`f.__defaults__ = ...` by hand) are named by index.
-    """
-    n = code.co_argcount
-    names = code.co_varnames[max(n - count, 0) : n]
-    return names + tuple(f"__defaults__[{i}]" for i in range(len(names), count))
-
-
 def function_held(fn: types.FunctionType) -> tuple[Any, ...]:
     """What a function holds besides its cells, read once.
 
@@ -93,10 +82,17 @@ _CELL_LABELS: BoundedDict[types.CodeType, tuple[Label, ...]] = BoundedDict(512)
 
 
 def _default_labels(code: types.CodeType, count: int) -> tuple[Label, ...]:
+    """The labels of `count` positional defaults, named by their parameters.
+
+    `co_argcount` already counts positional-only parameters. Defaults assigned
+    beyond the parameters (`f.__defaults__ = ...` by hand) are named by index.
+    """
     key = (id(code), count)
     found = _DEFAULT_LABELS.get(key)
     if found is None or found[0] is not code:
-        names = default_names(code, count)
+        n = code.co_argcount
+        names = code.co_varnames[max(n - count, 0) : n]
+        names += tuple(f"__defaults__[{i}]" for i in range(len(names), count))
         labels = tuple(Label.of(DEFAULT, i, name) for i, name in enumerate(names))
         _DEFAULT_LABELS.pop(key, None)  # a code that died, its id reused
         found = _DEFAULT_LABELS.add(key, (code, labels))

@@ -155,14 +155,10 @@ def irregular(value: Any) -> bool:
     are lost (`_loose_dict`). These values are captured with their order and keys
     recorded (`ordered`)."""
     t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
-    if t is tuple or t is list or issubclass(t, (tuple, list)):
-        # The common case, a flat tuple (of functions), costs one pass.
-        for child in value:
-            if isinstance(child, _CONTAINERS):
-                break
-        else:
-            return False
-    elif not issubclass(t, _CONTAINERS):
+    if not issubclass(t, _CONTAINERS):
+        return False
+    # The common case, a flat tuple (of functions), costs one pass.
+    if not issubclass(t, dict) and not any(isinstance(c, _CONTAINERS) for c in value):
         return False
     if is_cyclic(value):
         return True

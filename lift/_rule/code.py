@@ -114,17 +114,14 @@ class CodeInfo:
                 if name in outer:
                     sites.setdefault(outer[name], (c.co_filename, line))
                     paths.setdefault(outer[name], set()).add(tuple(keys))
-            own = set(c.co_cellvars) | set(c.co_varnames)
+            # A nested code's free variable `n` is `c`'s cell `n`: `c`'s own
+            # local when `c` binds it, else `c`'s free variable.
+            own = (set(c.co_cellvars) | set(c.co_varnames)) - set(c.co_freevars)
+            shared = {n: name for n, name in outer.items() if n not in own}
             for k in c.co_consts:
                 if isinstance(k, types.CodeType):
-                    # `k`'s free variable `n` is `c`'s cell `n`: `c`'s own
-                    # local when `c` binds it, else `c`'s free variable.
-                    shared = {
-                        n: outer[n]
-                        for n in k.co_freevars
-                        if n in outer and (n not in own or n in c.co_freevars)
-                    }
-                    stack.append((k, shared))
+                    inner = {n: shared[n] for n in k.co_freevars if n in shared}
+                    stack.append((k, inner))
         self.rebound = frozenset(rebound)
         self.branched = frozenset(sites)
         self.branch_paths = {n: frozenset(p) for n, p in paths.items()}

@@ -221,12 +221,11 @@ class Flow:
                 stack.append(self.fast(ins.argval, ins.offset))
         elif op in _DEREF_STORES:
             free = self.free(ins)
+            value = self.pop(stack) if op == "STORE_DEREF" else NONE_SOURCE
             if free is not None:
                 self.stores.add(free)
-            if op == "STORE_DEREF":
-                value = self.pop(stack)
-                if free is None:
-                    self.store(ins.argval, value)
+            else:
+                self.store(ins.argval, value)  # a cell of the code's own
         elif op == "COPY":
             n = ins.arg or 1
             stack.append(stack[-n] if len(stack) >= n else NONE_SOURCE)

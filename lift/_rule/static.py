@@ -120,11 +120,8 @@ def static_key(value: Any, depth: int = 0, loose: bool = False) -> Any:
         # list[True]`): by their origin and arguments, in order, instead.
         args = typing.get_args(value)
         if args:
-            return (
-                t,
-                static_key(typing.get_origin(value), depth + 1),
-                tuple(_arg_key(a, depth + 1) for a in args),
-            )
+            origin = static_key(typing.get_origin(value), depth + 1)
+            return (t, origin, tuple(_arg_key(a, depth + 1) for a in args))
         return (t, value)  # `Any`, a `TypeVar`: by identity
     base = _builtin_base(t)
     if base is not None:
@@ -133,11 +130,8 @@ def static_key(value: Any, depth: int = 0, loose: bool = False) -> Any:
         # own key and its attributes' (its `__dict__`'s and its slots';
         # unhashable ones by their items, as static data is: `loose`).
         attributes = own_attributes(value, slots_of(t))
-        return (
-            t,
-            static_key(base(value), depth + 1),
-            tuple((k, static_key(v, depth + 1, True)) for k, v in attributes),
-        )
+        keys = tuple((k, static_key(v, depth + 1, True)) for k, v in attributes)
+        return (t, static_key(base(value), depth + 1), keys)
     # By identity, or by the class's own `__eq__`.
     return (t, value)
 
