@@ -109,15 +109,12 @@ class Flow:
         self.popped: list[frozenset[Source]] = []
         self.key: Any = None  # the constant loaded last, a dict key or index
         instructions = list(dis.get_instructions(code))
+        varnames = code.co_varnames
         # The locals whose value is a `PARAM` source: the named parameters.
-        self.params = frozenset(
-            code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
-        )
+        self.params = frozenset(varnames[: code.co_argcount + code.co_kwonlyargcount])
         # `LOAD_DEREF`'s argument indexes the locals, then cells that are not
         # parameters, then free variables (3.11+).
-        self.first_free = len(code.co_varnames) + len(
-            set(code.co_cellvars) - set(code.co_varnames)
-        )
+        self.first_free = len(varnames) + len(set(code.co_cellvars) - set(varnames))
         self.freevars = code.co_freevars
         # The exception table (`dis` reads it on 3.11+, undocumented): each
         # entry's `start`, `end`, `target`, `depth`, `lasti`.
@@ -128,21 +125,17 @@ class Flow:
         # What each local variable was computed from, over all its assignments
         # (`k = n; while k > 0.5:`).
         self.locals: dict[str, frozenset[Source]] = {}
-        self.run(code, instructions, entries)
+        # The line of the instruction read, kept from the last that has one.
+        self.line = code.co_firstlineno
+        self.run(instructions, entries)
         if self.locals:
-            self.run(code, instructions, entries)
+            self.run(instructions, entries)
 
-    def run(
-        self,
-        code: types.CodeType,
-        instructions: list[dis.Instruction],
-        entries: list[Any],
-    ) -> None:
+    def run(self, instructions: list[dis.Instruction], entries: list[Any]) -> None:
         pending: dict[int, list[frozenset[Source]]] = {}
         for entry in entries:
             pending[entry.target] = [NONE_SOURCE] * (entry.depth + 1 + int(entry.lasti))
         stack: list[frozenset[Source]] | None = []
-        self.line = code.co_firstlineno
         through_calls = self.through_calls
         popped = self.popped
         for ins in instructions:
@@ -158,10 +151,8 @@ class Flow:
                 stack = self.step(ins, stack, pending)
                 if through_calls and popped:
                     self.operands[ins.offset] = NONE_SOURCE.union(*popped) - SEQUENCES
-            arg = ins.argval
-            self.key = (
-                arg if type(arg) in (str, int) and ins.opname == "LOAD_CONST" else None
-            )
+            constant = ins.opname == "LOAD_CONST" and type(ins.argval) in (str, int)
+            self.key = ins.argval if constant else None
 
     def pop(self, stack: list[frozenset[Source]]) -> frozenset[Source]:
         value = stack.pop() if stack else NONE_SOURCE
