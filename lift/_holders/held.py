@@ -21,12 +21,8 @@ from .closure import dict_static, holder_of, labelled, slots_of
 from .reach import items, reach
 from .stdlib import (
     KEY,
-    LRU_WRAPPER,
     MEMBER,
     STDLIB_HOLDERS,
-    SUSPENDED_FRAMES,
-    cache_parts,
-    frame_parts,
     weakref_parts,
 )
 
@@ -59,11 +55,6 @@ def parts(x: Any) -> Iterable[tuple[Any, Any]] | None:
     reader = STDLIB_HOLDERS.get(t)
     if reader is not None:
         return reader(x)
-    if t in SUSPENDED_FRAMES:
-        frame = getattr(x, SUSPENDED_FRAMES[t])
-        return () if frame is None else frame_parts(frame)  # finished: nothing
-    if t is LRU_WRAPPER:
-        return cache_parts(x)
     inside = items(x)
     if inside is not None:
         return _labelled(x, inside)

@@ -186,26 +186,6 @@ def weakref_parts(r: weakref.ReferenceType[Any]) -> Iterator[tuple[Any, Any]]:
 BUILTIN_CONTAINERS: Final = frozenset(ITEMS)
 
 
-# Standard-library holders whose contents no attribute or `__dict__` shows: the
-# leak scan and the hidden-tracer check open each through its own reader.
-STDLIB_HOLDERS: Final[dict[type, Callable[[Any], Iterable[tuple[Any, Any]]]]] = {
-    asyncio.Future: _fields("_result", "_exception", "_callbacks"),
-    asyncio.Task: _fields("_result", "_exception", "_callbacks"),
-    **dict.fromkeys(_DESCRIPTOR_FUNCTIONS, _descriptor_parts),
-    # A context's values by variable name; a weak dict's by key.
-    contextvars.Context: lambda c: [((KEY, k.name), v) for k, v in list(c.items())],
-    contextvars.ContextVar: _context_var_parts,
-    weakref.finalize: _finalize_parts,
-    weakref.WeakValueDictionary: lambda d: [((KEY, k), v) for k, v in list(d.items())],
-    weakref.WeakSet: lambda s: [((MEMBER, None), v) for v in list(s)],
-    slice: _fields("start", "stop", "step"),
-    types.TracebackType: _fields("tb_frame", "tb_next"),
-    types.FrameType: frame_parts,
-    types.BuiltinMethodType: builtin_method_parts,
-    logging.LogRecord: _fields("msg", "args", "exc_info"),
-    jax.custom_jvp: _fields("fun", "jvp", "fwd", "bwd"),
-    jax.custom_vjp: _fields("fun", "jvp", "fwd", "bwd"),
-}
 # What the scans for tracers open, of what other walks never open (the
 # interpreter's machinery, slices of indices): only through the readers above.
 OPENED_BY_SCANS: Final = frozenset({slice, types.TracebackType, types.FrameType})
@@ -277,4 +257,34 @@ SUSPENDED_FRAMES: Final[dict[type, str]] = {
     types.GeneratorType: "gi_frame",
     types.CoroutineType: "cr_frame",
     types.AsyncGeneratorType: "ag_frame",
+}
+
+
+def _suspended_parts(x: Any) -> list[tuple[Any, Any]]:
+    """A suspended generator's local variables; none once it has finished."""
+    frame = getattr(x, SUSPENDED_FRAMES[type(x)])
+    return [] if frame is None else frame_parts(frame)
+
+
+# Standard-library holders whose contents no attribute or `__dict__` shows: the
+# leak scan and the hidden-tracer check open each through its own reader.
+STDLIB_HOLDERS: Final[dict[type, Callable[[Any], Iterable[tuple[Any, Any]]]]] = {
+    asyncio.Future: _fields("_result", "_exception", "_callbacks"),
+    asyncio.Task: _fields("_result", "_exception", "_callbacks"),
+    **dict.fromkeys(_DESCRIPTOR_FUNCTIONS, _descriptor_parts),
+    # A context's values by variable name; a weak dict's by key.
+    contextvars.Context: lambda c: [((KEY, k.name), v) for k, v in list(c.items())],
+    contextvars.ContextVar: _context_var_parts,
+    weakref.finalize: _finalize_parts,
+    weakref.WeakValueDictionary: lambda d: [((KEY, k), v) for k, v in list(d.items())],
+    weakref.WeakSet: lambda s: [((MEMBER, None), v) for v in list(s)],
+    slice: _fields("start", "stop", "step"),
+    types.TracebackType: _fields("tb_frame", "tb_next"),
+    types.FrameType: frame_parts,
+    types.BuiltinMethodType: builtin_method_parts,
+    logging.LogRecord: _fields("msg", "args", "exc_info"),
+    jax.custom_jvp: _fields("fun", "jvp", "fwd", "bwd"),
+    jax.custom_vjp: _fields("fun", "jvp", "fwd", "bwd"),
+    LRU_WRAPPER: cache_parts,
+    **dict.fromkeys(SUSPENDED_FRAMES, _suspended_parts),
 }
