@@ -132,7 +132,9 @@ class Flow:
             self.run(instructions, entries)
 
     def run(self, instructions: list[dis.Instruction], entries: list[Any]) -> None:
+        # The stack each forward jump brings to its target, by offset.
         pending: dict[int, list[frozenset[Source]]] = {}
+        self.pending = pending
         for entry in entries:
             pending[entry.target] = [NONE_SOURCE] * (entry.depth + 1 + int(entry.lasti))
         stack: list[frozenset[Source]] | None = []
@@ -148,7 +150,7 @@ class Flow:
                 stack = []  # not reached by a jump followed here
             if ins.opname not in _NO_STACK:
                 popped.clear()
-                stack = self.step(ins, stack, pending)
+                stack = self.step(ins, stack)
                 if through_calls and popped:
                     self.operands[ins.offset] = NONE_SOURCE.union(*popped) - SEQUENCES
             constant = ins.opname == "LOAD_CONST" and type(ins.argval) in (str, int)
@@ -160,10 +162,7 @@ class Flow:
         return value
 
     def step(
-        self,
-        ins: dis.Instruction,
-        stack: list[frozenset[Source]],
-        pending: dict[int, list[frozenset[Source]]],
+        self, ins: dis.Instruction, stack: list[frozenset[Source]]
     ) -> list[frozenset[Source]] | None:
         """`stack` after `ins` (`None` where control does not fall through)."""
         op = ins.opname
@@ -230,14 +229,14 @@ class Flow:
             value = self.pop(stack)
             if op not in _NONE_JUMPS:
                 self.truth(value)
-            self.carry(pending, ins, [*stack, value] if op in _KEEPING_JUMPS else stack)
+            self.carry(ins, [*stack, value] if op in _KEEPING_JUMPS else stack)
         elif op in _UNCONDITIONAL:
-            self.carry(pending, ins, stack)
+            self.carry(ins, stack)
             return None
         elif op in _ENDS:
             return None
         else:
-            self.generic(ins, stack, pending)
+            self.generic(ins, stack)
         return stack
 
     def fast(self, name: str, offset: int) -> frozenset[Source]:
@@ -273,24 +272,14 @@ class Flow:
             elif kind == PARAM:
                 self.param_branches.add(name)
 
-    def carry(
-        self,
-        pending: dict[int, list[frozenset[Source]]],
-        ins: dis.Instruction,
-        stack: list[frozenset[Source]],
-    ) -> None:
+    def carry(self, ins: dis.Instruction, stack: list[frozenset[Source]]) -> None:
         """Record the stack a forward jump brings to its target."""
         target = ins.argval
         if type(target) is not int or target <= ins.offset:
             return  # a loop's back edge: its head was read already
-        pending[target] = _join(pending.get(target), list(stack))
+        self.pending[target] = _join(self.pending.get(target), list(stack))
 
-    def generic(
-        self,
-        ins: dis.Instruction,
-        stack: list[frozenset[Source]],
-        pending: dict[int, list[frozenset[Source]]],
-    ) -> None:
+    def generic(self, ins: dis.Instruction, stack: list[frozenset[Source]]) -> None:
         """An instruction read by its stack effect only.
 
         Its result holds nothing: a call, an attribute, a container. With
@@ -311,7 +300,7 @@ class Flow:
             jumped = dis.stack_effect(ins.opcode, ins.arg, jump=True)
             depth = max(0, len(stack) - effect + jumped)
             carried = stack[:depth] + [NONE_SOURCE] * (depth - len(stack))
-            self.carry(pending, ins, carried)
+            self.carry(ins, carried)
 
 
 def _join(

@@ -104,16 +104,15 @@ def aux_tracer(treedef: Any, live: LiveTraces | None = None) -> str | None:
     """
     if treedef in _PLAIN_TREEDEFS:
         return None
-    found = False
-    for kind, part, aux in static_data(treedef):
-        found = True
+    data = list(static_data(treedef))
+    if not data:
+        _PLAIN_TREEDEFS.add(treedef, None)
+    for kind, part, aux in data:
         where = hidden_tracer(aux, live)
         if where is not None:
             if part:  # a dict's key or default factory
                 return f"{label_text(part)}{where}"
             return f"<static data of {getattr(kind, '__name__', kind)}>{where}"
-    if not found:
-        _PLAIN_TREEDEFS.add(treedef, None)
     return None
 
 
