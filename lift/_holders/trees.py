@@ -206,19 +206,17 @@ def ordered(
             node = (t, aux)
         else:
             picked = [walk(v, c) for v, c in zip(items(x) or (), children, strict=True)]
-        new = from_node(td, node, [p[0] for p in picked])
+        new = from_node(node, [p[0] for p in picked])
         return new, [i for p in picked for i in p[1]]
 
     new, perm = walk(value, treedef)
     return new, tuple(perm), tuple(keys)
 
 
-def from_node(td: TreeDef, node: Any, children: list[TreeDef]) -> TreeDef:
+def from_node(node: Any, children: list[TreeDef]) -> TreeDef:
     """A treedef from one node's data and its children's treedefs."""
     registry: Any = _jtu.default_registry  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-    return _jtu.PyTreeDef.from_node_data_and_children(  # pyright: ignore
-        registry, node, children
-    )
+    return _jtu.PyTreeDef.from_node_data_and_children(registry, node, children)  # pyright: ignore
 
 
 _NODE_TYPES: Final = frozenset(

@@ -20,6 +20,8 @@ FREE: Final = "free"  # a free variable: a closure cell the function captured
 PARAM: Final = "param"  # one of the function's own parameters
 # (FREE or PARAM, name), or `SEQUENCE`.
 Source: TypeAlias = tuple[Any, ...]
+# The stack as the analysis follows it: what each slot's value comes from.
+Stack: TypeAlias = list[frozenset[Source]]
 
 FAST_LOADS: Final = frozenset(
     {"LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_BORROW", "LOAD_FAST_AND_CLEAR"}
@@ -133,11 +135,11 @@ class Flow:
 
     def run(self, instructions: list[dis.Instruction], entries: list[Any]) -> None:
         # The stack each forward jump brings to its target, by offset.
-        pending: dict[int, list[frozenset[Source]]] = {}
+        pending: dict[int, Stack] = {}
         self.pending = pending
         for entry in entries:
             pending[entry.target] = [NONE_SOURCE] * (entry.depth + 1 + int(entry.lasti))
-        stack: list[frozenset[Source]] | None = []
+        stack: Stack | None = []
         through_calls = self.through_calls
         popped = self.popped
         for ins in instructions:
@@ -156,14 +158,12 @@ class Flow:
             constant = ins.opname == "LOAD_CONST" and type(ins.argval) in (str, int)
             self.key = ins.argval if constant else None
 
-    def pop(self, stack: list[frozenset[Source]]) -> frozenset[Source]:
+    def pop(self, stack: Stack) -> frozenset[Source]:
         value = stack.pop() if stack else NONE_SOURCE
         self.popped.append(value)
         return value
 
-    def step(
-        self, ins: dis.Instruction, stack: list[frozenset[Source]]
-    ) -> list[frozenset[Source]] | None:
+    def step(self, ins: dis.Instruction, stack: Stack) -> Stack | None:
         """`stack` after `ins` (`None` where control does not fall through)."""
         op = ins.opname
         if op in _BINARY:
@@ -272,14 +272,14 @@ class Flow:
             elif kind == PARAM:
                 self.param_branches.add(name)
 
-    def carry(self, ins: dis.Instruction, stack: list[frozenset[Source]]) -> None:
+    def carry(self, ins: dis.Instruction, stack: Stack) -> None:
         """Record the stack a forward jump brings to its target."""
         target = ins.argval
         if type(target) is not int or target <= ins.offset:
             return  # a loop's back edge: its head was read already
         self.pending[target] = _join(self.pending.get(target), list(stack))
 
-    def generic(self, ins: dis.Instruction, stack: list[frozenset[Source]]) -> None:
+    def generic(self, ins: dis.Instruction, stack: Stack) -> None:
         """An instruction read by its stack effect only.
 
         Its result holds nothing: a call, an attribute, a container. With
@@ -303,9 +303,7 @@ class Flow:
             self.carry(ins, carried)
 
 
-def _join(
-    stack: list[frozenset[Source]] | None, other: list[frozenset[Source]]
-) -> list[frozenset[Source]]:
+def _join(stack: Stack | None, other: Stack) -> Stack:
     """Where two ways meet: each slot holds what either brings.
 
     A stack of another depth (or none) gives way to `other`."""
