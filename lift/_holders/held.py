@@ -19,12 +19,7 @@ from .._base.atoms import UNOPENED
 from .attributes import NotRun, own_attributes, static_attribute
 from .closure import dict_static, holder_of, labelled, slots_of
 from .reach import items, reach
-from .stdlib import (
-    KEY,
-    MEMBER,
-    STDLIB_HOLDERS,
-    weakref_parts,
-)
+from .stdlib import KEY, MEMBER, STDLIB_HOLDERS, weakref_parts
 
 # A container's item labels, `(format, key)` (and `stdlib.KEY`, `MEMBER`).
 INDEX: Final = "[{}]"

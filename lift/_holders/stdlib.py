@@ -29,16 +29,7 @@ from .._base.atoms import HOLD_NOTHING
 from .._compat import frame_locals
 from .attributes import static_attribute
 from .closure import call_parts
-from .labels import (
-    CACHE_KEY,
-    CACHED,
-    FIELD,
-    LOCAL,
-    METHOD_FUNC,
-    SELF,
-    WRAPPED,
-    Label,
-)
+from .labels import CACHE_KEY, CACHED, FIELD, LOCAL, METHOD_FUNC, SELF, WRAPPED, Label
 from .reach import ITEMS
 
 
