@@ -34,7 +34,7 @@ def static_attribute(obj: Any, name: str, default: Any = None) -> Any:
     `__getattr__` or `__getattribute__`: a name found nowhere is `default`.
     Raises `NotRun` where only running code would tell (a property)."""
     cls: type[Any] = type(obj)  # pyright: ignore[reportUnknownVariableType]
-    found = next((vars(k)[name] for k in cls.__mro__ if name in vars(k)), _ABSENT)
+    found: Any = next((vars(k)[name] for k in cls.__mro__ if name in vars(k)), _ABSENT)
     if found is not _ABSENT and type(found) in _C_DESCRIPTORS:
         try:
             return found.__get__(obj, cls)

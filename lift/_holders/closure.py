@@ -184,7 +184,7 @@ def partial_parts(p: functools.partial[Any]) -> Iterator[tuple[Label, Any]]:
     The attributes are its `__dict__` and a subclass's slots
     (`functools.update_wrapper` sets `__wrapped__`, `__name__`, ...)."""
     yield from call_parts(p.func, p.args, p.keywords)
-    attrs = getattr(p, "__dict__", None) or {}
+    attrs: dict[str, Any] = getattr(p, "__dict__", None) or {}
     yield from [(Label.of(ATTR, name), value) for name, value in list(attrs.items())]
     cls = type(p)
     for name in () if cls is functools.partial else slots_of(cls):
@@ -396,7 +396,8 @@ def _node_static(kind: Any, aux: Any) -> Iterator[tuple[Any, Any]]:
     `kind` and `aux` are its `node_data()`. A dict node gives `dict_static`'s
     parts, read from the node. A custom node gives its aux data, labelled `""`."""
     if kind in _DICT_NODES:
-        yield from _dict_parts(*aux if kind is collections.defaultdict else (None, aux))
+        factory, keys = aux if kind is collections.defaultdict else (None, aux)
+        yield from _dict_parts(factory, keys)
     elif kind not in _BUILTIN_NODES and not _plain_aux(aux):
         yield "", aux
 

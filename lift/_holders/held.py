@@ -99,4 +99,4 @@ def read_inside(value: Any, limit: int = 2_000) -> list[tuple[Any, Any]]:
     What the walk reads of a static value's functions: `lift.jit` watches it."""
     cells = {id(x): x for x in reach([value], held, limit) if type(x) is types.CellType}
     # An empty cell has no part: itself stands for its value.
-    return [(c, next((v for _, v in parts(c)), c)) for c in cells.values()]
+    return [(c, next((v for _, v in parts(c)), c)) for c in cells.values()]  # pyright: ignore[reportOptionalIterable]

@@ -181,7 +181,7 @@ def ordered(
     def walk(x: Any, td: TreeDef) -> tuple[TreeDef, list[int]]:
         # Depth is bounded: `irregular` refused values nested deeper than
         # MAX_CONTAINER_DEPTH.
-        node = td.node_data()
+        node: Any = td.node_data()
         t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
         if node is None or not issubclass(t, _CONTAINERS) or node[0] is not t:
             return td, [next(counter) for _ in range(td.num_leaves)]
