@@ -113,4 +113,4 @@ def _graft(
     if treedef.num_nodes == 1 and treedef.num_leaves == 1 and not treedef.children():
         return subs.get(next(positions), treedef)
     children = [_graft(c, subs, positions) for c in treedef.children()]
-    return from_node(treedef, treedef.node_data(), children)
+    return from_node(treedef.node_data(), children)

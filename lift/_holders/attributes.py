@@ -34,11 +34,7 @@ def static_attribute(obj: Any, name: str, default: Any = None) -> Any:
     `__getattr__` or `__getattribute__`: a name found nowhere is `default`.
     Raises `NotRun` where only running code would tell (a property)."""
     cls: type[Any] = type(obj)  # pyright: ignore[reportUnknownVariableType]
-    found: Any = _ABSENT
-    for klass in cls.__mro__:
-        found = vars(klass).get(name, _ABSENT)
-        if found is not _ABSENT:
-            break
+    found: Any = next((vars(k)[name] for k in cls.__mro__ if name in vars(k)), _ABSENT)
     if found is not _ABSENT and type(found) in _C_DESCRIPTORS:
         try:
             return found.__get__(obj, cls)
@@ -70,11 +66,8 @@ def own_attributes(obj: Any, slots: tuple[str, ...]) -> list[tuple[str, Any]]:
     besides its items (`history.best = x`)."""
     attrs = static_attribute(obj, "__dict__")
     out = list(cast(dict[str, Any], attrs).items()) if type(attrs) is dict else []
-    for name in slots:
-        value = static_attribute(obj, name, _ABSENT)
-        if value is not _ABSENT:
-            out.append((name, value))
-    return out
+    read = ((name, static_attribute(obj, name, _ABSENT)) for name in slots)
+    return out + [(name, value) for name, value in read if value is not _ABSENT]
 
 
 def _looks_up_in_c(cls: type) -> bool:

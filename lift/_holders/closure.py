@@ -21,6 +21,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
+import operator
 import types
 from collections.abc import Callable, Iterable, Iterator
 from itertools import chain
@@ -51,26 +52,11 @@ from .reach import reach
 # -- the parts of each holder ------------------------------------------------------
 
 
-def default_names(code: types.CodeType, count: int) -> tuple[str, ...]:
-    """The parameters that `count` positional defaults belong to.
-
-    `co_argcount` already counts positional-only parameters. Defaults assigned
-    beyond the parameters (`f.__defaults__ = ...` by hand) are named by index.
-    """
-    n = code.co_argcount
-    names = code.co_varnames[max(n - count, 0) : n]
-    return names + tuple(f"__defaults__[{i}]" for i in range(len(names), count))
-
-
-def function_parts(fn: types.FunctionType) -> Iterator[tuple[Label, Any]]:
-    """A function's parts other than its cells: defaults, keyword-only defaults,
-    attributes, in that order."""
-    return iter(function_held(fn)[3:])
-
-
 def function_held(fn: types.FunctionType) -> tuple[Any, ...]:
-    """What a function holds besides its cells, read once: its code, defaults and
-    keyword-only defaults (`None` and empty differ), then `function_parts`.
+    """What a function holds besides its cells, read once.
+
+    Its code, defaults and keyword-only defaults (`None` and empty differ).
+    Then its parts: defaults, keyword-only defaults and attributes, labelled.
     Compared by identity with a later reading, it says whether the function
     changed (`lift.jit` watches it)."""
     code, defaults, kwdefaults = held = fn.__code__, fn.__defaults__, fn.__kwdefaults__
@@ -96,10 +82,17 @@ _CELL_LABELS: BoundedDict[types.CodeType, tuple[Label, ...]] = BoundedDict(512)
 
 
 def _default_labels(code: types.CodeType, count: int) -> tuple[Label, ...]:
+    """The labels of `count` positional defaults, named by their parameters.
+
+    `co_argcount` already counts positional-only parameters. Defaults assigned
+    beyond the parameters (`f.__defaults__ = ...` by hand) are named by index.
+    """
     key = (id(code), count)
     found = _DEFAULT_LABELS.get(key)
     if found is None or found[0] is not code:
-        names = default_names(code, count)
+        n = code.co_argcount
+        names = code.co_varnames[max(n - count, 0) : n]
+        names += tuple(f"__defaults__[{i}]" for i in range(len(names), count))
         labels = tuple(Label.of(DEFAULT, i, name) for i, name in enumerate(names))
         _DEFAULT_LABELS.pop(key, None)  # a code that died, its id reused
         found = _DEFAULT_LABELS.add(key, (code, labels))
@@ -112,15 +105,12 @@ def cells(
     """A function's closure cells, each labelled by its free variable.
 
     `labels` are the code's cell labels, which each caller keeps per code."""
-    closure = fn.__closure__
-    if not closure:
-        return ()
-    return zip(labels, closure, strict=True)
+    return zip(labels, fn.__closure__ or (), strict=True)
 
 
 def labelled(fn: types.FunctionType) -> Iterable[tuple[Label, Any]]:
     """A function's parts: its cells, each labelled by its free variable,
-    then `function_parts`."""
+    then the labelled parts of `function_held`."""
     closure, code = fn.__closure__, fn.__code__
     labels = _CELL_LABELS.get(code) if closure else ()
     if labels is None:
@@ -128,14 +118,14 @@ def labelled(fn: types.FunctionType) -> Iterable[tuple[Label, Any]]:
         labels = _CELL_LABELS.add(code, labels)
     cells = zip(labels, closure or (), strict=True)
     if fn.__defaults__ or fn.__kwdefaults__ or fn.__dict__:
-        return [*cells, *function_parts(fn)]
+        return [*cells, *function_held(fn)[3:]]
     return cells
 
 
 def set_function_parts(
     fn: types.FunctionType, parts: Iterable[tuple[Label, Any]], has: tuple[bool, bool]
 ) -> None:
-    """Give a rebuilt function the parts `function_parts` read from another."""
+    """Give a rebuilt function the parts `function_held` read from another."""
     defaults: list[Any] = []
     kwdefaults: dict[str, Any] = {}
     for label, value in parts:
@@ -176,27 +166,31 @@ def make_partial(
     return p
 
 
+def call_parts(
+    func: Any, args: Iterable[Any], keywords: dict[str, Any]
+) -> Iterator[tuple[Label, Any]]:
+    """A call's parts: its function, arguments and keywords (a partial's, a
+    finalizer's)."""
+    yield Label.of(FUNC), func
+    for i, value in enumerate(args):
+        yield Label.of(ARG, i), value
+    for name, value in keywords.items():
+        yield Label.of(KEYWORD, name), value
+
+
 def partial_parts(p: functools.partial[Any]) -> Iterator[tuple[Label, Any]]:
     """A partial's function, arguments, keywords and attributes.
 
     The attributes are its `__dict__` and a subclass's slots
     (`functools.update_wrapper` sets `__wrapped__`, `__name__`, ...)."""
-    yield Label.of(FUNC), p.func
-    for i, value in enumerate(p.args):
-        yield Label.of(ARG, i), value
-    for name, value in p.keywords.items():
-        yield Label.of(KEYWORD, name), value
-    attrs = getattr(p, "__dict__", None)
-    if attrs:
-        for name, value in list(attrs.items()):
-            yield Label.of(ATTR, name), value
+    yield from call_parts(p.func, p.args, p.keywords)
+    attrs: dict[str, Any] = getattr(p, "__dict__", None) or {}
+    yield from [(Label.of(ATTR, name), value) for name, value in list(attrs.items())]
     cls = type(p)
-    if cls is not functools.partial:
-        for name in slots_of(cls):
-            if name not in _PARTIAL_MEMBERS:
-                value = getattr(p, name, _UNSET)  # a member descriptor, in C
-                if value is not _UNSET:
-                    yield Label.of(FIELD, name), value
+    for name in () if cls is functools.partial else slots_of(cls):
+        value = getattr(p, name, _UNSET)  # a member descriptor, in C
+        if value is not _UNSET and name not in _PARTIAL_MEMBERS:
+            yield Label.of(FIELD, name), value
 
 
 # `functools.partial`'s own members, read as its function, args and keywords.
@@ -240,18 +234,16 @@ def class_parts(cls: type) -> list[tuple[Label, Any]]:
     properties, whose closures and defaults may hold values. Not dunder names,
     nor a name an earlier class in the MRO defines. Nothing for a library's
     class. Read anew at every scan: a class may gain, lose or replace one."""
-    seen: set[str] = set()
-    parts: list[tuple[Label, Any]] = []
-    for klass in cls.__mro__:
-        if not user_class(klass):
-            continue
+    attrs: dict[str, Any] = {}
+    for klass in filter(user_class, cls.__mro__):
         for name, value in list(vars(klass).items()):
-            if name in seen or (name.startswith("__") and name.endswith("__")):
-                continue
-            seen.add(name)
-            if not isinstance(value, _METHODS):
-                parts.append((Label.of(FIELD, name), value))
-    return parts
+            attrs.setdefault(name, value)
+    return [
+        (Label.of(FIELD, name), value)
+        for name, value in attrs.items()
+        if not (name.startswith("__") and name.endswith("__"))
+        and not isinstance(value, _METHODS)
+    ]
 
 
 def instance_class(t: type) -> Iterator[tuple[Label, Any]]:
@@ -282,20 +274,16 @@ class Holder:
     rebuild: Callable[[Any, list[tuple[Label, Any]]], Any]
 
 
-def _no_static(_: Any) -> None:
-    return None
-
-
-def _make_method(static: None, parts: list[tuple[Label, Any]]) -> types.MethodType:
-    return types.MethodType(parts[0][1], parts[1][1])
-
-
 # A partial's class is its static part (a subclass that is not a pytree too).
 PARTIAL: Final = Holder(
     functools.partial, "functools.partial", type, partial_parts, make_partial
 )
 METHOD: Final = Holder(
-    types.MethodType, "bound method", _no_static, method_parts, _make_method
+    types.MethodType,
+    "bound method",
+    lambda _: None,
+    method_parts,
+    lambda _, parts: types.MethodType(parts[0][1], parts[1][1]),
 )
 
 
@@ -342,23 +330,18 @@ def slots_of(cls: type) -> tuple[str, ...]:
     These are the member descriptors `__slots__` made, whatever form it took: a
     string, a tuple, an iterator since consumed. Names are mangled as Python
     mangles them."""
-    names: list[str] = []
-    for klass in cls.__mro__:
-        for name, member in vars(klass).items():
-            if type(member) is types.MemberDescriptorType:
-                names.append(name)
-    return tuple(dict.fromkeys(names))
+    members = (m for klass in cls.__mro__ for m in vars(klass).items())
+    slots = (name for name, m in members if type(m) is types.MemberDescriptorType)
+    return tuple(dict.fromkeys(slots))
 
 
 # -- the static (aux) data of a pytree node -----------------------------------------
 
 
-_BUILTIN_NODES: Final = frozenset(
-    {tuple, list, dict, type(None), collections.OrderedDict, collections.defaultdict}
-)
 # The dict nodes: JAX keeps their keys (and a defaultdict's `default_factory`)
 # in the treedef, as static data.
 _DICT_NODES: Final = frozenset({dict, collections.OrderedDict, collections.defaultdict})
+_BUILTIN_NODES: Final = _DICT_NODES | {tuple, list, type(None)}
 
 
 def dict_static(d: dict[Any, Any]) -> list[tuple[Any, Any]]:
@@ -379,9 +362,7 @@ def default_factory(d: dict[Any, Any]) -> Any:
     of it. Capture walks a function-like factory as a node
     (`lift._capture.factories`). The copy check compares it; the leak scan
     opens it (`dict_static`)."""
-    if isinstance(d, collections.defaultdict):
-        return d.default_factory
-    return None
+    return d.default_factory if isinstance(d, collections.defaultdict) else None
 
 
 def _dict_parts(factory: Any, keys: Iterable[Any]) -> list[tuple[Any, Any]]:
@@ -415,10 +396,8 @@ def _node_static(kind: Any, aux: Any) -> Iterator[tuple[Any, Any]]:
     `kind` and `aux` are its `node_data()`. A dict node gives `dict_static`'s
     parts, read from the node. A custom node gives its aux data, labelled `""`."""
     if kind in _DICT_NODES:
-        if kind is collections.defaultdict:
-            yield from _dict_parts(*aux)
-        else:
-            yield from _dict_parts(None, aux)
+        factory, keys = aux if kind is collections.defaultdict else (None, aux)
+        yield from _dict_parts(factory, keys)
     elif kind not in _BUILTIN_NODES and not _plain_aux(aux):
         yield "", aux
 
@@ -434,14 +413,10 @@ def _plain_aux(aux: Any) -> bool:
     return t is tuple and all(type(a) in (str, int, type(None)) for a in aux)
 
 
-def custom_data(treedef: Any) -> Iterator[tuple[Any, Any]]:
+def custom_data(treedef: Any) -> list[tuple[Any, Any]]:
     """`(node type, static data)` of each custom node of `treedef`, in order."""
-    if not has_custom_nodes(treedef):
-        return
-    for td in reach([treedef], _children):
-        node = td.node_data()
-        if node is not None and node[0] not in _BUILTIN_NODES:
-            yield node
+    nodes = _nodes(treedef) if has_custom_nodes(treedef) else ()
+    return [node for node in nodes if node[0] not in _BUILTIN_NODES]
 
 
 def static_data(treedef: Any) -> Iterator[tuple[Any, Any, Any]]:
@@ -449,28 +424,26 @@ def static_data(treedef: Any) -> Iterator[tuple[Any, Any, Any]]:
 
     Custom nodes' static data (`where` empty), dicts' keys and defaultdicts'
     factories (`where` a label of `dict_static`'s)."""
-    for td in reach([treedef], _children):
-        node = td.node_data()
-        if node is not None:
-            for where, data in _node_static(*node):
-                yield node[0], where, data
+    for kind, aux in _nodes(treedef):
+        for where, data in _node_static(kind, aux):
+            yield kind, where, data
 
 
-def _children(treedef: Any) -> list[Any]:
-    return treedef.children()
+def _nodes(treedef: Any) -> Iterator[tuple[Any, Any]]:
+    """The `node_data()` of each node of `treedef` but its leaves."""
+    return filter(None, (td.node_data() for td in reach([treedef], _CHILDREN)))
 
 
-def has_aux(treedef: Any) -> bool:
-    """Whether `treedef` has a custom node whose static data could hold a tracer."""
-    return next(static_data(treedef), None) is not None
+_CHILDREN: Final = operator.methodcaller("children")
 
 
 def aux_parts(treedef: Any) -> Iterator[tuple[Label, Any]]:
     """The static (aux) data of a node flattened one level, when it may hold a tracer.
 
     `treedef` is its treedef. Examples: a `jax.tree_util.Partial`'s function,
-    an equinox `static=True` field, a flax `pytree_node=False` field."""
-    if has_aux(treedef):
+    an equinox `static=True` field, a flax `pytree_node=False` field. It may
+    hold one when `static_data` gives anything."""
+    if next(static_data(treedef), None) is not None:
         node = treedef.node_data()
         if node is not None:
             yield Label.of(STATIC), node[1]

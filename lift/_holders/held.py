@@ -19,20 +19,11 @@ from .._base.atoms import UNOPENED
 from .attributes import NotRun, own_attributes, static_attribute
 from .closure import dict_static, holder_of, labelled, slots_of
 from .reach import items, reach
-from .stdlib import (
-    LRU_WRAPPER,
-    STDLIB_HOLDERS,
-    SUSPENDED_FRAMES,
-    cache_parts,
-    frame_parts,
-    weakref_parts,
-)
+from .stdlib import KEY, MEMBER, STDLIB_HOLDERS, weakref_parts
 
-# A container's item labels, `(format, key)`: spelled only for a report.
+# A container's item labels, `(format, key)` (and `stdlib.KEY`, `MEMBER`).
 INDEX: Final = "[{}]"
-KEY: Final = "[{!r}]"
 ATTR: Final = ".{}"
-_MEMBER: Final = "{{…}}"
 
 
 def parts(x: Any) -> Iterable[tuple[Any, Any]] | None:
@@ -59,11 +50,6 @@ def parts(x: Any) -> Iterable[tuple[Any, Any]] | None:
     reader = STDLIB_HOLDERS.get(t)
     if reader is not None:
         return reader(x)
-    if t in SUSPENDED_FRAMES:
-        frame = getattr(x, SUSPENDED_FRAMES[t])
-        return () if frame is None else frame_parts(frame)  # finished: nothing
-    if t is LRU_WRAPPER:
-        return cache_parts(x)
     inside = items(x)
     if inside is not None:
         return _labelled(x, inside)
@@ -84,7 +70,7 @@ def _labelled(x: Any, inside: Iterable[Any]) -> Iterable[tuple[Any, Any]]:
     ):
         return [((ATTR, f), v) for f, v in zip(fields, inside, strict=True)]  # pyright: ignore
     if isinstance(x, set | frozenset):
-        return [((_MEMBER, None), v) for v in inside]
+        return [((MEMBER, None), v) for v in inside]
     return [((INDEX, i), v) for i, v in enumerate(inside)]
 
 
@@ -112,11 +98,5 @@ def read_inside(value: Any, limit: int = 2_000) -> list[tuple[Any, Any]]:
 
     What the walk reads of a static value's functions: `lift.jit` watches it."""
     cells = {id(x): x for x in reach([value], held, limit) if type(x) is types.CellType}
-    return [(c, _value(c)) for c in cells.values()]
-
-
-def _value(cell: types.CellType) -> Any:
-    try:
-        return cell.cell_contents
-    except ValueError:  # an empty cell: itself
-        return cell
+    # An empty cell has no part: itself stands for its value.
+    return [(c, next((v for _, v in parts(c)), c)) for c in cells.values()]  # pyright: ignore[reportOptionalIterable]

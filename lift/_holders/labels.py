@@ -116,6 +116,4 @@ _interned: BoundedDict[tuple[str, Any, Any], Label] = BoundedDict(4096)
 
 def variable_str(label: Label) -> str:
     name = label.variable
-    if name is not None:
-        return f"variable {name!r}"
-    return f"`{label.text}`"
+    return f"`{label.text}`" if name is None else f"variable {name!r}"

@@ -19,7 +19,7 @@ import logging
 import sys
 import types
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final, cast
 
 import jax
@@ -28,19 +28,8 @@ import numpy as np
 from .._base.atoms import HOLD_NOTHING
 from .._compat import frame_locals
 from .attributes import static_attribute
-from .labels import (
-    ARG,
-    CACHE_KEY,
-    CACHED,
-    FIELD,
-    FUNC,
-    KEYWORD,
-    LOCAL,
-    METHOD_FUNC,
-    SELF,
-    WRAPPED,
-    Label,
-)
+from .closure import call_parts
+from .labels import CACHE_KEY, CACHED, FIELD, LOCAL, METHOD_FUNC, SELF, WRAPPED, Label
 from .reach import ITEMS
 
 
@@ -56,12 +45,8 @@ def array_items(a: np.ndarray[Any, Any]) -> Iterator[tuple[Any, Any]]:
     flat = len(shape) == 1
     atoms = HOLD_NOTHING
     for i, value in enumerate(a.tolist() if flat else a.ravel().tolist()):
-        if type(value) in atoms:  # pyright: ignore[reportUnknownArgumentType]
-            continue
-        yield (_ITEM_FORMAT, i if flat else _NdIndex(i, shape)), value
-
-
-_ITEM_FORMAT: Final = "[{!r}]"
+        if type(value) not in atoms:  # pyright: ignore[reportUnknownArgumentType]
+            yield (KEY, i if flat else _NdIndex(i, shape)), value
 
 
 class _NdIndex:
@@ -80,16 +65,15 @@ class _NdIndex:
 
 
 _VALUE: Final = "<value>"  # a `ContextVar`'s value in the current context
-_KEY_FORMAT: Final = "[{!r}]"
-_MEMBER_FORMAT: Final = "{{…}}"
+# Item labels, `(format, key)`: spelled only for a report.
+KEY: Final = "[{!r}]"
+MEMBER: Final = "{{…}}"
 
 
-def _descriptor_parts(d: Any) -> Iterator[tuple[Any, Any]]:
+def _descriptor_parts(d: Any) -> list[tuple[Any, Any]]:
     """The functions a method descriptor or property holds."""
-    for attr in _DESCRIPTOR_FUNCTIONS[type(d)]:
-        fn = getattr(d, attr, None)
-        if fn is not None:
-            yield Label.of(attr), fn
+    read = ((attr, getattr(d, attr, None)) for attr in _DESCRIPTOR_FUNCTIONS[type(d)])
+    return [(Label.of(attr), fn) for attr, fn in read if fn is not None]
 
 
 _DESCRIPTOR_FUNCTIONS: Final[dict[type, tuple[str, ...]]] = {
@@ -99,12 +83,6 @@ _DESCRIPTOR_FUNCTIONS: Final[dict[type, tuple[str, ...]]] = {
     functools.cached_property: ("func",),
     functools.partialmethod: ("func", "args", "keywords"),
 }
-
-
-def _context_parts(ctx: contextvars.Context) -> Iterator[tuple[Any, Any]]:
-    """A `contextvars.Context`'s values, by variable name."""
-    for var, value in list(ctx.items()):
-        yield (_KEY_FORMAT, var.name), value
 
 
 def _context_var_parts(var: contextvars.ContextVar[Any]) -> Iterator[tuple[Any, Any]]:
@@ -123,24 +101,7 @@ def _finalize_parts(f: weakref.finalize[Any, Any]) -> Iterator[tuple[Any, Any]]:
     info = f.peek()
     if info is None:
         return
-    _, func, args, kwargs = info
-    yield Label.of(FUNC), func
-    for i, value in enumerate(args):
-        yield Label.of(ARG, i), value
-    for name, value in kwargs.items():
-        yield Label.of(KEYWORD, name), value
-
-
-def _weak_value_parts(
-    d: weakref.WeakValueDictionary[Any, Any],
-) -> Iterator[tuple[Any, Any]]:
-    for key, value in list(d.items()):
-        yield (_KEY_FORMAT, key), value
-
-
-def _weak_set_parts(s: weakref.WeakSet[Any]) -> Iterator[tuple[Any, Any]]:
-    for value in list(s):
-        yield (_MEMBER_FORMAT, None), value
+    yield from call_parts(*info[1:])
 
 
 # Modules whose C types hold references no attribute shows (iterators, `map`,
@@ -172,27 +133,24 @@ def referent_parts(obj: Any) -> Iterator[tuple[Any, Any]]:
             yield (_REFERENT, i), value
 
 
-def _fields(*names: str) -> Callable[[Any], Iterator[tuple[Any, Any]]]:
+def _fields(*names: str) -> Callable[[Any], list[tuple[Any, Any]]]:
     """The reader of a holder's named fields, read as the C type keeps them.
 
     An `asyncio.Future`'s result, exception and callbacks; a slice's bounds;
     a traceback's frame and next entry; a `jax.custom_jvp`'s rules. A log
     record keeps its message, arguments and exception."""
 
-    def parts(x: Any) -> Iterator[tuple[Any, Any]]:
-        for name in names:
-            value = static_attribute(x, name)
-            if value is not None:
-                yield Label.of(FIELD, name), value
+    def parts(x: Any) -> list[tuple[Any, Any]]:
+        read = ((Label.of(FIELD, name), static_attribute(x, name)) for name in names)
+        return [(label, value) for label, value in read if value is not None]
 
     return parts
 
 
-def frame_parts(frame: types.FrameType) -> Iterator[tuple[Any, Any]]:
+def frame_parts(frame: types.FrameType) -> list[tuple[Any, Any]]:
     """A kept frame's local variables (not its globals, nor its callers: the
     traceback entries beside it are read as such)."""
-    for name, value in frame_locals(frame):
-        yield Label.of(LOCAL, name), value
+    return [(Label.of(LOCAL, name), value) for name, value in frame_locals(frame)]
 
 
 def builtin_method_parts(m: types.BuiltinMethodType) -> Iterator[tuple[Label, Any]]:
@@ -219,25 +177,6 @@ def weakref_parts(r: weakref.ReferenceType[Any]) -> Iterator[tuple[Any, Any]]:
 BUILTIN_CONTAINERS: Final = frozenset(ITEMS)
 
 
-# Standard-library holders whose contents no attribute or `__dict__` shows: the
-# leak scan and the hidden-tracer check open each through its own reader.
-STDLIB_HOLDERS: Final[dict[type, Callable[[Any], Iterator[tuple[Any, Any]]]]] = {
-    asyncio.Future: _fields("_result", "_exception", "_callbacks"),
-    asyncio.Task: _fields("_result", "_exception", "_callbacks"),
-    **dict.fromkeys(_DESCRIPTOR_FUNCTIONS, _descriptor_parts),
-    contextvars.Context: _context_parts,
-    contextvars.ContextVar: _context_var_parts,
-    weakref.finalize: _finalize_parts,
-    weakref.WeakValueDictionary: _weak_value_parts,
-    weakref.WeakSet: _weak_set_parts,
-    slice: _fields("start", "stop", "step"),
-    types.TracebackType: _fields("tb_frame", "tb_next"),
-    types.FrameType: frame_parts,
-    types.BuiltinMethodType: builtin_method_parts,
-    logging.LogRecord: _fields("msg", "args", "exc_info"),
-    jax.custom_jvp: _fields("fun", "jvp", "fwd", "bwd"),
-    jax.custom_vjp: _fields("fun", "jvp", "fwd", "bwd"),
-}
 # What the scans for tracers open, of what other walks never open (the
 # interpreter's machinery, slices of indices): only through the readers above.
 OPENED_BY_SCANS: Final = frozenset({slice, types.TracebackType, types.FrameType})
@@ -309,4 +248,34 @@ SUSPENDED_FRAMES: Final[dict[type, str]] = {
     types.GeneratorType: "gi_frame",
     types.CoroutineType: "cr_frame",
     types.AsyncGeneratorType: "ag_frame",
+}
+
+
+def _suspended_parts(x: Any) -> list[tuple[Any, Any]]:
+    """A suspended generator's local variables; none once it has finished."""
+    frame = getattr(x, SUSPENDED_FRAMES[type(x)])
+    return [] if frame is None else frame_parts(frame)
+
+
+# Standard-library holders whose contents no attribute or `__dict__` shows: the
+# leak scan and the hidden-tracer check open each through its own reader.
+STDLIB_HOLDERS: Final[dict[type, Callable[[Any], Iterable[tuple[Any, Any]]]]] = {
+    asyncio.Future: _fields("_result", "_exception", "_callbacks"),
+    asyncio.Task: _fields("_result", "_exception", "_callbacks"),
+    **dict.fromkeys(_DESCRIPTOR_FUNCTIONS, _descriptor_parts),
+    # A context's values by variable name; a weak dict's by key.
+    contextvars.Context: lambda c: [((KEY, k.name), v) for k, v in list(c.items())],
+    contextvars.ContextVar: _context_var_parts,
+    weakref.finalize: _finalize_parts,
+    weakref.WeakValueDictionary: lambda d: [((KEY, k), v) for k, v in list(d.items())],
+    weakref.WeakSet: lambda s: [((MEMBER, None), v) for v in list(s)],
+    slice: _fields("start", "stop", "step"),
+    types.TracebackType: _fields("tb_frame", "tb_next"),
+    types.FrameType: frame_parts,
+    types.BuiltinMethodType: builtin_method_parts,
+    logging.LogRecord: _fields("msg", "args", "exc_info"),
+    jax.custom_jvp: _fields("fun", "jvp", "fwd", "bwd"),
+    jax.custom_vjp: _fields("fun", "jvp", "fwd", "bwd"),
+    LRU_WRAPPER: cache_parts,
+    **dict.fromkeys(SUSPENDED_FRAMES, _suspended_parts),
 }

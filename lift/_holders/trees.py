@@ -155,14 +155,10 @@ def irregular(value: Any) -> bool:
     are lost (`_loose_dict`). These values are captured with their order and keys
     recorded (`ordered`)."""
     t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
-    if t is tuple or t is list or issubclass(t, (tuple, list)):
-        # The common case, a flat tuple (of functions), costs one pass.
-        for child in value:
-            if isinstance(child, _CONTAINERS):
-                break
-        else:
-            return False
-    elif not issubclass(t, _CONTAINERS):
+    if not issubclass(t, _CONTAINERS):
+        return False
+    # The common case, a flat tuple (of functions), costs one pass.
+    if not issubclass(t, dict) and not any(isinstance(c, _CONTAINERS) for c in value):
         return False
     if is_cyclic(value):
         return True
@@ -185,7 +181,7 @@ def ordered(
     def walk(x: Any, td: TreeDef) -> tuple[TreeDef, list[int]]:
         # Depth is bounded: `irregular` refused values nested deeper than
         # MAX_CONTAINER_DEPTH.
-        node = td.node_data()
+        node: Any = td.node_data()
         t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
         if node is None or not issubclass(t, _CONTAINERS) or node[0] is not t:
             return td, [next(counter) for _ in range(td.num_leaves)]
@@ -207,23 +203,20 @@ def ordered(
                 for k in order
             ]
             aux = (aux[0], order) if t is collections.defaultdict else order
-            new = from_node(td, (t, aux), [p[0] for p in picked])
-            return new, [i for p in picked for i in p[1]]
-        done = [walk(v, c) for v, c in zip(items(x) or (), children, strict=True)]
-        return from_node(td, node, [p[0] for p in done]), [
-            i for p in done for i in p[1]
-        ]
+            node = (t, aux)
+        else:
+            picked = [walk(v, c) for v, c in zip(items(x) or (), children, strict=True)]
+        new = from_node(node, [p[0] for p in picked])
+        return new, [i for p in picked for i in p[1]]
 
     new, perm = walk(value, treedef)
     return new, tuple(perm), tuple(keys)
 
 
-def from_node(td: TreeDef, node: Any, children: list[TreeDef]) -> TreeDef:
+def from_node(node: Any, children: list[TreeDef]) -> TreeDef:
     """A treedef from one node's data and its children's treedefs."""
     registry: Any = _jtu.default_registry  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-    return _jtu.PyTreeDef.from_node_data_and_children(  # pyright: ignore
-        registry, node, children
-    )
+    return _jtu.PyTreeDef.from_node_data_and_children(registry, node, children)  # pyright: ignore
 
 
 _NODE_TYPES: Final = frozenset(

@@ -54,7 +54,6 @@ class CodeInfo:
     Attributes:
         code: the code object.
         hash: `hash(code)`, computed once (CPython recomputes it on every call).
-        freevars: `co_freevars`, in cell order.
         cell_labels: the `Label` of each cell, in cell order.
         rebound: free variables the code rebinds (`nonlocal x; x = ...`), here
             or in a function defined inside it that shares the variable. A
@@ -84,7 +83,6 @@ class CodeInfo:
         "branches_on_params",
         "cell_labels",
         "code",
-        "freevars",
         "global_names",
         "hash",
         "rebound",
@@ -94,7 +92,6 @@ class CodeInfo:
     def __init__(self, code: types.CodeType) -> None:
         self.code = code
         self.hash = hash(code)
-        self.freevars = code.co_freevars
         self.cell_labels = tuple(Label.of(CELL, name) for name in code.co_freevars)
         rebound: set[str] = set()
         sites: dict[str, tuple[str, int]] = {}
@@ -117,17 +114,14 @@ class CodeInfo:
                 if name in outer:
                     sites.setdefault(outer[name], (c.co_filename, line))
                     paths.setdefault(outer[name], set()).add(tuple(keys))
-            own = set(c.co_cellvars) | set(c.co_varnames)
+            # A nested code's free variable `n` is `c`'s cell `n`: `c`'s own
+            # local when `c` binds it, else `c`'s free variable.
+            own = (set(c.co_cellvars) | set(c.co_varnames)) - set(c.co_freevars)
+            shared = {n: name for n, name in outer.items() if n not in own}
             for k in c.co_consts:
                 if isinstance(k, types.CodeType):
-                    # `k`'s free variable `n` is `c`'s cell `n`: `c`'s own
-                    # local when `c` binds it, else `c`'s free variable.
-                    shared = {
-                        n: outer[n]
-                        for n in k.co_freevars
-                        if n in outer and (n not in own or n in c.co_freevars)
-                    }
-                    stack.append((k, shared))
+                    inner = {n: shared[n] for n in k.co_freevars if n in shared}
+                    stack.append((k, inner))
         self.rebound = frozenset(rebound)
         self.branched = frozenset(sites)
         self.branch_paths = {n: frozenset(p) for n, p in paths.items()}

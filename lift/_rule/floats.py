@@ -11,6 +11,7 @@ they hold (`only_a_number`), and such a leaf as that number (`scalar_leaf`).
 
 from __future__ import annotations
 
+import contextlib
 import enum
 from typing import Any, Final
 
@@ -48,21 +49,14 @@ def as_arrays(leaves: tuple[Any, ...]) -> tuple[Any, ...]:
     if not groups:
         return leaves
     out = list(leaves)
-    if _compat.eager():
-        _convert_by_type(out, groups)
-    else:
-        # Concrete even when a trace is active: these arrays outlive any trace.
-        with jax.ensure_compile_time_eval():
-            _convert_by_type(out, groups)
+    # Concrete even when a trace is active: these arrays outlive any trace.
+    eager = _compat.eager()
+    with contextlib.nullcontext() if eager else jax.ensure_compile_time_eval():
+        for where in groups.values():
+            arrays = _to_arrays([out[i] for i in where])
+            for i, arr in zip(where, arrays, strict=True):
+                out[i] = arr
     return tuple(out)
-
-
-def _convert_by_type(out: list[Any], groups: dict[type, list[int]]) -> None:
-    """Replace `out`'s scalars by arrays, at the positions `groups` lists."""
-    for where in groups.values():
-        arrays = _to_arrays([out[i] for i in where])
-        for i, arr in zip(where, arrays, strict=True):
-            out[i] = arr
 
 
 # What Python writes in a class body (and `__slots__`, whose names are added as

@@ -20,6 +20,8 @@ FREE: Final = "free"  # a free variable: a closure cell the function captured
 PARAM: Final = "param"  # one of the function's own parameters
 # (FREE or PARAM, name), or `SEQUENCE`.
 Source: TypeAlias = tuple[Any, ...]
+# The stack as the analysis follows it: what each slot's value comes from.
+Stack: TypeAlias = list[frozenset[Source]]
 
 FAST_LOADS: Final = frozenset(
     {"LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_BORROW", "LOAD_FAST_AND_CLEAR"}
@@ -109,15 +111,12 @@ class Flow:
         self.popped: list[frozenset[Source]] = []
         self.key: Any = None  # the constant loaded last, a dict key or index
         instructions = list(dis.get_instructions(code))
+        varnames = code.co_varnames
         # The locals whose value is a `PARAM` source: the named parameters.
-        self.params = frozenset(
-            code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
-        )
+        self.params = frozenset(varnames[: code.co_argcount + code.co_kwonlyargcount])
         # `LOAD_DEREF`'s argument indexes the locals, then cells that are not
         # parameters, then free variables (3.11+).
-        self.first_free = len(code.co_varnames) + len(
-            set(code.co_cellvars) - set(code.co_varnames)
-        )
+        self.first_free = len(varnames) + len(set(code.co_cellvars) - set(varnames))
         self.freevars = code.co_freevars
         # The exception table (`dis` reads it on 3.11+, undocumented): each
         # entry's `start`, `end`, `target`, `depth`, `lasti`.
@@ -128,21 +127,19 @@ class Flow:
         # What each local variable was computed from, over all its assignments
         # (`k = n; while k > 0.5:`).
         self.locals: dict[str, frozenset[Source]] = {}
-        self.run(code, instructions, entries)
+        # The line of the instruction read, kept from the last that has one.
+        self.line = code.co_firstlineno
+        self.run(instructions, entries)
         if self.locals:
-            self.run(code, instructions, entries)
+            self.run(instructions, entries)
 
-    def run(
-        self,
-        code: types.CodeType,
-        instructions: list[dis.Instruction],
-        entries: list[Any],
-    ) -> None:
-        pending: dict[int, list[frozenset[Source]]] = {}
+    def run(self, instructions: list[dis.Instruction], entries: list[Any]) -> None:
+        # The stack each forward jump brings to its target, by offset.
+        pending: dict[int, Stack] = {}
+        self.pending = pending
         for entry in entries:
             pending[entry.target] = [NONE_SOURCE] * (entry.depth + 1 + int(entry.lasti))
-        stack: list[frozenset[Source]] | None = []
-        self.line = code.co_firstlineno
+        stack: Stack | None = []
         through_calls = self.through_calls
         popped = self.popped
         for ins in instructions:
@@ -150,33 +147,23 @@ class Flow:
                 self.line = ins.positions.lineno
             here = pending.pop(ins.offset, None)
             if here is not None:
-                if stack is None or len(stack) != len(here):
-                    stack = here
-                else:
-                    stack = [a | b for a, b in zip(stack, here, strict=True)]
+                stack = _join(stack, here)
             elif stack is None:
                 stack = []  # not reached by a jump followed here
             if ins.opname not in _NO_STACK:
                 popped.clear()
-                stack = self.step(ins, stack, pending)
+                stack = self.step(ins, stack)
                 if through_calls and popped:
                     self.operands[ins.offset] = NONE_SOURCE.union(*popped) - SEQUENCES
-            arg = ins.argval
-            self.key = (
-                arg if type(arg) in (str, int) and ins.opname == "LOAD_CONST" else None
-            )
+            constant = ins.opname == "LOAD_CONST" and type(ins.argval) in (str, int)
+            self.key = ins.argval if constant else None
 
-    def pop(self, stack: list[frozenset[Source]]) -> frozenset[Source]:
+    def pop(self, stack: Stack) -> frozenset[Source]:
         value = stack.pop() if stack else NONE_SOURCE
         self.popped.append(value)
         return value
 
-    def step(
-        self,
-        ins: dis.Instruction,
-        stack: list[frozenset[Source]],
-        pending: dict[int, list[frozenset[Source]]],
-    ) -> list[frozenset[Source]] | None:
+    def step(self, ins: dis.Instruction, stack: Stack) -> Stack | None:
         """`stack` after `ins` (`None` where control does not fall through)."""
         op = ins.opname
         if op in _BINARY:
@@ -224,12 +211,11 @@ class Flow:
                 stack.append(self.fast(ins.argval, ins.offset))
         elif op in _DEREF_STORES:
             free = self.free(ins)
+            value = self.pop(stack) if op == "STORE_DEREF" else NONE_SOURCE
             if free is not None:
                 self.stores.add(free)
-            if op == "STORE_DEREF":
-                value = self.pop(stack)
-                if free is None:
-                    self.store(ins.argval, value)
+            else:
+                self.store(ins.argval, value)  # a cell of the code's own
         elif op == "COPY":
             n = ins.arg or 1
             stack.append(stack[-n] if len(stack) >= n else NONE_SOURCE)
@@ -239,24 +225,18 @@ class Flow:
                 stack[-1], stack[-n] = stack[-n], stack[-1]
         elif op == "POP_TOP":
             self.pop(stack)
-        elif op == "PUSH_NULL":
-            stack.append(NONE_SOURCE)
-        elif op in _TRUTH_JUMPS or op in _NONE_JUMPS:
+        elif op in _TRUTH_JUMPS or op in _NONE_JUMPS or op in _KEEPING_JUMPS:
             value = self.pop(stack)
-            if op in _TRUTH_JUMPS:
+            if op not in _NONE_JUMPS:
                 self.truth(value)
-            self.carry(pending, ins, stack)
-        elif op in _KEEPING_JUMPS:
-            value = self.pop(stack)
-            self.truth(value)
-            self.carry(pending, ins, [*stack, value])
+            self.carry(ins, [*stack, value] if op in _KEEPING_JUMPS else stack)
         elif op in _UNCONDITIONAL:
-            self.carry(pending, ins, stack)
+            self.carry(ins, stack)
             return None
         elif op in _ENDS:
             return None
         else:
-            self.generic(ins, stack, pending)
+            self.generic(ins, stack)
         return stack
 
     def fast(self, name: str, offset: int) -> frozenset[Source]:
@@ -292,28 +272,14 @@ class Flow:
             elif kind == PARAM:
                 self.param_branches.add(name)
 
-    def carry(
-        self,
-        pending: dict[int, list[frozenset[Source]]],
-        ins: dis.Instruction,
-        stack: list[frozenset[Source]],
-    ) -> None:
+    def carry(self, ins: dis.Instruction, stack: Stack) -> None:
         """Record the stack a forward jump brings to its target."""
         target = ins.argval
         if type(target) is not int or target <= ins.offset:
             return  # a loop's back edge: its head was read already
-        there = pending.get(target)
-        if there is None or len(there) != len(stack):
-            pending[target] = list(stack)
-        else:
-            pending[target] = [a | b for a, b in zip(there, stack, strict=True)]
+        self.pending[target] = _join(self.pending.get(target), list(stack))
 
-    def generic(
-        self,
-        ins: dis.Instruction,
-        stack: list[frozenset[Source]],
-        pending: dict[int, list[frozenset[Source]]],
-    ) -> None:
+    def generic(self, ins: dis.Instruction, stack: Stack) -> None:
         """An instruction read by its stack effect only.
 
         Its result holds nothing: a call, an attribute, a container. With
@@ -326,18 +292,24 @@ class Flow:
             stack.extend([NONE_SOURCE] * effect)
         else:
             start = max(0, len(stack) - (1 - effect))
-            taken = stack[start:]
+            taken = stack[start:] if self.through_calls else []
             del stack[start:]
-            if not self.through_calls:
-                stack.append(NONE_SOURCE)
-            else:
-                self.popped.extend(taken)
-                stack.append(NONE_SOURCE.union(*taken))
+            self.popped.extend(taken)
+            stack.append(NONE_SOURCE.union(*taken))
         if ins.opcode in dis.hasjrel or ins.opcode in dis.hasjabs:
             jumped = dis.stack_effect(ins.opcode, ins.arg, jump=True)
             depth = max(0, len(stack) - effect + jumped)
             carried = stack[:depth] + [NONE_SOURCE] * (depth - len(stack))
-            self.carry(pending, ins, carried)
+            self.carry(ins, carried)
+
+
+def _join(stack: Stack | None, other: Stack) -> Stack:
+    """Where two ways meet: each slot holds what either brings.
+
+    A stack of another depth (or none) gives way to `other`."""
+    if stack is None or len(stack) != len(other):
+        return other
+    return [a | b for a, b in zip(stack, other, strict=True)]
 
 
 def _comprehension_scopes(
@@ -375,14 +347,18 @@ def _guarded_loads(instructions: list[dis.Instruction]) -> set[int]:
     float)) and weight_decay == 0.0`.
     """
     seen = [i for i in instructions if i.opname not in _TRANSPARENT]
-    out: set[int] = set()
-    for k, ins in enumerate(seen):
-        if ins.opname in _LOADS and _number_guarded(seen, k, ins):
-            out.add(ins.offset)
-    return out
+    return {
+        ins.offset
+        for k, ins in enumerate(seen)
+        if ins.opname in _LOADS and _number_guarded(seen, k, ins)
+    }
 
 
-_NUMBER_TYPES: Final = frozenset({"int", "float", "complex", "bool", "Number", "Real"})
+# The names a number guard loads: `int`, `numbers.Real`.
+_NAME_LOADS: Final = frozenset({"LOAD_GLOBAL", "LOAD_ATTR"})
+_NUMBER_TYPES: Final = frozenset(
+    {"int", "float", "complex", "bool", "numbers", "Number", "Real"}
+)
 
 
 def _number_guarded(
@@ -403,11 +379,7 @@ def _number_guarded(
                 return False
             return all(
                 i.opname in ("PRECALL", "CALL", "BUILD_TUPLE", "PUSH_NULL", "KW_NAMES")
-                or (
-                    i.opname in ("LOAD_GLOBAL", "LOAD_ATTR")
-                    and i.argval in _NUMBER_TYPES
-                )
-                or (i.opname == "LOAD_GLOBAL" and i.argval in ("numbers",))
+                or (i.opname in _NAME_LOADS and i.argval in _NUMBER_TYPES)
                 for i in window[j + 2 :]
             )
     return False

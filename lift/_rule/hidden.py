@@ -12,6 +12,7 @@ static.
 
 from __future__ import annotations
 
+import functools
 import types
 from collections.abc import Callable
 from typing import Any, Final, cast
@@ -23,6 +24,7 @@ from .._base.atoms import SCALARS
 from .._base.caches import BoundedDict
 from .._compat import LiveTraces, valid_jaxtype
 from .._holders.closure import static_data, user_class
+from .._holders.stdlib import builtin_method_parts
 from .._leaks.report import label_text
 from .._leaks.scan import first_tracer
 
@@ -42,26 +44,22 @@ _OPAQUE_SKIP: Final = (
 _SCAN_LIMIT: Final = 100_000
 
 
+@functools.cache
 def jax_dtype(dtype: np.dtype[Any]) -> bool:
     """Whether JAX can hold NumPy values of `dtype`, asked once per dtype.
 
     It cannot hold strings, objects, dates or records. Nor `longdouble`,
     `void`, or an ml_dtype JAX has no type for, such as `complex32`.
     """
-    known = _JAX_DTYPES.get(dtype)
-    if known is None:
-        try:
-            zero = np.zeros((), dtype)
-            # jax 0.12.1 calls `complex32` a valid type but cannot put it on a
-            # device: asked of the device too.
-            known = bool(valid_jaxtype(zero)) and _put(zero) is not None
-        except Exception:  # a dtype NumPy cannot make a zero of, or JAX hold
-            known = False
-        _JAX_DTYPES[dtype] = known
-    return known
+    try:
+        zero = np.zeros((), dtype)
+        # jax 0.12.1 calls `complex32` a valid type but cannot put it on a
+        # device: asked of the device too.
+        return bool(valid_jaxtype(zero)) and _put(zero) is not None
+    except Exception:  # a dtype NumPy cannot make a zero of, or JAX hold
+        return False
 
 
-_JAX_DTYPES: dict[np.dtype[Any], bool] = {}
 _put: Final = cast("Callable[[Any], Any]", jax.device_put)  # pyright: ignore[reportUnknownMemberType]
 
 
@@ -80,17 +78,15 @@ def hidden_tracer(
     t: type[Any] = type(obj)  # pyright: ignore[reportUnknownVariableType]
     # The common static captures, answered without a walk: a module's function
     # (`len`), a library's class (`jnp.float32`).
-    if t is types.BuiltinMethodType:
-        owner = obj.__self__
-        if owner is None or type(owner) is types.ModuleType:
-            return None
-    elif issubclass(t, type) and not user_class(obj):
+    if t is types.BuiltinMethodType and next(builtin_method_parts(obj), None) is None:
+        return None
+    if issubclass(t, type) and not user_class(obj):
         return None
     return first_tracer(obj, _SCAN_LIMIT, live, held)
 
 
-# Treedefs `has_aux` said no to. Small, as `treedef_paths`' cache: treedefs of
-# dicts differing only in their keys share one hash.
+# Treedefs `static_data` gives nothing for. Small, as `treedef_paths`' cache:
+# treedefs of dicts differing only in their keys share one hash.
 _PLAIN_TREEDEFS: BoundedDict[Any, None] = BoundedDict(256)
 
 
@@ -108,16 +104,15 @@ def aux_tracer(treedef: Any, live: LiveTraces | None = None) -> str | None:
     """
     if treedef in _PLAIN_TREEDEFS:
         return None
-    found = False
-    for kind, part, aux in static_data(treedef):
-        found = True
+    data = list(static_data(treedef))
+    if not data:
+        _PLAIN_TREEDEFS.add(treedef, None)
+    for kind, part, aux in data:
         where = hidden_tracer(aux, live)
         if where is not None:
             if part:  # a dict's key or default factory
                 return f"{label_text(part)}{where}"
             return f"<static data of {getattr(kind, '__name__', kind)}>{where}"
-    if not found:
-        _PLAIN_TREEDEFS.add(treedef, None)
     return None
 
 

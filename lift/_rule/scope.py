@@ -55,6 +55,4 @@ class Scope:
         A walk is redone when a node walked outside the scope was reached
         from inside it.
         """
-        if not self.late:
-            return None
-        return frozenset(self.objects | self.late | self.ids)
+        return frozenset(self.objects | self.late | self.ids) if self.late else None

@@ -16,6 +16,7 @@ import types
 import typing
 import warnings
 from collections.abc import Callable
+from itertools import chain
 from typing import Any, Final, cast
 
 import jax
@@ -105,13 +106,8 @@ def static_key(value: Any, depth: int = 0, loose: bool = False) -> Any:
         return (t, value.dtype, value.shape, value.tobytes())
     if t is dict:
         # Annotations reach here: a dict compared by its items, in order.
-        return (
-            t,
-            tuple(
-                (static_key(k, depth + 1, loose), static_key(v, depth + 1, loose))
-                for k, v in value.items()
-            ),
-        )
+        flat = chain.from_iterable(value.items())  # key, value, key, value, ...
+        return (t, tuple(static_key(x, depth + 1, loose) for x in flat))
     try:
         hash(value)
     except TypeError:
@@ -124,11 +120,8 @@ def static_key(value: Any, depth: int = 0, loose: bool = False) -> Any:
         # list[True]`): by their origin and arguments, in order, instead.
         args = typing.get_args(value)
         if args:
-            return (
-                t,
-                static_key(typing.get_origin(value), depth + 1),
-                tuple(_arg_key(a, depth + 1) for a in args),
-            )
+            origin = static_key(typing.get_origin(value), depth + 1)
+            return (t, origin, tuple(_arg_key(a, depth + 1) for a in args))
         return (t, value)  # `Any`, a `TypeVar`: by identity
     base = _builtin_base(t)
     if base is not None:
@@ -137,11 +130,8 @@ def static_key(value: Any, depth: int = 0, loose: bool = False) -> Any:
         # own key and its attributes' (its `__dict__`'s and its slots';
         # unhashable ones by their items, as static data is: `loose`).
         attributes = own_attributes(value, slots_of(t))
-        return (
-            t,
-            static_key(base(value), depth + 1),
-            tuple((k, static_key(v, depth + 1, True)) for k, v in attributes),
-        )
+        keys = tuple((k, static_key(v, depth + 1, True)) for k, v in attributes)
+        return (t, static_key(base(value), depth + 1), keys)
     # By identity, or by the class's own `__eq__`.
     return (t, value)
 
@@ -184,16 +174,11 @@ def _builtin_base(t: type[Any]) -> type[Any] | None:
 
     `None` where `t` has an `__eq__` or `__hash__` of its own, or is an `Enum`.
     """
-    if issubclass(t, enum.Enum):
+    base = next((b for b in _BUILTIN_VALUES if issubclass(t, b)), None)
+    if base is None or issubclass(t, enum.Enum):
         return None
-    for base in _BUILTIN_VALUES:
-        if issubclass(t, base):
-            sub = cast(Any, t)  # (pyright narrows `t` to a union of the bases)
-            own: Any = base
-            if sub.__eq__ is not own.__eq__ or sub.__hash__ is not own.__hash__:
-                return None
-            return base
-    return None
+    sub, own = cast(Any, t), cast(Any, base)  # (pyright narrows `t` to the bases)
+    return base if sub.__eq__ is own.__eq__ and sub.__hash__ is own.__hash__ else None
 
 
 # Static captures never scanned, by exact type: the exact scalars and `...`
@@ -228,10 +213,7 @@ TAKES_APART: list[Callable[[Any], Any | None]] = []
 
 def taken_apart(value: Any) -> Any | None:
     """`value` as the pytree of functions lift takes it apart into, or `None`."""
-    for take in TAKES_APART:
-        if (apart := take(value)) is not None:
-            return apart
-    return None
+    return next((a for take in TAKES_APART if (a := take(value)) is not None), None)
 
 
 def default_dynamic(x: Any) -> bool:
@@ -275,9 +257,6 @@ class DynamicNames:
 
     def __repr__(self) -> str:
         return f"dynamic={tuple(sorted(self.names))!r}"
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (DynamicNames, (self.names,))
 
 
 def unsortable_registry(value: Any) -> bool:

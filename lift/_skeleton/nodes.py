@@ -253,7 +253,7 @@ class FunctionNode:
     """A `types.FunctionType`: code, globals, cells and its other parts.
 
     The other parts are defaults, keyword-only defaults and attributes
-    (`lift._holders.closure.function_parts`). `has_defaults` and
+    (`lift._holders.closure.function_held`). `has_defaults` and
     `has_kwdefaults` tell `None` from empty. Name, qualified name, docstring
     and module are compared too: a rebuilt function has them.
     """
