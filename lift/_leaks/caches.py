@@ -199,9 +199,8 @@ def split_cached(tracers: list[Any]) -> tuple[CacheHolders | None, list[Any]]:
     strict = _reached(tracers, caches, names, through_users=False)
     rest = [t for t in tracers if id(t) not in strict]
     unchecked = [t for t in rest if not jax_checks(t)]
-    if unchecked:
-        loose = _reached(unchecked, caches, names, through_users=True)
-        rest = [t for t in rest if id(t) not in loose]
+    loose = _reached(unchecked, caches, names, through_users=True)
+    rest = [t for t in rest if id(t) not in loose]
     return (CacheHolders(tuple(names)) if names else None), rest
 
 
