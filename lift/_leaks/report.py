@@ -20,11 +20,9 @@ from .._holders.closure import function_of, user_class
 from .._holders.labels import Label
 
 CAPTURED = "captured variable"
-_DEFAULT = "default of parameter"
 GLOBAL = "global variable"
 BOUND = "bound object"
 PARTIAL = "partial argument"
-_ATTRIBUTE = "function attribute"
 FRAME_LOCAL = "local variable"  # of a running frame, when a trace exited
 STORED_LIFTED = "lifted function"
 STATIC_FIELD = "static pytree data"
@@ -134,8 +132,8 @@ _RETURN_IT = "return the value from the transformed function instead of storing 
 # What to do about a leak, by how the function holds the tracer.
 _HINTS: dict[str | None, str] = {
     CAPTURED: "lift the function or pass {var} as an argument",
-    _ATTRIBUTE: "lift the function or pass {var} as an argument",
-    _DEFAULT: "pass {var} as an argument instead of a default value",
+    "function attribute": "lift the function or pass {var} as an argument",
+    "default of parameter": "pass {var} as an argument instead of a default value",
     GLOBAL: f"{_RETURN_IT} in {{var}}",
     BOUND: "lift the method (`lift.lift(obj.method)`) or pass obj as an argument",
     PARTIAL: "lift the partial (`lift.lift(p)`) or pass {var} as an argument",
@@ -232,13 +230,12 @@ def closure_leak(fn: types.FunctionType, variable: str, tracer: Any) -> Leak:
 def format_leaks(leaks: Iterable[Leak], unopened: Iterable[Unopened] = ()) -> str:
     """The text of a `LeakError`: one line per leak, then what the scan could
     not open (where another tracer may be)."""
-    lines = [str(leak) for leak in leaks]
+    lines = [f"\n  {leak}" for leak in leaks]
     what = "tracer escaped the transform that created it"
     if len(lines) != 1:
         what = "tracers escaped the transforms that created them"
-    body = "\n".join(f"  {line}" for line in lines)
     more = unopened_text(unopened)
-    return f"{len(lines)} {what}:\n{body}" + (f"\n{more}" if more else "")
+    return f"{len(lines)} {what}:{''.join(lines)}" + (f"\n{more}" if more else "")
 
 
 def root_label(root: Any, index: int) -> str:
