@@ -188,10 +188,9 @@ def _reach_through(proxy: Callable[..., Any], transformed: Any) -> None:
     """Give `proxy` the public and `_`-prefixed attributes of `transformed`
     that a function does not have (`lower`, `trace`, `_cache_size`, ...)."""
     for name in dir(transformed):
-        if name.startswith("__") or hasattr(proxy, name):
-            continue
-        with contextlib.suppress(Exception):  # one that fails to read or set
-            setattr(proxy, name, getattr(transformed, name))
+        if not name.startswith("__") and not hasattr(proxy, name):
+            with contextlib.suppress(Exception):  # one that fails to read or set
+                setattr(proxy, name, getattr(transformed, name))
 
 
 def _called_with_a_value(transform: Any, value: Any) -> LiftError:
