@@ -22,8 +22,6 @@ from .chain import referrer_chain
 from .report import Leak, Unopened, format_leaks, tracer_text
 from .scan import scan_tracers
 
-_UnexpectedTracerError: type[Exception] = jax.errors.UnexpectedTracerError
-
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
@@ -172,7 +170,7 @@ def _translate(
     exception.
     """
     jax_tracers = _compat.jax_leaked_tracers(exc)
-    used = bool(escaped) and isinstance(exc, _UnexpectedTracerError)
+    used = bool(escaped) and isinstance(exc, jax.errors.UnexpectedTracerError)
     if jax_tracers is None and not used:
         return None
     # Named from where the user holds them first (`_REGISTRY[0]`, `state.tx`):
