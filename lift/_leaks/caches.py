@@ -135,12 +135,8 @@ def _library_caches() -> list[tuple[str, Any]]:
             inner = static_attribute(value, "__wrapped__") or value
             where = static_attribute(inner, "__module__")
             what = static_attribute(inner, "__qualname__")
-            label = (
-                f"{where}.{what}"
-                if type(where) is str and type(what) is str
-                else f"{name}.{key}"
-            )
-            out[id(value)] = (label, value)
+            named = type(where) is str and type(what) is str
+            out[id(value)] = (f"{where}.{what}" if named else f"{name}.{key}", value)
     return sorted(out.values(), key=lambda c: c[0])
 
 
@@ -161,9 +157,8 @@ def _library_finalizers() -> list[tuple[str, Any]]:
             continue
         _, func, args, kwargs = info
         inner = func.__func__ if type(func) is types.MethodType else func
-        if type(inner) is not types.FunctionType or not _owned(
-            inner.__globals__.get("__name__")
-        ):
+        is_function = type(inner) is types.FunctionType
+        if not is_function or not _owned(inner.__globals__.get("__name__")):
             continue  # another's finalizer: what it holds is not excused
         label = f"{inner.__module__}.{inner.__qualname__} (a pending finalizer)"
         out.setdefault(label, []).append((func, args, kwargs))
@@ -199,9 +194,8 @@ def split_cached(tracers: list[Any]) -> tuple[CacheHolders | None, list[Any]]:
     strict = _reached(tracers, caches, names, through_users=False)
     rest = [t for t in tracers if id(t) not in strict]
     unchecked = [t for t in rest if not jax_checks(t)]
-    if unchecked:
-        loose = _reached(unchecked, caches, names, through_users=True)
-        rest = [t for t in rest if id(t) not in loose]
+    loose = _reached(unchecked, caches, names, through_users=True)
+    rest = [t for t in rest if id(t) not in loose]
     return (CacheHolders(tuple(names)) if names else None), rest
 
 

@@ -6,9 +6,11 @@ gives it for a tracer that no walk of lift's names."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import itertools
 import sys
+import traceback
 import types
 from typing import Any, Final
 
@@ -29,12 +31,8 @@ def referrer_chain(obj: Any, ignore: list[Any] = []) -> list[str]:  # noqa: B006
     holds the one below. The referrers of frames now running and
     `ignore`'s objects are passed over (the callers' own)."""
     skip = {id(x) for x in ignore}
-    running: set[int] = set()
-    frame = sys._getframe()  # pyright: ignore[reportPrivateUsage]
-    while frame is not None:
-        running.add(id(frame))
-        frame = frame.f_back
-    del frame
+    stack = traceback.walk_stack(sys._getframe())  # pyright: ignore[reportPrivateUsage]
+    running = {id(frame) for frame, _ in stack}
     links = [type(obj).__name__]
     child = obj
     with _gc.paused():
@@ -45,18 +43,14 @@ def referrer_chain(obj: Any, ignore: list[Any] = []) -> list[str]:  # noqa: B006
             # first referrer not the caller's (a heap-wide pass a candidate
             # container: the first few only).
             frames = [p for p in parents if type(p) is types.FrameType]
-            candidates = [p for p in frames if not _ours(p, skip)]
-            if not candidates:
-                others = (
-                    p
-                    for p in parents
-                    if type(p) is not types.FrameType and not _ours(p, skip, 0)
-                )
-                candidates = list(itertools.islice(others, 4))
-                candidates = [p for p in candidates if not _ours(p, skip)]
-            parent = candidates[0] if candidates else None
-            del frames, candidates
-            del parents
+            others = (
+                p
+                for p in parents
+                if type(p) is not types.FrameType and not _ours(p, skip, 0)
+            )
+            candidates = itertools.chain(frames, itertools.islice(others, 4))
+            parent = next((p for p in candidates if not _ours(p, skip)), None)
+            del parents, frames, others, candidates
             if parent is None:
                 break
             skip.add(id(child))
@@ -98,12 +92,10 @@ def _link(
     if kind is types.FrameType:
         code = parent.f_code
         held = child.cell_contents if type(child) is types.CellType else child
-        names = [k for k, v in _compat.frame_locals(parent) if v is held]
-        local = f"local {names[0]} of " if names else ""
+        names = (f"local {k} of " for k, v in _compat.frame_locals(parent) if v is held)
         where = f"{code.co_qualname} ({code.co_filename}:{parent.f_lineno})"
-        if id(parent) in running:
-            return f"{local}{where}", parent, True
-        return f"{local}a finished frame of {where}", parent, False
+        done = "" if id(parent) in running else "a finished frame of "
+        return f"{next(names, '')}{done}{where}", parent, id(parent) in running
     if kind is dict:
         key = next((k for k, v in parent.items() if v is child), None)
         owner = _namespace_owner(parent, skip)
@@ -158,16 +150,12 @@ def _namespace_owner(namespace: dict[Any, Any], skip: set[int]) -> Any:
     for owner in gc.get_referrers(namespace):
         if id(owner) in skip:
             continue
-        if type(owner) is types.ModuleType and vars(owner) is namespace:
-            return owner
         if isinstance(owner, type):
             # A class's namespace is reached as a read-only view of it.
             if owner.__dict__.keys() == namespace.keys():
                 return owner
             continue
-        try:
-            if getattr(owner, "__dict__", None) is namespace:
+        with contextlib.suppress(Exception):  # a `__dict__` that raises: not it
+            if getattr(owner, "__dict__", None) is namespace:  # a module's, ...
                 return owner
-        except Exception:  # an object whose `__dict__` raises: not this one
-            continue
     return None

@@ -8,7 +8,10 @@ lift's."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import inspect
+import itertools
 import threading
 import types
 import weakref
@@ -116,8 +119,7 @@ def checked(transform: _T) -> _T:
             # store.
             roots.extend((param_name(fn, i), value) for i, value in enumerate(a))
             roots.extend(k.items())
-            for bucket in pending:
-                roots.extend(lifted_roots(bucket))
+            roots.extend(lifted_roots(itertools.chain(*pending)))
             unopened: list[Unopened] = []
             leaks, _ = scan_tracers(roots, unopened=unopened)
             if leaks:
@@ -177,9 +179,7 @@ def _call_under_jax_checks(
     except Exception as exc:
         if not pending:
             raise
-        lifted: list[tuple[str, Any]] = []
-        for bucket in pending:
-            lifted.extend(lifted_roots(bucket))
+        lifted = lifted_roots(itertools.chain(*pending))
         leak_error(exc, [(describe_short(fn), fn)], lifted, mode)
         raise
 
@@ -188,12 +188,9 @@ def _reach_through(proxy: Callable[..., Any], transformed: Any) -> None:
     """Give `proxy` the public and `_`-prefixed attributes of `transformed`
     that a function does not have (`lower`, `trace`, `_cache_size`, ...)."""
     for name in dir(transformed):
-        if name.startswith("__") or hasattr(proxy, name):
-            continue
-        try:
-            setattr(proxy, name, getattr(transformed, name))
-        except Exception:  # an attribute that cannot be read or set: left out
-            continue
+        if not name.startswith("__") and not hasattr(proxy, name):
+            with contextlib.suppress(Exception):  # one that fails to read or set
+                setattr(proxy, name, getattr(transformed, name))
 
 
 def _called_with_a_value(transform: Any, value: Any) -> LiftError:
@@ -257,13 +254,11 @@ def _name(fn: Any) -> str:
 
 def _traced_function(made: Any) -> Any:
     """The user's function inside a function `checked` made, if reachable."""
-    fn = made
-    for _ in range(16):
-        inner = getattr(fn, "__wrapped__", None)
-        if inner is None or inner is fn:
-            return None if fn is made else fn
-        fn = inner
-    return None
+    try:
+        fn = inspect.unwrap(made)
+    except ValueError:  # a cycle of `__wrapped__`
+        return None
+    return None if fn is made else fn
 
 
 # The calls of checked functions running in this thread, innermost last: a trace
@@ -279,10 +274,8 @@ def _tracing(fn: Callable[_P, _R]) -> Callable[_P, _R]:
     def traced(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         pending: list[weakref.WeakSet[Any]] | None = getattr(_calls, "pending", None)
         with recording() as bucket:
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                if pending is not None:
-                    pending.append(bucket)
+            if pending is not None:
+                pending.append(bucket)
+            return fn(*args, **kwargs)
 
     return traced

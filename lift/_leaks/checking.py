@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import traceback
 import types
 import weakref
 from collections.abc import Callable, Iterable, Iterator
@@ -21,41 +22,27 @@ from .chain import referrer_chain
 from .report import Leak, Unopened, format_leaks, tracer_text
 from .scan import scan_tracers
 
-_UnexpectedTracerError: type[Exception] = jax.errors.UnexpectedTracerError
-
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
 
 def _frame_roots(tb: types.TracebackType | None) -> Iterator[tuple[str, Any]]:
     """Named roots for a scan: the locals of the user's frames in a traceback."""
-    seen: set[int] = set()
-    while tb is not None:
-        frame = tb.tb_frame
-        tb = tb.tb_next
-        if id(frame) in seen or not is_user_module(frame.f_globals.get("__name__")):
-            continue
-        seen.add(id(frame))
-        yield from _caller_roots(frame)
+    for frame in dict.fromkeys(f for f, _ in traceback.walk_tb(tb)):
+        if is_user_module(frame.f_globals.get("__name__")):
+            yield from _caller_roots(frame)
 
 
-def _user_modules() -> list[tuple[str, Any]]:
-    """The imported modules that are the user's (`is_user_module`: not JAX's,
-    lift's, NumPy's, pytest's or the standard library's), by name."""
-    return _modules(is_user_module)
-
-
-def _all_modules() -> list[tuple[str, Any]]:
-    """Every imported module but lift's own: where a library keeps a tracer
-    (the last place a report looks, after the user's own modules)."""
-    return _modules(lambda name: name.partition(".")[0] != "lift")
-
-
-def _modules(keep: Callable[[str], bool]) -> list[tuple[str, Any]]:
+def _modules(user: bool = True) -> list[tuple[str, Any]]:
+    """The imported modules, by name: the user's (`is_user_module`: not JAX's,
+    lift's, NumPy's, pytest's or the standard library's). Without `user`,
+    every one but lift's own: where a library keeps a tracer (the last place
+    a report looks)."""
     return [
         (name, module)
         for name, module in list(sys.modules.items())
-        if type(cast(object, module)) is types.ModuleType and keep(name)
+        if type(cast(object, module)) is types.ModuleType
+        and (is_user_module(name) if user else name.partition(".")[0] != "lift")
     ]
 
 
@@ -72,17 +59,14 @@ def _place(
 ) -> tuple[list[Leak], list[Any]]:
     """Leak reports for `tracers`, each named from the first round of roots that
     reaches it; and the tracers no round reached. `unopened` receives what the
-    rounds could not open, all but the last resort (every module). A library's
-    objects that cannot be opened are not the user's to act on. Without
-    `weak`, through strong holders only."""
+    rounds could not open. Without `weak`, through strong holders only."""
     leaks: list[Leak] = []
     rest = tracers
     for roots in rounds:
         if not rest:
             break
-        into = None if roots is _all_modules else unopened
         found, placed = scan_tracers(
-            roots(), only=rest, home=home, unopened=into, weak=weak
+            roots(), only=rest, home=home, unopened=unopened, weak=weak
         )
         leaks.extend(found)
         ids = set(map(id, placed))
@@ -120,13 +104,12 @@ def place_escaped(
     Named by their strong holders only: a weak reference keeps nothing alive
     (equinox's weak-keyed `filter_jit` cache reaches a closure that JAX's own
     cache keeps)."""
-    leaks, rest = _place(
-        tracers, [lambda: roots, _user_modules], home, unopened, weak=False
-    )
+    leaks, rest = _place(tracers, [lambda: roots, _modules], home, unopened, weak=False)
     cached, others = split_cached(rest) if rest else (None, [])
     left = {id(t) for t in others}
     kept = [t for t in rest if id(t) not in left]
-    found, unplaced = _place(others, [_all_modules], home, weak=False)
+    # A library's objects that cannot be opened are not the user's to act on.
+    found, unplaced = _place(others, [lambda: _modules(False)], home, weak=False)
     leaks.extend(found)
     return Placed(leaks, unplaced, cached, kept)
 
@@ -171,6 +154,11 @@ def _translate(
     """A `LeakError` for JAX's leaked-tracer error, or `None` for any other
     exception.
 
+    `escaped`: tracers of eager transforms that exited inside a
+    `checking_leaks()` block. JAX raises `UnexpectedTracerError` when one of
+    them is used later. It is reported as their leak when lift can name where
+    they are.
+
     JAX's error may also be the one its checker raised explaining it:
     jax#26560's IndexError, or a holder's `__repr__`'s. Any other exception
     is the user's own, and passes unchanged.
@@ -182,7 +170,8 @@ def _translate(
     exception.
     """
     jax_tracers = _compat.jax_leaked_tracers(exc)
-    if jax_tracers is None:
+    used = bool(escaped) and isinstance(exc, jax.errors.UnexpectedTracerError)
+    if jax_tracers is None and not used:
         return None
     # Named from where the user holds them first (`_REGISTRY[0]`, `state.tx`):
     # the failing frames and the checked function (its globals), then the
@@ -192,14 +181,20 @@ def _translate(
     # hold JAX's tracer: a `grad` tracer stored inside `jit`).
     unopened: list[Unopened] = []
     leaks, _ = _place(
-        [*jax_tracers, *escaped],
+        [*(jax_tracers or []), *escaped],
         [
             lambda: [*_frame_roots(exc.__traceback__), *named],
-            _user_modules,
+            _modules,
             lambda: lifted,
         ],
         unopened=unopened,
     )
+    if jax_tracers is None and not leaks:  # an escaped tracer used, not named
+        return None
+    if jax_tracers is None:  # an escaped tracer used later: its leak, named
+        error = LeakError(format_leaks(leaks, unopened), anchor="leak-report")
+        error.__cause__ = exc
+        return error
     cached, uncached = split_cached(jax_tracers) if not leaks else (None, [])
     if cached is not None and not uncached:
         # Retained by JAX's caches (an eager `grad` over a function that jits a
@@ -248,23 +243,9 @@ def leak_error(
 ) -> None:
     """Raise the `LeakError` for JAX's error `exc`; for any other, filter its
     traceback as JAX would have (in `mode`) and return: the caller re-raises it.
-
-    `escaped`: tracers of eager transforms that exited inside a
-    `checking_leaks()` block. JAX raises `UnexpectedTracerError` when one of
-    them is used later. It is reported as their leak when lift can name where
-    they are."""
+    `escaped`: as `_translate`'s."""
     __tracebackhide__ = True
     error = _translate(exc, named, lifted, escaped)
-    if error is None and escaped and isinstance(exc, _UnexpectedTracerError):
-        unopened: list[Unopened] = []
-        leaks, _ = _place(
-            escaped,
-            [lambda: _frame_roots(exc.__traceback__), _user_modules, lambda: lifted],
-            unopened=unopened,
-        )
-        if leaks:
-            error = LeakError(format_leaks(leaks, unopened), anchor="leak-report")
-            error.__cause__ = exc
     if error is None:
         _compat.filter_traceback(exc, mode)
         return
@@ -357,11 +338,10 @@ class checking_leaks:
             # Named from the block's own frame (its locals, the globals its
             # code names), then as the plugin names them; those only JAX's
             # and lift's caches keep are not the block's escapes.
-            frame = sys._getframe(1)  # pyright: ignore[reportPrivateUsage]
             named = set(map(id, tracers))
             placed = place_escaped(
                 [t for t in escaped if id(t) not in named],
-                _caller_roots(frame),
+                _caller_roots(sys._getframe(1)),  # pyright: ignore[reportPrivateUsage]
                 unopened=unopened,
             )
             leaks.extend(placed.leaks)

@@ -9,12 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._base.errors import LeakError
-from .report import (
-    Leaks,
-    Unopened,
-    format_leaks,
-    root_label,
-)
+from .report import Leaks, Unopened, format_leaks, root_label
 from .scan import DEFAULT_LIMIT, scan_tracers
 
 

@@ -8,6 +8,7 @@ tracer's type and transform, and advice that fits how it is kept.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import types
 from collections.abc import Iterable
@@ -19,12 +20,9 @@ from .._holders.closure import function_of, user_class
 from .._holders.labels import Label
 
 CAPTURED = "captured variable"
-_DEFAULT = "default of parameter"
 GLOBAL = "global variable"
 BOUND = "bound object"
 PARTIAL = "partial argument"
-_ATTRIBUTE = "function attribute"
-GENERATOR_LOCAL = "local variable of a suspended generator"
 FRAME_LOCAL = "local variable"  # of a running frame, when a trace exited
 STORED_LIFTED = "lifted function"
 STATIC_FIELD = "static pytree data"
@@ -111,8 +109,7 @@ class Leak:
         """What to do about this leak, as code where possible."""
         if self.advice is not None:
             return self.advice
-        hint = _HINTS.get(self.kind, _RETURN_IT)
-        return hint.format(var=self.variable)
+        return _HINTS.get(self.kind, _RETURN_IT).format(var=self.variable)
 
     def __str__(self) -> str:
         if self.function is None:
@@ -135,8 +132,8 @@ _RETURN_IT = "return the value from the transformed function instead of storing 
 # What to do about a leak, by how the function holds the tracer.
 _HINTS: dict[str | None, str] = {
     CAPTURED: "lift the function or pass {var} as an argument",
-    _ATTRIBUTE: "lift the function or pass {var} as an argument",
-    _DEFAULT: "pass {var} as an argument instead of a default value",
+    "function attribute": "lift the function or pass {var} as an argument",
+    "default of parameter": "pass {var} as an argument instead of a default value",
     GLOBAL: f"{_RETURN_IT} in {{var}}",
     BOUND: "lift the method (`lift.lift(obj.method)`) or pass obj as an argument",
     PARTIAL: "lift the partial (`lift.lift(p)`) or pass {var} as an argument",
@@ -233,22 +230,19 @@ def closure_leak(fn: types.FunctionType, variable: str, tracer: Any) -> Leak:
 def format_leaks(leaks: Iterable[Leak], unopened: Iterable[Unopened] = ()) -> str:
     """The text of a `LeakError`: one line per leak, then what the scan could
     not open (where another tracer may be)."""
-    lines = [str(leak) for leak in leaks]
+    lines = [f"\n  {leak}" for leak in leaks]
     what = "tracer escaped the transform that created it"
     if len(lines) != 1:
         what = "tracers escaped the transforms that created them"
-    body = "\n".join(f"  {line}" for line in lines)
     more = unopened_text(unopened)
-    return f"{len(lines)} {what}:\n{body}" + (f"\n{more}" if more else "")
+    return f"{len(lines)} {what}:{''.join(lines)}" + (f"\n{more}" if more else "")
 
 
 def root_label(root: Any, index: int) -> str:
     kind: type[Any] = type(root)  # pyright: ignore[reportUnknownVariableType]
     if issubclass(kind, types.ModuleType):
         return root.__name__
-    if kind is types.FunctionType:
-        return root.__qualname__
-    if function_of(root) is not None:
+    if kind is types.FunctionType or function_of(root) is not None:
         return getattr(root, "__qualname__", f"roots[{index}]")
     return f"roots[{index}]"
 
@@ -305,10 +299,8 @@ def safe_repr(obj: Any) -> str:
         return f"({inner},)" if len(obj) == 1 else f"({inner})"
     owner = next((k for k in cls.__mro__ if "__repr__" in vars(k)), object)
     if not user_class(owner):  # the builtins', the libraries' (lift's, NumPy's)
-        try:
+        with contextlib.suppress(Exception):  # one reading a broken attribute
             return repr(obj)
-        except Exception:  # a stdlib repr reading a broken attribute
-            pass
     return f"<{cls.__module__}.{cls.__qualname__} object at {id(obj):#x}>"
 
 
@@ -324,10 +316,7 @@ def chain_to(entries: list[Any], index: int) -> list[int]:
 
 def path_text(entries: list[Any], chain: list[int], home: str | None) -> str:
     """The path a chain of entries spells, from its last module-level holder."""
-    start = 0
-    for i, entry in enumerate(chain):
-        if entries[entry][3]:
-            start = i
+    start = max((i for i, e in enumerate(chain) if entries[e][3]), default=0)
     text = "".join(label_text(entries[e][1]) for e in chain[start:])
     return _module_of(entries, chain, start, home) + text
 
@@ -352,23 +341,19 @@ def _module_of(
     module = edge[0].__module__
     if home is not None:
         return "" if module == home else f"{module}."
-    for e in chain[:start]:
-        before = entries[e][2]
-        if (
-            before is not None
-            and type(before[0]) is types.FunctionType
-            and before[0].__module__ != module
-        ):
-            return f"{module}."
-    return ""
+    before = [entries[e][2] for e in chain[:start]]
+    crossed = any(
+        b is not None and type(b[0]) is types.FunctionType and b[0].__module__ != module
+        for b in before
+    )
+    return f"{module}." if crossed else ""
 
 
 def _qualname(fn: Any) -> str:
     """`fn`'s qualified name, or its type's (a proxy whose attributes fail)."""
-    try:
+    name = None
+    with contextlib.suppress(Exception):
         name = getattr(fn, "__qualname__", None)
-    except Exception:
-        name = None
     return name if isinstance(name, str) else type(fn).__qualname__
 
 
@@ -379,29 +364,21 @@ def leak_at(entries: list[Any], home: str | None, tracer: Any, index: int) -> Le
     path = path_text(entries, chain, home)
     description = tracer_text(tracer)
     edges = [entries[e][2] for e in chain]
-    holder = next(
-        (
-            i
-            for i in reversed(range(len(chain)))
-            if (edge := edges[i]) is not None and edge[2] not in MARKERS
-        ),
-        None,
+    holder = max(
+        (i for i, e in enumerate(edges) if e is not None and e[2] not in MARKERS),
+        default=None,
     )
     stored = next((e for e in edges[:holder] if e is not None and e[2] in STORED), None)
     if holder is None:
         advice = None if stored is None else stored_advice(stored[0], stored[2])
         return Leak(path, None, None, None, None, description, advice=advice)
-    edge = entries[chain[holder]][2]
-    assert edge is not None
-    fn, variable, kind = edge
+    fn, variable, kind = edges[holder]
     # A bound `lift.jit` method's function: the code it wraps.
     code = fn if isinstance(fn, types.CodeType) else code_of(fn)
     qualname = fn.co_qualname if isinstance(fn, types.CodeType) else _qualname(fn)
-    filename = code.co_filename if isinstance(code, types.CodeType) else None
-    lineno = code.co_firstlineno if isinstance(code, types.CodeType) else None
+    filename, lineno = (code.co_filename, code.co_firstlineno) if code else (None, None)
     location = path_text(entries, chain[:holder], home) if holder else None
-    if location == qualname or not location:
-        location = None
+    location = location if location and location != qualname else None
     rest = "".join(label_text(entries[e][1]) for e in chain[holder + 1 :])
     detail = f"{variable}{rest}" if rest else None
     advice = None
