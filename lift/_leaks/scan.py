@@ -45,7 +45,6 @@ from .._holders.stdlib import (
 )
 from .objects import SCAN_UNOPENED, ObjectWalk
 from .report import (
-    ABSENT,
     BOUND,
     CAPTURED,
     GLOBAL,
@@ -211,47 +210,32 @@ class LeakWalk(ObjectWalk):
         if self.held is not None and id(fn) not in self.methods:  # `first_tracer`
             self.held.update((id(fn), *map(id, fn.__closure__ or ())))
         self.named(fn, labelled(fn), index)
-        code = fn.__code__
         if self.globals and is_user_function(fn):
-            glob = fn.__globals__
-            names = _code_names(code, self.code_names)
-            for name in names:
-                if name in glob:
-                    value = glob[name]
-                    if type(value) is types.ModuleType:
-                        self.module_names(value, name, names, fn, index)
-                    else:
-                        self.push(value, index, name, (fn, name, GLOBAL), reset=True)
+            names = _code_names(fn.__code__, self.code_names)
+            self.global_names(fn.__globals__, "", names, fn, index, set())
 
-    def module_names(
+    def global_names(
         self,
-        module: types.ModuleType,
-        alias: str,
+        space: dict[str, Any],
+        prefix: str,
         names: tuple[str, ...],
         fn: types.FunctionType,
         index: int,
+        done: set[int],
     ) -> None:
-        """The attributes of a module that `fn`'s code names (`mylib.step`,
-        `pkg.mod.step` through `import pkg.mod`): what the function reaches
-        through the module, walked as its globals. A module is not walked
-        whole; JAX's and NumPy's are vast. Its names the code does not use are
-        reached, if at all, from what it does use."""
-        stack = [(module, alias)]
-        done = {id(module)}
-        while stack:
-            mod, prefix = stack.pop()
-            attrs = vars(mod)
-            for name in names:
-                value = attrs.get(name, ABSENT)
-                if value is ABSENT:
-                    continue
-                where = f"{prefix}.{name}"
-                if type(value) is types.ModuleType:
-                    if id(value) not in done:
-                        done.add(id(value))
-                        stack.append((value, where))
-                    continue
+        """Push what `fn`'s code names in `space`, its globals or a module's
+        (`mylib.step`, `pkg.mod.step` through `import pkg.mod`).
+
+        A module is not walked whole; JAX's and NumPy's are vast. Only the
+        names the code uses are walked in it. Its other names are reached, if
+        at all, from those. `done`: the modules already walked."""
+        for name in filter(space.__contains__, names):
+            value, where = space[name], prefix + name
+            if type(value) is not types.ModuleType:
                 self.push(value, index, where, (fn, where, GLOBAL), reset=True)
+            elif id(value) not in done:
+                done.add(id(value))
+                self.global_names(vars(value), where + ".", names, fn, index, done)
 
     def named(self, owner: Any, parts: Iterable[Any], index: int) -> None:
         """Push the parts of a function, a partial, a bound method or a
@@ -289,15 +273,8 @@ class LeakWalk(ObjectWalk):
 _CONTAINERS: Final = tuple(BUILTIN_CONTAINERS)
 
 
-class _NoneLive:
-    """`LiveTraces` for tracers already known to have escaped."""
-
-    @staticmethod
-    def is_live(tracer: Any) -> bool:
-        return False
-
-
-NONE_LIVE: Final = _NoneLive()
+# `LiveTraces` for tracers already known to have escaped: no trace is live.
+NONE_LIVE: Final = _compat.LiveTraces([])
 
 
 def first_tracer(
@@ -364,12 +341,10 @@ def _code_names(
 ) -> tuple[str, ...]:
     """Global names a code object (and the code nested in it) refers to."""
     found = cache.get(code)
-    if found is not None:
-        return found
-    nested: Any = lambda c: [k for k in c.co_consts if type(k) is types.CodeType]  # pyright: ignore[reportUnknownLambdaType, reportUnknownMemberType, reportUnknownVariableType, reportUnknownArgumentType]
-    names = dict.fromkeys(n for c in reach([code], nested) for n in c.co_names)
-    found = tuple(names)
-    cache[code] = found
+    if found is None:
+        nested: Any = lambda c: [k for k in c.co_consts if type(k) is types.CodeType]  # pyright: ignore[reportUnknownLambdaType, reportUnknownMemberType, reportUnknownVariableType, reportUnknownArgumentType]
+        names = (n for c in reach([code], nested) for n in c.co_names)
+        found = cache[code] = tuple(dict.fromkeys(names))
     return found
 
 
