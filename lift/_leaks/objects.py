@@ -93,12 +93,8 @@ class ObjectWalk:
     def parts(self, parts: Iterable[tuple[PathLabel, Any]], index: int) -> None:
         """Push `(label, value)` pairs, as `lift._holders.held` gives them: the
         hot loop (`push` inlined)."""
-        atomic, seen, entries, queue = (
-            SCAN_UNOPENED,
-            self.seen,
-            self.entries,
-            self.queue,
-        )
+        atomic, seen = SCAN_UNOPENED, self.seen
+        entries, queue = self.entries, self.queue
         for label, value in parts:
             if type(value) in atomic:
                 continue
@@ -197,8 +193,8 @@ class ObjectWalk:
         except Exception as exc:  # a `__dict__` only its code gives: named
             self.failed.append((index, ".__dict__", exc))
 
-    def attribute(self, obj: Any, name: str, index: int, default: Any = None) -> Any:
-        """`getattr(obj, name, default)` without running code of the object's
+    def attribute(self, obj: Any, name: str, index: int) -> Any:
+        """`getattr(obj, name, None)` without running code of the object's
         class (`static_attribute`).
 
         What only that code could tell (a property), or what raises, is named
@@ -208,11 +204,11 @@ class ObjectWalk:
                 # JAX's, NumPy's and the standard library's classes (a
                 # `StrongLRUCache`'s `__wrapped__`, a `Path`'s slots) may run
                 # their own code; the user's classes' never runs in a scan.
-                return getattr(obj, name, default)
-            return static_attribute(obj, name, default)
+                return getattr(obj, name, None)
+            return static_attribute(obj, name, None)
         except Exception as exc:
             self.failed.append((index, f".{name}", exc))
-            return default
+            return None
 
     def unopened(self) -> list[Unopened]:
         """What this scan could not open, with the path to each."""
