@@ -21,9 +21,8 @@ import collections
 import functools
 import inspect
 import types
-import weakref
 from collections.abc import Iterable
-from typing import Any, Final, NamedTuple, cast
+from typing import Any, Final, NamedTuple
 
 import jax
 import numpy as np
@@ -34,12 +33,7 @@ from .._base.owners import is_user_module
 from .._compat import Tracer, frame_locals
 from .._holders.attributes import own_attributes
 from .._holders.closure import dict_static, function_of, slots_of, user_class
-from .._holders.stdlib import (
-    BUILTIN_CONTAINERS,
-    OPENED_BY_SCANS,
-    WEAK_HOLDERS,
-    weakref_parts,
-)
+from .._holders.stdlib import BUILTIN_CONTAINERS, OPENED_BY_SCANS
 from .report import FRAME_LOCAL, Leak, Unopened, error_text, local_leak
 from .scan import NONE_LIVE, LeakWalk
 
@@ -97,6 +91,7 @@ class FrameLook:
 
     def __init__(self) -> None:
         self.walk = LeakWalk(0, live=NONE_LIVE)
+        self.walk.weak = False  # a weak reference keeps nothing alive
         self.skips: dict[Any, bool] = {}  # per type: never looked into
         # Per type: its slots if opened by its own attributes, else `None`.
         self.attributes: dict[Any, tuple[str, ...] | None] = {}
@@ -158,7 +153,7 @@ class FrameLook:
                 except Exception:  # a `__dict__` only its code gives
                     continue
             else:
-                children = self.parts(obj, cls, top)
+                children = self.parts(obj, top)
             # Numbers and strings are not queued, and cost an eighth of an
             # object: a list of a thousand floats beside the tracer does not
             # hide it.
@@ -202,16 +197,11 @@ class FrameLook:
                 found.append(FrameHolding(user.f_code, names, tracers))
         return found
 
-    def parts(self, obj: Any, cls: type, top: bool) -> list[Any]:
+    def parts(self, obj: Any, top: bool) -> list[Any]:
         """What the leak scan opens of `obj` (a function's globals only if it
-        is a frame's local: `top`); nothing it fails to open. (By its type:
-        `isinstance` would read a hostile object's `__class__`.)"""
-        if issubclass(cls, WEAK_HOLDERS):
-            # A weak reference's callback it keeps itself: looked at.
-            if issubclass(cls, weakref.ReferenceType):
-                ref = cast("weakref.ReferenceType[Any]", obj)
-                return [value for _, value in weakref_parts(ref)]
-            return []
+        is a frame's local: `top`); nothing it fails to open.
+
+        Of a weak reference, only the callback it keeps itself."""
         walk = self.walk
         walk.seen = {id(obj)}
         walk.globals = top
@@ -236,15 +226,14 @@ _FRAME_LIMIT = 200_000
 
 def frame_leaks(
     holdings: Iterable[FrameHolding],
-) -> tuple[list[Leak], list[Any], list[Unopened]]:
+) -> tuple[list[tuple[Leak, Any]], list[Unopened]]:
     """The leaks of tracers that the user's frames held in local variables
-    (`FrameLook.at_exit`).
+    (`FrameLook.at_exit`), each with its tracer.
 
     Each leak is named by its shortest path from the local (`seen[0]`, a
-    local variable of `test_log`). Also returns the tracers, one per leak,
-    and what the walk could not open."""
-    leaks: list[Leak] = []
-    tracers: list[Any] = []
+    local variable of `test_log`). Also returns what the walk could not
+    open."""
+    found: list[tuple[Leak, Any]] = []
     unopened: list[Unopened] = []
     for held in holdings:
         wanted = {id(t): (name, t) for name, t in held.tracers}
@@ -260,15 +249,13 @@ def frame_leaks(
             unopened.append(
                 Unopened(f"the locals of {code.co_qualname}", error_text(exc))
             )
-        leaks.extend(walk.leaks)
-        tracers.extend(walk.tracers)
+        found.extend(zip(walk.leaks, walk.tracers, strict=True))
         unopened.extend(walk.unopened())
         named = {id(t) for t in walk.tracers}
         for key, (name, tracer) in wanted.items():
             if key not in named:  # reached by a way the walk does not take
-                leaks.append(local_leak(code, name, tracer))
-                tracers.append(tracer)
-    return leaks, tracers, unopened
+                found.append((local_leak(code, name, tracer), tracer))
+    return found, unopened
 
 
 def _user_frames(frame: types.FrameType | None) -> list[types.FrameType]:
@@ -284,6 +271,4 @@ def _user_frames(frame: types.FrameType | None) -> list[types.FrameType]:
         ):
             chosen.append(frame)
         frame = frame.f_back
-    if len(chosen) > _FRAME_INNER + _FRAME_OUTER:
-        chosen = chosen[:_FRAME_INNER] + chosen[len(chosen) - _FRAME_OUTER :]
-    return chosen
+    return chosen[:_FRAME_INNER] + chosen[_FRAME_INNER:][-_FRAME_OUTER:]

@@ -168,7 +168,7 @@ def _phase(item: pytest.Item) -> Generator[None, Any, Any]:
 
     watch = Watch(item)
     try:
-        with watch.start():
+        with watch:
             result = yield
     except BaseException:
         # This phase failed (JAX's checker reported a leak, or the test): what
@@ -223,8 +223,7 @@ def pytest_make_collect_report(
     from .phase import Watch
     from .report import format_leaks
 
-    watch = Watch(collector)
-    with watch.start():
+    with Watch(collector) as watch:
         report = yield
     if watch.held and report.passed:
         leaks = [leak for leak, _ in watch.held]
