@@ -238,7 +238,6 @@ def frame_leaks(
     for held in holdings:
         wanted = {id(t): (name, t) for name, t in held.tracers}
         walk = LeakWalk(_FRAME_LIMIT, frozenset(wanted), live=NONE_LIVE)
-        walk.stop = True
         code = held.code
         for name, value in held.names:
             walk.push(value, -1, name, (code, name, FRAME_LOCAL), reset=True)

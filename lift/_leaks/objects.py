@@ -80,15 +80,10 @@ class ObjectWalk:
         reset: bool = False,
     ) -> None:
         # Exact types: a subclass of `int` may hold attributes of its own.
-        if type(obj) in SCAN_UNOPENED:
-            return
-        key = id(obj)
-        if key in self.seen:
-            return
-        self.seen.add(key)
-        entries = self.entries
-        entries.append((parent, label, edge, reset))
-        self.queue.append((obj, len(entries) - 1))
+        if type(obj) not in SCAN_UNOPENED and id(obj) not in self.seen:
+            self.seen.add(id(obj))
+            self.queue.append((obj, len(self.entries)))
+            self.entries.append((parent, label, edge, reset))
 
     def parts(self, parts: Iterable[tuple[PathLabel, Any]], index: int) -> None:
         """Push `(label, value)` pairs, as `lift._holders.held` gives them: the

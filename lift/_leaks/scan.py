@@ -91,7 +91,6 @@ class LeakWalk(ObjectWalk):
         self.tracers: list[Any] = []  # the tracer of each leak, in order
         # What is live, or (`only` known to have escaped) `NONE_LIVE`.
         self.live: Any = _compat.live_traces() if live is None else live
-        self.stop = False  # whether to stop once every one of `only` is found
         # Whether to follow weak references: not when naming tracers known to
         # be alive (a strong holder keeps them; a weak one names none).
         self.weak = True
@@ -103,10 +102,8 @@ class LeakWalk(ObjectWalk):
         queue, entries, seen = self.queue, self.entries, self.seen
         popleft, append, add = queue.popleft, queue.append, seen.add
         atomic, plain = SCAN_UNOPENED, self.plain
-        plain_keys = SCALARS
-        tracer_type = _compat.Tracer
-        expand = self.expand
-        only, skip = self.only, self.skip
+        plain_keys, tracer_type = SCALARS, _compat.Tracer
+        only, skip, expand = self.only, self.skip, self.expand
         while queue and visited < limit:
             obj, index = popleft()
             visited += 1
@@ -135,7 +132,7 @@ class LeakWalk(ObjectWalk):
                             break
                         self.leaks.append(leak_at(entries, self.home, obj, index))
                         self.tracers.append(obj)
-                        if self.stop and len(self.tracers) == len(only or ()):
+                        if only is not None and len(self.tracers) == len(only):
                             break  # all found, each by its shortest path
                     continue
                 try:
@@ -319,7 +316,6 @@ def scan_tracers(
         frozenset(map(id, skip)),
         home,
     )
-    walk.stop = only is not None  # each found by its shortest path: done
     walk.weak = weak
     for label, root in roots:
         if issubclass(type(root), types.ModuleType):  # pyright: ignore[reportUnknownArgumentType]
