@@ -121,14 +121,12 @@ class _Summary:
         readable, or exempt the test. Tracers only caches keep fail no test:
         they are not the test's escapes."""
         for title in _SECTIONS.values():
-            found = self.sections.get(title)
-            if not found:
-                continue
-            terminalreporter.write_sep("=", title)
-            for nodeid, text in list(found.items())[:20]:
-                terminalreporter.write_line(f"{nodeid}: {text}")
-            if len(found) > 20:
-                terminalreporter.write_line(f"(and {len(found) - 20} more tests)")
+            if found := self.sections.get(title):
+                terminalreporter.write_sep("=", title)
+                for nodeid, text in list(found.items())[:20]:
+                    terminalreporter.write_line(f"{nodeid}: {text}")
+                if len(found) > 20:
+                    terminalreporter.write_line(f"(and {len(found) - 20} more tests)")
 
 
 def _carry_summary(item: pytest.Item, report: pytest.TestReport) -> None:
@@ -194,15 +192,10 @@ def pytest_runtest_makereport(
     if report.when == "teardown" and _on(item):
         _carry_summary(item, report)
     excinfo = call.excinfo
-    if (
-        excinfo is not None
-        and report.failed
-        and not isinstance(item, pytest.Function)
-        and _on(item)
-    ):
+    if report.failed and not isinstance(item, pytest.Function) and _on(item):
         from .._base.errors import LeakError
 
-        if isinstance(excinfo.value, LeakError):
+        if excinfo is not None and isinstance(excinfo.value, LeakError):
             report.longrepr = f"lift.LeakError: {excinfo.value}"
     return report
 
@@ -226,11 +219,9 @@ def pytest_make_collect_report(
     with Watch(collector) as watch:
         report = yield
     if watch.held and report.passed:
-        leaks = [leak for leak, _ in watch.held]
-        text = format_leaks(leaks, watch.held_unopened)
+        text = format_leaks([leak for leak, _ in watch.held], watch.held_unopened)
         report.outcome = "failed"
-        error = LeakError(text, anchor="leak-report")
-        report.longrepr = f"lift.LeakError: {error}"
+        report.longrepr = f"lift.LeakError: {LeakError(text, anchor='leak-report')}"
         report.result = []
     watch.held.clear()
     return report
