@@ -28,6 +28,7 @@ on. Installing the library costs nothing to test suites that do not use it.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Generator
 from typing import Any, Final, cast
 
@@ -142,9 +143,8 @@ def _carry_summary(item: pytest.Item, report: pytest.TestReport) -> None:
 
 
 def _on(item: pytest.Item | pytest.Collector) -> bool:
-    return item.config.stash.get(_ENABLED, False) and not item.get_closest_marker(
-        MARKER
-    )
+    enabled = item.config.stash.get(_ENABLED, False)
+    return enabled and not item.get_closest_marker(MARKER)
 
 
 def fast_mode(item: pytest.Item | pytest.Collector) -> bool:
@@ -171,10 +171,8 @@ def _phase(item: pytest.Item) -> Generator[None, Any, Any]:
     except BaseException:
         # This phase failed (JAX's checker reported a leak, or the test): what
         # escaped in it is this phase's, not a later phase's to report again.
-        try:
+        with contextlib.suppress(Exception):  # the phase's own error is the report
             check(item, watch)
-        except Exception:  # the phase's own error is the report
-            pass
         raise
     check(item, watch)
     return result

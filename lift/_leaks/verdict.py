@@ -40,8 +40,7 @@ def judge(
         return found, unopened, None
     placed = place_escaped(rest, roots, home, unopened)
     off = {id(t) for t in [*placed.unplaced, *placed.kept]}
-    placed_tracers = [t for t in rest if id(t) not in off]
-    found.extend(zip(placed.leaks, placed_tracers, strict=False))
+    found.extend(zip(placed.leaks, [t for t in rest if id(t) not in off], strict=False))
     for tracer in placed.unplaced:
         leak = closure_holding(tracer) or chain_leak(
             tracer, signal, [placed, placed.unplaced, rest]
@@ -58,12 +57,8 @@ def chain_leak(
     """The report of a tracer no walk names: its referrer chain (`mine`: the
     caller's own containers)."""
     chain = referrer_chain(tracer, ignore=[signal, signal.tracers, *mine])
-    return Leak(
+    path = (
         f"alive after JAX's check of its trace, no variable lift opens "
-        f"holding it; referrers, from the tracer up: {' <- '.join(chain)}",
-        None,
-        None,
-        None,
-        None,
-        tracer_text(tracer),
+        f"holding it; referrers, from the tracer up: {' <- '.join(chain)}"
     )
+    return Leak(path, None, None, None, None, tracer_text(tracer))
