@@ -20,6 +20,7 @@ from __future__ import annotations
 import collections
 import functools
 import inspect
+import itertools
 import types
 from collections.abc import Iterable
 from typing import Any, Final, NamedTuple
@@ -90,8 +91,8 @@ class FrameLook:
     __slots__ = ("attributes", "skips", "walk")
 
     def __init__(self) -> None:
-        self.walk = LeakWalk(0, live=NONE_LIVE)
-        self.walk.weak = False  # a weak reference keeps nothing alive
+        # A weak reference keeps nothing alive: its callback only is looked at.
+        self.walk = LeakWalk(0, live=NONE_LIVE, weak=False)
         self.skips: dict[Any, bool] = {}  # per type: never looked into
         # Per type: its slots if opened by its own attributes, else `None`.
         self.attributes: dict[Any, tuple[str, ...] | None] = {}
@@ -123,10 +124,9 @@ class FrameLook:
         found: list[tuple[str, Any]] = []
         skip, skips = self.skip, self.skips
         queue = [(value, True, name) for name, value in names if not skip(type(value))]
-        at = 0
-        while at < len(queue) and budget > 0:
-            obj, top, name = queue[at]
-            at += 1
+        for obj, top, name in queue:  # it grows as the look goes
+            if budget <= 0:
+                break
             budget -= 1
             cls: Any = type(obj)  # pyright: ignore[reportUnknownVariableType]
             if issubclass(cls, Tracer):
@@ -157,11 +157,7 @@ class FrameLook:
             # Numbers and strings are not queued, and cost an eighth of an
             # object: a list of a thousand floats beside the tracer does not
             # hide it.
-            room = budget * 8
-            for child in children:
-                room -= 1
-                if room <= 0:
-                    break
+            for child in itertools.islice(children, max(0, budget * 8 - 1)):
                 skipped = skips.get(type(child))
                 if skipped is None:
                     skipped = skip(type(child))
@@ -217,7 +213,6 @@ class FrameLook:
             walk.entries.clear()
             walk.failed.clear()
             walk.keep.clear()
-            walk.seen = set()
 
 
 #: The most objects one frame's naming walk visits.
@@ -238,22 +233,21 @@ def frame_leaks(
     for held in holdings:
         wanted = {id(t): (name, t) for name, t in held.tracers}
         walk = LeakWalk(_FRAME_LIMIT, frozenset(wanted), live=NONE_LIVE)
-        code = held.code
         for name, value in held.names:
-            walk.push(value, -1, name, (code, name, FRAME_LOCAL), reset=True)
+            walk.push(value, -1, name, (held.code, name, FRAME_LOCAL), reset=True)
         try:
             with _gc.paused():
                 walk.run()
         except Exception as exc:  # named, and each tracer reported as held
             unopened.append(
-                Unopened(f"the locals of {code.co_qualname}", error_text(exc))
+                Unopened(f"the locals of {held.code.co_qualname}", error_text(exc))
             )
         found.extend(zip(walk.leaks, walk.tracers, strict=True))
         unopened.extend(walk.unopened())
         named = {id(t) for t in walk.tracers}
         for key, (name, tracer) in wanted.items():
             if key not in named:  # reached by a way the walk does not take
-                found.append((local_leak(code, name, tracer), tracer))
+                found.append((local_leak(held.code, name, tracer), tracer))
     return found, unopened
 
 

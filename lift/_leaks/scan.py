@@ -74,6 +74,7 @@ class LeakWalk(ObjectWalk):
         live: Any = None,
         first: bool = False,
         globals: bool = True,
+        weak: bool = True,
     ) -> None:
         super().__init__(home)
         self.limit = limit
@@ -93,7 +94,7 @@ class LeakWalk(ObjectWalk):
         self.live: Any = _compat.live_traces() if live is None else live
         # Whether to follow weak references: not when naming tracers known to
         # be alive (a strong holder keeps them; a weak one names none).
-        self.weak = True
+        self.weak = weak
         self.leaks: list[Leak] = []
         self.code_names: dict[types.CodeType, tuple[str, ...]] = {}
 
@@ -181,9 +182,7 @@ class LeakWalk(ObjectWalk):
                 frame = getattr(obj, SUSPENDED_FRAMES[cls])
                 self.named(frame and frame.f_code, inside, index)
             else:
-                inside = list(inside)
-                self.keep.append(inside)  # a cache's results keep their ids
-                self.parts(inside, index)
+                self.kept_parts(inside, index)  # a cache's results, say
                 if isinstance(obj, _CONTAINERS) and cls not in BUILTIN_CONTAINERS:
                     self.own_attributes(obj, slots_of(cls), index)  # a subclass's
         else:
@@ -195,44 +194,36 @@ class LeakWalk(ObjectWalk):
 
         Not its traceback: the frames it unwound hold the running code's
         locals, not data the error was given."""
-        self.push(exc.args, index, ".args")
-        self.push(exc.__cause__, index, ".__cause__")
-        self.push(exc.__context__, index, ".__context__")
+        for label in (".args", ".__cause__", ".__context__"):
+            self.push(getattr(exc, label[1:]), index, label)
         if is_library_type(cls):  # a builtin error: its own attributes only
             self.own_attributes(exc, (), index)
         else:
             self.other(exc, cls, index)
 
     def function(self, fn: types.FunctionType, index: int) -> None:
+        """Push a function's parts, and what its code names in its globals.
+
+        Through a module, the names its code uses are followed, level by
+        level (`mylib.step`, `pkg.mod.step` through `import pkg.mod`). A
+        module is not walked whole; JAX's and NumPy's are vast. Its other
+        names are reached, if at all, from those."""
         if self.held is not None and id(fn) not in self.methods:  # `first_tracer`
             self.held.update((id(fn), *map(id, fn.__closure__ or ())))
         self.named(fn, labelled(fn), index)
-        if self.globals and is_user_function(fn):
-            names = _code_names(fn.__code__, self.code_names)
-            self.global_names(fn.__globals__, "", names, fn, index, set())
-
-    def global_names(
-        self,
-        space: dict[str, Any],
-        prefix: str,
-        names: tuple[str, ...],
-        fn: types.FunctionType,
-        index: int,
-        done: set[int],
-    ) -> None:
-        """Push what `fn`'s code names in `space`, its globals or a module's
-        (`mylib.step`, `pkg.mod.step` through `import pkg.mod`).
-
-        A module is not walked whole; JAX's and NumPy's are vast. Only the
-        names the code uses are walked in it. Its other names are reached, if
-        at all, from those. `done`: the modules already walked."""
-        for name in filter(space.__contains__, names):
-            value, where = space[name], prefix + name
-            if type(value) is not types.ModuleType:
-                self.push(value, index, where, (fn, where, GLOBAL), reset=True)
-            elif id(value) not in done:
-                done.add(id(value))
-                self.global_names(vars(value), where + ".", names, fn, index, done)
+        if not (self.globals and is_user_function(fn)):
+            return
+        names = _code_names(fn.__code__, self.code_names)
+        spaces = [(fn.__globals__, "")]  # grows by the modules met
+        done: set[int] = set()
+        for space, prefix in spaces:
+            for name in filter(space.__contains__, names):
+                value, where = space[name], prefix + name
+                if type(value) is not types.ModuleType:
+                    self.push(value, index, where, (fn, where, GLOBAL), reset=True)
+                elif id(value) not in done:
+                    done.add(id(value))
+                    spaces.append((vars(value), where + "."))
 
     def named(self, owner: Any, parts: Iterable[Any], index: int) -> None:
         """Push the parts of a function, a partial, a bound method or a
@@ -310,13 +301,8 @@ def scan_tracers(
     the module the roots belong to (a test's); a global of any other module is
     named with its module (`mylib._REGISTRY[0]`). Without `weak`, weak
     references are not followed."""
-    walk = LeakWalk(
-        limit,
-        None if only is None else frozenset(map(id, only)),
-        frozenset(map(id, skip)),
-        home,
-    )
-    walk.weak = weak
+    ids = None if only is None else frozenset(map(id, only))
+    walk = LeakWalk(limit, ids, frozenset(map(id, skip)), home, weak=weak)
     for label, root in roots:
         if issubclass(type(root), types.ModuleType):  # pyright: ignore[reportUnknownArgumentType]
             module = cast(types.ModuleType, root)
