@@ -87,7 +87,8 @@ def check_once(item: pytest.Item, watch: Watch, confirm: bool) -> bool:
     """One look (see `_check`); with `confirm`, a leak found returns `True`
     (suspected: to be looked at again after a collection) before it is noted."""
     __tracebackhide__ = True
-    before = item.stash.get(BEFORE, [])
+    empty: list[Any] = []
+    before = item.stash.get(BEFORE, empty)
     escaped: list[Any] = []
     if watch.fast:
         # Only a trace that exited in this phase can have left a tracer of
@@ -169,9 +170,9 @@ class Watch:
     look: Any = None
     fast: bool = False
     lifted: Iterable[Any] = ()
-    exits: dict[int, Any] = dataclasses.field(default_factory=dict)
-    held: list[tuple[Any, Any]] = dataclasses.field(default_factory=list)
-    held_unopened: list[Any] = dataclasses.field(default_factory=list)
+    exits: dict[int, Any] = dataclasses.field(default_factory=lambda: {})
+    held: list[tuple[Any, Any]] = dataclasses.field(default_factory=lambda: [])
+    held_unopened: list[Any] = dataclasses.field(default_factory=lambda: [])
     stack: Any = None
     noting: ExitStack = dataclasses.field(default_factory=ExitStack)
 
