@@ -20,10 +20,10 @@ from __future__ import annotations
 import collections
 import functools
 import inspect
+import itertools
 import types
-import weakref
 from collections.abc import Iterable
-from typing import Any, Final, NamedTuple, cast
+from typing import Any, Final, NamedTuple
 
 import jax
 import numpy as np
@@ -34,12 +34,7 @@ from .._base.owners import is_user_module
 from .._compat import Tracer, frame_locals
 from .._holders.attributes import own_attributes
 from .._holders.closure import dict_static, function_of, slots_of, user_class
-from .._holders.stdlib import (
-    BUILTIN_CONTAINERS,
-    OPENED_BY_SCANS,
-    WEAK_HOLDERS,
-    weakref_parts,
-)
+from .._holders.stdlib import BUILTIN_CONTAINERS, OPENED_BY_SCANS
 from .report import FRAME_LOCAL, Leak, Unopened, error_text, local_leak
 from .scan import NONE_LIVE, LeakWalk
 
@@ -96,7 +91,8 @@ class FrameLook:
     __slots__ = ("attributes", "skips", "walk")
 
     def __init__(self) -> None:
-        self.walk = LeakWalk(0, live=NONE_LIVE)
+        # A weak reference keeps nothing alive: its callback only is looked at.
+        self.walk = LeakWalk(0, live=NONE_LIVE, weak=False)
         self.skips: dict[Any, bool] = {}  # per type: never looked into
         # Per type: its slots if opened by its own attributes, else `None`.
         self.attributes: dict[Any, tuple[str, ...] | None] = {}
@@ -128,10 +124,9 @@ class FrameLook:
         found: list[tuple[str, Any]] = []
         skip, skips = self.skip, self.skips
         queue = [(value, True, name) for name, value in names if not skip(type(value))]
-        at = 0
-        while at < len(queue) and budget > 0:
-            obj, top, name = queue[at]
-            at += 1
+        for obj, top, name in queue:  # it grows as the look goes
+            if budget <= 0:
+                break
             budget -= 1
             cls: Any = type(obj)  # pyright: ignore[reportUnknownVariableType]
             if issubclass(cls, Tracer):
@@ -158,15 +153,11 @@ class FrameLook:
                 except Exception:  # a `__dict__` only its code gives
                     continue
             else:
-                children = self.parts(obj, cls, top)
+                children = self.parts(obj, top)
             # Numbers and strings are not queued, and cost an eighth of an
             # object: a list of a thousand floats beside the tracer does not
             # hide it.
-            room = budget * 8
-            for child in children:
-                room -= 1
-                if room <= 0:
-                    break
+            for child in itertools.islice(children, max(0, budget * 8 - 1)):
                 skipped = skips.get(type(child))
                 if skipped is None:
                     skipped = skip(type(child))
@@ -202,16 +193,11 @@ class FrameLook:
                 found.append(FrameHolding(user.f_code, names, tracers))
         return found
 
-    def parts(self, obj: Any, cls: type, top: bool) -> list[Any]:
+    def parts(self, obj: Any, top: bool) -> list[Any]:
         """What the leak scan opens of `obj` (a function's globals only if it
-        is a frame's local: `top`); nothing it fails to open. (By its type:
-        `isinstance` would read a hostile object's `__class__`.)"""
-        if issubclass(cls, WEAK_HOLDERS):
-            # A weak reference's callback it keeps itself: looked at.
-            if issubclass(cls, weakref.ReferenceType):
-                ref = cast("weakref.ReferenceType[Any]", obj)
-                return [value for _, value in weakref_parts(ref)]
-            return []
+        is a frame's local: `top`); nothing it fails to open.
+
+        Of a weak reference, only the callback it keeps itself."""
         walk = self.walk
         walk.seen = {id(obj)}
         walk.globals = top
@@ -227,7 +213,6 @@ class FrameLook:
             walk.entries.clear()
             walk.failed.clear()
             walk.keep.clear()
-            walk.seen = set()
 
 
 #: The most objects one frame's naming walk visits.
@@ -236,39 +221,34 @@ _FRAME_LIMIT = 200_000
 
 def frame_leaks(
     holdings: Iterable[FrameHolding],
-) -> tuple[list[Leak], list[Any], list[Unopened]]:
+) -> tuple[list[tuple[Leak, Any]], list[Unopened]]:
     """The leaks of tracers that the user's frames held in local variables
-    (`FrameLook.at_exit`).
+    (`FrameLook.at_exit`), each with its tracer.
 
     Each leak is named by its shortest path from the local (`seen[0]`, a
-    local variable of `test_log`). Also returns the tracers, one per leak,
-    and what the walk could not open."""
-    leaks: list[Leak] = []
-    tracers: list[Any] = []
+    local variable of `test_log`). Also returns what the walk could not
+    open."""
+    found: list[tuple[Leak, Any]] = []
     unopened: list[Unopened] = []
     for held in holdings:
         wanted = {id(t): (name, t) for name, t in held.tracers}
         walk = LeakWalk(_FRAME_LIMIT, frozenset(wanted), live=NONE_LIVE)
-        walk.stop = True
-        code = held.code
         for name, value in held.names:
-            walk.push(value, -1, name, (code, name, FRAME_LOCAL), reset=True)
+            walk.push(value, -1, name, (held.code, name, FRAME_LOCAL), reset=True)
         try:
             with _gc.paused():
                 walk.run()
         except Exception as exc:  # named, and each tracer reported as held
             unopened.append(
-                Unopened(f"the locals of {code.co_qualname}", error_text(exc))
+                Unopened(f"the locals of {held.code.co_qualname}", error_text(exc))
             )
-        leaks.extend(walk.leaks)
-        tracers.extend(walk.tracers)
+        found.extend(zip(walk.leaks, walk.tracers, strict=True))
         unopened.extend(walk.unopened())
         named = {id(t) for t in walk.tracers}
         for key, (name, tracer) in wanted.items():
             if key not in named:  # reached by a way the walk does not take
-                leaks.append(local_leak(code, name, tracer))
-                tracers.append(tracer)
-    return leaks, tracers, unopened
+                found.append((local_leak(held.code, name, tracer), tracer))
+    return found, unopened
 
 
 def _user_frames(frame: types.FrameType | None) -> list[types.FrameType]:
@@ -284,6 +264,4 @@ def _user_frames(frame: types.FrameType | None) -> list[types.FrameType]:
         ):
             chosen.append(frame)
         frame = frame.f_back
-    if len(chosen) > _FRAME_INNER + _FRAME_OUTER:
-        chosen = chosen[:_FRAME_INNER] + chosen[len(chosen) - _FRAME_OUTER :]
-    return chosen
+    return chosen[:_FRAME_INNER] + chosen[_FRAME_INNER:][-_FRAME_OUTER:]

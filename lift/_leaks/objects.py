@@ -80,25 +80,16 @@ class ObjectWalk:
         reset: bool = False,
     ) -> None:
         # Exact types: a subclass of `int` may hold attributes of its own.
-        if type(obj) in SCAN_UNOPENED:
-            return
-        key = id(obj)
-        if key in self.seen:
-            return
-        self.seen.add(key)
-        entries = self.entries
-        entries.append((parent, label, edge, reset))
-        self.queue.append((obj, len(entries) - 1))
+        if type(obj) not in SCAN_UNOPENED and id(obj) not in self.seen:
+            self.seen.add(id(obj))
+            self.queue.append((obj, len(self.entries)))
+            self.entries.append((parent, label, edge, reset))
 
     def parts(self, parts: Iterable[tuple[PathLabel, Any]], index: int) -> None:
         """Push `(label, value)` pairs, as `lift._holders.held` gives them: the
         hot loop (`push` inlined)."""
-        atomic, seen, entries, queue = (
-            SCAN_UNOPENED,
-            self.seen,
-            self.entries,
-            self.queue,
-        )
+        atomic, seen = SCAN_UNOPENED, self.seen
+        entries, queue = self.entries, self.queue
         for label, value in parts:
             if type(value) in atomic:
                 continue
@@ -108,6 +99,13 @@ class ObjectWalk:
             seen.add(i)
             entries.append((index, label, None, False))
             queue.append((value, len(entries) - 1))
+
+    def kept_parts(self, parts: Iterable[tuple[PathLabel, Any]], index: int) -> None:
+        """Push `parts` the walk builds: kept for the scan, so that their ids
+        stay theirs."""
+        parts = list(parts)
+        self.keep.append(parts)
+        self.parts(parts, index)
 
     def plan(self, obj: Any, cls: type) -> tuple[int, bool]:
         """How to walk objects of type `cls`, and whether that holds for every
@@ -126,9 +124,8 @@ class ObjectWalk:
             # instances decided by themselves, so that the report does not
             # depend on which instance the walk met first.
             return _object_kind(cls), False
-        if not (len(leaves) == 1 and leaves[0] is obj):
-            return _PYTREE, True
-        return _object_kind(cls), True
+        is_leaf = len(leaves) == 1 and leaves[0] is obj
+        return (_object_kind(cls) if is_leaf else _PYTREE), True
 
     def other(self, obj: Any, cls: type, index: int) -> None:
         kind = self.plans.get(cls)
@@ -157,8 +154,7 @@ class ObjectWalk:
                 self.walk_object(obj, cls, index, _object_kind(cls))
                 return
             self.keep.append(children)
-            for path, child in children:
-                self.push(child, index, keystr(path))
+            self.parts([(keystr(path), child) for path, child in children], index)
             for label, aux in aux_parts(treedef):
                 self.keep.append(aux)
                 self.push(aux, index, label, (obj, None, STATIC_FIELD))
@@ -172,23 +168,18 @@ class ObjectWalk:
         elif kind == _JAXPR:
             # The constants a traced program closes over (jax.closure_convert and
             # jax.make_jaxpr keep them here).
-            consts = list(obj.consts)
-            self.keep.append(consts)
-            self.parts([((".consts[{}]", i), c) for i, c in enumerate(consts)], index)
+            self.kept_parts(
+                [((".consts[{}]", i), c) for i, c in enumerate(obj.consts)], index
+            )
 
     def walk_object(self, obj: Any, cls: type, index: int, kind: int) -> None:
         """An object's `__wrapped__`, and unless a library's, its attributes and
         slots (a C iterator, `map`, `itemgetter`: what it holds)."""
-        if callable(obj):
-            wrapped = self.attribute(obj, "__wrapped__", index)
-            if wrapped is not None:
-                self.push(wrapped, index, ".__wrapped__")
+        if callable(obj):  # `None` is never pushed
+            self.push(self.attribute(obj, "__wrapped__", index), index, ".__wrapped__")
         if opened_by_referents(cls):
-            parts = list(referent_parts(obj))
-            self.keep.append(parts)
-            self.parts(parts, index)
-            return
-        if kind != _LIBRARY:
+            self.kept_parts(referent_parts(obj), index)
+        elif kind != _LIBRARY:
             self.own_attributes(obj, slots_of(cls), index)
 
     def own_attributes(self, obj: Any, slots: tuple[str, ...], index: int) -> None:
@@ -197,8 +188,8 @@ class ObjectWalk:
         except Exception as exc:  # a `__dict__` only its code gives: named
             self.failed.append((index, ".__dict__", exc))
 
-    def attribute(self, obj: Any, name: str, index: int, default: Any = None) -> Any:
-        """`getattr(obj, name, default)` without running code of the object's
+    def attribute(self, obj: Any, name: str, index: int) -> Any:
+        """`getattr(obj, name, None)` without running code of the object's
         class (`static_attribute`).
 
         What only that code could tell (a property), or what raises, is named
@@ -208,11 +199,11 @@ class ObjectWalk:
                 # JAX's, NumPy's and the standard library's classes (a
                 # `StrongLRUCache`'s `__wrapped__`, a `Path`'s slots) may run
                 # their own code; the user's classes' never runs in a scan.
-                return getattr(obj, name, default)
-            return static_attribute(obj, name, default)
+                return getattr(obj, name, None)
+            return static_attribute(obj, name, None)
         except Exception as exc:
             self.failed.append((index, f".{name}", exc))
-            return default
+            return None
 
     def unopened(self) -> list[Unopened]:
         """What this scan could not open, with the path to each."""

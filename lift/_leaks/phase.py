@@ -5,6 +5,8 @@ and the check after it (`check`). Imported once the plugin is switched on."""
 
 from __future__ import annotations
 
+import dataclasses
+import gc
 from collections.abc import Iterable
 from contextlib import ExitStack
 from types import ModuleType
@@ -12,7 +14,15 @@ from typing import Any, cast
 
 import pytest
 
+from .._base.built import recording
+from .._base.errors import LeakError
+from .._compat import escaped_tracers, noting_promotions, watching_trace_exits
+from .checking import checking_leaks, lifted_roots, place_escaped, unseen_error
+from .frames import FrameLook
 from .plugin import BEFORE, CACHED, UNOPENED, UNWRAPPED, fast_mode
+from .report import Unopened, error_text, format_leaks, tracer_text
+from .scan import scan_tracers
+from .verdict import chain_leak, judge
 
 
 def named_by(item: pytest.Item, cached: bool = False) -> list[tuple[str, Any]]:
@@ -69,8 +79,6 @@ def check(item: pytest.Item, watch: Watch) -> None:
     __tracebackhide__ = True
     with watch.noting:  # what collections made old, noted until here
         if check_once(item, watch, confirm=True):
-            import gc
-
             gc.collect()  # after the first look's frame (and its roots) is gone
             check_once(item, watch, confirm=False)
 
@@ -79,12 +87,6 @@ def check_once(item: pytest.Item, watch: Watch, confirm: bool) -> bool:
     """One look (see `_check`); with `confirm`, a leak found returns `True`
     (suspected: to be looked at again after a collection) before it is noted."""
     __tracebackhide__ = True
-    from .._base.errors import LeakError
-    from .._compat import escaped_tracers
-    from .checking import lifted_roots, place_escaped, unseen_error
-    from .report import Unopened, format_leaks
-    from .scan import scan_tracers
-
     empty: list[Any] = []
     before = item.stash.get(BEFORE, empty)
     escaped: list[Any] = []
@@ -101,8 +103,7 @@ def check_once(item: pytest.Item, watch: Watch, confirm: bool) -> bool:
             escaped = [t for t in escaped_tracers(watch.exits) if id(t) not in known]
         if not escaped and not watch.held:
             return False
-    roots = named_by(item)
-    roots.extend(lifted_roots(watch.lifted))
+    roots = [*named_by(item), *lifted_roots(watch.lifted)]
     home = module_of(item)
     unopened: list[Unopened] = []
     if watch.fast and not escaped:
@@ -110,41 +111,38 @@ def check_once(item: pytest.Item, watch: Watch, confirm: bool) -> bool:
     else:
         leaks, tracers = scan_tracers(
             roots,
-            only=escaped if watch.fast else None,
+            only=escaped or None,
             skip=before,
             home=home,
             unopened=unopened,
             weak=not watch.fast,
         )
-    if watch.held:
-        # Alive at JAX's check of their trace (perhaps dropped since).
-        known = {id(t) for t in [*before, *tracers]}
-        fresh = [(leak, t) for leak, t in watch.held if id(t) not in known]
+    known = {id(t) for t in [*before, *tracers]}
+    # Alive at JAX's check of their trace (perhaps dropped since).
+    fresh = [(leak, t) for leak, t in watch.held if id(t) not in known]
+    if fresh:
         leaks.extend(leak for leak, _ in fresh)
         tracers.extend(t for _, t in fresh)
-        if fresh:
-            unopened.extend(watch.held_unopened)
+        known.update(id(t) for _, t in fresh)
+        unopened.extend(watch.held_unopened)
     if leaks and confirm:
         return True
-    if escaped:
-        known = {id(t) for t in [*before, *tracers]}
-        rest = [t for t in escaped if id(t) not in known]
-        if rest:
-            placed = place_escaped(rest, roots, home, unopened)
-            if confirm and (placed.leaks or placed.unplaced):
-                return True
-            leaks.extend(placed.leaks)
-            off = {id(t) for t in [*placed.unplaced, *placed.kept]}
-            tracers.extend(t for t in rest if id(t) not in off)
-            if placed.kept:
-                # Kept by libraries' caches, not by the test: named, not failed.
-                before.extend(placed.kept)
-                item.config.stash[CACHED][item.nodeid] = (
-                    f"{len(placed.kept)} tracer(s) still alive, {placed.cached}"
-                )
-            if placed.unplaced and not leaks:
-                before.extend(placed.unplaced)
-                raise unseen_error(placed.unplaced, f"in {item.name}")
+    if rest := [t for t in escaped if id(t) not in known]:
+        placed = place_escaped(rest, roots, home, unopened)
+        if confirm and (placed.leaks or placed.unplaced):
+            return True
+        leaks.extend(placed.leaks)
+        off = {id(t) for t in [*placed.unplaced, *placed.kept]}
+        tracers.extend(t for t in rest if id(t) not in off)
+        if placed.kept:
+            # Kept by libraries' caches, not by the test: named, not failed.
+            before.extend(placed.kept)
+            item.config.stash[CACHED][item.nodeid] = (
+                f"{len(placed.kept)} tracer(s) still alive, {placed.cached}"
+            )
+        if placed.unplaced and not leaks:
+            before.extend(placed.unplaced)
+            raise unseen_error(placed.unplaced, f"in {item.name}")
     if leaks:
         before.extend(tracers)  # each leak fails one phase only
         raise LeakError(format_leaks(leaks, unopened), anchor="leak-report")
@@ -154,8 +152,9 @@ def check_once(item: pytest.Item, watch: Watch, confirm: bool) -> bool:
     return False
 
 
+@dataclasses.dataclass(slots=True, eq=False)
 class Watch:
-    """What runs around a phase.
+    """What runs around a phase, once entered.
 
     In the exhaustive mode it is `lift.checking_leaks()`. So it is when JAX's
     own checker is on anyway, its caches already off. In the fast mode JAX's
@@ -167,40 +166,22 @@ class Watch:
     - what naming them could not open;
     - what collections make old, until `check` ends (`noting`)."""
 
-    __slots__ = (
-        "exits",
-        "fast",
-        "held",
-        "held_unopened",
-        "item",
-        "lifted",
-        "look",
-        "noting",
-        "stack",
-    )
+    item: pytest.Item | pytest.Collector
+    look: Any = None
+    fast: bool = False
+    lifted: Iterable[Any] = ()
+    exits: dict[int, Any] = dataclasses.field(default_factory=lambda: {})
+    held: list[tuple[Any, Any]] = dataclasses.field(default_factory=lambda: [])
+    held_unopened: list[Any] = dataclasses.field(default_factory=lambda: [])
+    stack: Any = None
+    noting: ExitStack = dataclasses.field(default_factory=ExitStack)
 
-    def __init__(self, item: pytest.Item | pytest.Collector) -> None:
-        self.item = item
-        self.look: Any = None
-        self.fast = False
-        self.lifted: Iterable[Any] = ()
-        self.exits: dict[int, Any] = {}
-        self.held: list[tuple[Any, Any]] = []
-        self.held_unopened: list[Any] = []
-        self.stack: Any = None
-        self.noting = ExitStack()
-
-    def start(self) -> Watch:
-        from .._base.built import recording
-        from .._compat import noting_promotions, watching_trace_exits
-        from .checking import checking_leaks
-        from .frames import FrameLook
-
-        item = self.item
-        if not fast_mode(item):
+    def __enter__(self) -> Watch:
+        if not fast_mode(self.item):
             # Entered as it is, not through an `ExitStack`: its `LeakError`
             # then carries no context of the stack's own.
             self.stack = checking_leaks()
+            self.stack.__enter__()
         else:
             self.fast = True
             stack = self.stack = ExitStack()
@@ -218,42 +199,28 @@ class Watch:
 
         Each is a leak, whatever holds it, except those only JAX's or lift's
         caches keep."""
-        from .checking import lifted_roots
-        from .report import Unopened, error_text, tracer_text
-        from .verdict import chain_leak, judge
-
         # A module being imported names nothing yet (its globals are scanned
         # as a user's module's): its attributes would import it again.
-        item = self.item
-        test = item if isinstance(item, pytest.Item) else None
+        test = self.item if isinstance(self.item, pytest.Item) else None
         roots = [*(named_by(test) if test else []), *lifted_roots(self.lifted)]
         try:
-            verdict = judge(signal, roots, module_of(test) if test else None, self.look)
+            leaks, unopened, cached = judge(
+                signal, roots, module_of(test) if test else None, self.look
+            )
         except Exception as exc:  # named, and each tracer reported as alive
             leaks = [(chain_leak(t, signal), t) for t in signal.tracers]
-            failed = Unopened(
-                f"the holders of {tracer_text(signal.tracers[0])}", error_text(exc)
+            holders = f"the holders of {tracer_text(signal.tracers[0])}"
+            unopened, cached = [Unopened(holders, error_text(exc))], None
+        self.held_unopened.extend(u for u in unopened if u not in self.held_unopened)
+        if cached is not None and not leaks:
+            self.item.config.stash[CACHED][self.item.nodeid] = (
+                f"{len(signal.tracers)} tracer(s) still alive, {cached}"
             )
-            self.held_unopened.append(failed)
-        else:
-            leaks = verdict.leaks
-            self.held_unopened.extend(
-                u for u in verdict.unopened if u not in self.held_unopened
-            )
-            if verdict.cached is not None and not leaks:
-                self.item.config.stash[CACHED][self.item.nodeid] = (
-                    f"{len(signal.tracers)} tracer(s) still alive, {verdict.cached}"
-                )
         known = {id(t) for _, t in self.held}
         for leak, tracer in leaks:
             if id(tracer) not in known:
                 known.add(id(tracer))
                 self.held.append((leak, tracer))
-
-    def __enter__(self) -> Watch:
-        if not isinstance(self.stack, ExitStack):
-            self.stack.__enter__()
-        return self
 
     def __exit__(self, *exc: Any) -> Any:
         __tracebackhide__ = True

@@ -28,6 +28,7 @@ on. Installing the library costs nothing to test suites that do not use it.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Generator
 from typing import Any, Final, cast
 
@@ -121,14 +122,12 @@ class _Summary:
         readable, or exempt the test. Tracers only caches keep fail no test:
         they are not the test's escapes."""
         for title in _SECTIONS.values():
-            found = self.sections.get(title)
-            if not found:
-                continue
-            terminalreporter.write_sep("=", title)
-            for nodeid, text in list(found.items())[:20]:
-                terminalreporter.write_line(f"{nodeid}: {text}")
-            if len(found) > 20:
-                terminalreporter.write_line(f"(and {len(found) - 20} more tests)")
+            if found := self.sections.get(title):
+                terminalreporter.write_sep("=", title)
+                for nodeid, text in list(found.items())[:20]:
+                    terminalreporter.write_line(f"{nodeid}: {text}")
+                if len(found) > 20:
+                    terminalreporter.write_line(f"(and {len(found) - 20} more tests)")
 
 
 def _carry_summary(item: pytest.Item, report: pytest.TestReport) -> None:
@@ -144,9 +143,8 @@ def _carry_summary(item: pytest.Item, report: pytest.TestReport) -> None:
 
 
 def _on(item: pytest.Item | pytest.Collector) -> bool:
-    return item.config.stash.get(_ENABLED, False) and not item.get_closest_marker(
-        MARKER
-    )
+    enabled = item.config.stash.get(_ENABLED, False)
+    return enabled and not item.get_closest_marker(MARKER)
 
 
 def fast_mode(item: pytest.Item | pytest.Collector) -> bool:
@@ -168,15 +166,13 @@ def _phase(item: pytest.Item) -> Generator[None, Any, Any]:
 
     watch = Watch(item)
     try:
-        with watch.start():
+        with watch:
             result = yield
     except BaseException:
         # This phase failed (JAX's checker reported a leak, or the test): what
         # escaped in it is this phase's, not a later phase's to report again.
-        try:
+        with contextlib.suppress(Exception):  # the phase's own error is the report
             check(item, watch)
-        except Exception:  # the phase's own error is the report
-            pass
         raise
     check(item, watch)
     return result
@@ -194,15 +190,10 @@ def pytest_runtest_makereport(
     if report.when == "teardown" and _on(item):
         _carry_summary(item, report)
     excinfo = call.excinfo
-    if (
-        excinfo is not None
-        and report.failed
-        and not isinstance(item, pytest.Function)
-        and _on(item)
-    ):
+    if report.failed and not isinstance(item, pytest.Function) and _on(item):
         from .._base.errors import LeakError
 
-        if isinstance(excinfo.value, LeakError):
+        if excinfo is not None and isinstance(excinfo.value, LeakError):
             report.longrepr = f"lift.LeakError: {excinfo.value}"
     return report
 
@@ -223,15 +214,12 @@ def pytest_make_collect_report(
     from .phase import Watch
     from .report import format_leaks
 
-    watch = Watch(collector)
-    with watch.start():
+    with Watch(collector) as watch:
         report = yield
     if watch.held and report.passed:
-        leaks = [leak for leak, _ in watch.held]
-        text = format_leaks(leaks, watch.held_unopened)
+        text = format_leaks([leak for leak, _ in watch.held], watch.held_unopened)
         report.outcome = "failed"
-        error = LeakError(text, anchor="leak-report")
-        report.longrepr = f"lift.LeakError: {error}"
+        report.longrepr = f"lift.LeakError: {LeakError(text, anchor='leak-report')}"
         report.result = []
     watch.held.clear()
     return report

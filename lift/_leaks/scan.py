@@ -45,7 +45,6 @@ from .._holders.stdlib import (
 )
 from .objects import SCAN_UNOPENED, ObjectWalk
 from .report import (
-    ABSENT,
     BOUND,
     CAPTURED,
     GLOBAL,
@@ -75,6 +74,7 @@ class LeakWalk(ObjectWalk):
         live: Any = None,
         first: bool = False,
         globals: bool = True,
+        weak: bool = True,
     ) -> None:
         super().__init__(home)
         self.limit = limit
@@ -92,10 +92,9 @@ class LeakWalk(ObjectWalk):
         self.tracers: list[Any] = []  # the tracer of each leak, in order
         # What is live, or (`only` known to have escaped) `NONE_LIVE`.
         self.live: Any = _compat.live_traces() if live is None else live
-        self.stop = False  # whether to stop once every one of `only` is found
         # Whether to follow weak references: not when naming tracers known to
         # be alive (a strong holder keeps them; a weak one names none).
-        self.weak = True
+        self.weak = weak
         self.leaks: list[Leak] = []
         self.code_names: dict[types.CodeType, tuple[str, ...]] = {}
 
@@ -104,10 +103,8 @@ class LeakWalk(ObjectWalk):
         queue, entries, seen = self.queue, self.entries, self.seen
         popleft, append, add = queue.popleft, queue.append, seen.add
         atomic, plain = SCAN_UNOPENED, self.plain
-        plain_keys = SCALARS
-        tracer_type = _compat.Tracer
-        expand = self.expand
-        only, skip = self.only, self.skip
+        plain_keys, tracer_type = SCALARS, _compat.Tracer
+        only, skip, expand = self.only, self.skip, self.expand
         while queue and visited < limit:
             obj, index = popleft()
             visited += 1
@@ -136,7 +133,7 @@ class LeakWalk(ObjectWalk):
                             break
                         self.leaks.append(leak_at(entries, self.home, obj, index))
                         self.tracers.append(obj)
-                        if self.stop and len(self.tracers) == len(only or ()):
+                        if only is not None and len(self.tracers) == len(only):
                             break  # all found, each by its shortest path
                     continue
                 try:
@@ -185,9 +182,7 @@ class LeakWalk(ObjectWalk):
                 frame = getattr(obj, SUSPENDED_FRAMES[cls])
                 self.named(frame and frame.f_code, inside, index)
             else:
-                inside = list(inside)
-                self.keep.append(inside)  # a cache's results keep their ids
-                self.parts(inside, index)
+                self.kept_parts(inside, index)  # a cache's results, say
                 if isinstance(obj, _CONTAINERS) and cls not in BUILTIN_CONTAINERS:
                     self.own_attributes(obj, slots_of(cls), index)  # a subclass's
         else:
@@ -199,59 +194,36 @@ class LeakWalk(ObjectWalk):
 
         Not its traceback: the frames it unwound hold the running code's
         locals, not data the error was given."""
-        self.push(exc.args, index, ".args")
-        self.push(exc.__cause__, index, ".__cause__")
-        self.push(exc.__context__, index, ".__context__")
+        for label in (".args", ".__cause__", ".__context__"):
+            self.push(getattr(exc, label[1:]), index, label)
         if is_library_type(cls):  # a builtin error: its own attributes only
             self.own_attributes(exc, (), index)
         else:
             self.other(exc, cls, index)
 
     def function(self, fn: types.FunctionType, index: int) -> None:
+        """Push a function's parts, and what its code names in its globals.
+
+        Through a module, the names its code uses are followed, level by
+        level (`mylib.step`, `pkg.mod.step` through `import pkg.mod`). A
+        module is not walked whole; JAX's and NumPy's are vast. Its other
+        names are reached, if at all, from those."""
         if self.held is not None and id(fn) not in self.methods:  # `first_tracer`
             self.held.update((id(fn), *map(id, fn.__closure__ or ())))
         self.named(fn, labelled(fn), index)
-        code = fn.__code__
-        if self.globals and is_user_function(fn):
-            glob = fn.__globals__
-            names = _code_names(code, self.code_names)
-            for name in names:
-                if name in glob:
-                    value = glob[name]
-                    if type(value) is types.ModuleType:
-                        self.module_names(value, name, names, fn, index)
-                    else:
-                        self.push(value, index, name, (fn, name, GLOBAL), reset=True)
-
-    def module_names(
-        self,
-        module: types.ModuleType,
-        alias: str,
-        names: tuple[str, ...],
-        fn: types.FunctionType,
-        index: int,
-    ) -> None:
-        """The attributes of a module that `fn`'s code names (`mylib.step`,
-        `pkg.mod.step` through `import pkg.mod`): what the function reaches
-        through the module, walked as its globals. A module is not walked
-        whole; JAX's and NumPy's are vast. Its names the code does not use are
-        reached, if at all, from what it does use."""
-        stack = [(module, alias)]
-        done = {id(module)}
-        while stack:
-            mod, prefix = stack.pop()
-            attrs = vars(mod)
-            for name in names:
-                value = attrs.get(name, ABSENT)
-                if value is ABSENT:
-                    continue
-                where = f"{prefix}.{name}"
-                if type(value) is types.ModuleType:
-                    if id(value) not in done:
-                        done.add(id(value))
-                        stack.append((value, where))
-                    continue
-                self.push(value, index, where, (fn, where, GLOBAL), reset=True)
+        if not (self.globals and is_user_function(fn)):
+            return
+        names = _code_names(fn.__code__, self.code_names)
+        spaces = [(fn.__globals__, "")]  # grows by the modules met
+        done: set[int] = set()
+        for space, prefix in spaces:
+            for name in filter(space.__contains__, names):
+                value, where = space[name], prefix + name
+                if type(value) is not types.ModuleType:
+                    self.push(value, index, where, (fn, where, GLOBAL), reset=True)
+                elif id(value) not in done:
+                    done.add(id(value))
+                    spaces.append((vars(value), where + "."))
 
     def named(self, owner: Any, parts: Iterable[Any], index: int) -> None:
         """Push the parts of a function, a partial, a bound method or a
@@ -289,15 +261,8 @@ class LeakWalk(ObjectWalk):
 _CONTAINERS: Final = tuple(BUILTIN_CONTAINERS)
 
 
-class _NoneLive:
-    """`LiveTraces` for tracers already known to have escaped."""
-
-    @staticmethod
-    def is_live(tracer: Any) -> bool:
-        return False
-
-
-NONE_LIVE: Final = _NoneLive()
+# `LiveTraces` for tracers already known to have escaped: no trace is live.
+NONE_LIVE: Final = _compat.LiveTraces([])
 
 
 def first_tracer(
@@ -336,14 +301,8 @@ def scan_tracers(
     the module the roots belong to (a test's); a global of any other module is
     named with its module (`mylib._REGISTRY[0]`). Without `weak`, weak
     references are not followed."""
-    walk = LeakWalk(
-        limit,
-        None if only is None else frozenset(map(id, only)),
-        frozenset(map(id, skip)),
-        home,
-    )
-    walk.stop = only is not None  # each found by its shortest path: done
-    walk.weak = weak
+    ids = None if only is None else frozenset(map(id, only))
+    walk = LeakWalk(limit, ids, frozenset(map(id, skip)), home, weak=weak)
     for label, root in roots:
         if issubclass(type(root), types.ModuleType):  # pyright: ignore[reportUnknownArgumentType]
             module = cast(types.ModuleType, root)
@@ -364,12 +323,10 @@ def _code_names(
 ) -> tuple[str, ...]:
     """Global names a code object (and the code nested in it) refers to."""
     found = cache.get(code)
-    if found is not None:
-        return found
-    nested: Any = lambda c: [k for k in c.co_consts if type(k) is types.CodeType]  # pyright: ignore[reportUnknownLambdaType, reportUnknownMemberType, reportUnknownVariableType, reportUnknownArgumentType]
-    names = dict.fromkeys(n for c in reach([code], nested) for n in c.co_names)
-    found = tuple(names)
-    cache[code] = found
+    if found is None:
+        nested: Any = lambda c: [k for k in c.co_consts if type(k) is types.CodeType]  # pyright: ignore[reportUnknownLambdaType, reportUnknownMemberType, reportUnknownVariableType, reportUnknownArgumentType]
+        names = (n for c in reach([code], nested) for n in c.co_names)
+        found = cache[code] = tuple(dict.fromkeys(names))
     return found
 
 

@@ -10,7 +10,7 @@ gives the referrer chain, from the tracer up, as JAX's own report does.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
 from .. import _compat
 from .caches import CacheHolders, closure_holding
@@ -20,40 +20,33 @@ from .frames import FrameLook, frame_leaks
 from .report import Leak, Unopened, tracer_text
 
 
-class Verdict(NamedTuple):
-    """What a `LeakSignal` comes to: the leaks, each with its tracer; what
-    naming them could not open; the caches that alone keep the others."""
-
-    leaks: list[tuple[Leak, Any]]
-    unopened: list[Unopened]
-    cached: CacheHolders | None
-
-
 def judge(
     signal: _compat.LeakSignal,
     roots: list[tuple[str, Any]],
     home: str | None,
     look: FrameLook,
-) -> Verdict:
-    """The leaks of `signal`'s tracers, each named by the first walk that
-    reaches it, or by its referrer chain."""
+) -> tuple[list[tuple[Leak, Any]], list[Unopened], CacheHolders | None]:
+    """What a `LeakSignal` comes to: the leaks of its tracers, each with its
+    tracer; what naming them could not open; the caches that alone keep the
+    others.
+
+    Each leak is named by the first walk that reaches it, or by its
+    referrer chain."""
     holdings = look.at_exit(_compat.ExitedTrace(signal.trace), signal.frame)
-    leaks, tracers, unopened = frame_leaks(holdings)
-    found = list(zip(leaks, tracers, strict=True))
-    named = {id(t) for t in tracers}
+    found, unopened = frame_leaks(holdings)
+    named = {id(t) for _, t in found}
     rest = [t for t in signal.tracers if id(t) not in named]
     if not rest:
-        return Verdict(found, unopened, None)
+        return found, unopened, None
     placed = place_escaped(rest, roots, home, unopened)
     off = {id(t) for t in [*placed.unplaced, *placed.kept]}
-    placed_tracers = [t for t in rest if id(t) not in off]
-    found.extend(zip(placed.leaks, placed_tracers, strict=False))
+    found.extend(zip(placed.leaks, [t for t in rest if id(t) not in off], strict=False))
     for tracer in placed.unplaced:
         leak = closure_holding(tracer) or chain_leak(
             tracer, signal, [placed, placed.unplaced, rest]
         )
         found.append((leak, tracer))
-    return Verdict(found, unopened, placed.cached if placed.kept else None)
+    return found, unopened, placed.cached if placed.kept else None
 
 
 def chain_leak(
@@ -64,12 +57,8 @@ def chain_leak(
     """The report of a tracer no walk names: its referrer chain (`mine`: the
     caller's own containers)."""
     chain = referrer_chain(tracer, ignore=[signal, signal.tracers, *mine])
-    return Leak(
+    path = (
         f"alive after JAX's check of its trace, no variable lift opens "
-        f"holding it; referrers, from the tracer up: {' <- '.join(chain)}",
-        None,
-        None,
-        None,
-        None,
-        tracer_text(tracer),
+        f"holding it; referrers, from the tracer up: {' <- '.join(chain)}"
     )
+    return Leak(path, None, None, None, None, tracer_text(tracer))
