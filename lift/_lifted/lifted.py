@@ -161,31 +161,31 @@ class Lifted(Generic[_P, _R]):
             # Not `other._flat`: floats it converted are its own buffers (donating
             # this one must not delete them), converted anew here as they would
             # be had `other` never been called or flattened.
-            self._setup(other._skeleton, other._leaves, None)
-            self._original = other._original
+            self._setup(other._skeleton, other._leaves, None, other._original)
         else:
             if isinstance(fn, Lifted):
                 fn = cast("Callable[_P, _R]", fn.__wrapped__)
             elif not is_function_like(fn):
-                raise reject(
-                    fn, "lift" if type(self) is Lifted else type(self).__name__
-                )
+                raise reject(fn, caller_name(type(self)))
             self._read: list[tuple[Any, Any]] = []  # for `lift.jit` (`Walk.read`)
             skeleton, leaves = capture(
                 fn, static=names, dynamic=dynamic, read=self._read
             )
-            self._setup(skeleton, tuple(leaves), None)
-            self._original = fn
+            self._setup(skeleton, tuple(leaves), None, fn)
         _registry.record(self)
 
     def _setup(
-        self, skeleton: Skeleton, leaves: tuple[Any, ...], flat: tuple[Any, ...] | None
+        self,
+        skeleton: Skeleton,
+        leaves: tuple[Any, ...],
+        flat: tuple[Any, ...] | None,
+        original: Any = None,
     ) -> None:
         self._skeleton = skeleton
         self._leaves = leaves
         self._flat = flat
         self._built = None
-        self._original = None
+        self._original = original
         attrs = skeleton.attrs
         if attrs is None:
             root = root_function(skeleton)
@@ -266,10 +266,7 @@ class Lifted(Generic[_P, _R]):
         """The function rebuilt around the leaves, at the first call.
 
         The calls after it share it."""
-        built = self._built
-        if built is None:
-            built = self._build()
-        return built.fn
+        return (self._built or self._build()).fn
 
     def _build(self) -> Build:
         """The build the calls share, made anew.
@@ -381,8 +378,8 @@ class Lifted(Generic[_P, _R]):
 
     def __copy__(self) -> Self:
         new = object.__new__(type(self))
-        new._setup(self._skeleton, self._leaves, None)  # its own float buffers
-        new._original = self._original
+        # Its own float buffers, converted anew.
+        new._setup(self._skeleton, self._leaves, None, self._original)
         return new
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Self:
@@ -455,8 +452,7 @@ def _unpickle(
     leaves: tuple[Any, ...],
 ) -> Lifted[Any, Any]:
     self = construct(cls, fn, names, dynamic)
-    self._setup(self._skeleton, leaves, leaves)
-    self._original = fn
+    self._setup(self._skeleton, leaves, leaves, fn)
     return self
 
 

@@ -414,9 +414,7 @@ def function_meta(fn: types.FunctionType) -> Static:
 _METAS: BoundedDict[int, tuple[types.CodeType, Any, Any, Static]] = BoundedDict(512)
 
 
-def rebuild_order(
-    nodes: list[Node], where: Callable[[int], str] = lambda i: f"node {i}"
-) -> tuple[int, ...]:
+def rebuild_order(nodes: list[Node], where: Callable[[int], str]) -> tuple[int, ...]:
     """The holder nodes, each after the holder nodes it refers to.
 
     Holders are partials, methods and `lift.jit` functions. A cycle of them
