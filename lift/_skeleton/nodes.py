@@ -174,11 +174,6 @@ class Template:
         if self.aux is not None:
             self.key += (self.aux,)
 
-    @property
-    def name(self) -> str | None:
-        """The captured variable's name, when the capture has one."""
-        return self.label.variable
-
     def slot_values(self, leaves: Sequence[Any], objs: Sequence[Any]) -> list[Any]:
         """What fills each slot: a leaf, a rebuilt node or a static value."""
         return [
@@ -203,9 +198,6 @@ class Template:
             ordered, perm, _ = self.order
             return ordered.unflatten([values[p] for p in perm])
         return self.treedef.unflatten(values)
-
-    def leaf_indices(self) -> list[int]:
-        return [s for s in self.slots if type(s) is int]
 
 
 Part: TypeAlias = tuple[Label, Template]

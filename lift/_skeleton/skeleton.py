@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import os
 import weakref
+from collections import Counter
 from collections.abc import Callable
 from typing import Any, Final, Protocol, cast
 
@@ -120,8 +121,6 @@ class Skeleton:
     def __repr__(self) -> str:
         # The code and the static values (bounded), so that two treedefs that
         # differ print differently where JAX explains a cache miss.
-        from .skeleton import skeleton_repr
-
         return skeleton_repr(self)
 
     # -- where things are ----------------------------------------------------
@@ -153,8 +152,9 @@ class Skeleton:
         owners: list[tuple[int, str | None]] = [(0, None)] * self.nleaves
         for template in self.templates():
             owner = self.function_of(template)
-            for i in template.leaf_indices():
-                owners[i] = (owner, template.name)
+            for slot in template.slots:
+                if type(slot) is int:
+                    owners[slot] = (owner, template.label.variable)
         return owners
 
 
@@ -208,26 +208,17 @@ def skeleton_repr(skeleton: Skeleton) -> str:
     most `_SKELETON_CHARS` characters are shown. The fingerprint (`#1a2b3c4d`)
     tells apart two skeletons whose shown statics agree.
     """
-    from .._holders.trees import slot_path
-
     root = skeleton.nodes[0]
     head = node_head(root)
     if isinstance(root, FunctionNode):
         code = root.info.code
         head += f" ({os.path.basename(code.co_filename)}:{code.co_firstlineno})"
-    counts: dict[tuple[bool, str], int] = {}
-    for template in skeleton.templates():
-        found = [(pos, s) for pos, s in enumerate(template.slots) if type(s) is Static]
-        if not found:
-            continue
-        variable = template.label.variable
-        name = variable if isinstance(variable, str) else template.label.text
-        for pos, slot in found:
-            item = (
-                f"{name}{slot_path(template.treedef, pos)}={static_str(slot.value, 40)}"
-            )
-            key = (slot.value is None, item)
-            counts[key] = counts.get(key, 0) + 1
+    counts = Counter(
+        (slot.value is None, _static_item(t, pos, slot.value))
+        for t in skeleton.templates()
+        for pos, slot in enumerate(t.slots)
+        if type(slot) is Static
+    )
     statics: list[str] = []
     used = 0
     # Stable: source order within each group, values that are not `None` first.
@@ -243,6 +234,15 @@ def skeleton_repr(skeleton: Skeleton) -> str:
     if statics:
         text += ", static: " + ", ".join(statics)
     return f"Skeleton({text} #{hash(skeleton) & 0xFFFFFFFF:08x})"
+
+
+def _static_item(template: Template, pos: int, value: Any) -> str:
+    """One static as the repr shows it: `nesterov=True`, `fns[0]=...`."""
+    from .._holders.trees import slot_path
+
+    variable = template.label.variable
+    name = variable if isinstance(variable, str) else template.label.text
+    return f"{name}{slot_path(template.treedef, pos)}={static_str(value, 40)}"
 
 
 class LiftedParts(Protocol):
@@ -332,12 +332,8 @@ def _forget(h: int, ref: weakref.ref[Skeleton]) -> None:
 
 
 def _same(a: Skeleton, b: Skeleton) -> bool:
-    mine, theirs = (
-        (a.own, a.options, a.float_leaves),
-        (b.own, b.options, b.float_leaves),
-    )
     return (
-        mine == theirs
+        (a.own, a.options, a.float_leaves) == (b.own, b.options, b.float_leaves)
         and a == b
         and _annotations(a) == _annotations(b)
         and _objects(a, b)
