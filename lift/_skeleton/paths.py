@@ -7,6 +7,7 @@ keys. Paths are computed once per skeleton, top-down, in linear time.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any, Final, TypeAlias, cast
 
@@ -78,22 +79,16 @@ def _extend(
 
 def _materialize(span: tuple[tuple[Any, ...], tuple[Any, ...], int]) -> tuple[Any, ...]:
     head, tail, length = span
-    if length <= 2 * _PATH_KEEP:
-        return (
-            (head + tail[len(tail) - (length - len(head)) :])
-            if length > len(head)
-            else head
-        )
+    if length <= 2 * _PATH_KEEP:  # the entries `head` lacks end `tail`
+        return head + tail[len(tail) - (length - len(head)) :]
     return (*head, Elided(length - 2 * _PATH_KEEP), *tail)
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
 class Elided:
     """Stands for the middle of a key path too long to spell out."""
 
-    __slots__ = ("count",)
-
-    def __init__(self, count: int) -> None:
-        self.count = count
+    count: int
 
     def __str__(self) -> str:
         return f"...({self.count} more)..."
@@ -101,13 +96,8 @@ class Elided:
     def __repr__(self) -> str:
         return f"Elided({self.count})"
 
-    def __eq__(self, other: object) -> bool:
-        return type(other) is Elided and other.count == self.count
 
-    def __hash__(self) -> int:
-        return hash(("elided", self.count))
-
-
+@dataclasses.dataclass(frozen=True, slots=True)
 class CapturePath:
     """The key entry of a `Lifted` in a key path: the whole way to one leaf.
 
@@ -138,22 +128,13 @@ class CapturePath:
     ```
     """
 
-    __slots__ = ("entries",)
-
-    def __init__(self, entries: tuple[Any, ...]) -> None:
-        self.entries = entries
+    entries: tuple[Any, ...]
 
     def __str__(self) -> str:
         return "".join(str(e) for e in self.entries)
 
     def __repr__(self) -> str:
         return f"CapturePath({self})"
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is CapturePath and other.entries == self.entries
-
-    def __hash__(self) -> int:
-        return hash(self.entries)
 
 
 CapturePath.__module__ = "lift"
