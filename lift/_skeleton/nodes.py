@@ -7,9 +7,10 @@ value (`Static`). Each node's `key` is what two skeletons compare."""
 
 from __future__ import annotations
 
+import dataclasses
 import types
 from collections.abc import Callable, Sequence
-from typing import Any, Final, TypeAlias, cast
+from typing import Any, ClassVar, Final, TypeAlias, cast
 from weakref import ref
 
 from .._base.caches import BoundedDict
@@ -241,6 +242,7 @@ class CellNode:
         return () if self.template is None else ((self.label, self.template),)
 
 
+@dataclasses.dataclass(slots=True, eq=False, repr=False)
 class FunctionNode:
     """A `types.FunctionType`: code, globals, cells and its other parts.
 
@@ -250,57 +252,33 @@ class FunctionNode:
     and module are compared too: a rebuilt function has them.
     """
 
-    kind: Final = "function"
+    kind: ClassVar[str] = "function"
 
-    __slots__ = (
-        "_parts",
-        "cells",
-        "has_defaults",
-        "has_kwdefaults",
-        "info",
-        "key",
-        "meta",
-        "name",
-        "qualname",
-    )
+    info: CodeInfo
+    globals: dict[str, Any]
+    name: str
+    qualname: str
+    cells: tuple[int, ...]
+    _parts: tuple[Part, ...]
+    has_defaults: bool
+    has_kwdefaults: bool
+    meta: Static  # (`__doc__`, `__module__`, `__annotations__`)
+    key: tuple[Any, ...] = dataclasses.field(init=False)
 
-    def __init__(
-        self,
-        info: CodeInfo,
-        globals_: dict[str, Any],
-        name: str,
-        qualname: str,
-        cells: tuple[int, ...],
-        parts: tuple[Part, ...],
-        has_defaults: bool,
-        has_kwdefaults: bool,
-        meta: Static,
-    ) -> None:
-        self.info = info
-        self.name = name
-        self.qualname = qualname
-        self.cells = cells
-        self._parts = parts
-        self.has_defaults = has_defaults
-        self.has_kwdefaults = has_kwdefaults
-        # (`__doc__`, `__module__`, `__annotations__`)
-        self.meta = meta
+    def __post_init__(self) -> None:
+        parts = self._parts
         self.key = (
             "fn",
-            info,
-            ById(globals_),
-            name,
-            qualname,
-            cells,
+            self.info,
+            ById(self.globals),
+            self.name,
+            self.qualname,
+            self.cells,
             tuple([(label.ident, t.key) for label, t in parts]) if parts else (),
-            has_defaults,
-            has_kwdefaults,
-            meta,
+            self.has_defaults,
+            self.has_kwdefaults,
+            self.meta,
         )
-
-    @property
-    def globals(self) -> dict[str, Any]:
-        return self.key[2].value  # type: ignore[union-attr]
 
     def parts(self) -> tuple[Part, ...]:
         return self._parts
