@@ -13,12 +13,13 @@ Equal ones alive are one object (`interned`).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import weakref
 from collections import Counter
 from collections.abc import Callable
-from typing import Any, Final, Protocol, cast
+from typing import Any, ClassVar, Final, Protocol, cast
 
 from .._base.atoms import UNOPENED
 from .._base.errors import static_str
@@ -37,6 +38,7 @@ from .nodes import (
 # A capture that holds one atom (the common case) has no treedef: `treedef is None`.
 
 
+@dataclasses.dataclass(eq=False, repr=False, slots=True, weakref_slot=True)
 class Skeleton:
     """The static description of a lifted function graph (pytree aux data).
 
@@ -46,58 +48,39 @@ class Skeleton:
 
     # Its statics were checked for hidden tracers when it was captured: the scan
     # of static pytree data passes it by (`lift._holders.closure.aux_tracer`).
-    vetted: Final = True
+    vetted: ClassVar[bool] = True
 
-    __slots__ = (
-        "__weakref__",
-        "_hash",
-        "attrs",
-        "float_leaves",
-        "has_attributes",
-        "key",
-        "live",
-        "names",
-        "nleaves",
-        "nodes",
-        "options",
-        "order",
-        "own",
-        "parents",
-        "paths",
+    nodes: list[Node]
+    order: tuple[int, ...]
+    parents: list[tuple[Template, int] | None]
+    nleaves: int
+    float_leaves: frozenset[int]
+    key: tuple[Any, ...] = dataclasses.field(init=False)
+    _hash: int = dataclasses.field(init=False)
+    # Derived facts, each computed once per skeleton (none is compared):
+    # what the full walk found (`lift._capture.walk`): the names of the captured
+    # variables; a live tracer its statics hold, described (a skeleton made
+    # inside a transform).
+    names: frozenset[str] = dataclasses.field(init=False, default=frozenset())
+    live: str | None = dataclasses.field(init=False, default=None)
+    # The ids of your own objects it keeps: lists, dicts, sets, empty cells.
+    own: tuple[int, ...] = dataclasses.field(init=False, default=())
+    # Whether a function of the graph has attributes of its own, which a
+    # call may set (`lift._copies.copies.copies_in`): the walk says
+    # (`FunctionNode.own_attribute`).
+    has_attributes: bool = dataclasses.field(init=False, default=False)
+    # The options lifted with, `(static names, dynamic)`, and the function's
+    # name, qualified name, docstring and module (`lift._lifted.lifted`).
+    options: tuple[frozenset[str], Any] | None = dataclasses.field(
+        init=False, default=None
     )
+    attrs: dict[str, Any] | None = dataclasses.field(init=False, default=None)
+    # Each leaf's key path (`lift._skeleton.paths`).
+    paths: tuple[Any, ...] | None = dataclasses.field(init=False, default=None)
 
-    def __init__(
-        self,
-        nodes: list[Node],
-        order: tuple[int, ...],
-        parents: list[tuple[Template, int] | None],
-        nleaves: int,
-        float_leaves: frozenset[int],
-    ) -> None:
-        self.nodes = nodes
-        self.order = order
-        self.parents = parents
-        self.nleaves = nleaves
-        self.float_leaves = float_leaves
-        self.key = tuple([n.key for n in nodes])
+    def __post_init__(self) -> None:
+        self.key = tuple([n.key for n in self.nodes])
         self._hash = hash(self.key)
-        # Derived facts, each computed once per skeleton (none is compared):
-        # what the full walk found (`lift._capture.walk`): the names of the captured
-        # variables; a live tracer its statics hold, described (a skeleton made
-        # inside a transform).
-        self.names: frozenset[str] = frozenset()
-        self.live: str | None = None
-        # The ids of your own objects it keeps: lists, dicts, sets, empty cells.
-        self.own: tuple[int, ...] = ()
-        # Whether a function of the graph has attributes of its own, which a
-        # call may set (`lift._copies.copies.copies_in`).
-        self.has_attributes = False  # the walk says (`FunctionNode.own_attribute`)
-        # The options lifted with, `(static names, dynamic)`, and the function's
-        # name, qualified name, docstring and module (`lift._lifted.lifted`).
-        self.options: tuple[frozenset[str], Any] | None = None
-        self.attrs: dict[str, Any] | None = None
-        # Each leaf's key path (`lift._skeleton.paths`).
-        self.paths: tuple[Any, ...] | None = None
 
     def __eq__(self, other: object) -> bool:
         if other is self:  # interned (`interned`): JAX's check of a cached treedef
