@@ -152,6 +152,10 @@ def _root_parts(skeleton: Skeleton) -> list[tuple[Label, Template]]:
 AsLifted: TypeAlias = Callable[[Any, frozenset[str], Any], Any]
 
 
+# The holders `captures` gives back as a `Lifted`, as it does functions.
+_AS_LIFTED: Final = (PARTIAL, METHOD)
+
+
 def _materializer(
     x: LiftedParts, templates: list[Template], lifted: AsLifted
 ) -> tuple[tuple[Any, ...], list[Any]]:
@@ -163,16 +167,10 @@ def _materializer(
     leaves = arrays_of(x)
     objs = build_nodes(skeleton, leaves)
     names, dynamic = skeleton.options or (frozenset[str](), None)
-    for template in templates:
-        for slot in template.slots:
-            if type(slot) is not Ref:
-                continue
-            node = skeleton.nodes[slot.index]
-            if type(node) is FunctionNode or getattr(node, "holder", None) in (
-                PARTIAL,
-                METHOD,
-            ):
-                objs[slot.index] = lifted(objs[slot.index], names, dynamic)
+    for i in {slot.index for t in templates for slot in t.slots if type(slot) is Ref}:
+        node = skeleton.nodes[i]
+        if type(node) is FunctionNode or getattr(node, "holder", None) in _AS_LIFTED:
+            objs[i] = lifted(objs[i], names, dynamic)
     return leaves, objs
 
 
