@@ -245,10 +245,6 @@ def _is_liftable(x: Any) -> bool:
     return is_function_like(x) or issubclass(type(x), Lifted)  # pyright: ignore[reportUnknownArgumentType]
 
 
-def _unlift_one(x: Any) -> Any:
-    return rebuilt(x) if is_lifted(x) else x
-
-
 def is_lifted(x: Any) -> bool:
     """Whether `x` is a [`lift.Lifted`][] (of any subclass).
 
@@ -308,4 +304,4 @@ def unlift(x: Any) -> Any:
     if is_lifted(x):
         return rebuilt(x)
     leaves, treedef = flatten_lifted(x, "unlift")
-    return jtu.unflatten(treedef, [_unlift_one(leaf) for leaf in leaves])
+    return jtu.unflatten(treedef, [rebuilt(x) if is_lifted(x) else x for x in leaves])

@@ -32,10 +32,7 @@ def as_functions(obj: Any) -> Any | None:
     if owner is None:
         return None
     transformation: Any = owner.gradient_transformation()
-    if not (
-        _bound_to(transformation, "init", owner)
-        and _bound_to(transformation, "update", owner)
-    ):
+    if not all(_bound_to(transformation, m, owner) for m in ("init", "update")):
         return None
     cls = cast("type[Any]", type(owner))
     attrs: dict[str, Any] = dict(owner.__dict__)
