@@ -16,10 +16,7 @@ from typing_extensions import ParamSpec, TypeVar
 
 from .. import _compat
 from .._base import built as _registry
-from .._base.errors import (
-    LiftAttributeError,
-    missing_attribute,
-)
+from .._base.errors import LiftAttributeError, missing_attribute
 from .._capture.capture import NO_NAMES, capture, check_names, check_options
 from .._capture.convert import convert
 from .._capture.refusals import (
@@ -36,11 +33,7 @@ from .._rule.static import DynamicNames
 from .._skeleton.paths import _NOT_FOUND, attribute_of, captures_of
 from .._skeleton.rebuild import build, importable
 from .._skeleton.repr import pformat, treescope_repr
-from .._skeleton.skeleton import (
-    Skeleton,
-    root_function,
-    root_name,
-)
+from .._skeleton.skeleton import Skeleton, root_function, root_name
 from . import state_dict as _state_dict
 from .pytree import register
 

@@ -219,20 +219,13 @@ class CellNode:
     __slots__ = ("cell", "key", "label", "owner", "template")
 
     def __init__(
-        self,
-        template: Template | None,
-        label: Label,
-        owner: int,
-        cell: Any = None,
+        self, template: Template | None, label: Label, owner: int, cell: Any = None
     ) -> None:
         self.template = template
         self.label = label
         self.owner = owner
         self.cell = cell
-        self.key = (
-            "cell",
-            template.key if template is not None else _UserCell(cell),
-        )
+        self.key = ("cell", template.key if template is not None else _UserCell(cell))
 
     @property
     def name(self) -> str:

@@ -40,8 +40,7 @@ def leaf_paths(skeleton: Skeleton) -> tuple[CapturePath, ...]:
             template, slot = parent
             owner = skeleton.function_of(template)
             spans[index] = _extend(
-                spans[owner],
-                template.label.entries + _slot_entries(template, slot),
+                spans[owner], template.label.entries + _slot_entries(template, slot)
             )
         paths: list[CapturePath | None] = [None] * skeleton.nleaves
         for template in skeleton.templates():

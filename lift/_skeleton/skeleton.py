@@ -25,15 +25,7 @@ from .._base.atoms import UNOPENED
 from .._base.errors import static_str
 from .._holders.closure import custom_data
 from .._holders.labels import Label
-from .nodes import (
-    CellNode,
-    FunctionNode,
-    HolderNode,
-    Node,
-    Ref,
-    Static,
-    Template,
-)
+from .nodes import CellNode, FunctionNode, HolderNode, Node, Ref, Static, Template
 
 # A capture that holds one atom (the common case) has no treedef: `treedef is None`.
 
