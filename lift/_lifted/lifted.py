@@ -431,9 +431,7 @@ def construct(
 
 
 def _as_lifted(obj: Any, names: frozenset[str], dynamic: Any) -> Any:
-    """`obj` as a `Lifted` with these options, for `captures` at depth."""
-    if isinstance(obj, Lifted):
-        return cast(Any, obj)
+    """`obj`, a function rebuilt for `captures`, lifted with these options."""
     return construct(Lifted, obj, names, dynamic, check=False)
 
 

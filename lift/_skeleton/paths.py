@@ -147,7 +147,7 @@ def _root_parts(skeleton: Skeleton) -> list[tuple[Label, Template]]:
     return [(label, t) for label, t in skeleton.parts_of(0) if t is not None]
 
 
-# Makes a rebuilt function a `Lifted`, given the options (one is kept as it is).
+# Makes a rebuilt function a `Lifted`, given the options.
 AsLifted: TypeAlias = Callable[[Any, frozenset[str], Any], Any]
 
 
