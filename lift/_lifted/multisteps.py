@@ -120,11 +120,9 @@ def _owner(value: Any) -> Any | None:
     cls = cast("type[Any]", type(obj))
     if not callable(getattr(cls, "gradient_transformation", None)):
         return None
-    if "__slots__" in cls.__dict__ or not isinstance(
-        getattr(obj, "__dict__", None), dict
-    ):
-        return None  # its state is not (all) in its `__dict__`
-    return obj
+    if "__slots__" in cls.__dict__:  # its state is not (all) in its `__dict__`
+        return None
+    return obj if isinstance(getattr(obj, "__dict__", None), dict) else None
 
 
 def _bound_to(transformation: Any, name: str, owner: Any) -> bool:

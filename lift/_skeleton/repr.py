@@ -174,11 +174,10 @@ def pformat(x: LiftedParts) -> str:
 
     Dynamic captures show dtype and shape, and a scalar's value. Static ones
     show their value (`nesterov=False`)."""
-    leaves = leaves_as_shown(x)
-    level = _depth.level
-    if level > _DEPTH:  # a `Lifted` inside a capture, deep down
+    if _depth.level > _DEPTH:  # a `Lifted` inside a capture, deep down
         return f"{type(x).__name__}(<{node_head(skeleton_of(x).nodes[0])}>)"
-    return f"{type(x).__name__}({_node_str(skeleton_of(x), 0, leaves, level, set())})"
+    text = _node_str(skeleton_of(x), 0, leaves_as_shown(x), _depth.level, set())
+    return f"{type(x).__name__}({text})"
 
 
 def treescope_repr(x: LiftedParts, path: str | None, subtree_renderer: Any) -> Any:
