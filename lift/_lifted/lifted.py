@@ -266,8 +266,7 @@ class Lifted(Generic[_P, _R]):
 
         Two threads making one at once each run their own. The last one kept
         is shared after."""
-        built = new_build(self._skeleton, self._arrays(), shared=True)
-        self._built = built
+        built = self._built = new_build(self._skeleton, self._arrays(), shared=True)
         return built
 
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
@@ -333,9 +332,7 @@ class Lifted(Generic[_P, _R]):
         After a transform it is rebuilt from the leaves: transforms never
         carry the original."""
         original = self._original
-        if original is not None:
-            return original
-        return self._function()
+        return original if original is not None else self._function()
 
     @property
     def __signature__(self) -> inspect.Signature:
