@@ -293,10 +293,11 @@ class HolderNode:
     It keeps the holder (`lift._holders.closure.Holder`), its static part (a
     partial's class) and its parts. The first part is its function."""
 
-    __slots__ = ("_parts", "func", "holder", "key", "static")
+    __slots__ = ("_parts", "func", "holder", "key", "kind", "static")
 
     def __init__(self, holder: Holder, static: Any, parts: tuple[Part, ...]) -> None:
         self.holder = holder
+        self.kind = holder.name  # what it is called in messages and reprs
         self.static = static
         self._parts = parts
         self.func = parts[0][1]
@@ -305,10 +306,6 @@ class HolderNode:
             Static(static),
             tuple((label.ident, t.key) for label, t in parts),
         )
-
-    @property
-    def kind(self) -> str:
-        return self.holder.name
 
     def parts(self) -> tuple[Part, ...]:
         return self._parts

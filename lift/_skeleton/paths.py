@@ -59,9 +59,7 @@ def leaf_paths(skeleton: Skeleton) -> tuple[CapturePath, ...]:
 
 
 def _slot_entries(template: Template, pos: int) -> tuple[Any, ...]:
-    if template.treedef is None:
-        return ()
-    return treedef_paths(template.treedef)[pos]
+    return () if template.treedef is None else treedef_paths(template.treedef)[pos]
 
 
 _PATH_KEEP: Final = 16
