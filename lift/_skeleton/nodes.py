@@ -140,6 +140,7 @@ class Template:
     """
 
     __slots__ = ("aux", "copies", "key", "label", "order", "owner", "slots", "treedef")
+    key: tuple[Any, ...]
 
     def __init__(
         self,
@@ -163,10 +164,7 @@ class Template:
         if treedef is None:  # one slot: the common case
             one = held[0]
             self.aux = None
-            self.key: tuple[Any, ...] = (
-                None,
-                slots if type(one) is int else (one.slot_key,),
-            )
+            self.key = (None, held if type(one) is int else (one.slot_key,))
             return
         keys = tuple(s if type(s) is int else s.slot_key for s in held)
         # The treedef's static data by its exact key (JAX compares it with `==`).
