@@ -29,56 +29,48 @@ def leaf_paths(skeleton: Skeleton) -> tuple[CapturePath, ...]:
     """
     cached: tuple[CapturePath, ...] | None = skeleton.paths
     if cached is None:
-        # Per function node: (head, tail, length) of its path from the root.
-        spans: dict[int, tuple[tuple[Any, ...], tuple[Any, ...], int]] = {
-            0: ((), (), 0)
-        }
+        spans: dict[int, _Span] = {0: ((), (), 0)}  # per function node
         for index in range(1, len(skeleton.nodes)):
             parent = skeleton.parents[index]
-            if parent is None:
-                continue
-            template, slot = parent
-            owner = skeleton.function_of(template)
-            spans[index] = _extend(
-                spans[owner], template.label.entries + _slot_entries(template, slot)
-            )
-        paths: list[CapturePath | None] = [None] * skeleton.nleaves
+            if parent is not None:
+                template, slot = parent
+                owner = skeleton.function_of(template)
+                spans[index] = _extend(spans[owner], _entries(template, slot))
+        paths = [CapturePath(())] * skeleton.nleaves
         for template in skeleton.templates():
             span = spans[skeleton.function_of(template)]
-            entries = template.label.entries
             for pos, slot in enumerate(template.slots):
                 if type(slot) is int:
-                    paths[slot] = CapturePath(
-                        _materialize(
-                            _extend(span, entries + _slot_entries(template, pos))
-                        )
-                    )
-        cached = tuple(p if p is not None else CapturePath(()) for p in paths)
-        skeleton.paths = cached
+                    paths[slot] = _path(_extend(span, _entries(template, pos)))
+        cached = skeleton.paths = tuple(paths)
     return cached
 
 
-def _slot_entries(template: Template, pos: int) -> tuple[Any, ...]:
-    return () if template.treedef is None else treedef_paths(template.treedef)[pos]
+def _entries(template: Template, pos: int) -> tuple[Any, ...]:
+    """The key entries from the template's owner to its slot `pos`."""
+    inner = () if template.treedef is None else treedef_paths(template.treedef)[pos]
+    return template.label.entries + inner
 
 
 _PATH_KEEP: Final = 16
 
+# A path from the root, kept in linear memory: its first and last `_PATH_KEEP`
+# entries, and its length.
+_Span: TypeAlias = tuple[tuple[Any, ...], tuple[Any, ...], int]
 
-def _extend(
-    span: tuple[tuple[Any, ...], tuple[Any, ...], int], entries: tuple[Any, ...]
-) -> tuple[tuple[Any, ...], tuple[Any, ...], int]:
+
+def _extend(span: _Span, entries: tuple[Any, ...]) -> _Span:
     head, tail, length = span
     if len(head) < _PATH_KEEP:
         head = (head + entries)[:_PATH_KEEP]
     return head, (tail + entries)[-_PATH_KEEP:], length + len(entries)
 
 
-def _materialize(span: tuple[tuple[Any, ...], tuple[Any, ...], int]) -> tuple[Any, ...]:
+def _path(span: _Span) -> CapturePath:
     head, tail, length = span
     if length <= 2 * _PATH_KEEP:  # the entries `head` lacks end `tail`
-        return head + tail[len(tail) - (length - len(head)) :]
-    return (*head, Elided(length - 2 * _PATH_KEEP), *tail)
+        return CapturePath(head + tail[len(tail) - (length - len(head)) :])
+    return CapturePath((*head, Elided(length - 2 * _PATH_KEEP), *tail))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
