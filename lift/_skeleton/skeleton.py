@@ -147,6 +147,7 @@ def root_function(skeleton: Skeleton) -> FunctionNode | None:
 
 
 def root_name(skeleton: Skeleton, which: str) -> str:
+    """The root's name (`which="name"`) or qualified name (`"qualname"`)."""
     root = root_function(skeleton)
     if root is not None:
         return root.name if which == "name" else root.qualname
@@ -154,11 +155,7 @@ def root_name(skeleton: Skeleton, which: str) -> str:
     if isinstance(node, HolderNode):
         slots, treedef = node.func.slots, node.func.treedef
         if len(slots) == 1 and isinstance(slots[0], Static):
-            return getattr(
-                slots[0].value,
-                "__name__" if which == "name" else "__qualname__",
-                "partial",
-            )
+            return getattr(slots[0].value, f"__{which}__", "partial")
         data = treedef.node_data() if treedef is not None else None
         if data is not None and type(data[1]) is Skeleton:  # a partial of a `Lifted`
             return root_name(data[1], which)
