@@ -35,23 +35,13 @@ _R_co = TypeVar("_R_co", covariant=True)
 
 
 class _Function(Protocol[_P, _R_co]):
-    """A function as a type checker sees one: it has code.
+    """A function or bound method as a type checker sees one: it has code.
 
     `lift` gives a `Lifted` of it that keeps its signature. A callable object
-    falls through to the pytree overload, as it does at run time."""
+    or a `Lifted` falls through to the pytree overload, as at run time."""
 
     __code__: types.CodeType
 
-    def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R_co: ...
-
-
-class _Method(Protocol[_P, _R_co]):
-    """A bound method as a type checker sees one, without `self`."""
-
-    @property
-    def __func__(self) -> Callable[..., Any]: ...
-    @property
-    def __self__(self) -> object: ...
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R_co: ...
 
 
@@ -65,23 +55,7 @@ def lift(
 ) -> Callable[[Callable[_P, _T]], Lifted[_P, _T]]: ...
 @overload
 def lift(
-    obj: Lifted[_P, _T],
-    /,
-    *,
-    static: str | Iterable[str] = (),
-    dynamic: str | tuple[str, ...] | Callable[[Any], bool] | None = None,
-) -> Lifted[_P, _T]: ...
-@overload
-def lift(
     obj: _Function[_P, _T],
-    /,
-    *,
-    static: str | Iterable[str] = (),
-    dynamic: str | tuple[str, ...] | Callable[[Any], bool] | None = None,
-) -> Lifted[_P, _T]: ...
-@overload
-def lift(
-    obj: _Method[_P, _T],
     /,
     *,
     static: str | Iterable[str] = (),
@@ -271,10 +245,6 @@ def _is_liftable(x: Any) -> bool:
     return is_function_like(x) or issubclass(type(x), Lifted)  # pyright: ignore[reportUnknownArgumentType]
 
 
-def _unlift_one(x: Any) -> Any:
-    return rebuilt(x) if is_lifted(x) else x
-
-
 def is_lifted(x: Any) -> bool:
     """Whether `x` is a [`lift.Lifted`][] (of any subclass).
 
@@ -334,4 +304,4 @@ def unlift(x: Any) -> Any:
     if is_lifted(x):
         return rebuilt(x)
     leaves, treedef = flatten_lifted(x, "unlift")
-    return jtu.unflatten(treedef, [_unlift_one(leaf) for leaf in leaves])
+    return jtu.unflatten(treedef, [rebuilt(x) if is_lifted(x) else x for x in leaves])

@@ -16,10 +16,7 @@ from typing_extensions import ParamSpec, TypeVar
 
 from .. import _compat
 from .._base import built as _registry
-from .._base.errors import (
-    LiftAttributeError,
-    missing_attribute,
-)
+from .._base.errors import LiftAttributeError, missing_attribute
 from .._capture.capture import NO_NAMES, capture, check_names, check_options
 from .._capture.convert import convert
 from .._capture.refusals import (
@@ -36,11 +33,7 @@ from .._rule.static import DynamicNames
 from .._skeleton.paths import _NOT_FOUND, attribute_of, captures_of
 from .._skeleton.rebuild import build, importable
 from .._skeleton.repr import pformat, treescope_repr
-from .._skeleton.skeleton import (
-    Skeleton,
-    root_function,
-    root_name,
-)
+from .._skeleton.skeleton import Skeleton, root_function, root_name
 from . import state_dict as _state_dict
 from .pytree import register
 
@@ -161,31 +154,31 @@ class Lifted(Generic[_P, _R]):
             # Not `other._flat`: floats it converted are its own buffers (donating
             # this one must not delete them), converted anew here as they would
             # be had `other` never been called or flattened.
-            self._setup(other._skeleton, other._leaves, None)
-            self._original = other._original
+            self._setup(other._skeleton, other._leaves, None, other._original)
         else:
             if isinstance(fn, Lifted):
                 fn = cast("Callable[_P, _R]", fn.__wrapped__)
             elif not is_function_like(fn):
-                raise reject(
-                    fn, "lift" if type(self) is Lifted else type(self).__name__
-                )
+                raise reject(fn, caller_name(type(self)))
             self._read: list[tuple[Any, Any]] = []  # for `lift.jit` (`Walk.read`)
             skeleton, leaves = capture(
                 fn, static=names, dynamic=dynamic, read=self._read
             )
-            self._setup(skeleton, tuple(leaves), None)
-            self._original = fn
+            self._setup(skeleton, tuple(leaves), None, fn)
         _registry.record(self)
 
     def _setup(
-        self, skeleton: Skeleton, leaves: tuple[Any, ...], flat: tuple[Any, ...] | None
+        self,
+        skeleton: Skeleton,
+        leaves: tuple[Any, ...],
+        flat: tuple[Any, ...] | None,
+        original: Any = None,
     ) -> None:
         self._skeleton = skeleton
         self._leaves = leaves
         self._flat = flat
         self._built = None
-        self._original = None
+        self._original = original
         attrs = skeleton.attrs
         if attrs is None:
             root = root_function(skeleton)
@@ -266,18 +259,14 @@ class Lifted(Generic[_P, _R]):
         """The function rebuilt around the leaves, at the first call.
 
         The calls after it share it."""
-        built = self._built
-        if built is None:
-            built = self._build()
-        return built.fn
+        return (self._built or self._build()).fn
 
     def _build(self) -> Build:
         """The build the calls share, made anew.
 
         Two threads making one at once each run their own. The last one kept
         is shared after."""
-        built = new_build(self._skeleton, self._arrays(), shared=True)
-        self._built = built
+        built = self._built = new_build(self._skeleton, self._arrays(), shared=True)
         return built
 
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
@@ -343,9 +332,7 @@ class Lifted(Generic[_P, _R]):
         After a transform it is rebuilt from the leaves: transforms never
         carry the original."""
         original = self._original
-        if original is not None:
-            return original
-        return self._function()
+        return original if original is not None else self._function()
 
     @property
     def __signature__(self) -> inspect.Signature:
@@ -381,8 +368,8 @@ class Lifted(Generic[_P, _R]):
 
     def __copy__(self) -> Self:
         new = object.__new__(type(self))
-        new._setup(self._skeleton, self._leaves, None)  # its own float buffers
-        new._original = self._original
+        # Its own float buffers, converted anew.
+        new._setup(self._skeleton, self._leaves, None, self._original)
         return new
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Self:
@@ -441,9 +428,7 @@ def construct(
 
 
 def _as_lifted(obj: Any, names: frozenset[str], dynamic: Any) -> Any:
-    """`obj` as a `Lifted` with these options, for `captures` at depth."""
-    if isinstance(obj, Lifted):
-        return cast(Any, obj)
+    """`obj`, a function rebuilt for `captures`, lifted with these options."""
     return construct(Lifted, obj, names, dynamic, check=False)
 
 
@@ -455,8 +440,7 @@ def _unpickle(
     leaves: tuple[Any, ...],
 ) -> Lifted[Any, Any]:
     self = construct(cls, fn, names, dynamic)
-    self._setup(self._skeleton, leaves, leaves)
-    self._original = fn
+    self._setup(self._skeleton, leaves, leaves, fn)
     return self
 
 

@@ -32,10 +32,7 @@ def as_functions(obj: Any) -> Any | None:
     if owner is None:
         return None
     transformation: Any = owner.gradient_transformation()
-    if not (
-        _bound_to(transformation, "init", owner)
-        and _bound_to(transformation, "update", owner)
-    ):
+    if not all(_bound_to(transformation, m, owner) for m in ("init", "update")):
         return None
     cls = cast("type[Any]", type(owner))
     attrs: dict[str, Any] = dict(owner.__dict__)
@@ -123,11 +120,9 @@ def _owner(value: Any) -> Any | None:
     cls = cast("type[Any]", type(obj))
     if not callable(getattr(cls, "gradient_transformation", None)):
         return None
-    if "__slots__" in cls.__dict__ or not isinstance(
-        getattr(obj, "__dict__", None), dict
-    ):
-        return None  # its state is not (all) in its `__dict__`
-    return obj
+    if "__slots__" in cls.__dict__:  # its state is not (all) in its `__dict__`
+        return None
+    return obj if isinstance(getattr(obj, "__dict__", None), dict) else None
 
 
 def _bound_to(transformation: Any, name: str, owner: Any) -> bool:

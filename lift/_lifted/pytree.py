@@ -47,9 +47,7 @@ def register(cls: type[Any]) -> None:
             flat = x._flat = as_arrays(x._leaves)
         return flat, x._skeleton
 
-    def flatten_with_keys(
-        x: Any,
-    ) -> tuple[tuple[tuple[Any, Any], ...], Skeleton]:
+    def flatten_with_keys(x: Any) -> tuple[tuple[tuple[Any, Any], ...], Skeleton]:
         flat, skeleton = flatten(x)
         return tuple(zip(leaf_paths(skeleton), flat, strict=True)), skeleton
 

@@ -27,34 +27,34 @@ def _is_none(x: Any) -> bool:
     return x is None
 
 
+def _variables(entries: tuple[Any, ...]) -> list[tuple[int, str]]:
+    """Each captured variable the entries of a `CapturePath` name, by position."""
+    return [
+        (i, second.key)
+        for i, (first, second) in enumerate(itertools.pairwise(entries))
+        if first in _OWN and type(second) is jtu.DictKey and isinstance(second.key, str)
+    ]
+
+
 def _owner(path: tuple[Any, ...]) -> str | None:
     """The root's captured variable a leaf belongs to, from its key path.
 
     The root's `CapturePath` comes first. Then come the keys into a leaf that
     `jax.tree.map` made a pytree (`lambda x: (x, x)`)."""
-    entries = cast(CapturePath, path[0]).entries
-    if len(entries) >= 2 and entries[0] in _OWN and type(entries[1]) is jtu.DictKey:
-        key = entries[1].key
-        return key if isinstance(key, str) else None
-    return None
+    found = _variables(cast(CapturePath, path[0]).entries)
+    return found[0][1] if found and found[0][0] == 0 else None
 
 
 def _named(path: tuple[Any, ...]) -> set[str]:
     """Every captured variable on a leaf's key path, at any depth (the names
     `dynamic=` takes): `.update` then `.captures['fns'][1].captures['factor']`
     names `fns` and `factor`."""
-    names: set[str] = set()
-    for part in path:
-        entries = getattr(part, "entries", None)
-        if not isinstance(entries, tuple):
-            continue
-        keys = cast("tuple[Any, ...]", entries)
-        for first, second in itertools.pairwise(keys):
-            if first in _OWN and type(second) is jtu.DictKey:
-                key = second.key
-                if isinstance(key, str):
-                    names.add(key)
-    return names
+    return {
+        name
+        for part in path
+        if type(part) is CapturePath
+        for _, name in _variables(part.entries)
+    }
 
 
 @entry_point

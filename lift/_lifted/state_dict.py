@@ -39,24 +39,19 @@ def register(cls: type[Any]) -> None:
     wrapt.register_post_import_hook(hook, "flax.serialization")  # pyright: ignore[reportUnknownMemberType]
 
 
-def _keys(x: LiftedParts) -> tuple[list[str], list[Any]]:
-    """Each leaf's state-dict key (its key path as `keystr` prints it) and value."""
-    with_paths: list[tuple[Any, Any]] = jtu.tree_flatten_with_path(x)[0]
-    keys: list[str] = []
-    seen: set[str] = set()
-    for i, (path, _) in enumerate(with_paths):
+def _keyed(x: LiftedParts) -> dict[str, Any]:
+    """Each leaf by its state-dict key: its key path as `keystr` prints it."""
+    keyed: dict[str, Any] = {}
+    for i, (path, leaf) in enumerate(jtu.tree_flatten_with_path(x)[0]):
         key = jtu.keystr(path)
-        if key in seen:  # an elided path of a closure nested thousands deep
-            key = f"{key} (leaf {i})"
-        seen.add(key)
-        keys.append(key)
-    return keys, [leaf for _, leaf in with_paths]
+        # An elided path of a closure nested thousands deep may repeat.
+        keyed[f"{key} (leaf {i})" if key in keyed else key] = leaf
+    return keyed
 
 
 def to_state_dict(x: LiftedParts) -> dict[str, Any]:
     """The leaves of `x` by key path: what flax writes for it."""
-    keys, leaves = _keys(x)
-    return dict(zip(keys, map(_storable, leaves), strict=True))
+    return {key: _storable(leaf) for key, leaf in _keyed(x).items()}
 
 
 def _is_key(x: Any) -> bool:
@@ -75,10 +70,9 @@ def from_state_dict(target: LiftedParts, state: dict[str, Any]) -> Any:
 
     Each is cast to its target leaf's dtype, shape and weak type. A restored
     optimizer compiles and computes as the one saved."""
-    keys, leaves = _keys(target)
-    known = set(keys)
-    missing = [k for k in keys if k not in state]
-    unexpected = [k for k in state if k not in known]
+    leaves = _keyed(target)
+    missing = [k for k in leaves if k not in state]
+    unexpected = [k for k in state if k not in leaves]
     if missing or unexpected:
         raise LiftError(
             "The state dict does not fit the lifted function "
@@ -87,7 +81,7 @@ def from_state_dict(target: LiftedParts, state: dict[str, Any]) -> Any:
             "the same static captures (e.g. the same optimizer, any learning rate).",
             anchor="state-dict-mismatch",
         )
-    restored = [_like(leaf, state[k], k) for k, leaf in zip(keys, leaves, strict=True)]
+    restored = [_like(leaf, state[k], k) for k, leaf in leaves.items()]
     return jtu.unflatten(jtu.tree_structure(target), restored)
 
 

@@ -7,9 +7,10 @@ value (`Static`). Each node's `key` is what two skeletons compare."""
 
 from __future__ import annotations
 
+import dataclasses
 import types
 from collections.abc import Callable, Sequence
-from typing import Any, Final, TypeAlias, cast
+from typing import Any, ClassVar, Final, TypeAlias, cast
 from weakref import ref
 
 from .._base.caches import BoundedDict
@@ -139,6 +140,7 @@ class Template:
     """
 
     __slots__ = ("aux", "copies", "key", "label", "order", "owner", "slots", "treedef")
+    key: tuple[Any, ...]
 
     def __init__(
         self,
@@ -162,10 +164,7 @@ class Template:
         if treedef is None:  # one slot: the common case
             one = held[0]
             self.aux = None
-            self.key: tuple[Any, ...] = (
-                None,
-                slots if type(one) is int else (one.slot_key,),
-            )
+            self.key = (None, held if type(one) is int else (one.slot_key,))
             return
         keys = tuple(s if type(s) is int else s.slot_key for s in held)
         # The treedef's static data by its exact key (JAX compares it with `==`).
@@ -173,11 +172,6 @@ class Template:
         self.key = (treedef, keys) if order is None else (treedef, keys, order)
         if self.aux is not None:
             self.key += (self.aux,)
-
-    @property
-    def name(self) -> str | None:
-        """The captured variable's name, when the capture has one."""
-        return self.label.variable
 
     def slot_values(self, leaves: Sequence[Any], objs: Sequence[Any]) -> list[Any]:
         """What fills each slot: a leaf, a rebuilt node or a static value."""
@@ -204,9 +198,6 @@ class Template:
             return ordered.unflatten([values[p] for p in perm])
         return self.treedef.unflatten(values)
 
-    def leaf_indices(self) -> list[int]:
-        return [s for s in self.slots if type(s) is int]
-
 
 Part: TypeAlias = tuple[Label, Template]
 
@@ -226,20 +217,13 @@ class CellNode:
     __slots__ = ("cell", "key", "label", "owner", "template")
 
     def __init__(
-        self,
-        template: Template | None,
-        label: Label,
-        owner: int,
-        cell: Any = None,
+        self, template: Template | None, label: Label, owner: int, cell: Any = None
     ) -> None:
         self.template = template
         self.label = label
         self.owner = owner
         self.cell = cell
-        self.key = (
-            "cell",
-            template.key if template is not None else _UserCell(cell),
-        )
+        self.key = ("cell", template.key if template is not None else _UserCell(cell))
 
     @property
     def name(self) -> str:
@@ -249,6 +233,7 @@ class CellNode:
         return () if self.template is None else ((self.label, self.template),)
 
 
+@dataclasses.dataclass(slots=True, eq=False, repr=False)
 class FunctionNode:
     """A `types.FunctionType`: code, globals, cells and its other parts.
 
@@ -258,57 +243,33 @@ class FunctionNode:
     and module are compared too: a rebuilt function has them.
     """
 
-    kind: Final = "function"
+    kind: ClassVar[str] = "function"
 
-    __slots__ = (
-        "_parts",
-        "cells",
-        "has_defaults",
-        "has_kwdefaults",
-        "info",
-        "key",
-        "meta",
-        "name",
-        "qualname",
-    )
+    info: CodeInfo
+    globals: dict[str, Any]
+    name: str
+    qualname: str
+    cells: tuple[int, ...]
+    _parts: tuple[Part, ...]
+    has_defaults: bool
+    has_kwdefaults: bool
+    meta: Static  # (`__doc__`, `__module__`, `__annotations__`)
+    key: tuple[Any, ...] = dataclasses.field(init=False)
 
-    def __init__(
-        self,
-        info: CodeInfo,
-        globals_: dict[str, Any],
-        name: str,
-        qualname: str,
-        cells: tuple[int, ...],
-        parts: tuple[Part, ...],
-        has_defaults: bool,
-        has_kwdefaults: bool,
-        meta: Static,
-    ) -> None:
-        self.info = info
-        self.name = name
-        self.qualname = qualname
-        self.cells = cells
-        self._parts = parts
-        self.has_defaults = has_defaults
-        self.has_kwdefaults = has_kwdefaults
-        # (`__doc__`, `__module__`, `__annotations__`)
-        self.meta = meta
+    def __post_init__(self) -> None:
+        parts = self._parts
         self.key = (
             "fn",
-            info,
-            ById(globals_),
-            name,
-            qualname,
-            cells,
+            self.info,
+            ById(self.globals),
+            self.name,
+            self.qualname,
+            self.cells,
             tuple([(label.ident, t.key) for label, t in parts]) if parts else (),
-            has_defaults,
-            has_kwdefaults,
-            meta,
+            self.has_defaults,
+            self.has_kwdefaults,
+            self.meta,
         )
-
-    @property
-    def globals(self) -> dict[str, Any]:
-        return self.key[2].value  # type: ignore[union-attr]
 
     def parts(self) -> tuple[Part, ...]:
         return self._parts
@@ -330,10 +291,11 @@ class HolderNode:
     It keeps the holder (`lift._holders.closure.Holder`), its static part (a
     partial's class) and its parts. The first part is its function."""
 
-    __slots__ = ("_parts", "func", "holder", "key", "static")
+    __slots__ = ("_parts", "func", "holder", "key", "kind", "static")
 
     def __init__(self, holder: Holder, static: Any, parts: tuple[Part, ...]) -> None:
         self.holder = holder
+        self.kind = holder.name  # what it is called in messages and reprs
         self.static = static
         self._parts = parts
         self.func = parts[0][1]
@@ -342,10 +304,6 @@ class HolderNode:
             Static(static),
             tuple((label.ident, t.key) for label, t in parts),
         )
-
-    @property
-    def kind(self) -> str:
-        return self.holder.name
 
     def parts(self) -> tuple[Part, ...]:
         return self._parts
@@ -414,9 +372,7 @@ def function_meta(fn: types.FunctionType) -> Static:
 _METAS: BoundedDict[int, tuple[types.CodeType, Any, Any, Static]] = BoundedDict(512)
 
 
-def rebuild_order(
-    nodes: list[Node], where: Callable[[int], str] = lambda i: f"node {i}"
-) -> tuple[int, ...]:
+def rebuild_order(nodes: list[Node], where: Callable[[int], str]) -> tuple[int, ...]:
     """The holder nodes, each after the holder nodes it refers to.
 
     Holders are partials, methods and `lift.jit` functions. A cycle of them

@@ -7,6 +7,7 @@ keys. Paths are computed once per skeleton, top-down, in linear time.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any, Final, TypeAlias, cast
 
@@ -28,72 +29,55 @@ def leaf_paths(skeleton: Skeleton) -> tuple[CapturePath, ...]:
     """
     cached: tuple[CapturePath, ...] | None = skeleton.paths
     if cached is None:
-        # Per function node: (head, tail, length) of its path from the root.
-        spans: dict[int, tuple[tuple[Any, ...], tuple[Any, ...], int]] = {
-            0: ((), (), 0)
-        }
+        spans: dict[int, _Span] = {0: ((), (), 0)}  # per function node
         for index in range(1, len(skeleton.nodes)):
             parent = skeleton.parents[index]
-            if parent is None:
-                continue
-            template, slot = parent
-            owner = skeleton.function_of(template)
-            spans[index] = _extend(
-                spans[owner],
-                template.label.entries + _slot_entries(template, slot),
-            )
-        paths: list[CapturePath | None] = [None] * skeleton.nleaves
+            if parent is not None:
+                template, slot = parent
+                owner = skeleton.function_of(template)
+                spans[index] = _extend(spans[owner], _entries(template, slot))
+        paths = [CapturePath(())] * skeleton.nleaves
         for template in skeleton.templates():
             span = spans[skeleton.function_of(template)]
-            entries = template.label.entries
             for pos, slot in enumerate(template.slots):
                 if type(slot) is int:
-                    paths[slot] = CapturePath(
-                        _materialize(
-                            _extend(span, entries + _slot_entries(template, pos))
-                        )
-                    )
-        cached = tuple(p if p is not None else CapturePath(()) for p in paths)
-        skeleton.paths = cached
+                    paths[slot] = _path(_extend(span, _entries(template, pos)))
+        cached = skeleton.paths = tuple(paths)
     return cached
 
 
-def _slot_entries(template: Template, pos: int) -> tuple[Any, ...]:
-    if template.treedef is None:
-        return ()
-    return treedef_paths(template.treedef)[pos]
+def _entries(template: Template, pos: int) -> tuple[Any, ...]:
+    """The key entries from the template's owner to its slot `pos`."""
+    inner = () if template.treedef is None else treedef_paths(template.treedef)[pos]
+    return template.label.entries + inner
 
 
 _PATH_KEEP: Final = 16
 
+# A path from the root, kept in linear memory: its first and last `_PATH_KEEP`
+# entries, and its length.
+_Span: TypeAlias = tuple[tuple[Any, ...], tuple[Any, ...], int]
 
-def _extend(
-    span: tuple[tuple[Any, ...], tuple[Any, ...], int], entries: tuple[Any, ...]
-) -> tuple[tuple[Any, ...], tuple[Any, ...], int]:
+
+def _extend(span: _Span, entries: tuple[Any, ...]) -> _Span:
     head, tail, length = span
     if len(head) < _PATH_KEEP:
         head = (head + entries)[:_PATH_KEEP]
     return head, (tail + entries)[-_PATH_KEEP:], length + len(entries)
 
 
-def _materialize(span: tuple[tuple[Any, ...], tuple[Any, ...], int]) -> tuple[Any, ...]:
+def _path(span: _Span) -> CapturePath:
     head, tail, length = span
-    if length <= 2 * _PATH_KEEP:
-        return (
-            (head + tail[len(tail) - (length - len(head)) :])
-            if length > len(head)
-            else head
-        )
-    return (*head, Elided(length - 2 * _PATH_KEEP), *tail)
+    if length <= 2 * _PATH_KEEP:  # the entries `head` lacks end `tail`
+        return CapturePath(head + tail[len(tail) - (length - len(head)) :])
+    return CapturePath((*head, Elided(length - 2 * _PATH_KEEP), *tail))
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
 class Elided:
     """Stands for the middle of a key path too long to spell out."""
 
-    __slots__ = ("count",)
-
-    def __init__(self, count: int) -> None:
-        self.count = count
+    count: int
 
     def __str__(self) -> str:
         return f"...({self.count} more)..."
@@ -101,13 +85,8 @@ class Elided:
     def __repr__(self) -> str:
         return f"Elided({self.count})"
 
-    def __eq__(self, other: object) -> bool:
-        return type(other) is Elided and other.count == self.count
 
-    def __hash__(self) -> int:
-        return hash(("elided", self.count))
-
-
+@dataclasses.dataclass(frozen=True, slots=True)
 class CapturePath:
     """The key entry of a `Lifted` in a key path: the whole way to one leaf.
 
@@ -138,22 +117,13 @@ class CapturePath:
     ```
     """
 
-    __slots__ = ("entries",)
-
-    def __init__(self, entries: tuple[Any, ...]) -> None:
-        self.entries = entries
+    entries: tuple[Any, ...]
 
     def __str__(self) -> str:
         return "".join(str(e) for e in self.entries)
 
     def __repr__(self) -> str:
         return f"CapturePath({self})"
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is CapturePath and other.entries == self.entries
-
-    def __hash__(self) -> int:
-        return hash(self.entries)
 
 
 CapturePath.__module__ = "lift"
@@ -167,8 +137,12 @@ def _root_parts(skeleton: Skeleton) -> list[tuple[Label, Template]]:
     return [(label, t) for label, t in skeleton.parts_of(0) if t is not None]
 
 
-# Makes a rebuilt function a `Lifted`, given the options (one is kept as it is).
+# Makes a rebuilt function a `Lifted`, given the options.
 AsLifted: TypeAlias = Callable[[Any, frozenset[str], Any], Any]
+
+
+# The holders `captures` gives back as a `Lifted`, as it does functions.
+_AS_LIFTED: Final = (PARTIAL, METHOD)
 
 
 def _materializer(
@@ -182,16 +156,10 @@ def _materializer(
     leaves = arrays_of(x)
     objs = build_nodes(skeleton, leaves)
     names, dynamic = skeleton.options or (frozenset[str](), None)
-    for template in templates:
-        for slot in template.slots:
-            if type(slot) is not Ref:
-                continue
-            node = skeleton.nodes[slot.index]
-            if type(node) is FunctionNode or getattr(node, "holder", None) in (
-                PARTIAL,
-                METHOD,
-            ):
-                objs[slot.index] = lifted(objs[slot.index], names, dynamic)
+    for i in {slot.index for t in templates for slot in t.slots if type(slot) is Ref}:
+        node = skeleton.nodes[i]
+        if type(node) is FunctionNode or getattr(node, "holder", None) in _AS_LIFTED:
+            objs[i] = lifted(objs[i], names, dynamic)
     return leaves, objs
 
 

@@ -17,12 +17,7 @@ from typing import Any, cast
 
 from .._base.errors import LiftError, describe
 from .._holders.closure import set_function_parts
-from .nodes import (
-    CellNode,
-    FunctionNode,
-    HolderNode,
-    Template,
-)
+from .nodes import CellNode, FunctionNode, HolderNode, Template
 from .skeleton import Skeleton
 
 

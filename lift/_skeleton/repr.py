@@ -48,18 +48,18 @@ def _static_part(value: Any) -> str:
     t: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
     if t is not list and t is not dict and t is not set:
         return static_str(value)
+    if t is set and not value:
+        return "set()"
     items: list[Any] = list(value.items() if t is dict else value)  # pyright: ignore[reportUnknownArgumentType, reportUnknownMemberType]
-    if not items:
-        return "set()" if t is set else "[]" if t is list else "{}"
     shown = [
-        f"{static_str(k)}: {static_str(v)}" if t is dict else static_str(k)
-        for k, v in (
-            items[:_ITEMS] if t is dict else ((i, None) for i in items[:_ITEMS])
-        )
+        f"{static_str(item[0])}: {static_str(item[1])}"
+        if t is dict
+        else static_str(item)
+        for item in items[:_ITEMS]
     ]
     if len(items) > _ITEMS:
         shown.append(f"...({len(items) - _ITEMS} more)")
-    opening, closing = ("[", "]") if t is list else ("{", "}")
+    opening, closing = "[]" if t is list else "{}"
     return f"{opening}{', '.join(shown)}{closing}"
 
 
@@ -174,11 +174,10 @@ def pformat(x: LiftedParts) -> str:
 
     Dynamic captures show dtype and shape, and a scalar's value. Static ones
     show their value (`nesterov=False`)."""
-    leaves = leaves_as_shown(x)
-    level = _depth.level
-    if level > _DEPTH:  # a `Lifted` inside a capture, deep down
+    if _depth.level > _DEPTH:  # a `Lifted` inside a capture, deep down
         return f"{type(x).__name__}(<{node_head(skeleton_of(x).nodes[0])}>)"
-    return f"{type(x).__name__}({_node_str(skeleton_of(x), 0, leaves, level, set())})"
+    text = _node_str(skeleton_of(x), 0, leaves_as_shown(x), _depth.level, set())
+    return f"{type(x).__name__}({text})"
 
 
 def treescope_repr(x: LiftedParts, path: str | None, subtree_renderer: Any) -> Any:
@@ -194,24 +193,21 @@ def treescope_repr(x: LiftedParts, path: str | None, subtree_renderer: Any) -> A
     name = type(x).__name__
     if _depth.level > _DEPTH:
         return rendering_parts.text(f"{name}(<{node_head(skeleton_of(x).nodes[0])}>)")
-    attributes: dict[str, Any] = {"__qualname__": x.__qualname__}
-    for part in ("args", "keywords", "func", "__func__", "__self__"):
-        value = getattr(x, part, _MISSING)
-        if value is not _MISSING:
-            attributes[part] = value
-    keywords = attributes.get("keywords", {})
+    parts: dict[str, Any] = {
+        part: value
+        for part in ("args", "keywords", "func", "__func__", "__self__")
+        if (value := getattr(x, part, _MISSING)) is not _MISSING
+    }
+    keywords = parts.get("keywords", {})
     captures = {k: v for k, v in x.captures.items() if k not in keywords}
+    attributes: dict[str, Any] = {"__qualname__": x.__qualname__}
     if captures:
-        attributes = {
-            "__qualname__": x.__qualname__,
-            "captures": captures,
-            **attributes,
-        }
+        attributes["captures"] = captures
     _depth.level += 1
     try:
         return repr_lib.render_object_constructor(
             object_type=type(x),
-            attributes=attributes,
+            attributes={**attributes, **parts},
             path=path,
             subtree_renderer=subtree_renderer,
         )

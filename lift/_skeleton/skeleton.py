@@ -13,29 +13,24 @@ Equal ones alive are one object (`interned`).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import weakref
+from collections import Counter
 from collections.abc import Callable
-from typing import Any, Final, Protocol, cast
+from typing import Any, ClassVar, Final, Protocol, cast
 
 from .._base.atoms import UNOPENED
 from .._base.errors import static_str
 from .._holders.closure import custom_data
 from .._holders.labels import Label
-from .nodes import (
-    CellNode,
-    FunctionNode,
-    HolderNode,
-    Node,
-    Ref,
-    Static,
-    Template,
-)
+from .nodes import CellNode, FunctionNode, HolderNode, Node, Ref, Static, Template
 
 # A capture that holds one atom (the common case) has no treedef: `treedef is None`.
 
 
+@dataclasses.dataclass(eq=False, repr=False, slots=True, weakref_slot=True)
 class Skeleton:
     """The static description of a lifted function graph (pytree aux data).
 
@@ -45,58 +40,39 @@ class Skeleton:
 
     # Its statics were checked for hidden tracers when it was captured: the scan
     # of static pytree data passes it by (`lift._holders.closure.aux_tracer`).
-    vetted: Final = True
+    vetted: ClassVar[bool] = True
 
-    __slots__ = (
-        "__weakref__",
-        "_hash",
-        "attrs",
-        "float_leaves",
-        "has_attributes",
-        "key",
-        "live",
-        "names",
-        "nleaves",
-        "nodes",
-        "options",
-        "order",
-        "own",
-        "parents",
-        "paths",
+    nodes: list[Node]
+    order: tuple[int, ...]
+    parents: list[tuple[Template, int] | None]
+    nleaves: int
+    float_leaves: frozenset[int]
+    key: tuple[Any, ...] = dataclasses.field(init=False)
+    _hash: int = dataclasses.field(init=False)
+    # Derived facts, each computed once per skeleton (none is compared):
+    # what the full walk found (`lift._capture.walk`): the names of the captured
+    # variables; a live tracer its statics hold, described (a skeleton made
+    # inside a transform).
+    names: frozenset[str] = dataclasses.field(init=False, default=frozenset())
+    live: str | None = dataclasses.field(init=False, default=None)
+    # The ids of your own objects it keeps: lists, dicts, sets, empty cells.
+    own: tuple[int, ...] = dataclasses.field(init=False, default=())
+    # Whether a function of the graph has attributes of its own, which a
+    # call may set (`lift._copies.copies.copies_in`): the walk says
+    # (`FunctionNode.own_attribute`).
+    has_attributes: bool = dataclasses.field(init=False, default=False)
+    # The options lifted with, `(static names, dynamic)`, and the function's
+    # name, qualified name, docstring and module (`lift._lifted.lifted`).
+    options: tuple[frozenset[str], Any] | None = dataclasses.field(
+        init=False, default=None
     )
+    attrs: dict[str, Any] | None = dataclasses.field(init=False, default=None)
+    # Each leaf's key path (`lift._skeleton.paths`).
+    paths: tuple[Any, ...] | None = dataclasses.field(init=False, default=None)
 
-    def __init__(
-        self,
-        nodes: list[Node],
-        order: tuple[int, ...],
-        parents: list[tuple[Template, int] | None],
-        nleaves: int,
-        float_leaves: frozenset[int],
-    ) -> None:
-        self.nodes = nodes
-        self.order = order
-        self.parents = parents
-        self.nleaves = nleaves
-        self.float_leaves = float_leaves
-        self.key = tuple([n.key for n in nodes])
+    def __post_init__(self) -> None:
+        self.key = tuple([n.key for n in self.nodes])
         self._hash = hash(self.key)
-        # Derived facts, each computed once per skeleton (none is compared):
-        # what the full walk found (`lift._capture.walk`): the names of the captured
-        # variables; a live tracer its statics hold, described (a skeleton made
-        # inside a transform).
-        self.names: frozenset[str] = frozenset()
-        self.live: str | None = None
-        # The ids of your own objects it keeps: lists, dicts, sets, empty cells.
-        self.own: tuple[int, ...] = ()
-        # Whether a function of the graph has attributes of its own, which a
-        # call may set (`lift._copies.copies.copies_in`).
-        self.has_attributes = False  # the walk says (`FunctionNode.own_attribute`)
-        # The options lifted with, `(static names, dynamic)`, and the function's
-        # name, qualified name, docstring and module (`lift._lifted.lifted`).
-        self.options: tuple[frozenset[str], Any] | None = None
-        self.attrs: dict[str, Any] | None = None
-        # Each leaf's key path (`lift._skeleton.paths`).
-        self.paths: tuple[Any, ...] | None = None
 
     def __eq__(self, other: object) -> bool:
         if other is self:  # interned (`interned`): JAX's check of a cached treedef
@@ -120,8 +96,6 @@ class Skeleton:
     def __repr__(self) -> str:
         # The code and the static values (bounded), so that two treedefs that
         # differ print differently where JAX explains a cache miss.
-        from .skeleton import skeleton_repr
-
         return skeleton_repr(self)
 
     # -- where things are ----------------------------------------------------
@@ -153,8 +127,9 @@ class Skeleton:
         owners: list[tuple[int, str | None]] = [(0, None)] * self.nleaves
         for template in self.templates():
             owner = self.function_of(template)
-            for i in template.leaf_indices():
-                owners[i] = (owner, template.name)
+            for slot in template.slots:
+                if type(slot) is int:
+                    owners[slot] = (owner, template.label.variable)
         return owners
 
 
@@ -172,6 +147,7 @@ def root_function(skeleton: Skeleton) -> FunctionNode | None:
 
 
 def root_name(skeleton: Skeleton, which: str) -> str:
+    """The root's name (`which="name"`) or qualified name (`"qualname"`)."""
     root = root_function(skeleton)
     if root is not None:
         return root.name if which == "name" else root.qualname
@@ -179,11 +155,7 @@ def root_name(skeleton: Skeleton, which: str) -> str:
     if isinstance(node, HolderNode):
         slots, treedef = node.func.slots, node.func.treedef
         if len(slots) == 1 and isinstance(slots[0], Static):
-            return getattr(
-                slots[0].value,
-                "__name__" if which == "name" else "__qualname__",
-                "partial",
-            )
+            return getattr(slots[0].value, f"__{which}__", "partial")
         data = treedef.node_data() if treedef is not None else None
         if data is not None and type(data[1]) is Skeleton:  # a partial of a `Lifted`
             return root_name(data[1], which)
@@ -208,26 +180,17 @@ def skeleton_repr(skeleton: Skeleton) -> str:
     most `_SKELETON_CHARS` characters are shown. The fingerprint (`#1a2b3c4d`)
     tells apart two skeletons whose shown statics agree.
     """
-    from .._holders.trees import slot_path
-
     root = skeleton.nodes[0]
     head = node_head(root)
     if isinstance(root, FunctionNode):
         code = root.info.code
         head += f" ({os.path.basename(code.co_filename)}:{code.co_firstlineno})"
-    counts: dict[tuple[bool, str], int] = {}
-    for template in skeleton.templates():
-        found = [(pos, s) for pos, s in enumerate(template.slots) if type(s) is Static]
-        if not found:
-            continue
-        variable = template.label.variable
-        name = variable if isinstance(variable, str) else template.label.text
-        for pos, slot in found:
-            item = (
-                f"{name}{slot_path(template.treedef, pos)}={static_str(slot.value, 40)}"
-            )
-            key = (slot.value is None, item)
-            counts[key] = counts.get(key, 0) + 1
+    counts = Counter(
+        (slot.value is None, _static_item(t, pos, slot.value))
+        for t in skeleton.templates()
+        for pos, slot in enumerate(t.slots)
+        if type(slot) is Static
+    )
     statics: list[str] = []
     used = 0
     # Stable: source order within each group, values that are not `None` first.
@@ -243,6 +206,15 @@ def skeleton_repr(skeleton: Skeleton) -> str:
     if statics:
         text += ", static: " + ", ".join(statics)
     return f"Skeleton({text} #{hash(skeleton) & 0xFFFFFFFF:08x})"
+
+
+def _static_item(template: Template, pos: int, value: Any) -> str:
+    """One static as the repr shows it: `nesterov=True`, `fns[0]=...`."""
+    from .._holders.trees import slot_path
+
+    variable = template.label.variable
+    name = variable if isinstance(variable, str) else template.label.text
+    return f"{name}{slot_path(template.treedef, pos)}={static_str(value, 40)}"
 
 
 class LiftedParts(Protocol):
@@ -332,12 +304,8 @@ def _forget(h: int, ref: weakref.ref[Skeleton]) -> None:
 
 
 def _same(a: Skeleton, b: Skeleton) -> bool:
-    mine, theirs = (
-        (a.own, a.options, a.float_leaves),
-        (b.own, b.options, b.float_leaves),
-    )
     return (
-        mine == theirs
+        (a.own, a.options, a.float_leaves) == (b.own, b.options, b.float_leaves)
         and a == b
         and _annotations(a) == _annotations(b)
         and _objects(a, b)

@@ -84,6 +84,9 @@ assert_type(normal.log_prob(1.0), float)
 assert_type(normal(1.0), float)
 normal.log_prob("x")  # pyright: ignore[reportArgumentType]
 assert_type(Density(double), Density[[jax.Array], jax.Array])
+# `lift.lift` of a subclass's instance is that subclass, as at run time.
+assert_type(lift.lift(normal), Density[[float], float])
+assert_type(lift.lift(model, static="n"), Model)
 
 
 # -- `lift.lift` keeps the signature; a bare `Lifted` defaults to any -------------
