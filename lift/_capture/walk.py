@@ -9,8 +9,7 @@ The side-effect rule says what stays the user's own (`lift._copies.own`)."""
 from __future__ import annotations
 
 import types
-from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from .._base.atoms import EXACT
@@ -31,14 +30,12 @@ from .._holders.closure import (
 from .._holders.labels import ATTR, SELF, Label
 from .._holders.trees import ITERATORS, irregular, is_function_like, ordered
 from .._rule.code import NO_BRANCH, WHOLE, Branches, CodeInfo, branch_hits, code_info
-from .._rule.scope import Scope
 from .._rule.static import (
     ALWAYS_DYNAMIC,
     BRANCHABLE,
     DYNAMIC_ATOMS,
     STATIC_ATOMS,
     ArrayImpl,
-    DynamicNames,
     attributes_by_global,
     branch_static,
     check_aux,
@@ -89,72 +86,7 @@ def _held(fn: types.FunctionType) -> tuple[Any, ...]:
 
 
 class Walk(Leaves):
-    """State of one capture: the nodes found so far and the leaves collected.
-
-    `branched_cells` maps the ids of cells that some function sharing them
-    branches on to the keys the branches read. A first walk finds them
-    (`capture`). Their scalars there stay static, whichever function reached
-    them first.
-
-    With `dynamic=` names (`DynamicNames`), nodes reached from a named capture
-    are in its `scope` (`lift._rule.scope`).
-
-    `frozen` holds the ids of the functions and cells a static capture holds
-    too (a registry's, found by a first walk: `held`). The call may reach them
-    through that capture, so they are static.
-    """
-
-    def __init__(
-        self,
-        root: Any,
-        static: frozenset[str],
-        dynamic: Callable[[Any], bool] | DynamicNames | None,
-        branched_cells: dict[int, Branches] | None = None,
-        scoped_ids: frozenset[int] = frozenset(),
-        frozen: frozenset[int] = frozenset(),
-    ) -> None:
-        self.root = root
-        self.static = static
-        self.named: frozenset[str] | None = None
-        if isinstance(dynamic, DynamicNames):
-            self.named, dynamic = dynamic.names, None
-        self.dynamic: Callable[[Any], bool] | None = dynamic
-        self.branched_cells = branched_cells or {}
-        self.frozen = frozen
-        # Functions and cells the static captures hold (`check_opaque`).
-        self.held: set[int] = set()
-        self.scope = Scope(self.named, scoped_ids)
-        self.nodes: list[Node | None] = []
-        self.parents: list[tuple[Template, int] | None] = []
-        self.ids: dict[int, int] = {}
-        self.leaves: list[Any] = []
-        self.float_leaves: list[int] = []
-        self.names: set[str] = set()
-        self.queue: deque[tuple[int, Any]] = deque()
-        self.shared: set[int] = set()  # cells held by several functions
-        self.attributes = False  # whether a function has attributes of its own
-        # What static capture holds a tracer of a transform still running, if
-        # any: a `Lifted` of it refuses to be flattened, and no cache keeps its
-        # skeleton (it would keep the tracer alive).
-        self.live: str | None = None
-        # Cells whose capture put a scalar among the leaves: (cell, cell index,
-        # whether it is a boolean).
-        self.scalar_cells: list[tuple[types.CellType, int, bool]] = []
-        # Each cell, function and partial as the walk read it (`lift.jit` watches it).
-        self.read: list[tuple[Any, Any]] = []
-        # The ids of your own objects it keeps: lists, dicts, sets, empty cells.
-        self.own: list[int] = []
-        # The holder and label each node was first reached from (for errors).
-        self.reached_from: dict[int, tuple[Any, Label]] = {}
-        # No `static=`/`dynamic=` and no redo: the common walk, whose floats and
-        # arrays are leaves and whose functions are nodes, wherever they are.
-        self.fast = (
-            dynamic is None
-            and self.named is None
-            and not static
-            and not self.branched_cells
-            and not frozen
-        )
+    """The walk of one capture over its state (`Leaves`)."""
 
     def run(self) -> tuple[Skeleton, list[Any]]:
         self.new_node(self.root)
