@@ -168,8 +168,6 @@ def branched_elsewhere(walk: Walk) -> dict[int, Branches]:
     on. Another holds a NumPy boolean, where some code branches on its
     parameters. The answer must not depend on which function the walk met
     first."""
-    if not walk.scalar_cells:
-        return {}
     if not any(boolean for _, _, boolean in walk.scalar_cells) and all(
         index not in walk.shared for _, index, _ in walk.scalar_cells
     ):
