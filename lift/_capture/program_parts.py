@@ -44,12 +44,10 @@ _RULES: dict[tuple[str, str], tuple[str, str]] = {
 
 
 def _rule_name(primitive: str, param: str) -> tuple[str, str]:
-    found = _RULES.get((primitive, param))
-    if found is not None:
-        return found
     if param == "callback":
         return f"{primitive} callback", _CALLBACK_FIX
-    return f"`{param}` of `{primitive}`", "pass it as an argument instead"
+    other = (f"`{param}` of `{primitive}`", "pass it as an argument instead")
+    return _RULES.get((primitive, param), other)
 
 
 def _held(*parts: Any) -> None:
