@@ -6,6 +6,7 @@ explained by its capture. What `lift` cannot take is said with the fix."""
 from __future__ import annotations
 
 import dis
+import traceback
 import types
 from typing import Any, Final, cast
 
@@ -220,14 +221,10 @@ def _converted(tb: types.TracebackType) -> set[int]:
     Those are JAX's frames, where it converts a value. It looks one container
     deep."""
     out: set[int] = set()
-    below = tb.tb_next
-    while below is not None:
-        for v in below.tb_frame.f_locals.values():
-            if isinstance(v, Tracer):
-                out.add(id(v))
-            elif type(v) is tuple:
-                out.update(id(w) for w in v if isinstance(w, Tracer))  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
-        below = below.tb_next
+    for frame, _ in traceback.walk_tb(tb.tb_next):
+        for v in frame.f_locals.values():
+            held = cast("tuple[Any, ...]", v) if type(v) is tuple else (v,)
+            out.update(id(w) for w in held if isinstance(w, Tracer))
     return out
 
 
