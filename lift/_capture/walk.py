@@ -9,7 +9,6 @@ The side-effect rule says what stays the user's own (`lift._copies.own`)."""
 from __future__ import annotations
 
 import types
-from collections.abc import Iterable
 from typing import Any
 
 from .._base.atoms import EXACT
@@ -108,9 +107,11 @@ class Walk(Leaves):
             if holder is not METHOD:  # a bound method's parts cannot change
                 self.read.append((obj, held))  # `lift.jit` watches them
             holders = True
-            self.nodes[index] = HolderNode(
-                holder, holder.static(obj), self.parts(held, index, obj)
+            parts = tuple(
+                (label, self.template(value, index, label, obj))
+                for label, value in held
             )
+            self.nodes[index] = HolderNode(holder, holder.static(obj), parts)
         nodes: list[Node] = self.nodes  # type: ignore[assignment]
         skeleton = Skeleton(
             nodes,
@@ -126,14 +127,6 @@ class Walk(Leaves):
         skeleton.own = tuple(self.own)
         skeleton.live = self.live
         return skeleton, self.leaves
-
-    def parts(
-        self, parts: Iterable[tuple[Label, Any]], index: int, holder: Any
-    ) -> tuple[tuple[Label, Template], ...]:
-        return tuple(
-            (label, self.template(value, index, label, holder))
-            for label, value in parts
-        )
 
     def function(self, index: int, fn: types.FunctionType) -> FunctionNode:
         read, names, parents = self.read, self.names, self.parents
@@ -344,14 +337,14 @@ class Walk(Leaves):
         def is_static(leaf: Any) -> bool:
             return self.kind(leaf, forced, whole, pinned) is STATIC
 
-        if forced or t not in DYNAMIC_ATOMS or self.dynamic is not None:
-            if is_function_like(value):
-                leaves = [value]
-                treedef = None
-            elif not forced and (treedef := self.functions(value, t)) is not None:
+        leaves, treedef = [value], None
+        if (
+            forced or t not in DYNAMIC_ATOMS or self.dynamic is not None
+        ) and not is_function_like(value):
+            if not forced and (fns := self.functions(value, t)) is not None:
                 # Plain functions in a tuple or NamedTuple (a chain's, an
                 # optimizer's): nothing to flatten, no static data.
-                leaves, aux = list(value), None
+                leaves, treedef, aux = list(value), fns, None
             else:
                 flat = flatten_capture(
                     value,
@@ -376,9 +369,6 @@ class Walk(Leaves):
                     if irregular(value):
                         order = ordered(value, treedef, static_key)
                     self.live = self.live or check_aux(treedef, holder, label)
-        else:
-            leaves = [value]
-            treedef = None
         frozen = frozenset(k for k, v in owned.items() if v)
         if kept_whole(value, leaves, frozen, is_static):
             # A list or dict holding no dynamic leaf (a log, a cache, a
