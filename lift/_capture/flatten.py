@@ -152,20 +152,3 @@ def unreadable_holder(obj: Any, where: str, err: Exception) -> LiftError:
         "`keywords` readable, or capture a plain function instead.",
         anchor="unreadable-holder",
     )
-
-
-def captured_as(
-    reached: dict[int, tuple[Any, Label]], root: Any
-) -> Callable[[int], str]:
-    """How an error names node `i` of a walk.
-
-    It names the function capturing it and the variable, or the function
-    lifted. `reached` is where the walk first reached each node."""
-
-    def where(i: int) -> str:
-        owner, label = reached.get(i, (None, None))
-        if owner is None or label is None:
-            return describe(root)
-        return f"{describe(owner)} captures {variable_str(label)}"
-
-    return where

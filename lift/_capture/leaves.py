@@ -11,12 +11,12 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from .._base.caches import BoundedDict
-from .._base.errors import code_of
+from .._base.errors import code_of, describe
 from .._compat import Tracer
 from .._copies.own import own_static
 from .._holders import trees as jtu
 from .._holders.closure import user_class
-from .._holders.labels import Label
+from .._holders.labels import Label, variable_str
 from .._holders.trees import is_function_like
 from .._rule.code import Branches
 from .._rule.floats import python_number, scalar_leaf
@@ -132,6 +132,14 @@ class Leaves:
         if id(obj) in self.scope.ids:
             self.scope.add(index, obj)
         return index
+
+    def captured_as(self, i: int) -> str:
+        """How an error names node `i`: the function capturing it and the
+        variable, or the function lifted, where the walk first reached it."""
+        owner, label = self.reached_from.get(i, (None, None))
+        if owner is None or label is None:
+            return describe(self.root)
+        return f"{describe(owner)} captures {variable_str(label)}"
 
     def functions(self, value: Any, t: type[Any]) -> Any:
         """The treedef of a tuple or NamedTuple of plain functions, else `None`.

@@ -59,7 +59,6 @@ from .._skeleton.nodes import (
 from .._skeleton.shared import cell_of, one_slot, refs_template
 from .._skeleton.skeleton import Skeleton
 from .flatten import (
-    captured_as,
     flatten_capture,
     int_leaf,
     unreadable_holder,
@@ -102,7 +101,7 @@ class Walk(Leaves):
             try:
                 held = tuple(holder.parts(obj))
             except Exception as err:  # a subclass's own property raised
-                where = captured_as(self.reached_from, self.root)(index)
+                where = self.captured_as(index)
                 raise unreadable_holder(obj, where, err) from err
             if holder is not METHOD:  # a bound method's parts cannot change
                 self.read.append((obj, held))  # `lift.jit` watches them
@@ -115,9 +114,7 @@ class Walk(Leaves):
         nodes: list[Node] = self.nodes  # type: ignore[assignment]
         skeleton = Skeleton(
             nodes,
-            rebuild_order(nodes, captured_as(self.reached_from, self.root))
-            if holders
-            else (),
+            rebuild_order(nodes, self.captured_as) if holders else (),
             self.parents,
             len(self.leaves),
             frozenset(self.float_leaves),
