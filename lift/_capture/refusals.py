@@ -57,14 +57,13 @@ def explain_concretization(x: LiftedParts, err: BaseException) -> LiftError | No
     # Hashing fails for an array as for a tracer (eagerly, or under `grad`
     # with the capture not traced): then the arrays count too.
     held = jax.Array if kind in ("hash", "method") else Tracer
-    tracers = {id(leaf): i for i, leaf in enumerate(leaves) if isinstance(leaf, held)}
-    if not tracers and not eager():
+    if not eager() and not any(isinstance(v, held) for v in leaves):
         # A `Lifted` made and flattened outside the trace it is called in (one
         # that a jitted function or a scan body closes over): its leaves are
         # concrete arrays, which the trace's first operation on them
         # (`min(lr, 1.0)`'s comparison) makes traced values.
         held = jax.Array
-        tracers = {id(v): i for i, v in enumerate(leaves) if isinstance(v, held)}
+    tracers = {id(v): i for i, v in enumerate(leaves) if isinstance(v, held)}
     if not tracers:
         return None
     skeleton = skeleton_of(x)
