@@ -168,12 +168,10 @@ class Leaves:
         leaf outside the `dynamic=` names. `slot` records what it says. `slot`
         raises where it cannot keep it."""
         t: type[Any] = type(leaf)  # pyright: ignore[reportUnknownVariableType]
-        if t in STATIC_ATOMS and (forced or self.dynamic is None):
+        if forced or (t in STATIC_ATOMS and self.dynamic is None):
             return STATIC
-        if not forced and is_function_like(leaf):
+        if is_function_like(leaf):
             return STATIC if id(leaf) in self.frozen else NODE
-        if forced:
-            return STATIC
         if self.dynamic is not None:
             dyn = bool(self.dynamic(leaf))
         else:
