@@ -436,16 +436,14 @@ def _is_plain(value: Any) -> bool:
 
 
 def _pytree_of_functions(value: Any) -> bool:
-    """Whether `value` is a pytree with a function among its leaves."""
+    """Whether `value`, itself no function, holds one among its pytree leaves."""
     if type(value) in UNOPENED:
         return False
     try:
         flat = flatten_checked(value, is_function_like)
     except (TypeError, ValueError):  # a node whose flatten fails: not looked into
         return False
-    if flat is None or treedef_is_leaf(flat[1]):
-        return False
-    return any(map(is_function_like, flat[0]))
+    return flat is not None and any(map(is_function_like, flat[0]))
 
 
 def _holding_functions(
