@@ -105,9 +105,7 @@ class Leaves:
         self.fast = (
             dynamic is None
             and self.named is None
-            and not static
-            and not self.branched_cells
-            and not frozen
+            and not (static or self.branched_cells or frozen)
         )
 
     def mine(self, value: Any, key: Any = None) -> Static:

@@ -92,8 +92,7 @@ class Walk(Leaves):
         holders = False
         while queue:
             index, obj = queue.popleft()
-            t: type[Any] = type(obj)  # pyright: ignore[reportUnknownVariableType]
-            if t is types.FunctionType:
+            if type(obj) is types.FunctionType:
                 self.nodes[index] = self.function(index, obj)
                 continue
             holder = holder_of(obj)
@@ -101,8 +100,7 @@ class Walk(Leaves):
             try:
                 held = tuple(holder.parts(obj))
             except Exception as err:  # a subclass's own property raised
-                where = self.captured_as(index)
-                raise unreadable_holder(obj, where, err) from err
+                raise unreadable_holder(obj, self.captured_as(index), err) from err
             if holder is not METHOD:  # a bound method's parts cannot change
                 self.read.append((obj, held))  # `lift.jit` watches them
             holders = True
