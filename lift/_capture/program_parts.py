@@ -187,9 +187,8 @@ def _tracer_in(part: Any) -> str | None:
         )
     except LiftError as err:
         return f"that lift cannot make a leaf ({str(err).splitlines()[0]})"
-    live = skeleton.live
-    if live is not None:  # hidden in an object: kept only while its trace runs
-        return f"that lift cannot make a leaf ({live})"
+    if skeleton.live is not None:  # hidden in an object: kept only while its trace runs
+        return f"that lift cannot make a leaf ({skeleton.live})"
     for path, leaf in zip(leaf_paths(skeleton), leaves, strict=True):
         if _compat.is_tracer(leaf):
             where = str(path).lstrip(".") or "value"

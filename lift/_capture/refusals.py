@@ -82,8 +82,7 @@ def explain_concretization(x: LiftedParts, err: BaseException) -> LiftError | No
         tb = tb.tb_next
     if last is None:
         return None
-    frame, code = last.tb_frame, last.tb_frame.f_code
-    local = frame.f_locals
+    code, local = last.tb_frame.f_code, last.tb_frame.f_locals
     sources = code_info(code).operands(last.tb_lasti)
     if kind == "hash":  # `{0.1: y}[lr]` hashes `lr` alone, not what the dict holds
         key = _subscript_key(code, last.tb_lasti)
