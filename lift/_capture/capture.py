@@ -128,49 +128,37 @@ def check_names(
     """Refuse names in `static=` or `dynamic=` that no capture of `fn` has.
 
     `found` are the names its captures have."""
-    if static:
-        check_static_names(static, found, fn, caller)
-    if isinstance(dynamic, DynamicNames):
-        check_static_names(dynamic.names, found, fn, caller, "dynamic")
-
-
-def check_static_names(
-    static: frozenset[str],
-    names: frozenset[str],
-    obj: Any,
-    caller: str,
-    option: str = "static",
-) -> None:
-    """The `LiftError` for names that no captured variable has.
-
-    `option` is `static=` or `dynamic=`."""
-    unknown = sorted(static - names)
-    if not unknown:
-        return
-    known = ", ".join(repr(n) for n in sorted(names)) or "none"
-    said: list[str] = []
-    for u in unknown:
-        near = difflib.get_close_matches(u, names, n=1)
-        said.append(f"{u!r} (did you mean {near[0]!r}?)" if near else repr(u))
-    fix = (
-        "Fix: name captured variables (free variables, default parameters, partial "
-        "keywords, function attributes, at any depth)."
-    )
-    if option == "dynamic":
-        # The names a user knows are often a constructor's arguments, which the
-        # closures it built need not keep (optax's `adam` keeps `-learning_rate`
-        # as `step_size`): a partial of the constructor keeps them as its keywords.
-        fix += (
-            " To name a constructor's arguments, lift a partial of it and build "
-            "the object inside your jitted function: `make = lift.lift(functools."
-            f"partial(constructor, {unknown[0]}=...), dynamic={unknown[0]!r})`, "
-            "then `make()`."
+    named = dynamic.names if isinstance(dynamic, DynamicNames) else NO_NAMES
+    for option, given in (("static", static), ("dynamic", named)):
+        unknown = sorted(given - found)
+        if not unknown:
+            continue
+        known = ", ".join(repr(n) for n in sorted(found)) or "none"
+        said: list[str] = []
+        for u in unknown:
+            near = difflib.get_close_matches(u, found, n=1)
+            said.append(f"{u!r} (did you mean {near[0]!r}?)" if near else repr(u))
+        fix = (
+            "Fix: name captured variables (free variables, default parameters, "
+            "partial keywords, function attributes, at any depth)."
         )
-    raise LiftError(
-        f"{caller}({describe(obj)}, {option}={tuple(sorted(static))!r}): no captured "
-        f"variable is called {', '.join(said)}.\nCaptured variables: {known}.\n" + fix,
-        anchor="unknown-static-name",
-    )
+        if option == "dynamic":
+            # The names a user knows are often a constructor's arguments, which
+            # the closures it built need not keep (optax's `adam` keeps
+            # `-learning_rate` as `step_size`): a partial of the constructor
+            # keeps them as its keywords.
+            fix += (
+                " To name a constructor's arguments, lift a partial of it and "
+                "build the object inside your jitted function: `make = lift.lift("
+                f"functools.partial(constructor, {unknown[0]}=...), "
+                f"dynamic={unknown[0]!r})`, then `make()`."
+            )
+        raise LiftError(
+            f"{caller}({describe(fn)}, {option}={tuple(sorted(given))!r}): no "
+            f"captured variable is called {', '.join(said)}.\nCaptured "
+            f"variables: {known}.\n{fix}",
+            anchor="unknown-static-name",
+        )
 
 
 def branched_elsewhere(walk: Walk) -> dict[int, Branches]:
@@ -180,8 +168,6 @@ def branched_elsewhere(walk: Walk) -> dict[int, Branches]:
     on. Another holds a NumPy boolean, where some code branches on its
     parameters. The answer must not depend on which function the walk met
     first."""
-    if not walk.scalar_cells:
-        return {}
     if not any(boolean for _, _, boolean in walk.scalar_cells) and all(
         index not in walk.shared for _, index, _ in walk.scalar_cells
     ):

@@ -16,7 +16,7 @@ a nested `jit`'s constants are keyed too (`lift._capture.program_parts`).
 from __future__ import annotations
 
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Final
 
 import jax
@@ -35,12 +35,9 @@ _eval_jaxpr: Callable[..., list[Any]] = jax.core.eval_jaxpr  # pyright: ignore
 _asarray: Callable[[Any], Any] = jnp.asarray  # pyright: ignore
 
 
-def _signature(leaves: list[Any]) -> tuple[tuple[tuple[int, ...], Any], ...]:
-    out: list[tuple[tuple[int, ...], Any]] = []
-    for leaf in leaves:
-        aval = jax.typeof(leaf)
-        out.append((tuple(aval.shape), aval.dtype))  # pyright: ignore
-    return tuple(out)
+def _signature(leaves: Iterable[Any]) -> tuple[tuple[tuple[int, ...], Any], ...]:
+    avals = map(jax.typeof, leaves)
+    return tuple((tuple(a.shape), a.dtype) for a in avals)  # pyright: ignore
 
 
 class Program:
@@ -75,18 +72,18 @@ class Program:
         jaxpr: Any,
         in_tree: Any,
         out_tree: Any,
-        in_sig: tuple[tuple[tuple[int, ...], Any], ...],
-        const_sig: tuple[tuple[tuple[int, ...], Any], ...],
-        name: str,
-        where: str,
+        leaves: list[Any],
+        consts: tuple[Any, ...],
+        fn: Any,
     ) -> None:
+        self.name = getattr(fn, "__name__", None) or "fn"
+        self.where = where = describe(fn)
         hidden = ProgramParts(jaxpr, where)
         self.jaxpr = jaxpr
         self.in_tree = in_tree
         self.out_tree = out_tree
-        self.in_sig = in_sig
-        self.name = name
-        self.where = where
+        self.in_sig = in_sig = _signature(leaves)
+        const_sig = _signature(consts)
         self._key = (str(jaxpr), in_tree, out_tree, in_sig, const_sig, *hidden.key)
         self._alive = tuple(hidden.alive)
         self._hash = hash(self._key)
@@ -140,21 +137,6 @@ jax.tree_util.register_pytree_node(  # pyright: ignore[reportUnknownMemberType]
 )
 
 
-def _converted(program: Program, consts: tuple[Any, ...]) -> types.FunctionType:
-    def converted(*args: Any, **kwargs: Any) -> Any:
-        return program.run(consts, args, kwargs)
-
-    return converted  # pyright: ignore[reportReturnType]
-
-
-def _as_leaf(const: Any) -> Any:
-    # Constants that are neither tracers nor jax arrays (NumPy arrays wrapped by
-    # the trace) become jax arrays, so that lift makes them leaves.
-    if isinstance(const, jax.Array):
-        return const
-    return _asarray(np.asarray(const))
-
-
 def convert(
     fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> types.FunctionType:
@@ -190,20 +172,21 @@ def convert(
         return out
 
     closed = _make_jaxpr(flat)(*leaves)
-    consts = tuple(_as_leaf(c) for c in closed.consts)
-    name = getattr(fn, "__name__", None) or "fn"
-    program = Program(
-        _compat.bare_jaxpr(closed),
-        in_tree,
-        out_trees[-1],
-        _signature(leaves),
-        _signature(list(consts)),
-        name,
-        describe(fn),
+    # Constants that are neither tracers nor jax arrays (NumPy arrays wrapped
+    # by the trace) become jax arrays, so that lift makes them leaves.
+    consts = tuple(
+        c if isinstance(c, jax.Array) else _asarray(np.asarray(c))
+        for c in closed.consts
     )
-    converted = _converted(program, consts)
+    program = Program(
+        _compat.bare_jaxpr(closed), in_tree, out_trees[-1], leaves, consts, fn
+    )
+
+    def converted(*args: Any, **kwargs: Any) -> Any:
+        return program.run(consts, args, kwargs)
+
     for attr in ("__name__", "__qualname__", "__doc__", "__module__"):
         value = getattr(fn, attr, None)
         if isinstance(value, str):
             setattr(converted, attr, value)
-    return converted
+    return converted  # pyright: ignore[reportReturnType]

@@ -36,10 +36,6 @@ class Factored:
         return f"defaultdict({self.factory!r}, {self.items!r})"
 
 
-def _flatten(f: Factored) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
-    return (f.factory, *f.items.values()), tuple(f.items)
-
-
 def _flatten_with_keys(
     f: Factored,
 ) -> tuple[tuple[tuple[Any, Any], ...], tuple[Any, ...]]:
@@ -56,7 +52,7 @@ def _unflatten(keys: tuple[Any, ...], children: Iterable[Any]) -> Any:
     return Factored(factory, items)
 
 
-jtu.register_pytree_with_keys(Factored, _flatten_with_keys, _unflatten, _flatten)
+jtu.register_pytree_with_keys(Factored, _flatten_with_keys, _unflatten)
 
 
 def _factored(x: Any) -> bool:

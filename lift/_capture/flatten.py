@@ -18,11 +18,6 @@ from .._rule.static import unsortable_registry
 from .factories import flatten_factored, has_function_factory
 
 
-def _name(label: Label) -> str:
-    name = label.variable
-    return name if type(name) is str and name else "name"
-
-
 def flatten_capture(
     value: Any,
     is_leaf: Callable[[Any], bool],
@@ -43,7 +38,15 @@ def flatten_capture(
     except (TypeError, ValueError) as err:
         if forced or unsortable_registry(value):
             return None
-        raise flattening_refused(holder, label, err) from err
+        raise refused(
+            holder,
+            label,
+            f", which JAX's pytree flattening refuses ({err})",
+            "use dict keys that sort (strings, or numbers of one type; an `Enum`'s "
+            "members do not), a `collections.OrderedDict` (flattened in its own "
+            "order, unsorted)",
+            "capture-flattening-refused",
+        ) from err
     if (
         flat is not None
         and not forced
@@ -54,36 +57,27 @@ def flatten_capture(
     if flat is None:
         if forced:  # kept whole, by identity, as the fix says
             return None
-        raise container_cycle(holder, label)
+        raise refused(
+            holder,
+            label,
+            ", a container that contains itself or nests more than "
+            f"{MAX_CONTAINER_DEPTH} levels deep, which JAX's pytree flattening "
+            "cannot take",
+            "pass it as an argument",
+            "container-cycle",
+        )
     return flat
 
 
-def flattening_refused(holder: Any, label: Label, err: Exception) -> LiftError:
-    """The error for a capture JAX's pytree flattening refuses.
+def refused(holder: Any, label: Label, what: str, fix: str, anchor: str) -> LiftError:
+    """The error for a capture lift cannot take, whose other fix is `static=`.
 
-    Its dict keys may not sort, or a node's flatten may fail."""
-    name = _name(label)
+    `what` says what the capture is; `fix` says the first fix."""
+    name = label.variable if type(label.variable) is str and label.variable else "name"
     return LiftError(
-        f"{describe(holder)} captures {variable_str(label)}, which "
-        f"JAX's pytree flattening refuses ({err}).\nFix: use dict "
-        "keys that sort (strings, or numbers of one type; an `Enum`'s "
-        "members do not), a `collections.OrderedDict` (flattened in its own "
-        f"order, unsorted), or keep it static with {static_fix((name,))}.",
-        anchor="capture-flattening-refused",
-        static=(name,),
-    )
-
-
-def container_cycle(holder: Any, label: Label) -> LiftError:
-    """A capture that contains itself, or nests too deep to flatten."""
-    name = _name(label)
-    return LiftError(
-        f"{describe(holder)} captures {variable_str(label)}, a "
-        "container that contains itself or nests more than "
-        f"{MAX_CONTAINER_DEPTH} levels deep, which JAX's pytree "
-        "flattening cannot take.\nFix: pass it as an argument, or "
-        f"keep it static with {static_fix((name,))}.",
-        anchor="container-cycle",
+        f"{describe(holder)} captures {variable_str(label)}{what}.\nFix: {fix}, "
+        f"or keep it static with {static_fix((name,))}.",
+        anchor=anchor,
         static=(name,),
     )
 
@@ -94,15 +88,13 @@ def not_traceable(
     """The error for a leaf `dynamic=` chose that JAX cannot trace.
 
     `at` is the captured value's treedef and the leaf's position in it."""
-    name = _name(label)
-    return LiftError(
-        f"{describe(holder)} captures {variable_str(label)}, a "
-        f"{t.__name__}{_within(label, at)}, which your `dynamic=` predicate "
-        "made a leaf, but "
-        "JAX cannot trace it.\nFix: make the predicate accept only "
-        f"arrays and numbers, or keep it static with {static_fix((name,))}.",
-        anchor="dynamic-predicate",
-        static=(name,),
+    return refused(
+        holder,
+        label,
+        f", a {t.__name__}{_within(label, at)}, which your `dynamic=` predicate "
+        "made a leaf, but JAX cannot trace it",
+        "make the predicate accept only arrays and numbers",
+        "dynamic-predicate",
     )
 
 
@@ -160,20 +152,3 @@ def unreadable_holder(obj: Any, where: str, err: Exception) -> LiftError:
         "`keywords` readable, or capture a plain function instead.",
         anchor="unreadable-holder",
     )
-
-
-def captured_as(
-    reached: dict[int, tuple[Any, Label]], root: Any
-) -> Callable[[int], str]:
-    """How an error names node `i` of a walk.
-
-    It names the function capturing it and the variable, or the function
-    lifted. `reached` is where the walk first reached each node."""
-
-    def where(i: int) -> str:
-        owner, label = reached.get(i, (None, None))
-        if owner is None or label is None:
-            return describe(root)
-        return f"{describe(owner)} captures {variable_str(label)}"
-
-    return where

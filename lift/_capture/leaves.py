@@ -11,13 +11,14 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from .._base.caches import BoundedDict
-from .._base.errors import code_of
+from .._base.errors import code_of, describe
 from .._compat import Tracer
 from .._copies.own import own_static
 from .._holders import trees as jtu
 from .._holders.closure import user_class
-from .._holders.labels import Label
+from .._holders.labels import Label, variable_str
 from .._holders.trees import is_function_like
+from .._rule.code import Branches
 from .._rule.floats import python_number, scalar_leaf
 from .._rule.scope import Scope
 from .._rule.static import (
@@ -25,6 +26,7 @@ from .._rule.static import (
     DYNAMIC_ATOMS,
     PY_SCALARS,
     STATIC_ATOMS,
+    DynamicNames,
     branch_static,
     check_opaque,
     default_dynamic,
@@ -41,24 +43,70 @@ NODE: Final = "node"
 
 
 class Leaves:
-    """The state `kind` and `slot` read and write; `Walk` sets it."""
+    """State of one capture: the nodes found so far and the leaves collected.
 
-    root: Any
-    dynamic: Callable[[Any], bool] | None
-    named: frozenset[str] | None
-    frozen: frozenset[int]
-    held: set[int]
-    scope: Scope
-    nodes: list[Node | None]
-    parents: list[tuple[Template, int] | None]
-    ids: dict[int, int]
-    leaves: list[Any]
-    float_leaves: list[int]
-    queue: deque[tuple[int, Any]]
-    live: str | None
-    read: list[tuple[Any, Any]]
-    own: list[int]
-    reached_from: dict[int, tuple[Any, Label]]
+    `branched_cells` maps the ids of cells that some function sharing them
+    branches on to the keys the branches read. A first walk finds them
+    (`capture`). Their scalars there stay static, whichever function reached
+    them first.
+
+    With `dynamic=` names (`DynamicNames`), nodes reached from a named capture
+    are in its `scope` (`lift._rule.scope`).
+
+    `frozen` holds the ids of the functions and cells a static capture holds
+    too (a registry's, found by a first walk: `held`). The call may reach them
+    through that capture, so they are static.
+    """
+
+    def __init__(
+        self,
+        root: Any,
+        static: frozenset[str],
+        dynamic: Callable[[Any], bool] | DynamicNames | None,
+        branched_cells: dict[int, Branches] | None = None,
+        scoped_ids: frozenset[int] = frozenset(),
+        frozen: frozenset[int] = frozenset(),
+    ) -> None:
+        self.root = root
+        self.static = static
+        self.named: frozenset[str] | None = None
+        if isinstance(dynamic, DynamicNames):
+            self.named, dynamic = dynamic.names, None
+        self.dynamic: Callable[[Any], bool] | None = dynamic
+        self.branched_cells = branched_cells or {}
+        self.frozen = frozen
+        # Functions and cells the static captures hold (`check_opaque`).
+        self.held: set[int] = set()
+        self.scope = Scope(self.named, scoped_ids)
+        self.nodes: list[Node | None] = []
+        self.parents: list[tuple[Template, int] | None] = []
+        self.ids: dict[int, int] = {}
+        self.leaves: list[Any] = []
+        self.float_leaves: list[int] = []
+        self.names: set[str] = set()
+        self.queue: deque[tuple[int, Any]] = deque()
+        self.shared: set[int] = set()  # cells held by several functions
+        self.attributes = False  # whether a function has attributes of its own
+        # What static capture holds a tracer of a transform still running, if
+        # any: a `Lifted` of it refuses to be flattened, and no cache keeps its
+        # skeleton (it would keep the tracer alive).
+        self.live: str | None = None
+        # Cells whose capture put a scalar among the leaves: (cell, cell index,
+        # whether it is a boolean).
+        self.scalar_cells: list[tuple[types.CellType, int, bool]] = []
+        # Each cell, function and partial as the walk read it (`lift.jit` watches it).
+        self.read: list[tuple[Any, Any]] = []
+        # The ids of your own objects it keeps: lists, dicts, sets, empty cells.
+        self.own: list[int] = []
+        # The holder and label each node was first reached from (for errors).
+        self.reached_from: dict[int, tuple[Any, Label]] = {}
+        # No `static=`/`dynamic=` and no redo: the common walk, whose floats and
+        # arrays are leaves and whose functions are nodes, wherever they are.
+        self.fast = (
+            dynamic is None
+            and self.named is None
+            and not (static or self.branched_cells or frozen)
+        )
 
     def mine(self, value: Any, key: Any = None) -> Static:
         """`value` kept as your own object (`own_static`), its id recorded."""
@@ -82,6 +130,14 @@ class Leaves:
         if id(obj) in self.scope.ids:
             self.scope.add(index, obj)
         return index
+
+    def captured_as(self, i: int) -> str:
+        """How an error names node `i`: the function capturing it and the
+        variable, or the function lifted, where the walk first reached it."""
+        owner, label = self.reached_from.get(i, (None, None))
+        if owner is None or label is None:
+            return describe(self.root)
+        return f"{describe(owner)} captures {variable_str(label)}"
 
     def functions(self, value: Any, t: type[Any]) -> Any:
         """The treedef of a tuple or NamedTuple of plain functions, else `None`.
@@ -110,12 +166,10 @@ class Leaves:
         leaf outside the `dynamic=` names. `slot` records what it says. `slot`
         raises where it cannot keep it."""
         t: type[Any] = type(leaf)  # pyright: ignore[reportUnknownVariableType]
-        if t in STATIC_ATOMS and (forced or self.dynamic is None):
+        if forced or (t in STATIC_ATOMS and self.dynamic is None):
             return STATIC
-        if not forced and is_function_like(leaf):
+        if is_function_like(leaf):
             return STATIC if id(leaf) in self.frozen else NODE
-        if forced:
-            return STATIC
         if self.dynamic is not None:
             dyn = bool(self.dynamic(leaf))
         else:

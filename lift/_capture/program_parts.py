@@ -44,12 +44,10 @@ _RULES: dict[tuple[str, str], tuple[str, str]] = {
 
 
 def _rule_name(primitive: str, param: str) -> tuple[str, str]:
-    found = _RULES.get((primitive, param))
-    if found is not None:
-        return found
     if param == "callback":
         return f"{primitive} callback", _CALLBACK_FIX
-    return f"`{param}` of `{primitive}`", "pass it as an argument instead"
+    other = (f"`{param}` of `{primitive}`", "pass it as an argument instead")
+    return _RULES.get((primitive, param), other)
 
 
 def _held(*parts: Any) -> None:
@@ -189,9 +187,8 @@ def _tracer_in(part: Any) -> str | None:
         )
     except LiftError as err:
         return f"that lift cannot make a leaf ({str(err).splitlines()[0]})"
-    live = skeleton.live
-    if live is not None:  # hidden in an object: kept only while its trace runs
-        return f"that lift cannot make a leaf ({live})"
+    if skeleton.live is not None:  # hidden in an object: kept only while its trace runs
+        return f"that lift cannot make a leaf ({skeleton.live})"
     for path, leaf in zip(leaf_paths(skeleton), leaves, strict=True):
         if _compat.is_tracer(leaf):
             where = str(path).lstrip(".") or "value"

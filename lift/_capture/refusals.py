@@ -6,6 +6,7 @@ explained by its capture. What `lift` cannot take is said with the fix."""
 from __future__ import annotations
 
 import dis
+import traceback
 import types
 from typing import Any, Final, cast
 
@@ -56,14 +57,13 @@ def explain_concretization(x: LiftedParts, err: BaseException) -> LiftError | No
     # Hashing fails for an array as for a tracer (eagerly, or under `grad`
     # with the capture not traced): then the arrays count too.
     held = jax.Array if kind in ("hash", "method") else Tracer
-    tracers = {id(leaf): i for i, leaf in enumerate(leaves) if isinstance(leaf, held)}
-    if not tracers and not eager():
+    if not eager() and not any(isinstance(v, held) for v in leaves):
         # A `Lifted` made and flattened outside the trace it is called in (one
         # that a jitted function or a scan body closes over): its leaves are
         # concrete arrays, which the trace's first operation on them
         # (`min(lr, 1.0)`'s comparison) makes traced values.
         held = jax.Array
-        tracers = {id(v): i for i, v in enumerate(leaves) if isinstance(v, held)}
+    tracers = {id(v): i for i, v in enumerate(leaves) if isinstance(v, held)}
     if not tracers:
         return None
     skeleton = skeleton_of(x)
@@ -82,8 +82,7 @@ def explain_concretization(x: LiftedParts, err: BaseException) -> LiftError | No
         tb = tb.tb_next
     if last is None:
         return None
-    frame, code = last.tb_frame, last.tb_frame.f_code
-    local = frame.f_locals
+    code, local = last.tb_frame.f_code, last.tb_frame.f_locals
     sources = code_info(code).operands(last.tb_lasti)
     if kind == "hash":  # `{0.1: y}[lr]` hashes `lr` alone, not what the dict holds
         key = _subscript_key(code, last.tb_lasti)
@@ -220,14 +219,10 @@ def _converted(tb: types.TracebackType) -> set[int]:
     Those are JAX's frames, where it converts a value. It looks one container
     deep."""
     out: set[int] = set()
-    below = tb.tb_next
-    while below is not None:
-        for v in below.tb_frame.f_locals.values():
-            if isinstance(v, Tracer):
-                out.add(id(v))
-            elif type(v) is tuple:
-                out.update(id(w) for w in v if isinstance(w, Tracer))  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
-        below = below.tb_next
+    for frame, _ in traceback.walk_tb(tb.tb_next):
+        for v in frame.f_locals.values():
+            held = cast("tuple[Any, ...]", v) if type(v) is tuple else (v,)
+            out.update(id(w) for w in held if isinstance(w, Tracer))
     return out
 
 
@@ -440,16 +435,14 @@ def _is_plain(value: Any) -> bool:
 
 
 def _pytree_of_functions(value: Any) -> bool:
-    """Whether `value` is a pytree with a function among its leaves."""
+    """Whether `value`, itself no function, holds one among its pytree leaves."""
     if type(value) in UNOPENED:
         return False
     try:
         flat = flatten_checked(value, is_function_like)
     except (TypeError, ValueError):  # a node whose flatten fails: not looked into
         return False
-    if flat is None or treedef_is_leaf(flat[1]):
-        return False
-    return any(map(is_function_like, flat[0]))
+    return flat is not None and any(map(is_function_like, flat[0]))
 
 
 def _holding_functions(

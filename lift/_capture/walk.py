@@ -9,8 +9,6 @@ The side-effect rule says what stays the user's own (`lift._copies.own`)."""
 from __future__ import annotations
 
 import types
-from collections import deque
-from collections.abc import Callable, Iterable
 from typing import Any
 
 from .._base.atoms import EXACT
@@ -31,14 +29,12 @@ from .._holders.closure import (
 from .._holders.labels import ATTR, SELF, Label
 from .._holders.trees import ITERATORS, irregular, is_function_like, ordered
 from .._rule.code import NO_BRANCH, WHOLE, Branches, CodeInfo, branch_hits, code_info
-from .._rule.scope import Scope
 from .._rule.static import (
     ALWAYS_DYNAMIC,
     BRANCHABLE,
     DYNAMIC_ATOMS,
     STATIC_ATOMS,
     ArrayImpl,
-    DynamicNames,
     attributes_by_global,
     branch_static,
     check_aux,
@@ -63,7 +59,6 @@ from .._skeleton.nodes import (
 from .._skeleton.shared import cell_of, one_slot, refs_template
 from .._skeleton.skeleton import Skeleton
 from .flatten import (
-    captured_as,
     flatten_capture,
     int_leaf,
     unreadable_holder,
@@ -89,72 +84,7 @@ def _held(fn: types.FunctionType) -> tuple[Any, ...]:
 
 
 class Walk(Leaves):
-    """State of one capture: the nodes found so far and the leaves collected.
-
-    `branched_cells` maps the ids of cells that some function sharing them
-    branches on to the keys the branches read. A first walk finds them
-    (`capture`). Their scalars there stay static, whichever function reached
-    them first.
-
-    With `dynamic=` names (`DynamicNames`), nodes reached from a named capture
-    are in its `scope` (`lift._rule.scope`).
-
-    `frozen` holds the ids of the functions and cells a static capture holds
-    too (a registry's, found by a first walk: `held`). The call may reach them
-    through that capture, so they are static.
-    """
-
-    def __init__(
-        self,
-        root: Any,
-        static: frozenset[str],
-        dynamic: Callable[[Any], bool] | DynamicNames | None,
-        branched_cells: dict[int, Branches] | None = None,
-        scoped_ids: frozenset[int] = frozenset(),
-        frozen: frozenset[int] = frozenset(),
-    ) -> None:
-        self.root = root
-        self.static = static
-        self.named: frozenset[str] | None = None
-        if isinstance(dynamic, DynamicNames):
-            self.named, dynamic = dynamic.names, None
-        self.dynamic: Callable[[Any], bool] | None = dynamic
-        self.branched_cells = branched_cells or {}
-        self.frozen = frozen
-        # Functions and cells the static captures hold (`check_opaque`).
-        self.held: set[int] = set()
-        self.scope = Scope(self.named, scoped_ids)
-        self.nodes: list[Node | None] = []
-        self.parents: list[tuple[Template, int] | None] = []
-        self.ids: dict[int, int] = {}
-        self.leaves: list[Any] = []
-        self.float_leaves: list[int] = []
-        self.names: set[str] = set()
-        self.queue: deque[tuple[int, Any]] = deque()
-        self.shared: set[int] = set()  # cells held by several functions
-        self.attributes = False  # whether a function has attributes of its own
-        # What static capture holds a tracer of a transform still running, if
-        # any: a `Lifted` of it refuses to be flattened, and no cache keeps its
-        # skeleton (it would keep the tracer alive).
-        self.live: str | None = None
-        # Cells whose capture put a scalar among the leaves: (cell, cell index,
-        # whether it is a boolean).
-        self.scalar_cells: list[tuple[types.CellType, int, bool]] = []
-        # Each cell, function and partial as the walk read it (`lift.jit` watches it).
-        self.read: list[tuple[Any, Any]] = []
-        # The ids of your own objects it keeps: lists, dicts, sets, empty cells.
-        self.own: list[int] = []
-        # The holder and label each node was first reached from (for errors).
-        self.reached_from: dict[int, tuple[Any, Label]] = {}
-        # No `static=`/`dynamic=` and no redo: the common walk, whose floats and
-        # arrays are leaves and whose functions are nodes, wherever they are.
-        self.fast = (
-            dynamic is None
-            and self.named is None
-            and not static
-            and not self.branched_cells
-            and not frozen
-        )
+    """The walk of one capture over its state (`Leaves`)."""
 
     def run(self) -> tuple[Skeleton, list[Any]]:
         self.new_node(self.root)
@@ -162,8 +92,7 @@ class Walk(Leaves):
         holders = False
         while queue:
             index, obj = queue.popleft()
-            t: type[Any] = type(obj)  # pyright: ignore[reportUnknownVariableType]
-            if t is types.FunctionType:
+            if type(obj) is types.FunctionType:
                 self.nodes[index] = self.function(index, obj)
                 continue
             holder = holder_of(obj)
@@ -171,20 +100,19 @@ class Walk(Leaves):
             try:
                 held = tuple(holder.parts(obj))
             except Exception as err:  # a subclass's own property raised
-                where = captured_as(self.reached_from, self.root)(index)
-                raise unreadable_holder(obj, where, err) from err
+                raise unreadable_holder(obj, self.captured_as(index), err) from err
             if holder is not METHOD:  # a bound method's parts cannot change
                 self.read.append((obj, held))  # `lift.jit` watches them
             holders = True
-            self.nodes[index] = HolderNode(
-                holder, holder.static(obj), self.parts(held, index, obj)
+            parts = tuple(
+                (label, self.template(value, index, label, obj))
+                for label, value in held
             )
+            self.nodes[index] = HolderNode(holder, holder.static(obj), parts)
         nodes: list[Node] = self.nodes  # type: ignore[assignment]
         skeleton = Skeleton(
             nodes,
-            rebuild_order(nodes, captured_as(self.reached_from, self.root))
-            if holders
-            else (),
+            rebuild_order(nodes, self.captured_as) if holders else (),
             self.parents,
             len(self.leaves),
             frozenset(self.float_leaves),
@@ -194,14 +122,6 @@ class Walk(Leaves):
         skeleton.own = tuple(self.own)
         skeleton.live = self.live
         return skeleton, self.leaves
-
-    def parts(
-        self, parts: Iterable[tuple[Label, Any]], index: int, holder: Any
-    ) -> tuple[tuple[Label, Template], ...]:
-        return tuple(
-            (label, self.template(value, index, label, holder))
-            for label, value in parts
-        )
 
     def function(self, index: int, fn: types.FunctionType) -> FunctionNode:
         read, names, parents = self.read, self.names, self.parents
@@ -412,14 +332,14 @@ class Walk(Leaves):
         def is_static(leaf: Any) -> bool:
             return self.kind(leaf, forced, whole, pinned) is STATIC
 
-        if forced or t not in DYNAMIC_ATOMS or self.dynamic is not None:
-            if is_function_like(value):
-                leaves = [value]
-                treedef = None
-            elif not forced and (treedef := self.functions(value, t)) is not None:
+        leaves, treedef = [value], None
+        if (
+            forced or t not in DYNAMIC_ATOMS or self.dynamic is not None
+        ) and not is_function_like(value):
+            if not forced and (fns := self.functions(value, t)) is not None:
                 # Plain functions in a tuple or NamedTuple (a chain's, an
                 # optimizer's): nothing to flatten, no static data.
-                leaves, aux = list(value), None
+                leaves, treedef, aux = list(value), fns, None
             else:
                 flat = flatten_capture(
                     value,
@@ -444,9 +364,6 @@ class Walk(Leaves):
                     if irregular(value):
                         order = ordered(value, treedef, static_key)
                     self.live = self.live or check_aux(treedef, holder, label)
-        else:
-            leaves = [value]
-            treedef = None
         frozen = frozenset(k for k, v in owned.items() if v)
         if kept_whole(value, leaves, frozen, is_static):
             # A list or dict holding no dynamic leaf (a log, a cache, a
