@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import types
-from collections.abc import Generator, Iterable
+from collections.abc import Generator, Iterable, Iterator
 from typing import Any, cast
 
 from jax._src import core as _core
@@ -24,7 +24,7 @@ def _core_frames(exc: BaseException) -> Iterable[types.FrameType]:
         tb = tb.tb_next
 
 
-def _leaked_tracer_lists(exc: BaseException) -> Iterable[list[Any]]:
+def _leaked_tracer_lists(exc: BaseException) -> Iterator[list[Any]]:
     for frame in _core_frames(exc):
         # jax 0.10.2, jax/_src/core.py: `ensure_no_leaks` binds the list as
         # `leaked_tracers` before raising, `leaked_tracer_error` as `tracers`
@@ -53,9 +53,7 @@ def jax_leaked_tracers(exc: BaseException) -> list[Any] | None:
     is_report = is_leak_report(exc)
     if not is_report and not (isinstance(exc, Exception) and _in_why_alive(exc)):
         return None
-    for found in _leaked_tracer_lists(exc):
-        return list(found)
-    return [] if is_report else None
+    return next(_leaked_tracer_lists(exc), [] if is_report else None)  # pyright: ignore[reportUnknownArgumentType]
 
 
 def is_leak_report(exc: BaseException) -> bool:
