@@ -8,7 +8,7 @@ import contextlib
 import sys
 import types
 from collections.abc import Generator, Iterable, Iterator
-from typing import Any, cast
+from typing import Any, Final, cast
 
 from jax._src import core as _core
 
@@ -80,7 +80,8 @@ def _in_why_alive(exc: BaseException) -> bool:
 # emptied (the next reader of `f_locals` rebuilds its own) and it looks again.
 # From 3.13 (PEP 667) `f_locals` is a live view and nothing is cached.
 
-_original_find_leaked: Any = None
+# JAX's own checker, which `snapshots_are_not_leaks` wraps while it runs.
+_FIND_LEAKED: Final[Any] = cast(Any, _core).maybe_find_leaked_tracers
 _snapshot_checks = 0  # blocks running with the checker wrapped
 
 
@@ -97,30 +98,27 @@ def drop_stale_snapshots() -> None:
 
 
 def _find_leaked_tracers(trace: Any) -> list[Any]:
-    found: list[Any] = _original_find_leaked(trace)
+    found: list[Any] = _FIND_LEAKED(trace)
     if not found:
         return found
     del found  # held here, they would be found again
     drop_stale_snapshots()
-    return _original_find_leaked(trace)
+    return _FIND_LEAKED(trace)
 
 
 @contextlib.contextmanager
 def snapshots_are_not_leaks() -> Generator[None]:
     """While the block runs, JAX's leak checker ignores tracers held only by
     the `f_locals` snapshots of the stack's frames (CPython 3.11, 3.12)."""
-    global _original_find_leaked, _snapshot_checks
+    global _snapshot_checks
     if not SNAPSHOT_LOCALS:
         yield
         return
-    if _snapshot_checks == 0:
-        _original_find_leaked = cast(Any, _core).maybe_find_leaked_tracers
-        _core.maybe_find_leaked_tracers = _find_leaked_tracers  # pyright: ignore[reportAttributeAccessIssue]
+    _core.maybe_find_leaked_tracers = _find_leaked_tracers  # pyright: ignore[reportAttributeAccessIssue]
     _snapshot_checks += 1
     try:
         yield
     finally:
         _snapshot_checks -= 1
         if _snapshot_checks == 0:
-            _core.maybe_find_leaked_tracers = _original_find_leaked  # pyright: ignore[reportAttributeAccessIssue]
-            _original_find_leaked = None
+            _core.maybe_find_leaked_tracers = _FIND_LEAKED  # pyright: ignore[reportAttributeAccessIssue]

@@ -47,7 +47,9 @@ class _Recorder(NamedTuple):
 
 
 _recorders: list[_Recorder] = []
-_original_set_current_trace: Any = None
+# JAX's own, which `watching_trace_exits` replaces with a subclass while traces
+# are watched, and puts back after.
+SET_CURRENT_TRACE: Final[type] = _core.set_current_trace  # pyright: ignore[reportUnknownMemberType]
 
 
 # The eager traces lift watches: those of `grad`, `jvp`, `vjp` and `linearize`,
@@ -89,18 +91,15 @@ def _note_exit(trace: Any) -> None:
                 return
 
 
-def _watching_class(base: type) -> type:
-    class WatchedSetCurrentTrace(base):  # type: ignore[misc, valid-type]
-        __slots__ = ()
+class _WatchedSetCurrentTrace(SET_CURRENT_TRACE):  # type: ignore[misc, valid-type]
+    __slots__ = ()
 
-        def __exit__(self, *exc: Any) -> Any:
-            trace: Any = cast(Any, self).trace  # JAX's `__exit__` may drop it
-            out = cast(Any, super()).__exit__(*exc)
-            if exc[0] is None:
-                _note_exit(trace)
-            return out
-
-    return WatchedSetCurrentTrace
+    def __exit__(self, *exc: Any) -> Any:
+        trace: Any = cast(Any, self).trace  # JAX's `__exit__` may drop it
+        out = cast(Any, super()).__exit__(*exc)
+        if exc[0] is None:
+            _note_exit(trace)
+        return out
 
 
 @contextlib.contextmanager
@@ -133,11 +132,9 @@ def watching_trace_exits(
     referrers. `leaked` is told then, while the trace's holders still hold
     it. This is JAX's verdict, reached as JAX reaches it, only as far as
     needed (`leaked_at_check`)."""
-    global _original_set_current_trace
     recorder: dict[int, Any] = {}
     if not _recorders:
-        _original_set_current_trace = _core.set_current_trace
-        _core.set_current_trace = _watching_class(_original_set_current_trace)
+        _core.set_current_trace = _WatchedSetCurrentTrace
         _core.ensure_no_leaks = LeakCheck
     thread = None if threads else threading.get_ident()
     entry = _Recorder(recorder, every, thread, leaked)
@@ -147,10 +144,9 @@ def watching_trace_exits(
     finally:
         # By identity: two blocks' entries may be equal.
         del _recorders[next(i for i, e in enumerate(_recorders) if e is entry)]
-        if not _recorders and _original_set_current_trace is not None:
-            _core.set_current_trace = _original_set_current_trace
+        if not _recorders:
+            _core.set_current_trace = SET_CURRENT_TRACE
             _core.ensure_no_leaks = ENSURE_NO_LEAKS
-            _original_set_current_trace = None
 
 
 # -- JAX's verdict at its check (`core.ensure_no_leaks`) ------------------------
