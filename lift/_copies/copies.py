@@ -352,21 +352,18 @@ def refuse_changed(copy: Copy, *, between_calls: bool = False) -> LiftError:
             f"values in the {what} (one without arrays or floats, in it or its "
             "functions, is your own object inside the lifted function)"
         )
-    if between_calls:
-        return LiftError(
-            f"lift's copy of {variable} of {who} changed between "
-            f"two calls: a {what}{held}, and an earlier call gave it out (returned "
-            f"it, or stored it where your code reached it), so a change made to "
-            f"that value reached lift's copy and your {what} did not change.\n"
-            f"Fix: return a copy of it (`{what}(...)`), or {passed}.",
-            anchor="mutates-a-rebuilt-container",
-        )
-    return LiftError(
-        f"{who} mutated {variable} in place while it ran: a {what}"
+    message = (
+        f"lift's copy of {variable} of {who} changed between "
+        f"two calls: a {what}{held}, and an earlier call gave it out (returned "
+        f"it, or stored it where your code reached it), so a change made to "
+        f"that value reached lift's copy and your {what} did not change.\n"
+        f"Fix: return a copy of it (`{what}(...)`), or {passed}."
+        if between_calls
+        else f"{who} mutated {variable} in place while it ran: a {what}"
         f"{held}, so the change reached lift's copy and your {what} did not "
-        f"change.\nFix: {fix}.",
-        anchor="mutates-a-rebuilt-container",
+        f"change.\nFix: {fix}."
     )
+    return LiftError(message, anchor="mutates-a-rebuilt-container")
 
 
 def _refuse_attribute(copy: Copy, between_calls: bool) -> LiftError:
