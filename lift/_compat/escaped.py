@@ -223,20 +223,19 @@ def noting_promotions() -> Generator[None]:
     if not _GENERATIONAL:
         yield
         return
-    promotions = _PROMOTIONS
-    if promotions.depth == 0:
-        promotions.run_thread = None
-        gc.callbacks.append(promotions.note)
-    promotions.depth += 1
+    if _PROMOTIONS.depth == 0:
+        _PROMOTIONS.run_thread = None
+        gc.callbacks.append(_PROMOTIONS.note)
+    _PROMOTIONS.depth += 1
     try:
         yield
     finally:
-        promotions.depth -= 1
-        if promotions.depth == 0:
+        _PROMOTIONS.depth -= 1
+        if _PROMOTIONS.depth == 0:
             with contextlib.suppress(ValueError):  # removed by the block's code
-                gc.callbacks.remove(promotions.note)
-            promotions.traces.clear()
-            promotions.tracers.clear()
+                gc.callbacks.remove(_PROMOTIONS.note)
+            _PROMOTIONS.traces.clear()
+            _PROMOTIONS.tracers.clear()
 
 
 def _tracers_referring(traces: list[Any], thread: int | None = None) -> list[Any]:
