@@ -141,12 +141,9 @@ def _register(cls: type[TrainState]) -> None:
 
     def from_state_dict(x: Any, state: dict[str, Any]) -> Any:
         state = dict(state)
-        updates: dict[str, Any] = {}
-        if "tx" not in state:
-            updates["tx"] = x.tx  # flax's `TrainState` does not save its optimizer
-        for name in fields:
-            if name in updates:
-                continue
+        # flax's `TrainState` does not save its optimizer: the target's is kept.
+        updates: dict[str, Any] = {} if "tx" in state else {"tx": x.tx}
+        for name in (f for f in fields if f not in updates):
             if name not in state:
                 raise ValueError(
                     f"Missing field {name} in state dict while restoring an "
@@ -277,11 +274,8 @@ def _is_concrete_array(x: Any) -> bool:
 def _weak_template(dtype: np.dtype[Any]) -> jax.Array | None:
     """A weakly typed 0-d array of `dtype`: the default widths of Python's
     scalars (what lift converts them to), else `None`."""
-    for scalar in (0.0, 0j, 0):
-        template: jax.Array = jnp.asarray(scalar)  # pyright: ignore[reportUnknownMemberType]
-        if template.dtype == dtype:
-            return template
-    return None
+    scalars = (0.0, 0j, 0)
+    return next((t for s in scalars if (t := jnp.asarray(s)).dtype == dtype), None)  # pyright: ignore[reportUnknownMemberType]
 
 
 def _is_variable(x: Any) -> bool:

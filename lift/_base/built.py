@@ -25,10 +25,8 @@ _local = _Listeners()
 
 def record(obj: Any) -> None:
     """Note that `obj` was just built (no-op unless this thread is recording)."""
-    buckets = _local.buckets
-    if buckets:
-        for bucket in buckets:
-            bucket.add(obj)
+    for bucket in _local.buckets:
+        bucket.add(obj)
 
 
 @contextmanager
@@ -41,7 +39,4 @@ def recording() -> Generator[weakref.WeakSet[Any]]:
         yield bucket
     finally:
         # By identity: two WeakSets with the same contents compare equal.
-        for i in range(len(buckets) - 1, -1, -1):
-            if buckets[i] is bucket:
-                del buckets[i]
-                break
+        del buckets[next(i for i, b in enumerate(buckets) if b is bucket)]

@@ -47,8 +47,7 @@ def per_class(compute: Callable[[T], V]) -> Callable[[T], V]:
             return memo[cls]
         except KeyError:  # not seen yet
             pass
-        found = compute(cls)
-        memo[cls] = found
+        found = memo[cls] = compute(cls)
         return found
 
     return functools.wraps(compute)(cached)

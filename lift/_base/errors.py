@@ -143,9 +143,8 @@ def static_fix(names: tuple[str, ...], jit: bool = False) -> str:
 
     It reads `lift(f, static=('b2',))`. Under `lift.jit` (`jit`), it reads
     `lift.jit(lift.lift(f, static=('b2',)))`. Give the error `static=names`."""
-    if jit:
-        return f"`lift.jit(lift.lift(f, static={names!r}))`"
-    return f"`lift(f, static={names!r})`"
+    call = f"lift(f, static={names!r})"
+    return f"`lift.jit(lift.{call})`" if jit else f"`{call}`"
 
 
 def under_lift_jit(err: LiftError) -> LiftError:

@@ -7,8 +7,8 @@ from __future__ import annotations
 import contextlib
 import sys
 import types
-from collections.abc import Generator, Iterable
-from typing import Any, cast
+from collections.abc import Generator, Iterable, Iterator
+from typing import Any, Final, cast
 
 from jax._src import core as _core
 
@@ -24,7 +24,7 @@ def _core_frames(exc: BaseException) -> Iterable[types.FrameType]:
         tb = tb.tb_next
 
 
-def _leaked_tracer_lists(exc: BaseException) -> Iterable[list[Any]]:
+def _leaked_tracer_lists(exc: BaseException) -> Iterator[list[Any]]:
     for frame in _core_frames(exc):
         # jax 0.10.2, jax/_src/core.py: `ensure_no_leaks` binds the list as
         # `leaked_tracers` before raising, `leaked_tracer_error` as `tracers`
@@ -53,9 +53,7 @@ def jax_leaked_tracers(exc: BaseException) -> list[Any] | None:
     is_report = is_leak_report(exc)
     if not is_report and not (isinstance(exc, Exception) and _in_why_alive(exc)):
         return None
-    for found in _leaked_tracer_lists(exc):
-        return list(found)
-    return [] if is_report else None
+    return next(_leaked_tracer_lists(exc), [] if is_report else None)  # pyright: ignore[reportUnknownArgumentType]
 
 
 def is_leak_report(exc: BaseException) -> bool:
@@ -82,7 +80,8 @@ def _in_why_alive(exc: BaseException) -> bool:
 # emptied (the next reader of `f_locals` rebuilds its own) and it looks again.
 # From 3.13 (PEP 667) `f_locals` is a live view and nothing is cached.
 
-_original_find_leaked: Any = None
+# JAX's own checker, which `snapshots_are_not_leaks` wraps while it runs.
+_FIND_LEAKED: Final[Any] = cast(Any, _core).maybe_find_leaked_tracers
 _snapshot_checks = 0  # blocks running with the checker wrapped
 
 
@@ -99,30 +98,27 @@ def drop_stale_snapshots() -> None:
 
 
 def _find_leaked_tracers(trace: Any) -> list[Any]:
-    found: list[Any] = _original_find_leaked(trace)
+    found: list[Any] = _FIND_LEAKED(trace)
     if not found:
         return found
     del found  # held here, they would be found again
     drop_stale_snapshots()
-    return _original_find_leaked(trace)
+    return _FIND_LEAKED(trace)
 
 
 @contextlib.contextmanager
 def snapshots_are_not_leaks() -> Generator[None]:
     """While the block runs, JAX's leak checker ignores tracers held only by
     the `f_locals` snapshots of the stack's frames (CPython 3.11, 3.12)."""
-    global _original_find_leaked, _snapshot_checks
+    global _snapshot_checks
     if not SNAPSHOT_LOCALS:
         yield
         return
-    if _snapshot_checks == 0:
-        _original_find_leaked = cast(Any, _core).maybe_find_leaked_tracers
-        _core.maybe_find_leaked_tracers = _find_leaked_tracers  # pyright: ignore[reportAttributeAccessIssue]
+    _core.maybe_find_leaked_tracers = _find_leaked_tracers  # pyright: ignore[reportAttributeAccessIssue]
     _snapshot_checks += 1
     try:
         yield
     finally:
         _snapshot_checks -= 1
         if _snapshot_checks == 0:
-            _core.maybe_find_leaked_tracers = _original_find_leaked  # pyright: ignore[reportAttributeAccessIssue]
-            _original_find_leaked = None
+            _core.maybe_find_leaked_tracers = _FIND_LEAKED  # pyright: ignore[reportAttributeAccessIssue]

@@ -14,7 +14,7 @@ from collections.abc import Generator
 from typing import Any, Final
 
 from .checker import drop_stale_snapshots
-from .traces import SNAPSHOT_LOCALS, TRACE, LiveTraces, Tracer, live_traces
+from .traces import SNAPSHOT_LOCALS, TRACE, Tracer, live_traces
 
 
 def escaped_tracers(recorder: dict[int, Any]) -> list[Any]:
@@ -27,32 +27,24 @@ def escaped_tracers(recorder: dict[int, Any]) -> list[Any]:
     and the jaxpr is cached. Its referrers are looked at before any collection
     (garbage among them). The collection takes a few hundred milliseconds on a
     large heap; it runs only when they include a tracer."""
-    traces = [t for ref in recorder.values() if (t := ref()) is not None]
-    if not traces:
+    if all(ref() is None for ref in recorder.values()):
         return []
     live = live_traces()
-    traces = [t for t in traces if not live.has(t)]
-    if not traces or not _any_dead_tracer(traces, live):
-        return []
-    del traces
-    # The young generations first: garbage a phase just made is there, and a
-    # full collection on a large heap costs hundreds of milliseconds; the full
-    # one only when a tracer is still referred to after it.
-    for generation in (1, 2):
-        gc.collect(generation)
-        traces = [t for ref in recorder.values() if (t := ref()) is not None]
+    # Looked at before any collection, after the young generations' (garbage
+    # a phase just made is there), then after the full one, which costs
+    # hundreds of milliseconds on a large heap: each only while a tracer is
+    # still referred to.
+    for next_generation in (1, 2, None):
+        traces = [t for r in recorder.values() if (t := r()) is not None]
         traces = [t for t in traces if not live.has(t)]
         if not traces:
             return []
-        if generation == 1 and not _any_dead_tracer(traces, live):
-            return []
-    return [x for x in _tracers_referring(traces) if not live.is_live(x)]
-
-
-def _any_dead_tracer(traces: list[Any], live: LiveTraces) -> bool:
-    """Whether anything, garbage included, refers to `traces` that is a tracer
-    of none of the `live` traces (the referrers are not kept)."""
-    return any(not live.is_live(x) for x in _tracers_referring(traces))
+        found = [x for x in _tracers_referring(traces) if not live.is_live(x)]
+        if not found or next_generation is None:
+            return found
+        del traces, found
+        gc.collect(next_generation)
+    return []
 
 
 def leaked_at_check(ref: Any) -> list[Any]:
@@ -231,20 +223,19 @@ def noting_promotions() -> Generator[None]:
     if not _GENERATIONAL:
         yield
         return
-    promotions = _PROMOTIONS
-    if promotions.depth == 0:
-        promotions.run_thread = None
-        gc.callbacks.append(promotions.note)
-    promotions.depth += 1
+    if _PROMOTIONS.depth == 0:
+        _PROMOTIONS.run_thread = None
+        gc.callbacks.append(_PROMOTIONS.note)
+    _PROMOTIONS.depth += 1
     try:
         yield
     finally:
-        promotions.depth -= 1
-        if promotions.depth == 0:
+        _PROMOTIONS.depth -= 1
+        if _PROMOTIONS.depth == 0:
             with contextlib.suppress(ValueError):  # removed by the block's code
-                gc.callbacks.remove(promotions.note)
-            promotions.traces.clear()
-            promotions.tracers.clear()
+                gc.callbacks.remove(_PROMOTIONS.note)
+            _PROMOTIONS.traces.clear()
+            _PROMOTIONS.tracers.clear()
 
 
 def _tracers_referring(traces: list[Any], thread: int | None = None) -> list[Any]:

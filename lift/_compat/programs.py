@@ -88,43 +88,32 @@ _STATIC_BOXES: Final[tuple[type[Any], ...]] = (
     _util.Unhashable,  # pyright: ignore[reportUnknownMemberType]
     _api_util._HashableWithStrictTypeEquality,  # pyright: ignore[reportPrivateUsage, reportUnknownMemberType]
 )
-_SRC_DIR: Final[str] = os.path.dirname(CORE_FILE)
+_SRC_DIR: Final[str] = os.path.join(os.path.dirname(CORE_FILE), "")
 
-# JAX's own closures between a parameter and the user's function (jax 0.10.2):
-# file under jax/_src, qualified name, and the closure cells that lead on. The
-# other cells hold the trace, avals, stores and memo tables, all determined by
-# the traced program itself.
-_PLUMBING: Final[dict[tuple[str, str], tuple[str, ...]]] = {
-    (os.path.join(_SRC_DIR, *file.split("/")), qualname): cells
-    for file, closures in {
-        "interpreters/partial_eval.py": {
-            "_memoize.<locals>.memoized": ("fn",),
-            "DynamicJaxprTrace.process_custom_jvp_call.<locals>.jvp_jaxpr_thunk": (
-                "jvp",
-            ),
-            "DynamicJaxprTrace.process_custom_vjp_call.<locals>.fwd_jaxpr_from_zeros": (
-                "fwd",
-            ),
-            "DynamicJaxprTrace.process_custom_vjp_call.<locals>.out_trees_": (),
-        },
-        "interpreters/batching.py": {"batch_custom_vjp_bwd.<locals>.new_bwd": ("bwd",)},
-        "custom_derivatives.py": {
-            "_custom_jvp_call_dce.<locals>.dce_jvp_jaxpr_thunk": ("jvp_jaxpr_fun",),
-            "_custom_vjp_call_dce.<locals>.dce_fwd_jaxpr_thunk": ("fwd_jaxpr_thunk",),
-            "lift_jvp.<locals>.jvp": ("jvp_jaxpr_fun",),
-            "lift_fwd.<locals>.fwd": ("fwd_jaxpr_thunk",),
-        },
-        "debugging.py": {
-            "debug_callback.<locals>._debug_callback.<locals>._flat_callback": (
-                "callback",
-                "static_args",
-            ),
-            "_make_flat_callback.<locals>._flat_callback": ("callback", "static_args"),
-            # jax 0.8.0: the same closure, one level up
-            "debug_callback.<locals>._flat_callback": ("callback", "static_args"),
-        },
-    }.items()
-    for qualname, cells in closures.items()
+# JAX's own closures between a parameter and the user's function (jax 0.10.2),
+# in files under jax/_src: qualified name, and the closure cells that lead on.
+# The other cells hold the trace, avals, stores and memo tables, all
+# determined by the traced program itself.
+_PLUMBING: Final[dict[str, tuple[str, ...]]] = {
+    # interpreters/partial_eval.py
+    "_memoize.<locals>.memoized": ("fn",),
+    "DynamicJaxprTrace.process_custom_jvp_call.<locals>.jvp_jaxpr_thunk": ("jvp",),
+    "DynamicJaxprTrace.process_custom_vjp_call.<locals>.fwd_jaxpr_from_zeros": ("fwd",),
+    "DynamicJaxprTrace.process_custom_vjp_call.<locals>.out_trees_": (),
+    # interpreters/batching.py
+    "batch_custom_vjp_bwd.<locals>.new_bwd": ("bwd",),
+    # custom_derivatives.py
+    "_custom_jvp_call_dce.<locals>.dce_jvp_jaxpr_thunk": ("jvp_jaxpr_fun",),
+    "_custom_vjp_call_dce.<locals>.dce_fwd_jaxpr_thunk": ("fwd_jaxpr_thunk",),
+    "lift_jvp.<locals>.jvp": ("jvp_jaxpr_fun",),
+    "lift_fwd.<locals>.fwd": ("fwd_jaxpr_thunk",),
+    # debugging.py (jax 0.8.0: the first one level up, `debug_callback.<locals>`)
+    "debug_callback.<locals>._debug_callback.<locals>._flat_callback": (
+        "callback",
+        "static_args",
+    ),
+    "_make_flat_callback.<locals>._flat_callback": ("callback", "static_args"),
+    "debug_callback.<locals>._flat_callback": ("callback", "static_args"),
 }
 _RULE_TYPES: Final[tuple[type[Any], ...]] = (
     _WRAPPED_FUN,
@@ -223,9 +212,10 @@ def rule_parts(param: object) -> list[tuple[str, Any]]:
             stack.append(x.f)
         elif t is _FLAT_CALLBACK:
             stack.append(x.callback_func)
-        elif t is types.FunctionType and (
-            (cells := _PLUMBING.get((x.__code__.co_filename, x.__code__.co_qualname)))
-            is not None
+        elif (
+            t is types.FunctionType
+            and (cells := _PLUMBING.get(x.__code__.co_qualname)) is not None
+            and x.__code__.co_filename.startswith(_SRC_DIR)
         ):
             for name, cell in zip(
                 x.__code__.co_freevars, x.__closure__ or (), strict=False

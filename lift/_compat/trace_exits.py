@@ -35,17 +35,21 @@ from .traces import JAX_CHECKS_EAGER_GRAD, LiveTraces, running_traces
 
 
 # A block's record: the traces it saw exit, whether it notes every kind (or the
-# eager `grad` and `jvp` ones only), and the thread it watches (a trace exiting
-# in another thread, still running there perhaps, is not the block's, as JAX's
-# checker, whose switch is per thread, does not look at it either).
+# eager `grad` and `jvp` ones only), the thread it watches (a trace exiting in
+# another thread, still running there perhaps, is not the block's, as JAX's
+# checker, whose switch is per thread, does not look at it either), and what
+# it is told of the traces JAX's checker fails.
 class _Recorder(NamedTuple):
     exits: dict[int, Any]
     every: bool
     thread: int | None  # `None`: every thread's
+    leaked: Callable[[LeakSignal], None] | None
 
 
 _recorders: list[_Recorder] = []
-_original_set_current_trace: Any = None
+# JAX's own, which `watching_trace_exits` replaces with a subclass while traces
+# are watched, and puts back after.
+SET_CURRENT_TRACE: Final[type] = _core.set_current_trace  # pyright: ignore[reportUnknownMemberType]
 
 
 # The eager traces lift watches: those of `grad`, `jvp`, `vjp` and `linearize`,
@@ -76,7 +80,7 @@ def _note_exit(trace: Any) -> None:
     unchecked = kind in _UNCHECKED_TRACES
     key = id(trace)
     thread = threading.get_ident()
-    for recorder, every, watched in _recorders:
+    for recorder, every, watched, _ in _recorders:
         if not (every or unchecked) or (watched is not None and watched != thread):
             continue
         ref = recorder.get(key)
@@ -87,18 +91,15 @@ def _note_exit(trace: Any) -> None:
                 return
 
 
-def _watching_class(base: type) -> type:
-    class WatchedSetCurrentTrace(base):  # type: ignore[misc, valid-type]
-        __slots__ = ()
+class _WatchedSetCurrentTrace(SET_CURRENT_TRACE):  # type: ignore[misc, valid-type]
+    __slots__ = ()
 
-        def __exit__(self, *exc: Any) -> Any:
-            trace: Any = cast(Any, self).trace  # JAX's `__exit__` may drop it
-            out = cast(Any, super()).__exit__(*exc)
-            if exc[0] is None:
-                _note_exit(trace)
-            return out
-
-    return WatchedSetCurrentTrace
+    def __exit__(self, *exc: Any) -> Any:
+        trace: Any = cast(Any, self).trace  # JAX's `__exit__` may drop it
+        out = cast(Any, super()).__exit__(*exc)
+        if exc[0] is None:
+            _note_exit(trace)
+        return out
 
 
 @contextlib.contextmanager
@@ -131,29 +132,21 @@ def watching_trace_exits(
     referrers. `leaked` is told then, while the trace's holders still hold
     it. This is JAX's verdict, reached as JAX reaches it, only as far as
     needed (`leaked_at_check`)."""
-    global _original_set_current_trace
     recorder: dict[int, Any] = {}
     if not _recorders:
-        _original_set_current_trace = _core.set_current_trace
-        _core.set_current_trace = _watching_class(_original_set_current_trace)
+        _core.set_current_trace = _WatchedSetCurrentTrace
         _core.ensure_no_leaks = LeakCheck
     thread = None if threads else threading.get_ident()
-    entry = _Recorder(recorder, every, thread)
+    entry = _Recorder(recorder, every, thread, leaked)
     _recorders.append(entry)
-    told = _Told(thread, leaked) if leaked is not None else None
-    if told is not None:
-        _told.append(told)
     try:
         yield recorder
     finally:
         # By identity: two blocks' entries may be equal.
-        if told is not None:
-            del _told[next(i for i, e in enumerate(_told) if e is told)]
         del _recorders[next(i for i, e in enumerate(_recorders) if e is entry)]
-        if not _recorders and _original_set_current_trace is not None:
-            _core.set_current_trace = _original_set_current_trace
+        if not _recorders:
+            _core.set_current_trace = SET_CURRENT_TRACE
             _core.ensure_no_leaks = ENSURE_NO_LEAKS
-            _original_set_current_trace = None
 
 
 # -- JAX's verdict at its check (`core.ensure_no_leaks`) ------------------------
@@ -168,16 +161,6 @@ class LeakSignal(NamedTuple):
     trace: Any
     tracers: list[Any]
     frame: types.FrameType
-
-
-# A block told of the traces JAX's checker fails: the thread it watches
-# (`None`: every thread's) and what it is told.
-class _Told(NamedTuple):
-    thread: int | None
-    leaked: Callable[[LeakSignal], None]
-
-
-_told: list[_Told] = []
 
 
 class _CheckedHere(threading.local):
@@ -241,7 +224,7 @@ class LeakCheck:
             out = check.__exit__(*exc)
         finally:
             del check
-        if _told and exc[0] is None:
+        if exc[0] is None:
             _signal(self.ref, sys._getframe(1))  # pyright: ignore[reportPrivateUsage]
         return out
 
@@ -249,11 +232,13 @@ class LeakCheck:
 def _signal(ref: Any, frame: types.FrameType) -> None:
     """Tell the blocks watching this thread of the trace `ref` if JAX's
     checker would fail it here (where that checker is off: on, it raises)."""
-    if CHECKED_HERE.on or jax_leak_checks_declined() or jax_checks_leaks():
-        return
     thread = threading.get_ident()
-    told = [t.leaked for t in _told if t.thread is None or t.thread == thread]
-    if not told:
+    told = [
+        r.leaked
+        for r in _recorders
+        if r.leaked is not None and r.thread in (None, thread)
+    ]
+    if not told or CHECKED_HERE.on or jax_leak_checks_declined() or jax_checks_leaks():
         return
     tracers = leaked_at_check(ref)
     trace = ref()

@@ -112,10 +112,7 @@ class LiveTraces:
                 continue
             ids.add(id(trace))
             traces.append(trace)
-            for attr in PARENT_ATTRS:
-                parent = getattr(trace, attr, None)
-                if parent is not None:
-                    stack.append(parent)
+            stack += [getattr(trace, attr, None) for attr in PARENT_ATTRS]
         self._ids = frozenset(ids)
         self._traces = tuple(traces)
 

@@ -74,9 +74,7 @@ class Kept:
     def __init__(self, copies: Copies, functions: tuple[Any, ...]) -> None:
         self.copies = [c for c in copies if not c.attributes]
         self.held: list[Any] = [c.value for c in self.copies]
-        for fn in functions:
-            self.held.append(fn)
-            self.held.extend(fn.__closure__ or ())
+        self.held += [x for fn in functions for x in (fn, *(fn.__closure__ or ()))]
         self.counts = [sys.getrefcount(x) for x in self.held]
         self.begun = mark()
 

@@ -112,19 +112,15 @@ def call_watched(
     built = claim(owner, shared)
     # While a transform traces the call, a function it leaves holding a copy
     # (a callback JAX keeps in the program) would reach lift's copy at run time.
+    # The count of JAX's callbacks says whether the call made one (`Kept`).
+    # Your own containers it reaches are pinned, as in `call_pinning`.
     outlived = None
     try:
-        if _compat.eager():
-            out = built.fn(*args, **kwargs)
-        else:
-            # The count of JAX's callbacks says whether the call made one
-            # (`Kept`). Your own containers it reaches are pinned, as in
-            # `call_pinning`.
-            kept = Kept(built.copies, built.functions)
-            out = built.fn(*args, **kwargs)
-            if made_since(kept.begun):
-                outlived = kept.outlived()
-                pin_kept(skeleton_of(owner).nodes, code_of(built.fn))
+        kept = None if _compat.eager() else Kept(built.copies, built.functions)
+        out = built.fn(*args, **kwargs)
+        if kept is not None and made_since(kept.begun):
+            outlived = kept.outlived()
+            pin_kept(skeleton_of(owner).nodes, code_of(built.fn))
     except BaseException as err:
         # A call that changed a copy and then raised is refused too, its
         # error chained: raising must not hide the lost change.

@@ -34,10 +34,6 @@ from .._skeleton.nodes import CellNode, FunctionNode, Node, Template
 from .._skeleton.skeleton import Skeleton
 from .own import OWN_CONTAINERS
 
-# The lists and dicts JAX flattens as nodes, so that lift rebuilds them around
-# their leaves: `dict`'s subclasses `OrderedDict` and `defaultdict` too.
-REBUILT_TYPES: Final = frozenset(OWN_CONTAINERS)
-
 # The containers that can change in place.
 _MUTABLE: Final = (list, dict, set, bytearray, collections.deque)
 
@@ -92,13 +88,11 @@ def copies_in(
         slots = {id(v) for v in template.slot_values(leaves, objs)}
         found: list[tuple[Any, bool]] = []
 
-        def is_leaf(
-            x: Any, slots: set[int] = slots, found: list[tuple[Any, bool]] = found
-        ) -> bool:
+        def is_leaf(x: Any) -> bool:
             if id(x) in slots:
                 return True
             t: type[Any] = type(x)  # pyright: ignore[reportUnknownVariableType]
-            if t in REBUILT_TYPES:
+            if t in OWN_CONTAINERS:  # JAX flattens them as nodes: rebuilt
                 found.append((x, False))
             elif t in CUSTOM_NODES and _may_change(t):
                 found.append((x, True))
@@ -117,7 +111,7 @@ def copies_in(
             )
             holds = not is_node and any(
                 id(v) in slots
-                for v in (flatten_checked(x, lambda y, s=slots: id(y) in s) or ((),))[0]
+                for v in (flatten_checked(x, lambda y: id(y) in slots) or ((),))[0]
             )
             out.append(
                 Copy(x, is_node, state, template, owner, label, path, inner, holds)
@@ -134,24 +128,11 @@ def _attribute_copies(nodes: Sequence[Node], objs: Sequence[Any]) -> list[Copy]:
     it runs sets it on lift's function, not on yours."""
     out: list[Copy] = []
     for node, fn in zip(nodes, objs, strict=True):
-        if type(node) is not FunctionNode:
-            continue
-        own = node.own_attribute()
+        own = node.own_attribute() if type(node) is FunctionNode else None
         if own is not None:
-            label, template = own
-            d = fn.__dict__
-            out.append(
-                Copy(
-                    d,
-                    False,
-                    _contents(d),
-                    template,
-                    fn,
-                    label,
-                    "",
-                    attributes=True,
-                )
-            )
+            d, (label, template) = fn.__dict__, own
+            c = Copy(d, False, _contents(d), template, fn, label, "", attributes=True)
+            out.append(c)
     return out
 
 
@@ -303,9 +284,7 @@ def changed_copy(copies: Copies) -> Copy | None:
     """The first copy whose state is not the one it was built with."""
     for copy in copies:
         now = _state(copy.value, copy.is_node)
-        if now is None or not _same(copy.state, now):
-            return copy
-        if _changed_inner(copy) is not None:
+        if now is None or not _same(copy.state, now) or _changed_inner(copy):
             return copy
     return None
 
@@ -373,21 +352,18 @@ def refuse_changed(copy: Copy, *, between_calls: bool = False) -> LiftError:
             f"values in the {what} (one without arrays or floats, in it or its "
             "functions, is your own object inside the lifted function)"
         )
-    if between_calls:
-        return LiftError(
-            f"lift's copy of {variable} of {who} changed between "
-            f"two calls: a {what}{held}, and an earlier call gave it out (returned "
-            f"it, or stored it where your code reached it), so a change made to "
-            f"that value reached lift's copy and your {what} did not change.\n"
-            f"Fix: return a copy of it (`{what}(...)`), or {passed}.",
-            anchor="mutates-a-rebuilt-container",
-        )
-    return LiftError(
-        f"{who} mutated {variable} in place while it ran: a {what}"
+    message = (
+        f"lift's copy of {variable} of {who} changed between "
+        f"two calls: a {what}{held}, and an earlier call gave it out (returned "
+        f"it, or stored it where your code reached it), so a change made to "
+        f"that value reached lift's copy and your {what} did not change.\n"
+        f"Fix: return a copy of it (`{what}(...)`), or {passed}."
+        if between_calls
+        else f"{who} mutated {variable} in place while it ran: a {what}"
         f"{held}, so the change reached lift's copy and your {what} did not "
-        f"change.\nFix: {fix}.",
-        anchor="mutates-a-rebuilt-container",
+        f"change.\nFix: {fix}."
     )
+    return LiftError(message, anchor="mutates-a-rebuilt-container")
 
 
 def _refuse_attribute(copy: Copy, between_calls: bool) -> LiftError:

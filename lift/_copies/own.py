@@ -89,7 +89,7 @@ def plain_reach(value: Any) -> set[int]:
 # dynamic leaf (`own_static`): what code appends to, fills or counts in. The
 # dicts of the standard library among them (a `defaultdict(list)` history, an
 # `OrderedDict` cache), captured or nested alike (`ownable`).
-OWN_CONTAINERS: Final = (list, dict, *STD_DICTS)
+OWN_CONTAINERS: Final = frozenset({list, dict, *STD_DICTS})
 
 
 def own_static(value: Any, key: Any = None, code: Any = None) -> Static:
@@ -139,8 +139,7 @@ def kept_whole(
     It must be a list or dict holding no dynamic leaf. `owned` holds the ids
     of the containers nested in it that stay yours."""
     return (
-        type(value) in OWN_CONTAINERS
-        and ownable(value)
+        ownable(value)
         and all(id(x) in owned or own_part(x, is_static) for x in leaves)
         and nests_plainly(value)
     )
