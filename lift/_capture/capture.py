@@ -129,6 +129,8 @@ def check_names(
 
     `found` are the names its captures have."""
     named = dynamic.names if isinstance(dynamic, DynamicNames) else NO_NAMES
+    if static <= found and named <= found:  # the common case, checked once
+        return
     for option, given in (("static", static), ("dynamic", named)):
         unknown = sorted(given - found)
         if not unknown:
@@ -168,6 +170,8 @@ def branched_elsewhere(walk: Walk) -> dict[int, Branches]:
     on. Another holds a NumPy boolean, where some code branches on its
     parameters. The answer must not depend on which function the walk met
     first."""
+    if not walk.scalar_cells:
+        return {}
     if not any(boolean for _, _, boolean in walk.scalar_cells) and all(
         index not in walk.shared for _, index, _ in walk.scalar_cells
     ):

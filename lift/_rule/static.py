@@ -213,7 +213,10 @@ TAKES_APART: list[Callable[[Any], Any | None]] = []
 
 def taken_apart(value: Any) -> Any | None:
     """`value` as the pytree of functions lift takes it apart into, or `None`."""
-    return next((a for take in TAKES_APART if (a := take(value)) is not None), None)
+    for take in TAKES_APART:  # a loop: a generator costs a fresh lift 0.5 %
+        if (apart := take(value)) is not None:
+            return apart
+    return None
 
 
 def default_dynamic(x: Any) -> bool:

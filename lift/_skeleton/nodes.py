@@ -7,10 +7,9 @@ value (`Static`). Each node's `key` is what two skeletons compare."""
 
 from __future__ import annotations
 
-import dataclasses
 import types
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar, Final, TypeAlias, cast
+from typing import Any, Final, TypeAlias, cast
 from weakref import ref
 
 from .._base.caches import BoundedDict
@@ -233,7 +232,6 @@ class CellNode:
         return () if self.template is None else ((self.label, self.template),)
 
 
-@dataclasses.dataclass(slots=True, eq=False, repr=False)
 class FunctionNode:
     """A `types.FunctionType`: code, globals, cells and its other parts.
 
@@ -243,33 +241,49 @@ class FunctionNode:
     and module are compared too: a rebuilt function has them.
     """
 
-    kind: ClassVar[str] = "function"
+    kind: Final = "function"
 
-    info: CodeInfo
-    globals: dict[str, Any]
-    name: str
-    qualname: str
-    cells: tuple[int, ...]
-    _parts: tuple[Part, ...]
-    has_defaults: bool
-    has_kwdefaults: bool
-    meta: Static  # (`__doc__`, `__module__`, `__annotations__`)
-    key: tuple[Any, ...] = dataclasses.field(init=False)
+    # A plain class: a fresh lift builds one per function, and a dataclass's
+    # `__post_init__` would add a call to each.
+    __slots__ = ("_parts", "cells", "has_defaults", "has_kwdefaults", "info")
+    __slots__ += ("key", "meta", "name", "qualname")
 
-    def __post_init__(self) -> None:
-        parts = self._parts
+    def __init__(
+        self,
+        info: CodeInfo,
+        globals_: dict[str, Any],
+        name: str,
+        qualname: str,
+        cells: tuple[int, ...],
+        parts: tuple[Part, ...],
+        has_defaults: bool,
+        has_kwdefaults: bool,
+        meta: Static,  # (`__doc__`, `__module__`, `__annotations__`)
+    ) -> None:
+        self.info = info
+        self.name = name
+        self.qualname = qualname
+        self.cells = cells
+        self._parts = parts
+        self.has_defaults = has_defaults
+        self.has_kwdefaults = has_kwdefaults
+        self.meta = meta
         self.key = (
             "fn",
-            self.info,
-            ById(self.globals),
-            self.name,
-            self.qualname,
-            self.cells,
+            info,
+            ById(globals_),
+            name,
+            qualname,
+            cells,
             tuple([(label.ident, t.key) for label, t in parts]) if parts else (),
-            self.has_defaults,
-            self.has_kwdefaults,
-            self.meta,
+            has_defaults,
+            has_kwdefaults,
+            meta,
         )
+
+    @property
+    def globals(self) -> dict[str, Any]:
+        return self.key[2].value
 
     def parts(self) -> tuple[Part, ...]:
         return self._parts
