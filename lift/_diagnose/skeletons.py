@@ -393,8 +393,9 @@ def _keyed_value(key: Any) -> Any:
         return dict(zip(rest[1], rest[3], strict=True))
     if t in (list, tuple, set, frozenset):
         return cast("type[Any]", t)(map(_keyed_value, rest[0]))
-    if t is dict:
-        return {_keyed_value(k): _keyed_value(v) for k, v in rest[-1]}
+    if t is dict:  # a contents key's items in pairs; a `static_key`'s flat
+        items = rest[-1] if len(rest) == 2 else zip(*[iter(rest[0])] * 2, strict=True)
+        return {_keyed_value(k): _keyed_value(v) for k, v in items}
     if t is float or t is complex:
         return t(*(struct.unpack("<d", bits)[0] for bits in rest))
     if type(t) is type and issubclass(t, np.generic):

@@ -261,6 +261,10 @@ class DynamicNames:
     def __repr__(self) -> str:
         return f"dynamic={tuple(sorted(self.names))!r}"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # By its names, at every protocol: 0 and 1 cannot read slots.
+        return (DynamicNames, (self.names,))
+
 
 def unsortable_registry(value: Any) -> bool:
     """Whether `value` holds a dict whose keys do not sort, and nothing dynamic.

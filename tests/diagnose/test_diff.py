@@ -588,6 +588,18 @@ def test_a_static_list_of_floats_changed_since_is_shown_as_keyed() -> None:
     assert said is not None and "c[0] = 1.5 vs 2.5" in said
 
 
+def test_a_static_dict_changed_since_is_shown_as_keyed() -> None:
+    # Keys that do not sort: the dict is one static, keyed by its items.
+    def make(config: dict[Any, Any]) -> Any:
+        return lambda x: x * config["lr"]
+
+    config: dict[Any, Any] = {"lr": 0.1, 1: 2}
+    before = lift.lift(make(config), static="config")
+    config["lr"] = 0.2
+    said = lift.diff(before, lift.lift(make(config), static="config"))
+    assert said is not None and "config['lr'] = 0.1 vs 0.2" in said
+
+
 # What XLA compiles, as JAX reports it (one listener for the module: JAX 0.8
 # has no way to remove one).
 _COMPILED: list[str] = []

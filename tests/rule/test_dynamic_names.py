@@ -210,6 +210,14 @@ def test_names_survive_copy_and_pickle() -> None:
         assert other(jnp.asarray(2.0)) == f(jnp.asarray(2.0))
 
 
+@pytest.mark.parametrize("protocol", range(pickle.HIGHEST_PROTOCOL + 1))
+def test_names_survive_pickle_at_every_protocol(protocol: int) -> None:
+    f = lift.lift(functools.partial(_module_level, lr=0.3), dynamic="lr")
+    again = pickle.loads(pickle.dumps(f, protocol=protocol))
+    assert _leaf_names(again) == _leaf_names(f)
+    assert again(jnp.asarray(2.0)) == f(jnp.asarray(2.0))
+
+
 def test_diff_says_an_unnamed_float_is_static() -> None:
     a = lift.lift(functools.partial(_module_level, lr=0.3, eps=1e-3), dynamic="lr")
     b = lift.lift(functools.partial(_module_level, lr=0.3, eps=1e-4), dynamic="lr")
