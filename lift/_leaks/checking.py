@@ -56,11 +56,12 @@ def _place(
     home: str | None = None,
     unopened: list[Unopened] | None = None,
     weak: bool = True,
-) -> tuple[list[Leak], list[Any]]:
+) -> tuple[list[Leak], list[Any], list[Any]]:
     """Leak reports for `tracers`, each named from the first round of roots that
-    reaches it; and the tracers no round reached. `unopened` receives what the
+    reaches it; the tracer of each; and the tracers no round reached. `unopened` receives what the
     rounds could not open. Without `weak`, through strong holders only."""
     leaks: list[Leak] = []
+    named: list[Any] = []  # the tracer of each leak
     rest = tracers
     for roots in rounds:
         if not rest:
@@ -69,19 +70,21 @@ def _place(
             roots(), only=rest, home=home, unopened=unopened, weak=weak
         )
         leaks.extend(found)
+        named.extend(placed)
         ids = set(map(id, placed))
         rest = [t for t in rest if id(t) not in ids]
-    return leaks, rest
+    return leaks, named, rest
 
 
 class Placed(NamedTuple):
     """Where escaped tracers are (`place_escaped`).
 
-    `leaks` are named. `unplaced` are held by nothing lift can see. `cached`
-    names the libraries' caches that alone keep `kept` alive: no leak of the
-    code under test."""
+    `leaks` are named, `named` their tracers, one each. `unplaced` are held by
+    nothing lift can see. `cached` names the libraries' caches that alone keep
+    `kept` alive: no leak of the code under test."""
 
     leaks: list[Leak]
+    named: list[Any]
     unplaced: list[Any]
     cached: CacheHolders | None
     kept: list[Any]
@@ -104,14 +107,14 @@ def place_escaped(
     Named by their strong holders only: a weak reference keeps nothing alive
     (equinox's weak-keyed `filter_jit` cache reaches a closure that JAX's own
     cache keeps)."""
-    leaks, rest = _place(tracers, [lambda: roots, _modules], home, unopened, weak=False)
+    rounds = [lambda: roots, _modules]
+    leaks, named, rest = _place(tracers, rounds, home, unopened, weak=False)
     cached, others = split_cached(rest) if rest else (None, [])
     left = {id(t) for t in others}
     kept = [t for t in rest if id(t) not in left]
     # A library's objects that cannot be opened are not the user's to act on.
-    found, unplaced = _place(others, [lambda: _modules(False)], home, weak=False)
-    leaks.extend(found)
-    return Placed(leaks, unplaced, cached, kept)
+    found, more, unplaced = _place(others, [lambda: _modules(False)], home, weak=False)
+    return Placed(leaks + found, named + more, unplaced, cached, kept)
 
 
 def unseen_error(tracers: list[Any], where: str) -> LeakError:
@@ -180,7 +183,7 @@ def _translate(
     # `escaped`: tracers of eager transforms that exited in the block (one may
     # hold JAX's tracer: a `grad` tracer stored inside `jit`).
     unopened: list[Unopened] = []
-    leaks, _ = _place(
+    leaks, _, _ = _place(
         [*(jax_tracers or []), *escaped],
         [
             lambda: [*_frame_roots(exc.__traceback__), *named],

@@ -132,8 +132,7 @@ def check_once(item: pytest.Item, watch: Watch, confirm: bool) -> bool:
         if confirm and (placed.leaks or placed.unplaced):
             return True
         leaks.extend(placed.leaks)
-        off = {id(t) for t in [*placed.unplaced, *placed.kept]}
-        tracers.extend(t for t in rest if id(t) not in off)
+        tracers.extend(placed.named)
         if placed.kept:
             # Kept by libraries' caches, not by the test: named, not failed.
             before.extend(placed.kept)

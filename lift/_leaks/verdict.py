@@ -39,8 +39,7 @@ def judge(
     if not rest:
         return found, unopened, None
     placed = place_escaped(rest, roots, home, unopened)
-    off = {id(t) for t in [*placed.unplaced, *placed.kept]}
-    found.extend(zip(placed.leaks, [t for t in rest if id(t) not in off], strict=False))
+    found.extend(zip(placed.leaks, placed.named, strict=True))
     for tracer in placed.unplaced:
         leak = closure_holding(tracer) or chain_leak(
             tracer, signal, [placed, placed.unplaced, rest]

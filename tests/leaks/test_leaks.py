@@ -973,3 +973,25 @@ def test_a_tracer_a_pending_finalizer_passes_as_a_keyword_is_named() -> None:
     finally:
         leaky.detach()
         clean.detach()
+
+
+def test_each_placed_leak_comes_with_its_own_tracer():
+    """The plugin keeps each named leak with its tracer, to fail a test once
+    per leak: the pairing holds when the roots meet the tracers in another
+    order than they were given."""
+    from lift._leaks.checking import place_escaped
+
+    kept: list[Any] = []
+
+    @jax.jit
+    def f(x):
+        kept.extend([x[:1], x[:2], x[:3]])
+        return x
+
+    f(jnp.zeros(4))
+    first, second, third = kept
+    roots = [("c", [third]), ("a", {"k": first}), ("b", (second,))]
+    placed = place_escaped([first, second, third], roots)
+    assert [leak.path for leak in placed.leaks] == ["c[0]", "a['k']", "b[0]"]
+    assert [t.shape for t in placed.named] == [(3,), (1,), (2,)]
+    assert not placed.unplaced and not placed.kept
