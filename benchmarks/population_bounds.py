@@ -75,9 +75,7 @@ def programs(p: bp.Problem, steps: int) -> dict[str, Callable[[Any], Any]]:
         "adamw, gradients behind optimization_barrier": lambda lr: train(
             optax.adamw(lr), barrier=True
         ),
-        "adamw through optax.flatten": lambda lr: train(
-            optax.flatten(optax.adamw(lr))
-        ),
+        "adamw through optax.flatten": lambda lr: train(optax.flatten(optax.adamw(lr))),
         "adamw, scan unrolled by 2": lambda lr: train(optax.adamw(lr), unroll=2),
     }
 

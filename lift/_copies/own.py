@@ -13,8 +13,10 @@ leaf (`refuse_rebinding`)."""
 from __future__ import annotations
 
 import collections
+import contextlib
+import threading
 import types
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final, cast
 
 from .._base.atoms import EXACT
@@ -99,7 +101,7 @@ def own_static(value: Any, key: Any = None, code: Any = None) -> Static:
     depth, dict order included. `code` is the lifted function's."""
     try:
         key = _contents_key(value) if key is None else key
-        pinned = (code, key) in _PINNED
+        pinned = (code, key) in _PINNED and not _UNPINNED.__dict__
     except Exception:  # an unhashable static inside: by identity
         return Static(value)
     # Pinned: by identity too, and never its contents now (`own_changed`).
@@ -110,6 +112,20 @@ def own_static(value: Any, key: Any = None, code: Any = None) -> Static:
 # callback JAX keeps reached (`pin_kept`). Such a container, lifted with such
 # a function, is keyed by identity too.
 _PINNED: BoundedDict[Any, bool] = BoundedDict(4096)
+_UNPINNED = threading.local()  # set in this thread: no container is pinned
+
+
+@contextlib.contextmanager
+def unpinned() -> Iterator[None]:
+    """Lifts in this thread key your own containers by contents, pinned or not.
+
+    A pin keys another container of the same contents apart. The very
+    container lifted before the pin keeps its program (`lift.verifying`)."""
+    _UNPINNED.on = True
+    try:
+        yield
+    finally:
+        del _UNPINNED.on
 
 
 def nests_plainly(value: Any) -> bool:

@@ -17,6 +17,7 @@ from jax.core import Tracer
 
 from .._base.errors import LiftError, describe
 from .._compat import DEFAULT_DEVICE, X64
+from .._copies.own import unpinned
 from .._holders import trees as jtu
 from .._holders.closure import function_held, holder_of
 from .._holders.labels import Label
@@ -108,6 +109,8 @@ def check_cached(fn: Any, lift_now: Callable[[], Any], fast: Fast) -> None:
 
     Another thread may rebind a capture meanwhile. Then `fast` is stale, and
     nothing is compared. Nor is it while only your logs grew (`logs_grew`).
+    A container a callback reaches, pinned since `kept` was lifted
+    (`lift._copies.own.pin_kept`), is still the one it compiled for.
     A cached call serves what it compiled, as `jax.jit` does."""
     kept = fast.lifted
     if _own_changed(kept):
@@ -122,6 +125,9 @@ def check_cached(fn: Any, lift_now: Callable[[], Any], fast: Fast) -> None:
         return
     leaves, treedef = jtu.tree_flatten(fresh)
     first, tree = jtu.tree_flatten(kept)
+    if treedef != tree:  # perhaps a container pinned since, and still the same
+        with unpinned():
+            leaves, treedef = jtu.tree_flatten(lift_now())
     if treedef != tree:
         what, detail = "a program compiled for static values", ""
         missed = (

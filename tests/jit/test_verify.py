@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 from typing import Any
 
 import equinox as eqx
@@ -390,3 +391,54 @@ def test_a_capture_rebound_while_the_check_lifts_is_no_disagreement(
         assert float(step(1.0)) in (1.0, 2.0)
     monkeypatch.undo()
     assert float(step(1.0)) == 2.0
+
+
+_TIMERS: list[threading.Timer] = []
+_SEEN: dict[str, list[str]] = {}
+
+
+def _append_later(log: list[float], v: Any) -> None:
+    """Append `v` to `log` 50 ms after the callback runs."""
+    _TIMERS.append(threading.Timer(0.05, log.append, [float(v)]))
+    _TIMERS[-1].start()
+
+
+def test_a_log_a_callback_fills_after_the_call_returns_is_not_a_difference() -> None:
+    """On an accelerator a callback runs after its call returns, while the next
+    call is checked: the log it fills grows between the check's two reads of
+    it. Checked, every call is served, as without the check."""
+    losses: list[float] = []
+
+    def step(x):
+        jax.debug.callback(functools.partial(_append_later, losses), (x**2).sum())
+        return x * 0.5
+
+    jitted, x = lift.jit(step), jnp.ones(2)
+    with lift.verifying():
+        for _ in range(8):
+            x = jitted(x)
+        jax.effects_barrier()
+    for timer in _TIMERS:
+        timer.join()
+    assert len(losses) == 8
+
+
+def test_a_container_a_callback_reads_is_served_checked() -> None:
+    """A callback the first call leaves reaches your dict, so lift keys that
+    dict by identity from then on. It is the very dict the program was compiled
+    for: checked, every call is served, with one trace."""
+    config = {"name": "run"}
+    seen = _SEEN["names"] = []  # globals: the step captures no log
+    traces = _SEEN["traces"] = []
+
+    def step(x):
+        _SEEN["traces"].append("step")
+        jax.debug.callback(lambda v: _SEEN["names"].append(config["name"]), x.sum())
+        return x * 0.5
+
+    jitted, x = lift.jit(step), jnp.ones(2)
+    with lift.verifying():
+        for _ in range(3):
+            x = jitted(x)
+        jax.effects_barrier()
+    assert traces == ["step"] and seen == ["run"] * 3
