@@ -16,7 +16,7 @@ import collections
 import contextlib
 import threading
 import types
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable
 from typing import Any, Final, cast
 
 from .._base.atoms import EXACT
@@ -116,7 +116,7 @@ _UNPINNED = threading.local()  # set in this thread: no container is pinned
 
 
 @contextlib.contextmanager
-def unpinned() -> Iterator[None]:
+def unpinned() -> Generator[None]:
     """Lifts in this thread key your own containers by contents, pinned or not.
 
     A pin keys another container of the same contents apart. The very

@@ -107,7 +107,7 @@ def place_escaped(
     Named by their strong holders only: a weak reference keeps nothing alive
     (equinox's weak-keyed `filter_jit` cache reaches a closure that JAX's own
     cache keeps)."""
-    rounds = [lambda: roots, _modules]
+    rounds: list[Callable[[], Iterable[tuple[str, Any]]]] = [lambda: roots, _modules]
     leaks, named, rest = _place(tracers, rounds, home, unopened, weak=False)
     cached, others = split_cached(rest) if rest else (None, [])
     left = {id(t) for t in others}

@@ -245,8 +245,17 @@ class FunctionNode:
 
     # A plain class: a fresh lift builds one per function, and a dataclass's
     # `__post_init__` would add a call to each.
-    __slots__ = ("_parts", "cells", "has_defaults", "has_kwdefaults", "info")
-    __slots__ += ("key", "meta", "name", "qualname")
+    __slots__ = (
+        "_parts",
+        "cells",
+        "has_defaults",
+        "has_kwdefaults",
+        "info",
+        "key",
+        "meta",
+        "name",
+        "qualname",
+    )
 
     def __init__(
         self,
