@@ -409,16 +409,23 @@ def main(quick: bool = False, smoke: bool = False) -> dict[str, Rows]:
     return tables(measure("smoke" if smoke or quick else "cpu"))
 
 
-def cli() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--size", choices=sorted(SIZES), default="cpu")
+def cli(
+    doc: str = __doc__,
+    stem: str = "population",
+    measure: Callable[[str], dict[str, Any]] = measure,
+    report: Callable[[dict[str, Any]], str] = report,
+    size: str = "cpu",
+) -> None:
+    """Measure at `--size`, print the page, and write it to `--out` as `stem`."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--size", choices=sorted(SIZES), default=size)
     parser.add_argument("--out", type=Path, help="directory for NAME.md and NAME.json")
     args = parser.parse_args()
     results = measure(args.size)
     text = report(results)
     print(text)
     if args.out:
-        write(args.out, "population", results, text)
+        write(args.out, stem, results, text)
 
 
 def write(out: Path, stem: str, results: dict[str, Any], text: str) -> None:

@@ -23,11 +23,9 @@ on an accelerator (`--size smoke` checks that it runs on a CPU); it writes
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import bench_population as bp
@@ -118,7 +116,7 @@ def measure(size: str) -> dict[str, Any]:
         "sizes": {key: list(v) if isinstance(v, tuple) else v for key, v in s.items()},
         "chunk": k,
         # XLA's cost analysis of one step's program (a scan's is its body's once).
-        "step_flops": bp.step_costs(p, n, ())[1][0],
+        "step_flops": bp.step_costs(p, 1, ())[1][0],
         "rows": rows,
     }
 
@@ -150,17 +148,5 @@ def report(r: dict[str, Any]) -> str:
     ])  # fmt: skip
 
 
-def cli() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--size", choices=sorted(bp.SIZES), default="smoke")
-    parser.add_argument("--out", type=Path, help="directory for NAME.md and NAME.json")
-    args = parser.parse_args()
-    results = measure(args.size)
-    text = report(results)
-    print(text)
-    if args.out:
-        bp.write(args.out, "population-bounds", results, text)
-
-
 if __name__ == "__main__":
-    cli()
+    bp.cli(__doc__, "population-bounds", measure, report, size="smoke")
