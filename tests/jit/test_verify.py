@@ -245,6 +245,16 @@ def _a_memo_filled_while_tracing() -> tuple[Any, Any, dict[Any, Any]]:
     return jitted, jitted, memo
 
 
+def _call_checked(*fns: Any) -> None:
+    """Call each of `fns` in turn on the last one's result, checked
+    (`lift.verifying`), and wait for the callbacks they left."""
+    x = jnp.ones(2)
+    with lift.verifying():
+        for fn in fns:
+            x = fn(x)
+        jax.effects_barrier()
+
+
 @pytest.mark.parametrize(
     "make",
     [
@@ -264,11 +274,7 @@ def test_your_own_log_filled_by_the_calls_is_not_a_difference(make: Any) -> None
     what it compiled, as `jax.jit` does for a closure. Checked, every call is
     served, and the log holds what the plain functions would put there."""
     first, second, log = make()
-    x = jnp.ones(2)
-    with lift.verifying():
-        for fn in (first, first, second, first, second):
-            x = fn(x)
-        jax.effects_barrier()
+    _call_checked(first, first, second, first, second)
     assert len(log) in (1, 2, 5)  # per trace or per call; the memo per shape
 
 
@@ -413,11 +419,7 @@ def test_a_log_a_callback_fills_after_the_call_returns_is_not_a_difference() -> 
         jax.debug.callback(functools.partial(_append_later, losses), (x**2).sum())
         return x * 0.5
 
-    jitted, x = lift.jit(step), jnp.ones(2)
-    with lift.verifying():
-        for _ in range(8):
-            x = jitted(x)
-        jax.effects_barrier()
+    _call_checked(*[lift.jit(step)] * 8)
     for timer in _TIMERS:
         timer.join()
     assert len(losses) == 8
@@ -436,9 +438,5 @@ def test_a_container_a_callback_reads_is_served_checked() -> None:
         jax.debug.callback(lambda v: _SEEN["names"].append(config["name"]), x.sum())
         return x * 0.5
 
-    jitted, x = lift.jit(step), jnp.ones(2)
-    with lift.verifying():
-        for _ in range(3):
-            x = jitted(x)
-        jax.effects_barrier()
+    _call_checked(*[lift.jit(step)] * 3)
     assert traces == ["step"] and seen == ["run"] * 3
