@@ -101,7 +101,7 @@ def own_static(value: Any, key: Any = None, code: Any = None) -> Static:
     depth, dict order included. `code` is the lifted function's."""
     try:
         key = _contents_key(value) if key is None else key
-        pinned = (code, key) in _PINNED and not _UNPINNED.__dict__
+        pinned = (code, key) in _PINNED and not getattr(_UNPINNED, "on", False)
     except Exception:  # an unhashable static inside: by identity
         return Static(value)
     # Pinned: by identity too, and never its contents now (`own_changed`).
