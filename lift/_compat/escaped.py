@@ -8,11 +8,11 @@ from __future__ import annotations
 import contextlib
 import gc
 import sys
-import threading
 import weakref
 from collections.abc import Generator
 from typing import Any, Final
 
+from .._base.gc import young_objects
 from .checker import drop_stale_snapshots
 from .traces import SNAPSHOT_LOCALS, TRACE, Tracer, live_traces
 
@@ -81,12 +81,11 @@ def leaked_at_check(ref: Any) -> list[Any]:
 
 
 def _tracers_of(ref: Any) -> list[Any]:
-    """The tracers that refer to the trace `ref`, garbage included. The
-    trace is checked in this thread."""
+    """The tracers that refer to the trace `ref`, garbage included."""
     trace = ref()
     if trace is None:
         return []
-    return _tracers_referring([trace], threading.get_ident())
+    return _tracers_referring([trace])
 
 
 # Generations as CPython 3.11 to 3.13 keep them: an object leaves the young
@@ -109,34 +108,17 @@ class _Promotions:
     noted one made each of its old tracers old too. Its tracers are then the
     young ones and the noted ones alive: no heap walk.
 
-    A tracer is made in the thread running its trace. Another thread may
-    run between the read and the collection: what it makes goes old
-    unnoted. So each noted collection since the trace's must have run in
-    the trace's thread. When that thread is not known, no other thread may
-    have run Python code then."""
+    Another thread running Python code may make tracers while the young
+    objects are read, and must not have them read (`young_objects`). With
+    one, a collection notes nothing and forgets the traces noted so far."""
 
-    __slots__ = (
-        "calls",
-        "depth",
-        "kinds",
-        "run_start",
-        "run_thread",
-        "shared",
-        "tracers",
-        "traces",
-    )
+    __slots__ = ("depth", "kinds", "tracers", "traces")
 
     def __init__(self) -> None:
         self.depth = 0
         self.kinds: dict[type, int] = {}
-        # By id: each trace's weak reference, and the collection that made it old.
-        self.traces: dict[int, tuple[Any, int]] = {}
+        self.traces: dict[int, Any] = {}  # by id: each trace's weak reference
         self.tracers: list[Any] = []  # weak references
-        self.calls = 0  # noted collections
-        # The thread of the latest noted collections, and the first of them.
-        self.run_thread: int | None = None
-        self.run_start = 0
-        self.shared = 0  # the latest noted collection with other threads
 
     def note(self, phase: str, info: dict[str, Any]) -> None:
         """Note the traces and tracers a collection is about to make old
@@ -145,16 +127,12 @@ class _Promotions:
             return
         if phase == "stop":  # what it freed is gone
             self.tracers = [r for r in self.tracers if r() is not None]
-            self.traces = {k: v for k, v in self.traces.items() if v[0]() is not None}
+            self.traces = {k: r for k, r in self.traces.items() if r() is not None}
             return
-        self.calls += 1
-        thread = threading.get_ident()
-        if thread != self.run_thread:
-            self.run_thread, self.run_start = thread, self.calls
-        if len(sys._current_frames()) > 1:  # pyright: ignore[reportPrivateUsage]
-            self.shared = self.calls
-        young = gc.get_objects(generation=0)
-        young += gc.get_objects(generation=1)
+        young = young_objects()
+        if young is None:  # other threads: what goes old is not noted
+            self.traces.clear()
+            return
         kinds = _kinds_of(young)
         unnoted = False
         for x in young:
@@ -163,7 +141,7 @@ class _Promotions:
                 if _is_tracer(x, kind):
                     self.tracers.append(weakref.ref(x))
                 elif kind == _TRACE:
-                    self.traces[id(x)] = (weakref.ref(x), self.calls)
+                    self.traces[id(x)] = weakref.ref(x)
             except TypeError:  # no weak reference to it: not noted
                 unnoted = unnoted or kind != _TRACE
         if unnoted:
@@ -171,18 +149,12 @@ class _Promotions:
             # those noted so far, or not noted: each is read in the heap now.
             self.traces.clear()
 
-    def old_tracers_of(self, trace: Any, thread: int | None) -> list[Any] | None:
+    def old_tracers_of(self, trace: Any) -> list[Any] | None:
         """The old tracers that refer to `trace`, garbage included. `None`
-        when the noted ones may miss some. `thread` runs the trace, if
-        known."""
+        when the noted ones may miss some."""
         noted = self.traces.get(id(trace))
-        if noted is None or noted[0]() is not trace or self.note not in gc.callbacks:
+        if noted is None or noted() is not trace or self.note not in gc.callbacks:
             return None  # not noted, or not every collection since
-        if thread is None:
-            if self.shared >= noted[1]:
-                return None
-        elif self.run_thread != thread or self.run_start > noted[1]:
-            return None
         return [
             x
             for r in self.tracers
@@ -224,7 +196,6 @@ def noting_promotions() -> Generator[None]:
         yield
         return
     if _PROMOTIONS.depth == 0:
-        _PROMOTIONS.run_thread = None
         gc.callbacks.append(_PROMOTIONS.note)
     _PROMOTIONS.depth += 1
     try:
@@ -238,26 +209,24 @@ def noting_promotions() -> Generator[None]:
             _PROMOTIONS.tracers.clear()
 
 
-def _tracers_referring(traces: list[Any], thread: int | None = None) -> list[Any]:
+def _tracers_referring(traces: list[Any]) -> list[Any]:
     """The tracers that refer to one of `traces`, garbage included: JAX's
     referrers that are tracers.
 
     A trace's tracers are made after it. While it is young, nothing made
     since is old: its tracers are young too. So the few thousand young
-    objects stand for the heap. An old trace's
-    tracers are the young ones and those noted old (`_Promotions`). That
-    needs each collection since it went old noted, in the thread running it
-    (`thread`). When that thread is not known, no other thread may have run
-    Python code then. Else the heap is read."""
-    if _GENERATIONAL:
-        young = gc.get_objects(generation=0)
-        young += gc.get_objects(generation=1)
+    objects stand for the heap. An old trace's tracers are the young ones and
+    those noted old (`_Promotions`), when each collection since it went old
+    was noted. With another thread running Python code, or else, the heap is
+    read (`young_objects` says why)."""
+    young = young_objects() if _GENERATIONAL else None
+    if young is not None:
         young_ids = {id(x) for x in young}
         old: dict[int, Any] = {}
         for trace in traces:
             if id(trace) in young_ids:
                 continue
-            noted = _PROMOTIONS.old_tracers_of(trace, thread)
+            noted = _PROMOTIONS.old_tracers_of(trace)
             if noted is None:
                 break
             old.update((id(x), x) for x in noted)

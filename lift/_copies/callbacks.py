@@ -18,6 +18,7 @@ import sys
 from typing import Any
 
 from .. import _compat
+from .._base import gc as _gc
 from .._base.errors import LiftError, describe
 from .._holders.held import held
 from .._holders.reach import reach
@@ -55,16 +56,15 @@ def made_since(begun: tuple[int, int, int]) -> bool:
     The collector runs meanwhile. The count of JAX's callbacks says so, with
     those collections freed added back. An old callback freed otherwise (a
     cache of JAX's emptied) may hide a new one. So the young objects are read
-    too, while no collection of an older generation has promoted them."""
+    too, while no collection of an older generation has promoted them, and
+    no other thread runs Python code."""
     made, collections, older = begun
     if _compat.callbacks_alive() + _COLLECTED[1] != made:
         return True
     if _COLLECTED[3] != older:
         return False  # the count alone
-    young = gc.get_objects(0)
-    if _COLLECTED[2] != collections:
-        young += gc.get_objects(1)
-    return bool(_compat.kept_callbacks(young))
+    young = _gc.young_objects(older=_COLLECTED[2] != collections)
+    return young is not None and bool(_compat.kept_callbacks(young))
 
 
 class Kept:

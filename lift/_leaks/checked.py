@@ -23,9 +23,9 @@ from typing_extensions import ParamSpec
 from .. import _compat
 from .._base.built import recording
 from .._base.errors import LeakError, LiftError, describe
-from .checking import describe_short, leak_error, lifted_roots
+from .checking import describe_short, leak_error, lifted_roots, scan_confirmed
 from .report import Unopened, format_leaks
-from .scan import param_name, scan_tracers
+from .scan import param_name
 
 # It calls the user's function inside a trace.
 _compat.hide_frames_of(__file__)
@@ -119,9 +119,10 @@ def checked(transform: _T) -> _T:
             # store.
             roots.extend((param_name(fn, i), value) for i, value in enumerate(a))
             roots.extend(k.items())
-            roots.extend(lifted_roots(itertools.chain(*pending)))
             unopened: list[Unopened] = []
-            leaks, _ = scan_tracers(roots, unopened=unopened)
+            leaks, _ = scan_confirmed(
+                lambda: [*roots, *lifted_roots(itertools.chain(*pending))], unopened
+            )
             if leaks:
                 raise LeakError(format_leaks(leaks, unopened), anchor="leak-report")
             return out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import gc
 import sys
 import traceback
 import types
@@ -48,6 +49,24 @@ def _modules(user: bool = True) -> list[tuple[str, Any]]:
 
 def lifted_roots(bucket: Iterable[Any]) -> list[tuple[str, Any]]:
     return [(getattr(obj, "__qualname__", "lifted"), obj) for obj in list(bucket)]
+
+
+def scan_confirmed(
+    roots: Callable[[], list[tuple[str, Any]]], unopened: list[Unopened]
+) -> tuple[list[Leak], list[Any]]:
+    """`scan_tracers` of `roots()`, confirmed after a garbage collection.
+
+    A `Lifted` recorded weakly that only unreachable garbage holds did not
+    escape: JAX's checker collects first. So leaks found are looked for
+    again, in `roots()` read anew, after a collection that only a suspected
+    leak costs."""
+    leaks, tracers = scan_tracers(roots(), unopened=unopened)
+    if not leaks:
+        return leaks, tracers
+    del leaks, tracers
+    unopened.clear()
+    gc.collect()
+    return scan_tracers(roots(), unopened=unopened)
 
 
 def _place(
@@ -269,7 +288,8 @@ class checking_leaks:
     For its extent, turns on `jax.checking_leaks()`. It reports JAX's
     leaked-tracer errors as [`lift.LeakError`][] with lift's diagnosis:
     function, `file:line`, variable, fix. It never shows the `IndexError` of
-    jax issue 26560. On exit it scans every `Lifted` built inside it.
+    jax issue 26560. On exit it scans every `Lifted` built inside it that is
+    still alive after a garbage collection.
 
     Usable as `with lift.checking_leaks():` and as `@lift.checking_leaks()`.
 
@@ -328,15 +348,16 @@ class checking_leaks:
     ) -> None:
         __tracebackhide__ = True
         stack, bucket, mode, exits = self._stacks.pop()
-        lifted = lifted_roots(bucket)
         stack.close()
+        # The `Lifted`s recorded (weakly) are read after the collections that
+        # tell which traces escaped: garbage among them is no leak.
         escaped = _compat.escaped_tracers(exits)
         if exc is not None:
             if isinstance(exc, Exception):
-                leak_error(exc, [], lifted, mode, escaped)
+                leak_error(exc, [], lifted_roots(bucket), mode, escaped)
             return
         unopened: list[Unopened] = []
-        leaks, tracers = scan_tracers(lifted, unopened=unopened)
+        leaks, tracers = scan_confirmed(lambda: lifted_roots(bucket), unopened)
         if escaped:
             # Named from the block's own frame (its locals, the globals its
             # code names), then as the plugin names them; those only JAX's

@@ -244,6 +244,61 @@ def test_checking_leaks_and_closure_convert_from_eight_threads():
     run_threads(work)
 
 
+def test_lift_lists_no_young_object_while_another_thread_builds_a_tuple(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # CPython tracks a tuple it builds from an iterator (`tuple(gen)`,
+    # `f(*gen)`, as JAX's cache key does) before it is whole, and grows it in
+    # place: a list of the young objects (`gc.get_objects`) made meanwhile
+    # holds it, and the building thread fails (SystemError: bad argument to
+    # internal function). The thread here is parked mid-tuple while lift's
+    # checks run: a traced call that made a callback, the escape check, a
+    # collection noted for the plugin. They find the same leaks through the
+    # referrers of their own objects, and list no young object.
+    from lift._compat import escaped
+
+    parked, resume = threading.Event(), threading.Event()
+
+    def items() -> Any:
+        yield 1
+        parked.set()
+        assert resume.wait(TIMEOUT)
+        yield 2
+
+    built: list[tuple[int, ...]] = []
+    builder = threading.Thread(target=lambda: built.append(tuple(items())), daemon=True)
+    builder.start()
+    assert parked.wait(TIMEOUT)
+    listed: set[str] = set()  # the functions that listed them
+    real = gc.get_objects
+
+    def listing(*args: Any, **kwargs: Any) -> list[Any]:
+        listed.add(sys._getframe(1).f_code.co_name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(gc, "get_objects", listing)
+    kept: list[Any] = []
+    try:
+
+        def body(x: Any) -> Any:
+            g = lift.closure_convert(lambda y: y * x, jnp.float32(1))
+            jax.debug.callback(lambda v: None, x)
+            return g(x)
+
+        with escaped.noting_promotions(), lift.checking_leaks():
+            assert jax.jit(body)(jnp.float32(3)) == 9.0
+            gc.collect(1)  # noted for the plugin's look
+        leaking = lift.checking_leaks()(jax.grad(lambda x: kept.append(x) or x))
+        with escaped.noting_promotions(), pytest.raises(lift.LeakError, match="kept"):
+            leaking(jnp.float32(1))
+    finally:
+        resume.set()
+        builder.join(TIMEOUT)
+        kept.clear()
+    assert listed == set()
+    assert built == [(1, 2)]
+
+
 def test_checked_scan_ignores_a_lifted_built_by_another_thread():
     # Deterministic interleaving: B's checked call is open while A, inside its
     # own trace, lifts a closure over A's (live) tracer. B's scan must not
