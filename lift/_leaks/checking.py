@@ -10,7 +10,7 @@ import types
 import weakref
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack
-from typing import Any, NamedTuple, ParamSpec, TypeVar, cast
+from typing import Any, Final, NamedTuple, ParamSpec, TypeVar, cast
 
 import jax
 
@@ -352,23 +352,32 @@ class checking_leaks:
         # The `Lifted`s recorded (weakly) are read after the collections that
         # tell which traces escaped: garbage among them is no leak.
         escaped = _compat.escaped_tracers(exits)
+        # The block's frame: as a decorator, the caller of lift's wrapper.
+        frame = sys._getframe(1)  # pyright: ignore[reportPrivateUsage]
+        while frame.f_code is _WRAPPER_CODE and frame.f_back is not None:
+            frame = frame.f_back
         if exc is not None:
             if isinstance(exc, Exception):
-                leak_error(exc, [], lifted_roots(bucket), mode, escaped)
+                # JAX's report: the frames it unwound are below the block's.
+                roots = _caller_roots(frame)
+                leak_error(exc, roots, lifted_roots(bucket), mode, escaped)
             return
         unopened: list[Unopened] = []
         leaks, tracers = scan_confirmed(lambda: lifted_roots(bucket), unopened)
-        if escaped:
+        found = set(map(id, tracers))
+        if escaped or tracers:
             # Named from the block's own frame (its locals, the globals its
             # code names), then as the plugin names them; those only JAX's
-            # and lift's caches keep are not the block's escapes.
-            named = set(map(id, tracers))
+            # and lift's caches keep are not the block's escapes. A tracer a
+            # `Lifted` built here holds is named from it when nothing else is.
             placed = place_escaped(
-                [t for t in escaped if id(t) not in named],
-                _caller_roots(sys._getframe(1)),  # pyright: ignore[reportPrivateUsage]
+                [*tracers, *(t for t in escaped if id(t) not in found)],
+                _caller_roots(frame),
                 unopened=unopened,
             )
-            leaks.extend(placed.leaks)
+            better = dict(zip(map(id, placed.named), placed.leaks, strict=True))
+            leaks = [better.pop(id(t), x) for x, t in zip(leaks, tracers, strict=True)]
+            leaks.extend(better.values())
             if placed.unplaced and not leaks:
                 raise unseen_error(placed.unplaced, "inside lift.checking_leaks()")
         if leaks:
@@ -382,3 +391,11 @@ class checking_leaks:
                 return fn(*args, **kwargs)
 
         return wrapper
+
+
+# The code of the function `checking_leaks()` makes as a decorator.
+_WRAPPER_CODE: Final = next(
+    c
+    for c in checking_leaks.__call__.__code__.co_consts
+    if isinstance(c, types.CodeType)
+)

@@ -84,7 +84,7 @@ def check(item: pytest.Item, watch: Watch) -> None:
 
 
 def check_once(item: pytest.Item, watch: Watch, confirm: bool) -> bool:
-    """One look (see `_check`); with `confirm`, a leak found returns `True`
+    """One look (see `check`); with `confirm`, a leak found returns `True`
     (suspected: to be looked at again after a collection) before it is noted."""
     __tracebackhide__ = True
     empty: list[Any] = []

@@ -240,6 +240,51 @@ def test_checking_leaks_scans_lifted_on_exit() -> None:
         jax.grad(loss)(1.0)  # eager grad: JAX's checker misses it
 
 
+@pytest.mark.parametrize("form", ["block", "decorator"])
+def test_checking_leaks_names_the_blocks_variable_holding_an_eager_tracer(
+    form: str,
+) -> None:
+    # An eager `grad`'s tracer kept in a list of the block's: JAX's checker
+    # (from jax 0.12) reports it as the trace exits, inside the transform;
+    # lift then (before 0.12) as the block ends. The frames JAX's error
+    # unwound are below the block's, whose variables name the holder; as a
+    # decorator, the block is the caller's.
+    kept: list[Any] = []
+    grad = jax.grad(lambda x: kept.append(x) or x)
+
+    def run() -> None:
+        if form == "decorator":
+            lift.checking_leaks()(grad)(jnp.float32(1))
+        else:
+            with lift.checking_leaks():
+                grad(jnp.float32(1))
+
+    with pytest.raises(
+        lift.LeakError, match=r"kept\[0\]: float32\[\] from grad"
+    ) as err:
+        run()
+    kept.clear()
+    assert "fn." not in str(err.value)  # no variable of lift's own wrapper
+
+
+@pytest.mark.parametrize("transform", [jax.grad, jax.jit])
+def test_checking_leaks_names_the_variable_holding_a_lifted_built_inside(
+    transform: Any,
+) -> None:
+    # The `Lifted` holds the tracer; the report names where it is stored, under
+    # an eager `grad` (found in the `Lifted`s the block built) as under `jit`
+    # (JAX's checker).
+    def loss(x: Any) -> Any:
+        STASH.append(lift.lift(lambda: x))
+        return x * 2
+
+    with (
+        pytest.raises(lift.LeakError, match=r"STASH\[0\] -> .*captured variable 'x'"),
+        lift.checking_leaks(),
+    ):
+        transform(loss)(1.0)
+
+
 class _Opaque:
     """Not a pytree: only `lift.closure_convert` reaches the tracer it holds."""
 
