@@ -8,7 +8,7 @@ import inspect
 import re
 import sys
 import types
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from math import copysign
 from typing import Any, Final, cast
 
@@ -99,15 +99,23 @@ LiftAttributeError.__module__ = "lift"
 LeakError.__module__ = "lift"
 
 
-def code_of(obj: Any) -> types.CodeType | None:
-    """The code a callable runs, or `None`.
+# Code of lift's that runs for a user's function (a closure-converted one
+# runs the program traced from it): how to read the user's code from the
+# function (`code_of(..., shown=True)`).
+STANDS_FOR: dict[types.CodeType, Callable[[Any], types.CodeType | None]] = {}
+
+
+def code_of(obj: Any, shown: bool = False) -> types.CodeType | None:
+    """The code a callable runs, or `None`. With `shown`, the user's code it
+    stands for (`STANDS_FOR`), where reports show it.
 
     It looks through bound methods, partials, `Lifted` and `lift.jit`
     functions, a bounded number of steps."""
     for _ in range(100):
         t: type[Any] = type(obj)  # pyright: ignore[reportUnknownVariableType]
         if t is types.FunctionType:
-            return obj.__code__
+            read = STANDS_FOR.get(obj.__code__) if shown else None
+            return (read and read(obj)) or obj.__code__
         try:
             if t is types.MethodType:
                 obj = obj.__func__
@@ -129,7 +137,7 @@ def code_of(obj: Any) -> types.CodeType | None:
 
 def describe(fn: Any) -> str:
     """`qualname (file:line)` for a function, method or partial; a repr otherwise."""
-    code = code_of(fn)
+    code = code_of(fn, shown=True)
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
     if code is None:
         return name if isinstance(name, str) else repr(fn)

@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _compat
-from .._base.errors import LiftError, array_text, describe
+from .._base.errors import STANDS_FOR, LiftError, array_text, code_of, describe
 from .._holders.trees import tree_flatten, unflatten
 from .program_parts import ProgramParts
 
@@ -59,6 +59,7 @@ class Program:
         "_alive",
         "_hash",
         "_key",
+        "code",
         "in_sig",
         "in_tree",
         "jaxpr",
@@ -78,6 +79,7 @@ class Program:
     ) -> None:
         self.name = getattr(fn, "__name__", None) or "fn"
         self.where = where = describe(fn)
+        self.code = code_of(fn, shown=True)  # where reports show `fn`
         hidden = ProgramParts(jaxpr, where)
         self.jaxpr = jaxpr
         self.in_tree = in_tree
@@ -190,3 +192,20 @@ def convert(
         if isinstance(value, str):
             setattr(converted, attr, value)
     return converted  # pyright: ignore[reportReturnType]
+
+
+def _shown(converted: types.FunctionType) -> types.CodeType | None:
+    """The user's code a converted function runs the program of: its
+    `Program`'s, read from its cell (a rebuilt copy has its own cells)."""
+    cells = dict(
+        zip(converted.__code__.co_freevars, converted.__closure__ or (), strict=True)
+    )
+    program = cells["program"].cell_contents
+    return program.code if isinstance(program, Program) else None
+
+
+# Reports show the user's function for a converted one, not this module.
+_CONVERTED: Final = next(
+    c for c in convert.__code__.co_consts if getattr(c, "co_name", None) == "converted"
+)
+STANDS_FOR[_CONVERTED] = _shown

@@ -374,7 +374,7 @@ def leak_at(entries: list[Any], home: str | None, tracer: Any, index: int) -> Le
         return Leak(path, None, None, None, None, description, advice=advice)
     fn, variable, kind = edges[holder]
     # A bound `lift.jit` method's function: the code it wraps.
-    code = fn if isinstance(fn, types.CodeType) else code_of(fn)
+    code = fn if isinstance(fn, types.CodeType) else code_of(fn, shown=True)
     qualname = fn.co_qualname if isinstance(fn, types.CodeType) else _qualname(fn)
     filename, lineno = (code.co_filename, code.co_firstlineno) if code else (None, None)
     location = path_text(entries, chain[:holder], home) if holder else None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import re
 import weakref
 from typing import Any
 
@@ -142,6 +143,37 @@ def test_keeps_name_qualname_and_doc() -> None:
     assert converted.__name__ == "documented"
     assert converted.__qualname__ == documented.__qualname__
     assert converted.__doc__ == "Doubles."
+
+
+@pytest.mark.lift_allow_leaks  # a converted function stored on purpose
+def test_errors_and_leak_reports_show_the_functions_own_file_and_line() -> None:
+    # The converted function runs lift's code; messages name the user's.
+    stored: list[Any] = []
+
+    def scaled(y: Any) -> Any:
+        return y * 2
+
+    line = re.escape(f"test_convert.py:{scaled.__code__.co_firstlineno})")
+    converted = lift.closure_convert(scaled, jnp.ones(2))
+    with pytest.raises(lift.LiftError, match=rf"scaled \(.*{line} was closure-conv"):
+        converted(jnp.ones(3))
+
+    @jax.jit
+    def step(x: Any) -> Any:
+        hidden = Opaque(x)
+
+        def scale(y: Any) -> Any:
+            return y * hidden.value
+
+        stored.append((scale.__code__.co_firstlineno, lift.closure_convert(scale, x)))
+        return x
+
+    with jax.check_tracer_leaks(False):
+        leaks = lift.find_leaks(step(1.0), stored)
+    assert [(leak.filename, leak.lineno) for leak in leaks] == [
+        (__file__, stored[0][0])
+    ]
+    stored.clear()
 
 
 def test_holds_no_reference_to_the_function() -> None:
