@@ -56,15 +56,16 @@ def made_since(begun: tuple[int, int, int]) -> bool:
     The collector runs meanwhile. The count of JAX's callbacks says so, with
     those collections freed added back. An old callback freed otherwise (a
     cache of JAX's emptied) may hide a new one. So the young objects are read
-    too, while no collection of an older generation has promoted them, and
-    no other thread runs Python code."""
+    too, while no collection of an older generation has promoted them. With
+    another thread running Python code they are not read (`young_objects`):
+    a callback may be new, and the callers look."""
     made, collections, older = begun
     if _compat.callbacks_alive() + _COLLECTED[1] != made:
         return True
     if _COLLECTED[3] != older:
         return False  # the count alone
     young = _gc.young_objects(older=_COLLECTED[2] != collections)
-    return young is not None and bool(_compat.kept_callbacks(young))
+    return young is None or bool(_compat.kept_callbacks(young))
 
 
 class Kept:
