@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gc
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from .. import _compat
@@ -79,8 +80,11 @@ class Kept:
         self.counts = [sys.getrefcount(x) for x in self.held]
         self.begun = mark()
 
-    def outlived(self) -> Copy | None:
-        """The first copy a callback JAX keeps reaches now, if any.
+    def outlived(
+        self, callbacks: Callable[[], list[Any]] = _compat.kept_callbacks
+    ) -> Copy | None:
+        """The first copy a callback JAX keeps (`callbacks()`) reaches now, if
+        any.
 
         Asked once JAX keeps a callback more (`made_since`). A collection
         may have freed what held a copy: then the reference counts say
@@ -91,7 +95,7 @@ class Kept:
         ):
             return None  # none holds more of lift's
         copies = {id(c.value): c for c in self.copies}  # alive: their ids unique
-        found = reach(_compat.kept_callbacks(), held, 100_000)  # bounded
+        found = reach(callbacks(), held, 100_000)  # bounded
         return next((copies[id(x)] for x in found if id(x) in copies), None)
 
 
