@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gc
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from .. import _compat
@@ -56,15 +57,16 @@ def made_since(begun: tuple[int, int, int]) -> bool:
     The collector runs meanwhile. The count of JAX's callbacks says so, with
     those collections freed added back. An old callback freed otherwise (a
     cache of JAX's emptied) may hide a new one. So the young objects are read
-    too, while no collection of an older generation has promoted them, and
-    no other thread runs Python code."""
+    too, while no collection of an older generation has promoted them. With
+    another thread running Python code they are not read (`young_objects`):
+    a callback may be new, and the callers look."""
     made, collections, older = begun
     if _compat.callbacks_alive() + _COLLECTED[1] != made:
         return True
     if _COLLECTED[3] != older:
         return False  # the count alone
     young = _gc.young_objects(older=_COLLECTED[2] != collections)
-    return young is not None and bool(_compat.kept_callbacks(young))
+    return young is None or bool(_compat.kept_callbacks(young))
 
 
 class Kept:
@@ -78,8 +80,11 @@ class Kept:
         self.counts = [sys.getrefcount(x) for x in self.held]
         self.begun = mark()
 
-    def outlived(self) -> Copy | None:
-        """The first copy a callback JAX keeps reaches now, if any.
+    def outlived(
+        self, callbacks: Callable[[], list[Any]] = _compat.kept_callbacks
+    ) -> Copy | None:
+        """The first copy a callback JAX keeps (`callbacks()`) reaches now, if
+        any.
 
         Asked once JAX keeps a callback more (`made_since`). A collection
         may have freed what held a copy: then the reference counts say
@@ -90,7 +95,7 @@ class Kept:
         ):
             return None  # none holds more of lift's
         copies = {id(c.value): c for c in self.copies}  # alive: their ids unique
-        found = reach(_compat.kept_callbacks(), held, 100_000)  # bounded
+        found = reach(callbacks(), held, 100_000)  # bounded
         return next((copies[id(x)] for x in found if id(x) in copies), None)
 
 

@@ -119,8 +119,11 @@ def call_watched(
         kept = None if _compat.eager() else Kept(built.copies, built.functions)
         out = built.fn(*args, **kwargs)
         if kept is not None and made_since(kept.begun):
-            outlived = kept.outlived()
-            pin_kept(skeleton_of(owner).nodes, code_of(built.fn))
+            # One pass over the heap for both looks.
+            callbacks = functools.cache(_compat.kept_callbacks)
+            outlived = kept.outlived(callbacks)
+            pin_kept(skeleton_of(owner).nodes, code_of(built.fn), callbacks)
+            del callbacks  # what it found is not kept past the looks
     except BaseException as err:
         # A call that changed a copy and then raised is refused too, its
         # error chained: raising must not hide the lost change.

@@ -196,9 +196,14 @@ def contents_key_of(static: Static) -> Any:
     return parts[0] if len(parts) == 2 and type(parts[1]) is ById else parts
 
 
-def pin_kept(nodes: Iterable[Any], code: Any) -> None:
+def pin_kept(
+    nodes: Iterable[Any],
+    code: Any,
+    callbacks: Callable[[], list[Any]] = kept_callbacks,
+) -> None:
     """Compare by identity your own containers among the statics of `nodes`
-    (a skeleton's) that a callback JAX keeps reaches.
+    (a skeleton's) that a callback JAX keeps reaches (`callbacks()`, each a
+    pass over the heap: one a call shares).
 
     Such a callback runs on the container it was traced with. Another
     container equal to it must get a program of its own. So containers with
@@ -212,7 +217,7 @@ def pin_kept(nodes: Iterable[Any], code: Any) -> None:
         if type(s) is Static and type(s.value) in _KEYED and not s.by_identity  # pyright: ignore[reportUnknownArgumentType]
     }
     if own:
-        for x in reach(kept_callbacks(), held, 100_000):  # bounded
+        for x in reach(callbacks(), held, 100_000):  # bounded
             static = own.get(id(x))
             if static is not None and static.value is x:
                 _PINNED.add((code, static.slot_key), True)

@@ -21,7 +21,7 @@ from .._base.owners import is_user_module
 from .caches import CacheHolders, closure_holding, holder_kinds, split_cached
 from .chain import referrer_chain
 from .report import Leak, Unopened, format_leaks, tracer_text
-from .scan import scan_tracers
+from .scan import param_name, scan_tracers
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -352,14 +352,11 @@ class checking_leaks:
         # The `Lifted`s recorded (weakly) are read after the collections that
         # tell which traces escaped: garbage among them is no leak.
         escaped = _compat.escaped_tracers(exits)
-        # The block's frame: as a decorator, the caller of lift's wrapper.
-        frame = sys._getframe(1)  # pyright: ignore[reportPrivateUsage]
-        while frame.f_code is _WRAPPER_CODE and frame.f_back is not None:
-            frame = frame.f_back
+        # The block's frame (none where C code called this, in a bare thread).
+        roots = _block_roots(sys._getframe().f_back)  # pyright: ignore[reportPrivateUsage]
         if exc is not None:
             if isinstance(exc, Exception):
                 # JAX's report: the frames it unwound are below the block's.
-                roots = _caller_roots(frame)
                 leak_error(exc, roots, lifted_roots(bucket), mode, escaped)
             return
         unopened: list[Unopened] = []
@@ -372,7 +369,7 @@ class checking_leaks:
             # `Lifted` built here holds is named from it when nothing else is.
             placed = place_escaped(
                 [*tracers, *(t for t in escaped if id(t) not in found)],
-                _caller_roots(frame),
+                roots,
                 unopened=unopened,
             )
             better = dict(zip(map(id, placed.named), placed.leaks, strict=True))
@@ -391,6 +388,21 @@ class checking_leaks:
                 return fn(*args, **kwargs)
 
         return wrapper
+
+
+def _block_roots(frame: types.FrameType | None) -> list[tuple[str, Any]]:
+    """Named roots of the block `frame` runs: its `_caller_roots`. As a
+    decorator, the caller's, then the decorated function's arguments, each
+    named by its parameter (`self`)."""
+    args: list[tuple[str, Any]] = []
+    while frame is not None and frame.f_code is _WRAPPER_CODE:
+        if not args:  # the innermost wrapper's: its `fn` is the user's
+            names = dict(_compat.frame_locals(frame))
+            fn = names.get("fn")
+            args = [(param_name(fn, i), v) for i, v in enumerate(names["args"])]
+            args.extend(names["kwargs"].items())
+        frame = frame.f_back
+    return [*(_caller_roots(frame) if frame is not None else []), *args]
 
 
 # The code of the function `checking_leaks()` makes as a decorator.

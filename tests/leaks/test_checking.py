@@ -267,6 +267,35 @@ def test_checking_leaks_names_the_blocks_variable_holding_an_eager_tracer(
     assert "fn." not in str(err.value)  # no variable of lift's own wrapper
 
 
+class _Fitted:
+    def __init__(self) -> None:
+        self.stash: list[Any] = []
+
+    @lift.checking_leaks()
+    def fit(self, x: Any) -> Any:
+        return jax.grad(lambda y: self.stash.append(y) or y)(x)
+
+
+@lift.checking_leaks()
+def _fit(buffer: list[Any], x: Any) -> Any:
+    return jax.grad(lambda y: buffer.append(y) or y)(x)
+
+
+@pytest.mark.parametrize("form", ["method", "argument"])
+def test_checking_leaks_as_a_decorator_names_the_functions_arguments(
+    form: str,
+) -> None:
+    # The tracer is kept by the decorated function's argument, which no
+    # variable of the caller holds (a temporary object): it is named by its
+    # parameter, not reported as held by nothing lift can see.
+    if form == "method":
+        with pytest.raises(lift.LeakError, match=r"self\.stash\[0\]: float32\[\]"):
+            _Fitted().fit(jnp.float32(1))
+    else:
+        with pytest.raises(lift.LeakError, match=r"buffer\[0\]: float32\[\]"):
+            _fit([], jnp.float32(1))
+
+
 @pytest.mark.parametrize("transform", [jax.grad, jax.jit])
 def test_checking_leaks_names_the_variable_holding_a_lifted_built_inside(
     transform: Any,
