@@ -353,10 +353,11 @@ class checking_leaks:
         # tell which traces escaped: garbage among them is no leak.
         escaped = _compat.escaped_tracers(exits)
         # The block's frame (none where C code called this, in a bare thread).
-        roots = _block_roots(sys._getframe().f_back)  # pyright: ignore[reportPrivateUsage]
+        frame = sys._getframe().f_back  # pyright: ignore[reportPrivateUsage]
         if exc is not None:
             if isinstance(exc, Exception):
                 # JAX's report: the frames it unwound are below the block's.
+                roots = _block_roots(frame)
                 leak_error(exc, roots, lifted_roots(bucket), mode, escaped)
             return
         unopened: list[Unopened] = []
@@ -369,7 +370,7 @@ class checking_leaks:
             # `Lifted` built here holds is named from it when nothing else is.
             placed = place_escaped(
                 [*tracers, *(t for t in escaped if id(t) not in found)],
-                roots,
+                _block_roots(frame),
                 unopened=unopened,
             )
             better = dict(zip(map(id, placed.named), placed.leaks, strict=True))
